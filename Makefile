@@ -1,0 +1,44 @@
+# The two commands the README opens with: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: demo test lint typecheck docs bench bench-locomo clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q -e ".[dev]"
+	touch $(VENV)/.installed $@
+
+demo: $(VENV)/.installed
+	$(PY) -m coffer_memory.demo
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q
+	$(MAKE) lint typecheck docs
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check coffer_memory coffer_memory_fastapi coffer_memory_mcp tests bench
+
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy
+
+docs: $(VENV)/.installed-dev
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(CURDIR)/.site
+
+bench: $(VENV)/.installed-dev
+	$(PY) bench/core.py
+
+bench-locomo: $(VENV)/.installed-dev
+	$(PY) bench/locomo.py
+
+clean:
+	rm -rf $(VENV) .site .pytest_cache .mypy_cache .ruff_cache

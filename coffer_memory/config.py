@@ -1,0 +1,93 @@
+"""Settings for a coffer home and the per-store memory configuration (pydantic v2)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InvalidInput
+from .models import RetrievalMode
+
+DEFAULT_HOME = Path("~/.coffer")
+CONFIG_FILENAME = "config.toml"
+
+
+class MemoryStoreConfig(BaseModel):
+    """Configuration of a memory store, with the seed's fields, defaults and ranges.
+
+    The flat ``embedding_*`` fields are legacy: accepted for compatibility and ignored;
+    indexing and recall use the global embedding settings.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    retrieval_modes: list[RetrievalMode] = Field(default_factory=lambda: ["grep", "keyword"], min_length=1)
+    default_mode: RetrievalMode = "keyword"
+    embedding_provider: str | None = None
+    embedding_model: str | None = None
+    embedding_base_url: str | None = None
+    embedding_credential_ref: str | None = None
+    embedding_dimensions: int = Field(default=768, ge=1, le=8192)
+    max_fact_chars: int = Field(default=8192, ge=64, le=32768)
+    merged_identities: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _default_mode_enabled(self) -> Self:
+        if self.default_mode not in self.retrieval_modes:
+            raise ValueError(
+                f"default_mode {self.default_mode!r} is not one of retrieval_modes {self.retrieval_modes}"
+            )
+        return self
+
+
+class Settings(BaseModel):
+    """Everything a :class:`~coffer_memory.MemoryService` needs to know about its home.
+
+    ``home`` defaults to ``$COFFER_HOME``, else ``~/.coffer``. A ``config.toml`` in the home
+    may set any field (``[memory]`` holds the store defaults).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
+    memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
+    grep_backend: Literal["auto", "ripgrep", "python"] = "auto"
+    # Stores with at most this many knowledge files are fully stat'ed on every read, so an
+    # external edit is seen at once; larger stores check folder mtimes on every read and run
+    # the full stat scan at most once per ``reconcile_full_scan_seconds``.
+    reconcile_full_scan_max_files: int = Field(default=2000, ge=0)
+    reconcile_full_scan_seconds: float = Field(default=5.0, ge=0.0)
+    busy_timeout_ms: int = Field(default=10_000, ge=0)
+
+    @property
+    def memory_dir(self) -> Path:
+        """``<home>/memory``: the truth."""
+        return self.home / "memory"
+
+    @property
+    def index_path(self) -> Path:
+        """``<home>/index.db``: the derived index."""
+        return self.home / "index.db"
+
+    @classmethod
+    def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+        """Settings for ``home`` (or ``$COFFER_HOME``), merged with ``<home>/config.toml`` if present."""
+        base = Path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
+        base = base.expanduser().absolute()
+        data: dict[str, Any] = {}
+        cfg = base / CONFIG_FILENAME
+        if cfg.is_file():
+            try:
+                data = tomllib.loads(cfg.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise InvalidInput(f"{cfg} is not valid TOML: {exc}", field="config") from exc
+        data.update(overrides)
+        data["home"] = base
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid settings: {exc}", field="settings") from exc

@@ -1,0 +1,117 @@
+"""The coffer-memory exception tree.
+
+Every error a caller can see derives from :class:`CofferError` and carries a stable
+``code`` string (the seed's names) plus context attributes. HTTP statuses and MCP tool
+errors are mapped from ``code`` by the adapters, never here::
+
+    CofferError
+    ├── MemoryStoreNotFound   MEMORY_STORE_NOT_FOUND   (.store)
+    ├── MemoryNotFound        MEMORY_NOT_FOUND         (.store, .fact_id)
+    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long", .limit)
+    ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
+    ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
+    ├── InvalidInput          INVALID_INPUT            (.field)
+    └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class CofferError(Exception):
+    """Root of every error raised by coffer-memory."""
+
+    code: ClassVar[str] = "COFFER_ERROR"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the wire envelope's inner object: ``{code, message, details}``."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+
+class MemoryStoreNotFound(CofferError):
+    """A store name that is not ``global`` or ``project-<26-char ULID>``."""
+
+    code = "MEMORY_STORE_NOT_FOUND"
+
+    def __init__(self, store: str) -> None:
+        super().__init__(
+            f"memory store {store!r} not found: store names are 'global' or 'project-<26-char ULID>'",
+            store=store,
+        )
+        self.store = store
+
+
+class MemoryNotFound(CofferError):
+    """No fact (or lane file) with this id in this store."""
+
+    code = "MEMORY_NOT_FOUND"
+
+    def __init__(self, store: str, fact_id: str) -> None:
+        super().__init__(f"memory {fact_id!r} not found in store {store!r}", store=store, fact_id=fact_id)
+        self.store = store
+        self.fact_id = fact_id
+
+
+class MemoryRejected(CofferError):
+    """The text cannot become a fact: ``reason`` is ``"empty"`` or ``"too_long"``."""
+
+    code = "MEMORY_REJECTED"
+
+    def __init__(self, reason: str, *, length: int | None = None, limit: int | None = None) -> None:
+        if reason == "too_long":
+            message = f"memory rejected: text is {length} characters, the limit is {limit}"
+        else:
+            message = "memory rejected: text is empty"
+        super().__init__(message, reason=reason, length=length, limit=limit)
+        self.reason = reason
+        self.limit = limit
+
+
+class MemoryConflict(CofferError):
+    """A compare-and-swap write saw a different file than the caller read."""
+
+    code = "MEMORY_CONFLICT"
+
+    def __init__(self, store: str, fact_id: str, expected_sha256: str, actual_sha256: str) -> None:
+        super().__init__(
+            f"memory {fact_id!r} changed since it was read (expected sha256 {expected_sha256[:12]}…, "
+            f"found {actual_sha256[:12]}…); nothing was written",
+            store=store,
+            fact_id=fact_id,
+            expected_sha256=expected_sha256,
+            actual_sha256=actual_sha256,
+        )
+        self.expected_sha256 = expected_sha256
+        self.actual_sha256 = actual_sha256
+
+
+class ScopeUnresolved(CofferError):
+    """``scope="project"`` was asked for a directory that is not inside a git repository."""
+
+    code = "SCOPE_UNRESOLVED"
+
+    def __init__(self, cwd: str, reason: str = "not inside a git repository") -> None:
+        super().__init__(f"cannot resolve a project scope for {cwd!r}: {reason}", cwd=cwd)
+        self.cwd = cwd
+
+
+class InvalidInput(CofferError):
+    """An argument is malformed (a bad cursor, an unknown mode, a limit out of range...)."""
+
+    code = "INVALID_INPUT"
+
+    def __init__(self, message: str, *, field: str | None = None, **details: Any) -> None:
+        super().__init__(message, field=field, **details)
+        self.field = field
+
+
+class EmbeddingUnavailable(CofferError):
+    """The embedder could not run. Internal: recall degrades to keyword and sets ``fallback``."""
+
+    code = "EMBEDDING_UNAVAILABLE"

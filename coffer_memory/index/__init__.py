@@ -1,0 +1,1 @@
+"""The derived index (apsw + FTS5 trigram): always rebuildable from the files."""

@@ -1,0 +1,134 @@
+"""Open the index database: pragmas, numbered migrations, one connection per service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from ..store.files import ensure_dir
+
+# Each entry is one migration; the list index + 1 is the schema version it produces.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the seed's unified schema, its two store side tables, and what the index needs.
+    """
+    CREATE TABLE documents (
+        id             TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        resource_name  TEXT NOT NULL,
+        project_id     TEXT NOT NULL,
+        path           TEXT NOT NULL,
+        title          TEXT NOT NULL,
+        description    TEXT,
+        metadata       TEXT NOT NULL DEFAULT '{}',
+        content_sha256 TEXT NOT NULL,
+        source_mode    TEXT NOT NULL DEFAULT 'native',
+        locked         BOOLEAN NOT NULL DEFAULT 0,
+        created_at     TIMESTAMP NOT NULL,
+        updated_at     TIMESTAMP NOT NULL,
+        file_size      INTEGER NOT NULL DEFAULT -1,
+        file_mtime_ns  INTEGER NOT NULL DEFAULT -1,
+        PRIMARY KEY (kind, resource_name, id)
+    );
+    CREATE INDEX idx_documents_kind_res_time ON documents(kind, resource_name, updated_at DESC);
+    CREATE INDEX idx_documents_project ON documents(project_id);
+    CREATE UNIQUE INDEX idx_documents_path ON documents(resource_name, path);
+
+    CREATE TABLE chunks (
+        id            TEXT PRIMARY KEY,
+        document_id   TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        resource_name TEXT NOT NULL,
+        position      INTEGER NOT NULL
+    );
+    CREATE INDEX idx_chunks_document ON chunks(document_id);
+
+    CREATE VIRTUAL TABLE documents_fts USING fts5(
+        text, resource_name UNINDEXED, chunk_id UNINDEXED, tokenize='trigram'
+    );
+
+    CREATE TABLE memory_store_project_roots (
+        store_name   TEXT PRIMARY KEY,
+        project_root TEXT NOT NULL
+    );
+    CREATE TABLE memory_store_labels (
+        store_name TEXT PRIMARY KEY,
+        label      TEXT NOT NULL
+    );
+
+    CREATE TABLE audit_events (
+        id          INTEGER PRIMARY KEY,
+        at          TEXT NOT NULL,
+        event       TEXT NOT NULL,
+        store       TEXT,
+        document_id TEXT,
+        details     TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX idx_audit_store ON audit_events(store, id);
+
+    CREATE TABLE store_state (
+        resource_name  TEXT PRIMARY KEY,
+        dirs           TEXT NOT NULL DEFAULT '{}',
+        last_full_scan REAL NOT NULL DEFAULT 0,
+        file_count     INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class IndexDB:
+    """One apsw connection to ``index.db`` with WAL, a busy timeout and migrations applied."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
+        ensure_dir(path.parent)
+        self.path = path
+        self.conn = apsw.Connection(str(path))
+        self.conn.setbusytimeout(busy_timeout_ms)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # The index is derived from the files; a lost tail transaction is rebuilt by reconcile.
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        version = int(self.scalar("PRAGMA user_version") or 0)
+        if version >= SCHEMA_VERSION:
+            return
+        with self.transaction():
+            version = int(self.scalar("PRAGMA user_version") or 0)
+            for number in range(version, SCHEMA_VERSION):
+                self.conn.execute(MIGRATIONS[number])
+                self.conn.execute(f"PRAGMA user_version={number + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error); nests as a savepoint."""
+        if not self.conn.get_autocommit():
+            with self.conn:
+                yield self.conn
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """All rows of a query."""
+        return list(self.conn.execute(sql, params))
+
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        """The first column of the first row, or ``None``."""
+        for row in self.conn.execute(sql, params):
+            return row[0]
+        return None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()

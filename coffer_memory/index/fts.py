@@ -1,0 +1,103 @@
+"""Keyword search over the FTS5 trigram table, with user text quoted term by term."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import attrs
+
+from .db import IndexDB
+
+# Words too common to help ranking; dropped unless nothing else is left.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing done down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just let me more most my myself no nor not now of off on once only or other our ours ourselves
+    out over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which while
+    who whom why will with would you your yours yourself yourselves s t don didn doesn isn aren wasn
+    weren won shall may might must also us get got use used using via""".split()
+)
+_EDGE_PUNCT = "\"'`()[]{}<>.,;:!?«»“”‘’、。，；：！？（）"
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+TRIGRAM = 3
+
+
+@attrs.frozen
+class QueryPlan:
+    """How a user's text becomes a search: FTS5 phrases, and short terms for LIKE."""
+
+    fts_terms: tuple[str, ...]
+    short_terms: tuple[str, ...]
+
+    @property
+    def match(self) -> str:
+        """The FTS5 MATCH expression: every term a quoted phrase, joined by OR."""
+        return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.fts_terms)
+
+
+def _words(query: str) -> list[str]:
+    words = []
+    for raw in unicodedata.normalize("NFKC", query).split():
+        word = raw.strip(_EDGE_PUNCT).lower()
+        if word:
+            words.append(word)
+    return words
+
+
+def plan_query(query: str) -> QueryPlan:
+    """Split a natural-language query into terms: stopwords dropped, CJK runs cut into trigrams.
+
+    Any term matches (OR); bm25 ranks. Terms shorter than three characters cannot use the
+    trigram index and are kept for a LIKE scan instead.
+    """
+    words = _words(query)
+    content = [w for w in words if w not in STOPWORDS] or words
+    fts: list[str] = []
+    short: list[str] = []
+    for word in content:
+        if len(word) < TRIGRAM:
+            short.append(word)
+        elif _CJK.search(word) and len(word) > TRIGRAM:
+            fts.extend(word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1))
+        else:
+            fts.append(word)
+    return QueryPlan(fts_terms=tuple(dict.fromkeys(fts)), short_terms=tuple(dict.fromkeys(short)))
+
+
+@attrs.frozen
+class ChunkHit:
+    """A chunk found by keyword search, with a higher-is-better score."""
+
+    chunk_id: str
+    text: str
+    score: float
+
+
+def _escape_like(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def search_chunks(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
+    """Chunks of ``store`` matching ``query``: FTS5 bm25 (flipped), else a LIKE scan for short terms."""
+    plan = plan_query(query)
+    hits: list[ChunkHit] = []
+    if plan.fts_terms:
+        rows = db.rows(
+            "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
+            "WHERE documents_fts MATCH ? AND resource_name = ? ORDER BY 3 LIMIT ?",
+            (plan.match, store, limit),
+        )
+        hits = [ChunkHit(chunk_id=r[0], text=r[1], score=-float(r[2])) for r in rows]
+    if hits or not plan.short_terms:
+        return hits
+    clauses = " + ".join("(text LIKE ? ESCAPE '\\')" for _ in plan.short_terms)
+    params: list[object] = [f"%{_escape_like(t)}%" for t in plan.short_terms]
+    rows = db.rows(
+        f"SELECT chunk_id, text, {clauses} AS n FROM documents_fts "
+        "WHERE resource_name = ? AND n > 0 ORDER BY n DESC, length(text) ASC LIMIT ?",
+        (*params, store, limit),
+    )
+    return [ChunkHit(chunk_id=r[0], text=r[1], score=float(r[2])) for r in rows]

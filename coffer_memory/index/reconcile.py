@@ -1,0 +1,233 @@
+"""Lazy reconcile-on-read: bring a store's index rows in line with its files.
+
+Fast path: a store with at most ``reconcile_full_scan_max_files`` recall files is fully
+stat'ed on every read (a few ms), so an outside edit shows at once. A larger store stats
+only its recall folders (a handful of ``stat`` calls): any create, delete or rename
+changes a folder's mtime and re-lists that folder alone. An in-place edit of an existing
+file does not touch its folder, so larger stores also run the full stat scan at most once
+every ``reconcile_full_scan_seconds``: that is the documented bound on how late an outside
+in-place edit of a large store can show up. Only files whose size or mtime changed are
+read and hashed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from ..config import Settings
+from ..models import ReindexReport
+from ..store.files import FactParseError, FileStat, list_folder, scan_markdown
+from ..store.lock import store_lock
+from ..store.paths import StorePaths, lock_path
+from .db import IndexDB
+from .reindex import Reindexer
+
+log = logging.getLogger("coffer_memory.reconcile")
+BATCH = 500
+MISSING = -1
+Progress = Callable[[int, int], None]
+
+
+@attrs.define
+class _Tally:
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    skipped: list[str] = attrs.Factory(list)
+
+    def report(self, store: str) -> ReindexReport:
+        return ReindexReport(
+            store=store,
+            scanned=self.scanned,
+            added=self.added,
+            updated=self.updated,
+            removed=self.removed,
+            unchanged=self.unchanged,
+            skipped=tuple(self.skipped),
+        )
+
+
+class Reconciler:
+    """Keeps one home's index in line with its memory files."""
+
+    def __init__(self, db: IndexDB, reindexer: Reindexer, settings: Settings) -> None:
+        self.db = db
+        self.reindexer = reindexer
+        self.settings = settings
+
+    def _state(self, store: str) -> tuple[dict[str, int], float, int] | None:
+        rows = self.db.rows(
+            "SELECT dirs, last_full_scan, file_count FROM store_state WHERE resource_name = ?", (store,)
+        )
+        if not rows:
+            return None
+        return json.loads(rows[0][0]), float(rows[0][1]), int(rows[0][2])
+
+    def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None:
+        self.db.conn.execute(
+            "INSERT INTO store_state (resource_name, dirs, last_full_scan, file_count) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(resource_name) DO UPDATE SET dirs = excluded.dirs, "
+            "last_full_scan = excluded.last_full_scan, file_count = excluded.file_count",
+            (store, json.dumps(dirs, sort_keys=True), last_full, count),
+        )
+
+    def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
+        changed = []
+        for rel, recorded in dirs.items():
+            try:
+                mtime = os.stat(sp.root / rel, follow_symlinks=False).st_mtime_ns
+            except (FileNotFoundError, NotADirectoryError):
+                mtime = MISSING
+            if mtime != recorded:
+                changed.append(rel)
+        return changed
+
+    def reconcile(self, store: str, *, full: bool = False, progress: Progress | None = None) -> ReindexReport:
+        """Reconcile ``store``; ``full=True`` forces the full stat scan."""
+        sp = self.reindexer.paths(store)
+        if not sp.root.is_dir():
+            if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
+                self.reindexer.remove_store(store)
+            return _Tally().report(store)
+        state = self._state(store)
+        if not full and state is not None:
+            dirs, last_full, count = state
+            due = time.time() - last_full >= self.settings.reconcile_full_scan_seconds
+            if count > self.settings.reconcile_full_scan_max_files and not due:
+                changed = self._changed_dirs(sp, dirs)
+                if not changed:
+                    return _Tally(unchanged=count).report(store)
+                with store_lock(lock_path(self.settings.home, store)):
+                    return self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
+        with store_lock(lock_path(self.settings.home, store)):
+            return self._reconcile_full(sp, progress)
+
+    def _rows_under(self, store: str, prefix: str) -> dict[str, tuple[int, int]]:
+        rows = self.db.rows(
+            "SELECT path, file_size, file_mtime_ns FROM documents WHERE resource_name = ? "
+            "AND path >= ? AND path < ?",
+            (store, prefix, prefix + "\U0010ffff"),
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def _apply(
+        self,
+        sp: StorePaths,
+        files: dict[str, FileStat],
+        rows: dict[str, tuple[int, int]],
+        tally: _Tally,
+        progress: Progress | None = None,
+    ) -> None:
+        """Index new/changed files among ``files`` and drop ``rows`` whose file is gone."""
+        todo: list[Path] = []
+        for rel, st in files.items():
+            path = sp.root / rel
+            if not sp.is_recall_file(path):
+                continue
+            tally.scanned += 1
+            known = rows.pop(str(path), None)
+            if known == (st.size, st.mtime_ns):
+                tally.unchanged += 1
+            else:
+                todo.append(path)
+        gone = [Path(p) for p in rows]
+        total = len(todo) + len(gone)
+        for start in range(0, len(todo), BATCH):
+            with self.db.transaction():
+                for path in todo[start : start + BATCH]:
+                    self._index_one(sp, path, tally)
+            if progress is not None:
+                progress(min(start + BATCH, len(todo)), total)
+        if gone:
+            with self.db.transaction():
+                for path in gone:
+                    if self.reindexer.remove_path(sp.name, path):
+                        tally.removed += 1
+            if progress is not None:
+                progress(total, total)
+
+    def _index_one(self, sp: StorePaths, path: Path, tally: _Tally) -> None:
+        try:
+            outcome, _ = self.reindexer.index_file(sp.name, path)
+        except FactParseError as exc:
+            log.warning("skipping %s: %s", path, exc)
+            tally.skipped.append(sp.relative(path))
+            return
+        except (FileNotFoundError, IsADirectoryError, OSError) as exc:
+            log.info("file vanished while indexing %s: %s", path, exc)
+            self.reindexer.remove_path(sp.name, path)
+            return
+        if outcome == "added":
+            tally.added += 1
+        elif outcome == "updated":
+            tally.updated += 1
+        else:
+            tally.unchanged += 1
+
+    def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:
+        tally = _Tally()
+        files, dirs = scan_markdown(sp.root, sp.recall_dirs())
+        for folder in sp.recall_dirs():
+            dirs.setdefault(sp.relative(folder), MISSING)
+        rows = self._rows_under(sp.name, str(sp.root) + os.sep)
+        self._apply(sp, files, rows, tally, progress)
+        count = tally.scanned - len(tally.skipped)
+        with self.db.transaction():
+            self._save_state(sp.name, dirs, time.time(), count)
+        return tally.report(sp.name)
+
+    def _reconcile_dirs(self, sp: StorePaths, changed: list[str]) -> ReindexReport:
+        tally = _Tally()
+        state = self._state(sp.name)
+        assert state is not None
+        dirs, last_full, count = state
+        for rel in changed:
+            listing = list_folder(sp.root, rel)
+            prefix = str(sp.root / rel) + os.sep
+            rows = self._rows_under(sp.name, prefix)
+            if listing is None:  # the folder is gone: so is everything under it
+                roots = {sp.relative(f) for f in sp.recall_dirs()}
+                for sub in [d for d in list(dirs) if d == rel or d.startswith(rel + "/")]:
+                    if sub in roots:
+                        dirs[sub] = MISSING
+                    else:
+                        del dirs[sub]
+                self._apply(sp, {}, rows, tally)
+                continue
+            mtime, files, subdirs = listing
+            direct = {p: v for p, v in rows.items() if os.sep not in p[len(prefix) :]}
+            self._apply(sp, files, direct, tally)
+            dirs[rel] = mtime
+            for sub in subdirs:
+                if sub not in dirs:
+                    sub_files, sub_dirs = scan_markdown(sp.root, (sp.root / sub,))
+                    self._apply(sp, sub_files, self._rows_under(sp.name, str(sp.root / sub) + os.sep), tally)
+                    dirs.update(sub_dirs)
+        count = int(self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
+        with self.db.transaction():
+            self._save_state(sp.name, dirs, last_full, count)
+        return tally.report(sp.name)
+
+    def note_write(self, store: str, folder: Path, before_ns: int, after_ns: int, delta: int) -> None:
+        """After our own write in ``folder``: move its recorded mtime forward if nobody else moved it.
+
+        Keeps the next read on the fast path instead of re-listing a folder we just changed.
+        """
+        state = self._state(store)
+        if state is None:
+            return
+        dirs, last_full, count = state
+        rel = self.reindexer.paths(store).relative(folder)
+        if dirs.get(rel) != before_ns:
+            return
+        dirs[rel] = after_ns
+        self._save_state(store, dirs, last_full, count + delta)

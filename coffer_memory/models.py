@@ -1,0 +1,186 @@
+"""Frozen value objects returned by the core. Pydantic lives only at the JSON edges."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Generic, Literal, TypeVar
+
+import attrs
+
+Actor = Literal["agent", "user"]
+RetrievalMode = Literal["grep", "keyword", "vector", "hybrid"]
+RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("grep", "keyword", "vector", "hybrid")
+
+T = TypeVar("T")
+
+
+class MemoryScope(StrEnum):
+    """Where a fact lives: the global store or the store of the current git project."""
+
+    GLOBAL = "global"
+    PROJECT = "project"
+
+
+@attrs.frozen
+class MemoryFact:
+    """In-memory view of one fact file (frontmatter + body)."""
+
+    id: str
+    title: str
+    description: str
+    body: str
+    actor: Actor
+    origin_session_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@attrs.frozen
+class FactRecord:
+    """A fact together with where it lives on disk and the sha256 of the file's bytes."""
+
+    fact: MemoryFact
+    store: str
+    path: Path
+    sha256: str
+
+    @property
+    def folder_path(self) -> Path:
+        """The folder that holds the fact file."""
+        return self.path.parent
+
+
+@attrs.frozen
+class MutationResult:
+    """What a write did: the fact after it, its file, and the file's sha256 before and after.
+
+    ``before_sha256`` is ``None`` for a new file, ``after_sha256`` is ``None`` for a deletion.
+    """
+
+    fact: MemoryFact
+    store: str
+    path: Path
+    before_sha256: str | None
+    after_sha256: str | None
+
+
+@attrs.frozen
+class ClearResult:
+    """What ``clear`` removed from a store's knowledge lane."""
+
+    store: str
+    deleted: int
+    paths: tuple[Path, ...]
+
+
+@attrs.frozen
+class MemoryHit:
+    """One recall hit. ``score`` is the per-store score of the mode that found it."""
+
+    id: str
+    text: str
+    score: float
+    source: str
+    time: datetime
+    store: str = ""
+    path: Path | None = None
+    title: str = ""
+
+
+@attrs.frozen
+class RecallResult:
+    """Hits merged across stores, the mode that answered, and whether it degraded."""
+
+    hits: tuple[MemoryHit, ...]
+    mode: RetrievalMode
+    fallback: bool = False
+    stores: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Page(Generic[T]):
+    """One page of a bounded listing; ``next_cursor`` is ``None`` on the last page."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None
+
+
+@attrs.frozen
+class ResolvedScope:
+    """A scope resolved from a working directory."""
+
+    scope: MemoryScope
+    project_id: str
+    store_name: str
+    store_dir: Path
+    project_root: Path | None = None
+    branch: str | None = None
+
+
+@attrs.frozen
+class StoreInfo:
+    """A store as listed: identity, display name, where it lives, how many facts it has."""
+
+    name: str
+    scope: MemoryScope
+    project_id: str
+    store_dir: Path
+    fact_count: int
+    label: str | None
+    project_root: str | None
+
+    @property
+    def display_name(self) -> str:
+        """Label first, then the basename of the recorded project root, then the store name."""
+        if self.label:
+            return self.label
+        if self.project_root:
+            return Path(self.project_root).name or self.name
+        return "global" if self.scope is MemoryScope.GLOBAL else self.name
+
+
+@attrs.frozen
+class ReindexReport:
+    """What one reconcile or reindex pass did to one store."""
+
+    store: str
+    scanned: int
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> int:
+        """How many documents the pass wrote or removed."""
+        return self.added + self.updated + self.removed
+
+
+@attrs.frozen
+class BrokenFile:
+    """A file under a store's knowledge lane that could not be parsed."""
+
+    store: str
+    path: Path
+    error: str
+
+
+@attrs.frozen
+class DoctorReport:
+    """Health of a home: index versus files, broken files, grep backend."""
+
+    home: Path
+    grep_backend: str
+    ripgrep_path: str | None
+    sqlite_version: str
+    stores: tuple[StoreInfo, ...]
+    broken: tuple[BrokenFile, ...]
+    index_mismatches: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is broken and the index agrees with the files."""
+        return not self.broken and not self.index_mismatches

@@ -1,0 +1,69 @@
+"""The one module that calls ``pm.hook``; everything else asks the typed getters here."""
+
+from __future__ import annotations
+
+import os
+import threading
+from importlib import metadata
+
+import pluggy
+
+from ..errors import InvalidInput
+from . import hookspecs
+from .hookspecs import GrepBackend
+
+ENTRY_POINT_GROUP = "coffer_memory"
+DEFAULT_PLUGINS = ("coffer_memory.plugins.builtin.grep",)
+
+_pm: pluggy.PluginManager | None = None
+_lock = threading.Lock()
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Load the entry-point group; ``COFFER_LOAD_PLUGINS`` (comma-separated names) restricts it."""
+    only = os.environ.get("COFFER_LOAD_PLUGINS")
+    allowed = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if allowed is not None and ep.name not in allowed:
+            continue
+        if pm.get_plugin(ep.name) is None and not pm.is_blocked(ep.name):
+            pm.register(ep.load(), name=ep.name)
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, built on first use (built-ins, then entry points)."""
+    global _pm
+    with _lock:
+        if _pm is None:
+            pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+            pm.add_hookspecs(hookspecs.CofferHookSpecs)
+            for module_name in DEFAULT_PLUGINS:
+                module = __import__(module_name, fromlist=["_"])
+                pm.register(module, name=module_name)
+            _load_entry_points(pm)
+            _pm = pm
+        return _pm
+
+
+def get_grep_backends() -> dict[str, GrepBackend]:
+    """Every registered grep backend by name."""
+    found: dict[str, GrepBackend] = {}
+
+    def register(backend: GrepBackend) -> None:
+        found[backend.name] = backend
+
+    get_plugin_manager().hook.register_grep_backends(register=register)
+    return found
+
+
+def get_grep_backend(name: str | None = None) -> GrepBackend:
+    """The named backend, or the available one with the highest priority."""
+    backends = get_grep_backends()
+    if name and name != "auto":
+        if name not in backends:
+            raise InvalidInput(f"unknown grep backend {name!r}; known: {sorted(backends)}", field="grep_backend")
+        return backends[name]
+    usable = [b for b in backends.values() if b.available()]
+    if not usable:
+        raise InvalidInput("no grep backend is available", field="grep_backend")
+    return max(usable, key=lambda b: b.priority)

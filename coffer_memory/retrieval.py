@@ -1,0 +1,158 @@
+"""KnowledgeRetrieval: runs a mode over each store and fuses the stores by RRF (k=60)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+
+from .config import Settings
+from .errors import InvalidInput
+from .index.db import IndexDB
+from .index.fts import STOPWORDS, search_chunks
+from .index.reindex import document_id_of_chunk
+from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from .plugins.hookspecs import GrepBackend
+from .store.paths import StorePaths, scope_of
+
+RRF_K = 60
+MAX_QUERY_CHARS = 4096
+MAX_LIMIT = 200
+GREP_MAX_LINES = 5000
+GREP_TEXT_LINES = 3
+
+
+@attrs.frozen
+class _DocRow:
+    id: str
+    path: str
+    title: str
+    updated_at: datetime
+
+
+def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
+    """Reciprocal rank fusion: order by sum of 1/(k + rank); each hit keeps its own score."""
+    fused: dict[tuple[str, str], float] = {}
+    first: dict[tuple[str, str], MemoryHit] = {}
+    for hits in lists:
+        for rank, hit in enumerate(hits, start=1):
+            key = (hit.store, hit.id)
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+            first.setdefault(key, hit)
+    order = sorted(fused, key=lambda key: fused[key], reverse=True)
+    return [first[key] for key in order[:limit]]
+
+
+class KnowledgeRetrieval:
+    """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
+
+    def __init__(self, db: IndexDB, settings: Settings, grep: GrepBackend) -> None:
+        self.db = db
+        self.settings = settings
+        self.grep = grep
+
+    def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
+        """Validate recall arguments; return the mode to run."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty", field="query")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
+        chosen = mode or self.settings.memory.default_mode
+        if chosen not in RETRIEVAL_MODES:
+            raise InvalidInput(f"unknown mode {chosen!r}; one of {', '.join(RETRIEVAL_MODES)}", field="mode")
+        if chosen not in self.settings.memory.retrieval_modes:
+            raise InvalidInput(
+                f"mode {chosen!r} is not enabled (retrieval_modes = {self.settings.memory.retrieval_modes})",
+                field="mode",
+            )
+        return chosen  # type: ignore[return-value]
+
+    def recall(
+        self, paths: Sequence[StorePaths], query: str, mode: str | None = None, limit: int = 10
+    ) -> RecallResult:
+        """Search every store in ``paths`` with one mode and fuse the per-store lists."""
+        chosen = self.check(query, mode, limit)
+        fallback = False
+        run: RetrievalMode = chosen
+        if chosen in ("vector", "hybrid"):
+            # No embedder is wired into the core yet: answer from keyword and say so.
+            run, fallback = "keyword", True
+        lists = []
+        for sp in paths:
+            if not sp.root.is_dir():
+                continue
+            hits = self._grep(sp, query, limit) if run == "grep" else self._keyword(sp, query, limit)
+            lists.append(hits)
+        merged = rrf_merge(lists, limit)
+        return RecallResult(hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths))
+
+    def _docs(self, store: str, ids: Sequence[str] = (), paths: Sequence[str] = ()) -> dict[str, _DocRow]:
+        column, values = ("id", ids) if ids else ("path", paths)
+        if not values:
+            return {}
+        marks = ",".join("?" * len(values))
+        rows = self.db.rows(
+            f"SELECT id, path, title, updated_at FROM documents WHERE resource_name = ? AND {column} IN ({marks})",
+            (store, *values),
+        )
+        out = {}
+        for r in rows:
+            doc = _DocRow(r[0], r[1], r[2], datetime.fromisoformat(r[3]))
+            out[doc.id if ids else doc.path] = doc
+        return out
+
+    def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
+        path = Path(doc.path)
+        return MemoryHit(
+            id=doc.id,
+            text=text,
+            score=score,
+            source=f"{scope_of(sp.name).value}:{path}",
+            time=doc.updated_at,
+            store=sp.name,
+            path=path,
+            title=doc.title,
+        )
+
+    def _keyword(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+        chunks = search_chunks(self.db, sp.name, query, limit * 4)
+        best: dict[str, tuple[str, float]] = {}
+        for chunk in chunks:
+            doc_id = document_id_of_chunk(chunk.chunk_id)
+            if doc_id not in best:
+                best[doc_id] = (chunk.text, chunk.score)
+        docs = self._docs(sp.name, ids=list(best))
+        hits = [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
+        return hits[:limit]
+
+    def _grep(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+        phrase = " ".join(query.split())
+        words = [w for w in re.split(r"\s+", phrase) if w]
+        terms = [w for w in dict.fromkeys(w.strip("\"'`()[]{}<>.,;:!?").lower() for w in words)
+                 if w and w not in STOPWORDS and w != phrase.lower()]
+        patterns = [phrase, *terms]
+        matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
+        per_file: dict[str, tuple[set[int], list[str]]] = {}
+        for m in matches:
+            if not sp.is_recall_file(m.path):
+                continue
+            seen, lines = per_file.setdefault(str(m.path), (set(), []))
+            seen.update(m.patterns)
+            if len(lines) < GREP_TEXT_LINES:
+                lines.append(m.line.strip())
+        docs = self._docs(sp.name, paths=list(per_file))
+        scored = []
+        for path, (seen, lines) in per_file.items():
+            doc = docs.get(path)
+            if doc is None:
+                continue
+            # Flat score: the whole phrase counts 1, each distinct term adds its share of 1.
+            score = (1.0 if 0 in seen else 0.0) + (len(seen - {0}) / len(terms) if terms else 0.0)
+            scored.append((score, doc.updated_at, self._hit(sp, doc, "\n".join(lines), score)))
+        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+        return [s[2] for s in scored[:limit]]

@@ -1,0 +1,115 @@
+"""Resolve a working directory to its git project: toplevel, branch, project ULID.
+
+Git metadata is read from the files directly (no ``git`` subprocess on the hot path):
+a ``.git`` folder marks a main checkout; a ``.git`` file points at a worktree's gitdir,
+whose ``commondir`` leads back to the main repository, so every worktree of a repository
+resolves to the same toplevel, hence the same store. The branch is read per worktree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import attrs
+from ulid import ULID
+
+from .errors import ScopeUnresolved
+
+GLOBAL_PROJECT_ID = "00000000000000000000000000"
+
+
+@attrs.frozen
+class GitInfo:
+    """A checkout as git sees it."""
+
+    toplevel: Path  # canonical toplevel of the MAIN repository (shared by all worktrees)
+    worktree: Path  # canonical toplevel of this checkout
+    gitdir: Path  # this worktree's git dir (holds its HEAD)
+    branch: str | None  # None on a detached HEAD
+
+
+def project_id_for(toplevel: str | os.PathLike[str]) -> str:
+    """ULID made of the first 16 bytes of sha256 of the canonical toplevel path."""
+    canonical = os.path.realpath(os.fspath(toplevel))
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).digest()
+    return str(ULID.from_bytes(digest[:16]))
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        return None
+
+
+def _gitdir_from_file(dotgit: Path) -> Path | None:
+    content = _read_text(dotgit)
+    if not content or not content.startswith("gitdir:"):
+        return None
+    target = Path(content[len("gitdir:") :].strip())
+    if not target.is_absolute():
+        target = dotgit.parent / target
+    return Path(os.path.realpath(target))
+
+
+def _main_toplevel(gitdir: Path, worktree: Path) -> Path:
+    """The main checkout's toplevel for a gitdir (follows ``commondir`` of linked worktrees)."""
+    common = _read_text(gitdir / "commondir")
+    if common is None:  # a main repository, or a submodule's own gitdir
+        return worktree
+    common_dir = Path(common)
+    if not common_dir.is_absolute():
+        common_dir = gitdir / common_dir
+    common_dir = Path(os.path.realpath(common_dir))
+    # A non-bare repository keeps its common dir at <toplevel>/.git.
+    if common_dir.name == ".git":
+        return common_dir.parent
+    return common_dir
+
+
+def _branch(gitdir: Path) -> str | None:
+    head = _read_text(gitdir / "HEAD")
+    if head and head.startswith("ref:"):
+        ref = head[4:].strip()
+        return ref.removeprefix("refs/heads/")
+    return None
+
+
+def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
+    """The git checkout that contains ``cwd``, or ``None`` outside any repository."""
+    start = Path(os.path.realpath(os.fspath(cwd)))
+    for candidate in (start, *start.parents):
+        dotgit = candidate / ".git"
+        try:
+            is_dir = dotgit.is_dir()
+            is_file = not is_dir and dotgit.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            if not (dotgit / "HEAD").is_file():
+                continue
+            return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
+        if is_file:
+            gitdir = _gitdir_from_file(dotgit)
+            if gitdir is None or not gitdir.is_dir():
+                continue
+            return GitInfo(
+                toplevel=_main_toplevel(gitdir, candidate),
+                worktree=candidate,
+                gitdir=gitdir,
+                branch=_branch(gitdir),
+            )
+    return None
+
+
+def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
+    """Like :func:`find_git`, but raises :class:`ScopeUnresolved` outside a repository."""
+    path = os.fspath(cwd)
+    if not os.path.isdir(path):
+        raise ScopeUnresolved(path, "no such directory")
+    info = find_git(path)
+    if info is None:
+        raise ScopeUnresolved(path)
+    return info

@@ -1,0 +1,1 @@
+"""The truth: the only code that reads and writes memory files."""

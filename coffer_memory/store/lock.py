@@ -1,0 +1,58 @@
+"""A per-store inter-process write lock (``flock`` on a file under ``<home>/locks``)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .files import ensure_dir
+
+
+class _PathLock:
+    """A thread lock plus an flock; re-entrant within one thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.depth = 0
+        self.fd: int | None = None
+
+
+_locks: dict[str, _PathLock] = {}
+_guard = threading.Lock()
+
+
+def _path_lock(path: Path) -> _PathLock:
+    with _guard:
+        return _locks.setdefault(str(path), _PathLock())
+
+
+@contextmanager
+def store_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive write lock at ``path`` for the duration of the block.
+
+    Threads of one process queue on a thread lock; processes queue on ``flock``. A thread
+    that already holds the lock may enter again (flock alone would deadlock on itself).
+    """
+    entry = _path_lock(path)
+    with entry.lock:
+        if entry.depth == 0:
+            ensure_dir(path.parent)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            entry.fd = fd
+        entry.depth += 1
+        try:
+            yield
+        finally:
+            entry.depth -= 1
+            if entry.depth == 0 and entry.fd is not None:
+                os.close(entry.fd)  # closing the descriptor releases the flock
+                entry.fd = None

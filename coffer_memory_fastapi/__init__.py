@@ -1,0 +1,1 @@
+"""REST adapter for coffer-memory (built by the Adapters issue)."""

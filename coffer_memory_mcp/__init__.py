@@ -1,0 +1,1 @@
+"""MCP server for coffer-memory (built by the Adapters issue)."""
