@@ -22,7 +22,6 @@ RRF_K = 60
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 200
 GREP_MAX_LINES = 5000
-GREP_TEXT_LINES = 3
 
 
 @attrs.frozen
@@ -137,22 +136,35 @@ class KnowledgeRetrieval:
                  if w and w not in STOPWORDS and w != phrase.lower()]
         patterns = [phrase, *terms]
         matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
-        per_file: dict[str, tuple[set[int], list[str]]] = {}
+        per_file: dict[str, set[int]] = {}
         for m in matches:
-            if not sp.is_recall_file(m.path):
-                continue
-            seen, lines = per_file.setdefault(str(m.path), (set(), []))
-            seen.update(m.patterns)
-            if len(lines) < GREP_TEXT_LINES:
-                lines.append(m.line.strip())
+            if sp.is_recall_file(m.path):
+                per_file.setdefault(str(m.path), set()).update(m.patterns)
         docs = self._docs(sp.name, paths=list(per_file))
         scored = []
-        for path, (seen, lines) in per_file.items():
+        for path, seen in per_file.items():
             doc = docs.get(path)
             if doc is None:
                 continue
             # Flat score: the whole phrase counts 1, each distinct term adds its share of 1.
             score = (1.0 if 0 in seen else 0.0) + (len(seen - {0}) / len(terms) if terms else 0.0)
-            scored.append((score, doc.updated_at, self._hit(sp, doc, "\n".join(lines), score)))
+            scored.append((score, doc.updated_at, doc))
         scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
-        return [s[2] for s in scored[:limit]]
+        return [
+            self._hit(sp, doc, self._passage(sp.name, doc.id, patterns), score)
+            for score, _, doc in scored[:limit]
+        ]
+
+    def _passage(self, store: str, document_id: str, patterns: Sequence[str]) -> str:
+        """The first chunk of a document holding any pattern (else its first chunk)."""
+        rows = self.db.rows(
+            "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
+            (document_id, store),
+        )
+        lowered = [p.lower() for p in patterns]
+        for (text,) in rows:
+            folded = text.lower()
+            if any(p in folded for p in lowered):
+                return str(text)
+        return str(rows[0][0]) if rows else ""

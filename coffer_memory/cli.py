@@ -1,0 +1,285 @@
+"""The ``coffer`` command: a face over :class:`~coffer_memory.MemoryService`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .errors import CofferError, InvalidInput
+from .models import RETRIEVAL_MODES, FactRecord, MutationResult
+from .render import hits_table, shorten, stores_table, table
+from .service import MemoryService, Scope
+
+
+def _jsonable(value: Any) -> Any:
+    if attrs.has(type(value)):
+        out = {k: _jsonable(v) for k, v in attrs.asdict(value, recurse=False).items()}
+        if isinstance(value, FactRecord):
+            out["folder_path"] = str(value.folder_path)
+        return out
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def _emit_json(value: Any) -> None:
+    json.dump(_jsonable(value), sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _read_text(value: str | None) -> str | None:
+    if value == "-":
+        return sys.stdin.read()
+    return value
+
+
+def _target(args: argparse.Namespace) -> dict[str, Any]:
+    scope: Scope = "global" if getattr(args, "global_", False) else "project"
+    return {"store": getattr(args, "store", None), "cwd": args.cwd, "scope": scope}
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--store", help="store name: 'global' or 'project-<ULID>'")
+    group.add_argument("--global", dest="global_", action="store_true", help="use the global store")
+    p.add_argument("--cwd", default=None, help="directory whose git project picks the store (default: .)")
+
+
+def _print_mutation(verb: str, result: MutationResult) -> None:
+    print(f"{verb} {result.fact.id} in {result.store}")
+    print(f"  file: {result.path}")
+    if result.before_sha256:
+        print(f"  before sha256: {result.before_sha256}")
+    if result.after_sha256:
+        print(f"  after sha256:  {result.after_sha256}")
+
+
+def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
+    text = _read_text(args.text) or ""
+    result = svc.remember(text, title=args.title, description=args.description, actor=args.actor, **_target(args))
+    _emit_json(result) if args.json else _print_mutation("remembered", result)
+
+
+def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.recall(args.query, cwd=args.cwd, stores=args.stores or None, mode=args.mode, limit=args.limit)
+    if args.json:
+        _emit_json(result)
+        return
+    note = " (fell back to keyword)" if result.fallback else ""
+    print(f"mode: {result.mode}{note}   stores: {', '.join(result.stores)}")
+    print(hits_table(result.hits))
+
+
+def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **_target(args))
+    if args.json:
+        _emit_json(page)
+        return
+    rows = [(r.fact.id, r.fact.updated_at.strftime("%Y-%m-%d %H:%M"), shorten(r.fact.title, 40),
+             shorten(r.fact.body, 50)) for r in page.items]
+    print(table(("id", "updated", "title", "text"), rows) if rows else "(no facts)")
+    if page.next_cursor:
+        print(f"\nmore: --cursor {page.next_cursor}")
+
+
+def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
+    record = svc.get_fact(args.id, **_target(args))
+    if args.json:
+        _emit_json(record)
+        return
+    print(f"# {record.fact.title}\n")
+    print(record.fact.body)
+    print(f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
+          f"updated {record.fact.updated_at.isoformat()}")
+
+
+def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
+    body = _read_text(args.text)
+    if args.body_file:
+        body = Path(args.body_file).read_text(encoding="utf-8")
+    if body is None and args.title is None and args.description is None:
+        raise InvalidInput("nothing to change: give --text, --body-file, --title or --description")
+    result = svc.edit_fact(args.id, body=body, title=args.title, description=args.description,
+                           expected_sha256=args.expect_sha256, **_target(args))
+    _emit_json(result) if args.json else _print_mutation("edited", result)
+
+
+def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.delete_fact(args.id, expected_sha256=args.expect_sha256, **_target(args))
+    _emit_json(result) if args.json else _print_mutation("deleted", result)
+
+
+def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
+    name = svc.resolve_store(**_target(args))
+    if not args.yes:
+        raise InvalidInput(f"clear deletes every fact of {name}; pass --yes to confirm", field="yes")
+    result = svc.clear(store=name)
+    _emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
+
+
+def cmd_stores_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    stores = svc.stores()
+    _emit_json(stores) if args.json else print(stores_table(stores))
+
+
+def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
+    if args.clear:
+        info = svc.clear_label(args.store_name)
+    elif args.label is None:
+        raise InvalidInput("give a LABEL or --clear", field="label")
+    else:
+        info = svc.set_label(args.store_name, args.label)
+    _emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
+
+
+def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(store: str, done: int, total: int) -> None:
+        bar = bars.get(store)
+        if bar is None:
+            bar = bars[store] = tqdm(total=total, desc=store, unit="file", disable=args.json or None,
+                                     file=sys.stderr, leave=True)
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        reports = svc.reindex(args.store, rebuild=args.rebuild, progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if args.json:
+        _emit_json(reports)
+        return
+    rows = [(r.store, r.scanned, r.added, r.updated, r.removed, r.unchanged, len(r.skipped)) for r in reports]
+    print(table(("store", "files", "added", "updated", "removed", "unchanged", "broken"), rows)
+          if rows else "(no stores yet)")
+
+
+def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
+    report = svc.doctor()
+    if args.json:
+        _emit_json(report)
+        return 0 if report.ok else 1
+    print(f"home:         {report.home}")
+    print(f"sqlite:       {report.sqlite_version}")
+    print(f"grep backend: {report.grep_backend}" + (f" ({report.ripgrep_path})" if report.ripgrep_path
+                                                   else " (ripgrep not found: pure-Python grep)"))
+    print(stores_table(report.stores))
+    for b in report.broken:
+        print(f"broken: {b.path}: {b.error}")
+    for m in report.index_mismatches:
+        print(f"index: {m}")
+    print("ok" if report.ok else "problems found (run `coffer reindex` to rebuild the index from the files)")
+    return 0 if report.ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``coffer``."""
+    parser = argparse.ArgumentParser(prog="coffer", description="Shared local-first memory for coding agents.")
+    parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, parent: Any = sub) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    p = command("remember", "remember a fact ('-' reads the text from stdin)")
+    p.add_argument("text")
+    p.add_argument("--title")
+    p.add_argument("--description")
+    p.add_argument("--actor", choices=("agent", "user"), default="user")
+    _add_target(p)
+    p.set_defaults(func=cmd_remember)
+
+    p = command("recall", "search the project and global stores")
+    p.add_argument("query")
+    p.add_argument("--mode", choices=RETRIEVAL_MODES)
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--store", dest="stores", action="append", help="search this store (repeatable)")
+    p.add_argument("--cwd", default=None)
+    p.set_defaults(func=cmd_recall)
+
+    facts = sub.add_parser("facts", help="list, show, edit or delete facts").add_subparsers(
+        dest="facts_command", required=True)
+    p = command("list", "facts of a store, newest first", facts)
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    _add_target(p)
+    p.set_defaults(func=cmd_facts_list)
+    for name, func, help_text in (("show", cmd_facts_show, "show one fact"),
+                                  ("edit", cmd_facts_edit, "change a fact's text, title or description"),
+                                  ("rm", cmd_facts_rm, "delete a fact")):
+        p = command(name, help_text, facts)
+        p.add_argument("id")
+        _add_target(p)
+        if name != "show":
+            p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
+        if name == "edit":
+            p.add_argument("--text", help="new body ('-' reads stdin)")
+            p.add_argument("--body-file", help="read the new body from a file")
+            p.add_argument("--title")
+            p.add_argument("--description")
+        p.set_defaults(func=func)
+
+    p = command("clear", "delete every fact of a store's knowledge lane")
+    p.add_argument("--yes", action="store_true", help="confirm")
+    _add_target(p)
+    p.set_defaults(func=cmd_clear)
+
+    stores = sub.add_parser("stores", help="list stores or label one").add_subparsers(
+        dest="stores_command", required=True)
+    p = command("list", "every store on disk", stores)
+    p.set_defaults(func=cmd_stores_list)
+    p = command("label", "set or clear a store's display label", stores)
+    p.add_argument("store_name")
+    p.add_argument("label", nargs="?")
+    p.add_argument("--clear", action="store_true")
+    p.set_defaults(func=cmd_stores_label)
+
+    p = command("reindex", "reconcile the index with the files (progress bar)")
+    p.add_argument("--store")
+    p.add_argument("--rebuild", action="store_true", help="drop the index rows first")
+    p.set_defaults(func=cmd_reindex)
+
+    p = command("doctor", "check the index against the files and report broken files")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
+    args = build_parser().parse_args(argv)
+    try:
+        with MemoryService(args.home) as svc:
+            status = args.func(svc, args)
+    except CofferError as exc:
+        if getattr(args, "json", False):
+            json.dump({"error": exc.to_dict()}, sys.stderr, ensure_ascii=False)
+            sys.stderr.write("\n")
+        else:
+            print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return int(status or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

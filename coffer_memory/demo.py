@@ -1,0 +1,82 @@
+"""``make demo``: remember and recall against a throwaway home and git repository.
+
+Run with ``python -m coffer_memory.demo``. Everything lives in a temporary folder that is
+removed at the end (pass ``--keep`` to keep it and look at the files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import MemoryService
+from .render import hits_table, stores_table
+
+PROJECT_FACTS = [
+    ("deploy-via-make-release", "This repo deploys via `make release`. Never run `git push --tags` directly: "
+     "the release target tags and pushes atomically."),
+    ("test-command", "Run the test suite with `make test`; it creates .venv and installs the dev extras."),
+    ("db-migrations", "Database migrations are managed with alembic; run `alembic upgrade head` before deploying."),
+    ("api-port", "The API server listens on port 8421 in development and behind nginx in production."),
+    ("缓存策略", "缓存使用 Redis，键的过期时间为十分钟；部署后需要清空缓存。"),
+]
+GLOBAL_FACTS = [
+    ("python-envs", "The user prefers uv for Python virtual environments in every project."),
+    ("commit-style", "Commit messages say why, not what; keep them under 72 characters per line."),
+    ("editor", "The user's editor is Neovim; do not add VS Code settings to repositories."),
+]
+QUERIES = ["how do we deploy this repo?", "make test", "which port does the api use?", "部署", "uv"]
+
+
+def _git_repo(root: Path) -> Path:
+    repo = root / "acme-api"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    return repo
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary home and repository")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="coffer-demo-"))
+    try:
+        home, repo = root / "home", _git_repo(root)
+        print(f"coffer home: {home}\nproject:     {repo} (a fresh git repository)\n")
+        with MemoryService(home) as svc:
+            started = time.perf_counter()
+            for title, text in PROJECT_FACTS:
+                svc.remember(text, title=title, cwd=repo)
+            for title, text in GLOBAL_FACTS:
+                svc.remember(text, title=title, scope="global")
+            elapsed = (time.perf_counter() - started) * 1000
+            print(f"remembered {len(PROJECT_FACTS)} project facts and {len(GLOBAL_FACTS)} global facts "
+                  f"in {elapsed:.1f} ms\n")
+            print(stores_table(svc.stores()), "\n")
+            first = svc.list_facts(cwd=repo, limit=1).items[0]
+            print(f"a fact is a Markdown file you can read and edit: {first.path}")
+            print("    " + first.path.read_text(encoding="utf-8").replace("\n", "\n    "))
+            print(f"grep backend: {svc.retrieval.grep.name}\n")
+            for query in QUERIES:
+                for mode in ("keyword", "grep"):
+                    started = time.perf_counter()
+                    result = svc.recall(query, cwd=repo, mode=mode, limit=3)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    print(f"recall {query!r}  mode={mode}  ({elapsed:.1f} ms)")
+                    print(hits_table(result.hits, text_width=56), "\n")
+    finally:
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
