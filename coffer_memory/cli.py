@@ -68,12 +68,16 @@ def _print_mutation(verb: str, result: MutationResult) -> None:
 
 def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
     text = _read_text(args.text) or ""
-    result = svc.remember(text, title=args.title, description=args.description, actor=args.actor, **_target(args))
+    result = svc.remember(
+        text, title=args.title, description=args.description, actor=args.actor, **_target(args)
+    )
     _emit_json(result) if args.json else _print_mutation("remembered", result)
 
 
 def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
-    result = svc.recall(args.query, cwd=args.cwd, stores=args.stores or None, mode=args.mode, limit=args.limit)
+    result = svc.recall(
+        args.query, cwd=args.cwd, stores=args.stores or None, mode=args.mode, limit=args.limit
+    )
     if args.json:
         _emit_json(result)
         return
@@ -87,8 +91,15 @@ def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.json:
         _emit_json(page)
         return
-    rows = [(r.fact.id, r.fact.updated_at.strftime("%Y-%m-%d %H:%M"), shorten(r.fact.title, 40),
-             shorten(r.fact.body, 50)) for r in page.items]
+    rows = [
+        (
+            r.fact.id,
+            r.fact.updated_at.strftime("%Y-%m-%d %H:%M"),
+            shorten(r.fact.title, 40),
+            shorten(r.fact.body, 50),
+        )
+        for r in page.items
+    ]
     print(table(("id", "updated", "title", "text"), rows) if rows else "(no facts)")
     if page.next_cursor:
         print(f"\nmore: --cursor {page.next_cursor}")
@@ -101,8 +112,10 @@ def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
         return
     print(f"# {record.fact.title}\n")
     print(record.fact.body)
-    print(f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
-          f"updated {record.fact.updated_at.isoformat()}")
+    print(
+        f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
+        f"updated {record.fact.updated_at.isoformat()}"
+    )
 
 
 def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -111,8 +124,14 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         body = Path(args.body_file).read_text(encoding="utf-8")
     if body is None and args.title is None and args.description is None:
         raise InvalidInput("nothing to change: give --text, --body-file, --title or --description")
-    result = svc.edit_fact(args.id, body=body, title=args.title, description=args.description,
-                           expected_sha256=args.expect_sha256, **_target(args))
+    result = svc.edit_fact(
+        args.id,
+        body=body,
+        title=args.title,
+        description=args.description,
+        expected_sha256=args.expect_sha256,
+        **_target(args),
+    )
     _emit_json(result) if args.json else _print_mutation("edited", result)
 
 
@@ -152,8 +171,9 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
     def progress(store: str, done: int, total: int) -> None:
         bar = bars.get(store)
         if bar is None:
-            bar = bars[store] = tqdm(total=total, desc=store, unit="file", disable=args.json or None,
-                                     file=sys.stderr, leave=True)
+            bar = bars[store] = tqdm(
+                total=total, desc=store, unit="file", disable=args.json or None, file=sys.stderr, leave=True
+            )
         bar.total = total
         bar.n = done
         bar.refresh()
@@ -167,8 +187,11 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
         _emit_json(reports)
         return
     rows = [(r.store, r.scanned, r.added, r.updated, r.removed, r.unchanged, len(r.skipped)) for r in reports]
-    print(table(("store", "files", "added", "updated", "removed", "unchanged", "broken"), rows)
-          if rows else "(no stores yet)")
+    print(
+        table(("store", "files", "added", "updated", "removed", "unchanged", "broken"), rows)
+        if rows
+        else "(no stores yet)"
+    )
 
 
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
@@ -178,8 +201,10 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     print(f"home:         {report.home}")
     print(f"sqlite:       {report.sqlite_version}")
-    print(f"grep backend: {report.grep_backend}" + (f" ({report.ripgrep_path})" if report.ripgrep_path
-                                                   else " (ripgrep not found: pure-Python grep)"))
+    print(
+        f"grep backend: {report.grep_backend}"
+        + (f" ({report.ripgrep_path})" if report.ripgrep_path else " (ripgrep not found: pure-Python grep)")
+    )
     print(stores_table(report.stores))
     for b in report.broken:
         print(f"broken: {b.path}: {b.error}")
@@ -191,7 +216,9 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer``."""
-    parser = argparse.ArgumentParser(prog="coffer", description="Shared local-first memory for coding agents.")
+    parser = argparse.ArgumentParser(
+        prog="coffer", description="Shared local-first memory for coding agents."
+    )
     parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -217,15 +244,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_recall)
 
     facts = sub.add_parser("facts", help="list, show, edit or delete facts").add_subparsers(
-        dest="facts_command", required=True)
+        dest="facts_command", required=True
+    )
     p = command("list", "facts of a store, newest first", facts)
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor")
     _add_target(p)
     p.set_defaults(func=cmd_facts_list)
-    for name, func, help_text in (("show", cmd_facts_show, "show one fact"),
-                                  ("edit", cmd_facts_edit, "change a fact's text, title or description"),
-                                  ("rm", cmd_facts_rm, "delete a fact")):
+    for name, func, help_text in (
+        ("show", cmd_facts_show, "show one fact"),
+        ("edit", cmd_facts_edit, "change a fact's text, title or description"),
+        ("rm", cmd_facts_rm, "delete a fact"),
+    ):
         p = command(name, help_text, facts)
         p.add_argument("id")
         _add_target(p)
@@ -244,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_clear)
 
     stores = sub.add_parser("stores", help="list stores or label one").add_subparsers(
-        dest="stores_command", required=True)
+        dest="stores_command", required=True
+    )
     p = command("list", "every store on disk", stores)
     p.set_defaults(func=cmd_stores_list)
     p = command("label", "set or clear a store's display label", stores)

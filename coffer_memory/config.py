@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -14,6 +14,10 @@ from .models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
 CONFIG_FILENAME = "config.toml"
+
+
+def _default_modes() -> list[RetrievalMode]:
+    return ["grep", "keyword"]
 
 
 class MemoryStoreConfig(BaseModel):
@@ -25,7 +29,7 @@ class MemoryStoreConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    retrieval_modes: list[RetrievalMode] = Field(default_factory=lambda: ["grep", "keyword"], min_length=1)
+    retrieval_modes: list[RetrievalMode] = Field(default_factory=lambda: _default_modes(), min_length=1)
     default_mode: RetrievalMode = "keyword"
     embedding_provider: str | None = None
     embedding_model: str | None = None
@@ -55,7 +59,8 @@ class Settings(BaseModel):
 
     home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
     memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
-    grep_backend: Literal["auto", "ripgrep", "python"] = "auto"
+    # "auto" picks the available backend with the highest priority; plugins may add names.
+    grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
     # external edit is seen at once; larger stores check folder mtimes on every read and run
     # the full stat scan at most once per ``reconcile_full_scan_seconds``.

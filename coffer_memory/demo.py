@@ -18,10 +18,16 @@ from . import MemoryService
 from .render import hits_table, stores_table
 
 PROJECT_FACTS = [
-    ("deploy-via-make-release", "This repo deploys via `make release`. Never run `git push --tags` directly: "
-     "the release target tags and pushes atomically."),
+    (
+        "deploy-via-make-release",
+        "This repo deploys via `make release`. Never run `git push --tags` directly: "
+        "the release target tags and pushes atomically.",
+    ),
     ("test-command", "Run the test suite with `make test`; it creates .venv and installs the dev extras."),
-    ("db-migrations", "Database migrations are managed with alembic; run `alembic upgrade head` before deploying."),
+    (
+        "db-migrations",
+        "Database migrations are managed with alembic; run `alembic upgrade head` before deploying.",
+    ),
     ("api-port", "The API server listens on port 8421 in development and behind nginx in production."),
     ("缓存策略", "缓存使用 Redis，键的过期时间为十分钟；部署后需要清空缓存。"),
 ]
@@ -56,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             for title, text in GLOBAL_FACTS:
                 svc.remember(text, title=title, scope="global")
             elapsed = (time.perf_counter() - started) * 1000
-            print(f"remembered {len(PROJECT_FACTS)} project facts and {len(GLOBAL_FACTS)} global facts "
-                  f"in {elapsed:.1f} ms\n")
+            print(
+                f"remembered {len(PROJECT_FACTS)} project facts and {len(GLOBAL_FACTS)} global facts "
+                f"in {elapsed:.1f} ms\n"
+            )
             print(stores_table(svc.stores()), "\n")
             first = svc.list_facts(cwd=repo, limit=1).items[0]
             print(f"a fact is a Markdown file you can read and edit: {first.path}")

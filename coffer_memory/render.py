@@ -32,7 +32,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(c) for c in headers], *[[str(c) for c in row] for row in rows]]
     widths = [max(width(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
-        "  ".join(c + " " * (w - width(c)) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+        "  ".join(c + " " * (w - width(c)) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -69,7 +69,7 @@ class KnowledgeRetrieval:
                 f"mode {chosen!r} is not enabled (retrieval_modes = {self.settings.memory.retrieval_modes})",
                 field="mode",
             )
-        return chosen  # type: ignore[return-value]
+        return chosen
 
     def recall(
         self, paths: Sequence[StorePaths], query: str, mode: str | None = None, limit: int = 10
@@ -88,7 +88,9 @@ class KnowledgeRetrieval:
             hits = self._grep(sp, query, limit) if run == "grep" else self._keyword(sp, query, limit)
             lists.append(hits)
         merged = rrf_merge(lists, limit)
-        return RecallResult(hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths))
+        return RecallResult(
+            hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
+        )
 
     def _docs(self, store: str, ids: Sequence[str] = (), paths: Sequence[str] = ()) -> dict[str, _DocRow]:
         column, values = ("id", ids) if ids else ("path", paths)
@@ -132,8 +134,11 @@ class KnowledgeRetrieval:
     def _grep(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
         phrase = " ".join(query.split())
         words = [w for w in re.split(r"\s+", phrase) if w]
-        terms = [w for w in dict.fromkeys(w.strip("\"'`()[]{}<>.,;:!?").lower() for w in words)
-                 if w and w not in STOPWORDS and w != phrase.lower()]
+        terms = [
+            w
+            for w in dict.fromkeys(w.strip("\"'`()[]{}<>.,;:!?").lower() for w in words)
+            if w and w not in STOPWORDS and w != phrase.lower()
+        ]
         patterns = [phrase, *terms]
         matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
         per_file: dict[str, set[int]] = {}

@@ -79,7 +79,9 @@ class MemoryService:
     Thread-safe (one lock serialises use of the index connection); also a context manager.
     """
 
-    def __init__(self, home: str | os.PathLike[str] | None = None, *, settings: Settings | None = None) -> None:
+    def __init__(
+        self, home: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+    ) -> None:
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
         self._lock = threading.RLock()
@@ -115,15 +117,18 @@ class MemoryService:
     def __enter__(self) -> MemoryService:
         return self
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(
+        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+    ) -> None:
         self.close()
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
         return StorePaths.of(self.settings.memory_dir, store)
 
-    def resolve_store(self, *, store: str | None = None, cwd: str | os.PathLike[str] | None = None,
-                      scope: Scope = "project") -> str:
+    def resolve_store(
+        self, *, store: str | None = None, cwd: str | os.PathLike[str] | None = None, scope: Scope = "project"
+    ) -> str:
         """A store name from an explicit ``store``, or from ``scope`` and ``cwd``."""
         if store is not None:
             return self.paths(store).name
@@ -249,7 +254,9 @@ class MemoryService:
             else:  # pragma: no cover - a thousand files with one title
                 raise InvalidInput("too many facts share this title", field="title")
             self._audit("memory_added", name, fact.id, path=str(path), origin_session_id=origin_session_id)
-        return MutationResult(fact=fact, store=name, path=path, before_sha256=None, after_sha256=sha256_bytes(data))
+        return MutationResult(
+            fact=fact, store=name, path=path, before_sha256=None, after_sha256=sha256_bytes(data)
+        )
 
     def recall(
         self,
@@ -339,13 +346,19 @@ class MemoryService:
         if not self.paths(name).root.is_dir():
             raise MemoryNotFound(name, fact_id)
         self._reconcile(name)
-        path = self.db.scalar("SELECT path FROM documents WHERE resource_name = ? AND id = ?", (name, fact_id))
+        path = self.db.scalar(
+            "SELECT path FROM documents WHERE resource_name = ? AND id = ?", (name, fact_id)
+        )
         if path is None or not self.paths(name).is_knowledge_file(Path(path)):
             raise MemoryNotFound(name, fact_id)
         return Path(path)
 
     def get_fact(
-        self, fact_id: str, *, store: str | None = None, cwd: str | os.PathLike[str] | None = None,
+        self,
+        fact_id: str,
+        *,
+        store: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
         scope: Scope = "project",
     ) -> FactRecord:
         """One fact, read from its file, with its path and sha256."""
@@ -395,12 +408,19 @@ class MemoryService:
             new_data = render_fact(fact, parsed.extra)
             self._write(name, path, new_data, create=False)
             after = sha256_bytes(new_data)
-            self._audit("memory_updated", name, fact.id, path=str(path), before_sha256=before, after_sha256=after)
+            self._audit(
+                "memory_updated", name, fact.id, path=str(path), before_sha256=before, after_sha256=after
+            )
         return MutationResult(fact=fact, store=name, path=path, before_sha256=before, after_sha256=after)
 
     def delete_fact(
-        self, fact_id: str, *, expected_sha256: str | None = None, store: str | None = None,
-        cwd: str | os.PathLike[str] | None = None, scope: Scope = "project",
+        self,
+        fact_id: str,
+        *,
+        expected_sha256: str | None = None,
+        store: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        scope: Scope = "project",
     ) -> MutationResult:
         """Delete a fact file, then its index rows."""
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
@@ -414,11 +434,13 @@ class MemoryService:
             self._reindexer.remove_path(name, path)
             self._reconciler.note_write(name, path.parent, before, os.stat(path.parent).st_mtime_ns, -1)
             self._audit("memory_deleted", name, fact_id, path=str(path), before_sha256=record.sha256)
-        return MutationResult(fact=record.fact, store=name, path=path, before_sha256=record.sha256,
-                              after_sha256=None)
+        return MutationResult(
+            fact=record.fact, store=name, path=path, before_sha256=record.sha256, after_sha256=None
+        )
 
-    def clear(self, *, store: str | None = None, cwd: str | os.PathLike[str] | None = None,
-              scope: Scope = "project") -> ClearResult:
+    def clear(
+        self, *, store: str | None = None, cwd: str | os.PathLike[str] | None = None, scope: Scope = "project"
+    ) -> ClearResult:
         """Delete every fact of the knowledge lane (the store and its other lanes stay)."""
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
         sp = self.paths(name)
@@ -450,7 +472,7 @@ class MemoryService:
             for entry in sorted(os.listdir(projects)):
                 try:
                     names.append(store_name_for_project(entry))
-                except Exception:  # noqa: BLE001 - a stray folder is not a store
+                except Exception:
                     log.warning("ignoring %s: not a project store folder", projects / entry)
         return names
 
@@ -463,16 +485,26 @@ class MemoryService:
             if sp.root.is_dir():
                 self._reconcile(name)
                 prefix = str(sp.knowledge) + os.sep
-                count = int(self.db.scalar(
-                    "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
-                    (name, prefix, prefix + "\U0010ffff"),
-                ) or 0)
+                count = int(
+                    self.db.scalar(
+                        "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
+                        (name, prefix, prefix + "\U0010ffff"),
+                    )
+                    or 0
+                )
             label = self.db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
             root = self.db.scalar(
                 "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
             )
-        return StoreInfo(name=name, scope=scope_of(name), project_id=_project_id_of(name), store_dir=sp.root,
-                         fact_count=count, label=label, project_root=root)
+        return StoreInfo(
+            name=name,
+            scope=scope_of(name),
+            project_id=_project_id_of(name),
+            store_dir=sp.root,
+            fact_count=count,
+            label=label,
+            project_root=root,
+        )
 
     def stores(self) -> list[StoreInfo]:
         """Every store that exists on disk."""
@@ -502,7 +534,10 @@ class MemoryService:
 
     # -- maintenance --------------------------------------------------------------------------
     def reindex(
-        self, store: str | None = None, *, rebuild: bool = False,
+        self,
+        store: str | None = None,
+        *,
+        rebuild: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
     ) -> list[ReindexReport]:
         """Full reconcile of one store or all; ``rebuild`` drops the store's index rows first."""
@@ -515,8 +550,10 @@ class MemoryService:
                     self._reindexer.remove_store(name)
                 step: Progress | None = None
                 if progress is not None:
+
                     def step(done: int, total: int, _name: str = name) -> None:
                         progress(_name, done, total)
+
                 reports.append(self._reconciler.reconcile(name, full=True, progress=step))
         return reports
 
@@ -542,12 +579,12 @@ class MemoryService:
                         on_disk.discard(str(path))
                     except OSError:
                         on_disk.discard(str(path))
-                indexed = {r[0] for r in self.db.rows(
-                    "SELECT path FROM documents WHERE resource_name = ?", (info.name,))}
-                for path in sorted(on_disk - indexed):
-                    mismatches.append(f"{info.name}: not indexed: {path}")
-                for path in sorted(indexed - on_disk):
-                    mismatches.append(f"{info.name}: indexed but missing on disk: {path}")
+                indexed = {
+                    r[0]
+                    for r in self.db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
+                }
+                mismatches += [f"{info.name}: not indexed: {p}" for p in sorted(on_disk - indexed)]
+                mismatches += [f"{info.name}: indexed but missing on disk: {p}" for p in sorted(indexed - on_disk)]
         return DoctorReport(
             home=self.home,
             grep_backend=self.retrieval.grep.name,

@@ -119,7 +119,8 @@ class Reindexer:
             "DELETE FROM chunks WHERE document_id = ? AND resource_name = ?", (document_id, store)
         )
         self.db.conn.execute(
-            "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?", (KIND, store, document_id)
+            "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?",
+            (KIND, store, document_id),
         )
 
     def remove_path(self, store: str, path: Path) -> str | None:

@@ -45,6 +45,14 @@ def get_plugin_manager() -> pluggy.PluginManager:
         return _pm
 
 
+def reload_plugins() -> pluggy.PluginManager:
+    """Forget the plugin manager and build it again (picks up newly installed plugins)."""
+    global _pm
+    with _lock:
+        _pm = None
+    return get_plugin_manager()
+
+
 def get_grep_backends() -> dict[str, GrepBackend]:
     """Every registered grep backend by name."""
     found: dict[str, GrepBackend] = {}
@@ -61,7 +69,9 @@ def get_grep_backend(name: str | None = None) -> GrepBackend:
     backends = get_grep_backends()
     if name and name != "auto":
         if name not in backends:
-            raise InvalidInput(f"unknown grep backend {name!r}; known: {sorted(backends)}", field="grep_backend")
+            raise InvalidInput(
+                f"unknown grep backend {name!r}; known: {sorted(backends)}", field="grep_backend"
+            )
         return backends[name]
     usable = [b for b in backends.values() if b.available()]
     if not usable:

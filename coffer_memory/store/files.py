@@ -27,7 +27,16 @@ from ..models import Actor, MemoryFact
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-KNOWN_KEYS = ("kind", "title", "name", "description", "metadata", "origin_session_id", "created_at", "updated_at")
+KNOWN_KEYS = (
+    "kind",
+    "title",
+    "name",
+    "description",
+    "metadata",
+    "origin_session_id",
+    "created_at",
+    "updated_at",
+)
 
 
 class FactParseError(ValueError):

@@ -32,7 +32,7 @@ MAX_SLUG_CHARS = 64
 
 def validate_store_name(name: object) -> str:
     """Return ``name`` if it is ``global`` or ``project-<26-char ULID>``; else MemoryStoreNotFound."""
-    if isinstance(name, str) and (name == GLOBAL_STORE or _STORE_RE.match(name)):
+    if isinstance(name, str) and (name == GLOBAL_STORE or _STORE_RE.fullmatch(name)):
         return name
     raise MemoryStoreNotFound(str(name))
 

@@ -50,8 +50,20 @@ class RipgrepBackend:
         rg = find_ripgrep()
         if not existing or not patterns or rg is None:
             return []
-        args = [rg, "--json", "--fixed-strings", "--ignore-case", "--hidden", "--no-ignore",
-                "--no-follow", "--glob", "*.md", "--glob", "!.*", "--no-messages"]
+        args = [
+            rg,
+            "--json",
+            "--fixed-strings",
+            "--ignore-case",
+            "--hidden",
+            "--no-ignore",
+            "--no-follow",
+            "--glob",
+            "*.md",
+            "--glob",
+            "!.*",
+            "--no-messages",
+        ]
         for pattern in patterns:
             args += ["-e", pattern]
         proc = subprocess.run([*args, "--", *existing], capture_output=True, check=False, timeout=60)
@@ -64,7 +76,9 @@ class RipgrepBackend:
             data = event["data"]
             path = _decode(data["path"])
             line = _decode(data["lines"]).rstrip("\r\n")
-            matches.append(GrepMatch(Path(path), int(data["line_number"]), line, _which_patterns(line, lowered)))
+            matches.append(
+                GrepMatch(Path(path), int(data["line_number"]), line, _which_patterns(line, lowered))
+            )
             if len(matches) >= max_lines:
                 break
         return matches

@@ -1,0 +1,79 @@
+"""The public API is explicit and the core stays free of web and MCP imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import coffer_memory
+
+EXPECTED = {
+    "ClearResult",
+    "CofferError",
+    "DoctorReport",
+    "EmbeddingUnavailable",
+    "FactRecord",
+    "InvalidInput",
+    "KnowledgeRetrieval",
+    "MemoryConflict",
+    "MemoryFact",
+    "MemoryHit",
+    "MemoryNotFound",
+    "MemoryRejected",
+    "MemoryScope",
+    "MemoryService",
+    "MemoryStoreConfig",
+    "MemoryStoreNotFound",
+    "MutationResult",
+    "Page",
+    "RecallResult",
+    "ReindexReport",
+    "ResolvedScope",
+    "ScopeUnresolved",
+    "Settings",
+    "StoreInfo",
+    "__version__",
+    "chunk_markdown",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(coffer_memory.__all__) == EXPECTED
+    for name in coffer_memory.__all__:
+        assert hasattr(coffer_memory, name)
+
+
+def test_public_names_have_docstrings() -> None:
+    for name in coffer_memory.__all__:
+        obj = getattr(coffer_memory, name)
+        if callable(obj):
+            assert obj.__doc__, name
+
+
+def test_error_codes_are_the_seeds() -> None:
+    codes = {
+        getattr(coffer_memory, n).code
+        for n in EXPECTED
+        if n.endswith(("Found", "Rejected", "Unresolved", "Conflict", "Input"))
+    }
+    assert codes == {
+        "MEMORY_STORE_NOT_FOUND",
+        "MEMORY_NOT_FOUND",
+        "MEMORY_REJECTED",
+        "SCOPE_UNRESOLVED",
+        "MEMORY_CONFLICT",
+        "INVALID_INPUT",
+    }
+
+
+def test_core_imports_no_web_or_mcp_package() -> None:
+    code = (
+        "import json, sys, coffer_memory, coffer_memory.cli, coffer_memory.demo;"
+        "from coffer_memory import MemoryService;"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    modules = json.loads(out)
+    banned = [m for m in modules if m.split(".")[0] in {"fastapi", "starlette", "mcp", "uvicorn"}]
+    assert banned == []

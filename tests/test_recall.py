@@ -1,0 +1,186 @@
+"""Recall: keyword and grep modes, query handling, cross-store fusion, mode validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coffer_memory import InvalidInput, MemoryHit, MemoryService, Settings
+from coffer_memory.index.fts import plan_query
+from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
+from coffer_memory.retrieval import rrf_merge
+
+FACTS = {
+    "deploy": "This repo deploys via `make release`; never push tags by hand.",
+    "tests": "Run the test suite with `make test` before every push.",
+    "db": "Database migrations use alembic; run alembic upgrade head first.",
+    "cpp": "The native extension is written in C++ and built with CMake.",
+    "cache": "缓存使用 Redis，部署后需要清空缓存。",
+    "jp": "デプロイの前にテストを実行してください。",
+}
+
+
+@pytest.fixture
+def filled(svc: MemoryService, repo: Path) -> dict[str, str]:
+    ids = {key: svc.remember(text, title=key, cwd=repo).fact.id for key, text in FACTS.items()}
+    ids["global"] = svc.remember(
+        "The user prefers uv for Python virtual environments.", scope="global"
+    ).fact.id
+    return ids
+
+
+def test_natural_language_question_matches_any_term(
+    svc: MemoryService, repo: Path, filled: dict[str, str]
+) -> None:
+    res = svc.recall("how do we deploy this repo?", cwd=repo, mode="keyword")
+    assert res.mode == "keyword" and not res.fallback
+    assert res.hits[0].id == filled["deploy"]
+    assert res.hits[0].source.startswith("project:") and res.hits[0].source.endswith("deploy.md")
+    assert res.hits[0].score > 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "C++",
+        "make-release",
+        "AND",
+        "OR NOT",
+        '"unbalanced',
+        "it's",
+        "NEAR(a b)",
+        "*",
+        "col:value",
+        "^start",
+        "(((",
+        'a"b"c',
+        "-",
+        "\\",
+        "%_%",
+    ],
+)
+def test_fts_syntax_in_user_text_never_raises(
+    svc: MemoryService, repo: Path, filled: dict[str, str], query: str
+) -> None:
+    for mode in ("keyword", "grep"):
+        svc.recall(query, cwd=repo, mode=mode)
+
+
+def test_cpp_and_hyphenated_terms_match(svc: MemoryService, repo: Path, filled: dict[str, str]) -> None:
+    assert svc.recall("C++", cwd=repo).hits[0].id == filled["cpp"]
+    assert svc.recall("make-release", cwd=repo).hits == ()  # the text says `make release`
+    assert svc.recall("alembic", cwd=repo).hits[0].id == filled["db"]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "grep"])
+def test_short_and_cjk_queries_are_answered(
+    svc: MemoryService, repo: Path, filled: dict[str, str], mode: str
+) -> None:
+    assert svc.recall("部署", cwd=repo, mode=mode).hits[0].id == filled["cache"]
+    assert svc.recall("uv", cwd=repo, mode=mode).hits[0].id == filled["global"]
+    assert svc.recall("清空缓存", cwd=repo, mode=mode).hits[0].id == filled["cache"]
+    assert svc.recall("テスト", cwd=repo, mode=mode).hits[0].id == filled["jp"]
+
+
+def test_query_plan_quotes_and_drops_stopwords() -> None:
+    plan = plan_query('How do we "deploy" this C++ repo?')
+    assert plan.fts_terms == ("deploy", "c++", "repo")
+    assert plan.match == '"deploy" OR "c++" OR "repo"'
+    assert plan_query("the of and").fts_terms == ("the", "and")  # only stopwords: keep them
+    assert plan_query("部署流程").fts_terms == ("部署流", "署流程")
+    assert plan_query("go db").short_terms == ("go", "db")
+
+
+@pytest.mark.parametrize("backend", [RipgrepBackend(), PythonGrepBackend()], ids=["ripgrep", "python"])
+def test_grep_backends_agree(tmp_home: Path, repo: Path, backend: RipgrepBackend | PythonGrepBackend) -> None:
+    if not backend.available():
+        pytest.fail(f"{backend.name} is not available; the dev install provides ripgrep")
+    with MemoryService(settings=Settings.load(tmp_home, grep_backend=backend.name)) as svc:
+        for key, text in FACTS.items():
+            svc.remember(text, title=key, cwd=repo)
+        svc.paths(svc.resolve_store(cwd=repo)).index_md.write_text("make release is indexed here\n")
+        res = svc.recall("make release", cwd=repo, mode="grep")
+        assert svc.retrieval.grep.name == backend.name
+        # The whole phrase scores 1 and each of its terms adds its share: "make" alone is weaker.
+        assert res.hits[0].title == "deploy" and {h.title for h in res.hits} == {
+            "deploy",
+            "cpp",
+            "tests",
+        }
+        assert res.hits[0].score == 2.0 and {h.score for h in res.hits[1:]} == {0.5}
+        assert "make release" in res.hits[0].text
+        res = svc.recall("push before", cwd=repo, mode="grep")
+        assert {h.title for h in res.hits} == {"deploy", "tests"}
+        assert res.hits[0].title == "tests"  # both terms beat one term
+
+
+def test_ripgrep_is_found_in_the_dev_install() -> None:
+    assert find_ripgrep() is not None
+
+
+def test_cross_store_fusion_keeps_each_score(svc: MemoryService, repo: Path) -> None:
+    p = svc.remember("deploy the api with make release", cwd=repo).fact.id
+    g = svc.remember("deploy docs are published by the docs job", scope="global").fact.id
+    res = svc.recall("deploy", cwd=repo)
+    assert [h.id for h in res.hits] == [p, g]
+    assert res.stores == (svc.resolve_store(cwd=repo), "global")
+    assert all(h.score > 0 for h in res.hits)
+
+
+def test_rrf_orders_by_rank_not_raw_score() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+
+    def hit(i: str, score: float, store: str) -> MemoryHit:
+        return MemoryHit(id=i, text=i, score=score, source=f"x:{i}", time=now, store=store)
+
+    a = [hit("a1", 100.0, "a"), hit("a2", 90.0, "a")]
+    b = [hit("b1", 0.1, "b"), hit("b2", 0.05, "b")]
+    merged = rrf_merge([a, b], limit=4)
+    assert [h.id for h in merged] == ["a1", "b1", "a2", "b2"]
+    assert merged[1].score == 0.1
+
+
+def test_named_stores_and_outside_a_repo(svc: MemoryService, repo: Path, tmp_path: Path) -> None:
+    svc.remember("project only secret sauce", cwd=repo)
+    svc.remember("global sauce recipe", scope="global")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert [h.store for h in svc.recall("sauce", cwd=outside).hits] == ["global"]
+    assert len(svc.recall("sauce", stores=[svc.resolve_store(cwd=repo)]).hits) == 1
+
+
+def test_mode_validation(svc: MemoryService, tmp_home: Path) -> None:
+    svc.remember("something", scope="global")
+    with pytest.raises(InvalidInput):
+        svc.recall("x", mode="semantic", stores=["global"])
+    with pytest.raises(InvalidInput) as err:
+        svc.recall("something", mode="vector", stores=["global"])
+    assert "not enabled" in err.value.message
+    for bad in ("", "   "):
+        with pytest.raises(InvalidInput):
+            svc.recall(bad, stores=["global"])
+    with pytest.raises(InvalidInput):
+        svc.recall("q" * 5000, stores=["global"])
+    with pytest.raises(InvalidInput):
+        svc.recall("something", stores=["global"], limit=0)
+
+
+def test_vector_without_embedder_falls_back_to_keyword(tmp_home: Path) -> None:
+    settings = Settings.load(tmp_home, memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]})
+    with MemoryService(settings=settings) as svc:
+        r = svc.remember("fallback check", scope="global")
+        for mode in ("vector", "hybrid"):
+            res = svc.recall("fallback", stores=["global"], mode=mode)
+            assert res.fallback and res.mode == mode and res.hits[0].id == r.fact.id
+
+
+def test_long_topic_document_returns_its_best_passage(svc: MemoryService) -> None:
+    svc.remember("seed", scope="global")
+    sections = [f"## Section {i}\n\n" + (f"filler words about topic {i}. " * 40) for i in range(5)]
+    sections[3] += "\nThe rollback procedure uses the blue-green switch."
+    (svc.paths("global").knowledge / "ops.md").write_text("# Ops\n\n" + "\n\n".join(sections))
+    hit = svc.recall("rollback procedure", stores=["global"]).hits[0]
+    assert hit.title == "Ops" and "blue-green" in hit.text and len(hit.text) <= 1200
