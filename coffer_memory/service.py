@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import os
@@ -13,17 +11,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-import apsw
 import attrs
 
 from .config import Settings
+from .cursor import decode_cursor, encode_cursor
 from .errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
 from .index.db import IndexDB
 from .index.reconcile import Progress, Reconciler
 from .index.reindex import Reindexer
 from .models import (
     Actor,
-    BrokenFile,
     ClearResult,
     DoctorReport,
     FactRecord,
@@ -34,7 +31,6 @@ from .models import (
     ReindexReport,
     StoreInfo,
 )
-from .plugins.builtin.grep import find_ripgrep
 from .plugins.manager import get_grep_backend
 from .retrieval import KnowledgeRetrieval
 from .scope import find_git, project_id_for, require_git
@@ -280,22 +276,6 @@ class MemoryService:
                 self._reconcile(name)
             return self.retrieval.recall([self.paths(n) for n in names], query, mode, limit)
 
-    def _encode_cursor(self, store: str, updated_at: str, fact_id: str) -> str:
-        raw = json.dumps({"v": 1, "q": ["facts", store], "u": updated_at, "i": fact_id}).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    def _decode_cursor(self, cursor: str, store: str) -> tuple[str, str]:
-        try:
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            data = json.loads(raw)
-            if data.get("v") != 1 or not isinstance(data.get("u"), str) or not isinstance(data.get("i"), str):
-                raise ValueError("bad cursor")
-        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-            raise InvalidInput("cursor is malformed", field="cursor") from exc
-        if data.get("q") != ["facts", store]:
-            raise InvalidInput("cursor belongs to another query or store", field="cursor")
-        return data["u"], data["i"]
-
     def _record(self, store: str, path: Path) -> FactRecord:
         data, st = read_bytes(path)
         parsed = parse_fact(data, store=store, relpath=self.paths(store).relative(path), mtime=st.st_mtime)
@@ -314,7 +294,9 @@ class MemoryService:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
-        after = self._decode_cursor(cursor, name) if cursor else None
+        after = decode_cursor(cursor, ("facts", name)) if cursor else None
+        if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
+            raise InvalidInput("cursor is malformed", field="cursor")
         sp = self.paths(name)
         if not sp.root.is_dir():
             return Page(items=(), next_cursor=None)
@@ -337,7 +319,9 @@ class MemoryService:
             except (OSError, FactParseError):
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
-        next_cursor = self._encode_cursor(name, rows[limit - 1][2], rows[limit - 1][0]) if more else None
+        next_cursor = (
+            encode_cursor(("facts", name), (rows[limit - 1][2], rows[limit - 1][0])) if more else None
+        )
         return Page(items=tuple(items), next_cursor=next_cursor)
 
     def _find(self, name: str, fact_id: str) -> Path:
@@ -559,38 +543,7 @@ class MemoryService:
 
     def doctor(self) -> DoctorReport:
         """Compare the index with the files, list broken files, say which grep backend runs."""
-        broken: list[BrokenFile] = []
-        mismatches: list[str] = []
+        from .doctor import run_doctor
+
         with self._lock:
-            infos = self.stores()
-            for info in infos:
-                sp = self.paths(info.name)
-                files, _ = scan_markdown(sp.root, sp.recall_dirs())
-                on_disk = {str(sp.root / rel) for rel in files if sp.is_recall_file(sp.root / rel)}
-                for rel in sorted(files):
-                    path = sp.root / rel
-                    if str(path) not in on_disk:
-                        continue
-                    try:
-                        data, st = read_bytes(path)
-                        parse_fact(data, store=info.name, relpath=rel, mtime=st.st_mtime)
-                    except FactParseError as exc:
-                        broken.append(BrokenFile(store=info.name, path=path, error=str(exc)))
-                        on_disk.discard(str(path))
-                    except OSError:
-                        on_disk.discard(str(path))
-                indexed = {
-                    r[0]
-                    for r in self.db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
-                }
-                mismatches += [f"{info.name}: not indexed: {p}" for p in sorted(on_disk - indexed)]
-                mismatches += [f"{info.name}: indexed but missing on disk: {p}" for p in sorted(indexed - on_disk)]
-        return DoctorReport(
-            home=self.home,
-            grep_backend=self.retrieval.grep.name,
-            ripgrep_path=find_ripgrep(),
-            sqlite_version=apsw.sqlite_lib_version(),
-            stores=tuple(infos),
-            broken=tuple(broken),
-            index_mismatches=tuple(mismatches),
-        )
+            return run_doctor(self)
