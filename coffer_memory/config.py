@@ -48,6 +48,32 @@ class MemoryStoreConfig(BaseModel):
         return self
 
 
+class EmbeddingSettings(BaseModel):
+    """The home-wide embedding configuration (the seed's redesign: global, not per store).
+
+    ``provider``: ``"auto"`` (the built-in offline model when ``coffer-memory[vector]`` is
+    installed, else none), ``"none"``, ``"minilm"``, ``"openai"`` or a plugin's name.
+    API keys are read from the environment variable ``api_key_env`` or from the system
+    keyring through ``credential_ref`` (``"service/username"``); never from a file.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str = "auto"
+    model: str | None = None
+    base_url: str | None = None
+    dimensions: int | None = Field(default=None, ge=1, le=8192)
+    api_key_env: str | None = None
+    credential_ref: str | None = None
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    retry_max_seconds: float = Field(default=8.0, ge=0)
+    # Send "dimensions" in the request (OpenAI text-embedding-3 can shorten its vectors;
+    # some servers reject the field, so it is off unless asked for).
+    request_dimensions: bool = False
+
+
 class Settings(BaseModel):
     """Everything a :class:`~coffer_memory.MemoryService` needs to know about its home.
 
@@ -59,6 +85,7 @@ class Settings(BaseModel):
 
     home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
     memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -13,12 +15,15 @@ from .config import Settings
 from .errors import InvalidInput
 from .index.db import IndexDB
 from .index.fts import STOPWORDS, search_chunks
-from .index.reindex import document_id_of_chunk
+from .index.keys import chunk_id, document_id_of_chunk
+from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
-from .plugins.hookspecs import GrepBackend
+from .plugins.hookspecs import GrepBackend, Vector
 from .store.paths import StorePaths, scope_of
 
+log = logging.getLogger("coffer_memory.retrieval")
 RRF_K = 60
+QUERY_CACHE_SIZE = 256
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 200
 GREP_MAX_LINES = 5000
@@ -30,6 +35,20 @@ class _DocRow:
     path: str
     title: str
     updated_at: datetime
+
+
+def fuse_modes(
+    keyword: Sequence[MemoryHit], vector: Sequence[MemoryHit], limit: int, k: int = RRF_K
+) -> list[MemoryHit]:
+    """Hybrid inside one store: RRF of the keyword and vector lists; the hit's score is the fused score."""
+    fused: dict[str, float] = {}
+    first: dict[str, MemoryHit] = {}
+    for hits in (vector, keyword):
+        for rank, hit in enumerate(hits, start=1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (k + rank)
+            first.setdefault(hit.id, hit)
+    order = sorted(fused, key=lambda i: fused[i], reverse=True)[:limit]
+    return [attrs.evolve(first[i], score=fused[i]) for i in order]
 
 
 def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
@@ -48,10 +67,32 @@ def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) 
 class KnowledgeRetrieval:
     """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
 
-    def __init__(self, db: IndexDB, settings: Settings, grep: GrepBackend) -> None:
+    def __init__(
+        self, db: IndexDB, settings: Settings, grep: GrepBackend, vectors: VecIndex | None = None
+    ) -> None:
         self.db = db
         self.settings = settings
         self.grep = grep
+        self.vectors = vectors
+        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+
+    def _embed_query(self, query: str) -> Vector | None:
+        """The query's vector (LRU-cached), or None when the embedder cannot run."""
+        if self.vectors is None:
+            return None
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        try:
+            vector = self.vectors.embedder.embed_batch([query])[0]
+        except Exception as exc:
+            log.warning("query embedding failed, answering from keyword: %s", exc)
+            return None
+        self._query_cache[query] = vector
+        if len(self._query_cache) > QUERY_CACHE_SIZE:
+            self._query_cache.popitem(last=False)
+        return vector
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
@@ -77,20 +118,56 @@ class KnowledgeRetrieval:
         """Search every store in ``paths`` with one mode and fuse the per-store lists."""
         chosen = self.check(query, mode, limit)
         fallback = False
-        run: RetrievalMode = chosen
-        if chosen in ("vector", "hybrid"):
-            # No embedder is wired into the core yet: answer from keyword and say so.
-            run, fallback = "keyword", True
+        qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
         lists = []
         for sp in paths:
             if not sp.root.is_dir():
                 continue
-            hits = self._grep(sp, query, limit) if run == "grep" else self._keyword(sp, query, limit)
+            if chosen == "grep":
+                hits = self._grep(sp, query, limit)
+            elif chosen == "keyword":
+                hits = self._keyword(sp, query, limit)
+            elif qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
+                fallback = True  # vectors unavailable for this store: keyword answers, and says so
+                hits = self._keyword(sp, query, limit)
+            elif chosen == "vector":
+                hits = self._vector(sp, qvec, limit)
+            else:
+                hits = fuse_modes(
+                    self._keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit
+                )
             lists.append(hits)
         merged = rrf_merge(lists, limit)
         return RecallResult(
             hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
         )
+
+    def _vector(self, sp: StorePaths, qvec: Vector, limit: int) -> list[MemoryHit]:
+        assert self.vectors is not None
+        nearest = self.vectors.knn(sp.name, qvec, limit * 4)
+        best: dict[str, tuple[str, float]] = {}
+        for bare, distance in nearest:
+            doc_id, position = bare.rsplit(":", 1)
+            if doc_id not in best:
+                best[doc_id] = (chunk_id(sp.name, doc_id, int(position)), 1.0 - distance)
+        docs = self._docs(sp.name, ids=list(best))
+        texts = self._chunk_texts([full for full, _ in best.values()])
+        hits = [
+            self._hit(sp, docs[doc_id], texts.get(full, ""), score)
+            for doc_id, (full, score) in best.items()
+            if doc_id in docs
+        ]
+        return hits[:limit]
+
+    def _chunk_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.rows(
+            f"SELECT c.id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
+            tuple(ids),
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
 
     def _docs(self, store: str, ids: Sequence[str] = (), paths: Sequence[str] = ()) -> dict[str, _DocRow]:
         column, values = ("id", ids) if ids else ("path", paths)

@@ -19,6 +19,7 @@ from .errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
 from .index.db import IndexDB
 from .index.reconcile import Progress, Reconciler
 from .index.reindex import Reindexer
+from .index.vec import VecIndex
 from .models import (
     Actor,
     ClearResult,
@@ -31,7 +32,7 @@ from .models import (
     ReindexReport,
     StoreInfo,
 )
-from .plugins.manager import get_grep_backend
+from .plugins.manager import get_embedder, get_grep_backend
 from .retrieval import KnowledgeRetrieval
 from .scope import find_git, project_id_for, require_git
 from .store.files import (
@@ -89,13 +90,32 @@ class MemoryService:
         """The index connection, opened (and migrated) on first use."""
         with self._lock:
             if self._db is None:
-                self._db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
-                self._reindexer = Reindexer(self._db, self.settings.memory_dir)
-                self._reconciler = Reconciler(self._db, self._reindexer, self.settings)
-                self._retrieval = KnowledgeRetrieval(
-                    self._db, self.settings, get_grep_backend(self.settings.grep_backend)
+                db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
+                vectors = self._vector_index(db)
+                self._reindexer = Reindexer(
+                    db, self.settings.memory_dir, vectors, batch_size=self.settings.embedding.batch_size
                 )
+                self._reconciler = Reconciler(db, self._reindexer, self.settings)
+                self._retrieval = KnowledgeRetrieval(
+                    db, self.settings, get_grep_backend(self.settings.grep_backend), vectors
+                )
+                self._db = db
             return self._db
+
+    def _vector_index(self, db: IndexDB) -> VecIndex | None:
+        """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
+        if not {"vector", "hybrid"} & set(self.settings.memory.retrieval_modes):
+            return None
+        embedder = get_embedder(self.settings.embedding)
+        if embedder is None or not embedder.available():
+            log.warning("vector recall is enabled but no embedder is available: answering from keyword")
+            return None
+        if not db.vec_loaded:
+            log.warning(
+                "vector recall is enabled but sqlite-vec is not installed: pip install 'coffer-memory[vector]'"
+            )
+            return None
+        return VecIndex(db, embedder)
 
     @property
     def retrieval(self) -> KnowledgeRetrieval:

@@ -169,7 +169,11 @@ def test_mode_validation(svc: MemoryService, tmp_home: Path) -> None:
 
 
 def test_vector_without_embedder_falls_back_to_keyword(tmp_home: Path) -> None:
-    settings = Settings.load(tmp_home, memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]})
+    settings = Settings.load(
+        tmp_home,
+        memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+        embedding={"provider": "none"},
+    )
     with MemoryService(settings=settings) as svc:
         r = svc.remember("fallback check", scope="global")
         for mode in ("vector", "hybrid"):

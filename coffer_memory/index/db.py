@@ -76,6 +76,16 @@ MIGRATIONS: tuple[str, ...] = (
         file_count     INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 2: which vec0 table holds a store's embeddings, and for which model and width.
+    """
+    CREATE TABLE vec_stores (
+        resource_name TEXT PRIMARY KEY,
+        table_name    TEXT NOT NULL,
+        model_id      TEXT NOT NULL,
+        dimensions    INTEGER NOT NULL
+    );
+    CREATE INDEX idx_documents_pending ON documents(resource_name) WHERE content_sha256 = '';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -92,7 +102,21 @@ class IndexDB:
         self.conn.execute("PRAGMA journal_mode=WAL")
         # The index is derived from the files; a lost tail transaction is rebuilt by reconcile.
         self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.vec_loaded = self._load_sqlite_vec()
         self._migrate()
+
+    def _load_sqlite_vec(self) -> bool:
+        """Load sqlite-vec when the ``[vector]`` extra is installed; False otherwise."""
+        try:
+            import sqlite_vec
+        except ImportError:
+            return False
+        self.conn.enable_load_extension(True)
+        try:
+            self.conn.load_extension(sqlite_vec.loadable_path())
+        finally:
+            self.conn.enable_load_extension(False)
+        return True
 
     def _migrate(self) -> None:
         version = int(self.scalar("PRAGMA user_version") or 0)

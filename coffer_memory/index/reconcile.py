@@ -98,18 +98,44 @@ class Reconciler:
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
                 self.reindexer.remove_store(store)
             return _Tally().report(store)
+        vectors = self.reindexer.vectors
+        if vectors is not None and vectors.existing_table(store) is None:
+            with store_lock(lock_path(self.settings.home, store)):
+                vectors.ensure_table(store)  # marks every document for re-embedding
         state = self._state(store)
         if not full and state is not None:
             dirs, last_full, count = state
             due = time.time() - last_full >= self.settings.reconcile_full_scan_seconds
             if count > self.settings.reconcile_full_scan_max_files and not due:
                 changed = self._changed_dirs(sp, dirs)
-                if not changed:
+                pending = self.reindexer.pending_paths(store)
+                if not changed and not pending:
                     return _Tally(unchanged=count).report(store)
                 with store_lock(lock_path(self.settings.home, store)):
-                    return self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
+                    report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
+                    return self._retry_pending(sp, report, progress)
         with store_lock(lock_path(self.settings.home, store)):
-            return self._reconcile_full(sp, progress)
+            report = self._reconcile_full(sp, progress)
+            return self._retry_pending(sp, report, progress)
+
+    def _retry_pending(
+        self, sp: StorePaths, report: ReindexReport, progress: Progress | None
+    ) -> ReindexReport:
+        """Re-index documents still holding the sentinel (their embedding failed or never ran)."""
+        pending = self.reindexer.pending_paths(sp.name)
+        if not pending:
+            return report
+        tally = _Tally()
+        files = {}
+        for path in pending:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files[sp.relative(path)] = FileStat(st.st_size, st.st_mtime_ns)
+        # Unknown to _apply's row map, so every pending file is re-read and re-embedded.
+        self._apply(sp, files, {}, tally, progress)
+        return attrs.evolve(report, updated=report.updated + tally.added + tally.updated)
 
     def _rows_under(self, store: str, prefix: str) -> dict[str, tuple[int, int]]:
         rows = self.db.rows(
@@ -145,6 +171,7 @@ class Reconciler:
             with self.db.transaction():
                 for path in todo[start : start + BATCH]:
                     self._index_one(sp, path, tally)
+            self.reindexer.flush_embeddings()
             if progress is not None:
                 progress(min(start + BATCH, len(todo)), total)
         if gone:
@@ -157,7 +184,7 @@ class Reconciler:
 
     def _index_one(self, sp: StorePaths, path: Path, tally: _Tally) -> None:
         try:
-            outcome, _ = self.reindexer.index_file(sp.name, path)
+            outcome, _ = self.reindexer.index_file(sp.name, path, defer_embedding=True)
         except FactParseError as exc:
             log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(sp.relative(path))

@@ -6,51 +6,70 @@ insert, upsert the documents row.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Literal
 
+import attrs
+
+from ..errors import EmbeddingUnavailable
 from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
 from .db import IndexDB
+from .keys import KIND, chunk_id, vec_chunk_id
+from .vec import VecIndex
 
-KIND = "memory"
 Outcome = Literal["added", "updated", "unchanged"]
+log = logging.getLogger("coffer_memory.reindex")
+RETRY_SECONDS = 60.0
 
 
-def store_scope(store: str, kind: str = KIND) -> str:
-    """The 12-hex digest of (kind, store) that keeps chunk ids unique across stores."""
-    return hashlib.sha256(f"{kind}\x00{store}".encode()).hexdigest()[:12]
+@attrs.frozen
+class _PendingDoc:
+    """A document whose keyword rows are in but whose vectors are not (its row holds the sentinel)."""
 
-
-def chunk_id(store: str, document_id: str, position: int) -> str:
-    """``<store-scope>:<doc-id>:<position>``."""
-    return f"{store_scope(store)}:{document_id}:{position}"
-
-
-def document_id_of_chunk(chunk: str) -> str:
-    """The document id inside a chunk id."""
-    return chunk.split(":")[1]
+    store: str
+    document_id: str
+    sha256: str
+    chunks: tuple[str, ...]
 
 
 class Reindexer:
     """Writes and removes index rows for memory files of one home."""
 
-    def __init__(self, db: IndexDB, memory_dir: Path) -> None:
+    def __init__(
+        self, db: IndexDB, memory_dir: Path, vectors: VecIndex | None = None, batch_size: int = 64
+    ) -> None:
         self.db = db
         self.memory_dir = memory_dir
+        self.vectors = vectors
+        self.batch_size = batch_size
+        self.pending: list[_PendingDoc] = []
+        self.retry_after = 0.0
+        self.embedding_failures = 0
 
     def paths(self, store: str) -> StorePaths:
         """The store's paths."""
         return StorePaths.of(self.memory_dir, store)
 
     def index_file(
-        self, store: str, path: Path, *, data: bytes | None = None, st: os.stat_result | None = None
+        self,
+        store: str,
+        path: Path,
+        *,
+        data: bytes | None = None,
+        st: os.stat_result | None = None,
+        defer_embedding: bool = False,
     ) -> tuple[Outcome, ParsedFile]:
-        """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError."""
+        """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError.
+
+        With vectors enabled the new chunks are embedded at once, or queued for
+        :meth:`flush_embeddings` when ``defer_embedding`` is set (batching for bulk work).
+        """
         sp = self.paths(store)
         rel = sp.relative(path)
         if data is None or st is None:
@@ -89,14 +108,15 @@ class Reindexer:
                     fact.title,
                     fact.description,
                     json.dumps({"actor": fact.actor, "origin_session_id": fact.origin_session_id}),
-                    parsed.sha256,
+                    "" if self.vectors is not None else parsed.sha256,
                     format_time(fact.created_at),
                     format_time(fact.updated_at),
                     st.st_size,
                     st.st_mtime_ns,
                 ),
             )
-            for position, text in enumerate(chunk_markdown(fact.body)):
+            chunks = chunk_markdown(fact.body)
+            for position, text in enumerate(chunks):
                 cid = chunk_id(store, fact.id, position)
                 self.db.conn.execute(
                     "INSERT INTO chunks (id, document_id, kind, resource_name, position) VALUES (?, ?, ?, ?, ?)",
@@ -107,9 +127,69 @@ class Reindexer:
                     "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
                     (self.db.conn.last_insert_rowid(), text, store, cid),
                 )
+        if self.vectors is not None:
+            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            if not defer_embedding:
+                self.flush_embeddings()
         return ("updated" if row else "added"), parsed
 
+    def flush_embeddings(self) -> int:
+        """Embed the queued documents' chunks in batches; returns how many documents got vectors.
+
+        Until its vectors are in, a document's row holds the empty-string sha256 sentinel, so
+        a crash or an embedder failure leaves the keyword rows searchable and a later
+        reconcile retries the embedding (after a back-off of ``RETRY_SECONDS`` on failure).
+        """
+        if self.vectors is None or not self.pending:
+            return 0
+        if time.monotonic() < self.retry_after:
+            self.pending = []  # rows keep the sentinel; retried once the back-off is over
+            return 0
+        docs, self.pending = self.pending, []
+        done = 0
+        batch: list[_PendingDoc] = []
+        for index, doc in enumerate(docs):
+            batch.append(doc)
+            size = sum(len(d.chunks) for d in batch)
+            if size < self.batch_size and index + 1 < len(docs):
+                continue
+            try:
+                self._embed(batch)
+            except Exception as exc:
+                self.embedding_failures += 1
+                self.retry_after = time.monotonic() + RETRY_SECONDS
+                log.warning("embedding failed; keyword rows kept, retried on the next reconcile: %s", exc)
+                return done
+            done += len(batch)
+            batch = []
+        return done
+
+    def _embed(self, batch: list[_PendingDoc]) -> None:
+        assert self.vectors is not None
+        texts = [text for doc in batch for text in doc.chunks]
+        vectors = self.vectors.embedder.embed_batch(texts) if texts else []
+        if len(vectors) != len(texts):
+            raise EmbeddingUnavailable(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        rows = iter(vectors)
+        with self.db.transaction():
+            for doc in batch:
+                pairs = [(vec_chunk_id(doc.document_id, pos), next(rows)) for pos in range(len(doc.chunks))]
+                self.vectors.insert(doc.store, pairs)
+                self.db.conn.execute(
+                    "UPDATE documents SET content_sha256 = ? WHERE resource_name = ? AND id = ?",
+                    (doc.sha256, doc.store, doc.document_id),
+                )
+
     def _delete_rows(self, store: str, document_id: str) -> None:
+        if self.vectors is None:
+            # Vectors are off: whatever vec table the store had is stale from now on.
+            self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
+        else:
+            positions = self.db.rows(
+                "SELECT position FROM chunks WHERE document_id = ? AND resource_name = ?",
+                (document_id, store),
+            )
+            self.vectors.delete(store, [vec_chunk_id(document_id, int(p[0])) for p in positions])
         self.db.conn.execute(
             "DELETE FROM documents_fts WHERE rowid IN "
             "(SELECT rowid FROM chunks WHERE document_id = ? AND resource_name = ?)",
@@ -122,6 +202,15 @@ class Reindexer:
             "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?",
             (KIND, store, document_id),
         )
+
+    def pending_paths(self, store: str) -> list[Path]:
+        """Files whose documents still wait for their vectors (the empty-sha256 sentinel)."""
+        if self.vectors is None or time.monotonic() < self.retry_after:
+            return []
+        rows = self.db.rows(
+            "SELECT path FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,)
+        )
+        return [Path(r[0]) for r in rows]
 
     def remove_path(self, store: str, path: Path) -> str | None:
         """Drop the rows of the document at ``path``; returns its id if there was one."""
@@ -141,3 +230,5 @@ class Reindexer:
             self.db.conn.execute("DELETE FROM chunks WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM documents WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM store_state WHERE resource_name = ?", (store,))
+            if self.vectors is not None:
+                self.vectors.drop_store(store)

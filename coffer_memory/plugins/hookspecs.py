@@ -9,6 +9,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 import pluggy
 
+from ..config import EmbeddingSettings
+
 hookspec = pluggy.HookspecMarker("coffer_memory")
 hookimpl = pluggy.HookimplMarker("coffer_memory")
 
@@ -39,9 +41,46 @@ class GrepBackend(Protocol):
         ...
 
 
+Vector = Sequence[float]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into float32 vectors of a fixed width.
+
+    ``model_id`` and ``dimensions`` are recorded in the index: when either changes, every
+    store is re-embedded on its next reconcile. ``embed_batch`` returns one row per text
+    (a sequence of floats, e.g. a numpy float32 row); it raises
+    :class:`~coffer_memory.errors.EmbeddingUnavailable` when the model cannot run.
+    """
+
+    name: str
+    model_id: str
+    dimensions: int
+
+    def available(self) -> bool:
+        """True when the embedder can run here (its packages import, its config is complete)."""
+        ...
+
+    def embed_batch(self, texts: Sequence[str]) -> Sequence[Vector]:
+        """One vector per text, in order."""
+        ...
+
+
+EmbedderFactory = Callable[[EmbeddingSettings], Embedder]
+
+
 class CofferHookSpecs:
     """The hooks a coffer-memory plugin may implement."""
 
     @hookspec
     def register_grep_backends(self, register: Callable[[GrepBackend], None]) -> None:
         """Register grep backends by calling ``register(backend)`` once per backend."""
+
+    @hookspec
+    def register_embedders(self, register: Callable[[str, EmbedderFactory], None]) -> None:
+        """Register embedders: ``register(name, factory)``; ``factory(settings)`` builds an Embedder.
+
+        ``name`` is what ``Settings.embedding.provider`` selects; ``settings`` is the
+        :class:`~coffer_memory.config.EmbeddingSettings` of the home (model, base URL, ...).
+        """

@@ -8,12 +8,18 @@ from importlib import metadata
 
 import pluggy
 
+from ..config import EmbeddingSettings
 from ..errors import InvalidInput
 from . import hookspecs
-from .hookspecs import GrepBackend
+from .hookspecs import Embedder, EmbedderFactory, GrepBackend
 
 ENTRY_POINT_GROUP = "coffer_memory"
-DEFAULT_PLUGINS = ("coffer_memory.plugins.builtin.grep",)
+DEFAULT_PLUGINS = (
+    "coffer_memory.plugins.builtin.grep",
+    "coffer_memory.plugins.builtin.minilm",
+    "coffer_memory.plugins.builtin.openai_embeddings",
+)
+AUTO_EMBEDDERS = ("minilm",)  # what provider="auto" tries, in order (offline only)
 
 _pm: pluggy.PluginManager | None = None
 _lock = threading.Lock()
@@ -77,3 +83,38 @@ def get_grep_backend(name: str | None = None) -> GrepBackend:
     if not usable:
         raise InvalidInput("no grep backend is available", field="grep_backend")
     return max(usable, key=lambda b: b.priority)
+
+
+def get_embedder_factories() -> dict[str, EmbedderFactory]:
+    """Every registered embedder factory by name."""
+    found: dict[str, EmbedderFactory] = {}
+
+    def register(name: str, factory: EmbedderFactory) -> None:
+        found[name] = factory
+
+    get_plugin_manager().hook.register_embedders(register=register)
+    return found
+
+
+def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
+    """The embedder ``settings.provider`` names, ready to use; ``None`` when there is none.
+
+    ``"none"`` gives None; ``"auto"`` gives the first available offline built-in (None if
+    the ``[vector]`` extra is not installed); an unknown name is InvalidInput.
+    """
+    factories = get_embedder_factories()
+    if settings.provider == "none":
+        return None
+    if settings.provider == "auto":
+        for name in AUTO_EMBEDDERS:
+            if name in factories:
+                embedder = factories[name](settings)
+                if embedder.available():
+                    return embedder
+        return None
+    if settings.provider not in factories:
+        raise InvalidInput(
+            f"unknown embedding provider {settings.provider!r}; known: auto, none, {', '.join(sorted(factories))}",
+            field="embedding.provider",
+        )
+    return factories[settings.provider](settings)

