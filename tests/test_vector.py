@@ -1,0 +1,151 @@
+"""Vector and hybrid recall with the offline MiniLM embedder and an entry-point embedder plugin."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from coffer_memory import MemoryService, Settings
+from coffer_memory.plugins import get_embedder, reload_plugins
+from coffer_memory.plugins.builtin.minilm import MiniLMEmbedder
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "coffer_hash_embedder.py"
+VECTOR_MODES = {"retrieval_modes": ["grep", "keyword", "vector", "hybrid"], "default_mode": "hybrid"}
+
+
+def vector_service(home: Path, **embedding: object) -> MemoryService:
+    return MemoryService(settings=Settings.load(home, memory=VECTOR_MODES, embedding=embedding or {}))
+
+
+def vec_rows(svc: MemoryService, store: str = "global") -> int:
+    conn = apsw.Connection(str(svc.settings.index_path))
+    conn.enable_load_extension(True)
+    import sqlite_vec
+
+    conn.load_extension(sqlite_vec.loadable_path())
+    table = next(conn.execute("SELECT table_name FROM vec_stores WHERE resource_name = ?", (store,)))[0]
+    return int(next(conn.execute(f"SELECT count(*) FROM {table}"))[0])
+
+
+def test_minilm_embeddings_are_normalised_and_semantic() -> None:
+    emb = MiniLMEmbedder()
+    assert emb.available() and emb.dimensions == 384
+    q, near, far = emb.embed_batch(
+        ["how do we ship a release?", "We deploy with make release.", "Cats nap a lot."]
+    )
+    assert abs(sum(x * x for x in q) - 1.0) < 1e-3
+
+    def cos(a: object, b: object) -> float:
+        return float(sum(x * y for x, y in zip(a, b, strict=True)))  # type: ignore[call-overload]
+
+    assert cos(q, near) > cos(q, far) + 0.2
+
+
+def test_auto_provider_picks_minilm_and_none_disables() -> None:
+    from coffer_memory.config import EmbeddingSettings
+
+    auto = get_embedder(EmbeddingSettings())
+    assert auto is not None and auto.name == "minilm"
+    assert get_embedder(EmbeddingSettings(provider="none")) is None
+
+
+def test_vector_recall_finds_meaning_without_shared_words(tmp_home: Path) -> None:
+    with vector_service(tmp_home) as svc:
+        deploy = svc.remember(
+            "This repo deploys via `make release`; never push tags by hand.", scope="global"
+        )
+        svc.remember("The office cat sleeps on the sofa every afternoon.", scope="global")
+        svc.remember("Use PostgreSQL 16 for the orders database.", scope="global")
+        assert svc.recall("how is the project deployed to production?", stores=["global"], mode="keyword").hits == ()
+        res = svc.recall("how is the project deployed to production?", stores=["global"], mode="vector")
+        assert not res.fallback and res.hits[0].id == deploy.fact.id and 0 < res.hits[0].score <= 1
+        hybrid = svc.recall("which database engine?", stores=["global"])
+        assert hybrid.mode == "hybrid" and not hybrid.fallback
+        assert "PostgreSQL" in hybrid.hits[0].text
+        assert vec_rows(svc) == 3
+
+
+def test_edits_and_deletes_keep_vectors_in_step(tmp_home: Path) -> None:
+    with vector_service(tmp_home) as svc:
+        r = svc.remember("The staging database lives on host db-7.", scope="global")
+        svc.remember("Lunch is at noon.", scope="global")
+        svc.edit_fact(r.fact.id, body="Deployments are frozen on Fridays.", store="global")
+        assert vec_rows(svc) == 2
+        hit = svc.recall("when can we not deploy?", stores=["global"], mode="vector").hits[0]
+        assert hit.id == r.fact.id and "Fridays" in hit.text
+        svc.delete_fact(r.fact.id, store="global")
+        assert vec_rows(svc) == 1
+        assert r.fact.id not in {
+            h.id for h in svc.recall("deploy fridays", stores=["global"], mode="vector").hits
+        }
+
+
+def test_outside_edits_and_rebuild_reembed(tmp_home: Path) -> None:
+    with vector_service(tmp_home) as svc:
+        svc.remember("seed fact about kubernetes clusters", scope="global")
+        (svc.paths("global").knowledge / "hand.md").write_text(
+            "# Backups\n\nNightly backups go to the S3 bucket.\n"
+        )
+        hit = svc.recall("where are backups stored?", stores=["global"], mode="vector").hits[0]
+        assert hit.title == "Backups"
+    (tmp_home / "index.db").unlink()
+    with vector_service(tmp_home) as svc:
+        assert (
+            svc.recall("where are backups stored?", stores=["global"], mode="vector").hits[0].title
+            == "Backups"
+        )
+        assert vec_rows(svc) == 2
+
+
+def test_enabling_vectors_later_embeds_existing_facts(tmp_home: Path) -> None:
+    with MemoryService(tmp_home) as svc:
+        fact = svc.remember("The CI runs on self-hosted runners.", scope="global")
+    with vector_service(tmp_home) as svc:
+        res = svc.recall("where do our builds execute?", stores=["global"], mode="vector")
+        assert not res.fallback and res.hits[0].id == fact.fact.id
+
+
+def test_cjk_vector_recall_degrades_gracefully(tmp_home: Path) -> None:
+    with vector_service(tmp_home) as svc:
+        svc.remember("缓存使用 Redis，部署后需要清空缓存。", scope="global")
+        res = svc.recall("部署", stores=["global"])  # hybrid: keyword's LIKE path still finds it
+        assert res.hits and "Redis" in res.hits[0].text
+
+
+@pytest.fixture
+def hash_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The docs' example embedder, installed as a real distribution with an entry point."""
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(EXAMPLE, site / "coffer_hash_embedder.py")
+    dist = site / "coffer_hash_embedder-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: coffer-hash-embedder\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[coffer_memory]\nhash = coffer_hash_embedder\n")
+    monkeypatch.syspath_prepend(str(site))
+    reload_plugins()
+    yield
+    sys.modules.pop("coffer_hash_embedder", None)
+    monkeypatch.undo()
+    reload_plugins()
+
+
+def test_example_plugin_embedder_and_model_change_reembeds(hash_plugin: None, tmp_home: Path) -> None:
+    with vector_service(tmp_home, provider="hash", dimensions=32) as svc:
+        r = svc.remember("rotate the signing keys every quarter", scope="global")
+        res = svc.recall("signing keys", stores=["global"], mode="vector")
+        assert svc.retrieval.vectors is not None and svc.retrieval.vectors.embedder.model_id == "hash-bow-32"
+        assert res.hits[0].id == r.fact.id and not res.fallback
+    with vector_service(tmp_home) as svc:  # back to the default model: the store is re-embedded
+        res = svc.recall("how often do we change the signature secrets?", stores=["global"], mode="vector")
+        assert res.hits[0].id == r.fact.id and not res.fallback
+        conn = apsw.Connection(str(svc.settings.index_path))
+        assert next(conn.execute("SELECT model_id, dimensions FROM vec_stores"))[:2] == (
+            "all-MiniLM-L6-v2-onnx-int8",
+            384,
+        )
