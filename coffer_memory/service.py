@@ -123,6 +123,18 @@ class MemoryService:
         _ = self.db
         return self._retrieval
 
+    @property
+    def reindexer(self) -> Reindexer:
+        """The single re-index routine of this home."""
+        _ = self.db
+        return self._reindexer
+
+    @property
+    def reconciler(self) -> Reconciler:
+        """The reconcile-on-read driver of this home."""
+        _ = self.db
+        return self._reconciler
+
     def close(self) -> None:
         """Close the index connection."""
         with self._lock:
@@ -202,8 +214,7 @@ class MemoryService:
         return flat
 
     def _reconcile(self, store: str) -> None:
-        _ = self.db
-        self._reconciler.reconcile(store)
+        self.reconciler.reconcile(store)
 
     def _write(self, store: str, path: Path, data: bytes, *, create: bool) -> os.stat_result:
         """Write a fact file and index it, keeping the reconcile fast path warm."""
@@ -212,9 +223,9 @@ class MemoryService:
         atomic_write(path, data, overwrite=not create)
         after = os.stat(path.parent).st_mtime_ns
         st = os.stat(path)
-        self._reindexer.index_file(store, path, data=data, st=st)
+        self.reindexer.index_file(store, path, data=data, st=st)
         if create:
-            self._reconciler.note_write(store, path.parent, before, after, 1)
+            self.reconciler.note_write(store, path.parent, before, after, 1)
         return st
 
     # -- facts --------------------------------------------------------------------------------
@@ -238,8 +249,8 @@ class MemoryService:
             raise InvalidInput("actor must be 'agent' or 'user'", field="actor")
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
         sp = self.paths(name)
+        # No reconcile here: a write needs none, and the next read catches up with outside edits.
         with self._lock, store_lock(lock_path(self.home, name)):
-            self._reconcile(name)
             if name != GLOBAL_STORE and store is None:
                 root = str(require_git(cwd if cwd is not None else os.getcwd()).toplevel)
                 self.db.conn.execute(
@@ -435,8 +446,8 @@ class MemoryService:
                 raise MemoryConflict(name, fact_id, expected_sha256, record.sha256)
             before = os.stat(path.parent).st_mtime_ns
             remove_file(path)
-            self._reindexer.remove_path(name, path)
-            self._reconciler.note_write(name, path.parent, before, os.stat(path.parent).st_mtime_ns, -1)
+            self.reindexer.remove_path(name, path)
+            self.reconciler.note_write(name, path.parent, before, os.stat(path.parent).st_mtime_ns, -1)
             self._audit("memory_deleted", name, fact_id, path=str(path), before_sha256=record.sha256)
         return MutationResult(
             fact=record.fact, store=name, path=path, before_sha256=record.sha256, after_sha256=None
@@ -460,8 +471,8 @@ class MemoryService:
                     removed.append(path)
             with self.db.transaction():
                 for path in removed:
-                    self._reindexer.remove_path(name, path)
-            self._reconciler.reconcile(name, full=True)
+                    self.reindexer.remove_path(name, path)
+            self.reconciler.reconcile(name, full=True)
             self._audit("memory_cleared", name, None, deleted=len(removed))
         return ClearResult(store=name, deleted=len(removed), paths=tuple(removed))
 
@@ -551,14 +562,14 @@ class MemoryService:
             _ = self.db
             for name in names:
                 if rebuild:
-                    self._reindexer.remove_store(name)
+                    self.reindexer.remove_store(name)
                 step: Progress | None = None
                 if progress is not None:
 
                     def step(done: int, total: int, _name: str = name) -> None:
                         progress(_name, done, total)
 
-                reports.append(self._reconciler.reconcile(name, full=True, progress=step))
+                reports.append(self.reconciler.reconcile(name, full=True, progress=step))
         return reports
 
     def doctor(self) -> DoctorReport:
