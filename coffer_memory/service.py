@@ -47,6 +47,7 @@ from .store.files import (
     render_fact,
     scan_markdown,
     sha256_bytes,
+    stale_temp_files,
 )
 from .store.lock import store_lock
 from .store.paths import GLOBAL_STORE, StorePaths, lock_path, scope_of, slugify, store_name_for_project
@@ -55,6 +56,7 @@ from .store.paths import project_id_of as _project_id_of
 log = logging.getLogger("coffer_memory")
 Scope = Literal["global", "project"]
 MAX_LIST_LIMIT = 500
+STALE_TEMP_SECONDS = 3600.0
 MAX_TITLE_CHARS = 200
 MAX_DESCRIPTION_CHARS = 500
 _ULID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -555,12 +557,18 @@ class MemoryService:
         rebuild: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
     ) -> list[ReindexReport]:
-        """Full reconcile of one store or all; ``rebuild`` drops the store's index rows first."""
+        """Full reconcile of one store or all; ``rebuild`` drops the store's index rows first.
+
+        Also removes temp files that writers killed mid-write left behind (older than an hour).
+        """
         names = [self.paths(store).name] if store else self._store_names()
         reports = []
         with self._lock:
-            _ = self.db
             for name in names:
+                sp = self.paths(name)
+                with store_lock(lock_path(self.home, name)):
+                    for junk in stale_temp_files(sp.recall_dirs(), STALE_TEMP_SECONDS):
+                        junk.unlink(missing_ok=True)
                 if rebuild:
                     self.reindexer.remove_store(name)
                 step: Progress | None = None

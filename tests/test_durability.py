@@ -521,3 +521,17 @@ def test_broken_frontmatter_is_skipped_and_reported(svc: MemoryService, repo: Pa
     assert _hits_with(svc, "brokentokz", repo) == [broken]
     spoiled.path.unlink()
     assert svc.doctor().ok
+
+
+def test_reindex_sweeps_temp_files_left_by_dead_writers(svc: MemoryService) -> None:
+    """A writer killed between mkstemp and rename leaves a hidden temp file; reindex removes old ones."""
+    svc.remember("keep me", scope="global")
+    inbox = svc.paths("global").inbox
+    old, fresh = inbox / ".tmp-old.part", inbox / ".tmp-fresh.part"
+    old.write_text("half a fact")
+    fresh.write_text("a write in progress")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    svc.reindex()
+    assert not old.exists() and fresh.exists()
+    assert len(svc.list_facts(store="global").items) == 1

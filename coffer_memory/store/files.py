@@ -25,6 +25,7 @@ from ulid import ULID
 from ..models import Actor, MemoryFact
 
 FILE_MODE = 0o600
+TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
 DIR_MODE = 0o700
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 KNOWN_KEYS = (
@@ -89,7 +90,7 @@ def atomic_write(path: Path, data: bytes, *, overwrite: bool = True) -> None:
     if ``path`` exists, so concurrent creators can never replace each other's file.
     """
     ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -316,3 +317,24 @@ def list_folder(root: Path, rel_dir: str) -> tuple[int, dict[str, FileStat], lis
                     continue
                 files[f"{rel_dir}/{entry.name}"] = FileStat(st.st_size, st.st_mtime_ns)
     return mtime, files, subdirs
+
+
+
+def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float) -> list[Path]:
+    """Temp files left by writers that died mid-write (never part of the truth)."""
+    import time
+
+    cutoff = time.time() - older_than_seconds
+    found: list[Path] = []
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if name.startswith(TEMP_PREFIX):
+                    path = Path(dirpath) / name
+                    try:
+                        if path.lstat().st_mtime < cutoff:
+                            found.append(path)
+                    except FileNotFoundError:
+                        continue
+    return found
