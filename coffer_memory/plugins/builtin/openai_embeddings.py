@@ -43,8 +43,12 @@ def _retry_after(response: httpx.Response) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError):
+        return None  # unreadable: the ordinary back-off applies
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -116,7 +120,7 @@ class OpenAIEmbedder:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
             return min(exc.retry_after, self.settings.retry_max_seconds)
-        backoff = wait_exponential_jitter(initial=0.25, max=self.settings.retry_max_seconds, jitter=0.25)
+        backoff = wait_exponential_jitter(multiplier=0.25, max=self.settings.retry_max_seconds, jitter=0.25)
         return float(backoff(state))
 
     def _post(self, texts: Sequence[str]) -> list[Vector]:
@@ -146,6 +150,8 @@ class OpenAIEmbedder:
                 f"{self.base_url} returned {len(vectors)} embeddings for {len(texts)} inputs"
             )
         for vector in vectors:
+            if not isinstance(vector, list) or not all(isinstance(x, int | float) for x in vector):
+                raise EmbeddingUnavailable(f"{self.base_url} returned a malformed embeddings response")
             if len(vector) != self.dimensions:
                 raise EmbeddingUnavailable(
                     f"model {self.model!r} returned {len(vector)} dimensions but embedding.dimensions is "
