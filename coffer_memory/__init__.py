@@ -1,7 +1,7 @@
 """coffer-memory: one shared, local-first long-term memory for coding agents.
 
 Facts are Markdown files with YAML frontmatter; an SQLite index makes recall fast and is
-always rebuildable from the files. Start with :class:`MemoryService`.
+always rebuildable from the files. Start with ``MemoryService``.
 """
 
 from .config import MemoryStoreConfig, Settings

@@ -1,4 +1,4 @@
-"""The ``coffer`` command: a face over :class:`~coffer_memory.MemoryService`."""
+"""The ``coffer`` command: a face over ``coffer_memory.MemoryService``."""
 
 from __future__ import annotations
 
@@ -201,16 +201,23 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     print(f"home:         {report.home}")
     print(f"sqlite:       {report.sqlite_version}")
-    print(
-        f"grep backend: {report.grep_backend}"
-        + (f" ({report.ripgrep_path})" if report.ripgrep_path else " (ripgrep not found: pure-Python grep)")
-    )
+    where = f" ({report.ripgrep_path})" if report.grep_backend == "ripgrep" else ""
+    hint = "" if report.ripgrep_path else " (ripgrep not found: pip install ripgrep==14.1.0 for faster grep)"
+    print(f"grep backend: {report.grep_backend}{where}{hint}")
     print(stores_table(report.stores))
     for b in report.broken:
         print(f"broken: {b.path}: {b.error}")
     for m in report.index_mismatches:
         print(f"index: {m}")
-    print("ok" if report.ok else "problems found (run `coffer reindex` to rebuild the index from the files)")
+    if report.ok:
+        print("ok")
+    else:
+        advice = []
+        if report.broken:
+            advice.append("fix or delete the broken files (their frontmatter must be a YAML mapping)")
+        if report.index_mismatches:
+            advice.append("run `coffer reindex` to bring the index in line with the files")
+        print("problems found: " + "; ".join(advice))
     return 0 if report.ok else 1
 
 
@@ -262,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "show":
             p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
         if name == "edit":
-            p.add_argument("--text", help="new body ('-' reads stdin)")
-            p.add_argument("--body-file", help="read the new body from a file")
+            body = p.add_mutually_exclusive_group()
+            body.add_argument("--text", help="new body ('-' reads stdin)")
+            body.add_argument("--body-file", help="read the new body from a file")
             p.add_argument("--title")
             p.add_argument("--description")
         p.set_defaults(func=func)

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidInput
 from .models import RetrievalMode
@@ -75,7 +75,7 @@ class EmbeddingSettings(BaseModel):
 
 
 class Settings(BaseModel):
-    """Everything a :class:`~coffer_memory.MemoryService` needs to know about its home.
+    """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
     ``home`` defaults to ``$COFFER_HOME``, else ``~/.coffer``. A ``config.toml`` in the home
     may set any field (``[memory]`` holds the store defaults).
@@ -94,6 +94,11 @@ class Settings(BaseModel):
     reconcile_full_scan_max_files: int = Field(default=2000, ge=0)
     reconcile_full_scan_seconds: float = Field(default=5.0, ge=0.0)
     busy_timeout_ms: int = Field(default=10_000, ge=0)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
 
     @property
     def memory_dir(self) -> Path:

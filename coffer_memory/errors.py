@@ -1,6 +1,6 @@
 """The coffer-memory exception tree.
 
-Every error a caller can see derives from :class:`CofferError` and carries a stable
+Every error a caller can see derives from ``CofferError`` and carries a stable
 ``code`` string (the seed's names) plus context attributes. HTTP statuses and MCP tool
 errors are mapped from ``code`` by the adapters, never here::
 

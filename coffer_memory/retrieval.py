@@ -81,13 +81,16 @@ class KnowledgeRetrieval:
         if self.vectors is None:
             return None
         cached = self._query_cache.get(query)
+        if cached is None and self.vectors.paused():
+            return None
         if cached is not None:
             self._query_cache.move_to_end(query)
             return cached
         try:
             vector = self.vectors.embedder.embed_batch([query])[0]
-        except Exception as exc:
+        except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
             log.warning("query embedding failed, answering from keyword: %s", exc)
+            self.vectors.pause()
             return None
         self._query_cache[query] = vector
         if len(self._query_cache) > QUERY_CACHE_SIZE:

@@ -105,7 +105,7 @@ def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
 
 
 def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
-    """Like :func:`find_git`, but raises :class:`ScopeUnresolved` outside a repository."""
+    """Like ``find_git``, but raises ``ScopeUnresolved`` outside a repository."""
     path = os.fspath(cwd)
     if not os.path.isdir(path):
         raise ScopeUnresolved(path, "no such directory")

@@ -26,10 +26,12 @@ from .models import (
     DoctorReport,
     FactRecord,
     MemoryFact,
+    MemoryScope,
     MutationResult,
     Page,
     RecallResult,
     ReindexReport,
+    ResolvedScope,
     StoreInfo,
 )
 from .plugins.manager import get_embedder, get_grep_backend
@@ -168,6 +170,31 @@ class MemoryService:
             raise InvalidInput(f"scope must be 'global' or 'project', not {scope!r}", field="scope")
         git = require_git(cwd if cwd is not None else os.getcwd())
         return store_name_for_project(project_id_for(git.toplevel))
+
+    def resolve_scope(
+        self, cwd: str | os.PathLike[str] | None = None, scope: Scope = "project"
+    ) -> ResolvedScope:
+        """The store a scope maps to from ``cwd``, with the project root and this worktree's branch."""
+        if scope == "global":
+            return ResolvedScope(
+                scope=MemoryScope.GLOBAL,
+                project_id=_project_id_of(GLOBAL_STORE),
+                store_name=GLOBAL_STORE,
+                store_dir=self.paths(GLOBAL_STORE).root,
+            )
+        if scope != "project":
+            raise InvalidInput(f"scope must be 'global' or 'project', not {scope!r}", field="scope")
+        git = require_git(cwd if cwd is not None else os.getcwd())
+        project_id = project_id_for(git.toplevel)
+        name = store_name_for_project(project_id)
+        return ResolvedScope(
+            scope=MemoryScope.PROJECT,
+            project_id=project_id,
+            store_name=name,
+            store_dir=self.paths(name).root,
+            project_root=git.toplevel,
+            branch=git.branch,
+        )
 
     def recall_stores(self, cwd: str | os.PathLike[str] | None = None) -> list[str]:
         """The stores recall searches from ``cwd``: the project's (inside a git repo), then global."""
@@ -421,8 +448,7 @@ class MemoryService:
                 actor=actor,
                 updated_at=now_utc(),
             )
-            fact = attrs.evolve(fact, id=fact_id_for(name, self.paths(name).relative(path), fact.created_at))
-            new_data = render_fact(fact, parsed.extra)
+            new_data = render_fact(fact, parsed.extra, with_created=parsed.has_created_at)
             self._write(name, path, new_data, create=False)
             after = sha256_bytes(new_data)
             self._audit(

@@ -236,3 +236,38 @@ def test_index_rows_carry_seed_metadata(svc: MemoryService) -> None:
     assert row[3] == str(r.path) and row[4] == r.fact.title
     assert json.loads(row[5]) == {"actor": "agent", "origin_session_id": "s-9"}
     assert row[6] == r.after_sha256
+
+
+def test_a_broken_file_is_read_once_until_it_changes(svc: MemoryService, caplog: pytest.LogCaptureFixture) -> None:
+    svc.remember("seed", scope="global")
+    broken = svc.paths("global").knowledge / "broken.md"
+    broken.write_text("---\ntitle: [unclosed\n---\nbody\n")
+    with caplog.at_level("WARNING", logger="coffer_memory.reconcile"):
+        for _ in range(3):
+            svc.recall("body", stores=["global"])
+    assert sum("skipping" in r.message for r in caplog.records) == 1
+    broken.write_text("---\ntitle: fixed\n---\nbody now parses\n")
+    assert [h.title for h in svc.recall("parses", stores=["global"]).hits] == ["fixed"]
+    assert svc.doctor().ok
+
+
+def test_editing_a_hand_written_fact_keeps_its_id(svc: MemoryService) -> None:
+    svc.remember("seed", scope="global")
+    (svc.paths("global").knowledge / "hand.md").write_text("# Hand written\n\nno frontmatter at all\n")
+    hit = svc.recall("frontmatter", stores=["global"]).hits[0]
+    edited = svc.edit_fact(hit.id, body="still no created_at", store="global")
+    assert edited.fact.id == hit.id
+    assert svc.get_fact(hit.id, store="global").fact.body == "still no created_at"
+    assert "\ncreated_at:" not in edited.path.read_text()
+
+
+def test_index_db_is_private(svc: MemoryService) -> None:
+    svc.remember("private", scope="global")
+    assert stat.S_IMODE(os.stat(svc.settings.index_path).st_mode) == 0o600
+
+
+def test_settings_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with MemoryService(settings=Settings(home=Path("relhome"))) as svc:
+        r = svc.remember("relative home works", scope="global")
+        assert r.path.is_absolute() and r.path.is_relative_to(tmp_path / "relhome")

@@ -509,14 +509,16 @@ def test_end_to_end_outage_sentinel_and_recovery(
         degraded = svc.recall(BACKUP_QUERY, stores=["global"], mode="vector")
         assert degraded.fallback and degraded.mode == "vector"
         assert degraded.hits and degraded.hits[0].id == backup.fact.id
-        assert len(server.requests) - before == 2  # the query embedding was tried max_retries + 1 times
+        # The failed write paused the embedder for every process: the query is not even sent.
+        assert len(server.requests) - before == 0
         hybrid = svc.recall(BACKUP_QUERY + " again", stores=["global"])
         assert hybrid.mode == "hybrid" and hybrid.fallback
 
-        # Recovery. The Reindexer backs off RETRY_SECONDS (60 s) after a failed embedding;
-        # skip that back-off explicitly instead of waiting it out.
+        # Recovery. A failed embedding pauses the embedder for vec.PAUSE_SECONDS (60 s);
+        # end that back-off explicitly instead of waiting it out.
         server.default = embed(8)
-        svc._reindexer.retry_after = 0
+        assert svc.reindexer.vectors is not None and svc.reindexer.vectors.paused()
+        svc.reindexer.vectors.resume()
         svc.reindex("global")
         assert doc_sha(svc, backup.fact.id) == backup.after_sha256
         assert index_rows(svc, "SELECT count(*) FROM documents WHERE content_sha256 = ''") == [(0,)]

@@ -272,3 +272,15 @@ def test_handmade_gitdir_file_without_commondir(tmp_path: Path) -> None:
     assert info.worktree == info.toplevel
     assert info.branch == "main"
     assert project_id_for(info.toplevel) == expected_project_id(holder)
+
+
+def test_resolve_scope_reports_root_and_branch(svc: MemoryService, tmp_path: Path) -> None:
+    main = make_repo(tmp_path / "main-repo")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "feature")
+    here = svc.resolve_scope(tmp_path / "wt")
+    assert here.scope.value == "project" and here.branch == "feature"
+    assert here.project_root == main.resolve() and here.store_name == svc.resolve_store(cwd=main)
+    assert svc.resolve_scope(main).branch == "main"
+    glob = svc.resolve_scope(scope="global")
+    assert glob.store_name == "global" and glob.project_id == "0" * 26 and glob.branch is None
+    assert not (svc.home / "memory").exists()

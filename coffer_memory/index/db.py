@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +87,22 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX idx_documents_pending ON documents(resource_name) WHERE content_sha256 = '';
     """,
+    # 3: files that failed to parse (so unchanged ones are not re-read on every pass), and
+    # small shared state such as the embedding back-off, which every process must see.
+    """
+    CREATE TABLE broken_files (
+        resource_name TEXT NOT NULL,
+        path          TEXT NOT NULL,
+        file_size     INTEGER NOT NULL,
+        file_mtime_ns INTEGER NOT NULL,
+        error         TEXT NOT NULL,
+        PRIMARY KEY (resource_name, path)
+    );
+    CREATE TABLE kv (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -96,6 +113,9 @@ class IndexDB:
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
         ensure_dir(path.parent)
+        if not path.exists():
+            # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self.path = path
         self.conn = apsw.Connection(str(path))
         self.conn.setbusytimeout(busy_timeout_ms)
@@ -152,6 +172,18 @@ class IndexDB:
         for row in self.conn.execute(sql, params):
             return row[0]
         return None
+
+    def get_kv(self, key: str) -> str | None:
+        """A value of the small shared key/value table."""
+        value = self.scalar("SELECT value FROM kv WHERE key = ?", (key,))
+        return None if value is None else str(value)
+
+    def set_kv(self, key: str, value: str) -> None:
+        """Set a value of the shared key/value table."""
+        self.conn.execute(
+            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
 
     def close(self) -> None:
         """Close the connection."""

@@ -152,8 +152,13 @@ class Reconciler:
         rows: dict[str, tuple[int, int]],
         tally: _Tally,
         progress: Progress | None = None,
+        broken: dict[str, tuple[int, int]] | None = None,
     ) -> None:
-        """Index new/changed files among ``files`` and drop ``rows`` whose file is gone."""
+        """Index new/changed files among ``files`` and drop ``rows`` whose file is gone.
+
+        ``broken`` holds files that failed to parse before: unchanged ones are not re-read.
+        """
+        broken = broken if broken is not None else {}
         todo: list[Path] = []
         for rel, st in files.items():
             path = sp.root / rel
@@ -161,10 +166,17 @@ class Reconciler:
                 continue
             tally.scanned += 1
             known = rows.pop(str(path), None)
+            was_broken = broken.pop(str(path), None)
             if known == (st.size, st.mtime_ns):
                 tally.unchanged += 1
+            elif known is None and was_broken == (st.size, st.mtime_ns):
+                tally.skipped.append(rel)
             else:
                 todo.append(path)
+        if broken:  # broken files that are gone now
+            with self.db.transaction():
+                for key in broken:
+                    self._forget_broken(sp.name, key)
         gone = [Path(p) for p in rows]
         total = len(todo) + len(gone)
         for start in range(0, len(todo), BATCH):
@@ -188,11 +200,14 @@ class Reconciler:
         except FactParseError as exc:
             log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(sp.relative(path))
+            self._remember_broken(sp.name, path, str(exc))
             return
         except (FileNotFoundError, IsADirectoryError, OSError) as exc:
             log.info("file vanished while indexing %s: %s", path, exc)
             self.reindexer.remove_path(sp.name, path)
+            self._forget_broken(sp.name, str(path))
             return
+        self._forget_broken(sp.name, str(path))
         if outcome == "added":
             tally.added += 1
         elif outcome == "updated":
@@ -200,13 +215,36 @@ class Reconciler:
         else:
             tally.unchanged += 1
 
+    def _remember_broken(self, store: str, path: Path, error: str) -> None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        self.db.conn.execute(
+            "INSERT INTO broken_files (resource_name, path, file_size, file_mtime_ns, error) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(resource_name, path) DO UPDATE SET file_size = excluded.file_size, "
+            "file_mtime_ns = excluded.file_mtime_ns, error = excluded.error",
+            (store, str(path), st.st_size, st.st_mtime_ns, error),
+        )
+
+    def _forget_broken(self, store: str, path: str) -> None:
+        self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ? AND path = ?", (store, path))
+
+    def _broken_under(self, store: str, prefix: str) -> dict[str, tuple[int, int]]:
+        rows = self.db.rows(
+            "SELECT path, file_size, file_mtime_ns FROM broken_files WHERE resource_name = ? AND path >= ? AND path < ?",
+            (store, prefix, prefix + "\U0010ffff"),
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:
         tally = _Tally()
         files, dirs = scan_markdown(sp.root, sp.recall_dirs())
         for folder in sp.recall_dirs():
             dirs.setdefault(sp.relative(folder), MISSING)
-        rows = self._rows_under(sp.name, str(sp.root) + os.sep)
-        self._apply(sp, files, rows, tally, progress)
+        prefix = str(sp.root) + os.sep
+        rows = self._rows_under(sp.name, prefix)
+        self._apply(sp, files, rows, tally, progress, self._broken_under(sp.name, prefix))
         count = tally.scanned - len(tally.skipped)
         with self.db.transaction():
             self._save_state(sp.name, dirs, time.time(), count)
@@ -228,11 +266,14 @@ class Reconciler:
                         dirs[sub] = MISSING
                     else:
                         del dirs[sub]
-                self._apply(sp, {}, rows, tally)
+                self._apply(sp, {}, rows, tally, broken=self._broken_under(sp.name, prefix))
                 continue
             mtime, files, subdirs = listing
             direct = {p: v for p, v in rows.items() if os.sep not in p[len(prefix) :]}
-            self._apply(sp, files, direct, tally)
+            bad = {
+                p: v for p, v in self._broken_under(sp.name, prefix).items() if os.sep not in p[len(prefix) :]
+            }
+            self._apply(sp, files, direct, tally, broken=bad)
             dirs[rel] = mtime
             for sub in subdirs:
                 if sub not in dirs:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +24,6 @@ from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
 log = logging.getLogger("coffer_memory.reindex")
-RETRY_SECONDS = 60.0
 
 
 @attrs.frozen
@@ -49,7 +47,6 @@ class Reindexer:
         self.vectors = vectors
         self.batch_size = batch_size
         self.pending: list[_PendingDoc] = []
-        self.retry_after = 0.0
         self.embedding_failures = 0
 
     def paths(self, store: str) -> StorePaths:
@@ -68,7 +65,7 @@ class Reindexer:
         """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError.
 
         With vectors enabled the new chunks are embedded at once, or queued for
-        :meth:`flush_embeddings` when ``defer_embedding`` is set (batching for bulk work).
+        ``flush_embeddings`` when ``defer_embedding`` is set (batching for bulk work).
         """
         sp = self.paths(store)
         rel = sp.relative(path)
@@ -138,11 +135,11 @@ class Reindexer:
 
         Until its vectors are in, a document's row holds the empty-string sha256 sentinel, so
         a crash or an embedder failure leaves the keyword rows searchable and a later
-        reconcile retries the embedding (after a back-off of ``RETRY_SECONDS`` on failure).
+        reconcile retries the embedding (after the shared back-off, ``vec.PAUSE_SECONDS``).
         """
         if self.vectors is None or not self.pending:
             return 0
-        if time.monotonic() < self.retry_after:
+        if self.vectors.paused():
             self.pending = []  # rows keep the sentinel; retried once the back-off is over
             return 0
         docs, self.pending = self.pending, []
@@ -157,7 +154,7 @@ class Reindexer:
                 self._embed(batch)
             except Exception as exc:
                 self.embedding_failures += 1
-                self.retry_after = time.monotonic() + RETRY_SECONDS
+                self.vectors.pause()
                 log.warning("embedding failed; keyword rows kept, retried on the next reconcile: %s", exc)
                 return done
             done += len(batch)
@@ -205,7 +202,7 @@ class Reindexer:
 
     def pending_paths(self, store: str) -> list[Path]:
         """Files whose documents still wait for their vectors (the empty-sha256 sentinel)."""
-        if self.vectors is None or time.monotonic() < self.retry_after:
+        if self.vectors is None or self.vectors.paused():
             return []
         rows = self.db.rows(
             "SELECT path FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,)
@@ -230,5 +227,6 @@ class Reindexer:
             self.db.conn.execute("DELETE FROM chunks WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM documents WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM store_state WHERE resource_name = ?", (store,))
+            self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ?", (store,))
             if self.vectors is not None:
                 self.vectors.drop_store(store)

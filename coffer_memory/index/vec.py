@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import logging
+import time
 from collections.abc import Sequence
 
 from ..errors import EmbeddingUnavailable
@@ -17,6 +18,10 @@ from .db import IndexDB
 from .keys import store_scope
 
 log = logging.getLogger("coffer_memory.vec")
+PAUSE_KEY = "embedding_paused_until"
+# After a failure the embedder is left alone this long, so a dead provider cannot stall
+# every read with timeouts and retries; keyword answers (fallback=True) meanwhile.
+PAUSE_SECONDS = 60.0
 
 
 def to_blob(vector: Vector) -> bytes:
@@ -36,6 +41,19 @@ class VecIndex:
         self.db = db
         self.embedder = embedder
         self._ready: dict[str, str] = {}
+
+    def paused(self) -> bool:
+        """True while the shared back-off after an embedding failure runs (all processes see it)."""
+        until = self.db.get_kv(PAUSE_KEY)
+        return until is not None and time.time() < float(until)
+
+    def pause(self, seconds: float = PAUSE_SECONDS) -> None:
+        """Stop calling the embedder for ``seconds`` (reads answer from keyword meanwhile)."""
+        self.db.set_kv(PAUSE_KEY, repr(time.time() + seconds))
+
+    def resume(self) -> None:
+        """End the back-off now."""
+        self.db.set_kv(PAUSE_KEY, "0")
 
     @staticmethod
     def table_name(store: str) -> str:

@@ -51,7 +51,7 @@ class Embedder(Protocol):
     ``model_id`` and ``dimensions`` are recorded in the index: when either changes, every
     store is re-embedded on its next reconcile. ``embed_batch`` returns one row per text
     (a sequence of floats, e.g. a numpy float32 row); it raises
-    :class:`~coffer_memory.errors.EmbeddingUnavailable` when the model cannot run.
+    ``coffer_memory.errors.EmbeddingUnavailable`` when the model cannot run.
     """
 
     name: str
@@ -82,5 +82,5 @@ class CofferHookSpecs:
         """Register embedders: ``register(name, factory)``; ``factory(settings)`` builds an Embedder.
 
         ``name`` is what ``Settings.embedding.provider`` selects; ``settings`` is the
-        :class:`~coffer_memory.config.EmbeddingSettings` of the home (model, base URL, ...).
+        ``coffer_memory.config.EmbeddingSettings`` of the home (model, base URL, ...).
         """

@@ -123,10 +123,14 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_fact(fact: MemoryFact, extra: Mapping[str, Any] | None = None) -> bytes:
+def render_fact(
+    fact: MemoryFact, extra: Mapping[str, Any] | None = None, *, with_created: bool = True
+) -> bytes:
     """The fact file's bytes: the seed's frontmatter keys in order, then the body.
 
     ``extra`` keeps frontmatter keys a user added by hand; they follow the seed's keys.
+    ``with_created=False`` leaves ``created_at`` out, for a hand-written file that never had
+    one: its id does not depend on a creation time, and must not start to.
     """
     lines = [
         "---",
@@ -139,6 +143,8 @@ def render_fact(fact: MemoryFact, extra: Mapping[str, Any] | None = None) -> byt
         f"created_at: {format_time(fact.created_at)}",
         f"updated_at: {format_time(fact.updated_at)}",
     ]
+    if not with_created:
+        lines.remove(f"created_at: {format_time(fact.created_at)}")
     if extra:
         rest = {k: v for k, v in extra.items() if k not in KNOWN_KEYS}
         if rest:
@@ -179,12 +185,13 @@ class ParsedFile:
     sha256: str
     extra: Mapping[str, Any]
     has_frontmatter: bool
+    has_created_at: bool
 
 
 def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
     """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
 
-    Raises :class:`FactParseError` when the frontmatter is not a YAML mapping.
+    Raises ``FactParseError`` when the frontmatter is not a YAML mapping.
     """
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
@@ -224,7 +231,13 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         updated_at=updated or created or file_time,
     )
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
-    return ParsedFile(fact=fact, sha256=sha256_bytes(data), extra=extra, has_frontmatter=bool(meta))
+    return ParsedFile(
+        fact=fact,
+        sha256=sha256_bytes(data),
+        extra=extra,
+        has_frontmatter=bool(meta),
+        has_created_at=bool(created),
+    )
 
 
 def read_bytes(path: Path) -> tuple[bytes, os.stat_result]:
@@ -317,7 +330,6 @@ def list_folder(root: Path, rel_dir: str) -> tuple[int, dict[str, FileStat], lis
                     continue
                 files[f"{rel_dir}/{entry.name}"] = FileStat(st.st_size, st.st_mtime_ns)
     return mtime, files, subdirs
-
 
 
 def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float) -> list[Path]:

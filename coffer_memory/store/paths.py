@@ -128,7 +128,7 @@ class StorePaths:
         return (self.knowledge, self.journal)
 
     def inbox_file(self, slug: str) -> Path:
-        """``knowledge/inbox/<slug>.md`` for a slug made by :func:`slugify`."""
+        """``knowledge/inbox/<slug>.md`` for a slug made by ``slugify``."""
         if slug != slugify(slug, fallback="") or not slug:
             raise InvalidInput(f"invalid slug {slug!r}", field="slug")
         return self.inbox / f"{slug}.md"
