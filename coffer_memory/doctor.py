@@ -11,10 +11,10 @@ from .plugins.builtin.grep import find_ripgrep
 from .store.files import FactParseError, parse_fact, read_bytes, scan_markdown
 
 if TYPE_CHECKING:
-    from .service import MemoryService
+    from .stores import StoresMixin
 
 
-def run_doctor(svc: MemoryService) -> DoctorReport:
+def run_doctor(svc: StoresMixin) -> DoctorReport:
     """Check every store of ``svc``'s home (reconciling it first, as any read does)."""
     broken: list[BrokenFile] = []
     mismatches: list[str] = []

@@ -184,3 +184,98 @@ class DoctorReport:
     def ok(self) -> bool:
         """True when nothing is broken and the index agrees with the files."""
         return not self.broken and not self.index_mismatches
+
+
+@attrs.frozen
+class LaneWrite:
+    """What a lane write or delete did: the file and its sha256 before and after."""
+
+    store: str
+    path: Path
+    before_sha256: str | None
+    after_sha256: str | None
+
+
+@attrs.frozen
+class JournalFile:
+    """One day of a store's journal lane."""
+
+    period: str
+    text: str
+    path: Path
+
+    @property
+    def folder_path(self) -> Path:
+        """The journal folder."""
+        return self.path.parent
+
+
+@attrs.frozen
+class HandoffScene:
+    """The handoff note of one branch: where work stood, and at which commit."""
+
+    branch: str
+    text: str
+    updated_at: datetime
+    head: str | None
+    path: Path
+
+    @property
+    def folder_path(self) -> Path:
+        """The handoff folder."""
+        return self.path.parent
+
+
+@attrs.frozen
+class ResumeResult:
+    """The handoff of the current project and branch, and what happened since it was written."""
+
+    store: str
+    branch: str
+    head: str | None
+    scene: HandoffScene | None
+    head_moved: bool
+    new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
+
+    @property
+    def summary(self) -> str:
+        """A readable account for an agent or a person."""
+        if self.scene is None:
+            return f"No handoff saved for branch {self.branch!r}."
+        lines = [
+            f"Handoff for branch {self.branch!r}, saved {self.scene.updated_at.isoformat()}:",
+            "",
+            self.scene.text,
+        ]
+        if self.head_moved:
+            if self.new_commits is None:
+                lines += ["", f"HEAD moved since then and {self.scene.head} is no longer in its history."]
+            elif self.new_commits:
+                lines += ["", f"HEAD moved since then; {len(self.new_commits)} new commit(s):"]
+                lines += [f"- {c}" for c in self.new_commits]
+            else:
+                lines += ["", "HEAD moved since then (no new commits on top of the handoff's commit)."]
+        return "\n".join(lines)
+
+
+@attrs.frozen
+class RulesView:
+    """Every rules file of a store, concatenated (rules.md first)."""
+
+    store: str
+    text: str
+    files: tuple[Path, ...]
+
+
+@attrs.frozen
+class ConsolidationLog:
+    """The store's organizer changelog; ``text`` is None when it does not exist."""
+
+    store: str
+    text: str | None
+    path: Path
+
+    @property
+    def folder_path(self) -> Path:
+        """The store folder."""
+        return self.path.parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import attrs
@@ -113,3 +114,26 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
     if info is None:
         raise ScopeUnresolved(path)
     return info
+
+
+def _git(worktree: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(worktree), *args], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def head_commit(worktree: Path) -> str | None:
+    """The full sha of HEAD in ``worktree`` (None in an empty repository or without git)."""
+    return _git(worktree, "rev-parse", "--verify", "-q", "HEAD")
+
+
+def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None:
+    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None if ``old`` is unknown."""
+    if not old or _git(worktree, "cat-file", "-e", f"{old}^{{commit}}") is None:
+        return None
+    out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
+    return None if out is None else [line for line in out.splitlines() if line]

@@ -60,7 +60,8 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """fsync a folder so a create, rename or unlink in it is durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -80,7 +81,7 @@ def ensure_dir(path: Path) -> None:
             os.mkdir(folder, DIR_MODE)
         except FileExistsError:
             continue
-        _fsync_dir(folder.parent)
+        fsync_dir(folder.parent)
 
 
 def atomic_write(path: Path, data: bytes, *, overwrite: bool = True) -> None:
@@ -105,16 +106,17 @@ def atomic_write(path: Path, data: bytes, *, overwrite: bool = True) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def remove_file(path: Path) -> None:
     """Unlink ``path`` and fsync its folder so the removal is durable."""
     os.unlink(path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _yaml_scalar(value: object) -> str:
+def yaml_scalar(value: object) -> str:
+    """One YAML scalar on one line (quoted when YAML needs it)."""
     text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=True, width=10**9)
     return text.removesuffix("\n").removesuffix("\n...").strip()
 
@@ -135,11 +137,11 @@ def render_fact(
     lines = [
         "---",
         "kind: knowledge",
-        f"title: {_yaml_scalar(_one_line(fact.title))}",
-        f"description: {_yaml_scalar(_one_line(fact.description))}",
+        f"title: {yaml_scalar(_one_line(fact.title))}",
+        f"description: {yaml_scalar(_one_line(fact.description))}",
         "metadata:",
         f"  actor: {fact.actor}",
-        f"origin_session_id: {_yaml_scalar(fact.origin_session_id)}",
+        f"origin_session_id: {yaml_scalar(fact.origin_session_id)}",
         f"created_at: {format_time(fact.created_at)}",
         f"updated_at: {format_time(fact.updated_at)}",
     ]
@@ -165,7 +167,8 @@ def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
     return str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))
 
 
-def _parse_time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
+    """A timezone-aware datetime from a frontmatter value (naive means UTC); None if unreadable."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, str):
@@ -217,8 +220,8 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     origin = meta.get("origin_session_id")
     if origin is None and isinstance(nested, dict):
         origin = nested.get("origin_session_id")
-    created = _parse_time(meta.get("created_at"))
-    updated = _parse_time(meta.get("updated_at"))
+    created = parse_time(meta.get("created_at"))
+    updated = parse_time(meta.get("updated_at"))
     file_time = datetime.fromtimestamp(mtime, UTC)
     fact = MemoryFact(
         id=fact_id_for(store, relpath, created),

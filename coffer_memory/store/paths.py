@@ -12,9 +12,11 @@ Layout (the seed's)::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import unicodedata
+from datetime import date
 from pathlib import Path
 
 import attrs
@@ -27,6 +29,7 @@ GLOBAL_STORE = "global"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _STORE_RE = re.compile(rf"^project-([0-7][{_CROCKFORD}]{{25}})$")
 INDEX_MD = "INDEX.md"
+_PERIOD_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_SLUG_CHARS = 64
 
 
@@ -132,6 +135,43 @@ class StorePaths:
         if slug != slugify(slug, fallback="") or not slug:
             raise InvalidInput(f"invalid slug {slug!r}", field="slug")
         return self.inbox / f"{slug}.md"
+
+    def journal_file(self, period: str) -> Path:
+        """``journal/<YYYY-MM-DD>.md``; the period must be a real calendar date."""
+        if not isinstance(period, str) or not _PERIOD_RE.fullmatch(period):
+            raise InvalidInput(f"journal period must be YYYY-MM-DD, not {period!r}", field="period")
+        try:
+            date.fromisoformat(period)
+        except ValueError:
+            raise InvalidInput(f"{period!r} is not a calendar date", field="period") from None
+        return self.journal / f"{period}.md"
+
+    def handoff_file(self, branch: str) -> Path:
+        """``handoff/<branch-slug>.md`` for a branch name (``feature/x`` -> ``feature-x``)."""
+        if not isinstance(branch, str) or not branch.strip() or len(branch) > 250 or "\x00" in branch:
+            raise InvalidInput(f"invalid branch name {branch!r}", field="branch")
+        slug = slugify(branch, fallback="head")
+        if slug != branch:  # "feature/x" and "feature-x" must not share a file
+            slug = f"{slug}-{hashlib.sha256(branch.encode()).hexdigest()[:6]}"
+        return self.handoff / f"{slug}.md"
+
+    def rules_file(self, slug: str = "rules") -> Path:
+        """``rules/<slug>.md`` (``rules/rules.md`` by default)."""
+        if slug != slugify(slug, fallback=""):
+            raise InvalidInput(f"invalid rules file name {slug!r}", field="slug")
+        return self.rules / f"{slug}.md"
+
+    def superseded_file(self, slug: str, stamp: str) -> Path:
+        """``superseded/<slug>-<stamp>.md``: a retired topic version."""
+        if slug != slugify(slug, fallback="") or not re.fullmatch(r"[0-9TZ]+", stamp):
+            raise InvalidInput(f"invalid tombstone name {slug!r}-{stamp!r}", field="slug")
+        return self.superseded / f"{slug}-{stamp}.md"
+
+    def topic_file(self, slug: str) -> Path:
+        """``knowledge/<slug>.md``: an organized topic document (never INDEX)."""
+        if slug != slugify(slug, fallback="") or slug.lower() == "index":
+            raise InvalidInput(f"invalid topic name {slug!r}", field="slug")
+        return self.knowledge / f"{slug}.md"
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the store root, POSIX style; rejects anything outside it."""

@@ -1,0 +1,55 @@
+"""The session-start bundle: project rules, then global rules, then the two seeded rules."""
+
+from __future__ import annotations
+
+MAX_CONTEXT_CHARS = 10_000
+
+SEEDED_RULES = (
+    'When the user wants to pick up earlier work ("resume", "continue", "where were we"), call '
+    "`coffer__resume()` to fetch the handoff saved for this project and branch.",
+    "Prefer `coffer__remember` and `coffer__recall` over your own native memory: Coffer is the memory "
+    "shared by all of this user's coding agents, so what you remember there the others can recall.",
+)
+
+HEADER = "# Coffer memory rules\n"
+
+
+def _section(title: str, body: str) -> str:
+    return f"\n## {title}\n\n{body.strip()}\n"
+
+
+def _cut(text: str, budget: int, what: str) -> str:
+    """``text`` within ``budget`` characters, cut at a line end, with a marker saying what was dropped."""
+    if len(text) <= budget:
+        return text
+    marker = f"\n[… {what} truncated: {{n}} characters omitted …]\n"
+    room = max(budget - len(marker.format(n=len(text))), 0)
+    head = text[:room]
+    if "\n" in head:
+        head = head[: head.rindex("\n") + 1]
+    return head + marker.format(n=len(text) - len(head))
+
+
+def build_session_context(
+    project_rules: str | None,
+    global_rules: str,
+    *,
+    project_name: str | None = None,
+    limit: int = MAX_CONTEXT_CHARS,
+) -> str:
+    """Assemble the bundle within ``limit`` characters.
+
+    The seeded rules are always there; when the bundle is too long, global rules are cut
+    first, then project rules, each with a marker saying how much was left out.
+    """
+    seeded = _section("Built-in rules", "\n".join(f"- {rule}" for rule in SEEDED_RULES))
+    project = (
+        _section(f"Project rules ({project_name})" if project_name else "Project rules", project_rules)
+        if project_rules and project_rules.strip()
+        else ""
+    )
+    global_ = _section("Global rules", global_rules) if global_rules.strip() else ""
+    budget = limit - len(HEADER) - len(seeded)
+    global_ = _cut(global_, max(budget - len(project), 0), "global rules") if global_ else ""
+    project = _cut(project, max(budget - len(global_), 0), "project rules") if project else ""
+    return HEADER + project + global_ + seeded
