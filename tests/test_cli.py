@@ -126,3 +126,21 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert (
         "mode=keyword" in out.stdout and "mode=grep" in out.stdout and "deploy-via-make-release" in out.stdout
     )
+
+
+def test_lane_commands(tmp_home: Path, repo: Path) -> None:
+    assert coffer(tmp_home, "journal", "add", "Deployed v2 to staging", cwd=repo).returncode == 0
+    days = json.loads(coffer(tmp_home, "journal", "--json", cwd=repo).stdout)
+    assert len(days) == 1 and "Deployed v2" in days[0]["text"]
+    assert coffer(tmp_home, "handoff", "save", "-", cwd=repo, stdin="WIP: parser").returncode == 0
+    out = coffer(tmp_home, "resume", cwd=repo)
+    assert "WIP: parser" in out.stdout and "'main'" in out.stdout
+    assert coffer(tmp_home, "memory", "rules", "--add", "Never force-push main", cwd=repo).returncode == 0
+    assert coffer(tmp_home, "memory", "rules", "--add", "Answer in English", "--global").returncode == 0
+    bundle = json.loads(coffer(tmp_home, "session-context", "--json", cwd=repo).stdout)["additional_context"]
+    assert bundle.index("force-push") < bundle.index("English") < bundle.index("coffer__resume")
+    assert coffer(tmp_home, "memory", "rules", "--delete", cwd=repo).returncode == 1  # needs --yes
+    assert coffer(tmp_home, "memory", "rules", "--delete", "--yes", cwd=repo).returncode == 0
+    assert "deleted: rules/rules.md" in coffer(tmp_home, "memory", "log", cwd=repo).stdout
+    out = coffer(tmp_home, "journal", "rm", "2001-01-01", cwd=repo)
+    assert out.returncode == 1 and "MEMORY_NOT_FOUND" in out.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 MAX_CONTEXT_CHARS = 10_000
 
 SEEDED_RULES = (
@@ -12,6 +14,14 @@ SEEDED_RULES = (
 )
 
 HEADER = "# Coffer memory rules\n"
+RULES_HEADER = "# Rules"
+_HEADING = re.compile(r"^(#{1,4}) ", re.MULTILINE)
+
+
+def _demote(rules: str) -> str:
+    """Rules text under a section heading: our own ``# Rules`` header dropped, headings pushed down."""
+    lines = [line for line in rules.splitlines() if line.strip() != RULES_HEADER]
+    return _HEADING.sub(lambda m: "##" + m.group(1) + " ", "\n".join(lines)).strip()
 
 
 def _section(title: str, body: str) -> str:
@@ -43,12 +53,11 @@ def build_session_context(
     first, then project rules, each with a marker saying how much was left out.
     """
     seeded = _section("Built-in rules", "\n".join(f"- {rule}" for rule in SEEDED_RULES))
-    project = (
-        _section(f"Project rules ({project_name})" if project_name else "Project rules", project_rules)
-        if project_rules and project_rules.strip()
-        else ""
-    )
-    global_ = _section("Global rules", global_rules) if global_rules.strip() else ""
+    project = ""
+    if project_rules and _demote(project_rules):
+        title = f"Project rules ({project_name})" if project_name else "Project rules"
+        project = _section(title, _demote(project_rules))
+    global_ = _section("Global rules", _demote(global_rules)) if _demote(global_rules) else ""
     budget = limit - len(HEADER) - len(seeded)
     global_ = _cut(global_, max(budget - len(project), 0), "global rules") if global_ else ""
     project = _cut(project, max(budget - len(global_), 0), "project rules") if project else ""

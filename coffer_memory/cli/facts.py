@@ -1,60 +1,17 @@
-"""The ``coffer`` command: a face over ``coffer_memory.MemoryService``."""
+"""``coffer`` subcommands for facts, stores and maintenance."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from .errors import CofferError, InvalidInput
-from .models import RETRIEVAL_MODES, FactRecord, MutationResult
-from .render import hits_table, shorten, stores_table, table
-from .service import MemoryService, Scope
-
-
-def _jsonable(value: Any) -> Any:
-    if attrs.has(type(value)):
-        out = {k: _jsonable(v) for k, v in attrs.asdict(value, recurse=False).items()}
-        if isinstance(value, FactRecord):
-            out["folder_path"] = str(value.folder_path)
-        return out
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def _emit_json(value: Any) -> None:
-    json.dump(_jsonable(value), sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
-
-
-def _read_text(value: str | None) -> str | None:
-    if value == "-":
-        return sys.stdin.read()
-    return value
-
-
-def _target(args: argparse.Namespace) -> dict[str, Any]:
-    scope: Scope = "global" if getattr(args, "global_", False) else "project"
-    return {"store": getattr(args, "store", None), "cwd": args.cwd, "scope": scope}
-
-
-def _add_target(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--store", help="store name: 'global' or 'project-<ULID>'")
-    group.add_argument("--global", dest="global_", action="store_true", help="use the global store")
-    p.add_argument("--cwd", default=None, help="directory whose git project picks the store (default: .)")
+from ..errors import InvalidInput
+from ..models import RETRIEVAL_MODES, MutationResult
+from ..render import hits_table, shorten, stores_table, table
+from ..service import MemoryService
+from ._common import add_command, add_target, emit_json, read_text, target
 
 
 def _print_mutation(verb: str, result: MutationResult) -> None:
@@ -67,11 +24,11 @@ def _print_mutation(verb: str, result: MutationResult) -> None:
 
 
 def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
-    text = _read_text(args.text) or ""
+    text = read_text(args.text) or ""
     result = svc.remember(
-        text, title=args.title, description=args.description, actor=args.actor, **_target(args)
+        text, title=args.title, description=args.description, actor=args.actor, **target(args)
     )
-    _emit_json(result) if args.json else _print_mutation("remembered", result)
+    emit_json(result) if args.json else _print_mutation("remembered", result)
 
 
 def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -79,7 +36,7 @@ def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
         args.query, cwd=args.cwd, stores=args.stores or None, mode=args.mode, limit=args.limit
     )
     if args.json:
-        _emit_json(result)
+        emit_json(result)
         return
     note = " (fell back to keyword)" if result.fallback else ""
     print(f"mode: {result.mode}{note}   stores: {', '.join(result.stores)}")
@@ -87,9 +44,9 @@ def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
-    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **_target(args))
+    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **target(args))
     if args.json:
-        _emit_json(page)
+        emit_json(page)
         return
     rows = [
         (
@@ -106,9 +63,9 @@ def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
-    record = svc.get_fact(args.id, **_target(args))
+    record = svc.get_fact(args.id, **target(args))
     if args.json:
-        _emit_json(record)
+        emit_json(record)
         return
     print(f"# {record.fact.title}\n")
     print(record.fact.body)
@@ -119,7 +76,7 @@ def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
-    body = _read_text(args.text)
+    body = read_text(args.text)
     if args.body_file:
         body = Path(args.body_file).read_text(encoding="utf-8")
     if body is None and args.title is None and args.description is None:
@@ -130,27 +87,27 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         title=args.title,
         description=args.description,
         expected_sha256=args.expect_sha256,
-        **_target(args),
+        **target(args),
     )
-    _emit_json(result) if args.json else _print_mutation("edited", result)
+    emit_json(result) if args.json else _print_mutation("edited", result)
 
 
 def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:
-    result = svc.delete_fact(args.id, expected_sha256=args.expect_sha256, **_target(args))
-    _emit_json(result) if args.json else _print_mutation("deleted", result)
+    result = svc.delete_fact(args.id, expected_sha256=args.expect_sha256, **target(args))
+    emit_json(result) if args.json else _print_mutation("deleted", result)
 
 
 def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
-    name = svc.resolve_store(**_target(args))
+    name = svc.resolve_store(**target(args))
     if not args.yes:
         raise InvalidInput(f"clear deletes every fact of {name}; pass --yes to confirm", field="yes")
     result = svc.clear(store=name)
-    _emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
+    emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
 
 
 def cmd_stores_list(svc: MemoryService, args: argparse.Namespace) -> None:
     stores = svc.stores()
-    _emit_json(stores) if args.json else print(stores_table(stores))
+    emit_json(stores) if args.json else print(stores_table(stores))
 
 
 def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -160,7 +117,7 @@ def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
         raise InvalidInput("give a LABEL or --clear", field="label")
     else:
         info = svc.set_label(args.store_name, args.label)
-    _emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
+    emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
 
 
 def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -184,7 +141,7 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
         for bar in bars.values():
             bar.close()
     if args.json:
-        _emit_json(reports)
+        emit_json(reports)
         return
     rows = [(r.store, r.scanned, r.added, r.updated, r.removed, r.unchanged, len(r.skipped)) for r in reports]
     print(
@@ -197,7 +154,7 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     report = svc.doctor()
     if args.json:
-        _emit_json(report)
+        emit_json(report)
         return 0 if report.ok else 1
     print(f"home:         {report.home}")
     print(f"sqlite:       {report.sqlite_version}")
@@ -221,25 +178,18 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``coffer``."""
-    parser = argparse.ArgumentParser(
-        prog="coffer", description="Shared local-first memory for coding agents."
-    )
-    parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: Any) -> None:
+    """Add the fact, store and maintenance subcommands."""
 
     def command(name: str, help_text: str, parent: Any = sub) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = parent.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        return p
+        return add_command(parent, name, help_text)
 
     p = command("remember", "remember a fact ('-' reads the text from stdin)")
     p.add_argument("text")
     p.add_argument("--title")
     p.add_argument("--description")
     p.add_argument("--actor", choices=("agent", "user"), default="user")
-    _add_target(p)
+    add_target(p)
     p.set_defaults(func=cmd_remember)
 
     p = command("recall", "search the project and global stores")
@@ -256,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("list", "facts of a store, newest first", facts)
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor")
-    _add_target(p)
+    add_target(p)
     p.set_defaults(func=cmd_facts_list)
     for name, func, help_text in (
         ("show", cmd_facts_show, "show one fact"),
@@ -265,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = command(name, help_text, facts)
         p.add_argument("id")
-        _add_target(p)
+        add_target(p)
         if name != "show":
             p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
         if name == "edit":
@@ -278,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("clear", "delete every fact of a store's knowledge lane")
     p.add_argument("--yes", action="store_true", help="confirm")
-    _add_target(p)
+    add_target(p)
     p.set_defaults(func=cmd_clear)
 
     stores = sub.add_parser("stores", help="list stores or label one").add_subparsers(
@@ -299,26 +249,3 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("doctor", "check the index against the files and report broken files")
     p.set_defaults(func=cmd_doctor)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
-    args = build_parser().parse_args(argv)
-    try:
-        with MemoryService(args.home) as svc:
-            status = args.func(svc, args)
-    except CofferError as exc:
-        if getattr(args, "json", False):
-            json.dump({"error": exc.to_dict()}, sys.stderr, ensure_ascii=False)
-            sys.stderr.write("\n")
-        else:
-            print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
-    return int(status or 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

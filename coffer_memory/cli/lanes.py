@@ -1,0 +1,161 @@
+"""``coffer`` subcommands for the lanes: journal, handoff, resume, rules, log, session context."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import InvalidInput
+from ..service import MemoryService
+from ._common import add_command, add_target, emit_json, read_text, target
+
+
+def cmd_journal_show(svc: MemoryService, args: argparse.Namespace) -> None:
+    days = svc.journal(cwd=args.cwd, store=args.store, limit=args.limit)
+    if args.json:
+        emit_json(days)
+        return
+    if not days:
+        print("(no journal entries yet)")
+    for day in days:
+        print(f"=== {day.period}  ({day.path})\n{day.text.strip()}\n")
+
+
+def cmd_journal_add(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.journal_append(read_text(args.text) or "", cwd=args.cwd, store=args.store, actor=args.actor)
+    emit_json(result) if args.json else print(f"journal entry added to {result.path}")
+
+
+def cmd_journal_rm(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.delete_journal(args.period, cwd=args.cwd, store=args.store)
+    emit_json(result) if args.json else print(f"deleted {result.path}")
+
+
+def cmd_handoff_save(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.save_handoff(read_text(args.text) or "", cwd=args.cwd)
+    emit_json(result) if args.json else print(f"handoff saved to {result.path}")
+
+
+def cmd_handoff_show(svc: MemoryService, args: argparse.Namespace) -> None:
+    scenes = svc.handoffs(**target(args))
+    if args.json:
+        emit_json(scenes)
+        return
+    if not scenes:
+        print("(no handoffs)")
+    for scene in scenes:
+        head = scene.head[:12] if scene.head else "no commit"
+        print(f"=== {scene.branch}  saved {scene.updated_at.isoformat()} at {head}\n{scene.text}\n")
+
+
+def cmd_handoff_rm(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.delete_handoff(args.branch, cwd=args.cwd, store=args.store)
+    emit_json(result) if args.json else print(f"deleted {result.path}")
+
+
+def cmd_resume(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.resume(cwd=args.cwd)
+    emit_json(result) if args.json else print(result.summary)
+
+
+def cmd_rules(svc: MemoryService, args: argparse.Namespace) -> None:
+    if args.add is not None:
+        result = svc.append_rule(read_text(args.add) or "", **target(args))
+        emit_json(result) if args.json else print(f"rule added to {result.path}")
+        return
+    if args.delete:
+        if not args.yes:
+            raise InvalidInput(
+                "--delete removes every rules file of the store; pass --yes to confirm", field="yes"
+            )
+        deleted = svc.delete_rules(**target(args))
+        emit_json(deleted) if args.json else print(f"deleted {len(deleted)} rules file(s)")
+        return
+    view = svc.rules(**target(args))
+    emit_json(view) if args.json else print(view.text or "(no rules)")
+
+
+def cmd_log(svc: MemoryService, args: argparse.Namespace) -> None:
+    if args.delete:
+        if not args.yes:
+            raise InvalidInput("--delete removes the consolidation log; pass --yes to confirm", field="yes")
+        result = svc.delete_consolidation_log(**target(args))
+        emit_json(result) if args.json else print(f"deleted {result.path}")
+        return
+    log = svc.consolidation_log(**target(args))
+    emit_json(log) if args.json else print(log.text or "(no consolidation log yet)")
+
+
+def cmd_session_context(svc: MemoryService, args: argparse.Namespace) -> None:
+    bundle = svc.assemble_session_context(args.cwd)
+    emit_json({"additional_context": bundle}) if args.json else print(bundle)
+
+
+def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
+    name = svc.resolve_store(**target(args))
+    path = svc.regenerate_index(name)
+    emit_json({"path": path}) if args.json else print(path or f"{name} has no knowledge folder yet")
+
+
+def register(sub: Any) -> None:
+    """Add the lane subcommands."""
+    journal = add_command(sub, "journal", "show the project's journal, newest day first")
+    journal.add_argument("--cwd")
+    journal.add_argument("--store")
+    journal.add_argument("--limit", type=int, default=7)
+    journal.set_defaults(func=cmd_journal_show)
+    jsub = journal.add_subparsers(dest="journal_command")
+    p = add_command(jsub, "add", "append an entry to today's journal ('-' reads stdin)")
+    p.add_argument("text")
+    p.add_argument("--actor", choices=("agent", "user"), default="user")
+    p.add_argument("--cwd")
+    p.add_argument("--store")
+    p.set_defaults(func=cmd_journal_add)
+    p = add_command(jsub, "rm", "delete one day of the journal")
+    p.add_argument("period", help="YYYY-MM-DD")
+    p.add_argument("--cwd")
+    p.add_argument("--store")
+    p.set_defaults(func=cmd_journal_rm)
+
+    handoff = sub.add_parser("handoff", help="save or show per-branch handoff notes")
+    hsub = handoff.add_subparsers(dest="handoff_command", required=True)
+    p = add_command(hsub, "save", "save where work stands on this branch ('-' reads stdin)")
+    p.add_argument("text")
+    p.add_argument("--cwd")
+    p.set_defaults(func=cmd_handoff_save)
+    p = add_command(hsub, "show", "every branch's handoff in the store")
+    add_target(p)
+    p.set_defaults(func=cmd_handoff_show)
+    p = add_command(hsub, "rm", "delete one branch's handoff")
+    p.add_argument("branch")
+    p.add_argument("--cwd")
+    p.add_argument("--store")
+    p.set_defaults(func=cmd_handoff_rm)
+
+    p = add_command(sub, "resume", "the handoff for this project and branch, and what changed since")
+    p.add_argument("--cwd")
+    p.set_defaults(func=cmd_resume)
+
+    memory = sub.add_parser("memory", help="rules, the consolidation log and INDEX.md of a store")
+    msub = memory.add_subparsers(dest="memory_command", required=True)
+    p = add_command(msub, "rules", "show the store's rules (all rules/*.md), or add one")
+    p.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
+    p.add_argument("--delete", action="store_true", help="delete every rules file")
+    p.add_argument("--yes", action="store_true")
+    add_target(p)
+    p.set_defaults(func=cmd_rules)
+    p = add_command(msub, "log", "show (or delete) the organizer's consolidation log")
+    p.add_argument("--delete", action="store_true")
+    p.add_argument("--yes", action="store_true")
+    add_target(p)
+    p.set_defaults(func=cmd_log)
+    p = add_command(msub, "index", "regenerate knowledge/INDEX.md from the topic documents")
+    add_target(p)
+    p.set_defaults(func=cmd_index)
+
+    p = add_command(sub, "session-context", "the bundle an agent receives at session start")
+    p.add_argument("--cwd")
+    p.set_defaults(func=cmd_session_context)
+
+
+__all__ = ["register"]
