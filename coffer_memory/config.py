@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -74,6 +74,32 @@ class EmbeddingSettings(BaseModel):
     request_dimensions: bool = False
 
 
+class LLMSettings(BaseModel):
+    """The home-wide LLM configuration (the organizer and other LLM-driven operations).
+
+    ``provider``: ``"none"`` (the default: no model, every LLM-driven operation is a no-op),
+    ``"openai"`` (any OpenAI-compatible ``/chat/completions`` server: OpenAI, Ollama, vLLM,
+    llama.cpp server, OpenRouter) or a plugin's name. API keys are read from the environment
+    variable ``api_key_env`` or from the system keyring through ``credential_ref``
+    (``"service/username"``); never from a file. ``json_mode`` picks how structured output is
+    asked for: ``"auto"`` tries a JSON schema, then JSON object mode, then plain text, and
+    remembers what the server accepted; the other values pin one way.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str = Field(default="none", min_length=1)
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    credential_ref: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    retry_max_seconds: float = Field(default=8.0, ge=0)
+    json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    max_tokens: int = Field(default=2000, ge=1)
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -86,6 +112,7 @@ class Settings(BaseModel):
     home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
     memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an

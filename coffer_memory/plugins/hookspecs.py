@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import pluggy
 
-from ..config import EmbeddingSettings
+from ..config import EmbeddingSettings, LLMSettings
+from ..llm import ChatMessage, Completion
 
 hookspec = pluggy.HookspecMarker("coffer_memory")
 hookimpl = pluggy.HookimplMarker("coffer_memory")
@@ -70,6 +71,39 @@ class Embedder(Protocol):
 EmbedderFactory = Callable[[EmbeddingSettings], Embedder]
 
 
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model: messages in, a ``coffer_memory.llm.Completion`` out.
+
+    ``complete`` raises ``coffer_memory.llm.LLMUnavailable`` when the model cannot answer
+    (server down after retries, a refusal, a rejected model). ``json_schema`` asks for
+    structured output where the backend supports it; the caller still parses
+    ``Completion.text`` with ``coffer_memory.llm.extract_json`` and describes the expected
+    JSON in the prompt, because not every server enforces a schema.
+    """
+
+    name: str
+    model_id: str
+
+    def available(self) -> bool:
+        """True when the LLM can run here (its config is complete, its packages import)."""
+        ...
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """The model's answer to ``messages``; ``max_tokens`` None means the configured limit."""
+        ...
+
+
+LLMFactory = Callable[[LLMSettings], LLM]
+
+
 class CofferHookSpecs:
     """The hooks a coffer-memory plugin may implement."""
 
@@ -83,4 +117,12 @@ class CofferHookSpecs:
 
         ``name`` is what ``Settings.embedding.provider`` selects; ``settings`` is the
         ``coffer_memory.config.EmbeddingSettings`` of the home (model, base URL, ...).
+        """
+
+    @hookspec
+    def register_llms(self, register: Callable[[str, LLMFactory], None]) -> None:
+        """Register LLM backends: ``register(name, factory)``; ``factory(settings)`` builds an LLM.
+
+        ``name`` is what ``Settings.llm.provider`` selects; ``settings`` is the
+        ``coffer_memory.config.LLMSettings`` of the home (model, base URL, ...).
         """

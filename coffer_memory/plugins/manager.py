@@ -8,16 +8,17 @@ from importlib import metadata
 
 import pluggy
 
-from ..config import EmbeddingSettings
+from ..config import EmbeddingSettings, LLMSettings
 from ..errors import InvalidInput
 from . import hookspecs
-from .hookspecs import Embedder, EmbedderFactory, GrepBackend
+from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, LLMFactory
 
 ENTRY_POINT_GROUP = "coffer_memory"
 DEFAULT_PLUGINS = (
     "coffer_memory.plugins.builtin.grep",
     "coffer_memory.plugins.builtin.minilm",
     "coffer_memory.plugins.builtin.openai_embeddings",
+    "coffer_memory.plugins.builtin.openai_chat",
 )
 AUTO_EMBEDDERS = ("minilm",)  # what provider="auto" tries, in order (offline only)
 
@@ -116,5 +117,34 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
         raise InvalidInput(
             f"unknown embedding provider {settings.provider!r}; known: auto, none, {', '.join(sorted(factories))}",
             field="embedding.provider",
+        )
+    return factories[settings.provider](settings)
+
+
+def get_llm_factories() -> dict[str, LLMFactory]:
+    """Every registered LLM factory by name."""
+    found: dict[str, LLMFactory] = {}
+
+    def register(name: str, factory: LLMFactory) -> None:
+        found[name] = factory
+
+    get_plugin_manager().hook.register_llms(register=register)
+    return found
+
+
+def get_llm(settings: LLMSettings) -> LLM | None:
+    """The LLM ``settings.provider`` names; ``None`` for ``"none"`` (the default).
+
+    None means no model is configured: every LLM-driven operation is then a no-op. An
+    unknown name is InvalidInput. The LLM is returned even when its ``available()`` is
+    false (e.g. ``openai`` without ``model``); callers check it.
+    """
+    if settings.provider == "none":
+        return None
+    factories = get_llm_factories()
+    if settings.provider not in factories:
+        raise InvalidInput(
+            f"unknown llm provider {settings.provider!r}; known: none, {', '.join(sorted(factories))}",
+            field="llm.provider",
         )
     return factories[settings.provider](settings)

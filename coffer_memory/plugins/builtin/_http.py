@@ -1,0 +1,97 @@
+"""HTTP helpers shared by the built-in OpenAI-compatible clients (embeddings and chat).
+
+Both clients retry 429, 5xx, timeouts and connection errors with tenacity (bounded, jittered,
+honouring ``Retry-After`` up to a cap) and read their API key from an environment variable or
+a keyring reference, never from a file.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import time
+
+import httpx
+from tenacity import RetryCallState, wait_exponential_jitter
+
+from ...errors import CofferError
+
+
+class Retryable(Exception):
+    """A failure worth another attempt; ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The ``Retry-After`` header in seconds (a number or an HTTP date); None if absent or unreadable."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: the ordinary back-off applies
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def error_message(response: httpx.Response) -> str:
+    """The server's error message: ``error.message`` of an OpenAI-style body, else the body's start."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error or body)[:300]
+
+
+def retry_wait(state: RetryCallState, max_seconds: float) -> float:
+    """Seconds before the next attempt: ``Retry-After`` when given, else jittered back-off; at most ``max_seconds``."""
+    exc = state.outcome.exception() if state.outcome else None
+    if isinstance(exc, Retryable) and exc.retry_after is not None:
+        return min(exc.retry_after, max_seconds)
+    backoff = wait_exponential_jitter(multiplier=0.25, max=max_seconds, jitter=0.25)
+    return float(backoff(state))
+
+
+def resolve_secret(
+    api_key_env: str | None, credential_ref: str | None, error: type[CofferError]
+) -> str | None:
+    """The API key from the variable ``api_key_env`` or the keyring entry ``credential_ref`` (``service/user``).
+
+    None when neither is set; ``error(message)`` is raised when the one that is set holds nothing.
+    """
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise error(f"environment variable {api_key_env} is not set")
+        return key
+    if credential_ref:
+        try:
+            import keyring
+        except ImportError as exc:
+            raise error("credential_ref needs the 'keyring' package: pip install keyring") from exc
+        service, _, user = credential_ref.partition("/")
+        key = keyring.get_password(service, user or "default")
+        if not key:
+            raise error(f"no secret found in the keyring for {credential_ref!r}")
+        return str(key)
+    return None
+
+
+def json_client(
+    base_url: str, *, key: str | None, timeout: float, transport: httpx.BaseTransport | None
+) -> httpx.Client:
+    """An httpx client for a JSON API, with a bearer key when there is one."""
+    headers = {"Accept": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
