@@ -100,6 +100,21 @@ class LLMSettings(BaseModel):
     max_tokens: int = Field(default=2000, ge=1)
 
 
+class OrganizeSettings(BaseModel):
+    """The LLM organizer: how it files the inbox, splits rules, reorganizes, and runs by itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidates: int = Field(default=3, ge=1, le=10)
+    candidate_chars: int = Field(default=6000, ge=200)
+    # A rules file longer than this is split into per-topic rules files (one LLM call).
+    rules_split_chars: int = Field(default=4000, ge=500)
+    reorg_max_steps: int = Field(default=12, ge=1, le=100)
+    # Opt-in: organize a store in the background once it has been quiet this long after a write.
+    auto: bool = False
+    auto_delay_seconds: float = Field(default=30.0, ge=0.0)
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -112,6 +127,7 @@ class Settings(BaseModel):
     home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
     memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)

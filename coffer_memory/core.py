@@ -71,6 +71,13 @@ def _default_description(text: str) -> str:
     return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
 
 
+def _follow_body(old: MemoryFact, new_body: str | None) -> str:
+    """Keep a description the user wrote; re-derive one that was derived from the old body."""
+    if new_body is not None and old.description == _default_description(old.body):
+        return _default_description(new_body)
+    return old.description
+
+
 class ServiceCore:
     """Remember, recall, list, edit and delete facts in a coffer home.
 
@@ -205,6 +212,9 @@ class ServiceCore:
         with self._lock, store_lock(lock_path(self.home, store)):
             yield
 
+    def _after_write(self, store: str) -> None:
+        """Called after every memory write (the organizer re-arms its auto-organize timer here)."""
+
     def _record_project_root(self, store: str, root: Path) -> None:
         """Remember which checkout a project store came from (shown as its display name)."""
         self.db.conn.execute(
@@ -316,6 +326,7 @@ class ServiceCore:
             else:  # pragma: no cover - a thousand files with one title
                 raise InvalidInput("too many facts share this title", field="title")
             self._audit("memory_added", name, fact.id, path=str(path), origin_session_id=origin_session_id)
+        self._after_write(name)
         return MutationResult(
             fact=fact, store=name, path=path, before_sha256=None, after_sha256=sha256_bytes(data)
         )
@@ -450,7 +461,7 @@ class ServiceCore:
                 old,
                 body=new_body if new_body is not None else old.body,
                 title=title or old.title,
-                description=description if description is not None else old.description,
+                description=description if description is not None else _follow_body(old, new_body),
                 actor=actor,
                 updated_at=now_utc(),
             )

@@ -16,6 +16,7 @@ from .errors import InvalidInput
 from .index.db import IndexDB
 from .index.fts import STOPWORDS, search_chunks
 from .index.keys import chunk_id, document_id_of_chunk
+from .index.reindex import strip_header
 from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from .plugins.hookspecs import GrepBackend, Vector
@@ -34,6 +35,7 @@ class _DocRow:
     id: str
     path: str
     title: str
+    description: str
     updated_at: datetime
 
 
@@ -129,15 +131,15 @@ class KnowledgeRetrieval:
             if chosen == "grep":
                 hits = self._grep(sp, query, limit)
             elif chosen == "keyword":
-                hits = self._keyword(sp, query, limit)
+                hits = self.keyword(sp, query, limit)
             elif qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
                 fallback = True  # vectors unavailable for this store: keyword answers, and says so
-                hits = self._keyword(sp, query, limit)
+                hits = self.keyword(sp, query, limit)
             elif chosen == "vector":
                 hits = self._vector(sp, qvec, limit)
             else:
                 hits = fuse_modes(
-                    self._keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit
+                    self.keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit
                 )
             lists.append(hits)
         merged = rrf_merge(lists, limit)
@@ -178,12 +180,12 @@ class KnowledgeRetrieval:
             return {}
         marks = ",".join("?" * len(values))
         rows = self.db.rows(
-            f"SELECT id, path, title, updated_at FROM documents WHERE resource_name = ? AND {column} IN ({marks})",
+            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents WHERE resource_name = ? AND {column} IN ({marks})",
             (store, *values),
         )
         out = {}
         for r in rows:
-            doc = _DocRow(r[0], r[1], r[2], datetime.fromisoformat(r[3]))
+            doc = _DocRow(r[0], r[1], r[2], r[3], datetime.fromisoformat(r[4]))
             out[doc.id if ids else doc.path] = doc
         return out
 
@@ -191,7 +193,7 @@ class KnowledgeRetrieval:
         path = Path(doc.path)
         return MemoryHit(
             id=doc.id,
-            text=text,
+            text=strip_header(text, doc.title, doc.description),
             score=score,
             source=f"{scope_of(sp.name).value}:{path}",
             time=doc.updated_at,
@@ -200,7 +202,8 @@ class KnowledgeRetrieval:
             title=doc.title,
         )
 
-    def _keyword(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+    def keyword(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+        """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
         chunks = search_chunks(self.db, sp.name, query, limit * 4)
         best: dict[str, tuple[str, float]] = {}
         for chunk in chunks:

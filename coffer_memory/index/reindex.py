@@ -26,6 +26,34 @@ Outcome = Literal["added", "updated", "unchanged"]
 log = logging.getLogger("coffer_memory.reindex")
 
 
+def index_header(title: str, description: str, body: str) -> str:
+    """Title and description lines that the body does not already say, for the first chunk."""
+    folded = body.lower()
+    parts = [p for p in (title.strip(), description.strip()) if p and p.lower() not in folded]
+    return "\n".join(dict.fromkeys(parts)) + "\n\n" if parts else ""
+
+
+def indexed_chunks(title: str, description: str, body: str) -> list[str]:
+    """The passages indexed for a document: its body's chunks, the first one led by its header.
+
+    Keyword and vector search then match a topic's title ("Deploying") even when its body
+    never repeats it. ``strip_header`` takes the header off again for display.
+    """
+    chunks = chunk_markdown(body)
+    header = index_header(title, description, body)
+    if not header:
+        return chunks
+    return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
+
+
+def strip_header(text: str, title: str, description: str) -> str:
+    """A first chunk's text without the header ``indexed_chunks`` put in front of it."""
+    for prefix in (f"{title}\n{description}\n\n", f"{title}\n\n", f"{description}\n\n"):
+        if prefix.strip() and text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
 @attrs.frozen
 class _PendingDoc:
     """A document whose keyword rows are in but whose vectors are not (its row holds the sentinel)."""
@@ -112,7 +140,7 @@ class Reindexer:
                     st.st_mtime_ns,
                 ),
             )
-            chunks = chunk_markdown(fact.body)
+            chunks = indexed_chunks(fact.title, fact.description, fact.body)
             for position, text in enumerate(chunks):
                 cid = chunk_id(store, fact.id, position)
                 self.db.conn.execute(

@@ -1,0 +1,1 @@
+"""The LLM organizer: files the inbox into topic documents and rules, reorganizes topics."""
