@@ -144,3 +144,10 @@ def test_lane_commands(tmp_home: Path, repo: Path) -> None:
     assert "deleted: rules/rules.md" in coffer(tmp_home, "memory", "log", cwd=repo).stdout
     out = coffer(tmp_home, "journal", "rm", "2001-01-01", cwd=repo)
     assert out.returncode == 1 and "MEMORY_NOT_FOUND" in out.stderr
+
+
+def test_organize_without_a_model_says_so(tmp_home: Path) -> None:
+    coffer(tmp_home, "remember", "an inbox item", "--global")
+    out = coffer(tmp_home, "organize", "--global", "--dry-run")
+    assert out.returncode == 0 and "no LLM is configured" in out.stdout
+    assert json.loads(coffer(tmp_home, "reorg", "--global", "--json").stdout)["status"] == "no_model"

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from ..errors import InvalidInput
+from ..organize.models import OrganizeReport, ReorgReport
+from ..render import table
 from ..service import MemoryService
 from ._common import add_command, add_target, emit_json, read_text, target
 
@@ -97,6 +99,44 @@ def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json({"path": path}) if args.json else print(path or f"{name} has no knowledge folder yet")
 
 
+def _print_run(report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
+    if report.status != "ok":
+        reason = {
+            "no_model": "no LLM is configured ([llm] in config.toml): nothing to do",
+            "empty": "nothing to organize",
+        }[report.status]
+        print(f"{report.store}: {reason}")
+        return
+    rows = [
+        (c.action, c.source.name if c.source else "", c.target.name if c.target else "", c.error or "")
+        for c in report.changes
+    ]
+    print(table(("action", "from", "to", "note"), rows) if rows else "(no changes)")
+    print(
+        f"tokens: {report.usage.prompt_tokens} prompt + {report.usage.completion_tokens} completion"
+        + ("   (dry run: nothing was written)" if report.dry_run else "")
+    )
+    if show_diffs:
+        for change in report.changes:
+            if change.diff:
+                print("\n" + change.diff.rstrip())
+
+
+def cmd_organize(svc: MemoryService, args: argparse.Namespace) -> None:
+    report = svc.organize(svc.resolve_store(**target(args)), dry_run=args.dry_run)
+    emit_json(report) if args.json else _print_run(report, args.dry_run)
+
+
+def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
+    report = svc.reorganize(svc.resolve_store(**target(args)), dry_run=args.dry_run)
+    if args.json:
+        emit_json(report)
+        return
+    _print_run(report, args.dry_run)
+    if report.summary:
+        print(f"summary: {report.summary} ({report.steps} steps)")
+
+
 def register(sub: Any) -> None:
     """Add the lane subcommands."""
     journal = add_command(sub, "journal", "show the project's journal, newest day first")
@@ -152,6 +192,15 @@ def register(sub: Any) -> None:
     p = add_command(msub, "index", "regenerate knowledge/INDEX.md from the topic documents")
     add_target(p)
     p.set_defaults(func=cmd_index)
+
+    p = add_command(sub, "organize", "file the inbox into topic documents and rules (needs an LLM)")
+    p.add_argument("--dry-run", action="store_true", help="show the planned changes as diffs; write nothing")
+    add_target(p)
+    p.set_defaults(func=cmd_organize)
+    p = add_command(sub, "reorg", "merge duplicate and split long topic documents (needs an LLM)")
+    p.add_argument("--dry-run", action="store_true", help="show the planned changes as diffs; write nothing")
+    add_target(p)
+    p.set_defaults(func=cmd_reorg)
 
     p = add_command(sub, "session-context", "the bundle an agent receives at session start")
     p.add_argument("--cwd")
