@@ -61,8 +61,8 @@ def test_vector_recall_finds_meaning_without_shared_words(tmp_home: Path) -> Non
         )
         svc.remember("The office cat sleeps on the sofa every afternoon.", scope="global")
         svc.remember("Use PostgreSQL 16 for the orders database.", scope="global")
-        assert svc.recall("how is the project deployed to production?", stores=["global"], mode="keyword").hits == ()
-        res = svc.recall("how is the project deployed to production?", stores=["global"], mode="vector")
+        assert svc.recall("how is the project rolled out to production?", stores=["global"], mode="keyword").hits == ()
+        res = svc.recall("how is the project rolled out to production?", stores=["global"], mode="vector")
         assert not res.fallback and res.hits[0].id == deploy.fact.id and 0 < res.hits[0].score <= 1
         hybrid = svc.recall("which database engine?", stores=["global"])
         assert hybrid.mode == "hybrid" and not hybrid.fallback

@@ -103,6 +103,20 @@ MIGRATIONS: tuple[str, ...] = (
         value TEXT NOT NULL
     );
     """,
+    # 4: a word-level keyword index beside the trigram one (porter stemming, bm25 over words,
+    # small posting lists). Contentless: the text stays once, in documents_fts (same rowid).
+    # The derived rows are dropped so the next read rebuilds them from the files.
+    """
+    CREATE VIRTUAL TABLE documents_words USING fts5(
+        text, store, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2'
+    );
+    DELETE FROM documents_fts;
+    DELETE FROM chunks;
+    DELETE FROM documents;
+    DELETE FROM store_state;
+    DELETE FROM broken_files;
+    DELETE FROM vec_stores;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

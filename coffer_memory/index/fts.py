@@ -8,6 +8,7 @@ import unicodedata
 import attrs
 
 from .db import IndexDB
+from .keys import store_scope
 
 # Words too common to help ranking; dropped unless nothing else is left.
 STOPWORDS = frozenset(
@@ -224,10 +225,55 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _words_query(query: str, store: str) -> str | None:
+    """The MATCH expression for the word index, or None when the query has no usable words."""
+    words = _words(query)
+    content = [w for w in words if w not in STOPWORDS] or words
+    # unicode61 splits "make-release" into a phrase itself; quotes keep user syntax inert.
+    terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
+    if not terms:
+        return None
+    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return f'store : "{store_scope(store)}" AND ({ors})'
+
+
+def search_words(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
+    """Word-level bm25 over ``documents_words`` (porter stemming); texts come from documents_fts."""
+    match = _words_query(query, store)
+    if match is None:
+        return []
+    ranked = db.rows(
+        "SELECT rowid, bm25(documents_words, 1.0, 0.0) FROM documents_words "
+        "WHERE documents_words MATCH ? ORDER BY 2 LIMIT ?",
+        (match, limit),
+    )
+    if not ranked:
+        return []
+    marks = ",".join("?" * len(ranked))
+    found = {
+        int(r[0]): (str(r[1]), str(r[2]))
+        for r in db.rows(
+            f"SELECT rowid, chunk_id, text FROM documents_fts WHERE rowid IN ({marks})",
+            [r[0] for r in ranked],
+        )
+    }
+    return [ChunkHit(found[r[0]][0], found[r[0]][1], -float(r[1])) for r in ranked if r[0] in found]
+
+
 def search_chunks(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
-    """Chunks of ``store`` matching ``query``: FTS5 bm25 (flipped), else a LIKE scan for short terms."""
+    """Chunks of ``store`` matching ``query``, best first (scores: flipped bm25, higher is better).
+
+    Queries without CJK text use the word index (stemmed words; fast and well ranked). CJK
+    queries, and word queries that find nothing (a fragment of a word, say), use the trigram
+    index, where any substring of three or more characters matches; shorter terms fall back
+    to an escaped LIKE scan.
+    """
+    if not _CJK.search(query):
+        hits = search_words(db, store, query, limit)
+        if hits:
+            return hits
     plan = plan_query(query)
-    hits: list[ChunkHit] = []
+    hits = []
     if plan.fts_terms:
         rows = db.rows(
             "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "

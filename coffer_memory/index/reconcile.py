@@ -25,7 +25,7 @@ from ..config import Settings
 from ..models import ReindexReport
 from ..store.files import FactParseError, FileStat, list_folder, scan_markdown
 from ..store.lock import store_lock
-from ..store.paths import StorePaths, lock_path
+from ..store.paths import StorePaths, is_recall_rel, lock_path
 from .db import IndexDB
 from .reindex import Reindexer
 
@@ -160,19 +160,20 @@ class Reconciler:
         """
         broken = broken if broken is not None else {}
         todo: list[Path] = []
+        root = str(sp.root) + os.sep
         for rel, st in files.items():
-            path = sp.root / rel
-            if not sp.is_recall_file(path):
+            if not is_recall_rel(rel):
                 continue
             tally.scanned += 1
-            known = rows.pop(str(path), None)
-            was_broken = broken.pop(str(path), None)
-            if known == (st.size, st.mtime_ns):
+            key = root + rel
+            known = rows.pop(key, None)
+            was_broken = broken.pop(key, None)
+            if known is not None and known[0] == st.size and known[1] == st.mtime_ns:
                 tally.unchanged += 1
             elif known is None and was_broken == (st.size, st.mtime_ns):
                 tally.skipped.append(rel)
             else:
-                todo.append(path)
+                todo.append(Path(key))
         if broken:  # broken files that are gone now
             with self.db.transaction():
                 for key in broken:

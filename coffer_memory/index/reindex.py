@@ -19,7 +19,7 @@ from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, r
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
 from .db import IndexDB
-from .keys import KIND, chunk_id, vec_chunk_id
+from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -148,9 +148,14 @@ class Reindexer:
                     (cid, fact.id, KIND, store, position),
                 )
                 # The FTS row shares the chunk's rowid, so deletes find it without a scan.
+                rowid = self.db.conn.last_insert_rowid()
                 self.db.conn.execute(
                     "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
-                    (self.db.conn.last_insert_rowid(), text, store, cid),
+                    (rowid, text, store, cid),
+                )
+                self.db.conn.execute(
+                    "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
+                    (rowid, text, store_scope(store)),
                 )
         if self.vectors is not None:
             self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
@@ -215,11 +220,12 @@ class Reindexer:
                 (document_id, store),
             )
             self.vectors.delete(store, [vec_chunk_id(document_id, int(p[0])) for p in positions])
-        self.db.conn.execute(
-            "DELETE FROM documents_fts WHERE rowid IN "
-            "(SELECT rowid FROM chunks WHERE document_id = ? AND resource_name = ?)",
-            (document_id, store),
-        )
+        for table in ("documents_fts", "documents_words"):
+            self.db.conn.execute(
+                f"DELETE FROM {table} WHERE rowid IN "
+                "(SELECT rowid FROM chunks WHERE document_id = ? AND resource_name = ?)",
+                (document_id, store),
+            )
         self.db.conn.execute(
             "DELETE FROM chunks WHERE document_id = ? AND resource_name = ?", (document_id, store)
         )
@@ -251,6 +257,10 @@ class Reindexer:
     def remove_store(self, store: str) -> None:
         """Drop every index row of a store."""
         with self.db.transaction():
+            self.db.conn.execute(
+                "DELETE FROM documents_words WHERE rowid IN (SELECT rowid FROM chunks WHERE resource_name = ?)",
+                (store,),
+            )
             self.db.conn.execute("DELETE FROM documents_fts WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM chunks WHERE resource_name = ?", (store,))
             self.db.conn.execute("DELETE FROM documents WHERE resource_name = ?", (store,))

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import frontmatter
@@ -261,9 +261,8 @@ def read_bytes(path: Path) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
-@attrs.frozen
-class FileStat:
-    """Size and mtime (ns) of a file, what the reconcile fast path compares."""
+class FileStat(NamedTuple):
+    """Size and mtime (ns) of a file, what the reconcile fast path compares (a tuple: hot path)."""
 
     size: int
     mtime_ns: int
@@ -297,16 +296,18 @@ def _walk(root: Path, folder: Path, dirs: dict[str, int]) -> Iterator[tuple[str,
         entries: list[tuple[str, FileStat]] = []
         with scanner:
             for entry in scanner:
-                if entry.name.startswith("."):
+                name = entry.name
+                if name[0] == ".":
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                elif name.endswith(".md"):
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    entries.append((entry.name, FileStat(st.st_size, st.st_mtime_ns)))
+                    if stat.S_ISREG(st.st_mode):
+                        entries.append((name, FileStat(st.st_size, st.st_mtime_ns)))
         yield rel_dir, entries
 
 

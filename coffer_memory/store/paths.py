@@ -209,6 +209,15 @@ class StorePaths:
         return self.is_recall_file(path) and path.relative_to(self.root).parts[0] == "knowledge"
 
 
+def is_recall_rel(rel: str) -> bool:
+    """``StorePaths.is_recall_file`` for a store-relative POSIX path (no Path objects: hot path)."""
+    if not rel.endswith(".md") or "/." in rel or rel.startswith("."):
+        return False
+    if rel.startswith("knowledge/"):
+        return rel != f"knowledge/{INDEX_MD}"
+    return rel.startswith("journal/") and rel.count("/") == 1
+
+
 def lock_path(home: Path, store: str) -> Path:
     """The inter-process lock file of a store (outside the synced memory tree)."""
     return home / "locks" / f"{validate_store_name(store)}.lock"
