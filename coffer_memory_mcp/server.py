@@ -1,0 +1,289 @@
+"""``build_server(service)``: the coffer MCP tools over a ``MemoryService``.
+
+The tools validate, call the service and translate; there is no business logic here. The project
+a call works in is the explicit ``cwd`` argument, else the client's first ``file://`` MCP root,
+else the server's working directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Annotated, Literal
+from urllib.parse import unquote, urlparse
+from urllib.request import url2pathname
+
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import CallToolResult, ListRootsRequest, ListRootsResult, TextContent, ToolAnnotations
+from mcp_types.version import is_version_at_least
+from pydantic import BaseModel, Field
+
+import coffer_memory
+from coffer_memory import CofferError, MemoryService, ScopeUnresolved
+
+from .schemas import FactOut, HandoffOut, ListMemoryOut, RecallOut, RememberOut, ResumeOut
+
+__all__ = ["build_server"]
+
+log = logging.getLogger("coffer_memory_mcp")
+
+# From this protocol revision on, server-to-client requests ride the tool call's input_required
+# round-trip (the SDK drives it for a `ListRoots` marker); before it they go over the back-channel.
+_INPUT_REQUIRED_VERSION = "2026-07-28"
+ROOTS_TIMEOUT_SECONDS = 5.0
+
+INSTRUCTIONS = """\
+coffer is the user's long-term memory, shared by every coding agent they use (Claude Code, Codex,
+OpenCode...). Facts are Markdown files the user can read and edit.
+- Before asking the user something they may have told an agent before (conventions, commands,
+  preferences, where things live, why a decision was made), call coffer__recall.
+- When you learn something durable that a future session would need, call coffer__remember:
+  one self-contained fact per call.
+- At the start of a session call coffer__resume; before stopping mid-task call coffer__handoff.
+The project is taken from the client's workspace root, or from `cwd` when you pass one."""
+
+RECALL_DOC = """\
+Search the user's long-term memory: the current project's facts first, then global ones.
+
+Call this before asking the user about anything they may have told an agent before: project
+conventions, build/test/deploy commands, preferences, architecture decisions and their reasons,
+where things live, known pitfalls. Also call it when starting unfamiliar work in this project.
+Phrase the query as keywords or a short question ("deploy staging", "why sqlite not postgres").
+Hits come back ranked, with the store and the file each lives in."""
+
+REMEMBER_DOC = """\
+Store one durable fact in long-term memory, for every future session and every agent.
+
+Remember things that will still be true and useful next week: a decision and its reason, a
+convention, a command that works, a user preference, a pitfall and its fix, where something lives.
+A good fact is self-contained (readable with no conversation around it: name the thing, don't say
+"it" or "this file"), specific, and short (a few sentences). One fact per call; call again for
+another. Do not store transient chatter, task progress or plans (use coffer__handoff for where work
+stands), things obvious from the code, or secrets. Recall first to avoid duplicates.
+scope="project" (default) files it under the current git project; scope="global" is for facts
+about the user or their tools that hold in every project."""
+
+LIST_DOC = """\
+List the facts of one store (the current project's, or global), newest first, a page at a time.
+
+Use it to review what is already known, e.g. before a clean-up or when recall keywords miss.
+For finding something specific, coffer__recall is better. Pass next_cursor back as cursor for
+the next page."""
+
+RESUME_DOC = """\
+Get the handoff note saved for the current project and git branch: where work stood, what was
+next, and which commits landed since it was written. Call it when a session starts or when the
+user says "continue" / "where were we"."""
+
+HANDOFF_DOC = """\
+Save a handoff note for the current project and git branch, replacing the previous one: what you
+were doing, what is done, what is next, open questions, files involved. The next session (any
+agent) reads it with coffer__resume. Call it before the session ends or the context runs out
+with work unfinished. It is not a place for durable facts: use coffer__remember for those."""
+
+CwdArg = Annotated[
+    str | None,
+    Field(
+        description="Directory to resolve the project from. Omit it: the client's workspace root "
+        "(or the server's directory) is used."
+    ),
+]
+Mode = Literal["grep", "keyword", "vector", "hybrid"]
+Scope = Literal["global", "project"]
+
+
+def _root_path(uri: str) -> str | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return url2pathname(unquote(parsed.path)) or None
+
+
+async def _client_roots(ctx: Context, cwd: str | None = None) -> ListRoots | ListRootsResult | None:
+    """The client's roots when it offers them and the caller gave no ``cwd``; else ``None``."""
+    if cwd:
+        return None
+    caps = ctx.client_capabilities
+    if caps is None or caps.roots is None:
+        return None
+    version = ctx.protocol_version
+    if version is not None and is_version_at_least(version, _INPUT_REQUIRED_VERSION):
+        return ListRoots()
+    if not ctx.session.can_send_request:
+        return None
+    try:
+        result: ListRootsResult = await ctx.session.send_request(
+            ListRootsRequest(),
+            ListRootsResult,
+            request_read_timeout_seconds=ROOTS_TIMEOUT_SECONDS,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except Exception as exc:  # a client that declares roots but fails them: fall back, don't fail
+        log.warning("roots/list failed, using the server's directory: %r", exc)
+        return None
+    return result
+
+
+RootsArg = Annotated[ListRootsResult | None, Resolve(_client_roots)]
+
+
+def _workdir(cwd: str | None, roots: ListRootsResult | None) -> str:
+    """Explicit ``cwd``, else the first ``file://`` root, else the server's working directory."""
+    if cwd:
+        return os.path.abspath(os.path.expanduser(cwd))
+    for root in roots.roots if roots is not None else ():
+        path = _root_path(str(root.uri))
+        if path:
+            return path
+    return os.getcwd()
+
+
+def _ok(out: BaseModel, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=out.model_dump(mode="json")
+    )
+
+
+def _error(tool: str, exc: CofferError) -> CallToolResult:
+    message = f"{exc.code}: {exc.message}"
+    if isinstance(exc, ScopeUnresolved):
+        message += (
+            ". Pass cwd= with a directory inside the project, or use scope='global' for a fact "
+            "that is not about one project."
+        )
+    log.info("%s failed: %s", tool, message)
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _guard(tool: str, call: Callable[[], CallToolResult]) -> CallToolResult:
+    try:
+        return call()
+    except CofferError as exc:
+        return _error(tool, exc)
+
+
+def build_server(service: MemoryService | None = None, *, name: str = "coffer") -> MCPServer:
+    """An ``MCPServer`` exposing coffer's tools over ``service`` (a new ``MemoryService()`` if None).
+
+    The tools are ``coffer__recall``, ``coffer__remember``, ``coffer__list_memory``,
+    ``coffer__resume`` and ``coffer__handoff``; there are no edit or delete tools.
+    """
+    svc = service if service is not None else MemoryService()
+    server: MCPServer = MCPServer(
+        name=name,
+        title="coffer memory",
+        instructions=INSTRUCTIONS,
+        version=coffer_memory.__version__,
+    )
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def recall(
+        query: Annotated[str, Field(description="What to look for: keywords or a short question.")],
+        roots: RootsArg,
+        mode: Annotated[
+            Mode | None,
+            Field(description="Retrieval mode; omit for the configured default (keyword offline)."),
+        ] = None,
+        limit: Annotated[int, Field(description="At most this many hits (1-200).")] = 10,
+        cwd: CwdArg = None,
+    ) -> Annotated[CallToolResult, RecallOut]:
+        def run() -> CallToolResult:
+            where = _workdir(cwd, roots)
+            out = RecallOut.of(query, where, svc.recall(query, cwd=where, mode=mode, limit=limit))
+            return _ok(out, out.render())
+
+        return _guard("coffer__recall", run)
+
+    def remember(
+        text: Annotated[str, Field(description="The fact, self-contained, in a few sentences.")],
+        roots: RootsArg,
+        title: Annotated[
+            str | None, Field(description="A short title (default: from the first line).")
+        ] = None,
+        description: Annotated[
+            str | None, Field(description="One line saying what the fact is about (default: derived).")
+        ] = None,
+        scope: Annotated[
+            Scope,
+            Field(description="'project' (the current git project, default) or 'global' (every project)."),
+        ] = "project",
+        cwd: CwdArg = None,
+    ) -> Annotated[CallToolResult, RememberOut]:
+        def run() -> CallToolResult:
+            where = _workdir(cwd, roots)
+            res = svc.remember(text, title=title, description=description, scope=scope, cwd=where)
+            out = RememberOut.of(res)
+            return _ok(out, out.render())
+
+        return _guard("coffer__remember", run)
+
+    def list_memory(
+        roots: RootsArg,
+        scope: Annotated[
+            Scope, Field(description="'project' (the current git project, default) or 'global'.")
+        ] = "project",
+        limit: Annotated[int, Field(description="Facts per page (1-500).")] = 20,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor from the previous page; omit for the first.")
+        ] = None,
+        cwd: CwdArg = None,
+    ) -> Annotated[CallToolResult, ListMemoryOut]:
+        def run() -> CallToolResult:
+            where = _workdir(cwd, roots)
+            page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
+            store = svc.resolve_store(cwd=where, scope=scope)
+            out = ListMemoryOut(
+                store=store, items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor
+            )
+            return _ok(out, out.render())
+
+        return _guard("coffer__list_memory", run)
+
+    def resume(roots: RootsArg, cwd: CwdArg = None) -> Annotated[CallToolResult, ResumeOut]:
+        def run() -> CallToolResult:
+            out = ResumeOut.of(svc.resume(cwd=_workdir(cwd, roots)))
+            return _ok(out, out.summary)
+
+        return _guard("coffer__resume", run)
+
+    def handoff(
+        text: Annotated[str, Field(description="Where work stands: done, next, open questions, files.")],
+        roots: RootsArg,
+        cwd: CwdArg = None,
+    ) -> Annotated[CallToolResult, HandoffOut]:
+        def run() -> CallToolResult:
+            where = _workdir(cwd, roots)
+            res = svc.save_handoff(text, cwd=where)
+            out = HandoffOut.of(res, svc.resolve_scope(where).branch or "HEAD")
+            return _ok(out, out.render())
+
+        return _guard("coffer__handoff", run)
+
+    server.add_tool(
+        recall, name="coffer__recall", title="Recall memory", description=RECALL_DOC, annotations=reads
+    )
+    server.add_tool(
+        remember,
+        name="coffer__remember",
+        title="Remember a fact",
+        description=REMEMBER_DOC,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    )
+    server.add_tool(
+        list_memory, name="coffer__list_memory", title="List memory", description=LIST_DOC, annotations=reads
+    )
+    server.add_tool(
+        resume, name="coffer__resume", title="Resume from handoff", description=RESUME_DOC, annotations=reads
+    )
+    server.add_tool(
+        handoff,
+        name="coffer__handoff",
+        title="Save a handoff",
+        description=HANDOFF_DOC,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    return server

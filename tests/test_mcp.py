@@ -1,0 +1,267 @@
+"""The MCP server through real clients: the SDK's in-process client, and coffer-mcp over stdio."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from conftest import git, make_repo
+from mcp import Client, StdioServerParameters
+from mcp.client import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, ListRootsResult, Root, TextContent
+
+from coffer_memory import MemoryService
+from coffer_memory_mcp import build_server
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {"coffer__recall", "coffer__remember", "coffer__list_memory", "coffer__resume", "coffer__handoff"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory that is not inside any git repository."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    return path
+
+
+def roots_callback(*paths: Path) -> Any:
+    async def list_roots(context: ClientRequestContext) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name) for p in paths])
+
+    return list_roots
+
+
+@asynccontextmanager
+async def connect(svc: MemoryService, **kwargs: Any) -> AsyncIterator[Client]:
+    async with Client(build_server(svc), **kwargs) as client:
+        yield client
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None and text_of(result)
+    return result.structured_content
+
+
+async def test_lists_exactly_the_five_tools_with_output_schemas(svc: MemoryService) -> None:
+    async with connect(svc) as client:
+        tools = (await client.list_tools()).tools
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        assert tool.output_schema is not None and tool.description
+        assert "cwd" in tool.input_schema["properties"]
+        assert "roots" not in tool.input_schema["properties"]
+    remember = next(t for t in tools if t.name == "coffer__remember")
+    assert "self-contained" in (remember.description or "")
+    assert remember.input_schema["properties"]["scope"]["enum"] == ["global", "project"]
+
+
+async def test_remember_then_recall_with_explicit_cwd(svc: MemoryService, repo: Path) -> None:
+    async with connect(svc) as client:
+        fact = ok(
+            await client.call_tool(
+                "coffer__remember",
+                {
+                    "text": "Deploys go through `make ship`; staging needs VPN first.",
+                    "title": "How to deploy",
+                    "cwd": str(repo),
+                },
+            )
+        )
+        res = await client.call_tool("coffer__recall", {"query": "deploy staging", "cwd": str(repo)})
+    assert fact["store"] == svc.resolve_store(cwd=repo)
+    assert Path(fact["path"]).is_file() and "make ship" in Path(fact["path"]).read_text()
+    out = ok(res)
+    assert out["hits"][0]["id"] == fact["id"] and out["hits"][0]["path"] == fact["path"]
+    assert out["stores"][0] == fact["store"] and out["mode"] == "keyword" and out["cwd"] == str(repo)
+    assert "How to deploy" in text_of(res)
+
+
+async def test_global_scope_works_outside_a_repo(svc: MemoryService, outside: Path) -> None:
+    async with connect(svc) as client:
+        fact = ok(
+            await client.call_tool(
+                "coffer__remember",
+                {
+                    "text": "The user prefers ruff over black in every project.",
+                    "scope": "global",
+                    "cwd": str(outside),
+                },
+            )
+        )
+        hits = ok(await client.call_tool("coffer__recall", {"query": "ruff", "cwd": str(outside)}))["hits"]
+        page = ok(await client.call_tool("coffer__list_memory", {"scope": "global"}))
+    assert fact["store"] == "global" and [h["id"] for h in hits] == [fact["id"]]
+    assert [f["id"] for f in page["items"]] == [fact["id"]] and page["store"] == "global"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_project_comes_from_the_clients_first_file_root(
+    svc: MemoryService, tmp_path: Path, outside: Path, mode: str
+) -> None:
+    first, second = make_repo(tmp_path / "first"), make_repo(tmp_path / "second")
+    async with connect(svc, list_roots_callback=roots_callback(first, second), mode=mode) as client:
+        fact = ok(await client.call_tool("coffer__remember", {"text": "Rooted fact about the first repo."}))
+        hits = ok(await client.call_tool("coffer__recall", {"query": "rooted fact"}))
+        explicit = ok(
+            await client.call_tool(
+                "coffer__remember",
+                {
+                    "text": "An explicit cwd wins over the roots.",
+                    "cwd": str(second),
+                },
+            )
+        )
+    assert fact["store"] == svc.resolve_store(cwd=first) != svc.resolve_store(cwd=second)
+    assert hits["cwd"] == str(first) and hits["hits"][0]["id"] == fact["id"]
+    assert explicit["store"] == svc.resolve_store(cwd=second)
+
+
+async def test_without_roots_the_servers_directory_is_used(
+    svc: MemoryService, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    async with connect(svc) as client:
+        fact = ok(await client.call_tool("coffer__remember", {"text": "Fallback to the server cwd."}))
+    assert fact["store"] == svc.resolve_store(cwd=repo)
+
+
+async def test_core_errors_become_tool_errors_with_their_code(
+    svc: MemoryService, repo: Path, outside: Path
+) -> None:
+    async with connect(svc) as client:
+        unresolved = await client.call_tool("coffer__remember", {"text": "x", "cwd": str(outside)})
+        empty = await client.call_tool("coffer__remember", {"text": "   ", "cwd": str(repo)})
+        cursor = await client.call_tool("coffer__list_memory", {"cursor": "not-a-cursor", "cwd": str(repo)})
+        limit = await client.call_tool("coffer__recall", {"query": "x", "limit": 0, "cwd": str(repo)})
+        no_repo = await client.call_tool("coffer__resume", {"cwd": str(outside)})
+        still_alive = await client.call_tool("coffer__recall", {"query": "anything", "cwd": str(repo)})
+    assert unresolved.is_error and text_of(unresolved).startswith("SCOPE_UNRESOLVED: ")
+    assert "scope='global'" in text_of(unresolved)
+    assert empty.is_error and text_of(empty).startswith("MEMORY_REJECTED: ")
+    assert cursor.is_error and text_of(cursor).startswith("INVALID_INPUT: ")
+    assert limit.is_error and text_of(limit).startswith("INVALID_INPUT: ")
+    assert no_repo.is_error and text_of(no_repo).startswith("SCOPE_UNRESOLVED: ")
+    assert ok(still_alive)["hits"] == []
+
+
+async def test_list_memory_pages_with_a_cursor(svc: MemoryService, repo: Path) -> None:
+    async with connect(svc) as client:
+        for n in range(3):
+            ok(
+                await client.call_tool(
+                    "coffer__remember", {"text": f"Paged fact number {n}.", "cwd": str(repo)}
+                )
+            )
+        first = ok(await client.call_tool("coffer__list_memory", {"limit": 2, "cwd": str(repo)}))
+        rest = ok(
+            await client.call_tool(
+                "coffer__list_memory",
+                {
+                    "limit": 2,
+                    "cursor": first["next_cursor"],
+                    "cwd": str(repo),
+                },
+            )
+        )
+        other = await client.call_tool(
+            "coffer__list_memory",
+            {
+                "scope": "global",
+                "cursor": first["next_cursor"],
+                "cwd": str(repo),
+            },
+        )
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    assert len(rest["items"]) == 1 and rest["next_cursor"] is None
+    assert len({f["id"] for f in first["items"] + rest["items"]}) == 3
+    assert all(Path(f["path"]).is_file() and f["text"].startswith("Paged fact") for f in first["items"])
+    assert other.is_error and text_of(other).startswith("INVALID_INPUT: ")
+
+
+async def test_handoff_then_resume_follows_the_branch(svc: MemoryService, repo: Path) -> None:
+    async with connect(svc, list_roots_callback=roots_callback(repo)) as client:
+        before = ok(await client.call_tool("coffer__resume", {}))
+        saved = ok(
+            await client.call_tool("coffer__handoff", {"text": "Half-way through the parser rewrite."})
+        )
+        after = ok(await client.call_tool("coffer__resume", {}))
+        (repo / "parser.py").write_text("x = 1\n")
+        git(repo, "add", "parser.py")
+        git(repo, "commit", "-q", "-m", "parser: first cut")
+        moved = await client.call_tool("coffer__resume", {})
+        again = ok(await client.call_tool("coffer__handoff", {"text": "Parser done; tests next."}))
+        empty = await client.call_tool("coffer__handoff", {"text": ""})
+    assert before["found"] is False and before["branch"] == "main"
+    assert saved["branch"] == "main" and saved["replaced"] is False and Path(saved["path"]).is_file()
+    assert after["found"] and after["text"].strip() == "Half-way through the parser rewrite."
+    assert ok(moved)["head_moved"] and ok(moved)["new_commits"] and "parser: first cut" in text_of(moved)
+    assert again["replaced"] is True
+    assert empty.is_error and text_of(empty).startswith("INVALID_INPUT: ")
+
+
+async def test_stdio_end_to_end(tmp_home: Path, repo: Path) -> None:
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env, cwd=str(repo)
+    )
+    async with Client(params) as client:
+        fact = ok(await client.call_tool("coffer__remember", {"text": "The e2e fact lives in sqlite."}))
+        hits = ok(await client.call_tool("coffer__recall", {"query": "e2e fact"}))["hits"]
+    assert hits and hits[0]["id"] == fact["id"]
+    with MemoryService(tmp_home) as svc:
+        assert fact["store"] == svc.resolve_store(cwd=repo)
+        assert Path(fact["path"]).is_relative_to(tmp_home)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_streamable_http_requires_the_bearer_token(tmp_home: Path, repo: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    proc = subprocess.Popen([sys.executable, *args], env=env, cwd=repo, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                break
+            await anyio.sleep(0.05)
+        async with httpx2.AsyncClient() as plain:
+            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHORIZED"
+        authed = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"})
+        async with authed, Client(streamable_http_client(url, http_client=authed)) as client:
+            fact = ok(await client.call_tool("coffer__remember", {"text": "Over HTTP.", "cwd": str(repo)}))
+            hits = ok(await client.call_tool("coffer__recall", {"query": "over http", "cwd": str(repo)}))
+        assert hits["hits"][0]["id"] == fact["id"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
