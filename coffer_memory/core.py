@@ -258,6 +258,8 @@ class ServiceCore:
         if not isinstance(value, str):
             raise InvalidInput(f"{name} must be a string", field=name)
         flat = " ".join(value.split())
+        if "\x00" in flat:
+            raise InvalidInput(f"{name} contains a NUL character", field=name)
         if len(flat) > limit:
             raise InvalidInput(f"{name} is longer than {limit} characters", field=name)
         return flat

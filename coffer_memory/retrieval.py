@@ -103,6 +103,8 @@ class KnowledgeRetrieval:
         """Validate recall arguments; return the mode to run."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty", field="query")
+        if "\x00" in query:
+            raise InvalidInput("query contains a NUL character", field="query")
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:

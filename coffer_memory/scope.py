@@ -80,6 +80,8 @@ def _branch(gitdir: Path) -> str | None:
 
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
     """The git checkout that contains ``cwd``, or ``None`` outside any repository."""
+    if "\x00" in os.fspath(cwd):
+        return None
     start = Path(os.path.realpath(os.fspath(cwd)))
     for candidate in (start, *start.parents):
         dotgit = candidate / ".git"
@@ -108,7 +110,7 @@ def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
 def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
     """Like ``find_git``, but raises ``ScopeUnresolved`` outside a repository."""
     path = os.fspath(cwd)
-    if not os.path.isdir(path):
+    if "\x00" in path or not os.path.isdir(path):
         raise ScopeUnresolved(path, "no such directory")
     info = find_git(path)
     if info is None:

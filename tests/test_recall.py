@@ -190,3 +190,16 @@ def test_long_topic_document_returns_its_best_passage(svc: MemoryService) -> Non
     (svc.paths("global").knowledge / "ops.md").write_text("# Ops\n\n" + "\n\n".join(sections))
     hit = svc.recall("rollback procedure", stores=["global"]).hits[0]
     assert hit.title == "Ops" and "blue-green" in hit.text and len(hit.text) <= 1200
+
+
+def test_nul_characters_are_invalid_input(svc: MemoryService, repo: Path) -> None:
+    from coffer_memory import ScopeUnresolved
+
+    svc.remember("something", scope="global")
+    with pytest.raises(InvalidInput):
+        svc.recall("a\x00b", stores=["global"])
+    with pytest.raises(InvalidInput):
+        svc.remember("ok", title="t\x00", scope="global")
+    with pytest.raises(ScopeUnresolved):
+        svc.remember("ok", cwd=f"{repo}\x00")
+    assert svc.recall_stores(f"{repo}\x00") == ["global"]

@@ -1,0 +1,61 @@
+"""Request-scoped helpers shared by the routers: the service, input hygiene, If-Match."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from coffer_memory import InvalidInput, MemoryService
+
+from .operations import Operations
+
+MAX_CWD_CHARS = 4096
+
+
+def _service(request: Request) -> MemoryService:
+    service: MemoryService = request.app.state.service
+    return service
+
+
+def _operations(request: Request) -> Operations:
+    ops: Operations = request.app.state.operations
+    return ops
+
+
+Service = Annotated[MemoryService, Depends(_service)]
+Ops = Annotated[Operations, Depends(_operations)]
+
+
+def clean(value: str | None, field: str) -> str | None:
+    """Reject NUL characters, which no file name, query or frontmatter can carry."""
+    if value is not None and "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL character", field=field)
+    return value
+
+
+def check_cwd(cwd: str) -> str:
+    """A client's working directory: an absolute path (the server's own cwd means nothing to it)."""
+    clean(cwd, "cwd")
+    if len(cwd) > MAX_CWD_CHARS or not os.path.isabs(cwd):
+        raise InvalidInput("cwd must be an absolute path", field="cwd")
+    return cwd
+
+
+def if_match(header: str | None) -> str | None:
+    """The sha256 an ``If-Match`` header names (quotes and a weak ``W/`` prefix are accepted)."""
+    if header is None or header.strip() == "*":
+        return None
+    value = header.strip()
+    if value.startswith("W/"):
+        value = value[2:]
+    value = value.strip('"').lower()
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise InvalidInput("If-Match must be the fact's sha256 (its ETag)", field="If-Match")
+    return value
+
+
+def etag(sha256: str) -> dict[str, str]:
+    """The ETag header for a fact file's sha256."""
+    return {"ETag": f'"{sha256}"'}

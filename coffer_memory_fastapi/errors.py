@@ -1,0 +1,99 @@
+"""The one error envelope and the mapping from core error codes to HTTP statuses."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from coffer_memory import CofferError
+
+from .schemas import ErrorOut
+
+log = logging.getLogger("coffer_memory_fastapi")
+
+STATUS: dict[str, int] = {
+    "MEMORY_STORE_NOT_FOUND": 404,
+    "MEMORY_NOT_FOUND": 404,
+    "OPERATION_NOT_FOUND": 404,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "MEMORY_REJECTED": 422,
+    "INVALID_INPUT": 422,
+    "SCOPE_UNRESOLVED": 422,
+    "MEMORY_CONFLICT": 412,
+    "UNAUTHORIZED": 401,
+    "LLM_OUTPUT_INVALID": 502,
+    "LLM_UNAVAILABLE": 503,
+    "EMBEDDING_UNAVAILABLE": 503,
+    "INTERNAL": 500,
+}
+"""HTTP status of every error code; a code not listed here is answered with 500."""
+
+_DESCRIPTIONS: dict[int, str] = {
+    401: "UNAUTHORIZED: a bearer token is configured and the request did not carry it.",
+    404: "MEMORY_STORE_NOT_FOUND (invalid store name), MEMORY_NOT_FOUND (no such fact or lane file) "
+    "or OPERATION_NOT_FOUND.",
+    412: "MEMORY_CONFLICT: If-Match does not match the file's current sha256; nothing was written.",
+    422: "INVALID_INPUT (request validation, bad cursor, unknown mode...), MEMORY_REJECTED "
+    "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",
+    500: "INTERNAL: an unexpected failure.",
+    502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
+    503: "LLM_UNAVAILABLE: the organizer's model could not answer.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting the envelope for these statuses (plus 401, 422 and 500)."""
+    wanted = sorted({*statuses, 401, 422, 500})
+    return {s: {"model": ErrorOut, "description": _DESCRIPTIONS[s]} for s in wanted}
+
+
+def envelope(code: str, message: str, details: dict[str, Any] | None = None, *, status: int | None = None,
+             headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """A JSON response holding ``{"error": {"code", "message", "details"}}``."""
+    body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details or {})}}
+    return JSONResponse(body, status_code=status or STATUS.get(code, 500), headers=headers)
+
+
+async def _coffer_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, CofferError)
+    return envelope(exc.code, exc.message, exc.details)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    return envelope("INVALID_INPUT", f"{where}: {first['msg']}" if where else str(first["msg"]), {"errors": errors})
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:  # an unparsable body: the same answer as any other invalid input
+        return envelope("INVALID_INPUT", str(exc.detail))
+    code = {401: "UNAUTHORIZED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+    return envelope(code, str(exc.detail), status=exc.status_code, headers=exc.headers)
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected failure", exc_info=exc)
+    return envelope("INTERNAL", "internal error", {"type": type(exc).__name__})
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error (core, validation, routing, unexpected) with the envelope."""
+    app.add_exception_handler(CofferError, _coffer_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

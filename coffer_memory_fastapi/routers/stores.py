@@ -1,0 +1,55 @@
+"""Stores: list, get, metrics, label."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from coffer_memory.store.lanes import rules_files
+from coffer_memory.store.paths import GLOBAL_STORE
+
+from ..deps import Service
+from ..errors import error_responses
+from ..schemas import LabelIn, MemoryStoreListOut, MemoryStoreMetricsOut, MemoryStoreOut
+
+router = APIRouter(prefix="/api/v1/memory_stores", tags=["stores"])
+
+
+@router.get("", response_model=MemoryStoreListOut, responses=error_responses())
+def list_stores(svc: Service) -> MemoryStoreListOut:
+    """Every store that exists on disk."""
+    return MemoryStoreListOut(items=[MemoryStoreOut.of(s) for s in svc.stores()])
+
+
+@router.get("/{name}", response_model=MemoryStoreOut, responses=error_responses(404))
+def get_store(name: str, svc: Service) -> MemoryStoreOut:
+    """One store. A well-formed name that has no folder yet answers with ``exists: false``."""
+    return MemoryStoreOut.of(svc.store_info(name))
+
+
+@router.get("/{name}/metrics", response_model=MemoryStoreMetricsOut, responses=error_responses(404))
+def store_metrics(name: str, svc: Service) -> MemoryStoreMetricsOut:
+    """How many facts, journal days, handoff scenes and rules files a store holds."""
+    info = svc.store_info(name)
+    sp = svc.paths(info.name)
+    journal = len(svc.journal(store=info.name, limit=3660)) if info.name != GLOBAL_STORE else 0
+    return MemoryStoreMetricsOut(
+        name=info.name,
+        store_dir=str(info.store_dir),
+        fact_count=info.fact_count,
+        journal_files=journal,
+        handoff_scenes=len(svc.handoffs(store=info.name)),
+        rules_files=len(rules_files(sp)),
+        consolidation_log=sp.consolidation_log.is_file(),
+    )
+
+
+@router.put("/{name}/label", response_model=MemoryStoreOut, responses=error_responses(404))
+def set_label(name: str, body: LabelIn, svc: Service) -> MemoryStoreOut:
+    """Set the store's display label (its name never changes)."""
+    return MemoryStoreOut.of(svc.set_label(name, body.label))
+
+
+@router.delete("/{name}/label", response_model=MemoryStoreOut, responses=error_responses(404))
+def clear_label(name: str, svc: Service) -> MemoryStoreOut:
+    """Remove the label; the display name falls back to the project folder's name."""
+    return MemoryStoreOut.of(svc.clear_label(name))
