@@ -141,7 +141,7 @@ class Settings(BaseModel):
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:
-        return value.expanduser().absolute()
+        return Path(os.path.abspath(value.expanduser()))
 
     @property
     def memory_dir(self) -> Path:
@@ -157,7 +157,7 @@ class Settings(BaseModel):
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
         """Settings for ``home`` (or ``$COFFER_HOME``), merged with ``<home>/config.toml`` if present."""
         base = Path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
-        base = base.expanduser().absolute()
+        base = Path(os.path.abspath(base.expanduser()))
         data: dict[str, Any] = {}
         cfg = base / CONFIG_FILENAME
         if cfg.is_file():

@@ -69,6 +69,8 @@ class LanesMixin(ServiceCore):
             ensure_dir(path.parent)
             folder_before = os.stat(path.parent).st_mtime_ns
             created = fmt.append_bytes(path, entry, header=fmt.journal_header(period))
+            if store is None:
+                self._record_project_root(name, require_git(cwd if cwd is not None else os.getcwd()).toplevel)
             data, st = read_bytes(path)
             self.reindexer.index_file(name, path, data=data, st=st)
             if created:

@@ -195,7 +195,7 @@ class KnowledgeRetrieval:
         path = Path(doc.path)
         return MemoryHit(
             id=doc.id,
-            text=strip_header(text, doc.title, doc.description),
+            text=strip_header(text),
             score=score,
             source=f"{scope_of(sp.name).value}:{path}",
             time=doc.updated_at,

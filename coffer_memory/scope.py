@@ -134,8 +134,8 @@ def head_commit(worktree: Path) -> str | None:
 
 
 def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None:
-    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None if ``old`` is unknown."""
-    if not old or _git(worktree, "cat-file", "-e", f"{old}^{{commit}}") is None:
-        return None
+    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an ancestor."""
+    if not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None:
+        return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
     out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
     return None if out is None else [line for line in out.splitlines() if line]

@@ -45,13 +45,18 @@ def burst(home: str, repo: str, worker: int, count: int, global_every: int, star
         for i in range(count):
             token = f"uniq{worker}p{i:03d}z"
             title = SHARED_TITLE if i % 2 == 0 else f"worker {worker} note {i}"
-            result = svc.remember(f"Project fact {i} of worker {worker}: {token} lives here.",
-                                  title=title, cwd=repo)
+            result = svc.remember(
+                f"Project fact {i} of worker {worker}: {token} lives here.", title=title, cwd=repo
+            )
             _ack(token, result)
             if (i + 1) % global_every == 0:
                 token = f"uniq{worker}g{i:03d}z"
-                result = svc.remember(f"Global fact {i} of worker {worker}: {token}.",
-                                      title=SHARED_TITLE, scope="global", cwd=repo)
+                result = svc.remember(
+                    f"Global fact {i} of worker {worker}: {token}.",
+                    title=SHARED_TITLE,
+                    scope="global",
+                    cwd=repo,
+                )
                 _ack(token, result)
 
 

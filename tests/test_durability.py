@@ -83,7 +83,9 @@ def _all_facts(svc: MemoryService, store: str, page: int = 7) -> list[FactRecord
 
 def _visible_md(root: Path) -> list[Path]:
     """Markdown files under ``root`` minus hidden ones (pathlib's glob, unlike a shell, matches dotfiles)."""
-    return sorted(p for p in root.rglob("*.md") if not any(s.startswith(".") for s in p.relative_to(root).parts))
+    return sorted(
+        p for p in root.rglob("*.md") if not any(s.startswith(".") for s in p.relative_to(root).parts)
+    )
 
 
 def _query(db_path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
@@ -100,23 +102,29 @@ def _check_index_integrity(db_path: Path) -> None:
     try:
         assert list(conn.execute("PRAGMA integrity_check")) == [("ok",)]
         conn.execute("INSERT INTO documents_fts(documents_fts) VALUES('integrity-check')")
-        unpaired = list(conn.execute(
-            "SELECT c.id FROM chunks c LEFT JOIN documents_fts f ON f.rowid = c.rowid "
-            "WHERE f.chunk_id IS NULL OR f.chunk_id != c.id"
-        ))
+        unpaired = list(
+            conn.execute(
+                "SELECT c.id FROM chunks c LEFT JOIN documents_fts f ON f.rowid = c.rowid "
+                "WHERE f.chunk_id IS NULL OR f.chunk_id != c.id"
+            )
+        )
         assert unpaired == []
         n_chunks = next(conn.execute("SELECT count(*) FROM chunks"))[0]
         n_fts = next(conn.execute("SELECT count(*) FROM documents_fts"))[0]
         assert n_chunks == n_fts
-        orphans = list(conn.execute(
-            "SELECT c.id FROM chunks c LEFT JOIN documents d "
-            "ON d.id = c.document_id AND d.resource_name = c.resource_name WHERE d.id IS NULL"
-        ))
+        orphans = list(
+            conn.execute(
+                "SELECT c.id FROM chunks c LEFT JOIN documents d "
+                "ON d.id = c.document_id AND d.resource_name = c.resource_name WHERE d.id IS NULL"
+            )
+        )
         assert orphans == []
-        chunkless = list(conn.execute(
-            "SELECT d.path FROM documents d WHERE NOT EXISTS "
-            "(SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.resource_name = d.resource_name)"
-        ))
+        chunkless = list(
+            conn.execute(
+                "SELECT d.path FROM documents d WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.resource_name = d.resource_name)"
+            )
+        )
         assert chunkless == []
     finally:
         conn.close()
@@ -396,7 +404,10 @@ def test_atomic_write_file_too_large_keeps_original(tmp_path: Path) -> None:
     atomic_write(target, b"original bytes\n")
     proc = subprocess.run(
         [sys.executable, str(WRITER), "fsize", str(target), "4096", str(1 << 20)],
-        capture_output=True, text=True, env=_child_env(), timeout=60,
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "raised True"

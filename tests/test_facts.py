@@ -238,7 +238,9 @@ def test_index_rows_carry_seed_metadata(svc: MemoryService) -> None:
     assert row[6] == r.after_sha256
 
 
-def test_a_broken_file_is_read_once_until_it_changes(svc: MemoryService, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_broken_file_is_read_once_until_it_changes(
+    svc: MemoryService, caplog: pytest.LogCaptureFixture
+) -> None:
     svc.remember("seed", scope="global")
     broken = svc.paths("global").knowledge / "broken.md"
     broken.write_text("---\ntitle: [unclosed\n---\nbody\n")
@@ -271,3 +273,21 @@ def test_settings_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.Monk
     with MemoryService(settings=Settings(home=Path("relhome"))) as svc:
         r = svc.remember("relative home works", scope="global")
         assert r.path.is_absolute() and r.path.is_relative_to(tmp_path / "relhome")
+
+
+def test_home_with_dotdot_is_normalised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    with MemoryService("../home") as svc:
+        assert svc.remember("dotdot home", scope="global").path.is_relative_to(tmp_path / "home")
+
+
+def test_hit_text_keeps_a_first_line_equal_to_the_title(svc: MemoryService) -> None:
+    svc.remember("seed", scope="global")
+    (svc.paths("global").knowledge / "deploy.md").write_text(
+        "---\ntitle: Deploy\n---\n\nDeploy\n\nUse make ship.\n"
+    )
+    assert svc.recall("make ship", stores=["global"]).hits[0].text.startswith("Deploy\n")
+    svc.remember("Body without its title.", title="zebra crossing", scope="global")
+    hit = svc.recall("zebra crossing", stores=["global"]).hits[0]
+    assert hit.title == "zebra crossing" and hit.text == "Body without its title."

@@ -16,7 +16,9 @@ from coffer_memory.agents import MAX_CONTEXT_CHARS, SEEDED_RULES, build_session_
 
 def test_journal_appends_indexes_at_once_and_stays_out_of_fact_count(svc: MemoryService, repo: Path) -> None:
     first = svc.journal_append("Shipped the billing migration; rollback plan in PR 412.", cwd=repo)
-    second = svc.journal_append("Flaky test test_sync_retries quarantined.", cwd=repo, origin_session_id="s-42")
+    second = svc.journal_append(
+        "Flaky test test_sync_retries quarantined.", cwd=repo, origin_session_id="s-42"
+    )
     assert first.path == second.path and first.path.parent.name == "journal"
     assert second.before_sha256 == first.after_sha256
     text = first.path.read_text()
@@ -45,7 +47,9 @@ def test_journal_written_but_never_indexed_is_swept(svc: MemoryService, repo: Pa
     svc.remember("seed", cwd=repo)
     sp = svc.paths(svc.resolve_store(cwd=repo))
     sp.journal.mkdir()
-    (sp.journal / "2026-01-02.md").write_text("---\nkind: journal\ntitle: Journal 2026-01-02\n---\n\n## x\n\nkafka offsets reset\n")
+    (sp.journal / "2026-01-02.md").write_text(
+        "---\nkind: journal\ntitle: Journal 2026-01-02\n---\n\n## x\n\nkafka offsets reset\n"
+    )
     reports = svc.reindex()
     assert sum(r.added for r in reports) == 1
     assert svc.recall("kafka offsets", cwd=repo).hits[0].path == sp.journal / "2026-01-02.md"
@@ -88,8 +92,12 @@ def test_handoff_is_per_branch_and_rewritten_history_is_reported(svc: MemoryServ
     scenes = svc.handoffs(cwd=repo)
     assert {s.branch for s in scenes} == {"main", "feature/x"}
     assert svc.resume(cwd=repo).scene.text == "feature work"  # type: ignore[union-attr]
-    scene = svc.handoffs(cwd=repo)[0]
-    scene.path.write_text(scene.path.read_text().replace(scene.head or "", "f" * 40))  # a commit git never saw
+    assert {s.branch for s in svc.handoffs(cwd=repo)} == {"main", "feature/x"}
+    (repo / "f.txt").write_text("f")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-q", "-m", "feature commit")
+    svc.save_handoff("feature work at the first commit", cwd=repo)
+    git(repo, "commit", "-q", "--amend", "-m", "rewritten")  # the saved commit leaves HEAD's history
     r = svc.resume(cwd=repo)
     assert r.head_moved and r.new_commits is None and "no longer in its history" in r.summary
     svc.delete_handoff("feature/x", cwd=repo)
@@ -130,7 +138,9 @@ def test_index_md_and_tombstones(svc: MemoryService) -> None:
     assert tomb.parent == sp.superseded and tomb.name.startswith("deploy-")
     post = frontmatter.load(tomb)
     assert post["superseded_by"] == "knowledge/release.md" and post["title"] == "Deploying"
-    assert svc.recall("make release", stores=["global"]).hits[0].path == topic  # tombstones stay out of recall
+    assert (
+        svc.recall("make release", stores=["global"]).hits[0].path == topic
+    )  # tombstones stay out of recall
 
 
 def test_consolidation_log_reads_and_delete(svc: MemoryService) -> None:

@@ -276,3 +276,14 @@ def test_auto_organize_runs_after_quiet_and_close_cancels(tmp_home: Path) -> Non
         with MemoryService(settings=slow) as svc:
             r = svc.remember("Queued but never organized.", title="queued", scope="global")
         assert r.path.exists()  # close cancelled the pending pass; the item waits in the inbox
+
+
+def test_a_broken_inbox_file_is_skipped_not_fatal(llm_home: MemoryService) -> None:
+    svc = llm_home
+    good = svc.remember("The cache is Redis.", title="cache", scope="global")
+    broken = svc.paths("global").inbox / "broken.md"
+    broken.write_text("---\ntitle: [unclosed\n---\nbody\n")
+    with installed(ScriptedLLM(filing_script)):
+        report = svc.organize("global")
+    assert broken.exists() and not good.path.exists()
+    assert any("broken frontmatter" in (c.error or "") for c in report.changes)

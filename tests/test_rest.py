@@ -70,7 +70,9 @@ def test_stores_list_get_metrics(client: TestClient, service: MemoryService, rep
     assert project["scope"] == "project" and project["fact_count"] == 1
     assert project["display_name"] == repo.name and project["project_root"] == str(repo)
     metrics = client.get(f"{API}/global/metrics").json()
-    assert metrics["fact_count"] == 1 and metrics["journal_files"] == 0 and metrics["consolidation_log"] is False
+    assert (
+        metrics["fact_count"] == 1 and metrics["journal_files"] == 0 and metrics["consolidation_log"] is False
+    )
     service.journal_append("did a thing", cwd=repo)
     service.save_handoff("halfway through", cwd=repo)
     service.append_rule("always run ruff", store=name)
@@ -253,9 +255,15 @@ def test_recall_across_the_scopes_of_a_cwd(client: TestClient, service: MemorySe
 def test_recall_errors(client: TestClient, tmp_path: Path) -> None:
     error(client.get(f"{API}/recall", params={"query": "x"}), 422, "INVALID_INPUT")
     error(client.get(f"{API}/recall", params={"query": "x", "cwd": "relative/dir"}), 422, "INVALID_INPUT")
-    error(client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "magic"}), 422, "INVALID_INPUT")
+    error(
+        client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "magic"}),
+        422,
+        "INVALID_INPUT",
+    )
     details = error(
-        client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "vector"}), 422, "INVALID_INPUT"
+        client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "vector"}),
+        422,
+        "INVALID_INPUT",
     )
     assert details["field"] == "mode"
     error(client.get(f"{API}/recall", params={"query": "", "store": "global"}), 422, "INVALID_INPUT")
@@ -285,7 +293,9 @@ def test_lane_reads_and_deletes(client: TestClient, service: MemoryService, repo
 
     journal = client.get(f"{API}/{name}/journal").json()["files"]
     assert len(journal) == 1 and "refactored the parser" in journal[0]["text"]
-    assert Path(journal[0]["path"]).is_file() and journal[0]["folder_path"] == str(Path(journal[0]["path"]).parent)
+    assert Path(journal[0]["path"]).is_file() and journal[0]["folder_path"] == str(
+        Path(journal[0]["path"]).parent
+    )
     scenes = client.get(f"{API}/{name}/handoff").json()["scenes"]
     assert [s["branch"] for s in scenes] == ["main"] and "wire the cli" in scenes[0]["text"]
     assert scenes[0]["head"] and Path(scenes[0]["path"]).is_file()
@@ -331,7 +341,9 @@ def test_session_context(client: TestClient, service: MemoryService, repo: Path,
     context = r.json()["additional_context"]
     assert "use uv, never pip" in context and "answer in English" in context and len(context) <= 10_000
     outside = client.get("/api/v1/agents/codex/session-context", params={"cwd": str(tmp_path)}).json()
-    assert "use uv" not in outside["additional_context"] and "answer in English" in outside["additional_context"]
+    assert (
+        "use uv" not in outside["additional_context"] and "answer in English" in outside["additional_context"]
+    )
     error(client.get("/api/v1/agents/codex/session-context"), 422, "INVALID_INPUT")
     error(client.get("/api/v1/agents/codex/session-context", params={"cwd": "rel"}), 422, "INVALID_INPUT")
 
@@ -380,7 +392,9 @@ def test_validation_errors_use_the_envelope(client: TestClient) -> None:
     details = error(client.post(f"{API}/global/facts", json={"title": "no text"}), 422, "INVALID_INPUT")
     assert details["errors"][0]["loc"] == ["body", "text"]
     error(
-        client.post(f"{API}/global/facts", content=b"{not json", headers={"Content-Type": "application/json"}),
+        client.post(
+            f"{API}/global/facts", content=b"{not json", headers={"Content-Type": "application/json"}
+        ),
         422,
         "INVALID_INPUT",
     )

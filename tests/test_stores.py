@@ -114,8 +114,20 @@ def test_trailing_newline_store_name_does_not_reach_the_disk(svc: MemoryService)
 @pytest.mark.parametrize("prepopulate", [False, True], ids=["fresh-home", "populated-home"])
 @pytest.mark.parametrize(
     "bad",
-    ["", "Global", "project-", "project-../../etc", "../global", f"project-{VALID_ULID.lower()}",
-     f"project-{with_char(3, 'U')}", f"project-8{VALID_ULID[1:]}", "global/x", "global\x00", 7, b"global"],
+    [
+        "",
+        "Global",
+        "project-",
+        "project-../../etc",
+        "../global",
+        f"project-{VALID_ULID.lower()}",
+        f"project-{with_char(3, 'U')}",
+        f"project-8{VALID_ULID[1:]}",
+        "global/x",
+        "global\x00",
+        7,
+        b"global",
+    ],
     ids=repr,
 )
 def test_service_rejects_bad_store_without_touching_disk(
@@ -151,8 +163,19 @@ def test_service_rejects_bad_store_without_touching_disk(
 
 @pytest.mark.parametrize(
     "rel",
-    ["../x", "/etc/passwd", "knowledge/../../x", "", "a\x00b", "..", ".", "knowledge/..",
-     "\\etc\\passwd", "knowledge/inbox/../../../x.md", "../" + "projects/x"],
+    [
+        "../x",
+        "/etc/passwd",
+        "knowledge/../../x",
+        "",
+        "a\x00b",
+        "..",
+        ".",
+        "knowledge/..",
+        "\\etc\\passwd",
+        "knowledge/inbox/../../../x.md",
+        "../" + "projects/x",
+    ],
     ids=repr,
 )
 @pytest.mark.parametrize("store", ["global", f"project-{VALID_ULID}"])

@@ -61,7 +61,10 @@ def test_vector_recall_finds_meaning_without_shared_words(tmp_home: Path) -> Non
         )
         svc.remember("The office cat sleeps on the sofa every afternoon.", scope="global")
         svc.remember("Use PostgreSQL 16 for the orders database.", scope="global")
-        assert svc.recall("how is the project rolled out to production?", stores=["global"], mode="keyword").hits == ()
+        assert (
+            svc.recall("how is the project rolled out to production?", stores=["global"], mode="keyword").hits
+            == ()
+        )
         res = svc.recall("how is the project rolled out to production?", stores=["global"], mode="vector")
         assert not res.fallback and res.hits[0].id == deploy.fact.id and 0 < res.hits[0].score <= 1
         hybrid = svc.recall("which database engine?", stores=["global"])
@@ -149,3 +152,13 @@ def test_example_plugin_embedder_and_model_change_reembeds(hash_plugin: None, tm
             "all-MiniLM-L6-v2-onnx-int8",
             384,
         )
+
+
+def test_facts_written_while_vectors_were_off_get_vectors_later(tmp_home: Path) -> None:
+    with vector_service(tmp_home) as svc:
+        svc.remember("The office cat sleeps on the sofa.", scope="global")
+    with MemoryService(tmp_home) as svc:  # vector modes off
+        later = svc.remember("Nightly backups go to the S3 bucket.", scope="global")
+    with vector_service(tmp_home) as svc:
+        res = svc.recall("where are backups kept?", stores=["global"], mode="vector")
+        assert res.hits[0].id == later.fact.id and vec_rows(svc) == 2

@@ -26,11 +26,16 @@ Outcome = Literal["added", "updated", "unchanged"]
 log = logging.getLogger("coffer_memory.reindex")
 
 
+# Ends the title/description header of a first chunk; an invisible separator that no
+# tokenizer indexes, so hits can drop the header without guessing.
+HEADER_END = "\n\u2063\n"
+
+
 def index_header(title: str, description: str, body: str) -> str:
     """Title and description lines that the body does not already say, for the first chunk."""
     folded = body.lower()
     parts = [p for p in (title.strip(), description.strip()) if p and p.lower() not in folded]
-    return "\n".join(dict.fromkeys(parts)) + "\n\n" if parts else ""
+    return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
 
 
 def indexed_chunks(title: str, description: str, body: str) -> list[str]:
@@ -46,12 +51,10 @@ def indexed_chunks(title: str, description: str, body: str) -> list[str]:
     return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
 
 
-def strip_header(text: str, title: str, description: str) -> str:
-    """A first chunk's text without the header ``indexed_chunks`` put in front of it."""
-    for prefix in (f"{title}\n{description}\n\n", f"{title}\n\n", f"{description}\n\n"):
-        if prefix.strip() and text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
+def strip_header(text: str) -> str:
+    """A chunk's text without the header ``indexed_chunks`` put in front of the first one."""
+    _, sep, rest = text.partition(HEADER_END)
+    return rest if sep else text
 
 
 @attrs.frozen
@@ -120,6 +123,9 @@ class Reindexer:
         with self.db.transaction():
             if row:
                 self._delete_rows(store, row[0][0])
+            elif self.vectors is None:
+                # Vectors are off: the store's vec table (if any) misses this document from now on.
+                self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
             self.db.conn.execute(
                 "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
                 "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns) "

@@ -18,7 +18,7 @@ from ..errors import CofferError
 from ..llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
 from ..plugins.hookspecs import LLM
 from ..store import lanes as fmt
-from ..store.files import atomic_write, parse_fact, read_bytes, remove_file
+from ..store.files import FactParseError, atomic_write, format_time, parse_fact, read_bytes, remove_file
 from ..store.paths import StorePaths, slugify
 from .models import OrganizeReport, PlannedChange, add_usage
 from .prompts import ORGANIZE_SCHEMA, ORGANIZE_SYSTEM, ORGANIZE_TASK, SPLIT_SCHEMA, SPLIT_TASK
@@ -140,6 +140,8 @@ def _apply(
         parsed = parse_fact(before, store=sp.name, relpath=sp.relative(target), mtime=0)
         title = title or parsed.fact.title
         extra = dict(parsed.extra)
+        if parsed.has_created_at:  # keeps the document's id stable
+            extra["created_at"] = format_time(parsed.fact.created_at)
     after = render_topic(title or target.stem, str(answer.get("description") or ""), body, extra)
     verb = "merged" if action == "merge" else "created"
     change = PlannedChange(verb, item, target, unified(before, after, sp.relative(target)))
@@ -232,6 +234,8 @@ def organize_store(
             changes.append(PlannedChange("skipped", item, None, error=str(exc)))
         except CofferError as exc:  # the LLM gave up or refused: leave the item, try the next
             changes.append(PlannedChange("skipped", item, None, error=f"{exc.code}: {exc.message}"))
+        except FactParseError as exc:  # a broken inbox or topic file: leave it for a person
+            changes.append(PlannedChange("skipped", item, None, error=f"broken frontmatter: {exc}"))
         except OSError as exc:  # the item vanished (deleted by hand meanwhile)
             changes.append(PlannedChange("skipped", item, None, error=str(exc)))
     split, used = _split_rules(svc, llm, sp, dry_run)

@@ -17,7 +17,7 @@ from ..errors import CofferError, InvalidInput
 from ..llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
 from ..plugins.hookspecs import LLM
 from ..store import lanes as fmt
-from ..store.files import atomic_write, parse_fact, remove_file
+from ..store.files import FactParseError, atomic_write, parse_fact, remove_file
 from ..store.paths import StorePaths
 from .models import PlannedChange, ReorgReport, add_usage
 from .prompts import REORG_SCHEMA, REORG_SYSTEM
@@ -160,7 +160,7 @@ def reorganize_store(
                 summary = str(call.get("summary") or "done")
                 break
             result = _run_tool(ws, call)
-        except (LLMOutputInvalid, InvalidInput, AttributeError) as exc:
+        except (LLMOutputInvalid, InvalidInput, AttributeError, FactParseError) as exc:
             result = f"error: {exc}"
         messages.append(ChatMessage("user", result))
     changes = ws.diffs()

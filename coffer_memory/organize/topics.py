@@ -23,6 +23,8 @@ def render_topic(title: str, description: str, body: str, extra: Mapping[str, An
         f"updated_at: {format_time(now_utc())}",
     ]
     rest = {k: v for k, v in (extra or {}).items() if k not in TOPIC_KEYS and k != "kind"}
+    if "created_at" in rest:
+        lines.append(f"created_at: {rest.pop('created_at')}")
     if rest:
         lines.append(yaml.safe_dump(rest, allow_unicode=True, sort_keys=False).rstrip("\n"))
     return ("\n".join(lines) + "\n---\n\n" + body.strip() + "\n").encode()
