@@ -124,6 +124,21 @@ class StoresMixin(ServiceCore):
                 reports.append(self.reconciler.reconcile(name, full=True, progress=step))
         return reports
 
+    def startup_sweep(self) -> list[ReindexReport]:
+        """Reconcile every store once (what servers run at start-up).
+
+        Picks up what was written but never indexed, e.g. journal files appended while
+        nothing read their store, and retries pending embeddings. Failures are logged.
+        """
+        reports = []
+        for name in self._store_names():
+            try:
+                with self._lock:
+                    reports.append(self.reconciler.reconcile(name))
+            except Exception:
+                log.exception("start-up sweep of %s failed", name)
+        return reports
+
     def doctor(self) -> DoctorReport:
         """Compare the index with the files, list broken files, say which grep backend runs."""
         from .doctor import run_doctor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -54,6 +55,8 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Index what was written while no server ran, without delaying start-up.
+        threading.Thread(target=svc.startup_sweep, name="coffer-startup-sweep", daemon=True).start()
         try:
             yield
         finally:
@@ -73,7 +76,14 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
     app.state.service = svc
     app.state.operations = ops
     errors.install(app)
-    for router in (recall.router, stores.router, facts.router, lanes.router, operations.router, agents.router):
+    for router in (
+        recall.router,
+        stores.router,
+        facts.router,
+        lanes.router,
+        operations.router,
+        agents.router,
+    ):
         app.include_router(router)
     if token:
         app.add_middleware(BearerAuth, token=token)

@@ -55,8 +55,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorOut, "description": _DESCRIPTIONS[s]} for s in wanted}
 
 
-def envelope(code: str, message: str, details: dict[str, Any] | None = None, *, status: int | None = None,
-             headers: Mapping[str, str] | None = None) -> JSONResponse:
+def envelope(
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    *,
+    status: int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     """A JSON response holding ``{"error": {"code", "message", "details"}}``."""
     body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details or {})}}
     return JSONResponse(body, status_code=status or STATUS.get(code, 500), headers=headers)
@@ -75,14 +81,18 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     ]
     first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
     where = ".".join(str(p) for p in first["loc"])
-    return envelope("INVALID_INPUT", f"{where}: {first['msg']}" if where else str(first["msg"]), {"errors": errors})
+    return envelope(
+        "INVALID_INPUT", f"{where}: {first['msg']}" if where else str(first["msg"]), {"errors": errors}
+    )
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400:  # an unparsable body: the same answer as any other invalid input
         return envelope("INVALID_INPUT", str(exc.detail))
-    code = {401: "UNAUTHORIZED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+    code = {401: "UNAUTHORIZED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
+        exc.status_code, "HTTP_ERROR"
+    )
     return envelope(code, str(exc.detail), status=exc.status_code, headers=exc.headers)
 
 

@@ -298,7 +298,9 @@ class LaneWriteOut(_Out):
     @classmethod
     def of(cls, w: LaneWrite) -> LaneWriteOut:
         """From the core's LaneWrite."""
-        return cls(store=w.store, path=str(w.path), before_sha256=w.before_sha256, after_sha256=w.after_sha256)
+        return cls(
+            store=w.store, path=str(w.path), before_sha256=w.before_sha256, after_sha256=w.after_sha256
+        )
 
 
 class LaneDeleteListOut(_Out):

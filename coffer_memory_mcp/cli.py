@@ -10,6 +10,7 @@ import hmac
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coffer-mcp: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
     with service:
+        # Index what was written while no server ran, without delaying the handshake.
+        threading.Thread(target=service.startup_sweep, name="coffer-startup-sweep", daemon=True).start()
         server = build_server(service)
         try:
             if args.transport == "stdio":

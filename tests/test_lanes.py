@@ -178,3 +178,14 @@ def test_session_context_truncates_global_first_and_keeps_seeded() -> None:
     assert "coffer__resume" in bundle and "coffer__remember" in bundle
     huge = build_session_context("x\n" * 20_000, "y\n" * 20_000)
     assert len(huge) <= MAX_CONTEXT_CHARS and "project rules truncated" in huge and "coffer__resume" in huge
+
+
+def test_startup_sweep_indexes_journal_files_written_but_never_indexed(svc: MemoryService, repo: Path) -> None:
+    svc.remember("seed", cwd=repo)
+    sp = svc.paths(svc.resolve_store(cwd=repo))
+    sp.journal.mkdir()
+    (sp.journal / "2026-02-03.md").write_text("## entry\n\nthe zookeeper quorum was lost\n")
+    reports = svc.startup_sweep()
+    assert sum(r.added for r in reports) == 1
+    conn_rows = svc.db.rows("SELECT path FROM documents WHERE path LIKE '%2026-02-03.md'")
+    assert len(conn_rows) == 1

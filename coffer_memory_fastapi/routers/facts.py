@@ -18,7 +18,9 @@ IfMatch = Annotated[
     str | None,
     Header(alias="If-Match", description="The fact's sha256 (its ETag); a mismatch is 412 MEMORY_CONFLICT."),
 ]
-_ETAG: dict[str, Any] = {"ETag": {"description": "The fact file's sha256, quoted.", "schema": {"type": "string"}}}
+_ETAG: dict[str, Any] = {
+    "ETag": {"description": "The fact file's sha256, quoted.", "schema": {"type": "string"}}
+}
 
 
 def _mutation(r: MutationResult) -> FactMutationOut:
@@ -78,7 +80,10 @@ def get_fact(name: str, fact_id: str, svc: Service, response: Response) -> FactO
 @router.patch(
     "/{fact_id}",
     response_model=FactMutationOut,
-    responses={**error_responses(404, 412), 200: {"headers": _ETAG, "description": "The fact was rewritten."}},
+    responses={
+        **error_responses(404, 412),
+        200: {"headers": _ETAG, "description": "The fact was rewritten."},
+    },
 )
 def edit_fact(
     name: str, fact_id: str, body: FactPatch, svc: Service, response: Response, match: IfMatch = None

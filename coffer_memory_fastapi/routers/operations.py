@@ -14,7 +14,9 @@ from ..schemas import OperationListOut, OperationOut, OrganizeResultOut, Reindex
 router = APIRouter(tags=["operations"])
 DryRun = Annotated[bool, Query(description="Compute the changes as diffs and write nothing.")]
 _LOCATION = {"Location": {"description": "Where to poll the operation.", "schema": {"type": "string"}}}
-_STARTED: dict[int | str, dict[str, Any]] = {202: {"headers": _LOCATION, "description": "Queued; poll the Location."}}
+_STARTED: dict[int | str, dict[str, Any]] = {
+    202: {"headers": _LOCATION, "description": "Queued; poll the Location."}
+}
 
 
 def _accepted(op: OperationOut, response: Response) -> OperationOut:
@@ -28,7 +30,9 @@ def _accepted(op: OperationOut, response: Response) -> OperationOut:
     response_model=OperationOut,
     responses={**error_responses(404), **_STARTED},
 )
-def start_organize(name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False) -> OperationOut:
+def start_organize(
+    name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
+) -> OperationOut:
     """Start filing the inbox into topic documents and rules (a no-op without a configured model)."""
     store = svc.paths(name).name
 
@@ -44,7 +48,9 @@ def start_organize(name: str, svc: Service, ops: Ops, response: Response, dry_ru
     response_model=OperationOut,
     responses={**error_responses(404), **_STARTED},
 )
-def start_reorg(name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False) -> OperationOut:
+def start_reorg(
+    name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
+) -> OperationOut:
     """Start merging duplicate and splitting long topic documents (bounded tool loop)."""
     store = svc.paths(name).name
 

@@ -40,7 +40,9 @@ def recall(
 
 
 @router.get("/{name}/recall", response_model=RecallOut, responses=error_responses(404))
-def recall_store(name: str, svc: Service, query: QueryText, mode: ModeParam = None, limit: Limit = 10) -> RecallOut:
+def recall_store(
+    name: str, svc: Service, query: QueryText, mode: ModeParam = None, limit: Limit = 10
+) -> RecallOut:
     """Search one store."""
     clean(query, "query")
     return RecallOut.of(svc.recall(query, stores=[name], mode=mode, limit=limit))
