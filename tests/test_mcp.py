@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -250,7 +251,8 @@ async def test_streamable_http_requires_the_bearer_token(tmp_home: Path, repo: P
     proc = subprocess.Popen([sys.executable, *args], env=env, cwd=repo, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + 60  # importing the SDK takes seconds on a loaded machine
+        while time.monotonic() < deadline:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.1):
                 break
             await anyio.sleep(0.05)
