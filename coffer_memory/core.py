@@ -410,7 +410,7 @@ class ServiceCore:
             raise MemoryNotFound(name, fact_id)
         self._reconcile(name)
         path = self.db.scalar(
-            "SELECT path FROM documents WHERE resource_name = ? AND id = ?", (name, fact_id)
+            "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?", (name, fact_id)
         )
         if path is None or not self.paths(name).is_knowledge_file(Path(path)):
             raise MemoryNotFound(name, fact_id)

@@ -157,6 +157,8 @@ class KnowledgeRetrieval:
             doc_id, position = bare.rsplit(":", 1)
             if doc_id not in best:
                 best[doc_id] = (chunk_id(sp.name, doc_id, int(position)), 1.0 - distance)
+                if len(best) == limit:
+                    break
         docs = self._docs(sp.name, ids=list(best))
         texts = self._chunk_texts([full for full, _ in best.values()])
         hits = [
@@ -182,7 +184,7 @@ class KnowledgeRetrieval:
             return {}
         marks = ",".join("?" * len(values))
         rows = self.db.rows(
-            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents WHERE resource_name = ? AND {column} IN ({marks})",
+            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents WHERE kind = 'memory' AND resource_name = ? AND {column} IN ({marks})",
             (store, *values),
         )
         out = {}
@@ -212,9 +214,10 @@ class KnowledgeRetrieval:
             doc_id = document_id_of_chunk(chunk.chunk_id)
             if doc_id not in best:
                 best[doc_id] = (chunk.text, chunk.score)
+                if len(best) == limit:
+                    break
         docs = self._docs(sp.name, ids=list(best))
-        hits = [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
-        return hits[:limit]
+        return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 
     def _grep(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
         phrase = " ".join(query.split())
