@@ -103,7 +103,7 @@ class ServiceCore:
                 self._reindexer = Reindexer(
                     db, self.settings.memory_dir, vectors, batch_size=self.settings.embedding.batch_size
                 )
-                self._reconciler = Reconciler(db, self._reindexer, self.settings)
+                self._reconciler = Reconciler(db, self._reindexer, self.settings, self._lock)
                 self._retrieval = KnowledgeRetrieval(
                     db, self.settings, get_grep_backend(self.settings.grep_backend), vectors
                 )
@@ -410,7 +410,8 @@ class ServiceCore:
             raise MemoryNotFound(name, fact_id)
         self._reconcile(name)
         path = self.db.scalar(
-            "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?", (name, fact_id)
+            "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?",
+            (name, fact_id),
         )
         if path is None or not self.paths(name).is_knowledge_file(Path(path)):
             raise MemoryNotFound(name, fact_id)

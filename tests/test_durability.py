@@ -546,3 +546,19 @@ def test_reindex_sweeps_temp_files_left_by_dead_writers(svc: MemoryService) -> N
     svc.reindex()
     assert not old.exists() and fresh.exists()
     assert len(svc.list_facts(store="global").items) == 1
+
+
+def test_large_store_sees_in_place_edits_through_the_background_scan(tmp_home: Path) -> None:
+    """Above the full-scan threshold a service runs the due full scan on a background thread."""
+    settings = Settings.load(tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=0.0)
+    with MemoryService(settings=settings) as svc:
+        r = svc.remember("the build agent is called falcon", scope="global")
+        svc.recall("falcon", stores=["global"])
+        text = r.path.read_text().replace("falcon", "kestrel-and-more")
+        r.path.write_text(text)  # in place: the folder's mtime does not move
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if svc.recall("kestrel", stores=["global"]).hits:
+                break
+            time.sleep(0.05)
+        assert svc.recall("kestrel", stores=["global"]).hits[0].id == r.fact.id

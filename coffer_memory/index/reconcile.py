@@ -4,9 +4,13 @@ Fast path: a store with at most ``reconcile_full_scan_max_files`` recall files i
 stat'ed on every read (a few ms), so an outside edit shows at once. A larger store stats
 only its recall folders (a handful of ``stat`` calls): any create, delete or rename
 changes a folder's mtime and re-lists that folder alone. An in-place edit of an existing
-file does not touch its folder, so larger stores also run the full stat scan at most once
-every ``reconcile_full_scan_seconds``: that is the documented bound on how late an outside
-in-place edit of a large store can show up. Only files whose size or mtime changed are
+file does not touch its folder, so larger stores also need the full stat scan, at most
+once every ``reconcile_full_scan_seconds``. In a service (a long-lived process) that scan
+runs on a background thread when it falls due, so reads stay on the fast path; when the
+last full scan is older than ``STALE_SECONDS`` (a short-lived process such as the CLI),
+the read runs it inline. So an outside in-place edit of a large store shows up within
+``reconcile_full_scan_seconds`` (plus the scan) in a server, within ``STALE_SECONDS`` in
+the CLI, and at once after ``coffer reindex``. Only files whose size or mtime changed are
 read and hashed.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +36,9 @@ from .reindex import Reindexer
 
 log = logging.getLogger("coffer_memory.reconcile")
 BATCH = 500
+# A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
+# background scan alive long enough, so they would otherwise never see in-place edits.
+STALE_SECONDS = 60.0
 MISSING = -1
 Progress = Callable[[int, int], None]
 
@@ -59,10 +67,34 @@ class _Tally:
 class Reconciler:
     """Keeps one home's index in line with its memory files."""
 
-    def __init__(self, db: IndexDB, reindexer: Reindexer, settings: Settings) -> None:
+    def __init__(
+        self, db: IndexDB, reindexer: Reindexer, settings: Settings, lock: threading.RLock | None = None
+    ) -> None:
         self.db = db
         self.reindexer = reindexer
         self.settings = settings
+        self.lock = lock  # the owning service's lock; enables background full scans
+        self._background: set[str] = set()
+        self._guard = threading.Lock()
+
+    def _scan_in_background(self, store: str) -> None:
+        with self._guard:
+            if store in self._background:
+                return
+            self._background.add(store)
+
+        def run() -> None:
+            try:
+                assert self.lock is not None
+                with self.lock:
+                    self.reconcile(store, full=True)
+            except Exception:
+                log.exception("background full scan of %s failed", store)
+            finally:
+                with self._guard:
+                    self._background.discard(store)
+
+        threading.Thread(target=run, name=f"coffer-scan-{store}", daemon=True).start()
 
     def _state(self, store: str) -> tuple[dict[str, int], float, int] | None:
         rows = self.db.rows(
@@ -105,8 +137,14 @@ class Reconciler:
         state = self._state(store)
         if not full and state is not None:
             dirs, last_full, count = state
-            due = time.time() - last_full >= self.settings.reconcile_full_scan_seconds
-            if count > self.settings.reconcile_full_scan_max_files and not due:
+            age = time.time() - last_full
+            due = age >= self.settings.reconcile_full_scan_seconds
+            large = count > self.settings.reconcile_full_scan_max_files
+            if large and due and self.lock is not None and age < STALE_SECONDS:
+                # In a long-lived process the due full scan runs beside the reads, not in one.
+                self._scan_in_background(store)
+                due = False
+            if large and not due:
                 changed = self._changed_dirs(sp, dirs)
                 pending = self.reindexer.pending_paths(store)
                 if not changed and not pending:
