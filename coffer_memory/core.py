@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,13 @@ def _default_title(text: str) -> str:
 def _default_description(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
+
+
+def _next_suffix(folder: Path, slug: str) -> int:
+    """The first ``-N`` suffix above every ``<slug>-N.md`` already in ``folder``."""
+    pattern = re.compile(re.escape(slug) + r"-(\d+)\.md")
+    taken = [int(m.group(1)) for name in os.listdir(folder) if (m := pattern.fullmatch(name))]
+    return max(taken, default=1) + 1
 
 
 def _follow_body(old: MemoryFact, new_body: str | None) -> str:
@@ -306,8 +314,9 @@ class ServiceCore:
                 self._record_project_root(name, require_git(cwd if cwd is not None else os.getcwd()).toplevel)
             stamp = now_utc()
             slug = slugify(title)
-            for attempt in range(1, 1000):
-                candidate = slug if attempt == 1 else f"{slug}-{attempt}"
+            suffixes = iter(range(2, 10**9))
+            for attempt in range(1000):
+                candidate = slug if attempt == 0 else f"{slug}-{next(suffixes)}"
                 path = sp.inbox_file(candidate)
                 fact = MemoryFact(
                     id=fact_id_for(name, sp.relative(path), stamp),
@@ -323,9 +332,11 @@ class ServiceCore:
                 try:
                     self._write(name, path, data, create=True)
                 except FileExistsError:
+                    if attempt == 0:  # jump past the suffixes taken already, not one by one
+                        suffixes = iter(range(_next_suffix(sp.inbox, slug), 10**9))
                     continue
                 break
-            else:  # pragma: no cover - a thousand files with one title
+            else:  # pragma: no cover - a thousand racing writers with one title
                 raise InvalidInput("too many facts share this title", field="title")
             self._audit("memory_added", name, fact.id, path=str(path), origin_session_id=origin_session_id)
         self._after_write(name)
