@@ -134,7 +134,7 @@ class Settings(BaseModel):
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
     # external edit is seen at once; larger stores check folder mtimes on every read and run
     # the full stat scan at most once per ``reconcile_full_scan_seconds``.
-    reconcile_full_scan_max_files: int = Field(default=500, ge=0)
+    reconcile_full_scan_max_files: int = Field(default=200, ge=0)
     reconcile_full_scan_seconds: float = Field(default=5.0, ge=0.0)
     busy_timeout_ms: int = Field(default=10_000, ge=0)
 
