@@ -50,7 +50,7 @@ from .store.files import (
     sha256_bytes,
 )
 from .store.lock import store_lock
-from .store.paths import GLOBAL_STORE, StorePaths, lock_path, slugify, store_name_for_project
+from .store.paths import GLOBAL_STORE, MAX_SLUG_CHARS, StorePaths, lock_path, slugify, store_name_for_project
 from .store.paths import project_id_of as _project_id_of
 
 log = logging.getLogger("coffer_memory")
@@ -316,7 +316,11 @@ class ServiceCore:
             slug = slugify(title)
             suffixes = iter(range(2, 10**9))
             for attempt in range(1000):
-                candidate = slug if attempt == 0 else f"{slug}-{next(suffixes)}"
+                if attempt == 0:
+                    candidate = slug
+                else:  # keep "<slug>-N" within the slug length limit
+                    tail = f"-{next(suffixes)}"
+                    candidate = slug[: MAX_SLUG_CHARS - len(tail)].rstrip("-_") + tail
                 path = sp.inbox_file(candidate)
                 fact = MemoryFact(
                     id=fact_id_for(name, sp.relative(path), stamp),

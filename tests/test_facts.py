@@ -291,3 +291,10 @@ def test_hit_text_keeps_a_first_line_equal_to_the_title(svc: MemoryService) -> N
     svc.remember("Body without its title.", title="zebra crossing", scope="global")
     hit = svc.recall("zebra crossing", stores=["global"]).hits[0]
     assert hit.title == "zebra crossing" and hit.text == "Body without its title."
+
+
+def test_long_titles_that_collide_still_fit_the_slug_limit(svc: MemoryService) -> None:
+    title = "a very long title " * 6
+    paths = [svc.remember(f"fact {i}", title=title, scope="global").path for i in range(3)]
+    assert len(set(paths)) == 3 and all(len(p.stem) <= 64 for p in paths)
+    assert paths[1].stem.endswith("-2") and paths[2].stem.endswith("-3")

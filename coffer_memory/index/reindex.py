@@ -33,8 +33,12 @@ HEADER_END = "\n\u2063\n"
 
 def index_header(title: str, description: str, body: str) -> str:
     """Title and description lines that the body does not already say, for the first chunk."""
-    folded = body.lower()
-    parts = [p for p in (title.strip(), description.strip()) if p and p.lower() not in folded]
+    folded = " ".join(body.split()).lower()
+    parts = [
+        p
+        for p in (title.strip(), description.strip())
+        if p and " ".join(p.split()).lower().removesuffix("…") not in folded  # derived ones are prefixes
+    ]
     return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
 
 
