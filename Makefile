@@ -32,7 +32,7 @@ typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy
 
 docs: $(VENV)/.installed-dev
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(CURDIR)/.site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(CURDIR)/.site
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/core.py
