@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,14 +21,19 @@ from .index.reindex import strip_header
 from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from .plugins.hookspecs import GrepBackend, Vector
-from .store.paths import StorePaths, scope_of
+from .store.paths import StorePaths, is_recall_rel, scope_of
 
 log = logging.getLogger("coffer_memory.retrieval")
 RRF_K = 60
 QUERY_CACHE_SIZE = 256
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 200
-GREP_MAX_LINES = 5000
+GREP_MAX_LINES = 50_000
+# Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
+# like "kind" or "agent" must not match every file through them.
+_MACHINE_LINE = re.compile(
+    r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
+)
 
 
 @attrs.frozen
@@ -230,9 +236,11 @@ class KnowledgeRetrieval:
         patterns = [phrase, *terms]
         matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
         per_file: dict[str, set[int]] = {}
+        root = str(sp.root) + os.sep
         for m in matches:
-            if sp.is_recall_file(m.path):
-                per_file.setdefault(str(m.path), set()).update(m.patterns)
+            key = str(m.path)
+            if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
+                per_file.setdefault(key, set()).update(m.patterns)
         docs = self._docs(sp.name, paths=list(per_file))
         scored = []
         for path, seen in per_file.items():

@@ -203,3 +203,13 @@ def test_nul_characters_are_invalid_input(svc: MemoryService, repo: Path) -> Non
     with pytest.raises(ScopeUnresolved):
         svc.remember("ok", cwd=f"{repo}\x00")
     assert svc.recall_stores(f"{repo}\x00") == ["global"]
+
+
+@pytest.mark.parametrize("backend", ["ripgrep", "python"])
+def test_grep_ignores_the_frontmatter_every_fact_has(tmp_home: Path, backend: str) -> None:
+    with MemoryService(settings=Settings.load(tmp_home, grep_backend=backend)) as svc:
+        svc.remember("Be kind to reviewers.", title="reviews", scope="global")
+        svc.remember("The build agent is called falcon.", title="ci", scope="global")
+        svc.remember("Lunch is at noon.", title="lunch", scope="global")
+        assert [h.title for h in svc.recall("kind", stores=["global"], mode="grep").hits] == ["reviews"]
+        assert [h.title for h in svc.recall("agent", stores=["global"], mode="grep").hits] == ["ci"]

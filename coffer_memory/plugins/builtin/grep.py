@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
+MAX_LINES_PER_FILE = 50
+
 
 def _which_patterns(line: str, lowered: Sequence[str]) -> frozenset[int]:
     folded = line.lower()
@@ -63,6 +65,10 @@ class RipgrepBackend:
             "--glob",
             "!.*",
             "--no-messages",
+            # A file needs only a few matching lines to show which patterns it holds; this
+            # bounds the JSON to parse on common words.
+            "--max-count",
+            str(MAX_LINES_PER_FILE),
         ]
         for pattern in patterns:
             args += ["-e", pattern]
@@ -117,10 +123,14 @@ class PythonGrepBackend:
                         text = path.read_text(encoding="utf-8", errors="replace")
                     except OSError:
                         continue
+                    found = 0
                     for number, line in enumerate(text.splitlines(), start=1):
                         which = _which_patterns(line, lowered)
                         if which:
                             matches.append(GrepMatch(path, number, line, which))
+                            found += 1
+                            if found >= MAX_LINES_PER_FILE:
+                                break
                             if len(matches) >= max_lines:
                                 return matches
         return matches
