@@ -37,11 +37,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from coffer_memory.store.paths import GLOBAL_STORE
 
 SEED = 20240611
-MODES = ("grep", "keyword")
+MODES: tuple[str, ...] = ("grep", "keyword")  # --modes replaces it (vector/hybrid need the [vector] extra)
+
+
+def open_service(home: Path) -> MemoryService:
+    """A service with every benchmarked mode enabled (embedding on writes when vector modes are on)."""
+    enabled = list(dict.fromkeys(["grep", "keyword", *MODES]))
+    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}))
 NOOP_CALLS = 50
 FULL_SCAN_REPEATS = 5
 IDLE_QUERIES = 30
@@ -290,7 +296,7 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
     git_init(repo)
     out: dict[str, Any] = {"size": size}
     try:
-        svc = MemoryService(home)
+        svc = open_service(home)
         counter = ScanCounter(svc)
         project = svc.resolve_store(cwd=repo, scope="project")
         names = [project, GLOBAL_STORE]
@@ -437,7 +443,7 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
 
         # 6. cold rebuild: index.db deleted, a new service, reindex() re-reads and re-indexes every file.
         drop_index(home)
-        svc = MemoryService(home)
+        svc = open_service(home)
         t0 = time.perf_counter()
         reports = svc.reindex()
         out["cold_reindex_s"] = time.perf_counter() - t0
@@ -445,13 +451,13 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
         svc.close()
         if profile:
             drop_index(home)
-            svc = MemoryService(home)
+            svc = open_service(home)
             out["profile_cold_rebuild"] = profile_top(svc.reindex)
             svc.close()
 
         # 7. cold first recall: the same rebuild, paid by the first recall instead.
         drop_index(home)
-        svc = MemoryService(home)
+        svc = open_service(home)
         t0 = time.perf_counter()
         svc.recall(queries[0], cwd=repo, mode="keyword")
         out["cold_first_recall_s"] = time.perf_counter() - t0
@@ -565,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000",
                         help="comma-separated store sizes (default 1000,10000)")
     parser.add_argument("--queries", type=int, default=200, help="recall queries per mode (default 200)")
+    parser.add_argument("--modes", default="grep,keyword",
+                        help="recall modes, comma-separated; vector and hybrid embed every fact (default grep,keyword)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON to PATH")
     parser.add_argument("--tmpdir",
                         help="where to create the temporary homes and repositories (default: system)")
@@ -573,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+        global MODES
+        MODES = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     except ValueError:
         parser.error("--sizes must be comma-separated integers, e.g. 1000,10000")
     if not sizes or any(s < 2 for s in sizes) or args.queries < 1:

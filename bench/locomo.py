@@ -70,7 +70,7 @@ def runner_for(mode: str) -> Runner:
 def service_for(home: Path, modes: Sequence[str]) -> MemoryService:
     """A service on ``home`` with every requested mode enabled (vector/hybrid are off by default)."""
     enabled = list(dict.fromkeys(["grep", "keyword", *modes]))
-    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}))
+    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": os.environ.get("COFFER_BENCH_EMBEDDER", "auto")}))
 
 
 # -- data -----------------------------------------------------------------------------------------
@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                              "relative to the repository root)")
     parser.add_argument("--modes", default="grep,keyword",
                         help="comma-separated recall modes (default grep,keyword)")
+    parser.add_argument("--embedder", default="auto",
+                        help="embedding provider for vector/hybrid: auto (the built-in minilm), openai, a plugin's name")
     parser.add_argument("--granularity", default="turn,session",
                         help="comma-separated: turn, session (default both)")
     parser.add_argument("--conversations", type=int, default=0,
@@ -247,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmpdir", help="where to create the temporary homes (default: system)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    os.environ["COFFER_BENCH_EMBEDDER"] = args.embedder  # read by the worker processes
     grans = [g.strip() for g in args.granularity.split(",") if g.strip()]
     if not modes:
         parser.error("--modes is empty")
