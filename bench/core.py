@@ -493,8 +493,11 @@ def report(results: list[dict[str, Any]], n_queries: int) -> None:
                 rows.append(row(f"  remember, store <= {limit} files", res["remember_small_store_ms"]))
             if res["remember_large_store_ms"]["n"]:
                 rows.append(row(f"  remember, store > {limit} files", res["remember_large_store_ms"]))
-        grep = res["recall_ms"]["grep"]
-        rows.append(row("recall grep (interleaved with keyword)", grep))
+        for mode in ("vector", "hybrid"):  # present with --modes
+            if mode in res["recall_ms"]:
+                rows.append(row(f"recall {mode}", res["recall_ms"][mode]))
+        if "grep" in res["recall_ms"]:
+            rows.append(row("recall grep (interleaved with keyword)", res["recall_ms"]["grep"]))
         kw = res["recall_ms"]["keyword"]
         r_p50 = row("recall keyword (interleaved with grep)", kw, TARGETS["keyword_recall_p50_ms"],
                     applies=at_target)
@@ -599,13 +602,14 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         print(f"size {size:,}: building, recalling, reconciling, rebuilding ...", file=sys.stderr, flush=True)
         results.append(run_size(size, queries, tmp_root, profile=args.profile))
-    report(results, len(queries))
     total = time.perf_counter() - started
     env["load_average_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"total run time: {total:.0f} s; load average at start {env['load_average_at_start']}, "
-          f"at end {env['load_average_at_end']}")
+    # Raw figures first: a long run must not be lost to a reporting error.
     write_json(args.json, {"environment": env, "targets": TARGETS, "queries": queries,
                            "seconds": total, "results": results})
+    report(results, len(queries))
+    print(f"total run time: {total:.0f} s; load average at start {env['load_average_at_start']}, "
+          f"at end {env['load_average_at_end']}")
     return 0
 
 

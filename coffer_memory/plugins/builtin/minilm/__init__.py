@@ -80,10 +80,11 @@ class MiniLMEmbedder:
         session, tokenizer = self._load()
         encoded = tokenizer.encode_batch(list(texts))
         out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
+        lengths = [sum(e.attention_mask) for e in encoded]  # encode_batch pads every row to the longest
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
         for start in range(0, len(order), GROUP):
             group = order[start : start + GROUP]
-            width = max(int(sum(encoded[i].attention_mask)) for i in group)
+            width = max(lengths[i] for i in group)
             ids = np.asarray([encoded[i].ids[:width] for i in group], dtype=np.int64)
             mask = np.asarray([encoded[i].attention_mask[:width] for i in group], dtype=np.int64)
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
