@@ -306,12 +306,17 @@ class ServiceCore:
         description = self._check_field(description, "description", MAX_DESCRIPTION_CHARS)
         if actor not in ("agent", "user"):
             raise InvalidInput("actor must be 'agent' or 'user'", field="actor")
-        name = self.resolve_store(store=store, cwd=cwd, scope=scope)
+        root: Path | None = None
+        if store is None and scope == "project":  # one git lookup gives the store and its root
+            resolved = self.resolve_scope(cwd, "project")
+            name, root = resolved.store_name, resolved.project_root
+        else:
+            name = self.resolve_store(store=store, cwd=cwd, scope=scope)
         sp = self.paths(name)
         # No reconcile here: a write needs none, and the next read catches up with outside edits.
         with self.writing(name):
-            if name != GLOBAL_STORE and store is None:
-                self._record_project_root(name, require_git(cwd if cwd is not None else os.getcwd()).toplevel)
+            if root is not None:
+                self._record_project_root(name, root)
             stamp = now_utc()
             slug = slugify(title)
             suffixes = iter(range(2, 10**9))

@@ -124,33 +124,30 @@ class LanesMixin(ServiceCore):
         if len(text) > MAX_HANDOFF_CHARS:
             raise InvalidInput(f"handoff text is longer than {MAX_HANDOFF_CHARS} characters", field="text")
         git = require_git(cwd if cwd is not None else os.getcwd())
-        scope = self.resolve_scope(cwd if cwd is not None else os.getcwd())
+        store = store_name_for_project(project_id_for(git.toplevel))
         branch = git.branch or "HEAD"
-        path = self.paths(scope.store_name).handoff_file(branch)
+        path = self.paths(store).handoff_file(branch)
         data = fmt.render_handoff(branch, text, updated_at=now_utc(), head=head_commit(git.worktree))
-        with self.writing(scope.store_name):
+        with self.writing(store):
             before = _sha(path)
             atomic_write(path, data)
-            self._record_project_root(scope.store_name, git.toplevel)
+            self._record_project_root(store, git.toplevel)
             event = "memory_updated" if before else "memory_added"
-            self._audit(event, scope.store_name, None, lane="handoff", branch=branch, path=str(path))
-        return LaneWrite(
-            store=scope.store_name, path=path, before_sha256=before, after_sha256=sha256_bytes(data)
-        )
+            self._audit(event, store, None, lane="handoff", branch=branch, path=str(path))
+        return LaneWrite(store=store, path=path, before_sha256=before, after_sha256=sha256_bytes(data))
 
     def resume(self, *, cwd: PathLike | None = None) -> ResumeResult:
         """The handoff of this project and branch, and whether HEAD has moved since it was written."""
         git = require_git(cwd if cwd is not None else os.getcwd())
-        scope = self.resolve_scope(cwd if cwd is not None else os.getcwd())
+        store = store_name_for_project(project_id_for(git.toplevel))
         branch = git.branch or "HEAD"
-        path = self.paths(scope.store_name).handoff_file(branch)
+        path = self.paths(store).handoff_file(branch)
         scene = fmt.read_handoff(path) if path.is_file() else None
         head = head_commit(git.worktree)
-        moved = bool(scene and scene.head and head and scene.head != head)
-        new = tuple(commits_since(git.worktree, scene.head) or ()) if moved and scene and scene.head else ()
-        if moved and scene and scene.head and commits_since(git.worktree, scene.head) is None:
-            return ResumeResult(scope.store_name, branch, head, scene, True, None)
-        return ResumeResult(scope.store_name, branch, head, scene, moved, new)
+        if not (scene and scene.head and head and scene.head != head):
+            return ResumeResult(store, branch, head, scene, False, ())
+        new = commits_since(git.worktree, scene.head)  # None: the saved commit left HEAD's history
+        return ResumeResult(store, branch, head, scene, True, None if new is None else tuple(new))
 
     def handoffs(
         self,
