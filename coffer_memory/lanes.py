@@ -11,14 +11,15 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .agents.context import build_session_context
+from .agents.context import session_context
 from .core import ServiceCore
 from .errors import InvalidInput, MemoryNotFound
 from .models import Actor, ConsolidationLog, HandoffScene, JournalFile, LaneWrite, ResumeResult, RulesView
-from .scope import commits_since, find_git, head_commit, project_id_for, require_git
+from .scope import commits_since, head_commit, project_id_for, require_git
 from .store import lanes as fmt
 from .store.files import atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
 from .store.paths import GLOBAL_STORE, slugify, store_name_for_project
+from .store.rules import read_rules, rules_files
 
 if TYPE_CHECKING:
     from .core import Scope
@@ -180,7 +181,7 @@ class LanesMixin(ServiceCore):
     ) -> RulesView:
         """Every rules file of the store concatenated (``rules/rules.md`` first)."""
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
-        text, files = fmt.read_rules(self.paths(name))
+        text, files = read_rules(self.paths(name))
         return RulesView(store=name, text=text, files=tuple(files))
 
     def append_rule(
@@ -214,7 +215,7 @@ class LanesMixin(ServiceCore):
     ) -> list[LaneWrite]:
         """Delete every rules file of the store; logged and audited."""
         name = self.resolve_store(store=store, cwd=cwd, scope=scope)
-        files = fmt.rules_files(self.paths(name))
+        files = rules_files(self.paths(name))
         if not files:
             raise MemoryNotFound(name, "rules")
         return [self._delete_lane_file(name, path, f"rules/{path.name}") for path in files]
@@ -291,14 +292,7 @@ class LanesMixin(ServiceCore):
         Project rules, then global rules, then the two seeded rules, which are always there.
         Outside a git repository: global and seeded rules only.
         """
-        project_text, name = None, None
-        git = find_git(cwd if cwd is not None else os.getcwd())
-        if git is not None:
-            store = store_name_for_project(project_id_for(git.toplevel))
-            project_text, _ = fmt.read_rules(self.paths(store))
-            name = git.toplevel.name
-        global_text, _ = fmt.read_rules(self.paths(GLOBAL_STORE))
-        return build_session_context(project_text, global_text, project_name=name)
+        return session_context(self.settings.memory_dir, cwd if cwd is not None else os.getcwd())
 
     # -- shared -------------------------------------------------------------------------------
     def _delete_lane_file(

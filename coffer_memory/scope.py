@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import attrs
-from ulid import ULID
 
 from .errors import ScopeUnresolved
 
@@ -35,7 +34,7 @@ def project_id_for(toplevel: str | os.PathLike[str]) -> str:
     """ULID made of the first 16 bytes of sha256 of the canonical toplevel path."""
     canonical = os.path.realpath(os.fspath(toplevel))
     digest = hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).digest()
-    return str(ULID.from_bytes(digest[:16]))
+    return _crockford_ulid(digest[:16])
 
 
 def _read_text(path: Path) -> str | None:
@@ -139,3 +138,16 @@ def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None
         return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
     out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
     return None if out is None else [line for line in out.splitlines() if line]
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _crockford_ulid(raw: bytes) -> str:
+    """16 bytes as a 26-character ULID string (Crockford base32, as ``ulid.ULID.from_bytes`` prints it).
+
+    Written out here because importing python-ulid costs ~80 ms, which ``coffer-hook`` pays on
+    every agent session start; a test pins it to the library's output.
+    """
+    value = int.from_bytes(raw, "big")
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -5, -5))

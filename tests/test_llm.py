@@ -11,11 +11,7 @@ import importlib.util
 import json
 import re
 import socket
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,6 +19,7 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from http_scripted import ScriptedServer, answer, chat_body, fail, serve
 
 from coffer_memory import InvalidInput, Settings
 from coffer_memory.config import LLMSettings
@@ -59,31 +56,6 @@ def settings(**overrides: Any) -> LLMSettings:
     }
     base.update(overrides)
     return LLMSettings(**base)
-
-
-def chat_body(
-    content: Any = '{"lanes": ["journal"]}',
-    *,
-    finish_reason: str | None = "stop",
-    usage: dict[str, int] | None = None,
-    refusal: str | None = None,
-    model: str = "test-chat-0613",
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "finish_reason": finish_reason,
-            }
-        ],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
 
 
 def api_error(status: int, message: str, param: str | None = None) -> httpx.Response:
@@ -397,77 +369,9 @@ def test_malformed_body_is_llm_unavailable(content: bytes) -> None:
 
 
 # -- a real OpenAI-compatible server on 127.0.0.1 ---------------------------------------------
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-Behaviour = Callable[[Any], Reply]
-
-
-def answer(content: str, finish_reason: str = "stop", **extra: Any) -> Behaviour:
-    return lambda body: Reply(
-        200, chat_body(content, finish_reason=finish_reason, model=body["model"], **extra)
-    )
-
-
-def fail(status: int, message: str, headers: dict[str, str] | None = None) -> Behaviour:
-    return lambda body: Reply(status, {"error": {"message": message, "type": "server_error"}}, headers or {})
-
-
-class ScriptedServer:
-    """A chat completions endpoint: ``script`` is consumed in order, then ``default`` answers."""
-
-    def __init__(self) -> None:
-        self.script: deque[Behaviour] = deque()
-        self.default: Behaviour = answer('{"ok": true}')
-        self.requests: list[Any] = []
-        self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.loads(raw)
-                with outer._lock:
-                    outer.requests.append((self.path, body))
-                    behaviour = outer.script.popleft() if outer.script else outer.default
-                reply = behaviour(body)
-                data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.closed = False
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.thread.join(timeout=5)
-
-
 @pytest.fixture
-def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ScriptedServer:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    srv = ScriptedServer()
-    request.addfinalizer(srv.close)
-    return srv
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
+    yield from serve(monkeypatch, answer('{"ok": true}'))
 
 
 class CountingTransport(httpx.HTTPTransport):
@@ -494,8 +398,8 @@ def test_server_malformed_json_content(server: ScriptedServer) -> None:
     with pytest.raises(LLMOutputInvalid) as info:
         extract_json(completion.text)
     assert info.value.reason == "no_json"
-    assert server.requests[0][0] == "/v1/chat/completions"
-    assert server.requests[0][1]["response_format"]["type"] == "json_schema"
+    assert server.requests[0].path == "/v1/chat/completions"
+    assert server.requests[0].body["response_format"]["type"] == "json_schema"
     llm.close()
 
 
@@ -519,7 +423,7 @@ def test_server_truncated_output(server: ScriptedServer) -> None:
     completion = llm.complete(ASK, json_schema=SCHEMA, max_tokens=16)
     assert completion.truncated and completion.finish_reason == "length"
     assert completion.text == '{"lanes": ["journal", "ru' and completion.usage.total == 56
-    assert server.requests[0][1]["max_tokens"] == 16
+    assert server.requests[0].body["max_tokens"] == 16
     with pytest.raises(LLMOutputInvalid) as info:
         extract_json(completion.text)
     assert info.value.reason == "truncated"
@@ -541,7 +445,7 @@ def test_server_429_retry_after_zero_then_success(server: ScriptedServer) -> Non
     server.script.extend([fail(429, "rate limited", {"Retry-After": "0"}), answer('{"ok": true}')])
     llm = live(server, max_retries=3, retry_max_seconds=5.0)
     assert extract_json(llm.complete(ASK).text) == {"ok": True}
-    assert len(server.requests) == 2 and server.requests[0][1] == server.requests[1][1]
+    assert len(server.requests) == 2 and server.requests[0].body == server.requests[1].body
     llm.close()
 
 

@@ -15,19 +15,17 @@ import math
 import re
 import socket
 import threading
-import time
 import uuid
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import apsw
 import httpx
 import pytest
+from http_scripted import Behaviour, Reply, ScriptedServer, fail, serve
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory.config import EmbeddingSettings
@@ -278,96 +276,13 @@ def test_huge_retry_after_is_capped_by_retry_max_seconds() -> None:
 
 
 # -- a real HTTP server on 127.0.0.1 ----------------------------------------------------------
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-Behaviour = Callable[[Any], Reply]
-
-
 def embed(dims: int = 8, delay: float = 0.0) -> Behaviour:
     return lambda body: Reply(200, embeddings_payload(body["input"], dims), delay=delay)
 
 
-def fail(status: int, message: str = "upstream trouble", headers: dict[str, str] | None = None) -> Behaviour:
-    return lambda body: Reply(status, {"error": {"message": message}}, headers or {})
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-class ScriptedServer:
-    """An embeddings endpoint: ``script`` is consumed in order, then ``default`` answers."""
-
-    def __init__(self) -> None:
-        self.script: deque[Behaviour] = deque()
-        self.default: Behaviour = embed(8)
-        self.requests: list[Seen] = []
-        self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = None
-                reply = outer._take(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                if reply.delay:
-                    time.sleep(reply.delay)
-                data = json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client timed out and went away
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def _take(self, seen: Seen) -> Reply:
-        with self._lock:
-            self.requests.append(seen)
-            behaviour = self.script.popleft() if self.script else self.default
-        return behaviour(seen.body)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
 @pytest.fixture
-def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ScriptedServer:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    srv = ScriptedServer()
-    request.addfinalizer(srv.close)
-    return srv
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
+    yield from serve(monkeypatch, embed(8))
 
 
 def test_server_429_retry_after_zero_then_success(server: ScriptedServer) -> None:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+
+from ..scope import find_git, project_id_for
+from ..store.paths import GLOBAL_STORE, StorePaths, store_name_for_project
+from ..store.rules import read_rules
 
 MAX_CONTEXT_CHARS = 10_000
 
@@ -62,3 +68,20 @@ def build_session_context(
     global_ = _cut(global_, max(budget - len(project), 0), "global rules") if global_ else ""
     project = _cut(project, max(budget - len(global_), 0), "project rules") if project else ""
     return HEADER + project + global_ + seeded
+
+
+def session_context(memory_dir: Path, cwd: str | os.PathLike[str]) -> str:
+    """The bundle for a session starting in ``cwd``, read straight from the rules files.
+
+    Read-only, no index, no audit: ``coffer-hook`` calls this in-process on every session
+    start, so it only imports the path and rules helpers. Outside a git repository the
+    bundle holds the global and seeded rules only.
+    """
+    project_text, name = None, None
+    git = find_git(cwd)
+    if git is not None:
+        store = store_name_for_project(project_id_for(git.toplevel))
+        project_text, _ = read_rules(StorePaths.of(memory_dir, store))
+        name = git.toplevel.name
+    global_text, _ = read_rules(StorePaths.of(memory_dir, GLOBAL_STORE))
+    return build_session_context(project_text, global_text, project_name=name)

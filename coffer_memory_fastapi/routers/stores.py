@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coffer_memory.store.lanes import rules_files
 from coffer_memory.store.paths import GLOBAL_STORE
+from coffer_memory.store.rules import rules_files
 
 from ..deps import Service
 from ..errors import error_responses
