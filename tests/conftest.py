@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,8 +41,15 @@ def make_repo(path: Path, branch: str = "main") -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Never touch the real home: COFFER_HOME points at a throwaway folder by default."""
+    """Never touch the real home: COFFER_HOME and every agent directory point at throwaway folders."""
     monkeypatch.setenv("COFFER_HOME", str(tmp_path_factory.mktemp("default-home")))
+    agents = tmp_path_factory.mktemp("agent-homes")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(agents / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(agents / "codex"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(agents / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(agents / "xdg-data"))
+    for name in ("COFFER_API_URL", "COFFER_API_TOKEN", "COFFER_HOOK_DEADLINE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -61,3 +70,31 @@ def svc(tmp_home: Path) -> Iterator[MemoryService]:
 def repo(tmp_path: Path) -> Path:
     """A real git repository with one commit."""
     return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def service(svc: MemoryService) -> MemoryService:
+    """The service the REST tests serve (``svc``; override ``svc`` to configure it)."""
+    return svc
+
+
+@pytest.fixture
+def client(service: MemoryService) -> Iterator[Any]:
+    """FastAPI's TestClient on the REST app over ``service``."""
+    from fastapi.testclient import TestClient
+
+    from coffer_memory_fastapi import create_app
+
+    with TestClient(create_app(service), raise_server_exceptions=False) as c:
+        yield c
+
+
+def poll(client: Any, location: str) -> dict[str, Any]:
+    """Poll a long-running operation until it is final (60 s bound, not a timing assertion)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        op: dict[str, Any] = client.get(location).json()
+        if op["status"] in ("succeeded", "failed"):
+            return op
+        time.sleep(0.05)
+    raise AssertionError("operation did not finish")

@@ -8,12 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from conftest import poll
 from fastapi.testclient import TestClient
 
 from coffer_memory import MemoryService
@@ -21,18 +21,6 @@ from coffer_memory_fastapi import create_app
 
 API = "/api/v1/memory_stores"
 BAD_NAMES = ["nope", "project-xyz", "project-01ARZ3NDEKTSV4RRFFQ69G5FA", "..", "GLOBAL"]
-
-
-@pytest.fixture
-def service(tmp_home: Path) -> Iterator[MemoryService]:
-    with MemoryService(tmp_home) as svc:
-        yield svc
-
-
-@pytest.fixture
-def client(service: MemoryService) -> Iterator[TestClient]:
-    with TestClient(create_app(service), raise_server_exceptions=False) as c:
-        yield c
 
 
 def project_store(service: MemoryService, repo: Path) -> str:
@@ -322,7 +310,7 @@ def test_lane_reads_and_deletes(client: TestClient, service: MemoryService, repo
 
 
 def test_handoff_branch_with_a_slash(client: TestClient, service: MemoryService, repo: Path) -> None:
-    from tests.conftest import git
+    from conftest import git
 
     git(repo, "checkout", "-q", "-b", "feature/login")
     service.save_handoff("login form half done", cwd=repo)
@@ -349,16 +337,6 @@ def test_session_context(client: TestClient, service: MemoryService, repo: Path,
 
 
 # -- long-running operations -------------------------------------------------------------------
-def poll(client: TestClient, location: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        op: dict[str, Any] = client.get(location).json()
-        if op["status"] in ("succeeded", "failed"):
-            return op
-        time.sleep(0.05)
-    raise AssertionError("operation did not finish")
-
-
 def test_operations_start_and_poll(client: TestClient, service: MemoryService) -> None:
     add(client, "global", "a fact to index")
     r = client.post(f"{API}/global/reindex", params={"rebuild": True})

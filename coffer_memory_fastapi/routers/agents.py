@@ -1,16 +1,24 @@
-"""Agent-facing endpoints: the session-start bundle."""
+"""Agent-facing endpoints: the session-start bundle, hook / MCP install and native-memory toggles."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Body, Path, Query
 
 from ..deps import Service, check_cwd
 from ..errors import error_responses
-from ..schemas import SessionContextOut
+from ..schemas import AgentChangeOut, AgentListOut, AgentOut, AgentPatch, HookInstallIn, SessionContextOut
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
+
+AgentName = Annotated[
+    str,
+    Path(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="'claude-code', 'codex' or 'opencode' (another name: 422 INVALID_INPUT).",
+    ),
+]
 
 
 @router.get("/{name}/session-context", response_model=SessionContextOut, responses=error_responses())
@@ -21,3 +29,46 @@ def session_context(
 ) -> SessionContextOut:
     """Project rules, global rules and the seeded rules (at most 10,000 characters). Read-only."""
     return SessionContextOut(additional_context=svc.assemble_session_context(check_cwd(cwd)))
+
+
+# -- install / uninstall / native memory (edits the agent's own config files on this machine) --
+@router.get("", response_model=AgentListOut, responses=error_responses(409))
+def list_agents(svc: Service) -> AgentListOut:
+    """Every known agent: installed or not, hooks, MCP entry, native memory setting."""
+    return AgentListOut(items=[AgentOut.of(s) for s in svc.agents()])
+
+
+@router.get("/{name}", response_model=AgentOut, responses=error_responses(409))
+def get_agent(name: AgentName, svc: Service) -> AgentOut:
+    """One agent's integration status (same as ``GET /{name}/hook-install``)."""
+    return AgentOut.of(svc.agent_status(name))
+
+
+@router.patch("/{name}", response_model=AgentChangeOut, responses=error_responses(409))
+def patch_agent(name: AgentName, body: AgentPatch, svc: Service) -> AgentChangeOut:
+    """Switch the agent's own memory off (``disable_native_memory: true``) or restore the user's
+    prior settings (``false``). OpenCode has no such setting: 422."""
+    return AgentChangeOut.of(svc.set_native_memory(name, body.disable_native_memory))
+
+
+@router.get("/{name}/hook-install", response_model=AgentOut, responses=error_responses(409))
+def get_hook_install(name: AgentName, svc: Service) -> AgentOut:
+    """Whether coffer's session hooks and MCP entry are installed, and in which files."""
+    return AgentOut.of(svc.agent_status(name))
+
+
+@router.post("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409))
+def post_hook_install(
+    name: AgentName, svc: Service, body: Annotated[HookInstallIn | None, Body()] = None
+) -> AgentChangeOut:
+    """Install the session hooks and the MCP entry (idempotent: ``changed`` is empty the second
+    time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten."""
+    disable = body.disable_native_memory if body is not None else None
+    return AgentChangeOut.of(svc.install_agent(name, disable_native_memory=disable))
+
+
+@router.delete("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409))
+def delete_hook_install(name: AgentName, svc: Service) -> AgentChangeOut:
+    """Remove coffer's entries and restore the native-memory settings; each file is left as it was
+    before install."""
+    return AgentChangeOut.of(svc.uninstall_agent(name))

@@ -1,0 +1,67 @@
+"""Where each supported agent keeps its files, resolved from the environment at call time.
+
+Every location is overridable the way the agents themselves allow (``CLAUDE_CONFIG_DIR``,
+``CODEX_HOME``, ``XDG_CONFIG_HOME`` / ``XDG_DATA_HOME``), so tests never touch the real home.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+CLAUDE_CODE = "claude-code"
+CODEX = "codex"
+OPENCODE = "opencode"
+AGENTS: tuple[str, ...] = (CLAUDE_CODE, CODEX, OPENCODE)
+
+
+def require_agent(name: str) -> str:
+    """``name`` if it is a supported agent; ``InvalidInput`` naming the known agents otherwise."""
+    if name not in AGENTS:
+        from ..errors import InvalidInput
+
+        raise InvalidInput(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}", field="agent")
+    return name
+
+
+def _env_dir(env: Mapping[str, str], name: str, default: Path) -> Path:
+    value = env.get(name)
+    return Path(value).expanduser() if value else default
+
+
+@attrs.frozen
+class AgentHomes:
+    """The agent directories for one environment (``os.environ`` unless given)."""
+
+    claude: Path
+    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``: settings.json, projects/ (transcripts)."""
+    claude_json: Path
+    """Claude Code's user-scope MCP file: ``~/.claude.json``, or ``$CLAUDE_CONFIG_DIR/.claude.json``."""
+    codex: Path
+    """``$CODEX_HOME`` or ``~/.codex``: config.toml, hooks.json, sessions/."""
+    opencode_config: Path
+    """``$XDG_CONFIG_HOME/opencode`` or ``~/.config/opencode``: opencode.json."""
+    opencode_data: Path
+    """``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``: opencode.db, storage/."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AgentHomes:
+        """Resolve every agent directory from ``env`` (default ``os.environ``)."""
+        env = os.environ if env is None else env
+        home = Path(env.get("HOME") or Path.home())
+        claude_dir = env.get("CLAUDE_CONFIG_DIR")
+        claude = Path(claude_dir).expanduser() if claude_dir else home / ".claude"
+        # With CLAUDE_CONFIG_DIR set, Claude Code keeps .claude.json inside that directory.
+        claude_json = claude / ".claude.json" if claude_dir else home / ".claude.json"
+        xdg_config = _env_dir(env, "XDG_CONFIG_HOME", home / ".config")
+        xdg_data = _env_dir(env, "XDG_DATA_HOME", home / ".local" / "share")
+        return cls(
+            claude=claude,
+            claude_json=claude_json,
+            codex=_env_dir(env, "CODEX_HOME", home / ".codex"),
+            opencode_config=xdg_config / "opencode",
+            opencode_data=xdg_data / "opencode",
+        )

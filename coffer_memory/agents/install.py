@@ -1,0 +1,639 @@
+"""Install, uninstall and inspect coffer's integration with each agent.
+
+An integration has three parts, each a set of edits to the agent's own config files:
+
+* ``hooks``: coffer's session hook entries (Claude Code ``settings.json``, Codex ``hooks.json``:
+  the same JSON schema, so one piece of code edits both), plus Codex's hooks feature flag;
+* ``mcp``: the ``coffer`` MCP server entry, pointing at ``coffer-mcp`` over stdio;
+* ``native_memory``: the agent's own memory switched off (only when asked).
+
+The agents differ only in data (``SPECS``): which file, which key, which value. Every edit goes
+through ``EditSession``, which loads each file once, records in ``agents.json`` what it replaced,
+and writes each changed file once at the end (atomic, with a ``.bak``). Coffer's hook entries
+are recognised by the basename ``coffer-hook`` of the command's first word and its MCP entries by
+``coffer-mcp``: nothing else in the files is ever touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator, MutableMapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from tomlkit.exceptions import TOMLKitError
+
+from ..config import DEFAULT_HOME
+from ..errors import AgentConfigInvalid, InvalidInput
+from .config_files import ConfigDoc, load_doc, remove_with_backup, write_atomic
+from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
+from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
+
+HOOK_SCRIPT = "coffer-hook"
+MCP_SCRIPT = "coffer-mcp"
+MCP_SERVER_NAME = "coffer"
+HOOK_TIMEOUT_SECONDS = 10
+"""The agent kills a hook after this long; coffer-hook keeps its own, shorter deadline."""
+
+Part = Literal["hooks", "mcp", "native_memory"]
+
+__all__ = [
+    "AGENTS",
+    "HOOK_SCRIPT",
+    "HOOK_TIMEOUT_SECONDS",
+    "MCP_SCRIPT",
+    "MCP_SERVER_NAME",
+    "SPECS",
+    "AgentChange",
+    "AgentSpec",
+    "AgentStatus",
+    "Commands",
+    "EditSession",
+    "HookSpec",
+    "Setting",
+    "agent_spec",
+    "hook_command",
+    "is_coffer_hook",
+    "mcp_command",
+    "mcp_env",
+    "script_path",
+]
+
+
+# -- commands ----------------------------------------------------------------------------------
+def script_path(name: str) -> Path:
+    """The absolute path of one of coffer's console scripts.
+
+    The one next to the running interpreter comes first, so an agent runs the scripts of the
+    environment coffer was installed into; then ``PATH``. When neither has it, the path next to
+    the interpreter is still returned (status then says it is missing).
+    """
+    # abspath, not resolve: a venv's python is a symlink to the system one, whose bin has no scripts.
+    beside = Path(os.path.abspath(sys.executable)).parent / name
+    if beside.exists():
+        return beside
+    found = shutil.which(name)
+    return Path(os.path.abspath(found)) if found else beside
+
+
+def _home_override(home: Path | None) -> Path | None:
+    """``home`` when it is not the default one, which an agent's process would not find by itself."""
+    if home is None:
+        return None
+    home = Path(os.path.abspath(home))
+    return None if home == Path(os.path.abspath(DEFAULT_HOME.expanduser())) else home
+
+
+def _check_agent(agent: str) -> None:
+    if agent not in AGENTS:
+        raise InvalidInput(
+            f"unknown agent {agent!r}: known agents are {', '.join(AGENTS)}",
+            field="agent",
+            known=list(AGENTS),
+        )
+
+
+def hook_command(agent: str, home: Path | None = None) -> str:
+    """The shell command an agent runs for coffer's hook: ``/abs/coffer-hook --agent <agent>``.
+
+    The agent name is baked in because the hook's stdin does not say which agent runs it. With a
+    ``home`` other than the default, ``--home <home>`` is added so the hook reads the same store.
+    Quoted for the shell (hook commands are run by a shell).
+    """
+    _check_agent(agent)
+    words = [str(script_path(HOOK_SCRIPT)), "--agent", agent]
+    override = _home_override(home)
+    if override is not None:
+        words += ["--home", str(override)]
+    return shlex.join(words)
+
+
+def mcp_command() -> str:
+    """The absolute path of ``coffer-mcp`` (run with no arguments: stdio transport)."""
+    return str(script_path(MCP_SCRIPT))
+
+
+def mcp_env(home: Path | None = None) -> dict[str, str]:
+    """The environment of coffer's MCP entry: ``COFFER_HOME`` when ``home`` is not the default."""
+    override = _home_override(home)
+    return {"COFFER_HOME": str(override)} if override is not None else {}
+
+
+def is_coffer_hook(entry: object) -> bool:
+    """Whether a hook entry is coffer's: its command's first word has the basename ``coffer-hook``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    try:
+        words = shlex.split(entry["command"])
+    except ValueError:  # unbalanced quotes: some user's command, not ours
+        return False
+    return bool(words) and os.path.basename(words[0]) == HOOK_SCRIPT
+
+
+def _is_coffer_mcp(value: object) -> bool:
+    """Whether an MCP server entry runs ``coffer-mcp`` (``command`` a path, or OpenCode's argv list)."""
+    if not isinstance(value, dict):
+        return False
+    command = value.get("command")
+    if isinstance(command, list):
+        command = command[0] if command else None
+    return isinstance(command, str) and os.path.basename(command) == MCP_SCRIPT
+
+
+@attrs.frozen
+class Commands:
+    """What coffer's entries run, for one agent and one coffer home."""
+
+    hook: str
+    mcp: str
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, agent: str, home: Path | None) -> Commands:
+        """The commands for ``agent`` with this coffer ``home``."""
+        return cls(hook=hook_command(agent, home), mcp=mcp_command(), env=mcp_env(home))
+
+
+# -- what each agent gets ----------------------------------------------------------------------
+@attrs.frozen
+class Setting:
+    """One key coffer sets in an agent's config file (and restores on the way out)."""
+
+    part: Part
+    file: Callable[[AgentHomes], Path]
+    path: KeyPath
+    value: Callable[[Commands], Any]
+    ours: Callable[[Any], bool] | None = None
+    """Recognises a value coffer wrote (maybe from another install): it is replaced, never restored."""
+    unless: tuple[KeyPath, ...] = ()
+    """The setting is left out when the user already set any of these keys."""
+
+
+@attrs.frozen
+class HookSpec:
+    """Where an agent's hooks live and the events coffer hooks (each with its matcher)."""
+
+    file: Callable[[AgentHomes], Path]
+    events: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
+class AgentSpec:
+    """Everything coffer changes for one agent."""
+
+    name: str
+    label: str
+    hooks: HookSpec | None
+    install: tuple[Setting, ...]
+    native_memory: tuple[Setting, ...]
+    notes: tuple[str, ...] = ()
+
+    def files(self, homes: AgentHomes) -> tuple[Path, ...]:
+        """Every config file this integration may edit."""
+        paths = [self.hooks.file(homes)] if self.hooks else []
+        paths += [s.file(homes) for s in (*self.install, *self.native_memory)]
+        return tuple(dict.fromkeys(paths))
+
+
+SESSION_START = ("SessionStart", "startup|resume|clear|compact")
+SESSION_END = ("SessionEnd", "clear|logout|prompt_input_exit|other")
+
+
+def _claude_settings(h: AgentHomes) -> Path:
+    return h.claude / "settings.json"
+
+
+def _codex_config(h: AgentHomes) -> Path:
+    return h.codex / "config.toml"
+
+
+def _claude_mcp(c: Commands) -> dict[str, Any]:
+    return {"type": "stdio", "command": c.mcp, "args": [], "env": dict(c.env)}
+
+
+def _codex_mcp(c: Commands) -> dict[str, Any]:
+    return {"command": c.mcp, "args": [], **({"env": dict(c.env)} if c.env else {})}
+
+
+def _opencode_mcp(c: Commands) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "local", "command": [c.mcp], "enabled": True}
+    return {**entry, "environment": dict(c.env)} if c.env else entry
+
+
+def _false(_: Commands) -> bool:
+    return False
+
+
+def _true(_: Commands) -> bool:
+    return True
+
+
+SPECS: dict[str, AgentSpec] = {
+    CLAUDE_CODE: AgentSpec(
+        name=CLAUDE_CODE,
+        label="Claude Code",
+        hooks=HookSpec(_claude_settings, (SESSION_START, SESSION_END)),
+        install=(
+            # User scope: top-level mcpServers of ~/.claude.json, what `claude mcp add -s user` writes.
+            Setting(
+                "mcp", lambda h: h.claude_json, ("mcpServers", MCP_SERVER_NAME), _claude_mcp, _is_coffer_mcp
+            ),
+        ),
+        native_memory=(Setting("native_memory", _claude_settings, ("autoMemoryEnabled",), _false),),
+    ),
+    CODEX: AgentSpec(
+        name=CODEX,
+        label="Codex",
+        hooks=HookSpec(lambda h: h.codex / "hooks.json", (SESSION_START,)),  # Codex has no SessionEnd
+        install=(
+            # On by default in recent builds; written only when the user has not set it (either
+            # spelling), so an explicit `hooks = false` is respected and reported by status.
+            Setting(
+                "hooks",
+                _codex_config,
+                ("features", "hooks"),
+                _true,
+                unless=(("features", "hooks"), ("features", "codex_hooks")),
+            ),
+            Setting("mcp", _codex_config, ("mcp_servers", MCP_SERVER_NAME), _codex_mcp, _is_coffer_mcp),
+        ),
+        native_memory=(
+            Setting("native_memory", _codex_config, ("features", "memories"), _false),
+            Setting("native_memory", _codex_config, ("memories", "generate_memories"), _false),
+        ),
+    ),
+    OPENCODE: AgentSpec(
+        name=OPENCODE,
+        label="OpenCode",
+        hooks=None,
+        install=(
+            Setting(
+                "mcp",
+                lambda h: h.opencode_config / "opencode.json",
+                ("mcp", MCP_SERVER_NAME),
+                _opencode_mcp,
+                _is_coffer_mcp,
+            ),
+        ),
+        native_memory=(),
+        notes=(
+            "OpenCode runs JavaScript plugins, not shell hooks: it gets coffer's MCP tools but no "
+            "session-start rules (run `coffer session-context` to see them)",
+        ),
+    ),
+}
+
+
+def agent_spec(name: str) -> AgentSpec:
+    """The spec of a known agent; ``InvalidInput`` (naming the known agents) otherwise."""
+    _check_agent(name)
+    return SPECS[name]
+
+
+# -- results -----------------------------------------------------------------------------------
+@attrs.frozen
+class AgentStatus:
+    """Where coffer's integration with one agent stands, read from the agent's files."""
+
+    name: str
+    label: str
+    installed: bool
+    """Hooks (where the agent has them) and the MCP entry are in place."""
+    hooks_supported: bool
+    hooks_installed: bool
+    mcp_registered: bool
+    native_memory_supported: bool
+    disable_native_memory: bool
+    """The setting kept in ``agents.json``: coffer keeps the agent's own memory switched off."""
+    up_to_date: bool
+    """Installed, and ``install`` would change nothing (same commands, toggles as configured)."""
+    hook_command: str | None
+    mcp_command: str
+    files: tuple[Path, ...]
+    notes: tuple[str, ...]
+
+
+@attrs.frozen
+class AgentChange:
+    """What an install, uninstall or native-memory change did."""
+
+    agent: str
+    action: Literal["install", "uninstall", "native_memory"]
+    changed: tuple[Path, ...]
+    """The config files written or removed (empty when there was nothing to do)."""
+    status: AgentStatus
+
+
+# -- editing -----------------------------------------------------------------------------------
+def _get(root: Any, path: KeyPath) -> tuple[bool, Any]:
+    node = root
+    for key in path:
+        if not isinstance(node, MutableMapping) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def _not_a_table(doc: ConfigDoc, path: KeyPath) -> AgentConfigInvalid:
+    return AgentConfigInvalid(str(doc.path), f"'{'.'.join(path)}' is not an object or table")
+
+
+def _note_created(created: list[KeyPath], path: KeyPath) -> None:
+    if path not in created:
+        created.append(path)
+
+
+def _set(doc: ConfigDoc, path: KeyPath, value: Any, created: list[KeyPath]) -> None:
+    """Set ``path`` to ``value``, creating (and recording) the containers on the way."""
+    node: Any = doc.data
+    try:
+        for depth, key in enumerate(path[:-1]):
+            if key not in node:
+                holds_tables = depth < len(path) - 2 or isinstance(value, dict)
+                node[key] = doc.new_table(node, holds_tables=holds_tables)
+                _note_created(created, path[: depth + 1])
+            node = node[key]
+            if not isinstance(node, MutableMapping):
+                raise _not_a_table(doc, path[: depth + 1])
+        node[path[-1]] = doc.make_value(value, node)
+    except (TypeError, ValueError, TOMLKitError) as exc:  # a layout tomlkit cannot extend
+        raise AgentConfigInvalid(str(doc.path), f"cannot set '{'.'.join(path)}' here ({exc})") from exc
+
+
+def _delete(root: Any, path: KeyPath) -> None:
+    found, parent = _get(root, path[:-1])
+    if found and isinstance(parent, MutableMapping) and path[-1] in parent:
+        del parent[path[-1]]
+
+
+def _prune(doc: ConfigDoc, created: list[KeyPath]) -> None:
+    """Remove the containers coffer created that are empty now (deepest first)."""
+    for path in sorted(created, key=len, reverse=True):
+        found, node = _get(doc.data, path)
+        if not found:
+            created.remove(path)
+        elif isinstance(node, MutableMapping | list) and len(node) == 0:
+            _delete(doc.data, path)
+            created.remove(path)
+
+
+def _groups(doc: ConfigDoc, event: str) -> Iterator[dict[str, Any]]:
+    """The well-formed matcher groups of ``hooks.<event>`` (anything odd is the user's: skipped)."""
+    _, groups = _get(doc.data, ("hooks", event))
+    for group in groups if isinstance(groups, list) else ():
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            yield group
+
+
+def _container(doc: ConfigDoc, path: KeyPath, kind: type, created: list[KeyPath]) -> Any:
+    """The container at ``path`` (a new ``kind`` when missing); refuses a non-container there."""
+    found, node = _get(doc.data, path)
+    if not found:
+        _set(doc, path, kind(), created)
+        _note_created(created, path)
+        _, node = _get(doc.data, path)
+    if not isinstance(node, kind):
+        raise AgentConfigInvalid(
+            str(doc.path), f"'{'.'.join(path)}' is not {'a list' if kind is list else 'an object'}"
+        )
+    return node
+
+
+class EditSession:
+    """The edits of one command on one agent's files: load each file once, write each once.
+
+    ``record`` (the agent's entry of ``agents.json``) is updated in place with what was replaced.
+    """
+
+    def __init__(self, homes: AgentHomes, record: AgentRecord, commands: Commands) -> None:
+        self.homes = homes
+        self.record = record
+        self.commands = commands
+        self.docs: dict[Path, ConfigDoc] = {}
+        self.touched: dict[str, set[Path]] = defaultdict(set)
+        self.recorded = False
+        """Whether something new was recorded (then agents.json is saved before the files)."""
+
+    def doc(self, path: Path) -> ConfigDoc:
+        """The loaded document of ``path`` (``AgentConfigInvalid`` if it does not parse)."""
+        if path not in self.docs:
+            self.docs[path] = load_doc(path)
+        return self.docs[path]
+
+    def file_record(self, doc: ConfigDoc, *, create: bool) -> FileRecord | None:
+        """This file's record; a new one keeps the file's current text to restore it exactly."""
+        key = str(doc.path)
+        if key not in self.record.files and create:
+            text = doc.raw.decode("utf-8") if doc.raw is not None else None
+            original = text if text is not None and len(text) <= MAX_ORIGINAL_CHARS else None
+            self.record.files[key] = FileRecord(existed=doc.raw is not None, original=original)
+        return self.record.files.get(key)
+
+    def _edit(self, path: Path, create: bool) -> tuple[ConfigDoc, FileRecord | None, str]:
+        doc = self.doc(path)
+        return doc, self.file_record(doc, create=create), doc.snapshot()
+
+    def _done(self, part: str, doc: ConfigDoc, before: str) -> None:
+        if doc.snapshot() != before:
+            self.touched[part].add(doc.path)
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def install_hooks(self, spec: HookSpec) -> None:
+        """Put coffer's entry under each event: a stale one is updated in place, duplicates go."""
+        doc, rec, before = self._edit(spec.file(self.homes), True)
+        assert rec is not None
+        _container(doc, ("hooks",), dict, rec.created)
+        for event, matcher in spec.events:
+            groups = _container(doc, ("hooks", event), list, rec.created)
+            ours = [(g, h) for g in _groups(doc, event) for h in g["hooks"] if is_coffer_hook(h)]
+            if not ours:
+                entry = {"type": "command", "command": self.commands.hook, "timeout": HOOK_TIMEOUT_SECONDS}
+                groups.append({"matcher": matcher, "hooks": [entry]})
+                continue
+            # Keep the first where it is (the user may have moved it); fix its command.
+            first = ours[0][1]
+            first["type"] = "command"
+            first["command"] = self.commands.hook
+            first.setdefault("timeout", HOOK_TIMEOUT_SECONDS)
+            for group, entry in ours[1:]:
+                group["hooks"] = [h for h in group["hooks"] if h is not entry]
+            groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+        if not rec.hooks:
+            rec.hooks = self.recorded = True
+        self._done("hooks", doc, before)
+
+    def remove_hooks(self, spec: HookSpec) -> None:
+        """Remove coffer's entries from every event; groups and lists emptied by that go too."""
+        doc, rec, before = self._edit(spec.file(self.homes), False)
+        root = doc.data.get("hooks")
+        events: dict[str, Any] = root if isinstance(root, dict) else {}
+        for event in list(events):
+            groups = events[event]
+            emptied = False
+            for group in list(_groups(doc, event)):
+                kept = [h for h in group["hooks"] if not is_coffer_hook(h)]
+                if len(kept) < len(group["hooks"]):
+                    group["hooks"] = kept
+                    emptied = emptied or not kept
+            if emptied:
+                groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+                if not groups and rec is None:  # no record of what we created: drop what we emptied
+                    del events[event]
+        if events is root and not events and rec is None and doc.snapshot() != before:
+            del doc.data["hooks"]
+        if rec is not None:
+            rec.hooks = False
+            _prune(doc, rec.created)
+        self._done("hooks", doc, before)
+
+    def hooks_present(self, spec: HookSpec) -> bool:
+        """Whether coffer's entry is under every event of ``spec``."""
+        doc = self.doc(spec.file(self.homes))
+        return all(
+            any(is_coffer_hook(h) for g in _groups(doc, event) for h in g["hooks"])
+            for event, _ in spec.events
+        )
+
+    # -- settings ------------------------------------------------------------------------------
+    def apply(self, s: Setting) -> None:
+        """Set ``s`` to coffer's value, recording the user's value (or its absence) the first time."""
+        doc, rec, before = self._edit(s.file(self.homes), True)
+        assert rec is not None
+        wanted = s.value(self.commands)
+        found, current = _get(doc.data, s.path)
+        current = doc.plain(current) if found else None
+        prior = rec.prior(s.part, s.path)
+        if prior is None:
+            if any(_get(doc.data, p)[0] for p in s.unless):
+                return
+            theirs = found and not (s.ours is not None and s.ours(current))
+            prior = Prior(s.part, s.path, present=theirs, value=current if theirs else None, wrote=wanted)
+            rec.priors.append(prior)
+            self.recorded = True
+        elif prior.wrote != wanted:
+            prior.wrote = wanted
+            self.recorded = True
+        if not found or current != wanted:
+            _set(doc, s.path, wanted, rec.created)
+        self._done(s.part, doc, before)
+
+    def restore(self, s: Setting) -> None:
+        """Put back what the user had before ``s`` was applied (delete a key coffer added).
+
+        A value the user changed since is theirs and stays. Without a record (``agents.json``
+        lost), only a value recognisably coffer's is removed.
+        """
+        doc, rec, before = self._edit(s.file(self.homes), False)
+        found, current = _get(doc.data, s.path)
+        current = doc.plain(current) if found else None
+        ours = found and s.ours is not None and s.ours(current)
+        prior = rec.prior(s.part, s.path) if rec is not None else None
+        if prior is None:
+            if ours:
+                _delete(doc.data, s.path)
+        else:
+            assert rec is not None
+            rec.priors.remove(prior)
+            if found and (ours or current == prior.wrote):
+                if prior.present:
+                    _set(doc, s.path, prior.value, rec.created)
+                else:
+                    _delete(doc.data, s.path)
+        if rec is not None:
+            _prune(doc, rec.created)
+        self._done(s.part, doc, before)
+
+    def overrides(self, spec: AgentSpec) -> list[str]:
+        """Notes on settings left out because the user set them otherwise (and coffer respects that)."""
+        notes = []
+        for s in spec.install:
+            doc = self.doc(s.file(self.homes))
+            for key in s.unless:
+                found, value = _get(doc.data, key)
+                if found and doc.plain(value) != s.value(self.commands):
+                    shown = json.dumps(doc.plain(value))
+                    notes.append(
+                        f"{doc.path} sets {'.'.join(key)} = {shown}: coffer leaves the user's setting alone"
+                    )
+        return notes
+
+    def present(self, s: Setting) -> bool:
+        """Whether ``s`` holds coffer's value (or, for an entry, any entry recognisably coffer's)."""
+        found, current = _get(self.doc(s.file(self.homes)).data, s.path)
+        if not found:
+            return False
+        value = self.doc(s.file(self.homes)).plain(current)
+        return s.ours(value) if s.ours is not None else bool(value == s.value(self.commands))
+
+    # -- whole integrations --------------------------------------------------------------------
+    def install(self, spec: AgentSpec) -> None:
+        """Hooks (where the agent has them) and the MCP entry."""
+        if spec.hooks is not None:
+            self.install_hooks(spec.hooks)
+        for setting in spec.install:
+            self.apply(setting)
+
+    def uninstall(self, spec: AgentSpec) -> None:
+        """Undo ``install`` (the native-memory toggles are restored separately)."""
+        if spec.hooks is not None:
+            self.remove_hooks(spec.hooks)
+        for setting in spec.install:
+            self.restore(setting)
+
+    def native_memory(self, spec: AgentSpec, disabled: bool) -> None:
+        """Write the toggles (``disabled``) or restore what the user had."""
+        for setting in spec.native_memory:
+            (self.apply if disabled else self.restore)(setting)
+
+    # -- writing -------------------------------------------------------------------------------
+    def plan(self) -> list[tuple[Path, bytes | None]]:
+        """Each file to write (``None``: to remove). Drops the records of files coffer has left.
+
+        A file coffer has left entirely gets its original bytes back when the document is the
+        same as before the first edit (byte-identical uninstall), and is removed when coffer
+        created it and it is empty now.
+        """
+        out: list[tuple[Path, bytes | None]] = []
+        for path, doc in self.docs.items():
+            data = doc.render() if doc.changed else doc.raw
+            rec = self.record.files.get(str(path))
+            if rec is not None and rec.empty:
+                del self.record.files[str(path)]
+                if rec.existed and rec.original is not None and doc.same_document(rec.original.encode()):
+                    data = rec.original.encode("utf-8")
+                elif not rec.existed and doc.is_empty():
+                    data = None
+            if data != doc.raw:
+                out.append((path, data))
+        return out
+
+    def commit(self, registry: AgentRegistry, records: dict[str, AgentRecord]) -> list[Path]:
+        """Write the planned files and ``agents.json``; returns the files written or removed.
+
+        When something new was recorded, ``agents.json`` is saved first: a crash in between then
+        leaves a record of what to restore, never a changed file nobody can restore.
+        """
+        plan = self.plan()
+        if self.recorded:
+            registry.save(records)
+        for path, data in plan:
+            try:
+                if data is None:
+                    remove_with_backup(path)
+                else:
+                    write_atomic(path, data)
+            except OSError as exc:
+                raise AgentConfigInvalid(str(path), f"cannot be written ({exc.strerror or exc})") from exc
+        registry.save(records)
+        return [path for path, _ in plan]
+
+    def changed_by(self, parts: tuple[str, ...], written: list[Path]) -> list[Path]:
+        """The written files that ``parts`` changed, in write order."""
+        mine: set[Path] = set().union(*(self.touched[p] for p in parts))
+        return [p for p in written if p in mine]

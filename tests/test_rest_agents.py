@@ -1,0 +1,138 @@
+"""The agent integration routes through FastAPI's TestClient, on real temp agent config files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agent_configs import (
+    claude_settings,
+    isolated_agent_homes,
+    opencode_json,
+    read_json,
+    write,
+    write_claude,
+    write_opencode,
+)
+from fastapi.testclient import TestClient
+
+from coffer_memory import MemoryService
+from coffer_memory.agents.homes import AgentHomes
+
+API = "/api/v1/agents"
+
+
+@pytest.fixture
+def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgentHomes:
+    return isolated_agent_homes(tmp_path, monkeypatch)
+
+
+def ok(r: httpx.Response) -> dict[str, Any]:
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code
+    details: dict[str, Any] = body["error"]["details"]
+    return details
+
+
+def test_list_install_status_patch_uninstall(client: TestClient, homes: AgentHomes) -> None:
+    before = write_claude(homes)
+    items = ok(client.get(API))["items"]
+    assert [a["name"] for a in items] == ["claude-code", "codex", "opencode"]
+    assert not any(a["installed"] for a in items)
+    assert items[2]["hooks_supported"] is False and items[2]["hook_command"] is None
+
+    change = ok(client.post(f"{API}/claude-code/hook-install"))
+    assert change["agent"] == "claude-code" and change["action"] == "install"
+    assert sorted(change["changed"]) == sorted(str(p) for p in before)
+    status = change["status"]
+    assert (
+        status["installed"]
+        and status["hooks_installed"]
+        and status["mcp_registered"]
+        and status["up_to_date"]
+    )
+    assert status["files"] == [str(claude_settings(homes)), str(homes.claude_json)]
+    assert ok(client.post(f"{API}/claude-code/hook-install", json={}))["changed"] == []  # idempotent
+    assert ok(client.get(f"{API}/claude-code/hook-install")) == status
+    assert ok(client.get(f"{API}/claude-code")) == status
+
+    change = ok(client.patch(f"{API}/claude-code", json={"disable_native_memory": True}))
+    assert change["action"] == "native_memory" and change["changed"] == [str(claude_settings(homes))]
+    assert change["status"]["disable_native_memory"] is True
+    assert read_json(claude_settings(homes))["autoMemoryEnabled"] is False
+    ok(client.patch(f"{API}/claude-code", json={"disable_native_memory": False}))
+    assert "autoMemoryEnabled" not in read_json(claude_settings(homes))
+
+    change = ok(client.delete(f"{API}/claude-code/hook-install"))
+    assert change["action"] == "uninstall" and change["status"]["installed"] is False
+    for path, data in before.items():
+        assert path.read_bytes() == data
+
+
+def test_install_can_switch_native_memory_off(client: TestClient, homes: AgentHomes) -> None:
+    write_claude(homes)
+    change = ok(client.post(f"{API}/claude-code/hook-install", json={"disable_native_memory": True}))
+    assert change["status"]["disable_native_memory"] is True
+    assert read_json(claude_settings(homes))["autoMemoryEnabled"] is False
+    ok(client.delete(f"{API}/claude-code/hook-install"))
+    assert "autoMemoryEnabled" not in read_json(claude_settings(homes))
+
+
+def test_opencode_has_mcp_only(client: TestClient, homes: AgentHomes) -> None:
+    before = write_opencode(homes)
+    change = ok(client.post(f"{API}/opencode/hook-install"))
+    assert change["changed"] == [str(opencode_json(homes))]
+    assert change["status"]["installed"] and not change["status"]["hooks_supported"]
+    assert any("no session-start" in n for n in change["status"]["notes"])
+    details = error(
+        client.patch(f"{API}/opencode", json={"disable_native_memory": True}), 422, "INVALID_INPUT"
+    )
+    assert details["field"] == "disable_native_memory"
+    ok(client.delete(f"{API}/opencode/hook-install"))
+    assert opencode_json(homes).read_bytes() == before[opencode_json(homes)]
+
+
+def test_errors_use_the_envelope(client: TestClient, homes: AgentHomes) -> None:
+    details = error(client.get(f"{API}/cursor/hook-install"), 422, "INVALID_INPUT")
+    assert details["known"] == ["claude-code", "codex", "opencode"]
+    error(client.post(f"{API}/cursor/hook-install"), 422, "INVALID_INPUT")
+    error(client.patch(f"{API}/codex", json={"disable_native_memory": "maybe"}), 422, "INVALID_INPUT")
+    error(client.patch(f"{API}/codex", json={}), 422, "INVALID_INPUT")
+    error(client.post(f"{API}/codex/hook-install", json={"force": True}), 422, "INVALID_INPUT")
+
+    write(claude_settings(homes), b'{"hooks": {')
+    details = error(client.post(f"{API}/claude-code/hook-install"), 409, "AGENT_CONFIG_INVALID")
+    assert details["path"] == str(claude_settings(homes)) and "not valid JSON" in details["reason"]
+    assert claude_settings(homes).read_bytes() == b'{"hooks": {'
+    status = ok(client.get(f"{API}/claude-code/hook-install"))
+    assert status["installed"] is False and any("not valid JSON" in n for n in status["notes"])
+
+
+def test_writes_are_audited_with_agent_and_files(
+    client: TestClient, service: MemoryService, homes: AgentHomes
+) -> None:
+    write_opencode(homes)
+    ok(client.post(f"{API}/opencode/hook-install"))
+    ok(client.delete(f"{API}/opencode/hook-install"))
+    rows = [e for e in service.audit_events(limit=10) if e["event"].startswith("agent_")]
+    assert [(r["event"], r["details"]) for r in rows] == [
+        ("agent_hook_uninstalled", {"agent": "opencode", "files": [str(opencode_json(homes))]}),
+        ("agent_hook_installed", {"agent": "opencode", "files": [str(opencode_json(homes))]}),
+    ]
+
+
+def test_routes_are_in_the_openapi_document(client: TestClient) -> None:
+    paths = ok(client.get("/openapi.json"))["paths"]
+    assert set(paths[API]) == {"get"}
+    assert set(paths[f"{API}/{{name}}"]) == {"get", "patch"}
+    assert set(paths[f"{API}/{{name}}/hook-install"]) == {"get", "post", "delete"}
+    assert "409" in paths[f"{API}/{{name}}/hook-install"]["post"]["responses"]
