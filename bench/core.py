@@ -346,6 +346,9 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
         for q in queries:
             for mode in MODES:
                 before = counter.full
+                # Each vector / hybrid recall embeds its query, as an agent's new question does
+                # (otherwise hybrid would reuse the vector the vector run just cached).
+                svc.retrieval.clear_query_cache()
                 t0 = time.perf_counter()
                 res = svc.recall(q, cwd=repo, mode=mode)
                 dt = ms(time.perf_counter() - t0)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import MemoryStoreConfig, Settings
     from .errors import (
+        AgentConfigInvalid,
         CofferError,
         EmbeddingUnavailable,
         InvalidInput,
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
         MemoryRejected,
         MemoryStoreNotFound,
         ScopeUnresolved,
+        SessionNotFound,
     )
     from .index.chunking import chunk_markdown
     from .models import (
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "MemoryStoreConfig": ".config",
     "Settings": ".config",
+    "AgentConfigInvalid": ".errors",
     "CofferError": ".errors",
     "EmbeddingUnavailable": ".errors",
     "InvalidInput": ".errors",
@@ -50,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryRejected": ".errors",
     "MemoryStoreNotFound": ".errors",
     "ScopeUnresolved": ".errors",
+    "SessionNotFound": ".errors",
     "chunk_markdown": ".index.chunking",
     "ClearResult": ".models",
     "DoctorReport": ".models",
@@ -70,6 +74,7 @@ _EXPORTS: dict[str, str] = {
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentConfigInvalid",
     "ClearResult",
     "CofferError",
     "DoctorReport",
@@ -92,6 +97,7 @@ __all__ = [
     "ReindexReport",
     "ResolvedScope",
     "ScopeUnresolved",
+    "SessionNotFound",
     "Settings",
     "StoreInfo",
     "__version__",

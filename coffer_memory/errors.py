@@ -7,10 +7,12 @@ errors are mapped from ``code`` by the adapters, never here::
     CofferError
     ├── MemoryStoreNotFound   MEMORY_STORE_NOT_FOUND   (.store)
     ├── MemoryNotFound        MEMORY_NOT_FOUND         (.store, .fact_id)
+    ├── SessionNotFound       SESSION_NOT_FOUND        (.agent, .session_id)
     ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long", .limit)
     ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
+    ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
 
@@ -56,6 +58,18 @@ class MemoryNotFound(CofferError):
         super().__init__(f"memory {fact_id!r} not found in store {store!r}", store=store, fact_id=fact_id)
         self.store = store
         self.fact_id = fact_id
+
+
+class SessionNotFound(CofferError):
+    """No past session with this id in the agent's files."""
+
+    code = "SESSION_NOT_FOUND"
+
+    def __init__(self, agent: str | None, session_id: str) -> None:
+        where = f"{agent} sessions" if agent else "any agent's sessions"
+        super().__init__(f"session {session_id!r} not found in {where}", agent=agent, session_id=session_id)
+        self.agent = agent
+        self.session_id = session_id
 
 
 class MemoryRejected(CofferError):
@@ -109,6 +123,20 @@ class InvalidInput(CofferError):
     def __init__(self, message: str, *, field: str | None = None, **details: Any) -> None:
         super().__init__(message, field=field, **details)
         self.field = field
+
+
+class AgentConfigInvalid(CofferError):
+    """An agent's config file (or coffer's own ``agents.json``) cannot be read, so it is not written.
+
+    Coffer never overwrites a file it cannot parse: fix or move the file, then run the command again.
+    """
+
+    code = "AGENT_CONFIG_INVALID"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; nothing was written", path=path, reason=reason)
+        self.path = path
+        self.reason = reason
 
 
 class EmbeddingUnavailable(CofferError):

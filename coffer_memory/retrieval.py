@@ -84,6 +84,10 @@ class KnowledgeRetrieval:
         self.vectors = vectors
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
 
+    def clear_query_cache(self) -> None:
+        """Forget the cached query vectors (benchmarks use it so every query pays its embedding)."""
+        self._query_cache.clear()
+
     def _embed_query(self, query: str) -> Vector | None:
         """The query's vector (LRU-cached), or None when the embedder cannot run."""
         if self.vectors is None:

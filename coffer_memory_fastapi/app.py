@@ -15,7 +15,7 @@ from coffer_memory import MemoryService, __version__
 
 from . import errors
 from .operations import Operations
-from .routers import agents, facts, lanes, operations, recall, stores
+from .routers import agents, facts, lanes, operations, recall, stores, transcripts
 
 DESCRIPTION = """\
 Local-first shared memory for coding agents. Facts are Markdown files (the truth); responses
@@ -83,6 +83,7 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
         lanes.router,
         operations.router,
         agents.router,
+        transcripts.router,
     ):
         app.include_router(router)
     if token:

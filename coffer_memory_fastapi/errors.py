@@ -22,12 +22,14 @@ STATUS: dict[str, int] = {
     "MEMORY_STORE_NOT_FOUND": 404,
     "MEMORY_NOT_FOUND": 404,
     "OPERATION_NOT_FOUND": 404,
+    "SESSION_NOT_FOUND": 404,
     "NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "MEMORY_REJECTED": 422,
     "INVALID_INPUT": 422,
     "SCOPE_UNRESOLVED": 422,
     "MEMORY_CONFLICT": 412,
+    "AGENT_CONFIG_INVALID": 409,
     "UNAUTHORIZED": 401,
     "LLM_OUTPUT_INVALID": 502,
     "LLM_UNAVAILABLE": 503,
@@ -39,7 +41,8 @@ STATUS: dict[str, int] = {
 _DESCRIPTIONS: dict[int, str] = {
     401: "UNAUTHORIZED: a bearer token is configured and the request did not carry it.",
     404: "MEMORY_STORE_NOT_FOUND (invalid store name), MEMORY_NOT_FOUND (no such fact or lane file) "
-    "or OPERATION_NOT_FOUND.",
+    "OPERATION_NOT_FOUND or SESSION_NOT_FOUND (no such past agent session).",
+    409: "AGENT_CONFIG_INVALID: an agent config file (or agents.json) does not parse; it was not written.",
     412: "MEMORY_CONFLICT: If-Match does not match the file's current sha256; nothing was written.",
     422: "INVALID_INPUT (request validation, bad cursor, unknown mode...), MEMORY_REJECTED "
     "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",

@@ -1,4 +1,4 @@
-"""Long-running operations (organize, reorg, reindex): started by a request, polled by id.
+"""Long-running operations (organize, reorg, reindex, distill): started by a request, polled by id.
 
 One worker thread runs them in order, so two passes never compete for a store's lock and a
 burst of requests queues instead of piling threads up. State lives in this process only.
@@ -17,10 +17,10 @@ from ulid import ULID
 
 from coffer_memory import CofferError
 
-from .schemas import ErrorBody, OperationOut, OrganizeResultOut, ReindexResultOut
+from .schemas import DistillBatchOut, ErrorBody, OperationOut, OrganizeResultOut, ReindexResultOut
 
-Kind = Literal["organize", "reorg", "reindex"]
-Outcome = OrganizeResultOut | list[ReindexResultOut]
+Kind = Literal["organize", "reorg", "reindex", "distill"]
+Outcome = OrganizeResultOut | list[ReindexResultOut] | DistillBatchOut
 KEEP = 100
 
 
@@ -80,8 +80,14 @@ class Operations:
         else:
             result = outcome if isinstance(outcome, OrganizeResultOut) else None
             reindex = outcome if isinstance(outcome, list) else None
+            distill = outcome if isinstance(outcome, DistillBatchOut) else None
             self._update(
-                op_id, status="succeeded", finished_at=datetime.now(UTC), result=result, reindex=reindex
+                op_id,
+                status="succeeded",
+                finished_at=datetime.now(UTC),
+                result=result,
+                reindex=reindex,
+                distill=distill,
             )
 
     def get(self, op_id: str) -> OperationOut:

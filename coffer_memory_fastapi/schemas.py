@@ -8,8 +8,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import FactRecord, MemoryHit, RecallResult, ReindexReport, StoreInfo
+from coffer_memory.agents.install import AgentChange, AgentStatus
 from coffer_memory.models import ConsolidationLog, HandoffScene, JournalFile, LaneWrite, RulesView
 from coffer_memory.organize.models import OrganizeReport, PlannedChange, ReorgReport
+from coffer_memory.transcripts.models import DistillStatus
 
 Mode = Literal["grep", "keyword", "vector", "hybrid"]
 
@@ -316,6 +318,88 @@ class SessionContextOut(_Out):
     additional_context: str
 
 
+class AgentOut(_Out):
+    """Where coffer's integration with one agent stands, read from the agent's own config files."""
+
+    name: str = Field(description="'claude-code', 'codex' or 'opencode'.")
+    label: str = Field(description="Display name, e.g. 'Claude Code'.")
+    installed: bool = Field(
+        description="Session hooks (where the agent has them) and the MCP entry are in place."
+    )
+    hooks_supported: bool = Field(description="False for OpenCode: it runs JS plugins, not shell hooks.")
+    hooks_installed: bool
+    mcp_registered: bool
+    native_memory_supported: bool
+    disable_native_memory: bool = Field(description="Coffer keeps the agent's own memory switched off.")
+    up_to_date: bool = Field(description="Installed, and installing again would change nothing.")
+    hook_command: str | None = Field(description="The hook command coffer installs (null without hooks).")
+    mcp_command: str = Field(description="The coffer-mcp executable the MCP entry runs.")
+    files: list[str] = Field(description="Absolute paths of the config files coffer edits for this agent.")
+    notes: list[str] = Field(description="Warnings: a missing script, a broken file, a limitation.")
+
+    @classmethod
+    def of(cls, s: AgentStatus) -> AgentOut:
+        """From the core's AgentStatus."""
+        return cls(
+            name=s.name,
+            label=s.label,
+            installed=s.installed,
+            hooks_supported=s.hooks_supported,
+            hooks_installed=s.hooks_installed,
+            mcp_registered=s.mcp_registered,
+            native_memory_supported=s.native_memory_supported,
+            disable_native_memory=s.disable_native_memory,
+            up_to_date=s.up_to_date,
+            hook_command=s.hook_command,
+            mcp_command=s.mcp_command,
+            files=[str(p) for p in s.files],
+            notes=list(s.notes),
+        )
+
+
+class AgentListOut(_Out):
+    """Every known agent, installed or not."""
+
+    items: list[AgentOut]
+
+
+class AgentChangeOut(_Out):
+    """What an install, uninstall or native-memory change did, and the agent's status after it."""
+
+    agent: str
+    action: Literal["install", "uninstall", "native_memory"]
+    changed: list[str] = Field(description="Config files written or removed; empty when nothing changed.")
+    status: AgentOut
+
+    @classmethod
+    def of(cls, c: AgentChange) -> AgentChangeOut:
+        """From the core's AgentChange."""
+        return cls(
+            agent=c.agent, action=c.action, changed=[str(p) for p in c.changed], status=AgentOut.of(c.status)
+        )
+
+
+class HookInstallIn(BaseModel):
+    """Options of a hook install (the body is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disable_native_memory: bool | None = Field(
+        default=None,
+        description="Also switch the agent's own memory off (true) or back (false); null keeps it.",
+    )
+
+
+class AgentPatch(BaseModel):
+    """Agent settings to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disable_native_memory: bool = Field(
+        description="true switches the agent's own memory off; false restores the user's prior settings."
+    )
+
+
 # -- long-running operations -------------------------------------------------------------------
 class ChangeOut(_Out):
     """One change an organize or reorg run made (or would make, on a dry run)."""
@@ -391,11 +475,59 @@ class ReindexResultOut(_Out):
         )
 
 
+class InsightOut(_Out):
+    """One distilled insight."""
+
+    name: str
+    description: str
+    body: str
+
+
+class DistillResultOut(_Out):
+    """What distilling one session did (``scrubbed`` counts removals by kind, never values)."""
+
+    agent: str
+    session_id: str
+    status: DistillStatus
+    store: str | None
+    insights: list[InsightOut]
+    paths: list[str]
+    scrubbed: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    detail: str | None
+
+    @classmethod
+    def of(cls, r: Any) -> DistillResultOut:
+        """From a ``coffer_memory.transcripts.models.DistillResult``."""
+        return cls(
+            agent=r.agent,
+            session_id=r.session_id,
+            status=r.status,
+            store=r.store,
+            insights=[InsightOut(name=i.name, description=i.description, body=i.body) for i in r.insights],
+            paths=list(r.paths),
+            scrubbed=dict(r.scrubbed),
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            detail=r.detail,
+        )
+
+
+class DistillBatchOut(_Out):
+    """The outcome of a session-end distillation (one result) or a sweep (several)."""
+
+    considered: int
+    skipped_active: int
+    remaining: int
+    results: list[DistillResultOut]
+
+
 class OperationOut(_Out):
     """A long-running operation: poll ``GET /api/v1/operations/{id}`` until ``status`` is final."""
 
     id: str
-    kind: Literal["organize", "reorg", "reindex"]
+    kind: Literal["organize", "reorg", "reindex", "distill"]
     store: str
     status: Literal["queued", "running", "succeeded", "failed"]
     created_at: datetime
@@ -403,6 +535,9 @@ class OperationOut(_Out):
     finished_at: datetime | None
     result: OrganizeResultOut | None = Field(description="organize / reorg result once succeeded.")
     reindex: list[ReindexResultOut] | None = Field(description="reindex result once succeeded.")
+    distill: DistillBatchOut | None = Field(
+        default=None, description="distill / sweep result once succeeded."
+    )
     error: ErrorBody | None = Field(description="The error envelope's body once failed.")
 
 

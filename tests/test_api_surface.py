@@ -9,6 +9,7 @@ import sys
 import coffer_memory
 
 EXPECTED = {
+    "AgentConfigInvalid",
     "ClearResult",
     "CofferError",
     "DoctorReport",
@@ -31,6 +32,7 @@ EXPECTED = {
     "ReindexReport",
     "ResolvedScope",
     "ScopeUnresolved",
+    "SessionNotFound",
     "Settings",
     "StoreInfo",
     "__version__",
@@ -64,6 +66,7 @@ def test_error_codes_are_the_seeds() -> None:
         "SCOPE_UNRESOLVED",
         "MEMORY_CONFLICT",
         "INVALID_INPUT",
+        "SESSION_NOT_FOUND",
     }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..errors import CofferError
 from ..service import MemoryService
-from . import facts, lanes
+from . import agents, facts, lanes, transcripts
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     facts.register(sub)
     lanes.register(sub)
+    transcripts.register(sub)
+    agents.register(sub)
     return parser
 
 

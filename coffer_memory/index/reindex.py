@@ -10,12 +10,14 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
 from ..errors import EmbeddingUnavailable
+from ..models import MemoryFact
 from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
+from ..store.lanes import journal_sessions
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
 from .db import IndexDB
@@ -69,6 +71,15 @@ class _PendingDoc:
     document_id: str
     sha256: str
     chunks: tuple[str, ...]
+
+
+def _metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
+    """``documents.metadata``: who wrote the file and, for a journal day, which sessions fed it."""
+    meta: dict[str, Any] = {"actor": fact.actor, "origin_session_id": fact.origin_session_id}
+    if rel.startswith("journal/"):
+        # Distilled entries name their session in the heading; one day file holds many sessions.
+        meta["origin_session_ids"] = journal_sessions(fact.body)
+    return meta
 
 
 class Reindexer:
@@ -142,7 +153,7 @@ class Reindexer:
                     key,
                     fact.title,
                     fact.description,
-                    json.dumps({"actor": fact.actor, "origin_session_id": fact.origin_session_id}),
+                    json.dumps(_metadata(fact, rel)),
                     "" if self.vectors is not None else parsed.sha256,
                     format_time(fact.created_at),
                     format_time(fact.updated_at),

@@ -7,6 +7,7 @@ locking, indexing and auditing from the lanes service.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +60,50 @@ def journal_entry(text: str, *, at: datetime, actor: str, origin_session_id: str
     return f"\n## {' · '.join(parts)}\n\n{text.strip()}\n".encode()
 
 
+_ENTRY_HEADING = re.compile(r"^## .*$", re.MULTILINE)
+_SESSION_TAG = re.compile(r" · session (\S+)$")
+
+
+def journal_sessions(text: str) -> list[str]:
+    """The ``origin_session_id`` of every journal entry that has one, in order, without repeats."""
+    found: list[str] = []
+    for heading in _ENTRY_HEADING.finditer(text):
+        tag = _SESSION_TAG.search(heading.group(0))
+        if tag and tag.group(1) not in found:
+            found.append(tag.group(1))
+    return found
+
+
+def drop_session_entries(text: str, session_id: str) -> tuple[str, int]:
+    """``text`` without the entries whose heading names ``session_id``, and how many went.
+
+    An entry runs from its ``## `` heading to the next one; distilled entries demote their
+    own headings (see ``demote_headings``) so an entry never contains a ``## `` line.
+    """
+    # Each entry starts at the blank line written before its heading.
+    starts = [
+        h.start() - 1 if text[max(h.start() - 2, 0) : h.start()] == "\n\n" else h.start()
+        for h in _ENTRY_HEADING.finditer(text)
+    ]
+    headings = list(_ENTRY_HEADING.finditer(text))
+    if not headings:
+        return text, 0
+    kept, removed = [text[: starts[0]]], 0
+    for i, heading in enumerate(headings):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        tag = _SESSION_TAG.search(heading.group(0))
+        if tag and tag.group(1) == session_id:
+            removed += 1
+        else:
+            kept.append(text[starts[i] : end])
+    return "".join(kept), removed
+
+
+def demote_headings(markdown: str) -> str:
+    """Level-1 and level-2 headings pushed down to level 3, so journal entries stay separable."""
+    return re.sub(r"^#{1,2}(?=\s)", "###", markdown, flags=re.MULTILINE)
+
+
 def render_handoff(branch: str, text: str, *, updated_at: datetime, head: str | None) -> bytes:
     """A handoff scene: frontmatter (branch, updated_at, head) and free Markdown."""
     return (
@@ -84,27 +129,6 @@ def read_handoff(path: Path) -> HandoffScene | None:
         head=str(head) if head else None,
         path=path,
     )
-
-
-def rules_files(sp: StorePaths) -> list[Path]:
-    """``rules/rules.md`` first, then the per-topic rules files by name."""
-    if not sp.rules.is_dir():
-        return []
-    files = sorted(p for p in sp.rules.glob("*.md") if p.is_file() and not p.name.startswith("."))
-    main = sp.rules_file()
-    return ([main] if main in files else []) + [p for p in files if p != main]
-
-
-def read_rules(sp: StorePaths) -> tuple[str, list[Path]]:
-    """Every rules file's text, concatenated in reading order."""
-    files = rules_files(sp)
-    texts = []
-    for path in files:
-        try:
-            texts.append(path.read_text(encoding="utf-8", errors="replace").strip())
-        except OSError:
-            continue
-    return "\n\n".join(t for t in texts if t), files
 
 
 def rule_line(text: str) -> bytes:

@@ -1,0 +1,1 @@
+"""Past agent sessions: read-only readers, listing, scrubbing and distillation into the journal."""

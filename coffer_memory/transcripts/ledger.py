@@ -1,0 +1,208 @@
+"""The ``distilled_sessions`` ledger: which session contents were already distilled.
+
+Keyed by ``(agent, session_id, content_sha256)``, so the same content is distilled once
+whichever path asks (the session-end hook or a sweep), while a session that grew after it
+was distilled is distilled again. The ledger lives in ``<home>/ledger.db``, not in
+``index.db``: the index is disposable (delete it and it is rebuilt from the files), but
+forgetting the ledger would distill every past session a second time into the journal.
+
+A distillation first *claims* its key (a row with ``status = 'running'``) in an immediate
+transaction, so two processes never distill the same content at once; the claim becomes
+``done`` after the journal writes, or is released when the model fails. A claim left by a
+process that died is taken over after ``STALE_CLAIM_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import apsw
+import attrs
+
+STALE_CLAIM_SECONDS = 600
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS distilled_sessions (
+    agent TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+    claimed_at TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    distilled_at TEXT,
+    store TEXT,
+    insights INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (agent, session_id, content_sha256)
+);
+"""
+
+
+@attrs.frozen
+class LedgerEntry:
+    """One distilled (or being distilled) session content."""
+
+    agent: str
+    session_id: str
+    content_sha256: str
+    status: str
+    distilled_at: str | None
+    store: str | None
+    insights: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Ledger:
+    """The ledger file of one coffer home (opened lazily, thread-safe)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: apsw.Connection | None = None
+        self._lock = threading.Lock()
+        # Claims are released or finished only by the ledger (process) that took them.
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex}"
+
+    def _db(self) -> apsw.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            os.close(fd)
+            conn = apsw.Connection(str(self.path))
+            conn.set_busy_timeout(10_000)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    def is_done(self, agent: str, session_id: str, content_sha256: str) -> bool:
+        """True when this exact content was distilled."""
+        with self._lock:
+            row = (
+                self._db()
+                .execute(
+                    "SELECT status FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ?",
+                    (agent, session_id, content_sha256),
+                )
+                .fetchone()
+            )
+        return row is not None and row[0] == "done"
+
+    def claim(self, agent: str, session_id: str, content_sha256: str) -> bool:
+        """Take the key for a distillation; False when it is done or another live process holds it."""
+        now = _now()
+        stale = (now - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
+        with self._lock:
+            db = self._db()
+            # IMMEDIATE: take the write lock before reading, so two processes cannot both see
+            # the key free (a deferred transaction would fail to upgrade instead of waiting).
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT status, claimed_at FROM distilled_sessions "
+                    "WHERE agent = ? AND session_id = ? AND content_sha256 = ?",
+                    (agent, session_id, content_sha256),
+                ).fetchone()
+                if row is not None and (row[0] == "done" or row[1] > stale):
+                    db.execute("ROLLBACK")
+                    return False
+                db.execute(
+                    "INSERT OR REPLACE INTO distilled_sessions "
+                    "(agent, session_id, content_sha256, status, claimed_at, owner) VALUES (?, ?, ?, 'running', ?, ?)",
+                    (agent, session_id, content_sha256, now.isoformat(), self.owner),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                if not db.getautocommit():
+                    db.execute("ROLLBACK")
+                raise
+        return True
+
+    def release(self, agent: str, session_id: str, content_sha256: str) -> None:
+        """Drop a claim that did not finish (the model failed): the next attempt retries."""
+        with self._lock:
+            self._db().execute(
+                "DELETE FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ? "
+                "AND status = 'running' AND owner = ?",
+                (agent, session_id, content_sha256, self.owner),
+            )
+
+    def finish(
+        self,
+        agent: str,
+        session_id: str,
+        content_sha256: str,
+        *,
+        store: str | None,
+        insights: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> None:
+        """Mark the content distilled, with what it produced and what it cost."""
+        with self._lock:
+            self._db().execute(
+                "UPDATE distilled_sessions SET status = 'done', distilled_at = ?, store = ?, insights = ?, "
+                "prompt_tokens = ?, completion_tokens = ? "
+                "WHERE agent = ? AND session_id = ? AND content_sha256 = ? AND owner = ?",
+                (
+                    _now().isoformat(),
+                    store,
+                    insights,
+                    prompt_tokens,
+                    completion_tokens,
+                    agent,
+                    session_id,
+                    content_sha256,
+                    self.owner,
+                ),
+            )
+
+    def entries(self, agent: str | None = None, session_id: str | None = None) -> list[LedgerEntry]:
+        """Ledger rows, newest first, optionally of one agent and/or session."""
+        where, params = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        clause = ("WHERE " + " AND ".join(where)) if where else ""
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT agent, session_id, content_sha256, status, distilled_at, store, insights, "
+                    f"prompt_tokens, completion_tokens FROM distilled_sessions {clause} ORDER BY claimed_at DESC",
+                    params,
+                )
+                .fetchall()
+            )
+        return [
+            LedgerEntry(
+                agent=str(r[0]),
+                session_id=str(r[1]),
+                content_sha256=str(r[2]),
+                status=str(r[3]),
+                distilled_at=None if r[4] is None else str(r[4]),
+                store=None if r[5] is None else str(r[5]),
+                insights=int(r[6] or 0),
+                prompt_tokens=int(r[7] or 0),
+                completion_tokens=int(r[8] or 0),
+            )
+            for r in rows
+        ]
+
+    def close(self) -> None:
+        """Close the file (reopened on next use)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

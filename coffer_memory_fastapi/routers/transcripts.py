@@ -1,0 +1,189 @@
+"""Agent sessions: list past transcripts, the scrubbed view, session-end distillation, sweeps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from coffer_memory.agents.homes import require_agent
+from coffer_memory.scope import find_git, project_id_for
+from coffer_memory.store.paths import store_name_for_project
+
+from ..deps import Ops, Service, check_cwd
+from ..errors import error_responses
+from ..schemas import DistillBatchOut, DistillResultOut, OperationOut
+from .operations import _STARTED, _accepted
+
+router = APIRouter(prefix="/api/v1/agents", tags=["transcripts"])
+AgentName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="The agent.")]
+SessionId = Annotated[str, Path(min_length=1, max_length=200, description="The agent's session id.")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TranscriptOut(_Model):
+    """One past session (a read-only projection of the agent's own files)."""
+
+    agent: str
+    session_id: str
+    title: str | None
+    project_path: str | None
+    message_count: int
+    started_at: datetime | None
+    last_activity_at: datetime | None
+    source_path: str
+
+    @classmethod
+    def of(cls, s: Any) -> TranscriptOut:
+        """From a ``SessionSummary``."""
+        return cls(
+            agent=s.agent,
+            session_id=s.session_id,
+            title=s.title,
+            project_path=s.project_path,
+            message_count=s.message_count,
+            started_at=s.started_at,
+            last_activity_at=s.last_activity_at,
+            source_path=s.source_path,
+        )
+
+
+class TranscriptPageOut(_Model):
+    """A page of sessions and how many match in all."""
+
+    items: list[TranscriptOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class TurnOut(_Model):
+    """One scrubbed turn."""
+
+    role: Literal["user", "assistant"]
+    text: str
+    timestamp: datetime | None
+
+
+class ScrubbedTranscriptOut(_Model):
+    """A session as distillation sends it to the model, and what was removed (counts only)."""
+
+    session: TranscriptOut
+    messages: list[TurnOut]
+    scrubbed: dict[str, int]
+
+
+class SessionEndIn(_Model):
+    """The SessionEnd hook's body."""
+
+    cwd: str = Field(description="The session's absolute working directory.")
+    transcript_path: str | None = Field(default=None, description="Accepted for the hook's sake; unused.")
+
+
+@router.get("/{name}/transcripts", response_model=TranscriptPageOut, responses=error_responses())
+def list_transcripts(
+    svc: Service,
+    name: AgentName,
+    search: Annotated[
+        str | None, Query(max_length=500, description="Substring of title or project path.")
+    ] = None,
+    project: Annotated[str | None, Query(max_length=4096, description="Exact project path.")] = None,
+    started_after: datetime | None = None,
+    started_before: datetime | None = None,
+    sort: Literal["started_at", "last_activity_at", "message_count"] = "last_activity_at",
+    order: Literal["asc", "desc"] = "desc",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TranscriptPageOut:
+    """Past sessions of the agent: search, filter, sort and paginate on the server."""
+    page = svc.list_transcripts(
+        name,
+        search=search,
+        project=project,
+        started_after=started_after,
+        started_before=started_before,
+        sort=sort,
+        order=order,
+        limit=limit,
+        offset=offset,
+    )
+    return TranscriptPageOut(
+        items=[TranscriptOut.of(s) for s in page.items], total=page.total, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/{name}/transcripts/{session_id}", response_model=ScrubbedTranscriptOut, responses=error_responses(404)
+)
+def show_transcript(svc: Service, name: AgentName, session_id: SessionId) -> ScrubbedTranscriptOut:
+    """The scrubbed view of one session: prose only, outputs dropped, secrets redacted."""
+    view = svc.show_transcript(name, session_id)
+    return ScrubbedTranscriptOut(
+        session=TranscriptOut.of(view.summary),
+        messages=[TurnOut(role=m.role, text=m.text, timestamp=m.timestamp) for m in view.messages],
+        scrubbed=dict(view.report.counts),
+    )
+
+
+def _store_of(cwd: str) -> str:
+    git = find_git(cwd)
+    return store_name_for_project(project_id_for(git.toplevel)) if git is not None else ""
+
+
+@router.post(
+    "/{name}/sessions/{session_id}/end",
+    status_code=202,
+    response_model=OperationOut,
+    responses={**error_responses(), **_STARTED},
+)
+def end_session(
+    svc: Service, ops: Ops, response: Response, name: AgentName, session_id: SessionId, body: SessionEndIn
+) -> OperationOut:
+    """Distill the session that just ended, in the background (idempotent through the ledger).
+
+    A no-op (reported in the operation's result) when no model is configured, the directory
+    is not in a git project, or this content was already distilled.
+    """
+    cwd = check_cwd(body.cwd)
+    require_agent(name)
+
+    def work() -> DistillBatchOut:
+        result = DistillResultOut.of(svc.end_session(name, session_id, cwd=cwd))
+        return DistillBatchOut(considered=1, skipped_active=0, remaining=0, results=[result])
+
+    return _accepted(ops.start("distill", _store_of(cwd), work), response)
+
+
+@router.post(
+    "/{name}/transcripts/sweep",
+    status_code=202,
+    response_model=OperationOut,
+    responses={**error_responses(), **_STARTED},
+)
+def sweep(
+    svc: Service,
+    ops: Ops,
+    response: Response,
+    name: AgentName,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    min_idle_seconds: Annotated[int, Query(ge=0)] = 600,
+    dry_run: Annotated[bool, Query(description="Ask the model, write nothing.")] = False,
+) -> OperationOut:
+    """Distill the agent's sessions not yet in the ledger (at most ``limit`` per run)."""
+    require_agent(name)
+
+    def work() -> DistillBatchOut:
+        r = svc.sweep(name, limit=limit, min_idle_seconds=min_idle_seconds, dry_run=dry_run)
+        return DistillBatchOut(
+            considered=r.considered,
+            skipped_active=r.skipped_active,
+            remaining=r.remaining,
+            results=[DistillResultOut.of(x) for x in r.results],
+        )
+
+    return _accepted(ops.start("distill", "", work), response)
