@@ -351,3 +351,37 @@ def test_rest_session_end_distills_once(client: Any, samples: AgentSamples, llm:
     assert sweep["status"] == "succeeded" and sweep["distill"]["considered"] == len(
         samples.expected_for("codex")
     )
+
+
+def test_codex_session_start_sweeps_past_sessions_in_the_background(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    # Codex has no SessionEnd hook: SessionStart starts a bounded sweep, at most once per interval.
+    write_llm_config(tmp_home, llm.url)
+    stdin = json.dumps(
+        {
+            "session_id": "new",
+            "cwd": str(samples.project_dir),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    ).encode()
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    hook = str(Path(sys.executable).parent / "coffer-hook")
+    for agent in ("claude-code", "codex", "codex"):
+        proc = subprocess.run([hook, "--agent", agent], input=stdin, env=env, capture_output=True, timeout=30)
+        assert proc.returncode == 0 and b"additionalContext" in proc.stdout
+    stamps = sorted(p.name for p in (tmp_home / "logs").glob("sweep-*.stamp"))
+    assert stamps == ["sweep-codex.stamp"]
+    codex_in_project = {
+        e.session_id for e in samples.expected_for("codex") if e.project_path == str(samples.project_dir)
+    }
+    ledger = Ledger(tmp_home / "ledger.db")
+    deadline = time.monotonic() + 90  # a bound on the background worker, not a timing assertion
+    done: set[str] = set()
+    while time.monotonic() < deadline and done != codex_in_project:
+        done = {e.session_id for e in ledger.entries("codex") if e.status == "done"}
+        time.sleep(0.2)
+    ledger.close()
+    assert done == codex_in_project
+    assert not (tmp_home / "logs" / "hook.log").exists()

@@ -15,7 +15,9 @@ SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
 waiting: a detached ``python -m coffer_memory.agents.session_end`` process, or, with
 ``COFFER_API_URL`` set, ``POST /api/v1/agents/{name}/sessions/{id}/end`` (the server answers
 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
-REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token).
+REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
+has no SessionEnd event, SessionStart also starts a bounded background sweep of past sessions at
+most once every ``COFFER_HOOK_SWEEP_INTERVAL`` seconds (default 6 hours).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -34,6 +37,10 @@ DEFAULT_DEADLINE_SECONDS = 3.0
 MAX_STDIN_BYTES = 1 << 20
 LOG_MAX_BYTES = 512 * 1024
 LOG_BACKUPS = 2
+# Codex has no SessionEnd hook: its past sessions are swept (bounded) from SessionStart instead.
+SWEEP_AT_START = frozenset({"codex"})
+SWEEP_INTERVAL_SECONDS = 6 * 3600
+SWEEP_LIMIT = 5
 AGENT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -133,21 +140,57 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
     if os.environ.get("COFFER_API_URL"):
         _api("POST", f"/api/v1/agents/{agent}/sessions/{quote(session_id, safe='')}/end", body, timeout)
         return
+    argv = ["--session-id", session_id, "--cwd", cwd]
+    if "transcript_path" in body:
+        argv += ["--transcript-path", body["transcript_path"]]
+    _detach(home, agent, argv)
+
+
+def _detach(home: Path, agent: str, extra: list[str]) -> None:
+    """Start ``python -m coffer_memory.agents.session_end`` detached: a new session, no inherited
+    pipes, so the agent is never kept waiting for it."""
     import subprocess
 
     argv = [sys.executable, "-m", "coffer_memory.agents.session_end", "--home", str(home), "--agent", agent]
-    argv += ["--session-id", session_id, "--cwd", cwd]
-    if "transcript_path" in body:
-        argv += ["--transcript-path", body["transcript_path"]]
-    # Detached: a new session, no inherited pipes, so the agent is never kept waiting for it.
     subprocess.Popen(
-        argv,
+        [*argv, *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
     )
+
+
+def maybe_sweep(agent: str, home: Path, timeout: float) -> bool:
+    """For agents without a SessionEnd event (Codex): at most once per ``SWEEP_INTERVAL_SECONDS``,
+    start a bounded background sweep of past sessions. True when one was started.
+
+    The stamp file is touched before the sweep starts, so parallel session starts do not all
+    start one; the sweep itself is a no-op without a configured model.
+    """
+    if agent not in SWEEP_AT_START:
+        return False
+    stamp = home / "logs" / f"sweep-{agent}.stamp"
+    try:
+        if time.time() - stamp.stat().st_mtime < _sweep_interval():
+            return False
+    except FileNotFoundError:
+        pass
+    stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stamp.touch(mode=0o600)
+    if os.environ.get("COFFER_API_URL"):
+        _api("POST", f"/api/v1/agents/{agent}/transcripts/sweep?limit={SWEEP_LIMIT}", None, timeout)
+    else:
+        _detach(home, agent, ["--sweep", "--limit", str(SWEEP_LIMIT)])
+    return True
+
+
+def _sweep_interval() -> float:
+    try:
+        return float(os.environ.get("COFFER_HOOK_SWEEP_INTERVAL", SWEEP_INTERVAL_SECONDS))
+    except ValueError:
+        return float(SWEEP_INTERVAL_SECONDS)
 
 
 def log_failure(home: Path, agent: str, event: str, error: BaseException) -> None:
@@ -209,6 +252,8 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
             signal.setitimer(signal.ITIMER_REAL, 0)
             stdout.write(line + "\n")
             stdout.flush()
+            signal.setitimer(signal.ITIMER_REAL, deadline)
+            maybe_sweep(agent, home, timeout)
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)
         else:

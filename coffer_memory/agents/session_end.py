@@ -1,6 +1,8 @@
-"""The detached process ``coffer-hook`` starts at SessionEnd: distill the session that just ended.
+"""The detached process ``coffer-hook`` starts: distill the session that just ended (SessionEnd),
+or sweep an agent's past sessions (SessionStart of an agent without SessionEnd, e.g. Codex).
 
-``python -m coffer_memory.agents.session_end --home H --agent A --session-id S --cwd C``.
+``python -m coffer_memory.agents.session_end --home H --agent A --session-id S --cwd C``, or
+``... --home H --agent A --sweep [--limit N]``.
 It runs after the agent has moved on, so it may take as long as the model needs; what it
 did (or why it failed) goes to ``<home>/logs/hook.log``, never to a terminal.
 """
@@ -23,8 +25,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m coffer_memory.agents.session_end")
     parser.add_argument("--home", required=True)
     parser.add_argument("--agent", required=True)
-    parser.add_argument("--session-id", required=True)
-    parser.add_argument("--cwd", required=True)
+    parser.add_argument("--session-id")
+    parser.add_argument("--cwd")
+    parser.add_argument("--sweep", action="store_true", help="sweep the agent's past sessions instead")
+    parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--transcript-path", default=None)
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS)
     args = parser.parse_args(argv)
@@ -34,6 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..service import MemoryService
 
         with MemoryService(home) as svc:
+            if args.sweep:
+                # Without a model every distillation is a no-op: skip reading the transcripts.
+                if svc.llm is not None:
+                    svc.sweep(args.agent, limit=args.limit)
+                return 0
+            if not args.session_id or not args.cwd:
+                raise HookError("--session-id and --cwd are required without --sweep")
             result = svc.end_session(args.agent, args.session_id, cwd=args.cwd)
         if result.status not in ("distilled", "already_distilled", "no_model", "not_git", "empty"):
             raise HookError(f"session {args.session_id}: {result.status}: {result.detail or ''}")
