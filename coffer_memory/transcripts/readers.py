@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,7 +86,7 @@ class TranscriptReader(Protocol):
         ...
 
 
-class BaseReader:
+class BaseReader(ABC):
     """Defaults shared by the readers: stat signatures and the standard ``resolve``."""
 
     agent: str = ""
@@ -94,9 +95,9 @@ class BaseReader:
         """``(mtime_ns, size)`` of the file, ``None`` when it no longer exists."""
         return file_signature(source)
 
-    def scan(self, source: Path) -> SourceScan:  # pragma: no cover - every reader overrides it
-        """Parse one source (overridden by each reader)."""
-        raise NotImplementedError
+    @abstractmethod
+    def scan(self, source: Path) -> SourceScan:
+        """Parse one source (each reader implements it)."""
 
     def resolve(self, scans: Sequence[SourceScan]) -> list[SessionSummary]:
         """Apply cross-file titles, drop sessions without prose, keep the first copy of each id."""
