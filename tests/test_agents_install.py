@@ -34,7 +34,7 @@ from agent_configs import (
 from conftest import make_repo
 
 from coffer_memory import InvalidInput, MemoryService
-from coffer_memory.agents import install as install_mod
+from coffer_memory.agents import specs as specs_mod
 from coffer_memory.agents.context import SEEDED_RULES
 from coffer_memory.agents.homes import AgentHomes
 from coffer_memory.agents.install import hook_command, is_coffer_hook
@@ -190,7 +190,7 @@ def test_an_updated_hook_path_makes_status_out_of_date(
 ) -> None:
     svc.install_agent("claude-code")
     moved = Path("/opt/other venv/bin")
-    monkeypatch.setattr(install_mod, "script_path", lambda name: moved / name)
+    monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
     status = svc.agent_status("claude-code")
     assert status.installed and not status.up_to_date
     assert status.hook_command is not None and status.hook_command.startswith(
