@@ -46,6 +46,23 @@ def _git_repo(root: Path) -> Path:
     return repo
 
 
+def _show_session_start(home: Path, repo: Path) -> None:
+    """What an agent gets at session start: ``coffer-hook`` fed the payload Claude Code sends."""
+    import io
+    import json
+
+    from .agents.hook import run
+
+    payload = {"session_id": "demo", "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}
+    out = io.StringIO()
+    run(["--agent", "claude-code", "--home", str(home)], io.BytesIO(json.dumps(payload).encode()), out)
+    bundle = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    print(
+        "session start: what `coffer-hook --agent claude-code` gives the agent (after `coffer agents install`)"
+    )
+    print("    " + bundle.strip().replace("\n", "\n    ") + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -78,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                     elapsed = (time.perf_counter() - started) * 1000
                     print(f"recall {query!r}  mode={mode}  ({elapsed:.1f} ms)")
                     print(hits_table(result.hits, text_width=56), "\n")
+            svc.append_rule("Run `make lint` before proposing a commit.", cwd=repo)
+            svc.append_rule("Answer in short paragraphs.", store="global")
+        _show_session_start(home, repo)
     finally:
         if args.keep:
             print(f"kept {root}")

@@ -126,6 +126,12 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert (
         "mode=keyword" in out.stdout and "mode=grep" in out.stdout and "deploy-via-make-release" in out.stdout
     )
+    session_start = out.stdout.split("session start:", 1)[1]
+    assert (
+        session_start.index("make lint")
+        < session_start.index("short paragraphs")
+        < session_start.index("coffer__resume")
+    )
 
 
 def test_lane_commands(tmp_home: Path, repo: Path) -> None:
