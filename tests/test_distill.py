@@ -172,6 +172,7 @@ def test_no_model_and_not_git_are_no_ops(tmp_home: Path, samples: AgentSamples, 
         elsewhere = tmp_path / "not-a-repo"
         elsewhere.mkdir()
         assert plain.distill_session(expected.agent, expected.session_id, cwd=elsewhere).status == "not_git"
+        assert not (tmp_home / "ledger.db").exists()  # a no-op writes nothing, not even the ledger
         assert plain.distilled_sessions() == []
 
 

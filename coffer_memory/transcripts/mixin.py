@@ -142,11 +142,11 @@ class TranscriptsMixin(LanesMixin):
         if git is None:
             return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
         store = store_name_for_project(project_id_for(git.toplevel))
+        llm = self.llm
+        if llm is None:  # checked first: without a model nothing is written, not even ledger.db
+            return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         if not dry_run and self.ledger.is_done(*key):
             return result("already_distilled", store=store)
-        llm = self.llm
-        if llm is None:
-            return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         from .scrub import scrub_transcript
 
         scrubbed = scrub_transcript(transcript)
