@@ -99,6 +99,7 @@ class ServiceCore:
         self.home = self.settings.home
         self._lock = threading.RLock()
         self._db: IndexDB | None = None
+        self._side: KnowledgeRetrieval | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -115,8 +116,21 @@ class ServiceCore:
                 self._retrieval = KnowledgeRetrieval(
                     db, self.settings, get_grep_backend(self.settings.grep_backend), vectors
                 )
+                self._retrieval.side = self._side_retrieval
                 self._db = db
             return self._db
+
+    def _side_retrieval(self) -> KnowledgeRetrieval | None:
+        """A retrieval on a second, read-only-in-practice connection, so that recall searches a
+        project store and the global store at the same time (None on a single CPU)."""
+        if (os.cpu_count() or 1) < 2:
+            return None
+        if self._side is None:
+            db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
+            main = self._retrieval.vectors
+            vectors = VecIndex(db, main.embedder, cache_tables=False) if main is not None else None
+            self._side = KnowledgeRetrieval(db, self.settings, self._retrieval.grep, vectors)
+        return self._side
 
     def _vector_index(self, db: IndexDB) -> VecIndex | None:
         """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
@@ -155,6 +169,10 @@ class ServiceCore:
         """Close the index connection."""
         with self._lock:
             if self._db is not None:
+                self._retrieval.close()
+                if self._side is not None:
+                    self._side.db.close()
+                    self._side = None
                 self._db.close()
                 self._db = None
 

@@ -6,7 +6,8 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -83,6 +84,10 @@ class KnowledgeRetrieval:
         self.grep = grep
         self.vectors = vectors
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
+        self.side: Callable[[], KnowledgeRetrieval | None] | None = None
+        """Returns a retrieval on a second (reader) connection for searching stores in parallel,
+        or None; set by the service, which owns that connection."""
 
     def clear_query_cache(self) -> None:
         """Forget the cached query vectors (benchmarks use it so every query pays its embedding)."""
@@ -134,30 +139,50 @@ class KnowledgeRetrieval:
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists."""
         chosen = self.check(query, mode, limit)
-        fallback = False
         qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
-        lists = []
-        for sp in paths:
-            if not sp.root.is_dir():
-                continue
-            if chosen == "grep":
-                hits = self._grep(sp, query, limit)
-            elif chosen == "keyword":
-                hits = self.keyword(sp, query, limit)
-            elif qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
-                fallback = True  # vectors unavailable for this store: keyword answers, and says so
-                hits = self.keyword(sp, query, limit)
-            elif chosen == "vector":
-                hits = self._vector(sp, qvec, limit)
-            else:
-                hits = fuse_modes(
-                    self.keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit
-                )
-            lists.append(hits)
+        present = [sp for sp in paths if sp.root.is_dir()]
+        side = self.side() if chosen != "grep" and len(present) > 1 and self.side is not None else None
+        if side is not None:
+            # The second store is searched on a reader connection in a worker thread while this
+            # thread searches the first: SQLite, sqlite-vec and the embedder release the GIL.
+            other = self._fanout_pool().submit(side.search_store, present[1], chosen, query, qvec, limit)
+            results = [self.search_store(present[0], chosen, query, qvec, limit), other.result()]
+            results += [self.search_store(sp, chosen, query, qvec, limit) for sp in present[2:]]
+        else:
+            results = [self.search_store(sp, chosen, query, qvec, limit) for sp in present]
+        lists = [hits for hits, _ in results]
+        fallback = any(fell_back for _, fell_back in results)
         merged = rrf_merge(lists, limit)
         return RecallResult(
             hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
         )
+
+    def search_store(
+        self, sp: StorePaths, chosen: str, query: str, qvec: Vector | None, limit: int
+    ) -> tuple[list[MemoryHit], bool]:
+        """One store's hits in one mode, and whether it fell back to keyword (no vectors there)."""
+        if chosen == "grep":
+            return self._grep(sp, query, limit), False
+        if chosen == "keyword":
+            return self.keyword(sp, query, limit), False
+        if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
+            return self.keyword(
+                sp, query, limit
+            ), True  # vectors unavailable here: keyword answers, and says so
+        if chosen == "vector":
+            return self._vector(sp, qvec, limit), False
+        return fuse_modes(self.keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit), False
+
+    def _fanout_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coffer-recall")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the fan-out worker thread, if a recall started it."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def _vector(self, sp: StorePaths, qvec: Vector, limit: int) -> list[MemoryHit]:
         assert self.vectors is not None

@@ -213,3 +213,26 @@ def test_grep_ignores_the_frontmatter_every_fact_has(tmp_home: Path, backend: st
         svc.remember("Lunch is at noon.", title="lunch", scope="global")
         assert [h.title for h in svc.recall("kind", stores=["global"], mode="grep").hits] == ["reviews"]
         assert [h.title for h in svc.recall("agent", stores=["global"], mode="grep").hits] == ["ci"]
+
+
+def test_parallel_store_search_gives_the_sequential_answer(svc: MemoryService, repo: Path) -> None:
+    # Recall searches the second store on a reader connection in a worker thread; the fused
+    # answer must be exactly the one-after-the-other answer, and a write is seen at once.
+    for i in range(30):
+        svc.remember(f"deploy step {i}: run make release on host {i % 7}", cwd=repo)
+        svc.remember(f"global deploy note {i}: tag before release {i % 5}", scope="global")
+    retrieval = svc.retrieval
+    assert retrieval.side is not None and retrieval.side() is not None
+    queries = ["deploy release", "host 3", "tag before", "make"]
+    parallel = [svc.recall(q, cwd=repo, mode="keyword", limit=15) for q in queries]
+    side, retrieval.side = retrieval.side, None
+    try:
+        sequential = [svc.recall(q, cwd=repo, mode="keyword", limit=15) for q in queries]
+    finally:
+        retrieval.side = side
+    assert [[(h.store, h.id, h.score) for h in r.hits] for r in parallel] == [
+        [(h.store, h.id, h.score) for h in r.hits] for r in sequential
+    ]
+    assert {h.store for h in parallel[0].hits} == {"global", svc.resolve_store(cwd=repo)}
+    svc.remember("global deploy note fresh: release trains leave on Tuesdays", scope="global")
+    assert any("Tuesdays" in h.text for h in svc.recall("release trains Tuesdays", cwd=repo).hits)

@@ -35,11 +35,14 @@ def to_blob(vector: Vector) -> bytes:
 class VecIndex:
     """Per-store vec0 tables in the index database."""
 
-    def __init__(self, db: IndexDB, embedder: Embedder) -> None:
+    def __init__(self, db: IndexDB, embedder: Embedder, *, cache_tables: bool = True) -> None:
         if not db.vec_loaded:
             raise EmbeddingUnavailable("sqlite-vec is not installed: pip install 'coffer-memory[vector]'")
         self.db = db
         self.embedder = embedder
+        # A reader beside the writing connection must not trust a cached name: the writer may
+        # drop or rebuild a store's table.
+        self.cache_tables = cache_tables
         self._ready: dict[str, str] = {}
 
     def paused(self) -> bool:
@@ -62,7 +65,7 @@ class VecIndex:
 
     def existing_table(self, store: str) -> str | None:
         """The store's table if it exists and matches the current model and width."""
-        if store in self._ready:
+        if self.cache_tables and store in self._ready:
             return self._ready[store]
         rows = self.db.rows(
             "SELECT table_name, model_id, dimensions FROM vec_stores WHERE resource_name = ?", (store,)
