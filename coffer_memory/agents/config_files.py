@@ -161,17 +161,22 @@ class ConfigDoc(ABC):
         return len(self.data) == 0
 
 
+def _decode(raw: bytes | None, path: Path, encoding: str) -> str:
+    """The file's text ("" for a file that does not exist yet); ``AgentConfigInvalid`` if not UTF-8."""
+    if raw is None:
+        return ""
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise AgentConfigInvalid(str(path), "is not UTF-8 text") from exc
+
+
 class JsonDoc(ConfigDoc):
     """A JSON object file. Order is kept (``json`` keeps it); indent and final newline are re-used."""
 
     def __init__(self, path: Path, raw: bytes | None) -> None:
         super().__init__(path, raw)
-        text = ""
-        if raw is not None:
-            try:
-                text = raw.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                raise AgentConfigInvalid(str(path), "is not UTF-8 text") from exc
+        text = _decode(raw, path, "utf-8-sig")
         self.data = self._parse(text, path)
         self._loaded = self._canon(self.data)
         self.indent: int | str | None = 2
@@ -253,12 +258,7 @@ class TomlDoc(ConfigDoc):
 
     def __init__(self, path: Path, raw: bytes | None) -> None:
         super().__init__(path, raw)
-        text = ""
-        if raw is not None:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise AgentConfigInvalid(str(path), "is not UTF-8 text") from exc
+        text = _decode(raw, path, "utf-8")
         try:
             self.doc = tomlkit.parse(text)
         except TOMLKitError as exc:

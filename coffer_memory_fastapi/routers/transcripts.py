@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import attrs
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,17 +41,8 @@ class TranscriptOut(_Model):
 
     @classmethod
     def of(cls, s: Any) -> TranscriptOut:
-        """From a ``SessionSummary``."""
-        return cls(
-            agent=s.agent,
-            session_id=s.session_id,
-            title=s.title,
-            project_path=s.project_path,
-            message_count=s.message_count,
-            started_at=s.started_at,
-            last_activity_at=s.last_activity_at,
-            source_path=s.source_path,
-        )
+        """From a ``SessionSummary`` (same fields)."""
+        return cls(**attrs.asdict(s, recurse=False))
 
 
 class TranscriptPageOut(_Model):
