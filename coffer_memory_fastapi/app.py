@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import hmac
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.security import HTTPBearer
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coffer_memory import MemoryService, __version__
 
 from . import errors
+from .guard import HostRule, RequestGuard
 from .operations import Operations
 from .routers import agents, facts, lanes, operations, recall, stores, transcripts
 
@@ -23,32 +24,23 @@ carry their absolute paths and sha256s. Every error is `{"error": {"code", "mess
 """
 
 
-class BearerAuth:
-    """Reject every HTTP request without ``Authorization: Bearer <token>`` (401, in the envelope)."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = errors.envelope(
-                    "UNAUTHORIZED",
-                    "a bearer token is required: Authorization: Bearer <token>",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def create_app(service: MemoryService | None = None, *, token: str | None = None) -> FastAPI:
+def create_app(
+    service: MemoryService | None = None,
+    *,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
+) -> FastAPI:
     """The REST app. With ``service=None`` it opens ``MemoryService()`` (``$COFFER_HOME``) and closes
     it on shutdown; a service passed in stays the caller's to close. With ``token``, every request
     must carry ``Authorization: Bearer <token>``.
+
+    Served ``Host`` values are the loopback names, the address a connection arrived at and
+    ``allowed_hosts`` (``name``, ``name:port`` or ``*``); ``cors_origins`` (full origins such as
+    ``https://app.example``) turns CORS on for them. See ``RequestGuard`` for every check.
     """
+    hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
+    cors = [o.rstrip("/") for o in cors_origins]
     owned = service is None
     svc = service if service is not None else MemoryService()
     ops = Operations()
@@ -64,7 +56,7 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
             if owned:
                 svc.close()
 
-    # Declared for the OpenAPI document only; BearerAuth does the checking, on every path.
+    # Declared for the OpenAPI document only; RequestGuard does the checking, on every path.
     security = [Depends(HTTPBearer(auto_error=False))] if token else []
     app = FastAPI(
         title="coffer-memory",
@@ -76,7 +68,7 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
     app.state.service = svc
     app.state.operations = ops
     errors.install(app)
-    for router in (
+    routers = (
         recall.router,
         stores.router,
         facts.router,
@@ -84,8 +76,25 @@ def create_app(service: MemoryService | None = None, *, token: str | None = None
         operations.router,
         agents.router,
         transcripts.router,
-    ):
+    )
+    for router in routers:
         app.include_router(router)
-    if token:
-        app.add_middleware(BearerAuth, token=token)
+    app.state.route_methods = errors.route_methods(r for router in routers for r in router.routes)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = errors.document_guard(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    # The last added runs first: the guard refuses before CORS answers a preflight.
+    if cors:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=cors,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "If-Match"],
+            expose_headers=["ETag", "Location"],
+        )
+    app.add_middleware(RequestGuard, hosts=hosts, cors_origins=cors, token=token)
     return app

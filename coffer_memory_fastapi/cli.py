@@ -6,19 +6,52 @@ import argparse
 import os
 import sys
 
+from .guard import LOOPBACK_HOSTS
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments and run uvicorn until interrupted."""
+HOSTS_ENV = "COFFER_API_ALLOWED_HOSTS"
+CORS_ENV = "COFFER_API_CORS_ORIGINS"
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _listed(value: str | None) -> list[str]:
+    """A comma-separated environment value as a list (empty items dropped)."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``coffer-api``."""
     parser = argparse.ArgumentParser(prog="coffer-api", description="Serve coffer-memory over REST.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     parser.add_argument(
         "--token", default=None, help="require 'Authorization: Bearer <token>' (default: $COFFER_API_TOKEN)"
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="serve requests whose Host is this name too (repeatable; also $COFFER_API_ALLOWED_HOSTS, "
+        "comma-separated); loopback names and the bound address are always served",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages of this origin (e.g. https://app.example) call the API with CORS "
+        "(repeatable; also $COFFER_API_CORS_ORIGINS); CORS is off by default",
+    )
     parser.add_argument("--home", default=None, help="coffer home (default: $COFFER_HOME, else ~/.coffer)")
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and run uvicorn until interrupted."""
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     import uvicorn
@@ -26,12 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     from coffer_memory import MemoryService
 
     from .app import create_app
+    from .guard import HostRule
 
     token = args.token or os.environ.get("COFFER_API_TOKEN") or None
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
+    hosts = [*args.allowed_host, *_listed(os.environ.get(HOSTS_ENV))]
+    if args.host not in _WILDCARDS:
+        hosts.append(args.host)  # the bound address, by the name it was given
+    try:
+        HostRule(hosts)
+    except ValueError as exc:
+        parser.error(str(exc))
+    cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
+    if args.host not in LOOPBACK_HOSTS and not token:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     service = MemoryService(args.home)
-    app = create_app(service, token=token)
+    app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:

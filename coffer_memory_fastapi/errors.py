@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coffer_memory import CofferError
@@ -31,6 +33,9 @@ STATUS: dict[str, int] = {
     "MEMORY_CONFLICT": 412,
     "AGENT_CONFIG_INVALID": 409,
     "UNAUTHORIZED": 401,
+    "ORIGIN_NOT_ALLOWED": 403,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "HOST_NOT_ALLOWED": 421,
     "LLM_OUTPUT_INVALID": 502,
     "LLM_UNAVAILABLE": 503,
     "EMBEDDING_UNAVAILABLE": 503,
@@ -40,11 +45,15 @@ STATUS: dict[str, int] = {
 
 _DESCRIPTIONS: dict[int, str] = {
     401: "UNAUTHORIZED: a bearer token is configured and the request did not carry it.",
+    403: "ORIGIN_NOT_ALLOWED: the request came from a web page of another origin.",
     404: "MEMORY_STORE_NOT_FOUND (invalid store name), MEMORY_NOT_FOUND (no such fact or lane file) "
     "OPERATION_NOT_FOUND or SESSION_NOT_FOUND (no such past agent session).",
     409: "AGENT_CONFIG_INVALID: an agent config file (or agents.json) does not parse; it was not written.",
     412: "MEMORY_CONFLICT: If-Match does not match the file's current sha256; nothing was written.",
-    422: "INVALID_INPUT (request validation, bad cursor, unknown mode...), MEMORY_REJECTED "
+    415: "UNSUPPORTED_MEDIA_TYPE: a POST (even with an empty body), or another request with a body, "
+    "without Content-Type: application/json.",
+    421: "HOST_NOT_ALLOWED: the Host header is not a loopback name, the bound address or an allowed host.",
+    422: "INVALID_INPUT (request validation, bad cursor, unknown mode, a lone surrogate...), MEMORY_REJECTED "
     "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",
     500: "INTERNAL: an unexpected failure.",
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
@@ -56,6 +65,18 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` documenting the envelope for these statuses (plus 401, 422 and 500)."""
     wanted = sorted({*statuses, 401, 422, 500})
     return {s: {"model": ErrorOut, "description": _DESCRIPTIONS[s]} for s in wanted}
+
+
+def document_guard(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add the request guard's refusals (403, 421; 415 where a body goes) to every operation."""
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    for item in schema.get("paths", {}).values():
+        for method, operation in item.items():
+            statuses = (403, 415, 421) if method in ("post", "put", "patch", "delete") else (403, 421)
+            responses = operation.setdefault("responses", {})
+            for status in statuses:
+                responses.setdefault(str(status), {"description": _DESCRIPTIONS[status], "content": content})
+    return schema
 
 
 def envelope(
@@ -89,14 +110,32 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def route_methods(routes: Iterable[object]) -> list[tuple[re.Pattern[str], frozenset[str]]]:
+    """Each route's path pattern and methods: what a 405's ``Allow`` is computed from."""
+    return [(r.path_regex, frozenset(r.methods or ())) for r in routes if isinstance(r, APIRoute)]
+
+
+def _allow(request: Request) -> str | None:
+    """Every method the path answers to (Starlette names only the first route that matched)."""
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    if root and path.startswith(root + "/"):  # mounted under a prefix
+        path = path[len(root) :]
+    table: list[tuple[re.Pattern[str], frozenset[str]]] = getattr(request.app.state, "route_methods", [])
+    methods = {m for pattern, ms in table if pattern.match(path) for m in ms}
+    return ", ".join(sorted(methods)) if methods else None
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400:  # an unparsable body: the same answer as any other invalid input
         return envelope("INVALID_INPUT", str(exc.detail))
     code = {401: "UNAUTHORIZED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
         exc.status_code, "HTTP_ERROR"
     )
-    return envelope(code, str(exc.detail), status=exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allow(request) or headers.get("Allow", "")
+    return envelope(code, str(exc.detail), status=exc.status_code, headers=headers)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

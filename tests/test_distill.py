@@ -346,9 +346,8 @@ def test_rest_session_end_distills_once(client: Any, samples: AgentSamples, llm:
     again = poll(client, client.post(url, json={"cwd": target.project_path}).headers["Location"])
     assert again["distill"]["results"][0]["status"] == "already_distilled"
     assert client.post(url, json={"cwd": "relative/path"}).status_code == 422
-    sweep = poll(
-        client, client.post("/api/v1/agents/codex/transcripts/sweep", params={"limit": 5}).headers["Location"]
-    )
+    started = client.post("/api/v1/agents/codex/transcripts/sweep", params={"limit": 5}, json={})
+    sweep = poll(client, started.headers["Location"])
     assert sweep["status"] == "succeeded" and sweep["distill"]["considered"] == len(
         samples.expected_for("codex")
     )

@@ -107,8 +107,8 @@ def test_invalid_store_names_are_404_and_touch_nothing(tmp_home: Path, bad: str)
             c.get(f"{API}/{bad}/handoff"),
             c.get(f"{API}/{bad}/consolidation-log"),
             c.delete(f"{API}/{bad}/consolidation-log"),
-            c.post(f"{API}/{bad}/reindex"),
-            c.post(f"{API}/{bad}/organize"),
+            c.post(f"{API}/{bad}/reindex", json={}),
+            c.post(f"{API}/{bad}/organize", json={}),
         ]
         for r in calls:
             if bad == "..":  # normalised away by the client: a route that does not exist
@@ -339,13 +339,13 @@ def test_session_context(client: TestClient, service: MemoryService, repo: Path,
 # -- long-running operations -------------------------------------------------------------------
 def test_operations_start_and_poll(client: TestClient, service: MemoryService) -> None:
     add(client, "global", "a fact to index")
-    r = client.post(f"{API}/global/reindex", params={"rebuild": True})
+    r = client.post(f"{API}/global/reindex", params={"rebuild": True}, json={})
     assert r.status_code == 202 and r.json()["status"] in ("queued", "running", "succeeded")
     op = poll(client, r.headers["location"])
     assert op["status"] == "succeeded" and op["kind"] == "reindex" and op["error"] is None
     assert op["reindex"][0]["store"] == "global" and op["reindex"][0]["scanned"] == 1
     for kind in ("organize", "reorg"):
-        r = client.post(f"{API}/global/{kind}", params={"dry_run": True})
+        r = client.post(f"{API}/global/{kind}", params={"dry_run": True}, json={})
         op = poll(client, r.headers["location"])
         assert op["status"] == "succeeded" and op["result"]["status"] == "no_model", op
     listed = client.get("/api/v1/operations").json()["items"]

@@ -50,7 +50,7 @@ def test_list_install_status_patch_uninstall(client: TestClient, homes: AgentHom
     assert not any(a["installed"] for a in items)
     assert items[2]["hooks_supported"] is False and items[2]["hook_command"] is None
 
-    change = ok(client.post(f"{API}/claude-code/hook-install"))
+    change = ok(client.post(f"{API}/claude-code/hook-install", json={}))
     assert change["agent"] == "claude-code" and change["action"] == "install"
     assert sorted(change["changed"]) == sorted(str(p) for p in before)
     status = change["status"]
@@ -89,7 +89,7 @@ def test_install_can_switch_native_memory_off(client: TestClient, homes: AgentHo
 
 def test_opencode_has_mcp_only(client: TestClient, homes: AgentHomes) -> None:
     before = write_opencode(homes)
-    change = ok(client.post(f"{API}/opencode/hook-install"))
+    change = ok(client.post(f"{API}/opencode/hook-install", json={}))
     assert change["changed"] == [str(opencode_json(homes))]
     assert change["status"]["installed"] and not change["status"]["hooks_supported"]
     assert any("no session-start" in n for n in change["status"]["notes"])
@@ -104,13 +104,13 @@ def test_opencode_has_mcp_only(client: TestClient, homes: AgentHomes) -> None:
 def test_errors_use_the_envelope(client: TestClient, homes: AgentHomes) -> None:
     details = error(client.get(f"{API}/cursor/hook-install"), 422, "INVALID_INPUT")
     assert details["known"] == ["claude-code", "codex", "opencode"]
-    error(client.post(f"{API}/cursor/hook-install"), 422, "INVALID_INPUT")
+    error(client.post(f"{API}/cursor/hook-install", json={}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={"disable_native_memory": "maybe"}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={}), 422, "INVALID_INPUT")
     error(client.post(f"{API}/codex/hook-install", json={"force": True}), 422, "INVALID_INPUT")
 
     write(claude_settings(homes), b'{"hooks": {')
-    details = error(client.post(f"{API}/claude-code/hook-install"), 409, "AGENT_CONFIG_INVALID")
+    details = error(client.post(f"{API}/claude-code/hook-install", json={}), 409, "AGENT_CONFIG_INVALID")
     assert details["path"] == str(claude_settings(homes)) and "not valid JSON" in details["reason"]
     assert claude_settings(homes).read_bytes() == b'{"hooks": {'
     status = ok(client.get(f"{API}/claude-code/hook-install"))
@@ -121,7 +121,7 @@ def test_writes_are_audited_with_agent_and_files(
     client: TestClient, service: MemoryService, homes: AgentHomes
 ) -> None:
     write_opencode(homes)
-    ok(client.post(f"{API}/opencode/hook-install"))
+    ok(client.post(f"{API}/opencode/hook-install", json={}))
     ok(client.delete(f"{API}/opencode/hook-install"))
     rows = [e for e in service.audit_events(limit=10) if e["event"].startswith("agent_")]
     assert [(r["event"], r["details"]) for r in rows] == [

@@ -100,8 +100,8 @@ def _api(method: str, path: str, body: dict[str, Any] | None, timeout: float) ->
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
-    if body is not None:
-        data = json.dumps(body).encode()
+    if body is not None or method != "GET":  # the API refuses a POST that is not JSON, even empty
+        data = json.dumps(body if body is not None else {}).encode()
         headers["Content-Type"] = "application/json"
     request = Request(base + path, data=data, headers=headers, method=method)
     with urlopen(request, timeout=timeout) as response:

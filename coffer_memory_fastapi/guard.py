@@ -1,0 +1,252 @@
+"""``RequestGuard``: what every HTTP request must pass before a route sees it.
+
+A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shut here:
+
+- DNS rebinding: a page on ``attacker.example`` re-pointed at 127.0.0.1 sends ``Host:
+  attacker.example``. Only loopback names, the address the connection arrived at and the
+  configured hosts are served; another Host is ``421 HOST_NOT_ALLOWED``.
+- Cross-site requests: an ``Origin`` that is not an allowed host or a configured CORS origin is
+  ``403 ORIGIN_NOT_ALLOWED`` (no Origin at all is fine: curl, the hook, scripts).
+- Blind "simple requests" (``text/plain``, forms, multipart, no Content-Type) need no CORS
+  preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
+  so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``.
+
+Then the optional bearer token (scheme matched case-insensitively, value in constant time), and a
+JSON body holding a lone surrogate (``"\\ud800"``), which no file can store: ``422 INVALID_INPUT``.
+A pure ASGI middleware: one pass over the headers, the body is buffered only for that check.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import errors
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+"""Host names served by default, with any port (besides the address a connection arrived at)."""
+
+_BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
+# A JSON escape that may encode a surrogate, or one encoded as bytes (json.loads lets both
+# through); only then is the body parsed a second time.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NAME = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]*:[0-9a-f:.]*")  # a DNS name or IPv4, or an IPv6 literal
+
+
+def split_authority(value: str) -> tuple[str, str | None] | None:
+    """``'[::1]:8765'`` -> ``('::1', '8765')``, ``'Box.LAN'`` -> ``('box.lan', None)``; None if malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        host, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:] if rest else None
+    elif value.count(":") > 1:  # a bare IPv6 address is not a valid Host
+        return None
+    else:
+        host, colon, port_text = value.partition(":")
+        port = port_text if colon else None
+    if not _NAME.fullmatch(host) or (port is not None and not port.isdigit()):
+        return None
+    return host.rstrip("."), port
+
+
+class HostRule:
+    """Which ``Host`` values are served: loopback names, the connection's own address, extras.
+
+    An extra is ``name`` (any port), ``name:port`` (that port only) or ``*`` (any Host: only
+    behind a proxy that checks Host itself).
+    """
+
+    def __init__(self, extra: Iterable[str] = ()) -> None:
+        self.any_host = False
+        self.names: set[str] = set(LOOPBACK_HOSTS)
+        self.pairs: set[tuple[str, str]] = set()
+        for entry in extra:
+            if entry.strip() == "*":
+                self.any_host = True
+                continue
+            bare_ipv6 = entry.count(":") > 1 and "[" not in entry
+            parsed = split_authority(f"[{entry.strip()}]" if bare_ipv6 else entry)
+            if parsed is None:
+                raise ValueError(f"not a host name or host:port: {entry!r}")
+            host, port = parsed
+            if port is None:
+                self.names.add(host)
+            else:
+                self.pairs.add((host, port))
+
+    def allows(self, authority: str, server: tuple[str, Any] | None) -> bool:
+        """Whether ``authority`` (a Host header, or an Origin's host[:port]) may reach this app."""
+        if self.any_host:
+            return True
+        parsed = split_authority(authority)
+        if parsed is None:
+            return False
+        host, port = parsed
+        if host in self.names or (port is not None and (host, port) in self.pairs):
+            return True
+        # The address the client connected to (an IP literal with a real server) cannot be a
+        # rebound name: serving it is serving the bound address.
+        return server is not None and isinstance(server[0], str) and host == server[0].lower()
+
+
+def _origin_authority(origin: str) -> str | None:
+    scheme, sep, rest = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest or "@" in rest:
+        return None
+    return rest
+
+
+def lone_surrogate_at(value: Any, where: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Where in parsed JSON a string (or key) holds a lone surrogate, or None."""
+    if isinstance(value, str):
+        return where if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = (*where, key) if _SURROGATE.search(key) else lone_surrogate_at(item, (*where, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate_at(item, (*where, index))
+            if found is not None:
+                return found
+    return None
+
+
+class RequestGuard:
+    """ASGI middleware applying the checks of this module's docstring to every HTTP request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: HostRule,
+        cors_origins: Iterable[str] = (),
+        token: str | None = None,
+    ) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
+        self.token = token.encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal, checks_body = self._check(scope)
+        if refusal is None and checks_body:
+            refusal, receive = await self._check_body(receive)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope) -> tuple[JSONResponse | None, bool]:
+        """The refusal for this request's headers (or None), and whether its body needs reading."""
+        host = origin = authorization = content_type = None
+        has_body = preflight = False
+        for key, raw in scope["headers"]:
+            if key == b"host":
+                host = raw.decode("latin-1")
+            elif key == b"origin":
+                origin = raw.decode("latin-1")
+            elif key == b"authorization":
+                authorization = raw
+            elif key == b"content-type":
+                content_type = raw.decode("latin-1")
+            elif key == b"content-length":
+                has_body = raw.strip() not in (b"", b"0")
+            elif key == b"transfer-encoding":
+                has_body = True
+            elif key == b"access-control-request-method":
+                preflight = True
+        server = scope.get("server")
+        if host is None or not self.hosts.allows(host, server):
+            return _refuse(
+                "HOST_NOT_ALLOWED",
+                f"Host {host!r} is not served here; allow it with --allowed-host",
+                host=host,
+            ), False
+        if origin is not None and not self._origin_allowed(origin, server):
+            return _refuse("ORIGIN_NOT_ALLOWED", f"Origin {origin!r} is not allowed", origin=origin), False
+        method = scope["method"]
+        preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)
+        if self.token is not None and not preflight and not self._token_ok(authorization):
+            return errors.envelope(
+                "UNAUTHORIZED",
+                "a bearer token is required: Authorization: Bearer <token>",
+                headers={"WWW-Authenticate": "Bearer"},
+            ), False
+        if method == "POST" or (method in _BODY_METHODS and has_body):
+            if not _is_json(content_type):
+                return _refuse(
+                    "UNSUPPORTED_MEDIA_TYPE",
+                    f"{method} needs Content-Type: application/json (got {content_type or 'none'})",
+                    content_type=content_type,
+                ), False
+            return None, has_body
+        return None, False
+
+    def _origin_allowed(self, origin: str, server: tuple[str, Any] | None) -> bool:
+        if origin.rstrip("/").lower() in self.cors_origins:
+            return True
+        authority = _origin_authority(origin)
+        return authority is not None and self.hosts.allows(authority, server)
+
+    def _token_ok(self, authorization: bytes | None) -> bool:
+        assert self.token is not None
+        scheme, _, credentials = (authorization or b"").partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
+
+    async def _check_body(self, receive: Receive) -> tuple[JSONResponse | None, Receive]:
+        """Read the whole body, refuse it if it holds a lone surrogate, else replay it to the app."""
+        chunks: list[bytes] = []
+        trailing: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                trailing.append(message)
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}, *trailing]
+
+        async def replay() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        if _SURROGATE_ESCAPE.search(body):
+            try:
+                where = lone_surrogate_at(json.loads(body))
+            except ValueError:  # not JSON: the route answers that itself
+                where = None
+            if where is not None:
+                loc: list[str | int] = ["body", *(_escaped(p) for p in where)]
+                msg = "a lone surrogate is not a character"
+                error = {"loc": loc, "msg": msg, "type": "lone_surrogate"}
+                where_text = ".".join(map(str, loc))
+                return errors.envelope("INVALID_INPUT", f"{where_text}: {msg}", {"errors": [error]}), replay
+        return None, replay
+
+
+def _escaped(part: str | int) -> str | int:
+    # A key may hold the surrogate itself; the answer must still encode.
+    return part.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(part, str) else part
+
+
+def _is_json(content_type: str | None) -> bool:
+    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def _refuse(code: str, message: str, **details: str | None) -> JSONResponse:
+    return errors.envelope(code, message, {k: v for k, v in details.items() if v is not None})
