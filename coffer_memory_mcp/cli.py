@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import json
 import logging
 import os
 import sys
@@ -14,7 +15,19 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCResponse,
+    TextContent,
+)
+from pydantic import ValidationError
 
 from coffer_memory import CofferError, MemoryService, __version__
 
@@ -53,6 +66,104 @@ class BearerTokenMiddleware:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+def _lone_surrogate_in(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def answer_to_refused(line: str) -> SessionMessage | None:
+    """The answer to a request line the SDK's parser refused (None when no request id can be read).
+
+    The SDK's stdio transport parses with pydantic, which refuses a lone surrogate escape
+    (``"\\ud800"``) that Python's ``json`` reads; the server then logs the line and never answers,
+    so the client waits forever. A ``tools/call`` gets an ``INVALID_INPUT`` tool error naming the
+    argument, any other request a JSON-RPC error.
+    """
+    try:
+        request = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    request_id = request.get("id")
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        return None  # a notification or garbage: there is no one to answer
+    if not _lone_surrogate_in(request):
+        error = ErrorData(code=INVALID_REQUEST, message="the request is not valid JSON-RPC")
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+    params = request.get("params")
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    if request.get("method") != "tools/call" or not isinstance(arguments, dict):
+        error = ErrorData(code=INVALID_PARAMS, message="INVALID_INPUT: a lone surrogate is not a character")
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+    where = next((k for k, v in arguments.items() if _lone_surrogate_in([k, v])), "arguments")
+    where = where.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = f"INVALID_INPUT: {where} contains a lone surrogate, which is not a character"
+    result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    payload = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
+
+
+class _AnswerRefused:
+    """The stdio read stream, with lines the SDK refused answered (``answer_to_refused``) instead
+    of handed to the server, which would drop them."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner = inner
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item (the dispatcher restores it)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message or transport error the server should see."""
+        while True:
+            item: SessionMessage | Exception = await self._inner.receive()
+            if isinstance(item, ValidationError):
+                errors = item.errors()
+                line = errors[0].get("input") if errors else None
+                answer = answer_to_refused(line) if isinstance(line, str) else None
+                if answer is not None:
+                    await self._write.send(answer)
+                    continue
+            return item
+
+    def __aiter__(self) -> _AnswerRefused:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Close the underlying stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnswerRefused:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _serve_stdio(server: MCPServer) -> None:
+    """What ``server.run("stdio")`` does, with refused requests answered."""
+    from mcp.server.stdio import stdio_server
+
+    # The SDK's own in-memory client reaches the low-level server the same way (a TODO there
+    # says it will become public).
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        await lowlevel.run(_AnswerRefused(read, write), write, lowlevel.create_initialization_options())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = build_server(service)
         try:
             if args.transport == "stdio":
-                server.run("stdio")
+                anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
                 _serve_http(server, args.host, args.port, token, args.log_level)

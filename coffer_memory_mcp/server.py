@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 from urllib.parse import unquote, urlparse
@@ -21,7 +22,7 @@ from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
 
 import coffer_memory
-from coffer_memory import CofferError, MemoryService, ScopeUnresolved
+from coffer_memory import CofferError, InvalidInput, MemoryService, ScopeUnresolved
 
 from .schemas import FactOut, HandoffOut, ListMemoryOut, RecallOut, RememberOut, ResumeOut
 
@@ -157,8 +158,18 @@ def _error(tool: str, exc: CofferError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
-def _guard(tool: str, call: Callable[[], CallToolResult]) -> CallToolResult:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _guard(tool: str, call: Callable[[], CallToolResult], **texts: str | None) -> CallToolResult:
+    """Run a tool; a core error, or a lone surrogate in one of ``texts``, is a tool error."""
     try:
+        for field, value in texts.items():
+            if value is not None and _SURROGATE.search(value):
+                # No file can hold it (it is not a character): refuse before the core sees it.
+                raise InvalidInput(
+                    f"{field} contains a lone surrogate, which is not a character", field=field
+                )
         return call()
     except CofferError as exc:
         return _error(tool, exc)
@@ -194,7 +205,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             out = RecallOut.of(query, where, svc.recall(query, cwd=where, mode=mode, limit=limit))
             return _ok(out, out.render())
 
-        return _guard("coffer__recall", run)
+        return _guard("coffer__recall", run, query=query, cwd=cwd)
 
     def remember(
         text: Annotated[str, Field(description="The fact, self-contained, in a few sentences.")],
@@ -217,7 +228,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             out = RememberOut.of(res)
             return _ok(out, out.render())
 
-        return _guard("coffer__remember", run)
+        return _guard("coffer__remember", run, text=text, title=title, description=description, cwd=cwd)
 
     def list_memory(
         roots: RootsArg,
@@ -239,14 +250,14 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             )
             return _ok(out, out.render())
 
-        return _guard("coffer__list_memory", run)
+        return _guard("coffer__list_memory", run, cursor=cursor, cwd=cwd)
 
     def resume(roots: RootsArg, cwd: CwdArg = None) -> Annotated[CallToolResult, ResumeOut]:
         def run() -> CallToolResult:
             out = ResumeOut.of(svc.resume(cwd=_workdir(cwd, roots)))
             return _ok(out, out.summary)
 
-        return _guard("coffer__resume", run)
+        return _guard("coffer__resume", run, cwd=cwd)
 
     def handoff(
         text: Annotated[str, Field(description="Where work stands: done, next, open questions, files.")],
@@ -259,7 +270,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             out = HandoffOut.of(res, svc.resolve_scope(where).branch or "HEAD")
             return _ok(out, out.render())
 
-        return _guard("coffer__handoff", run)
+        return _guard("coffer__handoff", run, text=text, cwd=cwd)
 
     server.add_tool(
         recall, name="coffer__recall", title="Recall memory", description=RECALL_DOC, annotations=reads

@@ -1,0 +1,123 @@
+"""Lone surrogates over MCP: an INVALID_INPUT tool error, never silence and never a written file.
+
+In process through the SDK's client; over stdio by speaking JSON-RPC lines to ``coffer-mcp``
+ourselves, because the SDK's client cannot even encode such a string (a JavaScript client's
+``JSON.stringify`` can: it writes ``"\\ud800"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import TextContent
+
+from coffer_memory import MemoryService
+from coffer_memory_mcp import build_server
+
+LONE = "a\ud800b"
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_every_text_argument_with_a_lone_surrogate_is_invalid_input(
+    svc: MemoryService, repo: Path, anyio_backend: str
+) -> None:
+    calls = [
+        ("coffer__remember", {"text": LONE, "cwd": str(repo)}, "text"),
+        ("coffer__remember", {"text": "fine", "title": "\udfff", "scope": "global"}, "title"),
+        ("coffer__remember", {"text": "fine", "description": "\udc80", "scope": "global"}, "description"),
+        ("coffer__recall", {"query": LONE, "cwd": str(repo)}, "query"),
+        ("coffer__list_memory", {"cursor": LONE, "scope": "global"}, "cursor"),
+        ("coffer__handoff", {"text": LONE, "cwd": str(repo)}, "text"),
+        ("coffer__resume", {"cwd": str(repo) + "\ud800"}, "cwd"),
+    ]
+    async with Client(build_server(svc)) as client:
+        for tool, arguments, field in calls:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, (tool, field)
+            assert text_of(result).startswith(f"INVALID_INPUT: {field} contains a lone surrogate"), tool
+    assert not svc.list_facts(store="global").items
+    assert not svc.list_facts(cwd=repo).items
+
+
+class StdioPeer:
+    """``coffer-mcp`` over stdio, driven line by line as a non-Python client would."""
+
+    def __init__(self, home: Path) -> None:
+        env = {**os.environ, "COFFER_HOME": str(home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "coffer_memory_mcp.cli"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode("ascii") + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> dict[str, Any] | None:
+        """The next line the server writes, or None if it says nothing within a generous bound."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        if not ready:
+            return None
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def peer(tmp_home: Path) -> Iterator[StdioPeer]:
+    p = StdioPeer(tmp_home)
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    p.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
+    assert p.answer() is not None
+    p.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    yield p
+    p.close()
+
+
+def _call(request_id: int, arguments: dict[str, Any]) -> str:
+    params = {"name": "coffer__remember", "arguments": arguments}
+    # json.dumps writes a lone surrogate as the escape "\ud800", exactly what such a client sends.
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+
+def test_over_stdio_a_lone_surrogate_is_answered_not_dropped(peer: StdioPeer, tmp_home: Path) -> None:
+    peer.send(_call(1, {"text": LONE, "scope": "global"}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 1, "the request was never answered"
+    assert answer["result"]["isError"] is True
+    assert answer["result"]["content"][0]["text"].startswith("INVALID_INPUT: text contains a lone surrogate")
+
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": "p", "method": "ping", "params": {"_meta": {"x": LONE}}}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == "p"
+    assert answer["error"]["message"].startswith("INVALID_INPUT")
+
+    peer.send(_call(2, {"text": "still serving after that", "scope": "global"}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 2 and answer["result"]["isError"] is False
+    with MemoryService(tmp_home) as svc:
+        assert [r.fact.body.strip() for r in svc.list_facts(store="global").items] == [
+            "still serving after that"
+        ]
