@@ -83,9 +83,10 @@ class HostRule:
             else:
                 self.pairs.add((host, port))
 
-    def allows(self, authority: str, server: tuple[str, Any] | None) -> bool:
-        """Whether ``authority`` (a Host header, or an Origin's host[:port]) may reach this app."""
-        if self.any_host:
+    def allows(self, authority: str, server: tuple[str, Any] | None, *, wildcard: bool = True) -> bool:
+        """Whether ``authority`` (a Host header, or an Origin's host[:port]) may reach this app;
+        ``wildcard=False`` ignores a ``*`` entry (it opens Host, not Origin)."""
+        if self.any_host and wildcard:
             return True
         parsed = split_authority(authority)
         if parsed is None:
@@ -176,7 +177,7 @@ class RequestGuard:
                 f"Host {host!r} is not served here; allow it with --allowed-host",
                 host=host,
             ), False
-        if origin is not None and not self._origin_allowed(origin, server):
+        if origin is not None and not self._origin_allowed(origin, host, server):
             return _refuse("ORIGIN_NOT_ALLOWED", f"Origin {origin!r} is not allowed", origin=origin), False
         method = scope["method"]
         preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)
@@ -196,11 +197,16 @@ class RequestGuard:
             return None, has_body
         return None, False
 
-    def _origin_allowed(self, origin: str, server: tuple[str, Any] | None) -> bool:
+    def _origin_allowed(self, origin: str, host: str, server: tuple[str, Any] | None) -> bool:
         if origin.rstrip("/").lower() in self.cors_origins:
             return True
         authority = _origin_authority(origin)
-        return authority is not None and self.hosts.allows(authority, server)
+        if authority is None:
+            return False
+        # Same origin as the (already allowed) Host: e.g. /docs served behind a proxy.
+        return authority.lower() == host.strip().lower() or self.hosts.allows(
+            authority, server, wildcard=False
+        )
 
     def _token_ok(self, authorization: bytes | None) -> bool:
         assert self.token is not None

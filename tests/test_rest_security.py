@@ -96,6 +96,12 @@ def test_configured_hosts_are_served(service: MemoryService) -> None:
         error(c.get(API, headers={"Host": "attacker.example"}), 421, "HOST_NOT_ALLOWED")
     with pytest.raises(ValueError):
         create_app(service, allowed_hosts=["not a host:port:x"])
+    # "*" hands the Host check to a proxy in front; Origin and content types are still checked.
+    with TestClient(create_app(service, allowed_hosts=["*"])) as c:
+        assert c.get(API, headers={"Host": "anything.example"}).status_code == 200
+        error(c.get(API, headers={"Origin": "https://evil.example"}), 403, "ORIGIN_NOT_ALLOWED")
+        same_origin = {"Host": "coffer.example", "Origin": "https://coffer.example"}
+        assert c.get(API, headers=same_origin).status_code == 200
 
 
 @pytest.fixture
@@ -367,3 +373,12 @@ def test_surrogates_encoded_as_raw_bytes_are_invalid_input(client: TestClient) -
     r = client.post(f"{API}/global/facts", content=b'{"text": "a\xed\xa0\x80b"}', headers=JSON)
     error(r, 422, "INVALID_INPUT")
     assert fact_count(client) == 0
+
+
+def test_coffer_api_refuses_a_malformed_allowed_host_at_start(capsys: pytest.CaptureFixture[str]) -> None:
+    from coffer_memory_fastapi.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--allowed-host", "coffer.lan", "--allowed-host", "not a host"])
+    assert exit_info.value.code == 2
+    assert "not a host" in capsys.readouterr().err
