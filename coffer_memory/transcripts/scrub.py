@@ -141,15 +141,13 @@ import attrs
 
 from coffer_memory.transcripts.models import Message, SessionSummary, Transcript
 
+from ..markdown_fences import FENCE_CLOSE, FENCE_OPEN, fence_spans
 from .pasted import (
     CODE_RUN_MIN_LINES,
-    FENCE_CLOSE,
-    FENCE_OPEN,
     KEEP_CODE_MAX_CHARS,
     KEEP_CODE_MAX_LINES,
     LOG_RUN_MIN_LINES,
     drop_pasted,
-    fence_spans,
 )
 from .scrub_markers import MARKER_SPAN
 from .secrets import redact_secrets
