@@ -162,6 +162,7 @@ __all__ = [
     "ScrubbedTranscript",
     "redact_secrets",
     "scrub_text",
+    "scrub_title",
     "scrub_transcript",
 ]
 
@@ -340,6 +341,14 @@ def scrub_text(text: str, *, max_segment_chars: int = 2000) -> tuple[str, Counte
     return truncated, counts
 
 
+def scrub_title(title: str | None, counts: Counter[str] | None = None) -> str | None:
+    """A session title as every face shows it (listing and scrubbed view alike): secrets
+    redacted, normalised; ``None`` when nothing is left. Counts redactions into ``counts``."""
+    if not title:
+        return None
+    return _normalise(redact_secrets(title, counts)) or None
+
+
 def _cap_total(messages: list[Message], limit: int, counts: Counter[str]) -> tuple[list[Message], int | None]:
     """Keep messages from both ends, alternately, while they fit in ``limit`` characters."""
     if sum(len(m.text) for m in messages) <= limit:
@@ -400,8 +409,7 @@ def scrub_transcript(
         counts[kind] += n
     summary = t.summary
     if summary.title:
-        title = _normalise(redact_secrets(summary.title, counts))
-        summary = attrs.evolve(summary, title=title or None)
+        summary = attrs.evolve(summary, title=scrub_title(summary.title, counts))
     kept: list[Message] = []
     for message in t.messages:
         text, c = scrub_text(message.text, max_segment_chars=max_segment_chars)
