@@ -13,6 +13,17 @@ from collections.abc import Callable
 from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
+from .secret_shapes import (
+    URL,
+    URL_PATH_ASSIGNMENT,
+    URL_PATH_START,
+    URL_QUERY_VALUE,
+    URL_SEGMENT,
+    URL_SIGNATURE,
+    looks_like_url_token,
+    vendor_kind,
+    vendor_tokens,
+)
 
 # --------------------------------------------------------------------------------------------
 # 2. Secrets
@@ -24,39 +35,18 @@ _PEM = re.compile(
     re.DOTALL,
 )
 
+# ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
 _URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}://)"
-    r"(?P<user>[^\s/@:\[\]\"'<>`()]*):(?P<pw>[^\s/\[\]\"'<>`()]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))"
+    r"(?P<user>[^\s/\\@:\[\]\"'<>`()]*):(?P<pw>[^\s/\\\[\]\"'<>`]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+)
+_URL_USER_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))(?P<user>[A-Za-z0-9_~%.-]{20,256})@(?=[A-Za-z0-9\[])"
 )
 
 _JWT = re.compile(
     r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])"
 )
-
-# Vendor tokens with a recognisable shape, most specific first (``sk-ant-`` before ``sk-``).
-_VENDOR_TOKENS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("anthropic_api_key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}")),
-    (
-        "openai_api_key",
-        re.compile(r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?(?P<body>[A-Za-z0-9_-]{20,})"),
-    ),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}")),
-    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}")),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9_-])xapp-\d-[A-Za-z0-9-]{10,}")),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+")),
-    ("google_api_key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[0-9A-Za-z]{16,}")),
-    ("npm_token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
-    ("pypi_token", re.compile(r"(?<![A-Za-z0-9_-])pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),
-    ("huggingface_token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])")),
-    ("sendgrid_key", re.compile(r"(?<![A-Za-z0-9_-])SG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}")),
-    ("age_secret_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{50,}")),
-    ("aws_access_key_id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
-)
-# ``sk-`` followed by plain kebab-case words is an identifier (``sk-learn-style-wrapper``).
-_KEBAB_WORDS = re.compile(r"[a-z]{1,12}(?:-[a-z]{1,12})+")
 
 _AUTH_HEADER = re.compile(
     r"(?<![\w-])(?P<pre>(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
@@ -221,7 +211,9 @@ def _mixed_case_and_digits(s: str) -> bool:
 
 
 _WORDISH = re.compile(r"[A-Z]?[a-z]{4,}")
-_PATH_WORD = re.compile(r"^/|/$|(?:^|/)[a-z]{4,}(?:/|$)")  # a rooted path or a lowercase folder
+# A lowercase folder name; a leading or trailing slash alone proves nothing (one AWS secret in
+# 32 starts or ends with one).
+_PATH_WORD = re.compile(r"(?:^|/)[a-z]{4,}(?:/|$)")
 
 
 def _looks_random(s: str) -> bool:
@@ -346,6 +338,39 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str
     return "".join(out)
 
 
+def _redact_url(url: str, c: Counter[str]) -> str:
+    """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
+    ``key=value`` path segments whose key names a secret, and segments or long query values
+    that look generated (``https://host/hooks/<token>``)."""
+    start = URL_PATH_START.match(url)
+    cut = start.end() if start is not None else 0
+    head, rest = url[:cut], url[cut:]
+
+    def signature(m: re.Match[str]) -> str:
+        out = _redact_value(m["key"] + "=", m["val"], "url_signature", c, after_colon=False)
+        return m.group() if out is None else out
+
+    def assignment(m: re.Match[str]) -> str:
+        kind = _secret_kind_for_key(m["key"])
+        out = None
+        if kind is not None:
+            out = _redact_value(m["key"] + "=", m["val"], kind, c, after_colon=False)
+        return m.group() if out is None else out
+
+    def token(m: re.Match[str]) -> str:
+        value = m["val"] if "val" in m.re.groupindex else m.group()
+        if not looks_like_url_token(value):
+            return m.group()
+        c["url_token"] += 1
+        return m.group()[: len(m.group()) - len(value)] + redacted("url_token")
+
+    rest = URL_SIGNATURE.sub(signature, rest)
+    rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
+    rest = URL_SEGMENT.sub(token, rest)
+    rest = URL_QUERY_VALUE.sub(token, rest)
+    return head + rest
+
+
 def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]`` (see the module docstring).
 
@@ -371,16 +396,26 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return m["scheme"] + redacted("url_credentials") + "@"
 
     text = _URL_CREDENTIALS.sub(url, text)
+
+    def url_user(m: re.Match[str]) -> str:
+        if not _looks_random(m["user"]):
+            return m.group()
+        c["url_credentials"] += 1
+        return m["scheme"] + redacted("url_credentials") + "@"
+
+    text = _URL_USER_TOKEN.sub(url_user, text)
     text = _JWT.sub(whole("jwt"), text)
 
-    def openai(m: re.Match[str]) -> str:
-        if _KEBAB_WORDS.fullmatch(m["body"]):
-            return m.group()
-        c["openai_api_key"] += 1
-        return redacted("openai_api_key")
-
-    for kind, pattern in _VENDOR_TOKENS:
-        text = pattern.sub(openai if kind == "openai_api_key" else whole(kind), text)
+    parts: list[str] = []
+    pos = 0
+    for m in vendor_tokens(text):
+        kind = vendor_kind(m)
+        if kind is not None:
+            c[kind] += 1
+            parts += (text[pos : m.start()], redacted(kind))
+            pos = m.end()
+    text = "".join(parts) + text[pos:]
+    text = URL.sub(lambda m: _redact_url(m.group(), c), text)
 
     def blob(m: re.Match[str]) -> str:
         s = m.group()
