@@ -242,6 +242,31 @@ def test_pem_private_keys_in_every_context() -> None:
         assert sum(counts.values()) >= 1
 
 
+# Values that only their surroundings name as secrets ({v} is a generated password).
+NAMED_FORMS = [
+    ("<password>{v}</password>", "password"),
+    ('<add key="ApiKey" value="{v}" />', "api_key"),
+    ("| db password | {v} |", "password"),
+    ("Server=db;UID=sa;PWD={v};", "password"),
+    ('{{"pass": "{v}"}}', "password"),
+    ("mysql -u root -p{v} app", "password"),
+    ("requirepass {v}", "password"),
+    ("echo {v} | docker login -u bob --password-stdin", "password"),
+    ("aws configure set aws_secret_access_key {v}", "aws_secret_access_key"),
+    ("npm config set //registry.npmjs.org/:_authToken {v}", "token"),
+    ("the password is {v}, do not share it", "password"),
+    ("https://legacy.example.com/x;token={v}", "token"),
+]
+
+
+@pytest.mark.parametrize(("form", "kind"), NAMED_FORMS)
+def test_values_named_by_their_surroundings(form: str, kind: str) -> None:
+    value = _r(random.Random(form), ALNUM, 14)
+    out, counts = scrub_text(form.format(v=value))
+    assert out == form.format(v=f"[REDACTED:{kind}]")
+    assert counts == {kind: 1}
+
+
 def _sha(s: str) -> str:
     return hashlib.sha256(s.encode()).hexdigest()
 
@@ -290,6 +315,13 @@ NEGATIVES = [
     "x-request-id: 5f2b8c1e9a7d4e3f8b6a1c0d2e4f6a8b",
     "https://github.com/astral-sh/ruff/releases/download/0.6.0/ruff-x86_64-unknown-linux-gnu.tar.gz",
     "ipv6 fe80::1ff:fe23:4567:890a, mac 00:1B:44:11:3A:B7, version 2.47.3",
+    "PWD=/home/dev/demo-repo and PWD=C:\\Users\\dev",
+    "the password is correct now, and the token is 3 days old",
+    "| password | string | required |",
+    "| token | the one in the vault |",
+    "git config --global user.name Alice; set password for root",
+    "<token>${{ secrets.API_TOKEN }}</token>",
+    "echo $TOKEN | docker login --password-stdin",
 ]
 
 
@@ -354,6 +386,13 @@ ADVERSARIAL = {
     "bot-digits": "bot" + "1" * 100_000 + ":",
     "tilde-q": "abc8Q~" * 16_000,
     "kebab": "sk" + "-" + "ab-" * 33_000,
+    "config-set": "set " * 25_000,
+    "xml-tags": "<a x>" * 20_000,
+    "table-cells": "| " * 50_000,
+    "table-rows": "| password | x\n" * 10_000,
+    "mysql-words": "mysql " * 20_000,
+    "echo-words": "echo " * 20_000,
+    "prose-phrases": "the password is " * 8_000,
 }
 
 

@@ -46,7 +46,15 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
      ``Authorization:`` (or ``Proxy-Authorization:``) header, by scheme; also a bare
      ``Bearer <16+ chars>``.
-   - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``.
+   - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``; also
+     ``mysql -pX``, ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
+     ``--with-token <<< X``.
+   - Values named by their surroundings, kind from the name as for assignments: XML elements
+     (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
+     (``| db password | X |``), ``config set KEY X`` commands (``aws configure set``, ``npm config
+     set``), and prose (``the password is X``, ``token = X``) when X has letters and digits or
+     looks generated. A bare ``pwd``/``pass`` key counts as ``password`` unless its value is a path
+     (``PWD=/home/x`` is the shell's folder).
    - Key/value assignments whose key names a secret, in env, shell, YAML (including ``|``/``>``
      block scalars), JSON, TOML/INI, Python (also annotated ``key: str = "…"``), PHP ``=>``
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
@@ -129,10 +137,11 @@ Scrubbing is idempotent: scrubbing scrubbed text returns it unchanged and counts
 
 What it misses (known limits):
 
-- Secrets with no recognisable shape and no telling key: a password in plain prose (``the db
-  password is hunter2``), a hex or short random API key of an unlisted vendor, a key name that
-  does not say ``secret``/``token``/``password``/``api key`` (``DB_PW=…``), and
-  space-separated config syntaxes other than .netrc and ``--flag value`` (``requirepass x``).
+- Secrets with no recognisable shape and no telling key: a password in plain prose that reads
+  as a word (``the db password is swordfish``; ``… is hunter2`` is caught), a hex or short random
+  API key of an unlisted vendor, a key name that does not say
+  ``secret``/``token``/``password``/``api key`` (``DB_PW=…``), and space-separated config
+  syntaxes other than the ones listed above (``AUTH x``).
 - Secrets glued to a word (``tokenghp_…``), split across lines, encoded (base64 of a key under
   120 characters, URL-encoded) or obfuscated, and unquoted values with blanks outside
   line-start YAML (``PASSWORD=correct horse`` keeps ``horse``).
@@ -349,10 +358,11 @@ def scrub_text(text: str, *, max_segment_chars: int = 2000) -> tuple[str, Counte
     if not text:
         return "", counts
     text = redact_secrets(text, counts)
-    text = _normalise(drop_pasted(text, counts))
+    kept = _normalise(drop_pasted(text, counts))
     # Again: a removal can give a line a new start (``<file>…</file>token: x``), hence a new
-    # context for the key/value rules. Nothing already redacted is counted twice.
-    text = redact_secrets(text, counts)
+    # context for the key/value rules. Nothing already redacted is counted twice, and when
+    # nothing was removed there is no new context (redaction is idempotent).
+    text = kept if kept == text else redact_secrets(kept, counts)
     truncated = _truncate(text, max_segment_chars)
     if truncated != text:
         counts["truncated"] += 1

@@ -284,3 +284,42 @@ def looks_like_url_token(value: str) -> bool:
     if _ID_PREFIX.match(value) or not _mixed(bare) or _decodes_to_text(value.rstrip("=")):
         return False
     return sum(len(w) for w in _WORDISH.findall(value)) < len(value) / 2
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets named by what surrounds them (the key/value rules of ``secrets`` cover ``key=value``)
+# --------------------------------------------------------------------------------------------
+
+# ``<password>…</password>``, ``<apiKey>…</apiKey>``: an XML element named after a secret.
+XML_ELEMENT: Final = re.compile(
+    r"<(?P<key>[A-Za-z_][\w.:-]{0,60})(?:[ \t][^<>\n]{0,200})?>(?P<val>[^<>\n]{1,1024})</(?P=key)>"
+)
+# ``<add key="ApiKey" value="…"/>`` (.NET settings), ``name="password" value="…"``.
+XML_KEY_VALUE: Final = re.compile(
+    r"""\b(?=[kn])(?:key|name)[ \t]*=[ \t]*["'](?P<key>[^"'<>\n]{1,80})["'][ \t]+value[ \t]*=[ \t]*(?P<q>["'])(?P<val>[^"'\n]{1,1024})(?P=q)"""
+)
+# A Markdown table row whose first cell names a secret: ``| db password | hunter2 |``.
+TABLE_ROW: Final = re.compile(
+    r"^[ \t]*\|[ \t]*`?(?P<key>[^|`\n]{1,60}?)`?[ \t]*\|[ \t]*(?P<val>[^|\s][^|\n]{0,300}?)[ \t]*(?=\|)",
+    re.MULTILINE,
+)
+# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
+CONFIG_SET: Final = re.compile(
+    r"\b(?=[sc])(?:(?:set|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+)
+# Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
+# ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
+BARE_PASSWORDS: Final = re.compile(
+    r"(?=[mrbe \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+    r"|^[ \t]*(?:requirepass|masterauth|rpcpassword|bindpw)[ \t]+"
+    r"|\becho[ \t]+(?=[^\n]{0,300}--password-stdin)"
+    r"|--with-token[ \t]*<<<[ \t]*)"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)",
+    re.MULTILINE,
+)
+# Prose: ``the password is hunter2``, ``API key: …`` (``secrets`` asks the value to look generated).
+PROSE_SECRET: Final = re.compile(
+    r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
+    r"[ \t]+(?:is|was|=|->)[ \t]+[\"'`]?(?P<val>[^\s\"'`,;()]{4,256})"
+)

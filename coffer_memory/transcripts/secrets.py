@@ -14,12 +14,18 @@ from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_shapes import (
+    BARE_PASSWORDS,
+    CONFIG_SET,
+    PROSE_SECRET,
+    TABLE_ROW,
     URL,
     URL_PATH_ASSIGNMENT,
     URL_PATH_START,
     URL_QUERY_VALUE,
     URL_SEGMENT,
     URL_SIGNATURE,
+    XML_ELEMENT,
+    XML_KEY_VALUE,
     looks_like_url_token,
     vendor_kind,
     vendor_tokens,
@@ -69,7 +75,8 @@ _CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(
 _VALUE = r"""(?=(?P<val>"(?:[^"\\\n]|\\.){0,1024}"|'(?:[^'\\\n]|\\.){0,1024}'|`[^`\n]{0,1024}`|["'`]?[^\s"'`,;&()]{1,1024}))"""
 # A key naming a secret has one of these in it (see _secret_kind_for_key): checking it first
 # keeps the value lookahead from running after every ``word:`` of the text.
-_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+# (The class test before the words rejects most characters at the cost of one test, not six.)
+_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
 _KEY_START = r"(?<![A-Za-z0-9_$./])"  # not inside a word, a dotted name or a path
 
 # A key naming a secret and its separator, glued inside another value (see _value_of).
@@ -338,6 +345,34 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str
     return "".join(out)
 
 
+_PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
+
+
+def _redact_named(text: str, c: Counter[str]) -> str:
+    """Values named by their surroundings rather than by ``key=value``: XML elements and
+    key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
+    commands take bare (``mysql -pX``), and prose (``the password is X``, when X looks made up)."""
+
+    def named(*, strict: bool = False, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            kind = fixed or _secret_kind_for_key(m["key"].replace(" ", "_"))
+            value = m["val"].strip("\"'`")
+            if kind is None or (strict and not (_has_letter_and_digit(value) or _looks_random(value))):
+                return m.group()
+            prefix = m.string[m.start() : m.start("val")]
+            out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
+            return m.group() if out is None else out + m.string[m.end("val") : m.end()]
+
+        return repl
+
+    text = XML_ELEMENT.sub(named(), text)
+    text = XML_KEY_VALUE.sub(named(), text)
+    text = TABLE_ROW.sub(named(), text)
+    text = CONFIG_SET.sub(named(), text)
+    text = BARE_PASSWORDS.sub(named(fixed="password"), text)
+    return PROSE_SECRET.sub(named(strict=True), text)
+
+
 def _redact_url(url: str, c: Counter[str]) -> str:
     """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
     ``key=value`` path segments whose key names a secret, and segments or long query values
@@ -468,6 +503,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
             kind = _secret_kind_for_key(m["key"])
+            if kind is None and m["key"].lower() in ("pwd", "pass") and not _PATH_VALUE.match(value):
+                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``; but ``PWD=/home/x`` is a folder
             if kind is None or not value:
                 return None
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
@@ -492,5 +529,4 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return redacted("aws_secret_access_key")
 
     text = _AWS_SECRET_BARE.sub(aws_secret, text)
-
-    return text
+    return _redact_named(text, c)
