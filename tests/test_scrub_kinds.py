@@ -200,6 +200,35 @@ def test_every_kind_in_every_context_is_redacted(kind: str, context: str) -> Non
         assert again == out and not more
 
 
+MORE_CONTEXTS = [
+    "name,value,created\nci,{s},2024-01-01",
+    '<meta name="x" content="{s}">',
+    "[the key]({s})",
+    "(see {s})",
+    "client = Client('{s}')",
+    'value = "{s}"',
+    "<value>{s}</value>",
+    "ENV APP_VALUE={s}",
+    "env:\n  - name: APP_VALUE\n    value: {s}",
+    "2024-01-01T10:00:00Z INFO using {s} for upload",
+    "value:{s}",
+    '$env:APP_VALUE = "{s}"',
+    "> {s}",
+    "The key is {s}.",
+    "keys: {s}, and more",
+    "Cookie: session={s}; path=/",
+]
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in URL_KINDS])
+def test_every_kind_in_more_surroundings(kind: str) -> None:
+    rng = random.Random(f"more/{kind}")
+    for template in MORE_CONTEXTS:
+        planted, core = KINDS[kind](rng)
+        out, _counts = scrub_text(template.format(s=planted))
+        assert core not in out, (template, out)
+
+
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [

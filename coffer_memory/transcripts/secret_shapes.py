@@ -88,13 +88,13 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
     ("aws_access_key_id", r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"),
     # A Telegram bot token: a bot id, a colon, 35 characters (also glued after ``/bot``).
-    ("telegram_bot_token", r"(?:(?<=bot)|(?<![A-Za-z0-9_:]))\d{5,16}:A[A-Za-z0-9_-]{30,40}" + _E),
+    ("telegram_bot_token", r"(?:(?<=bot)|(?<![A-Za-z0-9_]))\d{5,16}:A[A-Za-z0-9_-]{30,40}" + _E),
     # A Discord bot token: base64 of the bot's id, a timestamp, an HMAC.
     ("discord_bot_token", _W + r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E),
     # An Azure AD client secret: three characters, a digit, ``Q~``, 31 to 34 more.
     (
         "azure_client_secret",
-        r"(?<![A-Za-z0-9_~.-])(?=[A-Za-z0-9_~.-]{3}\dQ~)[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
+        r"(?<![A-Za-z0-9_~.-])(?=[A-Za-z0-9_~.-]{3}\dQ~)[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?!\.?[A-Za-z0-9_~-])",
     ),
     # An Azure storage (or Cosmos DB) account key: 64 random bytes in base64.
     ("azure_storage_key", r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/]{86}==(?![A-Za-z0-9+/=_-])"),

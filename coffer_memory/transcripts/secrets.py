@@ -109,7 +109,8 @@ _ASSIGNMENT = re.compile(
 )
 _CLI_FLAG = re.compile(r"(?<![\w-])(?P<pre>--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,60})[ \t]+)" + _VALUE)
 
-_AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_.-])")
+# A full stop may end the sentence after it, not start a file extension (``….txt``).
+_AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Za-z0-9+/=_-])")
 _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
 
 
