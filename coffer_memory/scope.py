@@ -69,10 +69,19 @@ def _main_toplevel(gitdir: Path, worktree: Path) -> Path:
     return common_dir
 
 
+# What HEAD holds in a reftable repository (git >= 2.45): a stub that keeps older gits from
+# taking the directory for a repository; the real HEAD lives in the tables.
+_REFTABLE_HEAD_STUB = "refs/heads/.invalid"
+
+
 def _branch(gitdir: Path) -> str | None:
     head = _read_text(gitdir / "HEAD")
     if head and head.startswith("ref:"):
         ref = head[4:].strip()
+        if ref == _REFTABLE_HEAD_STUB:
+            # Only here a subprocess: parsing reftable files is git's job. None when this git
+            # cannot read them (older than 2.45) or HEAD is detached.
+            return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
         return ref.removeprefix("refs/heads/")
     return None
 
@@ -118,10 +127,12 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
 
 
 def _git(worktree: Path, *args: str) -> str | None:
+    return _run_git("-C", str(worktree), *args)
+
+
+def _run_git(*args: str) -> str | None:
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(worktree), *args], capture_output=True, text=True, timeout=10, check=False
-        )
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None

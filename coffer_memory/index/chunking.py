@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import re
 
+from ..markdown_fences import fence_spans
+
 MEMORY_CHUNK_CHARS = 1200
 MEMORY_CHUNK_OVERLAP = 120
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 
 
 def _blocks(text: str) -> list[tuple[str, bool]]:
-    """Split into (block, is_heading): fenced code kept whole, paragraphs split on blank lines."""
+    """Split into (block, is_heading): fenced code kept whole, paragraphs split on blank lines.
+
+    Fences are found by the CommonMark scanner shared with the scrubber, so a ```` ``` ```` line
+    inside a ```` ```` ```` block (or a ``# comment`` inside any block) stays code.
+    """
     blocks: list[tuple[str, bool]] = []
     current: list[str] = []
-    fence: str | None = None
 
     def flush() -> None:
         if current:
@@ -24,25 +28,26 @@ def _blocks(text: str) -> list[tuple[str, bool]]:
                 blocks.append((block, False))
             current.clear()
 
-    for line in text.splitlines():
-        marker = _FENCE.match(line)
-        if fence is not None:
-            current.append(line)
-            if marker and marker.group(1) == fence:
-                fence = None
-                flush()
-            continue
-        if marker:
+    lines = text.splitlines()
+    fences = {start: end for start, end, _info in fence_spans(lines)}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        end = fences.get(i)
+        if end is not None:
             flush()
-            fence = marker.group(1)
-            current.append(line)
-        elif _HEADING.match(line):
+            current.extend(lines[i:end])
+            flush()
+            i = end
+            continue
+        if _HEADING.match(line):
             flush()
             blocks.append((line.strip(), True))
         elif not line.strip():
             flush()
         else:
             current.append(line)
+        i += 1
     flush()
     return blocks
 

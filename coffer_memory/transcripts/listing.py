@@ -18,6 +18,7 @@ from ..agents.homes import AGENTS, AgentHomes
 from ..errors import InvalidInput, SessionNotFound
 from .models import SessionSummary, Transcript
 from .readers import SourceScan, SourceUnavailable, TranscriptReader, reader_for
+from .scrub import scrub_title
 
 SORT_FIELDS: tuple[str, ...] = ("started_at", "last_activity_at", "message_count")
 ORDERS: tuple[str, ...] = ("asc", "desc")
@@ -93,7 +94,9 @@ class SessionLister:
             self.last_scanned = scanned
             key = tuple((source, entry[0]) for source, entry in fresh.items())
             if key != cache.key:
-                cache.sessions = reader.resolve([entry[1] for entry in fresh.values()])
+                # Titles are redacted here, once, so that no listing, search or lookup (CLI,
+                # REST, MCP) ever shows a secret that ``show`` would redact.
+                cache.sessions = [_titled(s) for s in reader.resolve([entry[1] for entry in fresh.values()])]
                 cache.key = key
             cache.entries = fresh  # sources that vanished are dropped here
             return list(cache.sessions)
@@ -152,6 +155,11 @@ class SessionLister:
             return self.reader(agent).load(summary)
         except (OSError, SourceUnavailable) as exc:
             raise SessionNotFound(agent, session_id) from exc
+
+
+def _titled(summary: SessionSummary) -> SessionSummary:
+    title = scrub_title(summary.title)
+    return summary if title == summary.title else attrs.evolve(summary, title=title)
 
 
 def _check_page(sort: str, order: str, limit: int, offset: int) -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Final
 
+from ..markdown_fences import FENCE_CLOSE, fence_spans
 from .scrub_markers import ENCODED_MARKER, MARKER_LINE, removed_line
 from .secrets import word_set
 
@@ -34,9 +35,6 @@ _WRAPPER_TAG = re.compile(
     r"tool_result|function_results)(?:[ \t][^>\n]*)?>",
     re.IGNORECASE,
 )
-
-FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*)$")
-FENCE_CLOSE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*$")
 
 _OUTPUT_LANGS: Final = word_set(
     "console shell-session sh-session shellsession terminal term tty output out stdout stderr log logs "
@@ -329,28 +327,6 @@ def _drop_runs(lines: list[str], counts: Counter[str]) -> list[str]:
         pos = b
     out.extend(lines[pos:])
     return out
-
-
-def fence_spans(lines: list[str]) -> list[tuple[int, int, str]]:
-    """Fenced blocks as (first line, end line exclusive, info string); unclosed ones run to the end."""
-    spans: list[tuple[int, int, str]] = []
-    i, n = 0, len(lines)
-    while i < n:
-        m = FENCE_OPEN.match(lines[i])
-        if m is None or (m["fence"][0] == "`" and "`" in m["info"]):
-            i += 1
-            continue
-        char, width = m["fence"][0], len(m["fence"])
-        j = i + 1
-        while j < n:
-            c = FENCE_CLOSE.match(lines[j])
-            if c is not None and c["fence"][0] == char and len(c["fence"]) >= width:
-                break
-            j += 1
-        end = min(j + 1, n)
-        spans.append((i, end, m["info"]))
-        i = end
-    return spans
 
 
 def drop_pasted(text: str, counts: Counter[str]) -> str:

@@ -25,6 +25,7 @@ import attrs
 
 from ..agents.homes import CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from .models import SessionSummary, Transcript
+from .secrets import redact_secrets
 
 TITLE_MAX_CHARS = 80
 
@@ -217,10 +218,16 @@ def from_epoch_ms(value: object) -> datetime | None:
 
 
 def title_from_text(text: str | None, limit: int = TITLE_MAX_CHARS) -> str | None:
-    """``text`` on one line (whitespace runs collapsed), at most ``limit`` characters, cut with '…'."""
+    """``text`` on one line (whitespace runs collapsed), secrets redacted, at most ``limit``
+    characters, cut with '…'. Redacted before the cut: a cut token no longer has its shape."""
     if not text:
         return None
-    line = " ".join(text.split())
+    # Only a prefix is redacted (a first prompt may be a huge paste), cut at a blank so that no
+    # token is cut; redaction shrinks text, hence the room left for it.
+    room = 8 * limit + 1024
+    if len(text) > room:
+        text = text[:room].rsplit(None, 1)[0]
+    line = " ".join(redact_secrets(text).split())
     if not line:
         return None
     if len(line) <= limit:

@@ -16,20 +16,45 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``private_key``: PEM private key blocks (``-----BEGIN [RSA|EC|DSA|OPENSSH|ENCRYPTED|PGP|...]
      PRIVATE KEY[ BLOCK]-----``), the whole block through its END line; an unterminated BEGIN
      runs to the end of the text. Also works on JSON-escaped blocks (``\\n`` inside a string).
-   - ``url_credentials``: the userinfo of ``scheme://user:pass@host`` (scheme and host are kept).
+   - ``url_credentials``: the userinfo of ``scheme://user:pass@host`` (scheme and host are kept;
+     also JSON-escaped ``https:\\/\\/``), and a random-looking ``scheme://<token>@host``.
    - ``jwt``: three base64url segments, the first starting ``eyJ``.
-   - ``anthropic_api_key`` (``sk-ant-…``), ``openai_api_key`` (``sk-…``, ``sk-proj-…``,
-     ``sk-svcacct-…``, ``sk-admin-…``), ``github_token`` (``ghp_ gho_ ghu_ ghs_ ghr_`` + 36 or
-     more, ``github_pat_…``), ``gitlab_token`` (``glpat-…``), ``slack_token`` (``xox[abposr]-…``,
-     ``xapp-…``), ``slack_webhook`` (``hooks.slack.com/services/…``), ``google_api_key``
-     (``AIza`` + 35), ``stripe_key`` (``sk_live_ sk_test_ rk_live_ rk_test_``), ``npm_token``
-     (``npm_`` + 36), ``pypi_token`` (``pypi-AgEIcHlwaS5vcmc…``), ``huggingface_token``
-     (``hf_`` + 34 or more), ``sendgrid_key`` (``SG.….…``), ``age_secret_key``
-     (``AGE-SECRET-KEY-1…``), ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16).
+   - Vendor tokens and cloud keys by their shape (``coffer_memory.transcripts.secret_shapes``, one
+     pass for all): ``anthropic_api_key`` (``sk-ant-…``), ``openai_api_key`` (``sk-…``,
+     ``sk-proj-…``, ``sk-svcacct-…``, ``sk-admin-…``), ``github_token`` (``ghp_ gho_ ghu_ ghs_ ghr_``
+     + 36 or more, ``github_pat_…``), ``gitlab_token`` (``glpat- gldt- glrt- glptt-`` …),
+     ``slack_token``, ``slack_webhook``, ``discord_webhook``, ``discord_bot_token`` (its first part
+     must decode to a user id), ``telegram_bot_token``, ``google_api_key``, ``google_oauth_secret``,
+     ``google_oauth_token``, ``stripe_key``, ``stripe_webhook_secret``, ``npm_token``,
+     ``pypi_token``, ``huggingface_token``, ``sendgrid_key``, ``mailgun_key``, ``mailchimp_key``,
+     ``twilio_api_key`` (``SK`` + 32 hex), ``digitalocean_token``, ``shopify_token``,
+     ``square_token``, ``facebook_token``, ``databricks_token``, ``heroku_api_key``,
+     ``atlassian_token``, ``vault_token``, ``docker_token``, ``doppler_token``, ``tailscale_key``,
+     ``newrelic_key``, ``postman_key``, ``sentry_token``, ``linear_key``, ``notion_token``,
+     ``supabase_key``, ``netlify_token``, ``fly_token``, ``figma_token``, ``grafana_token``,
+     ``airtable_token``, ``terraform_token``, ``pulumi_token``, ``dynatrace_token``,
+     ``planetscale_token``, ``onepassword_token``, ``mapbox_token``, ``firebase_server_key``,
+     ``contentful_token``, ``shippo_token``, ``llm_api_key`` (``gsk_ xai- pplx- r8_``),
+     ``alibaba_access_key_id``, ``age_secret_key``, ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16),
+     ``azure_client_secret`` (``…8Q~…``) and ``azure_storage_key`` (88 base64 characters ending
+     ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).
+   - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values),
+     ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
+     assignments below), and ``url_token``: a path segment or a 32+ character query value that
+     looks generated (24+ characters, mixed case and digits, not made of words, not an object id
+     such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``.
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
      ``Authorization:`` (or ``Proxy-Authorization:``) header, by scheme; also a bare
      ``Bearer <16+ chars>``.
-   - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``.
+   - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``; also
+     ``mysql -pX``, ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
+     ``--with-token <<< X``.
+   - Values named by their surroundings, kind from the name as for assignments: XML elements
+     (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
+     (``| db password | X |``), ``config set KEY X`` commands (``aws configure set``, ``npm config
+     set``), and prose (``the password is X``, ``token = X``) when X has letters and digits or
+     looks generated. A bare ``pwd``/``pass`` key counts as ``password`` unless its value is a path
+     (``PWD=/home/x`` is the shell's folder).
    - Key/value assignments whose key names a secret, in env, shell, YAML (including ``|``/``>``
      block scalars), JSON, TOML/INI, Python (also annotated ``key: str = "…"``), PHP ``=>``
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
@@ -112,10 +137,11 @@ Scrubbing is idempotent: scrubbing scrubbed text returns it unchanged and counts
 
 What it misses (known limits):
 
-- Secrets with no recognisable shape and no telling key: a password in plain prose (``the db
-  password is hunter2``), a hex or short random API key of an unlisted vendor, a key name that
-  does not say ``secret``/``token``/``password``/``api key`` (``DB_PW=…``, ``sig=…``), and
-  space-separated config syntaxes other than .netrc and ``--flag value`` (``requirepass x``).
+- Secrets with no recognisable shape and no telling key: a password in plain prose that reads
+  as a word (``the db password is swordfish``; ``… is hunter2`` is caught), a hex or short random
+  API key of an unlisted vendor, a key name that does not say
+  ``secret``/``token``/``password``/``api key`` (``DB_PW=…``), and space-separated config
+  syntaxes other than the ones listed above (``AUTH x``).
 - Secrets glued to a word (``tokenghp_…``), split across lines, encoded (base64 of a key under
   120 characters, URL-encoded) or obfuscated, and unquoted values with blanks outside
   line-start YAML (``PASSWORD=correct horse`` keeps ``horse``).
@@ -127,7 +153,8 @@ What it misses (known limits):
   ``CODE_RUN_MIN_LINES`` lines. Truncation bounds what gets through.
 - False positives are possible and accepted as cheaper than a leak: a 40-character mixed-case
   alphanumeric string, a 120-character identifier, an ``Authorization:`` value, a prose word
-  after ``secret:``, and everything after an unclosed ``<file>`` or PEM BEGIN line.
+  after ``secret:``, a random-looking document id in a URL path (a share link is a capability
+  anyway), and everything after an unclosed ``<file>`` or PEM BEGIN line.
 """
 
 from __future__ import annotations
@@ -141,15 +168,13 @@ import attrs
 
 from coffer_memory.transcripts.models import Message, SessionSummary, Transcript
 
+from ..markdown_fences import FENCE_CLOSE, FENCE_OPEN, fence_spans
 from .pasted import (
     CODE_RUN_MIN_LINES,
-    FENCE_CLOSE,
-    FENCE_OPEN,
     KEEP_CODE_MAX_CHARS,
     KEEP_CODE_MAX_LINES,
     LOG_RUN_MIN_LINES,
     drop_pasted,
-    fence_spans,
 )
 from .scrub_markers import MARKER_SPAN
 from .secrets import redact_secrets
@@ -164,6 +189,7 @@ __all__ = [
     "ScrubbedTranscript",
     "redact_secrets",
     "scrub_text",
+    "scrub_title",
     "scrub_transcript",
 ]
 
@@ -332,14 +358,23 @@ def scrub_text(text: str, *, max_segment_chars: int = 2000) -> tuple[str, Counte
     if not text:
         return "", counts
     text = redact_secrets(text, counts)
-    text = _normalise(drop_pasted(text, counts))
+    kept = _normalise(drop_pasted(text, counts))
     # Again: a removal can give a line a new start (``<file>…</file>token: x``), hence a new
-    # context for the key/value rules. Nothing already redacted is counted twice.
-    text = redact_secrets(text, counts)
+    # context for the key/value rules. Nothing already redacted is counted twice, and when
+    # nothing was removed there is no new context (redaction is idempotent).
+    text = kept if kept == text else redact_secrets(kept, counts)
     truncated = _truncate(text, max_segment_chars)
     if truncated != text:
         counts["truncated"] += 1
     return truncated, counts
+
+
+def scrub_title(title: str | None, counts: Counter[str] | None = None) -> str | None:
+    """A session title as every face shows it (listing and scrubbed view alike): secrets
+    redacted, normalised; ``None`` when nothing is left. Counts redactions into ``counts``."""
+    if not title:
+        return None
+    return _normalise(redact_secrets(title, counts)) or None
 
 
 def _cap_total(messages: list[Message], limit: int, counts: Counter[str]) -> tuple[list[Message], int | None]:
@@ -402,8 +437,7 @@ def scrub_transcript(
         counts[kind] += n
     summary = t.summary
     if summary.title:
-        title = _normalise(redact_secrets(summary.title, counts))
-        summary = attrs.evolve(summary, title=title or None)
+        summary = attrs.evolve(summary, title=scrub_title(summary.title, counts))
     kept: list[Message] = []
     for message in t.messages:
         text, c = scrub_text(message.text, max_segment_chars=max_segment_chars)

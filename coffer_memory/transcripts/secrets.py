@@ -13,6 +13,23 @@ from collections.abc import Callable
 from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
+from .secret_shapes import (
+    BARE_PASSWORDS,
+    CONFIG_SET,
+    PROSE_SECRET,
+    TABLE_ROW,
+    URL,
+    URL_PATH_ASSIGNMENT,
+    URL_PATH_START,
+    URL_QUERY_VALUE,
+    URL_SEGMENT,
+    URL_SIGNATURE,
+    XML_ELEMENT,
+    XML_KEY_VALUE,
+    looks_like_url_token,
+    vendor_kind,
+    vendor_tokens,
+)
 
 # --------------------------------------------------------------------------------------------
 # 2. Secrets
@@ -24,39 +41,18 @@ _PEM = re.compile(
     re.DOTALL,
 )
 
+# ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
 _URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}://)"
-    r"(?P<user>[^\s/@:\[\]\"'<>`()]*):(?P<pw>[^\s/\[\]\"'<>`()]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))"
+    r"(?P<user>[^\s/\\@:\[\]\"'<>`()]*):(?P<pw>[^\s/\\\[\]\"'<>`]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+)
+_URL_USER_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))(?P<user>[A-Za-z0-9_~%.-]{20,256})@(?=[A-Za-z0-9\[])"
 )
 
 _JWT = re.compile(
     r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])"
 )
-
-# Vendor tokens with a recognisable shape, most specific first (``sk-ant-`` before ``sk-``).
-_VENDOR_TOKENS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("anthropic_api_key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}")),
-    (
-        "openai_api_key",
-        re.compile(r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?(?P<body>[A-Za-z0-9_-]{20,})"),
-    ),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}")),
-    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}")),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9_-])xapp-\d-[A-Za-z0-9-]{10,}")),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+")),
-    ("google_api_key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
-    ("stripe_key", re.compile(r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[0-9A-Za-z]{16,}")),
-    ("npm_token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
-    ("pypi_token", re.compile(r"(?<![A-Za-z0-9_-])pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),
-    ("huggingface_token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])")),
-    ("sendgrid_key", re.compile(r"(?<![A-Za-z0-9_-])SG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}")),
-    ("age_secret_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{50,}")),
-    ("aws_access_key_id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
-)
-# ``sk-`` followed by plain kebab-case words is an identifier (``sk-learn-style-wrapper``).
-_KEBAB_WORDS = re.compile(r"[a-z]{1,12}(?:-[a-z]{1,12})+")
 
 _AUTH_HEADER = re.compile(
     r"(?<![\w-])(?P<pre>(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
@@ -79,7 +75,8 @@ _CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(
 _VALUE = r"""(?=(?P<val>"(?:[^"\\\n]|\\.){0,1024}"|'(?:[^'\\\n]|\\.){0,1024}'|`[^`\n]{0,1024}`|["'`]?[^\s"'`,;&()]{1,1024}))"""
 # A key naming a secret has one of these in it (see _secret_kind_for_key): checking it first
 # keeps the value lookahead from running after every ``word:`` of the text.
-_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+# (The class test before the words rejects most characters at the cost of one test, not six.)
+_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
 _KEY_START = r"(?<![A-Za-z0-9_$./])"  # not inside a word, a dotted name or a path
 
 # A key naming a secret and its separator, glued inside another value (see _value_of).
@@ -112,7 +109,8 @@ _ASSIGNMENT = re.compile(
 )
 _CLI_FLAG = re.compile(r"(?<![\w-])(?P<pre>--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,60})[ \t]+)" + _VALUE)
 
-_AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=_.-])")
+# A full stop may end the sentence after it, not start a file extension (``….txt``).
+_AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Za-z0-9+/=_-])")
 _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
 
 
@@ -221,7 +219,9 @@ def _mixed_case_and_digits(s: str) -> bool:
 
 
 _WORDISH = re.compile(r"[A-Z]?[a-z]{4,}")
-_PATH_WORD = re.compile(r"^/|/$|(?:^|/)[a-z]{4,}(?:/|$)")  # a rooted path or a lowercase folder
+# A lowercase folder name; a leading or trailing slash alone proves nothing (one AWS secret in
+# 32 starts or ends with one).
+_PATH_WORD = re.compile(r"(?:^|/)[a-z]{4,}(?:/|$)")
 
 
 def _looks_random(s: str) -> bool:
@@ -346,6 +346,67 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str
     return "".join(out)
 
 
+_PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
+
+
+def _redact_named(text: str, c: Counter[str]) -> str:
+    """Values named by their surroundings rather than by ``key=value``: XML elements and
+    key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
+    commands take bare (``mysql -pX``), and prose (``the password is X``, when X looks made up)."""
+
+    def named(*, strict: bool = False, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            kind = fixed or _secret_kind_for_key(m["key"].replace(" ", "_"))
+            value = m["val"].strip("\"'`")
+            if kind is None or (strict and not (_has_letter_and_digit(value) or _looks_random(value))):
+                return m.group()
+            prefix = m.string[m.start() : m.start("val")]
+            out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
+            return m.group() if out is None else out + m.string[m.end("val") : m.end()]
+
+        return repl
+
+    text = XML_ELEMENT.sub(named(), text)
+    text = XML_KEY_VALUE.sub(named(), text)
+    text = TABLE_ROW.sub(named(), text)
+    text = CONFIG_SET.sub(named(), text)
+    text = BARE_PASSWORDS.sub(named(fixed="password"), text)
+    return PROSE_SECRET.sub(named(strict=True), text)
+
+
+def _redact_url(url: str, c: Counter[str]) -> str:
+    """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
+    ``key=value`` path segments whose key names a secret, and segments or long query values
+    that look generated (``https://host/hooks/<token>``)."""
+    start = URL_PATH_START.match(url)
+    cut = start.end() if start is not None else 0
+    head, rest = url[:cut], url[cut:]
+
+    def signature(m: re.Match[str]) -> str:
+        out = _redact_value(m["key"] + "=", m["val"], "url_signature", c, after_colon=False)
+        return m.group() if out is None else out
+
+    def assignment(m: re.Match[str]) -> str:
+        kind = _secret_kind_for_key(m["key"])
+        out = None
+        if kind is not None:
+            out = _redact_value(m["key"] + "=", m["val"], kind, c, after_colon=False)
+        return m.group() if out is None else out
+
+    def token(m: re.Match[str]) -> str:
+        value = m["val"] if "val" in m.re.groupindex else m.group()
+        if not looks_like_url_token(value):
+            return m.group()
+        c["url_token"] += 1
+        return m.group()[: len(m.group()) - len(value)] + redacted("url_token")
+
+    rest = URL_SIGNATURE.sub(signature, rest)
+    rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
+    rest = URL_SEGMENT.sub(token, rest)
+    rest = URL_QUERY_VALUE.sub(token, rest)
+    return head + rest
+
+
 def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]`` (see the module docstring).
 
@@ -371,16 +432,26 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return m["scheme"] + redacted("url_credentials") + "@"
 
     text = _URL_CREDENTIALS.sub(url, text)
+
+    def url_user(m: re.Match[str]) -> str:
+        if not _looks_random(m["user"]):
+            return m.group()
+        c["url_credentials"] += 1
+        return m["scheme"] + redacted("url_credentials") + "@"
+
+    text = _URL_USER_TOKEN.sub(url_user, text)
     text = _JWT.sub(whole("jwt"), text)
 
-    def openai(m: re.Match[str]) -> str:
-        if _KEBAB_WORDS.fullmatch(m["body"]):
-            return m.group()
-        c["openai_api_key"] += 1
-        return redacted("openai_api_key")
-
-    for kind, pattern in _VENDOR_TOKENS:
-        text = pattern.sub(openai if kind == "openai_api_key" else whole(kind), text)
+    parts: list[str] = []
+    pos = 0
+    for m in vendor_tokens(text):
+        kind = vendor_kind(m)
+        if kind is not None:
+            c[kind] += 1
+            parts += (text[pos : m.start()], redacted(kind))
+            pos = m.end()
+    text = "".join(parts) + text[pos:]
+    text = URL.sub(lambda m: _redact_url(m.group(), c), text)
 
     def blob(m: re.Match[str]) -> str:
         s = m.group()
@@ -433,6 +504,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
             kind = _secret_kind_for_key(m["key"])
+            if kind is None and m["key"].lower() in ("pwd", "pass") and not _PATH_VALUE.match(value):
+                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``; but ``PWD=/home/x`` is a folder
             if kind is None or not value:
                 return None
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
@@ -457,5 +530,4 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return redacted("aws_secret_access_key")
 
     text = _AWS_SECRET_BARE.sub(aws_secret, text)
-
-    return text
+    return _redact_named(text, c)

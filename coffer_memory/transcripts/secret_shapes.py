@@ -1,0 +1,325 @@
+"""Secrets recognised by their shape alone: vendor tokens, cloud keys and tokens glued into URLs.
+
+One alternation (``VENDOR_TOKENS``) scans the text once for every vendor prefix; a few shapes
+that plain text could take by chance get a second look (``_CHECKS``): an Azure storage key must
+decode to random bytes, a Discord bot token's first part to a user id, and so on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterator
+from typing import Final
+
+# (kind, pattern) in priority order: at one position the first alternative that matches wins
+# (``sk-ant-`` before ``sk-``). Each pattern brings its own boundaries.
+_B: Final = r"(?<![A-Za-z0-9_-])"  # not glued to a word or a token
+_E: Final = r"(?![A-Za-z0-9_-])"
+# Shapes that may start with any letter or digit are kept apart (not after a dot either), so
+# that the shared test of the next character still rules out most positions for the others.
+_W: Final = r"(?<![A-Za-z0-9_.-])"
+_SHAPES: Final[tuple[tuple[str, str], ...]] = (
+    ("anthropic_api_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai_api_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("github_token", r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])"),
+    ("github_token", r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"),
+    ("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas|wt)-[A-Za-z0-9_-]{20,}"),
+    ("gitlab_token", _B + r"GR1348941[A-Za-z0-9_-]{20,}"),
+    ("slack_token", _B + r"xox(?:[abposre]|e\.xox[bp])-[A-Za-z0-9-]{10,}"),
+    ("slack_token", _B + r"xapp-\d-[A-Za-z0-9-]{10,}"),
+    ("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"),
+    (
+        "discord_webhook",
+        r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}",
+    ),
+    ("google_api_key", _B + r"AIza[0-9A-Za-z_-]{35}" + _E),
+    ("google_oauth_secret", _B + r"GOCSPX-[A-Za-z0-9_-]{20,}"),
+    ("google_oauth_token", _B + r"ya29\.[A-Za-z0-9_-]{20,}"),
+    ("google_oauth_token", r"(?<![A-Za-z0-9_/-])1//0[A-Za-z0-9_-]{40,}"),
+    ("stripe_key", r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[0-9A-Za-z]{16,}"),
+    ("stripe_webhook_secret", r"(?<![A-Za-z0-9_])whsec_[A-Za-z0-9+/=]{24,}"),
+    ("npm_token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
+    ("pypi_token", _B + r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("huggingface_token", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
+    ("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}"),
+    ("mailgun_key", _B + r"key-[0-9a-zA-Z]{32}" + _E),
+    ("mailchimp_key", _W + r"[0-9a-f]{32}-us\d{1,2}" + _E),
+    ("twilio_api_key", r"(?<![A-Za-z0-9_])SK[0-9a-fA-F]{32}(?![A-Za-z0-9_])"),
+    ("digitalocean_token", _B + r"do[opr]_v1_[a-f0-9]{64}" + _E),
+    ("shopify_token", _B + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _E),
+    ("square_token", _B + r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}"),
+    ("square_token", _B + r"EAAA[A-Za-z0-9_-]{56,}"),
+    ("facebook_token", _B + r"EAA[B-Z][A-Za-z0-9]{90,}"),
+    ("databricks_token", _B + r"dapi[a-f0-9]{32}(?:-\d)?" + _E),
+    ("heroku_api_key", _B + r"HRKU-[A-Za-z0-9_-]{40,}"),
+    ("atlassian_token", _B + r"AT(?:ATT|CTT)3[A-Za-z0-9_=-]{100,}"),
+    ("atlassian_token", _B + r"ATBB[A-Za-z0-9]{32,}"),
+    ("vault_token", _B + r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
+    ("docker_token", _B + r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
+    ("doppler_token", _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    ("tailscale_key", _B + r"tskey-[a-z]+-[A-Za-z0-9]+-[A-Za-z0-9]{16,}"),
+    ("newrelic_key", _B + r"NR(?:AK|AA|II)-[A-Za-z0-9]{27}" + _E),
+    ("postman_key", _B + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _E),
+    ("sentry_token", _B + r"sntry[su]_[A-Za-z0-9+/=_]{40,}"),
+    ("linear_key", _B + r"lin_(?:api|oauth)_[A-Za-z0-9]{40,}"),
+    ("notion_token", _B + r"(?:ntn|secret)_[A-Za-z0-9]{40,}" + _E),
+    ("supabase_key", _B + r"(?:sbp_[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{20,})" + _E),
+    ("netlify_token", _B + r"nfp_[A-Za-z0-9]{36,}" + _E),
+    ("fly_token", _B + r"(?:fo1_[A-Za-z0-9_-]{39,}|fm[12][ar]?_[A-Za-z0-9+/=_-]{50,})"),
+    ("figma_token", _B + r"figd_[A-Za-z0-9_-]{40,}"),
+    ("grafana_token", _B + r"(?:glc_[A-Za-z0-9+/=_-]{32,}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})"),
+    ("airtable_token", _B + r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _E),
+    ("terraform_token", _W + r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),
+    ("pulumi_token", _B + r"pul-[a-f0-9]{40}" + _E),
+    ("dynatrace_token", _B + r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}" + _E),
+    ("planetscale_token", _B + r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,}"),
+    ("onepassword_token", _B + r"ops_eyJ[A-Za-z0-9+/=_-]{50,}"),
+    ("mapbox_token", _B + r"sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    ("firebase_server_key", _B + r"AAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{100,}"),
+    ("contentful_token", _B + r"CFPAT-[A-Za-z0-9_-]{43}" + _E),
+    ("shippo_token", _B + r"shippo_(?:live|test)_[a-f0-9]{40}" + _E),
+    (
+        "llm_api_key",
+        _B + r"(?:gsk_[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|pplx-[A-Za-z0-9]{40,}|r8_[A-Za-z0-9]{37,})",
+    ),
+    ("alibaba_access_key_id", r"(?<![A-Za-z0-9])LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
+    ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
+    ("aws_access_key_id", r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"),
+    # A Telegram bot token: a bot id, a colon, 35 characters (also glued after ``/bot``).
+    ("telegram_bot_token", r"(?:(?<=bot)|(?<![A-Za-z0-9_]))\d{5,16}:A[A-Za-z0-9_-]{30,40}" + _E),
+    # A Discord bot token: base64 of the bot's id, a timestamp, an HMAC.
+    ("discord_bot_token", _W + r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E),
+    # An Azure AD client secret: three characters, a digit, ``Q~``, 31 to 34 more.
+    (
+        "azure_client_secret",
+        r"(?<![A-Za-z0-9_~.-])(?=[A-Za-z0-9_~.-]{3}\dQ~)[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?!\.?[A-Za-z0-9_~-])",
+    ),
+    # An Azure storage (or Cosmos DB) account key: 64 random bytes in base64.
+    ("azure_storage_key", r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/]{86}==(?![A-Za-z0-9+/=_-])"),
+)
+
+
+def _alternatives(group: str) -> list[str]:
+    """The top-level alternatives of a ``(?:a|b)…`` pattern's first group, each with what follows."""
+    parts: list[str] = []
+    depth, start, i = 0, 3, 3
+    while i < len(group):
+        ch = group[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            i = group.index("]", i + 2)
+        elif ch == "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        elif ch == ")":
+            return [part + group[i + 1 :] for part in [*parts, group[start:i]]]
+        elif ch == "|" and not depth:
+            parts.append(group[start:i])
+            start = i + 1
+        i += 1
+    raise ValueError(group)
+
+
+def _first_chars(pattern: str) -> str | None:
+    """A character-class body holding every character ``pattern`` can start with, or None
+    when that is not plain to see (an assertion first)."""
+    if pattern.startswith("(?:"):
+        firsts = [_first_chars(alt) for alt in _alternatives(pattern)]
+        return None if any(f is None for f in firsts) else "".join(f for f in firsts if f)
+    if pattern.startswith("("):
+        return None
+    if pattern.startswith("["):
+        return pattern[1 : pattern.index("]", 2)]
+    if pattern.startswith("\\d"):
+        return "0-9"
+    if pattern.startswith("\\"):
+        return pattern[:2]
+    return re.escape(pattern[0])
+
+
+def _one_pattern(shapes: tuple[tuple[str, str], ...]) -> str:
+    """Every shape in one alternation, group ``k<i>`` for ``shapes[i]``.
+
+    Shapes that start with the same boundary (a lookbehind) share it, in the order of their first
+    use, and each such group first checks that the next character can start one of its shapes: a
+    scan of plain text then costs a lookbehind and a lookahead per position, not one per shape.
+    """
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for i, (_kind, pattern) in enumerate(shapes):
+        m = re.match(r"\(\?<[!=][^()]*\)", pattern)
+        boundary = m.group() if m else ""
+        groups.setdefault(boundary, []).append((i, pattern[len(boundary) :]))
+    out = []
+    for boundary, members in groups.items():
+        firsts = [_first_chars(body) for _i, body in members]
+        ahead = "" if any(f is None for f in firsts) else f"(?=[{''.join(f or '' for f in firsts)}])"
+        alternation = "|".join(f"(?P<k{i}>{body})" for i, body in members)
+        out.append(f"{boundary}{ahead}(?:{alternation})")
+    return "|".join(out)
+
+
+VENDOR_TOKENS: Final = re.compile(_one_pattern(_SHAPES))
+"""Every shape in one pattern: group ``k<i>`` is ``_SHAPES[i]``; see ``vendor_kind``."""
+_KINDS: Final = {f"k{i}": kind for i, (kind, _p) in enumerate(_SHAPES)}
+
+# ``sk-`` followed by plain kebab-case words is an identifier (``sk-learn-style-wrapper``).
+_KEBAB_WORDS = re.compile(r"sk-[a-z]{1,12}(?:-[a-z]{1,12})+")
+
+
+def _mixed(s: str) -> bool:
+    return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
+
+
+def _random_bytes(b64: str) -> bool:
+    """``b64`` decodes to bytes that look random (a key), not to text or a file header."""
+    if not _mixed(b64):
+        return False
+    try:
+        raw = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    printable = sum(32 <= b < 127 for b in raw)
+    return printable < 0.75 * len(raw)
+
+
+def _discord(token: str) -> bool:
+    first = token.split(".", 1)[0]
+    try:
+        raw = base64.urlsafe_b64decode(first + "=" * (-len(first) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return raw.isdigit() and 15 <= len(raw) <= 20 and _mixed(token)
+
+
+# Shapes that ordinary text could take: the token must also pass this.
+_CHECKS: Final[dict[str, Callable[[str], bool]]] = {
+    "openai_api_key": lambda s: not _KEBAB_WORDS.fullmatch(s),
+    "twilio_api_key": lambda s: any(c.isdigit() for c in s[2:]) and any(c.isalpha() for c in s[2:]),
+    "mailgun_key": lambda s: any(c.isdigit() for c in s[4:]) and any(c.isalpha() for c in s[4:]),
+    "discord_bot_token": _discord,
+    "telegram_bot_token": lambda s: _mixed(s.split(":", 1)[1]),
+    "azure_client_secret": _mixed,
+    "azure_storage_key": _random_bytes,
+    "square_token": lambda s: s.startswith("sq0") or _mixed(s),
+    "facebook_token": _mixed,
+    "alibaba_access_key_id": _mixed,
+}
+
+
+# Said just before a base64 string, these make it a digest (``sha512 (base64): …``), not a key.
+_DIGEST_CONTEXT = re.compile(r"(?i)(?:sha-?(?:384|512)|digest|checksum|hash)[^\n]{0,30}\Z")
+
+
+# Where a token can be: a run of 16 or more characters that no token holds a delimiter of.
+_TOKEN_RUN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;|\\]{16,}")
+
+
+def vendor_tokens(text: str) -> Iterator[re.Match[str]]:
+    """The ``VENDOR_TOKENS`` matches in ``text``, searched only inside runs long enough to hold
+    a token (most of prose and code is words shorter than that). Lookbehinds still see the
+    characters before a run, and ``m.string`` is the whole text."""
+    for run in _TOKEN_RUN.finditer(text):
+        yield from VENDOR_TOKENS.finditer(text, run.start(), run.end())
+
+
+def vendor_kind(m: re.Match[str]) -> str | None:
+    """The kind of a ``VENDOR_TOKENS`` match, or None when its second look says it is no token."""
+    kind = _KINDS[m.lastgroup or ""]
+    check = _CHECKS.get(kind)
+    if check is not None and not check(m.group()):
+        return None
+    if kind == "azure_storage_key" and _DIGEST_CONTEXT.search(m.string, max(0, m.start() - 40), m.start()):
+        return None
+    return kind
+
+
+# --------------------------------------------------------------------------------------------
+# Tokens glued into a URL's path
+# --------------------------------------------------------------------------------------------
+
+# A URL (also JSON-escaped, ``https:\/\/``), up to a blank, a quote or a bracket.
+URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/)[^\s\"'`<>\[\]{}|^]+")
+# Where the path starts: after the authority.
+URL_PATH_START: Final = re.compile(r"^[^:]+:(?://|\\/\\/)[^/\\?#]*")
+# A path segment long enough to be a token: letters, digits and the URL-safe marks.
+URL_SEGMENT: Final = re.compile(r"(?<=/)[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
+# ``key=value`` as a path segment or a matrix parameter (``/x/password=y``, ``/x;token=y``).
+URL_PATH_ASSIGNMENT: Final = re.compile(
+    r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})=(?P<val>[^/\\?#;&]{1,256})"
+)
+# Query parameters that sign a URL (Azure SAS, S3/GCS presigned URLs): who holds it may use it.
+URL_SIGNATURE: Final = re.compile(
+    r"(?<=[?&;])(?P<key>(?i:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token))="
+    r"(?P<val>[^&\s\"'`<>#;]{16,})"
+)
+# A query value long enough to be a token.
+URL_QUERY_VALUE: Final = re.compile(
+    r"(?<=[?&;])(?P<key>[A-Za-z0-9_.-]{1,40})=(?P<val>[A-Za-z0-9_~%+=-]{32,})(?=[&#;,)]|\.?$)"
+)
+_ID_PREFIX = re.compile(r"[a-z]{1,8}_")  # ``pi_3Mtw…``, ``ses_e07…``: an object id, not a token
+
+
+_WORDISH = re.compile(r"[A-Z]?[a-z]{4,}")
+
+
+def _decodes_to_text(s: str) -> bool:
+    """``s`` is base64 (or base64url) of printable text: data such as a cursor, not a key."""
+    try:
+        raw = base64.urlsafe_b64decode(s.replace("+", "-").replace("/", "_") + "=" * (-len(s) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return bool(raw) and sum(32 <= b < 127 or b in (9, 10, 13) for b in raw) >= 0.9 * len(raw)
+
+
+def looks_like_url_token(value: str) -> bool:
+    """A URL path segment or query value that is a generated token: mixed case and digits, not
+    made of words, not an object id (``cus_…``, ``ses_…``), not base64 of text; so never a slug,
+    a hex digest or a UUID."""
+    bare = value.replace("%2F", "").replace("%3D", "").replace("%2B", "")
+    if _ID_PREFIX.match(value) or not _mixed(bare) or _decodes_to_text(value.rstrip("=")):
+        return False
+    return sum(len(w) for w in _WORDISH.findall(value)) < len(value) / 2
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets named by what surrounds them (the key/value rules of ``secrets`` cover ``key=value``)
+# --------------------------------------------------------------------------------------------
+
+# ``<password>…</password>``, ``<apiKey>…</apiKey>``: an XML element named after a secret.
+XML_ELEMENT: Final = re.compile(
+    r"<(?P<key>[A-Za-z_][\w.:-]{0,60})(?:[ \t][^<>\n]{0,200})?>(?P<val>[^<>\n]{1,1024})</(?P=key)>"
+)
+# ``<add key="ApiKey" value="…"/>`` (.NET settings), ``name="password" value="…"``.
+XML_KEY_VALUE: Final = re.compile(
+    r"""\b(?=[kn])(?:key|name)[ \t]*=[ \t]*["'](?P<key>[^"'<>\n]{1,80})["'][ \t]+value[ \t]*=[ \t]*(?P<q>["'])(?P<val>[^"'\n]{1,1024})(?P=q)"""
+)
+# A Markdown table row whose first cell names a secret: ``| db password | hunter2 |``.
+TABLE_ROW: Final = re.compile(
+    r"^[ \t]*\|[ \t]*`?(?P<key>[^|`\n]{1,60}?)`?[ \t]*\|[ \t]*(?P<val>[^|\s][^|\n]{0,300}?)[ \t]*(?=\|)",
+    re.MULTILINE,
+)
+# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
+CONFIG_SET: Final = re.compile(
+    r"\b(?=[sc])(?:(?:set|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+)
+# Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
+# ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
+BARE_PASSWORDS: Final = re.compile(
+    r"(?=[mrbe \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+    r"|^[ \t]*(?:requirepass|masterauth|rpcpassword|bindpw)[ \t]+"
+    r"|\becho[ \t]+(?=[^\n]{0,300}--password-stdin)"
+    r"|--with-token[ \t]*<<<[ \t]*)"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)",
+    re.MULTILINE,
+)
+# Prose: ``the password is hunter2``, ``API key: …`` (``secrets`` asks the value to look generated).
+PROSE_SECRET: Final = re.compile(
+    r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
+    r"[ \t]+(?:is|was|=|->)[ \t]+[\"'`]?(?P<val>[^\s\"'`,;()]{4,256})"
+)
