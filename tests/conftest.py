@@ -55,6 +55,15 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_setting_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings from the developer's environment (``COFFER_LLM_MODEL``...) never reach a test."""
+    from coffer_memory.config import setting_keys
+
+    for var in setting_keys().values():
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def tmp_home(tmp_path: Path) -> Path:
     """A real, empty coffer home."""
