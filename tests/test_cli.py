@@ -5,16 +5,21 @@ Only the console-script smoke tests start real processes: one per installed comm
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import CliRunner
 
-from coffer_memory import demo
+from coffer_memory import __version__, demo
+from coffer_memory.cli import build_parser
+from coffer_memory.config import CONFIG_FILENAME, setting_keys
 
 SCRIPTS = Path(sys.executable).parent
 
@@ -94,6 +99,9 @@ def test_lists_stores_labels_clear_reindex_doctor(cli: CliRunner, tmp_home: Path
 def test_errors_exit_nonzero_with_the_code(cli: CliRunner, tmp_home: Path, tmp_path: Path) -> None:
     out = cli("remember", "x", cwd=tmp_path)
     assert out.returncode == 1 and out.stderr.startswith("error: SCOPE_UNRESOLVED:")
+    assert "--global or --store NAME" in out.stderr.splitlines()[1]
+    out = cli("journal", "add", "x", cwd=tmp_path)  # journal has --store but no --global
+    assert "--store NAME" in out.stderr and "--global" not in out.stderr
     out = cli("remember", "   ", "--global")
     assert out.returncode == 1 and "MEMORY_REJECTED" in out.stderr
     out = cli("facts", "list", "--store", "../etc")
@@ -143,6 +151,244 @@ def test_organize_without_a_model_says_so(cli: CliRunner) -> None:
     out = cli("organize", "--global", "--dry-run")
     assert out.returncode == 0 and "no LLM is configured" in out.stdout
     assert json.loads(cli("reorg", "--global", "--json").stdout)["status"] == "no_model"
+
+
+# -- conventions: version, help, completion ----------------------------------------------------------
+
+
+def test_version_and_bare_coffer_prints_help(cli: CliRunner) -> None:
+    out = cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"coffer {__version__}"
+    out = cli()
+    assert out.returncode == 0 and out.stdout.startswith("usage: coffer") and "remember" in out.stdout
+    assert out.stderr == ""
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _parsers(child, f"{path} {name}")
+
+
+def test_every_argument_and_subcommand_has_help() -> None:
+    missing = []
+    for path, parser in _parsers(build_parser(), "coffer"):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {a.dest for a in action._choices_actions if a.help}
+                missing += [f"{path} {name}" for name in action.choices if name not in helped]
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, missing
+
+
+def test_bash_completion_registers_and_completes_subcommands(cli: CliRunner, tmp_path: Path) -> None:
+    for shell in ("bash", "zsh", "tcsh"):
+        out = cli("completion", shell)
+        assert out.returncode == 0 and "remember" in out.stdout and "forget-session" in out.stdout
+    script = tmp_path / "coffer.bash"
+    script.write_text(cli("completion", "bash").stdout)
+    probe = (
+        f"source {script}; complete -p coffer; "
+        "COMP_WORDS=(coffer sto); COMP_CWORD=1; COMP_LINE='coffer sto'; COMP_POINT=10; "
+        "_shtab_coffer coffer sto coffer; echo ${COMPREPLY[@]}"
+    )
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "_shtab_coffer coffer" in out.stdout and out.stdout.split()[-1] == "stores"
+
+
+# -- coffer config ---------------------------------------------------------------------------------
+
+
+def _config(cli: CliRunner, *args: str) -> dict[str, dict[str, object]]:
+    out = cli("config", "list", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return {row["key"]: row for row in json.loads(out.stdout)}
+
+
+def test_config_shows_each_value_and_its_source(
+    cli: CliRunner, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _config(cli)
+    assert set(rows) == {"home", *setting_keys()}
+    assert rows["home"]["source"] == "environment" and rows["home"]["value"] == str(tmp_home)
+    assert rows["llm.model"] == {
+        "key": "llm.model",
+        "value": None,
+        "source": "default",
+        "env": "COFFER_LLM_MODEL",
+    }
+
+    assert cli("config", "set", "llm.model", "gpt-4o").returncode == 0
+    assert cli("config", "set", "memory.retrieval_modes", "grep,keyword,vector").returncode == 0
+    assert cli("config", "set", "llm.timeout_seconds", "60").returncode == 0
+    rows = _config(cli)
+    assert rows["llm.model"]["value"] == "gpt-4o" and rows["llm.model"]["source"] == "file"
+    assert rows["memory.retrieval_modes"]["value"] == ["grep", "keyword", "vector"]
+    assert rows["llm.timeout_seconds"]["value"] == 60.0 and rows["grep_backend"]["source"] == "default"
+    assert cli("config", "get", "llm.model").stdout == "gpt-4o\n"
+
+    monkeypatch.setenv("COFFER_LLM_MODEL", "from-env")
+    monkeypatch.setenv("COFFER_MEMORY_DEFAULT_MODE", "grep")
+    rows = _config(cli)
+    assert rows["llm.model"]["value"] == "from-env" and rows["llm.model"]["source"] == "environment"
+    out = cli("config", "set", "llm.model", "other")
+    assert out.returncode == 0 and "COFFER_LLM_MODEL is set in the environment" in out.stdout
+    # The environment reaches the service too, not only this listing.
+    cli("remember", "grep finds this", "--global")
+    assert "mode: grep" in cli("recall", "finds").stdout
+
+    config = tmp_home / CONFIG_FILENAME
+    before = config.read_bytes()
+    out = cli("config", "set", "memory.max_fact_chars", "10")
+    assert out.returncode == 1 and "memory.max_fact_chars" in out.stderr and "greater than" in out.stderr
+    out = cli("config", "set", "llm.modle", "x")
+    assert out.returncode == 1 and "did you mean llm.model" in out.stderr
+    assert config.read_bytes() == before
+    assert cli("config", "unset", "llm.model").returncode == 0
+    assert "model" not in config.read_text().split("[llm]", 1)[1].split("[", 1)[0]
+
+
+def test_config_set_keeps_the_users_comments(cli: CliRunner, tmp_home: Path) -> None:
+    tmp_home.mkdir()
+    config = tmp_home / CONFIG_FILENAME
+    config.write_text('# my settings\n[llm]\nprovider = "none"  # no model yet\n')
+    assert cli("config", "set", "llm.max_tokens", "500").returncode == 0
+    text = config.read_text()
+    assert text.startswith("# my settings\n") and "# no model yet" in text and "max_tokens = 500" in text
+
+
+def test_every_environment_variable_is_documented() -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    missing = [var for var in setting_keys().values() if f"`{var}`" not in docs]
+    assert not missing, missing
+
+
+# -- naming stores and facts -------------------------------------------------------------------------
+
+
+def test_stores_by_label_folder_name_and_prefix(cli: CliRunner, repo: Path, tmp_path: Path) -> None:
+    from conftest import make_repo
+
+    other = make_repo(tmp_path / "other")
+    cli("remember", "fact in repo", cwd=repo)
+    cli("remember", "fact in other", cwd=other)
+    stores = json.loads(cli("stores", "list", "--json").stdout)
+    name = next(s["name"] for s in stores if s["project_root"] == str(repo.resolve()))
+    table = cli("stores", "list").stdout
+    assert "label" in table.splitlines()[0] and str(repo.resolve()) in table
+
+    assert cli("stores", "label", "repo", "Acme API").returncode == 0  # the repository's folder name
+    assert "Acme API" in cli("stores", "list").stdout
+    for given in ("acme api", name[:12], name.removeprefix("project-")[:6].lower()):
+        out = cli("facts", "list", "--store", given, "--json")
+        assert out.returncode == 0, (given, out.stderr)
+        assert [r["fact"]["body"] for r in json.loads(out.stdout)["items"]] == ["fact in repo"]
+    out = cli("recall", "fact", "--store", "Acme API", "--json")
+    assert json.loads(out.stdout)["stores"] == [name]
+
+    out = cli("facts", "list", "--store", "project-", "--json")
+    assert out.returncode == 1
+    error = json.loads(out.stderr)["error"]
+    assert error["code"] == "INVALID_INPUT" and "ambiguous" in error["message"]
+    assert len(error["details"]["candidates"]) == 2
+    out = cli("facts", "list", "--store", "nosuch")
+    assert out.returncode == 1 and "MEMORY_STORE_NOT_FOUND" in out.stderr
+
+
+def test_fact_ids_by_unique_prefix(cli: CliRunner) -> None:
+    ids = [
+        json.loads(cli("remember", f"fact {i}", "--global", "--json").stdout)["fact"]["id"] for i in range(3)
+    ]
+    common = ids[0][: next(i for i in range(26) if len({fid[i] for fid in ids}) > 1)]
+    for fid in ids:
+        unique = (
+            fid[: len(common) + 1] if sum(i.startswith(fid[: len(common) + 1]) for i in ids) == 1 else fid
+        )
+        out = cli("facts", "show", unique.lower(), "--global", "--json")
+        assert out.returncode == 0 and json.loads(out.stdout)["fact"]["id"] == fid
+    out = cli("facts", "rm", common, "--global")
+    assert out.returncode == 1 and "ambiguous" in out.stderr and all(fid in out.stderr for fid in ids)
+    out = cli("facts", "show", "ZZZ", "--global")
+    assert out.returncode == 1 and "MEMORY_NOT_FOUND" in out.stderr
+    assert cli("facts", "rm", ids[0], "--global").returncode == 0
+
+
+# -- facts edit in $EDITOR ---------------------------------------------------------------------------
+
+
+def _editor(tmp_path: Path, code: str) -> str:
+    """An EDITOR command: a Python script that gets the file to edit as argv[1]."""
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import sys\nfrom pathlib import Path\npath = Path(sys.argv[1])\n" + textwrap.dedent(code)
+    )
+    return f"{sys.executable} {script}"
+
+
+def test_facts_edit_without_flags_opens_the_editor(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fact = json.loads(
+        cli("remember", "Deploy with make release", "--title", "deploy", "--global", "--json").stdout
+    )
+    fid, path = fact["fact"]["id"], Path(fact["path"])
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv(
+        "EDITOR",
+        _editor(
+            tmp_path,
+            """
+            text = path.read_text()
+            assert text.startswith("---\\ntitle: deploy\\n"), text
+            path.write_text(text.replace("make release", "make ship").replace("title: deploy", "title: shipping"))
+            """,
+        ),
+    )
+    out = cli("facts", "edit", fid[:20], "--global")
+    assert out.returncode == 0, out.stderr
+    assert "before sha256" in out.stdout
+    shown = json.loads(cli("facts", "show", fid, "--global", "--json").stdout)
+    assert shown["fact"]["body"] == "Deploy with make ship" and shown["fact"]["title"] == "shipping"
+    assert shown["sha256"] in out.stdout
+
+    monkeypatch.setenv("EDITOR", _editor(tmp_path, "pass"))
+    before = path.read_bytes()
+    out = cli("facts", "edit", fid, "--global")
+    assert out.returncode == 0 and "no changes" in out.stdout and path.read_bytes() == before
+    monkeypatch.setenv("EDITOR", _editor(tmp_path, "sys.exit(3)"))
+    out = cli("facts", "edit", fid, "--global")
+    assert out.returncode == 1 and "status 3" in out.stderr and path.read_bytes() == before
+
+
+def test_facts_edit_in_the_editor_is_compare_and_swap(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fact = json.loads(cli("remember", "Original text", "--global", "--json").stdout)
+    fid, fact_path = fact["fact"]["id"], Path(fact["path"])
+    # While the user edits, someone else changes the fact's file: the save must be refused.
+    monkeypatch.setenv(
+        "EDITOR",
+        _editor(
+            tmp_path,
+            f"""
+            fact = Path({str(fact_path)!r})
+            fact.write_text(fact.read_text().replace("Original text", "Changed meanwhile"))
+            path.write_text(path.read_text().replace("Original text", "My edit"))
+            """,
+        ),
+    )
+    out = cli("facts", "edit", fid, "--global", "--json")
+    assert out.returncode == 1
+    error = json.loads(out.stderr)["error"]
+    assert error["code"] == "MEMORY_CONFLICT"
+    kept = Path(error["details"]["kept"])
+    assert "My edit" in kept.read_text()
+    assert "Changed meanwhile" in fact_path.read_text() and "My edit" not in fact_path.read_text()
+    kept.unlink()
 
 
 # -- the installed console scripts, as real processes (one smoke test each) -------------------------
