@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -126,6 +127,30 @@ def test_demo_runs(capsys: pytest.CaptureFixture[str]) -> None:
         < session_start.index("short paragraphs")
         < session_start.index("coffer__resume")
     )
+    root = out.split("coffer home: ", 1)[1].split("\n", 1)[0].removesuffix("/home")
+    assert not Path(root).exists()
+    # It never points at a file it is about to delete, and it ends with what to type next.
+    fact_line = next(line for line in out.splitlines() if "Markdown file you can read" in line)
+    assert root not in fact_line and "knowledge/inbox/" in fact_line
+    assert "unless you pass --keep" in out and f"removed {root} (run the demo with --keep" in out
+    tail = out.rsplit("next: ", 1)[1]
+    assert "/bin/activate" in tail and "/bin/coffer" in tail and 'coffer recall "how do we deploy?"' in tail
+
+
+def test_demo_keep_leaves_a_home_the_printed_command_works_on(
+    capsys: pytest.CaptureFixture[str], cli: CliRunner
+) -> None:
+    assert demo.main(["--keep"]) == 0
+    out = capsys.readouterr().out
+    command = next(line.split() for line in out.splitlines() if line.strip().endswith("acme-api"))
+    assert Path(command[0]).name == "coffer" and command[1] == "--home"
+    root = Path(command[2]).parent
+    try:
+        assert str(Path(command[2]) / "memory") in out  # the fact file is shown where it stays
+        result = cli(*command[1:])
+        assert result.returncode == 0 and "deploy-via-make-release" in result.stdout
+    finally:
+        shutil.rmtree(root)
 
 
 def test_lane_commands(cli: CliRunner, tmp_home: Path, repo: Path) -> None:
