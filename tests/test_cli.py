@@ -443,3 +443,29 @@ def test_console_script_prints_help(script: str) -> None:
     out = subprocess.run([str(SCRIPTS / script), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"usage: {script}")
+
+
+def test_keyword_recall_imports_nothing_heavy(tmp_home: Path, repo: Path) -> None:
+    # Start-up is most of a CLI call: a keyword recall must not pay for the vector stack, the HTTP
+    # client or the adapters (bench/cli_startup.py measures it). pydantic stays: Settings is a model.
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    run = [sys.executable, "-X", "importtime", "-m", "coffer_memory.cli"]
+    subprocess.run([*run, "remember", "Deploy with make release"], cwd=repo, env=env, check=True)
+    out = subprocess.run([*run, "recall", "deploy"], cwd=repo, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and "make release" in out.stdout, out.stderr[-2000:]
+    imported = {
+        line.split("|")[2].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    }
+    heavy = {
+        "numpy",
+        "sqlite_vec",
+        "httpx",
+        "tenacity",
+        "onnxruntime",
+        "tokenizers",
+        "fastapi",
+        "mcp",
+        "shtab",
+    }
+    assert not heavy & imported, heavy & imported
+    assert "coffer_memory.plugins.builtin.grep" in imported  # the one built-in a keyword recall needs
