@@ -384,6 +384,7 @@ def test_facts_edit_without_flags_opens_the_editor(
     before = path.read_bytes()
     out = cli("facts", "edit", fid, "--global")
     assert out.returncode == 0 and "no changes" in out.stdout and path.read_bytes() == before
+    assert cli("facts", "edit", fid, "--global", "--json").stdout == "null\n"
     monkeypatch.setenv("EDITOR", _editor(tmp_path, "sys.exit(3)"))
     out = cli("facts", "edit", fid, "--global")
     assert out.returncode == 1 and "status 3" in out.stderr and path.read_bytes() == before

@@ -98,10 +98,12 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         from ._editor import edit_in_editor
 
         edited = edit_in_editor(svc, fact_id, args, target(args))
-        if edited is None:
+        if args.json:
+            emit_json(edited)  # null: nothing changed, nothing written
+        elif edited is None:
             print(f"no changes to {fact_id}; nothing written")
         else:
-            emit_json(edited) if args.json else _print_mutation("edited", edited)
+            _print_mutation("edited", edited)
         return
     result = svc.edit_fact(
         fact_id,
