@@ -10,16 +10,18 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# PYTHONWARNINGS: setuptools' editable-install banner is a warning from the build backend, not news.
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml
-	$(PIP) install -q -e .
+	PYTHONWARNINGS=ignore $(PIP) install -q -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/bin/python pyproject.toml
 	$(PIP) install -q -e ".[dev]"
 	touch $(VENV)/.installed $@
 
+DEMO_ARGS ?=
 demo: $(VENV)/.installed
-	$(PY) -m coffer_memory.demo
+	@$(PY) -m coffer_memory.demo $(DEMO_ARGS)
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -155,19 +156,65 @@ class Settings(BaseModel):
 
     @classmethod
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
-        """Settings for ``home`` (or ``$COFFER_HOME``), merged with ``<home>/config.toml`` if present."""
+        """Settings for ``home`` (or ``$COFFER_HOME``): the defaults, then ``<home>/config.toml`` if
+        present, then ``COFFER_*`` environment variables (see ``env_overrides``), then ``overrides``."""
         base = Path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
         base = Path(os.path.abspath(base.expanduser()))
-        data: dict[str, Any] = {}
-        cfg = base / CONFIG_FILENAME
-        if cfg.is_file():
-            try:
-                data = tomllib.loads(cfg.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise InvalidInput(f"{cfg} is not valid TOML: {exc}", field="config") from exc
+        data = read_config_file(base)
+        for section, value in env_overrides(os.environ).items():
+            if isinstance(value, dict) and isinstance(data.get(section), dict):
+                data[section] = {**data[section], **value}
+            else:
+                data[section] = value
         data.update(overrides)
         data["home"] = base
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             raise InvalidInput(f"invalid settings: {exc}", field="settings") from exc
+
+
+def read_config_file(home: Path) -> dict[str, Any]:
+    """The parsed ``<home>/config.toml`` (empty when there is none)."""
+    cfg = home / CONFIG_FILENAME
+    if not cfg.is_file():
+        return {}
+    try:
+        return tomllib.loads(cfg.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{cfg} is not valid TOML: {exc}", field="config") from exc
+
+
+def setting_keys() -> dict[str, str]:
+    """Every setting by dotted key (``llm.model``) with its environment variable (``COFFER_LLM_MODEL``)."""
+    keys: dict[str, str] = {}
+    for name, field in Settings.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            keys.update({f"{name}.{sub}": f"COFFER_{name}_{sub}".upper() for sub in section.model_fields})
+        elif name != "home":  # COFFER_HOME picks the home before any file is read
+            keys[name] = f"COFFER_{name}".upper()
+    return keys
+
+
+def is_list_setting(key: str) -> bool:
+    """Whether the setting holds a list (given as comma-separated values in the environment)."""
+    section, _, name = key.rpartition(".")
+    model: type[BaseModel] = Settings.model_fields[section].annotation if section else Settings  # type: ignore[assignment]
+    return getattr(model.model_fields[name].annotation, "__origin__", None) is list
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from ``COFFER_*`` environment variables, nested as in ``config.toml``.
+
+    Empty values count as unset; list settings take comma-separated values.
+    """
+    data: dict[str, Any] = {}
+    for key, var in setting_keys().items():
+        raw = environ.get(var)
+        if not raw:
+            continue
+        value = [v.strip() for v in raw.split(",") if v.strip()] if is_list_setting(key) else raw
+        section, _, name = key.rpartition(".")
+        (data.setdefault(section, {}) if section else data)[name] = value
+    return data

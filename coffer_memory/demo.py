@@ -1,12 +1,15 @@
 """``make demo``: remember and recall against a throwaway home and git repository.
 
-Run with ``python -m coffer_memory.demo``. Everything lives in a temporary folder that is
-removed at the end (pass ``--keep`` to keep it and look at the files).
+Run with ``python -m coffer_memory.demo`` (``make demo``). Everything lives in a temporary folder
+that is removed at the end (pass ``--keep``, or ``make demo DEMO_ARGS=--keep``, to keep it and look
+at the files).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -63,15 +66,42 @@ def _show_session_start(home: Path, repo: Path) -> None:
     print("    " + bundle.strip().replace("\n", "\n    ") + "\n")
 
 
+def _command(name: str) -> str:
+    """How to run one of this environment's console scripts from here (``.venv/bin/coffer``)."""
+    path = Path(sys.executable).parent / name
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else str(path)
+
+
+def _next_steps(root: Path, home: Path, repo: Path, kept: bool) -> None:
+    coffer = _command("coffer")
+    if kept:
+        print(f"kept {root}: the files above are yours to read and edit. Try:")
+        print(f"    {coffer} --home {shlex.quote(str(home))} recall deploy --cwd {shlex.quote(str(repo))}")
+        print(f"    {coffer} --home {shlex.quote(str(home))} stores list")
+        print(f"    rm -r {shlex.quote(str(root))}    # when you are done\n")
+    else:
+        print(f"removed {root} (run the demo with --keep to keep it: make demo DEMO_ARGS=--keep)\n")
+    activate = Path(sys.executable).parent / "activate"
+    print("next: use coffer in your own repositories (the home is ~/.coffer unless COFFER_HOME is set):")
+    if activate.is_file():
+        print(f"    source {_command('activate')}    # puts coffer on your PATH; or run {coffer} directly")
+    print('    cd ~/your-project && coffer remember "We deploy with make release"')
+    print('    coffer recall "how do we deploy?"')
+    print("    coffer --help")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", action="store_true", help="keep the temporary home and repository")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="coffer-demo-"))
+    home, repo = root / "home", root / "acme-api"
     try:
-        home, repo = root / "home", _git_repo(root)
-        print(f"coffer home: {home}\nproject:     {repo} (a fresh git repository)\n")
+        _git_repo(root)
+        gone = "kept at the end" if args.keep else "removed at the end unless you pass --keep"
+        print(f"coffer home: {home}\nproject:     {repo} (a fresh git repository)\n({gone})\n")
         with MemoryService(home) as svc:
             started = time.perf_counter()
             for title, text in PROJECT_FACTS:
@@ -85,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(stores_table(svc.stores()), "\n")
             first = svc.list_facts(cwd=repo, limit=1).items[0]
-            print(f"a fact is a Markdown file you can read and edit: {first.path}")
+            where = first.path if args.keep else first.path.relative_to(home)
+            print(f"a fact is a Markdown file you can read and edit ({where} in the home):")
             print("    " + first.path.read_text(encoding="utf-8").replace("\n", "\n    "))
             print(f"grep backend: {svc.retrieval.grep.name}\n")
             for query in QUERIES:
@@ -99,10 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             svc.append_rule("Answer in short paragraphs.", store="global")
         _show_session_start(home, repo)
     finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
+        if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    _next_steps(root, home, repo, args.keep)
     return 0
 
 

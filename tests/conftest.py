@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,15 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("XDG_DATA_HOME", str(agents / "xdg-data"))
     for name in ("COFFER_API_URL", "COFFER_API_TOKEN", "COFFER_HOOK_DEADLINE"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_setting_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings from the developer's environment (``COFFER_LLM_MODEL``...) never reach a test."""
+    from coffer_memory.config import setting_keys
+
+    for var in setting_keys().values():
+        monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture
@@ -98,3 +110,43 @@ def poll(client: Any, location: str) -> dict[str, Any]:
             return op
         time.sleep(0.05)
     raise AssertionError("operation did not finish")
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one in-process ``coffer`` run printed, and its exit status."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+CliRunner = Callable[..., CliResult]
+
+
+@pytest.fixture
+def cli(
+    tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> CliRunner:
+    """``coffer`` run in-process through ``main(argv)``: COFFER_HOME, cwd and stdin set per call.
+
+    Starting an interpreter per command made the CLI tests a quarter of the suite's time; the
+    console script itself is covered by one subprocess smoke test in tests/test_cli.py.
+    """
+    from coffer_memory.cli import main
+
+    def run(
+        *args: str, cwd: Path | None = None, stdin: str | None = None, home: Path | None = None
+    ) -> CliResult:
+        monkeypatch.setenv("COFFER_HOME", str(home or tmp_home))
+        monkeypatch.chdir(cwd or tmp_path)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+        capsys.readouterr()
+        try:
+            status = main(list(args))
+        except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
+            status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        out = capsys.readouterr()
+        return CliResult(status, out.out, out.err)
+
+    return run

@@ -42,6 +42,19 @@ SWEEP_AT_START = frozenset({"codex"})
 SWEEP_INTERVAL_SECONDS = 6 * 3600
 SWEEP_LIMIT = 5
 AGENT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+# Written out rather than built with argparse: every session start pays for this module's imports.
+USAGE = """\
+usage: coffer-hook --agent AGENT [--home HOME]
+
+The command an agent's session hooks run (installed by `coffer agents install AGENT`). It reads
+the agent's JSON payload on stdin: SessionStart prints the session-context bundle, SessionEnd
+hands the session to distillation. It never fails the agent: problems go to HOME/logs/hook.log.
+
+options:
+  -h, --help     show this help message and exit
+  --agent AGENT  the agent running the hook: claude-code, codex or opencode
+  --home HOME    coffer home (default: $COFFER_HOME or ~/.coffer)
+"""
 
 
 class HookError(Exception):
@@ -235,6 +248,9 @@ def _parse_args(argv: Sequence[str]) -> tuple[str, str | None]:
 
 def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
     """Handle one hook call; always returns 0."""
+    if "-h" in argv or "--help" in argv:
+        stdout.write(USAGE)
+        return 0
     agent, home_arg = _parse_args(argv)
     home = coffer_home(home_arg)
     event = ""

@@ -6,38 +6,63 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import CofferError
-from ..service import MemoryService
-from . import agents, facts, lanes, transcripts
+from . import agents, facts, lanes, meta, settings, transcripts
+from ._common import DIRECTORY, hint, resolve_store_args
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer``."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(
         prog="coffer", description="Shared local-first memory for coding agents."
     )
-    parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)"
+    ).complete = DIRECTORY  # type: ignore[attr-defined]
+    parser.add_argument("--version", action="version", version=f"coffer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     facts.register(sub)
     lanes.register(sub)
     transcripts.register(sub)
     agents.register(sub)
+    settings.register(sub)
+    meta.register(sub)
     return parser
+
+
+def _run(args: argparse.Namespace) -> Any:
+    """Run the chosen command: commands about coffer itself open no store, the rest get a service."""
+    if hasattr(args, "run"):
+        return args.run(args)
+    from ..service import MemoryService
+
+    with MemoryService(args.home) as svc:
+        resolve_store_args(svc, args)
+        return args.func(svc, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     try:
-        with MemoryService(args.home) as svc:
-            status = args.func(svc, args)
+        status = _run(args)
     except CofferError as exc:
         if getattr(args, "json", False):
             json.dump({"error": exc.to_dict()}, sys.stderr, ensure_ascii=False)
             sys.stderr.write("\n")
         else:
             print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+            tip = hint(exc, args)
+            if tip:
+                print(tip, file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

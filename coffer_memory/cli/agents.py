@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.homes import AGENTS
-from ..agents.install import AgentChange, AgentStatus
 from ..render import table
-from ..service import MemoryService
 from ._common import add_command, emit_json
+
+if TYPE_CHECKING:
+    from ..agents.install import AgentChange, AgentStatus
+    from ..service import MemoryService
+
+AGENT_HELP = "the agent: " + ", ".join(AGENTS)
 
 
 def _yes(flag: bool, supported: bool = True) -> str:
@@ -88,17 +92,17 @@ def register(sub: Any) -> None:
     """Add ``coffer agents list|status|install|uninstall|native-memory``."""
     agents = add_command(sub, "agents", "connect coffer to Claude Code, Codex and OpenCode")
     agents.set_defaults(func=cmd_list)
-    asub = agents.add_subparsers(dest="agents_command")
+    asub = agents.add_subparsers(dest="agents_command", metavar="COMMAND")
 
     p = add_command(asub, "list", "every known agent: installed or not, native memory state")
     p.set_defaults(func=cmd_list)
 
     p = add_command(asub, "status", "what coffer installed for one agent, and in which files")
-    p.add_argument("agent", choices=AGENTS)
+    p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     p.set_defaults(func=cmd_status)
 
     p = add_command(asub, "install", "add coffer's session hooks and MCP server to an agent's config")
-    p.add_argument("agent", choices=AGENTS)
+    p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     p.add_argument(
         "--disable-native-memory",
         action="store_true",
@@ -107,11 +111,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_install)
 
     p = add_command(asub, "uninstall", "remove coffer's entries, leaving the files as they were")
-    p.add_argument("agent", choices=AGENTS)
+    p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     p.set_defaults(func=cmd_uninstall)
 
     p = add_command(asub, "native-memory", "switch an agent's own memory off, or restore its settings")
-    p.add_argument("agent", choices=AGENTS)
+    p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--disable", dest="disable", action="store_true", help="switch it off")
     group.add_argument("--restore", dest="disable", action="store_false", help="put back the user's settings")

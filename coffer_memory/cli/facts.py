@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
-from ..models import RETRIEVAL_MODES, MutationResult
-from ..render import hits_table, shorten, stores_table, table
-from ..service import MemoryService
-from ._common import add_command, add_target, emit_json, read_text, target
+from ..models import RETRIEVAL_MODES, MutationResult, StoreInfo
+from ..render import hits_table, shorten, table
+from ._common import (
+    FILE,
+    add_command,
+    add_cwd,
+    add_group,
+    add_target,
+    emit_json,
+    jsonable,
+    read_text,
+    resolve_fact_id,
+    target,
+)
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 
 def _print_mutation(verb: str, result: MutationResult) -> None:
@@ -63,7 +77,7 @@ def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
-    record = svc.get_fact(args.id, **target(args))
+    record = svc.get_fact(resolve_fact_id(svc, args.id, args), **target(args))
     if args.json:
         emit_json(record)
         return
@@ -79,10 +93,20 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
     body = read_text(args.text)
     if args.body_file:
         body = Path(args.body_file).read_text(encoding="utf-8")
+    fact_id = resolve_fact_id(svc, args.id, args)
     if body is None and args.title is None and args.description is None:
-        raise InvalidInput("nothing to change: give --text, --body-file, --title or --description")
+        from ._editor import edit_in_editor
+
+        edited = edit_in_editor(svc, fact_id, args, target(args))
+        if args.json:
+            emit_json(edited)  # null: nothing changed, nothing written
+        elif edited is None:
+            print(f"no changes to {fact_id}; nothing written")
+        else:
+            _print_mutation("edited", edited)
+        return
     result = svc.edit_fact(
-        args.id,
+        fact_id,
         body=body,
         title=args.title,
         description=args.description,
@@ -93,7 +117,9 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:
-    result = svc.delete_fact(args.id, expected_sha256=args.expect_sha256, **target(args))
+    result = svc.delete_fact(
+        resolve_fact_id(svc, args.id, args), expected_sha256=args.expect_sha256, **target(args)
+    )
     emit_json(result) if args.json else _print_mutation("deleted", result)
 
 
@@ -103,6 +129,14 @@ def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
         raise InvalidInput(f"clear deletes every fact of {name}; pass --yes to confirm", field="yes")
     result = svc.clear(store=name)
     emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
+
+
+def stores_table(stores: Sequence[StoreInfo]) -> str:
+    """Stores as a table: name, label, repository root, fact count, folder."""
+    if not stores:
+        return "(no stores yet)"
+    rows = [(s.name, s.label or "-", s.project_root or "-", s.fact_count, s.store_dir) for s in stores]
+    return table(("store", "label", "repository", "facts", "folder"), rows)
 
 
 def cmd_stores_list(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -152,10 +186,14 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
+    from ..plugins.manager import plugin_infos
+
     report = svc.doctor()
+    broken_plugins = [p for p in plugin_infos() if p.error]
+    ok = report.ok and not broken_plugins
     if args.json:
-        emit_json(report)
-        return 0 if report.ok else 1
+        emit_json({**jsonable(report), "broken_plugins": broken_plugins})
+        return 0 if ok else 1
     print(f"home:         {report.home}")
     print(f"sqlite:       {report.sqlite_version}")
     where = f" ({report.ripgrep_path})" if report.grep_backend == "ripgrep" else ""
@@ -166,7 +204,9 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"broken: {b.path}: {b.error}")
     for m in report.index_mismatches:
         print(f"index: {m}")
-    if report.ok:
+    for p in broken_plugins:
+        print(f"plugin: {p.name} ({p.distribution or 'unknown distribution'}) failed to load: {p.error}")
+    if ok:
         print("ok")
     else:
         advice = []
@@ -174,78 +214,82 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
             advice.append("fix or delete the broken files (their frontmatter must be a YAML mapping)")
         if report.index_mismatches:
             advice.append("run `coffer reindex` to bring the index in line with the files")
+        if broken_plugins:
+            advice.append("fix or uninstall the broken plugins (they are skipped until then)")
         print("problems found: " + "; ".join(advice))
-    return 0 if report.ok else 1
+    return 0 if ok else 1
 
 
 def register(sub: Any) -> None:
     """Add the fact, store and maintenance subcommands."""
-
-    def command(name: str, help_text: str, parent: Any = sub) -> argparse.ArgumentParser:
-        return add_command(parent, name, help_text)
-
-    p = command("remember", "remember a fact ('-' reads the text from stdin)")
-    p.add_argument("text")
-    p.add_argument("--title")
-    p.add_argument("--description")
-    p.add_argument("--actor", choices=("agent", "user"), default="user")
+    p = add_command(sub, "remember", "remember a fact ('-' reads the text from stdin)")
+    p.add_argument("text", help="the fact ('-' reads it from stdin)")
+    p.add_argument("--title", help="a short title (default: from the text)")
+    p.add_argument("--description", help="a one-line description (default: from the text)")
+    p.add_argument("--actor", choices=("agent", "user"), default="user", help="who says so (default: user)")
     add_target(p)
     p.set_defaults(func=cmd_remember)
 
-    p = command("recall", "search the project and global stores")
-    p.add_argument("query")
-    p.add_argument("--mode", choices=RETRIEVAL_MODES)
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--store", dest="stores", action="append", help="search this store (repeatable)")
-    p.add_argument("--cwd", default=None)
+    p = add_command(sub, "recall", "search the project and global stores")
+    p.add_argument("query", help="what to look for, in plain words")
+    p.add_argument(
+        "--mode", choices=RETRIEVAL_MODES, help="retrieval mode (default: the configured default_mode)"
+    )
+    p.add_argument("--limit", type=int, default=10, help="at most this many hits (default 10)")
+    p.add_argument(
+        "--store",
+        dest="stores",
+        action="append",
+        help="search this store only (repeatable; name, label or prefix)",
+    )
+    add_cwd(p, "directory whose git repository picks the project store searched (default: .)")
     p.set_defaults(func=cmd_recall)
 
-    facts = sub.add_parser("facts", help="list, show, edit or delete facts").add_subparsers(
-        dest="facts_command", required=True
-    )
-    p = command("list", "facts of a store, newest first", facts)
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--cursor")
+    facts = add_group(sub, "facts", "list, show, edit or delete facts")
+    p = add_command(facts, "list", "facts of a store, newest first")
+    p.add_argument("--limit", type=int, default=50, help="facts per page (default 50)")
+    p.add_argument("--cursor", help="the token printed after 'more:' for the next page")
     add_target(p)
     p.set_defaults(func=cmd_facts_list)
     for name, func, help_text in (
         ("show", cmd_facts_show, "show one fact"),
-        ("edit", cmd_facts_edit, "change a fact's text, title or description"),
+        ("edit", cmd_facts_edit, "change a fact's text, title or description (no options: open $EDITOR)"),
         ("rm", cmd_facts_rm, "delete a fact"),
     ):
-        p = command(name, help_text, facts)
-        p.add_argument("id")
+        p = add_command(facts, name, help_text)
+        p.add_argument("id", help="the fact id, or a unique prefix of it")
         add_target(p)
         if name != "show":
             p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
         if name == "edit":
             body = p.add_mutually_exclusive_group()
             body.add_argument("--text", help="new body ('-' reads stdin)")
-            body.add_argument("--body-file", help="read the new body from a file")
-            p.add_argument("--title")
-            p.add_argument("--description")
+            body.add_argument("--body-file", help="read the new body from a file").complete = FILE  # type: ignore[attr-defined]
+            p.add_argument("--title", help="new title")
+            p.add_argument("--description", help="new one-line description")
         p.set_defaults(func=func)
 
-    p = command("clear", "delete every fact of a store's knowledge lane")
+    p = add_command(sub, "clear", "delete every fact of a store's knowledge lane")
     p.add_argument("--yes", action="store_true", help="confirm")
     add_target(p)
     p.set_defaults(func=cmd_clear)
 
-    stores = sub.add_parser("stores", help="list stores or label one").add_subparsers(
-        dest="stores_command", required=True
-    )
-    p = command("list", "every store on disk", stores)
+    stores = add_group(sub, "stores", "list stores or label one")
+    p = add_command(stores, "list", "every store on disk, with its label and repository")
     p.set_defaults(func=cmd_stores_list)
-    p = command("label", "set or clear a store's display label", stores)
-    p.add_argument("store_name")
-    p.add_argument("label", nargs="?")
-    p.add_argument("--clear", action="store_true")
+    p = add_command(stores, "label", "set or clear a store's display label")
+    p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
+    p.add_argument("label", nargs="?", help="the new label (1 to 200 characters)")
+    p.add_argument("--clear", action="store_true", help="remove the label")
     p.set_defaults(func=cmd_stores_label)
 
-    p = command("reindex", "reconcile the index with the files (progress bar)")
-    p.add_argument("--store")
+    p = add_command(sub, "reindex", "reconcile the index with the files (progress bar)")
+    p.add_argument("--store", help="only this store (default: every store)")
     p.add_argument("--rebuild", action="store_true", help="drop the index rows first")
     p.set_defaults(func=cmd_reindex)
 
-    p = command("doctor", "check the index against the files and report broken files")
+    p = add_command(sub, "doctor", "check the index against the files and report broken files and plugins")
     p.set_defaults(func=cmd_doctor)
+
+
+__all__ = ["register", "stores_table"]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
-from ..organize.models import OrganizeReport, ReorgReport
 from ..render import table
-from ..service import MemoryService
-from ._common import add_command, add_target, emit_json, read_text, target
+from ._common import add_command, add_cwd, add_group, add_store, add_target, emit_json, read_text, target
+
+if TYPE_CHECKING:
+    from ..organize.models import OrganizeReport, ReorgReport
+    from ..service import MemoryService
+
+DRY_RUN_HELP = "show the planned changes as diffs; write nothing"
 
 
 def cmd_journal_show(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -137,56 +141,55 @@ def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
         print(f"summary: {report.summary} ({report.steps} steps)")
 
 
+def _journal_target(p: Any) -> None:
+    add_cwd(p)
+    add_store(p, "the project store (name, label, repository folder name or unique prefix)")
+
+
 def register(sub: Any) -> None:
     """Add the lane subcommands."""
     journal = add_command(sub, "journal", "show the project's journal, newest day first")
-    journal.add_argument("--cwd")
-    journal.add_argument("--store")
-    journal.add_argument("--limit", type=int, default=7)
+    _journal_target(journal)
+    journal.add_argument("--limit", type=int, default=7, help="at most this many days (default 7)")
     journal.set_defaults(func=cmd_journal_show)
-    jsub = journal.add_subparsers(dest="journal_command")
+    jsub = journal.add_subparsers(dest="journal_command", metavar="COMMAND")
     p = add_command(jsub, "add", "append an entry to today's journal ('-' reads stdin)")
-    p.add_argument("text")
-    p.add_argument("--actor", choices=("agent", "user"), default="user")
-    p.add_argument("--cwd")
-    p.add_argument("--store")
+    p.add_argument("text", help="the entry ('-' reads it from stdin)")
+    p.add_argument("--actor", choices=("agent", "user"), default="user", help="who writes it (default: user)")
+    _journal_target(p)
     p.set_defaults(func=cmd_journal_add)
     p = add_command(jsub, "rm", "delete one day of the journal")
-    p.add_argument("period", help="YYYY-MM-DD")
-    p.add_argument("--cwd")
-    p.add_argument("--store")
+    p.add_argument("period", help="the day, YYYY-MM-DD")
+    _journal_target(p)
     p.set_defaults(func=cmd_journal_rm)
 
-    handoff = sub.add_parser("handoff", help="save or show per-branch handoff notes")
-    hsub = handoff.add_subparsers(dest="handoff_command", required=True)
+    hsub = add_group(sub, "handoff", "save or show per-branch handoff notes")
     p = add_command(hsub, "save", "save where work stands on this branch ('-' reads stdin)")
-    p.add_argument("text")
-    p.add_argument("--cwd")
+    p.add_argument("text", help="the handoff note ('-' reads it from stdin)")
+    add_cwd(p, "directory whose repository and branch the handoff is for (default: .)")
     p.set_defaults(func=cmd_handoff_save)
     p = add_command(hsub, "show", "every branch's handoff in the store")
     add_target(p)
     p.set_defaults(func=cmd_handoff_show)
     p = add_command(hsub, "rm", "delete one branch's handoff")
-    p.add_argument("branch")
-    p.add_argument("--cwd")
-    p.add_argument("--store")
+    p.add_argument("branch", help="the branch whose handoff to delete")
+    _journal_target(p)
     p.set_defaults(func=cmd_handoff_rm)
 
     p = add_command(sub, "resume", "the handoff for this project and branch, and what changed since")
-    p.add_argument("--cwd")
+    add_cwd(p, "directory whose repository and branch to resume (default: .)")
     p.set_defaults(func=cmd_resume)
 
-    memory = sub.add_parser("memory", help="rules, the consolidation log and INDEX.md of a store")
-    msub = memory.add_subparsers(dest="memory_command", required=True)
+    msub = add_group(sub, "memory", "rules, the consolidation log and INDEX.md of a store")
     p = add_command(msub, "rules", "show the store's rules (all rules/*.md), or add one")
     p.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
     p.add_argument("--delete", action="store_true", help="delete every rules file")
-    p.add_argument("--yes", action="store_true")
+    p.add_argument("--yes", action="store_true", help="confirm --delete")
     add_target(p)
     p.set_defaults(func=cmd_rules)
     p = add_command(msub, "log", "show (or delete) the organizer's consolidation log")
-    p.add_argument("--delete", action="store_true")
-    p.add_argument("--yes", action="store_true")
+    p.add_argument("--delete", action="store_true", help="delete the log")
+    p.add_argument("--yes", action="store_true", help="confirm --delete")
     add_target(p)
     p.set_defaults(func=cmd_log)
     p = add_command(msub, "index", "regenerate knowledge/INDEX.md from the topic documents")
@@ -194,16 +197,16 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_index)
 
     p = add_command(sub, "organize", "file the inbox into topic documents and rules (needs an LLM)")
-    p.add_argument("--dry-run", action="store_true", help="show the planned changes as diffs; write nothing")
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     add_target(p)
     p.set_defaults(func=cmd_organize)
     p = add_command(sub, "reorg", "merge duplicate and split long topic documents (needs an LLM)")
-    p.add_argument("--dry-run", action="store_true", help="show the planned changes as diffs; write nothing")
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     add_target(p)
     p.set_defaults(func=cmd_reorg)
 
     p = add_command(sub, "session-context", "the bundle an agent receives at session start")
-    p.add_argument("--cwd")
+    add_cwd(p, "directory whose project rules to include (default: .)")
     p.set_defaults(func=cmd_session_context)
 
 

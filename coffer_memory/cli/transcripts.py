@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.homes import AGENTS
-from ..service import MemoryService
-from ..transcripts.models import DistillResult
-from ._common import add_command, emit_json
+from ._common import add_command, add_cwd, add_group, add_store, emit_json
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
+    from ..transcripts.models import DistillResult
+
+AGENT_HELP = "only this agent's sessions (default: every agent)"
 
 
 def _when(value: Any) -> str:
@@ -126,27 +130,31 @@ def cmd_forget(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def register(sub: Any) -> None:
     """Add ``transcripts`` and ``distill``."""
-    tr = sub.add_parser("transcripts", help="past sessions of Claude Code, Codex and OpenCode (read-only)")
-    tsub = tr.add_subparsers(dest="transcripts_command", required=True)
+    tsub = add_group(sub, "transcripts", "past sessions of Claude Code, Codex and OpenCode (read-only)")
     p = add_command(tsub, "list", "list past sessions, most recent first")
-    p.add_argument("--agent", choices=AGENTS)
+    p.add_argument("--agent", choices=AGENTS, help=AGENT_HELP)
     p.add_argument("--project", help="exact project path")
     p.add_argument("--search", help="substring of the title or project path")
     p.add_argument(
-        "--sort", choices=("started_at", "last_activity_at", "message_count"), default="last_activity_at"
+        "--sort",
+        choices=("started_at", "last_activity_at", "message_count"),
+        default="last_activity_at",
+        help="sort key (default: last_activity_at)",
     )
-    p.add_argument("--order", choices=("asc", "desc"), default="desc")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--order", choices=("asc", "desc"), default="desc", help="sort order (default: desc)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many sessions per agent (default 50)")
     p.set_defaults(func=cmd_list)
     p = add_command(tsub, "show", "a session as the model would see it (scrubbed)")
-    p.add_argument("session_id")
-    p.add_argument("--agent", choices=AGENTS)
+    p.add_argument("session_id", help="the session id")
+    p.add_argument("--agent", choices=AGENTS, help="the session's agent (default: looked up)")
     p.set_defaults(func=cmd_show)
 
     p = add_command(sub, "distill", "distill a past session (or --sweep all new ones) into the journal")
-    p.add_argument("session_id", nargs="?")
-    p.add_argument("--agent", choices=AGENTS)
-    p.add_argument("--cwd", help="project directory (default: the session's own)")
+    p.add_argument("session_id", nargs="?", help="the session id (or --sweep)")
+    p.add_argument(
+        "--agent", choices=AGENTS, help="the session's agent (default: looked up; with --sweep: all)"
+    )
+    add_cwd(p, "project directory (default: the session's own)")
     p.add_argument("--sweep", action="store_true", help="every session not distilled yet")
     p.add_argument("--limit", type=int, default=20, help="sessions per sweep (default 20)")
     p.add_argument("--min-idle", type=int, default=600, help="skip sessions active in the last N seconds")
@@ -154,7 +162,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_distill)
 
     p = add_command(sub, "forget-session", "delete the journal entries a session produced")
-    p.add_argument("session_id")
-    p.add_argument("--cwd")
-    p.add_argument("--store")
+    p.add_argument("session_id", help="the session id")
+    add_cwd(p)
+    add_store(p, "the project store (name, label, repository folder name or unique prefix)")
     p.set_defaults(func=cmd_forget)

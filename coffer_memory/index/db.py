@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -148,13 +149,15 @@ class IndexDB:
 
     def _load_sqlite_vec(self) -> bool:
         """Load sqlite-vec when the ``[vector]`` extra is installed; False otherwise."""
-        try:
-            import sqlite_vec
-        except ImportError:
+        # Found, not imported: the sqlite_vec package imports numpy, which a keyword-only CLI call
+        # would pay for on every start (about a fifth of `coffer recall`). Its loadable_path() is
+        # the package folder + "vec0".
+        spec = importlib.util.find_spec("sqlite_vec")
+        if spec is None or not spec.submodule_search_locations:
             return False
         self.conn.enable_load_extension(True)
         try:
-            self.conn.load_extension(sqlite_vec.loadable_path())
+            self.conn.load_extension(os.path.join(next(iter(spec.submodule_search_locations)), "vec0"))
         finally:
             self.conn.enable_load_extension(False)
         return True

@@ -1,55 +1,106 @@
-"""The one module that calls ``pm.hook``; everything else asks the typed getters here."""
+"""The one module that calls ``pm.hook``; everything else asks the typed getters here.
+
+Built-ins are registered like outside plugins, but from a table: a built-in module is imported
+the first time one of its hooks is called, so a keyword ``coffer recall`` never imports the HTTP
+client or the ONNX embedder. An entry point that fails to load is skipped and reported
+(``plugin_infos``, ``coffer plugins list``, ``coffer doctor``), never fatal.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from importlib import metadata
+from typing import TYPE_CHECKING
 
+import attrs
 import pluggy
 
-from ..config import EmbeddingSettings, LLMSettings
 from ..errors import InvalidInput
 from . import hookspecs
 from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, LLMFactory
 
+if TYPE_CHECKING:
+    from ..config import EmbeddingSettings, LLMSettings
+
+log = logging.getLogger("coffer_memory")
 ENTRY_POINT_GROUP = "coffer_memory"
-DEFAULT_PLUGINS = (
-    "coffer_memory.plugins.builtin.grep",
-    "coffer_memory.plugins.builtin.minilm",
-    "coffer_memory.plugins.builtin.openai_embeddings",
-    "coffer_memory.plugins.builtin.openai_chat",
-)
+# Built-in plugin modules and the hooks each implements (checked against the modules by a test).
+BUILTIN_PLUGINS: dict[str, tuple[str, ...]] = {
+    "coffer_memory.plugins.builtin.grep": ("register_grep_backends",),
+    "coffer_memory.plugins.builtin.minilm": ("register_embedders",),
+    "coffer_memory.plugins.builtin.openai_embeddings": ("register_embedders",),
+    "coffer_memory.plugins.builtin.openai_chat": ("register_llms",),
+}
+DEFAULT_PLUGINS = tuple(BUILTIN_PLUGINS)
 AUTO_EMBEDDERS = ("minilm",)  # what provider="auto" tries, in order (offline only)
 
+
+@attrs.frozen
+class PluginInfo:
+    """A plugin as ``coffer plugins list`` shows it; ``error`` is set when it failed to load."""
+
+    name: str
+    source: str  # "builtin", "entry point" or "registered" (by code, e.g. a test)
+    hooks: tuple[str, ...]
+    version: str | None = None
+    distribution: str | None = None
+    error: str | None = None
+
+
 _pm: pluggy.PluginManager | None = None
-_lock = threading.Lock()
+_lock = threading.RLock()
+_dists: dict[str, tuple[str | None, str | None]] = {}  # entry-point name -> (distribution, version)
+_failed: dict[str, PluginInfo] = {}
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
     """Load the entry-point group; ``COFFER_LOAD_PLUGINS`` (comma-separated names) restricts it."""
+    from importlib import metadata
+
     only = os.environ.get("COFFER_LOAD_PLUGINS")
     allowed = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if allowed is not None and ep.name not in allowed:
             continue
-        if pm.get_plugin(ep.name) is None and not pm.is_blocked(ep.name):
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        dist = getattr(ep, "dist", None)
+        _dists[ep.name] = (dist.name, dist.version) if dist is not None else (None, None)
+        try:
             pm.register(ep.load(), name=ep.name)
+        except Exception as exc:  # one broken plugin must not take every command down
+            if pm.get_plugin(ep.name) is not None:
+                pm.unregister(name=ep.name)
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("skipping plugin %s (%s): %s", ep.name, ep.value, error)
+            dist_name, version = _dists[ep.name]
+            _failed[ep.name] = PluginInfo(ep.name, "entry point", (), version, dist_name, error)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
-    """The process-wide plugin manager, built on first use (built-ins, then entry points)."""
+    """The process-wide plugin manager, built on first use (entry points; built-ins when first needed)."""
     global _pm
     with _lock:
         if _pm is None:
             pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
             pm.add_hookspecs(hookspecs.CofferHookSpecs)
-            for module_name in DEFAULT_PLUGINS:
-                module = __import__(module_name, fromlist=["_"])
-                pm.register(module, name=module_name)
+            _dists.clear()
+            _failed.clear()
             _load_entry_points(pm)
             _pm = pm
         return _pm
+
+
+def _hook_manager(hook: str | None) -> pluggy.PluginManager:
+    """The manager, with every built-in implementing ``hook`` (every built-in for None) registered."""
+    pm = get_plugin_manager()
+    with _lock:
+        for module_name, hooks in BUILTIN_PLUGINS.items():
+            wanted = hook is None or hook in hooks
+            if wanted and pm.get_plugin(module_name) is None and not pm.is_blocked(module_name):
+                pm.register(__import__(module_name, fromlist=["_"]), name=module_name)
+    return pm
 
 
 def reload_plugins() -> pluggy.PluginManager:
@@ -60,6 +111,26 @@ def reload_plugins() -> pluggy.PluginManager:
     return get_plugin_manager()
 
 
+def plugin_infos() -> list[PluginInfo]:
+    """Every plugin: the built-ins, the entry points (with their distribution) and those that failed."""
+    from .. import __version__
+
+    pm = _hook_manager(None)
+    infos = []
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:
+            continue
+        hooks = tuple(sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()))
+        if name in BUILTIN_PLUGINS:
+            infos.append(PluginInfo(name, "builtin", hooks, __version__, "coffer-memory"))
+        elif name in _dists:
+            dist, version = _dists[name]
+            infos.append(PluginInfo(name, "entry point", hooks, version, dist))
+        else:
+            infos.append(PluginInfo(name, "registered", hooks))
+    return infos + list(_failed.values())
+
+
 def get_grep_backends() -> dict[str, GrepBackend]:
     """Every registered grep backend by name."""
     found: dict[str, GrepBackend] = {}
@@ -67,7 +138,7 @@ def get_grep_backends() -> dict[str, GrepBackend]:
     def register(backend: GrepBackend) -> None:
         found[backend.name] = backend
 
-    get_plugin_manager().hook.register_grep_backends(register=register)
+    _hook_manager("register_grep_backends").hook.register_grep_backends(register=register)
     return found
 
 
@@ -93,7 +164,7 @@ def get_embedder_factories() -> dict[str, EmbedderFactory]:
     def register(name: str, factory: EmbedderFactory) -> None:
         found[name] = factory
 
-    get_plugin_manager().hook.register_embedders(register=register)
+    _hook_manager("register_embedders").hook.register_embedders(register=register)
     return found
 
 
@@ -128,7 +199,7 @@ def get_llm_factories() -> dict[str, LLMFactory]:
     def register(name: str, factory: LLMFactory) -> None:
         found[name] = factory
 
-    get_plugin_manager().hook.register_llms(register=register)
+    _hook_manager("register_llms").hook.register_llms(register=register)
     return found
 
 
