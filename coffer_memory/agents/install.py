@@ -26,8 +26,10 @@ import attrs
 from tomlkit.exceptions import TOMLKitError
 
 from ..errors import AgentConfigInvalid
+from .codex_trust import HookTrust
 from .config_files import ConfigDoc, load_doc, remove_with_backup, write_atomic
 from .homes import AGENTS, AgentHomes
+from .probe import McpCheck
 from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
 from .specs import (
     HOOK_SCRIPT,
@@ -91,6 +93,18 @@ class AgentStatus:
     mcp_command: str
     files: tuple[Path, ...]
     notes: tuple[str, ...]
+    home: Path | None = None
+    """The coffer home the installed entries point at (``None`` when nothing is installed)."""
+    hook_review: tuple[HookTrust, ...] = ()
+    """For agents that run a hook only once the user trusted it (Codex): that state, per event."""
+    mcp_check: McpCheck | None = None
+    """The registered MCP server started and asked for its tools (only when a check was asked for)."""
+
+    @property
+    def working(self) -> bool:
+        """Installed, and nothing known stands in the way: hooks trusted, the MCP server answers."""
+        trusted = all(t.state == "trusted" for t in self.hook_review)
+        return self.installed and trusted and (self.mcp_check is None or self.mcp_check.ok)
 
 
 @attrs.frozen
