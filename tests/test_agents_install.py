@@ -615,3 +615,39 @@ def test_coffer_agents_as_a_real_process(tmp_home: Path, homes: AgentHomes) -> N
     proc = subprocess.run([coffer, "agents", "uninstall", "codex"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and str(codex_config(homes)) in proc.stdout
     unchanged(before)
+
+
+# -- the user's JSON style ---------------------------------------------------------------------
+STYLED = {"model": "opus", "env": {"A": "1"}, "permissions": {"allow": ["Bash(ls)"]}}
+
+
+@pytest.mark.parametrize(
+    ("style", "raw"),
+    [
+        ("compact", json.dumps(STYLED, separators=(",", ":")).encode()),
+        ("compact, spaced", (json.dumps(STYLED) + "\n").encode()),
+        ("2 spaces", json.dumps(STYLED, indent=2).encode()),
+        ("4 spaces", (json.dumps(STYLED, indent=4) + "\n").encode()),
+        ("tabs", (json.dumps(STYLED, indent="\t") + "\n").encode()),
+        ("unindented lines", b'{\n"model": "opus",\n"env": {\n"A": "1"\n}\n}\n'),
+        ("ascii escapes", b'{\n  "name": "caf\\u00e9 \\u4e2d"\n}\n'),
+    ],
+)
+def test_install_keeps_the_users_json_style(
+    svc: MemoryService, homes: AgentHomes, style: str, raw: bytes
+) -> None:
+    write(claude_settings(homes), raw)
+    svc.install_agent("claude-code")
+    after = claude_settings(homes).read_bytes()
+    data = json.loads(after)
+    original = json.loads(raw)
+    assert list(data)[: len(original)] == list(original) and ours(data["hooks"]["SessionStart"])
+    # The whole file is what the user's own style gives for the new content: same indent unit,
+    # separators, final newline and escaping, so the untouched part reads exactly as before.
+    assert after.startswith(raw.rstrip(b"\n")[: raw.rstrip(b"\n").rfind(b"}")].rstrip())
+    assert after.endswith(b"\n") == raw.endswith(b"\n")
+    if b"\n" not in raw.strip():
+        assert b"\n" not in after.strip()
+    assert after.isascii() or style != "ascii escapes"
+    svc.uninstall_agent("claude-code")
+    assert claude_settings(homes).read_bytes() == raw

@@ -182,6 +182,8 @@ class JsonDoc(ConfigDoc):
         self.indent: int | str | None = 2
         self.separators: tuple[str, str] = (",", ": ")
         self.final_newline = True
+        # A file that spells non-ASCII as \u escapes (and holds no raw non-ASCII) keeps doing so.
+        self.ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
         if text.strip():
             self._learn_style(text)
 
@@ -212,6 +214,8 @@ class JsonDoc(ConfigDoc):
         if match:
             unit = match.group(1)
             self.indent = len(unit) if set(unit) == {" "} else unit
+        else:  # members on their own lines, none indented
+            self.indent = 0
 
     @staticmethod
     def _canon(data: Any) -> str:
@@ -224,7 +228,9 @@ class JsonDoc(ConfigDoc):
 
     def render(self) -> bytes:
         """The object in the file's indent style, with its final newline if it had one."""
-        text = json.dumps(self.data, ensure_ascii=False, indent=self.indent, separators=self.separators)
+        text = json.dumps(
+            self.data, ensure_ascii=self.ensure_ascii, indent=self.indent, separators=self.separators
+        )
         return (text + ("\n" if self.final_newline else "")).encode("utf-8")
 
     def new_table(self, parent: Any, *, holds_tables: bool) -> MutableMapping[str, Any]:
