@@ -276,7 +276,7 @@ def test_files_coffer_creates_are_0600_and_removed_on_uninstall(
     assert stat.S_IMODE(homes.claude.stat().st_mode) == 0o700
     svc.uninstall_agent("claude-code")
     assert not claude_settings(homes).exists() and not homes.claude_json.exists()
-    assert (homes.claude / "settings.json.bak").exists()  # the last bytes are kept all the same
+    assert not list(homes.claude.glob("*.bak"))  # they held nothing but coffer's entries
 
 
 def test_compact_tabbed_and_empty_json_files_round_trip(svc: MemoryService, homes: AgentHomes) -> None:
@@ -651,3 +651,46 @@ def test_install_keeps_the_users_json_style(
     assert after.isascii() or style != "ascii escapes"
     svc.uninstall_agent("claude-code")
     assert claude_settings(homes).read_bytes() == raw
+
+
+# -- backups -----------------------------------------------------------------------------------
+def _backups(homes: AgentHomes) -> list[Path]:
+    folders = {homes.claude, homes.claude_json.parent, homes.codex}
+    return [p for folder in folders for p in folder.glob("*.bak")]
+
+
+def test_backups_never_hold_coffers_entries(
+    svc: MemoryService, homes: AgentHomes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    before = {**write_claude(homes), **write_codex(homes)}
+    for agent in ("claude-code", "codex"):
+        svc.install_agent(agent, disable_native_memory=True)
+    # An update (coffer moved): the files are rewritten while they hold coffer's old entries.
+    moved = tmp_path / "moved-venv" / "bin"
+    moved.mkdir(parents=True)
+    for name in ("coffer-hook", "coffer-mcp"):
+        write(moved / name, "#!/bin/sh\n", mode=0o755)
+    monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
+    for agent in ("claude-code", "codex"):
+        svc.install_agent(agent)
+        svc.uninstall_agent(agent)
+    backups = _backups(homes)
+    assert len(backups) == len(before)
+    for bak in backups:
+        assert b"coffer-hook" not in bak.read_bytes() and b"coffer-mcp" not in bak.read_bytes()
+        assert b"autoMemoryEnabled" not in bak.read_bytes() and b"generate_memories" not in bak.read_bytes()
+        # the last version without coffer: here, what the user had before the first install
+        assert bak.read_bytes() == before[bak.with_name(bak.name.removesuffix(".bak"))]
+    unchanged(before)
+
+
+def test_uninstall_drops_a_backup_an_older_coffer_left_with_its_entries(
+    svc: MemoryService, homes: AgentHomes
+) -> None:
+    before = write_claude(homes)
+    svc.install_agent("claude-code")
+    stale = claude_settings(homes).read_bytes()  # what an older coffer's uninstall left as .bak
+    write(claude_settings(homes).with_name("settings.json.bak"), stale)
+    svc.uninstall_agent("claude-code")
+    unchanged(before)
+    assert not claude_settings(homes).with_name("settings.json.bak").exists()

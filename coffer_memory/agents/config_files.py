@@ -4,7 +4,7 @@ Three promises, because these files belong to the user and to their agents:
 
 * a file that does not parse is never overwritten (``AgentConfigInvalid`` names it);
 * every write is atomic (temp file in the same folder, fsync, rename, fsync of the folder) and
-  keeps the file's mode, and the previous bytes are kept next to it as ``<name>.bak``;
+  keeps the file's mode, and the previous bytes can be kept next to it as ``<name>.bak``;
 * an edit keeps what it does not touch: JSON key order and indent style, TOML comments and
   layout (tomlkit).
 
@@ -87,8 +87,9 @@ def _replace(path: Path, data: bytes, mode: int) -> None:
     fsync_dir(path.parent)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Atomically write ``data`` to ``path``, keeping its mode and its previous bytes in ``.bak``.
+def write_atomic(path: Path, data: bytes, *, backup: bool = True) -> None:
+    """Atomically write ``data`` to ``path``, keeping its mode and (with ``backup``) its previous
+    bytes in ``.bak``.
 
     A new file gets mode 0600 (missing folders 0700).
     """
@@ -96,18 +97,19 @@ def write_atomic(path: Path, data: bytes) -> None:
     previous = _read(real)
     ensure_dir(real.parent)
     mode = stat.S_IMODE(os.stat(real).st_mode) if previous is not None else NEW_FILE_MODE
-    if previous is not None:
+    if previous is not None and backup:
         _replace(backup_path(real), previous, mode)
     _replace(real, data, mode)
 
 
-def remove_with_backup(path: Path) -> None:
-    """Remove ``path`` (a file coffer created), keeping its last bytes in ``.bak``."""
+def remove_with_backup(path: Path, *, backup: bool = True) -> None:
+    """Remove ``path`` (a file coffer created), keeping (with ``backup``) its last bytes in ``.bak``."""
     real = _real(path)
     previous = _read(real)
     if previous is None:
         return
-    _replace(backup_path(real), previous, stat.S_IMODE(os.stat(real).st_mode))
+    if backup:
+        _replace(backup_path(real), previous, stat.S_IMODE(os.stat(real).st_mode))
     os.unlink(real)
     fsync_dir(real.parent)
 
