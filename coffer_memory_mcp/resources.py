@@ -46,6 +46,9 @@ def _read(call: Callable[[], T]) -> T:
 def add_resources_and_prompts(server: MCPServer[Any], svc: MemoryService) -> None:
     """Register coffer's resources and the ``resume`` prompt on ``server``."""
 
+    def markdown(uri: str, name: str, title: str, description: str) -> Callable[[Callable[..., str]], Any]:
+        return server.resource(uri, name=name, title=title, description=description, mime_type=MARKDOWN)
+
     @server.resource(
         "coffer://stores",
         name="stores",
@@ -74,32 +77,29 @@ def add_resources_and_prompts(server: MCPServer[Any], svc: MemoryService) -> Non
 
         return _read(run)
 
-    @server.resource(
+    @markdown(
         "coffer://{store}/facts/{fact_id}",
-        name="fact",
-        title="A remembered fact",
-        description="One fact's Markdown file (frontmatter and body), by store and fact id.",
-        mime_type=MARKDOWN,
+        "fact",
+        "A remembered fact",
+        "One fact's Markdown file (frontmatter and body), by store and fact id.",
     )
     def fact(store: str, fact_id: str) -> str:
         return _read(lambda: svc.get_fact(fact_id, store=store).path.read_text(encoding="utf-8"))
 
-    @server.resource(
+    @markdown(
         "coffer://{store}/rules",
-        name="rules",
-        title="Rules of a store",
-        description="The store's rules (what every session is told at start), concatenated.",
-        mime_type=MARKDOWN,
+        "rules",
+        "Rules of a store",
+        "The store's rules (what every session is told at start), concatenated.",
     )
     def rules(store: str) -> str:
         return _read(lambda: svc.rules(store=store).text)
 
-    @server.resource(
+    @markdown(
         "coffer://{store}/handoffs/{branch}",
-        name="handoff",
-        title="Handoff note of a branch",
-        description="Where work stood on a branch when the last session saved a handoff.",
-        mime_type=MARKDOWN,
+        "handoff",
+        "Handoff note of a branch",
+        "Where work stood on a branch when the last session saved a handoff.",
     )
     def handoff(store: str, branch: str) -> str:
         wanted = unquote(branch)
