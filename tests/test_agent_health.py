@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agent_configs import codex_config, codex_hooks, isolated_agent_homes, read_json, write
 
-from coffer_memory import MemoryService
+from coffer_memory import InvalidInput, MemoryService
 from coffer_memory.agents.codex_trust import hook_hash
 from coffer_memory.agents.homes import AgentHomes
 from coffer_memory.agents.probe import check_mcp_server
@@ -254,3 +254,32 @@ def test_odd_codex_state_tables_read_as_not_reviewed(svc: MemoryService, homes: 
     with codex_config(homes).open("a") as out:
         out.write('\n[hooks]\nstate = "not a table"\n')
     assert [t.state for t in svc.agent_status("codex").hook_review] == ["untrusted"]
+
+
+# -- snippets for Claude Desktop, Cursor, VS Code ----------------------------------------------
+@pytest.mark.parametrize(
+    ("client", "key"), [("claude-desktop", "mcpServers"), ("cursor", "mcpServers"), ("vscode", "servers")]
+)
+def test_snippets_follow_each_clients_format_and_start_coffer(
+    client: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other-home"
+    assert main(["--home", str(other), "agents", "snippet", client]) == 0
+    out = capsys.readouterr()
+    config = json.loads(out.out)
+    entry = config[key]["coffer"]
+    assert list(config) == [key] and entry["command"] == str(SCRIPTS / "coffer-mcp") and entry["args"] == []
+    assert entry["env"] == {"COFFER_HOME": str(other)}
+    assert ("type" in entry) == (client == "vscode") and entry.get("type", "stdio") == "stdio"
+    assert "https://" in out.err and "merge this" in out.err
+    # What the snippet describes really starts and answers, with its env.
+    check = check_mcp_server([entry["command"], *entry["args"]], entry["env"], timeout=60)
+    assert check.ok and "coffer__recall" in check.tools
+
+
+def test_snippet_without_a_home_override_has_no_env(capsys: pytest.CaptureFixture[str]) -> None:
+    from coffer_memory.agents.snippets import mcp_snippet
+
+    assert "env" not in mcp_snippet("cursor").config["mcpServers"]["coffer"]
+    with pytest.raises(InvalidInput, match="known clients"):
+        mcp_snippet("notepad")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
 
 import attrs
@@ -10,6 +12,7 @@ import attrs
 from ..agents.homes import AGENTS
 from ..agents.install import AgentChange, AgentStatus
 from ..agents.probe import DEFAULT_TIMEOUT_SECONDS
+from ..agents.snippets import SNIPPET_CLIENTS, mcp_snippet
 from ..render import table
 from ..service import MemoryService
 from ._common import add_command, emit_json
@@ -123,6 +126,19 @@ def cmd_native_memory(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json(change) if args.json else _print_change(change, done)
 
 
+def cmd_snippet(svc: MemoryService, args: argparse.Namespace) -> None:
+    snippet = mcp_snippet(args.client, svc.home)
+    if args.json:
+        emit_json(snippet)
+        return
+    # The explanation goes to stderr, so `coffer agents snippet cursor > mcp.json` is pure JSON.
+    print(f"# {snippet.label}: merge this into the top-level object of", file=sys.stderr)
+    for path in snippet.files:
+        print(f"#   {path}", file=sys.stderr)
+    print(f"# format: {snippet.source}", file=sys.stderr)
+    print(json.dumps(snippet.config, indent=2))
+
+
 def _add_check(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True, help=help_text)
     p.add_argument(
@@ -160,6 +176,10 @@ def register(sub: Any) -> None:
     p = add_command(asub, "uninstall", "remove coffer's entries, leaving the files as they were")
     p.add_argument("agent", choices=AGENTS)
     p.set_defaults(func=cmd_uninstall)
+
+    p = add_command(asub, "snippet", "print coffer's MCP entry for Claude Desktop, Cursor or VS Code")
+    p.add_argument("client", choices=SNIPPET_CLIENTS, help="the MCP client whose config format to use")
+    p.set_defaults(func=cmd_snippet)
 
     p = add_command(asub, "native-memory", "switch an agent's own memory off, or restore its settings")
     p.add_argument("agent", choices=AGENTS)
