@@ -694,3 +694,51 @@ def test_uninstall_drops_a_backup_an_older_coffer_left_with_its_entries(
     svc.uninstall_agent("claude-code")
     unchanged(before)
     assert not claude_settings(homes).with_name("settings.json.bak").exists()
+
+
+def test_members_coffer_does_not_touch_keep_their_exact_text(svc: MemoryService, homes: AgentHomes) -> None:
+    # Hand-formatted: short arrays and objects on one line inside a 2-space file.
+    raw = (
+        b'{\n  "model": "opus",\n  "permissions": {"allow": ["Bash(ls)", "Read"], "deny": []},\n'
+        b'  "hooks": {\n    "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]\n  },\n'
+        b'  "env": {"A": "1"}\n}\n'
+    )
+    write(claude_settings(homes), raw)
+    svc.install_agent("claude-code", disable_native_memory=True)
+    after = claude_settings(homes).read_text()
+    for line in (
+        '  "permissions": {"allow": ["Bash(ls)", "Read"], "deny": []},\n',
+        '    "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}],\n',
+        '  "env": {"A": "1"},\n',
+    ):
+        assert line in after
+    assert '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact",' in after
+    assert after.endswith('  "autoMemoryEnabled": false\n}\n')
+    # An edit by the user meanwhile: uninstall cannot restore the snapshot, and re-renders only
+    # what it removes.
+    data = read_json(claude_settings(homes))
+    data["model"] = "sonnet"
+    text = after.replace('"model": "opus"', '"model": "sonnet"')
+    claude_settings(homes).write_text(text)
+    svc.uninstall_agent("claude-code")
+    assert claude_settings(homes).read_bytes() == raw.replace(b'"model": "opus"', b'"model": "sonnet"')
+
+
+def test_a_one_line_object_gets_coffers_entry_on_the_same_line(svc: MemoryService, homes: AgentHomes) -> None:
+    path = opencode_json(homes)
+    write(
+        path, '{\n  "theme": "opencode",\n  "mcp": {"context7": {"type": "remote", "url": "https://x"}}\n}\n'
+    )
+    svc.install_agent("opencode")
+    lines = path.read_text().splitlines()
+    assert lines[2].startswith(
+        '  "mcp": {"context7": {"type": "remote", "url": "https://x"}, "coffer": {"type": "local"'
+    )
+    assert len(lines) == 4 and read_json(path)["mcp"]["coffer"]["enabled"] is True
+
+
+def test_json_the_splicer_cannot_scan_is_rendered_whole(svc: MemoryService, homes: AgentHomes) -> None:
+    # Python's json reads NaN; the splicer does not.
+    write(claude_settings(homes), b'{\n    "ratio": NaN\n}\n')
+    svc.install_agent("claude-code")
+    assert claude_settings(homes).read_text().startswith('{\n    "ratio": NaN,\n    "hooks": {\n')

@@ -31,6 +31,7 @@ from tomlkit.items import InlineTable
 
 from ..errors import AgentConfigInvalid
 from ..store.files import ensure_dir, fsync_dir
+from .json_splice import JsonStyle, splice
 
 BACKUP_SUFFIX = ".bak"
 NEW_FILE_MODE = 0o600
@@ -180,6 +181,8 @@ class JsonDoc(ConfigDoc):
         super().__init__(path, raw)
         text = _decode(raw, path, "utf-8-sig")
         self.data = self._parse(text, path)
+        self._text = text
+        self._original = copy.deepcopy(self.data)
         self._loaded = self._canon(self.data)
         self.indent: int | str | None = 2
         self.separators: tuple[str, str] = (",", ": ")
@@ -216,7 +219,7 @@ class JsonDoc(ConfigDoc):
         if match:
             unit = match.group(1)
             self.indent = len(unit) if set(unit) == {" "} else unit
-        else:  # members on their own lines, none indented
+        elif '"' in body:  # members on their own lines, none indented
             self.indent = 0
 
     @staticmethod
@@ -229,7 +232,13 @@ class JsonDoc(ConfigDoc):
         return self._canon(self.data)
 
     def render(self) -> bytes:
-        """The object in the file's indent style, with its final newline if it had one."""
+        """The file's text with only what changed re-rendered, in the file's style (``json_splice``);
+        a new or unscannable file is rendered whole, with its final newline if it had one."""
+        style = JsonStyle(self.indent, self.separators, self.ensure_ascii)
+        if self._text.strip():
+            spliced = splice(self._text, self._original, self.data, style)
+            if spliced is not None:
+                return spliced.encode("utf-8")
         text = json.dumps(
             self.data, ensure_ascii=self.ensure_ascii, indent=self.indent, separators=self.separators
         )
