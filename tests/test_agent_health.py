@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agent_configs import codex_config, codex_hooks, isolated_agent_homes, read_json, write
 
-from coffer_memory import InvalidInput, MemoryService
+from coffer_memory import InvalidInput, MemoryService, __version__
 from coffer_memory.agents.codex_trust import hook_hash
 from coffer_memory.agents.homes import AgentHomes
 from coffer_memory.agents.probe import check_mcp_server
@@ -103,7 +103,9 @@ def test_a_missing_or_unexecutable_command(tmp_path: Path) -> None:
 def test_the_real_coffer_mcp_answers_with_its_five_tools(tmp_home: Path) -> None:
     check = check_mcp_server([str(SCRIPTS / "coffer-mcp")], {"COFFER_HOME": str(tmp_home)}, timeout=60)
     assert check.ok, check.summary()
-    assert check.server == "coffer 0.1.0" and "coffer__recall" in check.tools and len(check.tools) == 5
+    assert (
+        check.server == f"coffer {__version__}" and "coffer__recall" in check.tools and len(check.tools) == 5
+    )
 
 
 # -- through status, install and doctor --------------------------------------------------------
@@ -157,7 +159,7 @@ def test_cli_install_checks_the_server_it_registered(
     svc: MemoryService, homes: AgentHomes, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--home", str(svc.home), "agents", "install", "opencode"]) == 0
-    assert "MCP server: registered; answers (coffer 0.1.0, 5 tools" in capsys.readouterr().out
+    assert f"MCP server: registered; answers (coffer {__version__}, 5 tools" in capsys.readouterr().out
     report = svc.doctor()
     assert report.ok and report.agents and report.agents[0].startswith("opencode: MCP server answers")
 
