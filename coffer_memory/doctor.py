@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import apsw
@@ -11,6 +12,7 @@ from .plugins.builtin.grep import find_ripgrep
 from .store.files import FactParseError, parse_fact, read_bytes, scan_markdown
 
 if TYPE_CHECKING:
+    from .agents.install import AgentStatus
     from .stores import StoresMixin
 
 
@@ -48,4 +50,32 @@ def run_doctor(svc: StoresMixin) -> DoctorReport:
         stores=tuple(infos),
         broken=tuple(broken),
         index_mismatches=tuple(mismatches),
+        **check_agents(getattr(svc, "agents", None)),
     )
+
+
+def check_agents(list_agents: Callable[..., list[AgentStatus]] | None) -> dict[str, tuple[str, ...]]:
+    """Every agent coffer is installed for: start its registered MCP server (each distinct one once)
+    and ask it ``initialize`` + ``tools/list``; hooks the agent has not trusted yet; stale entries.
+
+    ``list_agents`` is the service's ``agents`` method. Returns the report's ``agents`` and
+    ``agent_problems`` fields.
+    """
+    lines: list[str] = []
+    problems: list[str] = []
+    for status in list_agents(check_mcp=True) if list_agents is not None else ():
+        if not (status.installed or status.mcp_registered):
+            continue
+        found = [f"{status.name}: {t.describe()}" for t in status.hook_review if t.state != "trusted"]
+        if status.mcp_check is not None and not status.mcp_check.ok:
+            found.append(
+                f"{status.name}: MCP server {' '.join(status.mcp_check.command)} {status.mcp_check.summary()}"
+            )
+        if status.installed and not status.up_to_date:
+            found.append(f"{status.name}: out of date: run `coffer agents install {status.name}` again")
+        problems += found
+        check = status.mcp_check
+        lines.append(
+            f"{status.name}: " + (f"MCP server {check.summary()}" if check and check.ok else "not working")
+        )
+    return {"agents": tuple(lines), "agent_problems": tuple(problems)}

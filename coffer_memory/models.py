@@ -179,11 +179,15 @@ class DoctorReport:
     stores: tuple[StoreInfo, ...]
     broken: tuple[BrokenFile, ...]
     index_mismatches: tuple[str, ...]
+    agents: tuple[str, ...] = ()
+    """One line per agent coffer is installed for: its MCP server answers, or what is wrong."""
+    agent_problems: tuple[str, ...] = ()
+    """What stands between an installed agent and a working coffer (also in ``agents``)."""
 
     @property
     def ok(self) -> bool:
-        """True when nothing is broken and the index agrees with the files."""
-        return not self.broken and not self.index_mismatches
+        """True when nothing is broken, the index agrees with the files and installed agents work."""
+        return not self.broken and not self.index_mismatches and not self.agent_problems
 
 
 @attrs.frozen

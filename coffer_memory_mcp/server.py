@@ -11,22 +11,32 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import CallToolResult, ListRootsRequest, ListRootsResult, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    InputRequiredResult,
+    ListRootsRequest,
+    ListRootsResult,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types.version import is_version_at_least
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 import coffer_memory
-from coffer_memory import CofferError, InvalidInput, MemoryService, ScopeUnresolved
+from coffer_memory import CofferError, InvalidInput, MemoryService
 
+from .errors import core_error, invalid_arguments
+from .resources import add_resources_and_prompts
 from .schemas import FactOut, HandoffOut, ListMemoryOut, RecallOut, RememberOut, ResumeOut
 
-__all__ = ["build_server"]
+__all__ = ["CofferServer", "build_server"]
 
 log = logging.getLogger("coffer_memory_mcp")
 
@@ -147,17 +157,6 @@ def _ok(out: BaseModel, text: str) -> CallToolResult:
     )
 
 
-def _error(tool: str, exc: CofferError) -> CallToolResult:
-    message = f"{exc.code}: {exc.message}"
-    if isinstance(exc, ScopeUnresolved):
-        message += (
-            ". Pass cwd= with a directory inside the project, or use scope='global' for a fact "
-            "that is not about one project."
-        )
-    log.info("%s failed: %s", tool, message)
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -172,17 +171,33 @@ def _guard(tool: str, call: Callable[[], CallToolResult], **texts: str | None) -
                 )
         return call()
     except CofferError as exc:
-        return _error(tool, exc)
+        return core_error(tool, exc)
 
 
-def build_server(service: MemoryService | None = None, *, name: str = "coffer") -> MCPServer:
+class CofferServer(MCPServer[Any]):
+    """``MCPServer`` whose argument-validation failures read like coffer's other tool errors."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; arguments that do not fit its schema give ``INVALID_INPUT`` in plain words."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                return invalid_arguments(name, exc.__cause__)
+            raise
+
+
+def build_server(service: MemoryService | None = None, *, name: str = "coffer") -> CofferServer:
     """An ``MCPServer`` exposing coffer's tools over ``service`` (a new ``MemoryService()`` if None).
 
     The tools are ``coffer__recall``, ``coffer__remember``, ``coffer__list_memory``,
-    ``coffer__resume`` and ``coffer__handoff``; there are no edit or delete tools.
+    ``coffer__resume`` and ``coffer__handoff``; there are no edit or delete tools. Facts, rules and
+    handoffs are also resources (``coffer://...``), and ``resume`` is a prompt.
     """
     svc = service if service is not None else MemoryService()
-    server: MCPServer = MCPServer(
+    server = CofferServer(
         name=name,
         title="coffer memory",
         instructions=INSTRUCTIONS,
@@ -297,4 +312,5 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
         ),
     )
+    add_resources_and_prompts(server, svc)
     return server

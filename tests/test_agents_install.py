@@ -276,7 +276,7 @@ def test_files_coffer_creates_are_0600_and_removed_on_uninstall(
     assert stat.S_IMODE(homes.claude.stat().st_mode) == 0o700
     svc.uninstall_agent("claude-code")
     assert not claude_settings(homes).exists() and not homes.claude_json.exists()
-    assert (homes.claude / "settings.json.bak").exists()  # the last bytes are kept all the same
+    assert not list(homes.claude.glob("*.bak"))  # they held nothing but coffer's entries
 
 
 def test_compact_tabbed_and_empty_json_files_round_trip(svc: MemoryService, homes: AgentHomes) -> None:
@@ -615,3 +615,130 @@ def test_coffer_agents_as_a_real_process(tmp_home: Path, homes: AgentHomes) -> N
     proc = subprocess.run([coffer, "agents", "uninstall", "codex"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and str(codex_config(homes)) in proc.stdout
     unchanged(before)
+
+
+# -- the user's JSON style ---------------------------------------------------------------------
+STYLED = {"model": "opus", "env": {"A": "1"}, "permissions": {"allow": ["Bash(ls)"]}}
+
+
+@pytest.mark.parametrize(
+    ("style", "raw"),
+    [
+        ("compact", json.dumps(STYLED, separators=(",", ":")).encode()),
+        ("compact, spaced", (json.dumps(STYLED) + "\n").encode()),
+        ("2 spaces", json.dumps(STYLED, indent=2).encode()),
+        ("4 spaces", (json.dumps(STYLED, indent=4) + "\n").encode()),
+        ("tabs", (json.dumps(STYLED, indent="\t") + "\n").encode()),
+        ("unindented lines", b'{\n"model": "opus",\n"env": {\n"A": "1"\n}\n}\n'),
+        ("ascii escapes", b'{\n  "name": "caf\\u00e9 \\u4e2d"\n}\n'),
+    ],
+)
+def test_install_keeps_the_users_json_style(
+    svc: MemoryService, homes: AgentHomes, style: str, raw: bytes
+) -> None:
+    write(claude_settings(homes), raw)
+    svc.install_agent("claude-code")
+    after = claude_settings(homes).read_bytes()
+    data = json.loads(after)
+    original = json.loads(raw)
+    assert list(data)[: len(original)] == list(original) and ours(data["hooks"]["SessionStart"])
+    # The whole file is what the user's own style gives for the new content: same indent unit,
+    # separators, final newline and escaping, so the untouched part reads exactly as before.
+    assert after.startswith(raw.rstrip(b"\n")[: raw.rstrip(b"\n").rfind(b"}")].rstrip())
+    assert after.endswith(b"\n") == raw.endswith(b"\n")
+    if b"\n" not in raw.strip():
+        assert b"\n" not in after.strip()
+    assert after.isascii() or style != "ascii escapes"
+    svc.uninstall_agent("claude-code")
+    assert claude_settings(homes).read_bytes() == raw
+
+
+# -- backups -----------------------------------------------------------------------------------
+def _backups(homes: AgentHomes) -> list[Path]:
+    folders = {homes.claude, homes.claude_json.parent, homes.codex}
+    return [p for folder in folders for p in folder.glob("*.bak")]
+
+
+def test_backups_never_hold_coffers_entries(
+    svc: MemoryService, homes: AgentHomes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    before = {**write_claude(homes), **write_codex(homes)}
+    for agent in ("claude-code", "codex"):
+        svc.install_agent(agent, disable_native_memory=True)
+    # An update (coffer moved): the files are rewritten while they hold coffer's old entries.
+    moved = tmp_path / "moved-venv" / "bin"
+    moved.mkdir(parents=True)
+    for name in ("coffer-hook", "coffer-mcp"):
+        write(moved / name, "#!/bin/sh\n", mode=0o755)
+    monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
+    for agent in ("claude-code", "codex"):
+        svc.install_agent(agent)
+        svc.uninstall_agent(agent)
+    backups = _backups(homes)
+    assert len(backups) == len(before)
+    for bak in backups:
+        assert b"coffer-hook" not in bak.read_bytes() and b"coffer-mcp" not in bak.read_bytes()
+        assert b"autoMemoryEnabled" not in bak.read_bytes() and b"generate_memories" not in bak.read_bytes()
+        # the last version without coffer: here, what the user had before the first install
+        assert bak.read_bytes() == before[bak.with_name(bak.name.removesuffix(".bak"))]
+    unchanged(before)
+
+
+def test_uninstall_drops_a_backup_an_older_coffer_left_with_its_entries(
+    svc: MemoryService, homes: AgentHomes
+) -> None:
+    before = write_claude(homes)
+    svc.install_agent("claude-code")
+    stale = claude_settings(homes).read_bytes()  # what an older coffer's uninstall left as .bak
+    write(claude_settings(homes).with_name("settings.json.bak"), stale)
+    svc.uninstall_agent("claude-code")
+    unchanged(before)
+    assert not claude_settings(homes).with_name("settings.json.bak").exists()
+
+
+def test_members_coffer_does_not_touch_keep_their_exact_text(svc: MemoryService, homes: AgentHomes) -> None:
+    # Hand-formatted: short arrays and objects on one line inside a 2-space file.
+    raw = (
+        b'{\n  "model": "opus",\n  "permissions": {"allow": ["Bash(ls)", "Read"], "deny": []},\n'
+        b'  "hooks": {\n    "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]\n  },\n'
+        b'  "env": {"A": "1"}\n}\n'
+    )
+    write(claude_settings(homes), raw)
+    svc.install_agent("claude-code", disable_native_memory=True)
+    after = claude_settings(homes).read_text()
+    for line in (
+        '  "permissions": {"allow": ["Bash(ls)", "Read"], "deny": []},\n',
+        '    "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}],\n',
+        '  "env": {"A": "1"},\n',
+    ):
+        assert line in after
+    assert '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact",' in after
+    assert after.endswith('  "autoMemoryEnabled": false\n}\n')
+    # An edit by the user meanwhile: uninstall cannot restore the snapshot, and re-renders only
+    # what it removes.
+    data = read_json(claude_settings(homes))
+    data["model"] = "sonnet"
+    text = after.replace('"model": "opus"', '"model": "sonnet"')
+    claude_settings(homes).write_text(text)
+    svc.uninstall_agent("claude-code")
+    assert claude_settings(homes).read_bytes() == raw.replace(b'"model": "opus"', b'"model": "sonnet"')
+
+
+def test_a_one_line_object_gets_coffers_entry_on_the_same_line(svc: MemoryService, homes: AgentHomes) -> None:
+    path = opencode_json(homes)
+    write(
+        path, '{\n  "theme": "opencode",\n  "mcp": {"context7": {"type": "remote", "url": "https://x"}}\n}\n'
+    )
+    svc.install_agent("opencode")
+    lines = path.read_text().splitlines()
+    assert lines[2].startswith(
+        '  "mcp": {"context7": {"type": "remote", "url": "https://x"}, "coffer": {"type": "local"'
+    )
+    assert len(lines) == 4 and read_json(path)["mcp"]["coffer"]["enabled"] is True
+
+
+def test_json_the_splicer_cannot_scan_is_rendered_whole(svc: MemoryService, homes: AgentHomes) -> None:
+    # Python's json reads NaN; the splicer does not.
+    write(claude_settings(homes), b'{\n    "ratio": NaN\n}\n')
+    svc.install_agent("claude-code")
+    assert claude_settings(homes).read_text().startswith('{\n    "ratio": NaN,\n    "hooks": {\n')

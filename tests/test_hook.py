@@ -222,10 +222,26 @@ def test_server_down_prints_nothing(repo: Path, tmp_path: Path) -> None:
 
 
 def test_session_end_through_the_rest_app_is_accepted(api: LiveAPI, repo: Path, tmp_path: Path) -> None:
+    (repo / "transcript.jsonl").write_text('{"type": "user"}\n')
     env = {"COFFER_API_URL": api.url, "COFFER_API_TOKEN": "hook-test-token"}
     proc = run_hook(payload("SessionEnd", repo), tmp_path / "h", **env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
     assert not (tmp_path / "h" / "logs" / "hook.log").exists()
+
+
+def test_session_end_without_a_transcript_is_a_silent_no_op(repo: Path, tmp_path: Path) -> None:
+    # `claude mcp list` fires SessionEnd for a "session" whose transcript was never written: no
+    # distillation is started (here the server is down, so any attempt would be logged) and no
+    # warning lands in hook.log.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    home = tmp_path / "h"
+    stdin = payload("SessionEnd", repo, reason="other", transcript_path=str(tmp_path / "never-written.jsonl"))
+    proc = run_hook(stdin, home, COFFER_API_URL=f"http://127.0.0.1:{port}")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    assert not (home / "logs" / "hook.log").exists()
 
 
 def test_ulid_encoding_matches_python_ulid() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from conftest import git, make_repo
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ListRootsResult, Root, TextContent
 
 from coffer_memory import MemoryService
@@ -267,3 +269,100 @@ async def test_streamable_http_requires_the_bearer_token(tmp_home: Path, repo: P
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# -- errors as data --------------------------------------------------------------------------------
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    assert result.is_error and result.structured_content is not None
+    error: dict[str, Any] = result.structured_content["error"]
+    assert text_of(result).startswith(f"{error['code']}: {error['message']}")
+    return error
+
+
+async def test_errors_carry_code_and_details_as_structured_content(
+    svc: MemoryService, repo: Path, outside: Path
+) -> None:
+    async with connect(svc) as client:
+        unresolved = error_of(await client.call_tool("coffer__remember", {"text": "x", "cwd": str(outside)}))
+        empty = error_of(await client.call_tool("coffer__remember", {"text": "  ", "cwd": str(repo)}))
+    assert unresolved["code"] == "SCOPE_UNRESOLVED" and unresolved["details"]["cwd"] == str(outside)
+    assert empty["code"] == "MEMORY_REJECTED" and empty["details"]["reason"] == "empty"
+
+
+async def test_bad_arguments_are_explained_in_plain_words(svc: MemoryService, repo: Path) -> None:
+    async with connect(svc) as client:
+        missing = error_of(await client.call_tool("coffer__remember", {"cwd": str(repo)}))
+        wrong = error_of(
+            await client.call_tool("coffer__recall", {"query": "x", "limit": "lots", "cwd": str(repo)})
+        )
+        scope = error_of(await client.call_tool("coffer__list_memory", {"scope": "team"}))
+    assert missing == {
+        "code": "INVALID_INPUT",
+        "message": "'text' is required (calling coffer__remember)",
+        "details": {"fields": ["text"]},
+    }
+    assert wrong["message"].startswith("'limit' must be a whole number") and wrong["details"]["fields"] == [
+        "limit"
+    ]
+    assert scope["message"].startswith("'scope': input should be 'global' or 'project'")
+    for error in (missing, wrong, scope):
+        assert "http" not in error["message"] and "pydantic" not in error["message"].lower()
+
+
+# -- resources and the resume prompt ---------------------------------------------------------------
+def resource_text(result: Any) -> str:
+    [content] = result.contents
+    return str(content.text)
+
+
+async def test_facts_rules_and_handoffs_are_resources(svc: MemoryService, repo: Path) -> None:
+    fact = svc.remember("Releases are tagged vX.Y.Z by `make tag`.", title="Release tags", cwd=repo)
+    svc.append_rule("Never push to main directly.", cwd=repo)
+    svc.save_handoff("Tagging script half done.", cwd=repo)
+    store = fact.store
+    async with connect(svc) as client:
+        listed = {str(r.uri) for r in (await client.list_resources()).resources}
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        stores = json.loads(resource_text(await client.read_resource("coffer://stores")))
+        body = resource_text(await client.read_resource(f"coffer://{store}/facts/{fact.fact.id}"))
+        rules = resource_text(await client.read_resource(f"coffer://{store}/rules"))
+        handoff = resource_text(await client.read_resource(f"coffer://{store}/handoffs/main"))
+        with pytest.raises(MCPError, match="MEMORY_NOT_FOUND"):
+            await client.read_resource(f"coffer://{store}/facts/{'0' * 26}")
+        with pytest.raises(MCPError, match="MEMORY_STORE_NOT_FOUND"):
+            await client.read_resource("coffer://nope/rules")
+    assert listed == {"coffer://stores"}
+    assert templates == {
+        "coffer://{store}/facts/{fact_id}",
+        "coffer://{store}/rules",
+        "coffer://{store}/handoffs/{branch}",
+    }
+    mine = next(s for s in stores["stores"] if s["name"] == store)
+    assert mine["rules"] == f"coffer://{store}/rules" and mine["handoffs"] == [
+        f"coffer://{store}/handoffs/main"
+    ]
+    assert body == fact.path.read_text() and "make tag" in body
+    assert "Never push to main directly." in rules and handoff.strip() == "Tagging script half done."
+
+
+async def test_resume_prompt_brings_the_handoff_and_rules(
+    svc: MemoryService, repo: Path, outside: Path
+) -> None:
+    svc.append_rule("Run make lint before committing.", cwd=repo)
+    svc.save_handoff("Parser rewrite: tokenizer done, AST next.", cwd=repo)
+    async with connect(svc) as client:
+        prompts = (await client.list_prompts()).prompts
+        result = await client.get_prompt("resume", {"cwd": str(repo)})
+        lost = await client.get_prompt("resume", {"cwd": str(outside)})
+    assert [p.name for p in prompts] == ["resume"]
+    [message] = result.messages
+    text = message.content.text  # type: ignore[union-attr]
+    assert message.role == "user" and "tokenizer done, AST next" in text and "make lint" in text
+    assert "SCOPE_UNRESOLVED" in lost.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_the_tool_surface_stays_small(svc: MemoryService) -> None:
+    async with connect(svc) as client:
+        tools = (await client.list_tools()).tools
+    schema_chars = sum(len(json.dumps(t.model_dump(mode="json", exclude_none=True))) for t in tools)
+    assert len(tools) == 5 and schema_chars < 13_000

@@ -4,7 +4,7 @@ Three promises, because these files belong to the user and to their agents:
 
 * a file that does not parse is never overwritten (``AgentConfigInvalid`` names it);
 * every write is atomic (temp file in the same folder, fsync, rename, fsync of the folder) and
-  keeps the file's mode, and the previous bytes are kept next to it as ``<name>.bak``;
+  keeps the file's mode, and the previous bytes can be kept next to it as ``<name>.bak``;
 * an edit keeps what it does not touch: JSON key order and indent style, TOML comments and
   layout (tomlkit).
 
@@ -31,6 +31,7 @@ from tomlkit.items import InlineTable
 
 from ..errors import AgentConfigInvalid
 from ..store.files import ensure_dir, fsync_dir
+from .json_splice import JsonStyle, splice
 
 BACKUP_SUFFIX = ".bak"
 NEW_FILE_MODE = 0o600
@@ -87,8 +88,9 @@ def _replace(path: Path, data: bytes, mode: int) -> None:
     fsync_dir(path.parent)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Atomically write ``data`` to ``path``, keeping its mode and its previous bytes in ``.bak``.
+def write_atomic(path: Path, data: bytes, *, backup: bool = True) -> None:
+    """Atomically write ``data`` to ``path``, keeping its mode and (with ``backup``) its previous
+    bytes in ``.bak``.
 
     A new file gets mode 0600 (missing folders 0700).
     """
@@ -96,18 +98,19 @@ def write_atomic(path: Path, data: bytes) -> None:
     previous = _read(real)
     ensure_dir(real.parent)
     mode = stat.S_IMODE(os.stat(real).st_mode) if previous is not None else NEW_FILE_MODE
-    if previous is not None:
+    if previous is not None and backup:
         _replace(backup_path(real), previous, mode)
     _replace(real, data, mode)
 
 
-def remove_with_backup(path: Path) -> None:
-    """Remove ``path`` (a file coffer created), keeping its last bytes in ``.bak``."""
+def remove_with_backup(path: Path, *, backup: bool = True) -> None:
+    """Remove ``path`` (a file coffer created), keeping (with ``backup``) its last bytes in ``.bak``."""
     real = _real(path)
     previous = _read(real)
     if previous is None:
         return
-    _replace(backup_path(real), previous, stat.S_IMODE(os.stat(real).st_mode))
+    if backup:
+        _replace(backup_path(real), previous, stat.S_IMODE(os.stat(real).st_mode))
     os.unlink(real)
     fsync_dir(real.parent)
 
@@ -178,10 +181,14 @@ class JsonDoc(ConfigDoc):
         super().__init__(path, raw)
         text = _decode(raw, path, "utf-8-sig")
         self.data = self._parse(text, path)
+        self._text = text
+        self._original = copy.deepcopy(self.data)
         self._loaded = self._canon(self.data)
         self.indent: int | str | None = 2
         self.separators: tuple[str, str] = (",", ": ")
         self.final_newline = True
+        # A file that spells non-ASCII as \u escapes (and holds no raw non-ASCII) keeps doing so.
+        self.ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
         if text.strip():
             self._learn_style(text)
 
@@ -212,6 +219,8 @@ class JsonDoc(ConfigDoc):
         if match:
             unit = match.group(1)
             self.indent = len(unit) if set(unit) == {" "} else unit
+        elif '"' in body:  # members on their own lines, none indented
+            self.indent = 0
 
     @staticmethod
     def _canon(data: Any) -> str:
@@ -223,8 +232,16 @@ class JsonDoc(ConfigDoc):
         return self._canon(self.data)
 
     def render(self) -> bytes:
-        """The object in the file's indent style, with its final newline if it had one."""
-        text = json.dumps(self.data, ensure_ascii=False, indent=self.indent, separators=self.separators)
+        """The file's text with only what changed re-rendered, in the file's style (``json_splice``);
+        a new or unscannable file is rendered whole, with its final newline if it had one."""
+        style = JsonStyle(self.indent, self.separators, self.ensure_ascii)
+        if self._text.strip():
+            spliced = splice(self._text, self._original, self.data, style)
+            if spliced is not None:
+                return spliced.encode("utf-8")
+        text = json.dumps(
+            self.data, ensure_ascii=self.ensure_ascii, indent=self.indent, separators=self.separators
+        )
         return (text + ("\n" if self.final_newline else "")).encode("utf-8")
 
     def new_table(self, parent: Any, *, holds_tables: bool) -> MutableMapping[str, Any]:

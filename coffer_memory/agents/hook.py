@@ -149,6 +149,10 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
     body: dict[str, Any] = {"cwd": cwd}
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript:
+        if not os.path.isfile(transcript):
+            # Not a session: `claude mcp list` and other one-shot commands fire SessionEnd with a
+            # transcript that was never written. Nothing to distill, nothing worth a log line.
+            return
         body["transcript_path"] = transcript
     if os.environ.get("COFFER_API_URL"):
         _api("POST", f"/api/v1/agents/{agent}/sessions/{quote(session_id, safe='')}/end", body, timeout)

@@ -17,6 +17,7 @@ are recognised by the basename ``coffer-hook`` of the command's first word and i
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
@@ -26,8 +27,10 @@ import attrs
 from tomlkit.exceptions import TOMLKitError
 
 from ..errors import AgentConfigInvalid
-from .config_files import ConfigDoc, load_doc, remove_with_backup, write_atomic
+from .codex_trust import HookTrust
+from .config_files import ConfigDoc, backup_path, load_doc, remove_with_backup, write_atomic
 from .homes import AGENTS, AgentHomes
+from .probe import McpCheck
 from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
 from .specs import (
     HOOK_SCRIPT,
@@ -91,6 +94,18 @@ class AgentStatus:
     mcp_command: str
     files: tuple[Path, ...]
     notes: tuple[str, ...]
+    home: Path | None = None
+    """The coffer home the installed entries point at (``None`` when nothing is installed)."""
+    hook_review: tuple[HookTrust, ...] = ()
+    """For agents that run a hook only once the user trusted it (Codex): that state, per event."""
+    mcp_check: McpCheck | None = None
+    """The registered MCP server started and asked for its tools (only when a check was asked for)."""
+
+    @property
+    def working(self) -> bool:
+        """Installed, and nothing known stands in the way: hooks trusted, the MCP server answers."""
+        trusted = all(t.state == "trusted" for t in self.hook_review)
+        return self.installed and trusted and (self.mcp_check is None or self.mcp_check.ok)
 
 
 @attrs.frozen
@@ -102,6 +117,18 @@ class AgentChange:
     changed: tuple[Path, ...]
     """The config files written or removed (empty when there was nothing to do)."""
     status: AgentStatus
+
+
+def _mentions_coffer(raw: bytes | None) -> bool:
+    """Whether file bytes name coffer's scripts (so they hold one of coffer's entries)."""
+    return raw is not None and (HOOK_SCRIPT.encode() in raw or MCP_SCRIPT.encode() in raw)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 # -- editing -----------------------------------------------------------------------------------
@@ -190,6 +217,8 @@ class EditSession:
         self.record = record
         self.commands = commands
         self.docs: dict[Path, ConfigDoc] = {}
+        self.held: dict[Path, bool] = {}
+        """Per file: it held coffer's entries when loaded (its bytes must not become a ``.bak``)."""
         self.touched: dict[str, set[Path]] = defaultdict(set)
         self.recorded = False
         """Whether something new was recorded (then agents.json is saved before the files)."""
@@ -197,7 +226,9 @@ class EditSession:
     def doc(self, path: Path) -> ConfigDoc:
         """The loaded document of ``path`` (``AgentConfigInvalid`` if it does not parse)."""
         if path not in self.docs:
-            self.docs[path] = load_doc(path)
+            doc = self.docs[path] = load_doc(path)
+            rec = self.record.files.get(str(path))
+            self.held[path] = (rec is not None and not rec.empty) or _mentions_coffer(doc.raw)
         return self.docs[path]
 
     def file_record(self, doc: ConfigDoc, *, create: bool) -> FileRecord | None:
@@ -397,11 +428,17 @@ class EditSession:
         if self.recorded:
             registry.save(records)
         for path, data in plan:
+            # A .bak never holds coffer's entries, so restoring one cannot bring them back: bytes
+            # that held them are not backed up (the .bak keeps the last version without them), and
+            # a .bak that holds them (left by an older coffer) goes.
+            backup = not self.held[path]
             try:
                 if data is None:
-                    remove_with_backup(path)
+                    remove_with_backup(path, backup=backup)
                 else:
-                    write_atomic(path, data)
+                    write_atomic(path, data, backup=backup)
+                if not backup and _mentions_coffer(_read_or_none(backup_path(path))):
+                    os.unlink(backup_path(path))
             except OSError as exc:
                 raise AgentConfigInvalid(str(path), f"cannot be written ({exc.strerror or exc})") from exc
         registry.save(records)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,18 +9,10 @@ from pathlib import Path
 from ..core import ServiceCore
 from ..errors import AgentConfigInvalid, InvalidInput
 from ..store.lock import store_lock
+from .health import CheckCache, build_status, installed_home
 from .homes import AGENTS, AgentHomes
-from .install import (
-    HOOK_SCRIPT,
-    MCP_SCRIPT,
-    AgentChange,
-    AgentSpec,
-    AgentStatus,
-    Commands,
-    EditSession,
-    agent_spec,
-    script_path,
-)
+from .install import AgentChange, AgentSpec, AgentStatus, Commands, EditSession, agent_spec
+from .probe import DEFAULT_TIMEOUT_SECONDS
 from .registry import AgentRecord, AgentRegistry
 
 INSTALL_PARTS = ("hooks", "mcp")
@@ -57,56 +47,40 @@ class AgentsMixin(ServiceCore):
         return EditSession(self._homes(), record, Commands.of(name, self.settings.home))
 
     # -- reading -------------------------------------------------------------------------------
-    def agents(self) -> list[AgentStatus]:
-        """The status of every known agent, installed or not."""
-        records = AgentRegistry(self.settings.home).load()
-        return [self._status(name, records.get(name, AgentRecord())) for name in AGENTS]
+    def agents(
+        self, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    ) -> list[AgentStatus]:
+        """The status of every known agent, installed or not.
 
-    def agent_status(self, name: str) -> AgentStatus:
-        """Where coffer's integration with ``name`` stands (``InvalidInput`` for an unknown agent)."""
-        agent_spec(name)
-        return self._status(name, AgentRegistry(self.settings.home).load().get(name, AgentRecord()))
-
-    def _status(self, name: str, record: AgentRecord) -> AgentStatus:
-        spec = agent_spec(name)
-        session = self._session(name, copy.deepcopy(record))  # a dry run: its record is thrown away
-        notes = list(spec.notes)
-        hooks = mcp = up_to_date = False
-        try:
-            hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
-            mcp = all(session.present(s) for s in spec.install if s.part == "mcp")
-            session.install(spec)
-            session.native_memory(spec, record.disable_native_memory)
-            up_to_date = not session.plan()
-            notes += session.overrides(spec)
-        except AgentConfigInvalid as exc:
-            notes.append(exc.message)
-        notes += self._script_notes(spec)
-        installed = mcp and (hooks or spec.hooks is None)
-        return AgentStatus(
-            name=name,
-            label=spec.label,
-            installed=installed,
-            hooks_supported=spec.hooks is not None,
-            hooks_installed=hooks,
-            mcp_registered=mcp,
-            native_memory_supported=bool(spec.native_memory),
-            disable_native_memory=record.disable_native_memory,
-            up_to_date=installed and up_to_date,
-            hook_command=session.commands.hook if spec.hooks is not None else None,
-            mcp_command=session.commands.mcp,
-            files=spec.files(session.homes),
-            notes=tuple(notes),
-        )
-
-    @staticmethod
-    def _script_notes(spec: AgentSpec) -> list[str]:
-        scripts = [HOOK_SCRIPT, MCP_SCRIPT] if spec.hooks is not None else [MCP_SCRIPT]
+        ``check_mcp`` starts each distinct registered MCP server once (see ``agent_status``).
+        """
+        cache: CheckCache = {}
         return [
-            f"{script} is not installed at {path}: reinstall coffer-memory (with the [mcp] extra)"
-            for script in scripts
-            if not os.access(path := script_path(script), os.X_OK)
+            build_status(
+                name, self._homes(), self.settings.home, check_mcp=check_mcp, timeout=timeout, cache=cache
+            )
+            for name in AGENTS
         ]
+
+    def agent_status(
+        self, name: str, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    ) -> AgentStatus:
+        """Where coffer's integration with ``name`` stands (``InvalidInput`` for an unknown agent).
+
+        ``check_mcp`` starts the registered MCP server with its env and asks it ``initialize`` and
+        ``tools/list`` within ``timeout`` seconds (``AgentStatus.mcp_check``).
+        """
+        agent_spec(name)
+        return build_status(name, self._homes(), self.settings.home, check_mcp=check_mcp, timeout=timeout)
+
+    def _installed_registry(self, name: str, own: AgentRegistry) -> AgentRegistry:
+        """The registry of the home the installed entries point at (``own`` when it is ours)."""
+        reader = self._session(name, AgentRecord())
+        try:
+            home = installed_home(agent_spec(name), reader)
+        except AgentConfigInvalid:
+            home = None
+        return own if home is None or home == own.path.parent else AgentRegistry(home)
 
     # -- writing -------------------------------------------------------------------------------
     def install_agent(self, name: str, *, disable_native_memory: bool | None = None) -> AgentChange:
@@ -121,7 +95,10 @@ class AgentsMixin(ServiceCore):
             raise _no_native_memory(spec)
         with self._agents_locked() as registry:
             records = registry.load()
-            record = records.setdefault(name, AgentRecord())
+            # Installed for another home: its record (what the user had) moves here with the entries.
+            other = self._installed_registry(name, registry)
+            others = other.load() if other is not registry else {}
+            record = records.setdefault(name, others.pop(name, AgentRecord()))
             was = record.disable_native_memory
             if disable_native_memory is not None:
                 record.disable_native_memory = disable_native_memory
@@ -129,6 +106,8 @@ class AgentsMixin(ServiceCore):
             session.install(spec)
             session.native_memory(spec, record.disable_native_memory)
             written = session.commit(registry, records)
+            if other is not registry:
+                other.save(others)
             self._audit_change(name, "agent_hook_installed", session.changed_by(INSTALL_PARTS, written))
             native = session.changed_by(NATIVE_PARTS, written)
             if native or was != record.disable_native_memory:
@@ -146,7 +125,8 @@ class AgentsMixin(ServiceCore):
         ``agent_native_memory_restored``).
         """
         spec = agent_spec(name)
-        with self._agents_locked() as registry:
+        with self._agents_locked() as own:
+            registry = self._installed_registry(name, own)  # the home whose record knows what to restore
             records = registry.load()
             record = records.setdefault(name, AgentRecord())
             was = record.disable_native_memory

@@ -144,6 +144,12 @@ class HookSpec:
 
     file: Callable[[AgentHomes], Path]
     events: tuple[tuple[str, str], ...]
+    review_file: Callable[[AgentHomes], Path] | None = None
+    """Where the agent records the user's review of each hook (Codex: ``config.toml``), if it has one."""
+
+
+Launch = tuple[list[str], dict[str, str]]
+"""An MCP entry's argv and the environment the agent adds for it."""
 
 
 @attrs.frozen
@@ -155,6 +161,8 @@ class AgentSpec:
     hooks: HookSpec | None
     install: tuple[Setting, ...]
     native_memory: tuple[Setting, ...]
+    mcp_launch: Callable[[Any], Launch | None]
+    """The argv and env of a registered MCP entry (``None`` when the entry cannot be read as one)."""
     notes: tuple[str, ...] = ()
 
     def files(self, homes: AgentHomes) -> tuple[Path, ...]:
@@ -189,6 +197,34 @@ def _opencode_mcp(c: Commands) -> dict[str, Any]:
     return {**entry, "environment": dict(c.env)} if c.env else entry
 
 
+def _str_map(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return {}
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    return None
+
+
+def _launch_command_args(entry: Any) -> Launch | None:
+    """Claude Code / Codex: ``command`` (a path) + ``args`` + ``env``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return None
+    args, env = entry.get("args") or [], _str_map(entry.get("env"))
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or env is None:
+        return None
+    return [entry["command"], *args], env
+
+
+def _launch_opencode(entry: Any) -> Launch | None:
+    """OpenCode: ``command`` is the whole argv, ``environment`` the env."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
+        return None
+    argv, env = entry["command"], _str_map(entry.get("environment"))
+    if not argv or not all(isinstance(a, str) for a in argv) or env is None:
+        return None
+    return list(argv), env
+
+
 def _false(_: Commands) -> bool:
     return False
 
@@ -209,11 +245,13 @@ SPECS: dict[str, AgentSpec] = {
             ),
         ),
         native_memory=(Setting("native_memory", _claude_settings, ("autoMemoryEnabled",), _false),),
+        mcp_launch=_launch_command_args,
     ),
     CODEX: AgentSpec(
         name=CODEX,
         label="Codex",
-        hooks=HookSpec(lambda h: h.codex / "hooks.json", (SESSION_START,)),  # Codex has no SessionEnd
+        # Codex has no SessionEnd; it runs a hook only once the user trusted it (codex_trust.py).
+        hooks=HookSpec(lambda h: h.codex / "hooks.json", (SESSION_START,), review_file=_codex_config),
         install=(
             # On by default in recent builds; written only when the user has not set it (either
             # spelling), so an explicit `hooks = false` is respected and reported by status.
@@ -230,6 +268,7 @@ SPECS: dict[str, AgentSpec] = {
             Setting("native_memory", _codex_config, ("features", "memories"), _false),
             Setting("native_memory", _codex_config, ("memories", "generate_memories"), _false),
         ),
+        mcp_launch=_launch_command_args,
     ),
     OPENCODE: AgentSpec(
         name=OPENCODE,
@@ -245,6 +284,7 @@ SPECS: dict[str, AgentSpec] = {
             ),
         ),
         native_memory=(),
+        mcp_launch=_launch_opencode,
         notes=(
             "OpenCode runs JavaScript plugins, not shell hooks: it gets coffer's MCP tools but no "
             "session-start rules (run `coffer session-context` to see them)",

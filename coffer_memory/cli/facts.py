@@ -206,6 +206,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"index: {m}")
     for p in broken_plugins:
         print(f"plugin: {p.name} ({p.distribution or 'unknown distribution'}) failed to load: {p.error}")
+    for line in report.agent_problems or report.agents:
+        print(f"agent: {line}")
     if ok:
         print("ok")
     else:
@@ -216,6 +218,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
             advice.append("run `coffer reindex` to bring the index in line with the files")
         if broken_plugins:
             advice.append("fix or uninstall the broken plugins (they are skipped until then)")
+        if report.agent_problems:
+            advice.append("see the agent lines above (`coffer agents status <agent>` for details)")
         print("problems found: " + "; ".join(advice))
     return 0 if ok else 1
 
