@@ -161,7 +161,8 @@ class ReindexReport:
 
 @attrs.frozen
 class BrokenFile:
-    """A file under a store's knowledge lane that could not be parsed."""
+    """A file of a store's recall lanes that is not indexed, and why (unparsable frontmatter, over
+    the size cap, a name that is not UTF-8, not a regular file)."""
 
     store: str
     path: Path
@@ -170,7 +171,8 @@ class BrokenFile:
 
 @attrs.frozen
 class DoctorReport:
-    """Health of a home: index versus files, broken files, grep backend."""
+    """Health of a home: index versus files, broken files, grep backend, and ``index_repairs``:
+    each damaged or foreign ``index.db`` that was moved aside and rebuilt (when, why, where to)."""
 
     home: Path
     grep_backend: str
@@ -179,6 +181,7 @@ class DoctorReport:
     stores: tuple[StoreInfo, ...]
     broken: tuple[BrokenFile, ...]
     index_mismatches: tuple[str, ...]
+    index_repairs: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

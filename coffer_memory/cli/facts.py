@@ -166,12 +166,14 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"broken: {b.path}: {b.error}")
     for m in report.index_mismatches:
         print(f"index: {m}")
+    for r in report.index_repairs:
+        print(f"repaired: {r}")
     if report.ok:
         print("ok")
     else:
         advice = []
         if report.broken:
-            advice.append("fix or delete the broken files (their frontmatter must be a YAML mapping)")
+            advice.append("fix, shrink, rename or delete the files listed as broken (they are not indexed)")
         if report.index_mismatches:
             advice.append("run `coffer reindex` to bring the index in line with the files")
         print("problems found: " + "; ".join(advice))
