@@ -243,13 +243,23 @@ def bigger_home(tmp_home: Path) -> Path:
     return tmp_home
 
 
+FIRST: dict[str, Callable[[MemoryService], object]] = {
+    "recall": lambda svc: svc.recall("deploy", stores=["global"]),
+    "reindex-rebuild": lambda svc: svc.reindex(rebuild=True),
+    "doctor": lambda svc: svc.doctor(),
+    "list": lambda svc: svc.list_facts(store="global"),
+}
+
+
+@pytest.mark.parametrize("first", sorted(FIRST))
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_index_is_moved_aside_and_rebuilt(
-    bigger_home: Path, damage: str, caplog: pytest.LogCaptureFixture
+    bigger_home: Path, damage: str, first: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = bigger_home / "index.db"
     DAMAGE[damage](db)
     with caplog.at_level(logging.WARNING, logger="coffer_memory"), MemoryService(bigger_home) as svc:
+        FIRST[first](svc)
         assert "deploy" in _ids(svc, "make release")
         assert len(svc.list_facts(store="global", limit=100).items) == 61
         report = svc.doctor()

@@ -319,9 +319,11 @@ class IndexDB:
         """Rename the damaged file (and its -wal/-shm) away, unless another process did already."""
         with store_lock(self.home / "locks" / "index-repair.lock"):
             try:
-                if os.stat(self.path).st_ino != ino:
-                    return  # replaced by another process meanwhile: open the new one
+                replaced = os.stat(self.path).st_ino != ino
             except FileNotFoundError:
+                replaced = True
+            if replaced:  # another process moved it aside meanwhile: open the new one
+                self._replaced()
                 return
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
             target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
@@ -330,12 +332,16 @@ class IndexDB:
                 with suppress(FileNotFoundError):
                     os.rename(f"{self.path}{suffix}", f"{target}{suffix}")
             self._prune_damaged()
-            with _shared_guard:
-                self.shared.generation += 1
-                self.shared.damaged = None
+            self._replaced()
         message = f"{problem}; moved to {target.name}"
         self._pending_repairs = [*getattr(self, "_pending_repairs", []), f"{stamp}: {message}"]
         log.warning("index %s is damaged (%s): rebuilding from the files", self.path, message)
+
+    def _replaced(self) -> None:
+        """The file at ``path`` is a new one: every connection of this process must reopen."""
+        with _shared_guard:
+            self.shared.generation += 1
+            self.shared.damaged = None
 
     def _prune_damaged(self) -> None:
         kept = sorted(

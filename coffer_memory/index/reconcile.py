@@ -53,6 +53,7 @@ BATCH = 500
 STALE_SECONDS = 60.0
 MISSING = -1
 Progress = Callable[[int, int], None]
+Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
 # Odd entries already warned about by this process: a warning once, not on every read.
 _warned: set[tuple[str, str, str]] = set()
 _warned_guard = threading.Lock()
@@ -171,9 +172,7 @@ class Reconciler:
 
     def repair(self) -> None:
         """Reopen the index, moving it aside first if it was found damaged (service lock held)."""
-        self.db.repair()
-        if self.reindexer.vectors is not None:
-            self.reindexer.vectors.forget_tables()
+        self.reindexer.repair_index()
 
     def _reconcile(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
         sp = self.reindexer.paths(store)
@@ -230,22 +229,23 @@ class Reconciler:
         """The ``documents.path`` prefix of everything under ``folder``."""
         return self.db.key(folder) + "/"
 
-    def _rows_under(self, store: str, prefix: str, table: str = "documents") -> dict[str, FileStat]:
+    def _rows_under(self, store: str, prefix: str, table: str = "documents") -> dict[str, Stat]:
         rows = self.db.rows(
             f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
             "WHERE resource_name = ? AND path >= ? AND path < ?",
             (store, prefix, prefix + "\U0010ffff"),
         )
-        return {r[0]: FileStat(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+        # Plain tuples (a FileStat compares equal to one): this runs over every row of a store.
+        return {r[0]: r[1:] for r in rows}
 
     def _apply(
         self,
         sp: StorePaths,
         files: dict[str, FileStat],
-        rows: dict[str, FileStat],
+        rows: dict[str, Stat],
         tally: _Tally,
         progress: Progress | None = None,
-        broken: dict[str, FileStat] | None = None,
+        broken: dict[str, Stat] | None = None,
     ) -> None:
         """Index new/changed files among ``files`` and drop ``rows`` whose file is gone.
 
@@ -331,7 +331,7 @@ class Reconciler:
     def _forget_broken(self, store: str, path: str) -> None:
         self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ? AND path = ?", (store, path))
 
-    def _broken_under(self, store: str, prefix: str) -> dict[str, FileStat]:
+    def _broken_under(self, store: str, prefix: str) -> dict[str, Stat]:
         return self._rows_under(store, prefix, "broken_files")
 
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:

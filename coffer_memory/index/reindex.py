@@ -21,7 +21,7 @@ from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, r
 from ..store.lanes import journal_sessions
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
-from .db import IndexDB
+from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .vec import VecIndex
 
@@ -299,8 +299,21 @@ class Reindexer:
             self._delete_rows(store, document_id)
         return str(document_id)
 
+    def repair_index(self) -> None:
+        """Reopen the index, moving it aside first if SQLite found it damaged."""
+        self.db.repair()
+        if self.vectors is not None:
+            self.vectors.forget_tables()
+
     def remove_store(self, store: str) -> None:
-        """Drop every index row of a store."""
+        """Drop every index row of a store (a damaged index is replaced by an empty one instead)."""
+        try:
+            self._remove_store(store)
+        except DAMAGE as exc:
+            self.db.note_damage(exc)
+            self.repair_index()
+
+    def _remove_store(self, store: str) -> None:
         with self.db.transaction():
             self.db.conn.execute(
                 "DELETE FROM documents_words WHERE rowid IN (SELECT rowid FROM chunks WHERE resource_name = ?)",
