@@ -38,6 +38,7 @@ def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
     racy = time.time_ns() - st.st_ctime_ns < RACY_NS
     return st.st_size, st.st_mtime_ns, -1 if racy else st.st_ctime_ns, st.st_ino
 
+
 log = logging.getLogger("coffer_memory.reindex")
 
 
