@@ -264,9 +264,12 @@ class IndexDB:
             self._ino = os.stat(self.path).st_ino
             self.generation = self.shared.generation
             try:
-                self._connect()
-                problem = self._foreign()
+                self.conn = _Connection(str(self.path))
+                self.conn.owner = self
+                self.conn.setbusytimeout(self.busy_timeout_ms)
+                problem = self._foreign()  # before any pragma writes to a file that may not be ours
                 if problem is None:
+                    self._configure()
                     self._migrate()
                     return
             except DAMAGE as exc:
@@ -275,11 +278,7 @@ class IndexDB:
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
 
-    def _connect(self) -> None:
-        conn = _Connection(str(self.path))
-        conn.owner = self
-        self.conn = conn
-        self.conn.setbusytimeout(self.busy_timeout_ms)
+    def _configure(self) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
         # The index is derived from the files; a lost tail transaction is rebuilt by reconcile.
         self.conn.execute("PRAGMA synchronous=NORMAL")
