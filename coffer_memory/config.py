@@ -38,6 +38,8 @@ class MemoryStoreConfig(BaseModel):
     embedding_credential_ref: str | None = None
     embedding_dimensions: int = Field(default=768, ge=1, le=8192)
     max_fact_chars: int = Field(default=8192, ge=64, le=32768)
+    # Hand-written files larger than this are skipped with a warning (doctor lists them).
+    max_file_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     merged_identities: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

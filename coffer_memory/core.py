@@ -110,7 +110,11 @@ class ServiceCore:
                 db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
                 vectors = self._vector_index(db)
                 self._reindexer = Reindexer(
-                    db, self.settings.memory_dir, vectors, batch_size=self.settings.embedding.batch_size
+                    db,
+                    self.settings.memory_dir,
+                    vectors,
+                    batch_size=self.settings.embedding.batch_size,
+                    max_file_bytes=self.settings.memory.max_file_bytes,
                 )
                 self._reconciler = Reconciler(db, self._reindexer, self.settings, self._lock)
                 self._retrieval = KnowledgeRetrieval(
@@ -417,9 +421,9 @@ class ServiceCore:
         sp = self.paths(name)
         if not sp.root.is_dir():
             return Page(items=(), next_cursor=None)
-        prefix = str(sp.knowledge) + os.sep
         with self._lock:
             self._reconcile(name)
+            prefix = self.db.key(sp.knowledge) + "/"
             where = "resource_name = ? AND path >= ? AND path < ?"
             params: list[Any] = [name, prefix, prefix + "\U0010ffff"]
             if after:
@@ -432,7 +436,7 @@ class ServiceCore:
         items = []
         for _doc_id, path, _ in rows[:limit]:
             try:
-                items.append(self._record(name, Path(path)))
+                items.append(self._record(name, self.db.file(path)))
             except (OSError, FactParseError):
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
@@ -451,9 +455,9 @@ class ServiceCore:
             "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?",
             (name, fact_id),
         )
-        if path is None or not self.paths(name).is_knowledge_file(Path(path)):
+        if path is None or not self.paths(name).is_knowledge_file(self.db.file(path)):
             raise MemoryNotFound(name, fact_id)
-        return Path(path)
+        return self.db.file(path)
 
     def get_fact(
         self,

@@ -1,4 +1,9 @@
-"""``coffer doctor``: the index compared with the files, broken files, the grep backend."""
+"""``coffer doctor``: the index compared with the files, odd and broken files, repairs, the grep backend.
+
+It reads no file itself: reconcile (which every store listing runs first) has already recorded
+the files it could not index, with the reason, so a FIFO, a 50 MB file or an alias bomb is
+named here without being opened again.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,11 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from .index.db import DAMAGE
 from .models import BrokenFile, DoctorReport
 from .plugins.builtin.grep import find_ripgrep
-from .store.files import FactParseError, parse_fact, read_bytes, scan_markdown
+from .store.files import OddFiles, printable, scan_markdown
+from .store.paths import is_recall_rel
 
 if TYPE_CHECKING:
     from .agents.install import AgentStatus
@@ -17,31 +24,39 @@ if TYPE_CHECKING:
 
 
 def run_doctor(svc: StoresMixin) -> DoctorReport:
-    """Check every store of ``svc``'s home (reconciling it first, as any read does)."""
+    """Check every store of ``svc``'s home (reconciling it first, as any read does).
+
+    Damage SQLite reports while checking is repaired (moved aside, rebuilt) and the check rerun.
+    """
+    try:
+        return _check(svc)
+    except DAMAGE as exc:
+        svc.db.note_damage(exc)
+        svc.reconciler.repair()
+        return _check(svc)
+
+
+def _check(svc: StoresMixin) -> DoctorReport:
     broken: list[BrokenFile] = []
     mismatches: list[str] = []
     infos = svc.stores()
+    db = svc.db
     for info in infos:
         sp = svc.paths(info.name)
-        files, _ = scan_markdown(sp.root, sp.recall_dirs())
-        on_disk: set[str] = set()
-        for rel in sorted(files):
-            path = sp.root / rel
-            if not sp.is_recall_file(path):
-                continue
-            try:
-                data, st = read_bytes(path)
-                parse_fact(data, store=info.name, relpath=rel, mtime=st.st_mtime)
-            except FactParseError as exc:
-                broken.append(BrokenFile(store=info.name, path=path, error=str(exc)))
-                continue
-            except OSError:
-                continue
-            on_disk.add(str(path))
-        rows = svc.db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
+        odd: OddFiles = {}
+        files, _ = scan_markdown(sp.root, sp.recall_dirs(), odd)
+        for rel, reason in sorted(odd.items()):
+            broken.append(BrokenFile(store=info.name, path=sp.root / printable(rel), error=reason))
+        bad = db.rows("SELECT path, error FROM broken_files WHERE resource_name = ?", (info.name,))
+        broken += [BrokenFile(store=info.name, path=db.file(p), error=e) for p, e in sorted(bad)]
+        prefix = db.key(sp.root) + "/"
+        on_disk = {prefix + rel for rel in files if is_recall_rel(rel)} - {str(r[0]) for r in bad}
+        rows = db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
         indexed = {str(r[0]) for r in rows}
-        mismatches += [f"{info.name}: not indexed: {p}" for p in sorted(on_disk - indexed)]
-        mismatches += [f"{info.name}: indexed but missing on disk: {p}" for p in sorted(indexed - on_disk)]
+        mismatches += [f"{info.name}: not indexed: {db.file(p)}" for p in sorted(on_disk - indexed)]
+        mismatches += [
+            f"{info.name}: indexed but missing on disk: {db.file(p)}" for p in sorted(indexed - on_disk)
+        ]
     return DoctorReport(
         home=svc.home,
         grep_backend=svc.retrieval.grep.name,
@@ -51,6 +66,7 @@ def run_doctor(svc: StoresMixin) -> DoctorReport:
         broken=tuple(broken),
         index_mismatches=tuple(mismatches),
         **check_agents(getattr(svc, "agents", None)),
+        index_repairs=tuple(db.repairs()),
     )
 
 

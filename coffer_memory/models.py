@@ -161,7 +161,8 @@ class ReindexReport:
 
 @attrs.frozen
 class BrokenFile:
-    """A file under a store's knowledge lane that could not be parsed."""
+    """A file of a store's recall lanes that is not indexed, and why (unparsable frontmatter, over
+    the size cap, a name that is not UTF-8, not a regular file)."""
 
     store: str
     path: Path
@@ -170,7 +171,8 @@ class BrokenFile:
 
 @attrs.frozen
 class DoctorReport:
-    """Health of a home: index versus files, broken files, grep backend."""
+    """Health of a home: index versus files, broken files, grep backend, and ``index_repairs``:
+    each damaged or foreign ``index.db`` that was moved aside and rebuilt (when, why, where to)."""
 
     home: Path
     grep_backend: str
@@ -183,6 +185,8 @@ class DoctorReport:
     """One line per agent coffer is installed for: its MCP server answers, or what is wrong."""
     agent_problems: tuple[str, ...] = ()
     """What stands between an installed agent and a working coffer (also in ``agents``)."""
+    index_repairs: tuple[str, ...] = ()
+    """Damaged index files moved aside and rebuilt since this process opened the home."""
 
     @property
     def ok(self) -> bool:

@@ -214,7 +214,7 @@ class KnowledgeRetrieval:
         return {str(r[0]): str(r[1]) for r in rows}
 
     def _docs(self, store: str, ids: Sequence[str] = (), paths: Sequence[str] = ()) -> dict[str, _DocRow]:
-        column, values = ("id", ids) if ids else ("path", paths)
+        column, values = ("id", ids) if ids else ("path", [self.db.key(Path(p)) for p in paths])
         if not values:
             return {}
         marks = ",".join("?" * len(values))
@@ -224,7 +224,7 @@ class KnowledgeRetrieval:
         )
         out = {}
         for r in rows:
-            doc = _DocRow(r[0], r[1], r[2], r[3], datetime.fromisoformat(r[4]))
+            doc = _DocRow(r[0], str(self.db.file(r[1])), r[2], r[3], datetime.fromisoformat(r[4]))
             out[doc.id if ids else doc.path] = doc
         return out
 

@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from .core import STALE_TEMP_SECONDS, ServiceCore
+from .core import ServiceCore
 from .errors import InvalidInput
 from .index.reconcile import Progress
 from .models import DoctorReport, ReindexReport, StoreInfo
@@ -45,7 +45,7 @@ class StoresMixin(ServiceCore):
             count = 0
             if sp.root.is_dir():
                 self._reconcile(name)
-                prefix = str(sp.knowledge) + os.sep
+                prefix = self.db.key(sp.knowledge) + "/"
                 count = int(
                     self.db.scalar(
                         "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
@@ -103,7 +103,8 @@ class StoresMixin(ServiceCore):
     ) -> list[ReindexReport]:
         """Full reconcile of one store or all; ``rebuild`` drops the store's index rows first.
 
-        Also removes temp files that writers killed mid-write left behind (older than an hour).
+        Also removes temp files that writers killed mid-write left behind, in every lane
+        (``stale_temp_files``: the writer's pid is gone, or older than ten minutes).
         """
         names = [self.paths(store).name] if store else self._store_names()
         reports = []
@@ -111,7 +112,7 @@ class StoresMixin(ServiceCore):
             for name in names:
                 sp = self.paths(name)
                 with store_lock(lock_path(self.home, name)):
-                    for junk in stale_temp_files(sp.recall_dirs(), STALE_TEMP_SECONDS):
+                    for junk in stale_temp_files((sp.root,)):
                         junk.unlink(missing_ok=True)
                 if rebuild:
                     self.reindexer.remove_store(name)

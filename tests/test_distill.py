@@ -125,7 +125,7 @@ def test_insights_land_in_the_journal_with_their_session(svc: MemoryService, sam
     hits = svc.recall("release checks before tagging", cwd=samples.project_dir, mode="keyword").hits
     assert hits and hits[0].path == Path(path)
     store = project_store(samples)
-    (meta,) = svc.db.rows("SELECT metadata FROM documents WHERE path = ?", (path,))
+    (meta,) = svc.db.rows("SELECT metadata FROM documents WHERE path = ?", (svc.db.key(Path(path)),))
     assert json.loads(meta[0])["origin_session_ids"] == [expected.session_id]
     audits = [a for a in svc.audit_events(store) if a["event"] == "memory_added"]
     assert {a["details"]["origin_session_id"] for a in audits} == {expected.session_id}
@@ -214,7 +214,7 @@ def test_forget_session_removes_what_it_produced(svc: MemoryService, samples: Ag
     assert len(writes) == 1
     text = writes[0].path.read_text()
     assert f"session {gone.session_id}" not in text and f"session {kept.session_id}" in text
-    (meta,) = svc.db.rows("SELECT metadata FROM documents WHERE path = ?", (str(writes[0].path),))
+    (meta,) = svc.db.rows("SELECT metadata FROM documents WHERE path = ?", (svc.db.key(writes[0].path),))
     assert json.loads(meta[0])["origin_session_ids"] == [kept.session_id]
     assert svc.forget_session(gone.session_id, cwd=samples.project_dir) == []
     # The ledger remembers it was distilled: a sweep does not bring it back.

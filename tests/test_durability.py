@@ -293,7 +293,14 @@ TOPIC_SECTIONS = 4
 
 def _dump(db_path: Path) -> dict[str, list[tuple[object, ...]]]:
     return {
-        "documents": _query(db_path, "SELECT * FROM documents ORDER BY resource_name, path"),
+        # All but file_ctime_ns: a file indexed within the ctime tick of its last change keeps
+        # none (it is hashed again later), so that column depends on timing, not on the files.
+        "documents": _query(
+            db_path,
+            "SELECT id, kind, resource_name, project_id, path, title, description, metadata, content_sha256, "
+            "source_mode, locked, created_at, updated_at, file_size, file_mtime_ns, file_ino "
+            "FROM documents ORDER BY resource_name, path",
+        ),
         "chunks": _query(db_path, "SELECT * FROM chunks ORDER BY id"),
         "fts": _query(db_path, "SELECT text, resource_name, chunk_id FROM documents_fts ORDER BY chunk_id"),
     }

@@ -233,7 +233,7 @@ def test_index_rows_carry_seed_metadata(svc: MemoryService) -> None:
         )
     )
     assert row[:3] == ("memory", "global", "0" * 26)
-    assert row[3] == str(r.path) and row[4] == r.fact.title
+    assert row[3] == r.path.relative_to(svc.home).as_posix() and row[4] == r.fact.title  # home-relative
     assert json.loads(row[5]) == {"actor": "agent", "origin_session_id": "s-9"}
     assert row[6] == r.after_sha256
 

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from ..config import Settings
 from ..errors import CofferError
 from . import agents, facts, lanes, meta, settings, transcripts
 from ._common import DIRECTORY, hint, resolve_store_args
@@ -66,4 +72,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # never a raw traceback: one line here, the traceback in a log file
+        where = _log_unexpected(args)
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"error: unexpected {type(exc).__name__}: {first} (details: see {where})", file=sys.stderr)
+        return 1
     return int(status or 0)
+
+
+def _log_unexpected(args: argparse.Namespace) -> Path:
+    """Append the current traceback to ``<home>/logs/errors.log`` (the command's name only: its
+    arguments may hold what a user asked to remember); returns the log's path."""
+    from ..store.files import ensure_dir
+
+    entry = f"{datetime.now(UTC).isoformat()} coffer {args.command}\n{traceback.format_exc()}\n"
+    try:
+        folder = Settings.load(args.home).home / "logs"
+    except Exception:
+        folder = Path(tempfile.gettempdir())
+    for where in (folder, Path(tempfile.gettempdir())):
+        path = where / "errors.log" if where == folder else where / f"coffer-errors-{os.getuid()}.log"
+        try:
+            ensure_dir(where)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:
+                handle.write(entry)
+        except OSError:
+            continue
+        return path
+    return path

@@ -208,12 +208,14 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"plugin: {p.name} ({p.distribution or 'unknown distribution'}) failed to load: {p.error}")
     for line in report.agent_problems or report.agents:
         print(f"agent: {line}")
+    for r in report.index_repairs:
+        print(f"repaired: {r}")
     if ok:
         print("ok")
     else:
         advice = []
         if report.broken:
-            advice.append("fix or delete the broken files (their frontmatter must be a YAML mapping)")
+            advice.append("fix, shrink, rename or delete the files listed as broken (they are not indexed)")
         if report.index_mismatches:
             advice.append("run `coffer reindex` to bring the index in line with the files")
         if broken_plugins:

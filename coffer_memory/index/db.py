@@ -1,20 +1,88 @@
-"""Open the index database: pragmas, numbered migrations, one connection per service."""
+"""Open the index database: pragmas, numbered migrations, one connection per service.
+
+The index is derived from the files, so a damaged or foreign ``index.db`` is never fatal: on
+open (and when SQLite reports corruption during use) it is moved aside as
+``index.db.corrupt-<timestamp>`` (the newest ``KEEP_DAMAGED`` are kept), a fresh one is
+created, and reconcile rebuilds it from the files. Paths in the index are relative to the
+home, so a moved or copied home keeps its index.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import apsw
+import attrs
 
 from ..store.files import ensure_dir
+from ..store.lock import store_lock
 
-# Each entry is one migration; the list index + 1 is the schema version it produces.
-MIGRATIONS: tuple[str, ...] = (
+log = logging.getLogger("coffer_memory.index")
+# "CFFR": marks an index as ours, so another program's SQLite file is never migrated into one.
+APPLICATION_ID = 0x43464652
+KEEP_DAMAGED = 3
+REPAIRS_KEY = "index_repairs"
+DAMAGE = (apsw.CorruptError, apsw.NotADBError)
+# Tables every schema version from 1 on has: one missing means a damaged index.
+CORE_TABLES = frozenset({"documents", "chunks", "documents_fts", "store_state"})
+
+
+def _home_relative(path: str, store: str) -> str | None:
+    """A schema-4 absolute path as a home-relative one (found by the store's folder, so a home
+    moved before the migration ran is rewritten too); None if it is not under a store folder."""
+    folder = "memory/global/" if store == "global" else f"memory/projects/{store.removeprefix('project-')}/"
+    at = path.rfind("/" + folder)
+    return path[at + 1 :] if at >= 0 else None
+
+
+def _relative_paths(conn: apsw.Connection) -> None:
+    """5: paths relative to the home (a moved home keeps its index), ctime and inode beside
+    size and mtime (an edit that keeps both is seen). Rows are rewritten, not dropped, so no
+    document is re-embedded."""
+    for table in ("documents", "broken_files"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN file_ctime_ns INTEGER NOT NULL DEFAULT -1")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN file_ino INTEGER NOT NULL DEFAULT -1")
+    conn.execute("DELETE FROM broken_files")  # found again by the next scan
+    conn.execute("DELETE FROM store_state")  # the next read runs a full scan
+    rows = list(conn.execute("SELECT rowid, resource_name, path FROM documents"))
+    for rowid, store, path in rows:
+        rel = _home_relative(path, store)
+        try:
+            if rel is None:
+                raise apsw.ConstraintError("not under a store folder")
+            conn.execute("UPDATE documents SET path = ? WHERE rowid = ?", (rel, rowid))
+        except apsw.ConstraintError:  # two rows for one file (a home copied before): keep one
+            _drop_document(conn, rowid)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+
+
+def _drop_document(conn: apsw.Connection, rowid: int) -> None:
+    for table in ("documents_fts", "documents_words"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE rowid IN (SELECT c.rowid FROM chunks c JOIN documents d "
+            "ON c.document_id = d.id AND c.resource_name = d.resource_name WHERE d.rowid = ?)",
+            (rowid,),
+        )
+    conn.execute(
+        "DELETE FROM chunks WHERE rowid IN (SELECT c.rowid FROM chunks c JOIN documents d "
+        "ON c.document_id = d.id AND c.resource_name = d.resource_name WHERE d.rowid = ?)",
+        (rowid,),
+    )
+    conn.execute("DELETE FROM documents WHERE rowid = ?", (rowid,))
+
+
+# Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
+# say); the list index + 1 is the schema version it produces.
+MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # 1: the seed's unified schema, its two store side tables, and what the index needs.
     """
     CREATE TABLE documents (
@@ -118,6 +186,8 @@ MIGRATIONS: tuple[str, ...] = (
     DELETE FROM broken_files;
     DELETE FROM vec_stores;
     """,
+    # 5: home-relative paths, ctime and inode (see _relative_paths).
+    _relative_paths,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -126,17 +196,90 @@ SCHEMA_VERSION = len(MIGRATIONS)
 MMAP_BYTES = 256 * 1024 * 1024
 
 
+@attrs.define
+class _Shared:
+    """What every connection of this process to one index file must see: a repair by one of
+    them (the others reopen), or damage one of them met (the next reconcile repairs it)."""
+
+    generation: int = 0
+    damaged: str | None = None
+
+
+_shared: dict[str, _Shared] = {}
+_shared_guard = threading.Lock()
+
+
+def _shared_state(path: Path) -> _Shared:
+    with _shared_guard:
+        return _shared.setdefault(str(path), _Shared())
+
+
+class _Connection(apsw.Connection):
+    """An apsw connection that notes SQLite's corruption errors for the repair on the next read."""
+
+    owner: IndexDB
+
+    def execute(self, *args: Any, **kwargs: Any) -> apsw.Cursor:
+        try:
+            return super().execute(*args, **kwargs)
+        except DAMAGE as exc:
+            self.owner.note_damage(exc)
+            raise
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 class IndexDB:
-    """One apsw connection to ``index.db`` with WAL, a busy timeout and migrations applied."""
+    """One apsw connection to ``index.db`` with WAL, a busy timeout and migrations applied.
+
+    A damaged or foreign file found on open is moved aside and replaced (see the module doc).
+    """
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
         ensure_dir(path.parent)
-        if not path.exists():
-            # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self.path = path
-        self.conn = apsw.Connection(str(path))
-        self.conn.setbusytimeout(busy_timeout_ms)
+        self.home = path.parent
+        self.closed = False
+        self.busy_timeout_ms = busy_timeout_ms
+        self.shared = _shared_state(path)
+        self._open()
+
+    # -- paths ------------------------------------------------------------------------------------
+    def key(self, path: Path) -> str:
+        """``documents.path`` of a file: POSIX and relative to the home."""
+        return path.relative_to(self.home).as_posix()
+
+    def file(self, key: str) -> Path:
+        """The absolute path of a ``documents.path`` value."""
+        return self.home / key
+
+    # -- open, check, repair ----------------------------------------------------------------------
+    def _open(self) -> None:
+        for _attempt in range(3):
+            if not self.path.exists():
+                # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
+                with suppress(FileExistsError):
+                    os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            self._ino = os.stat(self.path).st_ino
+            self.generation = self.shared.generation
+            try:
+                self.conn = _Connection(str(self.path))
+                self.conn.owner = self
+                self.conn.setbusytimeout(self.busy_timeout_ms)
+                problem = self._foreign()  # before any pragma writes to a file that may not be ours
+                if problem is None:
+                    self._configure()
+                    self._migrate()
+                    return
+            except DAMAGE as exc:
+                problem = _describe(exc)
+            self._close_quietly()
+            self._move_aside(problem, self._ino)
+        raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
+
+    def _configure(self) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
         # The index is derived from the files; a lost tail transaction is rebuilt by reconcile.
         self.conn.execute("PRAGMA synchronous=NORMAL")
@@ -145,7 +288,100 @@ class IndexDB:
         # share the OS page cache instead of copying pages into a private cache.
         self.conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         self.vec_loaded = self._load_sqlite_vec()
-        self._migrate()
+
+    def _foreign(self) -> str | None:
+        """Why this file is not an index we can use (another program's, a newer schema, tables
+        missing), or None."""
+        version = int(self.scalar("PRAGMA user_version") or 0)
+        app = int(self.scalar("PRAGMA application_id") or 0)
+        tables = {str(r[0]) for r in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app not in (0, APPLICATION_ID):
+            return f"another program's SQLite file (application_id {app:#x})"
+        if version == 0:
+            return (
+                f"an SQLite file with tables that are not an index ({', '.join(sorted(tables))})"
+                if tables
+                else None
+            )
+        if version > SCHEMA_VERSION:
+            return f"schema version {version} is newer than this coffer-memory's ({SCHEMA_VERSION})"
+        if not tables >= CORE_TABLES:
+            return f"tables missing: {', '.join(sorted(CORE_TABLES - tables))}"
+        return None
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            with suppress(apsw.Error):
+                conn.close()
+
+    def _move_aside(self, problem: str, ino: int) -> None:
+        """Rename the damaged file (and its -wal/-shm) away, unless another process did already."""
+        with store_lock(self.home / "locks" / "index-repair.lock"):
+            try:
+                replaced = os.stat(self.path).st_ino != ino
+            except FileNotFoundError:
+                replaced = True
+            if replaced:  # another process moved it aside meanwhile: open the new one
+                self._replaced()
+                return
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            os.rename(self.path, target)
+            for suffix in ("-wal", "-shm"):
+                with suppress(FileNotFoundError):
+                    os.rename(f"{self.path}{suffix}", f"{target}{suffix}")
+            self._prune_damaged()
+            self._replaced()
+        message = f"{problem}; moved to {target.name}"
+        self._pending_repairs = [*getattr(self, "_pending_repairs", []), f"{stamp}: {message}"]
+        log.warning("index %s is damaged (%s): rebuilding from the files", self.path, message)
+
+    def _replaced(self) -> None:
+        """The file at ``path`` is a new one: every connection of this process must reopen."""
+        with _shared_guard:
+            self.shared.generation += 1
+            self.shared.damaged = None
+
+    def _prune_damaged(self) -> None:
+        kept = sorted(
+            p
+            for p in self.path.parent.glob(f"{self.path.name}.corrupt-*")
+            if not p.name.endswith(("-wal", "-shm"))
+        )
+        for old in kept[:-KEEP_DAMAGED]:
+            for suffix in ("", "-wal", "-shm"):
+                with suppress(FileNotFoundError):
+                    os.unlink(f"{old}{suffix}")
+
+    def _record_repairs(self) -> None:
+        pending = getattr(self, "_pending_repairs", [])
+        if pending:
+            done = json.loads(self.get_kv(REPAIRS_KEY) or "[]")
+            self.set_kv(REPAIRS_KEY, json.dumps([*done, *pending][-20:]))
+            self._pending_repairs = []
+
+    def repairs(self) -> list[str]:
+        """What happened to this home's index: one line per damaged file moved aside."""
+        return [str(r) for r in json.loads(self.get_kv(REPAIRS_KEY) or "[]")]
+
+    def note_damage(self, exc: BaseException) -> None:
+        """Remember that SQLite found this file damaged (not if another connection replaced it since)."""
+        if self.generation == self.shared.generation:
+            self.shared.damaged = _describe(exc)
+
+    def needs_repair(self) -> bool:
+        """True when SQLite reported damage on a connection to this file, or another connection
+        of this process replaced the file (this one must reopen)."""
+        return self.shared.damaged is not None or self.generation != self.shared.generation
+
+    def repair(self) -> None:
+        """Reopen: move the file aside first if it is damaged (outside a transaction only)."""
+        damaged = self.shared.damaged
+        self._close_quietly()
+        if damaged is not None and self.generation == self.shared.generation:
+            self._move_aside(damaged, self._ino)
+        self._open()
 
     def _load_sqlite_vec(self) -> bool:
         """Load sqlite-vec when the ``[vector]`` extra is installed; False otherwise."""
@@ -164,13 +400,19 @@ class IndexDB:
 
     def _migrate(self) -> None:
         version = int(self.scalar("PRAGMA user_version") or 0)
-        if version >= SCHEMA_VERSION:
-            return
-        with self.transaction():
-            version = int(self.scalar("PRAGMA user_version") or 0)
-            for number in range(version, SCHEMA_VERSION):
-                self.conn.execute(MIGRATIONS[number])
-                self.conn.execute(f"PRAGMA user_version={number + 1}")
+        if version < SCHEMA_VERSION:
+            with self.transaction():
+                version = int(self.scalar("PRAGMA user_version") or 0)
+                if version == 0:
+                    self.conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                for number in range(version, SCHEMA_VERSION):
+                    step = MIGRATIONS[number]
+                    if isinstance(step, str):
+                        self.conn.execute(step)
+                    else:
+                        step(self.conn)
+                    self.conn.execute(f"PRAGMA user_version={number + 1}")
+        self._record_repairs()
 
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
@@ -183,17 +425,29 @@ class IndexDB:
         try:
             yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            with suppress(apsw.Error):  # a damaged file may refuse even the rollback
+                self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
 
+    def _current(self) -> apsw.Connection:
+        """The connection, reopened first when another connection of this process replaced the file."""
+        if self.generation != self.shared.generation and self.conn.get_autocommit():
+            self.repair()
+        return self.conn
+
     def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """All rows of a query."""
-        return list(self.conn.execute(sql, params))
+        conn = self._current()
+        try:
+            return list(conn.execute(sql, params))
+        except DAMAGE as exc:  # met while stepping past the first row
+            self.note_damage(exc)
+            raise
 
     def scalar(self, sql: str, params: Any = ()) -> Any:
         """The first column of the first row, or ``None``."""
-        for row in self.conn.execute(sql, params):
+        for row in self.rows(sql, params):
             return row[0]
         return None
 
@@ -211,4 +465,5 @@ class IndexDB:
 
     def close(self) -> None:
         """Close the connection."""
+        self.closed = True
         self.conn.close()

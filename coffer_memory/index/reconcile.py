@@ -10,8 +10,12 @@ runs on a background thread when it falls due, so reads stay on the fast path; w
 last full scan is older than ``STALE_SECONDS`` (a short-lived process such as the CLI),
 the read runs it inline. So an outside in-place edit of a large store shows up within
 ``reconcile_full_scan_seconds`` (plus the scan) in a server, within ``STALE_SECONDS`` in
-the CLI, and at once after ``coffer reindex``. Only files whose size or mtime changed are
-read and hashed.
+the CLI, and at once after ``coffer reindex``. Only files whose size, mtime, ctime or inode
+changed are read and hashed (ctime and inode catch an edit that keeps size and mtime).
+
+Odd entries never take a store down: a name that is not UTF-8, a FIFO named ``*.md``, a file
+over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with one warning
+(``coffer doctor`` lists it). A damaged index found here is moved aside and rebuilt.
 """
 
 from __future__ import annotations
@@ -28,11 +32,19 @@ import attrs
 
 from ..config import Settings
 from ..models import ReindexReport
-from ..store.files import FactParseError, FileStat, list_folder, scan_markdown
+from ..store.files import (
+    FactParseError,
+    FileStat,
+    OddFiles,
+    file_stat,
+    list_folder,
+    printable,
+    scan_markdown,
+)
 from ..store.lock import store_lock
 from ..store.paths import StorePaths, is_recall_rel, lock_path
-from .db import IndexDB
-from .reindex import Reindexer
+from .db import DAMAGE, IndexDB
+from .reindex import Reindexer, stat_columns
 
 log = logging.getLogger("coffer_memory.reconcile")
 BATCH = 500
@@ -41,6 +53,20 @@ BATCH = 500
 STALE_SECONDS = 60.0
 MISSING = -1
 Progress = Callable[[int, int], None]
+Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
+# Odd entries already warned about by this process: a warning once, not on every read.
+_warned: set[tuple[str, str, str]] = set()
+_warned_guard = threading.Lock()
+
+
+def _warn_odd(store: str, odd: OddFiles) -> None:
+    for rel, reason in odd.items():
+        key = (store, rel, reason)
+        with _warned_guard:
+            if key in _warned:
+                continue
+            _warned.add(key)
+        log.warning("skipping %s in store %s: %s", printable(rel), store, reason)
 
 
 @attrs.define
@@ -87,6 +113,8 @@ class Reconciler:
             try:
                 assert self.lock is not None
                 with self.lock:
+                    if self.db.closed:  # the service closed while this scan waited for it
+                        return
                     self.reconcile(store, full=True)
             except Exception:
                 log.exception("background full scan of %s failed", store)
@@ -124,7 +152,29 @@ class Reconciler:
         return changed
 
     def reconcile(self, store: str, *, full: bool = False, progress: Progress | None = None) -> ReindexReport:
-        """Reconcile ``store``; ``full=True`` forces the full stat scan."""
+        """Reconcile ``store``; ``full=True`` forces the full stat scan.
+
+        A damaged index (met here or reported by an earlier query) is moved aside first and
+        the store rebuilt from its files. The caller holds the service lock, outside any
+        transaction.
+        """
+        for attempt in range(2):
+            if self.db.needs_repair():
+                self.repair()
+                full = True
+            try:
+                return self._reconcile(store, full=full, progress=progress)
+            except DAMAGE as exc:
+                if attempt:
+                    raise
+                self.db.note_damage(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def repair(self) -> None:
+        """Reopen the index, moving it aside first if it was found damaged (service lock held)."""
+        self.reindexer.repair_index()
+
+    def _reconcile(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
         sp = self.reindexer.paths(store)
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
@@ -170,27 +220,32 @@ class Reconciler:
                 st = os.stat(path)
             except OSError:
                 continue
-            files[sp.relative(path)] = FileStat(st.st_size, st.st_mtime_ns)
+            files[sp.relative(path)] = file_stat(st)
         # Unknown to _apply's row map, so every pending file is re-read and re-embedded.
         self._apply(sp, files, {}, tally, progress)
         return attrs.evolve(report, updated=report.updated + tally.added + tally.updated)
 
-    def _rows_under(self, store: str, prefix: str) -> dict[str, tuple[int, int]]:
+    def _prefix(self, folder: Path) -> str:
+        """The ``documents.path`` prefix of everything under ``folder``."""
+        return self.db.key(folder) + "/"
+
+    def _rows_under(self, store: str, prefix: str, table: str = "documents") -> dict[str, Stat]:
         rows = self.db.rows(
-            "SELECT path, file_size, file_mtime_ns FROM documents WHERE resource_name = ? "
-            "AND path >= ? AND path < ?",
+            f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
+            "WHERE resource_name = ? AND path >= ? AND path < ?",
             (store, prefix, prefix + "\U0010ffff"),
         )
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        # Plain tuples (a FileStat compares equal to one): this runs over every row of a store.
+        return {r[0]: r[1:] for r in rows}
 
     def _apply(
         self,
         sp: StorePaths,
         files: dict[str, FileStat],
-        rows: dict[str, tuple[int, int]],
+        rows: dict[str, Stat],
         tally: _Tally,
         progress: Progress | None = None,
-        broken: dict[str, tuple[int, int]] | None = None,
+        broken: dict[str, Stat] | None = None,
     ) -> None:
         """Index new/changed files among ``files`` and drop ``rows`` whose file is gone.
 
@@ -198,7 +253,7 @@ class Reconciler:
         """
         broken = broken if broken is not None else {}
         todo: list[Path] = []
-        root = str(sp.root) + os.sep
+        root = self._prefix(sp.root)
         for rel, st in files.items():
             if not is_recall_rel(rel):
                 continue
@@ -206,17 +261,17 @@ class Reconciler:
             key = root + rel
             known = rows.pop(key, None)
             was_broken = broken.pop(key, None)
-            if known is not None and known[0] == st.size and known[1] == st.mtime_ns:
+            if known == st:
                 tally.unchanged += 1
-            elif known is None and was_broken == (st.size, st.mtime_ns):
+            elif known is None and was_broken == st:
                 tally.skipped.append(rel)
             else:
-                todo.append(Path(key))
+                todo.append(sp.root / rel)
         if broken:  # broken files that are gone now
             with self.db.transaction():
                 for key in broken:
                     self._forget_broken(sp.name, key)
-        gone = [Path(p) for p in rows]
+        gone = [self.db.file(p) for p in rows]
         total = len(todo) + len(gone)
         for start in range(0, len(todo), BATCH):
             with self.db.transaction():
@@ -237,16 +292,16 @@ class Reconciler:
         try:
             outcome, _ = self.reindexer.index_file(sp.name, path, defer_embedding=True)
         except FactParseError as exc:
-            log.warning("skipping %s: %s", path, exc)
+            if self._remember_broken(sp.name, path, str(exc)):
+                log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(sp.relative(path))
-            self._remember_broken(sp.name, path, str(exc))
             return
         except (FileNotFoundError, IsADirectoryError, OSError) as exc:
             log.info("file vanished while indexing %s: %s", path, exc)
             self.reindexer.remove_path(sp.name, path)
-            self._forget_broken(sp.name, str(path))
+            self._forget_broken(sp.name, self.db.key(path))
             return
-        self._forget_broken(sp.name, str(path))
+        self._forget_broken(sp.name, self.db.key(path))
         if outcome == "added":
             tally.added += 1
         elif outcome == "updated":
@@ -254,34 +309,39 @@ class Reconciler:
         else:
             tally.unchanged += 1
 
-    def _remember_broken(self, store: str, path: Path, error: str) -> None:
+    def _remember_broken(self, store: str, path: Path, error: str) -> bool:
+        """Record a file that cannot be indexed; True when this is news (a new file or reason)."""
         try:
-            st = os.stat(path)
+            st = os.stat(path, follow_symlinks=False)
         except OSError:
-            return
-        self.db.conn.execute(
-            "INSERT INTO broken_files (resource_name, path, file_size, file_mtime_ns, error) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(resource_name, path) DO UPDATE SET file_size = excluded.file_size, "
-            "file_mtime_ns = excluded.file_mtime_ns, error = excluded.error",
-            (store, str(path), st.st_size, st.st_mtime_ns, error),
+            return False
+        key = self.db.key(path)
+        before = self.db.scalar(
+            "SELECT error FROM broken_files WHERE resource_name = ? AND path = ?", (store, key)
         )
+        self.db.conn.execute(
+            "INSERT INTO broken_files (resource_name, path, file_size, file_mtime_ns, file_ctime_ns, file_ino, "
+            "error) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(resource_name, path) DO UPDATE SET "
+            "file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, "
+            "file_ctime_ns = excluded.file_ctime_ns, file_ino = excluded.file_ino, error = excluded.error",
+            (store, key, *stat_columns(st), error),
+        )
+        return bool(before != error)
 
     def _forget_broken(self, store: str, path: str) -> None:
         self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ? AND path = ?", (store, path))
 
-    def _broken_under(self, store: str, prefix: str) -> dict[str, tuple[int, int]]:
-        rows = self.db.rows(
-            "SELECT path, file_size, file_mtime_ns FROM broken_files WHERE resource_name = ? AND path >= ? AND path < ?",
-            (store, prefix, prefix + "\U0010ffff"),
-        )
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+    def _broken_under(self, store: str, prefix: str) -> dict[str, Stat]:
+        return self._rows_under(store, prefix, "broken_files")
 
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:
         tally = _Tally()
-        files, dirs = scan_markdown(sp.root, sp.recall_dirs())
+        odd: OddFiles = {}
+        files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
+        _warn_odd(sp.name, odd)
         for folder in sp.recall_dirs():
             dirs.setdefault(sp.relative(folder), MISSING)
-        prefix = str(sp.root) + os.sep
+        prefix = self._prefix(sp.root)
         rows = self._rows_under(sp.name, prefix)
         self._apply(sp, files, rows, tally, progress, self._broken_under(sp.name, prefix))
         count = tally.scanned - len(tally.skipped)
@@ -294,9 +354,10 @@ class Reconciler:
         state = self._state(sp.name)
         assert state is not None
         dirs, last_full, count = state
+        odd: OddFiles = {}
         for rel in changed:
-            listing = list_folder(sp.root, rel)
-            prefix = str(sp.root / rel) + os.sep
+            listing = list_folder(sp.root, rel, odd)
+            prefix = self._prefix(sp.root / rel)
             rows = self._rows_under(sp.name, prefix)
             if listing is None:  # the folder is gone: so is everything under it
                 roots = {sp.relative(f) for f in sp.recall_dirs()}
@@ -308,17 +369,18 @@ class Reconciler:
                 self._apply(sp, {}, rows, tally, broken=self._broken_under(sp.name, prefix))
                 continue
             mtime, files, subdirs = listing
-            direct = {p: v for p, v in rows.items() if os.sep not in p[len(prefix) :]}
+            direct = {p: v for p, v in rows.items() if "/" not in p[len(prefix) :]}
             bad = {
-                p: v for p, v in self._broken_under(sp.name, prefix).items() if os.sep not in p[len(prefix) :]
+                p: v for p, v in self._broken_under(sp.name, prefix).items() if "/" not in p[len(prefix) :]
             }
             self._apply(sp, files, direct, tally, broken=bad)
             dirs[rel] = mtime
             for sub in subdirs:
                 if sub not in dirs:
-                    sub_files, sub_dirs = scan_markdown(sp.root, (sp.root / sub,))
-                    self._apply(sp, sub_files, self._rows_under(sp.name, str(sp.root / sub) + os.sep), tally)
+                    sub_files, sub_dirs = scan_markdown(sp.root, (sp.root / sub,), odd)
+                    self._apply(sp, sub_files, self._rows_under(sp.name, self._prefix(sp.root / sub)), tally)
                     dirs.update(sub_dirs)
+        _warn_odd(sp.name, odd)
         count = int(self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
         with self.db.transaction():
             self._save_state(sp.name, dirs, last_full, count)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,11 +21,24 @@ from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, r
 from ..store.lanes import journal_sessions
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
-from .db import IndexDB
+from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+# A file changed within this long before its stat was taken may change again within the same
+# ctime tick (the kernel's coarse clock) unseen: its row keeps no ctime, so the next full scan
+# hashes it once more (git's "racily clean" entries).
+RACY_NS = 2_000_000_000
+
+
+def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
+    """``file_size, file_mtime_ns, file_ctime_ns, file_ino`` of a documents row."""
+    racy = time.time_ns() - st.st_ctime_ns < RACY_NS
+    return st.st_size, st.st_mtime_ns, -1 if racy else st.st_ctime_ns, st.st_ino
+
+
 log = logging.getLogger("coffer_memory.reindex")
 
 
@@ -86,12 +100,19 @@ class Reindexer:
     """Writes and removes index rows for memory files of one home."""
 
     def __init__(
-        self, db: IndexDB, memory_dir: Path, vectors: VecIndex | None = None, batch_size: int = 64
+        self,
+        db: IndexDB,
+        memory_dir: Path,
+        vectors: VecIndex | None = None,
+        batch_size: int = 64,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         self.db = db
         self.memory_dir = memory_dir
         self.vectors = vectors
         self.batch_size = batch_size
+        # Hand-written files over this are not read (one 50 MB file took 23 s and 839 MiB).
+        self.max_file_bytes = max_file_bytes
         self.pending: list[_PendingDoc] = []
         self.embedding_failures = 0
 
@@ -115,9 +136,13 @@ class Reindexer:
         """
         sp = self.paths(store)
         rel = sp.relative(path)
+        key = self.db.key(path)
         if data is None or st is None:
-            data, st = read_bytes(path)
-        key = str(path)
+            try:
+                data, st = read_bytes(path, max_bytes=self.max_file_bytes)
+            except FactParseError:  # too large: whatever was indexed for it goes
+                self.remove_path(store, path)
+                raise
         row = self.db.rows(
             "SELECT id, content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (store, key)
         )
@@ -130,8 +155,9 @@ class Reindexer:
             raise
         if row and row[0][1] == parsed.sha256 and row[0][0] == parsed.fact.id:
             self.db.conn.execute(
-                "UPDATE documents SET file_size = ?, file_mtime_ns = ? WHERE resource_name = ? AND path = ?",
-                (st.st_size, st.st_mtime_ns, store, key),
+                "UPDATE documents SET file_size = ?, file_mtime_ns = ?, file_ctime_ns = ?, file_ino = ? "
+                "WHERE resource_name = ? AND path = ?",
+                (*stat_columns(st), store, key),
             )
             return "unchanged", parsed
         fact = parsed.fact
@@ -143,8 +169,8 @@ class Reindexer:
                 self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
             self.db.conn.execute(
                 "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
-                "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
+                "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     fact.id,
                     KIND,
@@ -157,8 +183,7 @@ class Reindexer:
                     "" if self.vectors is not None else parsed.sha256,
                     format_time(fact.created_at),
                     format_time(fact.updated_at),
-                    st.st_size,
-                    st.st_mtime_ns,
+                    *stat_columns(st),
                 ),
             )
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
@@ -262,12 +287,12 @@ class Reindexer:
         rows = self.db.rows(
             "SELECT path FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,)
         )
-        return [Path(r[0]) for r in rows]
+        return [self.db.file(r[0]) for r in rows]
 
     def remove_path(self, store: str, path: Path) -> str | None:
         """Drop the rows of the document at ``path``; returns its id if there was one."""
         document_id = self.db.scalar(
-            "SELECT id FROM documents WHERE resource_name = ? AND path = ?", (store, str(path))
+            "SELECT id FROM documents WHERE resource_name = ? AND path = ?", (store, self.db.key(path))
         )
         if document_id is None:
             return None
@@ -275,8 +300,21 @@ class Reindexer:
             self._delete_rows(store, document_id)
         return str(document_id)
 
+    def repair_index(self) -> None:
+        """Reopen the index, moving it aside first if SQLite found it damaged."""
+        self.db.repair()
+        if self.vectors is not None:
+            self.vectors.forget_tables()
+
     def remove_store(self, store: str) -> None:
-        """Drop every index row of a store."""
+        """Drop every index row of a store (a damaged index is replaced by an empty one instead)."""
+        try:
+            self._remove_store(store)
+        except DAMAGE as exc:
+            self.db.note_damage(exc)
+            self.repair_index()
+
+    def _remove_store(self, store: str) -> None:
         with self.db.transaction():
             self.db.conn.execute(
                 "DELETE FROM documents_words WHERE rowid IN (SELECT rowid FROM chunks WHERE resource_name = ?)",

@@ -45,6 +45,10 @@ class VecIndex:
         self.cache_tables = cache_tables
         self._ready: dict[str, str] = {}
 
+    def forget_tables(self) -> None:
+        """Drop the cached table names (the index file was replaced by a fresh one)."""
+        self._ready.clear()
+
     def paused(self) -> bool:
         """True while the shared back-off after an embedding failure runs (all processes see it)."""
         until = self.db.get_kv(PAUSE_KEY)

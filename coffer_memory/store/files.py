@@ -13,13 +13,14 @@ import re
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import attrs
 import frontmatter
 import yaml
+from frontmatter.default_handlers import JSONHandler, YAMLHandler
 from ulid import ULID
 
 from ..models import Actor, MemoryFact
@@ -40,8 +41,60 @@ KNOWN_KEYS = (
 )
 
 
+# Frontmatter is a few lines; more than this is not a fact header, and is not parsed.
+MAX_FRONTMATTER_CHARS = 256 * 1024
+# The range of times a fact may carry: what a timestamp-based ULID and ISO 8601 can hold.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST = datetime(9999, 12, 31, tzinfo=UTC)
+
+
 class FactParseError(ValueError):
     """A memory file whose frontmatter cannot be read."""
+
+
+class FileTooLarge(FactParseError):
+    """A hand-written file over the configured size cap (``[memory] max_file_bytes``)."""
+
+
+def _lenient_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
+    """A YAML timestamp, or its text when it names no real time (``0000-00-00``)."""
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except (ValueError, OverflowError):
+        return loader.construct_scalar(node)
+
+
+class _CheckedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: an alias bomb expands a few lines into gigabytes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(None, None, "aliases are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
+# libyaml when present (what python-frontmatter used; about twice as fast over a rebuild).
+_Fast: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _FastLoader(_Fast):  # type: ignore[valid-type,misc]
+    """The fast loader, for frontmatter that holds no ``*`` or ``&`` and so no alias or anchor."""
+
+
+for _loader in (_CheckedLoader, _FastLoader):
+    _loader.add_constructor("tag:yaml.org,2002:timestamp", _lenient_timestamp)
+
+
+class _YAML(YAMLHandler):
+    def load(self, fm: str, **kwargs: object) -> Any:
+        if len(fm) > MAX_FRONTMATTER_CHARS:
+            raise FactParseError(f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters")
+        loader = _CheckedLoader if "*" in fm or "&" in fm else _FastLoader
+        return yaml.load(fm, Loader=loader)  # both are SafeLoaders
+
+
+_HANDLERS = (_YAML(), JSONHandler())
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -168,16 +221,27 @@ def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
 
 
 def parse_time(value: object) -> datetime | None:
-    """A timezone-aware datetime from a frontmatter value (naive means UTC); None if unreadable."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    """A timezone-aware datetime from a frontmatter value (naive means UTC).
+
+    None when unreadable or outside 1970..9999 (a ULID's time and ISO 8601 cannot hold it):
+    the caller falls back to the other date or the file's mtime.
+    """
     if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.strip())
+            value = datetime.fromisoformat(value.strip())
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        in_range = _EPOCH <= value.astimezone(UTC) <= _LAST
+    except (OverflowError, ValueError):
+        return None
+    return value if in_range else None
 
 
 @attrs.frozen
@@ -194,14 +258,18 @@ class ParsedFile:
 def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
     """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
 
-    Raises ``FactParseError`` when the frontmatter is not a YAML mapping.
+    Raises ``FactParseError`` when the frontmatter is not a YAML mapping, uses aliases, nests
+    too deep or is longer than ``MAX_FRONTMATTER_CHARS``.
     """
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        post = frontmatter.loads(text)
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        handler = frontmatter.detect_format(text, _HANDLERS)
+        post = frontmatter.loads(text, handler=handler) if handler else frontmatter.Post(text.strip())
+    except FactParseError:
+        raise
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
         raise FactParseError(f"broken frontmatter: {exc}".splitlines()[0]) from exc
     meta = post.metadata
     if not isinstance(meta, dict):
@@ -222,7 +290,10 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         origin = nested.get("origin_session_id")
     created = parse_time(meta.get("created_at"))
     updated = parse_time(meta.get("updated_at"))
-    file_time = datetime.fromtimestamp(mtime, UTC)
+    try:
+        file_time = max(_EPOCH, min(_LAST, datetime.fromtimestamp(mtime, UTC)))
+    except (OverflowError, OSError, ValueError):
+        file_time = _EPOCH
     fact = MemoryFact(
         id=fact_id_for(store, relpath, created),
         title=title.strip(),
@@ -243,13 +314,21 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     )
 
 
-def read_bytes(path: Path) -> tuple[bytes, os.stat_result]:
-    """A file's bytes and its stat, refusing anything that is not a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
+    """A file's bytes and its stat, refusing anything that is not a regular file.
+
+    Opened non-blocking, so a FIFO or device named ``*.md`` is refused instead of hanging the
+    reader. With ``max_bytes``, a larger file raises ``FileTooLarge`` before it is read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise IsADirectoryError(str(path))
+            raise IsADirectoryError(f"{path}: {odd_kind(st.st_mode)}")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileTooLarge(
+                f"{st.st_size} bytes is over the {max_bytes}-byte cap ([memory] max_file_bytes): not indexed"
+            )
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -261,28 +340,101 @@ def read_bytes(path: Path) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symlink",
+}
+
+
+def odd_kind(mode: int) -> str:
+    """Why a ``*.md`` entry is not read: ``not a regular file (a FIFO)`` and the like."""
+    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'unknown type')})"
+
+
+BAD_NAME = "file name is not valid UTF-8"
+
+
+def utf8_name(name: str) -> bool:
+    """True when a name read from the OS is valid UTF-8 (undecodable bytes come back as surrogates)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(path: str | Path) -> str:
+    """A path for messages and reports: undecodable bytes shown as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 class FileStat(NamedTuple):
-    """Size and mtime (ns) of a file, what the reconcile fast path compares (a tuple: hot path)."""
+    """What the reconcile fast path compares (a tuple: hot path).
+
+    Size and mtime alone miss an edit that keeps both (``cp -p``, ``rsync -t``, ``touch -r``);
+    the ctime (which no tool can set back) and the inode catch it.
+    """
 
     size: int
     mtime_ns: int
+    ctime_ns: int = -1
+    ino: int = -1
 
 
-def scan_markdown(root: Path, folders: tuple[Path, ...]) -> tuple[dict[str, FileStat], dict[str, int]]:
+def file_stat(st: os.stat_result) -> FileStat:
+    """The ``FileStat`` of an ``os.stat_result``."""
+    return FileStat(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+# A rel path -> why it is not read (odd names, FIFOs and other non-regular ``*.md`` entries).
+OddFiles = dict[str, str]
+
+
+def scan_markdown(
+    root: Path, folders: tuple[Path, ...], odd: OddFiles | None = None
+) -> tuple[dict[str, FileStat], dict[str, int]]:
     """Every visible ``*.md`` regular file under ``folders`` (relative to ``root``) and folder mtimes.
 
-    Hidden entries (temp files among them) and symlinks are skipped.
+    Hidden entries (temp files among them) and symlinks are skipped. Entries that cannot be
+    indexed (a name that is not UTF-8, a FIFO named ``*.md``) are skipped and, when ``odd``
+    is given, put there with the reason.
     """
     files: dict[str, FileStat] = {}
     dirs: dict[str, int] = {}
     for folder in folders:
-        for rel_dir, entries in _walk(root, folder, dirs):
+        for rel_dir, entries in _walk(root, folder, dirs, odd):
             for name, st in entries:
                 files[f"{rel_dir}/{name}"] = st
     return files, dirs
 
 
-def _walk(root: Path, folder: Path, dirs: dict[str, int]) -> Iterator[tuple[str, list[tuple[str, FileStat]]]]:
+def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileStat | None:
+    """The stat of a ``*.md`` entry worth indexing, or None (an odd one goes into ``odd``)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    reason = None if stat.S_ISREG(st.st_mode) else odd_kind(st.st_mode)
+    if reason is None and not utf8_name(entry.name):
+        reason = BAD_NAME
+    if reason is None:
+        return file_stat(st)
+    if odd is not None:
+        odd[f"{rel_dir}/{entry.name}"] = reason
+    return None
+
+
+def _walk(
+    root: Path, folder: Path, dirs: dict[str, int], odd: OddFiles | None = None
+) -> Iterator[tuple[str, list[tuple[str, FileStat]]]]:
     stack = [folder]
     while stack:
         current = stack.pop()
@@ -300,18 +452,20 @@ def _walk(root: Path, folder: Path, dirs: dict[str, int]) -> Iterator[tuple[str,
                 if name[0] == ".":
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
+                    if utf8_name(name):
+                        stack.append(Path(entry.path))
+                    elif odd is not None:
+                        odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
                 elif name.endswith(".md"):
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    if stat.S_ISREG(st.st_mode):
-                        entries.append((name, FileStat(st.st_size, st.st_mtime_ns)))
+                    st = _entry(entry, rel_dir, odd)
+                    if st is not None:
+                        entries.append((name, st))
         yield rel_dir, entries
 
 
-def list_folder(root: Path, rel_dir: str) -> tuple[int, dict[str, FileStat], list[str]] | None:
+def list_folder(
+    root: Path, rel_dir: str, odd: OddFiles | None = None
+) -> tuple[int, dict[str, FileStat], list[str]] | None:
     """One folder's mtime, its direct ``*.md`` files and its visible subfolders; ``None`` if gone."""
     folder = root / rel_dir
     try:
@@ -326,18 +480,42 @@ def list_folder(root: Path, rel_dir: str) -> tuple[int, dict[str, FileStat], lis
             if entry.name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                subdirs.append(f"{rel_dir}/{entry.name}")
-            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                files[f"{rel_dir}/{entry.name}"] = FileStat(st.st_size, st.st_mtime_ns)
+                if utf8_name(entry.name):
+                    subdirs.append(f"{rel_dir}/{entry.name}")
+                elif odd is not None:
+                    odd[f"{rel_dir}/{entry.name}"] = "folder name is not valid UTF-8"
+            elif entry.name.endswith(".md"):
+                st = _entry(entry, rel_dir, odd)
+                if st is not None:
+                    files[f"{rel_dir}/{entry.name}"] = st
     return mtime, files, subdirs
 
 
-def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float) -> list[Path]:
-    """Temp files left by writers that died mid-write (never part of the truth)."""
+# A temp file this old is a dead writer's: a live one renames its temp within milliseconds.
+STALE_TEMP_SECONDS = 600.0
+_TEMP_PID = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+
+
+def _writer_gone(name: str) -> bool:
+    """True when the temp name carries a writer's pid (``.tmp-<pid>-...``) and no such process runs."""
+    match = _TEMP_PID.match(name)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Temp files left by writers that died mid-write (never part of the truth).
+
+    Every folder under ``folders`` is searched (pass a store's root for all its lanes). A temp
+    file is stale when the pid in its name is gone, or when it is older than ``older_than_seconds``.
+    """
     import time
 
     cutoff = time.time() - older_than_seconds
@@ -349,7 +527,7 @@ def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float) -> li
                 if name.startswith(TEMP_PREFIX):
                     path = Path(dirpath) / name
                     try:
-                        if path.lstat().st_mtime < cutoff:
+                        if _writer_gone(name) or path.lstat().st_mtime < cutoff:
                             found.append(path)
                     except FileNotFoundError:
                         continue

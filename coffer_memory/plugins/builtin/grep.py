@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
+from ...store.files import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50
@@ -117,11 +119,8 @@ class PythonGrepBackend:
                     if name.startswith(".") or not name.endswith(".md"):
                         continue
                     path = Path(dirpath) / name
-                    if path.is_symlink():
-                        continue
-                    try:
-                        text = path.read_text(encoding="utf-8", errors="replace")
-                    except OSError:
+                    text = _read_regular(path)
+                    if text is None:
                         continue
                     found = 0
                     for number, line in enumerate(text.splitlines(), start=1):
@@ -134,6 +133,23 @@ class PythonGrepBackend:
                             if len(matches) >= max_lines:
                                 return matches
         return matches
+
+
+def _read_regular(path: Path) -> str | None:
+    """The text of a regular file with a UTF-8 name; None for a symlink, FIFO, device or odd name.
+
+    Opened non-blocking: a FIFO named ``*.md`` would otherwise block the reader forever.
+    """
+    if not utf8_name(path.name):
+        return None  # the index cannot hold its path, so no hit could name it
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read().decode("utf-8", errors="replace")
 
 
 @hookimpl
