@@ -117,6 +117,8 @@ def _alternatives(group: str) -> list[str]:
         elif ch == ")" and depth:
             depth -= 1
         elif ch == ")":
+            if group[i + 1 : i + 2] in ("?", "*", "{"):
+                raise ValueError(group)  # an optional group: its alternatives may not come first
             return [part + group[i + 1 :] for part in [*parts, group[start:i]]]
         elif ch == "|" and not depth:
             parts.append(group[start:i])
@@ -129,7 +131,10 @@ def _first_chars(pattern: str) -> str | None:
     """A character-class body holding every character ``pattern`` can start with, or None
     when that is not plain to see (an assertion first)."""
     if pattern.startswith("(?:"):
-        firsts = [_first_chars(alt) for alt in _alternatives(pattern)]
+        try:
+            firsts = [_first_chars(alt) for alt in _alternatives(pattern)]
+        except ValueError:
+            return None
         return None if any(f is None for f in firsts) else "".join(f for f in firsts if f)
     if pattern.startswith("("):
         return None
