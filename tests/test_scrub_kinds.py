@@ -175,7 +175,14 @@ CONTEXTS: dict[str, str] = {
     "shell": "curl -sS -H 'X-Custom: {s}' https://api.example.com/v1/things",
     "url_query": "see https://api.example.com/v1/items?page=2&value={q} for details",
     "url_path": "POST https://api.example.com/hooks/{q}/notify now",
+    "url_path_raw": "POST https://api.example.com/hooks/{s}/notify now",
 }
+
+
+def _leaks(core: str, out: str, piece: int = 16) -> bool:
+    """Any 16 characters in a row of ``core`` survive in ``out`` (a partial redaction leaks too)."""
+    return any(core[i : i + piece] in out for i in range(max(1, len(core) - piece + 1)))
+
 
 CASES = [
     (kind, context)
@@ -193,11 +200,25 @@ def test_every_kind_in_every_context_is_redacted(kind: str, context: str) -> Non
         quoted = urllib.parse.quote(planted, safe="")
         text = CONTEXTS[context].format(s=planted, q=quoted)
         out, counts = scrub_text(text)
-        assert core not in out and urllib.parse.quote(core, safe="") not in out, (text, out)
+        assert not _leaks(core, out) and urllib.parse.quote(core, safe="") not in out, (text, out)
         assert "[REDACTED:" in out and sum(counts.values()) >= 1, (text, out)
         assert not any(core in k for k in counts)
         again, more = scrub_text(out)
         assert again == out and not more
+
+
+def test_base64_keys_split_over_url_segments_are_redacted_whole() -> None:
+    rng = random.Random(40)
+    # Slashes where no piece is long enough to pass for a token on its own.
+    aws = _r(rng, ALNUM, 13) + "/" + _r(rng, ALNUM, 7) + "/" + _r(rng, ALNUM, 16) + "+" + "x"
+    azure = "/".join(_r(rng, ALNUM, 20) for _ in range(4)) + "Q7z=="
+    assert len(aws) == 40 and len(azure) == 88
+    for key, kind in ((aws, "aws_secret_access_key"), (azure, "azure_storage_key")):
+        out, counts = scrub_text(f"POST https://api.example.com/v1/hooks/{key}/notify now")
+        assert out == f"POST https://api.example.com/v1/hooks/[REDACTED:{kind}]/notify now", out
+        assert counts == {kind: 1}
+    path = "https://github.com/org/repo/blob/main/src/components/Header/NavigationBar2Item.tsx"
+    assert scrub_text(path) == (path, {})
 
 
 MORE_CONTEXTS = [
@@ -226,7 +247,7 @@ def test_every_kind_in_more_surroundings(kind: str) -> None:
     for template in MORE_CONTEXTS:
         planted, core = KINDS[kind](rng)
         out, _counts = scrub_text(template.format(s=planted))
-        assert core not in out, (template, out)
+        assert not _leaks(core, out), (template, out)
 
 
 @pytest.mark.parametrize(

@@ -180,7 +180,7 @@ def _mixed(s: str) -> bool:
     return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
 
 
-def _random_bytes(b64: str) -> bool:
+def random_key_bytes(b64: str) -> bool:
     """``b64`` decodes to bytes that look random (a key), not to text or a file header."""
     if not _mixed(b64):
         return False
@@ -209,7 +209,7 @@ _CHECKS: Final[dict[str, Callable[[str], bool]]] = {
     "discord_bot_token": _discord,
     "telegram_bot_token": lambda s: _mixed(s.split(":", 1)[1]),
     "azure_client_secret": _mixed,
-    "azure_storage_key": _random_bytes,
+    "azure_storage_key": random_key_bytes,
     "square_token": lambda s: s.startswith("sq0") or _mixed(s),
     "facebook_token": _mixed,
     "alibaba_access_key_id": _mixed,
@@ -261,6 +261,11 @@ URL_PATH_ASSIGNMENT: Final = re.compile(
 URL_SIGNATURE: Final = re.compile(
     r"(?<=[?&;])(?P<key>(?i:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token))="
     r"(?P<val>[^&\s\"'`<>#;]{16,})"
+)
+# Where a base64 key holding ``/`` may sit in a URL path, split over segments: every window of
+# 40 characters (an AWS secret) or 86 + ``==`` (an Azure key) that starts and ends at a boundary.
+URL_SLASHED_KEY: Final = re.compile(
+    r"(?<=/)(?=(?P<aws>[A-Za-z0-9+/]{40})(?:[/?#]|$))?(?=(?P<azure>[A-Za-z0-9+/]{86}==)(?:[/?#]|$))?"
 )
 # A query value long enough to be a token.
 URL_QUERY_VALUE: Final = re.compile(
