@@ -22,7 +22,7 @@ _E: Final = r"(?![A-Za-z0-9_-])"
 _W: Final = r"(?<![A-Za-z0-9_.-])"
 _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("anthropic_api_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai_api_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("openai_api_key", _B + r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     ("github_token", r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])"),
     ("github_token", r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"),
     ("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas|wt)-[A-Za-z0-9_-]{20,}"),
