@@ -85,6 +85,11 @@ def _slack_webhook(rng: random.Random) -> tuple[str, str]:
     ) + "/" + last, last
 
 
+def _discord_webhook(rng: random.Random) -> tuple[str, str]:
+    token = _r(rng, B64URL, 68)
+    return "https://discord." + "com/api/webhooks/" + str(rng.randrange(10**17, 10**19)) + "/" + token, token
+
+
 def _url_path_token(rng: random.Random) -> tuple[str, str]:
     token = _r(rng, ALNUM, 40)
     return f"https://hooks.example.com/x/{token}", token
@@ -149,6 +154,33 @@ KINDS: dict[str, Factory] = {
     "tailscale_key": _same(lambda g: "tsk" + "ey-auth-" + _r(g, ALNUM, 17) + "-" + _r(g, ALNUM, 33)),
     "newrelic_key": _same(lambda g: "NR" + "AK-" + _r(g, UD, 27)),
     "postman_key": _same(lambda g: "PM" + "AK-" + _r(g, HEX, 24) + "-" + _r(g, HEX, 34)),
+    "sentry_token": _same(lambda g: "sntr" + "ys_" + _r(g, ALNUM, 60)),
+    "notion_token": _same(lambda g: "nt" + "n_" + _r(g, ALNUM, 46)),
+    "supabase_key": _same(lambda g: "sb" + "p_" + _r(g, HEX, 40)),
+    "netlify_token": _same(lambda g: "nf" + "p_" + _r(g, ALNUM, 36)),
+    "fly_token": _same(lambda g: "fo" + "1_" + _r(g, ALNUM + "_-", 43)),
+    "figma_token": _same(lambda g: "fi" + "gd_" + _r(g, ALNUM + "_-", 40)),
+    "grafana_token": _same(lambda g: "gl" + "sa_" + _r(g, ALNUM, 32) + "_" + _r(g, HEX, 8)),
+    "airtable_token": _same(lambda g: "pa" + "t" + _r(g, ALNUM, 14) + "." + _r(g, HEX, 64)),
+    "terraform_token": _same(lambda g: _r(g, ALNUM, 14) + ".atlas" + "v1." + _r(g, ALNUM + "_-", 67)),
+    "pulumi_token": _same(lambda g: "pu" + "l-" + _r(g, HEX, 40)),
+    "dynatrace_token": _same(lambda g: "dt0" + "c01." + _r(g, UD, 24) + "." + _r(g, UD, 64)),
+    "planetscale_token": _same(lambda g: "psc" + "ale_tkn_" + _r(g, ALNUM + "_", 43)),
+    "onepassword_token": _same(lambda g: "op" + "s_eyJ" + _r(g, ALNUM, 80)),
+    "mapbox_token": _same(lambda g: "s" + "k.eyJ" + _r(g, ALNUM, 40) + "." + _r(g, ALNUM, 22)),
+    "firebase_server_key": _same(lambda g: "AA" + "AA" + _r(g, ALNUM, 7) + ":" + _r(g, ALNUM + "_-", 140)),
+    "contentful_token": _same(lambda g: "CF" + "PAT-" + _r(g, ALNUM + "_-", 43)),
+    "shippo_token": _same(lambda g: "shi" + "ppo_live_" + _r(g, HEX, 40)),
+    "alibaba_access_key_id": _same(lambda g: "LT" + "AI" + _r(g, ALNUM, 20)),
+    "facebook_token": _same(lambda g: "EA" + "AB" + _r(g, ALNUM, 150)),
+    "xai_key": _same(lambda g: "xa" + "i-" + _r(g, ALNUM, 80)),
+    "gitlab_runner_token": _same(lambda g: "GR1348" + "941" + _r(g, ALNUM + "_-", 20)),
+    "slack_app_token": _same(
+        lambda g: "xa" + "pp-1-" + _r(g, UD, 11) + "-" + _r(g, string.digits, 13) + "-" + _r(g, HEX, 64)
+    ),
+    "google_refresh_token": _same(lambda g: "1/" + "/0" + _r(g, ALNUM + "_-", 100)),
+    "square_access_token": _same(lambda g: "sq0" + "atp-" + _r(g, ALNUM + "_-", 22)),
+    "discord_webhook": _discord_webhook,
     "url_credentials": _url_password,
     "dsn_password": _dsn,
     "url_path_token": _url_path_token,
