@@ -189,6 +189,7 @@ KINDS: dict[str, Factory] = {
 # Kinds that are URLs themselves are not put inside another URL.
 URL_KINDS = {
     "slack_webhook",
+    "discord_webhook",
     "azure_sas_signature",
     "url_credentials",
     "dsn_password",
@@ -249,6 +250,9 @@ def test_base64_keys_split_over_url_segments_are_redacted_whole() -> None:
         out, counts = scrub_text(f"POST https://api.example.com/v1/hooks/{key}/notify now")
         assert out == f"POST https://api.example.com/v1/hooks/[REDACTED:{kind}]/notify now", out
         assert counts == {kind: 1}
+    planted, core = _discord_webhook(rng)
+    out, _ = scrub_text("https://app.example.com/login?next=" + urllib.parse.quote(planted, safe=""))
+    assert not _leaks(core, out), out  # a URL percent-encoded into another one's query
     path = "https://github.com/org/repo/blob/main/src/components/Header/NavigationBar2Item.tsx"
     assert scrub_text(path) == (path, {})
 
@@ -404,6 +408,7 @@ NEGATIVES = [
     "git config --global user.name Alice; set password for root",
     "<token>${{ secrets.API_TOKEN }}</token>",
     "echo $TOKEN | docker login --password-stdin",
+    "https://app.example.com/login?next=https%3A%2F%2Fexample.com%2Fdashboard%2Fsettings%2Fprofile",
 ]
 
 

@@ -252,7 +252,8 @@ URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|
 # Where the path starts: after the authority.
 URL_PATH_START: Final = re.compile(r"^[^:]+:(?://|\\/\\/)[^/\\?#]*")
 # A path segment long enough to be a token: letters, digits and the URL-safe marks.
-URL_SEGMENT: Final = re.compile(r"(?<=/)[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
+# (Also after ``%2F``: a URL percent-encoded into another one's query, a redirect target.)
+URL_SEGMENT: Final = re.compile(r"(?:(?<=/)|(?<=%2[Ff]))[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
 # ``key=value`` as a path segment or a matrix parameter (``/x/password=y``, ``/x;token=y``).
 URL_PATH_ASSIGNMENT: Final = re.compile(
     r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})=(?P<val>[^/\\?#;&]{1,256})"

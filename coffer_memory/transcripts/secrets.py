@@ -440,8 +440,8 @@ def _redact_url(url: str, c: Counter[str]) -> str:
     rest = _redact_slashed_keys(rest[:query], c) + rest[query:]
     rest = URL_SIGNATURE.sub(signature, rest)
     rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
+    rest = URL_QUERY_VALUE.sub(token, rest)  # first: a whole value, before its ``%2F`` pieces
     rest = URL_SEGMENT.sub(token, rest)
-    rest = URL_QUERY_VALUE.sub(token, rest)
     return head + rest
 
 
