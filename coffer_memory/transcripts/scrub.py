@@ -42,7 +42,8 @@ Pipeline for one message (``scrub_text``), in this order:
      ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
      assignments below), and ``url_token``: a path segment or a 32+ character query value that
      looks generated (24+ characters, mixed case and digits, not made of words, not an object id
-     such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``.
+     such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``; an AWS secret or an
+     Azure key whose own ``/`` splits it over path segments is found as one window.
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
      ``Authorization:`` (or ``Proxy-Authorization:``) header, by scheme; also a bare
      ``Bearer <16+ chars>``.

@@ -22,7 +22,7 @@ _E: Final = r"(?![A-Za-z0-9_-])"
 _W: Final = r"(?<![A-Za-z0-9_.-])"
 _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("anthropic_api_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai_api_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("openai_api_key", _B + r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     ("github_token", r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])"),
     ("github_token", r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"),
     ("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas|wt)-[A-Za-z0-9_-]{20,}"),
@@ -117,6 +117,8 @@ def _alternatives(group: str) -> list[str]:
         elif ch == ")" and depth:
             depth -= 1
         elif ch == ")":
+            if group[i + 1 : i + 2] in ("?", "*", "{"):
+                raise ValueError(group)  # an optional group: its alternatives may not come first
             return [part + group[i + 1 :] for part in [*parts, group[start:i]]]
         elif ch == "|" and not depth:
             parts.append(group[start:i])
@@ -129,7 +131,10 @@ def _first_chars(pattern: str) -> str | None:
     """A character-class body holding every character ``pattern`` can start with, or None
     when that is not plain to see (an assertion first)."""
     if pattern.startswith("(?:"):
-        firsts = [_first_chars(alt) for alt in _alternatives(pattern)]
+        try:
+            firsts = [_first_chars(alt) for alt in _alternatives(pattern)]
+        except ValueError:
+            return None
         return None if any(f is None for f in firsts) else "".join(f for f in firsts if f)
     if pattern.startswith("("):
         return None
@@ -175,7 +180,7 @@ def _mixed(s: str) -> bool:
     return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
 
 
-def _random_bytes(b64: str) -> bool:
+def random_key_bytes(b64: str) -> bool:
     """``b64`` decodes to bytes that look random (a key), not to text or a file header."""
     if not _mixed(b64):
         return False
@@ -204,7 +209,7 @@ _CHECKS: Final[dict[str, Callable[[str], bool]]] = {
     "discord_bot_token": _discord,
     "telegram_bot_token": lambda s: _mixed(s.split(":", 1)[1]),
     "azure_client_secret": _mixed,
-    "azure_storage_key": _random_bytes,
+    "azure_storage_key": random_key_bytes,
     "square_token": lambda s: s.startswith("sq0") or _mixed(s),
     "facebook_token": _mixed,
     "alibaba_access_key_id": _mixed,
@@ -247,7 +252,8 @@ URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|
 # Where the path starts: after the authority.
 URL_PATH_START: Final = re.compile(r"^[^:]+:(?://|\\/\\/)[^/\\?#]*")
 # A path segment long enough to be a token: letters, digits and the URL-safe marks.
-URL_SEGMENT: Final = re.compile(r"(?<=/)[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
+# (Also after ``%2F``: a URL percent-encoded into another one's query, a redirect target.)
+URL_SEGMENT: Final = re.compile(r"(?:(?<=/)|(?<=%2[Ff]))[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
 # ``key=value`` as a path segment or a matrix parameter (``/x/password=y``, ``/x;token=y``).
 URL_PATH_ASSIGNMENT: Final = re.compile(
     r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})=(?P<val>[^/\\?#;&]{1,256})"
@@ -256,6 +262,11 @@ URL_PATH_ASSIGNMENT: Final = re.compile(
 URL_SIGNATURE: Final = re.compile(
     r"(?<=[?&;])(?P<key>(?i:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token))="
     r"(?P<val>[^&\s\"'`<>#;]{16,})"
+)
+# Where a base64 key holding ``/`` may sit in a URL path, split over segments: every window of
+# 40 characters (an AWS secret) or 86 + ``==`` (an Azure key) that starts and ends at a boundary.
+URL_SLASHED_KEY: Final = re.compile(
+    r"(?<=/)(?=(?P<aws>[A-Za-z0-9+/]{40})(?:[/?#]|$))?(?=(?P<azure>[A-Za-z0-9+/]{86}==)(?:[/?#]|$))?"
 )
 # A query value long enough to be a token.
 URL_QUERY_VALUE: Final = re.compile(

@@ -24,9 +24,11 @@ from .secret_shapes import (
     URL_QUERY_VALUE,
     URL_SEGMENT,
     URL_SIGNATURE,
+    URL_SLASHED_KEY,
     XML_ELEMENT,
     XML_KEY_VALUE,
     looks_like_url_token,
+    random_key_bytes,
     vendor_kind,
     vendor_tokens,
 )
@@ -374,6 +376,40 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     return PROSE_SECRET.sub(named(strict=True), text)
 
 
+def _aws_secret_like(s: str) -> bool:
+    """A 40-character base64 string that is random enough to be an AWS secret, not a path."""
+    if not _mixed_case_and_digits(s) or _entropy(s) < 4.1:
+        return False
+    # ``src/components/Header/NavBar2Item``, ``/global/facts/01ARZ…``: a path.
+    return sum(len(w) for w in _WORDISH.findall(s)) < len(s) / 2 and not _PATH_WORD.search(s)
+
+
+def _redact_slashed_keys(path: str, c: Counter[str]) -> str:
+    """``path`` with base64 keys that hold ``/`` (so span URL segments) redacted: every window
+    that reads as one is covered, overlapping windows together."""
+    spans: list[tuple[int, int, str]] = []
+    for m in URL_SLASHED_KEY.finditer(path):
+        if m["aws"] and "/" in m["aws"] and _aws_secret_like(m["aws"]):
+            spans.append((m.start(), m.start() + 40, "aws_secret_access_key"))
+        if m["azure"] and "/" in m["azure"] and random_key_bytes(m["azure"]):
+            spans.append((m.start(), m.start() + 88, "azure_storage_key"))
+    if not spans:
+        return path
+    merged: list[tuple[int, int, str]] = []
+    for a, b, kind in sorted(spans):
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b), merged[-1][2])
+        else:
+            merged.append((a, b, kind))
+    out: list[str] = []
+    pos = 0
+    for a, b, kind in merged:
+        c[kind] += 1
+        out += (path[pos:a], redacted(kind))
+        pos = b
+    return "".join(out) + path[pos:]
+
+
 def _redact_url(url: str, c: Counter[str]) -> str:
     """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
     ``key=value`` path segments whose key names a secret, and segments or long query values
@@ -400,10 +436,12 @@ def _redact_url(url: str, c: Counter[str]) -> str:
         c["url_token"] += 1
         return m.group()[: len(m.group()) - len(value)] + redacted("url_token")
 
+    query = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    rest = _redact_slashed_keys(rest[:query], c) + rest[query:]
     rest = URL_SIGNATURE.sub(signature, rest)
     rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
+    rest = URL_QUERY_VALUE.sub(token, rest)  # first: a whole value, before its ``%2F`` pieces
     rest = URL_SEGMENT.sub(token, rest)
-    rest = URL_QUERY_VALUE.sub(token, rest)
     return head + rest
 
 
@@ -521,11 +559,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     text = _sub_keyed(_CLI_FLAG, text, keyed(after_colon=False))
 
     def aws_secret(m: re.Match[str]) -> str:
-        s = m.group()
-        if not _mixed_case_and_digits(s) or _entropy(s) < 4.1:
-            return s
-        if sum(len(w) for w in _WORDISH.findall(s)) >= len(s) / 2 or _PATH_WORD.search(s):
-            return s  # ``src/components/Header/NavBar2Item``, ``/global/facts/01ARZ…``: a path
+        if not _aws_secret_like(m.group()):
+            return m.group()
         c["aws_secret_access_key"] += 1
         return redacted("aws_secret_access_key")
 
