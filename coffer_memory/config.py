@@ -10,10 +10,11 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidInput
+from .home import CONFIG_TOML, HomeLayout
 from .models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
-CONFIG_FILENAME = "config.toml"
+CONFIG_FILENAME = CONFIG_TOML
 
 
 def _default_modes() -> list[RetrievalMode]:
@@ -146,12 +147,12 @@ class Settings(BaseModel):
     @property
     def memory_dir(self) -> Path:
         """``<home>/memory``: the truth."""
-        return self.home / "memory"
+        return HomeLayout(self.home).memory
 
     @property
     def index_path(self) -> Path:
         """``<home>/index.db``: the derived index."""
-        return self.home / "index.db"
+        return HomeLayout(self.home).index_db
 
     @classmethod
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:

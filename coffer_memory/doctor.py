@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
 
 import apsw
 
-from .models import BrokenFile, DoctorReport
+from .indexing import IndexHandle
+from .models import BrokenFile, DoctorReport, StoreInfo
 from .plugins.builtin.grep import find_ripgrep
 from .store.files import FactParseError, parse_fact, read_bytes, scan_markdown
-
-if TYPE_CHECKING:
-    from .stores import StoresMixin
+from .store.paths import StorePaths
 
 
-def run_doctor(svc: StoresMixin) -> DoctorReport:
-    """Check every store of ``svc``'s home (reconciling it first, as any read does)."""
+def run_doctor(
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+) -> DoctorReport:
+    """Check every store (``paths[i]`` belongs to ``infos[i]``, already reconciled as any read does)."""
     broken: list[BrokenFile] = []
     mismatches: list[str] = []
-    infos = svc.stores()
-    for info in infos:
-        sp = svc.paths(info.name)
+    for info, sp in zip(infos, paths, strict=True):
         files, _ = scan_markdown(sp.root, sp.recall_dirs())
         on_disk: set[str] = set()
         for rel in sorted(files):
@@ -36,13 +36,13 @@ def run_doctor(svc: StoresMixin) -> DoctorReport:
             except OSError:
                 continue
             on_disk.add(str(path))
-        rows = svc.db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
+        rows = index.db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
         indexed = {str(r[0]) for r in rows}
         mismatches += [f"{info.name}: not indexed: {p}" for p in sorted(on_disk - indexed)]
         mismatches += [f"{info.name}: indexed but missing on disk: {p}" for p in sorted(indexed - on_disk)]
     return DoctorReport(
-        home=svc.home,
-        grep_backend=svc.retrieval.grep.name,
+        home=home,
+        grep_backend=index.retrieval.grep.name,
         ripgrep_path=find_ripgrep(),
         sqlite_version=apsw.sqlite_lib_version(),
         stores=tuple(infos),

@@ -13,6 +13,7 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
+    ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
 
@@ -137,6 +138,16 @@ class AgentConfigInvalid(CofferError):
         super().__init__(f"{path}: {reason}; nothing was written", path=path, reason=reason)
         self.path = path
         self.reason = reason
+
+
+class StorageFull(CofferError):
+    """The disk is full (or a file size limit was hit) while writing ``path``; nothing was half-written."""
+
+    code = "STORAGE_FULL"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot write {path}: {reason}; nothing was written", path=path, reason=reason)
+        self.path = path
 
 
 class EmbeddingUnavailable(CofferError):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
-Actor = Literal["agent", "user"]
-RetrievalMode = Literal["grep", "keyword", "vector", "hybrid"]
-RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("grep", "keyword", "vector", "hybrid")
+from . import vocabulary
+
+# Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
+Actor: TypeAlias = vocabulary.Actor
+RetrievalMode: TypeAlias = vocabulary.RetrievalMode
+RETRIEVAL_MODES = vocabulary.RETRIEVAL_MODES
 
 T = TypeVar("T")
 
@@ -21,6 +24,47 @@ class MemoryScope(StrEnum):
 
     GLOBAL = "global"
     PROJECT = "project"
+
+
+@attrs.frozen
+class Target:
+    """Where a call lands, resolved once from ``store=`` or ``cwd`` + ``scope``.
+
+    ``project_root`` (the main checkout), ``worktree`` (this checkout) and ``branch`` are known
+    when the target came from a working directory inside a git repository.
+    """
+
+    store: str
+    scope: MemoryScope
+    project_id: str
+    store_dir: Path
+    project_root: Path | None = None
+    branch: str | None = None
+    worktree: Path | None = None
+
+
+@attrs.frozen
+class WriteReceipt:
+    """What one step of the write transaction did to one file.
+
+    ``action`` is created | replaced | appended | deleted; ``before_sha256`` is None for a new
+    file and ``after_sha256`` None for a deletion. ``findings`` counts what the content checks
+    changed, by kind (never the values). ``index_pending`` says the file is durable but its index
+    rows are not written yet (the next read indexes it).
+    """
+
+    store: str
+    path: Path
+    action: Literal["created", "replaced", "appended", "deleted"]
+    before_sha256: str | None
+    after_sha256: str | None
+    dry_run: bool = False
+    findings: tuple[tuple[str, int], ...] = ()
+    index_pending: bool = False
+
+    def pending(self) -> WriteReceipt:
+        """This receipt, with the index marked pending."""
+        return attrs.evolve(self, index_pending=True)
 
 
 @attrs.frozen
@@ -64,6 +108,9 @@ class MutationResult:
     path: Path
     before_sha256: str | None
     after_sha256: str | None
+    target: Target | None = None
+    receipt: WriteReceipt | None = None
+    created: bool = True
 
 
 @attrs.frozen
@@ -73,6 +120,7 @@ class ClearResult:
     store: str
     deleted: int
     paths: tuple[Path, ...]
+    target: Target | None = None
 
 
 @attrs.frozen
@@ -97,6 +145,7 @@ class RecallResult:
     mode: RetrievalMode
     fallback: bool = False
     stores: tuple[str, ...] = ()
+    targets: tuple[Target, ...] = ()
 
 
 @attrs.frozen
@@ -194,6 +243,8 @@ class LaneWrite:
     path: Path
     before_sha256: str | None
     after_sha256: str | None
+    target: Target | None = None
+    receipt: WriteReceipt | None = None
 
 
 @attrs.frozen
@@ -236,6 +287,7 @@ class ResumeResult:
     scene: HandoffScene | None
     head_moved: bool
     new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
+    target: Target | None = None
 
     @property
     def summary(self) -> str:
