@@ -252,13 +252,14 @@ class Facts:
         """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor."""
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
-        name = self.targets.resolve(store=store, cwd=cwd, scope=scope).store
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
         after = decode_cursor(cursor, ("facts", name)) if cursor else None
         if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
             raise InvalidInput("cursor is malformed", field="cursor")
         sp = self.targets.paths(name)
         if not sp.root.is_dir():
-            return Page(items=(), next_cursor=None)
+            return Page(items=(), next_cursor=None, target=target)
         prefix = str(sp.knowledge) + os.sep
         with self.index.lock:
             self.index.reconciler.reconcile(name)
@@ -281,7 +282,7 @@ class Facts:
         next_cursor = (
             encode_cursor(("facts", name), (rows[limit - 1][2], rows[limit - 1][0])) if more else None
         )
-        return Page(items=tuple(items), next_cursor=next_cursor)
+        return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
     def _find(self, name: str, fact_id: str) -> Path:
         if not isinstance(fact_id, str) or len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:

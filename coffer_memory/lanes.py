@@ -186,9 +186,9 @@ class Lanes:
         self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> RulesView:
         """Every rules file of the store concatenated (``rules/rules.md`` first)."""
-        name = self.targets.resolve(store=store, cwd=cwd, scope=scope).store
-        text, files = read_rules(self.targets.paths(name))
-        return RulesView(store=name, text=text, files=tuple(files))
+        sp = self.targets.paths(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+        text, files = read_rules(sp)
+        return RulesView(store=sp.name, text=text, files=tuple(files), folder=sp.rules)
 
     def append_rule(
         self,

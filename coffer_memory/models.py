@@ -154,6 +154,7 @@ class Page(Generic[T]):
 
     items: tuple[T, ...]
     next_cursor: str | None
+    target: Target | None = None
 
 
 @attrs.frozen
@@ -317,6 +318,7 @@ class RulesView:
     store: str
     text: str
     files: tuple[Path, ...]
+    folder: Path | None = None
 
 
 @attrs.frozen

@@ -70,10 +70,14 @@ class Targets:
             raise InvalidInput(f"the {lane} lane belongs to project stores", field="store")
         return target
 
+    def find_project(self, cwd: PathLike | None = None) -> list[Target]:
+        """The project target of ``cwd`` as a one-item list, or an empty list outside a git repository."""
+        git = find_git(cwd if cwd is not None else os.getcwd())
+        return [self._of_git(git)] if git is not None else []
+
     def recall(self, cwd: PathLike | None = None) -> list[Target]:
         """The targets recall searches from ``cwd``: the project's (inside a git repo), then global."""
-        git = find_git(cwd if cwd is not None else os.getcwd())
-        found = [self._of_git(git)] if git is not None else []
+        found = self.find_project(cwd)
         return [*found, self.of_store(GLOBAL_STORE)]
 
 

@@ -209,11 +209,11 @@ class HandoffOut(BaseModel):
     sha256: str | None
 
     @classmethod
-    def of(cls, res: LaneWrite, branch: str) -> HandoffOut:
-        """From a core ``LaneWrite``."""
+    def of(cls, res: LaneWrite) -> HandoffOut:
+        """From a core ``LaneWrite`` (its target says which branch it was saved for)."""
         return cls(
             store=res.store,
-            branch=branch,
+            branch=(res.target.branch if res.target is not None else None) or "HEAD",
             path=str(res.path),
             replaced=res.before_sha256 is not None,
             sha256=res.after_sha256,

@@ -233,9 +233,9 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
-            store = svc.resolve_store(cwd=where, scope=scope)
+            assert page.target is not None  # list_facts always says where it listed
             out = ListMemoryOut(
-                store=store, items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor
+                store=page.target.store, items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor
             )
             return _ok(out, out.render())
 
@@ -256,7 +256,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.save_handoff(text, cwd=where)
-            out = HandoffOut.of(res, svc.resolve_scope(where).branch or "HEAD")
+            out = HandoffOut.of(res)
             return _ok(out, out.render())
 
         return _guard("coffer__handoff", run)

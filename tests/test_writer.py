@@ -74,6 +74,10 @@ def test_every_mutation_carries_its_receipt_and_target(tmp_home: Path, repo: Pat
         assert [t.store for t in recall.targets] == [added.store, "global"]
         resume = svc.resume(cwd=repo)
         assert resume.target is not None and resume.target.branch == resume.branch
+        page = svc.list_facts(cwd=repo)
+        assert page.target == svc.target(cwd=repo) and page.target.worktree == repo.resolve()
+        handoff = svc.save_handoff("where work stands", cwd=repo)
+        assert handoff.target is not None and handoff.target.branch == resume.branch
 
 
 def test_a_dry_run_writes_nothing(tmp_home: Path) -> None:

@@ -9,9 +9,8 @@ import attrs
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from coffer_memory import MemoryService
 from coffer_memory.agents.homes import require_agent
-from coffer_memory.scope import find_git, project_id_for
-from coffer_memory.store.paths import store_name_for_project
 
 from ..deps import Ops, Service, check_cwd
 from ..errors import error_responses
@@ -122,9 +121,8 @@ def show_transcript(svc: Service, name: AgentName, session_id: SessionId) -> Scr
     )
 
 
-def _store_of(cwd: str) -> str:
-    git = find_git(cwd)
-    return store_name_for_project(project_id_for(git.toplevel)) if git is not None else ""
+def _store_of(svc: MemoryService, cwd: str) -> str:
+    return next((t.store for t in svc.targets.find_project(cwd)), "")
 
 
 @router.post(
@@ -148,7 +146,7 @@ def end_session(
         result = DistillResultOut.of(svc.end_session(name, session_id, cwd=cwd))
         return DistillBatchOut(considered=1, skipped_active=0, remaining=0, results=[result])
 
-    return _accepted(ops.start("distill", _store_of(cwd), work), response)
+    return _accepted(ops.start("distill", _store_of(svc, cwd), work), response)
 
 
 @router.post(
