@@ -31,7 +31,7 @@ class HitOut(BaseModel):
     title: str
     text: str = Field(description="The matching text.")
     score: float = Field(description="The score of the mode that found it, within its own store.")
-    source: str = Field(description="Which retrieval path found it (grep, keyword, vector...).")
+    source: str = Field(description="Where it was found: <scope>:<file path> (the store's scope and the fact's file).")
     store: str
     path: str | None = Field(description="The Markdown file that holds it.")
     time: datetime

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 import coffer_memory
 from coffer_memory import CofferError, MemoryService, ScopeUnresolved
+from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, RetrievalMode, Scope
 
 from .schemas import FactOut, HandoffOut, ListMemoryOut, RecallOut, RememberOut, ResumeOut
 
@@ -90,8 +91,7 @@ CwdArg = Annotated[
         "(or the server's directory) is used."
     ),
 ]
-Mode = Literal["grep", "keyword", "vector", "hybrid"]
-Scope = Literal["global", "project"]
+Mode = RetrievalMode
 
 
 def _root_path(uri: str) -> str | None:
@@ -186,7 +186,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             Mode | None,
             Field(description="Retrieval mode; omit for the configured default (keyword offline)."),
         ] = None,
-        limit: Annotated[int, Field(description="At most this many hits (1-200).")] = 10,
+        limit: Annotated[int, Field(description=f"At most this many hits (1-{MAX_RECALL_LIMIT}).")] = 10,
         cwd: CwdArg = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         def run() -> CallToolResult:
@@ -224,7 +224,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         scope: Annotated[
             Scope, Field(description="'project' (the current git project, default) or 'global'.")
         ] = "project",
-        limit: Annotated[int, Field(description="Facts per page (1-500).")] = 20,
+        limit: Annotated[int, Field(description=f"Facts per page (1-{MAX_LIST_LIMIT}).")] = 20,
         cursor: Annotated[
             str | None, Field(description="next_cursor from the previous page; omit for the first.")
         ] = None,

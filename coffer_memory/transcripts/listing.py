@@ -16,12 +16,13 @@ import attrs
 
 from ..agents.homes import AGENTS, AgentHomes
 from ..errors import InvalidInput, SessionNotFound
+from ..vocabulary import MAX_TRANSCRIPT_LIST_LIMIT
 from .models import SessionSummary, Transcript
 from .readers import SourceScan, SourceUnavailable, TranscriptReader, reader_for
 
 SORT_FIELDS: tuple[str, ...] = ("started_at", "last_activity_at", "message_count")
 ORDERS: tuple[str, ...] = ("asc", "desc")
-MAX_LIMIT = 1000
+MAX_LIMIT = MAX_TRANSCRIPT_LIST_LIMIT
 
 
 @attrs.frozen

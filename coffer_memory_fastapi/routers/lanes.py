@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from coffer_memory import MemoryScope
+from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 
 from ..deps import Service, clean
 from ..errors import error_responses
@@ -38,7 +39,7 @@ def delete_rules(name: str, svc: Service) -> LaneDeleteListOut:
 
 
 @router.get("/journal", response_model=JournalOut, responses=error_responses(404))
-def get_journal(name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=3660)] = 30) -> JournalOut:
+def get_journal(name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL_DAYS)] = 30) -> JournalOut:
     """Journal day files, newest first (the global store has no journal: an empty list)."""
     if svc.target(store=name).scope is MemoryScope.GLOBAL:
         return JournalOut(files=[])
