@@ -18,6 +18,21 @@ RETRIEVAL_MODES: Final[tuple[RetrievalMode, ...]] = ("grep", "keyword", "vector"
 LANES: Final = ("knowledge", "journal", "handoff", "rules", "superseded", "consolidation-log")
 SECRET_POLICIES: Final = ("redact", "reject", "allow")
 
+CLAUDE_CODE: Final = "claude-code"
+CODEX: Final = "codex"
+OPENCODE: Final = "opencode"
+AGENTS: Final[tuple[str, ...]] = (CLAUDE_CODE, CODEX, OPENCODE)
+DistillStatus = Literal[
+    "distilled",
+    "dry_run",
+    "already_distilled",
+    "in_progress",
+    "no_model",
+    "not_git",
+    "empty",
+    "invalid_output",
+]
+
 # -- limits --------------------------------------------------------------------------------------
 MAX_LIST_LIMIT: Final = 500
 """Facts per page of ``list_facts`` (and the REST and MCP listings)."""
@@ -55,3 +70,12 @@ ERROR_CODES: Final = (
     "STORAGE_FULL",
 )
 REJECT_REASONS: Final = ("empty", "too_long", "secret")
+
+
+def require_agent(name: str) -> str:
+    """``name`` if it is a supported agent; ``InvalidInput`` naming the known agents otherwise."""
+    if name not in AGENTS:
+        from .errors import InvalidInput
+
+        raise InvalidInput(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}", field="agent")
+    return name

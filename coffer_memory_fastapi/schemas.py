@@ -7,16 +7,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coffer_memory import FactRecord, MemoryHit, RecallResult, ReindexReport, StoreInfo
-from coffer_memory.agents.install import AgentChange, AgentStatus
-from coffer_memory.models import ConsolidationLog, HandoffScene, JournalFile, LaneWrite, RulesView
-from coffer_memory.organize.models import OrganizeReport, PlannedChange, ReorgReport
-from coffer_memory.transcripts.models import DistillStatus
+from coffer_memory import (
+    AgentChange,
+    AgentStatus,
+    ConsolidationLog,
+    FactRecord,
+    HandoffScene,
+    JournalFile,
+    LaneWrite,
+    MemoryHit,
+    OrganizeReport,
+    PlannedChange,
+    RecallResult,
+    ReindexReport,
+    ReorgReport,
+    RulesView,
+    StoreInfo,
+)
 from coffer_memory.vocabulary import (
     MAX_DESCRIPTION_CHARS,
     MAX_LABEL_CHARS,
     MAX_TITLE_CHARS,
     Actor,
+    DistillStatus,
     RetrievalMode,
     Scope,
 )

@@ -6,8 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from coffer_memory import FactRecord, MemoryHit, MutationResult, RecallResult
-from coffer_memory.models import LaneWrite, ResumeResult
+from coffer_memory import FactRecord, LaneWrite, MemoryHit, MutationResult, RecallResult, ResumeResult
 
 __all__ = [
     "FactOut",
@@ -31,7 +30,9 @@ class HitOut(BaseModel):
     title: str
     text: str = Field(description="The matching text.")
     score: float = Field(description="The score of the mode that found it, within its own store.")
-    source: str = Field(description="Where it was found: <scope>:<file path> (the store's scope and the fact's file).")
+    source: str = Field(
+        description="Where it was found: <scope>:<file path> (the store's scope and the fact's file)."
+    )
     store: str
     path: str | None = Field(description="The Markdown file that holds it.")
     time: datetime

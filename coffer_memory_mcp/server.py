@@ -235,7 +235,9 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
             assert page.target is not None  # list_facts always says where it listed
             out = ListMemoryOut(
-                store=page.target.store, items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor
+                store=page.target.store,
+                items=[FactOut.of(r) for r in page.items],
+                next_cursor=page.next_cursor,
             )
             return _ok(out, out.render())
 

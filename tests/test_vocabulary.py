@@ -8,7 +8,6 @@ from pathlib import Path
 
 import coffer_memory_fastapi
 import coffer_memory_mcp
-
 from coffer_memory import vocabulary
 from coffer_memory.vocabulary import RETRIEVAL_MODES
 

@@ -12,7 +12,7 @@ The agent writes a JSON payload to stdin (``session_id``, ``cwd``, ``hook_event_
 
 SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
 "additionalContext": <bundle>}}``. SessionEnd hands the session to distillation without
-waiting: a detached ``python -m coffer_memory.agents.session_end`` process, or, with
+waiting: a detached ``python -m coffer_memory.session_end`` process, or, with
 ``COFFER_API_URL`` set, ``POST /api/v1/agents/{name}/sessions/{id}/end`` (the server answers
 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
 REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
@@ -147,11 +147,11 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
 
 
 def _detach(home: Path, agent: str, extra: list[str]) -> None:
-    """Start ``python -m coffer_memory.agents.session_end`` detached: a new session, no inherited
+    """Start ``python -m coffer_memory.session_end`` detached: a new session, no inherited
     pipes, so the agent is never kept waiting for it."""
     import subprocess
 
-    argv = [sys.executable, "-m", "coffer_memory.agents.session_end", "--home", str(home), "--agent", agent]
+    argv = [sys.executable, "-m", "coffer_memory.session_end", "--home", str(home), "--agent", agent]
     subprocess.Popen(
         [*argv, *extra],
         stdin=subprocess.DEVNULL,

@@ -52,7 +52,9 @@ def list_facts(
     name: str,
     svc: Service,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")
+    ] = None,
 ) -> FactPageOut:
     """Facts newest first, ``limit`` at a time; a cursor from another store or query is INVALID_INPUT."""
     page = svc.list_facts(store=name, limit=limit, cursor=cursor)

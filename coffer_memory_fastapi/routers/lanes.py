@@ -39,7 +39,9 @@ def delete_rules(name: str, svc: Service) -> LaneDeleteListOut:
 
 
 @router.get("/journal", response_model=JournalOut, responses=error_responses(404))
-def get_journal(name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL_DAYS)] = 30) -> JournalOut:
+def get_journal(
+    name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL_DAYS)] = 30
+) -> JournalOut:
     """Journal day files, newest first (the global store has no journal: an empty list)."""
     if svc.target(store=name).scope is MemoryScope.GLOBAL:
         return JournalOut(files=[])

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import MemoryService
-from coffer_memory.agents.homes import require_agent
 from coffer_memory.vocabulary import (
     DEFAULT_LIST_LIMIT,
     MAX_PATH_CHARS,
@@ -18,6 +17,7 @@ from coffer_memory.vocabulary import (
     MAX_SESSION_ID_CHARS,
     MAX_SWEEP_LIMIT,
     MAX_TRANSCRIPT_LIST_LIMIT,
+    require_agent,
 )
 
 from ..deps import Ops, Service, check_cwd
