@@ -88,6 +88,10 @@ class HomeLayout(NamedTuple):
         """``logs/hook.log``."""
         return self.logs / HOOK_LOG
 
+    def sweep_stamp(self, agent: str) -> Path:
+        """``logs/sweep-<agent>.stamp``: when coffer-hook last started a sweep for ``agent``."""
+        return self.logs / f"sweep-{agent}.stamp"
+
     @property
     def memory(self) -> Path:
         """``memory/``: the truth."""

@@ -33,6 +33,8 @@ from types import FrameType
 from typing import Any
 from urllib.parse import quote
 
+from ..home import HomeLayout
+
 DEFAULT_DEADLINE_SECONDS = 3.0
 MAX_STDIN_BYTES = 1 << 20
 LOG_MAX_BYTES = 512 * 1024
@@ -171,7 +173,7 @@ def maybe_sweep(agent: str, home: Path, timeout: float) -> bool:
     """
     if agent not in SWEEP_AT_START:
         return False
-    stamp = home / "logs" / f"sweep-{agent}.stamp"
+    stamp = HomeLayout(home).sweep_stamp(agent)
     try:
         if time.time() - stamp.stat().st_mtime < _sweep_interval():
             return False
@@ -199,11 +201,11 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         import logging
         from logging.handlers import RotatingFileHandler
 
-        logs = home / "logs"
-        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        layout = HomeLayout(home)
+        layout.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         logger = logging.getLogger("coffer_memory.hook")
         if not logger.handlers:
-            handler = RotatingFileHandler(logs / "hook.log", maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS)
+            handler = RotatingFileHandler(layout.hook_log, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
             logger.propagate = False
@@ -212,7 +214,7 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         logger.warning("agent=%s event=%s %s", agent, event or "?", kind)
         for each in logger.handlers:
             each.close()
-        os.chmod(logs / "hook.log", 0o600)
+        os.chmod(layout.hook_log, 0o600)
     except Exception:  # the log is best effort; the agent must never see a failure
         pass
 
