@@ -116,6 +116,18 @@ class OrganizeSettings(BaseModel):
     auto_delay_seconds: float = Field(default=30.0, ge=0.0)
 
 
+class SecuritySettings(BaseModel):
+    """What the write path does with a secret (an API key, a token, a password) typed into a memory.
+
+    ``redact`` (default) writes ``[REDACTED:<kind>]`` in its place, ``reject`` refuses the write
+    (``MemoryRejected`` with reason ``secret``), ``allow`` writes it as typed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    secrets: Literal["redact", "reject", "allow"] = "redact"
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -130,6 +142,7 @@ class Settings(BaseModel):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an

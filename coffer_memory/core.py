@@ -37,7 +37,7 @@ from .store.files import (
     render_fact,
     scan_markdown,
 )
-from .store.paths import MAX_SLUG_CHARS, slugify
+from .store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from .store.writer import Writer
 from .targets import PathLike, Targets
 from .vocabulary import ACTORS, MAX_DESCRIPTION_CHARS, MAX_LIST_LIMIT, MAX_TITLE_CHARS, Scope
@@ -168,8 +168,19 @@ class Facts:
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
             sp = tx.paths
-            stamp = now_utc()
             slug = slugify(title)
+            same = self._same_fact(sp, slug, title, body)
+            if same is not None:  # a retry of a write that landed: nothing new to write
+                return MutationResult(
+                    fact=same.fact,
+                    store=name,
+                    path=same.path,
+                    before_sha256=same.sha256,
+                    after_sha256=same.sha256,
+                    target=target,
+                    created=False,
+                )
+            stamp = now_utc()
             suffixes = iter(range(2, 10**9))
             for attempt in range(1000):
                 if attempt == 0:
@@ -208,6 +219,22 @@ class Facts:
             target=target,
             receipt=receipt,
         )
+
+    def _same_fact(self, sp: StorePaths, slug: str, title: str, body: str) -> FactRecord | None:
+        """An inbox fact with this title and text (``<slug>.md`` or ``<slug>-N.md``), if there is one."""
+        if not os.path.lexists(sp.inbox_file(slug)):
+            return None  # the common case: a new title, one stat
+        pattern = re.compile(re.escape(slug) + r"(-\d+)?\.md")
+        for name in sorted(os.listdir(sp.inbox)):
+            if not pattern.fullmatch(name):
+                continue
+            try:
+                record = self.record(sp.name, sp.inbox / name)
+            except (OSError, FactParseError):
+                continue
+            if record.fact.title == title and record.fact.body.strip() == body:
+                return record
+        return None
 
     def recall(
         self,

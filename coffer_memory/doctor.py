@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,4 +49,16 @@ def run_doctor(
         stores=tuple(infos),
         broken=tuple(broken),
         index_mismatches=tuple(mismatches),
+        links=tuple(link for sp in paths for link in store_links(sp.root)),
     )
+
+
+def store_links(root: Path) -> list[Path]:
+    """Every symbolic link under a store folder (files and folders; none is ever followed)."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                found.append(path)
+    return found

@@ -8,7 +8,7 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── MemoryStoreNotFound   MEMORY_STORE_NOT_FOUND   (.store)
     ├── MemoryNotFound        MEMORY_NOT_FOUND         (.store, .fact_id)
     ├── SessionNotFound       SESSION_NOT_FOUND        (.agent, .session_id)
-    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long", .limit)
+    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long" | "secret", .limit)
     ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
@@ -74,16 +74,32 @@ class SessionNotFound(CofferError):
 
 
 class MemoryRejected(CofferError):
-    """The text cannot become a fact: ``reason`` is ``"empty"`` or ``"too_long"``."""
+    """The text cannot become a fact: ``reason`` is ``"empty"``, ``"too_long"`` or ``"secret"``.
+
+    ``secret``: ``[security] secrets = "reject"`` and the text holds one; ``kinds`` counts them.
+    """
 
     code = "MEMORY_REJECTED"
 
-    def __init__(self, reason: str, *, length: int | None = None, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        length: int | None = None,
+        limit: int | None = None,
+        kinds: dict[str, int] | None = None,
+    ) -> None:
         if reason == "too_long":
             message = f"memory rejected: text is {length} characters, the limit is {limit}"
+        elif reason == "secret":
+            found = ", ".join(f"{n} {k}" for k, n in sorted((kinds or {}).items()))
+            message = f"memory rejected: it holds a secret ({found}); [security] secrets = \"reject\""
         else:
             message = "memory rejected: text is empty"
-        super().__init__(message, reason=reason, length=length, limit=limit)
+        details: dict[str, object] = {"length": length, "limit": limit}
+        if kinds is not None:
+            details["kinds"] = dict(kinds)
+        super().__init__(message, reason=reason, **details)
         self.reason = reason
         self.limit = limit
 

@@ -102,7 +102,7 @@ class Lanes:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_JOURNAL_DAYS:
             raise InvalidInput(f"limit must be between 1 and {MAX_JOURNAL_DAYS}", field="limit")
         sp = self.targets.paths(self.targets.project(store=store, cwd=cwd).store)
-        if not sp.journal.is_dir():
+        if sp.journal.is_symlink() or not sp.journal.is_dir():
             return []
         out = []
         for path in sorted(sp.journal.glob("*.md"), reverse=True):
@@ -164,7 +164,7 @@ class Lanes:
     ) -> list[HandoffScene]:
         """Every branch's handoff scene in a store, newest first."""
         sp = self.targets.paths(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
-        if not sp.handoff.is_dir():
+        if sp.handoff.is_symlink() or not sp.handoff.is_dir():
             return []
         scenes = [
             s

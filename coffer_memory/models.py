@@ -101,6 +101,10 @@ class MutationResult:
     """What a write did: the fact after it, its file, and the file's sha256 before and after.
 
     ``before_sha256`` is ``None`` for a new file, ``after_sha256`` is ``None`` for a deletion.
+    ``target`` says where the call landed and ``receipt`` what the write transaction did (its
+    ``findings`` count redacted secrets by kind, ``index_pending`` says the file is durable but
+    not indexed yet). ``created`` is False when ``remember`` found the same title and text already
+    in the store's inbox and wrote nothing (a retry after a lost answer), and for edits and deletes.
     """
 
     fact: MemoryFact
@@ -229,11 +233,13 @@ class DoctorReport:
     stores: tuple[StoreInfo, ...]
     broken: tuple[BrokenFile, ...]
     index_mismatches: tuple[str, ...]
+    links: tuple[Path, ...] = ()
+    """Symbolic links inside a store: coffer never reads or writes through them."""
 
     @property
     def ok(self) -> bool:
-        """True when nothing is broken and the index agrees with the files."""
-        return not self.broken and not self.index_mismatches
+        """True when nothing is broken, no store holds a link and the index agrees with the files."""
+        return not self.broken and not self.index_mismatches and not self.links
 
 
 @attrs.frozen

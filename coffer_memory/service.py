@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 from .agents.homes import AgentHomes
 from .agents.install import AgentChange, AgentStatus
 from .agents.service import Agents
+from .checks import content_checks
 from .config import Settings
 from .core import Facts, WriteEvents
 from .index.db import IndexDB
@@ -86,7 +87,13 @@ class MemoryService:
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)
         self.targets = Targets(self.settings.memory_dir)
-        self.writer = Writer(self.home, self.settings.memory_dir, self.index.lock, self.index)
+        self.writer = Writer(
+            self.home,
+            self.settings.memory_dir,
+            self.index.lock,
+            self.index,
+            content_checks(self.settings.security),
+        )
         events = WriteEvents()
         self.facts = Facts(self.settings, self.index, self.writer, self.targets, events)
         self.lanes = Lanes(self.settings, self.index, self.writer, self.targets, self.facts)

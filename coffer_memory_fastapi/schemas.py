@@ -153,6 +153,15 @@ class FactMutationOut(_Out):
     fact: FactOut
     before_sha256: str | None = Field(description="None for a new fact.")
     after_sha256: str | None = Field(description="None after a delete.")
+    created: bool = Field(
+        default=True, description="False when the same title and text were already there (nothing written)."
+    )
+    redacted: dict[str, int] = Field(
+        default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
+    )
+    index_pending: bool = Field(
+        default=False, description="The file is durable but not indexed yet; the next read indexes it."
+    )
 
 
 class FactPageOut(_Out):

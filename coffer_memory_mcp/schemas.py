@@ -99,6 +99,10 @@ class RememberOut(BaseModel):
     path: str = Field(description="The Markdown file written (the truth; the index is derived).")
     sha256: str | None = Field(description="The sha256 of the file written.")
     created_at: datetime
+    created: bool = Field(default=True, description="False when this fact was already remembered.")
+    redacted: dict[str, int] = Field(
+        default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
+    )
 
     @classmethod
     def of(cls, res: MutationResult) -> RememberOut:
@@ -111,11 +115,18 @@ class RememberOut(BaseModel):
             path=str(res.path),
             sha256=res.after_sha256,
             created_at=res.fact.created_at,
+            created=res.created,
+            redacted=dict(res.receipt.findings) if res.receipt is not None else {},
         )
 
     def render(self) -> str:
         """A readable account for the model."""
-        return f"Remembered {self.title!r} in {self.store} (id {self.id}).\nFile: {self.path}"
+        verb = "Remembered" if self.created else "Already remembered"
+        text = f"{verb} {self.title!r} in {self.store} (id {self.id}).\nFile: {self.path}"
+        if self.redacted:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.redacted.items()))
+            text += f"\nSecrets redacted before writing: {kinds}."
+        return text
 
 
 class FactOut(BaseModel):

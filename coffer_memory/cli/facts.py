@@ -166,6 +166,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"broken: {b.path}: {b.error}")
     for m in report.index_mismatches:
         print(f"index: {m}")
+    for link in report.links:
+        print(f"symlink: {link} (never followed)")
     if report.ok:
         print("ok")
     else:
@@ -174,6 +176,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
             advice.append("fix or delete the broken files (their frontmatter must be a YAML mapping)")
         if report.index_mismatches:
             advice.append("run `coffer reindex` to bring the index in line with the files")
+        if report.links:
+            advice.append("replace the symbolic links inside the store with the files themselves")
         print("problems found: " + "; ".join(advice))
     return 0 if report.ok else 1
 

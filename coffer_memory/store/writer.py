@@ -135,6 +135,7 @@ class Transaction:
     # -- writes -------------------------------------------------------------------------------
     def create(self, path: Path, data: bytes) -> WriteReceipt:
         """Write a new file; ``FileExistsError`` (nothing written) when ``path`` exists."""
+        self._refuse_links(path)
         if self.dry_run:
             if self.read(path) is not None:
                 raise FileExistsError(str(path))
@@ -146,6 +147,7 @@ class Transaction:
 
     def write(self, path: Path, data: bytes) -> WriteReceipt:
         """Write ``path`` whole (create or replace, atomically); a symlink there is replaced, not followed."""
+        self._refuse_links(path)
         before = self.read(path)
         before_sha = sha256_bytes(before) if before is not None else None
         action: Action = "created" if before is None else "replaced"
@@ -158,10 +160,7 @@ class Transaction:
 
     def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
         """Append durably (``O_APPEND``, never through a link); a missing file starts with ``header``."""
-        if path.is_symlink():
-            raise InvalidInput(
-                f"{path.name} is a symbolic link; coffer never writes through one", field="path"
-            )
+        self._refuse_links(path, including_file=True)
         before = self.read(path)
         before_sha = sha256_bytes(before) if before is not None else None
         if self.dry_run:
@@ -170,14 +169,14 @@ class Transaction:
         before_ns = _folder_mtime(path.parent)
         created = self._durable(lambda: fmt.append_bytes(path, data, header=header), path)
         after, st = read_bytes(path)
-        receipt = self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
-        self._index(path, after, st)
-        if created:
+        self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
+        if self._index(path, after, st) and created:
             self._note(path, before_ns, 1)
-        return receipt
+        return self.receipts[-1]
 
     def delete(self, path: Path) -> WriteReceipt:
         """Delete a file (``FileNotFoundError`` when it is not there) and its index rows."""
+        self._refuse_links(path)
         before = self.read(path)
         if before is None and not (path not in self._pending and path.is_symlink()):
             raise FileNotFoundError(str(path))
@@ -194,10 +193,14 @@ class Transaction:
         return receipt
 
     # -- lane helpers -------------------------------------------------------------------------
-    def log(self, action: str, detail: str, *, at: datetime | None = None) -> WriteReceipt:
-        """Append one line to the store's consolidation log."""
+    def log(self, action: str, detail: str, *, at: datetime | None = None) -> WriteReceipt | None:
+        """Append one line to the store's consolidation log (skipped, with a warning, if it is a link)."""
         line = fmt.log_line(at or now_utc(), action, detail)
-        return self.append(self.paths.consolidation_log, line, header=fmt.LOG_HEADER.encode())
+        path = self.paths.consolidation_log
+        if path.is_symlink():  # the changelog is secondary: skip it rather than fail the change it logs
+            log.warning("not logging to %s: it is a symbolic link (coffer doctor lists it)", path)
+            return None
+        return self.append(path, line, header=fmt.LOG_HEADER.encode())
 
     def archive(self, path: Path, *, replaced_by: str | None) -> WriteReceipt:
         """Copy a topic document to ``superseded/<slug>-<ts>.md`` before it is overwritten or retired."""
@@ -244,19 +247,32 @@ class Transaction:
     def _written(
         self, path: Path, data: bytes, action: Action, before: str | None, before_ns: int
     ) -> WriteReceipt:
-        receipt = self._receipt(path, action, before, sha256_bytes(data))
-        self._index(path, data, os.stat(path, follow_symlinks=False))
-        self._note(path, before_ns, 1 if action == "created" else 0)
-        return receipt
+        self._receipt(path, action, before, sha256_bytes(data))
+        if self._index(path, data, os.stat(path, follow_symlinks=False)):
+            self._note(path, before_ns, 1 if action == "created" else 0)
+        return self.receipts[-1]
 
-    def _index(self, path: Path, data: bytes, st: os.stat_result) -> None:
+    def _index(self, path: Path, data: bytes, st: os.stat_result) -> bool:
+        """Index a recall file just written; False (and the receipt marked pending) when that failed."""
         if not self.paths.is_recall_file(path):
-            return
+            return True
         try:
             self._writer.sink.index_file(self.store, path, data, st)
         except Exception:  # durable is a success: the next read indexes the file
             log.warning("indexing %s failed; the next read indexes it", path, exc_info=True)
             self.receipts[-1] = self.receipts[-1].pending()
+            return False  # and no folder note: the next read must list the folder again
+        return True
+
+    def _refuse_links(self, path: Path, *, including_file: bool = False) -> None:
+        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a link."""
+        root = self.paths.root
+        current = path if including_file else path.parent
+        while current != root and root in current.parents:
+            if current.is_symlink():
+                where = self.paths.relative(current)
+                raise InvalidInput(f"{where} is a symbolic link; coffer never writes through one", field="path")
+            current = current.parent
 
     def _note(self, path: Path, before_ns: int, delta: int) -> None:
         if not self.paths.is_recall_file(path):

@@ -28,7 +28,15 @@ def _mutation(r: MutationResult) -> FactMutationOut:
     sha = r.after_sha256 if r.after_sha256 is not None else r.before_sha256
     assert sha is not None
     fact = FactOut.of(FactRecord(fact=r.fact, store=r.store, path=r.path, sha256=sha))
-    return FactMutationOut(fact=fact, before_sha256=r.before_sha256, after_sha256=r.after_sha256)
+    receipt = r.receipt
+    return FactMutationOut(
+        fact=fact,
+        before_sha256=r.before_sha256,
+        after_sha256=r.after_sha256,
+        created=r.created,
+        redacted=dict(receipt.findings) if receipt is not None else {},
+        index_pending=receipt is not None and receipt.index_pending,
+    )
 
 
 @router.post(
