@@ -77,18 +77,22 @@ class Lanes:
         store: str | None = None,
         actor: Actor = "agent",
         origin_session_id: str | None = None,
+        dry_run: bool = False,
     ) -> LaneWrite:
-        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once."""
+        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once.
+
+        ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
+        """
         body = validate_text(text, self.settings.memory.max_fact_chars)
         check_actor(actor)
         target = self.targets.project(store=store, cwd=cwd)
         at = now_utc()
         period = at.date().isoformat()
-        with self.writer.transaction(target.store) as tx:
+        with self.writer.transaction(target.store, dry_run=dry_run) as tx:
             path = tx.paths.journal_file(period)
             entry = fmt.journal_entry(tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id)
             receipt = tx.append(path, entry, header=fmt.journal_header(period))
-            if store is None and target.project_root is not None:
+            if store is None and target.project_root is not None and not dry_run:
                 self.index.record_project_root(target.store, target.project_root)
             tx.audit(
                 "memory_added", None, lane="journal", path=str(path), origin_session_id=origin_session_id

@@ -286,10 +286,11 @@ class MemoryService:
         store: str | None = None,
         actor: Actor = "agent",
         origin_session_id: str | None = None,
+        dry_run: bool = False,
     ) -> LaneWrite:
         """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once."""
         return self.lanes.journal_append(
-            text, cwd=cwd, store=store, actor=actor, origin_session_id=origin_session_id
+            text, cwd=cwd, store=store, actor=actor, origin_session_id=origin_session_id, dry_run=dry_run
         )
 
     def journal(

@@ -104,3 +104,11 @@ def test_unwritable_text_is_invalid_input_and_writes_nothing(tmp_home: Path, fie
             svc.remember(store="global", **kwargs)
         assert caught.value.code == "INVALID_INPUT" and caught.value.details["field"] == field
         assert not svc.paths("global").inbox.exists() or not list(svc.paths("global").inbox.iterdir())
+
+
+def test_a_dry_run_journal_append_is_checked_like_a_write(svc: MemoryService, repo: Path) -> None:
+    planned = svc.journal_append("an episode that is not written", cwd=repo, dry_run=True)
+    assert planned.receipt is not None and planned.receipt.dry_run and planned.receipt.action == "appended"
+    assert not planned.path.exists() and not svc.target(cwd=repo).store_dir.exists()
+    with pytest.raises(InvalidInput):
+        svc.journal_append("half \ud800 a pair", cwd=repo, dry_run=True)

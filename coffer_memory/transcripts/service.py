@@ -190,22 +190,24 @@ class Transcripts:
         }
         # The model's answer is scrubbed too: a secret it echoed must not reach the journal.
         insights = [_rescrub(i) for i in insights]
-        if dry_run:
-            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
         paths: list[str] = []
         try:
-            for insight in insights:
+            for insight in insights:  # a dry run goes through the same transaction, writing nothing
                 write = self.lanes.journal_append(
                     insight.journal_text(),
                     cwd=git.toplevel,
                     actor="agent",
                     origin_session_id=summary.session_id,
+                    dry_run=dry_run,
                 )
                 if str(write.path) not in paths:
                     paths.append(str(write.path))
         except BaseException:
-            self.ledger.release(*key)
+            if not dry_run:
+                self.ledger.release(*key)
             raise
+        if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
+            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
         self.ledger.finish(
             *key,
             store=store,
