@@ -222,7 +222,7 @@ class Facts:
 
     def _same_fact(self, sp: StorePaths, slug: str, title: str, body: str) -> FactRecord | None:
         """An inbox fact with this title and text (``<slug>.md`` or ``<slug>-N.md``), if there is one."""
-        if not os.path.lexists(sp.inbox_file(slug)):
+        if not os.path.lexists(sp.inbox / f"{slug}.md"):  # slug comes from slugify
             return None  # the common case: a new title, one stat
         pattern = re.compile(re.escape(slug) + r"(-\d+)?\.md")
         for name in sorted(os.listdir(sp.inbox)):

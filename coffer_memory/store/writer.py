@@ -106,6 +106,7 @@ class Transaction:
         self.receipts: list[WriteReceipt] = []
         self.findings: dict[str, int] = {}
         self._pending: dict[Path, bytes | None] = {}
+        self._recall: dict[Path, bool] = {}
 
     @property
     def pending(self) -> Mapping[Path, bytes | None]:
@@ -171,7 +172,7 @@ class Transaction:
         after, st = read_bytes(path)
         self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
         if self._index(path, after, st) and created:
-            self._note(path, before_ns, 1)
+            self._note(path, before_ns, 1)  # _index returned True: a recall file, or none to index
         return self.receipts[-1]
 
     def delete(self, path: Path) -> WriteReceipt:
@@ -187,7 +188,7 @@ class Transaction:
         before_ns = _folder_mtime(path.parent)
         remove_file(path)
         receipt = self._receipt(path, "deleted", before_sha, None)
-        if self.paths.is_recall_file(path):
+        if self._recall_file(path):
             self._writer.sink.remove_path(self.store, path)
             self._note(path, before_ns, -1)
         return receipt
@@ -254,7 +255,7 @@ class Transaction:
 
     def _index(self, path: Path, data: bytes, st: os.stat_result) -> bool:
         """Index a recall file just written; False (and the receipt marked pending) when that failed."""
-        if not self.paths.is_recall_file(path):
+        if not self._recall_file(path):
             return True
         try:
             self._writer.sink.index_file(self.store, path, data, st)
@@ -266,16 +267,24 @@ class Transaction:
 
     def _refuse_links(self, path: Path, *, including_file: bool = False) -> None:
         """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a link."""
-        root = self.paths.root
-        current = path if including_file else path.parent
-        while current != root and root in current.parents:
-            if current.is_symlink():
-                where = self.paths.relative(current)
-                raise InvalidInput(f"{where} is a symbolic link; coffer never writes through one", field="path")
-            current = current.parent
+        root = str(self.paths.root) + os.sep
+        current = str(path if including_file else path.parent)
+        while current.startswith(root):  # strings, not Paths: this runs on every write
+            if os.path.islink(current):
+                where = self.paths.relative(Path(current))
+                raise InvalidInput(
+                    f"{where} is a symbolic link; coffer never writes through one", field="path"
+                )
+            current = os.path.dirname(current)
+
+    def _recall_file(self, path: Path) -> bool:
+        """Whether ``path`` is indexed (asked twice per write, answered once)."""
+        if path not in self._recall:
+            self._recall[path] = self.paths.is_recall_file(path)
+        return self._recall[path]
 
     def _note(self, path: Path, before_ns: int, delta: int) -> None:
-        if not self.paths.is_recall_file(path):
+        if not self._recall_file(path):
             return
         try:
             self._writer.sink.note_write(
