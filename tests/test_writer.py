@@ -13,6 +13,8 @@ from coffer_memory.store.files import sha256_bytes
 
 PACKAGES = [Path(coffer_memory.__file__).parent]
 BANNED = {"atomic_write", "append_bytes", "remove_file", "replace", "rename"}
+# Not memory files: moving a damaged, derived index.db aside (main's index/db.py does this).
+EXEMPT = {"index/db.py"}
 
 
 def _banned_calls(path: Path) -> list[str]:
@@ -41,7 +43,8 @@ def test_no_durable_write_outside_the_truth_layer() -> None:
     root = PACKAGES[0]
     offenders = []
     for path in sorted(root.rglob("*.py")):
-        if path.relative_to(root).parts[0] == "store":
+        rel = path.relative_to(root)
+        if rel.parts[0] == "store" or rel.as_posix() in EXEMPT:
             continue
         offenders += _banned_calls(path)
     assert offenders == []
