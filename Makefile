@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test lint typecheck docs bench bench-locomo clean
+.PHONY: demo test lint imports typecheck docs bench bench-locomo clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,14 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
-	$(MAKE) lint typecheck docs
+	$(MAKE) lint imports typecheck docs
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check coffer_memory coffer_memory_fastapi coffer_memory_mcp tests bench
+
+# The import contracts in pyproject.toml: layers, no cycles, no web/MCP import in the core.
+imports: $(VENV)/.installed-dev
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy

@@ -9,7 +9,11 @@ always rebuildable from the files. Start with ``MemoryService``.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
+
 if TYPE_CHECKING:
+    from .agents.homes import AgentHomes
+    from .agents.install import AgentChange, AgentStatus
     from .config import MemoryStoreConfig, Settings
     from .errors import (
         AgentConfigInvalid,
@@ -22,12 +26,18 @@ if TYPE_CHECKING:
         MemoryStoreNotFound,
         ScopeUnresolved,
         SessionNotFound,
+        StorageFull,
     )
     from .index.chunking import chunk_markdown
     from .models import (
+        BrokenFile,
         ClearResult,
+        ConsolidationLog,
         DoctorReport,
         FactRecord,
+        HandoffScene,
+        JournalFile,
+        LaneWrite,
         MemoryFact,
         MemoryHit,
         MemoryScope,
@@ -36,12 +46,24 @@ if TYPE_CHECKING:
         RecallResult,
         ReindexReport,
         ResolvedScope,
+        ResumeResult,
+        RulesView,
         StoreInfo,
+        Target,
+        WriteReceipt,
     )
+    from .organize.models import OrganizeReport, PlannedChange, ReorgReport
     from .retrieval import KnowledgeRetrieval
     from .service import MemoryService
+    from .transcripts.ledger import LedgerEntry
+    from .transcripts.listing import SessionPage
+    from .transcripts.models import DistillResult, SessionSummary, SweepResult
+    from .transcripts.scrub import ScrubbedTranscript, ScrubReport
 
 _EXPORTS: dict[str, str] = {
+    "AgentHomes": ".agents.homes",
+    "AgentChange": ".agents.install",
+    "AgentStatus": ".agents.install",
     "MemoryStoreConfig": ".config",
     "Settings": ".config",
     "AgentConfigInvalid": ".errors",
@@ -54,10 +76,16 @@ _EXPORTS: dict[str, str] = {
     "MemoryStoreNotFound": ".errors",
     "ScopeUnresolved": ".errors",
     "SessionNotFound": ".errors",
+    "StorageFull": ".errors",
     "chunk_markdown": ".index.chunking",
+    "BrokenFile": ".models",
     "ClearResult": ".models",
+    "ConsolidationLog": ".models",
     "DoctorReport": ".models",
     "FactRecord": ".models",
+    "HandoffScene": ".models",
+    "JournalFile": ".models",
+    "LaneWrite": ".models",
     "MemoryFact": ".models",
     "MemoryHit": ".models",
     "MemoryScope": ".models",
@@ -66,22 +94,44 @@ _EXPORTS: dict[str, str] = {
     "RecallResult": ".models",
     "ReindexReport": ".models",
     "ResolvedScope": ".models",
+    "ResumeResult": ".models",
+    "RulesView": ".models",
     "StoreInfo": ".models",
+    "Target": ".models",
+    "WriteReceipt": ".models",
+    "OrganizeReport": ".organize.models",
+    "PlannedChange": ".organize.models",
+    "ReorgReport": ".organize.models",
     "KnowledgeRetrieval": ".retrieval",
     "MemoryService": ".service",
+    "LedgerEntry": ".transcripts.ledger",
+    "SessionPage": ".transcripts.listing",
+    "DistillResult": ".transcripts.models",
+    "SessionSummary": ".transcripts.models",
+    "SweepResult": ".transcripts.models",
+    "ScrubReport": ".transcripts.scrub",
+    "ScrubbedTranscript": ".transcripts.scrub",
 }
 
-__version__ = "0.1.0"
-
 __all__ = [
+    "AgentChange",
     "AgentConfigInvalid",
+    "AgentHomes",
+    "AgentStatus",
+    "BrokenFile",
     "ClearResult",
     "CofferError",
+    "ConsolidationLog",
+    "DistillResult",
     "DoctorReport",
     "EmbeddingUnavailable",
     "FactRecord",
+    "HandoffScene",
     "InvalidInput",
+    "JournalFile",
     "KnowledgeRetrieval",
+    "LaneWrite",
+    "LedgerEntry",
     "MemoryConflict",
     "MemoryFact",
     "MemoryHit",
@@ -92,14 +142,27 @@ __all__ = [
     "MemoryStoreConfig",
     "MemoryStoreNotFound",
     "MutationResult",
+    "OrganizeReport",
     "Page",
+    "PlannedChange",
     "RecallResult",
     "ReindexReport",
+    "ReorgReport",
     "ResolvedScope",
+    "ResumeResult",
+    "RulesView",
     "ScopeUnresolved",
+    "ScrubReport",
+    "ScrubbedTranscript",
     "SessionNotFound",
+    "SessionPage",
+    "SessionSummary",
     "Settings",
+    "StorageFull",
     "StoreInfo",
+    "SweepResult",
+    "Target",
+    "WriteReceipt",
     "__version__",
     "chunk_markdown",
 ]

@@ -11,10 +11,11 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidInput
+from .home import CONFIG_TOML, HomeLayout
 from .models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
-CONFIG_FILENAME = "config.toml"
+CONFIG_FILENAME = CONFIG_TOML
 
 
 def _default_modes() -> list[RetrievalMode]:
@@ -118,6 +119,18 @@ class OrganizeSettings(BaseModel):
     auto_delay_seconds: float = Field(default=30.0, ge=0.0)
 
 
+class SecuritySettings(BaseModel):
+    """What the write path does with a secret (an API key, a token, a password) typed into a memory.
+
+    ``redact`` (default) writes ``[REDACTED:<kind>]`` in its place, ``reject`` refuses the write
+    (``MemoryRejected`` with reason ``secret``), ``allow`` writes it as typed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    secrets: Literal["redact", "reject", "allow"] = "redact"
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -132,6 +145,7 @@ class Settings(BaseModel):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
@@ -149,12 +163,12 @@ class Settings(BaseModel):
     @property
     def memory_dir(self) -> Path:
         """``<home>/memory``: the truth."""
-        return self.home / "memory"
+        return HomeLayout(self.home).memory
 
     @property
     def index_path(self) -> Path:
         """``<home>/index.db``: the derived index."""
-        return self.home / "index.db"
+        return HomeLayout(self.home).index_db
 
     @classmethod
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:

@@ -7,42 +7,46 @@ named here without being opened again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import apsw
 
 from .index.db import DAMAGE
-from .models import BrokenFile, DoctorReport
+from .indexing import IndexHandle
+from .models import BrokenFile, DoctorReport, StoreInfo
 from .plugins.builtin.grep import find_ripgrep
 from .store.files import OddFiles, printable, scan_markdown
-from .store.paths import is_recall_rel
+from .store.paths import StorePaths, is_recall_rel
 
 if TYPE_CHECKING:
     from .agents.install import AgentStatus
-    from .stores import StoresMixin
 
 
-def run_doctor(svc: StoresMixin) -> DoctorReport:
-    """Check every store of ``svc``'s home (reconciling it first, as any read does).
+def run_doctor(
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+) -> DoctorReport:
+    """Check every store (``paths[i]`` belongs to ``infos[i]``, already reconciled as any read does).
 
     Damage SQLite reports while checking is repaired (moved aside, rebuilt) and the check rerun.
     """
     try:
-        return _check(svc)
+        return _check(home, index, paths, infos)
     except DAMAGE as exc:
-        svc.db.note_damage(exc)
-        svc.reconciler.repair()
-        return _check(svc)
+        index.db.note_damage(exc)
+        index.reconciler.repair()
+        return _check(home, index, paths, infos)
 
 
-def _check(svc: StoresMixin) -> DoctorReport:
+def _check(
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+) -> DoctorReport:
     broken: list[BrokenFile] = []
     mismatches: list[str] = []
-    infos = svc.stores()
-    db = svc.db
-    for info in infos:
-        sp = svc.paths(info.name)
+    db = index.db
+    for info, sp in zip(infos, paths, strict=True):
         odd: OddFiles = {}
         files, _ = scan_markdown(sp.root, sp.recall_dirs(), odd)
         for rel, reason in sorted(odd.items()):
@@ -58,16 +62,27 @@ def _check(svc: StoresMixin) -> DoctorReport:
             f"{info.name}: indexed but missing on disk: {db.file(p)}" for p in sorted(indexed - on_disk)
         ]
     return DoctorReport(
-        home=svc.home,
-        grep_backend=svc.retrieval.grep.name,
+        home=home,
+        grep_backend=index.retrieval.grep.name,
         ripgrep_path=find_ripgrep(),
         sqlite_version=apsw.sqlite_lib_version(),
         stores=tuple(infos),
         broken=tuple(broken),
         index_mismatches=tuple(mismatches),
-        **check_agents(getattr(svc, "agents", None)),
         index_repairs=tuple(db.repairs()),
+        links=tuple(link for sp in paths for link in store_links(sp.root)),
     )
+
+
+def store_links(root: Path) -> list[Path]:
+    """Every symbolic link under a store folder (files and folders; none is ever followed)."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                found.append(path)
+    return found
 
 
 def check_agents(list_agents: Callable[..., list[AgentStatus]] | None) -> dict[str, tuple[str, ...]]:

@@ -8,11 +8,12 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── MemoryStoreNotFound   MEMORY_STORE_NOT_FOUND   (.store)
     ├── MemoryNotFound        MEMORY_NOT_FOUND         (.store, .fact_id)
     ├── SessionNotFound       SESSION_NOT_FOUND        (.agent, .session_id)
-    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long", .limit)
+    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long" | "secret", .limit)
     ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
+    ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
 
@@ -73,16 +74,32 @@ class SessionNotFound(CofferError):
 
 
 class MemoryRejected(CofferError):
-    """The text cannot become a fact: ``reason`` is ``"empty"`` or ``"too_long"``."""
+    """The text cannot become a fact: ``reason`` is ``"empty"``, ``"too_long"`` or ``"secret"``.
+
+    ``secret``: ``[security] secrets = "reject"`` and the text holds one; ``kinds`` counts them.
+    """
 
     code = "MEMORY_REJECTED"
 
-    def __init__(self, reason: str, *, length: int | None = None, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        length: int | None = None,
+        limit: int | None = None,
+        kinds: dict[str, int] | None = None,
+    ) -> None:
         if reason == "too_long":
             message = f"memory rejected: text is {length} characters, the limit is {limit}"
+        elif reason == "secret":
+            found = ", ".join(f"{n} {k}" for k, n in sorted((kinds or {}).items()))
+            message = f"memory rejected: it holds a secret ({found}); [security] secrets = \"reject\""
         else:
             message = "memory rejected: text is empty"
-        super().__init__(message, reason=reason, length=length, limit=limit)
+        details: dict[str, object] = {"length": length, "limit": limit}
+        if kinds is not None:
+            details["kinds"] = dict(kinds)
+        super().__init__(message, reason=reason, **details)
         self.reason = reason
         self.limit = limit
 
@@ -137,6 +154,16 @@ class AgentConfigInvalid(CofferError):
         super().__init__(f"{path}: {reason}; nothing was written", path=path, reason=reason)
         self.path = path
         self.reason = reason
+
+
+class StorageFull(CofferError):
+    """The disk is full (or a file size limit was hit) while writing ``path``; nothing was half-written."""
+
+    code = "STORAGE_FULL"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot write {path}: {reason}; nothing was written", path=path, reason=reason)
+        self.path = path
 
 
 class EmbeddingUnavailable(CofferError):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
-Actor = Literal["agent", "user"]
-RetrievalMode = Literal["grep", "keyword", "vector", "hybrid"]
-RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("grep", "keyword", "vector", "hybrid")
+from . import vocabulary
+
+# Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
+Actor: TypeAlias = vocabulary.Actor
+RetrievalMode: TypeAlias = vocabulary.RetrievalMode
+RETRIEVAL_MODES = vocabulary.RETRIEVAL_MODES
 
 T = TypeVar("T")
 
@@ -21,6 +24,47 @@ class MemoryScope(StrEnum):
 
     GLOBAL = "global"
     PROJECT = "project"
+
+
+@attrs.frozen
+class Target:
+    """Where a call lands, resolved once from ``store=`` or ``cwd`` + ``scope``.
+
+    ``project_root`` (the main checkout), ``worktree`` (this checkout) and ``branch`` are known
+    when the target came from a working directory inside a git repository.
+    """
+
+    store: str
+    scope: MemoryScope
+    project_id: str
+    store_dir: Path
+    project_root: Path | None = None
+    branch: str | None = None
+    worktree: Path | None = None
+
+
+@attrs.frozen
+class WriteReceipt:
+    """What one step of the write transaction did to one file.
+
+    ``action`` is created | replaced | appended | deleted; ``before_sha256`` is None for a new
+    file and ``after_sha256`` None for a deletion. ``findings`` counts what the content checks
+    changed, by kind (never the values). ``index_pending`` says the file is durable but its index
+    rows are not written yet (the next read indexes it).
+    """
+
+    store: str
+    path: Path
+    action: Literal["created", "replaced", "appended", "deleted"]
+    before_sha256: str | None
+    after_sha256: str | None
+    dry_run: bool = False
+    findings: tuple[tuple[str, int], ...] = ()
+    index_pending: bool = False
+
+    def pending(self) -> WriteReceipt:
+        """This receipt, with the index marked pending."""
+        return attrs.evolve(self, index_pending=True)
 
 
 @attrs.frozen
@@ -57,6 +101,10 @@ class MutationResult:
     """What a write did: the fact after it, its file, and the file's sha256 before and after.
 
     ``before_sha256`` is ``None`` for a new file, ``after_sha256`` is ``None`` for a deletion.
+    ``target`` says where the call landed and ``receipt`` what the write transaction did (its
+    ``findings`` count redacted secrets by kind, ``index_pending`` says the file is durable but
+    not indexed yet). ``created`` is False when ``remember`` found the same title and text already
+    in the store's inbox and wrote nothing (a retry after a lost answer), and for edits and deletes.
     """
 
     fact: MemoryFact
@@ -64,6 +112,9 @@ class MutationResult:
     path: Path
     before_sha256: str | None
     after_sha256: str | None
+    target: Target | None = None
+    receipt: WriteReceipt | None = None
+    created: bool = True
 
 
 @attrs.frozen
@@ -73,6 +124,7 @@ class ClearResult:
     store: str
     deleted: int
     paths: tuple[Path, ...]
+    target: Target | None = None
 
 
 @attrs.frozen
@@ -97,6 +149,7 @@ class RecallResult:
     mode: RetrievalMode
     fallback: bool = False
     stores: tuple[str, ...] = ()
+    targets: tuple[Target, ...] = ()
 
 
 @attrs.frozen
@@ -105,6 +158,7 @@ class Page(Generic[T]):
 
     items: tuple[T, ...]
     next_cursor: str | None
+    target: Target | None = None
 
 
 @attrs.frozen
@@ -188,10 +242,15 @@ class DoctorReport:
     index_repairs: tuple[str, ...] = ()
     """Damaged index files moved aside and rebuilt since this process opened the home."""
 
+    links: tuple[Path, ...] = ()
+    """Symbolic links inside a store: coffer never reads or writes through them."""
+
+
     @property
     def ok(self) -> bool:
-        """True when nothing is broken, the index agrees with the files and installed agents work."""
-        return not self.broken and not self.index_mismatches and not self.agent_problems
+        """True when nothing is broken, no store holds a link, the index agrees with the files and
+        installed agents work."""
+        return not self.broken and not self.index_mismatches and not self.links and not self.agent_problems
 
 
 @attrs.frozen
@@ -202,6 +261,8 @@ class LaneWrite:
     path: Path
     before_sha256: str | None
     after_sha256: str | None
+    target: Target | None = None
+    receipt: WriteReceipt | None = None
 
 
 @attrs.frozen
@@ -244,6 +305,7 @@ class ResumeResult:
     scene: HandoffScene | None
     head_moved: bool
     new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
+    target: Target | None = None
 
     @property
     def summary(self) -> str:
@@ -273,6 +335,7 @@ class RulesView:
     store: str
     text: str
     files: tuple[Path, ...]
+    folder: Path | None = None
 
 
 @attrs.frozen

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 
+from . import vocabulary
 from .config import Settings
 from .errors import InvalidInput
 from .index.db import IndexDB
@@ -27,8 +28,8 @@ from .store.paths import StorePaths, is_recall_rel, scope_of
 log = logging.getLogger("coffer_memory.retrieval")
 RRF_K = 60
 QUERY_CACHE_SIZE = 256
-MAX_QUERY_CHARS = 4096
-MAX_LIMIT = 200
+MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
+MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.

@@ -1,4 +1,4 @@
-"""Store-level methods of MemoryService: listing, labels, reindex, doctor."""
+"""``Stores``: listing stores, labelling them, and keeping their index healthy (reindex, doctor)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,35 @@ import logging
 import os
 from collections.abc import Callable
 
-from .core import ServiceCore
+from .config import Settings
+from .doctor import run_doctor
 from .errors import InvalidInput
 from .index.reconcile import Progress
+from .indexing import IndexHandle
 from .models import DoctorReport, ReindexReport, StoreInfo
 from .store.files import stale_temp_files
-from .store.lock import store_lock
-from .store.paths import GLOBAL_STORE, lock_path, scope_of, store_name_for_project
+from .store.paths import GLOBAL_STORE, scope_of, store_name_for_project
 from .store.paths import project_id_of as _project_id_of
+from .store.writer import Writer
+from .targets import Targets
+from .vocabulary import MAX_LABEL_CHARS
+
+__all__ = ["Stores"]
 
 log = logging.getLogger("coffer_memory")
-MAX_LABEL_CHARS = 200
 
 
-class StoresMixin(ServiceCore):
-    """Listing stores, labelling them, and keeping their index healthy."""
+class Stores:
+    """Every store of a home: listing, labels, reindex, start-up sweep, doctor."""
 
-    # -- stores -------------------------------------------------------------------------------
-    def _store_names(self) -> list[str]:
+    def __init__(self, settings: Settings, index: IndexHandle, writer: Writer, targets: Targets) -> None:
+        self.settings = settings
+        self.index = index
+        self.writer = writer
+        self.targets = targets
+
+    def names(self) -> list[str]:
+        """The name of every store that exists on disk (global first)."""
         names = []
         memory = self.settings.memory_dir
         if (memory / "global").is_dir():
@@ -39,22 +50,24 @@ class StoresMixin(ServiceCore):
 
     def store_info(self, store: str) -> StoreInfo:
         """One store's identity, display metadata and fact count."""
-        name = self.paths(store).name
-        sp = self.paths(name)
-        with self._lock:
+        sp = self.targets.paths(store)
+        name = sp.name
+        with self.index.lock:
             count = 0
             if sp.root.is_dir():
-                self._reconcile(name)
-                prefix = self.db.key(sp.knowledge) + "/"
+                self.index.reconciler.reconcile(name)
+                prefix = self.index.db.key(sp.knowledge) + "/"
                 count = int(
-                    self.db.scalar(
+                    self.index.db.scalar(
                         "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
                         (name, prefix, prefix + "\U0010ffff"),
                     )
                     or 0
                 )
-            label = self.db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
-            root = self.db.scalar(
+            label = self.index.db.scalar(
+                "SELECT label FROM memory_store_labels WHERE store_name = ?", (name,)
+            )
+            root = self.index.db.scalar(
                 "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
             )
         return StoreInfo(
@@ -69,17 +82,17 @@ class StoresMixin(ServiceCore):
 
     def stores(self) -> list[StoreInfo]:
         """Every store that exists on disk."""
-        return [self.store_info(n) for n in self._store_names()]
+        return [self.store_info(n) for n in self.names()]
 
     def set_label(self, store: str, label: str) -> StoreInfo:
         """Set a store's display label (the store name never changes)."""
-        name = self.paths(store).name
+        name = self.targets.paths(store).name
         if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
             raise InvalidInput(f"label must be 1 to {MAX_LABEL_CHARS} characters", field="label")
         if any(ord(c) < 32 for c in label):
             raise InvalidInput("label must not contain control characters", field="label")
-        with self._lock:
-            self.db.conn.execute(
+        with self.index.lock:
+            self.index.db.conn.execute(
                 "INSERT INTO memory_store_labels (store_name, label) VALUES (?, ?) "
                 "ON CONFLICT(store_name) DO UPDATE SET label = excluded.label",
                 (name, label.strip()),
@@ -88,12 +101,11 @@ class StoresMixin(ServiceCore):
 
     def clear_label(self, store: str) -> StoreInfo:
         """Remove a store's label; the display name falls back to the project root's basename."""
-        name = self.paths(store).name
-        with self._lock:
-            self.db.conn.execute("DELETE FROM memory_store_labels WHERE store_name = ?", (name,))
+        name = self.targets.paths(store).name
+        with self.index.lock:
+            self.index.db.conn.execute("DELETE FROM memory_store_labels WHERE store_name = ?", (name,))
         return self.store_info(name)
 
-    # -- maintenance --------------------------------------------------------------------------
     def reindex(
         self,
         store: str | None = None,
@@ -106,23 +118,23 @@ class StoresMixin(ServiceCore):
         Also removes temp files that writers killed mid-write left behind, in every lane
         (``stale_temp_files``: the writer's pid is gone, or older than ten minutes).
         """
-        names = [self.paths(store).name] if store else self._store_names()
+        names = [self.targets.paths(store).name] if store else self.names()
         reports = []
-        with self._lock:
+        with self.index.lock:
             for name in names:
-                sp = self.paths(name)
-                with store_lock(lock_path(self.home, name)):
+                sp = self.targets.paths(name)
+                with self.writer.transaction(name) as tx:
                     for junk in stale_temp_files((sp.root,)):
-                        junk.unlink(missing_ok=True)
+                        tx.discard_temp(junk)
                 if rebuild:
-                    self.reindexer.remove_store(name)
+                    self.index.reindexer.remove_store(name)
                 step: Progress | None = None
                 if progress is not None:
 
                     def step(done: int, total: int, _name: str = name) -> None:
                         progress(_name, done, total)
 
-                reports.append(self.reconciler.reconcile(name, full=True, progress=step))
+                reports.append(self.index.reconciler.reconcile(name, full=True, progress=step))
         return reports
 
     def startup_sweep(self) -> list[ReindexReport]:
@@ -132,17 +144,18 @@ class StoresMixin(ServiceCore):
         nothing read their store, and retries pending embeddings. Failures are logged.
         """
         reports = []
-        for name in self._store_names():
+        for name in self.names():
             try:
-                with self._lock:
-                    reports.append(self.reconciler.reconcile(name))
+                with self.index.lock:
+                    reports.append(self.index.reconciler.reconcile(name))
             except Exception:
                 log.exception("start-up sweep of %s failed", name)
         return reports
 
     def doctor(self) -> DoctorReport:
         """Compare the index with the files, list broken files, say which grep backend runs."""
-        from .doctor import run_doctor
-
-        with self._lock:
-            return run_doctor(self)
+        with self.index.lock:
+            infos = self.stores()
+            return run_doctor(
+                self.settings.home, self.index, [self.targets.paths(i.name) for i in infos], infos
+            )

@@ -7,13 +7,34 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coffer_memory import FactRecord, MemoryHit, RecallResult, ReindexReport, StoreInfo
-from coffer_memory.agents.install import AgentChange, AgentStatus
-from coffer_memory.models import ConsolidationLog, HandoffScene, JournalFile, LaneWrite, RulesView
-from coffer_memory.organize.models import OrganizeReport, PlannedChange, ReorgReport
-from coffer_memory.transcripts.models import DistillStatus
+from coffer_memory import (
+    AgentChange,
+    AgentStatus,
+    ConsolidationLog,
+    FactRecord,
+    HandoffScene,
+    JournalFile,
+    LaneWrite,
+    MemoryHit,
+    OrganizeReport,
+    PlannedChange,
+    RecallResult,
+    ReindexReport,
+    ReorgReport,
+    RulesView,
+    StoreInfo,
+)
+from coffer_memory.vocabulary import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_TITLE_CHARS,
+    Actor,
+    DistillStatus,
+    RetrievalMode,
+    Scope,
+)
 
-Mode = Literal["grep", "keyword", "vector", "hybrid"]
+Mode = RetrievalMode
 
 
 class _Out(BaseModel):
@@ -40,7 +61,7 @@ class MemoryStoreOut(_Out):
     """A memory store: identity, display name, where it lives on disk, how many facts it holds."""
 
     name: str = Field(description="'global' or 'project-<26-char ULID>'.")
-    scope: Literal["global", "project"]
+    scope: Scope
     project_id: str
     display_name: str
     label: str | None
@@ -86,7 +107,7 @@ class MemoryStoreMetricsOut(_Out):
 class LabelIn(BaseModel):
     """A store's display label."""
 
-    label: str = Field(min_length=1, max_length=200)
+    label: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
 
 
 # -- facts -------------------------------------------------------------------------------------
@@ -98,7 +119,7 @@ class FactOut(_Out):
     title: str
     description: str
     text: str = Field(description="The Markdown body: the fact itself.")
-    actor: Literal["agent", "user"]
+    actor: Actor
     origin_session_id: str | None
     created_at: datetime
     updated_at: datetime
@@ -132,6 +153,15 @@ class FactMutationOut(_Out):
     fact: FactOut
     before_sha256: str | None = Field(description="None for a new fact.")
     after_sha256: str | None = Field(description="None after a delete.")
+    created: bool = Field(
+        default=True, description="False when the same title and text were already there (nothing written)."
+    )
+    redacted: dict[str, int] = Field(
+        default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
+    )
+    index_pending: bool = Field(
+        default=False, description="The file is durable but not indexed yet; the next read indexes it."
+    )
 
 
 class FactPageOut(_Out):
@@ -145,16 +175,16 @@ class FactIn(BaseModel):
     """A new fact."""
 
     text: str = Field(description="The fact (Markdown). Empty text is rejected with MEMORY_REJECTED.")
-    title: str | None = Field(default=None, max_length=200)
-    description: str | None = Field(default=None, max_length=500)
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
 
 
 class FactPatch(BaseModel):
     """Fields to change; omitted fields keep their value."""
 
     text: str | None = None
-    title: str | None = Field(default=None, max_length=200)
-    description: str | None = Field(default=None, max_length=500)
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
 
 
 class ClearOut(_Out):

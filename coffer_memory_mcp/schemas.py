@@ -6,8 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from coffer_memory import FactRecord, MemoryHit, MutationResult, RecallResult
-from coffer_memory.models import LaneWrite, ResumeResult
+from coffer_memory import FactRecord, LaneWrite, MemoryHit, MutationResult, RecallResult, ResumeResult
 
 __all__ = [
     "FactOut",
@@ -31,7 +30,9 @@ class HitOut(BaseModel):
     title: str
     text: str = Field(description="The matching text.")
     score: float = Field(description="The score of the mode that found it, within its own store.")
-    source: str = Field(description="Which retrieval path found it (grep, keyword, vector...).")
+    source: str = Field(
+        description="Where it was found: <scope>:<file path> (the store's scope and the fact's file)."
+    )
     store: str
     path: str | None = Field(description="The Markdown file that holds it.")
     time: datetime
@@ -98,6 +99,10 @@ class RememberOut(BaseModel):
     path: str = Field(description="The Markdown file written (the truth; the index is derived).")
     sha256: str | None = Field(description="The sha256 of the file written.")
     created_at: datetime
+    created: bool = Field(default=True, description="False when this fact was already remembered.")
+    redacted: dict[str, int] = Field(
+        default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
+    )
 
     @classmethod
     def of(cls, res: MutationResult) -> RememberOut:
@@ -110,11 +115,18 @@ class RememberOut(BaseModel):
             path=str(res.path),
             sha256=res.after_sha256,
             created_at=res.fact.created_at,
+            created=res.created,
+            redacted=dict(res.receipt.findings) if res.receipt is not None else {},
         )
 
     def render(self) -> str:
         """A readable account for the model."""
-        return f"Remembered {self.title!r} in {self.store} (id {self.id}).\nFile: {self.path}"
+        verb = "Remembered" if self.created else "Already remembered"
+        text = f"{verb} {self.title!r} in {self.store} (id {self.id}).\nFile: {self.path}"
+        if self.redacted:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.redacted.items()))
+            text += f"\nSecrets redacted before writing: {kinds}."
+        return text
 
 
 class FactOut(BaseModel):
@@ -209,11 +221,11 @@ class HandoffOut(BaseModel):
     sha256: str | None
 
     @classmethod
-    def of(cls, res: LaneWrite, branch: str) -> HandoffOut:
-        """From a core ``LaneWrite``."""
+    def of(cls, res: LaneWrite) -> HandoffOut:
+        """From a core ``LaneWrite`` (its target says which branch it was saved for)."""
         return cls(
             store=res.store,
-            branch=branch,
+            branch=(res.target.branch if res.target is not None else None) or "HEAD",
             path=str(res.path),
             replaced=res.before_sha256 is not None,
             sha256=res.after_sha256,

@@ -11,7 +11,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import coffer_memory
 from coffer_memory import CofferError, InvalidInput, MemoryService
+from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, RetrievalMode, Scope
 
 from .errors import core_error, invalid_arguments
 from .resources import add_resources_and_prompts
@@ -101,8 +102,7 @@ CwdArg = Annotated[
         "(or the server's directory) is used."
     ),
 ]
-Mode = Literal["grep", "keyword", "vector", "hybrid"]
-Scope = Literal["global", "project"]
+Mode = RetrievalMode
 
 
 def _root_path(uri: str) -> str | None:
@@ -212,7 +212,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             Mode | None,
             Field(description="Retrieval mode; omit for the configured default (keyword offline)."),
         ] = None,
-        limit: Annotated[int, Field(description="At most this many hits (1-200).")] = 10,
+        limit: Annotated[int, Field(description=f"At most this many hits (1-{MAX_RECALL_LIMIT}).")] = 10,
         cwd: CwdArg = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         def run() -> CallToolResult:
@@ -250,7 +250,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         scope: Annotated[
             Scope, Field(description="'project' (the current git project, default) or 'global'.")
         ] = "project",
-        limit: Annotated[int, Field(description="Facts per page (1-500).")] = 20,
+        limit: Annotated[int, Field(description=f"Facts per page (1-{MAX_LIST_LIMIT}).")] = 20,
         cursor: Annotated[
             str | None, Field(description="next_cursor from the previous page; omit for the first.")
         ] = None,
@@ -259,9 +259,11 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
-            store = svc.resolve_store(cwd=where, scope=scope)
+            assert page.target is not None  # list_facts always says where it listed
             out = ListMemoryOut(
-                store=store, items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor
+                store=page.target.store,
+                items=[FactOut.of(r) for r in page.items],
+                next_cursor=page.next_cursor,
             )
             return _ok(out, out.render())
 
@@ -282,7 +284,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.save_handoff(text, cwd=where)
-            out = HandoffOut.of(res, svc.resolve_scope(where).branch or "HEAD")
+            out = HandoffOut.of(res)
             return _ok(out, out.render())
 
         return _guard("coffer__handoff", run, text=text, cwd=cwd)

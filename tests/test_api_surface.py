@@ -9,7 +9,30 @@ import sys
 import coffer_memory
 
 EXPECTED = {
+    "AgentChange",
     "AgentConfigInvalid",
+    "AgentHomes",
+    "AgentStatus",
+    "BrokenFile",
+    "ConsolidationLog",
+    "DistillResult",
+    "HandoffScene",
+    "JournalFile",
+    "LaneWrite",
+    "LedgerEntry",
+    "OrganizeReport",
+    "PlannedChange",
+    "ReorgReport",
+    "ResumeResult",
+    "RulesView",
+    "ScrubReport",
+    "ScrubbedTranscript",
+    "SessionPage",
+    "SessionSummary",
+    "StorageFull",
+    "SweepResult",
+    "Target",
+    "WriteReceipt",
     "ClearResult",
     "CofferError",
     "DoctorReport",
@@ -68,6 +91,13 @@ def test_error_codes_are_the_seeds() -> None:
         "INVALID_INPUT",
         "SESSION_NOT_FOUND",
     }
+
+
+def test_every_error_code_is_in_the_vocabulary() -> None:
+    from coffer_memory import errors, vocabulary
+
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.CofferError)]
+    assert {c.code for c in classes} - {"COFFER_ERROR"} == set(vocabulary.ERROR_CODES)
 
 
 def test_core_imports_no_web_or_mcp_package() -> None:

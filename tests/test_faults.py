@@ -428,7 +428,7 @@ def test_close_while_a_background_scan_waits_logs_nothing(
     svc.remember("Deploy with make release", title="deploy", store="global")
     svc.recall("deploy", stores=["global"])  # records the store's state
     with caplog.at_level(logging.DEBUG, logger="coffer_memory"):
-        with svc._lock:  # the scan starts while this thread still holds the service
+        with svc.index.lock:  # the scan starts while this thread still holds the service
             svc.recall("deploy", stores=["global"])
             threads = _scan_threads()
             assert threads

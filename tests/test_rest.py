@@ -417,7 +417,7 @@ def test_the_app_closes_only_a_service_it_opened(tmp_home: Path, monkeypatch: py
     with TestClient(app) as c:
         add(c, "global", "written through an owned service")
     owned: MemoryService = app.state.service
-    assert owned.home == tmp_home and owned._db is None
+    assert owned.home == tmp_home and not owned.index.is_open
     with MemoryService(tmp_home) as mine:
         with TestClient(create_app(mine)) as c:
             assert c.get(f"{API}/global").json()["fact_count"] == 1

@@ -45,10 +45,10 @@ from agent_samples import (
 from coffer_memory.agents.homes import AgentHomes
 from coffer_memory.errors import InvalidInput, SessionNotFound
 from coffer_memory.transcripts.claude_code import ClaudeCodeReader
-from coffer_memory.transcripts.listing import SessionLister
+from coffer_memory.transcripts.listing import SessionLister, reader_for
 from coffer_memory.transcripts.models import SessionSummary, Transcript
 from coffer_memory.transcripts.opencode import OpenCodeReader, connect_readonly
-from coffer_memory.transcripts.readers import SourceScan, reader_for
+from coffer_memory.transcripts.readers import SourceScan
 
 AGENT_NAMES = ("claude-code", "codex", "opencode")
 

@@ -10,7 +10,7 @@ from .context import MAX_CONTEXT_CHARS, SEEDED_RULES, build_session_context
 if TYPE_CHECKING:
     from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
     from .install import AgentChange, AgentStatus, hook_command, mcp_command
-    from .mixin import AgentsMixin
+    from .service import Agents
 
 _EXPORTS: dict[str, str] = {
     "AGENTS": ".homes",
@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "AgentStatus": ".install",
     "hook_command": ".install",
     "mcp_command": ".install",
-    "AgentsMixin": ".mixin",
+    "Agents": ".service",
 }
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
     "AgentChange",
     "AgentHomes",
     "AgentStatus",
-    "AgentsMixin",
+    "Agents",
     "build_session_context",
     "hook_command",
     "mcp_command",

@@ -13,13 +13,11 @@ A symlinked config file (a dotfiles checkout) is written through: the link stays
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import re
 import stat
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -30,7 +28,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
 from ..errors import AgentConfigInvalid
-from ..store.files import ensure_dir, fsync_dir
+from ..store.files import ensure_dir, fsync_dir, write_outside_store
 from .json_splice import JsonStyle, splice
 
 BACKUP_SUFFIX = ".bak"
@@ -73,19 +71,7 @@ def _read(path: Path) -> bytes | None:
 
 def _replace(path: Path, data: bytes, mode: int) -> None:
     """Durably put ``data`` at ``path`` with ``mode``: temp + fsync + rename + fsync(dir)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".part")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    write_outside_store(path, data, mode=mode, temp_prefix=_TEMP_PREFIX)
 
 
 def write_atomic(path: Path, data: bytes, *, backup: bool = True) -> None:

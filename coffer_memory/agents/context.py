@@ -9,8 +9,9 @@ from pathlib import Path
 from ..scope import find_git, project_id_for
 from ..store.paths import GLOBAL_STORE, StorePaths, store_name_for_project
 from ..store.rules import read_rules
+from ..vocabulary import MAX_SESSION_CONTEXT_CHARS
 
-MAX_CONTEXT_CHARS = 10_000
+MAX_CONTEXT_CHARS = MAX_SESSION_CONTEXT_CHARS
 
 SEEDED_RULES = (
     'When the user wants to pick up earlier work ("resume", "continue", "where were we"), call '

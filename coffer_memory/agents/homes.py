@@ -12,19 +12,9 @@ from pathlib import Path
 
 import attrs
 
-CLAUDE_CODE = "claude-code"
-CODEX = "codex"
-OPENCODE = "opencode"
-AGENTS: tuple[str, ...] = (CLAUDE_CODE, CODEX, OPENCODE)
+from ..vocabulary import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, require_agent
 
-
-def require_agent(name: str) -> str:
-    """``name`` if it is a supported agent; ``InvalidInput`` naming the known agents otherwise."""
-    if name not in AGENTS:
-        from ..errors import InvalidInput
-
-        raise InvalidInput(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}", field="agent")
-    return name
+__all__ = ["AGENTS", "CLAUDE_CODE", "CODEX", "OPENCODE", "AgentHomes", "require_agent"]
 
 
 def _env_dir(env: Mapping[str, str], name: str, default: Path) -> Path:

@@ -12,7 +12,7 @@ The agent writes a JSON payload to stdin (``session_id``, ``cwd``, ``hook_event_
 
 SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
 "additionalContext": <bundle>}}``. SessionEnd hands the session to distillation without
-waiting: a detached ``python -m coffer_memory.agents.session_end`` process, or, with
+waiting: a detached ``python -m coffer_memory.session_end`` process, or, with
 ``COFFER_API_URL`` set, ``POST /api/v1/agents/{name}/sessions/{id}/end`` (the server answers
 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
 REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
@@ -32,6 +32,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 from urllib.parse import quote
+
+from ..home import HomeLayout
 
 DEFAULT_DEADLINE_SECONDS = 3.0
 MAX_STDIN_BYTES = 1 << 20
@@ -164,11 +166,11 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
 
 
 def _detach(home: Path, agent: str, extra: list[str]) -> None:
-    """Start ``python -m coffer_memory.agents.session_end`` detached: a new session, no inherited
+    """Start ``python -m coffer_memory.session_end`` detached: a new session, no inherited
     pipes, so the agent is never kept waiting for it."""
     import subprocess
 
-    argv = [sys.executable, "-m", "coffer_memory.agents.session_end", "--home", str(home), "--agent", agent]
+    argv = [sys.executable, "-m", "coffer_memory.session_end", "--home", str(home), "--agent", agent]
     subprocess.Popen(
         [*argv, *extra],
         stdin=subprocess.DEVNULL,
@@ -188,7 +190,7 @@ def maybe_sweep(agent: str, home: Path, timeout: float) -> bool:
     """
     if agent not in SWEEP_AT_START:
         return False
-    stamp = home / "logs" / f"sweep-{agent}.stamp"
+    stamp = HomeLayout(home).sweep_stamp(agent)
     try:
         if time.time() - stamp.stat().st_mtime < _sweep_interval():
             return False
@@ -216,11 +218,11 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         import logging
         from logging.handlers import RotatingFileHandler
 
-        logs = home / "logs"
-        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        layout = HomeLayout(home)
+        layout.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         logger = logging.getLogger("coffer_memory.hook")
         if not logger.handlers:
-            handler = RotatingFileHandler(logs / "hook.log", maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS)
+            handler = RotatingFileHandler(layout.hook_log, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
             logger.propagate = False
@@ -229,7 +231,7 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         logger.warning("agent=%s event=%s %s", agent, event or "?", kind)
         for each in logger.handlers:
             each.close()
-        os.chmod(logs / "hook.log", 0o600)
+        os.chmod(layout.hook_log, 0o600)
     except Exception:  # the log is best effort; the agent must never see a failure
         pass
 

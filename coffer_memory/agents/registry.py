@@ -23,9 +23,10 @@ from typing import Any
 import attrs
 
 from ..errors import AgentConfigInvalid
+from ..home import AGENTS_JSON
 from .config_files import write_atomic
 
-REGISTRY_FILENAME = "agents.json"
+REGISTRY_FILENAME = AGENTS_JSON
 VERSION = 1
 MAX_ORIGINAL_CHARS = 4_000_000
 """A config file larger than this is not snapshotted (uninstall then re-renders it instead)."""

@@ -83,15 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _log_unexpected(args: argparse.Namespace) -> Path:
     """Append the current traceback to ``<home>/logs/errors.log`` (the command's name only: its
     arguments may hold what a user asked to remember); returns the log's path."""
+    from ..home import HomeLayout
     from ..store.files import ensure_dir
 
     entry = f"{datetime.now(UTC).isoformat()} coffer {args.command}\n{traceback.format_exc()}\n"
     try:
-        folder = Settings.load(args.home).home / "logs"
+        log_file = HomeLayout(Settings.load(args.home).home).errors_log
     except Exception:
-        folder = Path(tempfile.gettempdir())
+        log_file = Path(tempfile.gettempdir()) / "errors.log"
+    folder = log_file.parent
     for where in (folder, Path(tempfile.gettempdir())):
-        path = where / "errors.log" if where == folder else where / f"coffer-errors-{os.getuid()}.log"
+        path = log_file if where == folder else where / f"coffer-errors-{os.getuid()}.log"
         try:
             ensure_dir(where)
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:

@@ -210,6 +210,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"agent: {line}")
     for r in report.index_repairs:
         print(f"repaired: {r}")
+    for link in report.links:
+        print(f"symlink: {link} (never followed)")
     if ok:
         print("ok")
     else:
@@ -222,6 +224,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
             advice.append("fix or uninstall the broken plugins (they are skipped until then)")
         if report.agent_problems:
             advice.append("see the agent lines above (`coffer agents status <agent>` for details)")
+        if report.links:
+            advice.append("replace the symbolic links inside the store with the files themselves")
         print("problems found: " + "; ".join(advice))
     return 0 if ok else 1
 

@@ -23,6 +23,7 @@ from typing import Any
 import apsw
 import attrs
 
+from ..home import HomeLayout
 from ..store.files import ensure_dir
 from ..store.lock import store_lock
 
@@ -317,7 +318,7 @@ class IndexDB:
 
     def _move_aside(self, problem: str, ino: int) -> None:
         """Rename the damaged file (and its -wal/-shm) away, unless another process did already."""
-        with store_lock(self.home / "locks" / "index-repair.lock"):
+        with store_lock(HomeLayout(self.home).index_repair_lock):
             try:
                 replaced = os.stat(self.path).st_ino != ino
             except FileNotFoundError:

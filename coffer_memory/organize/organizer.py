@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CofferError
 from ..llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
 from ..plugins.hookspecs import LLM
 from ..store import lanes as fmt
-from ..store.files import FactParseError, atomic_write, format_time, parse_fact, read_bytes, remove_file
+from ..store.files import FactParseError, format_time, parse_fact, read_bytes
 from ..store.paths import StorePaths, slugify
+from ..store.writer import Transaction
 from .models import OrganizeReport, PlannedChange, add_usage
 from .prompts import ORGANIZE_SCHEMA, ORGANIZE_SYSTEM, ORGANIZE_TASK, SPLIT_SCHEMA, SPLIT_TASK
+from .tools import OrganizeTools
 from .topics import read_or_none, render_topic, unified
-
-if TYPE_CHECKING:
-    from .mixin import OrganizeMixin as MemoryService
 
 log = logging.getLogger("coffer_memory.organize")
 
@@ -34,18 +33,19 @@ class _Skip(Exception):
     """This item stays in the inbox."""
 
 
-def _candidates(svc: MemoryService, sp: StorePaths, title: str, body: str) -> list[Path]:
-    svc.reconciler.reconcile(sp.name)
-    hits = svc.retrieval.keyword(sp, f"{title} {body[:2000]}", 30)
+def _candidates(t: OrganizeTools, sp: StorePaths, title: str, body: str) -> list[Path]:
+    with t.index.lock:
+        t.index.reconciler.reconcile(sp.name)
+        hits = t.index.retrieval.keyword(sp, f"{title} {body[:2000]}", 30)
     topics = [h.path for h in hits if h.path is not None and h.path.parent == sp.knowledge]
-    return topics[: svc.settings.organize.candidates]
+    return topics[: t.settings.organize.candidates]
 
 
-def _describe(svc: MemoryService, sp: StorePaths, paths: list[Path]) -> str:
-    limit = svc.settings.organize.candidate_chars
+def _describe(t: OrganizeTools, sp: StorePaths, paths: list[Path]) -> str:
+    limit = t.settings.organize.candidate_chars
     parts = []
     for path in paths:
-        record = svc._record(sp.name, path)
+        record = t.facts.record(sp.name, path)
         body = record.fact.body if len(record.fact.body) <= limit else record.fact.body[:limit] + "\n[…]"
         parts.append(
             f"[{path.name}]\ntitle: {record.fact.title}\ndescription: {record.fact.description}\n---\n{body}\n"
@@ -54,30 +54,30 @@ def _describe(svc: MemoryService, sp: StorePaths, paths: list[Path]) -> str:
 
 
 def _ask(
-    llm: LLM, svc: MemoryService, prompt: str, schema: dict[str, Any], system: str
+    llm: LLM, t: OrganizeTools, prompt: str, schema: dict[str, Any], system: str
 ) -> tuple[Any, TokenUsage]:
     completion = llm.complete(
         [ChatMessage("system", system), ChatMessage("user", prompt)],
         json_schema=schema,
-        max_tokens=max(svc.settings.llm.max_tokens, 4000),
+        max_tokens=max(t.settings.llm.max_tokens, 4000),
     )
     return extract_json(completion.text, expect="object"), completion.usage
 
 
 def _plan_item(
-    svc: MemoryService, llm: LLM, sp: StorePaths, item: Path
+    t: OrganizeTools, llm: LLM, sp: StorePaths, item: Path
 ) -> tuple[dict[str, Any], list[Path], bytes, TokenUsage]:
     data, _ = read_bytes(item)
-    record = svc._record(sp.name, item)
-    candidates = _candidates(svc, sp, record.fact.title, record.fact.body)
+    record = t.facts.record(sp.name, item)
+    candidates = _candidates(t, sp, record.fact.title, record.fact.body)
     prompt = ORGANIZE_TASK.format(
         name=item.name,
         title=record.fact.title,
         body=record.fact.body,
-        candidates=_describe(svc, sp, candidates),
+        candidates=_describe(t, sp, candidates),
     )
     try:
-        answer, usage = _ask(llm, svc, prompt, ORGANIZE_SCHEMA, ORGANIZE_SYSTEM)
+        answer, usage = _ask(llm, t, prompt, ORGANIZE_SCHEMA, ORGANIZE_SYSTEM)
     except LLMOutputInvalid as exc:
         raise _Skip(f"malformed LLM output ({exc.reason})") from exc
     if not isinstance(answer, dict) or answer.get("action") not in ("merge", "create", "rule"):
@@ -105,7 +105,7 @@ def _target(sp: StorePaths, answer: dict[str, Any], candidates: list[Path]) -> P
 
 
 def _apply(
-    svc: MemoryService,
+    t: OrganizeTools,
     sp: StorePaths,
     item: Path,
     item_bytes: bytes,
@@ -122,12 +122,11 @@ def _apply(
         before = read_or_none(rules)
         after = (before or (fmt.RULES_HEADER + "\n").encode()) + fmt.rule_line(rule)
         change = PlannedChange("rule", item, rules, unified(before, after, "rules/rules.md"))
-        if not dry_run:
-            with svc.writing(sp.name):
-                if read_or_none(item) != item_bytes:
-                    raise _Skip("the inbox item changed while the LLM was thinking")
-                svc.append_rule(rule, store=sp.name, actor="agent")
-                _retire_item(svc, sp, item, f"organize: inbox/{item.name} became a rule")
+        with t.writer.transaction(sp.name, dry_run=dry_run) as tx:
+            if tx.read(item) != item_bytes:
+                raise _Skip("the inbox item changed while the LLM was thinking")
+            t.lanes.add_rule(tx, rule, actor="agent")
+            _retire_item(tx, item, f"organize: inbox/{item.name} became a rule")
         return change
     body = str(answer.get("body") or "").strip()
     if not body:
@@ -145,42 +144,40 @@ def _apply(
     after = render_topic(title or target.stem, str(answer.get("description") or ""), body, extra)
     verb = "merged" if action == "merge" else "created"
     change = PlannedChange(verb, item, target, unified(before, after, sp.relative(target)))
-    if dry_run:
-        return change
-    with svc.writing(sp.name):
-        if read_or_none(item) != item_bytes:
+    with t.writer.transaction(sp.name, dry_run=dry_run) as tx:
+        if tx.read(item) != item_bytes:
             raise _Skip("the inbox item changed while the LLM was thinking")
-        if read_or_none(target) != before:
+        if tx.read(target) != before:
             raise _Skip(f"{target.name} changed while the LLM was thinking")
         if before is not None:
-            svc.archive_version(sp.name, target, replaced_by=sp.relative(target))
-        atomic_write(target, after, overwrite=before is not None)
-        svc.reindexer.index_file(sp.name, target)
-        _retire_item(svc, sp, item, f"organize: {verb} inbox/{item.name} into {target.name}")
+            tx.archive(target, replaced_by=sp.relative(target))
+            tx.write(target, after)
+        else:
+            tx.create(target, after)
+        _retire_item(tx, item, f"organize: {verb} inbox/{item.name} into {target.name}")
     return change
 
 
-def _retire_item(svc: MemoryService, sp: StorePaths, item: Path, line: str) -> None:
+def _retire_item(tx: Transaction, item: Path, line: str) -> None:
     """Delete the inbox file (its replacement is already durable) and log the change."""
-    remove_file(item)
-    svc.reindexer.remove_path(sp.name, item)
+    tx.delete(item)
     action, _, detail = line.partition(": ")
-    svc.log_change(sp.name, action, detail)
+    tx.log(action, detail)
 
 
 def _split_rules(
-    svc: MemoryService, llm: LLM, sp: StorePaths, dry_run: bool
+    t: OrganizeTools, llm: LLM, sp: StorePaths, dry_run: bool
 ) -> tuple[list[PlannedChange], TokenUsage]:
     changes: list[PlannedChange] = []
     usage = TokenUsage(0, 0)
     main = sp.rules_file()
     data = read_or_none(main)
-    if data is None or len(data.decode("utf-8", errors="replace")) <= svc.settings.organize.rules_split_chars:
+    if data is None or len(data.decode("utf-8", errors="replace")) <= t.settings.organize.rules_split_chars:
         return changes, usage
     text = data.decode("utf-8", errors="replace")
     originals = [line[2:].strip() for line in text.splitlines() if line.startswith("- ")]
     try:
-        answer, usage = _ask(llm, svc, SPLIT_TASK.format(rules=text), SPLIT_SCHEMA, ORGANIZE_SYSTEM)
+        answer, usage = _ask(llm, t, SPLIT_TASK.format(rules=text), SPLIT_SCHEMA, ORGANIZE_SYSTEM)
         groups = answer["groups"]
         kept = {" ".join(str(r).split()) for g in groups for r in g["rules"]}
         if not groups or any(" ".join(o.split()) not in kept for o in originals):
@@ -198,26 +195,20 @@ def _split_rules(
         writes.append((path, before, after))
         changes.append(PlannedChange("split", main, path, unified(before, after, sp.relative(path))))
     changes.append(PlannedChange("superseded", main, None, unified(data, None, "rules/rules.md")))
-    if dry_run:
-        return changes, usage
-    with svc.writing(sp.name):
-        if read_or_none(main) != data:
+    with t.writer.transaction(sp.name, dry_run=dry_run) as tx:
+        if tx.read(main) != data:
             return [PlannedChange("skipped", main, None, error="rules.md changed during the split")], usage
         for path, _, after in writes:
-            atomic_write(path, after)
-        svc.archive_version(sp.name, main, replaced_by="rules/")
-        remove_file(main)
-        svc.log_change(
-            sp.name, "organize", f"split rules/rules.md into {', '.join(p.name for p, _, _ in writes)}"
-        )
+            tx.write(path, after)
+        tx.archive(main, replaced_by="rules/")
+        tx.delete(main)
+        tx.log("organize", f"split rules/rules.md into {', '.join(p.name for p, _, _ in writes)}")
     return changes, usage
 
 
-def organize_store(
-    svc: MemoryService, llm: LLM | None, store: str, *, dry_run: bool = False
-) -> OrganizeReport:
+def organize_store(t: OrganizeTools, llm: LLM | None, store: str, *, dry_run: bool = False) -> OrganizeReport:
     """Run the organizer over one store's inbox (see the module docstring)."""
-    sp = svc.paths(store)
+    sp = t.writer.paths(store)
     if llm is None or not llm.available():
         return OrganizeReport(store=store, status="no_model", dry_run=dry_run)
     items = (
@@ -227,9 +218,9 @@ def organize_store(
     usage = TokenUsage(0, 0)
     for item in items:
         try:
-            answer, candidates, data, used = _plan_item(svc, llm, sp, item)
+            answer, candidates, data, used = _plan_item(t, llm, sp, item)
             usage = add_usage(usage, used)
-            changes.append(_apply(svc, sp, item, data, answer, candidates, dry_run))
+            changes.append(_apply(t, sp, item, data, answer, candidates, dry_run))
         except _Skip as exc:
             changes.append(PlannedChange("skipped", item, None, error=str(exc)))
         except CofferError as exc:  # the LLM gave up or refused: leave the item, try the next
@@ -238,7 +229,7 @@ def organize_store(
             changes.append(PlannedChange("skipped", item, None, error=f"broken frontmatter: {exc}"))
         except OSError as exc:  # the item vanished (deleted by hand meanwhile)
             changes.append(PlannedChange("skipped", item, None, error=str(exc)))
-    split, used = _split_rules(svc, llm, sp, dry_run)
+    split, used = _split_rules(t, llm, sp, dry_run)
     changes += split
     usage = add_usage(usage, used)
     report = OrganizeReport(
@@ -249,12 +240,11 @@ def organize_store(
         usage=usage,
     )
     if not dry_run:
-        with svc.writing(store):
-            svc.regenerate_index(store)
-            svc.reconciler.reconcile(store)
-            svc._audit(
+        with t.writer.transaction(store) as tx:
+            t.lanes.write_index(tx)
+            tx.reconcile()
+            tx.audit(
                 "memory_organized",
-                store,
                 None,
                 merged=report.count("merged"),
                 created=report.count("created"),

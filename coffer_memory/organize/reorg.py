@@ -10,40 +10,47 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CofferError, InvalidInput
 from ..llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
 from ..plugins.hookspecs import LLM
 from ..store import lanes as fmt
-from ..store.files import FactParseError, atomic_write, parse_fact, remove_file
+from ..store.files import FactParseError, parse_fact
 from ..store.paths import StorePaths
+from ..store.writer import Transaction
 from .models import PlannedChange, ReorgReport, add_usage
 from .prompts import REORG_SCHEMA, REORG_SYSTEM
+from .tools import OrganizeTools
 from .topics import read_or_none, render_topic, unified
-
-if TYPE_CHECKING:
-    from .mixin import OrganizeMixin as MemoryService
 
 log = logging.getLogger("coffer_memory.reorg")
 RESULT_CHARS = 12_000
 
 
 class _Workspace:
-    """Topic documents as the loop sees them: the files, plus pending changes in a dry run."""
+    """Topic documents as the loop sees them; a dry run keeps one preview transaction for the whole loop."""
 
-    def __init__(self, svc: MemoryService, sp: StorePaths, dry_run: bool) -> None:
-        self.svc, self.sp, self.dry_run = svc, sp, dry_run
+    def __init__(self, t: OrganizeTools, sp: StorePaths, dry_run: bool) -> None:
+        self.t, self.sp, self.dry_run = t, sp, dry_run
+        self.preview = t.writer.dry_run(sp.name) if dry_run else None
         self.original: dict[str, bytes | None] = {}
-        self.overlay: dict[str, bytes | None] = {}
         self.changes: list[PlannedChange] = []
+
+    def _tx(self) -> AbstractContextManager[Transaction]:
+        if self.preview is not None:
+            return nullcontext(self.preview)
+        return self.t.writer.transaction(self.sp.name)
 
     def names(self) -> list[str]:
         on_disk = {p.name for p in fmt.topic_files(self.sp)}
+        pending = self.preview.pending if self.preview is not None else {}
+        topics = {p.name: d for p, d in pending.items() if p.parent == self.sp.knowledge}
         return sorted(
-            (on_disk | {n for n, d in self.overlay.items() if d is not None})
-            - {n for n, d in self.overlay.items() if d is None}
+            (on_disk | {n for n, d in topics.items() if d is not None})
+            - {n for n, d in topics.items() if d is None}
         )
 
     def path(self, name: str) -> Path:
@@ -53,9 +60,7 @@ class _Workspace:
 
     def read(self, name: str) -> bytes | None:
         path = self.path(name)
-        if path.name in self.overlay:
-            return self.overlay[path.name]
-        return read_or_none(path)
+        return self.preview.read(path) if self.preview is not None else read_or_none(path)
 
     def _remember_original(self, path: Path) -> None:
         self.original.setdefault(path.name, read_or_none(path))
@@ -63,35 +68,27 @@ class _Workspace:
     def write(self, name: str, data: bytes) -> None:
         path = self.path(name)
         self._remember_original(path)
-        if self.dry_run:
-            self.overlay[path.name] = data
-            return
-        with self.svc.writing(self.sp.name):
-            if path.exists():
-                self.svc.archive_version(self.sp.name, path, replaced_by=self.sp.relative(path))
-            atomic_write(path, data)
-            self.svc.reindexer.index_file(self.sp.name, path)
-            self.svc.log_change(self.sp.name, "reorg", f"wrote {path.name}")
+        with self._tx() as tx:
+            if tx.read(path) is not None:
+                tx.archive(path, replaced_by=self.sp.relative(path))
+            tx.write(path, data)
+            tx.log("reorg", f"wrote {path.name}")
 
     def supersede(self, name: str, replaced_by: str) -> None:
         path = self.path(name)
         if self.read(name) is None:
             raise InvalidInput(f"{path.name} does not exist")
         self._remember_original(path)
-        if self.dry_run:
-            self.overlay[path.name] = None
-            return
-        with self.svc.writing(self.sp.name):
-            self.svc.archive_version(self.sp.name, path, replaced_by=replaced_by)
-            remove_file(path)
-            self.svc.reindexer.remove_path(self.sp.name, path)
-            self.svc.log_change(self.sp.name, "reorg", f"superseded {path.name} by {replaced_by}")
+        with self._tx() as tx:
+            tx.archive(path, replaced_by=replaced_by)
+            tx.delete(path)
+            tx.log("reorg", f"superseded {path.name} by {replaced_by}")
 
     def diffs(self) -> list[PlannedChange]:
         out = []
         for name, before in sorted(self.original.items()):
             path = self.sp.knowledge / name
-            after = self.overlay.get(name) if self.dry_run else read_or_none(path)
+            after = self.preview.read(path) if self.preview is not None else read_or_none(path)
             if after == before:
                 continue
             action = "superseded" if after is None else "wrote"
@@ -129,17 +126,15 @@ def _run_tool(ws: _Workspace, call: dict[str, Any]) -> str:
     return f"error: unknown tool {tool!r}"
 
 
-def reorganize_store(
-    svc: MemoryService, llm: LLM | None, store: str, *, dry_run: bool = False
-) -> ReorgReport:
+def reorganize_store(t: OrganizeTools, llm: LLM | None, store: str, *, dry_run: bool = False) -> ReorgReport:
     """Run the bounded reorg loop over one store's topic documents."""
-    sp = svc.paths(store)
+    sp = t.writer.paths(store)
     if llm is None or not llm.available():
         return ReorgReport(store=store, status="no_model", dry_run=dry_run)
     if not fmt.topic_files(sp):
         return ReorgReport(store=store, status="empty", dry_run=dry_run)
-    budget = svc.settings.organize.reorg_max_steps
-    ws = _Workspace(svc, sp, dry_run)
+    budget = t.settings.organize.reorg_max_steps
+    ws = _Workspace(t, sp, dry_run)
     messages = [ChatMessage("system", REORG_SYSTEM.format(steps=budget)), ChatMessage("user", "Begin.")]
     usage = TokenUsage(0, 0)
     summary = "step budget exhausted"
@@ -147,7 +142,7 @@ def reorganize_store(
     for steps in range(1, budget + 1):  # noqa: B007 - steps is reported after the loop
         try:
             completion = llm.complete(
-                messages, json_schema=REORG_SCHEMA, max_tokens=max(svc.settings.llm.max_tokens, 4000)
+                messages, json_schema=REORG_SCHEMA, max_tokens=max(t.settings.llm.max_tokens, 4000)
             )
         except CofferError as exc:
             summary = f"stopped: {exc.code}: {exc.message}"
@@ -165,12 +160,11 @@ def reorganize_store(
         messages.append(ChatMessage("user", result))
     changes = ws.diffs()
     if not dry_run:
-        with svc.writing(store):
-            svc.regenerate_index(store)
-            svc.reconciler.reconcile(store)
-            svc._audit(
+        with t.writer.transaction(store) as tx:
+            t.lanes.write_index(tx)
+            tx.reconcile()
+            tx.audit(
                 "memory_reorganized",
-                store,
                 None,
                 steps=steps,
                 changes=len(changes),

@@ -113,7 +113,7 @@ def reload_plugins() -> pluggy.PluginManager:
 
 def plugin_infos() -> list[PluginInfo]:
     """Every plugin: the built-ins, the entry points (with their distribution) and those that failed."""
-    from .. import __version__
+    from .._version import __version__
 
     pm = _hook_manager(None)
     infos = []

@@ -137,15 +137,20 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
-def atomic_write(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+def atomic_write(
+    path: Path, data: bytes, *, overwrite: bool = True, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX
+) -> None:
     """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
 
     With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
     if ``path`` exists, so concurrent creators can never replace each other's file.
+    Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix, suffix=".part")
     try:
+        if mode != FILE_MODE:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -160,6 +165,14 @@ def atomic_write(path: Path, data: bytes, *, overwrite: bool = True) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def write_outside_store(path: Path, data: bytes, *, mode: int, temp_prefix: str) -> None:
+    """Atomically replace a file that is not a memory file (an agent's config file), keeping ``mode``.
+
+    The one durable-write routine of the package, shared so that no other module renames files.
+    """
+    atomic_write(path, data, mode=mode, temp_prefix=temp_prefix)
 
 
 def remove_file(path: Path) -> None:

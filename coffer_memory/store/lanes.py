@@ -29,16 +29,24 @@ def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
 
     Returns True when the file was created. Callers hold the store lock.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         try:
             atomic_write(path, header + data, overwrite=False)
             return True
         except FileExistsError:
             pass
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    # O_NOFOLLOW: a symlink planted in a lane must not redirect the append outside the store.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # a short write is not an error: write the rest
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, start)  # a full disk must not leave half an entry behind
+            raise
     finally:
         os.close(fd)
     return False

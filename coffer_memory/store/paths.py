@@ -22,6 +22,7 @@ from pathlib import Path
 import attrs
 
 from ..errors import InvalidInput, MemoryStoreNotFound
+from ..home import HomeLayout
 from ..models import MemoryScope
 from ..scope import GLOBAL_PROJECT_ID
 
@@ -220,4 +221,4 @@ def is_recall_rel(rel: str) -> bool:
 
 def lock_path(home: Path, store: str) -> Path:
     """The inter-process lock file of a store (outside the synced memory tree)."""
-    return home / "locks" / f"{validate_store_name(store)}.lock"
+    return HomeLayout(home).store_lock(validate_store_name(store))

@@ -14,15 +14,37 @@ from pathlib import Path
 
 import attrs
 
-from ..agents.homes import AGENTS, AgentHomes
+from ..agents.homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from ..errors import InvalidInput, SessionNotFound
+from ..vocabulary import MAX_TRANSCRIPT_LIST_LIMIT
 from .models import SessionSummary, Transcript
-from .readers import SourceScan, SourceUnavailable, TranscriptReader, reader_for
+from .readers import SourceScan, SourceUnavailable, TranscriptReader
 from .scrub import scrub_title
 
 SORT_FIELDS: tuple[str, ...] = ("started_at", "last_activity_at", "message_count")
 ORDERS: tuple[str, ...] = ("asc", "desc")
-MAX_LIMIT = 1000
+MAX_LIMIT = MAX_TRANSCRIPT_LIST_LIMIT
+
+
+def reader_for(agent: str, homes: AgentHomes) -> TranscriptReader:
+    """The reader for ``agent`` (``claude-code``, ``codex`` or ``opencode``) over ``homes``.
+
+    Raises ``ValueError`` for another name; the lister turns that into ``InvalidInput``.
+    """
+    # Imported on first use: a process lists one agent's sessions, rarely all three.
+    if agent == CLAUDE_CODE:
+        from .claude_code import ClaudeCodeReader
+
+        return ClaudeCodeReader(homes.claude)
+    if agent == CODEX:
+        from .codex import CodexReader
+
+        return CodexReader(homes.codex)
+    if agent == OPENCODE:
+        from .opencode import OpenCodeReader
+
+        return OpenCodeReader(homes.opencode_data)
+    raise ValueError(f"unknown agent {agent!r}")
 
 
 @attrs.frozen

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import attrs
+
+from .. import vocabulary
 
 Role = Literal["user", "assistant"]
 
@@ -51,16 +53,7 @@ class Transcript:
     """Blocks left out by the reader, counted by kind (``tool_use``, ``tool_result``, ``thinking``, ...)."""
 
 
-DistillStatus = Literal[
-    "distilled",
-    "dry_run",
-    "already_distilled",
-    "in_progress",
-    "no_model",
-    "not_git",
-    "empty",
-    "invalid_output",
-]
+DistillStatus: TypeAlias = vocabulary.DistillStatus
 
 
 @attrs.frozen

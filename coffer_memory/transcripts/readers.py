@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..agents.homes import CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
@@ -133,27 +132,6 @@ def _leaf_title(uuids: Sequence[str], leaf_titles: Mapping[str, str]) -> str | N
         if title:
             return title
     return None
-
-
-def reader_for(agent: str, homes: AgentHomes) -> TranscriptReader:
-    """The reader for ``agent`` (``claude-code``, ``codex`` or ``opencode``) over ``homes``.
-
-    Raises ``ValueError`` for another name; the lister turns that into ``InvalidInput``.
-    """
-    # Imported here: the reader modules import this one for the shared helpers.
-    if agent == CLAUDE_CODE:
-        from .claude_code import ClaudeCodeReader
-
-        return ClaudeCodeReader(homes.claude)
-    if agent == CODEX:
-        from .codex import CodexReader
-
-        return CodexReader(homes.codex)
-    if agent == OPENCODE:
-        from .opencode import OpenCodeReader
-
-        return OpenCodeReader(homes.opencode_data)
-    raise ValueError(f"unknown agent {agent!r}")
 
 
 # -- helpers ---------------------------------------------------------------------------------------

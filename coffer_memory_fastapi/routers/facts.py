@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response
 
 from coffer_memory import FactRecord, MutationResult
+from coffer_memory.vocabulary import DEFAULT_LIST_LIMIT, MAX_CURSOR_CHARS, MAX_LIST_LIMIT
 
 from ..deps import Service, clean, etag, if_match
 from ..errors import error_responses
@@ -27,7 +28,15 @@ def _mutation(r: MutationResult) -> FactMutationOut:
     sha = r.after_sha256 if r.after_sha256 is not None else r.before_sha256
     assert sha is not None
     fact = FactOut.of(FactRecord(fact=r.fact, store=r.store, path=r.path, sha256=sha))
-    return FactMutationOut(fact=fact, before_sha256=r.before_sha256, after_sha256=r.after_sha256)
+    receipt = r.receipt
+    return FactMutationOut(
+        fact=fact,
+        before_sha256=r.before_sha256,
+        after_sha256=r.after_sha256,
+        created=r.created,
+        redacted=dict(receipt.findings) if receipt is not None else {},
+        index_pending=receipt is not None and receipt.index_pending,
+    )
 
 
 @router.post(
@@ -50,8 +59,10 @@ def add_fact(name: str, body: FactIn, svc: Service, response: Response) -> FactM
 def list_facts(
     name: str,
     svc: Service,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=4096, description="next_cursor of the last page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    cursor: Annotated[
+        str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")
+    ] = None,
 ) -> FactPageOut:
     """Facts newest first, ``limit`` at a time; a cursor from another store or query is INVALID_INPUT."""
     page = svc.list_facts(store=name, limit=limit, cursor=cursor)

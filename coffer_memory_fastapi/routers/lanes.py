@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from coffer_memory.store.paths import GLOBAL_STORE
+from coffer_memory import MemoryScope
+from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 
 from ..deps import Service, clean
 from ..errors import error_responses
@@ -28,7 +29,7 @@ router = APIRouter(prefix="/api/v1/memory_stores/{name}", tags=["lanes"])
 def get_rules(name: str, svc: Service) -> RulesOut:
     """Every rules file of the store, concatenated (``text`` is empty when there are none)."""
     view = svc.rules(store=name)
-    return RulesOut.of(view, str(svc.paths(view.store).rules))
+    return RulesOut.of(view, str(view.folder))
 
 
 @router.delete("/rules", response_model=LaneDeleteListOut, responses=error_responses(404))
@@ -38,9 +39,11 @@ def delete_rules(name: str, svc: Service) -> LaneDeleteListOut:
 
 
 @router.get("/journal", response_model=JournalOut, responses=error_responses(404))
-def get_journal(name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=3660)] = 30) -> JournalOut:
+def get_journal(
+    name: str, svc: Service, limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL_DAYS)] = 30
+) -> JournalOut:
     """Journal day files, newest first (the global store has no journal: an empty list)."""
-    if svc.paths(name).name == GLOBAL_STORE:
+    if svc.target(store=name).scope is MemoryScope.GLOBAL:
         return JournalOut(files=[])
     return JournalOut(files=[JournalFileOut.of(f) for f in svc.journal(store=name, limit=limit)])
 

@@ -34,7 +34,7 @@ def start_organize(
     name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
 ) -> OperationOut:
     """Start filing the inbox into topic documents and rules (a no-op without a configured model)."""
-    store = svc.paths(name).name
+    store = svc.target(store=name).store
 
     def work() -> Outcome:
         return OrganizeResultOut.of(svc.organize(store, dry_run=dry_run))
@@ -52,7 +52,7 @@ def start_reorg(
     name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
 ) -> OperationOut:
     """Start merging duplicate and splitting long topic documents (bounded tool loop)."""
-    store = svc.paths(name).name
+    store = svc.target(store=name).store
 
     def work() -> Outcome:
         return OrganizeResultOut.of(svc.reorganize(store, dry_run=dry_run))
@@ -74,7 +74,7 @@ def start_reindex(
     rebuild: Annotated[bool, Query(description="Drop the store's index rows first.")] = False,
 ) -> OperationOut:
     """Start a full reconcile of the store's index with its files."""
-    store = svc.paths(name).name
+    store = svc.target(store=name).store
 
     def work() -> Outcome:
         return [ReindexResultOut.of(r) for r in svc.reindex(store, rebuild=rebuild)]

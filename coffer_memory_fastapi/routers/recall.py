@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from coffer_memory import InvalidInput
+from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 
 from ..deps import Service, check_cwd, clean
 from ..errors import error_responses
@@ -14,9 +15,9 @@ from ..schemas import Mode, RecallOut
 
 router = APIRouter(prefix="/api/v1/memory_stores", tags=["recall"])
 
-QueryText = Annotated[str, Query(min_length=1, max_length=4096, description="What to look for.")]
+QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")]
 ModeParam = Annotated[Mode | None, Query(description="Retrieval mode; the configured default when omitted.")]
-Limit = Annotated[int, Query(ge=1, le=200)]
+Limit = Annotated[int, Query(ge=1, le=MAX_RECALL_LIMIT)]
 
 
 @router.get("/recall", response_model=RecallOut, responses=error_responses(404))

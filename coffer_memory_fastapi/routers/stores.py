@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coffer_memory.store.paths import GLOBAL_STORE
-from coffer_memory.store.rules import rules_files
+from coffer_memory import MemoryScope
+from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 
 from ..deps import Service
 from ..errors import error_responses
@@ -30,16 +30,16 @@ def get_store(name: str, svc: Service) -> MemoryStoreOut:
 def store_metrics(name: str, svc: Service) -> MemoryStoreMetricsOut:
     """How many facts, journal days, handoff scenes and rules files a store holds."""
     info = svc.store_info(name)
-    sp = svc.paths(info.name)
-    journal = len(svc.journal(store=info.name, limit=3660)) if info.name != GLOBAL_STORE else 0
+    project = info.scope is MemoryScope.PROJECT
+    journal = len(svc.journal(store=info.name, limit=MAX_JOURNAL_DAYS)) if project else 0
     return MemoryStoreMetricsOut(
         name=info.name,
         store_dir=str(info.store_dir),
         fact_count=info.fact_count,
         journal_files=journal,
         handoff_scenes=len(svc.handoffs(store=info.name)),
-        rules_files=len(rules_files(sp)),
-        consolidation_log=sp.consolidation_log.is_file(),
+        rules_files=len(svc.rules(store=info.name).files),
+        consolidation_log=svc.consolidation_log(store=info.name).text is not None,
     )
 
 

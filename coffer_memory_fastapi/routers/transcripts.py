@@ -9,9 +9,16 @@ import attrs
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from coffer_memory.agents.homes import require_agent
-from coffer_memory.scope import find_git, project_id_for
-from coffer_memory.store.paths import store_name_for_project
+from coffer_memory import MemoryService
+from coffer_memory.vocabulary import (
+    DEFAULT_LIST_LIMIT,
+    MAX_PATH_CHARS,
+    MAX_SEARCH_CHARS,
+    MAX_SESSION_ID_CHARS,
+    MAX_SWEEP_LIMIT,
+    MAX_TRANSCRIPT_LIST_LIMIT,
+    require_agent,
+)
 
 from ..deps import Ops, Service, check_cwd
 from ..errors import error_responses
@@ -20,7 +27,9 @@ from .operations import _STARTED, _accepted
 
 router = APIRouter(prefix="/api/v1/agents", tags=["transcripts"])
 AgentName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="The agent.")]
-SessionId = Annotated[str, Path(min_length=1, max_length=200, description="The agent's session id.")]
+SessionId = Annotated[
+    str, Path(min_length=1, max_length=MAX_SESSION_ID_CHARS, description="The agent's session id.")
+]
 
 
 class _Model(BaseModel):
@@ -82,14 +91,16 @@ def list_transcripts(
     svc: Service,
     name: AgentName,
     search: Annotated[
-        str | None, Query(max_length=500, description="Substring of title or project path.")
+        str | None, Query(max_length=MAX_SEARCH_CHARS, description="Substring of title or project path.")
     ] = None,
-    project: Annotated[str | None, Query(max_length=4096, description="Exact project path.")] = None,
+    project: Annotated[
+        str | None, Query(max_length=MAX_PATH_CHARS, description="Exact project path.")
+    ] = None,
     started_after: datetime | None = None,
     started_before: datetime | None = None,
     sort: Literal["started_at", "last_activity_at", "message_count"] = "last_activity_at",
     order: Literal["asc", "desc"] = "desc",
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_TRANSCRIPT_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> TranscriptPageOut:
     """Past sessions of the agent: search, filter, sort and paginate on the server."""
@@ -122,9 +133,8 @@ def show_transcript(svc: Service, name: AgentName, session_id: SessionId) -> Scr
     )
 
 
-def _store_of(cwd: str) -> str:
-    git = find_git(cwd)
-    return store_name_for_project(project_id_for(git.toplevel)) if git is not None else ""
+def _store_of(svc: MemoryService, cwd: str) -> str:
+    return next((t.store for t in svc.targets.find_project(cwd)), "")
 
 
 @router.post(
@@ -148,7 +158,7 @@ def end_session(
         result = DistillResultOut.of(svc.end_session(name, session_id, cwd=cwd))
         return DistillBatchOut(considered=1, skipped_active=0, remaining=0, results=[result])
 
-    return _accepted(ops.start("distill", _store_of(cwd), work), response)
+    return _accepted(ops.start("distill", _store_of(svc, cwd), work), response)
 
 
 @router.post(
@@ -162,7 +172,7 @@ def sweep(
     ops: Ops,
     response: Response,
     name: AgentName,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    limit: Annotated[int, Query(ge=1, le=MAX_SWEEP_LIMIT)] = 20,
     min_idle_seconds: Annotated[int, Query(ge=0)] = 600,
     dry_run: Annotated[bool, Query(description="Ask the model, write nothing.")] = False,
 ) -> OperationOut:

@@ -1,7 +1,7 @@
 """The detached process ``coffer-hook`` starts: distill the session that just ended (SessionEnd),
 or sweep an agent's past sessions (SessionStart of an agent without SessionEnd, e.g. Codex).
 
-``python -m coffer_memory.agents.session_end --home H --agent A --session-id S --cwd C``, or
+``python -m coffer_memory.session_end --home H --agent A --session-id S --cwd C``, or
 ``... --home H --agent A --sweep [--limit N]``.
 It runs after the agent has moved on, so it may take as long as the model needs; what it
 did (or why it failed) goes to ``<home>/logs/hook.log``, never to a terminal.
@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .hook import HookError, log_failure
+from .agents.hook import HookError, log_failure
 
 # The agent may still be flushing the transcript's last lines when the hook fires.
 SETTLE_SECONDS = 1.0
@@ -22,7 +22,7 @@ SETTLE_SECONDS = 1.0
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Distill one session; always exits 0 (failures are logged)."""
-    parser = argparse.ArgumentParser(prog="python -m coffer_memory.agents.session_end")
+    parser = argparse.ArgumentParser(prog="python -m coffer_memory.session_end")
     parser.add_argument("--home", required=True)
     parser.add_argument("--agent", required=True)
     parser.add_argument("--session-id")
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     home = Path(args.home)
     try:
         time.sleep(max(args.settle, 0.0))
-        from ..service import MemoryService
+        from .service import MemoryService
 
         with MemoryService(home) as svc:
             if args.sweep:

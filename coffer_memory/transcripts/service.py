@@ -1,4 +1,7 @@
-"""MemoryService methods for past agent sessions: list, show (scrubbed), distill, sweep."""
+"""``Transcripts``: past agent sessions: list, show (scrubbed), distill into the journal, sweep, forget.
+
+A component of ``MemoryService`` (also reachable as ``svc.transcripts``).
+"""
 
 from __future__ import annotations
 
@@ -11,20 +14,24 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..agents.homes import AGENTS, AgentHomes, require_agent
+from ..config import Settings
 from ..errors import InvalidInput, SessionNotFound
-from ..lanes import LanesMixin
+from ..home import HomeLayout
+from ..indexing import Models
+from ..lanes import Lanes
 from ..llm import LLMOutputInvalid, LLMUnavailable
 from ..models import LaneWrite
 from ..scope import find_git, project_id_for
-from ..store.files import atomic_write, read_bytes, sha256_bytes
 from ..store.lanes import drop_session_entries
 from ..store.paths import store_name_for_project
+from ..store.writer import Writer
+from ..targets import Targets
+from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
 from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
 from .ledger import Ledger, LedgerEntry
 from .models import DistillResult, SessionSummary, SweepResult, Transcript
 
 if TYPE_CHECKING:
-    from ..plugins.hookspecs import LLM
     from .listing import SessionLister, SessionPage
     from .scrub import ScrubbedTranscript
 
@@ -37,45 +44,51 @@ DEFAULT_MIN_IDLE_SECONDS = 600
 Progress = Callable[[DistillResult], None]
 
 
-class TranscriptsMixin(LanesMixin):
+class Transcripts:
     """Read past sessions of Claude Code, Codex and OpenCode, and distill them into the journal.
 
     Agent directories come from the environment at call time (``CLAUDE_CONFIG_DIR``,
     ``CODEX_HOME``, ``XDG_DATA_HOME``); nothing under them is ever written.
     """
 
-    llm: LLM | None
-    _transcripts_lock = threading.Lock()
+    def __init__(
+        self, settings: Settings, models: Models, writer: Writer, targets: Targets, lanes: Lanes
+    ) -> None:
+        self.settings = settings
+        self.models = models
+        self.writer = writer
+        self.targets = targets
+        self.lanes = lanes
+        self._guard = threading.Lock()
+        self._lister_cache: SessionLister | None = None
+        self._ledger: Ledger | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _lister(self) -> SessionLister:
         from .listing import SessionLister
 
         homes = AgentHomes.from_env()
-        with self._transcripts_lock:
-            lister: SessionLister | None = self.__dict__.get("_session_lister")
+        with self._guard:
+            lister = self._lister_cache
             if lister is None or lister.homes != homes:
                 # A new environment (tests, or a changed CODEX_HOME) gets a fresh parse cache.
-                lister = SessionLister(homes)
-                self.__dict__["_session_lister"] = lister
+                lister = self._lister_cache = SessionLister(homes)
             return lister
 
     @property
     def ledger(self) -> Ledger:
         """The ``distilled_sessions`` ledger of this home (``<home>/ledger.db``)."""
-        with self._transcripts_lock:
-            ledger: Ledger | None = self.__dict__.get("_ledger")
-            if ledger is None:
-                ledger = Ledger(self.settings.home / "ledger.db")
-                self.__dict__["_ledger"] = ledger
-            return ledger
+        with self._guard:
+            if self._ledger is None:
+                self._ledger = Ledger(HomeLayout(self.settings.home).ledger_db)
+            return self._ledger
 
     def close(self) -> None:
-        """Close the ledger, then everything else."""
-        ledger: Ledger | None = self.__dict__.get("_ledger")
-        if ledger is not None:
-            ledger.close()
-        super().close()
+        """Close the ledger (the next use opens it again)."""
+        with self._guard:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
 
     # -- reading ------------------------------------------------------------------------------
     def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
@@ -142,7 +155,7 @@ class TranscriptsMixin(LanesMixin):
         if git is None:
             return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
         store = store_name_for_project(project_id_for(git.toplevel))
-        llm = self.llm
+        llm = self.models.llm()
         if llm is None:  # checked first: without a model nothing is written, not even ledger.db
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         if not dry_run and self.ledger.is_done(*key):
@@ -177,22 +190,24 @@ class TranscriptsMixin(LanesMixin):
         }
         # The model's answer is scrubbed too: a secret it echoed must not reach the journal.
         insights = [_rescrub(i) for i in insights]
-        if dry_run:
-            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
         paths: list[str] = []
         try:
-            for insight in insights:
-                write = self.journal_append(
+            for insight in insights:  # a dry run goes through the same transaction, writing nothing
+                write = self.lanes.journal_append(
                     insight.journal_text(),
                     cwd=git.toplevel,
                     actor="agent",
                     origin_session_id=summary.session_id,
+                    dry_run=dry_run,
                 )
                 if str(write.path) not in paths:
                     paths.append(str(write.path))
         except BaseException:
-            self.ledger.release(*key)
+            if not dry_run:
+                self.ledger.release(*key)
             raise
+        if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
+            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
         self.ledger.finish(
             *key,
             store=store,
@@ -225,8 +240,8 @@ class TranscriptsMixin(LanesMixin):
         the last ``min_idle_seconds`` are left for later (they are probably still going on, and
         distilling them now would distill most of their content twice).
         """
-        if not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidInput("limit must be between 1 and 1000", field="limit")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_SWEEP_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_SWEEP_LIMIT}", field="limit")
         agents = [require_agent(agent)] if agent is not None else list(AGENTS)
         cutoff = datetime.now(UTC) - timedelta(seconds=max(min_idle_seconds, 0))
         lister = self._lister()
@@ -266,31 +281,35 @@ class TranscriptsMixin(LanesMixin):
         the audit (``memory_deleted`` with the ``origin_session_id``) say what went. The ledger
         keeps its rows, so a sweep does not distill the session again.
         """
-        if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 200:
-            raise InvalidInput("session_id must be 1-200 characters", field="session_id")
-        name = self._project_store(store, cwd)
-        sp = self.paths(name)
+        if (
+            not isinstance(session_id, str)
+            or not session_id.strip()
+            or len(session_id) > MAX_SESSION_ID_CHARS
+        ):
+            raise InvalidInput(f"session_id must be 1-{MAX_SESSION_ID_CHARS} characters", field="session_id")
+        target = self.targets.project(store=store, cwd=cwd)
+        sp = self.targets.paths(target.store)
         writes: list[LaneWrite] = []
         if not sp.journal.is_dir():
             return writes
-        with self.writing(name):
+        with self.writer.transaction(target.store) as tx:
             for path in sorted(sp.journal.glob("*.md")):
-                data, _ = read_bytes(path)
+                data = tx.read(path)  # None for a symlink: never followed
+                if data is None:
+                    continue
                 text, removed = drop_session_entries(
                     data.decode("utf-8", errors="surrogateescape"), session_id
                 )
                 if not removed:
                     continue
-                new = text.encode("utf-8", errors="surrogateescape")
-                atomic_write(path, new)
-                self.reindexer.index_file(name, path)
-                self.log_change(
-                    name, "forgot", f"{removed} journal entries of session {session_id} in {path.name}"
+                receipt = tx.write(path, text.encode("utf-8", errors="surrogateescape"))
+                tx.log("forgot", f"{removed} journal entries of session {session_id} in {path.name}")
+                tx.audit("memory_deleted", None, lane="journal", path=str(path), origin_session_id=session_id)
+                writes.append(
+                    LaneWrite(
+                        target.store, path, receipt.before_sha256, receipt.after_sha256, target, receipt
+                    )
                 )
-                self._audit(
-                    "memory_deleted", name, None, lane="journal", path=str(path), origin_session_id=session_id
-                )
-                writes.append(LaneWrite(name, path, sha256_bytes(data), sha256_bytes(new)))
         return writes
 
     def distilled_sessions(

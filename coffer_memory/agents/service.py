@@ -1,13 +1,20 @@
-"""``AgentsMixin``: MemoryService's agent integration methods (install, uninstall, status, toggles)."""
+"""``Agents``: agent integration (install, uninstall, status, native-memory toggles).
+
+A component of ``MemoryService`` (reachable as ``svc.integrations``; ``svc.agents()`` keeps listing them).
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from ..core import ServiceCore
+from ..config import Settings
 from ..errors import AgentConfigInvalid, InvalidInput
+from ..home import HomeLayout
+from ..indexing import IndexHandle
 from ..store.lock import store_lock
 from .health import CheckCache, build_status, installed_home
 from .homes import AGENTS, AgentHomes
@@ -25,22 +32,30 @@ def _no_native_memory(spec: AgentSpec) -> InvalidInput:
     )
 
 
-class AgentsMixin(ServiceCore):
-    """Agent integration methods of MemoryService.
+class Agents:
+    """Agent integration of one coffer home.
 
     The agents' directories come from ``agent_homes`` when set, else from the environment at each
     call (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``XDG_CONFIG_HOME``, ``HOME``...).
     """
 
-    agent_homes: AgentHomes | None = None
+    def __init__(self, settings: Settings, index: IndexHandle, agent_homes: AgentHomes | None = None) -> None:
+        self.settings = settings
+        self.index = index
+        self.agent_homes = agent_homes
+        self._lock = threading.RLock()
 
     def _homes(self) -> AgentHomes:
         return self.agent_homes if self.agent_homes is not None else AgentHomes.from_env()
 
+    def _audit(self, event: str, store: None, **details: Any) -> None:
+        with self.index.lock:
+            self.index.audit(event, store, None, details)
+
     @contextmanager
     def _agents_locked(self) -> Iterator[AgentRegistry]:
         # One writer at a time across processes: two installs must not interleave their reads.
-        with self._lock, store_lock(self.settings.home / "locks" / "agents.lock"):
+        with self._lock, store_lock(HomeLayout(self.settings.home).agents_lock):
             yield AgentRegistry(self.settings.home)
 
     def _session(self, name: str, record: AgentRecord) -> EditSession:

@@ -1,49 +1,55 @@
-"""MemoryService methods of the organizer: organize, reorganize, auto-organize."""
+"""``Organizer``: the LLM-driven consolidation of a store (organize, reorganize, auto-organize).
+
+A component of ``MemoryService`` (also reachable as ``svc.organizer``). With no model
+configured every call is a no-op.
+"""
 
 from __future__ import annotations
 
 import logging
 
-from ..core import ServiceCore
-from ..lanes import LanesMixin
+from ..core import WriteEvents
+from ..indexing import Models
 from ..plugins.hookspecs import LLM
-from ..plugins.manager import get_llm
 from .auto import Debouncer
 from .models import OrganizeReport, ReorgReport
 from .organizer import organize_store
 from .reorg import reorganize_store
+from .tools import OrganizeTools
+
+__all__ = ["Organizer"]
 
 log = logging.getLogger("coffer_memory.organize")
 
 
-class OrganizeMixin(LanesMixin, ServiceCore):
-    """The LLM-driven consolidation of a store. With no model configured every call is a no-op."""
+class Organizer:
+    """Organize and reorganize stores; re-arms the auto-organize timer after every new fact."""
 
-    _llm_loaded = False
-    _llm: LLM | None = None
-    _debouncer: Debouncer | None = None
+    def __init__(self, tools: OrganizeTools, models: Models, events: WriteEvents) -> None:
+        self.tools = tools
+        self.models = models
+        self._debouncer: Debouncer | None = None
+        events.subscribe(self._after_write)
 
     @property
     def llm(self) -> LLM | None:
         """The configured internal model, or None (``[llm] provider = "none"``, the default)."""
-        if not self._llm_loaded:
-            self._llm = get_llm(self.settings.llm)
-            self._llm_loaded = True
-        return self._llm
+        return self.models.llm()
 
     def organize(self, store: str, *, dry_run: bool = False) -> OrganizeReport:
         """File the store's inbox into topic documents and rules (``dry_run``: diffs only, no writes)."""
-        return organize_store(self, self.llm, self.paths(store).name, dry_run=dry_run)
+        return organize_store(self.tools, self.llm, self.tools.writer.paths(store).name, dry_run=dry_run)
 
     def reorganize(self, store: str, *, dry_run: bool = False) -> ReorgReport:
         """Merge duplicate and split long topic documents with a bounded tool loop."""
-        return reorganize_store(self, self.llm, self.paths(store).name, dry_run=dry_run)
+        return reorganize_store(self.tools, self.llm, self.tools.writer.paths(store).name, dry_run=dry_run)
 
     def _after_write(self, store: str) -> None:
-        if not self.settings.organize.auto or self.llm is None:
+        settings = self.tools.settings.organize
+        if not settings.auto or self.llm is None:
             return
         if self._debouncer is None:
-            self._debouncer = Debouncer(self.settings.organize.auto_delay_seconds, self._auto_organize)
+            self._debouncer = Debouncer(settings.auto_delay_seconds, self._auto_organize)
         self._debouncer.notify(store)
 
     def _auto_organize(self, store: str) -> None:
@@ -51,8 +57,7 @@ class OrganizeMixin(LanesMixin, ServiceCore):
         log.info("auto-organized %s: %s", store, [c.action for c in report.changes])
 
     def close(self) -> None:
-        """Cancel pending auto-organize passes (waiting for a running one), then close the index."""
+        """Cancel pending auto-organize passes (waiting for a running one)."""
         if self._debouncer is not None:
             self._debouncer.close()
             self._debouncer = None
-        super().close()

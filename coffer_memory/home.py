@@ -1,0 +1,110 @@
+"""The layout of a coffer home in one place: every file and folder coffer keeps under it.
+
+    <home>/
+      config.toml            optional settings
+      index.db               derived SQLite index (+ -wal, -shm), rebuildable from memory/
+      ledger.db              which agent sessions were distilled
+      agents.json            coffer's record of agent installs and native-memory toggles
+      locks/                 per-store flock files (and agents.lock), outside memory/
+      logs/                  hook.log (rotated), sweep stamps of coffer-hook, errors.log of the CLI
+      memory/                THE TRUTH: global/ and projects/<ULID>/
+
+A light module (no third-party imports): ``coffer-hook`` uses it too. Per-store paths inside
+``memory/`` are built by ``store.paths``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final, NamedTuple
+
+CONFIG_TOML: Final = "config.toml"
+INDEX_DB: Final = "index.db"
+LEDGER_DB: Final = "ledger.db"
+AGENTS_JSON: Final = "agents.json"
+LOCKS_DIR: Final = "locks"
+LOGS_DIR: Final = "logs"
+MEMORY_DIR: Final = "memory"
+HOOK_LOG: Final = "hook.log"
+ERRORS_LOG: Final = "errors.log"
+INDEX_REPAIR_LOCK: Final = "index-repair.lock"
+
+ENTRIES: Final = (
+    CONFIG_TOML,
+    INDEX_DB,
+    LEDGER_DB,
+    AGENTS_JSON,
+    LOCKS_DIR + "/",
+    LOGS_DIR + "/",
+    MEMORY_DIR + "/",
+)
+"""Every top-level entry of a home, folders with a trailing slash (the docs' home tree lists each)."""
+
+
+class HomeLayout(NamedTuple):
+    """The paths of one home."""
+
+    home: Path
+
+    @property
+    def config(self) -> Path:
+        """``config.toml``."""
+        return self.home / CONFIG_TOML
+
+    @property
+    def index_db(self) -> Path:
+        """``index.db``: the derived index."""
+        return self.home / INDEX_DB
+
+    @property
+    def ledger_db(self) -> Path:
+        """``ledger.db``: the distilled-sessions ledger."""
+        return self.home / LEDGER_DB
+
+    @property
+    def agents_json(self) -> Path:
+        """``agents.json``: the agent install registry."""
+        return self.home / AGENTS_JSON
+
+    @property
+    def locks(self) -> Path:
+        """``locks/``: inter-process lock files."""
+        return self.home / LOCKS_DIR
+
+    @property
+    def agents_lock(self) -> Path:
+        """``locks/agents.lock``: one agent install at a time."""
+        return self.locks / "agents.lock"
+
+    def store_lock(self, store: str) -> Path:
+        """``locks/<store>.lock`` (the store name is validated by the caller)."""
+        return self.locks / f"{store}.lock"
+
+    @property
+    def logs(self) -> Path:
+        """``logs/``: coffer-hook's log and stamps."""
+        return self.home / LOGS_DIR
+
+    @property
+    def hook_log(self) -> Path:
+        """``logs/hook.log``."""
+        return self.logs / HOOK_LOG
+
+    @property
+    def errors_log(self) -> Path:
+        """``logs/errors.log``: tracebacks of unexpected CLI errors (the command's name, never its arguments)."""
+        return self.logs / ERRORS_LOG
+
+    @property
+    def index_repair_lock(self) -> Path:
+        """``locks/index-repair.lock``: one process at a time moves a damaged index aside."""
+        return self.locks / INDEX_REPAIR_LOCK
+
+    def sweep_stamp(self, agent: str) -> Path:
+        """``logs/sweep-<agent>.stamp``: when coffer-hook last started a sweep for ``agent``."""
+        return self.logs / f"sweep-{agent}.stamp"
+
+    @property
+    def memory(self) -> Path:
+        """``memory/``: the truth."""
+        return self.home / MEMORY_DIR

@@ -1,0 +1,81 @@
+"""One vocabulary for every face: limits, mode names, lane names, scopes, actors and error codes.
+
+The core validates against these numbers and names; the REST and MCP adapters derive their
+constraints and descriptions from them (a test fails when a face restates one as a literal).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# -- names ---------------------------------------------------------------------------------------
+Scope = Literal["global", "project"]
+SCOPES: Final = ("global", "project")
+Actor = Literal["agent", "user"]
+ACTORS: Final = ("agent", "user")
+RetrievalMode = Literal["grep", "keyword", "vector", "hybrid"]
+RETRIEVAL_MODES: Final[tuple[RetrievalMode, ...]] = ("grep", "keyword", "vector", "hybrid")
+LANES: Final = ("knowledge", "journal", "handoff", "rules", "superseded", "consolidation-log")
+SECRET_POLICIES: Final = ("redact", "reject", "allow")
+
+CLAUDE_CODE: Final = "claude-code"
+CODEX: Final = "codex"
+OPENCODE: Final = "opencode"
+AGENTS: Final[tuple[str, ...]] = (CLAUDE_CODE, CODEX, OPENCODE)
+DistillStatus = Literal[
+    "distilled",
+    "dry_run",
+    "already_distilled",
+    "in_progress",
+    "no_model",
+    "not_git",
+    "empty",
+    "invalid_output",
+]
+
+# -- limits --------------------------------------------------------------------------------------
+MAX_LIST_LIMIT: Final = 500
+"""Facts per page of ``list_facts`` (and the REST and MCP listings)."""
+MAX_TITLE_CHARS: Final = 200
+MAX_DESCRIPTION_CHARS: Final = 500
+MAX_LABEL_CHARS: Final = 200
+MAX_HANDOFF_CHARS: Final = 64_000
+MAX_RULE_CHARS: Final = 4_000
+MAX_JOURNAL_DAYS: Final = 3660
+"""Day files one ``journal`` call returns at most (ten years)."""
+MAX_TRANSCRIPT_LIST_LIMIT: Final = 1000
+"""Sessions per page of a transcript listing (core, REST and CLI alike)."""
+MAX_SWEEP_LIMIT: Final = 1000
+MAX_SESSION_ID_CHARS: Final = 200
+MAX_SEARCH_CHARS: Final = 500
+MAX_SESSION_CONTEXT_CHARS: Final = 10_000
+MAX_RECALL_LIMIT: Final = 200
+MAX_QUERY_CHARS: Final = 4096
+MAX_CURSOR_CHARS: Final = 4096
+MAX_PATH_CHARS: Final = 4096
+DEFAULT_RECALL_LIMIT: Final = 10
+DEFAULT_LIST_LIMIT: Final = 50
+
+# -- error codes (the seed's names, plus ours) ---------------------------------------------------
+ERROR_CODES: Final = (
+    "MEMORY_STORE_NOT_FOUND",
+    "MEMORY_NOT_FOUND",
+    "MEMORY_REJECTED",
+    "SCOPE_UNRESOLVED",
+    "MEMORY_CONFLICT",
+    "INVALID_INPUT",
+    "SESSION_NOT_FOUND",
+    "AGENT_CONFIG_INVALID",
+    "EMBEDDING_UNAVAILABLE",
+    "STORAGE_FULL",
+)
+REJECT_REASONS: Final = ("empty", "too_long", "secret")
+
+
+def require_agent(name: str) -> str:
+    """``name`` if it is a supported agent; ``InvalidInput`` naming the known agents otherwise."""
+    if name not in AGENTS:
+        from .errors import InvalidInput
+
+        raise InvalidInput(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}", field="agent")
+    return name
