@@ -12,6 +12,7 @@ remembered into the global store, every question is recalled with ``limit=10``.
     .venv/bin/python bench/zh.py                       # grep and keyword
     .venv/bin/python bench/zh.py --embedder auto       # also vector and hybrid (built-in MiniLM)
     .venv/bin/python bench/zh.py --misses keyword      # list the dev questions a mode misses
+    .venv/bin/python bench/zh.py --segmenter jieba     # jieba words instead of bigrams (pip install jieba)
 """
 
 from __future__ import annotations
@@ -65,6 +66,25 @@ def score(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
 def group_of(lang: str) -> str:
     """Chinese is reported on its own; the Japanese and Korean pairs together."""
     return "zh" if lang == "zh" else "ja+ko"
+
+
+def use_segmenter(name: str) -> None:
+    """Measure another CJK segmentation: it replaces the tokens of index and query runs in this process."""
+    from coffer_memory.index import cjk
+
+    if name == "unigram+bigram":
+        return
+    if name == "jieba":
+        import jieba
+
+        jieba.setLogLevel(60)
+        cjk.run_tokens = lambda run: [w for w in jieba.lcut_for_search(run) if w.strip()]  # type: ignore[assignment]
+    elif name == "bigram":
+        cjk.run_tokens = cjk.bigrams
+    elif name == "unigram":
+        cjk.run_tokens = list  # type: ignore[assignment]
+    else:
+        sys.exit(f"error: unknown segmenter {name!r} (unigram+bigram, bigram, unigram, jieba)")
 
 
 def run(facts: list[dict[str, Any]], queries: list[dict[str, Any]], modes: Sequence[str],
@@ -122,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", help="embedding provider for vector/hybrid: auto (built-in MiniLM), "
                                            "openai, or a plugin's name")
     parser.add_argument("--misses", metavar="MODE", help="list the dev questions MODE does not find in its top 5")
+    parser.add_argument("--segmenter", default="unigram+bigram",
+                        help="CJK segmentation to measure: unigram+bigram (what the index does), bigram, "
+                             "unigram, jieba (pip install jieba)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures and per-question rows as JSON")
     parser.add_argument("--tmpdir", help="where to create the temporary home (default: system)")
     args = parser.parse_args(argv)
@@ -130,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.embedder and any(m in ("vector", "hybrid") for m in modes):
         parser.error("vector and hybrid need --embedder")
 
+    use_segmenter(args.segmenter)
     facts, queries = load(Path(args.data))
     tmp_root = Path(args.tmpdir or tempfile.gettempdir())
     env = environment(str(tmp_root))
     env["data"] = f"{args.data} ({len(facts)} facts, {len(queries)} questions)"
     env["embedder"] = args.embedder or "none"
+    env["segmenter"] = args.segmenter
     print_environment(env)
 
     work = Path(tempfile.mkdtemp(prefix="coffer-zh-", dir=tmp_root))

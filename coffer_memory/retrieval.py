@@ -16,7 +16,7 @@ import attrs
 from .config import Settings
 from .errors import InvalidInput
 from .index.db import IndexDB
-from .index.fts import STOPWORDS, search_chunks
+from .index.fts import keyword_terms, search_chunks
 from .index.keys import chunk_id, document_id_of_chunk
 from .index.reindex import strip_header
 from .index.vec import VecIndex
@@ -256,12 +256,9 @@ class KnowledgeRetrieval:
 
     def _grep(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
         phrase = " ".join(query.split())
-        words = [w for w in re.split(r"\s+", phrase) if w]
-        terms = [
-            w
-            for w in dict.fromkeys(w.strip("\"'`()[]{}<>.,;:!?").lower() for w in words)
-            if w and w not in STOPWORDS and w != phrase.lower()
-        ]
+        # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
+        # out) are searched too, and a file ranks by how many of them it holds.
+        terms = [t for t in keyword_terms(query) if t != phrase.lower()]
         patterns = [phrase, *terms]
         matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
         per_file: dict[str, set[int]] = {}

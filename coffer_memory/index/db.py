@@ -11,6 +11,7 @@ from typing import Any
 import apsw
 
 from ..store.files import ensure_dir
+from .cjk import index_text
 
 # Each entry is one migration; the list index + 1 is the schema version it produces.
 MIGRATIONS: tuple[str, ...] = (
@@ -117,12 +118,25 @@ MIGRATIONS: tuple[str, ...] = (
     DELETE FROM broken_files;
     DELETE FROM vec_stores;
     """,
+    # 5: the word index sees CJK runs as overlapping bigrams (index/cjk.py): rebuilt in place
+    # from the stored chunk texts (the store scope is the chunk id's prefix), so no file is
+    # re-read and no vector is recomputed.
+    """
+    INSERT INTO documents_words (documents_words) VALUES ('delete-all');
+    INSERT INTO documents_words (rowid, text, store)
+        SELECT rowid, coffer_index_text(text), substr(chunk_id, 1, instr(chunk_id, ':') - 1) FROM documents_fts;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 MMAP_BYTES = 256 * 1024 * 1024
+
+
+def _sql_index_text(*args: apsw.SQLiteValue) -> str:
+    """``coffer_index_text(text)`` in SQL: what the word index stores for a chunk's text."""
+    return index_text(str(args[0] or ""))
 
 
 class IndexDB:
@@ -144,6 +158,8 @@ class IndexDB:
         # share the OS page cache instead of copying pages into a private cache.
         self.conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         self.vec_loaded = self._load_sqlite_vec()
+        # Migrations that rebuild the word index segment text with the same code as reindex.
+        self.conn.create_scalar_function("coffer_index_text", _sql_index_text, 1, deterministic=True)
         self._migrate()
 
     def _load_sqlite_vec(self) -> bool:
