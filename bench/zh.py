@@ -13,6 +13,12 @@ remembered into the global store, every question is recalled with ``limit=10``.
     .venv/bin/python bench/zh.py --embedder auto       # also vector and hybrid (built-in MiniLM)
     .venv/bin/python bench/zh.py --misses keyword      # list the dev questions a mode misses
     .venv/bin/python bench/zh.py --segmenter jieba     # jieba words instead of bigrams (pip install jieba)
+    .venv/bin/python bench/zh.py --scale 10000         # 10k more made-up facts: latency and a harder set
+
+``--scale N`` adds N distractor facts made of two to four clauses of the set's facts, recombined
+with a fixed seed: their characters and words are as frequent as in real facts (so the latency
+figures are fair), and since they repeat parts of the relevant facts the quality figures at
+scale are a stress test, lower than a real store of that size would give.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import shutil
 import sys
 import tempfile
@@ -31,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import environment, print_environment, table, write_json
+from _common import environment, ms, print_environment, summary, table, write_json
 
 from coffer_memory import MemoryService, Settings
 
@@ -40,6 +48,7 @@ K = 10
 STORE = "global"
 METRICS = ("R@5", "R@10", "MRR")
 SPLITS = ("dev", "test", "all")
+SEED = 20261201
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -87,8 +96,15 @@ def use_segmenter(name: str) -> None:
         sys.exit(f"error: unknown segmenter {name!r} (unigram+bigram, bigram, unigram, jieba)")
 
 
+def distractors(facts: list[dict[str, Any]], n: int) -> list[str]:
+    """``n`` made-up facts, each two to four clauses of different Chinese facts of the set."""
+    clauses = [c for f in facts if f["lang"] == "zh" for c in re.split(r"[，。；]", f["text"]) if c.strip()]
+    rng = random.Random(SEED)
+    return ["，".join(rng.sample(clauses, rng.randint(2, 4))) + "。" for _ in range(n)]
+
+
 def run(facts: list[dict[str, Any]], queries: list[dict[str, Any]], modes: Sequence[str],
-        embedder: str | None, home: Path) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        embedder: str | None, home: Path, scale: int = 0) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Remember every fact, ask every question in every mode; one score row per (question, mode)."""
     enabled = list(dict.fromkeys(["grep", "keyword", *modes]))
     embedding = {"provider": embedder} if embedder else {"provider": "none"}
@@ -100,15 +116,19 @@ def run(facts: list[dict[str, Any]], queries: list[dict[str, Any]], modes: Seque
         t0 = time.perf_counter()
         for fact in facts:
             label[svc.remember(fact["text"], store=STORE).fact.id] = fact["id"]
+        for text in distractors(facts, scale):
+            svc.remember(text, store=STORE)
         seconds["remember"] = time.perf_counter() - t0
         for mode in modes:
             t0 = time.perf_counter()
             for q in queries:
+                started = time.perf_counter()
                 res = svc.recall(q["question"], stores=[STORE], mode=mode, limit=K)
+                took = ms(time.perf_counter() - started)
                 ranked = [label.get(h.id, "?") for h in res.hits]
                 rows.append({"mode": mode, "id": q["id"], "split": q["split"], "group": group_of(q["lang"]),
                              "question": q["question"], "relevant": q["relevant"], "top": ranked[:5],
-                             "fallback": res.fallback, **score(ranked, set(q["relevant"]))})
+                             "fallback": res.fallback, "ms": took, **score(ranked, set(q["relevant"]))})
             seconds[mode] = time.perf_counter() - t0
     return rows, seconds
 
@@ -145,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segmenter", default="unigram+bigram",
                         help="CJK segmentation to measure: unigram+bigram (what the index does), bigram, "
                              "unigram, jieba (pip install jieba)")
+    parser.add_argument("--scale", type=int, default=0, help="add N made-up distractor facts (see above)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures and per-question rows as JSON")
     parser.add_argument("--tmpdir", help="where to create the temporary home (default: system)")
     args = parser.parse_args(argv)
@@ -160,19 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     env["data"] = f"{args.data} ({len(facts)} facts, {len(queries)} questions)"
     env["embedder"] = args.embedder or "none"
     env["segmenter"] = args.segmenter
+    env["distractors_added"] = args.scale
     print_environment(env)
 
     work = Path(tempfile.mkdtemp(prefix="coffer-zh-", dir=tmp_root))
     try:
-        rows, seconds = run(facts, queries, modes, args.embedder, work / "home")
+        rows, seconds = run(facts, queries, modes, args.embedder, work / "home", args.scale)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = report(rows, modes)
+    results = report(rows, modes)
     print(table(["set", "mode", "split", "questions", "zero hits", *METRICS],
                 [[s["group"], s["mode"], s["split"], s["n"], s["zero_hit"], *(s[m] for m in METRICS)]
-                 for s in summary],
+                 for s in results],
                 digits=3, left=3, title=f"Recall quality (top {K}; zero hits = no relevant fact in the top 10)"))
     print()
+    latency = {mode: summary([r["ms"] for r in rows if r["mode"] == mode]) for mode in modes}
+    print(table(["recall (ms)", "n", "p50", "p95", "max"],
+                [[mode, lat["n"], lat["p50"], lat["p95"], lat["max"]] for mode, lat in latency.items()],
+                title="Latency"))
     print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     if args.misses:
         print(f"\ndev questions {args.misses} misses in its top 5:")
@@ -182,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     fell_back = sum(1 for r in rows if r["fallback"])
     if fell_back:
         print(f"note: {fell_back} recalls fell back to keyword (RecallResult.fallback)")
-    write_json(args.json, {"environment": env, "modes": modes, "summary": summary, "seconds": seconds,
+    write_json(args.json, {"environment": env, "modes": modes, "summary": results, "latency_ms": latency,
+                           "seconds": seconds,
                            "rows": rows})
     return 0
 

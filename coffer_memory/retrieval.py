@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +72,17 @@ def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) 
             first.setdefault(key, hit)
     order = sorted(fused, key=lambda key: fused[key], reverse=True)
     return [first[key] for key in order[:limit]]
+
+
+def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
+    """An idf-like weight per pattern from the files that matched: a term in every file weighs
+    least. (A grep sees only the matching files, so they stand in for the whole store.)"""
+    files = list(found)
+    df = [0] * n
+    for seen in files:
+        for i in seen:
+            df[i] += 1
+    return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
 
 
 class KnowledgeRetrieval:
@@ -268,13 +280,15 @@ class KnowledgeRetrieval:
             if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
                 per_file.setdefault(key, set()).update(m.patterns)
         docs = self._docs(sp.name, paths=list(per_file))
+        weights = _term_weights(per_file.values(), len(patterns))
+        total = sum(weights[1:]) or 1.0
         scored = []
         for path, seen in per_file.items():
             doc = docs.get(path)
             if doc is None:
                 continue
-            # Flat score: the whole phrase counts 1, each distinct term adds its share of 1.
-            score = (1.0 if 0 in seen else 0.0) + (len(seen - {0}) / len(terms) if terms else 0.0)
+            # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
+            score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in seen if i) / total
             scored.append((score, doc.updated_at, doc))
         scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
         return [

@@ -22,16 +22,17 @@ _HIRAGANA = re.compile("[\u3040-\u309f]+")
 
 # Question words, particles and auxiliaries that say what kind of answer is wanted, not what it
 # is about. They are cut out of a query (the run is split where they stood), never out of the index.
-QUERY_STOPWORDS = frozenset(
-    # Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles.
+# Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles.
+_ZH_QUESTION = (
     "为什么 怎么样 怎么办 是什么 什么样 哪一个 有没有 是不是 能不能 可不可以 如何 怎么 怎样 什么 哪个 哪些 "
     "哪里 哪儿 哪天 多少 多久 多长 多大 几点 是否 之前 之后 以前 以后 时候 需要 应该 可以 我们 你们 一般 "
-    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你 "
-    # Japanese: interrogatives and sentence endings (hiragana separates query pieces anyway).
-    "何 誰 どのくらい どうやって どう どの どれ いつ なぜ どこ ですか ますか でしょうか "
-    # Korean: interrogatives and question endings.
-    "무엇 어떻게 어떤 언제 어디 얼마나 얼마 누구 몇 왜 인가요 하나요 합니까 입니까 나요".split()
+    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你"
 )
+# Japanese: interrogatives and sentence endings (hiragana separates query pieces anyway).
+_JA_QUESTION = "何 誰 どのくらい どうやって どう どの どれ いつ なぜ どこ ですか ますか でしょうか"
+# Korean: interrogatives and question endings.
+_KO_QUESTION = "무엇 어떻게 어떤 언제 어디 얼마나 얼마 누구 몇 왜 인가요 하나요 합니까 입니까 나요"
+QUERY_STOPWORDS = frozenset(" ".join((_ZH_QUESTION, _JA_QUESTION, _KO_QUESTION)).split())
 _STOP_SPLIT = re.compile("|".join(sorted(map(re.escape, QUERY_STOPWORDS), key=len, reverse=True)))
 
 
