@@ -247,3 +247,25 @@ def test_grep_weighs_rare_terms_above_common_ones(svc: MemoryService) -> None:
     hits = svc.recall("release signing", stores=["global"], mode="grep").hits
     assert hits[0].id == rare
     assert {h.id for h in hits[1:]} == set(common)
+
+
+def test_hybrid_fusion_keeps_score_gaps() -> None:
+    """A keyword hit far ahead of the rest stays ahead of a hit both lists rank second (rank
+    fusion would put the shared hit first: 2/62 against 1/61); the score is the weighted
+    normalised sum."""
+    from datetime import UTC, datetime
+
+    from coffer_memory.retrieval import KEYWORD_WEIGHT, fuse_modes
+
+    now = datetime.now(UTC)
+
+    def hit(i: str, score: float) -> MemoryHit:
+        return MemoryHit(id=i, text=i, score=score, source=f"x:{i}", time=now, store="s")
+
+    keyword = [hit("exact", 30.0), hit("shared", 3.0), hit("k3", 2.9)]
+    vector = [hit("v1", 0.52), hit("shared", 0.51), hit("v3", 0.30)]
+    fused = fuse_modes(keyword, vector, limit=5)
+    assert [h.id for h in fused] == ["exact", "v1", "shared", "v3", "k3"]
+    assert fused[0].score == pytest.approx(KEYWORD_WEIGHT)
+    assert fused[2].score == pytest.approx(KEYWORD_WEIGHT * 0.1 / 27.1 + (1 - KEYWORD_WEIGHT) * 0.21 / 0.22)
+    assert fuse_modes([], [hit("only", 0.4)], limit=5)[0].score == pytest.approx(1 - KEYWORD_WEIGHT)
