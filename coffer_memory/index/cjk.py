@@ -69,8 +69,9 @@ def query_pieces(run: str) -> list[str]:
     return [p for chunk in _STOP_SPLIT.split(run) for p in _HIRAGANA.split(chunk) if p]
 
 
-def query_terms(runs: Iterable[str]) -> list[str]:
-    """Index terms of a query's CJK runs: the tokens of their pieces.
+def query_terms(runs: Iterable[str], *, characters: bool = True) -> list[str]:
+    """Index terms of a query's CJK runs: the tokens of their pieces (without ``characters``,
+    their bigrams only).
 
     A piece of one character left between question words (``做`` in ``加新依赖之前要做什么``) is
     mostly grammar; it counts only when no longer piece is left. A query of nothing but question
@@ -79,4 +80,5 @@ def query_terms(runs: Iterable[str]) -> list[str]:
     runs = list(runs)
     pieces = [p for run in runs for p in query_pieces(run)] or runs
     long = [p for p in pieces if len(p) > 1]
-    return list(dict.fromkeys(t for piece in (long or pieces) for t in run_tokens(piece)))
+    tokens = run_tokens if characters else bigrams
+    return list(dict.fromkeys(t for piece in (long or pieces) for t in tokens(piece)))

@@ -224,8 +224,8 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def keyword_terms(query: str) -> list[str]:
-    """The search terms of a query: words minus stopwords, CJK runs as the bigrams of their pieces
+def keyword_terms(query: str, *, characters: bool = True) -> list[str]:
+    """The search terms of a query: words minus stopwords, CJK runs as the tokens of their pieces
     (question words and particles cut out, see ``cjk.query_terms``)."""
     words: list[str] = []
     runs: list[str] = []
@@ -234,7 +234,7 @@ def keyword_terms(query: str) -> list[str]:
         words += [w for w in (p.strip(_EDGE_PUNCT) for p in CJK_RUN.sub(" ", word).split()) if w]
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
-    return terms + query_terms(runs)
+    return terms + query_terms(runs, characters=characters)
 
 
 def _words_query(query: str, store: str) -> str | None:
