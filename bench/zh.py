@@ -79,10 +79,10 @@ def group_of(lang: str) -> str:
 
 def use_segmenter(name: str) -> None:
     """Measure another CJK segmentation: it replaces the tokens of index and query runs in this process."""
-    from coffer_memory.index import cjk
-
     if name == "unigram+bigram":
         return
+    from coffer_memory.index import cjk
+
     if name == "jieba":
         import jieba
 
