@@ -47,6 +47,7 @@ STORE = "global"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 MAIN_CATEGORIES = (1, 2, 3, 4)
 GRANULARITIES = ("turn", "session")
+DEV_CONVERSATIONS = 5  # conversations 0-4 are the dev split, 5-9 the test split
 _EVIDENCE = re.compile(r"^D:?(\d+):(\d+)$")
 
 # A mode is a name and how to ask the service for it. Vector/hybrid slot in here once an
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: turn, session (default both)")
     parser.add_argument("--conversations", type=int, default=0,
                         help="only the first N conversations (default all; for a quick check)")
+    parser.add_argument("--split", choices=("all", "dev", "test"), default="all",
+                        help="dev = conversations 0-4 (tune on these only), test = 5-9 (default all)")
     parser.add_argument("--jobs", type=int, default=2,
                         help="conversations run in parallel processes (default 2; latency figures are "
                              "cleaner with 1, the scores are the same)")
@@ -257,11 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--granularity takes {', '.join(GRANULARITIES)}")
 
     data = load(Path(args.data))
+    data = {"all": data, "dev": data[:DEV_CONVERSATIONS], "test": data[DEV_CONVERSATIONS:]}[args.split]
     if args.conversations:
         data = data[: args.conversations]
     tmp_root = Path(args.tmpdir or tempfile.gettempdir())
     env = environment(str(tmp_root))
-    env["data"] = str(Path(args.data).resolve())
+    env["data"] = f"{Path(args.data).resolve()} ({args.split} split)"
     print_environment(env)
 
     started = time.perf_counter()

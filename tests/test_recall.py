@@ -104,13 +104,15 @@ def test_grep_backends_agree(tmp_home: Path, repo: Path, backend: RipgrepBackend
         svc.paths(svc.resolve_store(cwd=repo)).index_md.write_text("make release is indexed here\n")
         res = svc.recall("make release", cwd=repo, mode="grep")
         assert svc.retrieval.grep.name == backend.name
-        # The whole phrase scores 1 and each of its terms adds its share: "make" alone is weaker.
+        # The whole phrase scores 1 and each of its terms adds its (rarity-weighted) share:
+        # "make" alone is weaker.
         assert res.hits[0].title == "deploy" and {h.title for h in res.hits} == {
             "deploy",
             "cpp",
             "tests",
         }
-        assert res.hits[0].score == 2.0 and {h.score for h in res.hits[1:]} == {0.5}
+        assert res.hits[0].score == 2.0 and len({h.score for h in res.hits[1:]}) == 1
+        assert 0.0 < res.hits[1].score < 1.0
         assert "make release" in res.hits[0].text
         res = svc.recall("push before", cwd=repo, mode="grep")
         assert {h.title for h in res.hits} == {"deploy", "tests"}
@@ -236,3 +238,34 @@ def test_parallel_store_search_gives_the_sequential_answer(svc: MemoryService, r
     assert {h.store for h in parallel[0].hits} == {"global", svc.resolve_store(cwd=repo)}
     svc.remember("global deploy note fresh: release trains leave on Tuesdays", scope="global")
     assert any("Tuesdays" in h.text for h in svc.recall("release trains Tuesdays", cwd=repo).hits)
+
+
+def test_grep_weighs_rare_terms_above_common_ones(svc: MemoryService) -> None:
+    """A file holding the query's rare term ranks above one holding only a term most files share."""
+    rare = svc.remember("rotate the signing key", store="global").fact.id  # the oldest: recency cannot lift it
+    common = [svc.remember(f"the release checklist, step {i}", store="global").fact.id for i in range(4)]
+    hits = svc.recall("release signing", stores=["global"], mode="grep").hits
+    assert hits[0].id == rare
+    assert {h.id for h in hits[1:]} == set(common)
+
+
+def test_hybrid_fusion_keeps_score_gaps() -> None:
+    """A keyword hit far ahead of the rest stays ahead of a hit both lists rank second (rank
+    fusion would put the shared hit first: 2/62 against 1/61); the score is the weighted
+    normalised sum."""
+    from datetime import UTC, datetime
+
+    from coffer_memory.retrieval import KEYWORD_WEIGHT, fuse_modes
+
+    now = datetime.now(UTC)
+
+    def hit(i: str, score: float) -> MemoryHit:
+        return MemoryHit(id=i, text=i, score=score, source=f"x:{i}", time=now, store="s")
+
+    keyword = [hit("exact", 30.0), hit("shared", 3.0), hit("k3", 2.9)]
+    vector = [hit("v1", 0.52), hit("shared", 0.51), hit("v3", 0.30)]
+    fused = fuse_modes(keyword, vector, limit=5)
+    assert [h.id for h in fused] == ["exact", "v1", "shared", "v3", "k3"]
+    assert fused[0].score == pytest.approx(KEYWORD_WEIGHT)
+    assert fused[2].score == pytest.approx(KEYWORD_WEIGHT * 0.1 / 27.1 + (1 - KEYWORD_WEIGHT) * 0.21 / 0.22)
+    assert fuse_modes([], [hit("only", 0.4)], limit=5)[0].score == pytest.approx(1 - KEYWORD_WEIGHT)

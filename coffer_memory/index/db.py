@@ -26,6 +26,7 @@ import attrs
 from ..home import HomeLayout
 from ..store.files import ensure_dir
 from ..store.lock import store_lock
+from .cjk import index_text
 
 log = logging.getLogger("coffer_memory.index")
 # "CFFR": marks an index as ours, so another program's SQLite file is never migrated into one.
@@ -79,6 +80,20 @@ def _drop_document(conn: apsw.Connection, rowid: int) -> None:
         (rowid,),
     )
     conn.execute("DELETE FROM documents WHERE rowid = ?", (rowid,))
+
+
+def _segment_words(conn: apsw.Connection) -> None:
+    """6: the word index sees CJK runs as overlapping bigrams (``index/cjk.py``). Rebuilt in place
+    from the stored chunk texts (the store is the chunk id's prefix), so no file is re-read and
+    no vector is recomputed."""
+    conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
+    rows = list(conn.execute("SELECT rowid, text, chunk_id FROM documents_fts"))
+    for rowid, text, chunk_id in rows:
+        store = str(chunk_id).split(":", 1)[0]
+        conn.execute(
+            "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
+            (rowid, index_text(str(text or "")), store),
+        )
 
 
 # Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
@@ -189,6 +204,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     """,
     # 5: home-relative paths, ctime and inode (see _relative_paths).
     _relative_paths,
+    # 6: the word index sees CJK runs as overlapping bigrams (index/cjk.py): rebuilt in place.
+    _segment_words,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,12 +1,12 @@
-"""Keyword search over the FTS5 trigram table, with user text quoted term by term."""
+"""Keyword search over the FTS5 word and trigram tables, with user text quoted term by term."""
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 import attrs
 
+from .cjk import CJK_RUN, has_cjk, query_terms
 from .db import IndexDB
 from .keys import store_scope
 
@@ -166,7 +166,6 @@ STOPWORDS = frozenset(
     ]
 )
 _EDGE_PUNCT = "\"'`()[]{}<>.,;:!?«»“”‘’、。，；：！？（）"
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 TRIGRAM = 3
 
 
@@ -205,7 +204,7 @@ def plan_query(query: str) -> QueryPlan:
     for word in content:
         if len(word) < TRIGRAM:
             short.append(word)
-        elif _CJK.search(word) and len(word) > TRIGRAM:
+        elif has_cjk(word) and len(word) > TRIGRAM:
             fts.extend(word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1))
         else:
             fts.append(word)
@@ -225,12 +224,23 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def keyword_terms(query: str, *, characters: bool = True) -> list[str]:
+    """The search terms of a query: words minus stopwords, CJK runs as the tokens of their pieces
+    (question words and particles cut out, see ``cjk.query_terms``)."""
+    words: list[str] = []
+    runs: list[str] = []
+    for word in _words(query):
+        runs += CJK_RUN.findall(word)
+        words += [w for w in (p.strip(_EDGE_PUNCT) for p in CJK_RUN.sub(" ", word).split()) if w]
+    content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
+    terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
+    return terms + query_terms(runs, characters=characters)
+
+
 def _words_query(query: str, store: str) -> str | None:
     """The MATCH expression for the word index, or None when the query has no usable words."""
-    words = _words(query)
-    content = [w for w in words if w not in STOPWORDS] or words
     # unicode61 splits "make-release" into a phrase itself; quotes keep user syntax inert.
-    terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
+    terms = keyword_terms(query)
     if not terms:
         return None
     ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -263,17 +273,14 @@ def search_words(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkH
 def search_chunks(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
     """Chunks of ``store`` matching ``query``, best first (scores: flipped bm25, higher is better).
 
-    Queries without CJK text use the word index (stemmed words; fast and well ranked). CJK
-    queries, and word queries that find nothing (a fragment of a word, say), use the trigram
-    index, where any substring of three or more characters matches; shorter terms fall back
-    to an escaped LIKE scan.
+    The word index answers first (stemmed words, CJK as bigrams; fast and well ranked). Queries
+    it cannot answer (a fragment of a word, say) use the trigram index, where any substring of
+    three or more characters matches; shorter terms fall back to an escaped LIKE scan.
     """
-    if not _CJK.search(query):
-        hits = search_words(db, store, query, limit)
-        if hits:
-            return hits
+    hits = search_words(db, store, query, limit)
+    if hits:
+        return hits
     plan = plan_query(query)
-    hits = []
     if plan.fts_terms:
         rows = db.rows(
             "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "

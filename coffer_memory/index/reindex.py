@@ -21,6 +21,7 @@ from ..store.files import FactParseError, ParsedFile, format_time, parse_fact, r
 from ..store.lanes import journal_sessions
 from ..store.paths import StorePaths, project_id_of
 from .chunking import chunk_markdown
+from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .vec import VecIndex
@@ -201,7 +202,7 @@ class Reindexer:
                 )
                 self.db.conn.execute(
                     "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
-                    (rowid, text, store_scope(store)),
+                    (rowid, index_text(text), store_scope(store)),
                 )
         if self.vectors is not None:
             self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
