@@ -17,6 +17,7 @@ ENTRY_POINT_GROUP = "coffer_memory"
 DEFAULT_PLUGINS = (
     "coffer_memory.plugins.builtin.grep",
     "coffer_memory.plugins.builtin.minilm",
+    "coffer_memory.plugins.builtin.multilingual_e5",
     "coffer_memory.plugins.builtin.openai_embeddings",
     "coffer_memory.plugins.builtin.openai_chat",
 )
