@@ -102,6 +102,14 @@ def test_hybrid_recall_in_chinese_through_the_service(tmp_home: Path) -> None:
         assert english.hits[0].text.startswith("Releases go out")
 
 
+def test_auto_provider_runs_vector_recall_end_to_end(tmp_home: Path) -> None:
+    with MemoryService(settings=Settings.load(tmp_home, memory=VECTOR_MODES)) as svc:
+        fact = svc.remember("周五下午不上线，紧急修复除外。", scope="global")
+        svc.remember("Production runs PostgreSQL 16.", scope="global")
+        res = svc.recall("什么时候不能发布", mode="vector", limit=2)
+        assert not res.fallback and res.hits[0].id == fact.fact.id
+
+
 def test_a_forked_child_can_embed(e5: MultilingualE5Embedder) -> None:
     # With a team of OpenMP threads started, a fork() child would wait on them forever; the
     # engine runs on one thread, so a child forked after the parent embedded still embeds.

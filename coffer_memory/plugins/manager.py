@@ -21,7 +21,7 @@ DEFAULT_PLUGINS = (
     "coffer_memory.plugins.builtin.openai_embeddings",
     "coffer_memory.plugins.builtin.openai_chat",
 )
-AUTO_EMBEDDERS = ("minilm",)  # what provider="auto" tries, in order (offline only)
+AUTO_EMBEDDERS = ("multilingual-e5", "minilm")  # what provider="auto" tries, in order (offline only)
 
 _pm: pluggy.PluginManager | None = None
 _lock = threading.Lock()
