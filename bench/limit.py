@@ -75,8 +75,14 @@ def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
         title = fact_title(text)
         when = start + timedelta(seconds=i)
         fact = MemoryFact(
-            id="", title=title, description=" ".join(text.split())[:120], body=text, actor="agent",
-            origin_session_id=None, created_at=when, updated_at=when,
+            id="",
+            title=title,
+            description=" ".join(text.split())[:120],
+            body=text,
+            actor="agent",
+            origin_session_id=None,
+            created_at=when,
+            updated_at=when,
         )
         inbox = stores[i % 2] / "knowledge" / "inbox"
         inbox.mkdir(parents=True, exist_ok=True)
@@ -92,7 +98,8 @@ def fts_schema(index_db: Path) -> list[str]:
     conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return [
-            str(r[0]) for r in conn.execute(
+            str(r[0])
+            for r in conn.execute(
                 "SELECT sql FROM sqlite_master WHERE name IN ('documents_fts', 'documents_words')"
             )
         ]
@@ -117,7 +124,9 @@ def limit_rebuild(db_path: Path, files: Sequence[Path], schema: Sequence[str]) -
                 "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
                 (rowid, body, store, str(rowid)),
             )
-            conn.execute("INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", (rowid, body, store))
+            conn.execute(
+                "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", (rowid, body, store)
+            )
     return conn
 
 
@@ -125,10 +134,13 @@ def limit_keyword(conn: apsw.Connection, query: str) -> list[tuple[int, str]]:
     """One bm25 MATCH over every store, then the matched texts: the least a keyword recall does."""
     terms = keyword_terms(query)
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    ranked = list(conn.execute(
-        "SELECT rowid FROM documents_words WHERE documents_words MATCH ? "
-        "ORDER BY bm25(documents_words, 1.0, 0.0) LIMIT ?", (match, FETCH),
-    ))
+    ranked = list(
+        conn.execute(
+            "SELECT rowid FROM documents_words WHERE documents_words MATCH ? "
+            "ORDER BY bm25(documents_words, 1.0, 0.0) LIMIT ?",
+            (match, FETCH),
+        )
+    )
     ids = [r[0] for r in ranked]
     marks = ",".join("?" * len(ids))
     texts = dict(conn.execute(f"SELECT rowid, text FROM documents_fts WHERE rowid IN ({marks})", ids))
@@ -207,8 +219,10 @@ def rows_of(result: dict[str, Any]) -> list[list[object]]:
     """Table rows: figure, coffer p50/p95, limit p50/p95, ratios."""
     out = []
     n = result["size"]
-    for key, label, scale in (("keyword_s", f"keyword recall {n:,} (ms)", 1000.0),
-                              ("rebuild_s", f"cold rebuild {n:,} (s)", 1.0)):
+    for key, label, scale in (
+        ("keyword_s", f"keyword recall {n:,} (ms)", 1000.0),
+        ("rebuild_s", f"cold rebuild {n:,} (s)", 1.0),
+    ):
         coffer, plain = result[key]
         c50, c95 = percentile(coffer, 50) * scale, percentile(coffer, 95) * scale
         l50, l95 = percentile(plain, 50) * scale, percentile(plain, 95) * scale
@@ -218,7 +232,9 @@ def rows_of(result: dict[str, Any]) -> list[list[object]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse options, run every size, print the table of ratios."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rebuilds", type=int, default=3, help="cold rebuilds of each side per size")
@@ -236,8 +252,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = run_size(n, queries, args.rebuilds, args.tmpdir)
         results.append(result)
         rows += rows_of(result)
-    print(table(["figure", "coffer p50", "coffer p95", "limit p50", "limit p95", "ratio p50", "ratio p95"],
-                rows, title="coffer beside the limit (same texts, same SQLite, interleaved)"))
+    print(
+        table(
+            ["figure", "coffer p50", "coffer p95", "limit p50", "limit p95", "ratio p50", "ratio p95"],
+            rows,
+            title="coffer beside the limit (same texts, same SQLite, interleaved)",
+        )
+    )
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     write_json(args.json, {"environment": env, "results": results})
 
