@@ -18,7 +18,7 @@ from . import vocabulary
 from .config import Settings
 from .errors import InvalidInput
 from .index.db import IndexDB
-from .index.fts import keyword_terms, search_chunks
+from .index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
 from .index.keys import chunk_id, document_id_of_chunk
 from .index.reindex import strip_header
 from .index.vec import VecIndex
@@ -178,6 +178,13 @@ class KnowledgeRetrieval:
         chosen = self.check(query, mode, limit)
         qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
         present = [sp for sp in paths if sp.root.is_dir()]
+        if chosen == "keyword":
+            # One MATCH for every store: cheaper than a query (or a thread) per store.
+            lists = self.keyword_many(present, query, limit)
+            merged = rrf_merge(lists, limit)
+            return RecallResult(
+                hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
+            )
         side = self.side() if chosen != "grep" and len(present) > 1 and self.side is not None else None
         if side is not None:
             # The second store is searched on a reader connection in a worker thread while this
@@ -260,8 +267,9 @@ class KnowledgeRetrieval:
             (store, *values),
         )
         out = {}
+        home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
         for r in rows:
-            doc = _DocRow(r[0], str(self.db.file(r[1])), r[2], r[3], datetime.fromisoformat(r[4]))
+            doc = _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
             out[doc.id if ids else doc.path] = doc
         return out
 
@@ -280,7 +288,14 @@ class KnowledgeRetrieval:
 
     def keyword(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
         """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
-        chunks = search_chunks(self.db, sp.name, query, limit * 4)
+        return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4), limit)
+
+    def keyword_many(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[list[MemoryHit]]:
+        """``keyword`` of each store in ``paths`` (same lists), from one word-index MATCH."""
+        found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
+        return [self._keyword_hits(sp, found[sp.name], limit) for sp in paths]
+
+    def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
         best: dict[str, tuple[str, float]] = {}
         for chunk in chunks:
             doc_id = document_id_of_chunk(chunk.chunk_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import attrs
@@ -86,10 +87,78 @@ def _branch(gitdir: Path) -> str | None:
     return None
 
 
+# A file or folder changed this recently may change again within the same timestamp tick
+# unseen (git's "racily clean"): a cache entry that leans on it is not trusted.
+_RACY_NS = 2_000_000_000
+_CACHE_MAX = 256
+Stamp = tuple[int, int, int, int]
+# cwd -> (the answer, the paths it leans on, their stamps when it was read): see ``_watched``.
+_cache: dict[str, tuple[GitInfo, tuple[str, ...], tuple[Stamp, ...]]] = {}
+
+
+def _stamps(paths: tuple[str, ...]) -> tuple[Stamp, ...] | None:
+    """The stat of each path, or None when one changed too recently to be trusted."""
+    stamps = []
+    now = time.time_ns()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append((-1, -1, -1, -1))
+            continue
+        if now - st.st_ctime_ns < _RACY_NS:
+            return None
+        stamps.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(stamps)
+
+
+def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
+    """What must keep its stat for a cached answer to hold.
+
+    ``cwd`` itself (the folder it names), every folder from it up to the worktree (a new
+    ``.git`` among them changes the folder), the worktree's ``.git`` entry, and HEAD (plus the
+    reftable list, where the branch lives in a reftable repository).
+    """
+    folders = [os.path.realpath(cwd)]
+    worktree = str(info.worktree)
+    while folders[-1] != worktree:
+        parent = os.path.dirname(folders[-1])
+        if parent == folders[-1]:
+            return None
+        folders.append(parent)
+    gitdir = str(info.gitdir)
+    return (
+        cwd,
+        *folders,
+        os.path.join(worktree, ".git"),
+        os.path.join(gitdir, "HEAD"),
+        os.path.join(gitdir, "reftable", "tables.list"),
+    )
+
+
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
-    """The git checkout that contains ``cwd``, or ``None`` outside any repository."""
-    if "\x00" in os.fspath(cwd):
+    """The git checkout that contains ``cwd``, or ``None`` outside any repository.
+
+    Answers are cached per ``cwd`` while the folders up to the worktree, its ``.git`` and
+    HEAD keep their stat (a branch switch rewrites HEAD; ``git init`` below changes a folder).
+    """
+    key = os.fspath(cwd)
+    if "\x00" in key:
         return None
+    cached = _cache.get(key)
+    if cached is not None and _stamps(cached[1]) == cached[2]:
+        return cached[0]
+    info = _find_git(key)
+    watched = None if info is None else _watched(key, info)
+    stamps = None if watched is None else _stamps(watched)
+    if info is not None and watched is not None and stamps is not None:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.clear()
+        _cache[key] = (info, watched, stamps)
+    return info
+
+
+def _find_git(cwd: str) -> GitInfo | None:
     start = Path(os.path.realpath(os.fspath(cwd)))
     for candidate in (start, *start.parents):
         dotgit = candidate / ".git"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 import attrs
 
 from .cjk import CJK_RUN, has_cjk, query_terms
 from .db import IndexDB
-from .keys import store_scope
+from .keys import document_id_of_chunk, store_scope
 
 # Words too common to help ranking; dropped unless nothing else is left.
 STOPWORDS = frozenset(
@@ -252,22 +253,82 @@ def search_words(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkH
     match = _words_query(query, store)
     if match is None:
         return []
-    ranked = db.rows(
-        "SELECT rowid, bm25(documents_words, 1.0, 0.0) FROM documents_words "
-        "WHERE documents_words MATCH ? ORDER BY 2 LIMIT ?",
-        (match, limit),
-    )
-    if not ranked:
-        return []
-    marks = ",".join("?" * len(ranked))
-    found = {
-        int(r[0]): (str(r[1]), str(r[2]))
+    ranked = _ranked_words(db, match, limit)
+    found = _texts(db, [r for r, _ in ranked])
+    return [ChunkHit(found[r][0], found[r][1], -score) for r, score in ranked if r in found]
+
+
+def _ranked_words(db: IndexDB, match: str, limit: int) -> list[tuple[int, float]]:
+    # rowid breaks ties, so one query over many stores ranks each store as its own query did.
+    return [
+        (int(r[0]), float(r[1]))
         for r in db.rows(
-            f"SELECT rowid, chunk_id, text FROM documents_fts WHERE rowid IN ({marks})",
-            [r[0] for r in ranked],
+            "SELECT rowid, bm25(documents_words, 1.0, 0.0) AS s FROM documents_words "
+            "WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
+            (match, limit),
+        )
+    ]
+
+
+def search_words_many(
+    db: IndexDB, stores: Sequence[str], query: str, limit: int, docs: int | None = None
+) -> dict[str, list[ChunkHit]]:
+    """``search_words`` of several stores with one MATCH (the word index's ``store`` column).
+
+    bm25 weighs the store column 0, so a row scores the same whichever stores the query
+    names, and each store's rows come in the order its own query gave them. A store's list is
+    a prefix of what its own query returned, complete at ``limit`` chunks or at ``docs``
+    documents (all that a caller keeping one hit per document reads). Only a store that the
+    shared list cut short of that is asked again on its own.
+    """
+    terms = keyword_terms(query)
+    out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
+    if not terms or not stores:
+        return out
+    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    names = " OR ".join(f'"{store_scope(s)}"' for s in out)
+    wanted = limit * len(out)
+    ranked = _ranked_words(db, f"store : ({names}) AND ({ors})", wanted)
+    texts = _texts(db, [r for r, _ in ranked])
+    for rowid, score in ranked:
+        found = texts.get(rowid)
+        if found is not None and found[2] in out and len(out[found[2]]) < limit:
+            out[found[2]].append(ChunkHit(found[0], found[1], -score))
+    if len(ranked) == wanted:
+        for store, hits in out.items():
+            if len(hits) < limit and (
+                docs is None or len({document_id_of_chunk(h.chunk_id) for h in hits}) < docs
+            ):
+                out[store] = search_words(db, store, query, limit)
+    return out
+
+
+def _texts(db: IndexDB, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+    """chunk_id, text and store of FTS rows."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    return {
+        int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
+        for r in db.rows(
+            f"SELECT rowid, chunk_id, text, resource_name FROM documents_fts WHERE rowid IN ({marks})",
+            list(rowids),
         )
     }
-    return [ChunkHit(found[r[0]][0], found[r[0]][1], -float(r[1])) for r in ranked if r[0] in found]
+
+
+def search_chunks_many(
+    db: IndexDB, stores: Sequence[str], query: str, limit: int, docs: int | None = None
+) -> dict[str, list[ChunkHit]]:
+    """``search_chunks`` of several stores: one word-index MATCH for all, the fallbacks per store.
+
+    Each list is a prefix of that store's ``search_chunks`` (see ``search_words_many``).
+    """
+    found = search_words_many(db, stores, query, limit, docs)
+    for store, hits in found.items():
+        if not hits:
+            found[store] = _fallback(db, store, query, limit)
+    return found
 
 
 def search_chunks(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
@@ -277,9 +338,12 @@ def search_chunks(db: IndexDB, store: str, query: str, limit: int) -> list[Chunk
     it cannot answer (a fragment of a word, say) use the trigram index, where any substring of
     three or more characters matches; shorter terms fall back to an escaped LIKE scan.
     """
-    hits = search_words(db, store, query, limit)
-    if hits:
-        return hits
+    return search_words(db, store, query, limit) or _fallback(db, store, query, limit)
+
+
+def _fallback(db: IndexDB, store: str, query: str, limit: int) -> list[ChunkHit]:
+    """Trigram MATCH, then an escaped LIKE scan: for queries the word index cannot answer."""
+    hits: list[ChunkHit] = []
     plan = plan_query(query)
     if plan.fts_terms:
         rows = db.rows(
