@@ -48,6 +48,8 @@ from .reindex import Reindexer, stat_columns
 
 log = logging.getLogger("coffer_memory.reconcile")
 BATCH = 500
+# A load of this many files leaves FTS5 with many segments: merge them once afterwards.
+OPTIMIZE_AFTER = 1000
 # A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
 # background scan alive long enough, so they would otherwise never see in-place edits.
 STALE_SECONDS = 60.0
@@ -273,13 +275,16 @@ class Reconciler:
                     self._forget_broken(sp.name, key)
         gone = [self.db.file(p) for p in rows]
         total = len(todo) + len(gone)
-        for start in range(0, len(todo), BATCH):
-            with self.db.transaction():
-                for path in todo[start : start + BATCH]:
-                    self._index_one(sp, path, tally)
-            self.reindexer.flush_embeddings()
-            if progress is not None:
-                progress(min(start + BATCH, len(todo)), total)
+        with self.reindexer.bulk_load():
+            for start in range(0, len(todo), BATCH):
+                with self.db.transaction():
+                    for path in todo[start : start + BATCH]:
+                        self._index_one(sp, path, tally)
+                self.reindexer.flush_embeddings()
+                if progress is not None:
+                    progress(min(start + BATCH, len(todo)), total)
+        if len(todo) >= OPTIMIZE_AFTER:
+            self.reindexer.optimize()
         if gone:
             with self.db.transaction():
                 for path in gone:

@@ -10,6 +10,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,6 +118,30 @@ class Reindexer:
         self.max_file_bytes = max_file_bytes
         self.pending: list[_PendingDoc] = []
         self.embedding_failures = 0
+        # Inside a bulk load's transaction, files get no savepoint of their own: FTS5 flushes its
+        # pending terms on every savepoint, so each file would become a segment (2.5x slower).
+        # Nothing is lost: a file that cannot be read or parsed fails before its first write.
+        self.bulk = False
+
+    def _transaction(self) -> AbstractContextManager[object]:
+        if self.bulk and not self.db.conn.get_autocommit():
+            return nullcontext()
+        return self.db.transaction()
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Index many files in the caller's transactions, then merge the FTS5 segments once."""
+        before, self.bulk = self.bulk, True
+        try:
+            yield
+        finally:
+            self.bulk = before
+
+    def optimize(self) -> None:
+        """Merge each FTS5 table's segments into one (after a bulk load: faster queries)."""
+        with self.db.transaction():
+            for table in ("documents_fts", "documents_words"):
+                self.db.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def paths(self, store: str) -> StorePaths:
         """The store's paths."""
@@ -151,7 +177,7 @@ class Reindexer:
             parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
         except FactParseError:
             if row:
-                with self.db.transaction():
+                with self._transaction():
                     self._delete_rows(store, row[0][0])
             raise
         if row and row[0][1] == parsed.sha256 and row[0][0] == parsed.fact.id:
@@ -162,7 +188,7 @@ class Reindexer:
             )
             return "unchanged", parsed
         fact = parsed.fact
-        with self.db.transaction():
+        with self._transaction():
             if row:
                 self._delete_rows(store, row[0][0])
             elif self.vectors is None:

@@ -24,6 +24,7 @@ from frontmatter.default_handlers import JSONHandler, YAMLHandler
 from ulid import ULID
 
 from ..models import Actor, MemoryFact
+from .fastmeta import split_rendered
 
 FILE_MODE = 0o600
 TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
@@ -268,15 +269,8 @@ class ParsedFile:
     has_created_at: bool
 
 
-def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
-    """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
-
-    Raises ``FactParseError`` when the frontmatter is not a YAML mapping, uses aliases, nests
-    too deep or is longer than ``MAX_FRONTMATTER_CHARS``.
-    """
-    text = data.decode("utf-8", errors="replace")
-    if text.startswith("\ufeff"):
-        text = text[1:]
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """``(metadata, body)`` through python-frontmatter and YAML: any header a person may write."""
     try:
         handler = frontmatter.detect_format(text, _HANDLERS)
         post = frontmatter.loads(text, handler=handler) if handler else frontmatter.Post(text.strip())
@@ -287,7 +281,21 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     meta = post.metadata
     if not isinstance(meta, dict):
         raise FactParseError("frontmatter is not a mapping")
-    body = str(post.content).strip("\n")
+    return meta, str(post.content)
+
+
+def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
+    """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
+
+    Raises ``FactParseError`` when the frontmatter is not a YAML mapping, uses aliases, nests
+    too deep or is longer than ``MAX_FRONTMATTER_CHARS``. A header exactly as ``render_fact``
+    writes it is read without YAML (``fastmeta``); the results are the same.
+    """
+    text = data.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    meta, body = split_rendered(text) or split_frontmatter(text)
+    body = body.strip("\n")
     stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
     title = meta.get("title") or meta.get("name")
     if not isinstance(title, str) or not title.strip():

@@ -1,0 +1,97 @@
+"""A fast reader for the frontmatter coffer itself writes (``files.render_fact``).
+
+A rebuild spent about a third of its time in YAML for a header whose keys, order and quoting
+coffer chose. This reads exactly that shape: the keys in ``render_fact``'s order, each value a
+plain scalar that YAML would read as a string (or null), a single-quoted one, or a timestamp
+in ``format_time``'s form. Anything else (a hand-edited or hand-written header, an extra key,
+a double-quoted value with escapes) returns None, and the caller takes the YAML path, which
+stays the reference: a test parses many rendered facts both ways and compares.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+_RESOLVER = yaml.resolver.Resolver()
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@` \t")
+_NO = object()
+_NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+
+
+def _scalar(text: str) -> object:
+    """The value of one rendered scalar, or ``_NO`` when only YAML can say."""
+    if not text:
+        return _NO
+    if text[0] == "'":
+        inner = text[1:-1]
+        if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
+            return _NO
+        return inner.replace("''", "'")
+    if text[0] in _INDICATORS or text[-1] in " \t:" or ": " in text or " #" in text or "\t" in text:
+        return _NO
+    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    if tag == "tag:yaml.org,2002:str":
+        return text
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    return _NO
+
+
+def _time(text: str) -> object:
+    return datetime.fromisoformat(text) if _TIME.fullmatch(text) else _NO
+
+
+_FIELDS = (
+    ("kind: ", None),
+    ("title: ", _scalar),
+    ("description: ", _scalar),
+    ("metadata:", None),
+    ("  actor: ", None),
+    ("origin_session_id: ", _scalar),
+    ("created_at: ", _time),
+    ("updated_at: ", _time),
+)
+
+
+def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
+    """``(metadata, body)`` as python-frontmatter and YAML would give them, or None."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        return None
+    header = text[4:end]
+    if "\r" in header or _NON_PRINTABLE.search(header):
+        return None
+    lines = header.split("\n")
+    if lines[-1:] == [""] or len(lines) not in (7, 8):
+        return None
+    fields = _FIELDS if len(lines) == 8 else tuple(f for f in _FIELDS if f[0] != "created_at: ")
+    meta: dict[str, Any] = {}
+    for line, (prefix, read) in zip(lines, fields, strict=True):
+        if not line.startswith(prefix):
+            return None
+        raw = line[len(prefix) :]
+        if prefix == "kind: ":
+            if raw != "knowledge":
+                return None
+            meta["kind"] = raw
+        elif prefix == "metadata:":
+            if raw:
+                return None
+        elif prefix == "  actor: ":
+            if raw not in ("agent", "user"):
+                return None
+            meta["metadata"] = {"actor": raw}
+        else:
+            assert read is not None
+            value = read(raw)
+            if value is _NO:
+                return None
+            meta[prefix[:-2]] = value
+    return meta, text[end + 5 :].strip()

@@ -1,0 +1,190 @@
+"""The fast paths give the answers the slow ones gave: rendered-frontmatter parsing, the
+multi-store keyword MATCH, the git lookup cache and the bulk load (issue #15)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from coffer_memory import MemoryService
+from coffer_memory import scope as scope_mod
+from coffer_memory.index.fts import search_chunks, search_chunks_many
+from coffer_memory.models import MemoryFact
+from coffer_memory.store.fastmeta import split_rendered
+from coffer_memory.store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
+
+AWKWARD = [
+    "Deploy the api",
+    "yes",
+    "null",
+    "~",
+    "true",
+    "123",
+    "1_000",
+    "1:20",
+    "0x1F",
+    ".inf",
+    "2026-01-01",
+    "a: b",
+    "ends with:",
+    "has #hash",
+    "#starts",
+    "-dash",
+    "- item",
+    "'quoted'",
+    '"double"',
+    "it's",
+    "café ünïcode 部署",
+    "tab\there",
+    "emoji 🚀",
+    "[list]",
+    "{map}",
+    "&anchor",
+    "*alias",
+    "!tag",
+    "%percent",
+    "@at",
+    "`tick`",
+    "  spaced  ",
+    "",
+    "x" * 300,
+    "trailing space ",
+    "bell\x07",
+    "nbsp\u00a0here",
+]
+
+
+def _fact(r: random.Random, i: int) -> tuple[MemoryFact, bool, dict[str, object] | None]:
+    when = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i, milliseconds=r.randint(0, 999))
+    fact = MemoryFact(
+        id="",
+        title=r.choice(AWKWARD) or "untitled",
+        description=r.choice(AWKWARD),
+        body=r.choice(["# Heading\n\nbody text", "plain body", "", "  indented\n---\nrule"]),
+        actor=r.choice(["agent", "user"]),
+        origin_session_id=r.choice([None, "sess-1", "null", "yes", "123", "a: b"]),
+        created_at=when,
+        updated_at=when + timedelta(hours=1),
+    )
+    extra = r.choice([None, None, {"tags": ["a", "b"]}, {"note": "yes"}])
+    return fact, r.random() < 0.8, extra
+
+
+def test_rendered_facts_parse_the_same_both_ways() -> None:
+    r = random.Random(15)
+    fast = 0
+    for i in range(600):
+        fact, with_created, extra = _fact(r, i)
+        text = render_fact(fact, extra, with_created=with_created).decode("utf-8")
+        quick = split_rendered(text)
+        reference = split_frontmatter(text)
+        if quick is not None:
+            fast += 1
+            assert quick[0] == reference[0], text
+            assert quick[1] == reference[1].strip(), text
+        data = text.encode("utf-8")
+        parsed = parse_fact(data, store="global", relpath="knowledge/inbox/x.md", mtime=0.0)
+        meta, body = reference
+        assert parsed.fact.body == body.strip("\n")
+        assert parsed.extra == {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    assert fast > 200  # a plain header (most of coffer's own) takes the fast path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\nkind: knowledge\ntitle: a\ndescription: b\nmetadata:\n  actor: agent\norigin_session_id: null\n"
+        "updated_at: 2026-01-01T00:00:00.000+00:00\nextra: 1\n---\n\nbody\n",
+        "---\nkind: knowledge\ntitle: a # comment\ndescription: b\nmetadata:\n  actor: agent\n"
+        "origin_session_id: null\nupdated_at: 2026-01-01T00:00:00.000+00:00\n---\n\nbody\n",
+        "---\nkind: knowledge\ntitle: 'it''s'\ndescription: b\nmetadata:\n  actor: robot\n"
+        "origin_session_id: null\nupdated_at: 2026-01-01T00:00:00.000+00:00\n---\n\nbody\n",
+        "---\nkind: knowledge\ntitle: a\r\ndescription: b\nmetadata:\n  actor: agent\n"
+        "origin_session_id: null\nupdated_at: 2026-01-01T00:00:00.000+00:00\n---\n\nbody\n",
+        "---\ntitle: hand written\n---\nbody\n",
+    ],
+)
+def test_headers_off_the_rendered_shape_take_the_yaml_path(text: str) -> None:
+    assert split_rendered(text) is None
+    parse_fact(text.encode(), store="global", relpath="knowledge/inbox/x.md", mtime=0.0)
+
+
+WORDS = ["deploy", "port", "postgres", "kafka", "retry", "owner", "config", "secrets", "timeout", "docker"]
+
+
+@pytest.fixture
+def two_stores(tmp_path: Path) -> tuple[MemoryService, list[str]]:
+    svc = MemoryService(home=tmp_path / "home")
+    r = random.Random(4)
+    project = "project-01KB0000000000000000000000"
+    # Unbalanced on purpose: the project store outranks global on most words, so the shared
+    # list is often cut before global has its share and global is asked again on its own.
+    for i in range(120):
+        store = project if i % 4 else "global"
+        words = " ".join(r.choice(WORDS) for _ in range(r.randint(2, 9 if store == project else 3)))
+        svc.remember(f"note {i}: {words}", title=f"note {i}", store=store)
+    return svc, [project, "global"]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10, 40])
+def test_one_match_over_stores_ranks_each_store_as_separate_queries(
+    two_stores: tuple[MemoryService, list[str]], limit: int
+) -> None:
+    svc, stores = two_stores
+    db = svc.index.db
+    for query in [*WORDS, "deploy postgres", "retry timeout kafka", "nothing here", "dep"]:
+        many = search_chunks_many(db, stores, query, limit * 4, docs=limit)
+        for store in stores:
+            alone = search_chunks(db, store, query, limit * 4)
+            assert many[store] == alone[: len(many[store])], (query, store)
+            ids = {c.chunk_id.split(":")[-2] for c in many[store]}
+            assert many[store] == alone or len(ids) >= limit
+        retrieval = svc.index.retrieval
+        paths = [svc.targets.paths(s) for s in stores]
+        assert retrieval.keyword_many(paths, query, limit) == [
+            retrieval.keyword(sp, query, limit) for sp in paths
+        ]
+    svc.close()
+
+
+def _git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)
+
+
+def test_the_git_cache_sees_a_branch_switch_and_a_new_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scope_mod, "_RACY_NS", 0)  # cache at once (the racy window is for real clocks)
+    repo = tmp_path / "repo"
+    sub = repo / "sub"
+    sub.mkdir(parents=True)
+    _git("init", "-q", "-b", "main", str(repo))
+    first = scope_mod.find_git(sub)
+    assert first is not None and first.branch == "main"
+    assert str(sub) in scope_mod._cache
+    assert scope_mod.find_git(sub) is first  # served from the cache
+    _git("-C", str(repo), "checkout", "-q", "-b", "feature")
+    switched = scope_mod.find_git(sub)
+    assert switched is not None and switched.branch == "feature"
+    _git("init", "-q", "-b", "inner", str(sub))
+    nested = scope_mod.find_git(sub)
+    assert nested is not None and nested.worktree == sub.resolve() and nested.branch == "inner"
+
+
+def test_a_bulk_load_skips_broken_files_one_by_one(tmp_path: Path) -> None:
+    svc = MemoryService(home=tmp_path / "home")
+    inbox = svc.targets.paths("global").inbox
+    for i in range(1200):
+        svc_text = (
+            "---\ntitle: [unclosed\n---\nbad\n" if i % 100 == 7 else f"good fact number {i} about deploys\n"
+        )
+        inbox.mkdir(parents=True, exist_ok=True)
+        (inbox / f"f{i}.md").write_text(svc_text)
+    (report,) = svc.reindex("global")
+    assert report.added == 1188 and len(report.skipped) == 12
+    assert len(svc.recall("deploys", stores=["global"], mode="keyword", limit=5).hits) == 5
+    svc.close()
