@@ -253,9 +253,12 @@ class Reconciler:
 
         ``broken`` holds files that failed to parse before: unchanged ones are not re-read.
         """
+        # Without a map of broken files, any indexed file may have a broken_files row to clear.
+        forget_all = broken is None
         broken = broken if broken is not None else {}
-        todo: list[Path] = []
+        todo: list[tuple[Path, str, str, bool]] = []  # path, rel, documents.path, had a broken row
         root = self._prefix(sp.root)
+        folder = str(sp.root)
         for rel, st in files.items():
             if not is_recall_rel(rel):
                 continue
@@ -268,7 +271,7 @@ class Reconciler:
             elif known is None and was_broken == st:
                 tally.skipped.append(rel)
             else:
-                todo.append(sp.root / rel)
+                todo.append((Path(f"{folder}/{rel}"), rel, key, forget_all or was_broken is not None))
         if broken:  # broken files that are gone now
             with self.db.transaction():
                 for key in broken:
@@ -278,8 +281,8 @@ class Reconciler:
         with self.reindexer.bulk_load():
             for start in range(0, len(todo), BATCH):
                 with self.db.transaction():
-                    for path in todo[start : start + BATCH]:
-                        self._index_one(sp, path, tally)
+                    for entry in todo[start : start + BATCH]:
+                        self._index_one(sp, entry, tally)
                 self.reindexer.flush_embeddings()
                 if progress is not None:
                     progress(min(start + BATCH, len(todo)), total)
@@ -293,20 +296,22 @@ class Reconciler:
             if progress is not None:
                 progress(total, total)
 
-    def _index_one(self, sp: StorePaths, path: Path, tally: _Tally) -> None:
+    def _index_one(self, sp: StorePaths, entry: tuple[Path, str, str, bool], tally: _Tally) -> None:
+        path, rel, key, was_broken = entry
         try:
-            outcome, _ = self.reindexer.index_file(sp.name, path, defer_embedding=True)
+            outcome, _ = self.reindexer.index_file(sp.name, path, defer_embedding=True, names=(rel, key))
         except FactParseError as exc:
             if self._remember_broken(sp.name, path, str(exc)):
                 log.warning("skipping %s: %s", path, exc)
-            tally.skipped.append(sp.relative(path))
+            tally.skipped.append(rel)
             return
         except (FileNotFoundError, IsADirectoryError, OSError) as exc:
             log.info("file vanished while indexing %s: %s", path, exc)
             self.reindexer.remove_path(sp.name, path)
-            self._forget_broken(sp.name, self.db.key(path))
+            self._forget_broken(sp.name, key)
             return
-        self._forget_broken(sp.name, self.db.key(path))
+        if was_broken:
+            self._forget_broken(sp.name, key)
         if outcome == "added":
             tally.added += 1
         elif outcome == "updated":

@@ -155,15 +155,16 @@ class Reindexer:
         data: bytes | None = None,
         st: os.stat_result | None = None,
         defer_embedding: bool = False,
+        names: tuple[str, str] | None = None,
     ) -> tuple[Outcome, ParsedFile]:
         """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError.
 
         With vectors enabled the new chunks are embedded at once, or queued for
         ``flush_embeddings`` when ``defer_embedding`` is set (batching for bulk work).
+        ``names`` is the file's (store-relative path, ``documents.path``) when the caller has
+        them already (a scan: working them out with pathlib was a fifth of a rebuild).
         """
-        sp = self.paths(store)
-        rel = sp.relative(path)
-        key = self.db.key(path)
+        rel, key = names if names is not None else (self.paths(store).relative(path), self.db.key(path))
         if data is None or st is None:
             try:
                 data, st = read_bytes(path, max_bytes=self.max_file_bytes)
