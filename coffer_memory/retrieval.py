@@ -83,17 +83,37 @@ def fuse_modes(
     return [attrs.evolve(first[i], score=fused[i]) for i in order]
 
 
+def rrf_order(
+    lists: Sequence[Sequence[tuple[str, str]]], limit: int, k: int = RRF_K
+) -> list[tuple[str, str]]:
+    """The (store, id) keys of ranked lists by reciprocal rank fusion, sum of 1/(k + rank);
+    ties keep the order in which keys were first seen."""
+    fused: dict[tuple[str, str], float] = {}
+    for keys in lists:
+        for rank, key in enumerate(keys, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(fused, key=lambda key: fused[key], reverse=True)[:limit]
+
+
 def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
     """Reciprocal rank fusion: order by sum of 1/(k + rank); each hit keeps its own score."""
-    fused: dict[tuple[str, str], float] = {}
     first: dict[tuple[str, str], MemoryHit] = {}
     for hits in lists:
-        for rank, hit in enumerate(hits, start=1):
-            key = (hit.store, hit.id)
-            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-            first.setdefault(key, hit)
-    order = sorted(fused, key=lambda key: fused[key], reverse=True)
-    return [first[key] for key in order[:limit]]
+        for hit in hits:
+            first.setdefault((hit.store, hit.id), hit)
+    return [first[key] for key in rrf_order([[(h.store, h.id) for h in hits] for hits in lists], limit, k)]
+
+
+def _best_per_document(chunks: Iterable[ChunkHit], limit: int) -> dict[str, tuple[str, float]]:
+    """The first (best) chunk's text and score of each document, for the first ``limit`` documents."""
+    best: dict[str, tuple[str, float]] = {}
+    for chunk in chunks:
+        doc_id = document_id_of_chunk(chunk.chunk_id)
+        if doc_id not in best:
+            best[doc_id] = (chunk.text, chunk.score)
+            if len(best) == limit:
+                break
+    return best
 
 
 def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
@@ -180,8 +200,7 @@ class KnowledgeRetrieval:
         present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "keyword":
             # One MATCH for every store: cheaper than a query (or a thread) per store.
-            lists = self.keyword_many(present, query, limit)
-            merged = rrf_merge(lists, limit)
+            merged = self.keyword_fused(present, query, limit)
             return RecallResult(
                 hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
             )
@@ -290,19 +309,22 @@ class KnowledgeRetrieval:
         """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
         return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4), limit)
 
-    def keyword_many(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[list[MemoryHit]]:
-        """``keyword`` of each store in ``paths`` (same lists), from one word-index MATCH."""
+    def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
+        """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
+        stores, building hits only for those that survive the fusion."""
         found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
-        return [self._keyword_hits(sp, found[sp.name], limit) for sp in paths]
+        lists: list[list[tuple[str, str]]] = []
+        picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
+        for sp in paths:
+            best = _best_per_document(found[sp.name], limit)
+            docs = self._docs(sp.name, ids=list(best))
+            keys = [(sp.name, i) for i in best if i in docs]
+            picked.update({key: (sp, docs[key[1]], *best[key[1]]) for key in keys})
+            lists.append(keys)
+        return [self._hit(*picked[key]) for key in rrf_order(lists, limit)]
 
     def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
-        best: dict[str, tuple[str, float]] = {}
-        for chunk in chunks:
-            doc_id = document_id_of_chunk(chunk.chunk_id)
-            if doc_id not in best:
-                best[doc_id] = (chunk.text, chunk.score)
-                if len(best) == limit:
-                    break
+        best = _best_per_document(chunks, limit)
         docs = self._docs(sp.name, ids=list(best))
         return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 

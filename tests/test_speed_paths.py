@@ -14,6 +14,7 @@ from coffer_memory import MemoryService
 from coffer_memory import scope as scope_mod
 from coffer_memory.index.fts import search_chunks, search_chunks_many
 from coffer_memory.models import MemoryFact
+from coffer_memory.retrieval import rrf_merge
 from coffer_memory.store.fastmeta import split_rendered
 from coffer_memory.store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
 
@@ -145,9 +146,8 @@ def test_one_match_over_stores_ranks_each_store_as_separate_queries(
             assert many[store] == alone or len(ids) >= limit
         retrieval = svc.index.retrieval
         paths = [svc.targets.paths(s) for s in stores]
-        assert retrieval.keyword_many(paths, query, limit) == [
-            retrieval.keyword(sp, query, limit) for sp in paths
-        ]
+        separate = rrf_merge([retrieval.keyword(sp, query, limit) for sp in paths], limit)
+        assert retrieval.keyword_fused(paths, query, limit) == separate
     svc.close()
 
 
