@@ -9,8 +9,9 @@ call by call so that load on a shared machine hits both sides alike:
   MATCH of the same query terms on a plain FTS5 table of the same texts (the same tokenizer as
   coffer's word index) plus one query for the matched texts;
 - **cold rebuild from files**: ``MemoryService.reindex()`` after deleting ``index.db`` against
-  the limit: read every file, cut the frontmatter, insert each body into plain FTS5 tables
-  with coffer's two tokenizers (word and trigram) in one transaction.
+  the limit: read every file, cut the frontmatter, insert one row per file into each of the
+  tables coffer fills (its own schema, read from its index: documents, chunks and the word
+  and trigram FTS5 tables, with their indexes) in one transaction.
 
 Printed: median and p95 of each side and the ratios coffer / limit. ``--coffer-src DIR`` takes
 ``coffer_memory`` from another source tree (e.g. an older commit from ``git archive``), so
@@ -45,11 +46,12 @@ def _early_source() -> None:
             sys.path.insert(0, os.path.abspath(arg.split("=", 1)[1]))
 
 
-_early_source()
-sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import apsw  # noqa: E402
 from _common import environment, percentile, print_environment, table, write_json  # noqa: E402
+
+_early_source()  # after _common, which puts this checkout first on sys.path
+
 from core import SEED, fact_text, fact_title, make_queries  # noqa: E402
 
 import coffer_memory  # noqa: E402
@@ -93,14 +95,22 @@ def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
 
 
 # -- the limit ------------------------------------------------------------------------------------
-def fts_schema(index_db: Path) -> list[str]:
-    """coffer's own CREATE statements of its two FTS5 tables, read from an index it built."""
+INDEX_TABLES = ("documents", "chunks", "documents_fts", "documents_words")
+
+
+def index_schema(index_db: Path) -> list[str]:
+    """coffer's own CREATE statements of the tables a rebuild fills (and their indexes),
+    read from an index it built: the limit pays for the same schema."""
     conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
+    marks = ",".join("?" * len(INDEX_TABLES))
     try:
         return [
             str(r[0])
             for r in conn.execute(
-                "SELECT sql FROM sqlite_master WHERE name IN ('documents_fts', 'documents_words')"
+                # FTS5 shadow tables are their own tbl_name: the virtual tables make them again.
+                f"SELECT sql FROM sqlite_master WHERE tbl_name IN ({marks}) AND sql IS NOT NULL "
+                "ORDER BY type = 'index'",
+                INDEX_TABLES,
             )
         ]
     finally:
@@ -108,7 +118,8 @@ def fts_schema(index_db: Path) -> list[str]:
 
 
 def limit_rebuild(db_path: Path, files: Sequence[Path], schema: Sequence[str]) -> apsw.Connection:
-    """Read every file, cut its frontmatter, insert the body into both FTS5 tables; one transaction."""
+    """Read every file, cut its frontmatter, insert one row into each table of coffer's schema
+    (documents, chunks, both FTS5 tables) with the body as the text; one transaction."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     conn = apsw.Connection(str(db_path))
@@ -120,9 +131,20 @@ def limit_rebuild(db_path: Path, files: Sequence[Path], schema: Sequence[str]) -
             text = path.read_bytes().decode("utf-8")
             body = text.split("\n---\n", 1)[1].strip("\n") if text.startswith("---\n") else text
             store = path.parts[-4]
+            doc = str(rowid)
+            conn.execute(
+                "INSERT INTO documents (id, kind, resource_name, project_id, path, title, content_sha256, "
+                "created_at, updated_at) VALUES (?, 'memory', ?, '', ?, '', '', '', '')",
+                (doc, store, str(path)),
+            )
+            conn.execute(
+                "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position) "
+                "VALUES (?, ?, ?, 'memory', ?, 0)",
+                (rowid, doc, doc, store),
+            )
             conn.execute(
                 "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
-                (rowid, body, store, str(rowid)),
+                (rowid, body, store, doc),
             )
             conn.execute(
                 "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", (rowid, body, store)
@@ -186,7 +208,7 @@ def run_size(n: int, queries: list[str], rebuilds: int, tmp: str | None) -> dict
         with MemoryService(settings=settings) as svc:
             files = write_corpus(svc, repo, n)
             svc.reindex()
-        schema = fts_schema(home / "index.db")
+        schema = index_schema(home / "index.db")
         limit_db = base / "limit.db"
 
         def coffer_rebuild() -> None:
