@@ -122,6 +122,7 @@ class Reindexer:
         # pending terms on every savepoint, so each file would become a segment (2.5x slower).
         # Nothing is lost: a file that cannot be read or parsed fails before its first write.
         self.bulk = False
+        self._vec_dropped: set[str] = set()
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -136,6 +137,7 @@ class Reindexer:
             yield
         finally:
             self.bulk = before
+            self._vec_dropped.clear()
 
     def optimize(self) -> None:
         """Merge each FTS5 table's segments into one (after a bulk load: faster queries)."""
@@ -192,9 +194,11 @@ class Reindexer:
         with self._transaction():
             if row:
                 self._delete_rows(store, row[0][0])
-            elif self.vectors is None:
+            elif self.vectors is None and store not in self._vec_dropped:
                 # Vectors are off: the store's vec table (if any) misses this document from now on.
                 self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
+                if self.bulk:  # once per store and load, not once per file
+                    self._vec_dropped.add(store)
             self.db.conn.execute(
                 "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
                 "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
