@@ -290,15 +290,18 @@ def search_words_many(
     wanted = limit * len(out)
     ranked = _ranked_words(db, f"store : ({names}) AND ({ors})", wanted)
     texts = _texts(db, [r for r, _ in ranked])
+    seen: dict[str, set[str]] = {s: set() for s in out}
     for rowid, score in ranked:
         found = texts.get(rowid)
-        if found is not None and found[2] in out and len(out[found[2]]) < limit:
-            out[found[2]].append(ChunkHit(found[0], found[1], -score))
+        if found is None or found[2] not in out:
+            continue
+        hits, ids = out[found[2]], seen[found[2]]
+        if len(hits) < limit and (docs is None or len(ids) < docs):
+            hits.append(ChunkHit(found[0], found[1], -score))
+            ids.add(document_id_of_chunk(found[0]))
     if len(ranked) == wanted:
         for store, hits in out.items():
-            if len(hits) < limit and (
-                docs is None or len({document_id_of_chunk(h.chunk_id) for h in hits}) < docs
-            ):
+            if len(hits) < limit and (docs is None or len(seen[store]) < docs):
                 out[store] = search_words(db, store, query, limit)
     return out
 

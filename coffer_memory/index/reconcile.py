@@ -144,9 +144,10 @@ class Reconciler:
 
     def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
         changed = []
+        root = f"{sp.root}/"  # every read runs this: strings, not a Path per folder
         for rel, recorded in dirs.items():
             try:
-                mtime = os.stat(sp.root / rel, follow_symlinks=False).st_mtime_ns
+                mtime = os.stat(root + rel, follow_symlinks=False).st_mtime_ns
             except (FileNotFoundError, NotADirectoryError):
                 mtime = MISSING
             if mtime != recorded:
