@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import attrs
 
@@ -69,6 +70,16 @@ def _warn_odd(store: str, odd: OddFiles) -> None:
                 continue
             _warned.add(key)
         log.warning("skipping %s in store %s: %s", printable(rel), store, reason)
+
+
+class _Todo(NamedTuple):
+    """A file a scan found new or changed."""
+
+    path: Path
+    rel: str  # relative to the store's root
+    key: str  # documents.path
+    forget: bool  # it may have a broken_files row to clear
+    absent: bool  # the index has no row for it
 
 
 @attrs.define
@@ -225,7 +236,7 @@ class Reconciler:
                 continue
             files[sp.relative(path)] = file_stat(st)
         # Unknown to _apply's row map, so every pending file is re-read and re-embedded.
-        self._apply(sp, files, {}, tally, progress)
+        self._apply(sp, files, {}, tally, progress, rows_complete=False)
         return attrs.evolve(report, updated=report.updated + tally.added + tally.updated)
 
     def _prefix(self, folder: Path) -> str:
@@ -249,15 +260,18 @@ class Reconciler:
         tally: _Tally,
         progress: Progress | None = None,
         broken: dict[str, Stat] | None = None,
+        rows_complete: bool = True,
     ) -> None:
         """Index new/changed files among ``files`` and drop ``rows`` whose file is gone.
 
         ``broken`` holds files that failed to parse before: unchanged ones are not re-read.
+        ``rows_complete``: ``rows`` holds every index row of ``files``, so one missing there
+        has none (a new file's row is not looked up).
         """
         # Without a map of broken files, any indexed file may have a broken_files row to clear.
         forget_all = broken is None
         broken = broken if broken is not None else {}
-        todo: list[tuple[Path, str, str, bool]] = []  # path, rel, documents.path, had a broken row
+        todo: list[_Todo] = []
         root = self._prefix(sp.root)
         folder = str(sp.root)
         for rel, st in files.items():
@@ -272,7 +286,12 @@ class Reconciler:
             elif known is None and was_broken == st:
                 tally.skipped.append(rel)
             else:
-                todo.append((Path(f"{folder}/{rel}"), rel, key, forget_all or was_broken is not None))
+                path = Path(f"{folder}/{rel}")
+                todo.append(
+                    _Todo(
+                        path, rel, key, forget_all or was_broken is not None, rows_complete and known is None
+                    )
+                )
         if broken:  # broken files that are gone now
             with self.db.transaction():
                 for key in broken:
@@ -297,10 +316,12 @@ class Reconciler:
             if progress is not None:
                 progress(total, total)
 
-    def _index_one(self, sp: StorePaths, entry: tuple[Path, str, str, bool], tally: _Tally) -> None:
-        path, rel, key, was_broken = entry
+    def _index_one(self, sp: StorePaths, entry: _Todo, tally: _Tally) -> None:
+        path, rel, key, was_broken, absent = entry
         try:
-            outcome, _ = self.reindexer.index_file(sp.name, path, defer_embedding=True, names=(rel, key))
+            outcome, _ = self.reindexer.index_file(
+                sp.name, path, defer_embedding=True, names=(rel, key), absent=absent
+            )
         except FactParseError as exc:
             if self._remember_broken(sp.name, path, str(exc)):
                 log.warning("skipping %s: %s", path, exc)

@@ -158,6 +158,7 @@ class Reindexer:
         st: os.stat_result | None = None,
         defer_embedding: bool = False,
         names: tuple[str, str] | None = None,
+        absent: bool = False,
     ) -> tuple[Outcome, ParsedFile]:
         """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError.
 
@@ -165,6 +166,8 @@ class Reindexer:
         ``flush_embeddings`` when ``defer_embedding`` is set (batching for bulk work).
         ``names`` is the file's (store-relative path, ``documents.path``) when the caller has
         them already (a scan: working them out with pathlib was a fifth of a rebuild).
+        ``absent``: the caller knows the index has no row for the file (a scan under the store
+        lock), so it is not looked up.
         """
         rel, key = names if names is not None else (self.paths(store).relative(path), self.db.key(path))
         if data is None or st is None:
@@ -173,8 +176,12 @@ class Reindexer:
             except FactParseError:  # too large: whatever was indexed for it goes
                 self.remove_path(store, path)
                 raise
-        row = self.db.rows(
-            "SELECT id, content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (store, key)
+        row = (
+            []
+            if absent
+            else self.db.rows(
+                "SELECT id, content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (store, key)
+            )
         )
         try:
             parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
