@@ -157,6 +157,11 @@ class KnowledgeRetrieval:
             raise InvalidInput("query is empty", field="query")
         if "\x00" in query:
             raise InvalidInput("query contains a NUL character", field="query")
+        if not query.isascii():
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError:  # SQLite and ripgrep take UTF-8 only
+                raise InvalidInput("query contains a lone surrogate (not valid Unicode text)", field="query") from None
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:

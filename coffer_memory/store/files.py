@@ -147,7 +147,8 @@ def atomic_write(
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix, suffix=".part")
+    # The pid in the name lets a later reindex remove a killed writer's temp file at once.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{temp_prefix}{os.getpid()}-", suffix=".part")
     try:
         if mode != FILE_MODE:
             os.fchmod(fd, mode)
