@@ -7,9 +7,12 @@ The browser tests drive Debian's chromium through chromedriver (selenium) agains
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -183,6 +186,33 @@ def test_open_builds_the_loopback_address() -> None:
     assert ui_url("127.0.0.1", 8765, None) == "http://127.0.0.1:8765/ui"
     assert ui_url("0.0.0.0", 9000, "a b/c") == "http://127.0.0.1:9000/ui?token=a%20b%2Fc"
     assert ui_url("::1", 1, None) == "http://[::1]:1/ui"
+
+
+def test_coffer_api_open_starts_the_server_then_the_browser(tmp_home: Path, tmp_path: Path) -> None:
+    """``coffer-api --open`` in a subprocess; $BROWSER (honoured by ``webbrowser``) records the URL."""
+    opened = tmp_path / "opened.txt"
+    opener = tmp_path / "opener.sh"
+    opener.write_text(f'#!/bin/sh\necho "$1" > "{opened}"\n')
+    opener.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = Path(sys.executable).parent / "coffer-api"
+    args = ["--port", str(port), "--token", "tok", "--open", "--log-level", "warning"]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "BROWSER": str(opener)}
+    proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
+        while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        url = opened.read_text().strip()
+        assert url == f"http://127.0.0.1:{port}/ui?token=tok"
+        with httpx.Client(timeout=10, follow_redirects=True) as http:  # up when the browser was asked
+            r = http.get(url)
+            assert r.status_code == 200 and "Stores" in r.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 # -- a real browser -------------------------------------------------------------------------------
