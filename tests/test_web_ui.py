@@ -97,6 +97,23 @@ def test_store_page_shows_the_four_lanes_and_the_changelog(
     assert str(filled["fact"].path) in html
 
 
+def test_the_knowledge_lane_pages_with_the_cursor(
+    client: TestClient, filled: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coffer_memory_fastapi.web import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    first = page(client, f"/ui/stores/{filled['store']}")
+    more = re.search(r'<a class="more" href="([^"]+)"', first)
+    assert more is not None
+    second = page(client, more.group(1).replace("&amp;", "&"))
+    titles = ("SQLite runs in WAL mode", "Hostile markdown")
+    on_first = [t for t in titles if t in first]
+    on_second = [t for t in titles if t in second]
+    assert len(on_first) == len(on_second) == 1 and on_first != on_second
+    assert 'class="more"' not in second
+
+
 def test_fact_page_shows_frontmatter_provenance_and_path(client: TestClient, filled: dict[str, Any]) -> None:
     fact = filled["fact"]
     html = page(client, f"/ui/stores/{fact.store}/facts/{fact.fact.id}")
@@ -161,6 +178,7 @@ def test_a_token_is_passed_once_and_kept_in_a_strict_cookie(service: MemoryServi
         assert c.get("/ui/static/app.js").status_code == 200
         # The cookie opens the read-only pages only: the API still wants the bearer token.
         assert c.get("/api/v1/memory_stores").status_code == 401
+        assert c.get("/api/v1/memory_stores?token=s3cret").status_code == 401
         headers = {"Authorization": "Bearer s3cret"}
         assert c.get("/api/v1/memory_stores", headers=headers).status_code == 200
         c.cookies.clear()
