@@ -38,6 +38,7 @@ def create_app(
     Served ``Host`` values are the loopback names, the address a connection arrived at and
     ``allowed_hosts`` (``name``, ``name:port`` or ``*``); ``cors_origins`` (full origins such as
     ``https://app.example``) turns CORS on for them. See ``RequestGuard`` for every check.
+    The read-only web view is served at ``/ui`` (``/`` redirects there; docs/web.md).
     """
     hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
     cors = [o.rstrip("/") for o in cors_origins]
