@@ -118,6 +118,7 @@ def test_fact_page_shows_frontmatter_provenance_and_path(client: TestClient, fil
     fact = filled["fact"]
     html = page(client, f"/ui/stores/{fact.store}/facts/{fact.fact.id}")
     assert "sess-42" in html  # origin session
+    assert ">Demo project</a> › Knowledge" in html
     assert f'data-copy="{fact.path}"' in html
     assert "Frontmatter" in html and "kind: knowledge" in html and "origin_session_id: sess-42" in html
     assert "readers run while one writer appends" in html

@@ -100,12 +100,16 @@ def fact(request: Request, name: str, fact_id: str) -> HTMLResponse:
     """One fact: its body rendered, its frontmatter, its provenance and where its file is."""
 
     def build() -> HTMLResponse:
-        record = _service(request).get_fact(fact_id, store=name)
+        svc = _service(request)
+        record = svc.get_fact(fact_id, store=name)
         try:
             frontmatter, _ = split_frontmatter(record.path.read_text(encoding="utf-8"))
         except OSError:  # removed since the read above: the fields still show
             frontmatter = ""
-        return _page(request, "fact.html", record=record, frontmatter=frontmatter, title=record.fact.title)
+        info = svc.store_info(record.store)
+        return _page(
+            request, "fact.html", info=info, record=record, frontmatter=frontmatter, title=record.fact.title
+        )
 
     return _guarded(request, build)
 
