@@ -79,6 +79,7 @@ class MemoryFact:
     origin_session_id: str | None
     created_at: datetime
     updated_at: datetime
+    tags: tuple[str, ...] = ()
 
 
 @attrs.frozen
