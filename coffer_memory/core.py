@@ -175,7 +175,7 @@ class Facts:
                 self.index.record_project_root(name, target.project_root)
             sp = tx.paths
             slug = slugify(title)
-            same = self._same_fact(sp, slug, title, body)
+            same = self._same_fact(sp, slug, title, body, clean_tags)
             if same is not None:  # a retry of a write that landed: nothing new to write
                 return MutationResult(
                     fact=same.fact,
@@ -227,8 +227,10 @@ class Facts:
             receipt=receipt,
         )
 
-    def _same_fact(self, sp: StorePaths, slug: str, title: str, body: str) -> FactRecord | None:
-        """An inbox fact with this title and text (``<slug>.md`` or ``<slug>-N.md``), if there is one."""
+    def _same_fact(
+        self, sp: StorePaths, slug: str, title: str, body: str, tags: tuple[str, ...]
+    ) -> FactRecord | None:
+        """An inbox fact with this title, text and tags (``<slug>.md`` or ``<slug>-N.md``), if any."""
         if not os.path.lexists(sp.inbox / f"{slug}.md"):  # slug comes from slugify
             return None  # the common case: a new title, one stat
         pattern = re.compile(re.escape(slug) + r"(-\d+)?\.md")
@@ -239,7 +241,7 @@ class Facts:
                 record = self.record(sp.name, sp.inbox / name)
             except (OSError, FactParseError):
                 continue
-            if record.fact.title == title and record.fact.body.strip() == body:
+            if record.fact.title == title and record.fact.body.strip() == body and record.fact.tags == tags:
                 return record
         return None
 

@@ -107,6 +107,13 @@ def test_edit_replaces_keeps_or_clears_tags_and_keeps_extra_keys(svc: MemoryServ
     assert svc.list_facts(store="global", tags=["three"]).items == ()
 
 
+def test_a_retry_with_other_tags_is_a_new_fact(svc: MemoryService) -> None:
+    first = svc.remember("Same words.", scope="global", tags=["a"])
+    assert not svc.remember("Same words.", scope="global", tags=["A"]).created  # a retry
+    other = svc.remember("Same words.", scope="global", tags=["b"])
+    assert other.created and other.path != first.path and other.fact.tags == ("b",)
+
+
 # -- filters inside the index query --------------------------------------------------------------
 def test_list_filter_by_tag_pages_through_matching_facts_only(svc: MemoryService) -> None:
     ids = fill(svc, tagged=7, newer_untagged=40)
