@@ -186,7 +186,8 @@ class RecallResult:
 
     def _caption(self) -> str:
         fell = ", fell back to keyword" if self.fallback else ""
-        return f"{len(self.hits)} hits, mode {self.mode}{fell}; stores: {', '.join(self.stores)}"
+        n = len(self.hits)
+        return f"{n} hit{'' if n == 1 else 's'}, mode {self.mode}{fell}; stores: {', '.join(self.stores)}"
 
     def _repr_html_(self) -> str:
         return notebook.html_table(self.to_records(), _HIT_COLUMNS, self._caption())

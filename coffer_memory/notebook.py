@@ -49,7 +49,7 @@ def cell(value: Any) -> str:
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:.4g}"
     if isinstance(value, list | tuple):
         return ", ".join(cell(v) for v in value)
     text = " ".join(str(value).split())

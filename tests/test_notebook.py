@@ -81,7 +81,7 @@ def test_empty_results_still_display(svc: MemoryService) -> None:
     assert page.to_records() == [] and "0 items" in page._repr_html_()
     svc.remember("something", scope="global")
     res = svc.recall("nothing-like-it", stores=["global"])
-    assert res.to_records() == [] and "0 hits" in res._repr_markdown_()
+    assert res.to_records() == [] and "0 hits, mode" in res._repr_markdown_()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed")
