@@ -209,14 +209,15 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # 7: a fact's frontmatter tags, one row per tag, for filters inside the index query. A
     # trigger drops them with their document, whichever path deletes it. Every file is read once
     # more (the stat columns no longer match), so tags written by hand before are picked up.
+    # IF NOT EXISTS: an index rolled back to an older version number keeps its tables.
     """
-    CREATE TABLE document_tags (
+    CREATE TABLE IF NOT EXISTS document_tags (
         document_rowid INTEGER NOT NULL,
         tag            TEXT NOT NULL,
         PRIMARY KEY (tag, document_rowid)
     ) WITHOUT ROWID;
-    CREATE INDEX idx_document_tags_document ON document_tags(document_rowid);
-    CREATE TRIGGER documents_drop_tags AFTER DELETE ON documents BEGIN
+    CREATE INDEX IF NOT EXISTS idx_document_tags_document ON document_tags(document_rowid);
+    CREATE TRIGGER IF NOT EXISTS documents_drop_tags AFTER DELETE ON documents BEGIN
         DELETE FROM document_tags WHERE document_rowid = old.rowid;
     END;
     UPDATE documents SET file_size = -1;
