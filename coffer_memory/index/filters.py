@@ -15,6 +15,7 @@ import attrs
 from ..errors import InvalidInput
 from ..store.files import clean_tag, format_time, parse_time
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
+from .keys import KIND
 
 TimeBound = datetime | date | str
 
@@ -93,6 +94,6 @@ class FactFilter:
         return (
             "SELECT c.rowid FROM documents d JOIN chunks c "
             "ON c.document_id = d.id AND c.resource_name = d.resource_name "
-            f"WHERE d.resource_name = ? AND {where}",
-            [store, *params],
+            f"WHERE d.kind = ? AND d.resource_name = ? AND {where}",
+            [KIND, store, *params],
         )

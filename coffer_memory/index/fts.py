@@ -253,7 +253,9 @@ Within = tuple[str, list[object]] | None
 
 
 def _within(within: Within) -> tuple[str, list[object]]:
-    return (f" AND rowid IN ({within[0]})", within[1]) if within else ("", [])
+    # "+rowid": a plain expression, not a constraint FTS5 is offered; else it runs the MATCH once
+    # per allowed rowid (18 times slower at 5k facts). The subquery is computed once.
+    return (f" AND +rowid IN ({within[0]})", within[1]) if within else ("", [])
 
 
 def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within = None) -> list[ChunkHit]:
