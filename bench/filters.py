@@ -26,10 +26,25 @@ from _common import environment, ms, print_environment, summary, table
 from coffer_memory import MemoryService
 
 SEED = 20261201
-WORDS = (
-    "deploy cache database backup staging release vpn token migration index query server client "
-    "build test lint docs"
-).split()
+WORDS = [
+    "deploy",
+    "cache",
+    "database",
+    "backup",
+    "staging",
+    "release",
+    "vpn",
+    "token",
+    "migration",
+    "index",
+    "query",
+    "server",
+    "client",
+    "build",
+    "test",
+    "lint",
+    "docs",
+]
 
 
 def write_store(home: Path, n: int) -> None:
@@ -67,8 +82,14 @@ def main() -> None:
             cases: list[tuple[str, Callable[[], object]]] = [
                 ("recall keyword", lambda: svc.recall(q, stores=["global"])),
                 ("recall keyword, tag ops (2%)", lambda: svc.recall(q, stores=["global"], tags=["ops"])),
-                ("recall keyword, since: 1 day of 28", lambda: svc.recall(q, stores=["global"], since="2026-10-28")),
-                ("recall keyword, since: all 28 days", lambda: svc.recall(q, stores=["global"], since="2026-10-01")),
+                (
+                    "recall keyword, since: 1 day of 28",
+                    lambda: svc.recall(q, stores=["global"], since="2026-10-28"),
+                ),
+                (
+                    "recall keyword, since: all 28 days",
+                    lambda: svc.recall(q, stores=["global"], since="2026-10-01"),
+                ),
                 ("list_facts 50", lambda: svc.list_facts(store="global")),
                 ("list_facts 50, tag ops", lambda: svc.list_facts(store="global", tags=["ops"])),
             ]
