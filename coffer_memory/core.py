@@ -281,7 +281,9 @@ class Facts:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
-        after = decode_cursor(cursor, ("facts", name)) if cursor else None
+        version = self.writer.version(name)
+        home = self.settings.home
+        after = decode_cursor(home, cursor, ("facts",), name, version) if cursor else None
         if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
             raise InvalidInput("cursor is malformed", field="cursor")
         sp = self.targets.paths(name)
@@ -307,7 +309,9 @@ class Facts:
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
         next_cursor = (
-            encode_cursor(("facts", name), (rows[limit - 1][2], rows[limit - 1][0])) if more else None
+            encode_cursor(home, ("facts",), name, version, (rows[limit - 1][2], rows[limit - 1][0]))
+            if more
+            else None
         )
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 

@@ -164,7 +164,7 @@ async def test_core_errors_become_tool_errors_with_their_code(
     assert unresolved.is_error and text_of(unresolved).startswith("SCOPE_UNRESOLVED: ")
     assert "scope='global'" in text_of(unresolved)
     assert empty.is_error and text_of(empty).startswith("MEMORY_REJECTED: ")
-    assert cursor.is_error and text_of(cursor).startswith("INVALID_INPUT: ")
+    assert cursor.is_error and text_of(cursor).startswith("INVALID_CURSOR: ")
     assert limit.is_error and text_of(limit).startswith("INVALID_INPUT: ")
     assert no_repo.is_error and text_of(no_repo).startswith("SCOPE_UNRESOLVED: ")
     assert ok(still_alive)["hits"] == []
