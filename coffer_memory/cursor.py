@@ -72,9 +72,7 @@ def _mac(key: bytes, payload: str) -> str:
     return _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest()[:_MAC_BYTES])
 
 
-def encode_cursor(
-    home: Path, query: Sequence[Any], store: str, version: int, position: Sequence[Any]
-) -> str:
+def encode_cursor(home: Path, query: Sequence[Any], store: str, version: int, position: Sequence[Any]) -> str:
     """A signed, URL-safe token for ``position`` within ``query`` on ``store`` at ``version``."""
     raw = json.dumps(
         {"v": VERSION, "q": list(query), "s": store, "n": version, "p": list(position)},
@@ -101,6 +99,8 @@ def decode_cursor(home: Path, cursor: str, query: Sequence[Any], store: str, ver
     if data.get("q") != json.loads(json.dumps(list(query))) or data.get("s") != store:
         raise InvalidCursor("other_query", "cursor belongs to another query or store")
     if data.get("n") != version:
-        raise InvalidCursor("stale", "the store changed since this cursor was made; start from the first page")
+        raise InvalidCursor(
+            "stale", "the store changed since this cursor was made; start from the first page"
+        )
     position: list[Any] = data["p"]
     return position
