@@ -167,6 +167,7 @@ class Facts:
             description = tx.check(description, "description") if description else None
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
+                self.targets.record_checkout(tx, target)
             sp = tx.paths
             slug = slugify(title)
             same = self._same_fact(sp, slug, title, body)

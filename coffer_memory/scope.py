@@ -203,9 +203,9 @@ def normalise_remote(url: str) -> str:
     return f"{host}/{path.lstrip('/')}" if host else path
 
 
-def remote_urls(git: GitInfo) -> tuple[str, ...]:
-    """The normalised URLs of every remote in the repository's config (read from the file)."""
-    config = _read_text(git.toplevel / ".git" / "config") or _read_text(git.gitdir / "config") or ""
+def remote_urls(toplevel: Path) -> tuple[str, ...]:
+    """The normalised URLs of every remote in the main checkout's ``.git/config`` (read from the file)."""
+    config = _read_text(toplevel / ".git" / "config") or ""
     urls, in_remote = set(), False
     for line in config.splitlines():
         stripped = line.strip()
