@@ -158,11 +158,12 @@ class Lanes:
         path = self.targets.paths(store).handoff_file(branch)
         scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
         head = head_commit(target.worktree)
+        notes = tuple(self.targets.offer_lines(target))
         if not (scene and scene.head and head and scene.head != head):
-            return ResumeResult(store, branch, head, scene, False, (), target=target)
+            return ResumeResult(store, branch, head, scene, False, (), target=target, notes=notes)
         new = commits_since(target.worktree, scene.head)  # None: the saved commit left HEAD's history
         return ResumeResult(
-            store, branch, head, scene, True, None if new is None else tuple(new), target=target
+            store, branch, head, scene, True, None if new is None else tuple(new), target=target, notes=notes
         )
 
     def handoffs(

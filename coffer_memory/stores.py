@@ -19,7 +19,13 @@ from .index.reconcile import Progress
 from .indexing import IndexHandle
 from .models import DoctorReport, ReindexReport, StoreInfo
 from .store.files import stale_temp_files
-from .store.identity import StoreIdentity, identity_path, read_identity, remove_store_tree
+from .store.identity import (
+    StoreIdentity,
+    identity_path,
+    read_identity,
+    remove_store_tree,
+    same_repository_offers,
+)
 from .store.paths import GLOBAL_STORE, scope_of, store_name_for_project
 from .store.paths import project_id_of as _project_id_of
 from .store.writer import Writer
@@ -207,6 +213,8 @@ class Stores:
         """Compare the index with the files, list broken files, say which grep backend runs."""
         with self.index.lock:
             infos = self.stores()
-            return run_doctor(
+            report = run_doctor(
                 self.settings.home, self.index, [self.targets.paths(i.name) for i in infos], infos
             )
+        offers = tuple(same_repository_offers(self.settings.memory_dir))
+        return attrs.evolve(report, same_repository=offers)

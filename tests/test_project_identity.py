@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from coffer_memory import MemoryService, MemoryStoreNotFound, StoreNotDeletable
 from coffer_memory.scope import normalise_remote, project_id_for, remote_urls
 from coffer_memory.store.identity import STORE_FILE
-from tests.conftest import git, make_repo
+from tests.conftest import CliRunner, git, make_repo
 
 
 def _identity(svc: MemoryService, store: str) -> dict[str, object]:
@@ -148,3 +149,36 @@ def test_the_global_store_cannot_be_deleted(svc: MemoryService) -> None:
     assert err.value.code == "INVALID_INPUT" and svc.store_info("global").fact_count == 1
     with pytest.raises(MemoryStoreNotFound):
         svc.delete_store("project-../x")
+
+
+def test_resume_and_doctor_offer_the_second_clone(svc: MemoryService, tmp_path: Path) -> None:
+    store = svc.remember("builds run on the mac mini", cwd=_clone(tmp_path, "first")).store
+    second = _clone(tmp_path, "second")
+    other = svc.remember("a fact of the second clone", cwd=second).store
+    assert f"coffer stores merge {store} {other}" in svc.resume(cwd=second).summary
+    assert f"coffer stores merge {other} {store}" in svc.resume(cwd=tmp_path / "first").summary
+    offers = svc.doctor().same_repository
+    assert len(offers) == 1 and "coffer stores merge" in offers[0] and svc.doctor().ok
+
+
+def test_cli_delete_asks_for_yes(cli: CliRunner, repo: Path, tmp_home: Path) -> None:
+    assert cli("remember", "a project fact", cwd=repo).returncode == 0
+    name = json.loads(cli("stores", "list", "--json").stdout)[0]["name"]
+    refused = cli("stores", "delete", name, "--json")
+    assert refused.returncode == 1 and json.loads(refused.stderr)["error"]["details"]["field"] == "yes"
+    assert json.loads(cli("stores", "list", "--json").stdout)[0]["name"] == name
+    done = cli("stores", "delete", name, "--yes", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["name"] == name
+    assert json.loads(cli("stores", "list", "--json").stdout) == []
+    glob = cli("stores", "delete", "global", "--yes", "--json")
+    assert glob.returncode == 1 and json.loads(glob.stderr)["error"]["code"] == "INVALID_INPUT"
+
+
+def test_rest_delete_store(client: Any, service: MemoryService, repo: Path) -> None:
+    name = service.remember("a project fact", cwd=repo).store
+    r = client.delete(f"/api/v1/memory_stores/{name}")
+    assert r.status_code == 200 and r.json()["name"] == name
+    assert client.delete(f"/api/v1/memory_stores/{name}").status_code == 404
+    r = client.delete("/api/v1/memory_stores/global")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_INPUT"
+    assert [s["name"] for s in client.get("/api/v1/memory_stores").json()["items"]] == []

@@ -161,6 +161,26 @@ def repository_matches(memory_dir: Path, store: str, toplevel: Path) -> list[tup
     return [(other, known[other].project_root) for other in same]
 
 
+def same_repository_offers(memory_dir: Path) -> list[str]:
+    """One merge offer per pair of stores of the same repository (into the one whose checkout exists)."""
+    known = project_identities(memory_dir)
+    names = sorted(known)
+    offers = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if not known[b].shares_repository(known[a].root_commits, known[a].remotes):
+                continue
+            src, dst = (
+                (b, a) if _exists(known[a].project_root) and not _exists(known[b].project_root) else (a, b)
+            )
+            offers.append(merge_offer(src, known[src].project_root, dst))
+    return offers
+
+
+def _exists(root: str | None) -> bool:
+    return root is not None and os.path.isdir(root)
+
+
 def merge_offer(store: str, root: str | None, into: str) -> str:
     """The sentence that offers a second clone's store for merging, with the command."""
     return (
