@@ -182,3 +182,20 @@ def test_rest_delete_store(client: Any, service: MemoryService, repo: Path) -> N
     r = client.delete("/api/v1/memory_stores/global")
     assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_INPUT"
     assert [s["name"] for s in client.get("/api/v1/memory_stores").json()["items"]] == []
+
+
+def test_the_session_start_hook_reads_a_moved_store_without_writing(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    from coffer_memory.agents.context import session_context
+
+    repo = make_repo(tmp_path / "repo")
+    store = svc.remember("a fact", cwd=repo).store
+    svc.append_rule("Always run the linter before pushing.", cwd=repo)
+    before = (svc.paths(store).root / STORE_FILE).read_bytes()
+    moved = repo.rename(tmp_path / "moved")
+    bundle = session_context(svc.settings.memory_dir, moved)
+    assert "Always run the linter" in bundle
+    assert (
+        svc.paths(store).root / STORE_FILE
+    ).read_bytes() == before  # read-only: the move is recorded later
