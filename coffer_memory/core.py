@@ -173,6 +173,7 @@ class Facts:
             description = tx.check(description, "description") if description else None
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
+                self.targets.record_checkout(tx, target)
             sp = tx.paths
             slug = slugify(title)
             same = self._same_fact(sp, slug, title, body, clean_tags)
@@ -303,8 +304,10 @@ class Facts:
         where_filter = FactFilter.of(tags, since, until)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
-        query = ("facts", name) if where_filter is None else ("facts", name, repr(where_filter))
-        after = decode_cursor(cursor, query) if cursor else None
+        query = ("facts",) if where_filter is None else ("facts", repr(where_filter))
+        version = self.writer.version(name)
+        home = self.settings.home
+        after = decode_cursor(home, cursor, query, name, version) if cursor else None
         if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
             raise InvalidInput("cursor is malformed", field="cursor")
         sp = self.targets.paths(name)
@@ -333,7 +336,11 @@ class Facts:
             except (OSError, FactParseError):
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
-        next_cursor = encode_cursor(query, (rows[limit - 1][2], rows[limit - 1][0])) if more else None
+        next_cursor = (
+            encode_cursor(home, query, name, version, (rows[limit - 1][2], rows[limit - 1][0]))
+            if more
+            else None
+        )
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
     def _find(self, name: str, fact_id: str) -> Path:

@@ -308,6 +308,8 @@ class DoctorReport:
 
     links: tuple[Path, ...] = ()
     """Symbolic links inside a store: coffer never reads or writes through them."""
+    same_repository: tuple[str, ...] = ()
+    """Stores that hold memory of one repository (a second clone), each with the command to merge."""
 
 
     @property
@@ -370,12 +372,14 @@ class ResumeResult:
     head_moved: bool
     new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
     target: Target | None = None
+    notes: tuple[str, ...] = ()  # e.g. another store of this repository, with the command to merge it
 
     @property
     def summary(self) -> str:
         """A readable account for an agent or a person."""
+        notes = ["", *self.notes] if self.notes else []
         if self.scene is None:
-            return f"No handoff saved for branch {self.branch!r}."
+            return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
         lines = [
             f"Handoff for branch {self.branch!r}, saved {self.scene.updated_at.isoformat()}:",
             "",
@@ -389,7 +393,7 @@ class ResumeResult:
                 lines += [f"- {c}" for c in self.new_commits]
             else:
                 lines += ["", "HEAD moved since then (no new commits on top of the handoff's commit)."]
-        return "\n".join(lines)
+        return "\n".join(lines + notes)
 
 
 @attrs.frozen

@@ -90,7 +90,6 @@ class MemoryService:
         self.home = self.settings.home
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)
-        self.targets = Targets(self.settings.memory_dir)
         self.writer = Writer(
             self.home,
             self.settings.memory_dir,
@@ -98,6 +97,7 @@ class MemoryService:
             self.index,
             content_checks(self.settings.security),
         )
+        self.targets = Targets(self.settings.memory_dir, self.writer)
         events = WriteEvents()
         self.facts = Facts(self.settings, self.index, self.writer, self.targets, events)
         self.lanes = Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
@@ -421,6 +421,10 @@ class MemoryService:
     def clear_label(self, store: str) -> StoreInfo:
         """Remove a store's label; the display name falls back to the project root's basename."""
         return self.store_admin.clear_label(store)
+
+    def delete_store(self, store: str) -> StoreInfo:
+        """Delete a project store (folder, index rows, label, root; audited); returns it as it was."""
+        return self.store_admin.delete_store(store)
 
     def reindex(
         self,

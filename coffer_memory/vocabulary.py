@@ -72,6 +72,7 @@ ERROR_CODES: Final = (
     "AGENT_CONFIG_INVALID",
     "EMBEDDING_UNAVAILABLE",
     "STORAGE_FULL",
+    "INVALID_CURSOR",
 )
 REJECT_REASONS: Final = ("empty", "too_long", "secret")
 

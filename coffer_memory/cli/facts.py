@@ -181,6 +181,18 @@ def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
 
 
+def cmd_stores_delete(svc: MemoryService, args: argparse.Namespace) -> None:
+    if not args.yes:
+        info = svc.store_info(args.store_name)
+        raise InvalidInput(
+            f"delete removes {info.name} ({info.display_name}, {info.fact_count} facts, every lane) "
+            f"and its folder {info.store_dir}; pass --yes to confirm",
+            field="yes",
+        )
+    info = svc.delete_store(args.store_name)
+    emit_json(info) if args.json else print(f"deleted {info.name} ({info.display_name})")
+
+
 def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
@@ -239,6 +251,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"repaired: {r}")
     for link in report.links:
         print(f"symlink: {link} (never followed)")
+    for offer in report.same_repository:
+        print(f"same repository: {offer}")
     if ok:
         print("ok")
     else:
@@ -319,7 +333,7 @@ def register(sub: Any) -> None:
     add_target(p)
     p.set_defaults(func=cmd_clear)
 
-    stores = add_group(sub, "stores", "list stores or label one")
+    stores = add_group(sub, "stores", "list, label or delete stores")
     p = add_command(stores, "list", "every store on disk, with its label and repository")
     p.set_defaults(func=cmd_stores_list)
     p = add_command(stores, "label", "set or clear a store's display label")
@@ -327,6 +341,10 @@ def register(sub: Any) -> None:
     p.add_argument("label", nargs="?", help="the new label (1 to 200 characters)")
     p.add_argument("--clear", action="store_true", help="remove the label")
     p.set_defaults(func=cmd_stores_label)
+    p = add_command(stores, "delete", "delete a project store: its folder, index rows, label and root")
+    p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
+    p.add_argument("--yes", action="store_true", help="confirm")
+    p.set_defaults(func=cmd_stores_delete)
 
     p = add_command(sub, "reindex", "reconcile the index with the files (progress bar)")
     p.add_argument("--store", help="only this store (default: every store)")
