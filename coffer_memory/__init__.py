@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         AgentConfigInvalid,
         CofferError,
         EmbeddingUnavailable,
+        InvalidCursor,
         InvalidInput,
         MemoryConflict,
         MemoryNotFound,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         ScopeUnresolved,
         SessionNotFound,
         StorageFull,
+        StoreNotDeletable,
     )
     from .index.chunking import chunk_markdown
     from .models import (
@@ -69,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "AgentConfigInvalid": ".errors",
     "CofferError": ".errors",
     "EmbeddingUnavailable": ".errors",
+    "InvalidCursor": ".errors",
     "InvalidInput": ".errors",
     "MemoryConflict": ".errors",
     "MemoryNotFound": ".errors",
@@ -77,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "ScopeUnresolved": ".errors",
     "SessionNotFound": ".errors",
     "StorageFull": ".errors",
+    "StoreNotDeletable": ".errors",
     "chunk_markdown": ".index.chunking",
     "BrokenFile": ".models",
     "ClearResult": ".models",
@@ -127,6 +131,7 @@ __all__ = [
     "EmbeddingUnavailable",
     "FactRecord",
     "HandoffScene",
+    "InvalidCursor",
     "InvalidInput",
     "JournalFile",
     "KnowledgeRetrieval",
@@ -160,6 +165,7 @@ __all__ = [
     "Settings",
     "StorageFull",
     "StoreInfo",
+    "StoreNotDeletable",
     "SweepResult",
     "Target",
     "WriteReceipt",

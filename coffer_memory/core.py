@@ -17,6 +17,7 @@ import attrs
 from .config import Settings
 from .cursor import decode_cursor, encode_cursor
 from .errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
+from .index.filters import FactFilter, TimeBound, check_tags
 from .indexing import IndexHandle
 from .models import (
     Actor,
@@ -152,9 +153,14 @@ class Facts:
         cwd: PathLike | None = None,
         actor: Actor = "agent",
         origin_session_id: str | None = None,
+        tags: Iterable[str] = (),
     ) -> MutationResult:
-        """Write a new fact to ``knowledge/inbox/<slug>.md`` of the store and index it."""
+        """Write a new fact to ``knowledge/inbox/<slug>.md`` of the store and index it.
+
+        ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
+        """
         body = self._validate(text)
+        clean_tags = check_tags(tags)
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
         check_actor(actor)
@@ -167,9 +173,10 @@ class Facts:
             description = tx.check(description, "description") if description else None
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
+                self.targets.record_checkout(tx, target)
             sp = tx.paths
             slug = slugify(title)
-            same = self._same_fact(sp, slug, title, body)
+            same = self._same_fact(sp, slug, title, body, clean_tags)
             if same is not None:  # a retry of a write that landed: nothing new to write
                 return MutationResult(
                     fact=same.fact,
@@ -198,6 +205,7 @@ class Facts:
                     origin_session_id=origin_session_id,
                     created_at=stamp,
                     updated_at=stamp,
+                    tags=clean_tags,
                 )
                 try:
                     receipt = tx.create(path, render_fact(fact))
@@ -220,8 +228,10 @@ class Facts:
             receipt=receipt,
         )
 
-    def _same_fact(self, sp: StorePaths, slug: str, title: str, body: str) -> FactRecord | None:
-        """An inbox fact with this title and text (``<slug>.md`` or ``<slug>-N.md``), if there is one."""
+    def _same_fact(
+        self, sp: StorePaths, slug: str, title: str, body: str, tags: tuple[str, ...]
+    ) -> FactRecord | None:
+        """An inbox fact with this title, text and tags (``<slug>.md`` or ``<slug>-N.md``), if any."""
         if not os.path.lexists(sp.inbox / f"{slug}.md"):  # slug comes from slugify
             return None  # the common case: a new title, one stat
         pattern = re.compile(re.escape(slug) + r"(-\d+)?\.md")
@@ -232,7 +242,7 @@ class Facts:
                 record = self.record(sp.name, sp.inbox / name)
             except (OSError, FactParseError):
                 continue
-            if record.fact.title == title and record.fact.body.strip() == body:
+            if record.fact.title == title and record.fact.body.strip() == body and record.fact.tags == tags:
                 return record
         return None
 
@@ -244,11 +254,16 @@ class Facts:
         stores: Iterable[str] | None = None,
         mode: str | None = None,
         limit: int = 10,
+        tags: Iterable[str] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
     ) -> RecallResult:
         """Search the stores of ``cwd`` (project, then global) or the named ``stores``.
 
-        Stores are fused by reciprocal rank fusion (k=60); each hit keeps its own score.
+        Stores are fused by reciprocal rank fusion (k=60); each hit keeps its own score. Only facts
+        carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
         """
+        where = FactFilter.of(tags, since, until)
         if stores is not None:
             targets = [self.targets.of_store(s) for s in stores]
         else:
@@ -264,7 +279,7 @@ class Facts:
             for sp in paths:
                 if sp.root.is_dir():
                     self.index.reconciler.reconcile(sp.name)
-            result = retrieval.recall(paths, query, mode, limit)
+            result = retrieval.recall(paths, query, mode, limit, where)
         return attrs.evolve(result, targets=tuple(targets))
 
     def list_facts(
@@ -275,13 +290,24 @@ class Facts:
         scope: Scope = "project",
         limit: int = 50,
         cursor: str | None = None,
+        tags: Iterable[str] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
     ) -> Page[FactRecord]:
-        """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor."""
+        """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor.
+
+        ``tags`` (all must match), ``since`` and ``until`` (on ``updated_at``) filter inside the
+        index query; a cursor is bound to its filter.
+        """
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
+        where_filter = FactFilter.of(tags, since, until)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
-        after = decode_cursor(cursor, ("facts", name)) if cursor else None
+        query = ("facts",) if where_filter is None else ("facts", repr(where_filter))
+        version = self.writer.version(name)
+        home = self.settings.home
+        after = decode_cursor(home, cursor, query, name, version) if cursor else None
         if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
             raise InvalidInput("cursor is malformed", field="cursor")
         sp = self.targets.paths(name)
@@ -292,11 +318,15 @@ class Facts:
             prefix = self.index.db.key(sp.knowledge) + "/"
             where = "resource_name = ? AND path >= ? AND path < ?"
             params: list[Any] = [name, prefix, prefix + "\U0010ffff"]
+            if where_filter is not None:
+                clause, clause_params = where_filter.sql("d")
+                where += " AND " + clause
+                params += clause_params
             if after:
                 where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
                 params += [after[0], after[0], after[1]]
             rows = self.index.db.rows(
-                f"SELECT id, path, updated_at FROM documents WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
+                f"SELECT id, path, updated_at FROM documents d WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
                 (*params, limit + 1),
             )
         items = []
@@ -307,7 +337,9 @@ class Facts:
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
         next_cursor = (
-            encode_cursor(("facts", name), (rows[limit - 1][2], rows[limit - 1][0])) if more else None
+            encode_cursor(home, query, name, version, (rows[limit - 1][2], rows[limit - 1][0]))
+            if more
+            else None
         )
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
@@ -350,8 +382,13 @@ class Facts:
         cwd: PathLike | None = None,
         scope: Scope = "project",
         actor: Actor = "user",
+        tags: Iterable[str] | None = None,
     ) -> MutationResult:
-        """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it."""
+        """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it.
+
+        ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
+        """
+        new_tags = check_tags(tags) if tags is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         new_body = self._validate(body) if body is not None else None
@@ -374,6 +411,7 @@ class Facts:
                 description=description if description is not None else _follow_body(old, new_body),
                 actor=actor,
                 updated_at=now_utc(),
+                tags=new_tags if new_tags is not None else old.tags,
             )
             receipt = tx.write(path, render_fact(fact, parsed.extra, with_created=parsed.has_created_at))
             tx.audit(

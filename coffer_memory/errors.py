@@ -12,6 +12,8 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
+    │   ├── InvalidCursor     INVALID_CURSOR           (.reason: malformed | forged | other_query | stale)
+    │   └── StoreNotDeletable INVALID_INPUT            (.store: the global store)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -93,7 +95,7 @@ class MemoryRejected(CofferError):
             message = f"memory rejected: text is {length} characters, the limit is {limit}"
         elif reason == "secret":
             found = ", ".join(f"{n} {k}" for k, n in sorted((kinds or {}).items()))
-            message = f"memory rejected: it holds a secret ({found}); [security] secrets = \"reject\""
+            message = f'memory rejected: it holds a secret ({found}); [security] secrets = "reject"'
         else:
             message = "memory rejected: text is empty"
         details: dict[str, object] = {"length": length, "limit": limit}
@@ -140,6 +142,28 @@ class InvalidInput(CofferError):
     def __init__(self, message: str, *, field: str | None = None, **details: Any) -> None:
         super().__init__(message, field=field, **details)
         self.field = field
+
+
+class InvalidCursor(InvalidInput):
+    """A pagination cursor that is malformed, not ours, from another query or store, or stale.
+
+    Stale means the store changed since the cursor was made: start again from the first page
+    (``cursor=None``); coffer never restarts silently.
+    """
+
+    code = "INVALID_CURSOR"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, field="cursor", reason=reason)
+        self.reason = reason
+
+
+class StoreNotDeletable(InvalidInput):
+    """The global store cannot be deleted (clear its facts instead)."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(f"the {store} store cannot be deleted; clear it instead", field="store", store=store)
+        self.store = store
 
 
 class AgentConfigInvalid(CofferError):

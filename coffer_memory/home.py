@@ -5,6 +5,7 @@
       index.db               derived SQLite index (+ -wal, -shm), rebuildable from memory/
       ledger.db              which agent sessions were distilled
       agents.json            coffer's record of agent installs and native-memory toggles
+      cursor.key             signs pagination cursors (0600, made on first use; machine-local)
       locks/                 per-store flock files (and agents.lock), outside memory/
       logs/                  hook.log (rotated), sweep stamps of coffer-hook, errors.log of the CLI
       memory/                THE TRUTH: global/ and projects/<ULID>/
@@ -28,12 +29,14 @@ MEMORY_DIR: Final = "memory"
 HOOK_LOG: Final = "hook.log"
 ERRORS_LOG: Final = "errors.log"
 INDEX_REPAIR_LOCK: Final = "index-repair.lock"
+CURSOR_KEY: Final = "cursor.key"
 
 ENTRIES: Final = (
     CONFIG_TOML,
     INDEX_DB,
     LEDGER_DB,
     AGENTS_JSON,
+    CURSOR_KEY,
     LOCKS_DIR + "/",
     LOGS_DIR + "/",
     MEMORY_DIR + "/",
@@ -65,6 +68,15 @@ class HomeLayout(NamedTuple):
     def agents_json(self) -> Path:
         """``agents.json``: the agent install registry."""
         return self.home / AGENTS_JSON
+
+    @property
+    def cursor_key(self) -> Path:
+        """``cursor.key``: the HMAC key that signs pagination cursors (0600)."""
+        return self.home / CURSOR_KEY
+
+    def store_version(self, store: str) -> Path:
+        """``locks/<store>.version``: a counter every write transaction on ``store`` advances."""
+        return self.locks / f"{store}.version"
 
     @property
     def locks(self) -> Path:

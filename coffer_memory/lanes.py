@@ -94,6 +94,7 @@ class Lanes:
             receipt = tx.append(path, entry, header=fmt.journal_header(period))
             if store is None and target.project_root is not None and not dry_run:
                 self.index.record_project_root(target.store, target.project_root)
+                self.targets.record_checkout(tx, target)
             tx.audit(
                 "memory_added", None, lane="journal", path=str(path), origin_session_id=origin_session_id
             )
@@ -144,6 +145,7 @@ class Lanes:
             data = fmt.render_handoff(branch, tx.check(text), updated_at=now_utc(), head=head)
             receipt = tx.write(path, data)
             self.index.record_project_root(target.store, target.project_root)
+            self.targets.record_checkout(tx, target)
             event = "memory_updated" if receipt.before_sha256 else "memory_added"
             tx.audit(event, None, lane="handoff", branch=branch, path=str(path))
         return _lane_write(receipt, target)
@@ -156,11 +158,12 @@ class Lanes:
         path = self.targets.paths(store).handoff_file(branch)
         scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
         head = head_commit(target.worktree)
+        notes = tuple(self.targets.offer_lines(target))
         if not (scene and scene.head and head and scene.head != head):
-            return ResumeResult(store, branch, head, scene, False, (), target=target)
+            return ResumeResult(store, branch, head, scene, False, (), target=target, notes=notes)
         new = commits_since(target.worktree, scene.head)  # None: the saved commit left HEAD's history
         return ResumeResult(
-            store, branch, head, scene, True, None if new is None else tuple(new), target=target
+            store, branch, head, scene, True, None if new is None else tuple(new), target=target, notes=notes
         )
 
     def handoffs(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
-from . import vocabulary
+from . import notebook, vocabulary
 
 # Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
 Actor: TypeAlias = vocabulary.Actor
@@ -79,6 +79,17 @@ class MemoryFact:
     origin_session_id: str | None
     created_at: datetime
     updated_at: datetime
+    tags: tuple[str, ...] = ()
+
+    def to_record(self) -> dict[str, Any]:
+        """One row: a column per field (tags as a list)."""
+        return notebook.fields(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.fact_html(self.to_record())
+
+    def _repr_markdown_(self) -> str:
+        return notebook.fact_markdown(self.to_record())
 
 
 @attrs.frozen
@@ -89,6 +100,16 @@ class FactRecord:
     store: str
     path: Path
     sha256: str
+
+    def to_record(self) -> dict[str, Any]:
+        """One row: the fact's fields, then store, path and sha256."""
+        return {**self.fact.to_record(), "store": self.store, "path": str(self.path), "sha256": self.sha256}
+
+    def _repr_html_(self) -> str:
+        return notebook.fact_html(self.to_record())
+
+    def _repr_markdown_(self) -> str:
+        return notebook.fact_markdown(self.to_record())
 
     @property
     def folder_path(self) -> Path:
@@ -141,9 +162,17 @@ class MemoryHit:
     title: str = ""
 
 
+_HIT_COLUMNS = ("title", "text", "score", "store", "time", "id")
+_ITEM_COLUMNS = ("id", "updated_at", "title", "tags", "body")
+
+
 @attrs.frozen
 class RecallResult:
-    """Hits merged across stores, the mode that answered, and whether it degraded."""
+    """Hits merged across stores, the mode that answered, and whether it degraded.
+
+    In a notebook it shows as a table; ``pandas.DataFrame(result.to_records())`` gives one
+    column per hit field.
+    """
 
     hits: tuple[MemoryHit, ...]
     mode: RetrievalMode
@@ -151,14 +180,49 @@ class RecallResult:
     stores: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict per hit, best first: a column per ``MemoryHit`` field."""
+        return [notebook.record_of(h) for h in self.hits]
+
+    def _caption(self) -> str:
+        fell = ", fell back to keyword" if self.fallback else ""
+        n = len(self.hits)
+        return f"{n} hit{'' if n == 1 else 's'}, mode {self.mode}{fell}; stores: {', '.join(self.stores)}"
+
+    def _repr_html_(self) -> str:
+        return notebook.html_table(self.to_records(), _HIT_COLUMNS, self._caption())
+
+    def _repr_markdown_(self) -> str:
+        return notebook.md_table(self.to_records(), _HIT_COLUMNS, self._caption())
+
 
 @attrs.frozen
 class Page(Generic[T]):
-    """One page of a bounded listing; ``next_cursor`` is ``None`` on the last page."""
+    """One page of a bounded listing; ``next_cursor`` is ``None`` on the last page.
+
+    ``pandas.DataFrame(page.to_records())`` gives one column per field of the items.
+    """
 
     items: tuple[T, ...]
     next_cursor: str | None
     target: Target | None = None
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict per item (a fact's fields, then store, path and sha256)."""
+        return [notebook.record_of(i) for i in self.items]
+
+    def _display(self) -> tuple[list[dict[str, Any]], tuple[str, ...], str]:
+        rows = self.to_records()
+        keys = rows[0].keys() if rows else ()
+        columns = tuple(c for c in _ITEM_COLUMNS if c in keys) or tuple(keys)
+        more = "; more with next_cursor" if self.next_cursor else ""
+        return rows, columns, f"{len(rows)} items{more}"
+
+    def _repr_html_(self) -> str:
+        return notebook.html_table(*self._display())
+
+    def _repr_markdown_(self) -> str:
+        return notebook.md_table(*self._display())
 
 
 @attrs.frozen
@@ -244,7 +308,8 @@ class DoctorReport:
 
     links: tuple[Path, ...] = ()
     """Symbolic links inside a store: coffer never reads or writes through them."""
-
+    same_repository: tuple[str, ...] = ()
+    """Stores that hold memory of one repository (a second clone), each with the command to merge."""
 
     @property
     def ok(self) -> bool:
@@ -306,12 +371,14 @@ class ResumeResult:
     head_moved: bool
     new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
     target: Target | None = None
+    notes: tuple[str, ...] = ()  # e.g. another store of this repository, with the command to merge it
 
     @property
     def summary(self) -> str:
         """A readable account for an agent or a person."""
+        notes = ["", *self.notes] if self.notes else []
         if self.scene is None:
-            return f"No handoff saved for branch {self.branch!r}."
+            return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
         lines = [
             f"Handoff for branch {self.branch!r}, saved {self.scene.updated_at.isoformat()}:",
             "",
@@ -325,7 +392,7 @@ class ResumeResult:
                 lines += [f"- {c}" for c in self.new_commits]
             else:
                 lines += ["", "HEAD moved since then (no new commits on top of the handoff's commit)."]
-        return "\n".join(lines)
+        return "\n".join(lines + notes)
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from . import vocabulary
 from .config import Settings
 from .errors import InvalidInput
 from .index.db import IndexDB
+from .index.filters import FactFilter
 from .index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
 from .index.keys import chunk_id, document_id_of_chunk
 from .index.reindex import strip_header
@@ -177,6 +178,13 @@ class KnowledgeRetrieval:
             raise InvalidInput("query is empty", field="query")
         if "\x00" in query:
             raise InvalidInput("query contains a NUL character", field="query")
+        if not query.isascii():
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError:  # SQLite and ripgrep take UTF-8 only
+                raise InvalidInput(
+                    "query contains a lone surrogate (not valid Unicode text)", field="query"
+                ) from None
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -192,14 +200,23 @@ class KnowledgeRetrieval:
         return chosen
 
     def recall(
-        self, paths: Sequence[StorePaths], query: str, mode: str | None = None, limit: int = 10
+        self,
+        paths: Sequence[StorePaths],
+        query: str,
+        mode: str | None = None,
+        limit: int = 10,
+        where: FactFilter | None = None,
     ) -> RecallResult:
-        """Search every store in ``paths`` with one mode and fuse the per-store lists."""
+        """Search every store in ``paths`` with one mode and fuse the per-store lists.
+
+        ``where`` (tags, time) is applied inside each store's index query, before the limit.
+        """
         chosen = self.check(query, mode, limit)
         qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
         present = [sp for sp in paths if sp.root.is_dir()]
-        if chosen == "keyword":
-            # One MATCH for every store: cheaper than a query (or a thread) per store.
+        if chosen == "keyword" and where is None:
+            # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
+            # is a per-store rowid set: filtered recalls keep a query per store.)
             merged = self.keyword_fused(present, query, limit)
             return RecallResult(
                 hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
@@ -208,11 +225,13 @@ class KnowledgeRetrieval:
         if side is not None:
             # The second store is searched on a reader connection in a worker thread while this
             # thread searches the first: SQLite, sqlite-vec and the embedder release the GIL.
-            other = self._fanout_pool().submit(side.search_store, present[1], chosen, query, qvec, limit)
-            results = [self.search_store(present[0], chosen, query, qvec, limit), other.result()]
-            results += [self.search_store(sp, chosen, query, qvec, limit) for sp in present[2:]]
+            other = self._fanout_pool().submit(
+                side.search_store, present[1], chosen, query, qvec, limit, where
+            )
+            results = [self.search_store(present[0], chosen, query, qvec, limit, where), other.result()]
+            results += [self.search_store(sp, chosen, query, qvec, limit, where) for sp in present[2:]]
         else:
-            results = [self.search_store(sp, chosen, query, qvec, limit) for sp in present]
+            results = [self.search_store(sp, chosen, query, qvec, limit, where) for sp in present]
         lists = [hits for hits, _ in results]
         fallback = any(fell_back for _, fell_back in results)
         merged = rrf_merge(lists, limit)
@@ -221,20 +240,28 @@ class KnowledgeRetrieval:
         )
 
     def search_store(
-        self, sp: StorePaths, chosen: str, query: str, qvec: Vector | None, limit: int
+        self,
+        sp: StorePaths,
+        chosen: str,
+        query: str,
+        qvec: Vector | None,
+        limit: int,
+        where: FactFilter | None = None,
     ) -> tuple[list[MemoryHit], bool]:
         """One store's hits in one mode, and whether it fell back to keyword (no vectors there)."""
         if chosen == "grep":
-            return self._grep(sp, query, limit), False
+            return self._grep(sp, query, limit, where), False
         if chosen == "keyword":
-            return self.keyword(sp, query, limit), False
+            return self.keyword(sp, query, limit, where), False
         if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
             return self.keyword(
-                sp, query, limit
+                sp, query, limit, where
             ), True  # vectors unavailable here: keyword answers, and says so
         if chosen == "vector":
-            return self._vector(sp, qvec, limit), False
-        return fuse_modes(self.keyword(sp, query, limit * 2), self._vector(sp, qvec, limit * 2), limit), False
+            return self._vector(sp, qvec, limit, where), False
+        return fuse_modes(
+            self.keyword(sp, query, limit * 2, where), self._vector(sp, qvec, limit * 2, where), limit
+        ), False
 
     def _fanout_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -247,9 +274,14 @@ class KnowledgeRetrieval:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _vector(self, sp: StorePaths, qvec: Vector, limit: int) -> list[MemoryHit]:
+    def _vector(
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
         assert self.vectors is not None
-        nearest = self.vectors.knn(sp.name, qvec, limit * 4)
+        if where is not None:
+            nearest = self.vectors.knn_within(sp.name, qvec, limit * 4, where.chunk_rowids(sp.name))
+        else:
+            nearest = self.vectors.knn(sp.name, qvec, limit * 4)
         best: dict[str, tuple[str, float]] = {}
         for bare, distance in nearest:
             doc_id, position = bare.rsplit(":", 1)
@@ -276,14 +308,21 @@ class KnowledgeRetrieval:
         )
         return {str(r[0]): str(r[1]) for r in rows}
 
-    def _docs(self, store: str, ids: Sequence[str] = (), paths: Sequence[str] = ()) -> dict[str, _DocRow]:
+    def _docs(
+        self,
+        store: str,
+        ids: Sequence[str] = (),
+        paths: Sequence[str] = (),
+        where: FactFilter | None = None,
+    ) -> dict[str, _DocRow]:
         column, values = ("id", ids) if ids else ("path", [self.db.key(Path(p)) for p in paths])
         if not values:
             return {}
         marks = ",".join("?" * len(values))
+        only, only_params = where.sql("d") if where is not None else ("1", [])
         rows = self.db.rows(
-            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents WHERE kind = 'memory' AND resource_name = ? AND {column} IN ({marks})",
-            (store, *values),
+            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents d WHERE kind = 'memory' AND resource_name = ? AND {column} IN ({marks}) AND {only}",
+            (store, *values, *only_params),
         )
         out = {}
         home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
@@ -305,9 +344,12 @@ class KnowledgeRetrieval:
             title=doc.title,
         )
 
-    def keyword(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+    def keyword(
+        self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
         """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
-        return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4), limit)
+        within = where.chunk_rowids(sp.name) if where is not None else None
+        return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4, within), limit)
 
     def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
@@ -328,7 +370,9 @@ class KnowledgeRetrieval:
         docs = self._docs(sp.name, ids=list(best))
         return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 
-    def _grep(self, sp: StorePaths, query: str, limit: int) -> list[MemoryHit]:
+    def _grep(
+        self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
         phrase = " ".join(query.split())
         # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
         # out) are searched too, and a file ranks by how many of them it holds. Single CJK
@@ -342,7 +386,8 @@ class KnowledgeRetrieval:
             key = str(m.path)
             if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
                 per_file.setdefault(key, set()).update(m.patterns)
-        docs = self._docs(sp.name, paths=list(per_file))
+        # Files the filter rules out have no row here, so the limit below counts matching ones.
+        docs = self._docs(sp.name, paths=list(per_file), where=where)
         weights = _term_weights(per_file.values(), len(patterns))
         total = sum(weights[1:]) or 1.0
         scored = []

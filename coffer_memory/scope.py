@@ -231,3 +231,57 @@ def _crockford_ulid(raw: bytes) -> str:
     """
     value = int.from_bytes(raw, "big")
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -5, -5))
+
+
+# -- repository fingerprint (what survives a move or a fresh clone) -------------------------------
+_root_commits_cache: dict[str, tuple[str, ...]] = {}
+
+
+def root_commits(worktree: Path) -> tuple[str, ...]:
+    """The repository's root commits (``git rev-list --max-parents=0 HEAD``), cached per checkout.
+
+    A subprocess, so callers ask only when a store's record lacks them or a move is checked.
+    """
+    key = os.fspath(worktree)
+    if key not in _root_commits_cache:
+        out = _git(worktree, "rev-list", "--max-parents=0", "HEAD")
+        found = tuple(sorted(line for line in (out or "").splitlines() if line))
+        if not found:
+            return ()  # an empty repository (or no git): ask again after the first commit
+        _root_commits_cache[key] = found
+    return _root_commits_cache[key]
+
+
+def normalise_remote(url: str) -> str:
+    """A remote URL as ``host/path``: scp-style and https agree, credentials and ``.git`` dropped."""
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if "://" in url:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        path = parts.path
+        if parts.scheme == "file" or not host:
+            host, path = "", parts.path
+    elif ":" in url and not url.startswith("/") and "/" not in url.split(":", 1)[0]:
+        userhost, path = url.split(":", 1)  # scp-style: [user@]host:path
+        host = userhost.rsplit("@", 1)[-1].lower()
+    else:
+        host, path = "", url  # a local path (a bare repository on this machine)
+    path = path.rstrip("/").removesuffix(".git").rstrip("/")
+    return f"{host}/{path.lstrip('/')}" if host else path
+
+
+def remote_urls(toplevel: Path) -> tuple[str, ...]:
+    """The normalised URLs of every remote in the main checkout's ``.git/config`` (read from the file)."""
+    config = _read_text(toplevel / ".git" / "config") or ""
+    urls, in_remote = set(), False
+    for line in config.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_remote = stripped.lower().startswith("[remote ")
+        elif in_remote and "=" in stripped:
+            key, value = stripped.split("=", 1)
+            if key.strip().lower() in ("url", "pushurl") and value.strip():
+                urls.add(normalise_remote(value))
+    return tuple(sorted(urls))

@@ -90,7 +90,6 @@ class MemoryService:
         self.home = self.settings.home
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)
-        self.targets = Targets(self.settings.memory_dir)
         self.writer = Writer(
             self.home,
             self.settings.memory_dir,
@@ -98,6 +97,7 @@ class MemoryService:
             self.index,
             content_checks(self.settings.security),
         )
+        self.targets = Targets(self.settings.memory_dir, self.writer)
         events = WriteEvents()
         self.facts = Facts(self.settings, self.index, self.writer, self.targets, events)
         self.lanes = Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
@@ -192,8 +192,9 @@ class MemoryService:
         cwd: PathLike | None = None,
         actor: Actor = "agent",
         origin_session_id: str | None = None,
+        tags: Iterable[str] = (),
     ) -> MutationResult:
-        """Write a new fact to ``knowledge/inbox/<slug>.md`` of the store and index it."""
+        """Write a new fact (with ``tags``) to ``knowledge/inbox/<slug>.md`` of the store and index it."""
         return self.facts.remember(
             text,
             title=title,
@@ -203,6 +204,7 @@ class MemoryService:
             cwd=cwd,
             actor=actor,
             origin_session_id=origin_session_id,
+            tags=tags,
         )
 
     def recall(
@@ -213,9 +215,15 @@ class MemoryService:
         stores: Iterable[str] | None = None,
         mode: str | None = None,
         limit: int = 10,
+        tags: Iterable[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> RecallResult:
-        """Search the stores of ``cwd`` (project, then global) or the named ``stores``."""
-        return self.facts.recall(query, cwd=cwd, stores=stores, mode=mode, limit=limit)
+        """Search the stores of ``cwd`` (project, then global) or the named ``stores``; only facts
+        with every one of ``tags``, updated in ``[since, until)``."""
+        return self.facts.recall(
+            query, cwd=cwd, stores=stores, mode=mode, limit=limit, tags=tags, since=since, until=until
+        )
 
     def list_facts(
         self,
@@ -225,9 +233,22 @@ class MemoryService:
         scope: Scope = "project",
         limit: int = 50,
         cursor: str | None = None,
+        tags: Iterable[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> Page[FactRecord]:
-        """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor."""
-        return self.facts.list_facts(store=store, cwd=cwd, scope=scope, limit=limit, cursor=cursor)
+        """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor;
+        ``tags``, ``since`` and ``until`` filter as in ``recall``."""
+        return self.facts.list_facts(
+            store=store,
+            cwd=cwd,
+            scope=scope,
+            limit=limit,
+            cursor=cursor,
+            tags=tags,
+            since=since,
+            until=until,
+        )
 
     def get_fact(
         self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
@@ -247,8 +268,10 @@ class MemoryService:
         cwd: PathLike | None = None,
         scope: Scope = "project",
         actor: Actor = "user",
+        tags: Iterable[str] | None = None,
     ) -> MutationResult:
-        """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it."""
+        """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it; ``tags``
+        replaces its tags (``None`` keeps them)."""
         return self.facts.edit_fact(
             fact_id,
             body=body,
@@ -259,6 +282,7 @@ class MemoryService:
             cwd=cwd,
             scope=scope,
             actor=actor,
+            tags=tags,
         )
 
     def delete_fact(
@@ -397,6 +421,10 @@ class MemoryService:
     def clear_label(self, store: str) -> StoreInfo:
         """Remove a store's label; the display name falls back to the project root's basename."""
         return self.store_admin.clear_label(store)
+
+    def delete_store(self, store: str) -> StoreInfo:
+        """Delete a project store (folder, index rows, label, root; audited); returns it as it was."""
+        return self.store_admin.delete_store(store)
 
     def reindex(
         self,

@@ -1,4 +1,8 @@
-"""``Stores``: listing stores, labelling them, and keeping their index healthy (reindex, doctor)."""
+"""``Stores``: listing, labelling and deleting stores, and keeping their index healthy (reindex, doctor).
+
+A project store's label and last known root are truth in its ``store.json``; ``index.db``
+keeps a derived copy (still read for stores written before ``store.json`` existed).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,22 @@ import logging
 import os
 from collections.abc import Callable
 
+import attrs
+
 from .config import Settings
 from .doctor import run_doctor
-from .errors import InvalidInput
+from .errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable
 from .index.reconcile import Progress
 from .indexing import IndexHandle
 from .models import DoctorReport, ReindexReport, StoreInfo
 from .store.files import stale_temp_files
+from .store.identity import (
+    StoreIdentity,
+    identity_path,
+    read_identity,
+    remove_store_tree,
+    same_repository_offers,
+)
 from .store.paths import GLOBAL_STORE, scope_of, store_name_for_project
 from .store.paths import project_id_of as _project_id_of
 from .store.writer import Writer
@@ -64,12 +77,16 @@ class Stores:
                     )
                     or 0
                 )
-            label = self.index.db.scalar(
-                "SELECT label FROM memory_store_labels WHERE store_name = ?", (name,)
-            )
-            root = self.index.db.scalar(
-                "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
-            )
+            identity = read_identity(sp) if name != GLOBAL_STORE else None
+            if identity is not None:
+                label, root = identity.label, identity.project_root
+            else:
+                label = self.index.db.scalar(
+                    "SELECT label FROM memory_store_labels WHERE store_name = ?", (name,)
+                )
+                root = self.index.db.scalar(
+                    "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
+                )
         return StoreInfo(
             name=name,
             scope=scope_of(name),
@@ -92,6 +109,7 @@ class Stores:
         if any(ord(c) < 32 for c in label):
             raise InvalidInput("label must not contain control characters", field="label")
         with self.index.lock:
+            self._write_label(name, label.strip())
             self.index.db.conn.execute(
                 "INSERT INTO memory_store_labels (store_name, label) VALUES (?, ?) "
                 "ON CONFLICT(store_name) DO UPDATE SET label = excluded.label",
@@ -103,8 +121,47 @@ class Stores:
         """Remove a store's label; the display name falls back to the project root's basename."""
         name = self.targets.paths(store).name
         with self.index.lock:
+            self._write_label(name, None)
             self.index.db.conn.execute("DELETE FROM memory_store_labels WHERE store_name = ?", (name,))
         return self.store_info(name)
+
+    def _write_label(self, name: str, label: str | None) -> None:
+        """The label is truth in a project store's ``store.json`` (global has no such file)."""
+        sp = self.targets.paths(name)
+        if name == GLOBAL_STORE or not sp.root.is_dir():
+            return
+        with self.writer.transaction(name) as tx:
+            identity = read_identity(sp) or StoreIdentity()
+            if identity.label != label:
+                tx.write(identity_path(sp), attrs.evolve(identity, label=label).to_bytes())
+
+    def delete_store(self, store: str) -> StoreInfo:
+        """Delete a project store: its folder (never through a link), index rows, label and root; audited.
+
+        Returns the store as it was. The global store cannot be deleted (``StoreNotDeletable``);
+        a store that is neither on disk nor in the index is ``MemoryStoreNotFound``.
+        """
+        name = self.targets.paths(store).name
+        if name == GLOBAL_STORE:
+            raise StoreNotDeletable(name)
+        before = self.store_info(name)
+        sp = self.targets.paths(name)
+        with self.index.lock:
+            known = self.index.db.scalar(
+                "SELECT count(*) FROM documents WHERE resource_name = ?", (name,)
+            ) or self.index.db.scalar(
+                "SELECT count(*) FROM memory_store_project_roots WHERE store_name = ?", (name,)
+            )
+            if not (sp.root.is_dir() or sp.root.is_symlink() or known):
+                raise MemoryStoreNotFound(name)
+            with self.writer.transaction(name) as tx:
+                removed = remove_store_tree(sp.root)
+                self.index.reindexer.remove_store(name)
+                for table in ("memory_store_labels", "memory_store_project_roots"):
+                    self.index.db.conn.execute(f"DELETE FROM {table} WHERE store_name = ?", (name,))
+                tx.audit("store_deleted", None, files=removed, store_dir=str(sp.root))
+            self.writer.bump(name)  # cursors of the deleted store never page into a recreated one
+        return before
 
     def reindex(
         self,
@@ -156,6 +213,8 @@ class Stores:
         """Compare the index with the files, list broken files, say which grep backend runs."""
         with self.index.lock:
             infos = self.stores()
-            return run_doctor(
+            report = run_doctor(
                 self.settings.home, self.index, [self.targets.paths(i.name) for i in infos], infos
             )
+        offers = tuple(same_repository_offers(self.settings.memory_dir))
+        return attrs.evolve(report, same_repository=offers)

@@ -55,6 +55,10 @@ MAX_CURSOR_CHARS: Final = 4096
 MAX_PATH_CHARS: Final = 4096
 DEFAULT_RECALL_LIMIT: Final = 10
 DEFAULT_LIST_LIMIT: Final = 50
+MAX_TAGS: Final = 20
+"""Tags one fact carries at most (and a filter names at most)."""
+MAX_TAG_CHARS: Final = 40
+"""Characters of one tag (stored lowercased; no comma, no line break)."""
 
 # -- error codes (the seed's names, plus ours) ---------------------------------------------------
 ERROR_CODES: Final = (
@@ -68,6 +72,7 @@ ERROR_CODES: Final = (
     "AGENT_CONFIG_INVALID",
     "EMBEDDING_UNAVAILABLE",
     "STORAGE_FULL",
+    "INVALID_CURSOR",
 )
 REJECT_REASONS: Final = ("empty", "too_long", "secret")
 

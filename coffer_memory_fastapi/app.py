@@ -13,7 +13,7 @@ from fastapi.security import HTTPBearer
 
 from coffer_memory import MemoryService, __version__
 
-from . import errors
+from . import errors, web
 from .guard import HostRule, RequestGuard
 from .operations import Operations
 from .routers import agents, facts, lanes, operations, recall, stores, transcripts
@@ -38,6 +38,7 @@ def create_app(
     Served ``Host`` values are the loopback names, the address a connection arrived at and
     ``allowed_hosts`` (``name``, ``name:port`` or ``*``); ``cors_origins`` (full origins such as
     ``https://app.example``) turns CORS on for them. See ``RequestGuard`` for every check.
+    The read-only web view is served at ``/ui`` (``/`` redirects there; docs/web.md).
     """
     hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
     cors = [o.rstrip("/") for o in cors_origins]
@@ -80,6 +81,7 @@ def create_app(
     for router in routers:
         app.include_router(router)
     app.state.route_methods = errors.route_methods(r for router in routers for r in router.routes)
+    web.install(app)  # the read-only pages at /ui, outside the OpenAPI document
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -96,5 +98,5 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "If-Match"],
             expose_headers=["ETag", "Location"],
         )
-    app.add_middleware(RequestGuard, hosts=hosts, cors_origins=cors, token=token)
+    app.add_middleware(RequestGuard, hosts=hosts, cors_origins=cors, token=token, ui_prefix=web.UI_PREFIX)
     return app

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
+import threading
+import time
+import webbrowser
+from urllib.parse import quote
 
 from .guard import LOOPBACK_HOSTS
 
@@ -44,9 +49,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--home", default=None, help="coffer home (default: $COFFER_HOME, else ~/.coffer)")
     parser.add_argument(
+        "--open",
+        action="store_true",
+        help="open the read-only web view (/ui) in the browser once the server answers",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     return parser
+
+
+def ui_url(host: str, port: int, token: str | None) -> str:
+    """The address of the web view for a server bound to ``host:port`` (token passed once)."""
+    name = "127.0.0.1" if host in _WILDCARDS else host
+    authority = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+    return f"http://{authority}/ui" + (f"?token={quote(token, safe='')}" if token else "")
+
+
+def _open_when_up(host: str, port: int, url: str, deadline_s: float = 30.0) -> None:
+    """Open ``url`` in the browser as soon as the port accepts connections (gives up quietly)."""
+    target = "127.0.0.1" if host in _WILDCARDS else host
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((target, port), timeout=0.5):
+                webbrowser.open(url)
+                return
+        except OSError:
+            time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     service = MemoryService(args.home)
     app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
+    if args.open:
+        url = ui_url(args.host, args.port, token)
+        print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
+        threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:

@@ -29,6 +29,7 @@ STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "MEMORY_REJECTED": 422,
     "INVALID_INPUT": 422,
+    "INVALID_CURSOR": 422,
     "SCOPE_UNRESOLVED": 422,
     "MEMORY_CONFLICT": 412,
     "AGENT_CONFIG_INVALID": 409,
@@ -53,7 +54,8 @@ _DESCRIPTIONS: dict[int, str] = {
     415: "UNSUPPORTED_MEDIA_TYPE: a POST (even with an empty body), or another request with a body, "
     "without Content-Type: application/json.",
     421: "HOST_NOT_ALLOWED: the Host header is not a loopback name, the bound address or an allowed host.",
-    422: "INVALID_INPUT (request validation, bad cursor, unknown mode, a lone surrogate...), MEMORY_REJECTED "
+    422: "INVALID_INPUT (request validation, unknown mode, a lone surrogate...), INVALID_CURSOR (a cursor that "
+    "is malformed, not this home's, from another query or from before the store changed), MEMORY_REJECTED "
     "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",
     500: "INTERNAL: an unexpected failure.",
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",

@@ -11,20 +11,28 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
   so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``.
 
-Then the optional bearer token (scheme matched case-insensitively, value in constant time), and a
+Then the optional bearer token (scheme matched case-insensitively, value in constant time). A
+browser cannot send that header, so the read-only web view (``ui_prefix``) also takes it once as
+``?token=``: the answer is a redirect to the same page without it, setting an HttpOnly,
+SameSite=Strict cookie (an HMAC of the token, never the token) that only GETs of the pages accept.
+Then a
 JSON body holding a lone surrogate (``"\\ud800"``), which no file can store: ``422 INVALID_INPUT``.
 A pure ASGI middleware: one pass over the headers, the body is buffered only for that check.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
 import json
 import re
 from collections.abc import Iterable
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import errors
@@ -33,6 +41,8 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 """Host names served by default, with any port (besides the address a connection arrived at)."""
 
 _BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
+UI_COOKIE = "coffer_ui"
+"""The web view's cookie: HMAC-SHA256 of the token, so a leaked cookie is not the API's bearer token."""
 # A JSON escape that may encode a surrogate, or one encoded as bytes (json.loads lets both
 # through); only then is the body parsed a second time.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
@@ -133,11 +143,14 @@ class RequestGuard:
         hosts: HostRule,
         cors_origins: Iterable[str] = (),
         token: str | None = None,
+        ui_prefix: str | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
         self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
         self.token = token.encode() if token else None
+        self.ui_prefix = ui_prefix
+        self.ui_pass = hmac.new(self.token, b"coffer-ui", hashlib.sha256).hexdigest() if self.token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -151,9 +164,9 @@ class RequestGuard:
             return
         await self.app(scope, receive, send)
 
-    def _check(self, scope: Scope) -> tuple[JSONResponse | None, bool]:
+    def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
-        host = origin = authorization = content_type = None
+        host = origin = authorization = content_type = cookie = None
         has_body = preflight = False
         for key, raw in scope["headers"]:
             if key == b"host":
@@ -170,6 +183,8 @@ class RequestGuard:
                 has_body = True
             elif key == b"access-control-request-method":
                 preflight = True
+            elif key == b"cookie":
+                cookie = raw.decode("latin-1")
         server = scope.get("server")
         if host is None or not self.hosts.allows(host, server):
             return _refuse(
@@ -182,6 +197,8 @@ class RequestGuard:
         method = scope["method"]
         preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)
         if self.token is not None and not preflight and not self._token_ok(authorization):
+            if self._is_page(scope):
+                return self._ui_refusal(scope, cookie), False
             return errors.envelope(
                 "UNAUTHORIZED",
                 "a bearer token is required: Authorization: Bearer <token>",
@@ -206,6 +223,45 @@ class RequestGuard:
         # Same origin as the (already allowed) Host: e.g. /docs served behind a proxy.
         return authority.lower() == host.strip().lower() or self.hosts.allows(
             authority, server, wildcard=False
+        )
+
+    def _is_page(self, scope: Scope) -> bool:
+        """A GET or HEAD of the web view (or of ``/``, which redirects there)."""
+        if self.ui_prefix is None or scope["method"] not in ("GET", "HEAD"):
+            return False
+        _, path = _split_root(scope)
+        return path == "/" or path == self.ui_prefix or path.startswith(f"{self.ui_prefix}/")
+
+    def _ui_refusal(self, scope: Scope, cookie: str | None) -> Response | None:
+        """None for the web view's cookie; for a right ``?token=``, the redirect that sets it."""
+        assert self.token is not None and self.ui_pass is not None
+        jar: SimpleCookie = SimpleCookie()
+        with contextlib.suppress(CookieError):  # a malformed Cookie header is no cookie
+            jar.load(cookie or "")
+        morsel = jar.get(UI_COOKIE)
+        if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.ui_pass.encode()):
+            return None
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = [value for key, value in query if key == "token"]
+        if given and hmac.compare_digest(given[-1].encode(), self.token):
+            # The token leaves the address bar (and the history) at once; the cookie carries on.
+            root, path = _split_root(scope)
+            rest = urlencode([(key, value) for key, value in query if key != "token"])
+            response = RedirectResponse(f"{root}{path}" + (f"?{rest}" if rest else ""), status_code=303)
+            response.set_cookie(
+                UI_COOKIE,
+                self.ui_pass,
+                path=f"{root}/",
+                httponly=True,
+                samesite="strict",
+                secure=scope.get("scheme") == "https",
+            )
+            return response
+        return errors.envelope(
+            "UNAUTHORIZED",
+            f"a token is required: open {self.ui_prefix}?token=<token> once, "
+            "or send Authorization: Bearer <token>",
+            headers={"WWW-Authenticate": "Bearer"},
         )
 
     def _token_ok(self, authorization: bytes | None) -> bool:
@@ -243,6 +299,13 @@ class RequestGuard:
                 where_text = ".".join(map(str, loc))
                 return errors.envelope("INVALID_INPUT", f"{where_text}: {msg}", {"errors": [error]}), replay
         return None, replay
+
+
+def _split_root(scope: Scope) -> tuple[str, str]:
+    """A mounted app's root path, and the request path relative to it."""
+    root: str = scope.get("root_path", "")
+    path: str = scope["path"]
+    return root, path[len(root) :] if root and path.startswith(root) else path
 
 
 def _escaped(part: str | int) -> str | int:

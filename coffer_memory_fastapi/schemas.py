@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,8 @@ from coffer_memory import (
 from coffer_memory.vocabulary import (
     MAX_DESCRIPTION_CHARS,
     MAX_LABEL_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
     MAX_TITLE_CHARS,
     Actor,
     DistillStatus,
@@ -35,6 +37,10 @@ from coffer_memory.vocabulary import (
 )
 
 Mode = RetrievalMode
+Tags = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]],
+    Field(max_length=MAX_TAGS, description="Tags, stored lowercased; no comma or line break."),
+]
 
 
 class _Out(BaseModel):
@@ -123,6 +129,7 @@ class FactOut(_Out):
     origin_session_id: str | None
     created_at: datetime
     updated_at: datetime
+    tags: list[str] = Field(default_factory=list, description="The fact's tags (lowercase).")
     path: str = Field(description="Absolute path of the fact's .md file.")
     folder_path: str = Field(description="Absolute path of the folder holding it.")
     sha256: str = Field(description="sha256 of the file's bytes; also the ETag. Send it back as If-Match.")
@@ -141,6 +148,7 @@ class FactOut(_Out):
             origin_session_id=f.origin_session_id,
             created_at=f.created_at,
             updated_at=f.updated_at,
+            tags=list(f.tags),
             path=str(record.path),
             folder_path=str(record.folder_path),
             sha256=record.sha256,
@@ -177,14 +185,16 @@ class FactIn(BaseModel):
     text: str = Field(description="The fact (Markdown). Empty text is rejected with MEMORY_REJECTED.")
     title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+    tags: Tags = Field(default_factory=list)
 
 
 class FactPatch(BaseModel):
-    """Fields to change; omitted fields keep their value."""
+    """Fields to change; omitted fields keep their value (``tags: []`` removes every tag)."""
 
     text: str | None = None
     title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+    tags: Tags | None = None
 
 
 class ClearOut(_Out):

@@ -99,6 +99,7 @@ class RememberOut(BaseModel):
     path: str = Field(description="The Markdown file written (the truth; the index is derived).")
     sha256: str | None = Field(description="The sha256 of the file written.")
     created_at: datetime
+    tags: list[str] = Field(default_factory=list)
     created: bool = Field(default=True, description="False when this fact was already remembered.")
     redacted: dict[str, int] = Field(
         default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
@@ -115,6 +116,7 @@ class RememberOut(BaseModel):
             path=str(res.path),
             sha256=res.after_sha256,
             created_at=res.fact.created_at,
+            tags=list(res.fact.tags),
             created=res.created,
             redacted=dict(res.receipt.findings) if res.receipt is not None else {},
         )
@@ -140,6 +142,7 @@ class FactOut(BaseModel):
     sha256: str
     created_at: datetime
     updated_at: datetime
+    tags: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, rec: FactRecord) -> FactOut:
@@ -153,6 +156,7 @@ class FactOut(BaseModel):
             sha256=rec.sha256,
             created_at=rec.fact.created_at,
             updated_at=rec.fact.updated_at,
+            tags=list(rec.fact.tags),
         )
 
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import coffer_memory
 from coffer_memory import CofferError, InvalidInput, MemoryService
-from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, RetrievalMode, Scope
+from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, MAX_TAGS, RetrievalMode, Scope
 
 from .errors import core_error, invalid_arguments
 from .resources import add_resources_and_prompts
@@ -103,6 +103,7 @@ CwdArg = Annotated[
     ),
 ]
 Mode = RetrievalMode
+TagsArg = Annotated[list[str] | None, Field(max_length=MAX_TAGS, description="Short lowercase labels.")]
 
 
 def _root_path(uri: str) -> str | None:
@@ -214,13 +215,17 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         ] = None,
         limit: Annotated[int, Field(description=f"At most this many hits (1-{MAX_RECALL_LIMIT}).")] = 10,
         cwd: CwdArg = None,
+        tags: Annotated[list[str] | None, Field(description="Only facts with all these tags.")] = None,
+        since: Annotated[str | None, Field(description="Only facts updated since (ISO date/time).")] = None,
+        until: Annotated[str | None, Field(description="Only facts updated before (ISO date/time).")] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
-            out = RecallOut.of(query, where, svc.recall(query, cwd=where, mode=mode, limit=limit))
+            res = svc.recall(query, cwd=where, mode=mode, limit=limit, tags=tags, since=since, until=until)
+            out = RecallOut.of(query, where, res)
             return _ok(out, out.render())
 
-        return _guard("coffer__recall", run, query=query, cwd=cwd)
+        return _guard("coffer__recall", run, query=query, cwd=cwd, since=since, until=until)
 
     def remember(
         text: Annotated[str, Field(description="The fact, self-contained, in a few sentences.")],
@@ -236,10 +241,13 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             Field(description="'project' (the current git project, default) or 'global' (every project)."),
         ] = "project",
         cwd: CwdArg = None,
+        tags: TagsArg = None,
     ) -> Annotated[CallToolResult, RememberOut]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
-            res = svc.remember(text, title=title, description=description, scope=scope, cwd=where)
+            res = svc.remember(
+                text, title=title, description=description, scope=scope, cwd=where, tags=tags or ()
+            )
             out = RememberOut.of(res)
             return _ok(out, out.render())
 

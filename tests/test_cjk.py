@@ -121,7 +121,7 @@ def test_migration_segments_an_existing_word_index(tmp_home: Path) -> None:
         assert svc.recall("如何部署", stores=["global"], mode="keyword").hits == ()
     db = IndexDB(db_path)
     _segment_words(db.conn)
-    assert step + 1 == SCHEMA_VERSION
+    assert step + 1 <= SCHEMA_VERSION
     db.close()
     with MemoryService(tmp_home) as svc:
         assert [h.id for h in svc.recall("如何部署", stores=["global"], mode="keyword").hits] == [wanted]

@@ -283,7 +283,10 @@ def test_sigkill_mid_remember_leaves_no_torn_files_and_loses_no_ack(tmp_home: Pa
         assert report.ok, (seed, report.broken, report.index_mismatches)
         mentioned = " ".join([*report.index_mismatches, *(str(b.path) for b in report.broken)])
         assert ".tmp-" not in mentioned
-        assert all(p.exists() for p in leftovers)  # neither recall nor doctor deleted or choked on them
+        # Recall and doctor never choke on them; reindex removes those of writers now dead (their
+        # pid is in the name) and keeps the planted, pid-less ones until they are ten minutes old.
+        assert not any(p.exists() for p in leftovers)
+        assert (inbox / ".tmp-planted.md").exists() and (inbox / ".tmp-torn.part").exists()
     _check_index_integrity(tmp_home / "index.db")
 
 

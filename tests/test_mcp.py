@@ -164,7 +164,7 @@ async def test_core_errors_become_tool_errors_with_their_code(
     assert unresolved.is_error and text_of(unresolved).startswith("SCOPE_UNRESOLVED: ")
     assert "scope='global'" in text_of(unresolved)
     assert empty.is_error and text_of(empty).startswith("MEMORY_REJECTED: ")
-    assert cursor.is_error and text_of(cursor).startswith("INVALID_INPUT: ")
+    assert cursor.is_error and text_of(cursor).startswith("INVALID_CURSOR: ")
     assert limit.is_error and text_of(limit).startswith("INVALID_INPUT: ")
     assert no_repo.is_error and text_of(no_repo).startswith("SCOPE_UNRESOLVED: ")
     assert ok(still_alive)["hits"] == []
@@ -201,7 +201,7 @@ async def test_list_memory_pages_with_a_cursor(svc: MemoryService, repo: Path) -
     assert len(rest["items"]) == 1 and rest["next_cursor"] is None
     assert len({f["id"] for f in first["items"] + rest["items"]}) == 3
     assert all(Path(f["path"]).is_file() and f["text"].startswith("Paged fact") for f in first["items"])
-    assert other.is_error and text_of(other).startswith("INVALID_INPUT: ")
+    assert other.is_error and text_of(other).startswith("INVALID_CURSOR: ")
 
 
 async def test_handoff_then_resume_follows_the_branch(svc: MemoryService, repo: Path) -> None:

@@ -215,9 +215,9 @@ def test_cursor_from_another_store_is_invalid(client: TestClient, service: Memor
     name = project_store(service, repo)
     cursor = client.get(f"{API}/global/facts", params={"limit": 1}).json()["next_cursor"]
     assert cursor
-    details = error(client.get(f"{API}/{name}/facts", params={"cursor": cursor}), 422, "INVALID_INPUT")
+    details = error(client.get(f"{API}/{name}/facts", params={"cursor": cursor}), 422, "INVALID_CURSOR")
     assert details["field"] == "cursor"
-    error(client.get(f"{API}/global/facts", params={"cursor": "!!!"}), 422, "INVALID_INPUT")
+    error(client.get(f"{API}/global/facts", params={"cursor": "!!!"}), 422, "INVALID_CURSOR")
     error(client.get(f"{API}/global/facts", params={"limit": 0}), 422, "INVALID_INPUT")
 
 

@@ -233,8 +233,9 @@ def test_first_remember_provisions_store_with_private_modes(svc: MemoryService, 
         assert folder.is_dir()
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
     assert stat.S_IMODE(os.stat(result.path).st_mode) == 0o600
-    # Nothing else was written under memory/ besides the store's folders and the fact.
+    # Nothing else was written under memory/ besides the store's folders, its store.json and the fact.
     assert tree(memory) == {
+        f"projects/{project_id_for(repo)}/store.json",
         "projects",
         f"projects/{project_id_for(repo)}",
         f"projects/{project_id_for(repo)}/knowledge",

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..scope import find_git, project_id_for
+from ..store.identity import find_landing, merge_offer, repository_matches
 from ..store.paths import GLOBAL_STORE, StorePaths, store_name_for_project
 from ..store.rules import read_rules
 from ..vocabulary import MAX_SESSION_CONTEXT_CHARS
@@ -53,6 +54,7 @@ def build_session_context(
     *,
     project_name: str | None = None,
     limit: int = MAX_CONTEXT_CHARS,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """Assemble the bundle within ``limit`` characters.
 
@@ -60,6 +62,8 @@ def build_session_context(
     first, then project rules, each with a marker saying how much was left out.
     """
     seeded = _section("Built-in rules", "\n".join(f"- {rule}" for rule in SEEDED_RULES))
+    if notes:  # e.g. another store of this repository to merge: short, and kept with the seeded rules
+        seeded += _section("Coffer notes", "\n".join(f"- {note}" for note in notes))
     project = ""
     if project_rules and _demote(project_rules):
         title = f"Project rules ({project_name})" if project_name else "Project rules"
@@ -80,9 +84,16 @@ def session_context(memory_dir: Path, cwd: str | os.PathLike[str]) -> str:
     """
     project_text, name = None, None
     git = find_git(cwd)
+    notes: tuple[str, ...] = ()
     if git is not None:
-        store = store_name_for_project(project_id_for(git.toplevel))
-        project_text, _ = read_rules(StorePaths.of(memory_dir, store))
+        project_id = project_id_for(git.toplevel)
+        sp = StorePaths.of(memory_dir, store_name_for_project(project_id))
+        if not sp.root.is_dir():  # a moved repository's store (recorded by the next write)
+            landing = find_landing(memory_dir, project_id, git.toplevel)
+            sp = StorePaths.of(memory_dir, landing.store) if landing is not None else sp
+        project_text, _ = read_rules(sp)
         name = git.toplevel.name
+        found = repository_matches(memory_dir, sp.name, git.toplevel)
+        notes = tuple(merge_offer(store, root, sp.name) for store, root in found)
     global_text, _ = read_rules(StorePaths.of(memory_dir, GLOBAL_STORE))
-    return build_session_context(project_text, global_text, project_name=name)
+    return build_session_context(project_text, global_text, project_name=name, notes=notes)

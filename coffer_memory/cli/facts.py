@@ -40,14 +40,24 @@ def _print_mutation(verb: str, result: MutationResult) -> None:
 def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
     text = read_text(args.text) or ""
     result = svc.remember(
-        text, title=args.title, description=args.description, actor=args.actor, **target(args)
+        text,
+        title=args.title,
+        description=args.description,
+        actor=args.actor,
+        tags=args.tags or (),
+        **target(args),
     )
     emit_json(result) if args.json else _print_mutation("remembered", result)
 
 
 def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
     result = svc.recall(
-        args.query, cwd=args.cwd, stores=args.stores or None, mode=args.mode, limit=args.limit
+        args.query,
+        cwd=args.cwd,
+        stores=args.stores or None,
+        mode=args.mode,
+        limit=args.limit,
+        **_filters(args),
     )
     if args.json:
         emit_json(result)
@@ -57,8 +67,21 @@ def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
     print(hits_table(result.hits))
 
 
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {"tags": args.tags, "since": args.since, "until": args.until}
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    """``--tag`` (repeatable, all must match), ``--since`` and ``--until`` (on updated_at)."""
+    p.add_argument(
+        "--tag", dest="tags", action="append", help="only facts with this tag (repeatable: all must match)"
+    )
+    p.add_argument("--since", help="only facts updated at or after this ISO date or time (UTC if no zone)")
+    p.add_argument("--until", help="only facts updated before this ISO date or time (UTC if no zone)")
+
+
 def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
-    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **target(args))
+    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **_filters(args), **target(args))
     if args.json:
         emit_json(page)
         return
@@ -87,6 +110,8 @@ def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
         f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
         f"updated {record.fact.updated_at.isoformat()}"
     )
+    if record.fact.tags:
+        print(f"   tags {', '.join(record.fact.tags)}")
 
 
 def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -94,7 +119,8 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.body_file:
         body = Path(args.body_file).read_text(encoding="utf-8")
     fact_id = resolve_fact_id(svc, args.id, args)
-    if body is None and args.title is None and args.description is None:
+    tags = [] if args.clear_tags else args.tags
+    if body is None and args.title is None and args.description is None and tags is None:
         from ._editor import edit_in_editor
 
         edited = edit_in_editor(svc, fact_id, args, target(args))
@@ -111,6 +137,7 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         title=args.title,
         description=args.description,
         expected_sha256=args.expect_sha256,
+        tags=tags,
         **target(args),
     )
     emit_json(result) if args.json else _print_mutation("edited", result)
@@ -152,6 +179,18 @@ def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
     else:
         info = svc.set_label(args.store_name, args.label)
     emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
+
+
+def cmd_stores_delete(svc: MemoryService, args: argparse.Namespace) -> None:
+    if not args.yes:
+        info = svc.store_info(args.store_name)
+        raise InvalidInput(
+            f"delete removes {info.name} ({info.display_name}, {info.fact_count} facts, every lane) "
+            f"and its folder {info.store_dir}; pass --yes to confirm",
+            field="yes",
+        )
+    info = svc.delete_store(args.store_name)
+    emit_json(info) if args.json else print(f"deleted {info.name} ({info.display_name})")
 
 
 def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -212,6 +251,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"repaired: {r}")
     for link in report.links:
         print(f"symlink: {link} (never followed)")
+    for offer in report.same_repository:
+        print(f"same repository: {offer}")
     if ok:
         print("ok")
     else:
@@ -237,6 +278,7 @@ def register(sub: Any) -> None:
     p.add_argument("--title", help="a short title (default: from the text)")
     p.add_argument("--description", help="a one-line description (default: from the text)")
     p.add_argument("--actor", choices=("agent", "user"), default="user", help="who says so (default: user)")
+    p.add_argument("--tag", dest="tags", action="append", help="a tag for the fact (repeatable)")
     add_target(p)
     p.set_defaults(func=cmd_remember)
 
@@ -252,6 +294,7 @@ def register(sub: Any) -> None:
         action="append",
         help="search this store only (repeatable; name, label or prefix)",
     )
+    add_filters(p)
     add_cwd(p, "directory whose git repository picks the project store searched (default: .)")
     p.set_defaults(func=cmd_recall)
 
@@ -259,6 +302,7 @@ def register(sub: Any) -> None:
     p = add_command(facts, "list", "facts of a store, newest first")
     p.add_argument("--limit", type=int, default=50, help="facts per page (default 50)")
     p.add_argument("--cursor", help="the token printed after 'more:' for the next page")
+    add_filters(p)
     add_target(p)
     p.set_defaults(func=cmd_facts_list)
     for name, func, help_text in (
@@ -277,6 +321,11 @@ def register(sub: Any) -> None:
             body.add_argument("--body-file", help="read the new body from a file").complete = FILE  # type: ignore[attr-defined]
             p.add_argument("--title", help="new title")
             p.add_argument("--description", help="new one-line description")
+            tagging = p.add_mutually_exclusive_group()
+            tagging.add_argument(
+                "--tag", dest="tags", action="append", help="replace the fact's tags with these (repeatable)"
+            )
+            tagging.add_argument("--clear-tags", action="store_true", help="remove every tag of the fact")
         p.set_defaults(func=func)
 
     p = add_command(sub, "clear", "delete every fact of a store's knowledge lane")
@@ -284,7 +333,7 @@ def register(sub: Any) -> None:
     add_target(p)
     p.set_defaults(func=cmd_clear)
 
-    stores = add_group(sub, "stores", "list stores or label one")
+    stores = add_group(sub, "stores", "list, label or delete stores")
     p = add_command(stores, "list", "every store on disk, with its label and repository")
     p.set_defaults(func=cmd_stores_list)
     p = add_command(stores, "label", "set or clear a store's display label")
@@ -292,6 +341,10 @@ def register(sub: Any) -> None:
     p.add_argument("label", nargs="?", help="the new label (1 to 200 characters)")
     p.add_argument("--clear", action="store_true", help="remove the label")
     p.set_defaults(func=cmd_stores_label)
+    p = add_command(stores, "delete", "delete a project store: its folder, index rows, label and root")
+    p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
+    p.add_argument("--yes", action="store_true", help="confirm")
+    p.set_defaults(func=cmd_stores_delete)
 
     p = add_command(sub, "reindex", "reconcile the index with the files (progress bar)")
     p.add_argument("--store", help="only this store (default: every store)")

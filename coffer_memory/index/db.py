@@ -206,6 +206,23 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     _relative_paths,
     # 6: the word index sees CJK runs as overlapping bigrams (index/cjk.py): rebuilt in place.
     _segment_words,
+    # 7: a fact's frontmatter tags, one row per tag, for filters inside the index query. A
+    # trigger drops them with their document, whichever path deletes it. Every file is read once
+    # more (the stat columns no longer match), so tags written by hand before are picked up.
+    # IF NOT EXISTS: an index rolled back to an older version number keeps its tables.
+    """
+    CREATE TABLE IF NOT EXISTS document_tags (
+        document_rowid INTEGER NOT NULL,
+        tag            TEXT NOT NULL,
+        PRIMARY KEY (tag, document_rowid)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS idx_document_tags_document ON document_tags(document_rowid);
+    CREATE TRIGGER IF NOT EXISTS documents_drop_tags AFTER DELETE ON documents BEGIN
+        DELETE FROM document_tags WHERE document_rowid = old.rowid;
+    END;
+    UPDATE documents SET file_size = -1;
+    DELETE FROM store_state;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

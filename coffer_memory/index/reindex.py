@@ -196,6 +196,11 @@ class Reindexer:
                 "WHERE resource_name = ? AND path = ?",
                 (*stat_columns(st), store, key),
             )
+            # Rows from before the tags table (schema 7) are re-read once: their tags land here.
+            rowid = self.db.scalar(
+                "SELECT rowid FROM documents WHERE resource_name = ? AND path = ?", (store, key)
+            )
+            self._write_tags(int(rowid), parsed.fact.tags, replace=True)
             return "unchanged", parsed
         fact = parsed.fact
         with self._transaction():
@@ -225,6 +230,7 @@ class Reindexer:
                     *stat_columns(st),
                 ),
             )
+            self._write_tags(self.db.conn.last_insert_rowid(), fact.tags)
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
             for position, text in enumerate(chunks):
                 cid = chunk_id(store, fact.id, position)
@@ -247,6 +253,16 @@ class Reindexer:
             if not defer_embedding:
                 self.flush_embeddings()
         return ("updated" if row else "added"), parsed
+
+    def _write_tags(self, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False) -> None:
+        """The ``document_tags`` rows of one document (dropped with it by a trigger)."""
+        if replace:
+            self.db.conn.execute("DELETE FROM document_tags WHERE document_rowid = ?", (document_rowid,))
+        for tag in tags:
+            self.db.conn.execute(
+                "INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)",
+                (document_rowid, tag),
+            )
 
     def flush_embeddings(self) -> int:
         """Embed the queued documents' chunks in batches; returns how many documents got vectors.

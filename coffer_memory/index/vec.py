@@ -152,3 +152,20 @@ class VecIndex:
             (to_blob(vector), k),
         )
         return [(str(r[0]), float(r[1])) for r in rows]
+
+    def knn_within(
+        self, store: str, vector: Vector, k: int, chunk_rowids: tuple[str, list[object]]
+    ) -> list[tuple[str, float]]:
+        """Like ``knn``, over the chunks whose rowids the subquery gives (a tags or time filter):
+        an exact scan of those vectors, so the ``k`` nearest are ``k`` matching ones."""
+        table = self.existing_table(store)
+        if table is None:
+            return []
+        sub, params = chunk_rowids
+        rows = self.db.rows(
+            f"SELECT v.chunk_id, vec_distance_cosine(v.embedding, ?) AS distance FROM chunks c "
+            f"JOIN {table} v ON v.chunk_id = c.document_id || ':' || c.position "
+            f"WHERE c.rowid IN ({sub}) ORDER BY distance LIMIT ?",
+            (to_blob(vector), *params, k),
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]

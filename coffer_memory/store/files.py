@@ -24,6 +24,7 @@ from frontmatter.default_handlers import JSONHandler, YAMLHandler
 from ulid import ULID
 
 from ..models import Actor, MemoryFact
+from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 from .fastmeta import split_rendered
 
 FILE_MODE = 0o600
@@ -39,6 +40,7 @@ KNOWN_KEYS = (
     "origin_session_id",
     "created_at",
     "updated_at",
+    "tags",
 )
 
 
@@ -148,7 +150,8 @@ def atomic_write(
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix, suffix=".part")
+    # The pid in the name lets a later reindex remove a killed writer's temp file at once.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{temp_prefix}{os.getpid()}-", suffix=".part")
     try:
         if mode != FILE_MODE:
             os.fchmod(fd, mode)
@@ -214,6 +217,8 @@ def render_fact(
     ]
     if not with_created:
         lines.remove(f"created_at: {format_time(fact.created_at)}")
+    if fact.tags:
+        lines.append(f"tags: {yaml_scalar(list(fact.tags))}")
     if extra:
         rest = {k: v for k, v in extra.items() if k not in KNOWN_KEYS}
         if rest:
@@ -256,6 +261,37 @@ def parse_time(value: object) -> datetime | None:
     except (OverflowError, ValueError):
         return None
     return value if in_range else None
+
+
+_FORBIDDEN = frozenset(",\n\r\t\x00")
+
+
+def clean_tag(raw: object) -> str | None:
+    """A tag as stored: stripped, inner whitespace collapsed, lowercased; None if it cannot be one
+    (empty, too long, a comma or a control character)."""
+    if not isinstance(raw, str):
+        return None
+    tag = " ".join(raw.split()).lower()
+    if not tag or len(tag) > MAX_TAG_CHARS:
+        return None
+    if any(ch in _FORBIDDEN or ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in raw.strip()):
+        return None
+    return tag
+
+
+def file_tags(value: object) -> tuple[str, ...]:
+    """The ``tags`` of a file's frontmatter, read leniently: a list (or a comma-separated string);
+    entries that cannot be tags are skipped, never fatal (the file is the user's)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list):
+        return ()
+    out: list[str] = []
+    for raw in value:
+        tag = clean_tag(str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw)
+        if tag is not None and tag not in out:
+            out.append(tag)
+    return tuple(out[:MAX_TAGS])
 
 
 @attrs.frozen
@@ -324,6 +360,7 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         origin_session_id=str(origin) if origin not in (None, "") else None,
         created_at=created or updated or file_time,
         updated_at=updated or created or file_time,
+        tags=file_tags(meta.get("tags")),
     )
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     return ParsedFile(

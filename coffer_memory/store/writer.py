@@ -8,6 +8,7 @@ Every mutation of a memory file goes through ``Writer.transaction``:
       -> re-index the touched documents (recall files only)
       -> note the folder state (keeps the reconcile fast path warm)
       -> audit event
+      -> store version + 1 (what pagination cursors are bound to)
       -> receipt (store, path, before and after sha256)
 
 A dry run is a mode of the same transaction: nothing is locked or written, each operation
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import InvalidInput, StorageFull
+from ..home import HomeLayout
 from ..models import WriteReceipt
 from . import lanes as fmt
 from .files import TEMP_PREFIX, atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
@@ -346,7 +348,26 @@ class Writer:
             yield tx
             return
         with self.locked(store):
-            yield tx
+            try:
+                yield tx
+            finally:
+                if tx.receipts:
+                    self.bump(tx.store)
+
+    def version(self, store: str) -> int:
+        """The store's version: how many write transactions changed it (0 before the first)."""
+        try:
+            return int(HomeLayout(self.home).store_version(self.paths(store).name).read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def bump(self, store: str) -> int:
+        """Advance the store's version (under its lock); every cursor made before becomes stale."""
+        name = self.paths(store).name
+        with self.locked(name):
+            version = self.version(name) + 1
+            atomic_write(HomeLayout(self.home).store_version(name), str(version).encode())
+        return version
 
     def dry_run(self, store: str) -> Transaction:
         """A dry-run transaction that may live across several steps (the reorg loop's preview)."""

@@ -12,6 +12,7 @@ from coffer_memory.vocabulary import DEFAULT_LIST_LIMIT, MAX_CURSOR_CHARS, MAX_L
 from ..deps import Service, clean, etag, if_match
 from ..errors import error_responses
 from ..schemas import ClearOut, FactIn, FactMutationOut, FactOut, FactPageOut, FactPatch
+from .recall import Since, TagFilter, Until
 
 router = APIRouter(prefix="/api/v1/memory_stores/{name}/facts", tags=["facts"])
 
@@ -49,7 +50,9 @@ def add_fact(name: str, body: FactIn, svc: Service, response: Response) -> FactM
     """Write a new fact to ``knowledge/inbox/`` of the store and index it."""
     clean(body.title, "title")
     clean(body.description, "description")
-    r = svc.remember(body.text, title=body.title, description=body.description, store=name, actor="user")
+    r = svc.remember(
+        body.text, title=body.title, description=body.description, store=name, actor="user", tags=body.tags
+    )
     out = _mutation(r)
     response.headers.update(etag(out.fact.sha256))
     return out
@@ -63,9 +66,12 @@ def list_facts(
     cursor: Annotated[
         str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")
     ] = None,
+    tag: TagFilter = None,
+    since: Since = None,
+    until: Until = None,
 ) -> FactPageOut:
     """Facts newest first, ``limit`` at a time; a cursor from another store or query is INVALID_INPUT."""
-    page = svc.list_facts(store=name, limit=limit, cursor=cursor)
+    page = svc.list_facts(store=name, limit=limit, cursor=cursor, tags=tag, since=since, until=until)
     return FactPageOut(items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor)
 
 
@@ -109,6 +115,7 @@ def edit_fact(
         description=body.description,
         expected_sha256=if_match(match),
         store=name,
+        tags=body.tags,
     )
     out = _mutation(r)
     response.headers.update(etag(out.fact.sha256))

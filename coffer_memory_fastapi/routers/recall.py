@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from coffer_memory import InvalidInput
-from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
+from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 
 from ..deps import Service, check_cwd, clean
 from ..errors import error_responses
@@ -18,6 +19,16 @@ router = APIRouter(prefix="/api/v1/memory_stores", tags=["recall"])
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")]
 ModeParam = Annotated[Mode | None, Query(description="Retrieval mode; the configured default when omitted.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_RECALL_LIMIT)]
+TagFilter = Annotated[
+    list[Annotated[str, Query(max_length=MAX_TAG_CHARS)]] | None,
+    Query(max_length=MAX_TAGS, description="Only facts with this tag (repeatable: all must match)."),
+]
+Since = Annotated[
+    datetime | None, Query(description="Only facts updated at or after this ISO 8601 time (UTC if no zone).")
+]
+Until = Annotated[
+    datetime | None, Query(description="Only facts updated before this ISO 8601 time (UTC if no zone).")
+]
 
 
 @router.get("/recall", response_model=RecallOut, responses=error_responses(404))
@@ -30,20 +41,35 @@ def recall(
     store: Annotated[list[str] | None, Query(description="Store names to search instead of cwd's.")] = None,
     mode: ModeParam = None,
     limit: Limit = 10,
+    tag: TagFilter = None,
+    since: Since = None,
+    until: Until = None,
 ) -> RecallOut:
     """Search the stores of ``cwd`` (its project, then global) or the named stores; fused by RRF."""
     if (cwd is None) == (not store):
         raise InvalidInput("pass either cwd or one or more store names", field="cwd")
     clean(query, "query")
-    if cwd is not None:
-        return RecallOut.of(svc.recall(query, cwd=check_cwd(cwd), mode=mode, limit=limit))
-    return RecallOut.of(svc.recall(query, stores=store, mode=mode, limit=limit))
+    where = check_cwd(cwd) if cwd is not None else None
+    return RecallOut.of(
+        svc.recall(
+            query, cwd=where, stores=store or None, mode=mode, limit=limit, tags=tag, since=since, until=until
+        )
+    )
 
 
 @router.get("/{name}/recall", response_model=RecallOut, responses=error_responses(404))
 def recall_store(
-    name: str, svc: Service, query: QueryText, mode: ModeParam = None, limit: Limit = 10
+    name: str,
+    svc: Service,
+    query: QueryText,
+    mode: ModeParam = None,
+    limit: Limit = 10,
+    tag: TagFilter = None,
+    since: Since = None,
+    until: Until = None,
 ) -> RecallOut:
     """Search one store."""
     clean(query, "query")
-    return RecallOut.of(svc.recall(query, stores=[name], mode=mode, limit=limit))
+    return RecallOut.of(
+        svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
+    )

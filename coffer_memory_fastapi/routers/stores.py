@@ -1,4 +1,4 @@
-"""Stores: list, get, metrics, label."""
+"""Stores: list, get, metrics, label, delete."""
 
 from __future__ import annotations
 
@@ -53,3 +53,12 @@ def set_label(name: str, body: LabelIn, svc: Service) -> MemoryStoreOut:
 def clear_label(name: str, svc: Service) -> MemoryStoreOut:
     """Remove the label; the display name falls back to the project folder's name."""
     return MemoryStoreOut.of(svc.clear_label(name))
+
+
+@router.delete("/{name}", response_model=MemoryStoreOut, responses=error_responses(404, 422))
+def delete_store(name: str, svc: Service) -> MemoryStoreOut:
+    """Delete a project store: its folder, index rows, label and root (audited ``store_deleted``).
+
+    Answers with the store as it was. The global store cannot be deleted (``422 INVALID_INPUT``).
+    """
+    return MemoryStoreOut.of(svc.delete_store(name))

@@ -1,0 +1,137 @@
+"""The web view's pages: stores overview, one store's four lanes, one fact, recall. Read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from coffer_memory import CofferError, MemoryScope, MemoryService, StoreInfo
+from coffer_memory.vocabulary import MAX_JOURNAL_DAYS, RETRIEVAL_MODES
+
+from ..errors import STATUS
+from .render import document, markdown, split_frontmatter
+from .security import PAGE_HEADERS
+
+PAGE_SIZE = 50
+RECALL_LIMIT = 20
+MAX_QUERY_CHARS = 1000
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+templates = Jinja2Templates(
+    env=Environment(
+        loader=PackageLoader("coffer_memory_fastapi.web", "templates"),
+        autoescape=select_autoescape(default=True),
+    )
+)
+templates.env.filters["markdown"] = markdown
+templates.env.filters["document"] = document
+
+T = TypeVar("T")
+
+
+def _service(request: Request) -> MemoryService:
+    service: MemoryService = request.app.state.service
+    return service
+
+
+def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request, template, {"modes": RETRIEVAL_MODES, **context}, status_code=status, headers=PAGE_HEADERS
+    )
+
+
+def _guarded(request: Request, build: Callable[[], HTMLResponse]) -> HTMLResponse:
+    """A page, or the error page for a core error (same codes and statuses as the REST API)."""
+    try:
+        return build()
+    except CofferError as exc:
+        return _page(request, "error.html", STATUS.get(exc.code, 500), error=exc, title=exc.code)
+
+
+def _last_change(store_dir: Path) -> datetime | None:
+    """When any Markdown file of a store last changed (facts, lanes, changelog)."""
+    newest = max((p.stat().st_mtime for p in store_dir.rglob("*.md") if p.is_file()), default=None)
+    return None if newest is None else datetime.fromtimestamp(newest, UTC)
+
+
+@router.get("", response_class=HTMLResponse, name="ui_overview")
+def overview(request: Request) -> HTMLResponse:
+    """Every store: label, repository root, fact count, last change."""
+
+    def build() -> HTMLResponse:
+        rows = [(info, _last_change(info.store_dir)) for info in _service(request).stores()]
+        return _page(request, "overview.html", rows=rows, title="Stores")
+
+    return _guarded(request, build)
+
+
+@router.get("/stores/{name}", response_class=HTMLResponse, name="ui_store")
+def store(request: Request, name: str, cursor: str | None = None) -> HTMLResponse:
+    """One store as four lanes (Knowledge, Rules, Journal, Handoff) and its consolidation changelog."""
+
+    def build() -> HTMLResponse:
+        svc = _service(request)
+        info: StoreInfo = svc.store_info(name)
+        project = info.scope is MemoryScope.PROJECT
+        return _page(
+            request,
+            "store.html",
+            info=info,
+            facts=svc.list_facts(store=info.name, limit=PAGE_SIZE, cursor=cursor),
+            rules=svc.rules(store=info.name),
+            journal=svc.journal(store=info.name, limit=MAX_JOURNAL_DAYS) if project else [],
+            handoffs=svc.handoffs(store=info.name),
+            changelog=svc.consolidation_log(store=info.name),
+            title=info.display_name,
+        )
+
+    return _guarded(request, build)
+
+
+@router.get("/stores/{name}/facts/{fact_id}", response_class=HTMLResponse, name="ui_fact")
+def fact(request: Request, name: str, fact_id: str) -> HTMLResponse:
+    """One fact: its body rendered, its frontmatter, its provenance and where its file is."""
+
+    def build() -> HTMLResponse:
+        svc = _service(request)
+        record = svc.get_fact(fact_id, store=name)
+        try:
+            frontmatter, _ = split_frontmatter(record.path.read_text(encoding="utf-8"))
+        except OSError:  # removed since the read above: the fields still show
+            frontmatter = ""
+        info = svc.store_info(record.store)
+        return _page(
+            request, "fact.html", info=info, record=record, frontmatter=frontmatter, title=record.fact.title
+        )
+
+    return _guarded(request, build)
+
+
+@router.get("/search", response_class=HTMLResponse, name="ui_search")
+def search(
+    request: Request,
+    q: str = Query("", max_length=MAX_QUERY_CHARS),
+    store: str = "",
+    mode: str = "",
+) -> HTMLResponse:
+    """The recall box: hits with their store, score and the mode that found them."""
+
+    def build() -> HTMLResponse:
+        svc = _service(request)
+        stores = svc.stores()
+        result = None
+        if q.strip():
+            names = [store] if store else [s.name for s in stores]
+            result = svc.recall(q, stores=names, mode=mode or None, limit=RECALL_LIMIT)
+        return _page(
+            request, "search.html", q=q, store=store, mode=mode, stores=stores, result=result, title="Recall"
+        )
+
+    return _guarded(request, build)

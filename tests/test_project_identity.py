@@ -1,0 +1,201 @@
+"""A project store knows its repository beyond the path: moves fold in, clones are offered, stores delete."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coffer_memory import MemoryService, MemoryStoreNotFound, StoreNotDeletable
+from coffer_memory.scope import normalise_remote, project_id_for, remote_urls
+from coffer_memory.store.identity import STORE_FILE
+from tests.conftest import CliRunner, git, make_repo
+
+
+def _identity(svc: MemoryService, store: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((svc.paths(store).root / STORE_FILE).read_text())
+    return data
+
+
+def _texts(svc: MemoryService, query: str, cwd: Path) -> list[str]:
+    return [h.text for h in svc.recall(query, cwd=cwd, mode="keyword").hits]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("git@github.com:Acme/Widget.git", "github.com/Acme/Widget"),
+        ("https://user:token@GitHub.com/Acme/Widget.git/", "github.com/Acme/Widget"),
+        ("ssh://git@github.com/Acme/Widget", "github.com/Acme/Widget"),
+        ("/srv/git/widget.git", "/srv/git/widget"),
+        ("file:///srv/git/widget.git", "/srv/git/widget"),
+    ],
+)
+def test_remotes_are_normalised(url: str, expected: str) -> None:
+    assert normalise_remote(url) == expected
+
+
+def test_the_first_write_records_the_fingerprint_in_the_store(svc: MemoryService, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", "https://me:secret@example.com/acme/widget.git")
+    r = svc.remember("we deploy with make ship", cwd=repo)
+    data = _identity(svc, r.store)
+    assert data["root_commits"] == [git(repo, "rev-list", "--max-parents=0", "HEAD")]
+    assert data["remotes"] == ["example.com/acme/widget"] and "secret" not in json.dumps(data)
+    assert data["project_root"] == str(repo.resolve()) and data["merged_identities"] == []
+    assert svc.store_info(r.store).project_root == str(repo.resolve())
+
+
+def test_labels_are_truth_in_the_store_file(svc: MemoryService, repo: Path) -> None:
+    store = svc.remember("a fact", cwd=repo).store
+    svc.set_label(store, "Widget")
+    assert _identity(svc, store)["label"] == "Widget"
+    svc.db.conn.execute("DELETE FROM memory_store_labels")  # the index copy is derived
+    assert svc.store_info(store).label == "Widget"
+    svc.clear_label(store)
+    assert _identity(svc, store)["label"] is None and svc.store_info(store).label is None
+
+
+def test_a_moved_repository_keeps_its_memory(svc: MemoryService, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = svc.remember("the staging database is called heron", cwd=repo).store
+    moved = repo.rename(tmp_path / "repo2")
+    target = svc.target(cwd=moved)
+    assert target.store == store and target.project_root == moved.resolve()
+    assert any("heron" in t for t in _texts(svc, "heron", moved))
+    data = _identity(svc, store)
+    assert data["project_root"] == str(moved.resolve())
+    assert data["merged_identities"] == [project_id_for(moved)]
+    assert [e["event"] for e in svc.audit_events(store)].count("store_moved") == 1
+    svc.remember("a second fact after the move", cwd=moved)
+    assert [i.name for i in svc.stores()] == [store]  # no second store appeared
+
+
+def test_worktrees_of_a_moved_repository_land_in_its_store(svc: MemoryService, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = svc.remember("the cache lives in redis", cwd=repo).store
+    moved = repo.rename(tmp_path / "elsewhere")
+    git(moved, "worktree", "add", "-q", "-b", "feature", str(tmp_path / "wt"))
+    target = svc.target(cwd=tmp_path / "wt")
+    assert target.store == store and target.branch == "feature"
+    assert any("redis" in t for t in _texts(svc, "redis", tmp_path / "wt"))
+
+
+def _clone(tmp_path: Path, name: str) -> Path:
+    """A clone at ``tmp_path/name`` of one bare remote (made on first use)."""
+    bare = tmp_path / "widget.git"
+    if not bare.exists():
+        git(tmp_path, "clone", "-q", "--bare", str(make_repo(tmp_path / "origin")), str(bare))
+    git(tmp_path, "clone", "-q", str(bare), str(tmp_path / name))
+    return tmp_path / name
+
+
+def test_a_second_clone_is_offered_not_merged(svc: MemoryService, tmp_path: Path) -> None:
+    store = svc.remember("release notes go in CHANGES.md", cwd=_clone(tmp_path, "first")).store
+    second = _clone(tmp_path, "second")
+    target = svc.target(cwd=second)
+    assert target.store != store
+    assert _texts(svc, "CHANGES", second) == []
+    lines = svc.targets.offer_lines(target)
+    assert len(lines) == 1 and store in lines[0]
+    assert f"coffer stores merge {store} {target.store}" in lines[0]
+    assert f"coffer stores merge {store} {target.store}" in svc.assemble_session_context(second)
+    assert _identity(svc, store)["merged_identities"] == []
+
+
+def test_a_re_clone_after_the_first_is_gone_folds_in(svc: MemoryService, tmp_path: Path) -> None:
+    first = _clone(tmp_path, "first")
+    store = svc.remember("ports are listed in ports.md", cwd=first).store
+    shutil.rmtree(first)
+    again = _clone(tmp_path, "again")
+    assert remote_urls(again) == (str(tmp_path / "widget"),)
+    assert svc.target(cwd=again).store == store
+
+
+def test_delete_then_recreate(svc: MemoryService, repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    r = svc.remember("an old fact about pelicans", cwd=repo)
+    root = svc.paths(r.store).root
+    (root / "knowledge" / "link.md").symlink_to(outside)
+    (root / "linked-dir").symlink_to(tmp_path, target_is_directory=True)
+    cursor_version = svc.writer.version(r.store)
+    svc.set_label(r.store, "Birds")
+    gone = svc.delete_store(r.store)
+    assert gone.name == r.store and gone.fact_count == 1 and gone.label == "Birds"
+    assert not root.exists() and outside.read_text() == "keep me" and (tmp_path / "precious.txt").exists()
+    assert [i.name for i in svc.stores()] == []
+    assert svc.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (r.store,)) == 0
+    assert (
+        svc.db.scalar("SELECT count(*) FROM memory_store_project_roots WHERE store_name = ?", (r.store,)) == 0
+    )
+    assert "store_deleted" in [e["event"] for e in svc.audit_events(r.store)]
+    assert svc.writer.version(r.store) > cursor_version
+    with pytest.raises(MemoryStoreNotFound):
+        svc.delete_store(r.store)
+    again = svc.remember("a new fact about herons", cwd=repo)
+    assert again.store == r.store
+    assert _texts(svc, "pelicans", repo) == [] and any("herons" in t for t in _texts(svc, "herons", repo))
+    assert svc.store_info(r.store).label is None
+
+
+def test_the_global_store_cannot_be_deleted(svc: MemoryService) -> None:
+    svc.remember("global fact", scope="global")
+    with pytest.raises(StoreNotDeletable) as err:
+        svc.delete_store("global")
+    assert err.value.code == "INVALID_INPUT" and svc.store_info("global").fact_count == 1
+    with pytest.raises(MemoryStoreNotFound):
+        svc.delete_store("project-../x")
+
+
+def test_resume_and_doctor_offer_the_second_clone(svc: MemoryService, tmp_path: Path) -> None:
+    store = svc.remember("builds run on the mac mini", cwd=_clone(tmp_path, "first")).store
+    second = _clone(tmp_path, "second")
+    other = svc.remember("a fact of the second clone", cwd=second).store
+    assert f"coffer stores merge {store} {other}" in svc.resume(cwd=second).summary
+    assert f"coffer stores merge {other} {store}" in svc.resume(cwd=tmp_path / "first").summary
+    offers = svc.doctor().same_repository
+    assert len(offers) == 1 and "coffer stores merge" in offers[0] and svc.doctor().ok
+
+
+def test_cli_delete_asks_for_yes(cli: CliRunner, repo: Path, tmp_home: Path) -> None:
+    assert cli("remember", "a project fact", cwd=repo).returncode == 0
+    name = json.loads(cli("stores", "list", "--json").stdout)[0]["name"]
+    refused = cli("stores", "delete", name, "--json")
+    assert refused.returncode == 1 and json.loads(refused.stderr)["error"]["details"]["field"] == "yes"
+    assert json.loads(cli("stores", "list", "--json").stdout)[0]["name"] == name
+    done = cli("stores", "delete", name, "--yes", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["name"] == name
+    assert json.loads(cli("stores", "list", "--json").stdout) == []
+    glob = cli("stores", "delete", "global", "--yes", "--json")
+    assert glob.returncode == 1 and json.loads(glob.stderr)["error"]["code"] == "INVALID_INPUT"
+
+
+def test_rest_delete_store(client: Any, service: MemoryService, repo: Path) -> None:
+    name = service.remember("a project fact", cwd=repo).store
+    r = client.delete(f"/api/v1/memory_stores/{name}")
+    assert r.status_code == 200 and r.json()["name"] == name
+    assert client.delete(f"/api/v1/memory_stores/{name}").status_code == 404
+    r = client.delete("/api/v1/memory_stores/global")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_INPUT"
+    assert [s["name"] for s in client.get("/api/v1/memory_stores").json()["items"]] == []
+
+
+def test_the_session_start_hook_reads_a_moved_store_without_writing(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    from coffer_memory.agents.context import session_context
+
+    repo = make_repo(tmp_path / "repo")
+    store = svc.remember("a fact", cwd=repo).store
+    svc.append_rule("Always run the linter before pushing.", cwd=repo)
+    before = (svc.paths(store).root / STORE_FILE).read_bytes()
+    moved = repo.rename(tmp_path / "moved")
+    bundle = session_context(svc.settings.memory_dir, moved)
+    assert "Always run the linter" in bundle
+    assert (
+        svc.paths(store).root / STORE_FILE
+    ).read_bytes() == before  # read-only: the move is recorded later
