@@ -39,13 +39,7 @@ GLOBAL_FACTS = [
     ("commit-style", "Commit messages say why, not what; keep them under 72 characters per line."),
     ("editor", "The user's editor is Neovim; do not add VS Code settings to repositories."),
 ]
-QUERIES = [
-    "how do we deploy this repo?",
-    "make test",
-    "which port does the api use?",
-    "部署之后要做什么？",
-    "uv",
-]
+QUERIES = ["how do we deploy this repo?", "make test", "which port does the api use?", "部署之后要做什么？", "uv"]
 
 
 def _git_repo(root: Path) -> Path:

@@ -311,6 +311,7 @@ class DoctorReport:
     same_repository: tuple[str, ...] = ()
     """Stores that hold memory of one repository (a second clone), each with the command to merge."""
 
+
     @property
     def ok(self) -> bool:
         """True when nothing is broken, no store holds a link, the index agrees with the files and
