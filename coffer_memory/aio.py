@@ -11,12 +11,14 @@ import asyncio
 import contextvars
 import functools
 import os
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from .service import MemoryService
+from .transcripts.listing import SessionPage
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,19 +65,33 @@ class AsyncMemoryService:
         self._owned = service is None
         self.sync = service if service is not None else MemoryService()
         """The wrapped synchronous service (its properties and context managers live there)."""
-        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="coffer-async")
+        self.max_threads = max_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = threading.Lock()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._guard:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.max_threads, thread_name_prefix="coffer-async"
+                )
+            return self._pool
 
     async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
         """Run any blocking call in this facade's threads (context variables go along)."""
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        return await asyncio.get_running_loop().run_in_executor(self._threads(), call)
 
     async def close(self) -> None:
-        """Let running calls finish, stop the threads, and close the service if this facade opened it."""
+        """Let running calls finish and stop the threads (a later call starts them again); close
+        the service too if this facade opened it."""
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
 
     def _shutdown(self) -> None:
-        self._pool.shutdown(wait=True)
+        with self._guard:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         if self._owned:
             self.sync.close()
 
@@ -86,6 +102,11 @@ class AsyncMemoryService:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    async def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
+        """Past sessions of one agent, newest first (``MemoryService.list_transcripts``)."""
+        # Spelled out: **filters after ``self`` cannot be typed through Concatenate.
+        return await self.run(self.sync.list_transcripts, agent, **filters)
 
     # -- the service's methods, each run in a thread ---------------------------------------------
     paths = _InThread(MemoryService.paths)
@@ -126,7 +147,6 @@ class AsyncMemoryService:
     doctor = _InThread(MemoryService.doctor)
     organize = _InThread(MemoryService.organize)
     reorganize = _InThread(MemoryService.reorganize)
-    list_transcripts = _InThread(MemoryService.list_transcripts)
     transcript_summary = _InThread(MemoryService.transcript_summary)
     show_transcript = _InThread(MemoryService.show_transcript)
     find_session = _InThread(MemoryService.find_session)

@@ -67,6 +67,9 @@ class IndexHandle:
     @property
     def db(self) -> IndexDB:
         """The index connection, opened (and migrated) on first use."""
+        db = self._db
+        if db is not None:  # open already: readers must not queue on the lock to learn that
+            return db
         with self.lock:
             if self._db is None:
                 db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from coffer_memory import InvalidInput
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 
-from ..deps import Service, check_cwd, clean
+from ..deps import AsyncService, check_cwd, clean
 from ..errors import error_responses
 from ..schemas import Mode, RecallOut
 
@@ -21,8 +21,8 @@ Limit = Annotated[int, Query(ge=1, le=MAX_RECALL_LIMIT)]
 
 
 @router.get("/recall", response_model=RecallOut, responses=error_responses(404))
-def recall(
-    svc: Service,
+async def recall(
+    svc: AsyncService,
     query: QueryText,
     cwd: Annotated[
         str | None, Query(description="Absolute working directory: its project store, then global.")
@@ -36,14 +36,14 @@ def recall(
         raise InvalidInput("pass either cwd or one or more store names", field="cwd")
     clean(query, "query")
     if cwd is not None:
-        return RecallOut.of(svc.recall(query, cwd=check_cwd(cwd), mode=mode, limit=limit))
-    return RecallOut.of(svc.recall(query, stores=store, mode=mode, limit=limit))
+        return RecallOut.of(await svc.recall(query, cwd=check_cwd(cwd), mode=mode, limit=limit))
+    return RecallOut.of(await svc.recall(query, stores=store, mode=mode, limit=limit))
 
 
 @router.get("/{name}/recall", response_model=RecallOut, responses=error_responses(404))
-def recall_store(
-    name: str, svc: Service, query: QueryText, mode: ModeParam = None, limit: Limit = 10
+async def recall_store(
+    name: str, svc: AsyncService, query: QueryText, mode: ModeParam = None, limit: Limit = 10
 ) -> RecallOut:
     """Search one store."""
     clean(query, "query")
-    return RecallOut.of(svc.recall(query, stores=[name], mode=mode, limit=limit))
+    return RecallOut.of(await svc.recall(query, stores=[name], mode=mode, limit=limit))
