@@ -245,6 +245,7 @@ class DoctorReport:
     links: tuple[Path, ...] = ()
     """Symbolic links inside a store: coffer never reads or writes through them."""
 
+
     @property
     def ok(self) -> bool:
         """True when nothing is broken, no store holds a link, the index agrees with the files and
