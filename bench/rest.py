@@ -153,15 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--before", default=None, help="a source tree of the old code to serve too")
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
+    parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="coffer-bench-rest-"))
     env_info = environment(str(tmp))
     print_environment(env_info)
-    home = tmp / "home"
-    print(f"writing {args.facts} facts ...", flush=True)
-    build_seconds = build_home(home, args.facts)
+    home = Path(args.home) if args.home else tmp / "home"
+    build_seconds = 0.0
+    if not home.exists():
+        print(f"writing {args.facts} facts ...", flush=True)
+        build_seconds = build_home(home, args.facts)
     variants: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         variants.insert(0, ("before", os.path.abspath(args.before)))

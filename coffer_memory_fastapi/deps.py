@@ -19,7 +19,8 @@ def _service(request: Request) -> MemoryService:
     return service
 
 
-def _async_service(request: Request) -> AsyncMemoryService:
+async def _async_service(request: Request) -> AsyncMemoryService:
+    # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for nothing.
     service: AsyncMemoryService = request.app.state.async_service
     return service
 
