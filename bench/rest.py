@@ -121,6 +121,15 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def serve_and_load(home: Path, qs: list[str], concurrency: int, pythonpath: str | None) -> dict[str, Any]:
     """Start coffer-api on ``home`` (with ``pythonpath`` first on the path), run both loads, stop it."""
     port = free_port()
@@ -136,9 +145,19 @@ def serve_and_load(home: Path, qs: list[str], concurrency: int, pythonpath: str 
         run_load(base, queries(100), 1)  # warm-up: index pages, plan cache, connections
         run_load(base, queries(100), concurrency)  # and the server's worker threads' connections
         for label, conc in (("sequential (1 client)", 1), (f"concurrent ({concurrency} clients)", concurrency)):
+            cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
             lat, wall, bad = run_load(base, qs, conc)
+            cpu1, own1 = cpu_seconds(proc.pid), time.process_time()
             fig = summary([ms(x) for x in lat])
-            results[label] = {**fig, "rps": len(lat) / wall, "non_200": bad, "wall_s": wall}
+            results[label] = {
+                **fig,
+                "rps": len(lat) / wall,
+                "non_200": bad,
+                "wall_s": wall,
+                # Where the time goes: CPU per request in the server and in this load generator.
+                "server_cpu_ms": ms((cpu1 - cpu0) / len(lat)),
+                "client_cpu_ms": ms((own1 - own0) / len(lat)),
+            }
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -179,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = [
-        [name, round_no + 1, label, r["n"], r["p50"], r["p95"], r["p99"], r["rps"], r["non_200"]]
+        [name, round_no + 1, label, r["n"], r["p50"], r["p95"], r["p99"], r["rps"], r["non_200"],
+         r["server_cpu_ms"], r["client_cpu_ms"]]
         for name, rounds in runs.items()
         for round_no, results in enumerate(rounds)
         for label, r in results.items()
     ]
     print()
     print(f"{args.facts} facts written and indexed in {build_seconds:.1f} s")
-    print(table(["code", "round", "load", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200"], rows,
+    print(table(["code", "round", "load", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200",
+                 "server CPU ms/req", "client CPU ms/req"], rows,
                 title="REST recall (keyword, store=global, limit=10) over loopback"))
     conc_label = f"concurrent ({args.concurrency} clients)"
     for name, rounds in runs.items():
