@@ -164,6 +164,34 @@ def serve_and_load(home: Path, qs: list[str], concurrency: int, pythonpath: str 
     return results
 
 
+def in_process(home: Path, qs: list[str], concurrency: int) -> None:
+    """``svc.recall`` from 1 and ``concurrency`` threads on one MemoryService: the service alone,
+    without HTTP (run it under each code's PYTHONPATH to compare)."""
+    with MemoryService(home) as svc:
+        for q in qs[:200]:
+            svc.recall(q, stores=["global"], limit=10)
+        for n in (1, concurrency):
+            latencies: list[float] = []
+
+            def worker(part: list[str], out: list[float]) -> None:
+                mine = []
+                for q in part:
+                    t0 = time.perf_counter()
+                    svc.recall(q, stores=["global"], limit=10)
+                    mine.append(time.perf_counter() - t0)
+                out.extend(mine)
+
+            threads = [threading.Thread(target=worker, args=(qs[i::n], latencies)) for i in range(n)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            fig = summary([ms(x) for x in latencies])
+            wall = time.perf_counter() - start
+            print(f"{n} threads: {len(latencies) / wall:.0f} recalls/s, p50 {fig['p50']:.2f} ms, p95 {fig['p95']:.2f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the store, serve it (before and after), load it, print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
     parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
+    parser.add_argument("--in-process", action="store_true", help="time svc.recall from threads, no HTTP")
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="coffer-bench-rest-"))
@@ -184,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     if not home.exists():
         print(f"writing {args.facts} facts ...", flush=True)
         build_seconds = build_home(home, args.facts)
+    if args.in_process:
+        in_process(home, queries(args.requests), args.concurrency)
+        return 0
     variants: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         variants.insert(0, ("before", os.path.abspath(args.before)))
