@@ -165,7 +165,7 @@ def test_reads_do_not_wait_for_a_background_scan(tmp_home: Path) -> None:
             holder.join(STUCK)
 
 
-def test_the_async_facade_has_every_method_of_the_service() -> None:
+def test_the_async_facade_has_every_method_of_the_service(svc: MemoryService) -> None:
     skip = {"writing", "close"}
     public = {
         name
@@ -174,7 +174,7 @@ def test_the_async_facade_has_every_method_of_the_service() -> None:
     }
     missing = {name for name in public if not hasattr(AsyncMemoryService, name)}
     assert not missing
-    facade = AsyncMemoryService(MemoryService(Path("/nonexistent-home-not-opened")))
+    facade = AsyncMemoryService(svc)
     assert all(inspect.iscoroutinefunction(getattr(facade, name)) for name in public)
 
 
