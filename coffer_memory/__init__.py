@@ -14,6 +14,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .agents.homes import AgentHomes
     from .agents.install import AgentChange, AgentStatus
+    from .aio import AsyncMemoryService
     from .config import MemoryStoreConfig, Settings
     from .errors import (
         AgentConfigInvalid,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": ".agents.homes",
+    "AsyncMemoryService": ".aio",
     "AgentChange": ".agents.install",
     "AgentStatus": ".agents.install",
     "MemoryStoreConfig": ".config",
@@ -122,6 +124,7 @@ __all__ = [
     "AgentConfigInvalid",
     "AgentHomes",
     "AgentStatus",
+    "AsyncMemoryService",
     "BrokenFile",
     "ClearResult",
     "CofferError",

@@ -273,13 +273,13 @@ class Facts:
             unique.setdefault(t.store, t)
         targets = list(unique.values())
         paths = [self.targets.paths(t.store) for t in targets]
-        with self.index.lock:
-            retrieval = self.index.retrieval
-            retrieval.check(query, mode, limit)
-            for sp in paths:
-                if sp.root.is_dir():
-                    self.index.reconciler.reconcile(sp.name)
-            result = retrieval.recall(paths, query, mode, limit, where)
+        # This thread's reader connection: the search (a grep scan too) runs without the lock.
+        retrieval = self.index.retrieval
+        retrieval.check(query, mode, limit)
+        for sp in paths:
+            if sp.root.is_dir():
+                self.index.refresh(sp.name)
+        result = retrieval.recall(paths, query, mode, limit, where)
         return attrs.evolve(result, targets=tuple(targets))
 
     def list_facts(
@@ -313,26 +313,26 @@ class Facts:
         sp = self.targets.paths(name)
         if not sp.root.is_dir():
             return Page(items=(), next_cursor=None, target=target)
-        with self.index.lock:
-            self.index.reconciler.reconcile(name)
-            prefix = self.index.db.key(sp.knowledge) + "/"
-            where = "resource_name = ? AND path >= ? AND path < ?"
-            params: list[Any] = [name, prefix, prefix + "\U0010ffff"]
-            if where_filter is not None:
-                clause, clause_params = where_filter.sql("d")
-                where += " AND " + clause
-                params += clause_params
-            if after:
-                where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
-                params += [after[0], after[0], after[1]]
-            rows = self.index.db.rows(
-                f"SELECT id, path, updated_at FROM documents d WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (*params, limit + 1),
-            )
+        self.index.refresh(name)
+        db = self.index.reader_db
+        prefix = db.key(sp.knowledge) + "/"
+        where = "resource_name = ? AND path >= ? AND path < ?"
+        params: list[Any] = [name, prefix, prefix + "\U0010ffff"]
+        if where_filter is not None:
+            clause, clause_params = where_filter.sql("d")
+            where += " AND " + clause
+            params += clause_params
+        if after:
+            where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            params += [after[0], after[0], after[1]]
+        rows = db.rows(
+            f"SELECT id, path, updated_at FROM documents d WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
         items = []
         for _doc_id, path, _ in rows[:limit]:
             try:
-                items.append(self.record(name, self.index.db.file(path)))
+                items.append(self.record(name, db.file(path)))
             except (OSError, FactParseError):
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
@@ -343,32 +343,33 @@ class Facts:
         )
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
-    def _find(self, name: str, fact_id: str) -> Path:
+    def _find(self, name: str, fact_id: str, *, reader: bool = False) -> Path:
+        """The file of a fact: on the writer connection (lock held), or on this thread's reader."""
         if not isinstance(fact_id, str) or len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:
             raise MemoryNotFound(name, str(fact_id))
         sp = self.targets.paths(name)
         if not sp.root.is_dir():
             raise MemoryNotFound(name, fact_id)
-        self.index.reconciler.reconcile(name)
-        path = self.index.db.scalar(
+        self.index.refresh(name)
+        db = self.index.reader_db if reader else self.index.db
+        path = db.scalar(
             "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?",
             (name, fact_id),
         )
-        if path is None or not sp.is_knowledge_file(self.index.db.file(path)):
+        if path is None or not sp.is_knowledge_file(db.file(path)):
             raise MemoryNotFound(name, fact_id)
-        return self.index.db.file(path)
+        return db.file(path)
 
     def get_fact(
         self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> FactRecord:
         """One fact, read from its file, with its path and sha256."""
         name = self.targets.resolve(store=store, cwd=cwd, scope=scope).store
-        with self.index.lock:
-            path = self._find(name, fact_id)
-            try:
-                return self.record(name, path)
-            except (FileNotFoundError, FactParseError) as exc:
-                raise MemoryNotFound(name, fact_id) from exc
+        path = self._find(name, fact_id, reader=True)
+        try:
+            return self.record(name, path)
+        except (FileNotFoundError, FactParseError) as exc:
+            raise MemoryNotFound(name, fact_id) from exc
 
     def edit_fact(
         self,

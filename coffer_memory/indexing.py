@@ -1,8 +1,10 @@
 """``IndexHandle``: one home's derived index (connection, re-indexer, reconciler, retrieval, audit).
 
 Every component of the service shares one handle and its lock; the lock serialises use of the
-index connection (apsw connections are not shared across threads mid-statement). The handle is
-also the ``IndexSink`` the Writer re-indexes and audits through.
+writer connection (apsw connections are not shared across threads mid-statement). Reads run on
+reader connections, one per thread (``retrieval``, ``reader_db``): in WAL mode they read the last
+committed state beside each other and beside the writer, without the lock. The handle is also the
+``IndexSink`` the Writer re-indexes and audits through.
 """
 
 from __future__ import annotations
@@ -15,17 +17,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from .config import Settings
 from .index.db import IndexDB
 from .index.reconcile import Reconciler
 from .index.reindex import Reindexer
 from .index.vec import VecIndex
-from .plugins.hookspecs import LLM
+from .plugins.hookspecs import LLM, GrepBackend
 from .plugins.manager import get_embedder, get_grep_backend, get_llm
 from .retrieval import KnowledgeRetrieval
 from .store.files import now_utc
 
 log = logging.getLogger("coffer_memory")
+# How often a read waiting for the lock looks whether a background full scan is what holds it.
+SCAN_POLL_SECONDS = 0.02
+
+
+@attrs.define
+class _Reader:
+    """One thread's reader retrieval and, once recall fanned out, its second reader."""
+
+    main: KnowledgeRetrieval
+    side: KnowledgeRetrieval | None = None
+
+    def close(self) -> None:
+        self.main.close()
+        for retrieval in (self.main, self.side):
+            if retrieval is not None and not retrieval.db.closed:
+                retrieval.db.close()
 
 
 class IndexHandle:
@@ -37,13 +57,19 @@ class IndexHandle:
         self._db: IndexDB | None = None
         self._reindexer: Reindexer | None = None
         self._reconciler: Reconciler | None = None
-        self._retrieval: KnowledgeRetrieval | None = None
-        self._side: KnowledgeRetrieval | None = None
+        self._vectors: VecIndex | None = None
+        self._grep: GrepBackend | None = None
+        # Reader retrievals by thread ident (a dict, not a threading.local, so close() reaches them).
+        self._readers: dict[int, _Reader] = {}
+        self._readers_guard = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------------
     @property
     def db(self) -> IndexDB:
         """The index connection, opened (and migrated) on first use."""
+        db = self._db
+        if db is not None:  # open already: readers must not queue on the lock to learn that
+            return db
         with self.lock:
             if self._db is None:
                 db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
@@ -56,26 +82,34 @@ class IndexHandle:
                     max_file_bytes=self.settings.memory.max_file_bytes,
                 )
                 self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock)
-                self._retrieval = KnowledgeRetrieval(
-                    db, self.settings, get_grep_backend(self.settings.grep_backend), vectors
-                )
-                self._retrieval.side = self._side_retrieval
+                self._vectors = vectors
+                self._grep = get_grep_backend(self.settings.grep_backend)
                 self._db = db
             return self._db
 
-    def _side_retrieval(self) -> KnowledgeRetrieval | None:
-        """A retrieval on a second, read-only-in-practice connection, so that recall searches a
-        project store and the global store at the same time (None on a single CPU)."""
-        if (os.cpu_count() or 1) < 2:
-            return None
-        if self._side is None:
-            main = self.retrieval
-            db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
-            vectors = (
-                VecIndex(db, main.vectors.embedder, cache_tables=False) if main.vectors is not None else None
-            )
-            self._side = KnowledgeRetrieval(db, self.settings, main.grep, vectors)
-        return self._side
+    def _reader(self) -> KnowledgeRetrieval:
+        """A retrieval on a new reader connection (it never writes, so it needs no lock)."""
+        _ = self.db  # the writer opens (and migrates) the file first
+        assert self._grep is not None
+        db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
+        vectors = self._vectors
+        # Vector tables are created by the writer; a reader looks them up on every search.
+        own = VecIndex(db, vectors.embedder, cache_tables=False) if vectors is not None else None
+        return KnowledgeRetrieval(db, self.settings, self._grep, own)
+
+    def _with_side(self, reader: KnowledgeRetrieval) -> _Reader:
+        """Give ``reader`` a second reader, so that recall searches a project store and the global
+        store at the same time (not on a single CPU)."""
+        held = _Reader(reader)
+        if (os.cpu_count() or 1) >= 2:
+
+            def second() -> KnowledgeRetrieval:
+                if held.side is None:
+                    held.side = self._reader()
+                return held.side
+
+            reader.side = second
+        return held
 
     def _vector_index(self, db: IndexDB) -> VecIndex | None:
         """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
@@ -94,10 +128,25 @@ class IndexHandle:
 
     @property
     def retrieval(self) -> KnowledgeRetrieval:
-        """The recall facade over this home's index."""
-        _ = self.db
-        assert self._retrieval is not None
-        return self._retrieval
+        """The recall facade of the calling thread, on that thread's reader connection."""
+        me = threading.get_ident()
+        with self._readers_guard:
+            held = self._readers.get(me)
+            if held is not None and not held.main.db.closed:
+                return held.main
+            # A dead thread's reader is idle for good: close it (a new thread may reuse the ident).
+            alive = {t.ident for t in threading.enumerate()}
+            for ident in [i for i in self._readers if i not in alive]:
+                self._readers.pop(ident).close()
+        held = self._with_side(self._reader())
+        with self._readers_guard:
+            self._readers[me] = held
+        return held.main
+
+    @property
+    def reader_db(self) -> IndexDB:
+        """The calling thread's reader connection: the last committed state, without the lock."""
+        return self.retrieval.db
 
     @property
     def reindexer(self) -> Reindexer:
@@ -121,14 +170,27 @@ class IndexHandle:
     def close(self) -> None:
         """Close the index connections (the next use opens them again)."""
         with self.lock:
+            with self._readers_guard:
+                readers, self._readers = list(self._readers.values()), {}
+            for reader in readers:
+                reader.close()
             if self._db is not None:
-                if self._retrieval is not None:
-                    self._retrieval.close()
-                if self._side is not None:
-                    self._side.db.close()
-                    self._side = None
                 self._db.close()
                 self._db = None
+
+    def refresh(self, store: str) -> None:
+        """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
+
+        Readers never wait for a background full scan: while one holds the lock they skip this
+        and read the last committed state (the scan itself brings the index up to date).
+        """
+        while not self.lock.acquire(timeout=SCAN_POLL_SECONDS):
+            if self.reconciler.scanning():
+                return
+        try:
+            self.reconciler.reconcile(store)
+        finally:
+            self.lock.release()
 
     # -- the Writer's sink --------------------------------------------------------------------
     def index_file(self, store: str, path: Path, data: bytes, st: os.stat_result) -> None:
@@ -158,12 +220,11 @@ class IndexHandle:
 
     def audit_events(self, store: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The newest audit rows (optionally of one store), newest first."""
-        with self.lock:
-            where, params = ("WHERE store = ?", (store,)) if store else ("", ())
-            rows = self.db.rows(
-                f"SELECT at, event, store, document_id, details FROM audit_events {where} ORDER BY id DESC LIMIT ?",
-                (*params, limit),
-            )
+        where, params = ("WHERE store = ?", (store,)) if store else ("", ())
+        rows = self.reader_db.rows(
+            f"SELECT at, event, store, document_id, details FROM audit_events {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        )
         return [
             {"at": r[0], "event": r[1], "store": r[2], "document_id": r[3], "details": json.loads(r[4])}
             for r in rows

@@ -65,28 +65,25 @@ class Stores:
         """One store's identity, display metadata and fact count."""
         sp = self.targets.paths(store)
         name = sp.name
-        with self.index.lock:
-            count = 0
-            if sp.root.is_dir():
-                self.index.reconciler.reconcile(name)
-                prefix = self.index.db.key(sp.knowledge) + "/"
-                count = int(
-                    self.index.db.scalar(
-                        "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
-                        (name, prefix, prefix + "\U0010ffff"),
-                    )
-                    or 0
+        count = 0
+        if sp.root.is_dir():
+            self.index.refresh(name)
+        db = self.index.reader_db  # the last committed state, without the lock
+        if sp.root.is_dir():
+            prefix = db.key(sp.knowledge) + "/"
+            count = int(
+                db.scalar(
+                    "SELECT count(*) FROM documents WHERE resource_name = ? AND path >= ? AND path < ?",
+                    (name, prefix, prefix + "\U0010ffff"),
                 )
-            identity = read_identity(sp) if name != GLOBAL_STORE else None
-            if identity is not None:
-                label, root = identity.label, identity.project_root
-            else:
-                label = self.index.db.scalar(
-                    "SELECT label FROM memory_store_labels WHERE store_name = ?", (name,)
-                )
-                root = self.index.db.scalar(
-                    "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
-                )
+                or 0
+            )
+        identity = read_identity(sp) if name != GLOBAL_STORE else None
+        if identity is not None:
+            label, root = identity.label, identity.project_root
+        else:
+            label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
+            root = db.scalar("SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,))
         return StoreInfo(
             name=name,
             scope=scope_of(name),

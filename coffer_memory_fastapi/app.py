@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.security import HTTPBearer
 
-from coffer_memory import MemoryService, __version__
+from coffer_memory import AsyncMemoryService, MemoryService, __version__
 
 from . import errors, web
 from .guard import HostRule, RequestGuard
@@ -45,6 +45,7 @@ def create_app(
     owned = service is None
     svc = service if service is not None else MemoryService()
     ops = Operations()
+    asvc = AsyncMemoryService(svc)  # the routes' way in: never blocks the event loop
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -54,6 +55,7 @@ def create_app(
             yield
         finally:
             ops.close()
+            await asvc.close()  # the wrapped service stays open: closed below only if owned
             if owned:
                 svc.close()
 
@@ -67,6 +69,7 @@ def create_app(
         dependencies=security,
     )
     app.state.service = svc
+    app.state.async_service = asvc
     app.state.operations = ops
     errors.install(app)
     routers = (

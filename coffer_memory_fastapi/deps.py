@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from coffer_memory import InvalidInput, MemoryService
+from coffer_memory import AsyncMemoryService, InvalidInput, MemoryService
 
 from .operations import Operations
 
@@ -19,12 +19,21 @@ def _service(request: Request) -> MemoryService:
     return service
 
 
+async def _async_service(request: Request) -> AsyncMemoryService:
+    # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for nothing.
+    service: AsyncMemoryService = request.app.state.async_service
+    return service
+
+
 def _operations(request: Request) -> Operations:
     ops: Operations = request.app.state.operations
     return ops
 
 
 Service = Annotated[MemoryService, Depends(_service)]
+# The routes of the memory surface await this: each call runs in its bounded thread pool, and
+# reads there use per-thread reader connections, so requests do not queue behind one lock.
+AsyncService = Annotated[AsyncMemoryService, Depends(_async_service)]
 Ops = Annotated[Operations, Depends(_operations)]
 
 

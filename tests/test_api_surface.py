@@ -13,6 +13,7 @@ EXPECTED = {
     "AgentConfigInvalid",
     "AgentHomes",
     "AgentStatus",
+    "AsyncMemoryService",
     "BrokenFile",
     "ConsolidationLog",
     "DistillResult",

@@ -116,6 +116,11 @@ class Reconciler:
         self._background: set[str] = set()
         self._guard = threading.Lock()
 
+    def scanning(self) -> bool:
+        """True while a background full scan runs (or waits for the lock)."""
+        with self._guard:
+            return bool(self._background)
+
     def _scan_in_background(self, store: str) -> None:
         with self._guard:
             if store in self._background:

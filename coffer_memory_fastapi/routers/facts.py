@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Response
 from coffer_memory import FactRecord, MutationResult
 from coffer_memory.vocabulary import DEFAULT_LIST_LIMIT, MAX_CURSOR_CHARS, MAX_LIST_LIMIT
 
-from ..deps import Service, clean, etag, if_match
+from ..deps import AsyncService, clean, etag, if_match
 from ..errors import error_responses
 from ..schemas import ClearOut, FactIn, FactMutationOut, FactOut, FactPageOut, FactPatch
 from .recall import Since, TagFilter, Until
@@ -46,11 +46,11 @@ def _mutation(r: MutationResult) -> FactMutationOut:
     response_model=FactMutationOut,
     responses={**error_responses(404), 201: {"headers": _ETAG, "description": "The fact was written."}},
 )
-def add_fact(name: str, body: FactIn, svc: Service, response: Response) -> FactMutationOut:
+async def add_fact(name: str, body: FactIn, svc: AsyncService, response: Response) -> FactMutationOut:
     """Write a new fact to ``knowledge/inbox/`` of the store and index it."""
     clean(body.title, "title")
     clean(body.description, "description")
-    r = svc.remember(
+    r = await svc.remember(
         body.text, title=body.title, description=body.description, store=name, actor="user", tags=body.tags
     )
     out = _mutation(r)
@@ -59,9 +59,9 @@ def add_fact(name: str, body: FactIn, svc: Service, response: Response) -> FactM
 
 
 @router.get("", response_model=FactPageOut, responses=error_responses(404))
-def list_facts(
+async def list_facts(
     name: str,
-    svc: Service,
+    svc: AsyncService,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     cursor: Annotated[
         str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")
@@ -71,14 +71,14 @@ def list_facts(
     until: Until = None,
 ) -> FactPageOut:
     """Facts newest first, ``limit`` at a time; a cursor from another store or query is INVALID_INPUT."""
-    page = svc.list_facts(store=name, limit=limit, cursor=cursor, tags=tag, since=since, until=until)
+    page = await svc.list_facts(store=name, limit=limit, cursor=cursor, tags=tag, since=since, until=until)
     return FactPageOut(items=[FactOut.of(r) for r in page.items], next_cursor=page.next_cursor)
 
 
 @router.delete("", response_model=ClearOut, responses=error_responses(404))
-def clear_facts(name: str, svc: Service) -> ClearOut:
+async def clear_facts(name: str, svc: AsyncService) -> ClearOut:
     """Delete every fact of the knowledge lane (the other lanes stay)."""
-    r = svc.clear(store=name)
+    r = await svc.clear(store=name)
     return ClearOut(store=r.store, deleted=r.deleted, paths=[str(p) for p in r.paths])
 
 
@@ -87,9 +87,9 @@ def clear_facts(name: str, svc: Service) -> ClearOut:
     response_model=FactOut,
     responses={**error_responses(404), 200: {"headers": _ETAG, "description": "The fact."}},
 )
-def get_fact(name: str, fact_id: str, svc: Service, response: Response) -> FactOut:
+async def get_fact(name: str, fact_id: str, svc: AsyncService, response: Response) -> FactOut:
     """One fact, read from its file; the ETag is the file's sha256."""
-    record = svc.get_fact(fact_id, store=name)
+    record = await svc.get_fact(fact_id, store=name)
     response.headers.update(etag(record.sha256))
     return FactOut.of(record)
 
@@ -102,13 +102,13 @@ def get_fact(name: str, fact_id: str, svc: Service, response: Response) -> FactO
         200: {"headers": _ETAG, "description": "The fact was rewritten."},
     },
 )
-def edit_fact(
-    name: str, fact_id: str, body: FactPatch, svc: Service, response: Response, match: IfMatch = None
+async def edit_fact(
+    name: str, fact_id: str, body: FactPatch, svc: AsyncService, response: Response, match: IfMatch = None
 ) -> FactMutationOut:
     """Rewrite a fact; with ``If-Match`` only if the file still has that sha256."""
     clean(body.title, "title")
     clean(body.description, "description")
-    r = svc.edit_fact(
+    r = await svc.edit_fact(
         fact_id,
         body=body.text,
         title=body.title,
@@ -123,6 +123,6 @@ def edit_fact(
 
 
 @router.delete("/{fact_id}", response_model=FactMutationOut, responses=error_responses(404, 412))
-def delete_fact(name: str, fact_id: str, svc: Service, match: IfMatch = None) -> FactMutationOut:
+async def delete_fact(name: str, fact_id: str, svc: AsyncService, match: IfMatch = None) -> FactMutationOut:
     """Delete a fact file and its index rows; with ``If-Match`` only if unchanged."""
-    return _mutation(svc.delete_fact(fact_id, expected_sha256=if_match(match), store=name))
+    return _mutation(await svc.delete_fact(fact_id, expected_sha256=if_match(match), store=name))

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from coffer_memory import InvalidInput
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 
-from ..deps import Service, check_cwd, clean
+from ..deps import AsyncService, check_cwd, clean
 from ..errors import error_responses
 from ..schemas import Mode, RecallOut
 
@@ -32,8 +32,8 @@ Until = Annotated[
 
 
 @router.get("/recall", response_model=RecallOut, responses=error_responses(404))
-def recall(
-    svc: Service,
+async def recall(
+    svc: AsyncService,
     query: QueryText,
     cwd: Annotated[
         str | None, Query(description="Absolute working directory: its project store, then global.")
@@ -51,16 +51,16 @@ def recall(
     clean(query, "query")
     where = check_cwd(cwd) if cwd is not None else None
     return RecallOut.of(
-        svc.recall(
+        await svc.recall(
             query, cwd=where, stores=store or None, mode=mode, limit=limit, tags=tag, since=since, until=until
         )
     )
 
 
 @router.get("/{name}/recall", response_model=RecallOut, responses=error_responses(404))
-def recall_store(
+async def recall_store(
     name: str,
-    svc: Service,
+    svc: AsyncService,
     query: QueryText,
     mode: ModeParam = None,
     limit: Limit = 10,
@@ -71,5 +71,5 @@ def recall_store(
     """Search one store."""
     clean(query, "query")
     return RecallOut.of(
-        svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
+        await svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
     )
