@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .agents.codex_trust import HookTrust
     from .agents.homes import AgentHomes
     from .agents.install import AgentChange, AgentStatus
+    from .agents.probe import McpCheck
     from .aio import AsyncMemoryService
     from .config import MemoryStoreConfig, Settings
     from .errors import (
@@ -68,6 +70,8 @@ _EXPORTS: dict[str, str] = {
     "AsyncMemoryService": ".aio",
     "AgentChange": ".agents.install",
     "AgentStatus": ".agents.install",
+    "HookTrust": ".agents.codex_trust",
+    "McpCheck": ".agents.probe",
     "MemoryStoreConfig": ".config",
     "Settings": ".config",
     "AgentConfigInvalid": ".errors",
@@ -134,12 +138,14 @@ __all__ = [
     "EmbeddingUnavailable",
     "FactRecord",
     "HandoffScene",
+    "HookTrust",
     "InvalidCursor",
     "InvalidInput",
     "JournalFile",
     "KnowledgeRetrieval",
     "LaneWrite",
     "LedgerEntry",
+    "McpCheck",
     "MemoryConflict",
     "MemoryFact",
     "MemoryHit",

@@ -15,6 +15,7 @@ from coffer_memory import (
     HandoffScene,
     JournalFile,
     LaneWrite,
+    McpCheck,
     MemoryHit,
     OrganizeReport,
     PlannedChange,
@@ -358,6 +359,29 @@ class SessionContextOut(_Out):
     additional_context: str
 
 
+class HookReviewOut(_Out):
+    """Codex's review state of one of coffer's hooks."""
+
+    event: str
+    state: str = Field(description="'trusted', 'untrusted', 'modified' or 'disabled'.")
+    message: str = Field(description="What it means and what to do, in words.")
+
+
+class McpCheckOut(_Out):
+    """What starting the registered MCP server and asking it ``initialize`` + ``tools/list`` gave."""
+
+    command: list[str]
+    ok: bool
+    summary: str = Field(description="One line: the tools it answered with, or what went wrong.")
+    tools: list[str]
+    seconds: float
+
+    @classmethod
+    def of(cls, c: McpCheck) -> McpCheckOut:
+        """From the core's McpCheck."""
+        return cls(command=list(c.command), ok=c.ok, summary=c.summary(), tools=list(c.tools), seconds=c.seconds)
+
+
 class AgentOut(_Out):
     """Where coffer's integration with one agent stands, read from the agent's own config files."""
 
@@ -376,6 +400,17 @@ class AgentOut(_Out):
     mcp_command: str = Field(description="The coffer-mcp executable the MCP entry runs.")
     files: list[str] = Field(description="Absolute paths of the config files coffer edits for this agent.")
     notes: list[str] = Field(description="Warnings: a missing script, a broken file, a limitation.")
+    home: str | None = Field(default=None, description="The coffer home the installed entries point at.")
+    hook_review: list[HookReviewOut] = Field(
+        default_factory=list,
+        description="Codex only: its review state of coffer's hooks (Codex skips a hook until trusted).",
+    )
+    mcp_check: McpCheckOut | None = Field(
+        default=None, description="The registered MCP server started and asked for its tools (with check_mcp)."
+    )
+    working: bool = Field(
+        default=False, description="Installed, hooks trusted, and (when checked) the MCP server answers."
+    )
 
     @classmethod
     def of(cls, s: AgentStatus) -> AgentOut:
@@ -394,6 +429,10 @@ class AgentOut(_Out):
             mcp_command=s.mcp_command,
             files=[str(p) for p in s.files],
             notes=list(s.notes),
+            home=str(s.home) if s.home is not None else None,
+            hook_review=[HookReviewOut(event=t.event, state=t.state, message=t.describe()) for t in s.hook_review],
+            mcp_check=McpCheckOut.of(s.mcp_check) if s.mcp_check is not None else None,
+            working=s.working,
         )
 
 

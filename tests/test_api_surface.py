@@ -13,6 +13,8 @@ EXPECTED = {
     "AgentConfigInvalid",
     "AgentHomes",
     "AgentStatus",
+    "HookTrust",
+    "McpCheck",
     "AsyncMemoryService",
     "BrokenFile",
     "ConsolidationLog",

@@ -101,6 +101,21 @@ def test_opencode_has_mcp_only(client: TestClient, homes: AgentHomes) -> None:
     assert opencode_json(homes).read_bytes() == before[opencode_json(homes)]
 
 
+def test_status_shows_codex_review_and_the_mcp_check(client: TestClient, homes: AgentHomes) -> None:
+    ok(client.post(f"{API}/codex/hook-install", json={}))
+    status = ok(client.get(f"{API}/codex"))
+    assert status["installed"] and status["mcp_check"] is None  # not started unless asked
+    assert [r["state"] for r in status["hook_review"]] == ["untrusted"]
+    assert "/hooks" in status["hook_review"][0]["message"]
+    assert not status["working"]  # Codex skips the hook until the user trusts it
+    checked = ok(client.get(f"{API}/codex", params={"check_mcp": "true"}))
+    check = checked["mcp_check"]
+    assert check["command"] and check["summary"]
+    assert check["ok"] == ("coffer__recall" in check["tools"])
+    listed = ok(client.get(f"{API}", params={"check_mcp": "true"}))["items"]
+    assert next(a for a in listed if a["name"] == "codex")["mcp_check"] is not None
+
+
 def test_errors_use_the_envelope(client: TestClient, homes: AgentHomes) -> None:
     details = error(client.get(f"{API}/cursor/hook-install"), 422, "INVALID_INPUT")
     assert details["known"] == ["claude-code", "codex", "opencode"]

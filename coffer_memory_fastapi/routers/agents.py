@@ -11,6 +11,10 @@ from ..errors import error_responses
 from ..schemas import AgentChangeOut, AgentListOut, AgentOut, AgentPatch, HookInstallIn, SessionContextOut
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
+CheckMcp = Annotated[
+    bool,
+    Query(description="Start the registered coffer-mcp and ask it for its tools (takes up to a few seconds)."),
+]
 
 AgentName = Annotated[
     str,
@@ -33,15 +37,15 @@ def session_context(
 
 # -- install / uninstall / native memory (edits the agent's own config files on this machine) --
 @router.get("", response_model=AgentListOut, responses=error_responses(409))
-def list_agents(svc: Service) -> AgentListOut:
+def list_agents(svc: Service, check_mcp: CheckMcp = False) -> AgentListOut:
     """Every known agent: installed or not, hooks, MCP entry, native memory setting."""
-    return AgentListOut(items=[AgentOut.of(s) for s in svc.agents()])
+    return AgentListOut(items=[AgentOut.of(s) for s in svc.agents(check_mcp=check_mcp)])
 
 
 @router.get("/{name}", response_model=AgentOut, responses=error_responses(409))
-def get_agent(name: AgentName, svc: Service) -> AgentOut:
+def get_agent(name: AgentName, svc: Service, check_mcp: CheckMcp = False) -> AgentOut:
     """One agent's integration status (same as ``GET /{name}/hook-install``)."""
-    return AgentOut.of(svc.agent_status(name))
+    return AgentOut.of(svc.agent_status(name, check_mcp=check_mcp))
 
 
 @router.patch("/{name}", response_model=AgentChangeOut, responses=error_responses(409))
