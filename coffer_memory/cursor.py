@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,9 @@ def cursor_key(home: Path) -> bytes:
         pass
     key = secrets.token_bytes(_KEY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    # A temp name of its own per call (mkstemp, 0600): threads of one process must not share one,
+    # or one unlinks it while another is linking it into place.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.write(fd, key)
         os.fsync(fd)
@@ -59,12 +60,10 @@ def cursor_key(home: Path) -> bytes:
         os.close(fd)
     try:
         os.link(tmp, path)  # first writer wins; a concurrent second one reads the winner's key
-    except OSError as exc:
-        if exc.errno != errno.EEXIST:
-            raise
-        os.unlink(tmp)
+    except FileExistsError:
         return cursor_key(home)
-    os.unlink(tmp)
+    finally:
+        os.unlink(tmp)
     return key
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ def test_threads_recall_and_remember_at_once(svc: MemoryService) -> None:
                 svc.list_facts(store="global", limit=10)
                 svc.stores()
         except BaseException as exc:  # collected: a failure in a worker must fail the test
+            traceback.print_exc()  # the worker's stack, or the failure says only its type
             errors.append(exc)
 
     workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]

@@ -83,3 +83,36 @@ def test_every_write_transaction_advances_the_version(svc: MemoryService) -> Non
     assert svc.writer.version("global") == before + 1
     svc.clear(store="global")
     assert svc.writer.version("global") == before + 2
+
+
+def test_threads_making_the_key_at_once_agree_on_one(tmp_path: Path) -> None:
+    """Threads of one process racing to create the key: one wins, all read its key, none fails
+    (they used to share one temp name, so one unlinked it while another linked it into place)."""
+    import threading
+
+    from coffer_memory.cursor import cursor_key
+
+    for attempt in range(20):
+        home = tmp_path / f"home-{attempt}"
+        home.mkdir()
+        start = threading.Barrier(8)
+        keys: list[bytes] = []
+        errors: list[BaseException] = []
+
+        def make(
+            home: Path, start: threading.Barrier, keys: list[bytes], errors: list[BaseException]
+        ) -> None:
+            try:
+                start.wait(30)
+                keys.append(cursor_key(home))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=make, args=(home, start, keys, errors)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors
+        assert len(set(keys)) == 1 and len(keys) == 8
+        assert [p.name for p in home.iterdir()] == ["cursor.key"]  # no temp file left behind
