@@ -159,8 +159,8 @@ async def _serve_stdio(server: MCPServer) -> None:
     """What ``server.run("stdio")`` does, with refused requests answered."""
     from mcp.server.stdio import stdio_server
 
-    # The SDK's own in-memory client reaches the low-level server the same way (a TODO there
-    # says it will become public).
+    # A private attribute: the SDK's own in-memory client reaches the low-level server the same
+    # way, and the SDK notes that it is meant to become public.
     lowlevel = server._lowlevel_server
     async with stdio_server() as (read, write):
         await lowlevel.run(_AnswerRefused(read, write), write, lowlevel.create_initialization_options())

@@ -13,8 +13,8 @@ from coffer_memory.store.files import sha256_bytes
 
 PACKAGES = [Path(coffer_memory.__file__).parent]
 BANNED = {"atomic_write", "append_bytes", "remove_file", "replace", "rename"}
-# Not memory files: moving a damaged, derived index.db aside (main's index/db.py does this).
-EXEMPT = {"index/db.py"}
+# Every module goes through store/ (a damaged index.db is moved aside by store.files.move_aside).
+EXEMPT: set[str] = set()
 
 
 def _banned_calls(path: Path) -> list[str]:

@@ -24,7 +24,7 @@ import apsw
 import attrs
 
 from ..home import HomeLayout
-from ..store.files import ensure_dir
+from ..store.files import ensure_dir, move_aside
 from ..store.lock import store_lock
 from .cjk import index_text
 
@@ -362,10 +362,7 @@ class IndexDB:
                 return
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
             target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            os.rename(self.path, target)
-            for suffix in ("-wal", "-shm"):
-                with suppress(FileNotFoundError):
-                    os.rename(f"{self.path}{suffix}", f"{target}{suffix}")
+            move_aside(self.path, target, suffixes=("-wal", "-shm"))
             self._prune_damaged()
             self._replaced()
         message = f"{problem}; moved to {target.name}"

@@ -185,6 +185,18 @@ def remove_file(path: Path) -> None:
     fsync_dir(path.parent)
 
 
+def move_aside(path: Path, target: Path, *, suffixes: tuple[str, ...] = ()) -> None:
+    """Rename ``path`` (and any ``path + suffix`` side files that exist) to ``target`` in the same
+    folder, then fsync the folder: a damaged derived file is kept for inspection, never deleted."""
+    os.rename(path, target)
+    for suffix in suffixes:
+        try:
+            os.rename(f"{path}{suffix}", f"{target}{suffix}")
+        except FileNotFoundError:
+            continue
+    fsync_dir(path.parent)
+
+
 def yaml_scalar(value: object) -> str:
     """One YAML scalar on one line (quoted when YAML needs it)."""
     text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=True, width=10**9)
