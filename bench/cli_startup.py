@@ -67,7 +67,7 @@ def main() -> None:
         build_store(home, repo, args.facts)
         env = {**os.environ, "COFFER_HOME": str(home)}
         env.pop("PYTHONPATH", None)
-        recall = [sys.executable, "-m", "coffer_memory.cli", "recall", "deploy runbook", "--limit", "10"]
+        recall = [sys.executable, "-m", "coffer_memory._cli", "recall", "deploy runbook", "--limit", "10"]
         variants: list[tuple[str, list[str], dict[str, str]]] = [
             ("python -c pass (interpreter start)", [sys.executable, "-c", "pass"], env),
             (

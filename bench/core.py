@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import environment, ms, print_environment, summary, table, write_json
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.store.paths import GLOBAL_STORE
+from coffer_memory._store.paths import GLOBAL_STORE
 
 SEED = 20240611
 MODES: tuple[str, ...] = ("grep", "keyword")  # --modes replaces it (vector/hybrid need the [vector] extra)

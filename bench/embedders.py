@@ -93,7 +93,7 @@ def build(name: str, threads: int = 1) -> Candidate:
         if name == "e5":
             return Candidate(name, lambda t: e5.passage(list(t)), lambda t: e5.query(list(t)))
         return Candidate(name, lambda t: e5.query(list(t)))
-    from coffer_memory.config import EmbeddingSettings
+    from coffer_memory._config import EmbeddingSettings
     from coffer_memory.plugins import get_embedder
 
     plugin = get_embedder(EmbeddingSettings(provider=name))

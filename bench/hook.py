@@ -93,8 +93,8 @@ def main() -> None:
         variants = [
             ("python -c pass (interpreter start)", [sys.executable, "-c", "pass"], b""),
             (
-                "python -c 'import coffer_memory.agents.hook'",
-                [sys.executable, "-c", "import coffer_memory.agents.hook"],
+                "python -c 'import coffer_memory._agents.hook'",
+                [sys.executable, "-c", "import coffer_memory._agents.hook"],
                 b"",
             ),
             ("coffer-hook SessionStart (40 rules)", [HOOK, "--agent", "claude-code"], start_payload),

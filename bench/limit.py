@@ -56,10 +56,10 @@ from core import SEED, fact_text, fact_title, make_queries  # noqa: E402
 
 import coffer_memory  # noqa: E402
 from coffer_memory import MemoryService, Settings  # noqa: E402
-from coffer_memory.index.fts import keyword_terms  # noqa: E402
-from coffer_memory.models import MemoryFact  # noqa: E402
-from coffer_memory.store.files import render_fact  # noqa: E402
-from coffer_memory.store.paths import GLOBAL_STORE, slugify  # noqa: E402
+from coffer_memory._index.fts import keyword_terms  # noqa: E402
+from coffer_memory._models import MemoryFact  # noqa: E402
+from coffer_memory._store.files import render_fact  # noqa: E402
+from coffer_memory._store.paths import GLOBAL_STORE, slugify  # noqa: E402
 
 LIMIT = 10
 FETCH = LIMIT * 4  # coffer reads 4x the limit in chunks to keep one hit per document

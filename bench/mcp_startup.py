@@ -1,7 +1,7 @@
 """``coffer-mcp`` start-up as an agent pays it: spawn to an answered ``tools/list``.
 
 Each run starts ``coffer-mcp`` (stdio, a temporary COFFER_HOME) through the same client that
-``coffer agents status`` and ``coffer doctor`` use (``coffer_memory.agents.probe``), sends
+``coffer agents status`` and ``coffer doctor`` use (``coffer_memory._agents.probe``), sends
 ``initialize`` and ``tools/list``, and stops it. The baseline rows split the cost: the bare
 interpreter, and the interpreter importing the MCP adapter (which imports the SDK).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
 
-from coffer_memory.agents.probe import check_mcp_server
+from coffer_memory._agents.probe import check_mcp_server
 
 MCP = str(Path(sys.executable).parent / "coffer-mcp")
 

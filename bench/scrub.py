@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
 
-from coffer_memory.transcripts.scrub import redact_secrets, scrub_text
+from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
 
 SEED = 20261201
 ALNUM = string.ascii_letters + string.digits

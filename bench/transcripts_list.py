@@ -35,8 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
 
-from coffer_memory.agents.homes import AGENTS, AgentHomes
-from coffer_memory.transcripts.listing import SessionLister
+from coffer_memory._agents.homes import AGENTS, AgentHomes
+from coffer_memory._transcripts.listing import SessionLister
 
 SEED = 20261120
 TARGET_RATIO = 20.0

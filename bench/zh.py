@@ -81,7 +81,7 @@ def use_segmenter(name: str) -> None:
     """Measure another CJK segmentation: it replaces the tokens of index and query runs in this process."""
     if name == "unigram+bigram":
         return
-    from coffer_memory.index import cjk
+    from coffer_memory._index import cjk
 
     if name == "jieba":
         import jieba

@@ -6,19 +6,20 @@ always rebuildable from the files. Start with ``MemoryService``.
 
 # Public names are imported on first use (PEP 562): ``coffer-hook`` imports a few light submodules
 # and must not pay for pydantic, the index and the retrieval stack on every agent session start.
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_exports
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .agents.codex_trust import HookTrust
-    from .agents.homes import AgentHomes
-    from .agents.install import AgentChange, AgentStatus
-    from .agents.probe import McpCheck
-    from .aio import AsyncMemoryService
-    from .config import MemoryStoreConfig, Settings
-    from .errors import (
+    from ._agents.codex_trust import HookTrust
+    from ._agents.context import build_session_context
+    from ._agents.homes import AgentHomes
+    from ._agents.install import AgentChange, AgentStatus
+    from ._agents.probe import McpCheck
+    from ._aio import AsyncMemoryService
+    from ._config import EmbeddingSettings, LLMSettings, MemoryStoreConfig, Settings
+    from ._errors import (
         AgentConfigInvalid,
         CofferError,
         EmbeddingUnavailable,
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
         StorageFull,
         StoreNotDeletable,
     )
-    from .index.chunking import chunk_markdown
-    from .models import (
+    from ._index.chunking import chunk_markdown
+    from ._models import (
         BrokenFile,
         ClearResult,
         ConsolidationLog,
@@ -57,70 +58,75 @@ if TYPE_CHECKING:
         Target,
         WriteReceipt,
     )
-    from .organize.models import OrganizeReport, PlannedChange, ReorgReport
-    from .retrieval import KnowledgeRetrieval
-    from .service import MemoryService
-    from .transcripts.ledger import LedgerEntry
-    from .transcripts.listing import SessionPage
-    from .transcripts.models import DistillResult, SessionSummary, SweepResult
-    from .transcripts.scrub import ScrubbedTranscript, ScrubReport
+    from ._organize.models import OrganizeReport, PlannedChange, ReorgReport
+    from ._retrieval import KnowledgeRetrieval
+    from ._service import MemoryService
+    from ._transcripts.ledger import LedgerEntry
+    from ._transcripts.listing import SessionPage
+    from ._transcripts.models import DistillResult, SessionSummary, SweepResult
+    from ._transcripts.scrub import ScrubbedTranscript, ScrubReport
+    from ._transcripts.secrets import redact_secrets
 
 _EXPORTS: dict[str, str] = {
-    "AgentHomes": ".agents.homes",
-    "AsyncMemoryService": ".aio",
-    "AgentChange": ".agents.install",
-    "AgentStatus": ".agents.install",
-    "HookTrust": ".agents.codex_trust",
-    "McpCheck": ".agents.probe",
-    "MemoryStoreConfig": ".config",
-    "Settings": ".config",
-    "AgentConfigInvalid": ".errors",
-    "CofferError": ".errors",
-    "EmbeddingUnavailable": ".errors",
-    "InvalidCursor": ".errors",
-    "InvalidInput": ".errors",
-    "MemoryConflict": ".errors",
-    "MemoryNotFound": ".errors",
-    "MemoryRejected": ".errors",
-    "MemoryStoreNotFound": ".errors",
-    "ScopeUnresolved": ".errors",
-    "SessionNotFound": ".errors",
-    "StorageFull": ".errors",
-    "StoreNotDeletable": ".errors",
-    "chunk_markdown": ".index.chunking",
-    "BrokenFile": ".models",
-    "ClearResult": ".models",
-    "ConsolidationLog": ".models",
-    "DoctorReport": ".models",
-    "FactRecord": ".models",
-    "HandoffScene": ".models",
-    "JournalFile": ".models",
-    "LaneWrite": ".models",
-    "MemoryFact": ".models",
-    "MemoryHit": ".models",
-    "MemoryScope": ".models",
-    "MutationResult": ".models",
-    "Page": ".models",
-    "RecallResult": ".models",
-    "ReindexReport": ".models",
-    "ResolvedScope": ".models",
-    "ResumeResult": ".models",
-    "RulesView": ".models",
-    "StoreInfo": ".models",
-    "Target": ".models",
-    "WriteReceipt": ".models",
-    "OrganizeReport": ".organize.models",
-    "PlannedChange": ".organize.models",
-    "ReorgReport": ".organize.models",
-    "KnowledgeRetrieval": ".retrieval",
-    "MemoryService": ".service",
-    "LedgerEntry": ".transcripts.ledger",
-    "SessionPage": ".transcripts.listing",
-    "DistillResult": ".transcripts.models",
-    "SessionSummary": ".transcripts.models",
-    "SweepResult": ".transcripts.models",
-    "ScrubReport": ".transcripts.scrub",
-    "ScrubbedTranscript": ".transcripts.scrub",
+    "AgentHomes": "._agents.homes",
+    "AsyncMemoryService": "._aio",
+    "AgentChange": "._agents.install",
+    "AgentStatus": "._agents.install",
+    "HookTrust": "._agents.codex_trust",
+    "McpCheck": "._agents.probe",
+    "EmbeddingSettings": "._config",
+    "LLMSettings": "._config",
+    "MemoryStoreConfig": "._config",
+    "build_session_context": "._agents.context",
+    "redact_secrets": "._transcripts.secrets",
+    "Settings": "._config",
+    "AgentConfigInvalid": "._errors",
+    "CofferError": "._errors",
+    "EmbeddingUnavailable": "._errors",
+    "InvalidCursor": "._errors",
+    "InvalidInput": "._errors",
+    "MemoryConflict": "._errors",
+    "MemoryNotFound": "._errors",
+    "MemoryRejected": "._errors",
+    "MemoryStoreNotFound": "._errors",
+    "ScopeUnresolved": "._errors",
+    "SessionNotFound": "._errors",
+    "StorageFull": "._errors",
+    "StoreNotDeletable": "._errors",
+    "chunk_markdown": "._index.chunking",
+    "BrokenFile": "._models",
+    "ClearResult": "._models",
+    "ConsolidationLog": "._models",
+    "DoctorReport": "._models",
+    "FactRecord": "._models",
+    "HandoffScene": "._models",
+    "JournalFile": "._models",
+    "LaneWrite": "._models",
+    "MemoryFact": "._models",
+    "MemoryHit": "._models",
+    "MemoryScope": "._models",
+    "MutationResult": "._models",
+    "Page": "._models",
+    "RecallResult": "._models",
+    "ReindexReport": "._models",
+    "ResolvedScope": "._models",
+    "ResumeResult": "._models",
+    "RulesView": "._models",
+    "StoreInfo": "._models",
+    "Target": "._models",
+    "WriteReceipt": "._models",
+    "OrganizeReport": "._organize.models",
+    "PlannedChange": "._organize.models",
+    "ReorgReport": "._organize.models",
+    "KnowledgeRetrieval": "._retrieval",
+    "MemoryService": "._service",
+    "LedgerEntry": "._transcripts.ledger",
+    "SessionPage": "._transcripts.listing",
+    "DistillResult": "._transcripts.models",
+    "SessionSummary": "._transcripts.models",
+    "SweepResult": "._transcripts.models",
+    "ScrubReport": "._transcripts.scrub",
+    "ScrubbedTranscript": "._transcripts.scrub",
 }
 
 __all__ = [
@@ -135,6 +141,7 @@ __all__ = [
     "ConsolidationLog",
     "DistillResult",
     "DoctorReport",
+    "EmbeddingSettings",
     "EmbeddingUnavailable",
     "FactRecord",
     "HandoffScene",
@@ -143,6 +150,7 @@ __all__ = [
     "InvalidInput",
     "JournalFile",
     "KnowledgeRetrieval",
+    "LLMSettings",
     "LaneWrite",
     "LedgerEntry",
     "McpCheck",
@@ -179,18 +187,10 @@ __all__ = [
     "Target",
     "WriteReceipt",
     "__version__",
+    "build_session_context",
     "chunk_markdown",
+    "redact_secrets",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from . import MemoryService
-from .render import hits_table, stores_table
+from ._render import hits_table, stores_table
 
 PROJECT_FACTS = [
     (
@@ -54,7 +54,7 @@ def _show_session_start(home: Path, repo: Path) -> None:
     import io
     import json
 
-    from .agents.hook import run
+    from ._agents.hook import run
 
     payload = {"session_id": "demo", "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}
     out = io.StringIO()

@@ -578,7 +578,7 @@ class DistillResultOut(_Out):
 
     @classmethod
     def of(cls, r: Any) -> DistillResultOut:
-        """From a ``coffer_memory.transcripts.models.DistillResult``."""
+        """From a ``coffer_memory._transcripts.models.DistillResult``."""
         return cls(
             agent=r.agent,
             session_id=r.session_id,

@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from coffer_memory.config import EmbeddingSettings
+from coffer_memory._config import EmbeddingSettings
 from coffer_memory.plugins import Embedder, hookimpl
 
 WORD = re.compile(r"\w+", re.UNICODE)

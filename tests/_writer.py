@@ -78,7 +78,7 @@ def loop(home: str, repo: str, prefix: str) -> None:
 
 
 def fsize(path: str, limit: int, size: int) -> None:
-    from coffer_memory.store.files import atomic_write
+    from coffer_memory._store.files import atomic_write
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coffer_memory.agents.homes import AgentHomes
+from coffer_memory._agents.homes import AgentHomes
 
 # The user's own hooks: one SessionStart hook, a formatter after edits, a desktop notification.
 CLAUDE_SETTINGS: dict[str, Any] = {

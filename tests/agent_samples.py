@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from coffer_memory.agents.homes import AgentHomes
+from coffer_memory._agents.homes import AgentHomes
 
 # -- fake secrets, assembled at run time --------------------------------------------------------
 

@@ -58,7 +58,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
 @pytest.fixture(autouse=True)
 def _no_setting_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     """Settings from the developer's environment (``COFFER_LLM_MODEL``...) never reach a test."""
-    from coffer_memory.config import setting_keys
+    from coffer_memory._config import setting_keys
 
     for var in setting_keys().values():
         monkeypatch.delenv(var, raising=False)
@@ -133,7 +133,7 @@ def cli(
     Starting an interpreter per command made the CLI tests a quarter of the suite's time; the
     console script itself is covered by one subprocess smoke test in tests/test_cli.py.
     """
-    from coffer_memory.cli import main
+    from coffer_memory._cli import main
 
     def run(
         *args: str, cwd: Path | None = None, stdin: str | None = None, home: Path | None = None

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from coffer_memory.config import LLMSettings
-from coffer_memory.llm import ChatMessage, Completion, TokenUsage
+from coffer_memory._config import LLMSettings
+from coffer_memory._llm import ChatMessage, Completion, TokenUsage
 from coffer_memory.plugins import get_plugin_manager, hookimpl
 
 Script = Callable[[Sequence[ChatMessage]], str | dict[str, Any]]

@@ -12,10 +12,10 @@ import pytest
 from agent_configs import codex_config, codex_hooks, isolated_agent_homes, read_json, write
 
 from coffer_memory import InvalidInput, MemoryService, __version__
-from coffer_memory.agents.codex_trust import hook_hash
-from coffer_memory.agents.homes import AgentHomes
-from coffer_memory.agents.probe import check_mcp_server
-from coffer_memory.cli import main
+from coffer_memory._agents.codex_trust import hook_hash
+from coffer_memory._agents.homes import AgentHomes
+from coffer_memory._agents.probe import check_mcp_server
+from coffer_memory._cli import main
 
 SCRIPTS = Path(sys.executable).parent
 
@@ -280,7 +280,7 @@ def test_snippets_follow_each_clients_format_and_start_coffer(
 
 
 def test_snippet_without_a_home_override_has_no_env(capsys: pytest.CaptureFixture[str]) -> None:
-    from coffer_memory.agents.snippets import mcp_snippet
+    from coffer_memory._agents.snippets import mcp_snippet
 
     assert "env" not in mcp_snippet("cursor").config["mcpServers"]["coffer"]
     with pytest.raises(InvalidInput, match="known clients"):

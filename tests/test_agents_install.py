@@ -34,12 +34,12 @@ from agent_configs import (
 from conftest import make_repo
 
 from coffer_memory import InvalidInput, MemoryService
-from coffer_memory.agents import specs as specs_mod
-from coffer_memory.agents.context import SEEDED_RULES
-from coffer_memory.agents.homes import AgentHomes
-from coffer_memory.agents.install import hook_command, is_coffer_hook
-from coffer_memory.cli import main
-from coffer_memory.errors import AgentConfigInvalid
+from coffer_memory._agents import specs as specs_mod
+from coffer_memory._agents.context import SEEDED_RULES
+from coffer_memory._agents.homes import AgentHomes
+from coffer_memory._agents.install import hook_command, is_coffer_hook
+from coffer_memory._cli import main
+from coffer_memory._errors import AgentConfigInvalid
 
 SCRIPTS = Path(sys.executable).parent
 START_MATCHER = "startup|resume|clear|compact"

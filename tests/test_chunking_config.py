@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import InvalidInput, MemoryStoreConfig, Settings, chunk_markdown
-from coffer_memory.index.chunking import MEMORY_CHUNK_CHARS
+from coffer_memory._index.chunking import MEMORY_CHUNK_CHARS
 
 
 def test_short_text_is_one_chunk() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.index.cjk import bigrams, index_text, query_pieces, query_terms, run_tokens
-from coffer_memory.index.db import MIGRATIONS, SCHEMA_VERSION, IndexDB, _segment_words
-from coffer_memory.index.fts import keyword_terms
+from coffer_memory._index.cjk import bigrams, index_text, query_pieces, query_terms, run_tokens
+from coffer_memory._index.db import MIGRATIONS, SCHEMA_VERSION, IndexDB, _segment_words
+from coffer_memory._index.fts import keyword_terms
 
 DEPLOY = "部署前必须先运行数据库迁移，然后清空缓存。"
 OTHERS = [

@@ -19,8 +19,8 @@ import pytest
 from conftest import CliRunner
 
 from coffer_memory import __version__, demo
-from coffer_memory.cli import build_parser
-from coffer_memory.config import CONFIG_FILENAME, setting_keys
+from coffer_memory._cli import build_parser
+from coffer_memory._config import CONFIG_FILENAME, setting_keys
 
 SCRIPTS = Path(sys.executable).parent
 
@@ -450,7 +450,7 @@ def test_keyword_recall_imports_nothing_heavy(tmp_home: Path, repo: Path) -> Non
     # Start-up is most of a CLI call: a keyword recall must not pay for the vector stack, the HTTP
     # client or the adapters (bench/cli_startup.py measures it). pydantic stays: Settings is a model.
     env = {**os.environ, "COFFER_HOME": str(tmp_home)}
-    run = [sys.executable, "-X", "importtime", "-m", "coffer_memory.cli"]
+    run = [sys.executable, "-X", "importtime", "-m", "coffer_memory._cli"]
     subprocess.run([*run, "remember", "Deploy with make release"], cwd=repo, env=env, check=True)
     out = subprocess.run([*run, "recall", "deploy"], cwd=repo, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and "make release" in out.stdout, out.stderr[-2000:]

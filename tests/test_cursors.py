@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import InvalidCursor, MemoryService
-from coffer_memory.home import HomeLayout
+from coffer_memory._home import HomeLayout
 
 
 def _fill(svc: MemoryService, n: int = 3) -> str:
@@ -90,7 +90,7 @@ def test_threads_making_the_key_at_once_agree_on_one(tmp_path: Path) -> None:
     (they used to share one temp name, so one unlinked it while another linked it into place)."""
     import threading
 
-    from coffer_memory.cursor import cursor_key
+    from coffer_memory._cursor import cursor_key
 
     for attempt in range(20):
         home = tmp_path / f"home-{attempt}"

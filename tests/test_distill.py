@@ -19,11 +19,11 @@ from conftest import make_repo, poll
 from http_scripted import Reply, ScriptedServer, answer, serve
 
 from coffer_memory import InvalidInput, MemoryService
-from coffer_memory.cli import main as cli_main
-from coffer_memory.errors import SessionNotFound
-from coffer_memory.scope import project_id_for
-from coffer_memory.store.paths import store_name_for_project
-from coffer_memory.transcripts.ledger import Ledger
+from coffer_memory._cli import main as cli_main
+from coffer_memory._errors import SessionNotFound
+from coffer_memory._scope import project_id_for
+from coffer_memory._store.paths import store_name_for_project
+from coffer_memory._transcripts.ledger import Ledger
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 

@@ -22,9 +22,9 @@ import frontmatter
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory.config import Settings
-from coffer_memory.models import FactRecord
-from coffer_memory.store.files import atomic_write
+from coffer_memory._config import Settings
+from coffer_memory._models import FactRecord
+from coffer_memory._store.files import atomic_write
 
 WRITER = Path(__file__).with_name("_writer.py")
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.config import EmbeddingSettings
-from coffer_memory.errors import EmbeddingUnavailable, InvalidInput
+from coffer_memory._config import EmbeddingSettings
+from coffer_memory._errors import EmbeddingUnavailable, InvalidInput
 from coffer_memory.plugins import get_embedder, get_embedder_factories
 from coffer_memory.plugins.builtin.multilingual_e5 import MultilingualE5Embedder
 

@@ -22,10 +22,10 @@ import apsw
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory.config import Settings
-from coffer_memory.index.db import MIGRATIONS, IndexDB
+from coffer_memory._config import Settings
+from coffer_memory._index.db import MIGRATIONS, IndexDB
+from coffer_memory._store.files import FactParseError, parse_fact, parse_time, stale_temp_files
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
-from coffer_memory.store.files import FactParseError, parse_fact, parse_time, stale_temp_files
 
 
 def _fact(title: str, body: str, created: str | None = "2026-01-02T03:04:05.000+00:00") -> bytes:
@@ -47,7 +47,7 @@ def _ids(svc: MemoryService, query: str, **kw: object) -> set[str]:
 def coffer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``coffer`` in its own interpreter: what reaches stderr is what a user sees, log lines included."""
     env = {**os.environ, "COFFER_HOME": str(home)}
-    cmd = [sys.executable, "-m", "coffer_memory.cli", *args]
+    cmd = [sys.executable, "-m", "coffer_memory._cli", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
 
 

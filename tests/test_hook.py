@@ -17,9 +17,9 @@ import apsw
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory.agents.context import SEEDED_RULES
-from coffer_memory.agents.hook import run
-from coffer_memory.scope import _crockford_ulid
+from coffer_memory._agents.context import SEEDED_RULES
+from coffer_memory._agents.hook import run
+from coffer_memory._scope import _crockford_ulid
 
 HOOK = str(Path(sys.executable).parent / "coffer-hook")
 
@@ -256,13 +256,13 @@ def test_session_start_path_imports_no_heavy_module(ruled: Path, repo: Path) -> 
     # index, pydantic, YAML, tomlkit or the HTTP client (measured in bench/hook.py).
     code = (
         "import io, sys, json\n"
-        "from coffer_memory.agents.hook import run\n"
+        "from coffer_memory._agents.hook import run\n"
         f"stdin = io.BytesIO({payload('SessionStart', repo)!r})\n"
         f"run(['--agent', 'claude-code', '--home', {str(ruled)!r}], stdin, io.StringIO())\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     loaded = set(json.loads(out))
-    heavy = {"pydantic", "apsw", "yaml", "frontmatter", "tomlkit", "httpx", "ulid", "coffer_memory.service"}
+    heavy = {"pydantic", "apsw", "yaml", "frontmatter", "tomlkit", "httpx", "ulid", "coffer_memory._service"}
     assert not heavy & loaded, heavy & loaded
-    assert "coffer_memory.agents.context" in loaded
+    assert "coffer_memory._agents.context" in loaded

@@ -11,7 +11,7 @@ import pytest
 from conftest import git
 
 from coffer_memory import InvalidInput, MemoryNotFound, MemoryService
-from coffer_memory.agents import MAX_CONTEXT_CHARS, SEEDED_RULES, build_session_context
+from coffer_memory._agents import MAX_CONTEXT_CHARS, SEEDED_RULES, build_session_context
 
 
 def test_journal_appends_indexes_at_once_and_stays_out_of_fact_count(svc: MemoryService, repo: Path) -> None:

@@ -22,8 +22,8 @@ import pytest
 from http_scripted import ScriptedServer, answer, chat_body, fail, serve
 
 from coffer_memory import InvalidInput, Settings
-from coffer_memory.config import LLMSettings
-from coffer_memory.llm import (
+from coffer_memory._config import LLMSettings
+from coffer_memory._llm import (
     ChatMessage,
     Completion,
     LLMOutputInvalid,

@@ -28,8 +28,8 @@ import pytest
 from http_scripted import Behaviour, Reply, ScriptedServer, fail, serve
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.config import EmbeddingSettings
-from coffer_memory.errors import EmbeddingUnavailable
+from coffer_memory._config import EmbeddingSettings
+from coffer_memory._errors import EmbeddingUnavailable
 from coffer_memory.plugins.builtin.openai_embeddings import OpenAIEmbedder
 
 VECTOR_MODES = {"retrieval_modes": ["grep", "keyword", "vector", "hybrid"], "default_mode": "hybrid"}

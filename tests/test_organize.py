@@ -17,7 +17,7 @@ import pytest
 from scripted_llm import ScriptedLLM, candidates_of, installed, item_of
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.llm import ChatMessage
+from coffer_memory._llm import ChatMessage
 
 LLM = {"provider": "scripted"}
 

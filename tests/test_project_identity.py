@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from coffer_memory import MemoryService, MemoryStoreNotFound, StoreNotDeletable
-from coffer_memory.scope import normalise_remote, project_id_for, remote_urls
-from coffer_memory.store.identity import STORE_FILE
+from coffer_memory._scope import normalise_remote, project_id_for, remote_urls
+from coffer_memory._store.identity import STORE_FILE
 from tests.conftest import CliRunner, git, make_repo
 
 
@@ -187,7 +187,7 @@ def test_rest_delete_store(client: Any, service: MemoryService, repo: Path) -> N
 def test_the_session_start_hook_reads_a_moved_store_without_writing(
     svc: MemoryService, tmp_path: Path
 ) -> None:
-    from coffer_memory.agents.context import session_context
+    from coffer_memory._agents.context import session_context
 
     repo = make_repo(tmp_path / "repo")
     store = svc.remember("a fact", cwd=repo).store

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import InvalidInput, MemoryHit, MemoryService, Settings
-from coffer_memory.index.fts import plan_query
+from coffer_memory._index.fts import plan_query
+from coffer_memory._retrieval import rrf_merge
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
-from coffer_memory.retrieval import rrf_merge
 
 FACTS = {
     "deploy": "This repo deploys via `make release`; never push tags by hand.",
@@ -255,7 +255,7 @@ def test_hybrid_fusion_keeps_score_gaps() -> None:
     normalised sum."""
     from datetime import UTC, datetime
 
-    from coffer_memory.retrieval import KEYWORD_WEIGHT, fuse_modes
+    from coffer_memory._retrieval import KEYWORD_WEIGHT, fuse_modes
 
     now = datetime.now(UTC)
 

@@ -19,7 +19,7 @@ from agent_configs import (
 from fastapi.testclient import TestClient
 
 from coffer_memory import MemoryService
-from coffer_memory.agents.homes import AgentHomes
+from coffer_memory._agents.homes import AgentHomes
 
 API = "/api/v1/agents"
 

@@ -25,7 +25,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from coffer_memory import MemoryService
-from coffer_memory.agents.homes import AgentHomes
+from coffer_memory._agents.homes import AgentHomes
 from coffer_memory_fastapi import create_app
 
 API = "/api/v1/memory_stores"
@@ -150,7 +150,7 @@ def test_coffer_api_serves_its_bound_address_and_allowed_hosts_only(served: str)
 
 def test_the_hooks_own_client_passes_the_guard(served: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # coffer-hook POSTs an empty-bodied sweep for Codex: it must send JSON, or the API refuses it.
-    from coffer_memory.agents.hook import _api
+    from coffer_memory._agents.hook import _api
 
     monkeypatch.setenv("COFFER_API_URL", served)
     answer = _api("POST", "/api/v1/agents/codex/transcripts/sweep?limit=1&dry_run=true", None, 10)

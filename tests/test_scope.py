@@ -11,8 +11,8 @@ from conftest import git, make_repo
 from ulid import ULID
 
 from coffer_memory import MemoryService, ScopeUnresolved
-from coffer_memory.scope import find_git, project_id_for, require_git
-from coffer_memory.store.paths import validate_store_name
+from coffer_memory._scope import find_git, project_id_for, require_git
+from coffer_memory._store.paths import validate_store_name
 
 CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 

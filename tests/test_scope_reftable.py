@@ -14,7 +14,7 @@ import pytest
 from conftest import git
 
 from coffer_memory import MemoryService
-from coffer_memory.scope import find_git
+from coffer_memory._scope import find_git
 
 
 def _git_version() -> tuple[int, ...]:

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from coffer_memory.transcripts.models import Message, SessionSummary, Transcript
-from coffer_memory.transcripts.scrub import (
+from coffer_memory._transcripts.models import Message, SessionSummary, Transcript
+from coffer_memory._transcripts.scrub import (
     KEEP_CODE_MAX_LINES,
     MIN_SEGMENT_CHARS,
     ScrubReport,

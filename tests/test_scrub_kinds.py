@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from coffer_memory.transcripts.scrub import redact_secrets, scrub_text
+from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
 
 ALNUM = string.ascii_letters + string.digits
 UD = string.ascii_uppercase + string.digits

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory import scope as scope_mod
-from coffer_memory.index.fts import search_chunks, search_chunks_many
-from coffer_memory.models import MemoryFact
-from coffer_memory.retrieval import rrf_merge
-from coffer_memory.store.fastmeta import split_rendered
-from coffer_memory.store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
+from coffer_memory import _scope as scope_mod
+from coffer_memory._index.fts import search_chunks, search_chunks_many
+from coffer_memory._models import MemoryFact
+from coffer_memory._retrieval import rrf_merge
+from coffer_memory._store.fastmeta import split_rendered
+from coffer_memory._store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
 
 AWKWARD = [
     "Deploy the api",

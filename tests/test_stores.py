@@ -17,8 +17,8 @@ from coffer_memory import (
     MemoryService,
     MemoryStoreNotFound,
 )
-from coffer_memory.scope import GLOBAL_PROJECT_ID, project_id_for
-from coffer_memory.store.paths import StorePaths, validate_store_name
+from coffer_memory._scope import GLOBAL_PROJECT_ID, project_id_for
+from coffer_memory._store.paths import StorePaths, validate_store_name
 
 VALID_ULID = str(ULID.from_bytes(bytes(range(16))))  # deterministic, starts with '0'
 assert len(VALID_ULID) == 26 and VALID_ULID[0] <= "7"

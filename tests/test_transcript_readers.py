@@ -42,13 +42,13 @@ from agent_samples import (
     simple_opencode_session,
 )
 
-from coffer_memory.agents.homes import AgentHomes
-from coffer_memory.errors import InvalidInput, SessionNotFound
-from coffer_memory.transcripts.claude_code import ClaudeCodeReader
-from coffer_memory.transcripts.listing import SessionLister, reader_for
-from coffer_memory.transcripts.models import SessionSummary, Transcript
-from coffer_memory.transcripts.opencode import OpenCodeReader, connect_readonly
-from coffer_memory.transcripts.readers import SourceScan
+from coffer_memory._agents.homes import AgentHomes
+from coffer_memory._errors import InvalidInput, SessionNotFound
+from coffer_memory._transcripts.claude_code import ClaudeCodeReader
+from coffer_memory._transcripts.listing import SessionLister, reader_for
+from coffer_memory._transcripts.models import SessionSummary, Transcript
+from coffer_memory._transcripts.opencode import OpenCodeReader, connect_readonly
+from coffer_memory._transcripts.readers import SourceScan
 
 AGENT_NAMES = ("claude-code", "codex", "opencode")
 

@@ -15,10 +15,10 @@ import pytest
 from agent_samples import _ClaudeFile, claude_project_folder
 
 from coffer_memory import MemoryService
-from coffer_memory.agents.homes import AgentHomes
-from coffer_memory.cli import main as cli_main
-from coffer_memory.transcripts.listing import SessionLister
-from coffer_memory.transcripts.readers import TITLE_MAX_CHARS
+from coffer_memory._agents.homes import AgentHomes
+from coffer_memory._cli import main as cli_main
+from coffer_memory._transcripts.listing import SessionLister
+from coffer_memory._transcripts.readers import TITLE_MAX_CHARS
 
 _RNG = random.Random(1612)
 ALNUM = string.ascii_letters + string.digits

@@ -47,7 +47,7 @@ def test_minilm_embeddings_are_normalised_and_semantic() -> None:
 
 
 def test_auto_provider_picks_the_multilingual_model_and_none_disables() -> None:
-    from coffer_memory.config import EmbeddingSettings
+    from coffer_memory._config import EmbeddingSettings
 
     auto = get_embedder(EmbeddingSettings())
     assert auto is not None and auto.name == "multilingual-e5"

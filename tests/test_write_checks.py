@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coffer_memory import InvalidInput, MemoryRejected, MemoryService, Settings
-from coffer_memory.agents.context import session_context
+from coffer_memory._agents.context import session_context
 
 TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 API = "/api/v1/memory_stores"

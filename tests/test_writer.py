@@ -9,7 +9,7 @@ import pytest
 
 import coffer_memory
 from coffer_memory import InvalidInput, MemoryService
-from coffer_memory.store.files import sha256_bytes
+from coffer_memory._store.files import sha256_bytes
 
 PACKAGES = [Path(coffer_memory.__file__).parent]
 BANNED = {"atomic_write", "append_bytes", "remove_file", "replace", "rename"}
@@ -44,7 +44,7 @@ def test_no_durable_write_outside_the_truth_layer() -> None:
     offenders = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] == "store" or rel.as_posix() in EXEMPT:
+        if rel.parts[0] == "_store" or rel.as_posix() in EXEMPT:
             continue
         offenders += _banned_calls(path)
     assert offenders == []

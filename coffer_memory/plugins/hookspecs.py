@@ -9,8 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import pluggy
 
-from ..config import EmbeddingSettings, LLMSettings
-from ..llm import ChatMessage, Completion
+from .._config import EmbeddingSettings, LLMSettings
+from .._llm import ChatMessage, Completion
 
 hookspec = pluggy.HookspecMarker("coffer_memory")
 hookimpl = pluggy.HookimplMarker("coffer_memory")
@@ -52,7 +52,7 @@ class Embedder(Protocol):
     ``model_id`` and ``dimensions`` are recorded in the index: when either changes, every
     store is re-embedded on its next reconcile. ``embed_batch`` returns one row per text
     (a sequence of floats, e.g. a numpy float32 row); it raises
-    ``coffer_memory.errors.EmbeddingUnavailable`` when the model cannot run. An embedder may
+    ``coffer_memory._errors.EmbeddingUnavailable`` when the model cannot run. An embedder may
     also have ``embed_query(text) -> Vector``: recall then embeds its query with it (models
     trained with separate query and document prompts).
     """
@@ -75,12 +75,12 @@ EmbedderFactory = Callable[[EmbeddingSettings], Embedder]
 
 @runtime_checkable
 class LLM(Protocol):
-    """A chat model: messages in, a ``coffer_memory.llm.Completion`` out.
+    """A chat model: messages in, a ``coffer_memory._llm.Completion`` out.
 
-    ``complete`` raises ``coffer_memory.llm.LLMUnavailable`` when the model cannot answer
+    ``complete`` raises ``coffer_memory._llm.LLMUnavailable`` when the model cannot answer
     (server down after retries, a refusal, a rejected model). ``json_schema`` asks for
     structured output where the backend supports it; the caller still parses
-    ``Completion.text`` with ``coffer_memory.llm.extract_json`` and describes the expected
+    ``Completion.text`` with ``coffer_memory._llm.extract_json`` and describes the expected
     JSON in the prompt, because not every server enforces a schema.
     """
 
@@ -118,7 +118,7 @@ class CofferHookSpecs:
         """Register embedders: ``register(name, factory)``; ``factory(settings)`` builds an Embedder.
 
         ``name`` is what ``Settings.embedding.provider`` selects; ``settings`` is the
-        ``coffer_memory.config.EmbeddingSettings`` of the home (model, base URL, ...).
+        ``coffer_memory._config.EmbeddingSettings`` of the home (model, base URL, ...).
         """
 
     @hookspec
@@ -126,5 +126,5 @@ class CofferHookSpecs:
         """Register LLM backends: ``register(name, factory)``; ``factory(settings)`` builds an LLM.
 
         ``name`` is what ``Settings.llm.provider`` selects; ``settings`` is the
-        ``coffer_memory.config.LLMSettings`` of the home (model, base URL, ...).
+        ``coffer_memory._config.LLMSettings`` of the home (model, base URL, ...).
         """

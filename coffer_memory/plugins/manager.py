@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import attrs
 import pluggy
 
-from ..errors import InvalidInput
+from .._errors import InvalidInput
 from . import hookspecs
 from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, LLMFactory
 
 if TYPE_CHECKING:
-    from ..config import EmbeddingSettings, LLMSettings
+    from .._config import EmbeddingSettings, LLMSettings
 
 log = logging.getLogger("coffer_memory")
 ENTRY_POINT_GROUP = "coffer_memory"

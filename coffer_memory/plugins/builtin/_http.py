@@ -14,7 +14,7 @@ import time
 import httpx
 from tenacity import RetryCallState, wait_exponential_jitter
 
-from ...errors import CofferError
+from ..._errors import CofferError
 
 
 class Retryable(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
-from ...store.files import utf8_name
+from ..._store.files import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50

@@ -19,9 +19,9 @@ from typing import Any, Literal
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from ...config import LLMSettings
-from ...errors import InvalidInput
-from ...llm import ChatMessage, Completion, LLMUnavailable, TokenUsage
+from ..._config import LLMSettings
+from ..._errors import InvalidInput
+from ..._llm import ChatMessage, Completion, LLMUnavailable, TokenUsage
 from ..hookspecs import LLMFactory, hookimpl
 from ._http import Retryable, error_message, json_client, resolve_secret, retry_after, retry_wait
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from ...config import EmbeddingSettings
-from ...errors import EmbeddingUnavailable
+from ..._config import EmbeddingSettings
+from ..._errors import EmbeddingUnavailable
 from ..hookspecs import EmbedderFactory, Vector, hookimpl
 from ._http import Retryable, error_message, json_client, resolve_secret, retry_after, retry_wait
 

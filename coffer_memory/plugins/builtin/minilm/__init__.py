@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ....config import EmbeddingSettings
-from ....errors import EmbeddingUnavailable
+from ...._config import EmbeddingSettings
+from ...._errors import EmbeddingUnavailable
 from ...hookspecs import EmbedderFactory, Vector, hookimpl
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"

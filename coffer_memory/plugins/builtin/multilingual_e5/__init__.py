@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ....config import EmbeddingSettings
-from ....errors import EmbeddingUnavailable
+from ...._config import EmbeddingSettings
+from ...._errors import EmbeddingUnavailable
 from ...hookspecs import EmbedderFactory, Vector, hookimpl
 
 NAME = "multilingual-e5"

@@ -1,0 +1,5 @@
+"""`python -m coffer_memory` runs the `coffer` command line."""
+
+from ._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""What the agent will really get from coffer's entries, beyond "the entry is in the file".
+
+- ``registered_mcp``: the argv and env of the MCP entry as registered (what the agent starts);
+- ``check_registered_mcp``: start it and ask ``initialize`` + ``tools/list`` (``probe``);
+- ``hook_review``: for agents that run a hook only once the user trusted it (Codex), that state;
+- ``installed_home``: the coffer home the installed entries point at, so a status taken from
+  another home compares against the right commands instead of calling them out of date.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+from pathlib import Path
+
+from .._config import DEFAULT_HOME
+from .._errors import AgentConfigInvalid
+from .codex_trust import HookTrust, hook_trust
+from .homes import AgentHomes
+from .install import AgentStatus, EditSession, _get
+from .probe import DEFAULT_TIMEOUT_SECONDS, McpCheck, check_mcp_server
+from .registry import AgentRecord, AgentRegistry
+from .specs import (
+    HOOK_SCRIPT,
+    MCP_SCRIPT,
+    AgentSpec,
+    Commands,
+    Launch,
+    Setting,
+    agent_spec,
+    is_coffer_hook,
+    script_path,
+)
+
+__all__ = [
+    "CheckCache",
+    "build_status",
+    "check_registered_mcp",
+    "hook_review",
+    "installed_home",
+    "registered_mcp",
+]
+
+EXPECTED_TOOL = "coffer__recall"
+
+
+def _mcp_setting(spec: AgentSpec) -> Setting:
+    return next(s for s in spec.install if s.part == "mcp")
+
+
+def registered_mcp(spec: AgentSpec, session: EditSession) -> Launch | None:
+    """The registered coffer MCP entry's argv and env (``None`` when there is none)."""
+    setting = _mcp_setting(spec)
+    doc = session.doc(setting.file(session.homes))
+    found, value = _get(doc.data, setting.path)
+    if not found:
+        return None
+    value = doc.plain(value)
+    return spec.mcp_launch(value) if setting.ours is None or setting.ours(value) else None
+
+
+CheckCache = dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], McpCheck]
+"""Checks already made in one call, by argv and env: agents that run the same server share one."""
+
+
+def check_registered_mcp(
+    spec: AgentSpec,
+    session: EditSession,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    cache: CheckCache | None = None,
+) -> McpCheck | None:
+    """Start the registered MCP server as the agent would; ``None`` when nothing is registered."""
+    launch = registered_mcp(spec, session)
+    if launch is None:
+        return None
+    argv, env = launch
+    key = (tuple(argv), tuple(sorted(env.items())))
+    cache = {} if cache is None else cache
+    if key not in cache:
+        cache[key] = check_mcp_server(argv, env, timeout=timeout)
+    check = cache[key]
+    if check.ok and EXPECTED_TOOL not in check.tools:
+        return McpCheck(
+            check.command,
+            ok=False,
+            problem=f"the server answers but does not offer {EXPECTED_TOOL} (is it coffer's?)",
+            server=check.server,
+            tools=check.tools,
+            seconds=check.seconds,
+        )
+    return check
+
+
+def hook_review(spec: AgentSpec, session: EditSession) -> tuple[HookTrust, ...]:
+    """The agent's review state of coffer's hooks (empty for agents without a review step)."""
+    if spec.hooks is None or spec.hooks.review_file is None:
+        return ()
+    hooks_file = spec.hooks.file(session.homes)
+    events = tuple(event for event, _ in spec.hooks.events)
+    review = session.doc(spec.hooks.review_file(session.homes))
+    return tuple(hook_trust(hooks_file, session.doc(hooks_file), review, events, is_coffer_hook))
+
+
+def _home_option(command: str) -> str | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for i, word in enumerate(words):
+        if word == "--home" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--home="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _coffer_hooks(spec: AgentSpec, session: EditSession) -> list[dict[str, str]]:
+    if spec.hooks is None:
+        return []
+    _, events = _get(session.doc(spec.hooks.file(session.homes)).data, ("hooks",))
+    return [
+        hook
+        for groups in (events.values() if isinstance(events, dict) else ())
+        for group in (groups if isinstance(groups, list) else ())
+        for hook in (group.get("hooks", []) if isinstance(group, dict) else ())
+        if is_coffer_hook(hook)
+    ]
+
+
+def installed_home(spec: AgentSpec, session: EditSession) -> Path | None:
+    """The coffer home coffer's installed entries point at (``None`` when nothing is installed).
+
+    An entry without ``--home`` / ``COFFER_HOME`` uses the default home, ``~/.coffer``.
+    """
+    launch = registered_mcp(spec, session)
+    hooks = _coffer_hooks(spec, session)
+    if launch is None and not hooks:
+        return None
+    explicit = launch[1].get("COFFER_HOME") if launch is not None else None
+    for hook in hooks:
+        explicit = explicit or _home_option(hook["command"])
+    return Path(os.path.abspath(os.path.expanduser(explicit or str(DEFAULT_HOME))))
+
+
+def build_status(
+    name: str,
+    homes: AgentHomes,
+    current_home: Path,
+    *,
+    check_mcp: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    cache: CheckCache | None = None,
+) -> AgentStatus:
+    """Where coffer's integration with ``name`` stands, read from the agent's files.
+
+    "Up to date" is judged against the home the installed entries point at (and that home's
+    ``agents.json``), so a status taken with another ``--home`` does not call them stale; a note
+    says which home they use. Nothing is written: the install run here is a dry run.
+    """
+    spec = agent_spec(name)
+    current_home = Path(os.path.abspath(current_home))
+    notes = list(spec.notes)
+    reader = EditSession(homes, AgentRecord(), Commands.of(name, current_home))
+    home: Path | None = None
+    review: tuple[HookTrust, ...] = ()
+    check: McpCheck | None = None
+    try:
+        home = installed_home(spec, reader)
+        review = hook_review(spec, reader)
+        if check_mcp:
+            check = check_registered_mcp(spec, reader, timeout, cache)
+    except AgentConfigInvalid as exc:
+        notes.append(exc.message)
+    target = home or current_home
+    if target != current_home:
+        notes.append(
+            f"installed for coffer home {target}, not {current_home}: pass --home {target}, "
+            "or install again to switch it"
+        )
+    record = AgentRegistry(target).load().get(name, AgentRecord())
+    session = EditSession(homes, copy.deepcopy(record), Commands.of(name, target))  # a dry run
+    hooks = mcp = up_to_date = False
+    try:
+        hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
+        mcp = all(session.present(s) for s in spec.install if s.part == "mcp")
+        session.install(spec)
+        session.native_memory(spec, record.disable_native_memory)
+        up_to_date = not session.plan()
+        notes += session.overrides(spec)
+    except AgentConfigInvalid as exc:
+        notes.append(exc.message)
+    notes += _script_notes(spec)
+    installed = mcp and (hooks or spec.hooks is None)
+    return AgentStatus(
+        name=name,
+        label=spec.label,
+        installed=installed,
+        hooks_supported=spec.hooks is not None,
+        hooks_installed=hooks,
+        mcp_registered=mcp,
+        native_memory_supported=bool(spec.native_memory),
+        disable_native_memory=record.disable_native_memory,
+        up_to_date=installed and up_to_date,
+        hook_command=session.commands.hook if spec.hooks is not None else None,
+        mcp_command=session.commands.mcp,
+        files=spec.files(homes),
+        notes=tuple(notes),
+        home=home,
+        hook_review=review,
+        mcp_check=check,
+    )
+
+
+def _script_notes(spec: AgentSpec) -> list[str]:
+    scripts = [HOOK_SCRIPT, MCP_SCRIPT] if spec.hooks is not None else [MCP_SCRIPT]
+    return [
+        f"{script} is not installed at {path}: reinstall coffer-memory"
+        for script in scripts
+        if not os.access(path := script_path(script), os.X_OK)
+    ]

@@ -1,0 +1,163 @@
+"""``AsyncMemoryService``: the service for async apps (FastAPI, ...), without blocking their loop.
+
+Each method has the name and arguments of its ``MemoryService`` twin and runs it in a bounded
+thread pool of its own. The service's reads run on one reader connection per thread, so several
+calls in flight at once really run side by side; writes still take turns on the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from ._service import MemoryService
+from ._transcripts.listing import SessionPage
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# Threads per facade: each one keeps a reader connection (two while recall fans out).
+DEFAULT_MAX_THREADS = min(8, (os.cpu_count() or 1) + 4)
+
+
+class _InThread(Generic[P, R]):
+    """Turns a ``MemoryService`` method into an async method of the facade (typed like it)."""
+
+    def __init__(self, method: Callable[Concatenate[MemoryService, P], R]) -> None:
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _InThread[P, R]: ...
+    @overload
+    def __get__(self, obj: AsyncMemoryService, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(
+        self, obj: AsyncMemoryService | None, owner: type[Any]
+    ) -> _InThread[P, R] | Callable[P, Coroutine[Any, Any, R]]:
+        if obj is None:
+            return self
+        method = self.method
+
+        @functools.wraps(method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return await obj.run(method, obj.sync, *args, **kwargs)
+
+        return call
+
+
+class AsyncMemoryService:
+    """An async facade over a ``MemoryService``: ``await svc.recall(...)``, ``await svc.remember(...)``.
+
+    ``service=None`` opens ``MemoryService()`` (``$COFFER_HOME``) and closes it in ``close()``;
+    a service passed in stays the caller's to close. ``max_threads`` bounds how many calls run
+    at once (the rest wait in order). Use ``async with`` or ``await close()``.
+    """
+
+    def __init__(
+        self, service: MemoryService | None = None, *, max_threads: int = DEFAULT_MAX_THREADS
+    ) -> None:
+        self._owned = service is None
+        self.sync = service if service is not None else MemoryService()
+        """The wrapped synchronous service (its properties and context managers live there)."""
+        self.max_threads = max_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = threading.Lock()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._guard:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.max_threads, thread_name_prefix="coffer-async"
+                )
+            return self._pool
+
+    async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """Run any blocking call in this facade's threads (context variables go along)."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._threads(), call)
+
+    async def close(self) -> None:
+        """Let running calls finish and stop the threads (a later call starts them again); close
+        the service too if this facade opened it."""
+        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+
+    def _shutdown(self) -> None:
+        with self._guard:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self._owned:
+            self.sync.close()
+
+    async def __aenter__(self) -> AsyncMemoryService:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
+        """Past sessions of one agent, newest first (``MemoryService.list_transcripts``)."""
+        # Spelled out: **filters after ``self`` cannot be typed through Concatenate.
+        return await self.run(self.sync.list_transcripts, agent, **filters)
+
+    # -- the service's methods, each run in a thread ---------------------------------------------
+    paths = _InThread(MemoryService.paths)
+    target = _InThread(MemoryService.target)
+    resolve_store = _InThread(MemoryService.resolve_store)
+    resolve_scope = _InThread(MemoryService.resolve_scope)
+    recall_stores = _InThread(MemoryService.recall_stores)
+    audit_events = _InThread(MemoryService.audit_events)
+    remember = _InThread(MemoryService.remember)
+    recall = _InThread(MemoryService.recall)
+    list_facts = _InThread(MemoryService.list_facts)
+    get_fact = _InThread(MemoryService.get_fact)
+    edit_fact = _InThread(MemoryService.edit_fact)
+    delete_fact = _InThread(MemoryService.delete_fact)
+    clear = _InThread(MemoryService.clear)
+    journal_append = _InThread(MemoryService.journal_append)
+    journal = _InThread(MemoryService.journal)
+    delete_journal = _InThread(MemoryService.delete_journal)
+    save_handoff = _InThread(MemoryService.save_handoff)
+    resume = _InThread(MemoryService.resume)
+    handoffs = _InThread(MemoryService.handoffs)
+    delete_handoff = _InThread(MemoryService.delete_handoff)
+    rules = _InThread(MemoryService.rules)
+    append_rule = _InThread(MemoryService.append_rule)
+    delete_rules = _InThread(MemoryService.delete_rules)
+    consolidation_log = _InThread(MemoryService.consolidation_log)
+    log_change = _InThread(MemoryService.log_change)
+    delete_consolidation_log = _InThread(MemoryService.delete_consolidation_log)
+    regenerate_index = _InThread(MemoryService.regenerate_index)
+    archive_version = _InThread(MemoryService.archive_version)
+    assemble_session_context = _InThread(MemoryService.assemble_session_context)
+    store_info = _InThread(MemoryService.store_info)
+    stores = _InThread(MemoryService.stores)
+    set_label = _InThread(MemoryService.set_label)
+    clear_label = _InThread(MemoryService.clear_label)
+    delete_store = _InThread(MemoryService.delete_store)
+    reindex = _InThread(MemoryService.reindex)
+    startup_sweep = _InThread(MemoryService.startup_sweep)
+    doctor = _InThread(MemoryService.doctor)
+    organize = _InThread(MemoryService.organize)
+    reorganize = _InThread(MemoryService.reorganize)
+    transcript_summary = _InThread(MemoryService.transcript_summary)
+    show_transcript = _InThread(MemoryService.show_transcript)
+    find_session = _InThread(MemoryService.find_session)
+    distill_session = _InThread(MemoryService.distill_session)
+    end_session = _InThread(MemoryService.end_session)
+    sweep = _InThread(MemoryService.sweep)
+    forget_session = _InThread(MemoryService.forget_session)
+    distilled_sessions = _InThread(MemoryService.distilled_sessions)
+    agents = _InThread(MemoryService.agents)
+    agent_status = _InThread(MemoryService.agent_status)
+    install_agent = _InThread(MemoryService.install_agent)
+    uninstall_agent = _InThread(MemoryService.uninstall_agent)
+    set_native_memory = _InThread(MemoryService.set_native_memory)

@@ -1,0 +1,169 @@
+"""Helpers shared by the ``coffer`` subcommands: JSON output, store targeting, names and prefixes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._errors import CofferError, InvalidInput, MemoryNotFound
+from .._models import FactRecord
+
+if TYPE_CHECKING:
+    from .._service import MemoryService
+
+Scope = Literal["project", "global"]
+# shtab's completion actions, written out so building the parser does not import shtab.
+FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+DIRECTORY = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+ULID_LENGTH = 26
+MAX_LISTED_CANDIDATES = 10
+
+
+def jsonable(value: Any) -> Any:
+    """attrs objects, paths and datetimes made JSON-friendly."""
+    if attrs.has(type(value)):
+        out = {k: jsonable(v) for k, v in attrs.asdict(value, recurse=False).items()}
+        if isinstance(value, FactRecord):
+            out["folder_path"] = str(value.folder_path)
+        return out
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as indented JSON."""
+    json.dump(jsonable(value), sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def read_text(value: str | None) -> str | None:
+    """The argument, or standard input when it is ``-``."""
+    if value == "-":
+        return sys.stdin.read()
+    return value
+
+
+def target(args: argparse.Namespace) -> dict[str, Any]:
+    """``store``/``cwd``/``scope`` keyword arguments from the shared options."""
+    scope: Scope = "global" if getattr(args, "global_", False) else "project"
+    return {"store": getattr(args, "store", None), "cwd": args.cwd, "scope": scope}
+
+
+STORE_HELP = "store: 'global', 'project-<ULID>', a label, a repository folder name or a unique prefix"
+CWD_HELP = "directory whose git repository picks the project store (default: .)"
+
+
+def add_cwd(p: argparse.ArgumentParser, help_text: str = CWD_HELP) -> None:
+    """The ``--cwd`` option (completes directories)."""
+    p.add_argument("--cwd", default=None, help=help_text).complete = DIRECTORY  # type: ignore[attr-defined]
+
+
+def add_store(p: Any, help_text: str = STORE_HELP) -> None:
+    """The ``--store`` option (a parser or a mutually exclusive group)."""
+    p.add_argument("--store", help=help_text)
+
+
+def add_target(p: argparse.ArgumentParser) -> None:
+    """The shared --store / --global / --cwd options."""
+    group = p.add_mutually_exclusive_group()
+    add_store(group)
+    group.add_argument("--global", dest="global_", action="store_true", help="use the global store")
+    add_cwd(p)
+
+
+def _ambiguous(what: str, value: str, candidates: list[str]) -> InvalidInput:
+    shown = candidates[:MAX_LISTED_CANDIDATES]
+    more = f" and {len(candidates) - len(shown)} more" if len(candidates) > len(shown) else ""
+    return InvalidInput(
+        f"{what} {value!r} is ambiguous; it matches: {'; '.join(shown)}{more}",
+        field=what.split()[-1],
+        candidates=candidates,
+    )
+
+
+def resolve_store_name(svc: MemoryService, value: str) -> str:
+    """The store ``value`` names: its name, its label, its repository folder's name, or a unique prefix.
+
+    Exact names pass through untouched (the service validates them); a value that matches no
+    store is passed on too, so the service reports MEMORY_STORE_NOT_FOUND as for any bad name.
+    """
+    if value == "global" or (value.startswith("project-") and len(value) == len("project-") + ULID_LENGTH):
+        return value
+    stores = svc.stores()
+    folded, upper = value.casefold(), value.upper()
+    for matches in (
+        [s for s in stores if s.label is not None and s.label.casefold() == folded],
+        [s for s in stores if s.display_name.casefold() == folded],
+        [s for s in stores if s.name.startswith(value) or s.name.removeprefix("project-").startswith(upper)],
+    ):
+        if len(matches) == 1:
+            return matches[0].name
+        if matches:
+            raise _ambiguous("store", value, [f"{s.name} ({s.display_name})" for s in matches])
+    return value
+
+
+def resolve_store_args(svc: MemoryService, args: argparse.Namespace) -> None:
+    """Replace the store names the user typed (``--store``, ``STORE_NAME``) with real store names."""
+    for attr in ("store", "store_name"):
+        value = getattr(args, attr, None)
+        if isinstance(value, str):
+            setattr(args, attr, resolve_store_name(svc, value))
+    if getattr(args, "stores", None):
+        args.stores = [resolve_store_name(svc, v) for v in args.stores]
+
+
+def resolve_fact_id(svc: MemoryService, value: str, args: argparse.Namespace) -> str:
+    """The fact id ``value`` names: a full id (any case) or a unique prefix of one in the target store."""
+    upper = value.upper()
+    if len(value) >= ULID_LENGTH:
+        return upper
+    matches: list[str] = []
+    cursor: str | None = None
+    while True:  # every page: a prefix is only resolved when it is known to be unique
+        page = svc.list_facts(limit=500, cursor=cursor, **target(args))
+        matches += [f"{r.fact.id} ({r.fact.title})" for r in page.items if r.fact.id.startswith(upper)]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    if not matches:
+        raise MemoryNotFound(svc.resolve_store(**target(args)), value)
+    if len(matches) > 1:
+        raise _ambiguous("fact id", value, matches)
+    return matches[0].split(" ", 1)[0]
+
+
+def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
+    """A next step for errors a user can fix with an option (printed after the error line)."""
+    if exc.code != "SCOPE_UNRESOLVED":
+        return None
+    if hasattr(args, "global_"):
+        return "hint: run it inside a git repository, or pass --global or --store NAME (see `coffer stores list`)"
+    if hasattr(args, "store"):
+        return "hint: run it inside a git repository, or pass --store NAME (see `coffer stores list`)"
+    return "hint: run it inside a git repository, or pass --cwd DIR of one"
+
+
+def add_group(parent: Any, name: str, help_text: str) -> Any:
+    """A subcommand that only holds subcommands (``facts``, ``stores``...); one of them is required."""
+    p = parent.add_parser(name, help=help_text, description=help_text)
+    return p.add_subparsers(dest=f"{name.replace('-', '_')}_command", required=True, metavar="COMMAND")
+
+
+def add_command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand with the shared ``--json`` flag."""
+    p: argparse.ArgumentParser = parent.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p

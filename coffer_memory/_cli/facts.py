@@ -1,0 +1,358 @@
+"""``coffer`` subcommands for facts, stores and maintenance."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import InvalidInput
+from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
+from .._render import hits_table, shorten, table
+from ._common import (
+    FILE,
+    add_command,
+    add_cwd,
+    add_group,
+    add_target,
+    emit_json,
+    jsonable,
+    read_text,
+    resolve_fact_id,
+    target,
+)
+
+if TYPE_CHECKING:
+    from .._service import MemoryService
+
+
+def _print_mutation(verb: str, result: MutationResult) -> None:
+    print(f"{verb} {result.fact.id} in {result.store}")
+    print(f"  file: {result.path}")
+    if result.before_sha256:
+        print(f"  before sha256: {result.before_sha256}")
+    if result.after_sha256:
+        print(f"  after sha256:  {result.after_sha256}")
+
+
+def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
+    text = read_text(args.text) or ""
+    result = svc.remember(
+        text,
+        title=args.title,
+        description=args.description,
+        actor=args.actor,
+        tags=args.tags or (),
+        **target(args),
+    )
+    emit_json(result) if args.json else _print_mutation("remembered", result)
+
+
+def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.recall(
+        args.query,
+        cwd=args.cwd,
+        stores=args.stores or None,
+        mode=args.mode,
+        limit=args.limit,
+        **_filters(args),
+    )
+    if args.json:
+        emit_json(result)
+        return
+    note = " (fell back to keyword)" if result.fallback else ""
+    print(f"mode: {result.mode}{note}   stores: {', '.join(result.stores)}")
+    print(hits_table(result.hits))
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {"tags": args.tags, "since": args.since, "until": args.until}
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    """``--tag`` (repeatable, all must match), ``--since`` and ``--until`` (on updated_at)."""
+    p.add_argument(
+        "--tag", dest="tags", action="append", help="only facts with this tag (repeatable: all must match)"
+    )
+    p.add_argument("--since", help="only facts updated at or after this ISO date or time (UTC if no zone)")
+    p.add_argument("--until", help="only facts updated before this ISO date or time (UTC if no zone)")
+
+
+def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    page = svc.list_facts(limit=args.limit, cursor=args.cursor, **_filters(args), **target(args))
+    if args.json:
+        emit_json(page)
+        return
+    rows = [
+        (
+            r.fact.id,
+            r.fact.updated_at.strftime("%Y-%m-%d %H:%M"),
+            shorten(r.fact.title, 40),
+            shorten(r.fact.body, 50),
+        )
+        for r in page.items
+    ]
+    print(table(("id", "updated", "title", "text"), rows) if rows else "(no facts)")
+    if page.next_cursor:
+        print(f"\nmore: --cursor {page.next_cursor}")
+
+
+def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
+    record = svc.get_fact(resolve_fact_id(svc, args.id, args), **target(args))
+    if args.json:
+        emit_json(record)
+        return
+    print(f"# {record.fact.title}\n")
+    print(record.fact.body)
+    print(
+        f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
+        f"updated {record.fact.updated_at.isoformat()}"
+    )
+    if record.fact.tags:
+        print(f"   tags {', '.join(record.fact.tags)}")
+
+
+def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
+    body = read_text(args.text)
+    if args.body_file:
+        body = Path(args.body_file).read_text(encoding="utf-8")
+    fact_id = resolve_fact_id(svc, args.id, args)
+    tags = [] if args.clear_tags else args.tags
+    if body is None and args.title is None and args.description is None and tags is None:
+        from ._editor import edit_in_editor
+
+        edited = edit_in_editor(svc, fact_id, args, target(args))
+        if args.json:
+            emit_json(edited)  # null: nothing changed, nothing written
+        elif edited is None:
+            print(f"no changes to {fact_id}; nothing written")
+        else:
+            _print_mutation("edited", edited)
+        return
+    result = svc.edit_fact(
+        fact_id,
+        body=body,
+        title=args.title,
+        description=args.description,
+        expected_sha256=args.expect_sha256,
+        tags=tags,
+        **target(args),
+    )
+    emit_json(result) if args.json else _print_mutation("edited", result)
+
+
+def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:
+    result = svc.delete_fact(
+        resolve_fact_id(svc, args.id, args), expected_sha256=args.expect_sha256, **target(args)
+    )
+    emit_json(result) if args.json else _print_mutation("deleted", result)
+
+
+def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
+    name = svc.resolve_store(**target(args))
+    if not args.yes:
+        raise InvalidInput(f"clear deletes every fact of {name}; pass --yes to confirm", field="yes")
+    result = svc.clear(store=name)
+    emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
+
+
+def stores_table(stores: Sequence[StoreInfo]) -> str:
+    """Stores as a table: name, label, repository root, fact count, folder."""
+    if not stores:
+        return "(no stores yet)"
+    rows = [(s.name, s.label or "-", s.project_root or "-", s.fact_count, s.store_dir) for s in stores]
+    return table(("store", "label", "repository", "facts", "folder"), rows)
+
+
+def cmd_stores_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    stores = svc.stores()
+    emit_json(stores) if args.json else print(stores_table(stores))
+
+
+def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
+    if args.clear:
+        info = svc.clear_label(args.store_name)
+    elif args.label is None:
+        raise InvalidInput("give a LABEL or --clear", field="label")
+    else:
+        info = svc.set_label(args.store_name, args.label)
+    emit_json(info) if args.json else print(f"{info.name}: {info.display_name}")
+
+
+def cmd_stores_delete(svc: MemoryService, args: argparse.Namespace) -> None:
+    if not args.yes:
+        info = svc.store_info(args.store_name)
+        raise InvalidInput(
+            f"delete removes {info.name} ({info.display_name}, {info.fact_count} facts, every lane) "
+            f"and its folder {info.store_dir}; pass --yes to confirm",
+            field="yes",
+        )
+    info = svc.delete_store(args.store_name)
+    emit_json(info) if args.json else print(f"deleted {info.name} ({info.display_name})")
+
+
+def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(store: str, done: int, total: int) -> None:
+        bar = bars.get(store)
+        if bar is None:
+            bar = bars[store] = tqdm(
+                total=total, desc=store, unit="file", disable=args.json or None, file=sys.stderr, leave=True
+            )
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        reports = svc.reindex(args.store, rebuild=args.rebuild, progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if args.json:
+        emit_json(reports)
+        return
+    rows = [(r.store, r.scanned, r.added, r.updated, r.removed, r.unchanged, len(r.skipped)) for r in reports]
+    print(
+        table(("store", "files", "added", "updated", "removed", "unchanged", "broken"), rows)
+        if rows
+        else "(no stores yet)"
+    )
+
+
+def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
+    from ..plugins.manager import plugin_infos
+
+    report = svc.doctor()
+    broken_plugins = [p for p in plugin_infos() if p.error]
+    ok = report.ok and not broken_plugins
+    if args.json:
+        emit_json({**jsonable(report), "broken_plugins": broken_plugins})
+        return 0 if ok else 1
+    print(f"home:         {report.home}")
+    print(f"sqlite:       {report.sqlite_version}")
+    where = f" ({report.ripgrep_path})" if report.grep_backend == "ripgrep" else ""
+    hint = "" if report.ripgrep_path else " (ripgrep not found: pip install ripgrep==14.1.0 for faster grep)"
+    print(f"grep backend: {report.grep_backend}{where}{hint}")
+    print(stores_table(report.stores))
+    for b in report.broken:
+        print(f"broken: {b.path}: {b.error}")
+    for m in report.index_mismatches:
+        print(f"index: {m}")
+    for p in broken_plugins:
+        print(f"plugin: {p.name} ({p.distribution or 'unknown distribution'}) failed to load: {p.error}")
+    for line in report.agent_problems or report.agents:
+        print(f"agent: {line}")
+    for r in report.index_repairs:
+        print(f"repaired: {r}")
+    for link in report.links:
+        print(f"symlink: {link} (never followed)")
+    for offer in report.same_repository:
+        print(f"same repository: {offer}")
+    if ok:
+        print("ok")
+    else:
+        advice = []
+        if report.broken:
+            advice.append("fix, shrink, rename or delete the files listed as broken (they are not indexed)")
+        if report.index_mismatches:
+            advice.append("run `coffer reindex` to bring the index in line with the files")
+        if broken_plugins:
+            advice.append("fix or uninstall the broken plugins (they are skipped until then)")
+        if report.agent_problems:
+            advice.append("see the agent lines above (`coffer agents status <agent>` for details)")
+        if report.links:
+            advice.append("replace the symbolic links inside the store with the files themselves")
+        print("problems found: " + "; ".join(advice))
+    return 0 if ok else 1
+
+
+def register(sub: Any) -> None:
+    """Add the fact, store and maintenance subcommands."""
+    p = add_command(sub, "remember", "remember a fact ('-' reads the text from stdin)")
+    p.add_argument("text", help="the fact ('-' reads it from stdin)")
+    p.add_argument("--title", help="a short title (default: from the text)")
+    p.add_argument("--description", help="a one-line description (default: from the text)")
+    p.add_argument("--actor", choices=("agent", "user"), default="user", help="who says so (default: user)")
+    p.add_argument("--tag", dest="tags", action="append", help="a tag for the fact (repeatable)")
+    add_target(p)
+    p.set_defaults(func=cmd_remember)
+
+    p = add_command(sub, "recall", "search the project and global stores")
+    p.add_argument("query", help="what to look for, in plain words")
+    p.add_argument(
+        "--mode", choices=RETRIEVAL_MODES, help="retrieval mode (default: the configured default_mode)"
+    )
+    p.add_argument("--limit", type=int, default=10, help="at most this many hits (default 10)")
+    p.add_argument(
+        "--store",
+        dest="stores",
+        action="append",
+        help="search this store only (repeatable; name, label or prefix)",
+    )
+    add_filters(p)
+    add_cwd(p, "directory whose git repository picks the project store searched (default: .)")
+    p.set_defaults(func=cmd_recall)
+
+    facts = add_group(sub, "facts", "list, show, edit or delete facts")
+    p = add_command(facts, "list", "facts of a store, newest first")
+    p.add_argument("--limit", type=int, default=50, help="facts per page (default 50)")
+    p.add_argument("--cursor", help="the token printed after 'more:' for the next page")
+    add_filters(p)
+    add_target(p)
+    p.set_defaults(func=cmd_facts_list)
+    for name, func, help_text in (
+        ("show", cmd_facts_show, "show one fact"),
+        ("edit", cmd_facts_edit, "change a fact's text, title or description (no options: open $EDITOR)"),
+        ("rm", cmd_facts_rm, "delete a fact"),
+    ):
+        p = add_command(facts, name, help_text)
+        p.add_argument("id", help="the fact id, or a unique prefix of it")
+        add_target(p)
+        if name != "show":
+            p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
+        if name == "edit":
+            body = p.add_mutually_exclusive_group()
+            body.add_argument("--text", help="new body ('-' reads stdin)")
+            body.add_argument("--body-file", help="read the new body from a file").complete = FILE  # type: ignore[attr-defined]
+            p.add_argument("--title", help="new title")
+            p.add_argument("--description", help="new one-line description")
+            tagging = p.add_mutually_exclusive_group()
+            tagging.add_argument(
+                "--tag", dest="tags", action="append", help="replace the fact's tags with these (repeatable)"
+            )
+            tagging.add_argument("--clear-tags", action="store_true", help="remove every tag of the fact")
+        p.set_defaults(func=func)
+
+    p = add_command(sub, "clear", "delete every fact of a store's knowledge lane")
+    p.add_argument("--yes", action="store_true", help="confirm")
+    add_target(p)
+    p.set_defaults(func=cmd_clear)
+
+    stores = add_group(sub, "stores", "list, label or delete stores")
+    p = add_command(stores, "list", "every store on disk, with its label and repository")
+    p.set_defaults(func=cmd_stores_list)
+    p = add_command(stores, "label", "set or clear a store's display label")
+    p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
+    p.add_argument("label", nargs="?", help="the new label (1 to 200 characters)")
+    p.add_argument("--clear", action="store_true", help="remove the label")
+    p.set_defaults(func=cmd_stores_label)
+    p = add_command(stores, "delete", "delete a project store: its folder, index rows, label and root")
+    p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
+    p.add_argument("--yes", action="store_true", help="confirm")
+    p.set_defaults(func=cmd_stores_delete)
+
+    p = add_command(sub, "reindex", "reconcile the index with the files (progress bar)")
+    p.add_argument("--store", help="only this store (default: every store)")
+    p.add_argument("--rebuild", action="store_true", help="drop the index rows first")
+    p.set_defaults(func=cmd_reindex)
+
+    p = add_command(sub, "doctor", "check the index against the files and report broken files and plugins")
+    p.set_defaults(func=cmd_doctor)
+
+
+__all__ = ["register", "stores_table"]

@@ -1,0 +1,168 @@
+"""``coffer transcripts list|show`` and ``coffer distill``: past agent sessions into the journal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .._agents.homes import AGENTS
+from ._common import add_command, add_cwd, add_group, add_store, emit_json
+
+if TYPE_CHECKING:
+    from .._service import MemoryService
+    from .._transcripts.models import DistillResult
+
+AGENT_HELP = "only this agent's sessions (default: every agent)"
+
+
+def _when(value: Any) -> str:
+    return value.astimezone().strftime("%Y-%m-%d %H:%M") if value is not None else "-"
+
+
+def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    agents = [args.agent] if args.agent else list(AGENTS)
+    rows: list[Any] = []
+    for agent in agents:
+        page = svc.list_transcripts(
+            agent,
+            search=args.search,
+            project=args.project,
+            sort=args.sort,
+            order=args.order,
+            limit=args.limit,
+        )
+        rows.extend(page.items)
+    if args.json:
+        emit_json(rows)
+        return
+    if not rows:
+        print("no sessions found")
+        return
+    for s in rows:
+        title = (s.title or "(untitled)")[:60]
+        print(
+            f"{_when(s.last_activity_at)}  {s.agent:<11} {s.message_count:>4} msgs  {s.session_id}  {title}"
+        )
+        if s.project_path:
+            print(f"{'':>17}  {s.project_path}")
+
+
+def cmd_show(svc: MemoryService, args: argparse.Namespace) -> None:
+    view = svc.show_transcript(args.agent or svc.find_session(args.session_id).agent, args.session_id)
+    if args.json:
+        emit_json({"session": view.summary, "messages": view.messages, "scrubbed": dict(view.report.counts)})
+        return
+    s = view.summary
+    print(f"# {s.title or '(untitled)'}\n{s.agent} session {s.session_id} in {s.project_path or '?'}\n")
+    for m in view.messages:
+        print(f"[{m.role}] {m.text}\n")
+    removed = ", ".join(f"{k} {v}" for k, v in sorted(view.report.counts.items())) or "nothing"
+    print(f"removed before any model sees it: {removed}")
+
+
+def _print_result(r: DistillResult) -> None:
+    line = f"{r.status:<17} {r.agent} {r.session_id}"
+    if r.insights:
+        line += f": {len(r.insights)} insight(s)"
+    if r.detail:
+        line += f" ({r.detail})"
+    print(line)
+    for insight in r.insights if r.status in ("distilled", "dry_run") else ():
+        print(f"  - {insight.name}: {insight.description}")
+
+
+def cmd_distill(svc: MemoryService, args: argparse.Namespace) -> int:
+    if args.sweep:
+        return _sweep(svc, args)
+    if not args.session_id:
+        print("error: give a session id, or --sweep", file=sys.stderr)
+        return 2
+    agent = args.agent or svc.find_session(args.session_id).agent
+    result = svc.distill_session(agent, args.session_id, cwd=args.cwd, dry_run=args.dry_run)
+    if args.json:
+        emit_json(result)
+    else:
+        _print_result(result)
+    return 1 if result.status == "invalid_output" else 0
+
+
+def _tick(bar: Any) -> None:
+    bar.update(1)
+
+
+def _sweep(svc: MemoryService, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    bar = tqdm(desc="distilling", unit="session", disable=args.json or None, file=sys.stderr)
+    try:
+        result = svc.sweep(
+            args.agent,
+            limit=args.limit,
+            min_idle_seconds=args.min_idle,
+            dry_run=args.dry_run,
+            progress=lambda r: _tick(bar),
+        )
+    finally:
+        bar.close()
+    if args.json:
+        emit_json(result)
+        return 0
+    for r in result.results:
+        _print_result(r)
+    print(
+        f"{len(result.results)} distilled or tried of {result.considered} sessions; "
+        f"{result.skipped_active} still active, {result.remaining} left for the next run"
+    )
+    return 0
+
+
+def cmd_forget(svc: MemoryService, args: argparse.Namespace) -> None:
+    writes = svc.forget_session(args.session_id, cwd=args.cwd, store=args.store)
+    if args.json:
+        emit_json(writes)
+        return
+    for w in writes:
+        print(f"removed session {args.session_id} entries from {w.path}")
+    if not writes:
+        print(f"no journal entries came from session {args.session_id}")
+
+
+def register(sub: Any) -> None:
+    """Add ``transcripts`` and ``distill``."""
+    tsub = add_group(sub, "transcripts", "past sessions of Claude Code, Codex and OpenCode (read-only)")
+    p = add_command(tsub, "list", "list past sessions, most recent first")
+    p.add_argument("--agent", choices=AGENTS, help=AGENT_HELP)
+    p.add_argument("--project", help="exact project path")
+    p.add_argument("--search", help="substring of the title or project path")
+    p.add_argument(
+        "--sort",
+        choices=("started_at", "last_activity_at", "message_count"),
+        default="last_activity_at",
+        help="sort key (default: last_activity_at)",
+    )
+    p.add_argument("--order", choices=("asc", "desc"), default="desc", help="sort order (default: desc)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many sessions per agent (default 50)")
+    p.set_defaults(func=cmd_list)
+    p = add_command(tsub, "show", "a session as the model would see it (scrubbed)")
+    p.add_argument("session_id", help="the session id")
+    p.add_argument("--agent", choices=AGENTS, help="the session's agent (default: looked up)")
+    p.set_defaults(func=cmd_show)
+
+    p = add_command(sub, "distill", "distill a past session (or --sweep all new ones) into the journal")
+    p.add_argument("session_id", nargs="?", help="the session id (or --sweep)")
+    p.add_argument(
+        "--agent", choices=AGENTS, help="the session's agent (default: looked up; with --sweep: all)"
+    )
+    add_cwd(p, "project directory (default: the session's own)")
+    p.add_argument("--sweep", action="store_true", help="every session not distilled yet")
+    p.add_argument("--limit", type=int, default=20, help="sessions per sweep (default 20)")
+    p.add_argument("--min-idle", type=int, default=600, help="skip sessions active in the last N seconds")
+    p.add_argument("--dry-run", action="store_true", help="ask the model, show the insights, write nothing")
+    p.set_defaults(func=cmd_distill)
+
+    p = add_command(sub, "forget-session", "delete the journal entries a session produced")
+    p.add_argument("session_id", help="the session id")
+    add_cwd(p)
+    add_store(p, "the project store (name, label, repository folder name or unique prefix)")
+    p.set_defaults(func=cmd_forget)

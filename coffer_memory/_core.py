@@ -1,0 +1,485 @@
+"""``Facts``: remember, recall, list, get, edit, delete and clear facts of the knowledge lane.
+
+A component of ``MemoryService``: built with the settings, the index handle, the Writer (every
+write goes through one transaction) and the target resolver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._config import Settings
+from ._cursor import decode_cursor, encode_cursor
+from ._errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
+from ._index.filters import FactFilter, TimeBound, check_tags
+from ._indexing import IndexHandle
+from ._models import (
+    Actor,
+    ClearResult,
+    FactRecord,
+    MemoryFact,
+    MutationResult,
+    Page,
+    RecallResult,
+    Target,
+)
+from ._store.files import (
+    FactParseError,
+    fact_id_for,
+    now_utc,
+    parse_fact,
+    read_bytes,
+    render_fact,
+    scan_markdown,
+)
+from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
+from ._store.writer import Writer
+from ._targets import PathLike, Targets
+from .vocabulary import ACTORS, MAX_DESCRIPTION_CHARS, MAX_LIST_LIMIT, MAX_TITLE_CHARS, Scope
+
+__all__ = ["Facts", "Scope", "WriteEvents", "check_actor", "check_field", "validate_text"]
+
+_ULID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def _default_title(text: str) -> str:
+    first = text.strip().splitlines()[0].strip().lstrip("#").strip()
+    return first[:80].rstrip() or "memory"
+
+
+def _default_description(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
+
+
+def _next_suffix(folder: Path, slug: str) -> int:
+    """The first ``-N`` suffix above every ``<slug>-N.md`` already in ``folder``."""
+    pattern = re.compile(re.escape(slug) + r"-(\d+)\.md")
+    taken = [int(m.group(1)) for name in os.listdir(folder) if (m := pattern.fullmatch(name))]
+    return max(taken, default=1) + 1
+
+
+def _follow_body(old: MemoryFact, new_body: str | None) -> str:
+    """Keep a description the user wrote; re-derive one that was derived from the old body."""
+    if new_body is not None and old.description == _default_description(old.body):
+        return _default_description(new_body)
+    return old.description
+
+
+def validate_text(text: object, limit: int) -> str:
+    """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``."""
+    if not isinstance(text, str) or not text.strip():
+        raise MemoryRejected("empty")
+    if len(text.strip()) > limit:
+        raise MemoryRejected("too_long", length=len(text.strip()), limit=limit)
+    return text.strip()
+
+
+def check_field(value: str | None, name: str, limit: int) -> str | None:
+    """A one-line title or description, flattened; ``InvalidInput`` when too long."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string", field=name)
+    flat = " ".join(value.split())
+    if len(flat) > limit:
+        raise InvalidInput(f"{name} is longer than {limit} characters", field=name)
+    return flat
+
+
+def check_actor(actor: object) -> None:
+    """``InvalidInput`` unless ``actor`` is agent or user."""
+    if actor not in ACTORS:
+        raise InvalidInput("actor must be 'agent' or 'user'", field="actor")
+
+
+class WriteEvents:
+    """Listeners told after each new fact (the organizer re-arms its auto-organize timer here)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[str], None]] = []
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(store)`` after every new fact."""
+        self._listeners.append(listener)
+
+    def wrote(self, store: str) -> None:
+        """A new fact landed in ``store``."""
+        for listener in self._listeners:
+            listener(store)
+
+
+class Facts:
+    """The knowledge lane: facts as Markdown files under ``knowledge/``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        index: IndexHandle,
+        writer: Writer,
+        targets: Targets,
+        events: WriteEvents,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.writer = writer
+        self.targets = targets
+        self.events = events
+
+    def _validate(self, text: object) -> str:
+        return validate_text(text, self.settings.memory.max_fact_chars)
+
+    def record(self, store: str, path: Path) -> FactRecord:
+        """A fact file read and parsed, with its store, path and sha256."""
+        data, st = read_bytes(path)
+        sp = self.targets.paths(store)
+        parsed = parse_fact(data, store=store, relpath=sp.relative(path), mtime=st.st_mtime)
+        return FactRecord(fact=parsed.fact, store=store, path=path, sha256=parsed.sha256)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        scope: Scope = "project",
+        store: str | None = None,
+        cwd: PathLike | None = None,
+        actor: Actor = "agent",
+        origin_session_id: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> MutationResult:
+        """Write a new fact to ``knowledge/inbox/<slug>.md`` of the store and index it.
+
+        ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
+        """
+        body = self._validate(text)
+        clean_tags = check_tags(tags)
+        title = check_field(title, "title", MAX_TITLE_CHARS)
+        description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
+        check_actor(actor)
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
+        # No reconcile here: a write needs none, and the next read catches up with outside edits.
+        with self.writer.transaction(name) as tx:
+            body = tx.check(body, "text")
+            title = tx.check(title, "title") if title else _default_title(body)
+            description = tx.check(description, "description") if description else None
+            if target.project_root is not None and store is None:
+                self.index.record_project_root(name, target.project_root)
+                self.targets.record_checkout(tx, target)
+            sp = tx.paths
+            slug = slugify(title)
+            same = self._same_fact(sp, slug, title, body, clean_tags)
+            if same is not None:  # a retry of a write that landed: nothing new to write
+                return MutationResult(
+                    fact=same.fact,
+                    store=name,
+                    path=same.path,
+                    before_sha256=same.sha256,
+                    after_sha256=same.sha256,
+                    target=target,
+                    created=False,
+                )
+            stamp = now_utc()
+            suffixes = iter(range(2, 10**9))
+            for attempt in range(1000):
+                if attempt == 0:
+                    candidate = slug
+                else:  # keep "<slug>-N" within the slug length limit
+                    tail = f"-{next(suffixes)}"
+                    candidate = slug[: MAX_SLUG_CHARS - len(tail)].rstrip("-_") + tail
+                path = sp.inbox_file(candidate)
+                fact = MemoryFact(
+                    id=fact_id_for(name, sp.relative(path), stamp),
+                    title=title,
+                    description=description or _default_description(body),
+                    body=body,
+                    actor=actor,
+                    origin_session_id=origin_session_id,
+                    created_at=stamp,
+                    updated_at=stamp,
+                    tags=clean_tags,
+                )
+                try:
+                    receipt = tx.create(path, render_fact(fact))
+                except FileExistsError:
+                    if attempt == 0:  # jump past the suffixes taken already, not one by one
+                        suffixes = iter(range(_next_suffix(sp.inbox, slug), 10**9))
+                    continue
+                break
+            else:  # pragma: no cover - a thousand racing writers with one title
+                raise InvalidInput("too many facts share this title", field="title")
+            tx.audit("memory_added", fact.id, path=str(path), origin_session_id=origin_session_id)
+        self.events.wrote(name)
+        return MutationResult(
+            fact=fact,
+            store=name,
+            path=path,
+            before_sha256=None,
+            after_sha256=receipt.after_sha256,
+            target=target,
+            receipt=receipt,
+        )
+
+    def _same_fact(
+        self, sp: StorePaths, slug: str, title: str, body: str, tags: tuple[str, ...]
+    ) -> FactRecord | None:
+        """An inbox fact with this title, text and tags (``<slug>.md`` or ``<slug>-N.md``), if any."""
+        if not os.path.lexists(sp.inbox / f"{slug}.md"):  # slug comes from slugify
+            return None  # the common case: a new title, one stat
+        pattern = re.compile(re.escape(slug) + r"(-\d+)?\.md")
+        for name in sorted(os.listdir(sp.inbox)):
+            if not pattern.fullmatch(name):
+                continue
+            try:
+                record = self.record(sp.name, sp.inbox / name)
+            except (OSError, FactParseError):
+                continue
+            if record.fact.title == title and record.fact.body.strip() == body and record.fact.tags == tags:
+                return record
+        return None
+
+    def recall(
+        self,
+        query: str,
+        *,
+        cwd: PathLike | None = None,
+        stores: Iterable[str] | None = None,
+        mode: str | None = None,
+        limit: int = 10,
+        tags: Iterable[str] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+    ) -> RecallResult:
+        """Search the stores of ``cwd`` (project, then global) or the named ``stores``.
+
+        Stores are fused by reciprocal rank fusion (k=60); each hit keeps its own score. Only facts
+        carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
+        """
+        where = FactFilter.of(tags, since, until)
+        if stores is not None:
+            targets = [self.targets.of_store(s) for s in stores]
+        else:
+            targets = self.targets.recall(cwd)
+        unique: dict[str, Target] = {}
+        for t in targets:
+            unique.setdefault(t.store, t)
+        targets = list(unique.values())
+        paths = [self.targets.paths(t.store) for t in targets]
+        # This thread's reader connection: the search (a grep scan too) runs without the lock.
+        retrieval = self.index.retrieval
+        retrieval.check(query, mode, limit)
+        for sp in paths:
+            if sp.root.is_dir():
+                self.index.refresh(sp.name)
+        result = retrieval.recall(paths, query, mode, limit, where)
+        return attrs.evolve(result, targets=tuple(targets))
+
+    def list_facts(
+        self,
+        *,
+        store: str | None = None,
+        cwd: PathLike | None = None,
+        scope: Scope = "project",
+        limit: int = 50,
+        cursor: str | None = None,
+        tags: Iterable[str] | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+    ) -> Page[FactRecord]:
+        """Facts of the knowledge lane, newest first, ``limit`` at a time with an opaque cursor.
+
+        ``tags`` (all must match), ``since`` and ``until`` (on ``updated_at``) filter inside the
+        index query; a cursor is bound to its filter.
+        """
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
+        where_filter = FactFilter.of(tags, since, until)
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
+        query = ("facts",) if where_filter is None else ("facts", repr(where_filter))
+        version = self.writer.version(name)
+        home = self.settings.home
+        after = decode_cursor(home, cursor, query, name, version) if cursor else None
+        if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
+            raise InvalidInput("cursor is malformed", field="cursor")
+        sp = self.targets.paths(name)
+        if not sp.root.is_dir():
+            return Page(items=(), next_cursor=None, target=target)
+        self.index.refresh(name)
+        db = self.index.reader_db
+        prefix = db.key(sp.knowledge) + "/"
+        where = "resource_name = ? AND path >= ? AND path < ?"
+        params: list[Any] = [name, prefix, prefix + "\U0010ffff"]
+        if where_filter is not None:
+            clause, clause_params = where_filter.sql("d")
+            where += " AND " + clause
+            params += clause_params
+        if after:
+            where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            params += [after[0], after[0], after[1]]
+        rows = db.rows(
+            f"SELECT id, path, updated_at FROM documents d WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
+        items = []
+        for _doc_id, path, _ in rows[:limit]:
+            try:
+                items.append(self.record(name, db.file(path)))
+            except (OSError, FactParseError):
+                continue  # changed under us; the next reconcile fixes the index
+        more = len(rows) > limit
+        next_cursor = (
+            encode_cursor(home, query, name, version, (rows[limit - 1][2], rows[limit - 1][0]))
+            if more
+            else None
+        )
+        return Page(items=tuple(items), next_cursor=next_cursor, target=target)
+
+    def _find(self, name: str, fact_id: str, *, reader: bool = False) -> Path:
+        """The file of a fact: on the writer connection (lock held), or on this thread's reader."""
+        if not isinstance(fact_id, str) or len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:
+            raise MemoryNotFound(name, str(fact_id))
+        sp = self.targets.paths(name)
+        if not sp.root.is_dir():
+            raise MemoryNotFound(name, fact_id)
+        self.index.refresh(name)
+        db = self.index.reader_db if reader else self.index.db
+        path = db.scalar(
+            "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?",
+            (name, fact_id),
+        )
+        if path is None or not sp.is_knowledge_file(db.file(path)):
+            raise MemoryNotFound(name, fact_id)
+        return db.file(path)
+
+    def get_fact(
+        self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> FactRecord:
+        """One fact, read from its file, with its path and sha256."""
+        name = self.targets.resolve(store=store, cwd=cwd, scope=scope).store
+        path = self._find(name, fact_id, reader=True)
+        try:
+            return self.record(name, path)
+        except (FileNotFoundError, FactParseError) as exc:
+            raise MemoryNotFound(name, fact_id) from exc
+
+    def edit_fact(
+        self,
+        fact_id: str,
+        *,
+        body: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        expected_sha256: str | None = None,
+        store: str | None = None,
+        cwd: PathLike | None = None,
+        scope: Scope = "project",
+        actor: Actor = "user",
+        tags: Iterable[str] | None = None,
+    ) -> MutationResult:
+        """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it.
+
+        ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
+        """
+        new_tags = check_tags(tags) if tags is not None else None
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
+        new_body = self._validate(body) if body is not None else None
+        title = check_field(title, "title", MAX_TITLE_CHARS)
+        description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
+        with self.writer.transaction(name) as tx:
+            new_body = tx.check(new_body, "text") if new_body is not None else None
+            title = tx.check(title, "title") if title else title
+            description = tx.check(description, "description") if description else description
+            path = self._find(name, fact_id)
+            data, st = read_bytes(path)
+            parsed = parse_fact(data, store=name, relpath=tx.paths.relative(path), mtime=st.st_mtime)
+            if expected_sha256 is not None and expected_sha256 != parsed.sha256:
+                raise MemoryConflict(name, fact_id, expected_sha256, parsed.sha256)
+            old = parsed.fact
+            fact = attrs.evolve(
+                old,
+                body=new_body if new_body is not None else old.body,
+                title=title or old.title,
+                description=description if description is not None else _follow_body(old, new_body),
+                actor=actor,
+                updated_at=now_utc(),
+                tags=new_tags if new_tags is not None else old.tags,
+            )
+            receipt = tx.write(path, render_fact(fact, parsed.extra, with_created=parsed.has_created_at))
+            tx.audit(
+                "memory_updated",
+                fact.id,
+                path=str(path),
+                before_sha256=receipt.before_sha256,
+                after_sha256=receipt.after_sha256,
+            )
+        return MutationResult(
+            fact=fact,
+            store=name,
+            path=path,
+            before_sha256=receipt.before_sha256,
+            after_sha256=receipt.after_sha256,
+            target=target,
+            receipt=receipt,
+            created=False,
+        )
+
+    def delete_fact(
+        self,
+        fact_id: str,
+        *,
+        expected_sha256: str | None = None,
+        store: str | None = None,
+        cwd: PathLike | None = None,
+        scope: Scope = "project",
+    ) -> MutationResult:
+        """Delete a fact file, then its index rows."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
+        with self.writer.transaction(name) as tx:
+            path = self._find(name, fact_id)
+            record = self.record(name, path)
+            if expected_sha256 is not None and expected_sha256 != record.sha256:
+                raise MemoryConflict(name, fact_id, expected_sha256, record.sha256)
+            receipt = tx.delete(path)
+            tx.audit("memory_deleted", fact_id, path=str(path), before_sha256=receipt.before_sha256)
+        return MutationResult(
+            fact=record.fact,
+            store=name,
+            path=path,
+            before_sha256=receipt.before_sha256,
+            after_sha256=None,
+            target=target,
+            receipt=receipt,
+            created=False,
+        )
+
+    def clear(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> ClearResult:
+        """Delete every fact of the knowledge lane (the store and its other lanes stay)."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        name = target.store
+        sp = self.targets.paths(name)
+        if not sp.root.is_dir():
+            return ClearResult(store=name, deleted=0, paths=(), target=target)
+        removed: list[Path] = []
+        with self.writer.transaction(name) as tx:
+            files, _ = scan_markdown(sp.root, (sp.knowledge,))
+            for rel in sorted(files):
+                path = sp.root / rel
+                tx.delete(path)
+                if sp.is_knowledge_file(path):
+                    removed.append(path)
+            tx.reconcile(full=True)
+            tx.audit("memory_cleared", None, deleted=len(removed))
+        return ClearResult(store=name, deleted=len(removed), paths=tuple(removed), target=target)

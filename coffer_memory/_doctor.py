@@ -1,0 +1,112 @@
+"""``coffer doctor``: the index compared with the files, odd and broken files, repairs, the grep backend.
+
+It reads no file itself: reconcile (which every store listing runs first) has already recorded
+the files it could not index, with the reason, so a FIFO, a 50 MB file or an alias bomb is
+named here without being opened again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import apsw
+
+from ._index.db import DAMAGE
+from ._indexing import IndexHandle
+from ._models import BrokenFile, DoctorReport, StoreInfo
+from ._store.files import OddFiles, printable, scan_markdown
+from ._store.paths import StorePaths, is_recall_rel
+from .plugins.builtin.grep import find_ripgrep
+
+if TYPE_CHECKING:
+    from ._agents.install import AgentStatus
+
+
+def run_doctor(
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+) -> DoctorReport:
+    """Check every store (``paths[i]`` belongs to ``infos[i]``, already reconciled as any read does).
+
+    Damage SQLite reports while checking is repaired (moved aside, rebuilt) and the check rerun.
+    """
+    try:
+        return _check(home, index, paths, infos)
+    except DAMAGE as exc:
+        index.db.note_damage(exc)
+        index.reconciler.repair()
+        return _check(home, index, paths, infos)
+
+
+def _check(
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+) -> DoctorReport:
+    broken: list[BrokenFile] = []
+    mismatches: list[str] = []
+    db = index.db
+    for info, sp in zip(infos, paths, strict=True):
+        odd: OddFiles = {}
+        files, _ = scan_markdown(sp.root, sp.recall_dirs(), odd)
+        for rel, reason in sorted(odd.items()):
+            broken.append(BrokenFile(store=info.name, path=sp.root / printable(rel), error=reason))
+        bad = db.rows("SELECT path, error FROM broken_files WHERE resource_name = ?", (info.name,))
+        broken += [BrokenFile(store=info.name, path=db.file(p), error=e) for p, e in sorted(bad)]
+        prefix = db.key(sp.root) + "/"
+        on_disk = {prefix + rel for rel in files if is_recall_rel(rel)} - {str(r[0]) for r in bad}
+        rows = db.rows("SELECT path FROM documents WHERE resource_name = ?", (info.name,))
+        indexed = {str(r[0]) for r in rows}
+        mismatches += [f"{info.name}: not indexed: {db.file(p)}" for p in sorted(on_disk - indexed)]
+        mismatches += [
+            f"{info.name}: indexed but missing on disk: {db.file(p)}" for p in sorted(indexed - on_disk)
+        ]
+    return DoctorReport(
+        home=home,
+        grep_backend=index.retrieval.grep.name,
+        ripgrep_path=find_ripgrep(),
+        sqlite_version=apsw.sqlite_lib_version(),
+        stores=tuple(infos),
+        broken=tuple(broken),
+        index_mismatches=tuple(mismatches),
+        index_repairs=tuple(db.repairs()),
+        links=tuple(link for sp in paths for link in store_links(sp.root)),
+    )
+
+
+def store_links(root: Path) -> list[Path]:
+    """Every symbolic link under a store folder (files and folders; none is ever followed)."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                found.append(path)
+    return found
+
+
+def check_agents(list_agents: Callable[..., list[AgentStatus]] | None) -> dict[str, tuple[str, ...]]:
+    """Every agent coffer is installed for: start its registered MCP server (each distinct one once)
+    and ask it ``initialize`` + ``tools/list``; hooks the agent has not trusted yet; stale entries.
+
+    ``list_agents`` is the service's ``agents`` method. Returns the report's ``agents`` and
+    ``agent_problems`` fields.
+    """
+    lines: list[str] = []
+    problems: list[str] = []
+    for status in list_agents(check_mcp=True) if list_agents is not None else ():
+        if not (status.installed or status.mcp_registered):
+            continue
+        found = [f"{status.name}: {t.describe()}" for t in status.hook_review if t.state != "trusted"]
+        if status.mcp_check is not None and not status.mcp_check.ok:
+            found.append(
+                f"{status.name}: MCP server {' '.join(status.mcp_check.command)} {status.mcp_check.summary()}"
+            )
+        if status.installed and not status.up_to_date:
+            found.append(f"{status.name}: out of date: run `coffer agents install {status.name}` again")
+        problems += found
+        check = status.mcp_check
+        lines.append(
+            f"{status.name}: " + (f"MCP server {check.summary()}" if check and check.ok else "not working")
+        )
+    return {"agents": tuple(lines), "agent_problems": tuple(problems)}

@@ -1,0 +1,117 @@
+"""Heading- and block-aware Markdown chunking with fixed memory constants."""
+
+from __future__ import annotations
+
+import re
+
+from .._markdown_fences import fence_spans
+
+MEMORY_CHUNK_CHARS = 1200
+MEMORY_CHUNK_OVERLAP = 120
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+
+
+def _blocks(text: str) -> list[tuple[str, bool]]:
+    """Split into (block, is_heading): fenced code kept whole, paragraphs split on blank lines.
+
+    Fences are found by the CommonMark scanner shared with the scrubber, so a ```` ``` ```` line
+    inside a ```` ```` ```` block (or a ``# comment`` inside any block) stays code.
+    """
+    blocks: list[tuple[str, bool]] = []
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            block = "\n".join(current).strip("\n")
+            if block.strip():
+                blocks.append((block, False))
+            current.clear()
+
+    lines = text.splitlines()
+    fences = {start: end for start, end, _info in fence_spans(lines)}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        end = fences.get(i)
+        if end is not None:
+            flush()
+            current.extend(lines[i:end])
+            flush()
+            i = end
+            continue
+        if _HEADING.match(line):
+            flush()
+            blocks.append((line.strip(), True))
+        elif not line.strip():
+            flush()
+        else:
+            current.append(line)
+        i += 1
+    flush()
+    return blocks
+
+
+def _split_long(block: str, size: int, overlap: int) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    while start < len(block):
+        end = min(len(block), start + size)
+        if end < len(block):
+            cut = block.rfind("\n", start + size // 2, end)
+            if cut == -1:
+                cut = block.rfind(" ", start + size // 2, end)
+            if cut != -1:
+                end = cut
+        pieces.append(block[start:end].strip())
+        if end >= len(block):
+            break
+        start = max(end - overlap, start + 1)
+    return [p for p in pieces if p]
+
+
+def chunk_markdown(
+    text: str, *, max_chars: int = MEMORY_CHUNK_CHARS, overlap: int = MEMORY_CHUNK_OVERLAP
+) -> list[str]:
+    """Passages of at most ``max_chars``: a short text is one chunk; sections never share one.
+
+    A section's heading is repeated at the top of each of its chunks so every passage keeps
+    its context; a block longer than ``max_chars`` is cut at a line or word boundary with
+    ``overlap`` characters carried over.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if len(stripped) <= max_chars:
+        return [stripped]
+    chunks: list[str] = []
+    heading = ""
+    parts: list[str] = []
+
+    def emit() -> None:
+        body = "\n\n".join(parts).strip()
+        if body:
+            chunks.append(f"{heading}\n\n{body}" if heading else body)
+        parts.clear()
+
+    for block, is_heading in _blocks(stripped):
+        if is_heading:
+            emit()
+            heading = block
+            continue
+        budget = max_chars - (len(heading) + 2 if heading else 0)
+        budget = max(budget, max_chars // 2)
+        if len(block) > budget:
+            emit()
+            for piece in _split_long(block, budget, overlap):
+                parts.append(piece)
+                emit()
+            continue
+        used = sum(len(p) + 2 for p in parts)
+        if parts and used + len(block) > budget:
+            emit()
+        parts.append(block)
+    emit()
+    if not chunks and heading:
+        chunks.append(heading)
+    return chunks

@@ -1,0 +1,439 @@
+"""Lazy reconcile-on-read: bring a store's index rows in line with its files.
+
+Fast path: a store with at most ``reconcile_full_scan_max_files`` recall files is fully
+stat'ed on every read (a few ms), so an outside edit shows at once. A larger store stats
+only its recall folders (a handful of ``stat`` calls): any create, delete or rename
+changes a folder's mtime and re-lists that folder alone. An in-place edit of an existing
+file does not touch its folder, so larger stores also need the full stat scan, at most
+once every ``reconcile_full_scan_seconds``. In a service (a long-lived process) that scan
+runs on a background thread when it falls due, so reads stay on the fast path; when the
+last full scan is older than ``STALE_SECONDS`` (a short-lived process such as the CLI),
+the read runs it inline. So an outside in-place edit of a large store shows up within
+``reconcile_full_scan_seconds`` (plus the scan) in a server, within ``STALE_SECONDS`` in
+the CLI, and at once after ``coffer reindex``. Only files whose size, mtime, ctime or inode
+changed are read and hashed (ctime and inode catch an edit that keeps size and mtime).
+
+Odd entries never take a store down: a name that is not UTF-8, a FIFO named ``*.md``, a file
+over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with one warning
+(``coffer doctor`` lists it). A damaged index found here is moved aside and rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import attrs
+
+from .._config import Settings
+from .._models import ReindexReport
+from .._store.files import (
+    FactParseError,
+    FileStat,
+    OddFiles,
+    file_stat,
+    list_folder,
+    printable,
+    scan_markdown,
+)
+from .._store.lock import store_lock
+from .._store.paths import StorePaths, is_recall_rel, lock_path
+from .db import DAMAGE, IndexDB
+from .reindex import Reindexer, stat_columns
+
+log = logging.getLogger("coffer_memory.reconcile")
+BATCH = 500
+# A load of this many files leaves FTS5 with many segments: merge them once afterwards.
+OPTIMIZE_AFTER = 1000
+# A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
+# background scan alive long enough, so they would otherwise never see in-place edits.
+STALE_SECONDS = 60.0
+MISSING = -1
+Progress = Callable[[int, int], None]
+Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
+# Odd entries already warned about by this process: a warning once, not on every read.
+_warned: set[tuple[str, str, str]] = set()
+_warned_guard = threading.Lock()
+
+
+def _warn_odd(store: str, odd: OddFiles) -> None:
+    for rel, reason in odd.items():
+        key = (store, rel, reason)
+        with _warned_guard:
+            if key in _warned:
+                continue
+            _warned.add(key)
+        log.warning("skipping %s in store %s: %s", printable(rel), store, reason)
+
+
+class _Todo(NamedTuple):
+    """A file a scan found new or changed."""
+
+    path: Path
+    rel: str  # relative to the store's root
+    key: str  # documents.path
+    forget: bool  # it may have a broken_files row to clear
+    absent: bool  # the index has no row for it
+
+
+@attrs.define
+class _Tally:
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    skipped: list[str] = attrs.Factory(list)
+
+    def report(self, store: str) -> ReindexReport:
+        return ReindexReport(
+            store=store,
+            scanned=self.scanned,
+            added=self.added,
+            updated=self.updated,
+            removed=self.removed,
+            unchanged=self.unchanged,
+            skipped=tuple(self.skipped),
+        )
+
+
+class Reconciler:
+    """Keeps one home's index in line with its memory files."""
+
+    def __init__(
+        self, db: IndexDB, reindexer: Reindexer, settings: Settings, lock: threading.RLock | None = None
+    ) -> None:
+        self.db = db
+        self.reindexer = reindexer
+        self.settings = settings
+        self.lock = lock  # the owning service's lock; enables background full scans
+        self._background: set[str] = set()
+        self._guard = threading.Lock()
+
+    def scanning(self) -> bool:
+        """True while a background full scan runs (or waits for the lock)."""
+        with self._guard:
+            return bool(self._background)
+
+    def _scan_in_background(self, store: str) -> None:
+        with self._guard:
+            if store in self._background:
+                return
+            self._background.add(store)
+
+        def run() -> None:
+            try:
+                assert self.lock is not None
+                with self.lock:
+                    if self.db.closed:  # the service closed while this scan waited for it
+                        return
+                    self.reconcile(store, full=True)
+            except Exception:
+                log.exception("background full scan of %s failed", store)
+            finally:
+                with self._guard:
+                    self._background.discard(store)
+
+        threading.Thread(target=run, name=f"coffer-scan-{store}", daemon=True).start()
+
+    def _state(self, store: str) -> tuple[dict[str, int], float, int] | None:
+        rows = self.db.rows(
+            "SELECT dirs, last_full_scan, file_count FROM store_state WHERE resource_name = ?", (store,)
+        )
+        if not rows:
+            return None
+        return json.loads(rows[0][0]), float(rows[0][1]), int(rows[0][2])
+
+    def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None:
+        self.db.conn.execute(
+            "INSERT INTO store_state (resource_name, dirs, last_full_scan, file_count) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(resource_name) DO UPDATE SET dirs = excluded.dirs, "
+            "last_full_scan = excluded.last_full_scan, file_count = excluded.file_count",
+            (store, json.dumps(dirs, sort_keys=True), last_full, count),
+        )
+
+    def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
+        changed = []
+        root = f"{sp.root}/"  # every read runs this: strings, not a Path per folder
+        for rel, recorded in dirs.items():
+            try:
+                mtime = os.stat(root + rel, follow_symlinks=False).st_mtime_ns
+            except (FileNotFoundError, NotADirectoryError):
+                mtime = MISSING
+            if mtime != recorded:
+                changed.append(rel)
+        return changed
+
+    def reconcile(self, store: str, *, full: bool = False, progress: Progress | None = None) -> ReindexReport:
+        """Reconcile ``store``; ``full=True`` forces the full stat scan.
+
+        A damaged index (met here or reported by an earlier query) is moved aside first and
+        the store rebuilt from its files. The caller holds the service lock, outside any
+        transaction.
+        """
+        for attempt in range(2):
+            if self.db.needs_repair():
+                self.repair()
+                full = True
+            try:
+                return self._reconcile(store, full=full, progress=progress)
+            except DAMAGE as exc:
+                if attempt:
+                    raise
+                self.db.note_damage(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def repair(self) -> None:
+        """Reopen the index, moving it aside first if it was found damaged (service lock held)."""
+        self.reindexer.repair_index()
+
+    def _reconcile(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
+        sp = self.reindexer.paths(store)
+        if not sp.root.is_dir():
+            if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
+                self.reindexer.remove_store(store)
+            return _Tally().report(store)
+        vectors = self.reindexer.vectors
+        if vectors is not None and vectors.existing_table(store) is None:
+            with store_lock(lock_path(self.settings.home, store)):
+                vectors.ensure_table(store)  # marks every document for re-embedding
+        state = self._state(store)
+        if not full and state is not None:
+            dirs, last_full, count = state
+            age = time.time() - last_full
+            due = age >= self.settings.reconcile_full_scan_seconds
+            large = count > self.settings.reconcile_full_scan_max_files
+            if large and due and self.lock is not None and age < STALE_SECONDS:
+                # In a long-lived process the due full scan runs beside the reads, not in one.
+                self._scan_in_background(store)
+                due = False
+            if large and not due:
+                changed = self._changed_dirs(sp, dirs)
+                pending = self.reindexer.pending_paths(store)
+                if not changed and not pending:
+                    return _Tally(unchanged=count).report(store)
+                with store_lock(lock_path(self.settings.home, store)):
+                    report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
+                    return self._retry_pending(sp, report, progress)
+        with store_lock(lock_path(self.settings.home, store)):
+            report = self._reconcile_full(sp, progress)
+            return self._retry_pending(sp, report, progress)
+
+    def _retry_pending(
+        self, sp: StorePaths, report: ReindexReport, progress: Progress | None
+    ) -> ReindexReport:
+        """Re-index documents still holding the sentinel (their embedding failed or never ran)."""
+        pending = self.reindexer.pending_paths(sp.name)
+        if not pending:
+            return report
+        tally = _Tally()
+        files = {}
+        for path in pending:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files[sp.relative(path)] = file_stat(st)
+        # Unknown to _apply's row map, so every pending file is re-read and re-embedded.
+        self._apply(sp, files, {}, tally, progress, rows_complete=False)
+        return attrs.evolve(report, updated=report.updated + tally.added + tally.updated)
+
+    def _prefix(self, folder: Path) -> str:
+        """The ``documents.path`` prefix of everything under ``folder``."""
+        return self.db.key(folder) + "/"
+
+    def _rows_under(self, store: str, prefix: str, table: str = "documents") -> dict[str, Stat]:
+        rows = self.db.rows(
+            f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
+            "WHERE resource_name = ? AND path >= ? AND path < ?",
+            (store, prefix, prefix + "\U0010ffff"),
+        )
+        # Plain tuples (a FileStat compares equal to one): this runs over every row of a store.
+        return {r[0]: r[1:] for r in rows}
+
+    def _apply(
+        self,
+        sp: StorePaths,
+        files: dict[str, FileStat],
+        rows: dict[str, Stat],
+        tally: _Tally,
+        progress: Progress | None = None,
+        broken: dict[str, Stat] | None = None,
+        rows_complete: bool = True,
+    ) -> None:
+        """Index new/changed files among ``files`` and drop ``rows`` whose file is gone.
+
+        ``broken`` holds files that failed to parse before: unchanged ones are not re-read.
+        ``rows_complete``: ``rows`` holds every index row of ``files``, so one missing there
+        has none (a new file's row is not looked up).
+        """
+        # Without a map of broken files, any indexed file may have a broken_files row to clear.
+        forget_all = broken is None
+        broken = broken if broken is not None else {}
+        todo: list[_Todo] = []
+        root = self._prefix(sp.root)
+        folder = str(sp.root)
+        for rel, st in files.items():
+            if not is_recall_rel(rel):
+                continue
+            tally.scanned += 1
+            key = root + rel
+            known = rows.pop(key, None)
+            was_broken = broken.pop(key, None)
+            if known == st:
+                tally.unchanged += 1
+            elif known is None and was_broken == st:
+                tally.skipped.append(rel)
+            else:
+                path = Path(f"{folder}/{rel}")
+                todo.append(
+                    _Todo(
+                        path, rel, key, forget_all or was_broken is not None, rows_complete and known is None
+                    )
+                )
+        if broken:  # broken files that are gone now
+            with self.db.transaction():
+                for key in broken:
+                    self._forget_broken(sp.name, key)
+        gone = [self.db.file(p) for p in rows]
+        total = len(todo) + len(gone)
+        with self.reindexer.bulk_load():
+            for start in range(0, len(todo), BATCH):
+                with self.db.transaction():
+                    for entry in todo[start : start + BATCH]:
+                        self._index_one(sp, entry, tally)
+                self.reindexer.flush_embeddings()
+                if progress is not None:
+                    progress(min(start + BATCH, len(todo)), total)
+        if len(todo) >= OPTIMIZE_AFTER:
+            self.reindexer.optimize()
+        if gone:
+            with self.db.transaction():
+                for path in gone:
+                    if self.reindexer.remove_path(sp.name, path):
+                        tally.removed += 1
+            if progress is not None:
+                progress(total, total)
+
+    def _index_one(self, sp: StorePaths, entry: _Todo, tally: _Tally) -> None:
+        path, rel, key, was_broken, absent = entry
+        try:
+            outcome, _ = self.reindexer.index_file(
+                sp.name, path, defer_embedding=True, names=(rel, key), absent=absent
+            )
+        except FactParseError as exc:
+            if self._remember_broken(sp.name, path, str(exc)):
+                log.warning("skipping %s: %s", path, exc)
+            tally.skipped.append(rel)
+            return
+        except (FileNotFoundError, IsADirectoryError, OSError) as exc:
+            log.info("file vanished while indexing %s: %s", path, exc)
+            self.reindexer.remove_path(sp.name, path)
+            self._forget_broken(sp.name, key)
+            return
+        if was_broken:
+            self._forget_broken(sp.name, key)
+        if outcome == "added":
+            tally.added += 1
+        elif outcome == "updated":
+            tally.updated += 1
+        else:
+            tally.unchanged += 1
+
+    def _remember_broken(self, store: str, path: Path, error: str) -> bool:
+        """Record a file that cannot be indexed; True when this is news (a new file or reason)."""
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        key = self.db.key(path)
+        before = self.db.scalar(
+            "SELECT error FROM broken_files WHERE resource_name = ? AND path = ?", (store, key)
+        )
+        self.db.conn.execute(
+            "INSERT INTO broken_files (resource_name, path, file_size, file_mtime_ns, file_ctime_ns, file_ino, "
+            "error) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(resource_name, path) DO UPDATE SET "
+            "file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, "
+            "file_ctime_ns = excluded.file_ctime_ns, file_ino = excluded.file_ino, error = excluded.error",
+            (store, key, *stat_columns(st), error),
+        )
+        return bool(before != error)
+
+    def _forget_broken(self, store: str, path: str) -> None:
+        self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ? AND path = ?", (store, path))
+
+    def _broken_under(self, store: str, prefix: str) -> dict[str, Stat]:
+        return self._rows_under(store, prefix, "broken_files")
+
+    def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:
+        tally = _Tally()
+        odd: OddFiles = {}
+        files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
+        _warn_odd(sp.name, odd)
+        for folder in sp.recall_dirs():
+            dirs.setdefault(sp.relative(folder), MISSING)
+        prefix = self._prefix(sp.root)
+        rows = self._rows_under(sp.name, prefix)
+        self._apply(sp, files, rows, tally, progress, self._broken_under(sp.name, prefix))
+        count = tally.scanned - len(tally.skipped)
+        with self.db.transaction():
+            self._save_state(sp.name, dirs, time.time(), count)
+        return tally.report(sp.name)
+
+    def _reconcile_dirs(self, sp: StorePaths, changed: list[str]) -> ReindexReport:
+        tally = _Tally()
+        state = self._state(sp.name)
+        assert state is not None
+        dirs, last_full, count = state
+        odd: OddFiles = {}
+        for rel in changed:
+            listing = list_folder(sp.root, rel, odd)
+            prefix = self._prefix(sp.root / rel)
+            rows = self._rows_under(sp.name, prefix)
+            if listing is None:  # the folder is gone: so is everything under it
+                roots = {sp.relative(f) for f in sp.recall_dirs()}
+                for sub in [d for d in list(dirs) if d == rel or d.startswith(rel + "/")]:
+                    if sub in roots:
+                        dirs[sub] = MISSING
+                    else:
+                        del dirs[sub]
+                self._apply(sp, {}, rows, tally, broken=self._broken_under(sp.name, prefix))
+                continue
+            mtime, files, subdirs = listing
+            direct = {p: v for p, v in rows.items() if "/" not in p[len(prefix) :]}
+            bad = {
+                p: v for p, v in self._broken_under(sp.name, prefix).items() if "/" not in p[len(prefix) :]
+            }
+            self._apply(sp, files, direct, tally, broken=bad)
+            dirs[rel] = mtime
+            for sub in subdirs:
+                if sub not in dirs:
+                    sub_files, sub_dirs = scan_markdown(sp.root, (sp.root / sub,), odd)
+                    self._apply(sp, sub_files, self._rows_under(sp.name, self._prefix(sp.root / sub)), tally)
+                    dirs.update(sub_dirs)
+        _warn_odd(sp.name, odd)
+        count = int(self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
+        with self.db.transaction():
+            self._save_state(sp.name, dirs, last_full, count)
+        return tally.report(sp.name)
+
+    def note_write(self, store: str, folder: Path, before_ns: int, after_ns: int, delta: int) -> None:
+        """After our own write in ``folder``: move its recorded mtime forward if nobody else moved it.
+
+        Keeps the next read on the fast path instead of re-listing a folder we just changed.
+        """
+        state = self._state(store)
+        if state is None:
+            return
+        dirs, last_full, count = state
+        rel = self.reindexer.paths(store).relative(folder)
+        if dirs.get(rel) != before_ns:
+            return
+        dirs[rel] = after_ns
+        self._save_state(store, dirs, last_full, count + delta)

@@ -1,0 +1,384 @@
+"""The single re-index routine: every write path and every reconcile goes through it.
+
+sha256 of the file unchanged -> no-op; changed -> drop the old chunk/FTS rows, re-chunk,
+insert, upsert the documents row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .._errors import EmbeddingUnavailable
+from .._models import MemoryFact
+from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
+from .._store.lanes import journal_sessions
+from .._store.paths import StorePaths, project_id_of
+from .chunking import chunk_markdown
+from .cjk import index_text
+from .db import DAMAGE, IndexDB
+from .keys import KIND, chunk_id, store_scope, vec_chunk_id
+from .vec import VecIndex
+
+Outcome = Literal["added", "updated", "unchanged"]
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+# A file changed within this long before its stat was taken may change again within the same
+# ctime tick (the kernel's coarse clock) unseen: its row keeps no ctime, so the next full scan
+# hashes it once more (git's "racily clean" entries).
+RACY_NS = 2_000_000_000
+
+
+def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
+    """``file_size, file_mtime_ns, file_ctime_ns, file_ino`` of a documents row."""
+    racy = time.time_ns() - st.st_ctime_ns < RACY_NS
+    return st.st_size, st.st_mtime_ns, -1 if racy else st.st_ctime_ns, st.st_ino
+
+
+log = logging.getLogger("coffer_memory.reindex")
+
+
+# Ends the title/description header of a first chunk; an invisible separator that no
+# tokenizer indexes, so hits can drop the header without guessing.
+HEADER_END = "\n\u2063\n"
+
+
+def index_header(title: str, description: str, body: str) -> str:
+    """Title and description lines that the body does not already say, for the first chunk."""
+    folded = " ".join(body.split()).lower()
+    parts = [
+        p
+        for p in (title.strip(), description.strip())
+        if p and " ".join(p.split()).lower().removesuffix("…") not in folded  # derived ones are prefixes
+    ]
+    return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
+
+
+def indexed_chunks(title: str, description: str, body: str) -> list[str]:
+    """The passages indexed for a document: its body's chunks, the first one led by its header.
+
+    Keyword and vector search then match a topic's title ("Deploying") even when its body
+    never repeats it. ``strip_header`` takes the header off again for display.
+    """
+    chunks = chunk_markdown(body)
+    header = index_header(title, description, body)
+    if not header:
+        return chunks
+    return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
+
+
+def strip_header(text: str) -> str:
+    """A chunk's text without the header ``indexed_chunks`` put in front of the first one."""
+    _, sep, rest = text.partition(HEADER_END)
+    return rest if sep else text
+
+
+@attrs.frozen
+class _PendingDoc:
+    """A document whose keyword rows are in but whose vectors are not (its row holds the sentinel)."""
+
+    store: str
+    document_id: str
+    sha256: str
+    chunks: tuple[str, ...]
+
+
+def _metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
+    """``documents.metadata``: who wrote the file and, for a journal day, which sessions fed it."""
+    meta: dict[str, Any] = {"actor": fact.actor, "origin_session_id": fact.origin_session_id}
+    if rel.startswith("journal/"):
+        # Distilled entries name their session in the heading; one day file holds many sessions.
+        meta["origin_session_ids"] = journal_sessions(fact.body)
+    return meta
+
+
+class Reindexer:
+    """Writes and removes index rows for memory files of one home."""
+
+    def __init__(
+        self,
+        db: IndexDB,
+        memory_dir: Path,
+        vectors: VecIndex | None = None,
+        batch_size: int = 64,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        self.db = db
+        self.memory_dir = memory_dir
+        self.vectors = vectors
+        self.batch_size = batch_size
+        # Hand-written files over this are not read (one 50 MB file took 23 s and 839 MiB).
+        self.max_file_bytes = max_file_bytes
+        self.pending: list[_PendingDoc] = []
+        self.embedding_failures = 0
+        # Inside a bulk load's transaction, files get no savepoint of their own: FTS5 flushes its
+        # pending terms on every savepoint, so each file would become a segment (2.5x slower).
+        # Nothing is lost: a file that cannot be read or parsed fails before its first write.
+        self.bulk = False
+        self._vec_dropped: set[str] = set()
+
+    def _transaction(self) -> AbstractContextManager[object]:
+        if self.bulk and not self.db.conn.get_autocommit():
+            return nullcontext()
+        return self.db.transaction()
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Index many files in the caller's transactions, then merge the FTS5 segments once."""
+        before, self.bulk = self.bulk, True
+        try:
+            yield
+        finally:
+            self.bulk = before
+            self._vec_dropped.clear()
+
+    def optimize(self) -> None:
+        """Merge each FTS5 table's segments into one (after a bulk load: faster queries)."""
+        with self.db.transaction():
+            for table in ("documents_fts", "documents_words"):
+                self.db.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
+    def paths(self, store: str) -> StorePaths:
+        """The store's paths."""
+        return StorePaths.of(self.memory_dir, store)
+
+    def index_file(
+        self,
+        store: str,
+        path: Path,
+        *,
+        data: bytes | None = None,
+        st: os.stat_result | None = None,
+        defer_embedding: bool = False,
+        names: tuple[str, str] | None = None,
+        absent: bool = False,
+    ) -> tuple[Outcome, ParsedFile]:
+        """Bring the index in line with one file. Raises FactParseError (rows dropped) or OSError.
+
+        With vectors enabled the new chunks are embedded at once, or queued for
+        ``flush_embeddings`` when ``defer_embedding`` is set (batching for bulk work).
+        ``names`` is the file's (store-relative path, ``documents.path``) when the caller has
+        them already (a scan: working them out with pathlib was a fifth of a rebuild).
+        ``absent``: the caller knows the index has no row for the file (a scan under the store
+        lock), so it is not looked up.
+        """
+        rel, key = names if names is not None else (self.paths(store).relative(path), self.db.key(path))
+        if data is None or st is None:
+            try:
+                data, st = read_bytes(path, max_bytes=self.max_file_bytes)
+            except FactParseError:  # too large: whatever was indexed for it goes
+                self.remove_path(store, path)
+                raise
+        row = (
+            []
+            if absent
+            else self.db.rows(
+                "SELECT id, content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (store, key)
+            )
+        )
+        try:
+            parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
+        except FactParseError:
+            if row:
+                with self._transaction():
+                    self._delete_rows(store, row[0][0])
+            raise
+        if row and row[0][1] == parsed.sha256 and row[0][0] == parsed.fact.id:
+            self.db.conn.execute(
+                "UPDATE documents SET file_size = ?, file_mtime_ns = ?, file_ctime_ns = ?, file_ino = ? "
+                "WHERE resource_name = ? AND path = ?",
+                (*stat_columns(st), store, key),
+            )
+            # Rows from before the tags table (schema 7) are re-read once: their tags land here.
+            rowid = self.db.scalar(
+                "SELECT rowid FROM documents WHERE resource_name = ? AND path = ?", (store, key)
+            )
+            self._write_tags(int(rowid), parsed.fact.tags, replace=True)
+            return "unchanged", parsed
+        fact = parsed.fact
+        with self._transaction():
+            if row:
+                self._delete_rows(store, row[0][0])
+            elif self.vectors is None and store not in self._vec_dropped:
+                # Vectors are off: the store's vec table (if any) misses this document from now on.
+                self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
+                if self.bulk:  # once per store and load, not once per file
+                    self._vec_dropped.add(store)
+            self.db.conn.execute(
+                "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
+                "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
+                "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    fact.id,
+                    KIND,
+                    store,
+                    project_id_of(store),
+                    key,
+                    fact.title,
+                    fact.description,
+                    json.dumps(_metadata(fact, rel)),
+                    "" if self.vectors is not None else parsed.sha256,
+                    format_time(fact.created_at),
+                    format_time(fact.updated_at),
+                    *stat_columns(st),
+                ),
+            )
+            self._write_tags(self.db.conn.last_insert_rowid(), fact.tags)
+            chunks = indexed_chunks(fact.title, fact.description, fact.body)
+            for position, text in enumerate(chunks):
+                cid = chunk_id(store, fact.id, position)
+                self.db.conn.execute(
+                    "INSERT INTO chunks (id, document_id, kind, resource_name, position) VALUES (?, ?, ?, ?, ?)",
+                    (cid, fact.id, KIND, store, position),
+                )
+                # The FTS row shares the chunk's rowid, so deletes find it without a scan.
+                rowid = self.db.conn.last_insert_rowid()
+                self.db.conn.execute(
+                    "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
+                    (rowid, text, store, cid),
+                )
+                self.db.conn.execute(
+                    "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
+                    (rowid, index_text(text), store_scope(store)),
+                )
+        if self.vectors is not None:
+            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            if not defer_embedding:
+                self.flush_embeddings()
+        return ("updated" if row else "added"), parsed
+
+    def _write_tags(self, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False) -> None:
+        """The ``document_tags`` rows of one document (dropped with it by a trigger)."""
+        if replace:
+            self.db.conn.execute("DELETE FROM document_tags WHERE document_rowid = ?", (document_rowid,))
+        for tag in tags:
+            self.db.conn.execute(
+                "INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)",
+                (document_rowid, tag),
+            )
+
+    def flush_embeddings(self) -> int:
+        """Embed the queued documents' chunks in batches; returns how many documents got vectors.
+
+        Until its vectors are in, a document's row holds the empty-string sha256 sentinel, so
+        a crash or an embedder failure leaves the keyword rows searchable and a later
+        reconcile retries the embedding (after the shared back-off, ``vec.PAUSE_SECONDS``).
+        """
+        if self.vectors is None or not self.pending:
+            return 0
+        if self.vectors.paused():
+            self.pending = []  # rows keep the sentinel; retried once the back-off is over
+            return 0
+        docs, self.pending = self.pending, []
+        done = 0
+        batch: list[_PendingDoc] = []
+        for index, doc in enumerate(docs):
+            batch.append(doc)
+            size = sum(len(d.chunks) for d in batch)
+            if size < self.batch_size and index + 1 < len(docs):
+                continue
+            try:
+                self._embed(batch)
+            except Exception as exc:
+                self.embedding_failures += 1
+                self.vectors.pause()
+                log.warning("embedding failed; keyword rows kept, retried on the next reconcile: %s", exc)
+                return done
+            done += len(batch)
+            batch = []
+        return done
+
+    def _embed(self, batch: list[_PendingDoc]) -> None:
+        assert self.vectors is not None
+        texts = [text for doc in batch for text in doc.chunks]
+        vectors = self.vectors.embedder.embed_batch(texts) if texts else []
+        if len(vectors) != len(texts):
+            raise EmbeddingUnavailable(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        rows = iter(vectors)
+        with self.db.transaction():
+            for doc in batch:
+                pairs = [(vec_chunk_id(doc.document_id, pos), next(rows)) for pos in range(len(doc.chunks))]
+                self.vectors.insert(doc.store, pairs)
+                self.db.conn.execute(
+                    "UPDATE documents SET content_sha256 = ? WHERE resource_name = ? AND id = ?",
+                    (doc.sha256, doc.store, doc.document_id),
+                )
+
+    def _delete_rows(self, store: str, document_id: str) -> None:
+        if self.vectors is None:
+            # Vectors are off: whatever vec table the store had is stale from now on.
+            self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
+        else:
+            positions = self.db.rows(
+                "SELECT position FROM chunks WHERE document_id = ? AND resource_name = ?",
+                (document_id, store),
+            )
+            self.vectors.delete(store, [vec_chunk_id(document_id, int(p[0])) for p in positions])
+        for table in ("documents_fts", "documents_words"):
+            self.db.conn.execute(
+                f"DELETE FROM {table} WHERE rowid IN "
+                "(SELECT rowid FROM chunks WHERE document_id = ? AND resource_name = ?)",
+                (document_id, store),
+            )
+        self.db.conn.execute(
+            "DELETE FROM chunks WHERE document_id = ? AND resource_name = ?", (document_id, store)
+        )
+        self.db.conn.execute(
+            "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?",
+            (KIND, store, document_id),
+        )
+
+    def pending_paths(self, store: str) -> list[Path]:
+        """Files whose documents still wait for their vectors (the empty-sha256 sentinel)."""
+        if self.vectors is None or self.vectors.paused():
+            return []
+        rows = self.db.rows(
+            "SELECT path FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,)
+        )
+        return [self.db.file(r[0]) for r in rows]
+
+    def remove_path(self, store: str, path: Path) -> str | None:
+        """Drop the rows of the document at ``path``; returns its id if there was one."""
+        document_id = self.db.scalar(
+            "SELECT id FROM documents WHERE resource_name = ? AND path = ?", (store, self.db.key(path))
+        )
+        if document_id is None:
+            return None
+        with self.db.transaction():
+            self._delete_rows(store, document_id)
+        return str(document_id)
+
+    def repair_index(self) -> None:
+        """Reopen the index, moving it aside first if SQLite found it damaged."""
+        self.db.repair()
+        if self.vectors is not None:
+            self.vectors.forget_tables()
+
+    def remove_store(self, store: str) -> None:
+        """Drop every index row of a store (a damaged index is replaced by an empty one instead)."""
+        try:
+            self._remove_store(store)
+        except DAMAGE as exc:
+            self.db.note_damage(exc)
+            self.repair_index()
+
+    def _remove_store(self, store: str) -> None:
+        with self.db.transaction():
+            self.db.conn.execute(
+                "DELETE FROM documents_words WHERE rowid IN (SELECT rowid FROM chunks WHERE resource_name = ?)",
+                (store,),
+            )
+            self.db.conn.execute("DELETE FROM documents_fts WHERE resource_name = ?", (store,))
+            self.db.conn.execute("DELETE FROM chunks WHERE resource_name = ?", (store,))
+            self.db.conn.execute("DELETE FROM documents WHERE resource_name = ?", (store,))
+            self.db.conn.execute("DELETE FROM store_state WHERE resource_name = ?", (store,))
+            self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ?", (store,))
+            if self.vectors is not None:
+                self.vectors.drop_store(store)

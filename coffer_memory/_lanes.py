@@ -1,0 +1,310 @@
+"""``Lanes``: the lanes beside the facts: journal, handoff, rules, consolidation log, INDEX.md, tombstones.
+
+A component of ``MemoryService`` (also reachable as ``svc.lanes``); the file formats live in
+``store/lanes.py``, every path comes from ``store/paths.py`` and every write goes through the
+Writer's transaction.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date, datetime
+from pathlib import Path
+
+from ._agents.context import session_context
+from ._config import Settings
+from ._core import Facts, check_actor, validate_text
+from ._errors import InvalidInput, MemoryNotFound
+from ._indexing import IndexHandle
+from ._models import (
+    Actor,
+    ConsolidationLog,
+    HandoffScene,
+    JournalFile,
+    LaneWrite,
+    ResumeResult,
+    RulesView,
+    Target,
+    WriteReceipt,
+)
+from ._scope import commits_since, head_commit
+from ._store import lanes as fmt
+from ._store.files import now_utc, read_bytes, sha256_bytes
+from ._store.rules import read_rules, rules_files
+from ._store.writer import Transaction, Writer
+from ._targets import PathLike, Targets
+from .vocabulary import MAX_HANDOFF_CHARS, MAX_JOURNAL_DAYS, MAX_RULE_CHARS, Scope
+
+__all__ = ["Lanes"]
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return sha256_bytes(read_bytes(path)[0])
+    except OSError:
+        return None
+
+
+def _lane_write(receipt: WriteReceipt, target: Target | None = None) -> LaneWrite:
+    return LaneWrite(
+        store=receipt.store,
+        path=receipt.path,
+        before_sha256=receipt.before_sha256,
+        after_sha256=receipt.after_sha256,
+        target=target,
+        receipt=receipt,
+    )
+
+
+class Lanes:
+    """Journal, handoff, rules, consolidation log, INDEX.md and tombstones of every store."""
+
+    def __init__(
+        self, settings: Settings, index: IndexHandle, writer: Writer, targets: Targets, facts: Facts
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.writer = writer
+        self.targets = targets
+        self.facts = facts
+
+    # -- journal ------------------------------------------------------------------------------
+    def journal_append(
+        self,
+        text: str,
+        *,
+        cwd: PathLike | None = None,
+        store: str | None = None,
+        actor: Actor = "agent",
+        origin_session_id: str | None = None,
+        dry_run: bool = False,
+    ) -> LaneWrite:
+        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once.
+
+        ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
+        """
+        body = validate_text(text, self.settings.memory.max_fact_chars)
+        check_actor(actor)
+        target = self.targets.project(store=store, cwd=cwd)
+        at = now_utc()
+        period = at.date().isoformat()
+        with self.writer.transaction(target.store, dry_run=dry_run) as tx:
+            path = tx.paths.journal_file(period)
+            entry = fmt.journal_entry(tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id)
+            receipt = tx.append(path, entry, header=fmt.journal_header(period))
+            if store is None and target.project_root is not None and not dry_run:
+                self.index.record_project_root(target.store, target.project_root)
+                self.targets.record_checkout(tx, target)
+            tx.audit(
+                "memory_added", None, lane="journal", path=str(path), origin_session_id=origin_session_id
+            )
+        return _lane_write(receipt, target)
+
+    def journal(
+        self, *, cwd: PathLike | None = None, store: str | None = None, limit: int = 30
+    ) -> list[JournalFile]:
+        """The journal's day files, newest period first (at most ``limit``)."""
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_JOURNAL_DAYS:
+            raise InvalidInput(f"limit must be between 1 and {MAX_JOURNAL_DAYS}", field="limit")
+        sp = self.targets.paths(self.targets.project(store=store, cwd=cwd).store)
+        if sp.journal.is_symlink() or not sp.journal.is_dir():
+            return []
+        out = []
+        for path in sorted(sp.journal.glob("*.md"), reverse=True):
+            try:
+                date.fromisoformat(path.stem)
+                data, _ = read_bytes(path)  # never through a symlink
+            except (ValueError, OSError):
+                continue
+            out.append(JournalFile(period=path.stem, text=data.decode("utf-8", errors="replace"), path=path))
+            if len(out) >= limit:
+                break
+        return out
+
+    def delete_journal(
+        self, period: str, *, cwd: PathLike | None = None, store: str | None = None
+    ) -> LaneWrite:
+        """Delete one day of the journal (and its index rows); logged and audited."""
+        target = self.targets.project(store=store, cwd=cwd)
+        path = self.targets.paths(target.store).journal_file(period)
+        return self._delete_lane_file(target, path, f"journal/{period}")
+
+    # -- handoff ------------------------------------------------------------------------------
+    def save_handoff(self, text: str, *, cwd: PathLike | None = None) -> LaneWrite:
+        """Save where work stands on the current branch (one scene per branch; replaces the last)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("handoff text is empty", field="text")
+        if len(text) > MAX_HANDOFF_CHARS:
+            raise InvalidInput(f"handoff text is longer than {MAX_HANDOFF_CHARS} characters", field="text")
+        target = self.targets.project(cwd=cwd, lane="handoff")
+        assert target.worktree is not None and target.project_root is not None  # resolved from cwd
+        branch = target.branch or "HEAD"
+        with self.writer.transaction(target.store) as tx:
+            path = tx.paths.handoff_file(branch)
+            head = head_commit(target.worktree)
+            data = fmt.render_handoff(branch, tx.check(text), updated_at=now_utc(), head=head)
+            receipt = tx.write(path, data)
+            self.index.record_project_root(target.store, target.project_root)
+            self.targets.record_checkout(tx, target)
+            event = "memory_updated" if receipt.before_sha256 else "memory_added"
+            tx.audit(event, None, lane="handoff", branch=branch, path=str(path))
+        return _lane_write(receipt, target)
+
+    def resume(self, *, cwd: PathLike | None = None) -> ResumeResult:
+        """The handoff of this project and branch, and whether HEAD has moved since it was written."""
+        target = self.targets.project(cwd=cwd, lane="handoff")
+        assert target.worktree is not None  # resolved from cwd
+        store, branch = target.store, target.branch or "HEAD"
+        path = self.targets.paths(store).handoff_file(branch)
+        scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
+        head = head_commit(target.worktree)
+        notes = tuple(self.targets.offer_lines(target))
+        if not (scene and scene.head and head and scene.head != head):
+            return ResumeResult(store, branch, head, scene, False, (), target=target, notes=notes)
+        new = commits_since(target.worktree, scene.head)  # None: the saved commit left HEAD's history
+        return ResumeResult(
+            store, branch, head, scene, True, None if new is None else tuple(new), target=target, notes=notes
+        )
+
+    def handoffs(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> list[HandoffScene]:
+        """Every branch's handoff scene in a store, newest first."""
+        sp = self.targets.paths(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+        if sp.handoff.is_symlink() or not sp.handoff.is_dir():
+            return []
+        scenes = [
+            s
+            for p in sorted(sp.handoff.glob("*.md"))
+            if not p.is_symlink() and (s := fmt.read_handoff(p)) is not None
+        ]
+        return sorted(scenes, key=lambda s: s.updated_at, reverse=True)
+
+    def delete_handoff(
+        self, branch: str, *, store: str | None = None, cwd: PathLike | None = None
+    ) -> LaneWrite:
+        """Delete one branch's handoff; logged and audited."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope="project")
+        path = self.targets.paths(target.store).handoff_file(branch)
+        return self._delete_lane_file(target, path, f"handoff/{branch}")
+
+    # -- rules --------------------------------------------------------------------------------
+    def rules(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> RulesView:
+        """Every rules file of the store concatenated (``rules/rules.md`` first)."""
+        sp = self.targets.paths(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+        text, files = read_rules(sp)
+        return RulesView(store=sp.name, text=text, files=tuple(files), folder=sp.rules)
+
+    def append_rule(
+        self,
+        text: str,
+        *,
+        store: str | None = None,
+        cwd: PathLike | None = None,
+        scope: Scope = "project",
+        actor: Actor = "user",
+    ) -> LaneWrite:
+        """Append a rule to ``rules/rules.md`` (delivered at session start, never through recall)."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        with self.writer.transaction(target.store) as tx:
+            receipt = self.add_rule(tx, text, actor=actor)
+        return _lane_write(receipt, target)
+
+    def add_rule(self, tx: Transaction, text: str, *, actor: Actor) -> WriteReceipt:
+        """Append a rule inside an open transaction (what ``append_rule`` and the organizer run)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("rule text is empty", field="text")
+        if len(text) > MAX_RULE_CHARS:
+            raise InvalidInput(f"a rule is at most {MAX_RULE_CHARS} characters", field="text")
+        path = tx.paths.rules_file()
+        receipt = tx.append(path, fmt.rule_line(tx.check(text)), header=(fmt.RULES_HEADER + "\n").encode())
+        tx.audit("memory_added", None, lane="rules", actor=actor, path=str(path))
+        return receipt
+
+    def delete_rules(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> list[LaneWrite]:
+        """Delete every rules file of the store; logged and audited."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        files = rules_files(self.targets.paths(target.store))
+        if not files:
+            raise MemoryNotFound(target.store, "rules")
+        return [self._delete_lane_file(target, path, f"rules/{path.name}") for path in files]
+
+    # -- consolidation log, INDEX.md, tombstones ----------------------------------------------
+    def consolidation_log(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> ConsolidationLog:
+        """The organizer's changelog of a store (``text`` is None when there is none)."""
+        name = self.targets.resolve(store=store, cwd=cwd, scope=scope).store
+        path = self.targets.paths(name).consolidation_log
+        try:
+            text: str | None = read_bytes(path)[0].decode("utf-8", errors="replace")  # never through a link
+        except OSError:
+            text = None
+        return ConsolidationLog(store=name, text=text, path=path)
+
+    def log_change(self, store: str, action: str, detail: str, *, at: datetime | None = None) -> None:
+        """Append one line to the store's consolidation log."""
+        with self.writer.transaction(store) as tx:
+            tx.log(action, detail, at=at)
+
+    def delete_consolidation_log(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> LaneWrite:
+        """Delete the consolidation log (not logged in itself); audited."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        path = self.targets.paths(target.store).consolidation_log
+        return self._delete_lane_file(target, path, "consolidation-log", log=False)
+
+    def regenerate_index(self, store: str) -> Path | None:
+        """Rewrite ``knowledge/INDEX.md`` from the topic documents (only when it changes)."""
+        with self.writer.transaction(self.targets.paths(store).name) as tx:
+            return self.write_index(tx)
+
+    def write_index(self, tx: Transaction) -> Path | None:
+        """INDEX.md inside an open transaction (the organizer and reorg end with it)."""
+        sp = tx.paths
+        if not sp.knowledge.is_dir():
+            return None
+        entries = []
+        for path in fmt.topic_files(sp):
+            try:
+                record = self.facts.record(sp.name, path)
+            except Exception:  # a broken topic file is listed by name only
+                entries.append((path.name, path.stem, ""))
+                continue
+            entries.append((path.name, record.fact.title, record.fact.description))
+        inbox = len(list(sp.inbox.glob("*.md"))) if sp.inbox.is_dir() else 0
+        data = fmt.render_index(entries, inbox)
+        if _sha(sp.index_md) != sha256_bytes(data):
+            tx.write(sp.index_md, data)
+        return sp.index_md
+
+    def archive_version(self, store: str, path: Path, *, replaced_by: str | None) -> Path:
+        """Copy a topic document to ``superseded/<slug>-<ts>.md`` before it is overwritten or retired."""
+        with self.writer.transaction(store) as tx:
+            return tx.archive(path, replaced_by=replaced_by).path
+
+    # -- session start ------------------------------------------------------------------------
+    def assemble_session_context(self, cwd: PathLike | None = None) -> str:
+        """The bundle an agent gets at session start (<= 10,000 characters; read-only, no audit).
+
+        Project rules, then global rules, then the two seeded rules, which are always there.
+        Outside a git repository: global and seeded rules only.
+        """
+        return session_context(self.settings.memory_dir, cwd if cwd is not None else os.getcwd())
+
+    # -- shared -------------------------------------------------------------------------------
+    def _delete_lane_file(self, target: Target, path: Path, label: str, *, log: bool = True) -> LaneWrite:
+        with self.writer.transaction(target.store) as tx:
+            try:
+                receipt = tx.delete(path)
+            except OSError:
+                raise MemoryNotFound(target.store, label) from None
+            if log:
+                tx.log("deleted", label)
+            tx.audit("memory_deleted", None, lane=label.split("/")[0], path=str(path))
+        return _lane_write(receipt, target)

@@ -1,0 +1,419 @@
+"""KnowledgeRetrieval: runs a mode over each store and fuses the stores by RRF (k=60)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+
+from . import vocabulary
+from ._config import Settings
+from ._errors import InvalidInput
+from ._index.db import IndexDB
+from ._index.filters import FactFilter
+from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
+from ._index.keys import chunk_id, document_id_of_chunk
+from ._index.reindex import strip_header
+from ._index.vec import VecIndex
+from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from ._store.paths import StorePaths, is_recall_rel, scope_of
+from .plugins.hookspecs import GrepBackend, Vector
+
+log = logging.getLogger("coffer_memory._retrieval")
+RRF_K = 60
+# Hybrid's share for the keyword list (the vector list gets the rest). Chosen on LoCoMo's dev
+# conversations (0-4): 0.5-0.7 all beat rank fusion there at turn and session level.
+KEYWORD_WEIGHT = 0.6
+QUERY_CACHE_SIZE = 256
+MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
+MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
+GREP_MAX_LINES = 50_000
+# Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
+# like "kind" or "agent" must not match every file through them.
+_MACHINE_LINE = re.compile(
+    r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
+)
+
+
+@attrs.frozen
+class _DocRow:
+    id: str
+    path: str
+    title: str
+    description: str
+    updated_at: datetime
+
+
+def _normalised(hits: Sequence[MemoryHit]) -> dict[str, float]:
+    """Each hit's score scaled to 0..1 within its list (min-max; a list of equal scores is all 1)."""
+    if not hits:
+        return {}
+    low = min(h.score for h in hits)
+    span = max(h.score for h in hits) - low
+    return {h.id: (h.score - low) / span if span > 0 else 1.0 for h in hits}
+
+
+def fuse_modes(
+    keyword: Sequence[MemoryHit],
+    vector: Sequence[MemoryHit],
+    limit: int,
+    keyword_weight: float = KEYWORD_WEIGHT,
+) -> list[MemoryHit]:
+    """Hybrid inside one store: a weighted sum of the two lists' min-max normalised scores.
+
+    A hit missing from a list gets 0 there. Unlike rank fusion this keeps how far apart the
+    hits of a list are: a keyword hit far ahead of the rest stays ahead. The hit's score is the
+    fused value.
+    """
+    scaled = (_normalised(vector), _normalised(keyword))
+    weights = (1.0 - keyword_weight, keyword_weight)
+    first: dict[str, MemoryHit] = {}
+    for hits in (vector, keyword):
+        for hit in hits:
+            first.setdefault(hit.id, hit)
+    fused = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in first}
+    order = sorted(fused, key=lambda i: fused[i], reverse=True)[:limit]
+    return [attrs.evolve(first[i], score=fused[i]) for i in order]
+
+
+def rrf_order(
+    lists: Sequence[Sequence[tuple[str, str]]], limit: int, k: int = RRF_K
+) -> list[tuple[str, str]]:
+    """The (store, id) keys of ranked lists by reciprocal rank fusion, sum of 1/(k + rank);
+    ties keep the order in which keys were first seen."""
+    fused: dict[tuple[str, str], float] = {}
+    for keys in lists:
+        for rank, key in enumerate(keys, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(fused, key=lambda key: fused[key], reverse=True)[:limit]
+
+
+def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
+    """Reciprocal rank fusion: order by sum of 1/(k + rank); each hit keeps its own score."""
+    first: dict[tuple[str, str], MemoryHit] = {}
+    for hits in lists:
+        for hit in hits:
+            first.setdefault((hit.store, hit.id), hit)
+    return [first[key] for key in rrf_order([[(h.store, h.id) for h in hits] for hits in lists], limit, k)]
+
+
+def _best_per_document(chunks: Iterable[ChunkHit], limit: int) -> dict[str, tuple[str, float]]:
+    """The first (best) chunk's text and score of each document, for the first ``limit`` documents."""
+    best: dict[str, tuple[str, float]] = {}
+    for chunk in chunks:
+        doc_id = document_id_of_chunk(chunk.chunk_id)
+        if doc_id not in best:
+            best[doc_id] = (chunk.text, chunk.score)
+            if len(best) == limit:
+                break
+    return best
+
+
+def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
+    """An idf-like weight per pattern from the files that matched: a term in every file weighs
+    least. (A grep sees only the matching files, so they stand in for the whole store.)"""
+    files = list(found)
+    df = [0] * n
+    for seen in files:
+        for i in seen:
+            df[i] += 1
+    return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
+
+
+class KnowledgeRetrieval:
+    """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
+
+    def __init__(
+        self, db: IndexDB, settings: Settings, grep: GrepBackend, vectors: VecIndex | None = None
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.grep = grep
+        self.vectors = vectors
+        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
+        self.side: Callable[[], KnowledgeRetrieval | None] | None = None
+        """Returns a retrieval on a second (reader) connection for searching stores in parallel,
+        or None; set by the service, which owns that connection."""
+
+    def clear_query_cache(self) -> None:
+        """Forget the cached query vectors (benchmarks use it so every query pays its embedding)."""
+        self._query_cache.clear()
+
+    def _embed_query(self, query: str) -> Vector | None:
+        """The query's vector (LRU-cached), or None when the embedder cannot run."""
+        if self.vectors is None:
+            return None
+        cached = self._query_cache.get(query)
+        if cached is None and self.vectors.paused():
+            return None
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        try:
+            # An embedder trained with query/document prefixes (e5) embeds queries its own way.
+            embedder = self.vectors.embedder
+            embed_query = getattr(embedder, "embed_query", None)
+            vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+        except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
+            log.warning("query embedding failed, answering from keyword: %s", exc)
+            self.vectors.pause()
+            return None
+        self._query_cache[query] = vector
+        if len(self._query_cache) > QUERY_CACHE_SIZE:
+            self._query_cache.popitem(last=False)
+        return vector
+
+    def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
+        """Validate recall arguments; return the mode to run."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty", field="query")
+        if "\x00" in query:
+            raise InvalidInput("query contains a NUL character", field="query")
+        if not query.isascii():
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError:  # SQLite and ripgrep take UTF-8 only
+                raise InvalidInput(
+                    "query contains a lone surrogate (not valid Unicode text)", field="query"
+                ) from None
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
+        chosen = mode or self.settings.memory.default_mode
+        if chosen not in RETRIEVAL_MODES:
+            raise InvalidInput(f"unknown mode {chosen!r}; one of {', '.join(RETRIEVAL_MODES)}", field="mode")
+        if chosen not in self.settings.memory.retrieval_modes:
+            raise InvalidInput(
+                f"mode {chosen!r} is not enabled (retrieval_modes = {self.settings.memory.retrieval_modes})",
+                field="mode",
+            )
+        return chosen
+
+    def recall(
+        self,
+        paths: Sequence[StorePaths],
+        query: str,
+        mode: str | None = None,
+        limit: int = 10,
+        where: FactFilter | None = None,
+    ) -> RecallResult:
+        """Search every store in ``paths`` with one mode and fuse the per-store lists.
+
+        ``where`` (tags, time) is applied inside each store's index query, before the limit.
+        """
+        chosen = self.check(query, mode, limit)
+        qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
+        present = [sp for sp in paths if sp.root.is_dir()]
+        if chosen == "keyword" and where is None:
+            # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
+            # is a per-store rowid set: filtered recalls keep a query per store.)
+            merged = self.keyword_fused(present, query, limit)
+            return RecallResult(
+                hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
+            )
+        side = self.side() if chosen != "grep" and len(present) > 1 and self.side is not None else None
+        if side is not None:
+            # The second store is searched on a reader connection in a worker thread while this
+            # thread searches the first: SQLite, sqlite-vec and the embedder release the GIL.
+            other = self._fanout_pool().submit(
+                side.search_store, present[1], chosen, query, qvec, limit, where
+            )
+            results = [self.search_store(present[0], chosen, query, qvec, limit, where), other.result()]
+            results += [self.search_store(sp, chosen, query, qvec, limit, where) for sp in present[2:]]
+        else:
+            results = [self.search_store(sp, chosen, query, qvec, limit, where) for sp in present]
+        lists = [hits for hits, _ in results]
+        fallback = any(fell_back for _, fell_back in results)
+        merged = rrf_merge(lists, limit)
+        return RecallResult(
+            hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
+        )
+
+    def search_store(
+        self,
+        sp: StorePaths,
+        chosen: str,
+        query: str,
+        qvec: Vector | None,
+        limit: int,
+        where: FactFilter | None = None,
+    ) -> tuple[list[MemoryHit], bool]:
+        """One store's hits in one mode, and whether it fell back to keyword (no vectors there)."""
+        if chosen == "grep":
+            return self._grep(sp, query, limit, where), False
+        if chosen == "keyword":
+            return self.keyword(sp, query, limit, where), False
+        if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
+            return self.keyword(
+                sp, query, limit, where
+            ), True  # vectors unavailable here: keyword answers, and says so
+        if chosen == "vector":
+            return self._vector(sp, qvec, limit, where), False
+        return fuse_modes(
+            self.keyword(sp, query, limit * 2, where), self._vector(sp, qvec, limit * 2, where), limit
+        ), False
+
+    def _fanout_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coffer-recall")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the fan-out worker thread, if a recall started it."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _vector(
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
+        assert self.vectors is not None
+        if where is not None:
+            nearest = self.vectors.knn_within(sp.name, qvec, limit * 4, where.chunk_rowids(sp.name))
+        else:
+            nearest = self.vectors.knn(sp.name, qvec, limit * 4)
+        best: dict[str, tuple[str, float]] = {}
+        for bare, distance in nearest:
+            doc_id, position = bare.rsplit(":", 1)
+            if doc_id not in best:
+                best[doc_id] = (chunk_id(sp.name, doc_id, int(position)), 1.0 - distance)
+                if len(best) == limit:
+                    break
+        docs = self._docs(sp.name, ids=list(best))
+        texts = self._chunk_texts([full for full, _ in best.values()])
+        hits = [
+            self._hit(sp, docs[doc_id], texts.get(full, ""), score)
+            for doc_id, (full, score) in best.items()
+            if doc_id in docs
+        ]
+        return hits[:limit]
+
+    def _chunk_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.rows(
+            f"SELECT c.id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
+            tuple(ids),
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def _docs(
+        self,
+        store: str,
+        ids: Sequence[str] = (),
+        paths: Sequence[str] = (),
+        where: FactFilter | None = None,
+    ) -> dict[str, _DocRow]:
+        column, values = ("id", ids) if ids else ("path", [self.db.key(Path(p)) for p in paths])
+        if not values:
+            return {}
+        marks = ",".join("?" * len(values))
+        only, only_params = where.sql("d") if where is not None else ("1", [])
+        rows = self.db.rows(
+            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents d WHERE kind = 'memory' AND resource_name = ? AND {column} IN ({marks}) AND {only}",
+            (store, *values, *only_params),
+        )
+        out = {}
+        home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
+        for r in rows:
+            doc = _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
+            out[doc.id if ids else doc.path] = doc
+        return out
+
+    def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
+        path = Path(doc.path)
+        return MemoryHit(
+            id=doc.id,
+            text=strip_header(text),
+            score=score,
+            source=f"{scope_of(sp.name).value}:{path}",
+            time=doc.updated_at,
+            store=sp.name,
+            path=path,
+            title=doc.title,
+        )
+
+    def keyword(
+        self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
+        """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
+        within = where.chunk_rowids(sp.name) if where is not None else None
+        return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4, within), limit)
+
+    def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
+        """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
+        stores, building hits only for those that survive the fusion."""
+        found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
+        lists: list[list[tuple[str, str]]] = []
+        picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
+        for sp in paths:
+            best = _best_per_document(found[sp.name], limit)
+            docs = self._docs(sp.name, ids=list(best))
+            keys = [(sp.name, i) for i in best if i in docs]
+            picked.update({key: (sp, docs[key[1]], *best[key[1]]) for key in keys})
+            lists.append(keys)
+        return [self._hit(*picked[key]) for key in rrf_order(lists, limit)]
+
+    def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
+        best = _best_per_document(chunks, limit)
+        docs = self._docs(sp.name, ids=list(best))
+        return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
+
+    def _grep(
+        self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
+        phrase = " ".join(query.split())
+        # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
+        # out) are searched too, and a file ranks by how many of them it holds. Single CJK
+        # characters would match most files: three times slower at 1k facts, for little gain.
+        terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
+        patterns = [phrase, *terms]
+        matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
+        per_file: dict[str, set[int]] = {}
+        root = str(sp.root) + os.sep
+        for m in matches:
+            key = str(m.path)
+            if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
+                per_file.setdefault(key, set()).update(m.patterns)
+        # Files the filter rules out have no row here, so the limit below counts matching ones.
+        docs = self._docs(sp.name, paths=list(per_file), where=where)
+        weights = _term_weights(per_file.values(), len(patterns))
+        total = sum(weights[1:]) or 1.0
+        scored = []
+        for path, seen in per_file.items():
+            doc = docs.get(path)
+            if doc is None:
+                continue
+            # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
+            score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in seen if i) / total
+            scored.append((score, doc.updated_at, doc))
+        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+        return [
+            self._hit(sp, doc, self._passage(sp.name, doc.id, patterns), score)
+            for score, _, doc in scored[:limit]
+        ]
+
+    def _passage(self, store: str, document_id: str, patterns: Sequence[str]) -> str:
+        """The first chunk of a document holding any pattern (else its first chunk)."""
+        rows = self.db.rows(
+            "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
+            (document_id, store),
+        )
+        lowered = [p.lower() for p in patterns]
+        for (text,) in rows:
+            folded = text.lower()
+            if any(p in folded for p in lowered):
+                return str(text)
+        return str(rows[0][0]) if rows else ""

@@ -1,0 +1,287 @@
+"""Resolve a working directory to its git project: toplevel, branch, project ULID.
+
+Git metadata is read from the files directly (no ``git`` subprocess on the hot path):
+a ``.git`` folder marks a main checkout; a ``.git`` file points at a worktree's gitdir,
+whose ``commondir`` leads back to the main repository, so every worktree of a repository
+resolves to the same toplevel, hence the same store. The branch is read per worktree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import attrs
+
+from ._errors import ScopeUnresolved
+
+GLOBAL_PROJECT_ID = "00000000000000000000000000"
+
+
+@attrs.frozen
+class GitInfo:
+    """A checkout as git sees it."""
+
+    toplevel: Path  # canonical toplevel of the MAIN repository (shared by all worktrees)
+    worktree: Path  # canonical toplevel of this checkout
+    gitdir: Path  # this worktree's git dir (holds its HEAD)
+    branch: str | None  # None on a detached HEAD
+
+
+def project_id_for(toplevel: str | os.PathLike[str]) -> str:
+    """ULID made of the first 16 bytes of sha256 of the canonical toplevel path."""
+    canonical = os.path.realpath(os.fspath(toplevel))
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).digest()
+    return _crockford_ulid(digest[:16])
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        return None
+
+
+def _gitdir_from_file(dotgit: Path) -> Path | None:
+    content = _read_text(dotgit)
+    if not content or not content.startswith("gitdir:"):
+        return None
+    target = Path(content[len("gitdir:") :].strip())
+    if not target.is_absolute():
+        target = dotgit.parent / target
+    return Path(os.path.realpath(target))
+
+
+def _main_toplevel(gitdir: Path, worktree: Path) -> Path:
+    """The main checkout's toplevel for a gitdir (follows ``commondir`` of linked worktrees)."""
+    common = _read_text(gitdir / "commondir")
+    if common is None:  # a main repository, or a submodule's own gitdir
+        return worktree
+    common_dir = Path(common)
+    if not common_dir.is_absolute():
+        common_dir = gitdir / common_dir
+    common_dir = Path(os.path.realpath(common_dir))
+    # A non-bare repository keeps its common dir at <toplevel>/.git.
+    if common_dir.name == ".git":
+        return common_dir.parent
+    return common_dir
+
+
+# What HEAD holds in a reftable repository (git >= 2.45): a stub that keeps older gits from
+# taking the directory for a repository; the real HEAD lives in the tables.
+_REFTABLE_HEAD_STUB = "refs/heads/.invalid"
+
+
+def _branch(gitdir: Path) -> str | None:
+    head = _read_text(gitdir / "HEAD")
+    if head and head.startswith("ref:"):
+        ref = head[4:].strip()
+        if ref == _REFTABLE_HEAD_STUB:
+            # Only here a subprocess: parsing reftable files is git's job. None when this git
+            # cannot read them (older than 2.45) or HEAD is detached.
+            return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
+        return ref.removeprefix("refs/heads/")
+    return None
+
+
+# A file or folder changed this recently may change again within the same timestamp tick
+# unseen (git's "racily clean"): a cache entry that leans on it is not trusted.
+_RACY_NS = 2_000_000_000
+_CACHE_MAX = 256
+Stamp = tuple[int, int, int, int]
+# cwd -> (the answer, the paths it leans on, their stamps when it was read): see ``_watched``.
+_cache: dict[str, tuple[GitInfo, tuple[str, ...], tuple[Stamp, ...]]] = {}
+
+
+def _stamps(paths: tuple[str, ...]) -> tuple[Stamp, ...] | None:
+    """The stat of each path, or None when one changed too recently to be trusted."""
+    stamps = []
+    now = time.time_ns()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append((-1, -1, -1, -1))
+            continue
+        if now - st.st_ctime_ns < _RACY_NS:
+            return None
+        stamps.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(stamps)
+
+
+def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
+    """What must keep its stat for a cached answer to hold.
+
+    ``cwd`` itself (the folder it names), every folder from it up to the worktree (a new
+    ``.git`` among them changes the folder), the worktree's ``.git`` entry, and HEAD (plus the
+    reftable list, where the branch lives in a reftable repository).
+    """
+    folders = [os.path.realpath(cwd)]
+    worktree = str(info.worktree)
+    while folders[-1] != worktree:
+        parent = os.path.dirname(folders[-1])
+        if parent == folders[-1]:
+            return None
+        folders.append(parent)
+    gitdir = str(info.gitdir)
+    return (
+        cwd,
+        *folders,
+        os.path.join(worktree, ".git"),
+        os.path.join(gitdir, "HEAD"),
+        os.path.join(gitdir, "reftable", "tables.list"),
+    )
+
+
+def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
+    """The git checkout that contains ``cwd``, or ``None`` outside any repository.
+
+    Answers are cached per ``cwd`` while the folders up to the worktree, its ``.git`` and
+    HEAD keep their stat (a branch switch rewrites HEAD; ``git init`` below changes a folder).
+    """
+    key = os.fspath(cwd)
+    if "\x00" in key:
+        return None
+    cached = _cache.get(key)
+    if cached is not None and _stamps(cached[1]) == cached[2]:
+        return cached[0]
+    info = _find_git(key)
+    watched = None if info is None else _watched(key, info)
+    stamps = None if watched is None else _stamps(watched)
+    if info is not None and watched is not None and stamps is not None:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.clear()
+        _cache[key] = (info, watched, stamps)
+    return info
+
+
+def _find_git(cwd: str) -> GitInfo | None:
+    start = Path(os.path.realpath(os.fspath(cwd)))
+    for candidate in (start, *start.parents):
+        dotgit = candidate / ".git"
+        try:
+            is_dir = dotgit.is_dir()
+            is_file = not is_dir and dotgit.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            if not (dotgit / "HEAD").is_file():
+                continue
+            return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
+        if is_file:
+            gitdir = _gitdir_from_file(dotgit)
+            if gitdir is None or not gitdir.is_dir():
+                continue
+            return GitInfo(
+                toplevel=_main_toplevel(gitdir, candidate),
+                worktree=candidate,
+                gitdir=gitdir,
+                branch=_branch(gitdir),
+            )
+    return None
+
+
+def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
+    """Like ``find_git``, but raises ``ScopeUnresolved`` outside a repository."""
+    path = os.fspath(cwd)
+    if "\x00" in path or not os.path.isdir(path):
+        raise ScopeUnresolved(path, "no such directory")
+    info = find_git(path)
+    if info is None:
+        raise ScopeUnresolved(path)
+    return info
+
+
+def _git(worktree: Path, *args: str) -> str | None:
+    return _run_git("-C", str(worktree), *args)
+
+
+def _run_git(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def head_commit(worktree: Path) -> str | None:
+    """The full sha of HEAD in ``worktree`` (None in an empty repository or without git)."""
+    return _git(worktree, "rev-parse", "--verify", "-q", "HEAD")
+
+
+def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None:
+    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an ancestor."""
+    if not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None:
+        return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
+    out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
+    return None if out is None else [line for line in out.splitlines() if line]
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _crockford_ulid(raw: bytes) -> str:
+    """16 bytes as a 26-character ULID string (Crockford base32, as ``ulid.ULID.from_bytes`` prints it).
+
+    Written out here because importing python-ulid costs ~80 ms, which ``coffer-hook`` pays on
+    every agent session start; a test pins it to the library's output.
+    """
+    value = int.from_bytes(raw, "big")
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -5, -5))
+
+
+# -- repository fingerprint (what survives a move or a fresh clone) -------------------------------
+_root_commits_cache: dict[str, tuple[str, ...]] = {}
+
+
+def root_commits(worktree: Path) -> tuple[str, ...]:
+    """The repository's root commits (``git rev-list --max-parents=0 HEAD``), cached per checkout.
+
+    A subprocess, so callers ask only when a store's record lacks them or a move is checked.
+    """
+    key = os.fspath(worktree)
+    if key not in _root_commits_cache:
+        out = _git(worktree, "rev-list", "--max-parents=0", "HEAD")
+        found = tuple(sorted(line for line in (out or "").splitlines() if line))
+        if not found:
+            return ()  # an empty repository (or no git): ask again after the first commit
+        _root_commits_cache[key] = found
+    return _root_commits_cache[key]
+
+
+def normalise_remote(url: str) -> str:
+    """A remote URL as ``host/path``: scp-style and https agree, credentials and ``.git`` dropped."""
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if "://" in url:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        path = parts.path
+        if parts.scheme == "file" or not host:
+            host, path = "", parts.path
+    elif ":" in url and not url.startswith("/") and "/" not in url.split(":", 1)[0]:
+        userhost, path = url.split(":", 1)  # scp-style: [user@]host:path
+        host = userhost.rsplit("@", 1)[-1].lower()
+    else:
+        host, path = "", url  # a local path (a bare repository on this machine)
+    path = path.rstrip("/").removesuffix(".git").rstrip("/")
+    return f"{host}/{path.lstrip('/')}" if host else path
+
+
+def remote_urls(toplevel: Path) -> tuple[str, ...]:
+    """The normalised URLs of every remote in the main checkout's ``.git/config`` (read from the file)."""
+    config = _read_text(toplevel / ".git" / "config") or ""
+    urls, in_remote = set(), False
+    for line in config.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_remote = stripped.lower().startswith("[remote ")
+        elif in_remote and "=" in stripped:
+            key, value = stripped.split("=", 1)
+            if key.strip().lower() in ("url", "pushurl") and value.strip():
+                urls.add(normalise_remote(value))
+    return tuple(sorted(urls))

@@ -1,0 +1,57 @@
+"""The detached process ``coffer-hook`` starts: distill the session that just ended (SessionEnd),
+or sweep an agent's past sessions (SessionStart of an agent without SessionEnd, e.g. Codex).
+
+``python -m coffer_memory._session_end --home H --agent A --session-id S --cwd C``, or
+``... --home H --agent A --sweep [--limit N]``.
+It runs after the agent has moved on, so it may take as long as the model needs; what it
+did (or why it failed) goes to ``<home>/logs/hook.log``, never to a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._agents.hook import HookError, log_failure
+
+# The agent may still be flushing the transcript's last lines when the hook fires.
+SETTLE_SECONDS = 1.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Distill one session; always exits 0 (failures are logged)."""
+    parser = argparse.ArgumentParser(prog="python -m coffer_memory._session_end")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--agent", required=True)
+    parser.add_argument("--session-id")
+    parser.add_argument("--cwd")
+    parser.add_argument("--sweep", action="store_true", help="sweep the agent's past sessions instead")
+    parser.add_argument("--limit", type=int, default=5)
+    parser.add_argument("--transcript-path", default=None)
+    parser.add_argument("--settle", type=float, default=SETTLE_SECONDS)
+    args = parser.parse_args(argv)
+    home = Path(args.home)
+    try:
+        time.sleep(max(args.settle, 0.0))
+        from ._service import MemoryService
+
+        with MemoryService(home) as svc:
+            if args.sweep:
+                # Without a model every distillation is a no-op: skip reading the transcripts.
+                if svc.llm is not None:
+                    svc.sweep(args.agent, limit=args.limit)
+                return 0
+            if not args.session_id or not args.cwd:
+                raise HookError("--session-id and --cwd are required without --sweep")
+            result = svc.end_session(args.agent, args.session_id, cwd=args.cwd)
+        if result.status not in ("distilled", "already_distilled", "no_model", "not_git", "empty"):
+            raise HookError(f"session {args.session_id}: {result.status}: {result.detail or ''}")
+    except BaseException as exc:
+        log_failure(home, args.agent, "SessionEnd", exc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

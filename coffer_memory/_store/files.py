@@ -1,0 +1,604 @@
+"""Read, parse, render and durably write memory Markdown files.
+
+Writes are atomic: a temp file in the same folder, fsync, rename (or link, when the
+target must not exist), fsync of the folder. New files are 0600, new folders 0700.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import attrs
+import frontmatter
+import yaml
+from frontmatter.default_handlers import JSONHandler, YAMLHandler
+from ulid import ULID
+
+from .._models import Actor, MemoryFact
+from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
+from .fastmeta import split_rendered
+
+FILE_MODE = 0o600
+TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
+DIR_MODE = 0o700
+_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+KNOWN_KEYS = (
+    "kind",
+    "title",
+    "name",
+    "description",
+    "metadata",
+    "origin_session_id",
+    "created_at",
+    "updated_at",
+    "tags",
+)
+
+
+# Frontmatter is a few lines; more than this is not a fact header, and is not parsed.
+MAX_FRONTMATTER_CHARS = 256 * 1024
+# The range of times a fact may carry: what a timestamp-based ULID and ISO 8601 can hold.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST = datetime(9999, 12, 31, tzinfo=UTC)
+
+
+class FactParseError(ValueError):
+    """A memory file whose frontmatter cannot be read."""
+
+
+class FileTooLarge(FactParseError):
+    """A hand-written file over the configured size cap (``[memory] max_file_bytes``)."""
+
+
+def _lenient_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
+    """A YAML timestamp, or its text when it names no real time (``0000-00-00``)."""
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except (ValueError, OverflowError):
+        return loader.construct_scalar(node)
+
+
+class _CheckedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: an alias bomb expands a few lines into gigabytes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(None, None, "aliases are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
+# libyaml when present (what python-frontmatter used; about twice as fast over a rebuild).
+_Fast: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _FastLoader(_Fast):  # type: ignore[valid-type,misc]
+    """The fast loader, for frontmatter that holds no ``*`` or ``&`` and so no alias or anchor."""
+
+
+for _loader in (_CheckedLoader, _FastLoader):
+    _loader.add_constructor("tag:yaml.org,2002:timestamp", _lenient_timestamp)
+
+
+class _YAML(YAMLHandler):
+    def load(self, fm: str, **kwargs: object) -> Any:
+        if len(fm) > MAX_FRONTMATTER_CHARS:
+            raise FactParseError(f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters")
+        loader = _CheckedLoader if "*" in fm or "&" in fm else _FastLoader
+        return yaml.load(fm, Loader=loader)  # both are SafeLoaders
+
+
+_HANDLERS = (_YAML(), JSONHandler())
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def now_utc() -> datetime:
+    """The current UTC time, truncated to milliseconds (what the files store)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def format_time(value: datetime) -> str:
+    """ISO 8601 in UTC with millisecond precision, e.g. ``2026-06-09T10:11:12.345+00:00``."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a folder so a create, rename or unlink in it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` and missing parents with mode 0700, fsync'ing each new entry's parent."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            continue
+        fsync_dir(folder.parent)
+
+
+def atomic_write(
+    path: Path, data: bytes, *, overwrite: bool = True, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX
+) -> None:
+    """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
+
+    With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
+    if ``path`` exists, so concurrent creators can never replace each other's file.
+    Memory files go through ``store.writer``; other callers use ``write_outside_store``.
+    """
+    ensure_dir(path.parent)
+    # The pid in the name lets a later reindex remove a killed writer's temp file at once.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{temp_prefix}{os.getpid()}-", suffix=".part")
+    try:
+        if mode != FILE_MODE:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_outside_store(path: Path, data: bytes, *, mode: int, temp_prefix: str) -> None:
+    """Atomically replace a file that is not a memory file (an agent's config file), keeping ``mode``.
+
+    The one durable-write routine of the package, shared so that no other module renames files.
+    """
+    atomic_write(path, data, mode=mode, temp_prefix=temp_prefix)
+
+
+def remove_file(path: Path) -> None:
+    """Unlink ``path`` and fsync its folder so the removal is durable."""
+    os.unlink(path)
+    fsync_dir(path.parent)
+
+
+def move_aside(path: Path, target: Path, *, suffixes: tuple[str, ...] = ()) -> None:
+    """Rename ``path`` (and any ``path + suffix`` side files that exist) to ``target`` in the same
+    folder, then fsync the folder: a damaged derived file is kept for inspection, never deleted."""
+    os.rename(path, target)
+    for suffix in suffixes:
+        try:
+            os.rename(f"{path}{suffix}", f"{target}{suffix}")
+        except FileNotFoundError:
+            continue
+    fsync_dir(path.parent)
+
+
+def yaml_scalar(value: object) -> str:
+    """One YAML scalar on one line (quoted when YAML needs it)."""
+    text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=True, width=10**9)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_fact(
+    fact: MemoryFact, extra: Mapping[str, Any] | None = None, *, with_created: bool = True
+) -> bytes:
+    """The fact file's bytes: the seed's frontmatter keys in order, then the body.
+
+    ``extra`` keeps frontmatter keys a user added by hand; they follow the seed's keys.
+    ``with_created=False`` leaves ``created_at`` out, for a hand-written file that never had
+    one: its id does not depend on a creation time, and must not start to.
+    """
+    lines = [
+        "---",
+        "kind: knowledge",
+        f"title: {yaml_scalar(_one_line(fact.title))}",
+        f"description: {yaml_scalar(_one_line(fact.description))}",
+        "metadata:",
+        f"  actor: {fact.actor}",
+        f"origin_session_id: {yaml_scalar(fact.origin_session_id)}",
+        f"created_at: {format_time(fact.created_at)}",
+        f"updated_at: {format_time(fact.updated_at)}",
+    ]
+    if not with_created:
+        lines.remove(f"created_at: {format_time(fact.created_at)}")
+    if fact.tags:
+        lines.append(f"tags: {yaml_scalar(list(fact.tags))}")
+    if extra:
+        rest = {k: v for k, v in extra.items() if k not in KNOWN_KEYS}
+        if rest:
+            dumped = yaml.safe_dump(rest, allow_unicode=True, sort_keys=False, default_flow_style=False)
+            lines.append(dumped.rstrip("\n"))
+    body = fact.body.strip("\n")
+    return ("\n".join(lines) + "\n---\n\n" + body + "\n").encode("utf-8")
+
+
+def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
+    """A deterministic ULID for a fact file: creation time + hash of (store, relative path).
+
+    Deterministic so that rebuilding the index from the files yields the same ids; the
+    time part keeps ids sortable by creation. Files with no ``created_at`` get time 0.
+    """
+    millis = int(created_at.timestamp() * 1000) if created_at else 0
+    digest = hashlib.sha256(f"{store}\x00{relpath}".encode("utf-8", "surrogateescape")).digest()
+    return str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))
+
+
+def parse_time(value: object) -> datetime | None:
+    """A timezone-aware datetime from a frontmatter value (naive means UTC).
+
+    None when unreadable or outside 1970..9999 (a ULID's time and ISO 8601 cannot hold it):
+    the caller falls back to the other date or the file's mtime.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        in_range = _EPOCH <= value.astimezone(UTC) <= _LAST
+    except (OverflowError, ValueError):
+        return None
+    return value if in_range else None
+
+
+_FORBIDDEN = frozenset(",\n\r\t\x00")
+
+
+def clean_tag(raw: object) -> str | None:
+    """A tag as stored: stripped, inner whitespace collapsed, lowercased; None if it cannot be one
+    (empty, too long, a comma or a control character)."""
+    if not isinstance(raw, str):
+        return None
+    tag = " ".join(raw.split()).lower()
+    if not tag or len(tag) > MAX_TAG_CHARS:
+        return None
+    if any(ch in _FORBIDDEN or ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in raw.strip()):
+        return None
+    return tag
+
+
+def file_tags(value: object) -> tuple[str, ...]:
+    """The ``tags`` of a file's frontmatter, read leniently: a list (or a comma-separated string);
+    entries that cannot be tags are skipped, never fatal (the file is the user's)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list):
+        return ()
+    out: list[str] = []
+    for raw in value:
+        tag = clean_tag(str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw)
+        if tag is not None and tag not in out:
+            out.append(tag)
+    return tuple(out[:MAX_TAGS])
+
+
+@attrs.frozen
+class ParsedFile:
+    """A memory file as parsed: the fact view, its bytes' sha256 and any extra frontmatter."""
+
+    fact: MemoryFact
+    sha256: str
+    extra: Mapping[str, Any]
+    has_frontmatter: bool
+    has_created_at: bool
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """``(metadata, body)`` through python-frontmatter and YAML: any header a person may write."""
+    try:
+        handler = frontmatter.detect_format(text, _HANDLERS)
+        post = frontmatter.loads(text, handler=handler) if handler else frontmatter.Post(text.strip())
+    except FactParseError:
+        raise
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+        raise FactParseError(f"broken frontmatter: {exc}".splitlines()[0]) from exc
+    meta = post.metadata
+    if not isinstance(meta, dict):
+        raise FactParseError("frontmatter is not a mapping")
+    return meta, str(post.content)
+
+
+def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
+    """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
+
+    Raises ``FactParseError`` when the frontmatter is not a YAML mapping, uses aliases, nests
+    too deep or is longer than ``MAX_FRONTMATTER_CHARS``. A header exactly as ``render_fact``
+    writes it is read without YAML (``fastmeta``); the results are the same.
+    """
+    text = data.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    meta, body = split_rendered(text) or split_frontmatter(text)
+    body = body.strip("\n")
+    stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
+    title = meta.get("title") or meta.get("name")
+    if not isinstance(title, str) or not title.strip():
+        heading = _HEADING_RE.search(body)
+        title = heading.group(1) if heading else stem
+    description = meta.get("description")
+    description = description if isinstance(description, str) else ""
+    nested = meta.get("metadata")
+    actor_raw = nested.get("actor") if isinstance(nested, dict) else None
+    actor: Actor = actor_raw if actor_raw in ("agent", "user") else "user"
+    origin = meta.get("origin_session_id")
+    if origin is None and isinstance(nested, dict):
+        origin = nested.get("origin_session_id")
+    created = parse_time(meta.get("created_at"))
+    updated = parse_time(meta.get("updated_at"))
+    try:
+        file_time = max(_EPOCH, min(_LAST, datetime.fromtimestamp(mtime, UTC)))
+    except (OverflowError, OSError, ValueError):
+        file_time = _EPOCH
+    fact = MemoryFact(
+        id=fact_id_for(store, relpath, created),
+        title=title.strip(),
+        description=description.strip(),
+        body=body,
+        actor=actor,
+        origin_session_id=str(origin) if origin not in (None, "") else None,
+        created_at=created or updated or file_time,
+        updated_at=updated or created or file_time,
+        tags=file_tags(meta.get("tags")),
+    )
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    return ParsedFile(
+        fact=fact,
+        sha256=sha256_bytes(data),
+        extra=extra,
+        has_frontmatter=bool(meta),
+        has_created_at=bool(created),
+    )
+
+
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
+    """A file's bytes and its stat, refusing anything that is not a regular file.
+
+    Opened non-blocking, so a FIFO or device named ``*.md`` is refused instead of hanging the
+    reader. With ``max_bytes``, a larger file raises ``FileTooLarge`` before it is read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IsADirectoryError(f"{path}: {odd_kind(st.st_mode)}")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileTooLarge(
+                f"{st.st_size} bytes is over the {max_bytes}-byte cap ([memory] max_file_bytes): not indexed"
+            )
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symlink",
+}
+
+
+def odd_kind(mode: int) -> str:
+    """Why a ``*.md`` entry is not read: ``not a regular file (a FIFO)`` and the like."""
+    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'unknown type')})"
+
+
+BAD_NAME = "file name is not valid UTF-8"
+
+
+def utf8_name(name: str) -> bool:
+    """True when a name read from the OS is valid UTF-8 (undecodable bytes come back as surrogates)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(path: str | Path) -> str:
+    """A path for messages and reports: undecodable bytes shown as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+class FileStat(NamedTuple):
+    """What the reconcile fast path compares (a tuple: hot path).
+
+    Size and mtime alone miss an edit that keeps both (``cp -p``, ``rsync -t``, ``touch -r``);
+    the ctime (which no tool can set back) and the inode catch it.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int = -1
+    ino: int = -1
+
+
+def file_stat(st: os.stat_result) -> FileStat:
+    """The ``FileStat`` of an ``os.stat_result``."""
+    return FileStat(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+# A rel path -> why it is not read (odd names, FIFOs and other non-regular ``*.md`` entries).
+OddFiles = dict[str, str]
+
+
+def scan_markdown(
+    root: Path, folders: tuple[Path, ...], odd: OddFiles | None = None
+) -> tuple[dict[str, FileStat], dict[str, int]]:
+    """Every visible ``*.md`` regular file under ``folders`` (relative to ``root``) and folder mtimes.
+
+    Hidden entries (temp files among them) and symlinks are skipped. Entries that cannot be
+    indexed (a name that is not UTF-8, a FIFO named ``*.md``) are skipped and, when ``odd``
+    is given, put there with the reason.
+    """
+    files: dict[str, FileStat] = {}
+    dirs: dict[str, int] = {}
+    for folder in folders:
+        for rel_dir, entries in _walk(root, folder, dirs, odd):
+            for name, st in entries:
+                files[f"{rel_dir}/{name}"] = st
+    return files, dirs
+
+
+def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileStat | None:
+    """The stat of a ``*.md`` entry worth indexing, or None (an odd one goes into ``odd``)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    reason = None if stat.S_ISREG(st.st_mode) else odd_kind(st.st_mode)
+    if reason is None and not utf8_name(entry.name):
+        reason = BAD_NAME
+    if reason is None:
+        return file_stat(st)
+    if odd is not None:
+        odd[f"{rel_dir}/{entry.name}"] = reason
+    return None
+
+
+def _walk(
+    root: Path, folder: Path, dirs: dict[str, int], odd: OddFiles | None = None
+) -> Iterator[tuple[str, list[tuple[str, FileStat]]]]:
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            dir_stat = os.stat(current, follow_symlinks=False)
+            scanner = os.scandir(current)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        rel_dir = current.relative_to(root).as_posix()
+        dirs[rel_dir] = dir_stat.st_mtime_ns
+        entries: list[tuple[str, FileStat]] = []
+        with scanner:
+            for entry in scanner:
+                name = entry.name
+                if name[0] == ".":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if utf8_name(name):
+                        stack.append(Path(entry.path))
+                    elif odd is not None:
+                        odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
+                elif name.endswith(".md"):
+                    st = _entry(entry, rel_dir, odd)
+                    if st is not None:
+                        entries.append((name, st))
+        yield rel_dir, entries
+
+
+def list_folder(
+    root: Path, rel_dir: str, odd: OddFiles | None = None
+) -> tuple[int, dict[str, FileStat], list[str]] | None:
+    """One folder's mtime, its direct ``*.md`` files and its visible subfolders; ``None`` if gone."""
+    folder = root / rel_dir
+    try:
+        mtime = os.stat(folder, follow_symlinks=False).st_mtime_ns
+        scanner = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    files: dict[str, FileStat] = {}
+    subdirs: list[str] = []
+    with scanner:
+        for entry in scanner:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if utf8_name(entry.name):
+                    subdirs.append(f"{rel_dir}/{entry.name}")
+                elif odd is not None:
+                    odd[f"{rel_dir}/{entry.name}"] = "folder name is not valid UTF-8"
+            elif entry.name.endswith(".md"):
+                st = _entry(entry, rel_dir, odd)
+                if st is not None:
+                    files[f"{rel_dir}/{entry.name}"] = st
+    return mtime, files, subdirs
+
+
+# A temp file this old is a dead writer's: a live one renames its temp within milliseconds.
+STALE_TEMP_SECONDS = 600.0
+_TEMP_PID = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+
+
+def _writer_gone(name: str) -> bool:
+    """True when the temp name carries a writer's pid (``.tmp-<pid>-...``) and no such process runs."""
+    match = _TEMP_PID.match(name)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Temp files left by writers that died mid-write (never part of the truth).
+
+    Every folder under ``folders`` is searched (pass a store's root for all its lanes). A temp
+    file is stale when the pid in its name is gone, or when it is older than ``older_than_seconds``.
+    """
+    import time
+
+    cutoff = time.time() - older_than_seconds
+    found: list[Path] = []
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if name.startswith(TEMP_PREFIX):
+                    path = Path(dirpath) / name
+                    try:
+                        if _writer_gone(name) or path.lstat().st_mtime < cutoff:
+                            found.append(path)
+                    except FileNotFoundError:
+                        continue
+    return found

@@ -1,0 +1,184 @@
+"""File formats of the lanes beside the facts: journal, handoff, rules, log, INDEX.md, tombstones.
+
+Only formats and raw file operations live here; paths come from ``paths.StorePaths`` and
+locking, indexing and auditing from the lanes service.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import yaml
+
+from .._models import HandoffScene
+from .files import atomic_write, format_time, parse_time, read_bytes, yaml_scalar
+from .paths import INDEX_MD, StorePaths
+
+RULES_HEADER = "# Rules\n"
+LOG_HEADER = "# Consolidation log\n\nOne line per change the organizer made to this store.\n\n"
+
+
+def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
+    """Append durably (``O_APPEND`` + fsync); a missing file is created atomically with ``header``.
+
+    Returns True when the file was created. Callers hold the store lock.
+    """
+    if not os.path.lexists(path):
+        try:
+            atomic_write(path, header + data, overwrite=False)
+            return True
+        except FileExistsError:
+            pass
+    # O_NOFOLLOW: a symlink planted in a lane must not redirect the append outside the store.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # a short write is not an error: write the rest
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, start)  # a full disk must not leave half an entry behind
+            raise
+    finally:
+        os.close(fd)
+    return False
+
+
+def journal_header(period: str) -> bytes:
+    """The frontmatter a journal day file starts with."""
+    return (
+        f"---\nkind: journal\ntitle: {yaml_scalar('Journal ' + period)}\n"
+        f"description: {yaml_scalar('Episodes recorded on ' + period)}\n---\n"
+    ).encode()
+
+
+def journal_entry(text: str, *, at: datetime, actor: str, origin_session_id: str | None) -> bytes:
+    """One journal entry: a heading with time, actor and session, then the text."""
+    parts = [format_time(at), actor]
+    if origin_session_id:
+        parts.append(f"session {origin_session_id}")
+    return f"\n## {' · '.join(parts)}\n\n{text.strip()}\n".encode()
+
+
+_ENTRY_HEADING = re.compile(r"^## .*$", re.MULTILINE)
+_SESSION_TAG = re.compile(r" · session (\S+)$")
+
+
+def journal_sessions(text: str) -> list[str]:
+    """The ``origin_session_id`` of every journal entry that has one, in order, without repeats."""
+    found: list[str] = []
+    for heading in _ENTRY_HEADING.finditer(text):
+        tag = _SESSION_TAG.search(heading.group(0))
+        if tag and tag.group(1) not in found:
+            found.append(tag.group(1))
+    return found
+
+
+def drop_session_entries(text: str, session_id: str) -> tuple[str, int]:
+    """``text`` without the entries whose heading names ``session_id``, and how many went.
+
+    An entry runs from its ``## `` heading to the next one; distilled entries demote their
+    own headings (see ``demote_headings``) so an entry never contains a ``## `` line.
+    """
+    # Each entry starts at the blank line written before its heading.
+    starts = [
+        h.start() - 1 if text[max(h.start() - 2, 0) : h.start()] == "\n\n" else h.start()
+        for h in _ENTRY_HEADING.finditer(text)
+    ]
+    headings = list(_ENTRY_HEADING.finditer(text))
+    if not headings:
+        return text, 0
+    kept, removed = [text[: starts[0]]], 0
+    for i, heading in enumerate(headings):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        tag = _SESSION_TAG.search(heading.group(0))
+        if tag and tag.group(1) == session_id:
+            removed += 1
+        else:
+            kept.append(text[starts[i] : end])
+    return "".join(kept), removed
+
+
+def demote_headings(markdown: str) -> str:
+    """Level-1 and level-2 headings pushed down to level 3, so journal entries stay separable."""
+    return re.sub(r"^#{1,2}(?=\s)", "###", markdown, flags=re.MULTILINE)
+
+
+def render_handoff(branch: str, text: str, *, updated_at: datetime, head: str | None) -> bytes:
+    """A handoff scene: frontmatter (branch, updated_at, head) and free Markdown."""
+    return (
+        f"---\nbranch: {yaml_scalar(branch)}\nupdated_at: {format_time(updated_at)}\n"
+        f"head: {yaml_scalar(head)}\n---\n\n{text.strip()}\n"
+    ).encode()
+
+
+def read_handoff(path: Path) -> HandoffScene | None:
+    """Parse a handoff file; None when it is unreadable."""
+    try:
+        data, st = read_bytes(path)
+        post = frontmatter.loads(data.decode("utf-8", errors="replace"))
+    except (OSError, yaml.YAMLError, ValueError):
+        return None
+    meta: dict[str, Any] = post.metadata if isinstance(post.metadata, dict) else {}
+    updated = parse_time(meta.get("updated_at")) or datetime.fromtimestamp(st.st_mtime).astimezone()
+    head = meta.get("head")
+    return HandoffScene(
+        branch=str(meta.get("branch") or path.stem),
+        text=str(post.content).strip(),
+        updated_at=updated,
+        head=str(head) if head else None,
+        path=path,
+    )
+
+
+def rule_line(text: str) -> bytes:
+    """A rule as a Markdown list item (continuation lines indented)."""
+    lines = text.strip().splitlines()
+    return ("- " + "\n  ".join(line.rstrip() for line in lines) + "\n").encode()
+
+
+def log_line(at: datetime, action: str, detail: str) -> bytes:
+    """One human-readable changelog line."""
+    return f"- {format_time(at)} {action}: {' '.join(detail.split())}\n".encode()
+
+
+def topic_files(sp: StorePaths) -> list[Path]:
+    """Topic documents: ``knowledge/*.md`` outside the inbox, INDEX.md excluded."""
+    if not sp.knowledge.is_dir():
+        return []
+    return sorted(
+        p
+        for p in sp.knowledge.glob("*.md")
+        if p.is_file() and p.name != INDEX_MD and not p.name.startswith(".")
+    )
+
+
+def render_index(entries: Iterable[tuple[str, str, str]], inbox_count: int) -> bytes:
+    """INDEX.md from (file name, title, description) of each topic document."""
+    lines = [
+        "# Index",
+        "",
+        "Generated by coffer from the topic documents of this folder; edits here are overwritten.",
+        "",
+    ]
+    rows = [f"- [{title}]({name})" + (f": {desc}" if desc else "") for name, title, desc in entries]
+    lines += rows or ["(no topic documents yet)"]
+    if inbox_count:
+        lines += ["", f"{inbox_count} item(s) in inbox/ wait to be organized."]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def tombstone(data: bytes, *, replaced_by: str | None, at: datetime) -> bytes:
+    """A retired version: the old file with ``superseded_by`` / ``superseded_at`` added to its frontmatter."""
+    post = frontmatter.loads(data.decode("utf-8", errors="replace"))
+    post.metadata["superseded_by"] = replaced_by
+    post.metadata["superseded_at"] = format_time(at)
+    return (frontmatter.dumps(post, sort_keys=False) + "\n").encode()

@@ -1,0 +1,374 @@
+"""The one write transaction of the truth layer.
+
+Every mutation of a memory file goes through ``Writer.transaction``:
+
+    lock (this process's index lock + the store's inter-process flock)
+      -> content checks (NUL and lone surrogates, secrets: the hook point)
+      -> atomic write | O_APPEND append | delete, never through a symlink
+      -> re-index the touched documents (recall files only)
+      -> note the folder state (keeps the reconcile fast path warm)
+      -> audit event
+      -> store version + 1 (what pagination cursors are bound to)
+      -> receipt (store, path, before and after sha256)
+
+A dry run is a mode of the same transaction: nothing is locked or written, each operation
+returns the receipt it would have produced, and ``read`` sees the pending bytes (what the
+organizer, the reorg loop and distillation show as a preview).
+
+The truth layer does not import the index: the service hands the Writer an ``IndexSink``
+(re-index, remove, folder notes, audit), so the layers stay truth -> index -> service.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from .._errors import InvalidInput, StorageFull
+from .._home import HomeLayout
+from .._models import WriteReceipt
+from . import lanes as fmt
+from .files import TEMP_PREFIX, atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
+from .lock import store_lock
+from .paths import StorePaths, lock_path, slugify
+
+log = logging.getLogger("coffer_memory.writer")
+
+Action = Literal["created", "replaced", "appended", "deleted"]
+
+
+class IndexSink(Protocol):
+    """What the Writer asks of the derived index (implemented in the service layer)."""
+
+    def index_file(self, store: str, path: Path, data: bytes, st: os.stat_result) -> None:
+        """Bring the index in line with one file just written."""
+
+    def remove_path(self, store: str, path: Path) -> None:
+        """Drop the rows of a file just deleted."""
+
+    def note_write(self, store: str, folder: Path, before_ns: int, after_ns: int, delta: int) -> None:
+        """Our own change to ``folder``: keep the reconcile fast path warm."""
+
+    def reconcile(self, store: str, *, full: bool = False) -> None:
+        """Bring the whole store's index in line with its files."""
+
+    def audit(
+        self, event: str, store: str | None, document_id: str | None, details: Mapping[str, Any]
+    ) -> None:
+        """Record one audit event."""
+
+
+class ContentCheck(Protocol):
+    """A check every text passes before it is written: returns the text to write, or raises.
+
+    ``findings`` collects counts by kind (never values) for the receipt.
+    """
+
+    def __call__(self, text: str, field: str, findings: dict[str, int]) -> str: ...
+
+
+def reject_unwritable(text: str, field: str, findings: dict[str, int]) -> str:
+    """NUL characters and lone surrogates cannot round-trip through a UTF-8 file: ``InvalidInput``."""
+    if "\x00" in text:
+        raise InvalidInput(f"{field} contains a NUL character", field=field)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"{field} contains a lone surrogate (not valid Unicode text)", field=field
+        ) from None
+    return text
+
+
+def _folder_mtime(folder: Path) -> int:
+    return os.stat(folder, follow_symlinks=False).st_mtime_ns
+
+
+def _storage_error(exc: OSError, path: Path) -> OSError | StorageFull:
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return StorageFull(str(path), os.strerror(exc.errno or 0))
+    return exc
+
+
+class Transaction:
+    """One locked unit of writes to one store; build it with ``Writer.transaction``."""
+
+    def __init__(self, writer: Writer, paths: StorePaths, *, dry_run: bool) -> None:
+        self._writer = writer
+        self.paths = paths
+        self.store = paths.name
+        self.dry_run = dry_run
+        self.receipts: list[WriteReceipt] = []
+        self.findings: dict[str, int] = {}
+        self._pending: dict[Path, bytes | None] = {}
+        self._recall: dict[Path, bool] = {}
+
+    @property
+    def pending(self) -> Mapping[Path, bytes | None]:
+        """A dry run's planned file contents (None: deleted); empty for a real transaction."""
+        return dict(self._pending)
+
+    # -- content ------------------------------------------------------------------------------
+    def check(self, text: str, field: str = "text") -> str:
+        """Run the content checks over one text (raises before anything is written)."""
+        for check in self._writer.checks:
+            text = check(text, field, self.findings)
+        return text
+
+    def read(self, path: Path) -> bytes | None:
+        """The file's bytes as this transaction sees them (pending bytes in a dry run); None if absent."""
+        if path in self._pending:
+            return self._pending[path]
+        try:
+            return read_bytes(path)[0]
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symlink: never read through it
+                return None
+            raise
+
+    # -- writes -------------------------------------------------------------------------------
+    def create(self, path: Path, data: bytes) -> WriteReceipt:
+        """Write a new file; ``FileExistsError`` (nothing written) when ``path`` exists."""
+        self._refuse_links(path)
+        if self.dry_run:
+            if self.read(path) is not None:
+                raise FileExistsError(str(path))
+            return self._planned(path, "created", None, data)
+        ensure_dir(path.parent)
+        before_ns = _folder_mtime(path.parent)
+        self._durable(lambda: atomic_write(path, data, overwrite=False), path)
+        return self._written(path, data, "created", None, before_ns)
+
+    def write(self, path: Path, data: bytes) -> WriteReceipt:
+        """Write ``path`` whole (create or replace, atomically); a symlink there is replaced, not followed."""
+        self._refuse_links(path)
+        before = self.read(path)
+        before_sha = sha256_bytes(before) if before is not None else None
+        action: Action = "created" if before is None else "replaced"
+        if self.dry_run:
+            return self._planned(path, action, before_sha, data)
+        ensure_dir(path.parent)
+        before_ns = _folder_mtime(path.parent)
+        self._durable(lambda: atomic_write(path, data), path)
+        return self._written(path, data, action, before_sha, before_ns)
+
+    def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
+        """Append durably (``O_APPEND``, never through a link); a missing file starts with ``header``."""
+        self._refuse_links(path, including_file=True)
+        before = self.read(path)
+        before_sha = sha256_bytes(before) if before is not None else None
+        if self.dry_run:
+            return self._planned(path, "appended", before_sha, (before or header) + data)
+        ensure_dir(path.parent)
+        before_ns = _folder_mtime(path.parent)
+        created = self._durable(lambda: fmt.append_bytes(path, data, header=header), path)
+        after, st = read_bytes(path)
+        self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
+        if self._index(path, after, st) and created:
+            self._note(path, before_ns, 1)  # _index returned True: a recall file, or none to index
+        return self.receipts[-1]
+
+    def delete(self, path: Path) -> WriteReceipt:
+        """Delete a file (``FileNotFoundError`` when it is not there) and its index rows."""
+        self._refuse_links(path)
+        before = self.read(path)
+        if before is None and not (path not in self._pending and path.is_symlink()):
+            raise FileNotFoundError(str(path))
+        before_sha = sha256_bytes(before) if before is not None else None  # a link: removed, not followed
+        if self.dry_run:
+            self._pending[path] = None
+            return self._receipt(path, "deleted", before_sha, None)
+        before_ns = _folder_mtime(path.parent)
+        remove_file(path)
+        receipt = self._receipt(path, "deleted", before_sha, None)
+        if self._recall_file(path):
+            self._writer.sink.remove_path(self.store, path)
+            self._note(path, before_ns, -1)
+        return receipt
+
+    # -- lane helpers -------------------------------------------------------------------------
+    def log(self, action: str, detail: str, *, at: datetime | None = None) -> WriteReceipt | None:
+        """Append one line to the store's consolidation log (skipped, with a warning, if it is a link)."""
+        line = fmt.log_line(at or now_utc(), action, detail)
+        path = self.paths.consolidation_log
+        if path.is_symlink():  # the changelog is secondary: skip it rather than fail the change it logs
+            log.warning("not logging to %s: it is a symbolic link (coffer doctor lists it)", path)
+            return None
+        return self.append(path, line, header=fmt.LOG_HEADER.encode())
+
+    def archive(self, path: Path, *, replaced_by: str | None) -> WriteReceipt:
+        """Copy a topic document to ``superseded/<slug>-<ts>.md`` before it is overwritten or retired."""
+        data = self.read(path)
+        if data is None:
+            raise FileNotFoundError(str(path))
+        at = now_utc()
+        target = self.paths.superseded_file(slugify(path.stem), at.strftime("%Y%m%dT%H%M%S%fZ"))
+        return self.create(target, fmt.tombstone(data, replaced_by=replaced_by, at=at))
+
+    def audit(self, event: str, document_id: str | None = None, **details: Any) -> None:
+        """Record an audit event for this store (nothing in a dry run)."""
+        if self.dry_run:
+            return
+        try:
+            self._writer.sink.audit(event, self.store, document_id, details)
+        except Exception:  # the files are durable already; a damaged index must not undo that
+            log.exception("could not audit %s in %s", event, self.store)
+
+    def discard_temp(self, path: Path) -> None:
+        """Remove a temp file a killed writer left behind (never part of the truth)."""
+        if not self.dry_run and path.name.startswith(TEMP_PREFIX):
+            path.unlink(missing_ok=True)
+
+    def reconcile(self, *, full: bool = False) -> None:
+        """Bring the store's whole index in line with its files (after bulk changes)."""
+        if not self.dry_run:
+            self._writer.sink.reconcile(self.store, full=full)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _durable(self, op: Callable[[], Any], path: Path) -> Any:
+        try:
+            return op()
+        except OSError as exc:
+            raised = _storage_error(exc, path)
+            if raised is exc:
+                raise
+            raise raised from exc
+
+    def _planned(self, path: Path, action: Action, before: str | None, data: bytes) -> WriteReceipt:
+        self._pending[path] = data
+        return self._receipt(path, action, before, sha256_bytes(data))
+
+    def _written(
+        self, path: Path, data: bytes, action: Action, before: str | None, before_ns: int
+    ) -> WriteReceipt:
+        self._receipt(path, action, before, sha256_bytes(data))
+        if self._index(path, data, os.stat(path, follow_symlinks=False)):
+            self._note(path, before_ns, 1 if action == "created" else 0)
+        return self.receipts[-1]
+
+    def _index(self, path: Path, data: bytes, st: os.stat_result) -> bool:
+        """Index a recall file just written; False (and the receipt marked pending) when that failed."""
+        if not self._recall_file(path):
+            return True
+        try:
+            self._writer.sink.index_file(self.store, path, data, st)
+        except Exception:  # durable is a success: the next read indexes the file
+            log.warning("indexing %s failed; the next read indexes it", path, exc_info=True)
+            self.receipts[-1] = self.receipts[-1].pending()
+            return False  # and no folder note: the next read must list the folder again
+        return True
+
+    def _refuse_links(self, path: Path, *, including_file: bool = False) -> None:
+        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a link."""
+        root = str(self.paths.root) + os.sep
+        current = str(path if including_file else path.parent)
+        while current.startswith(root):  # strings, not Paths: this runs on every write
+            if os.path.islink(current):
+                where = self.paths.relative(Path(current))
+                raise InvalidInput(
+                    f"{where} is a symbolic link; coffer never writes through one", field="path"
+                )
+            current = os.path.dirname(current)
+
+    def _recall_file(self, path: Path) -> bool:
+        """Whether ``path`` is indexed (asked twice per write, answered once)."""
+        if path not in self._recall:
+            self._recall[path] = self.paths.is_recall_file(path)
+        return self._recall[path]
+
+    def _note(self, path: Path, before_ns: int, delta: int) -> None:
+        if not self._recall_file(path):
+            return
+        try:
+            self._writer.sink.note_write(
+                self.store, path.parent, before_ns, _folder_mtime(path.parent), delta
+            )
+        except Exception:
+            log.warning("could not note the write to %s", path.parent, exc_info=True)
+
+    def _receipt(self, path: Path, action: Action, before: str | None, after: str | None) -> WriteReceipt:
+        receipt = WriteReceipt(
+            store=self.store,
+            path=path,
+            action=action,
+            before_sha256=before,
+            after_sha256=after,
+            dry_run=self.dry_run,
+            findings=tuple(sorted(self.findings.items())),
+        )
+        self.receipts.append(receipt)
+        return receipt
+
+
+class Writer:
+    """Builds write transactions for the stores of one home.
+
+    ``lock`` is the owning service's lock over its index connection; ``sink`` is that index;
+    ``checks`` run over every text before it is written.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        memory_dir: Path,
+        lock: threading.RLock,
+        sink: IndexSink,
+        checks: Sequence[ContentCheck] = (),
+    ) -> None:
+        self.home = home
+        self.memory_dir = memory_dir
+        self.lock = lock
+        self.sink = sink
+        self.checks: tuple[ContentCheck, ...] = (reject_unwritable, *checks)
+
+    def paths(self, store: str) -> StorePaths:
+        """The on-disk paths of a store (validates the name)."""
+        return StorePaths.of(self.memory_dir, store)
+
+    @contextmanager
+    def locked(self, store: str) -> Iterator[None]:
+        """Hold the index lock and the store's inter-process write lock (no transaction)."""
+        with self.lock, store_lock(lock_path(self.home, store)):
+            yield
+
+    @contextmanager
+    def transaction(self, store: str, *, dry_run: bool = False) -> Iterator[Transaction]:
+        """A transaction on ``store``; a dry run takes no lock and writes nothing."""
+        tx = Transaction(self, self.paths(store), dry_run=dry_run)
+        if dry_run:
+            yield tx
+            return
+        with self.locked(store):
+            try:
+                yield tx
+            finally:
+                if tx.receipts:
+                    self.bump(tx.store)
+
+    def version(self, store: str) -> int:
+        """The store's version: how many write transactions changed it (0 before the first)."""
+        try:
+            return int(HomeLayout(self.home).store_version(self.paths(store).name).read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def bump(self, store: str) -> int:
+        """Advance the store's version (under its lock); every cursor made before becomes stale."""
+        name = self.paths(store).name
+        with self.locked(name):
+            version = self.version(name) + 1
+            atomic_write(HomeLayout(self.home).store_version(name), str(version).encode())
+        return version
+
+    def dry_run(self, store: str) -> Transaction:
+        """A dry-run transaction that may live across several steps (the reorg loop's preview)."""
+        return Transaction(self, self.paths(store), dry_run=True)

@@ -1,0 +1,173 @@
+"""Resolve a target once: (``store=`` | ``cwd`` + ``scope``) -> ``Target``.
+
+Every store-addressed call of the service goes through ``Targets.resolve``; results carry the
+``Target`` they landed on, so a face never resolves a second time.
+
+Repository identity is the path-derived ULID first. When that store does not exist, a store that
+lists the ULID in its ``merged_identities`` is used (the seed's FR-058); failing that, the one
+store whose fingerprint (root commits, normalised remotes) matches and whose recorded root is
+gone is the same repository moved: it is used, the new ULID is recorded in its
+``merged_identities`` and the move audited (``store_moved``). A matching store whose checkout
+still exists is a second clone: never merged by itself, only offered (``offer_lines``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import attrs
+
+from ._errors import InvalidInput
+from ._models import MemoryScope, ResolvedScope, Target
+from ._scope import GitInfo, find_git, project_id_for, remote_urls, require_git, root_commits
+from ._store.identity import (
+    StoreIdentity,
+    find_landing,
+    identity_path,
+    merge_offer,
+    read_identity,
+    repository_matches,
+)
+from ._store.paths import GLOBAL_STORE, StorePaths, scope_of, store_name_for_project
+from ._store.paths import project_id_of as _project_id_of
+from ._store.writer import Transaction, Writer
+from .vocabulary import SCOPES, Scope
+
+PathLike = str | os.PathLike[str]
+
+log = logging.getLogger("coffer_memory")
+
+
+class Targets:
+    """The target resolver of one home's ``memory/`` folder.
+
+    With a ``writer``, a moved repository folds into its store (see the module docstring).
+    """
+
+    def __init__(self, memory_dir: Path, writer: Writer | None = None) -> None:
+        self.memory_dir = memory_dir
+        self.writer = writer
+
+    def paths(self, store: str) -> StorePaths:
+        """The on-disk paths of a store (validates the name)."""
+        return StorePaths.of(self.memory_dir, store)
+
+    def of_store(self, store: str) -> Target:
+        """The target of an explicit store name (no project root or branch is known)."""
+        sp = self.paths(store)
+        return Target(
+            store=sp.name, scope=scope_of(sp.name), project_id=_project_id_of(sp.name), store_dir=sp.root
+        )
+
+    def resolve(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> Target:
+        """``store`` when given, else the store ``scope`` maps to from ``cwd`` (default: the process's)."""
+        if store is not None:
+            return self.of_store(store)
+        if scope == "global":
+            return self.of_store(GLOBAL_STORE)
+        if scope not in SCOPES:
+            raise InvalidInput(f"scope must be 'global' or 'project', not {scope!r}", field="scope")
+        return self._of_git(require_git(cwd if cwd is not None else os.getcwd()))
+
+    def _of_git(self, git: GitInfo) -> Target:
+        name = store_name_for_project(project_id_for(git.toplevel))
+        if not self.paths(name).root.is_dir():
+            name = self._landing(name, git) or name
+        return Target(
+            store=name,
+            scope=MemoryScope.PROJECT,
+            project_id=_project_id_of(name),
+            store_dir=self.paths(name).root,
+            project_root=git.toplevel,
+            branch=git.branch,
+            worktree=git.worktree,
+        )
+
+    def project(
+        self, *, store: str | None = None, cwd: PathLike | None = None, lane: str = "journal"
+    ) -> Target:
+        """A project store's target (the journal lane belongs to project stores)."""
+        target = self.resolve(store=store, cwd=cwd, scope="project")
+        if target.store == GLOBAL_STORE:
+            raise InvalidInput(f"the {lane} lane belongs to project stores", field="store")
+        return target
+
+    def find_project(self, cwd: PathLike | None = None) -> list[Target]:
+        """The project target of ``cwd`` as a one-item list, or an empty list outside a git repository."""
+        git = find_git(cwd if cwd is not None else os.getcwd())
+        return [self._of_git(git)] if git is not None else []
+
+    def recall(self, cwd: PathLike | None = None) -> list[Target]:
+        """The targets recall searches from ``cwd``: the project's (inside a git repo), then global."""
+        found = self.find_project(cwd)
+        return [*found, self.of_store(GLOBAL_STORE)]
+
+    # -- repository identity ------------------------------------------------------------------
+    def _landing(self, name: str, git: GitInfo) -> str | None:
+        """The existing store a checkout whose own store ``name`` does not exist lands in, if any."""
+        project_id = _project_id_of(name)
+        landing = find_landing(self.memory_dir, project_id, git.toplevel)
+        if landing is None or landing.moved_from is None or self.writer is None:
+            return landing.store if landing is not None else None
+        with self.writer.transaction(landing.store) as tx:
+            identity = read_identity(tx.paths) or StoreIdentity()
+            if project_id not in identity.merged_identities:  # another process may have folded it
+                moved = attrs.evolve(
+                    identity,
+                    merged_identities=(*identity.merged_identities, project_id),
+                    project_root=str(git.toplevel),
+                    root_commits=tuple(sorted({*identity.root_commits, *landing.root_commits})),
+                    remotes=tuple(sorted({*identity.remotes, *landing.remotes})),
+                )
+                tx.write(identity_path(tx.paths), moved.to_bytes())
+                tx.audit(
+                    "store_moved",
+                    None,
+                    from_root=landing.moved_from,
+                    to_root=str(git.toplevel),
+                    identity=project_id,
+                )
+                log.info("%s moved from %s to %s", landing.store, landing.moved_from, git.toplevel)
+        return landing.store
+
+    def record_checkout(self, tx: Transaction, target: Target) -> None:
+        """Keep the store's ``store.json`` in line with the checkout a write came from.
+
+        Root commits are read once (a subprocess) and kept; remotes are re-read from the
+        config file (cheap); the file is written only when something changed.
+        """
+        if tx.dry_run or target.project_root is None or target.scope != MemoryScope.PROJECT:
+            return
+        old = read_identity(tx.paths)
+        identity = old or StoreIdentity()
+        new = attrs.evolve(
+            identity,
+            project_root=str(target.project_root),
+            root_commits=identity.root_commits or root_commits(target.project_root),
+            remotes=tuple(sorted({*identity.remotes, *remote_urls(target.project_root)})),
+        )
+        if new != old:
+            tx.write(identity_path(tx.paths), new.to_bytes())
+
+    def offer_lines(self, target: Target) -> list[str]:
+        """One sentence per other store of this repository, with the command that merges it here."""
+        if target.project_root is None:
+            return []
+        found = repository_matches(self.memory_dir, target.store, target.project_root)
+        return [merge_offer(store, root, target.store) for store, root in found]
+
+
+def resolved_scope(target: Target) -> ResolvedScope:
+    """The older ``ResolvedScope`` view of a target."""
+    return ResolvedScope(
+        scope=target.scope,
+        project_id=target.project_id,
+        store_name=target.store,
+        store_dir=target.store_dir,
+        project_root=target.project_root,
+        branch=target.branch,
+    )

@@ -1,0 +1,568 @@
+"""Secret redaction for the scrubber: shaped tokens, headers, key/value assignments, bare blobs.
+
+``redact_secrets`` replaces each value with ``[REDACTED:<kind>]`` and counts it; see
+``coffer_memory._transcripts.scrub`` for the full list of rules and what is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Final
+
+from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
+from .secret_shapes import (
+    BARE_PASSWORDS,
+    CONFIG_SET,
+    PROSE_SECRET,
+    TABLE_ROW,
+    URL,
+    URL_PATH_ASSIGNMENT,
+    URL_PATH_START,
+    URL_QUERY_VALUE,
+    URL_SEGMENT,
+    URL_SIGNATURE,
+    URL_SLASHED_KEY,
+    XML_ELEMENT,
+    XML_KEY_VALUE,
+    looks_like_url_token,
+    random_key_bytes,
+    vendor_kind,
+    vendor_tokens,
+)
+
+# --------------------------------------------------------------------------------------------
+# 2. Secrets
+# --------------------------------------------------------------------------------------------
+
+_PEM = re.compile(
+    r"-{5}BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}"
+    r".*?(?:-{5}END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}|\Z)",
+    re.DOTALL,
+)
+
+# ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
+_URL_CREDENTIALS = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))"
+    r"(?P<user>[^\s/\\@:\[\]\"'<>`()]*):(?P<pw>[^\s/\\\[\]\"'<>`]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+)
+_URL_USER_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))(?P<user>[A-Za-z0-9_~%.-]{20,256})@(?=[A-Za-z0-9\[])"
+)
+
+_JWT = re.compile(
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])"
+)
+
+_AUTH_HEADER = re.compile(
+    r"(?<![\w-])(?P<pre>(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?:(?P<scheme>bearer|basic|token|digest|bot|apikey|sso-key)[ \t]+)?)"
+    r"(?P<val>[A-Za-z0-9._~+/=-]+)",  # token68 (RFC 7235) and base64: a ``)`` or a quote ends it
+    re.IGNORECASE,
+)
+_BARE_BEARER = re.compile(r"(?<![\w-])(?P<pre>Bearer[ \t]+)(?P<val>[A-Za-z0-9._~+/-]{16,}=*)")
+_NETRC = re.compile(
+    r"(?P<pre>\bmachine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)(?P<val>[^\s\"'`()<>,;]+)"
+)
+_CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(?P<val>[^\s\"'`()<>,;]+)")
+
+# Assignment values: a quoted string, or an unquoted run up to a blank, a quote, `,` `;` `&` or a
+# parenthesis (``f(password=x)(token=y)``); an unquoted run may open an unclosed quote.
+# Matched in a lookahead, so that a key that holds no secret does not swallow its value, which
+# may hold one (``https://host/?token=...`` is a ``https:`` "assignment" first); see _sub_keyed.
+# Bounded (a value longer than 1024 characters keeps its tail, unless it is an encoded blob),
+# since a lookahead is re-run from every key in a long run of ``a=b=c=...``.
+_VALUE = r"""(?=(?P<val>"(?:[^"\\\n]|\\.){0,1024}"|'(?:[^'\\\n]|\\.){0,1024}'|`[^`\n]{0,1024}`|["'`]?[^\s"'`,;&()]{1,1024}))"""
+# A key naming a secret has one of these in it (see _secret_kind_for_key): checking it first
+# keeps the value lookahead from running after every ``word:`` of the text.
+# (The class test before the words rejects most characters at the cost of one test, not six.)
+_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+_KEY_START = r"(?<![A-Za-z0-9_$./])"  # not inside a word, a dotted name or a path
+
+# A key naming a secret and its separator, glued inside another value (see _value_of).
+_EMBEDDED_KEY = re.compile(_KEY_START + _KEY + r"[\"'`]?[ \t]*(?::=|=>|=|:)")
+
+# YAML block scalar: ``password: |`` followed by the more-indented lines that hold the value.
+_YAML_BLOCK = re.compile(
+    r"^(?P<pre>(?P<indent>[ \t]*)(?:-[ \t]+)?" + _KEY + r"[\"']?[ \t]*:[ \t]*[|>][+-]?\d?[ \t]*\n)"
+    r"(?P<val>(?:(?P=indent)[ \t]+\S[^\n]*(?:\n|$)|[ \t]*\n(?=(?P=indent)[ \t]+\S))+)",
+    re.MULTILINE,
+)
+# Python/TypeScript annotated assignment: ``api_key: str = "..."``.
+_ANNOTATED = re.compile(
+    _KEY_START + r"(?P<pre>" + _KEY + r"[ \t]*:[ \t]*[A-Za-z_][\w\[\]., |]{0,60}?[ \t]*=(?!=)[ \t]*)" + _VALUE
+)
+# YAML ``key: value`` at the start of a line: an unquoted value runs to the end of the line
+# (or a `` #`` comment), since YAML scalars may hold blanks.
+_YAML_LINE = re.compile(
+    r"^(?P<pre>[ \t]*(?:-[ \t]+)?" + _KEY + r"[\"']?[ \t]*:[ \t]+)"
+    r"(?=(?P<val>[^\s\"'`#|>{\[&*!](?:[^\n#]|(?<![ \t])#){0,1024}))",
+    re.MULTILINE,
+)
+# The key may close a quote, a backtick or Markdown emphasis (``**Password:** hunter2``).
+_ASSIGNMENT = re.compile(
+    _KEY_START
+    + r"(?P<pre>"
+    + _KEY
+    + r"(?P<kq>[\"'`]|\*\*|__)?(?P<sep>[ \t]*(?::=|=>|=|:(?:\*\*|__)?)[ \t]*))"
+    + _VALUE
+)
+_CLI_FLAG = re.compile(r"(?<![\w-])(?P<pre>--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,60})[ \t]+)" + _VALUE)
+
+# A full stop may end the sentence after it, not start a file extension (``….txt``).
+_AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Za-z0-9+/=_-])")
+_ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
+
+
+def word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_KEY_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_SECRET_KEY_PREFIXES: Final = frozenset(
+    {
+        "access",
+        "account",
+        "admin",
+        "app",
+        "auth",
+        "client",
+        "encryption",
+        "license",
+        "master",
+        "service",
+        "session",
+        "shared",
+        "signing",
+        "subscription",
+        "webhook",
+        "sas",
+        "secret",
+    }
+)
+# Last words saying that a key naming a secret holds its value (``SECRET_KEY_BASE``,
+# ``password_b64``, ``token2``); any other last word (``secret_name``, ``token_count``,
+# ``SECRET_KEY_PREFIXES``) describes the secret instead.
+_HOLDER_WORDS: Final = word_set(
+    "value val values base data str string b64 base64 hex raw plain plaintext bytes bin enc "
+    "encrypted literal content contents"
+)
+_TYPE_WORDS: Final = word_set(
+    "str string bytes int integer bool boolean any none null optional secretstr secretbytes "
+    "number object unknown true false nil undefined char text list dict array map"
+)
+_PLACEHOLDER_WORDS: Final = word_set(
+    "redacted removed hidden masked secret secrets password passwords token tokens apikey "
+    "api_key changeme placeholder example todo tbd n/a na pass passwd pwd pw user username "
+    "foo bar baz"
+)
+_PROSE_WORDS: Final = word_set(
+    "the a an is are was were be see use set not no yes it its this that these those your my our "
+    "their from in on at to for of with and or missing here below above same unchanged empty "
+    "only also still now always never should must will can could would may might needs goes lives "
+    "stays comes stored kept"
+)
+# Templates and placeholders: ``${…}``, ``$(…)``, ``{…}``, ``<…>``, ``[…]``, ``…``.
+_TEMPLATE = re.compile(r"\$\{.*|\$\(.*|\{.*|<.*|\[.*\]|….*|\.\.\..*")
+# A variable reference: ``$NAME``, ``%NAME%``, a YAML tag ``!name``.
+_VARIABLE = re.compile(r"\$(?P<name>[A-Za-z_]\w*)|%(?P<win>[A-Za-z_]\w*)%|!(?P<tag>[a-z_]+)")
+_FIRST_WORD_END = re.compile(r"[\[\]|, ]")
+_CODE_REFERENCE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?P<call>[ \t]*[(\[].*)?")
+_CODE_ROOTS: Final = word_set(
+    "os process env environ self this config cfg conf settings args opts options secrets vars "
+    "ctx context params props request req app st input inputs credentials creds"
+)
+
+
+def _key_words(key: str) -> list[str]:
+    return [w.lower() for w in _KEY_WORDS.findall(key)]
+
+
+def _secret_kind_for_key(key: str) -> str | None:
+    """The kind of secret a key holds (``password``, ``token``, ...), or None if it holds none."""
+    words = _key_words(key)
+    if not words:
+        return None
+    last = words[-1]
+    prev = words[-2] if len(words) > 1 else ""
+    if last == "key" and prev == "access" and "secret" in words[:-2]:
+        return "aws_secret_access_key"
+    if last.endswith(("password", "passwd", "passphrase")) or (last in ("pass", "pwd") and prev):
+        return "password"
+    if last.endswith("token"):
+        return "token"
+    if last.endswith("secret"):
+        return "secret"
+    if last == "apikey" or (last == "key" and prev == "api"):
+        return "api_key"
+    if last == "privatekey" or (last == "key" and prev == "private"):
+        return "private_key"
+    if last in ("accesskey", "secretkey", "authkey", "signingkey") or (
+        last == "key" and prev in _SECRET_KEY_PREFIXES
+    ):
+        return "secret"
+    if last in ("credential", "credentials", "creds"):
+        return "credential"
+    if last in _HOLDER_WORDS or last.isdigit():
+        for word, kind in (("secret", "secret"), ("password", "password"), ("token", "token")):
+            if word in words:
+                return kind
+    return None
+
+
+def _has_letter_and_digit(s: str) -> bool:
+    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
+
+
+def _mixed_case_and_digits(s: str) -> bool:
+    return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
+
+
+_WORDISH = re.compile(r"[A-Z]?[a-z]{4,}")
+# A lowercase folder name; a leading or trailing slash alone proves nothing (one AWS secret in
+# 32 starts or ends with one).
+_PATH_WORD = re.compile(r"(?:^|/)[a-z]{4,}(?:/|$)")
+
+
+def _looks_random(s: str) -> bool:
+    """A generated token rather than a name from code, even where code would be (``aB3…(``):
+    mixed case and digits over 12+ characters, letters and digits over 20+, or mixed case over
+    16+ that is not made of words (``getUserAccessToken`` is)."""
+    if (len(s) >= 12 and _mixed_case_and_digits(s)) or (len(s) >= 20 and _has_letter_and_digit(s)):
+        return True
+    mixed = any(c.isupper() for c in s) and any(c.islower() for c in s)
+    return len(s) >= 16 and mixed and sum(len(w) for w in _WORDISH.findall(s)) < len(s) / 2
+
+
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _looks_like_name(s: str) -> bool:
+    """A name from code (``get_password``, ``vault``, ``os``, ``accessToken``), not a value that
+    merely has an identifier's characters (``J422AUUL6M07``, ``uCukUpycMbCB``)."""
+    if _looks_random(s) or len(_DIGIT_RUN.findall(s)) >= 2:
+        return False  # names seldom mix digits in (``q4f4xnwrbf59``); ``sha256``, ``token2`` do not
+    if "_" in s or (s.isalpha() and s.islower() and len(s) <= 4):
+        return True
+    return sum(len(w) for w in _WORDISH.findall(s)) >= len(s) / 2
+
+
+def _entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool = False) -> bool:
+    """True for assignment values that are references, placeholders or prose, not credentials.
+
+    ``call``: the value is directly followed by ``(`` or ``[`` in the text (``f(x)``, ``a[0]``).
+    """
+    v = value.strip()
+    if len(v) < 3 or not any(c.isalnum() for c in v) or (v.isdigit() and len(v) <= 3):
+        return True  # too short to be a credential, or a count (``{"token": 3}``)
+    if MARKER_START.match(v) or _TEMPLATE.fullmatch(v):
+        return True  # ours, or ``${VAR}``, ``${{ secrets.X }}``, ``{{ x }}``, ``<token>``, ``[PAD]``
+    variable = _VARIABLE.fullmatch(v)
+    if variable is not None and not _looks_random(variable["name"] or variable["win"] or variable["tag"]):
+        return True  # ``$DB_PASSWORD``, ``%API_KEY%``, ``!vault`` (but ``$aB3dE5fG7hJ9k`` is a value)
+    low = v.lower()
+    if low in _TYPE_WORDS or low in _PLACEHOLDER_WORDS or set(low) <= set("x*.-_ "):
+        return True
+    first = _FIRST_WORD_END.split(low, maxsplit=1)[0]
+    if first in _TYPE_WORDS and not quoted:
+        return True  # ``password: Optional[str]``, ``token: str | None``
+    if quoted:
+        return False
+    ref = _CODE_REFERENCE.fullmatch(v)
+    name = v.split("(", 1)[0].split("[", 1)[0]
+    if ref is not None and all(_looks_like_name(part) for part in name.split(".")):
+        if ref["call"] or call:
+            return True  # ``os.environ["X"]``, ``getenv("X")``, ``read_secret()``
+        if "." in v and (v.split(".", 1)[0].lower() in _CODE_ROOTS or v.count(".") > 1):
+            return True  # ``settings.DB_PASSWORD``, ``process.env.TOKEN``
+        # ``password=db_password``, ``token=GITHUB_TOKEN``: a variable named after a secret. A
+        # digit or a lone capitalised word (``MyPassword1``, ``SuperSecret``) reads as a value.
+        if "_" in v and not any(ch.isdigit() for ch in v) and _secret_kind_for_key(v) is not None:
+            return True
+    if not after_colon:
+        return False
+    # ``Token: see above``: after a colon, prose is likelier than a password.
+    return low in _PROSE_WORDS or (" " in low and low.split(" ", 1)[0] in _PROSE_WORDS)
+
+
+_TRAILING_PUNCT_CHARS = ")]}>.,:;" + " \t\n\r\f\v"
+
+
+def _redact_value(
+    prefix: str, value: str, kind: str, counts: Counter[str], *, after_colon: bool, call: bool = False
+) -> str | None:
+    """``prefix`` + the redacted ``value`` (its quotes and trailing punctuation kept), or None."""
+    quoted = len(value) >= 2 and value[0] in "\"'`" and value[-1] == value[0]
+    if quoted:
+        inner, lead, trail = value[1:-1], value[0], value[-1]
+    else:
+        lead = value[0] if value[0] in "\"'`" else ""
+        body = value[len(lead) :]
+        # str.rstrip, not a ``[...]+$`` search: that regex is quadratic on long runs of those chars.
+        inner = body.rstrip(_TRAILING_PUNCT_CHARS)
+        trail = body[len(inner) :]
+    if _is_not_a_secret(inner, quoted=quoted, after_colon=after_colon, call=call and not trail):
+        return None
+    counts[kind] += 1
+    return prefix + lead + redacted(kind) + trail
+
+
+def _value_of(m: re.Match[str]) -> str:
+    """The value of a keyed match, up to any secret key glued inside it (``pw~*token: x``), so
+    that the redaction of one value never swallows the key of the next one."""
+    value = m["val"]
+    if value[:1] in "\"'`" and len(value) >= 2 and value[-1] == value[0]:
+        return value  # a quoted string is one value
+    for e in _EMBEDDED_KEY.finditer(m.string, m.start("val") + 1, m.end("val")):
+        if _secret_kind_for_key(e["key"]) is not None:
+            return m.string[m.start("val") : e.start()]
+    return value
+
+
+def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str], str], str | None]) -> str:
+    """``pattern.sub`` for patterns that consume a key and look ahead at its value (group ``val``).
+
+    ``repl(match, value)`` returns what replaces the key and the value, or None to leave them.
+    A match left alone consumes only its key, so the scan goes on inside its value; a replaced
+    match consumes the value too, and matches starting inside it are skipped.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() < pos:
+            continue
+        value = _value_of(m)
+        replacement = repl(m, value)
+        if replacement is None:
+            continue
+        out += (text[pos : m.start()], replacement)
+        pos = m.start("val") + len(value)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
+
+
+def _redact_named(text: str, c: Counter[str]) -> str:
+    """Values named by their surroundings rather than by ``key=value``: XML elements and
+    key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
+    commands take bare (``mysql -pX``), and prose (``the password is X``, when X looks made up)."""
+
+    def named(*, strict: bool = False, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            kind = fixed or _secret_kind_for_key(m["key"].replace(" ", "_"))
+            value = m["val"].strip("\"'`")
+            if kind is None or (strict and not (_has_letter_and_digit(value) or _looks_random(value))):
+                return m.group()
+            prefix = m.string[m.start() : m.start("val")]
+            out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
+            return m.group() if out is None else out + m.string[m.end("val") : m.end()]
+
+        return repl
+
+    text = XML_ELEMENT.sub(named(), text)
+    text = XML_KEY_VALUE.sub(named(), text)
+    text = TABLE_ROW.sub(named(), text)
+    text = CONFIG_SET.sub(named(), text)
+    text = BARE_PASSWORDS.sub(named(fixed="password"), text)
+    return PROSE_SECRET.sub(named(strict=True), text)
+
+
+def _aws_secret_like(s: str) -> bool:
+    """A 40-character base64 string that is random enough to be an AWS secret, not a path."""
+    if not _mixed_case_and_digits(s) or _entropy(s) < 4.1:
+        return False
+    # ``src/components/Header/NavBar2Item``, ``/global/facts/01ARZ…``: a path.
+    return sum(len(w) for w in _WORDISH.findall(s)) < len(s) / 2 and not _PATH_WORD.search(s)
+
+
+def _redact_slashed_keys(path: str, c: Counter[str]) -> str:
+    """``path`` with base64 keys that hold ``/`` (so span URL segments) redacted: every window
+    that reads as one is covered, overlapping windows together."""
+    spans: list[tuple[int, int, str]] = []
+    for m in URL_SLASHED_KEY.finditer(path):
+        if m["aws"] and "/" in m["aws"] and _aws_secret_like(m["aws"]):
+            spans.append((m.start(), m.start() + 40, "aws_secret_access_key"))
+        if m["azure"] and "/" in m["azure"] and random_key_bytes(m["azure"]):
+            spans.append((m.start(), m.start() + 88, "azure_storage_key"))
+    if not spans:
+        return path
+    merged: list[tuple[int, int, str]] = []
+    for a, b, kind in sorted(spans):
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b), merged[-1][2])
+        else:
+            merged.append((a, b, kind))
+    out: list[str] = []
+    pos = 0
+    for a, b, kind in merged:
+        c[kind] += 1
+        out += (path[pos:a], redacted(kind))
+        pos = b
+    return "".join(out) + path[pos:]
+
+
+def _redact_url(url: str, c: Counter[str]) -> str:
+    """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
+    ``key=value`` path segments whose key names a secret, and segments or long query values
+    that look generated (``https://host/hooks/<token>``)."""
+    start = URL_PATH_START.match(url)
+    cut = start.end() if start is not None else 0
+    head, rest = url[:cut], url[cut:]
+
+    def signature(m: re.Match[str]) -> str:
+        out = _redact_value(m["key"] + "=", m["val"], "url_signature", c, after_colon=False)
+        return m.group() if out is None else out
+
+    def assignment(m: re.Match[str]) -> str:
+        kind = _secret_kind_for_key(m["key"])
+        out = None
+        if kind is not None:
+            out = _redact_value(m["key"] + "=", m["val"], kind, c, after_colon=False)
+        return m.group() if out is None else out
+
+    def token(m: re.Match[str]) -> str:
+        value = m["val"] if "val" in m.re.groupindex else m.group()
+        if not looks_like_url_token(value):
+            return m.group()
+        c["url_token"] += 1
+        return m.group()[: len(m.group()) - len(value)] + redacted("url_token")
+
+    query = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    rest = _redact_slashed_keys(rest[:query], c) + rest[query:]
+    rest = URL_SIGNATURE.sub(signature, rest)
+    rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
+    rest = URL_QUERY_VALUE.sub(token, rest)  # first: a whole value, before its ``%2F`` pieces
+    rest = URL_SEGMENT.sub(token, rest)
+    return head + rest
+
+
+def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
+    """Replace every secret in ``text`` with ``[REDACTED:<kind>]`` (see the module docstring).
+
+    Counts each redaction by kind into ``counts`` when given. Only secrets are touched: no
+    structure is removed and nothing is truncated, so this also suits short single-line strings
+    such as titles.
+    """
+    c: Counter[str] = Counter() if counts is None else counts
+
+    def whole(kind: str) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            c[kind] += 1
+            return redacted(kind)
+
+        return repl
+
+    text = _PEM.sub(whole("private_key"), text)
+
+    def url(m: re.Match[str]) -> str:
+        if _is_not_a_secret(m["pw"], quoted=True, after_colon=False):
+            return m.group()
+        c["url_credentials"] += 1
+        return m["scheme"] + redacted("url_credentials") + "@"
+
+    text = _URL_CREDENTIALS.sub(url, text)
+
+    def url_user(m: re.Match[str]) -> str:
+        if not _looks_random(m["user"]):
+            return m.group()
+        c["url_credentials"] += 1
+        return m["scheme"] + redacted("url_credentials") + "@"
+
+    text = _URL_USER_TOKEN.sub(url_user, text)
+    text = _JWT.sub(whole("jwt"), text)
+
+    parts: list[str] = []
+    pos = 0
+    for m in vendor_tokens(text):
+        kind = vendor_kind(m)
+        if kind is not None:
+            c[kind] += 1
+            parts += (text[pos : m.start()], redacted(kind))
+            pos = m.end()
+    text = "".join(parts) + text[pos:]
+    text = URL.sub(lambda m: _redact_url(m.group(), c), text)
+
+    def blob(m: re.Match[str]) -> str:
+        s = m.group()
+        if not _mixed_case_and_digits(s):
+            return s
+        c["encoded_blob"] += 1
+        return ENCODED_MARKER
+
+    # Before the key/value rules, so that they judge a long value the same way on every pass.
+    text = _ENCODED_BLOB.sub(blob, text)
+
+    def auth(m: re.Match[str]) -> str:
+        scheme = (m["scheme"] or "").lower()
+        if not scheme and m["val"].lower() in ("bearer", "basic", "token", "digest"):
+            return m.group()
+        kind = {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "authorization")
+        out = _redact_value(m["pre"], m["val"], kind, c, after_colon=False)
+        return m.group() if out is None else out
+
+    text = _AUTH_HEADER.sub(auth, text)
+
+    def bearer(m: re.Match[str]) -> str:
+        if not _has_letter_and_digit(m["val"]):
+            return m.group()
+        c["bearer_token"] += 1
+        return m["pre"] + redacted("bearer_token")
+
+    text = _BARE_BEARER.sub(bearer, text)
+
+    def fixed(kind: str) -> Callable[[re.Match[str]], str]:
+        def repl(m: re.Match[str]) -> str:
+            out = _redact_value(m["pre"], m["val"], kind, c, after_colon=False)
+            return m.group() if out is None else out
+
+        return repl
+
+    text = _NETRC.sub(fixed("password"), text)
+    text = _CURL_USER.sub(fixed("password"), text)
+
+    def block(m: re.Match[str]) -> str:
+        kind = _secret_kind_for_key(m["key"])
+        if kind is None or _is_not_a_secret(m["val"].strip(), quoted=True, after_colon=False):
+            return m.group()
+        c[kind] += 1
+        tail = "\n" if m["val"].endswith("\n") else ""
+        return m["pre"] + m["indent"] + "  " + redacted(kind) + tail
+
+    text = _YAML_BLOCK.sub(block, text)
+
+    def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
+        def repl(m: re.Match[str], value: str) -> str | None:
+            kind = _secret_kind_for_key(m["key"])
+            if kind is None and m["key"].lower() in ("pwd", "pass") and not _PATH_VALUE.match(value):
+                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``; but ``PWD=/home/x`` is a folder
+            if kind is None or not value:
+                return None
+            colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
+            end = m.start("val") + len(value)
+            call = m.string[end : end + 1] in ("(", "[")
+            return _redact_value(m["pre"], value, kind, c, after_colon=colon, call=call)
+
+        return repl
+
+    text = _sub_keyed(_ANNOTATED, text, keyed(after_colon=False))
+    text = _sub_keyed(_YAML_LINE, text, keyed(after_colon=True))
+    text = _sub_keyed(_ASSIGNMENT, text, keyed(after_colon=None))
+    text = _sub_keyed(_CLI_FLAG, text, keyed(after_colon=False))
+
+    def aws_secret(m: re.Match[str]) -> str:
+        if not _aws_secret_like(m.group()):
+            return m.group()
+        c["aws_secret_access_key"] += 1
+        return redacted("aws_secret_access_key")
+
+    text = _AWS_SECRET_BARE.sub(aws_secret, text)
+    return _redact_named(text, c)

@@ -1,0 +1,331 @@
+"""``Transcripts``: past agent sessions: list, show (scrubbed), distill into the journal, sweep, forget.
+
+A component of ``MemoryService`` (also reachable as ``svc.transcripts``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._agents.homes import AGENTS, AgentHomes, require_agent
+from .._config import Settings
+from .._errors import InvalidInput, SessionNotFound
+from .._home import HomeLayout
+from .._indexing import Models
+from .._lanes import Lanes
+from .._llm import LLMOutputInvalid, LLMUnavailable
+from .._models import LaneWrite
+from .._scope import find_git, project_id_for
+from .._store.lanes import drop_session_entries
+from .._store.paths import store_name_for_project
+from .._store.writer import Writer
+from .._targets import Targets
+from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
+from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
+from .ledger import Ledger, LedgerEntry
+from .models import DistillResult, SessionSummary, SweepResult, Transcript
+
+if TYPE_CHECKING:
+    from .listing import SessionLister, SessionPage
+    from .scrub import ScrubbedTranscript
+
+# The readers and the scrubber are imported on first use: most processes that open a
+# MemoryService (the CLI, the MCP server) never read a transcript.
+
+DEFAULT_SWEEP_LIMIT = 20
+DEFAULT_MIN_IDLE_SECONDS = 600
+
+Progress = Callable[[DistillResult], None]
+
+
+class Transcripts:
+    """Read past sessions of Claude Code, Codex and OpenCode, and distill them into the journal.
+
+    Agent directories come from the environment at call time (``CLAUDE_CONFIG_DIR``,
+    ``CODEX_HOME``, ``XDG_DATA_HOME``); nothing under them is ever written.
+    """
+
+    def __init__(
+        self, settings: Settings, models: Models, writer: Writer, targets: Targets, lanes: Lanes
+    ) -> None:
+        self.settings = settings
+        self.models = models
+        self.writer = writer
+        self.targets = targets
+        self.lanes = lanes
+        self._guard = threading.Lock()
+        self._lister_cache: SessionLister | None = None
+        self._ledger: Ledger | None = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _lister(self) -> SessionLister:
+        from .listing import SessionLister
+
+        homes = AgentHomes.from_env()
+        with self._guard:
+            lister = self._lister_cache
+            if lister is None or lister.homes != homes:
+                # A new environment (tests, or a changed CODEX_HOME) gets a fresh parse cache.
+                lister = self._lister_cache = SessionLister(homes)
+            return lister
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ``distilled_sessions`` ledger of this home (``<home>/ledger.db``)."""
+        with self._guard:
+            if self._ledger is None:
+                self._ledger = Ledger(HomeLayout(self.settings.home).ledger_db)
+            return self._ledger
+
+    def close(self) -> None:
+        """Close the ledger (the next use opens it again)."""
+        with self._guard:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+
+    # -- reading ------------------------------------------------------------------------------
+    def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
+        """Past sessions of ``agent``: ``search``, ``project``, ``started_after``/``started_before``,
+        ``sort`` (started_at | last_activity_at | message_count), ``order``, ``limit``, ``offset``."""
+        return self._lister().list_sessions(require_agent(agent), **filters)
+
+    def transcript_summary(self, agent: str, session_id: str) -> SessionSummary:
+        """One session's summary (``SessionNotFound`` when there is no such session)."""
+        return self._lister().find(require_agent(agent), session_id)
+
+    def show_transcript(self, agent: str, session_id: str) -> ScrubbedTranscript:
+        """A session as distillation would send it: prose only, outputs dropped, secrets redacted."""
+        from .scrub import scrub_transcript
+
+        return scrub_transcript(self._load(agent, session_id))
+
+    def find_session(self, session_id: str, agent: str | None = None) -> SessionSummary:
+        """A session by id, looked up in every agent's files unless ``agent`` is given."""
+        agents = [require_agent(agent)] if agent is not None else list(AGENTS)
+        lister = self._lister()
+        for index, name in enumerate(agents):
+            try:
+                return lister.find(name, session_id)
+            except SessionNotFound:
+                if index == len(agents) - 1:
+                    raise
+        raise SessionNotFound(agent, session_id)  # unreachable: AGENTS is never empty
+
+    def _load(self, agent: str, session_id: str) -> Transcript:
+        return self._lister().load(require_agent(agent), session_id)
+
+    # -- distilling ---------------------------------------------------------------------------
+    def distill_session(
+        self,
+        agent: str,
+        session_id: str,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        dry_run: bool = False,
+    ) -> DistillResult:
+        """Distill one session into its project's journal (one LLM call; idempotent by content).
+
+        ``cwd`` overrides the session's recorded working directory. No-ops (nothing written,
+        a status saying why): no model configured, the directory is not in a git repository,
+        no prose left after scrubbing, this content already distilled. A malformed answer
+        writes nothing (``invalid_output``) and leaves the session for a later attempt.
+        ``dry_run`` calls the model and returns the insights without writing or recording.
+        """
+        transcript = self._load(agent, session_id)
+        return self._distill(transcript, cwd=cwd, dry_run=dry_run)
+
+    def _distill(
+        self, transcript: Transcript, *, cwd: str | os.PathLike[str] | None, dry_run: bool
+    ) -> DistillResult:
+        summary = transcript.summary
+        key = (summary.agent, summary.session_id, content_sha256(transcript))
+
+        def result(status: Any, **kw: Any) -> DistillResult:
+            return DistillResult(summary.agent, summary.session_id, status, **kw)
+
+        workdir = cwd if cwd is not None else summary.project_path
+        git = find_git(workdir) if workdir else None
+        if git is None:
+            return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
+        store = store_name_for_project(project_id_for(git.toplevel))
+        llm = self.models.llm()
+        if llm is None:  # checked first: without a model nothing is written, not even ledger.db
+            return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
+        if not dry_run and self.ledger.is_done(*key):
+            return result("already_distilled", store=store)
+        from .scrub import scrub_transcript
+
+        scrubbed = scrub_transcript(transcript)
+        counts = dict(scrubbed.report.counts)
+        if not scrubbed.messages:
+            return result("empty", store=store, scrubbed=counts)
+        if not dry_run and not self.ledger.claim(*key):
+            return result("already_distilled" if self.ledger.is_done(*key) else "in_progress", store=store)
+        try:
+            completion = llm.complete(
+                build_prompt(scrubbed.messages, project=git.toplevel.name),
+                json_schema=INSIGHTS_SCHEMA,
+                max_tokens=max(self.settings.llm.max_tokens, 2000),
+            )
+            insights = parse_insights(completion.text)
+        except (LLMOutputInvalid, LLMUnavailable) as exc:
+            if not dry_run:
+                self.ledger.release(*key)
+            status = "invalid_output" if isinstance(exc, LLMOutputInvalid) else "no_model"
+            return result(status, store=store, scrubbed=counts, detail=exc.message)
+        except BaseException:
+            if not dry_run:
+                self.ledger.release(*key)
+            raise
+        usage: dict[str, Any] = {
+            "prompt_tokens": completion.usage.prompt_tokens,
+            "completion_tokens": completion.usage.completion_tokens,
+        }
+        # The model's answer is scrubbed too: a secret it echoed must not reach the journal.
+        insights = [_rescrub(i) for i in insights]
+        paths: list[str] = []
+        try:
+            for insight in insights:  # a dry run goes through the same transaction, writing nothing
+                write = self.lanes.journal_append(
+                    insight.journal_text(),
+                    cwd=git.toplevel,
+                    actor="agent",
+                    origin_session_id=summary.session_id,
+                    dry_run=dry_run,
+                )
+                if str(write.path) not in paths:
+                    paths.append(str(write.path))
+        except BaseException:
+            if not dry_run:
+                self.ledger.release(*key)
+            raise
+        if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
+            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
+        self.ledger.finish(
+            *key,
+            store=store,
+            insights=len(insights),
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+        )
+        return result(
+            "distilled", store=store, insights=tuple(insights), paths=tuple(paths), scrubbed=counts, **usage
+        )
+
+    def end_session(
+        self, agent: str, session_id: str, *, cwd: str | os.PathLike[str] | None = None
+    ) -> DistillResult:
+        """What the SessionEnd hook and REST route run: distill the session that just ended."""
+        return self.distill_session(agent, session_id, cwd=cwd)
+
+    def sweep(
+        self,
+        agent: str | None = None,
+        *,
+        limit: int = DEFAULT_SWEEP_LIMIT,
+        min_idle_seconds: int = DEFAULT_MIN_IDLE_SECONDS,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> SweepResult:
+        """Distill every session (of ``agent``, or of all agents) not yet in the ledger.
+
+        At most ``limit`` sessions are sent to the model per run, oldest first; sessions active in
+        the last ``min_idle_seconds`` are left for later (they are probably still going on, and
+        distilling them now would distill most of their content twice).
+        """
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_SWEEP_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_SWEEP_LIMIT}", field="limit")
+        agents = [require_agent(agent)] if agent is not None else list(AGENTS)
+        cutoff = datetime.now(UTC) - timedelta(seconds=max(min_idle_seconds, 0))
+        lister = self._lister()
+        todo: list[tuple[Transcript, str]] = []
+        considered = active = 0
+        for name in agents:
+            for summary in lister.all_sessions(name):
+                considered += 1
+                if summary.last_activity_at is not None and summary.last_activity_at > cutoff:
+                    active += 1
+                    continue
+                transcript = lister.load(name, summary.session_id)
+                sha = content_sha256(transcript)
+                if not self.ledger.is_done(name, summary.session_id, sha):
+                    todo.append((transcript, sha))
+        todo.sort(key=lambda item: item[0].summary.started_at or datetime.min.replace(tzinfo=UTC))
+        results: list[DistillResult] = []
+        for transcript, _ in todo[:limit]:
+            outcome = self._distill(transcript, cwd=None, dry_run=dry_run)
+            results.append(outcome)
+            if progress is not None:
+                progress(outcome)
+        return SweepResult(
+            agent=agent,
+            considered=considered,
+            results=tuple(results),
+            skipped_active=active,
+            remaining=max(len(todo) - limit, 0),
+        )
+
+    def forget_session(
+        self, session_id: str, *, cwd: str | os.PathLike[str] | None = None, store: str | None = None
+    ) -> list[LaneWrite]:
+        """Delete every journal entry distilled from ``session_id`` in a project store.
+
+        Each changed day file is rewritten atomically and re-indexed; the consolidation log and
+        the audit (``memory_deleted`` with the ``origin_session_id``) say what went. The ledger
+        keeps its rows, so a sweep does not distill the session again.
+        """
+        if (
+            not isinstance(session_id, str)
+            or not session_id.strip()
+            or len(session_id) > MAX_SESSION_ID_CHARS
+        ):
+            raise InvalidInput(f"session_id must be 1-{MAX_SESSION_ID_CHARS} characters", field="session_id")
+        target = self.targets.project(store=store, cwd=cwd)
+        sp = self.targets.paths(target.store)
+        writes: list[LaneWrite] = []
+        if not sp.journal.is_dir():
+            return writes
+        with self.writer.transaction(target.store) as tx:
+            for path in sorted(sp.journal.glob("*.md")):
+                data = tx.read(path)  # None for a symlink: never followed
+                if data is None:
+                    continue
+                text, removed = drop_session_entries(
+                    data.decode("utf-8", errors="surrogateescape"), session_id
+                )
+                if not removed:
+                    continue
+                receipt = tx.write(path, text.encode("utf-8", errors="surrogateescape"))
+                tx.log("forgot", f"{removed} journal entries of session {session_id} in {path.name}")
+                tx.audit("memory_deleted", None, lane="journal", path=str(path), origin_session_id=session_id)
+                writes.append(
+                    LaneWrite(
+                        target.store, path, receipt.before_sha256, receipt.after_sha256, target, receipt
+                    )
+                )
+        return writes
+
+    def distilled_sessions(
+        self, agent: str | None = None, session_id: str | None = None
+    ) -> list[LedgerEntry]:
+        """The ledger: what was distilled, when, into which store, with how many tokens."""
+        return self.ledger.entries(agent, session_id)
+
+
+def _rescrub(insight: Insight) -> Insight:
+    # Secrets only: the insight's own code blocks and length limits are the model's to choose.
+    from .scrub import redact_secrets
+
+    return attrs.evolve(
+        insight,
+        name=redact_secrets(insight.name),
+        description=redact_secrets(insight.description),
+        body=redact_secrets(insight.body),
+    )

@@ -1,7 +1,0 @@
-"""``python -m coffer_memory.cli``."""
-
-import sys
-
-from . import main
-
-sys.exit(main())
