@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         SessionNotFound,
         StorageFull,
         StoreNotDeletable,
+        StoreNotMergeable,
     )
     from .index.chunking import chunk_markdown
     from .models import (
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from .organize.models import OrganizeReport, PlannedChange, ReorgReport
     from .retrieval import KnowledgeRetrieval
     from .service import MemoryService
+    from .store_config import StoreConfig
+    from .store_merge import StoreMerge
     from .transcripts.ledger import LedgerEntry
     from .transcripts.listing import SessionPage
     from .transcripts.models import DistillResult, SessionSummary, SweepResult
@@ -87,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFound": ".errors",
     "StorageFull": ".errors",
     "StoreNotDeletable": ".errors",
+    "StoreNotMergeable": ".errors",
     "chunk_markdown": ".index.chunking",
     "BrokenFile": ".models",
     "ClearResult": ".models",
@@ -114,6 +118,8 @@ _EXPORTS: dict[str, str] = {
     "ReorgReport": ".organize.models",
     "KnowledgeRetrieval": ".retrieval",
     "MemoryService": ".service",
+    "StoreConfig": ".store_config",
+    "StoreMerge": ".store_merge",
     "LedgerEntry": ".transcripts.ledger",
     "SessionPage": ".transcripts.listing",
     "DistillResult": ".transcripts.models",
@@ -173,8 +179,11 @@ __all__ = [
     "SessionSummary",
     "Settings",
     "StorageFull",
+    "StoreConfig",
     "StoreInfo",
+    "StoreMerge",
     "StoreNotDeletable",
+    "StoreNotMergeable",
     "SweepResult",
     "Target",
     "WriteReceipt",
