@@ -31,14 +31,17 @@ from pydantic import ValidationError
 
 from .config import MemoryStoreConfig
 from .errors import InvalidInput
-from .store.identity import StoreIdentity
+from .store.identity import StoreIdentity, read_identity
+from .store.paths import StorePaths
 
 __all__ = [
+    "FACT_CHARS_CEILING",
     "HOME_ONLY_KEYS",
     "LEGACY_KEYS",
     "STORE_KEYS",
     "StoreConfig",
     "effective_config",
+    "store_settings",
     "updated_settings",
 ]
 
@@ -54,6 +57,10 @@ LEGACY_KEYS = (
 """The seed's flat embedding fields: accepted on the wire and ignored."""
 HOME_ONLY_KEYS = ("max_file_bytes",)
 MANAGED_KEY = "merged_identities"
+FACT_CHARS_CEILING: int = next(
+    m.le for m in MemoryStoreConfig.model_fields["max_fact_chars"].metadata if getattr(m, "le", None)
+)
+"""The highest ``max_fact_chars`` any store may set (texts are checked against it before the store is known)."""
 
 
 @attrs.frozen
@@ -86,6 +93,14 @@ def effective_config(home: MemoryStoreConfig, identity: StoreIdentity | None) ->
     except ValidationError:
         # A hand-edited store.json must not stop reads or writes: the home's settings apply.
         return MemoryStoreConfig.model_validate({**base, MANAGED_KEY: list(identity.merged_identities)})
+
+
+def store_settings(home: MemoryStoreConfig, sp: StorePaths) -> MemoryStoreConfig:
+    """The configuration store ``sp`` runs with (one small file read; the home's when it has none)."""
+    identity = read_identity(sp)
+    if identity is None or not identity.config:
+        return home
+    return effective_config(home, identity)
 
 
 def updated_settings(
