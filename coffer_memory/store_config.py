@@ -33,6 +33,7 @@ from .config import MemoryStoreConfig
 from .errors import InvalidInput
 from .store.identity import StoreIdentity, read_identity
 from .store.paths import StorePaths
+from .vocabulary import RETRIEVAL_MODES
 
 __all__ = [
     "FACT_CHARS_CEILING",
@@ -135,19 +136,25 @@ def updated_settings(
             overrides.pop(key, None)
         else:
             overrides[key] = value
-    try:
-        checked = MemoryStoreConfig.model_validate({**home.model_dump(), **overrides})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "config"
-        raise InvalidInput(f"invalid store setting {field}: {first['msg']}", field=field) from None
-    outside = [m for m in checked.retrieval_modes if m not in home.retrieval_modes]
-    if "retrieval_modes" in overrides and outside:
+    modes = overrides.get("retrieval_modes")
+    outside = (
+        [m for m in modes if m in RETRIEVAL_MODES and m not in home.retrieval_modes]
+        if isinstance(modes, list)
+        else []
+    )
+    if outside:
         raise InvalidInput(
             f"retrieval_modes {outside} are not enabled for the home ({home.retrieval_modes}); "
             "a store may only narrow them (set [memory] retrieval_modes in config.toml)",
             field="retrieval_modes",
         )
+    try:
+        checked = MemoryStoreConfig.model_validate({**home.model_dump(), **overrides})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        # The one rule across fields (default_mode among retrieval_modes) has no location.
+        field = str(first["loc"][0]) if first["loc"] else "default_mode"
+        raise InvalidInput(f"invalid store setting {field}: {first['msg']}", field=field) from None
     # Stored as validated (e.g. "1000" -> 1000), so store.json holds clean JSON values.
     dumped = checked.model_dump(mode="json")
     return {k: dumped[k] for k in STORE_KEYS if k in overrides}, tuple(ignored)
