@@ -118,7 +118,10 @@ def _files(root: Path, skipped: list[str]) -> list[str]:
         dirs.sort()
         for name in sorted(files):
             rel = (base / name).relative_to(root).as_posix()
-            mode = os.lstat(base / name).st_mode
+            try:
+                mode = os.lstat(base / name).st_mode
+            except FileNotFoundError:  # removed while we walked
+                continue
             if stat.S_ISLNK(mode):
                 skipped.append(f"{rel} (symbolic link, never followed)")
             elif not stat.S_ISREG(mode):
@@ -130,10 +133,18 @@ def _files(root: Path, skipped: list[str]) -> list[str]:
     return found
 
 
+def _held(tx: Transaction, path: Path) -> bytes | None:
+    """What the destination holds at ``path`` (None for nothing, a folder or anything unreadable)."""
+    try:
+        return tx.read(path)
+    except OSError:
+        return None
+
+
 def _move_one(tx: Transaction, rel: str, data: bytes, suffix: str, moves: _Moves) -> None:
     target = tx.paths.root / rel
-    there = tx.read(target)
-    if there is None and not target.is_symlink():
+    there = _held(tx, target)
+    if there is None and not os.path.lexists(target):
         moves.moved.append(rel)
         tx.create(target, data)
         return
@@ -154,11 +165,11 @@ def _move_one(tx: Transaction, rel: str, data: bytes, suffix: str, moves: _Moves
     n = 1
     while True:
         sibling = target.with_name(f"{stem}{suffix}{'' if n == 1 else f'-{n}'}{ext}")
-        held = tx.read(sibling)
+        held = _held(tx, sibling)
         if held == data:
             moves.unchanged.append(rel)
             return
-        if held is None and not sibling.is_symlink():
+        if held is None and not os.path.lexists(sibling):
             moves.siblings.append((rel, tx.paths.relative(sibling)))
             tx.create(sibling, data)
             return

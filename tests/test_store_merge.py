@@ -188,8 +188,11 @@ def test_same_name_files_are_kept_as_siblings(svc: MemoryService, two: tuple[Pat
     (d.knowledge / f"deploy--from-{src_id}.md").write_text("# Deploy\n\nan older copy\n")
     (s.knowledge / "same.md").write_text("# Same\n\nidentical in both\n")
     (d.knowledge / "same.md").write_text("# Same\n\nidentical in both\n")
+    (s.rules / "notes.md").write_text("- a rule file\n")
+    (d.rules / "notes.md").mkdir()  # a folder where the source has a file: never written into
     done = svc.merge_stores(src, dst)
     assert ("knowledge/deploy.md", f"knowledge/deploy--from-{src_id}-2.md") in done.siblings
+    assert ("rules/notes.md", f"rules/notes--from-{src_id}.md") in done.siblings
     assert "knowledge/same.md" in done.unchanged
     assert (d.knowledge / "deploy.md").read_text().endswith("from the second clone\n")
     assert (d.knowledge / f"deploy--from-{src_id}-2.md").read_text().endswith("from the first clone\n")
