@@ -22,6 +22,7 @@ What each key does per store:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 
 from .config import MemoryStoreConfig
 from .errors import InvalidInput
-from .store.identity import StoreIdentity, read_identity
+from .store.identity import STORE_FILE, StoreIdentity, read_identity
 from .store.paths import StorePaths
 from .vocabulary import RETRIEVAL_MODES
 
@@ -96,12 +97,31 @@ def effective_config(home: MemoryStoreConfig, identity: StoreIdentity | None) ->
         return MemoryStoreConfig.model_validate({**base, MANAGED_KEY: list(identity.merged_identities)})
 
 
+_seen: dict[StorePaths, tuple[str, tuple[int, int, int, int], MemoryStoreConfig, MemoryStoreConfig]] = {}
+_SEEN_MAX = 256
+
+
 def store_settings(home: MemoryStoreConfig, sp: StorePaths) -> MemoryStoreConfig:
-    """The configuration store ``sp`` runs with (one small file read; the home's when it has none)."""
-    identity = read_identity(sp)
-    if identity is None or not identity.config:
+    """The configuration store ``sp`` runs with (the home's when it sets nothing).
+
+    Asked on every remember and recall: the parsed file is kept while its stat (size, times,
+    inode) stays the same, so the common case costs one ``stat``.
+    """
+    held = _seen.get(sp)
+    path = held[0] if held is not None else str(sp.root / STORE_FILE)
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
         return home
-    return effective_config(home, identity)
+    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if held is not None and held[1] == key and held[2] is home:
+        return held[3]
+    identity = read_identity(sp)
+    config = home if identity is None or not identity.config else effective_config(home, identity)
+    if len(_seen) >= _SEEN_MAX:
+        _seen.clear()
+    _seen[sp] = (path, key, home, config)
+    return config
 
 
 def updated_settings(

@@ -486,6 +486,12 @@ def test_max_fact_chars_per_store_limits_remember_edit_and_journal(
     assert svc.remember("w" * 8500, cwd=repo).store == r.store
     with pytest.raises(MemoryRejected):
         svc.remember("w" * 8500, scope="global")
+    # An edit of store.json by hand (or by a sync) is seen at the next write.
+    path = svc.paths(r.store).root / "store.json"
+    path.write_text(path.read_text().replace('"max_fact_chars": 9000', '"max_fact_chars": 150'))
+    with pytest.raises(MemoryRejected) as err:
+        svc.remember("v" * 160, cwd=repo)
+    assert err.value.limit == 150
 
 
 def test_default_mode_and_retrieval_modes_per_store_drive_recall(svc: MemoryService, repo: Path) -> None:
