@@ -205,6 +205,8 @@ class Stores:
                 return self._fold(tx, src)
         first, second = sorted((src.name, dst.name))  # one lock order: two merges never deadlock
         with self.writer.locked(first), self.writer.locked(second):
+            if not src.root.is_dir():  # another process merged it while this one waited
+                return StoreMerge(source=src.name, into=dst.name, dry_run=False, already_merged=True)
             with self.writer.transaction(dst.name) as tx:
                 done = self._fold(tx, src)
                 tx.audit(
