@@ -57,7 +57,7 @@ class MemoryStoreConfigOut(_Out):
 class MergeIn(BaseModel):
     """Where to merge the store named in the path."""
 
-    into: str = Field(min_length=1, max_length=200, description="The store that receives it.")
+    into: str = Field(description="The store that receives it (global or project-<ULID>).")
     dry_run: bool = Field(default=False, description="Report what would move; write nothing.")
 
 
