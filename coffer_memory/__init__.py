@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         SessionNotFound,
         StorageFull,
         StoreNotDeletable,
+        StoreNotMergeable,
     )
     from ._index.chunking import chunk_markdown
     from ._models import (
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
     from ._transcripts.models import DistillResult, SessionSummary, SweepResult
     from ._transcripts.scrub import ScrubbedTranscript, ScrubReport
     from ._transcripts.secrets import redact_secrets
+    from ._store_config import StoreConfig
+    from ._store_merge import StoreMerge
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": "._agents.homes",
@@ -127,6 +130,9 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": "._transcripts.models",
     "ScrubReport": "._transcripts.scrub",
     "ScrubbedTranscript": "._transcripts.scrub",
+    "StoreNotMergeable": "._errors",
+    "StoreConfig": "._store_config",
+    "StoreMerge": "._store_merge",
 }
 
 __all__ = [
@@ -181,8 +187,11 @@ __all__ = [
     "SessionSummary",
     "Settings",
     "StorageFull",
+    "StoreConfig",
     "StoreInfo",
+    "StoreMerge",
     "StoreNotDeletable",
+    "StoreNotMergeable",
     "SweepResult",
     "Target",
     "WriteReceipt",

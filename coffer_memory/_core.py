@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from ._config import Settings
+from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
 from ._errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
 from ._index.filters import FactFilter, TimeBound, check_tags
@@ -40,6 +40,7 @@ from ._store.files import (
 )
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.writer import Writer
+from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets
 from .vocabulary import ACTORS, MAX_DESCRIPTION_CHARS, MAX_LIST_LIMIT, MAX_TITLE_CHARS, Scope
 
@@ -132,8 +133,14 @@ class Facts:
         self.targets = targets
         self.events = events
 
-    def _validate(self, text: object) -> str:
-        return validate_text(text, self.settings.memory.max_fact_chars)
+    def _validate(self, text: object, store: str | None = None) -> str:
+        # Before the store is known: the highest limit any store may set; then the store's own.
+        limit = self.store_settings(store).max_fact_chars if store else FACT_CHARS_CEILING
+        return validate_text(text, limit)
+
+    def store_settings(self, store: str) -> MemoryStoreConfig:
+        """The configuration ``store`` runs with: the home's ``[memory]`` with the store's own keys over it."""
+        return store_settings(self.settings.memory, self.targets.paths(store))
 
     def record(self, store: str, path: Path) -> FactRecord:
         """A fact file read and parsed, with its store, path and sha256."""
@@ -166,6 +173,7 @@ class Facts:
         check_actor(actor)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
+        body = self._validate(body, name)
         # No reconcile here: a write needs none, and the next read catches up with outside edits.
         with self.writer.transaction(name) as tx:
             body = tx.check(body, "text")
@@ -275,7 +283,14 @@ class Facts:
         paths = [self.targets.paths(t.store) for t in targets]
         # This thread's reader connection: the search (a grep scan too) runs without the lock.
         retrieval = self.index.retrieval
-        retrieval.check(query, mode, limit)
+        own = self.store_settings(paths[0].name) if paths else self.settings.memory
+        mode = retrieval.check(query, mode or own.default_mode, limit)
+        if mode not in own.retrieval_modes:
+            raise InvalidInput(
+                f"mode {mode!r} is not enabled in store {paths[0].name} "
+                f"(retrieval_modes = {own.retrieval_modes})",
+                field="mode",
+            )
         for sp in paths:
             if sp.root.is_dir():
                 self.index.refresh(sp.name)
@@ -392,7 +407,7 @@ class Facts:
         new_tags = check_tags(tags) if tags is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
-        new_body = self._validate(body) if body is not None else None
+        new_body = self._validate(body, name) if body is not None else None
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
         with self.writer.transaction(name) as tx:

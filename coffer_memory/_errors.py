@@ -13,7 +13,8 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
     │   ├── InvalidCursor     INVALID_CURSOR           (.reason: malformed | forged | other_query | stale)
-    │   └── StoreNotDeletable INVALID_INPUT            (.store: the global store)
+    │   ├── StoreNotDeletable INVALID_INPUT            (.store: the global store)
+    │   └── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -164,6 +165,18 @@ class StoreNotDeletable(InvalidInput):
     def __init__(self, store: str) -> None:
         super().__init__(f"the {store} store cannot be deleted; clear it instead", field="store", store=store)
         self.store = store
+
+
+class StoreNotMergeable(InvalidInput):
+    """Two stores that cannot be merged: ``reason`` is ``same_store``, ``global`` (only project stores
+    merge: the global store is never retired, and project memory does not belong in it) or
+    ``link`` (a store folder that is a symbolic link is never followed)."""
+
+    def __init__(self, source: str, into: str, reason: str, message: str) -> None:
+        super().__init__(message, field="store", reason=reason, source=source, into=into)
+        self.reason = reason
+        self.source = source
+        self.into = into
 
 
 class AgentConfigInvalid(CofferError):

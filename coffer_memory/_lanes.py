@@ -32,6 +32,7 @@ from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
 from ._store.rules import read_rules, rules_files
 from ._store.writer import Transaction, Writer
+from ._store_config import FACT_CHARS_CEILING
 from ._targets import PathLike, Targets
 from .vocabulary import MAX_HANDOFF_CHARS, MAX_JOURNAL_DAYS, MAX_RULE_CHARS, Scope
 
@@ -83,9 +84,10 @@ class Lanes:
 
         ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
         """
-        body = validate_text(text, self.settings.memory.max_fact_chars)
+        body = validate_text(text, FACT_CHARS_CEILING)
         check_actor(actor)
         target = self.targets.project(store=store, cwd=cwd)
+        body = validate_text(body, self.facts.store_settings(target.store).max_fact_chars)
         at = now_utc()
         period = at.date().isoformat()
         with self.writer.transaction(target.store, dry_run=dry_run) as tx:

@@ -14,7 +14,7 @@ Today's method names are thin delegations to those components; the components ar
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -67,6 +67,8 @@ from ._transcripts.ledger import Ledger, LedgerEntry
 from ._transcripts.models import DistillResult, SessionSummary, SweepResult
 from ._transcripts.service import Transcripts
 from .plugins.hookspecs import LLM
+from ._store_config import StoreConfig
+from ._store_merge import StoreMerge
 from .vocabulary import Scope
 
 if TYPE_CHECKING:  # imported on first use by the transcripts component
@@ -425,6 +427,18 @@ class MemoryService:
     def delete_store(self, store: str) -> StoreInfo:
         """Delete a project store (folder, index rows, label, root; audited); returns it as it was."""
         return self.store_admin.delete_store(store)
+
+    def merge_stores(self, source: str, into: str, *, dry_run: bool = False) -> StoreMerge:
+        """Merge project store ``source`` into ``into`` and retire ``source`` (``Stores.merge``)."""
+        return self.store_admin.merge(source, into, dry_run=dry_run)
+
+    def store_config(self, store: str) -> StoreConfig:
+        """A store's configuration as it runs, and the keys it sets itself (``Stores.config``)."""
+        return self.store_admin.config(store)
+
+    def set_store_config(self, store: str, changes: Mapping[str, Any]) -> StoreConfig:
+        """Change a store's own settings; ``None`` removes a key (``Stores.set_config``)."""
+        return self.store_admin.set_config(store, changes)
 
     def reindex(
         self,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
 from ._config import Settings
 from ._doctor import run_doctor
-from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable
+from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
 from ._index.reconcile import Progress
 from ._indexing import IndexHandle
 from ._models import DoctorReport, ReindexReport, StoreInfo
@@ -26,9 +27,11 @@ from ._store.identity import (
     remove_store_tree,
     same_repository_offers,
 )
-from ._store.paths import GLOBAL_STORE, scope_of, store_name_for_project
+from ._store.paths import GLOBAL_STORE, StorePaths, scope_of, store_name_for_project
 from ._store.paths import project_id_of as _project_id_of
-from ._store.writer import Writer
+from ._store.writer import Transaction, Writer
+from ._store_config import STORE_KEYS, StoreConfig, effective_config, updated_settings
+from ._store_merge import StoreMerge, merged_identity, move_lanes
 from ._targets import Targets
 from .vocabulary import MAX_LABEL_CHARS
 
@@ -83,7 +86,9 @@ class Stores:
             label, root = identity.label, identity.project_root
         else:
             label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
-            root = db.scalar("SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,))
+            root = db.scalar(
+                "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
+            )
         return StoreInfo(
             name=name,
             scope=scope_of(name),
@@ -151,14 +156,110 @@ class Stores:
             )
             if not (sp.root.is_dir() or sp.root.is_symlink() or known):
                 raise MemoryStoreNotFound(name)
-            with self.writer.transaction(name) as tx:
-                removed = remove_store_tree(sp.root)
-                self.index.reindexer.remove_store(name)
-                for table in ("memory_store_labels", "memory_store_project_roots"):
-                    self.index.db.conn.execute(f"DELETE FROM {table} WHERE store_name = ?", (name,))
-                tx.audit("store_deleted", None, files=removed, store_dir=str(sp.root))
-            self.writer.bump(name)  # cursors of the deleted store never page into a recreated one
+            self._retire(name, "store_deleted")
         return before
+
+    def _retire(self, name: str, event: str, **details: object) -> None:
+        """Remove a store's folder, index rows, label and root; audit ``event``; advance its version."""
+        sp = self.targets.paths(name)
+        with self.writer.transaction(name) as tx:
+            removed = remove_store_tree(sp.root)
+            self.index.reindexer.remove_store(name)
+            for table in ("memory_store_labels", "memory_store_project_roots"):
+                self.index.db.conn.execute(f"DELETE FROM {table} WHERE store_name = ?", (name,))
+            tx.audit(event, None, files=removed, store_dir=str(sp.root), **details)
+        self.writer.bump(name)  # cursors of a retired store never page into a recreated one
+
+    # -- merge --------------------------------------------------------------------------------
+    def merge(self, source: str, into: str, *, dry_run: bool = False) -> StoreMerge:
+        """Merge project store ``source`` into ``into`` and retire ``source`` (the seed's consolidate).
+
+        Lane files move into ``into`` add-only (``store_merge`` says how same-name files and
+        journal days are handled); ``source``'s ULID and merged identities join ``into``'s
+        ``merged_identities``, so a checkout that resolved to ``source`` now lands in ``into``;
+        then ``source``'s folder, index rows, label and root are removed. Audited ``store_merged``
+        in both stores. Idempotent: run again, it reports ``already_merged`` and writes nothing.
+        ``dry_run`` reports what would happen and writes nothing.
+        """
+        src, dst = self.targets.paths(source), self.targets.paths(into)
+        if src.name == dst.name:
+            raise StoreNotMergeable(src.name, dst.name, "same_store", f"{src.name} cannot merge into itself")
+        if GLOBAL_STORE in (src.name, dst.name):
+            raise StoreNotMergeable(
+                src.name, dst.name, "global", "only project stores merge; the global store is never merged"
+            )
+        for sp in (src, dst):
+            if sp.root.is_symlink():
+                raise StoreNotMergeable(
+                    src.name, dst.name, "link", f"{sp.root} is a symbolic link; coffer never follows one"
+                )
+        if not dst.root.is_dir():
+            raise MemoryStoreNotFound(dst.name)
+        if not src.root.is_dir():
+            identity = read_identity(dst) or StoreIdentity()
+            if _project_id_of(src.name) in identity.merged_identities:
+                return StoreMerge(source=src.name, into=dst.name, dry_run=dry_run, already_merged=True)
+            raise MemoryStoreNotFound(src.name)
+        if dry_run:
+            with self.writer.transaction(dst.name, dry_run=True) as tx:
+                return self._fold(tx, src)
+        first, second = sorted((src.name, dst.name))  # one lock order: two merges never deadlock
+        with self.writer.locked(first), self.writer.locked(second):
+            if not src.root.is_dir():  # another process merged it while this one waited
+                return StoreMerge(source=src.name, into=dst.name, dry_run=False, already_merged=True)
+            with self.writer.transaction(dst.name) as tx:
+                done = self._fold(tx, src)
+                tx.audit(
+                    "store_merged",
+                    None,
+                    source=src.name,
+                    moved=len(done.moved),
+                    siblings=len(done.siblings),
+                    journal_entries=done.journal_entries,
+                )
+            self._retire(src.name, "store_merged", into=dst.name)
+        return attrs.evolve(done, retired=True)
+
+    def _fold(self, tx: Transaction, src: StorePaths) -> StoreMerge:
+        """Move the lane files and fold the source's identity into the destination's ``store.json``."""
+        done = move_lanes(tx, src)
+        old = read_identity(tx.paths) or StoreIdentity()
+        new = merged_identity(old, read_identity(src), _project_id_of(src.name))
+        if new != old:
+            tx.write(identity_path(tx.paths), new.to_bytes())
+        return attrs.evolve(done, identity_changed=new != old, receipts=tuple(tx.receipts))
+
+    # -- per-store configuration ----------------------------------------------------------------
+    def config(self, store: str) -> StoreConfig:
+        """A store's configuration as it runs: the home's ``[memory]`` with the store's own keys over it."""
+        sp = self.targets.paths(store)
+        identity = read_identity(sp) or StoreIdentity()
+        return StoreConfig(
+            store=sp.name,
+            config=effective_config(self.settings.memory, identity),
+            overrides={k: identity.config[k] for k in sorted(identity.config) if k in STORE_KEYS},
+            path=identity_path(sp),
+        )
+
+    def set_config(self, store: str, changes: Mapping[str, Any]) -> StoreConfig:
+        """Change a store's own settings (a JSON merge patch: ``None`` removes a key); kept in ``store.json``.
+
+        The seed's legacy flat embedding keys are accepted and ignored (listed in ``ignored``).
+        A project store must exist (``MemoryStoreNotFound``); the global store's file is made on
+        first use. Audited ``store_configured`` when something changed.
+        """
+        sp = self.targets.paths(store)
+        if sp.name != GLOBAL_STORE and not sp.root.is_dir():
+            raise MemoryStoreNotFound(sp.name)
+        with self.writer.transaction(sp.name) as tx:
+            identity = read_identity(sp) or StoreIdentity()
+            overrides, ignored = updated_settings(self.settings.memory, identity, changes)
+            changed = overrides != {k: v for k, v in identity.config.items() if k in STORE_KEYS}
+            if changed:
+                kept = {k: v for k, v in identity.config.items() if k not in STORE_KEYS}
+                tx.write(identity_path(sp), attrs.evolve(identity, config={**kept, **overrides}).to_bytes())
+                tx.audit("store_configured", None, keys=sorted(changes))
+        return attrs.evolve(self.config(sp.name), ignored=ignored, changed=changed)
 
     def reindex(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_repo
@@ -381,3 +382,199 @@ def test_stray_folders_are_not_stores(svc: MemoryService, repo: Path) -> None:
     (projects / "not-a-ulid").mkdir()
     (projects / VALID_ULID.lower()).mkdir()
     assert [i.name for i in svc.stores()] == [name]
+
+
+# -- per-store configuration ----------------------------------------------------------------------
+
+
+def test_a_store_config_reads_the_home_defaults_and_its_own_keys(svc: MemoryService, repo: Path) -> None:
+    import json
+
+    store = svc.remember("a fact", cwd=repo).store
+    view = svc.store_config(store)
+    assert view.overrides == {} and view.config == svc.settings.memory
+    changed = svc.set_store_config(store, {"max_fact_chars": "1000", "default_mode": "grep"})
+    assert changed.changed and changed.overrides == {"default_mode": "grep", "max_fact_chars": 1000}
+    assert changed.config.max_fact_chars == 1000 and changed.config.retrieval_modes == ["grep", "keyword"]
+    on_disk = json.loads((svc.paths(store).root / "store.json").read_text())
+    assert on_disk["config"] == {"default_mode": "grep", "max_fact_chars": 1000}
+    assert "store_configured" in [e["event"] for e in svc.audit_events(store)]
+    again = svc.set_store_config(store, {"max_fact_chars": 1000})
+    assert not again.changed
+    svc.close()
+    svc.settings.index_path.unlink()  # the settings are truth in store.json, not in the index
+    with MemoryService(svc.home) as fresh:
+        assert fresh.store_config(store).overrides == {"default_mode": "grep", "max_fact_chars": 1000}
+        removed = fresh.set_store_config(store, {"max_fact_chars": None})
+        assert removed.overrides == {"default_mode": "grep"} and removed.config.max_fact_chars == 8192
+
+
+def test_legacy_embedding_fields_are_accepted_and_ignored(svc: MemoryService, repo: Path) -> None:
+    store = svc.remember("a fact", cwd=repo).store
+    before = (svc.paths(store).root / "store.json").read_bytes()
+    view = svc.set_store_config(store, {"embedding_model": "bge-m3", "embedding_dimensions": 1024})
+    assert view.ignored == ("embedding_model", "embedding_dimensions") and not view.changed
+    assert view.config.embedding_model is None and view.config.embedding_dimensions == 768
+    assert (svc.paths(store).root / "store.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"colour": "blue"}, "colour"),
+        ({"max_file_bytes": 2048}, "max_file_bytes"),
+        ({"merged_identities": ["0" * 26]}, "merged_identities"),
+        ({"max_fact_chars": 10}, "max_fact_chars"),
+        ({"max_fact_chars": "many"}, "max_fact_chars"),
+        ({"default_mode": "psychic"}, "default_mode"),
+        ({"default_mode": "vector"}, "default_mode"),  # not among the enabled retrieval_modes
+        ({"retrieval_modes": ["grep", "vector"]}, "retrieval_modes"),  # the home has no vector index
+        ({"retrieval_modes": []}, "retrieval_modes"),
+    ],
+)
+def test_bad_store_settings_are_typed_errors_and_write_nothing(
+    svc: MemoryService, repo: Path, changes: dict[str, object], field: str
+) -> None:
+    store = svc.remember("a fact", cwd=repo).store
+    before = (svc.paths(store).root / "store.json").read_bytes()
+    with pytest.raises(InvalidInput) as err:
+        svc.set_store_config(store, changes)
+    assert err.value.code == "INVALID_INPUT" and err.value.field == field
+    assert (svc.paths(store).root / "store.json").read_bytes() == before
+
+
+def test_merged_identities_may_be_sent_back_unchanged(svc: MemoryService, repo: Path) -> None:
+    store = svc.remember("a fact", cwd=repo).store
+    view = svc.store_config(store)
+    back = svc.set_store_config(store, view.config.model_dump(exclude={"max_file_bytes"}))  # a round trip
+    assert back.config == view.config and back.ignored[0] == "embedding_provider"
+    assert set(back.overrides) == {"retrieval_modes", "default_mode", "max_fact_chars"}  # now pinned
+
+
+def test_a_missing_project_store_has_no_config_to_change(svc: MemoryService) -> None:
+    with pytest.raises(MemoryStoreNotFound):
+        svc.set_store_config(f"project-{VALID_ULID}", {"max_fact_chars": 100})
+    assert not svc.paths(f"project-{VALID_ULID}").root.exists()
+
+
+def test_the_global_store_keeps_its_config_in_its_own_store_json(svc: MemoryService) -> None:
+    view = svc.set_store_config("global", {"max_fact_chars": 200})
+    assert view.path == svc.paths("global").root / "store.json" and view.path.is_file()
+    with pytest.raises(Exception, match="the limit is 200"):
+        svc.remember("x" * 300, scope="global")
+    assert svc.store_info("global").label is None and [s.name for s in svc.stores()] == ["global"]
+
+
+def test_max_fact_chars_per_store_limits_remember_edit_and_journal(
+    svc: MemoryService, repo: Path
+) -> None:
+    from coffer_memory import MemoryRejected
+
+    r = svc.remember("a short fact", cwd=repo)
+    svc.set_store_config(r.store, {"max_fact_chars": 100})
+    for call in (
+        lambda: svc.remember("y" * 101, cwd=repo),
+        lambda: svc.edit_fact(r.fact.id, body="y" * 101, cwd=repo),
+        lambda: svc.journal_append("y" * 101, cwd=repo),
+    ):
+        with pytest.raises(MemoryRejected) as err:
+            call()
+        assert err.value.reason == "too_long" and err.value.limit == 100
+    assert svc.remember("z" * 100, cwd=repo).store == r.store
+    # A store may also allow more than the home does (up to the seed's 32768).
+    svc.set_store_config(r.store, {"max_fact_chars": 9000})
+    assert svc.remember("w" * 8500, cwd=repo).store == r.store
+    with pytest.raises(MemoryRejected):
+        svc.remember("w" * 8500, scope="global")
+    # An edit of store.json by hand (or by a sync) is seen at the next write.
+    path = svc.paths(r.store).root / "store.json"
+    path.write_text(path.read_text().replace('"max_fact_chars": 9000', '"max_fact_chars": 150'))
+    with pytest.raises(MemoryRejected) as err:
+        svc.remember("v" * 160, cwd=repo)
+    assert err.value.limit == 150
+
+
+def test_default_mode_and_retrieval_modes_per_store_drive_recall(svc: MemoryService, repo: Path) -> None:
+    store = svc.remember("the deploy key lives in the vault", cwd=repo).store
+    assert svc.recall("vault", cwd=repo).mode == "keyword"
+    svc.set_store_config(store, {"default_mode": "grep"})
+    assert svc.recall("vault", cwd=repo).mode == "grep"
+    assert svc.recall("vault", stores=["global"]).mode == "keyword"  # other stores keep the home's
+    svc.set_store_config(store, {"retrieval_modes": ["grep"]})
+    with pytest.raises(InvalidInput) as err:
+        svc.recall("vault", cwd=repo, mode="keyword")
+    assert err.value.field == "mode" and store in err.value.message
+
+
+def test_a_hand_broken_store_config_falls_back_to_the_home(svc: MemoryService, repo: Path) -> None:
+    import json
+
+    store = svc.remember("a fact", cwd=repo).store
+    path = svc.paths(store).root / "store.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "config": {"max_fact_chars": -5}}))
+    assert svc.store_config(store).config.max_fact_chars == 8192
+    assert svc.remember("another fact", cwd=repo).store == store
+
+
+def test_rest_store_config(client: Any, service: MemoryService, repo: Path) -> None:
+    store = service.remember("a fact", cwd=repo).store
+    got = client.get(f"/api/v1/memory_stores/{store}/config")
+    assert got.status_code == 200 and got.json()["config"]["max_fact_chars"] == 8192
+    assert got.json()["overrides"] == {} and got.json()["path"].endswith("store.json")
+    r = client.patch(
+        f"/api/v1/memory_stores/{store}/config", json={"max_fact_chars": 500, "embedding_model": "bge-m3"}
+    )
+    assert r.status_code == 200 and r.json()["overrides"] == {"max_fact_chars": 500}
+    assert r.json()["ignored"] == ["embedding_model"] and "ignored" in r.json()["notes"][0]
+    bad = client.patch(f"/api/v1/memory_stores/{store}/config", json={"max_file_bytes": 2048})
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "max_file_bytes"
+    assert client.patch(f"/api/v1/memory_stores/{store}/config", json=[1]).status_code == 422
+    missing = client.get(f"/api/v1/memory_stores/project-{VALID_ULID}/config")
+    assert missing.status_code == 200 and missing.json()["overrides"] == {}
+    assert client.patch(f"/api/v1/memory_stores/project-{VALID_ULID}/config", json={}).status_code == 404
+    assert client.get("/api/v1/memory_stores/nope/config").status_code == 404
+
+
+def test_rest_resources(client: Any, service: MemoryService, repo: Path) -> None:
+    store = service.remember("a fact", cwd=repo).store
+    listed = client.get("/api/v1/resources", params={"kind": "memory"})
+    assert listed.status_code == 200
+    assert [(i["kind"], i["name"]) for i in listed.json()["items"]] == [("memory", store)]
+    assert listed.json()["items"][0]["store"]["fact_count"] == 1
+    assert client.get("/api/v1/resources").json() == listed.json()
+    assert client.get("/api/v1/resources", params={"kind": "knowledge_base"}).json() == {"items": []}
+    assert client.get("/api/v1/resources", params={"kind": "blob"}).status_code == 422
+    one = client.get(f"/api/v1/resources/{store}")
+    assert one.status_code == 200 and one.json()["config"]["default_mode"] == "keyword"
+    patched = client.patch(
+        f"/api/v1/resources/{store}", json={"config": {"default_mode": "grep", "embedding_dimensions": 1024}}
+    )
+    assert patched.status_code == 200 and patched.json()["config"]["default_mode"] == "grep"
+    assert patched.json()["ignored"] == ["embedding_dimensions"]
+    assert service.store_config(store).overrides == {"default_mode": "grep"}
+    gone = client.delete(f"/api/v1/resources/{store}")
+    assert gone.status_code == 200 and gone.json()["name"] == store
+    assert client.delete(f"/api/v1/resources/{store}").status_code == 404
+    assert client.get("/api/v1/resources").json() == {"items": []}
+    assert client.delete("/api/v1/resources/global").status_code == 422
+
+
+def test_cli_store_config(cli: Any, repo: Path) -> None:
+    import json
+
+    assert cli("remember", "a project fact", cwd=repo).returncode == 0
+    shown = cli("stores", "config", repo.name)
+    assert shown.returncode == 0 and "max_fact_chars = 8192  (home)" in shown.stdout
+    assert "embedding_model = null  (legacy: ignored" in shown.stdout
+    done = cli("stores", "config", repo.name, "retrieval_modes", "grep,keyword")
+    assert done.returncode == 0 and done.stdout.strip() == 'retrieval_modes = ["grep", "keyword"]  (store)'
+    assert cli("stores", "config", repo.name, "max_fact_chars", "300").returncode == 0
+    assert cli("stores", "config", repo.name, "max_fact_chars").stdout.strip() == "300"
+    legacy = cli("stores", "config", repo.name, "embedding_model", "bge-m3")
+    assert legacy.returncode == 0 and "accepted and ignored" in legacy.stderr
+    bad = cli("stores", "config", repo.name, "max_fact_chars", "5", "--json")
+    assert bad.returncode == 1 and json.loads(bad.stderr)["error"]["details"]["field"] == "max_fact_chars"
+    unset = cli("stores", "config", repo.name, "max_fact_chars", "--unset", "--json")
+    assert json.loads(unset.stdout)["overrides"] == {"retrieval_modes": ["grep", "keyword"]}
+    assert cli("stores", "config", repo.name, "colour").returncode == 1

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidInput
 from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
+from . import stores as stores_cli
 from ._common import (
     FILE,
     add_command,
@@ -333,7 +334,7 @@ def register(sub: Any) -> None:
     add_target(p)
     p.set_defaults(func=cmd_clear)
 
-    stores = add_group(sub, "stores", "list, label or delete stores")
+    stores = add_group(sub, "stores", "list, label, delete, merge or configure stores")
     p = add_command(stores, "list", "every store on disk, with its label and repository")
     p.set_defaults(func=cmd_stores_list)
     p = add_command(stores, "label", "set or clear a store's display label")
@@ -345,6 +346,7 @@ def register(sub: Any) -> None:
     p.add_argument("store_name", help="the store: name, label, repository folder name or unique prefix")
     p.add_argument("--yes", action="store_true", help="confirm")
     p.set_defaults(func=cmd_stores_delete)
+    stores_cli.register(stores)
 
     p = add_command(sub, "reindex", "reconcile the index with the files (progress bar)")
     p.add_argument("--store", help="only this store (default: every store)")

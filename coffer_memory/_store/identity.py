@@ -36,6 +36,8 @@ class StoreIdentity:
     project_root: str | None = None
     label: str | None = None
     merged_identities: tuple[str, ...] = ()
+    # The store's own MemoryStoreConfig settings (only the keys set for this store; see store_config).
+    config: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
     def shares_repository(self, root_commits: Iterable[str], remotes: Iterable[str]) -> bool:
         """Whether a checkout with these root commits / normalised remotes is the same repository."""
@@ -44,6 +46,8 @@ class StoreIdentity:
     def to_bytes(self) -> bytes:
         """The file's bytes (sorted keys, one trailing newline: stable diffs when synced)."""
         data = {"format": FORMAT, **attrs.asdict(self)}
+        if not self.config:
+            del data["config"]  # files of stores without settings stay as they were
         return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
     @classmethod
@@ -70,6 +74,7 @@ class StoreIdentity:
             project_root=text("project_root"),
             label=text("label"),
             merged_identities=strings("merged_identities"),
+            config=dict(data["config"]) if isinstance(data.get("config"), dict) else {},
         )
 
 

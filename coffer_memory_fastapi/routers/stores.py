@@ -1,8 +1,10 @@
-"""Stores: list, get, metrics, label, delete."""
+"""Stores: list, get, metrics, label, delete, config, merge."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
 
 from coffer_memory import MemoryScope
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
@@ -10,6 +12,7 @@ from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 from ..deps import AsyncService
 from ..errors import error_responses
 from ..schemas import LabelIn, MemoryStoreListOut, MemoryStoreMetricsOut, MemoryStoreOut
+from ..store_schemas import MemoryStoreConfigOut, MergeIn, StoreMergeOut
 
 router = APIRouter(prefix="/api/v1/memory_stores", tags=["stores"])
 
@@ -62,3 +65,40 @@ async def delete_store(name: str, svc: AsyncService) -> MemoryStoreOut:
     Answers with the store as it was. The global store cannot be deleted (``422 INVALID_INPUT``).
     """
     return MemoryStoreOut.of(await svc.delete_store(name))
+
+
+@router.get("/{name}/config", response_model=MemoryStoreConfigOut, responses=error_responses(404))
+async def get_config(name: str, svc: AsyncService) -> MemoryStoreConfigOut:
+    """The store's MemoryStoreConfig as it runs (the home's ``[memory]`` with the store's own keys over it)."""
+    return MemoryStoreConfigOut.of(await svc.store_config(name))
+
+
+@router.patch("/{name}/config", response_model=MemoryStoreConfigOut, responses=error_responses(404))
+async def patch_config(
+    name: str,
+    changes: Annotated[
+        dict[str, Any],
+        Body(
+            description="A JSON merge patch of settings (null removes the store's own value).",
+            examples=[{"max_fact_chars": 4000, "default_mode": "grep"}],
+        ),
+    ],
+    svc: AsyncService,
+) -> MemoryStoreConfigOut:
+    """Change the store's own settings, kept in its store.json (audited ``store_configured``).
+
+    The seed's legacy flat ``embedding_*`` fields are accepted and ignored (listed in ``ignored``
+    and ``notes``). An unknown, home-only or managed key, or a bad value, is ``422 INVALID_INPUT``.
+    """
+    return MemoryStoreConfigOut.of(await svc.set_store_config(name, changes))
+
+
+@router.post("/{name}/merge", response_model=StoreMergeOut, responses=error_responses(404))
+async def merge_store(name: str, body: MergeIn, svc: AsyncService) -> StoreMergeOut:
+    """Merge this project store into ``into`` and retire it (the seed's consolidate; audited ``store_merged``).
+
+    Add-only and idempotent: merged again, it answers ``already_merged: true`` and writes nothing.
+    With ``dry_run`` it reports what would move and writes nothing. Merging a store into itself
+    or merging the global store is ``422 INVALID_INPUT``.
+    """
+    return StoreMergeOut.of(await svc.merge_stores(name, body.into, dry_run=body.dry_run))
