@@ -62,13 +62,13 @@ if TYPE_CHECKING:
     from ._organize.models import OrganizeReport, PlannedChange, ReorgReport
     from ._retrieval import KnowledgeRetrieval
     from ._service import MemoryService
+    from ._store_config import StoreConfig
+    from ._store_merge import StoreMerge
     from ._transcripts.ledger import LedgerEntry
     from ._transcripts.listing import SessionPage
     from ._transcripts.models import DistillResult, SessionSummary, SweepResult
     from ._transcripts.scrub import ScrubbedTranscript, ScrubReport
     from ._transcripts.secrets import redact_secrets
-    from ._store_config import StoreConfig
-    from ._store_merge import StoreMerge
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": "._agents.homes",

@@ -61,14 +61,14 @@ from ._organize.tools import OrganizeTools
 from ._retrieval import KnowledgeRetrieval
 from ._store.paths import StorePaths
 from ._store.writer import Writer
+from ._store_config import StoreConfig
+from ._store_merge import StoreMerge
 from ._stores import Stores
 from ._targets import PathLike, Targets, resolved_scope
 from ._transcripts.ledger import Ledger, LedgerEntry
 from ._transcripts.models import DistillResult, SessionSummary, SweepResult
 from ._transcripts.service import Transcripts
 from .plugins.hookspecs import LLM
-from ._store_config import StoreConfig
-from ._store_merge import StoreMerge
 from .vocabulary import Scope
 
 if TYPE_CHECKING:  # imported on first use by the transcripts component
