@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
 from . import notebook, vocabulary
+from .vocabulary import MemoryScope as MemoryScope
 
 # Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
 Actor: TypeAlias = vocabulary.Actor
@@ -17,13 +17,6 @@ RetrievalMode: TypeAlias = vocabulary.RetrievalMode
 RETRIEVAL_MODES = vocabulary.RETRIEVAL_MODES
 
 T = TypeVar("T")
-
-
-class MemoryScope(StrEnum):
-    """Where a fact lives: the global store or the store of the current git project."""
-
-    GLOBAL = "global"
-    PROJECT = "project"
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ Today's method names are thin delegations to those components; the components ar
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -23,19 +24,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 
-from .agents.homes import AgentHomes
-from .agents.install import AgentChange, AgentStatus
-from .agents.probe import DEFAULT_TIMEOUT_SECONDS
-from .agents.service import Agents
 from .checks import content_checks
 from .config import Settings
 from .core import Facts, WriteEvents
-from .doctor import check_agents
-from .index.db import IndexDB
-from .index.reconcile import Reconciler
-from .index.reindex import Reindexer
 from .indexing import IndexHandle, Models
-from .lanes import Lanes
+from .lazy import component
 from .models import (
     Actor,
     ClearResult,
@@ -55,23 +48,29 @@ from .models import (
     StoreInfo,
     Target,
 )
-from .organize.models import OrganizeReport, ReorgReport
-from .organize.service import Organizer
-from .organize.tools import OrganizeTools
-from .plugins.hookspecs import LLM
-from .retrieval import KnowledgeRetrieval
-from .store.paths import StorePaths
 from .store.writer import Writer
-from .stores import Stores
 from .targets import PathLike, Targets, resolved_scope
-from .transcripts.ledger import Ledger, LedgerEntry
-from .transcripts.models import DistillResult, SessionSummary, SweepResult
-from .transcripts.service import Transcripts
-from .vocabulary import Scope
+from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS, Scope
 
-if TYPE_CHECKING:  # imported on first use by the transcripts component
+if TYPE_CHECKING:  # the components below are imported when first used (``coffer_memory.lazy``)
+    from .agents.homes import AgentHomes
+    from .agents.install import AgentChange, AgentStatus
+    from .agents.service import Agents
+    from .index.db import IndexDB
+    from .index.reconcile import Reconciler
+    from .index.reindex import Reindexer
+    from .lanes import Lanes
+    from .organize.models import OrganizeReport, ReorgReport
+    from .organize.service import Organizer
+    from .plugins.hookspecs import LLM
+    from .retrieval import KnowledgeRetrieval
+    from .store.paths import StorePaths
+    from .stores import Stores
+    from .transcripts.ledger import Ledger, LedgerEntry
     from .transcripts.listing import SessionPage
+    from .transcripts.models import DistillResult, SessionSummary, SweepResult
     from .transcripts.scrub import ScrubbedTranscript
+    from .transcripts.service import Transcripts
 
 __all__ = ["MemoryService", "Scope"]
 
@@ -88,6 +87,7 @@ class MemoryService:
     ) -> None:
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
+        self._build_lock = threading.RLock()
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)
         self.writer = Writer(
@@ -98,15 +98,48 @@ class MemoryService:
             content_checks(self.settings.security),
         )
         self.targets = Targets(self.settings.memory_dir, self.writer)
-        events = WriteEvents()
-        self.facts = Facts(self.settings, self.index, self.writer, self.targets, events)
-        self.lanes = Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
-        self.store_admin = Stores(self.settings, self.index, self.writer, self.targets)
-        self.organizer = Organizer(
-            OrganizeTools(self.settings, self.index, self.writer, self.facts, self.lanes), self.models, events
-        )
-        self.transcripts = Transcripts(self.settings, self.models, self.writer, self.targets, self.lanes)
-        self.integrations = Agents(self.settings, self.index)
+        self._events = WriteEvents()
+        self.facts = Facts(self.settings, self.index, self.writer, self.targets, self._events)
+        if self.settings.organize.auto:  # it listens for new facts from the start
+            self.organizer  # noqa: B018
+
+    # -- components built on first use (a keyword recall needs none of them) --------------------
+    @component
+    def lanes(self) -> Lanes:
+        """Journal, handoff, rules, consolidation log and the session-start bundle."""
+        from .lanes import Lanes
+
+        return Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
+
+    @component
+    def store_admin(self) -> Stores:
+        """Stores: listing, labels, deletion, re-index and doctor."""
+        from .stores import Stores
+
+        return Stores(self.settings, self.index, self.writer, self.targets)
+
+    @component
+    def organizer(self) -> Organizer:
+        """The LLM organizer: organize, reorganize, auto-organize."""
+        from .organize.service import Organizer
+        from .organize.tools import OrganizeTools
+
+        tools = OrganizeTools(self.settings, self.index, self.writer, self.facts, self.lanes)
+        return Organizer(tools, self.models, self._events)
+
+    @component
+    def transcripts(self) -> Transcripts:
+        """The agents' past sessions: listing, distillation, the ledger."""
+        from .transcripts.service import Transcripts
+
+        return Transcripts(self.settings, self.models, self.writer, self.targets, self.lanes)
+
+    @component
+    def integrations(self) -> Agents:
+        """Coffer's hooks and MCP entries in each agent's configuration."""
+        from .agents.service import Agents
+
+        return Agents(self.settings, self.index)
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -443,6 +476,8 @@ class MemoryService:
     def doctor(self) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
         runs, and start every installed agent's MCP server to see that it answers."""
+        from .doctor import check_agents
+
         report = self.store_admin.doctor()
         agents = check_agents(self.integrations.agents)
         return attrs.evolve(report, agents=agents["agents"], agent_problems=agents["agent_problems"])
@@ -513,14 +548,14 @@ class MemoryService:
 
     # -- integrations --------------------------------------------------------------------------
     def agents(
-        self, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        self, *, check_mcp: bool = False, timeout: float = MCP_PROBE_TIMEOUT_SECONDS
     ) -> list[AgentStatus]:
         """The status of every known agent, installed or not (``check_mcp``: start each registered
         MCP server once and ask it for its tools)."""
         return self.integrations.agents(check_mcp=check_mcp, timeout=timeout)
 
     def agent_status(
-        self, name: str, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        self, name: str, *, check_mcp: bool = False, timeout: float = MCP_PROBE_TIMEOUT_SECONDS
     ) -> AgentStatus:
         """Where coffer's integration with ``name`` stands (``InvalidInput`` for an unknown agent);
         ``check_mcp`` starts its registered MCP server and asks it ``initialize`` + ``tools/list``."""
@@ -541,8 +576,12 @@ class MemoryService:
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Cancel pending auto-organize passes, close the ledger, then the index."""
-        self.organizer.close()
-        self.transcripts.close()
+        organizer = MemoryService.organizer.built(self)
+        if organizer is not None:
+            organizer.close()
+        transcripts = MemoryService.transcripts.built(self)
+        if transcripts is not None:
+            transcripts.close()
         self.index.close()
 
     def __enter__(self) -> Self:

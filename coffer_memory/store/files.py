@@ -21,7 +21,6 @@ import attrs
 import frontmatter
 import yaml
 from frontmatter.default_handlers import JSONHandler, YAMLHandler
-from ulid import ULID
 
 from ..models import Actor, MemoryFact
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
@@ -246,6 +245,8 @@ def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
     Deterministic so that rebuilding the index from the files yields the same ids; the
     time part keeps ids sortable by creation. Files with no ``created_at`` get time 0.
     """
+    from ulid import ULID  # python-ulid imports importlib.metadata: start-up pays only when indexing
+
     millis = int(created_at.timestamp() * 1000) if created_at else 0
     digest = hashlib.sha256(f"{store}\x00{relpath}".encode("utf-8", "surrogateescape")).digest()
     return str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))

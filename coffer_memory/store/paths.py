@@ -23,8 +23,8 @@ import attrs
 
 from ..errors import InvalidInput, MemoryStoreNotFound
 from ..home import HomeLayout
-from ..models import MemoryScope
 from ..scope import GLOBAL_PROJECT_ID
+from ..vocabulary import MemoryScope
 
 GLOBAL_STORE = "global"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
