@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -24,8 +25,10 @@ from .index.keys import chunk_id, document_id_of_chunk
 from .index.reindex import strip_header
 from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
-from .plugins.hookspecs import GrepBackend, Vector
 from .store.paths import StorePaths, is_recall_rel, scope_of
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from .plugins.hookspecs import GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory.retrieval")
 RRF_K = 60
