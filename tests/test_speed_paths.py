@@ -188,3 +188,24 @@ def test_a_bulk_load_skips_broken_files_one_by_one(tmp_path: Path) -> None:
     assert report.added == 1188 and len(report.skipped) == 12
     assert len(svc.recall("deploys", stores=["global"], mode="keyword", limit=5).hits) == 5
     svc.close()
+
+
+def test_the_lazy_command_table_names_every_command_and_its_module() -> None:
+    import argparse
+    import importlib
+
+    from coffer_memory.cli import COMMANDS, build_parser, command_in
+
+    def registered(parser: argparse.ArgumentParser) -> list[str]:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return list(sub.choices)
+
+    assert registered(build_parser()) == list(COMMANDS)
+    for module in set(COMMANDS.values()):
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"coffer_memory.cli.{module}").register(parser.add_subparsers())
+        assert registered(parser) == [c for c, m in COMMANDS.items() if m == module]
+    assert command_in(["recall", "x"]) == "recall"
+    assert command_in(["--home", "/h", "recall", "x"]) == command_in(["--home=/h", "recall"]) == "recall"
+    for argv in ([], ["--help", "recall"], ["-h"], ["--version"], ["no-such-command"], ["--ho", "/h", "recall"]):
+        assert command_in(argv) is None, argv
