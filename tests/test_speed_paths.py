@@ -308,3 +308,15 @@ def test_components_are_built_once_on_first_use(tmp_path: Path) -> None:
     other = MemoryService(home=tmp_path / "home")
     assert other.lanes is not svc.lanes  # built per service, never shared
     other.close()
+
+
+def test_coffer_mcp_starts_without_the_components_its_tools_have_not_used(tmp_home: Path) -> None:
+    code = (
+        "import sys; from coffer_memory import MemoryService; from coffer_memory_mcp.server import build_server; "
+        "build_server(MemoryService(sys.argv[1]))"
+    )
+    imported = _imported(["-c", code, str(tmp_home)], tmp_home.parent, dict(os.environ))
+    assert "coffer_memory_mcp.server" in imported and "mcp" in imported
+    unused = {"coffer_memory.organize", "coffer_memory.transcripts", "coffer_memory.agents", "coffer_memory.lanes"}
+    unused |= {"coffer_memory.stores", "coffer_memory.doctor", "coffer_memory.plugins.builtin", "pluggy", "yaml"}
+    assert not _any_of(imported, unused)
