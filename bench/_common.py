@@ -144,3 +144,60 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     print(f"raw figures written to {path}")
+
+
+def cached_bytecode(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """``env`` with bytecode cached under ``folder`` (``PYTHONPYCACHEPREFIX``), as an installed
+    package has it. With ``PYTHONDONTWRITEBYTECODE`` set (this machine sets it) and an editable
+    install, every start-up would compile every coffer module from source."""
+    out = {**env, "PYTHONPYCACHEPREFIX": str(folder)}
+    out.pop("PYTHONDONTWRITEBYTECODE", None)
+    return out
+
+
+Variant = tuple[str, list[str], bytes, dict[str, str]]
+"""A label, the command, its standard input and its environment."""
+
+
+def interleaved(variants: Sequence[Variant], calls: int, cwd: Path | None = None) -> dict[str, Any]:
+    """Wall and CPU (user + system of the child) milliseconds of each variant, run ``calls`` times
+    as fresh processes, the variants taking turns call by call so that load falls on all alike
+    (one warm-up round first, not counted; a failing command stops the benchmark)."""
+    import resource
+
+    wall: dict[str, list[float]] = {label: [] for label, *_ in variants}
+    cpu: dict[str, list[float]] = {label: [] for label, *_ in variants}
+    for i in range(calls + 1):
+        for label, argv, stdin, env in variants:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            proc = subprocess.run(argv, input=stdin, cwd=cwd, env=env, capture_output=True, check=False)
+            elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode != 0:
+                raise SystemExit(f"{argv} failed: {proc.stderr.decode(errors='replace')[-800:]}")
+            if i:
+                wall[label].append(ms(elapsed))
+                used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                cpu[label].append(ms(used))
+    return {label: {"wall": summary(wall[label]), "cpu": summary(cpu[label])} for label in wall}
+
+
+def floor_table(figures: dict[str, Any], floor: str, title: str) -> str:
+    """Wall p50/p95 and CPU p50 of each variant, each with its ratio to the ``floor`` variant's."""
+    base = figures[floor]
+    rows = [
+        [
+            label,
+            f["wall"]["n"],
+            f["wall"]["p50"],
+            f["wall"]["p95"],
+            f["wall"]["p50"] / base["wall"]["p50"],
+            f["wall"]["p95"] / base["wall"]["p95"],
+            f["cpu"]["p50"],
+            f["cpu"]["p50"] / base["cpu"]["p50"],
+        ]
+        for label, f in figures.items()
+    ]
+    headers = ["variant", "n", "p50 ms", "p95 ms", "p50 x floor", "p95 x floor", "cpu p50 ms", "cpu x floor"]
+    return table(headers, rows, title=title)

@@ -4,9 +4,11 @@ A temporary COFFER_HOME gets project and global rules for a real temporary git r
 then each variant is run ``--calls`` times as a fresh subprocess fed a SessionStart payload,
 and the wall time from spawn to exit is recorded. The baseline rows split the cost: the bare
 interpreter, then the interpreter importing the hook module. Target (a goal, not an
-assertion): coffer-hook SessionStart p50 <= 150 ms.
+assertion): coffer-hook SessionStart p50 <= 150 ms. The variants take turns call by call, with
+CPU time beside wall time and ratios to the bare interpreter; ``--baseline DIR`` adds the
+SessionStart call from another source tree (PYTHONPATH), so before and after come from one run.
 
-    .venv/bin/python bench/hook.py [--calls 40] [--json out.json]
+    .venv/bin/python bench/hook.py [--calls 40] [--baseline DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -18,12 +20,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import environment, ms, print_environment, summary, table, write_json
+from _common import (
+    Variant,
+    cached_bytecode,
+    environment,
+    floor_table,
+    interleaved,
+    print_environment,
+    write_json,
+)
 
 from coffer_memory import MemoryService
 
@@ -45,25 +54,12 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def timed(argv: list[str], stdin: bytes, env: dict[str, str], calls: int) -> list[float]:
-    """Wall seconds of ``calls`` fresh runs (one warm-up run first, not counted)."""
-    out = []
-    for i in range(calls + 1):
-        start = time.perf_counter()
-        proc = subprocess.run(argv, input=stdin, env=env, capture_output=True, check=False)
-        elapsed = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise SystemExit(f"{argv} failed: {proc.stderr.decode()[-500:]}")
-        if i:
-            out.append(elapsed)
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--baseline", default=None, help="a source tree to compare against (PYTHONPATH)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     env_info = environment()
@@ -75,8 +71,9 @@ def main() -> None:
             for i in range(20):
                 svc.append_rule(f"Project rule {i}: run make lint before committing module {i}.", cwd=repo)
                 svc.append_rule(f"Global rule {i}: keep answers short, example {i}.", store="global")
-        env = {**os.environ, "COFFER_HOME": str(home)}
+        env = cached_bytecode({**os.environ, "COFFER_HOME": str(home)}, tmp / "pycache")
         env.pop("COFFER_API_URL", None)
+        env.pop("PYTHONPATH", None)
         start_payload = json.dumps(
             {
                 "session_id": "bench",
@@ -90,29 +87,34 @@ def main() -> None:
             [HOOK, "--agent", "claude-code"], input=start_payload, env=env, capture_output=True, check=True
         )
         bundle = json.loads(check.stdout)["hookSpecificOutput"]["additionalContext"]
-        variants = [
-            ("python -c pass (interpreter start)", [sys.executable, "-c", "pass"], b""),
+        start = "coffer-hook SessionStart (40 rules)"
+        floor = "python -c pass (interpreter start)"
+        variants: list[Variant] = [
+            (floor, [sys.executable, "-c", "pass"], b"", env),
             (
                 "python -c 'import coffer_memory._agents.hook'",
                 [sys.executable, "-c", "import coffer_memory._agents.hook"],
                 b"",
+                env,
             ),
-            ("coffer-hook SessionStart (40 rules)", [HOOK, "--agent", "claude-code"], start_payload),
-            ("coffer-hook bad stdin (logged, no output)", [HOOK, "--agent", "claude-code"], b"not json"),
+            (start, [HOOK, "--agent", "claude-code"], start_payload, env),
+            ("coffer-hook bad stdin (logged, no output)", [HOOK, "--agent", "claude-code"], b"not json", env),
         ]
-        rows, figures = [], {}
-        for label, argv, stdin in variants:
-            s = summary([ms(x) for x in timed(argv, stdin, env, args.calls)])
-            figures[label] = s
-            rows.append([label, s["n"], s["p50"], s["p95"], s["max"]])
+        if args.baseline:
+            baseline_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
+            variants.append(
+                (f"{start}, baseline", [HOOK, "--agent", "claude-code"], start_payload, baseline_env)
+            )
+        figures = interleaved(variants, args.calls)
+        load = os.getloadavg()[0]
         print(
-            table(
-                ["variant", "n", "p50 ms", "p95 ms", "max ms"],
-                rows,
-                title=f"coffer-hook wall time per call (bundle {len(bundle)} chars)",
+            floor_table(
+                figures,
+                floor,
+                f"coffer-hook per call (bundle {len(bundle)} chars, load {load:.1f} at the end)",
             )
         )
-        p50 = figures["coffer-hook SessionStart (40 rules)"]["p50"]
+        p50 = figures[start]["wall"]["p50"]
         print(
             f"\ntarget SessionStart p50 <= {TARGET_P50_MS:.0f} ms: {'met' if p50 <= TARGET_P50_MS else 'missed'}"
         )

@@ -11,7 +11,6 @@ from collections import Counter
 from ._config import SecuritySettings
 from ._errors import MemoryRejected
 from ._store.writer import ContentCheck
-from ._transcripts.secrets import redact_secrets
 
 
 class SecretCheck:
@@ -22,6 +21,8 @@ class SecretCheck:
 
     def __call__(self, text: str, field: str, findings: dict[str, int]) -> str:
         """The text to write; counts what was found by kind into ``findings`` (never the values)."""
+        from ._transcripts.secrets import redact_secrets  # its patterns cost start-up; reads never need them
+
         counts: Counter[str] = Counter()
         redacted = redact_secrets(text, counts)
         if not counts:

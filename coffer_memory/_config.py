@@ -1,14 +1,23 @@
-"""Settings for a coffer home and the per-store memory configuration (pydantic v2)."""
+"""Settings for a coffer home and the per-store memory configuration.
+
+Plain dataclasses, so that loading settings (every CLI call, every hook) does not import
+pydantic: values of the expected type and range are taken as they are (``_fast``); anything
+else (strings from the environment or ``coffer config set``, a value out of range, an unknown
+key) goes through a pydantic model built from the same fields on first need, which coerces it
+or reports what is wrong in pydantic's words. The constraints live once, in each field's
+metadata (``setting(default, ge=..., le=...)``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
+import typing
 from collections.abc import Mapping
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, Self
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any, ClassVar, Literal, Self
 
 from ._errors import InvalidInput
 from ._home import CONFIG_TOML, HomeLayout
@@ -18,41 +27,73 @@ DEFAULT_HOME = Path("~/.coffer")
 CONFIG_FILENAME = CONFIG_TOML
 
 
+def setting(default: Any, **constraints: Any) -> Any:
+    """A settings field: its default and pydantic-style ``constraints`` (``ge``, ``le``, ``gt``,
+    ``min_length``; ``dataclasses.field(metadata=...)`` holds them too), checked on construction
+    and on load."""
+    return field(default=default, metadata=constraints)
+
+
+class _Section:
+    """Validation shared by every settings class (see the module docstring)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        checked = _fast(type(self), values)
+        if checked is None:
+            checked = _with_pydantic(type(self), values)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    def _check(self) -> None:
+        """Rules across fields (raise ``ValueError``)."""
+
+    @classmethod
+    def model_validate(cls, data: Mapping[str, Any]) -> Self:
+        """An instance from a mapping (as read from TOML); ``ValueError`` (pydantic's
+        ``ValidationError`` for a bad field) when a value is wrong or a key unknown."""
+        checked = _fast(cls, data)
+        if checked is None:
+            checked = _with_pydantic(cls, data)
+        return cls(**checked)
+
+
 def _default_modes() -> list[RetrievalMode]:
     return ["grep", "keyword"]
 
 
-class MemoryStoreConfig(BaseModel):
+@dataclasses.dataclass(kw_only=True)
+class MemoryStoreConfig(_Section):
     """Configuration of a memory store, with the seed's fields, defaults and ranges.
 
     The flat ``embedding_*`` fields are legacy: accepted for compatibility and ignored;
     indexing and recall use the global embedding settings.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    retrieval_modes: list[RetrievalMode] = Field(default_factory=lambda: _default_modes(), min_length=1)
+    retrieval_modes: list[RetrievalMode] = field(default_factory=_default_modes, metadata={"min_length": 1})
     default_mode: RetrievalMode = "keyword"
     embedding_provider: str | None = None
     embedding_model: str | None = None
     embedding_base_url: str | None = None
     embedding_credential_ref: str | None = None
-    embedding_dimensions: int = Field(default=768, ge=1, le=8192)
-    max_fact_chars: int = Field(default=8192, ge=64, le=32768)
+    embedding_dimensions: int = setting(768, ge=1, le=8192)
+    max_fact_chars: int = setting(8192, ge=64, le=32768)
     # Hand-written files larger than this are skipped with a warning (doctor lists them).
-    max_file_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    merged_identities: list[str] = Field(default_factory=list)
+    max_file_bytes: int = setting(4 * 1024 * 1024, ge=1024)
+    merged_identities: list[str] = field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _default_mode_enabled(self) -> Self:
+    def _check(self) -> None:
         if self.default_mode not in self.retrieval_modes:
             raise ValueError(
-                f"default_mode {self.default_mode!r} is not one of retrieval_modes {self.retrieval_modes}"
+                f"memory.default_mode {self.default_mode!r} is not one of retrieval_modes {self.retrieval_modes}"
             )
-        return self
 
 
-class EmbeddingSettings(BaseModel):
+@dataclasses.dataclass(kw_only=True)
+class EmbeddingSettings(_Section):
     """The home-wide embedding configuration (the seed's redesign: global, not per store).
 
     ``provider``: ``"auto"`` (the built-in multilingual ``"multilingual-e5"`` when
@@ -62,24 +103,23 @@ class EmbeddingSettings(BaseModel):
     keyring through ``credential_ref`` (``"service/username"``); never from a file.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     provider: str = "auto"
     model: str | None = None
     base_url: str | None = None
-    dimensions: int | None = Field(default=None, ge=1, le=8192)
+    dimensions: int | None = setting(None, ge=1, le=8192)
     api_key_env: str | None = None
     credential_ref: str | None = None
-    batch_size: int = Field(default=64, ge=1, le=2048)
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, le=20)
-    retry_max_seconds: float = Field(default=8.0, ge=0)
+    batch_size: int = setting(64, ge=1, le=2048)
+    timeout_seconds: float = setting(30.0, gt=0)
+    max_retries: int = setting(4, ge=0, le=20)
+    retry_max_seconds: float = setting(8.0, ge=0)
     # Send "dimensions" in the request (OpenAI text-embedding-3 can shorten its vectors;
     # some servers reject the field, so it is off unless asked for).
     request_dimensions: bool = False
 
 
-class LLMSettings(BaseModel):
+@dataclasses.dataclass(kw_only=True)
+class LLMSettings(_Section):
     """The home-wide LLM configuration (the organizer and other LLM-driven operations).
 
     ``provider``: ``"none"`` (the default: no model, every LLM-driven operation is a no-op),
@@ -91,75 +131,72 @@ class LLMSettings(BaseModel):
     remembers what the server accepted; the other values pin one way.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    provider: str = Field(default="none", min_length=1)
+    provider: str = setting("none", min_length=1)
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     credential_ref: str | None = None
-    timeout_seconds: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=3, ge=0, le=20)
-    retry_max_seconds: float = Field(default=8.0, ge=0)
+    timeout_seconds: float = setting(120.0, gt=0)
+    max_retries: int = setting(3, ge=0, le=20)
+    retry_max_seconds: float = setting(8.0, ge=0)
     json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
-    max_tokens: int = Field(default=2000, ge=1)
+    max_tokens: int = setting(2000, ge=1)
 
 
-class OrganizeSettings(BaseModel):
+@dataclasses.dataclass(kw_only=True)
+class OrganizeSettings(_Section):
     """The LLM organizer: how it files the inbox, splits rules, reorganizes, and runs by itself."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    candidates: int = Field(default=3, ge=1, le=10)
-    candidate_chars: int = Field(default=6000, ge=200)
+    candidates: int = setting(3, ge=1, le=10)
+    candidate_chars: int = setting(6000, ge=200)
     # A rules file longer than this is split into per-topic rules files (one LLM call).
-    rules_split_chars: int = Field(default=4000, ge=500)
-    reorg_max_steps: int = Field(default=12, ge=1, le=100)
+    rules_split_chars: int = setting(4000, ge=500)
+    reorg_max_steps: int = setting(12, ge=1, le=100)
     # Opt-in: organize a store in the background once it has been quiet this long after a write.
     auto: bool = False
-    auto_delay_seconds: float = Field(default=30.0, ge=0.0)
+    auto_delay_seconds: float = setting(30.0, ge=0.0)
 
 
-class SecuritySettings(BaseModel):
+@dataclasses.dataclass(kw_only=True)
+class SecuritySettings(_Section):
     """What the write path does with a secret (an API key, a token, a password) typed into a memory.
 
     ``redact`` (default) writes ``[REDACTED:<kind>]`` in its place, ``reject`` refuses the write
     (``MemoryRejected`` with reason ``secret``), ``allow`` writes it as typed.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     secrets: Literal["redact", "reject", "allow"] = "redact"
 
 
-class Settings(BaseModel):
+def _env_home() -> Path:
+    return Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Settings(_Section):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
     ``home`` defaults to ``$COFFER_HOME``, else ``~/.coffer``. A ``config.toml`` in the home
     may set any field (``[memory]`` holds the store defaults).
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    home: Path = Field(default_factory=lambda: Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME))
-    memory: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    security: SecuritySettings = Field(default_factory=SecuritySettings)
+    home: Path = field(default_factory=_env_home)
+    memory: MemoryStoreConfig = field(default_factory=MemoryStoreConfig)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    organize: OrganizeSettings = field(default_factory=OrganizeSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
-    grep_backend: str = Field(default="auto", min_length=1)
+    grep_backend: str = setting("auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
     # external edit is seen at once; larger stores check folder mtimes on every read and run
     # the full stat scan at most once per ``reconcile_full_scan_seconds``.
-    reconcile_full_scan_max_files: int = Field(default=200, ge=0)
-    reconcile_full_scan_seconds: float = Field(default=5.0, ge=0.0)
-    busy_timeout_ms: int = Field(default=10_000, ge=0)
+    reconcile_full_scan_max_files: int = setting(200, ge=0)
+    reconcile_full_scan_seconds: float = setting(5.0, ge=0.0)
+    busy_timeout_ms: int = setting(10_000, ge=0)
 
-    @field_validator("home")
-    @classmethod
-    def _absolute_home(cls, value: Path) -> Path:
-        return Path(os.path.abspath(value.expanduser()))
+    def _check(self) -> None:
+        object.__setattr__(self, "home", Path(os.path.abspath(self.home.expanduser())))
 
     @property
     def memory_dir(self) -> Path:
@@ -187,7 +224,7 @@ class Settings(BaseModel):
         data["home"] = base
         try:
             return cls.model_validate(data)
-        except ValidationError as exc:
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise InvalidInput(f"invalid settings: {exc}", field="settings") from exc
 
 
@@ -205,10 +242,9 @@ def read_config_file(home: Path) -> dict[str, Any]:
 def setting_keys() -> dict[str, str]:
     """Every setting by dotted key (``llm.model``) with its environment variable (``COFFER_LLM_MODEL``)."""
     keys: dict[str, str] = {}
-    for name, field in Settings.model_fields.items():
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, BaseModel):
-            keys.update({f"{name}.{sub}": f"COFFER_{name}_{sub}".upper() for sub in section.model_fields})
+    for name, (hint, _) in _fields(Settings).items():
+        if _is_section(hint):
+            keys.update({f"{name}.{sub}": f"COFFER_{name}_{sub}".upper() for sub in _fields(hint)})
         elif name != "home":  # COFFER_HOME picks the home before any file is read
             keys[name] = f"COFFER_{name}".upper()
     return keys
@@ -217,8 +253,9 @@ def setting_keys() -> dict[str, str]:
 def is_list_setting(key: str) -> bool:
     """Whether the setting holds a list (given as comma-separated values in the environment)."""
     section, _, name = key.rpartition(".")
-    model: type[BaseModel] = Settings.model_fields[section].annotation if section else Settings  # type: ignore[assignment]
-    return getattr(model.model_fields[name].annotation, "__origin__", None) is list
+    holder = _fields(Settings)[section][0] if section else Settings
+    origin: Any = typing.get_origin(_fields(holder)[name][0])
+    return origin is list
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -235,3 +272,115 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         section, _, name = key.rpartition(".")
         (data.setdefault(section, {}) if section else data)[name] = value
     return data
+
+
+# -- validation ------------------------------------------------------------------------------------
+Spec = dict[str, tuple[Any, Mapping[str, Any]]]
+_specs: dict[type, Spec] = {}
+_models: dict[type, Any] = {}
+
+
+def _fields(cls: Any) -> Spec:
+    """Each field of a settings class: its resolved type and its constraints."""
+    spec = _specs.get(cls)
+    if spec is None:
+        hints = typing.get_type_hints(cls)
+        spec = _specs[cls] = {f.name: (hints[f.name], f.metadata) for f in dataclasses.fields(cls)}
+    return spec
+
+
+def _is_section(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, _Section)
+
+
+def _fast(cls: type, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``data`` as the fields' values when every value already has its field's type and range
+    (what pydantic would return unchanged); None when pydantic must coerce or explain."""
+    spec = _fields(cls)
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in spec:
+            return None
+        hint, limits = spec[name]
+        ok, value = _plain(hint, value)
+        if not ok or not _within(value, limits):
+            return None
+        out[name] = value
+    return out
+
+
+def _plain(hint: Any, value: Any) -> tuple[bool, Any]:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return type(value) is str and value in typing.get_args(hint), value
+    if origin is list:
+        if type(value) is not list:
+            return False, value
+        items = [_plain(typing.get_args(hint)[0], v) for v in value]
+        return all(ok for ok, _ in items), [v for _, v in items]
+    if value is None:
+        return type(None) in typing.get_args(hint), None
+    if typing.get_args(hint):  # ``X | None`` with a value
+        return _plain(next(a for a in typing.get_args(hint) if a is not type(None)), value)
+    if hint is float:
+        return type(value) in (int, float), float(value)
+    if hint is Path:
+        return isinstance(value, str | os.PathLike), Path(value)
+    if _is_section(hint):
+        if isinstance(value, hint):
+            return True, value
+        checked = _fast(hint, value) if isinstance(value, Mapping) else None
+        return (False, value) if checked is None else (True, hint(**checked))
+    return type(value) is hint, value  # str, int, bool: exactly (pydantic would take 1 for True)
+
+
+def _within(value: Any, limits: Mapping[str, Any]) -> bool:
+    if value is None:
+        return True
+    return (
+        ("ge" not in limits or value >= limits["ge"])
+        and ("le" not in limits or value <= limits["le"])
+        and ("gt" not in limits or value > limits["gt"])
+        and ("min_length" not in limits or len(value) >= limits["min_length"])
+    )
+
+
+def _with_pydantic(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields given in ``data``, coerced by pydantic; its ``ValidationError`` when one is wrong."""
+    model = _model(cls)
+    validated = model.model_validate(_as_data(data))
+    return {name: _from_model(getattr(validated, name)) for name in validated.model_fields_set}
+
+
+def _as_data(value: Any) -> Any:
+    if isinstance(value, _Section):
+        return {f.name: _as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _as_data(v) for k, v in value.items()}
+    return value
+
+
+def _from_model(value: Any) -> Any:
+    section = next((cls for cls, model in _models.items() if type(value) is model), None)
+    if section is None:
+        return value
+    return section(**{name: _from_model(getattr(value, name)) for name in value.model_fields_set})
+
+
+def _model(cls: type) -> Any:
+    """A pydantic model with the fields of settings class ``cls`` (built on first need)."""
+    model = _models.get(cls)
+    if model is None:
+        from pydantic import ConfigDict, Field, create_model
+
+        fields: dict[str, Any] = {}
+        for spec in dataclasses.fields(cls):
+            hint, limits = _fields(cls)[spec.name]
+            if _is_section(hint):
+                hint = _model(hint)
+            if spec.default_factory is not dataclasses.MISSING:
+                fields[spec.name] = (hint, Field(default_factory=spec.default_factory, **limits))
+            else:
+                fields[spec.name] = (hint, Field(default=spec.default, **limits))
+        model = _models[cls] = create_model(cls.__name__, __config__=ConfigDict(extra="forbid"), **fields)
+    return model

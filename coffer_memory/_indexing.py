@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,8 +26,10 @@ from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
 from ._retrieval import KnowledgeRetrieval
 from ._store.files import now_utc
-from .plugins.hookspecs import LLM, GrepBackend
-from .plugins.manager import get_embedder, get_grep_backend, get_llm
+from .plugins.manager import DeferredGrepBackend, get_embedder, get_llm
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from .plugins.hookspecs import LLM
 
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
@@ -58,7 +60,7 @@ class IndexHandle:
         self._reindexer: Reindexer | None = None
         self._reconciler: Reconciler | None = None
         self._vectors: VecIndex | None = None
-        self._grep: GrepBackend | None = None
+        self._grep: DeferredGrepBackend | None = None
         # Reader retrievals by thread ident (a dict, not a threading.local, so close() reaches them).
         self._readers: dict[int, _Reader] = {}
         self._readers_guard = threading.Lock()
@@ -83,7 +85,7 @@ class IndexHandle:
                 )
                 self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock)
                 self._vectors = vectors
-                self._grep = get_grep_backend(self.settings.grep_backend)
+                self._grep = DeferredGrepBackend(self.settings.grep_backend)
                 self._db = db
             return self._db
 

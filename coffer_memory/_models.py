@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
@@ -11,6 +10,7 @@ import attrs
 
 from . import _notebook as notebook
 from . import vocabulary
+from .vocabulary import MemoryScope as MemoryScope
 
 # Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
 Actor: TypeAlias = vocabulary.Actor
@@ -18,13 +18,6 @@ RetrievalMode: TypeAlias = vocabulary.RetrievalMode
 RETRIEVAL_MODES = vocabulary.RETRIEVAL_MODES
 
 T = TypeVar("T")
-
-
-class MemoryScope(StrEnum):
-    """Where a fact lives: the global store or the store of the current git project."""
-
-    GLOBAL = "global"
-    PROJECT = "project"
 
 
 @attrs.frozen

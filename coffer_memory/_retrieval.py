@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -25,7 +26,9 @@ from ._index.reindex import strip_header
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._store.paths import StorePaths, is_recall_rel, scope_of
-from .plugins.hookspecs import GrepBackend, Vector
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from .plugins.hookspecs import GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
 RRF_K = 60

@@ -14,6 +14,7 @@ Today's method names are thin delegations to those components; the components ar
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -23,19 +24,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 import attrs
 
-from ._agents.homes import AgentHomes
-from ._agents.install import AgentChange, AgentStatus
-from ._agents.probe import DEFAULT_TIMEOUT_SECONDS
-from ._agents.service import Agents
 from ._checks import content_checks
+from ._component import component
 from ._config import Settings
 from ._core import Facts, WriteEvents
-from ._doctor import check_agents
-from ._index.db import IndexDB
-from ._index.reconcile import Reconciler
-from ._index.reindex import Reindexer
 from ._indexing import IndexHandle, Models
-from ._lanes import Lanes
 from ._models import (
     Actor,
     ClearResult,
@@ -55,25 +48,31 @@ from ._models import (
     StoreInfo,
     Target,
 )
-from ._organize.models import OrganizeReport, ReorgReport
-from ._organize.service import Organizer
-from ._organize.tools import OrganizeTools
-from ._retrieval import KnowledgeRetrieval
-from ._store.paths import StorePaths
 from ._store.writer import Writer
-from ._store_config import StoreConfig
-from ._store_merge import StoreMerge
-from ._stores import Stores
 from ._targets import PathLike, Targets, resolved_scope
-from ._transcripts.ledger import Ledger, LedgerEntry
-from ._transcripts.models import DistillResult, SessionSummary, SweepResult
-from ._transcripts.service import Transcripts
-from .plugins.hookspecs import LLM
-from .vocabulary import Scope
+from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS, Scope
 
-if TYPE_CHECKING:  # imported on first use by the transcripts component
+if TYPE_CHECKING:  # the components below are imported when first used (``coffer_memory._component``)
+    from ._agents.homes import AgentHomes
+    from ._agents.install import AgentChange, AgentStatus
+    from ._agents.service import Agents
+    from ._index.db import IndexDB
+    from ._index.reconcile import Reconciler
+    from ._index.reindex import Reindexer
+    from ._lanes import Lanes
+    from ._organize.models import OrganizeReport, ReorgReport
+    from ._organize.service import Organizer
+    from ._retrieval import KnowledgeRetrieval
+    from ._store.paths import StorePaths
+    from ._store_config import StoreConfig
+    from ._store_merge import StoreMerge
+    from ._stores import Stores
+    from ._transcripts.ledger import Ledger, LedgerEntry
     from ._transcripts.listing import SessionPage
+    from ._transcripts.models import DistillResult, SessionSummary, SweepResult
     from ._transcripts.scrub import ScrubbedTranscript
+    from ._transcripts.service import Transcripts
+    from .plugins.hookspecs import LLM
 
 __all__ = ["MemoryService", "Scope"]
 
@@ -90,6 +89,7 @@ class MemoryService:
     ) -> None:
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
+        self._build_lock = threading.RLock()
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)
         self.writer = Writer(
@@ -100,15 +100,48 @@ class MemoryService:
             content_checks(self.settings.security),
         )
         self.targets = Targets(self.settings.memory_dir, self.writer)
-        events = WriteEvents()
-        self.facts = Facts(self.settings, self.index, self.writer, self.targets, events)
-        self.lanes = Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
-        self.store_admin = Stores(self.settings, self.index, self.writer, self.targets)
-        self.organizer = Organizer(
-            OrganizeTools(self.settings, self.index, self.writer, self.facts, self.lanes), self.models, events
-        )
-        self.transcripts = Transcripts(self.settings, self.models, self.writer, self.targets, self.lanes)
-        self.integrations = Agents(self.settings, self.index)
+        self._events = WriteEvents()
+        self.facts = Facts(self.settings, self.index, self.writer, self.targets, self._events)
+        if self.settings.organize.auto:  # it listens for new facts from the start
+            self.organizer  # noqa: B018
+
+    # -- components built on first use (a keyword recall needs none of them) --------------------
+    @component
+    def lanes(self) -> Lanes:
+        """Journal, handoff, rules, consolidation log and the session-start bundle."""
+        from ._lanes import Lanes
+
+        return Lanes(self.settings, self.index, self.writer, self.targets, self.facts)
+
+    @component
+    def store_admin(self) -> Stores:
+        """Stores: listing, labels, deletion, re-index and doctor."""
+        from ._stores import Stores
+
+        return Stores(self.settings, self.index, self.writer, self.targets)
+
+    @component
+    def organizer(self) -> Organizer:
+        """The LLM organizer: organize, reorganize, auto-organize."""
+        from ._organize.service import Organizer
+        from ._organize.tools import OrganizeTools
+
+        tools = OrganizeTools(self.settings, self.index, self.writer, self.facts, self.lanes)
+        return Organizer(tools, self.models, self._events)
+
+    @component
+    def transcripts(self) -> Transcripts:
+        """The agents' past sessions: listing, distillation, the ledger."""
+        from ._transcripts.service import Transcripts
+
+        return Transcripts(self.settings, self.models, self.writer, self.targets, self.lanes)
+
+    @component
+    def integrations(self) -> Agents:
+        """Coffer's hooks and MCP entries in each agent's configuration."""
+        from ._agents.service import Agents
+
+        return Agents(self.settings, self.index)
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -457,6 +490,8 @@ class MemoryService:
     def doctor(self) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
         runs, and start every installed agent's MCP server to see that it answers."""
+        from ._doctor import check_agents
+
         report = self.store_admin.doctor()
         agents = check_agents(self.integrations.agents)
         return attrs.evolve(report, agents=agents["agents"], agent_problems=agents["agent_problems"])
@@ -527,14 +562,14 @@ class MemoryService:
 
     # -- integrations --------------------------------------------------------------------------
     def agents(
-        self, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        self, *, check_mcp: bool = False, timeout: float = MCP_PROBE_TIMEOUT_SECONDS
     ) -> list[AgentStatus]:
         """The status of every known agent, installed or not (``check_mcp``: start each registered
         MCP server once and ask it for its tools)."""
         return self.integrations.agents(check_mcp=check_mcp, timeout=timeout)
 
     def agent_status(
-        self, name: str, *, check_mcp: bool = False, timeout: float = DEFAULT_TIMEOUT_SECONDS
+        self, name: str, *, check_mcp: bool = False, timeout: float = MCP_PROBE_TIMEOUT_SECONDS
     ) -> AgentStatus:
         """Where coffer's integration with ``name`` stands (``InvalidInput`` for an unknown agent);
         ``check_mcp`` starts its registered MCP server and asks it ``initialize`` + ``tools/list``."""
@@ -555,8 +590,12 @@ class MemoryService:
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Cancel pending auto-organize passes, close the ledger, then the index."""
-        self.organizer.close()
-        self.transcripts.close()
+        organizer = MemoryService.organizer.built(self)
+        if organizer is not None:
+            organizer.close()
+        transcripts = MemoryService.transcripts.built(self)
+        if transcripts is not None:
+            transcripts.close()
         self.index.close()
 
     def __enter__(self) -> Self:

@@ -22,13 +22,13 @@ What each key does per store:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
-from pydantic import ValidationError
 
 from ._config import MemoryStoreConfig
 from ._errors import InvalidInput
@@ -60,7 +60,7 @@ LEGACY_KEYS = (
 HOME_ONLY_KEYS = ("max_file_bytes",)
 MANAGED_KEY = "merged_identities"
 FACT_CHARS_CEILING: int = next(
-    m.le for m in MemoryStoreConfig.model_fields["max_fact_chars"].metadata if getattr(m, "le", None)
+    f.metadata["le"] for f in dataclasses.fields(MemoryStoreConfig) if f.name == "max_fact_chars"
 )
 """The highest ``max_fact_chars`` any store may set (texts are checked against it before the store is known)."""
 
@@ -87,12 +87,12 @@ def effective_config(home: MemoryStoreConfig, identity: StoreIdentity | None) ->
     """The home's store defaults with a store's own keys over them (bad stored keys are skipped)."""
     identity = identity or StoreIdentity()
     own = {k: v for k, v in identity.config.items() if k in STORE_KEYS}
-    base = home.model_dump()
+    base = dataclasses.asdict(home)
     try:
         return MemoryStoreConfig.model_validate(
             {**base, **own, MANAGED_KEY: list(identity.merged_identities)}
         )
-    except ValidationError:
+    except ValueError:  # pydantic's ValidationError is one
         # A hand-edited store.json must not stop reads or writes: the home's settings apply.
         return MemoryStoreConfig.model_validate({**base, MANAGED_KEY: list(identity.merged_identities)})
 
@@ -169,12 +169,13 @@ def updated_settings(
             field="retrieval_modes",
         )
     try:
-        checked = MemoryStoreConfig.model_validate({**home.model_dump(), **overrides})
-    except ValidationError as exc:
-        first = exc.errors()[0]
+        checked = MemoryStoreConfig.model_validate({**dataclasses.asdict(home), **overrides})
+    except ValueError as exc:  # pydantic's ValidationError for a field, a plain one across fields
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else {"loc": (), "msg": str(exc)}
         # The one rule across fields (default_mode among retrieval_modes) has no location.
         field = str(first["loc"][0]) if first["loc"] else "default_mode"
         raise InvalidInput(f"invalid store setting {field}: {first['msg']}", field=field) from None
     # Stored as validated (e.g. "1000" -> 1000), so store.json holds clean JSON values.
-    dumped = checked.model_dump(mode="json")
+    dumped = dataclasses.asdict(checked)
     return {k: dumped[k] for k in STORE_KEYS if k in overrides}, tuple(ignored)

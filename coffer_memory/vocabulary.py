@@ -6,9 +6,18 @@ constraints and descriptions from them (a test fails when a face restates one as
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final, Literal
 
+
 # -- names ---------------------------------------------------------------------------------------
+class MemoryScope(StrEnum):
+    """Where a fact lives: the global store or the store of the current git project."""
+
+    GLOBAL = "global"
+    PROJECT = "project"
+
+
 Scope = Literal["global", "project"]
 SCOPES: Final = ("global", "project")
 Actor = Literal["agent", "user"]
@@ -34,6 +43,8 @@ DistillStatus = Literal[
 ]
 
 # -- limits --------------------------------------------------------------------------------------
+MCP_PROBE_TIMEOUT_SECONDS: Final = 20.0
+"""Long enough for ``coffer-mcp`` on a loaded machine (it starts in ~1-2 s); Claude Code waits 30 s."""
 MAX_LIST_LIMIT: Final = 500
 """Facts per page of ``list_facts`` (and the REST and MCP listings)."""
 MAX_TITLE_CHARS: Final = 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -46,7 +47,7 @@ class MemoryStoreConfigOut(_Out):
         """From the core's StoreConfig."""
         return cls(
             store=view.store,
-            config=MemoryStoreSettings(**view.config.model_dump()),
+            config=MemoryStoreSettings(**dataclasses.asdict(view.config)),
             overrides=dict(view.overrides),
             path=str(view.path),
             ignored=list(view.ignored),

@@ -65,6 +65,9 @@ def loop(home: str, repo: str, prefix: str) -> None:
 
     svc = MemoryService(home)
     _ = svc.db  # open (and migrate) the index before saying ready
+    # One write before saying ready: the write path imports its YAML, id and secret-check modules
+    # on first use, and the kill window must fall on writes, not on those imports.
+    svc.remember(f"Warm-up write {prefix}.", title=f"{prefix} warm-up", scope="global", cwd=repo)
     print("ready", flush=True)
     i = 0
     while True:

@@ -3,8 +3,11 @@ multi-store keyword MATCH, the git lookup cache and the bulk load (issue #15).""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -188,3 +191,132 @@ def test_a_bulk_load_skips_broken_files_one_by_one(tmp_path: Path) -> None:
     assert report.added == 1188 and len(report.skipped) == 12
     assert len(svc.recall("deploys", stores=["global"], mode="keyword", limit=5).hits) == 5
     svc.close()
+
+
+def test_the_lazy_command_table_names_every_command_and_its_module() -> None:
+    import argparse
+    import importlib
+
+    from coffer_memory._cli import COMMANDS, build_parser, command_in
+
+    def registered(parser: argparse.ArgumentParser) -> list[str]:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return list(sub.choices)
+
+    assert registered(build_parser()) == list(COMMANDS)
+    for module in set(COMMANDS.values()):
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"coffer_memory._cli.{module}").register(parser.add_subparsers())
+        assert registered(parser) == [c for c, m in COMMANDS.items() if m == module]
+    assert command_in(["recall", "x"]) == "recall"
+    assert command_in(["--home", "/h", "recall", "x"]) == command_in(["--home=/h", "recall"]) == "recall"
+    for argv in ([], ["--help", "recall"], ["-h"], ["--version"], ["no-such-command"], ["--ho", "/h", "recall"]):
+        assert command_in(argv) is None, argv
+
+
+def _imported(argv: list[str], cwd: Path, env: dict[str, str], stdin: str = "") -> set[str]:
+    """The modules a real process imports (``python -X importtime``)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], input=stdin, cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {line.split("|")[2].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+
+
+def _any_of(imported: set[str], packages: set[str]) -> list[str]:
+    return sorted(n for n in imported if any(n == p or n.startswith(p + ".") for p in packages))
+
+
+def test_a_session_start_hook_imports_no_service_index_or_value_objects(tmp_home: Path, repo: Path) -> None:
+    with MemoryService(tmp_home) as svc:
+        svc.append_rule("Run make lint before committing.", cwd=repo)
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    env.pop("COFFER_API_URL", None)
+    start = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "SessionStart"})
+    imported = _imported(["-m", "coffer_memory._agents.hook", "--agent", "claude-code"], repo, env, start)
+    assert "coffer_memory._agents.context" in imported
+    heavy = {"pydantic", "pluggy", "yaml", "tomlkit", "apsw", "coffer_memory._models", "coffer_memory._config"}
+    heavy |= {"coffer_memory._index", "coffer_memory._service", "coffer_memory.plugins", "coffer_memory._agents.install"}
+    assert not _any_of(imported, heavy)
+
+
+def test_settings_load_without_pydantic_unless_a_value_needs_coercing(tmp_home: Path) -> None:
+    tmp_home.mkdir()
+    (tmp_home / "config.toml").write_text('grep_backend = "python"\n[llm]\ntimeout_seconds = 60\nmodel = "m"\n')
+    code = (
+        "import sys; from coffer_memory._config import Settings; s = Settings.load(sys.argv[1]); "
+        "print(s.llm.timeout_seconds, s.llm.model, s.grep_backend, s.memory.max_fact_chars)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COFFER_")}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_home)], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["60.0", "m", "python", "8192"], out.stderr
+    imported = _imported(["-c", code, str(tmp_home)], tmp_home, env)
+    assert "coffer_memory._config" in imported and not _any_of(imported, {"pydantic"})
+    # A string from the environment needs coercing: pydantic does it, as before.
+    env["COFFER_MEMORY_MAX_FACT_CHARS"] = "100"
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_home)], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["60.0", "m", "python", "100"], out.stderr
+
+
+def test_settings_check_each_value_on_both_paths() -> None:
+    from coffer_memory._config import EmbeddingSettings, LLMSettings, MemoryStoreConfig, Settings
+
+    assert LLMSettings(timeout_seconds=5).timeout_seconds == 5.0  # an int for a float, as pydantic did
+    assert LLMSettings(max_tokens="7").max_tokens == 7  # type: ignore[arg-type]
+    assert EmbeddingSettings(dimensions=None).dimensions is None
+    for bad in (
+        {"max_tokens": 0},
+        {"provider": ""},
+        {"json_mode": "yaml"},
+        {"timeout_seconds": 0},
+        {"model": 3},
+        {"nope": 1},
+    ):
+        with pytest.raises(ValueError):
+            LLMSettings.model_validate(bad)
+    with pytest.raises(ValueError, match="default_mode"):
+        MemoryStoreConfig(retrieval_modes=["grep"], default_mode="keyword")
+    settings = Settings.model_validate({"home": "rel", "memory": {"max_fact_chars": 100}, "llm": LLMSettings()})
+    assert settings.home.is_absolute() and settings.memory.max_fact_chars == 100
+    assert settings == Settings.model_validate({"home": "rel", "memory": {"max_fact_chars": "100"}})
+
+
+def test_components_are_built_once_on_first_use(tmp_path: Path) -> None:
+    import threading
+
+    svc = MemoryService(home=tmp_path / "home")
+    svc.remember("deploys go through make release", store="global")
+    assert svc.recall("deploys", stores=["global"]).hits
+    lazy = ("lanes", "store_admin", "organizer", "transcripts", "integrations")
+    assert [getattr(MemoryService, name).built(svc) for name in lazy] == [None] * len(lazy)
+    seen: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def first_use() -> None:
+        barrier.wait()
+        seen.append(svc.organizer)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(o) for o in seen}) == 1 and MemoryService.organizer.built(svc) is seen[0]
+    assert MemoryService.lanes.built(svc) is svc.lanes  # the organizer was built with the lanes
+    assert MemoryService.transcripts.built(svc) is None
+    svc.close()
+    other = MemoryService(home=tmp_path / "home")
+    assert other.lanes is not svc.lanes  # built per service, never shared
+    other.close()
+
+
+def test_coffer_mcp_starts_without_the_components_its_tools_have_not_used(tmp_home: Path) -> None:
+    code = (
+        "import sys; from coffer_memory import MemoryService; from coffer_memory_mcp.server import build_server; "
+        "build_server(MemoryService(sys.argv[1]))"
+    )
+    imported = _imported(["-c", code, str(tmp_home)], tmp_home.parent, dict(os.environ))
+    assert "coffer_memory_mcp.server" in imported and "mcp" in imported
+    unused = {"coffer_memory._organize", "coffer_memory._transcripts", "coffer_memory._agents", "coffer_memory._lanes"}
+    unused |= {"coffer_memory._stores", "coffer_memory._doctor", "coffer_memory.plugins.builtin", "pluggy", "yaml"}
+    assert not _any_of(imported, unused)

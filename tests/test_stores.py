@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -446,7 +447,8 @@ def test_bad_store_settings_are_typed_errors_and_write_nothing(
 def test_merged_identities_may_be_sent_back_unchanged(svc: MemoryService, repo: Path) -> None:
     store = svc.remember("a fact", cwd=repo).store
     view = svc.store_config(store)
-    back = svc.set_store_config(store, view.config.model_dump(exclude={"max_file_bytes"}))  # a round trip
+    sent = {k: v for k, v in dataclasses.asdict(view.config).items() if k != "max_file_bytes"}
+    back = svc.set_store_config(store, sent)  # a round trip
     assert back.config == view.config and back.ignored[0] == "embedding_provider"
     assert set(back.overrides) == {"retrieval_modes", "default_mode", "max_fact_chars"}  # now pinned
 

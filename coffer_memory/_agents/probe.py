@@ -20,8 +20,9 @@ from typing import IO, Any
 
 import attrs
 
-DEFAULT_TIMEOUT_SECONDS = 20.0
-"""Long enough for ``coffer-mcp`` on a loaded machine (it starts in ~1-2 s); Claude Code waits 30 s."""
+from ..vocabulary import MCP_PROBE_TIMEOUT_SECONDS
+
+DEFAULT_TIMEOUT_SECONDS = MCP_PROBE_TIMEOUT_SECONDS
 PROTOCOL_VERSION = "2025-06-18"
 """What the probe asks for; a server that speaks another revision answers with its own."""
 STDERR_TAIL_LINES = 3

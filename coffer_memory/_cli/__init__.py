@@ -1,26 +1,85 @@
-"""The ``coffer`` command: a face over ``MemoryService``."""
+"""The ``coffer`` command: a face over ``MemoryService``.
+
+Start-up is most of a CLI call, so a command imports only what it uses:
+
+- **Commands are registered lazily.** ``COMMANDS`` maps each top-level command to the module of
+  this package that defines it; every such module has ``register(sub)``, which adds its commands
+  to the subparsers. ``coffer recall ...`` imports ``facts`` alone, and of the parsers it declares
+  builds only ``recall``'s (``_Only``); ``coffer``, ``--help``, ``--version``, an unknown command
+  and ``coffer completion`` build the whole parser.
+  To add a command: write ``register(sub)`` in its module (``add_command``/``add_group`` from
+  ``_common``) and add ``"name": "module"`` to ``COMMANDS``; ``tests/test_cli.py`` fails when a
+  registered command is missing from the table or the table names one that is not registered.
+- **Command modules import lightly at the top.** ``register`` only declares arguments; the
+  command function imports what it needs (the agents, organize or transcripts code, tomlkit...)
+  inside its body. ``args.func(svc, args)`` runs with a ``MemoryService`` (imported when the
+  command runs); ``args.run(args)`` runs without one (config, plugins, completion).
+- **The service builds components on first use** (``coffer_memory._component.component``), so a keyword
+  recall never imports the organizer, transcripts or agents code.
+
+``tests/test_cli.py::test_keyword_recall_imports_nothing_heavy`` runs ``python -X importtime`` on
+a real keyword recall and fails when one of those modules (or pydantic, numpy, httpx...) is
+imported; ``bench/cli_startup.py`` measures the call against the python + apsw floor.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._config import Settings
 from .._errors import CofferError
-from . import agents, facts, lanes, meta, settings, transcripts
 from ._common import DIRECTORY, hint, resolve_store_args
 
+COMMANDS: dict[str, str] = {
+    "remember": "facts",
+    "recall": "facts",
+    "facts": "facts",
+    "clear": "facts",
+    "stores": "facts",
+    "reindex": "facts",
+    "doctor": "facts",
+    "journal": "lanes",
+    "handoff": "lanes",
+    "resume": "lanes",
+    "memory": "lanes",
+    "organize": "lanes",
+    "reorg": "lanes",
+    "session-context": "lanes",
+    "transcripts": "transcripts",
+    "distill": "transcripts",
+    "forget-session": "transcripts",
+    "agents": "agents",
+    "config": "settings",
+    "plugins": "meta",
+    "completion": "meta",
+}
+"""Each top-level command and the module of ``coffer_memory._cli`` whose ``register`` adds it."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``coffer``."""
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs when it is plainly ``[--home HOME] COMMAND ...``; None when the
+    whole parser is needed (no command, ``--help``, ``--version``, any other leading option)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token.startswith("--home="):
+            continue
+        if token == "--home":
+            next(tokens, None)
+            continue
+        if token.startswith("-"):
+            return None
+        return token if token in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``coffer``: every command, or only those of ``command``'s module."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -31,13 +90,35 @@ def build_parser() -> argparse.ArgumentParser:
     ).complete = DIRECTORY  # type: ignore[attr-defined]
     parser.add_argument("--version", action="version", version=f"coffer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    facts.register(sub)
-    lanes.register(sub)
-    transcripts.register(sub)
-    agents.register(sub)
-    settings.register(sub)
-    meta.register(sub)
+    if command in COMMANDS:
+        importlib.import_module(f"{__name__}.{COMMANDS[command]}").register(_Only(sub, command))
+    else:
+        for name in dict.fromkeys(COMMANDS.values()):
+            importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
+
+
+class _Skipped:
+    """What ``add_parser`` gives for a command this call does not run: takes every call, builds nothing."""
+
+    def __getattr__(self, name: str) -> _Skipped:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Skipped:
+        return self
+
+
+class _Only:
+    """The subparsers of ``coffer``, building only ``command``'s parser (a parser costs about a
+    millisecond to build; a module declares up to a dozen)."""
+
+    def __init__(self, sub: Any, command: str) -> None:
+        self._sub = sub
+        self._command = command
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        """The real parser for the command that runs; a stand-in for the others."""
+        return self._sub.add_parser(name, **kwargs) if name == self._command else _Skipped()
 
 
 def _run(args: argparse.Namespace) -> Any:
@@ -53,7 +134,8 @@ def _run(args: argparse.Namespace) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -83,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _log_unexpected(args: argparse.Namespace) -> Path:
     """Append the current traceback to ``<home>/logs/errors.log`` (the command's name only: its
     arguments may hold what a user asked to remember); returns the log's path."""
+    import tempfile
+    import traceback
+    from datetime import UTC, datetime
+
+    from .._config import Settings
     from .._home import HomeLayout
     from .._store.files import ensure_dir
 

@@ -112,12 +112,15 @@ def _write(args: argparse.Namespace, key: str, value: Any) -> Path:
         holder.pop(name, None)
     else:
         holder[name] = value
-    from pydantic import ValidationError
-
     try:
         checked = Settings.model_validate({**data, "home": home})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    except ValueError as exc:  # pydantic's ValidationError lists each problem with its place
+        errors = getattr(exc, "errors", None)
+        problems = (
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors())
+            if callable(errors)
+            else str(exc)
+        )
         raise InvalidInput(f"not saved: {problems}", field=key) from None
     path = home / CONFIG_FILENAME
     doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.is_file() else tomlkit.document()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,7 @@ def _config_json(view: StoreConfig) -> dict[str, Any]:
     out: dict[str, Any] = jsonable(
         {k: v for k, v in attrs.asdict(view, recurse=False).items() if k != "config"}
     )
-    out["config"] = view.config.model_dump(mode="json")
+    out["config"] = dataclasses.asdict(view.config)
     return out
 
 
@@ -84,7 +85,7 @@ def cmd_stores_config(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.json:
         emit_json(_config_json(view))
         return
-    values = view.config.model_dump(mode="json")
+    values = dataclasses.asdict(view.config)
     if args.key is not None and args.key not in values:
         raise InvalidInput(f"unknown store setting {args.key!r}", field="key")
     if args.key is not None and args.value is None and not args.unset:

@@ -11,11 +11,14 @@ import array
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._errors import EmbeddingUnavailable
-from ..plugins.hookspecs import Embedder, Vector
 from .db import IndexDB
 from .keys import store_scope
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from ..plugins.hookspecs import Embedder, Vector
 
 log = logging.getLogger("coffer_memory.vec")
 PAUSE_KEY = "embedding_paused_until"

@@ -7,6 +7,7 @@ target must not exist), fsync of the folder. New files are 0600, new folders 070
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -18,14 +19,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import attrs
-import frontmatter
-import yaml
-from frontmatter.default_handlers import JSONHandler, YAMLHandler
-from ulid import ULID
 
 from .._models import Actor, MemoryFact
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
-from .fastmeta import split_rendered
 
 FILE_MODE = 0o600
 TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
@@ -59,45 +55,49 @@ class FileTooLarge(FactParseError):
     """A hand-written file over the configured size cap (``[memory] max_file_bytes``)."""
 
 
-def _lenient_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
-    """A YAML timestamp, or its text when it names no real time (``0000-00-00``)."""
-    try:
-        return loader.construct_yaml_timestamp(node)
-    except (ValueError, OverflowError):
-        return loader.construct_scalar(node)
+@functools.cache
+def _handlers() -> tuple[Any, ...]:
+    """The frontmatter handlers: YAML (aliases refused, lenient timestamps) and JSON.
 
+    Built on the first parse: PyYAML and python-frontmatter are a fifth of a keyword recall's
+    imports, and a recall over an unchanged index parses nothing.
+    """
+    import yaml
+    from frontmatter.default_handlers import JSONHandler, YAMLHandler
 
-class _CheckedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases: an alias bomb expands a few lines into gigabytes."""
+    def lenient_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
+        """A YAML timestamp, or its text when it names no real time (``0000-00-00``)."""
+        try:
+            return loader.construct_yaml_timestamp(node)
+        except (ValueError, OverflowError):
+            return loader.construct_scalar(node)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(None, None, "aliases are not allowed", mark)
-        return super().compose_node(parent, index)
+    class CheckedLoader(yaml.SafeLoader):
+        """SafeLoader that refuses aliases: an alias bomb expands a few lines into gigabytes."""
 
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, "aliases are not allowed", mark)
+            return super().compose_node(parent, index)
 
-# libyaml when present (what python-frontmatter used; about twice as fast over a rebuild).
-_Fast: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # libyaml when present (what python-frontmatter used; about twice as fast over a rebuild).
+    fast: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+    class FastLoader(fast):  # type: ignore[valid-type,misc]
+        """The fast loader, for frontmatter that holds no ``*`` or ``&`` and so no alias or anchor."""
 
-class _FastLoader(_Fast):  # type: ignore[valid-type,misc]
-    """The fast loader, for frontmatter that holds no ``*`` or ``&`` and so no alias or anchor."""
+    for loader in (CheckedLoader, FastLoader):
+        loader.add_constructor("tag:yaml.org,2002:timestamp", lenient_timestamp)
 
+    class YAML(YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            if len(fm) > MAX_FRONTMATTER_CHARS:
+                raise FactParseError(f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters")
+            loader = CheckedLoader if "*" in fm or "&" in fm else FastLoader
+            return yaml.load(fm, Loader=loader)  # both are SafeLoaders
 
-for _loader in (_CheckedLoader, _FastLoader):
-    _loader.add_constructor("tag:yaml.org,2002:timestamp", _lenient_timestamp)
-
-
-class _YAML(YAMLHandler):
-    def load(self, fm: str, **kwargs: object) -> Any:
-        if len(fm) > MAX_FRONTMATTER_CHARS:
-            raise FactParseError(f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters")
-        loader = _CheckedLoader if "*" in fm or "&" in fm else _FastLoader
-        return yaml.load(fm, Loader=loader)  # both are SafeLoaders
-
-
-_HANDLERS = (_YAML(), JSONHandler())
+    return (YAML(), JSONHandler())
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -199,6 +199,8 @@ def move_aside(path: Path, target: Path, *, suffixes: tuple[str, ...] = ()) -> N
 
 def yaml_scalar(value: object) -> str:
     """One YAML scalar on one line (quoted when YAML needs it)."""
+    import yaml
+
     text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=True, width=10**9)
     return text.removesuffix("\n").removesuffix("\n...").strip()
 
@@ -234,6 +236,8 @@ def render_fact(
     if extra:
         rest = {k: v for k, v in extra.items() if k not in KNOWN_KEYS}
         if rest:
+            import yaml
+
             dumped = yaml.safe_dump(rest, allow_unicode=True, sort_keys=False, default_flow_style=False)
             lines.append(dumped.rstrip("\n"))
     body = fact.body.strip("\n")
@@ -246,6 +250,8 @@ def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
     Deterministic so that rebuilding the index from the files yields the same ids; the
     time part keeps ids sortable by creation. Files with no ``created_at`` get time 0.
     """
+    from ulid import ULID  # python-ulid imports importlib.metadata: start-up pays only when indexing
+
     millis = int(created_at.timestamp() * 1000) if created_at else 0
     digest = hashlib.sha256(f"{store}\x00{relpath}".encode("utf-8", "surrogateescape")).digest()
     return str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))
@@ -319,8 +325,11 @@ class ParsedFile:
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     """``(metadata, body)`` through python-frontmatter and YAML: any header a person may write."""
+    import frontmatter
+    import yaml
+
     try:
-        handler = frontmatter.detect_format(text, _HANDLERS)
+        handler = frontmatter.detect_format(text, _handlers())
         post = frontmatter.loads(text, handler=handler) if handler else frontmatter.Post(text.strip())
     except FactParseError:
         raise
@@ -339,6 +348,8 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     too deep or is longer than ``MAX_FRONTMATTER_CHARS``. A header exactly as ``render_fact``
     writes it is read without YAML (``fastmeta``); the results are the same.
     """
+    from .fastmeta import split_rendered  # it imports PyYAML's resolver: loaded on the first parse
+
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]

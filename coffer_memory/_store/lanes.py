@@ -13,9 +13,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import frontmatter
-import yaml
-
 from .._models import HandoffScene
 from .files import atomic_write, format_time, parse_time, read_bytes, yaml_scalar
 from .paths import INDEX_MD, StorePaths
@@ -122,6 +119,9 @@ def render_handoff(branch: str, text: str, *, updated_at: datetime, head: str | 
 
 def read_handoff(path: Path) -> HandoffScene | None:
     """Parse a handoff file; None when it is unreadable."""
+    import frontmatter  # with PyYAML, loaded when a lane file is first parsed, not at start-up
+    import yaml
+
     try:
         data, st = read_bytes(path)
         post = frontmatter.loads(data.decode("utf-8", errors="replace"))
@@ -178,6 +178,8 @@ def render_index(entries: Iterable[tuple[str, str, str]], inbox_count: int) -> b
 
 def tombstone(data: bytes, *, replaced_by: str | None, at: datetime) -> bytes:
     """A retired version: the old file with ``superseded_by`` / ``superseded_at`` added to its frontmatter."""
+    import frontmatter
+
     post = frontmatter.loads(data.decode("utf-8", errors="replace"))
     post.metadata["superseded_by"] = replaced_by
     post.metadata["superseded_at"] = format_time(at)

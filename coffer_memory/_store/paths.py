@@ -23,8 +23,8 @@ import attrs
 
 from .._errors import InvalidInput, MemoryStoreNotFound
 from .._home import HomeLayout
-from .._models import MemoryScope
 from .._scope import GLOBAL_PROJECT_ID
+from ..vocabulary import MemoryScope
 
 GLOBAL_STORE = "global"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

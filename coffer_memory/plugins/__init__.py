@@ -3,39 +3,65 @@ value types an LLM or embedder plugin works with (chat messages, completions, th
 settings). Everything else in the package is private and may change without notice.
 """
 
-# The LLM and settings types are imported on first use (PEP 562): `coffer-hook` imports this
-# package and must not pay for pydantic on every agent session start.
+# Names are imported on first use (PEP 562): the index imports ``plugins.manager`` and must not
+# pay for pluggy until a plugin is asked for, nor ``coffer-hook`` for pydantic.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from .hookspecs import (
-    LLM,
-    Embedder,
-    EmbedderFactory,
-    GrepBackend,
-    GrepMatch,
-    LLMFactory,
-    Vector,
-    hookimpl,
-    hookspec,
-)
 
 if TYPE_CHECKING:
-    from .._config import EmbeddingSettings, LLMSettings
-    from .._llm import ChatMessage, Completion, LLMOutputInvalid, LLMUnavailable, TokenUsage, extract_json
-
-from .manager import (
-    get_embedder,
-    get_embedder_factories,
-    get_grep_backend,
-    get_grep_backends,
-    get_llm,
-    get_llm_factories,
-    get_plugin_manager,
-    reload_plugins,
-)
+    from .._config import (
+        EmbeddingSettings,
+        LLMSettings,
+    )
+    from .._llm import (
+        ChatMessage,
+        Completion,
+        LLMOutputInvalid,
+        LLMUnavailable,
+        TokenUsage,
+        extract_json,
+    )
+    from .hookspecs import (
+        LLM,
+        Embedder,
+        EmbedderFactory,
+        GrepBackend,
+        GrepMatch,
+        LLMFactory,
+        Vector,
+        hookimpl,
+        hookspec,
+    )
+    from .manager import (
+        get_embedder,
+        get_embedder_factories,
+        get_grep_backend,
+        get_grep_backends,
+        get_llm,
+        get_llm_factories,
+        get_plugin_manager,
+        reload_plugins,
+    )
 
 _EXPORTS: dict[str, str] = {
+    "LLM": ".hookspecs",
+    "Embedder": ".hookspecs",
+    "EmbedderFactory": ".hookspecs",
+    "GrepBackend": ".hookspecs",
+    "GrepMatch": ".hookspecs",
+    "LLMFactory": ".hookspecs",
+    "Vector": ".hookspecs",
+    "hookimpl": ".hookspecs",
+    "hookspec": ".hookspecs",
+    "get_embedder": ".manager",
+    "get_embedder_factories": ".manager",
+    "get_grep_backend": ".manager",
+    "get_grep_backends": ".manager",
+    "get_llm": ".manager",
+    "get_llm_factories": ".manager",
+    "get_plugin_manager": ".manager",
+    "reload_plugins": ".manager",
     "EmbeddingSettings": ".._config",
     "LLMSettings": ".._config",
     "ChatMessage": ".._llm",
@@ -73,6 +99,5 @@ __all__ = [
     "hookspec",
     "reload_plugins",
 ]
-
 
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -30,8 +30,15 @@ class GrepMatch:
 class GrepBackend(Protocol):
     """Searches Markdown files under folders for fixed strings, ignoring case."""
 
-    name: str
-    priority: int  # higher wins when several are available
+    @property
+    def name(self) -> str:
+        """The name ``grep_backend`` selects it by."""
+        ...
+
+    @property
+    def priority(self) -> int:
+        """Higher wins when several are available."""
+        ...
 
     def available(self) -> bool:
         """True when the backend can run on this machine."""

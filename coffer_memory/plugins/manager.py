@@ -4,6 +4,9 @@ Built-ins are registered like outside plugins, but from a table: a built-in modu
 the first time one of its hooks is called, so a keyword ``coffer recall`` never imports the HTTP
 client or the ONNX embedder. An entry point that fails to load is skipped and reported
 (``plugin_infos``, ``coffer plugins list``, ``coffer doctor``), never fatal.
+
+Nothing here imports pluggy until a getter runs, and the index asks for its grep backend only
+when a grep search runs (``DeferredGrepBackend``): a keyword recall never loads the entry points.
 """
 
 from __future__ import annotations
@@ -11,17 +14,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-import pluggy
 
 from .._errors import InvalidInput
-from . import hookspecs
-from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, LLMFactory
 
 if TYPE_CHECKING:
+    import pluggy
+
     from .._config import EmbeddingSettings, LLMSettings
+    from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, GrepMatch, LLMFactory
 
 log = logging.getLogger("coffer_memory")
 ENTRY_POINT_GROUP = "coffer_memory"
@@ -81,6 +86,10 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
 
 def get_plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager, built on first use (entry points; built-ins when first needed)."""
+    import pluggy
+
+    from . import hookspecs
+
     global _pm
     with _lock:
         if _pm is None:
@@ -156,6 +165,45 @@ def get_grep_backend(name: str | None = None) -> GrepBackend:
     if not usable:
         raise InvalidInput("no grep backend is available", field="grep_backend")
     return max(usable, key=lambda b: b.priority)
+
+
+class DeferredGrepBackend:
+    """The grep backend ``get_grep_backend(name)`` gives, looked up on its first use.
+
+    The index holds one of these, so opening it loads no plugin: the lookup (entry points, the
+    built-in module, a search for ``rg``) runs when a grep recall or ``doctor`` first needs it,
+    and an unknown name is reported then.
+    """
+
+    def __init__(self, name: str | None) -> None:
+        self._name = name
+        self._backend: GrepBackend | None = None
+        self._guard = threading.Lock()
+
+    def resolve(self) -> GrepBackend:
+        """The backend itself (looked up once)."""
+        with self._guard:
+            if self._backend is None:
+                self._backend = get_grep_backend(self._name)
+            return self._backend
+
+    @property
+    def name(self) -> str:
+        """The backend's name."""
+        return self.resolve().name
+
+    @property
+    def priority(self) -> int:
+        """The backend's priority."""
+        return self.resolve().priority
+
+    def available(self) -> bool:
+        """Whether the backend can run here."""
+        return self.resolve().available()
+
+    def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
+        """The backend's matches."""
+        return self.resolve().search(folders, patterns, max_lines=max_lines)
 
 
 def get_embedder_factories() -> dict[str, EmbedderFactory]:

@@ -9,7 +9,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
@@ -31,6 +30,8 @@ def find_ripgrep() -> str | None:
     found = shutil.which("rg")
     if found:
         return found
+    import sysconfig  # slow to import, and only needed when rg is not on PATH
+
     for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
         candidate = os.path.join(folder, "rg")
         if os.access(candidate, os.X_OK):
