@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from .organize.models import OrganizeReport, PlannedChange, ReorgReport
     from .retrieval import KnowledgeRetrieval
     from .service import MemoryService
+    from .store.audit import AuditEvent
     from .transcripts.ledger import LedgerEntry
     from .transcripts.listing import SessionPage
     from .transcripts.models import DistillResult, SessionSummary, SweepResult
@@ -114,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "ReorgReport": ".organize.models",
     "KnowledgeRetrieval": ".retrieval",
     "MemoryService": ".service",
+    "AuditEvent": ".store.audit",
     "LedgerEntry": ".transcripts.ledger",
     "SessionPage": ".transcripts.listing",
     "DistillResult": ".transcripts.models",
@@ -129,6 +131,7 @@ __all__ = [
     "AgentHomes",
     "AgentStatus",
     "AsyncMemoryService",
+    "AuditEvent",
     "BrokenFile",
     "ClearResult",
     "CofferError",

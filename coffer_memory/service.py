@@ -60,6 +60,7 @@ from .organize.service import Organizer
 from .organize.tools import OrganizeTools
 from .plugins.hookspecs import LLM
 from .retrieval import KnowledgeRetrieval
+from .store.audit import AuditEvent
 from .store.paths import StorePaths
 from .store.writer import Writer
 from .stores import Stores
@@ -176,9 +177,40 @@ class MemoryService:
         """Hold this service's index lock and the store's inter-process write lock."""
         return self.writer.locked(store)
 
-    def audit_events(self, store: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest audit rows (optionally of one store), newest first."""
-        return self.index.audit_events(store, limit)
+    def audit_events(
+        self,
+        store: str | None = None,
+        limit: int = 100,
+        *,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest audit events as dicts, newest first, filtered by store, event and time."""
+        return self.index.audit_events(store, limit, event=event, since=since, until=until)
+
+    def audit(
+        self,
+        *,
+        store: str | None = None,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[AuditEvent]:
+        """One page of the audit log (``<home>/audit/``), newest first; ``since`` inclusive, ``until``
+        exclusive (datetimes, ISO 8601, or ``30m``/``2h``/``7d`` ago).
+
+        The stores it covers are reconciled first, so an edit made outside coffer that no read
+        has seen yet is in the answer (``memory_updated``, actor ``external``).
+        """
+        for name in [store] if store is not None else self.store_admin.names():
+            if self.targets.paths(name).root.is_dir():
+                self.index.refresh(name)
+        return self.index.audit_page(
+            store=store, event=event, since=since, until=until, limit=limit, cursor=cursor
+        )
 
     # -- facts ---------------------------------------------------------------------------------
     def remember(

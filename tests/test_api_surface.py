@@ -16,6 +16,7 @@ EXPECTED = {
     "HookTrust",
     "McpCheck",
     "AsyncMemoryService",
+    "AuditEvent",
     "BrokenFile",
     "ConsolidationLog",
     "DistillResult",

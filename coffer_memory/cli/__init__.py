@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import CofferError
-from . import agents, facts, lanes, meta, settings, transcripts
+from . import agents, audit, facts, lanes, meta, settings, transcripts
 from ._common import DIRECTORY, hint, resolve_store_args
 
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     lanes.register(sub)
     transcripts.register(sub)
     agents.register(sub)
+    audit.register(sub)
     settings.register(sub)
     meta.register(sub)
     return parser

@@ -38,18 +38,23 @@ def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
     # O_NOFOLLOW: a symlink planted in a lane must not redirect the append outside the store.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        start = os.fstat(fd).st_size
-        try:
-            view = memoryview(data)
-            while view:  # a short write is not an error: write the rest
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
-            os.ftruncate(fd, start)  # a full disk must not leave half an entry behind
-            raise
+        append_whole(fd, data, os.fstat(fd).st_size)
     finally:
         os.close(fd)
     return False
+
+
+def append_whole(fd: int, data: bytes, start: int) -> None:
+    """Append all of ``data`` to ``fd`` (opened ``O_APPEND``, ``start`` bytes long) and fsync;
+    on any failure the file is cut back to ``start``, so a full disk never leaves half an entry."""
+    try:
+        view = memoryview(data)
+        while view:  # a short write is not an error: write the rest
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.ftruncate(fd, start)
+        raise
 
 
 def journal_header(period: str) -> bytes:
