@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         Target,
         WriteReceipt,
     )
+    from .optout import OptOut
     from .organize.models import OrganizeReport, PlannedChange, ReorgReport
     from .retrieval import KnowledgeRetrieval
     from .service import MemoryService
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "ReorgReport": ".organize.models",
     "KnowledgeRetrieval": ".retrieval",
     "MemoryService": ".service",
+    "OptOut": ".optout",
     "AuditEvent": ".store.audit",
     "LedgerEntry": ".transcripts.ledger",
     "SessionPage": ".transcripts.listing",
@@ -159,6 +161,7 @@ __all__ = [
     "MemoryStoreConfig",
     "MemoryStoreNotFound",
     "MutationResult",
+    "OptOut",
     "OrganizeReport",
     "Page",
     "PlannedChange",

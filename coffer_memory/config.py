@@ -132,6 +132,19 @@ class SecuritySettings(BaseModel):
     secrets: Literal["redact", "reject", "allow"] = "redact"
 
 
+class ProjectsSettings(BaseModel):
+    """Repositories where coffer's automation stays out (see ``coffer_memory.optout``).
+
+    ``exclude``: paths or ``fnmatch`` globs (``~`` expanded); a repository whose folder, or a
+    folder above it, matches gets no session-start bundle and is never distilled or swept, as
+    if it held a ``.coffer-optout`` file.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    exclude: list[str] = Field(default_factory=list)
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -147,6 +160,7 @@ class Settings(BaseModel):
     organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    projects: ProjectsSettings = Field(default_factory=ProjectsSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an

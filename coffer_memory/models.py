@@ -310,6 +310,8 @@ class DoctorReport:
     """Symbolic links inside a store: coffer never reads or writes through them."""
     same_repository: tuple[str, ...] = ()
     """Stores that hold memory of one repository (a second clone), each with the command to merge."""
+    opted_out: tuple[str, ...] = ()
+    """Stores whose repository opted out of coffer's automation (``.coffer-optout``, ``[projects] exclude``)."""
 
 
     @property

@@ -55,6 +55,7 @@ from .models import (
     StoreInfo,
     Target,
 )
+from .optout import OptOut, optout_for, optout_for_roots
 from .organize.models import OrganizeReport, ReorgReport
 from .organize.service import Organizer
 from .organize.tools import OrganizeTools
@@ -477,7 +478,20 @@ class MemoryService:
         runs, and start every installed agent's MCP server to see that it answers."""
         report = self.store_admin.doctor()
         agents = check_agents(self.integrations.agents)
-        return attrs.evolve(report, agents=agents["agents"], agent_problems=agents["agent_problems"])
+        exclude = self.settings.projects.exclude
+        opted_out = tuple(
+            f"{s.name} ({o.describe()})"
+            for s in report.stores
+            if s.project_root and (o := optout_for_roots([Path(s.project_root)], exclude)) is not None
+        )
+        return attrs.evolve(
+            report, agents=agents["agents"], agent_problems=agents["agent_problems"], opted_out=opted_out
+        )
+
+    def project_optout(self, cwd: PathLike | None = None) -> OptOut | None:
+        """Why the repository holding ``cwd`` (default: the current directory) opted out of coffer's
+        automation (session-start bundle, distillation, sweeps), or None when it takes part."""
+        return optout_for(cwd if cwd is not None else os.getcwd(), self.settings.projects.exclude)
 
     # -- organizer -----------------------------------------------------------------------------
     def organize(self, store: str, *, dry_run: bool = False) -> OrganizeReport:

@@ -29,6 +29,7 @@ DistillStatus = Literal[
     "in_progress",
     "no_model",
     "not_git",
+    "opted_out",
     "empty",
     "invalid_output",
 ]

@@ -600,6 +600,7 @@ class DistillBatchOut(_Out):
     skipped_active: int
     remaining: int
     results: list[DistillResultOut]
+    skipped_opted_out: int = Field(default=0, description="Sessions of projects that opted out: never read.")
 
 
 class OperationOut(_Out):

@@ -56,6 +56,7 @@ EXPECTED = {
     "MemoryStoreConfig",
     "MemoryStoreNotFound",
     "MutationResult",
+    "OptOut",
     "Page",
     "RecallResult",
     "ReindexReport",
