@@ -117,7 +117,10 @@ class Lanes:
                 data, _ = read_bytes(path)  # never through a symlink
             except (ValueError, OSError):
                 continue
-            out.append(JournalFile(period=path.stem, text=data.decode("utf-8", errors="replace"), path=path))
+            text = data.decode("utf-8", errors="replace")
+            out.append(
+                JournalFile(period=path.stem, text=text, path=path, entries=tuple(fmt.journal_entries(text)))
+            )
             if len(out) >= limit:
                 break
         return out

@@ -21,6 +21,7 @@ EXPECTED = {
     "ConsolidationLog",
     "DistillResult",
     "HandoffScene",
+    "JournalEntry",
     "JournalFile",
     "LaneWrite",
     "LedgerEntry",
