@@ -138,5 +138,7 @@ def test_agents_status_and_doctor_show_the_opt_out(cli: CliRunner, repo: Path) -
     doctor = cli("doctor")
     assert "opted out: project-" in doctor.stdout and str(repo.resolve()) in doctor.stdout
     assert doctor.returncode == 0  # a choice, not a problem
+    context = cli("session-context", "--cwd", str(repo))
+    assert context.stdout.strip() == "" and "opted out by" in context.stderr
     # `coffer remember` still works there.
     assert cli("remember", "asked for on purpose", cwd=repo).returncode == 0

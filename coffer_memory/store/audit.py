@@ -25,6 +25,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +158,16 @@ class AuditLog:
 
     def segments(self) -> list[Path]:
         """The log's segment files, oldest first (links are never read)."""
-        if not self.folder.is_dir() or self.folder.is_symlink():
+        if self.folder.is_symlink():
             return []
-        return sorted(p for p in self.folder.glob(AUDIT_SEGMENT_GLOB) if not p.is_symlink())
+        try:
+            with os.scandir(self.folder) as entries:  # every append asks: no stat per segment
+                names = [
+                    e.name for e in entries if not e.is_symlink() and fnmatch(e.name, AUDIT_SEGMENT_GLOB)
+                ]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [self.folder / name for name in sorted(names)]
 
     # -- writing ------------------------------------------------------------------------------
     def append(
