@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import AuditEvent
-from coffer_memory.vocabulary import MAX_AUDIT_LIMIT, MAX_CURSOR_CHARS
+from coffer_memory.vocabulary import MAX_AUDIT_FILTER_CHARS, MAX_AUDIT_LIMIT, MAX_CURSOR_CHARS
 
 from ..deps import AsyncService
 from ..errors import error_responses
@@ -55,10 +55,18 @@ class AuditPageOut(BaseModel):
 @router.get("", response_model=AuditPageOut, responses=error_responses(404))
 async def list_audit(
     svc: AsyncService,
-    store: Annotated[str | None, Query(max_length=64, description="Only events of this store.")] = None,
-    event: Annotated[str | None, Query(max_length=64, description="Only this event.")] = None,
-    since: Annotated[str | None, Query(max_length=64, description="At or after: " + _WHEN)] = None,
-    until: Annotated[str | None, Query(max_length=64, description="Before: " + _WHEN)] = None,
+    store: Annotated[
+        str | None, Query(max_length=MAX_AUDIT_FILTER_CHARS, description="Only events of this store.")
+    ] = None,
+    event: Annotated[
+        str | None, Query(max_length=MAX_AUDIT_FILTER_CHARS, description="Only this event.")
+    ] = None,
+    since: Annotated[
+        str | None, Query(max_length=MAX_AUDIT_FILTER_CHARS, description="At or after: " + _WHEN)
+    ] = None,
+    until: Annotated[
+        str | None, Query(max_length=MAX_AUDIT_FILTER_CHARS, description="Before: " + _WHEN)
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = 100,
     cursor: Annotated[
         str | None, Query(max_length=MAX_CURSOR_CHARS, description="next_cursor of the last page.")
