@@ -262,9 +262,7 @@ class IndexHandle:
         events, more = self.audit_log.read(
             store=store, event=event, since=low, until=high, limit=limit, before=before
         )
-        next_cursor = (
-            encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, more) if more else None
-        )
+        next_cursor = encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, more) if more else None
         return Page(items=tuple(events), next_cursor=next_cursor)
 
     def audit_events(
@@ -279,6 +277,12 @@ class IndexHandle:
         """The newest audit events (optionally of one store, one event, a time range), newest first."""
         page = self.audit_page(store=store, event=event, since=since, until=until, limit=limit)
         return [e.to_dict() for e in page.items]
+
+    def indexed_stores(self) -> list[str]:
+        """The stores the index has scanned (a folder removed by hand is still among them)."""
+        return [
+            str(r[0]) for r in self.db.rows("SELECT resource_name FROM store_state ORDER BY resource_name")
+        ]
 
     def _import_legacy_audit(self, db: IndexDB) -> None:
         """Move the audit rows an older coffer kept in index.db into the audit log (once)."""

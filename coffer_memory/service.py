@@ -206,9 +206,9 @@ class MemoryService:
         The stores it covers are reconciled first, so an edit made outside coffer that no read
         has seen yet is in the answer (``memory_updated``, actor ``external``).
         """
-        for name in [store] if store is not None else self.store_admin.names():
-            if self.targets.paths(name).root.is_dir():
-                self.index.refresh(name)
+        names = [store] if store is not None else [*self.store_admin.names(), *self.index.indexed_stores()]
+        for name in dict.fromkeys(names):  # an indexed store whose folder is gone: store_deleted, external
+            self.index.refresh(self.targets.paths(name).name)
         return self.index.audit_page(
             store=store, event=event, since=since, until=until, limit=limit, cursor=cursor
         )

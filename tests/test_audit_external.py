@@ -102,3 +102,17 @@ def test_the_cli_shows_outside_edits(cli, tmp_home: Path) -> None:  # type: igno
     path.write_bytes(path.read_bytes() + b"\nmore\n")
     out = cli("audit", "--store", "global", "--event", "memory_updated")
     assert out.returncode == 0 and "memory_updated" in out.stdout and "actor=external" in out.stdout
+
+
+def test_a_store_folder_removed_by_hand_is_store_deleted_by_external(svc: MemoryService, repo: Path) -> None:
+    import shutil
+
+    r = svc.remember("the deploy runs from CI", cwd=repo)
+    svc.recall("deploy", cwd=repo)
+    shutil.rmtree(svc.paths(r.store).root)
+    svc.recall("deploy", cwd=repo)
+    events = [e for e in svc.audit().items if e.actor == "external"]  # every store the index knew
+    assert [(e.event, e.store) for e in events] == [("store_deleted", r.store)]
+    assert events[0].details["store_dir"] == str(svc.paths(r.store).root)
+    svc.recall("deploy", cwd=repo)  # recorded once
+    assert [e.event for e in svc.audit(store=r.store).items if e.actor == "external"] == ["store_deleted"]

@@ -19,7 +19,8 @@ over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with 
 
 Changes made outside coffer (an editor, ``git pull``, ``rm``) are audited here, the one place
 that sees them: a file new to an index that knew the store is ``memory_added``, a changed one
-``memory_updated``, a vanished one ``memory_deleted``, each with ``actor: external``, and the
+``memory_updated``, a vanished one ``memory_deleted``, a vanished store folder ``store_deleted``,
+each with ``actor: external``, and the
 store's version advances once per reconcile that found any (so older cursors are refused).
 A file is only "new" to a store the index has scanned before: the first scan of a store (a new or
 rebuilt index) learns its files; edits and deletions are still measured against the rows coffer
@@ -217,7 +218,8 @@ class Reconciler:
         sp = self.reindexer.paths(store)
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
-                self.reindexer.remove_store(store)
+                self.reindexer.remove_store(store)  # coffer's own delete_store leaves no state behind
+                self._record_external(sp, _Tally(external=[("store_deleted", None, "", {})]))
             return _Tally().report(store)
         vectors = self.reindexer.vectors
         if vectors is not None and vectors.existing_table(store) is None:
@@ -252,11 +254,12 @@ class Reconciler:
             return
         try:
             for event, document_id, rel, details in tally.external:
-                path = str(sp.root / rel)
-                lane = rel.split("/", 1)[0]
-                self.audit.append(
-                    event, sp.name, document_id, {"actor": "external", "lane": lane, "path": path, **details}
+                where = (
+                    {"lane": rel.split("/", 1)[0], "path": str(sp.root / rel)}
+                    if rel
+                    else {"store_dir": str(sp.root)}
                 )
+                self.audit.append(event, sp.name, document_id, {"actor": "external", **where, **details})
             bump_version(self.settings.home, sp.name)
         except Exception:  # the index is in line with the files already; a full disk must not undo that
             log.exception("could not audit the outside changes to %s", sp.name)
@@ -395,7 +398,9 @@ class Reconciler:
                 if tally.seen:
                     tally.external.append(("memory_added", parsed.fact.id, rel, after))
             elif before:  # an empty sha256 is the index's own "embedding pending" mark, not an edit
-                tally.external.append(("memory_updated", parsed.fact.id, rel, {"before_sha256": before, **after}))
+                tally.external.append(
+                    ("memory_updated", parsed.fact.id, rel, {"before_sha256": before, **after})
+                )
 
     def _remember_broken(self, store: str, path: Path, error: str) -> bool:
         """Record a file that cannot be indexed; True when this is news (a new file or reason)."""
