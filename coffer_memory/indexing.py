@@ -252,17 +252,27 @@ class IndexHandle:
         now = datetime.now(UTC)
         low = parse_when(since, field="since", now=now)
         high = parse_when(until, field="until", now=now)
-        query = ["audit", store, event, low and low.isoformat(), high and high.isoformat()]
+        # Bound to the filters as given; "2h" is resolved once, on the first page, and kept.
+        query = ["audit", store, event, _as_given(since), _as_given(until)]
         before = None
         if cursor:
             position = decode_cursor(self.settings.home, cursor, query, AUDIT_CURSOR_STORE, 0)
-            if len(position) != 2 or not isinstance(position[0], str) or not isinstance(position[1], int):
+            if (
+                len(position) != 4
+                or not isinstance(position[0], str)
+                or not isinstance(position[1], int)
+                or not all(p is None or isinstance(p, str) for p in position[2:])
+            ):
                 raise InvalidInput("cursor is malformed", field="cursor")
             before = (position[0], position[1])
+            low, high = (datetime.fromisoformat(p) if p else None for p in position[2:])
         events, more = self.audit_log.read(
             store=store, event=event, since=low, until=high, limit=limit, before=before
         )
-        next_cursor = encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, more) if more else None
+        next_cursor = None
+        if more:
+            bounds = [low and low.isoformat(), high and high.isoformat()]
+            next_cursor = encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, [*more, *bounds])
         return Page(items=tuple(events), next_cursor=next_cursor)
 
     def audit_events(
@@ -319,6 +329,10 @@ class IndexHandle:
             )
         except Exception:  # display metadata only; never fails a write whose file is durable
             log.warning("could not record the project root of %s", store, exc_info=True)
+
+
+def _as_given(bound: datetime | str | None) -> str | None:
+    return bound.isoformat() if isinstance(bound, datetime) else bound
 
 
 class Models:

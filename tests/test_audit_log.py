@@ -177,6 +177,12 @@ def test_the_service_filters_and_pages_with_signed_cursors(svc: MemoryService) -
     with pytest.raises(MemoryStoreNotFound):
         svc.audit(store="globl")
     assert svc.audit(since="1h").items and not svc.audit(until="1h").items
+    # A relative bound is resolved on the first page and kept by the cursor.
+    recent = svc.audit(since="1h", limit=2)
+    assert recent.next_cursor
+    assert svc.audit(since="1h", limit=10, cursor=recent.next_cursor).items
+    with pytest.raises(InvalidCursor):
+        svc.audit(since="2h", limit=10, cursor=recent.next_cursor)
 
 
 def test_index_db_audit_rows_of_an_older_coffer_move_into_the_log(tmp_home: Path) -> None:

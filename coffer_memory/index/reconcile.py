@@ -18,14 +18,12 @@ over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with 
 (``coffer doctor`` lists it). A damaged index found here is moved aside and rebuilt.
 
 Changes made outside coffer (an editor, ``git pull``, ``rm``) are audited here, the one place
-that sees them: a file new to an index that knew the store is ``memory_added``, a changed one
-``memory_updated``, a vanished one ``memory_deleted``, a vanished store folder ``store_deleted``,
-each with ``actor: external``, and the
-store's version advances once per reconcile that found any (so older cursors are refused).
-A file is only "new" to a store the index has scanned before: the first scan of a store (a new or
-rebuilt index) learns its files; edits and deletions are still measured against the rows coffer
-wrote. Coffer's own writes are indexed in their transaction, so a later
-scan finds them unchanged.
+that sees them, each with ``actor: external``: a file new to a store the index knew is
+``memory_added``, a changed one ``memory_updated``, a vanished one ``memory_deleted``, a vanished
+store folder ``store_deleted``; the store's version then advances once (older cursors are
+refused). The first scan of a store (a new or rebuilt index) learns its files without recording
+them; edits and deletions are measured against the rows coffer wrote. Coffer's own writes are
+indexed in their transaction, so a later scan finds them unchanged.
 """
 
 from __future__ import annotations
