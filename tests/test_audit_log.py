@@ -127,6 +127,7 @@ def test_concurrent_processes_never_interleave_lines(tmp_home: Path, max_bytes: 
     lines = _lines(tmp_home)
     assert len(lines) == workers * each
     records = [json.loads(line) for line in lines]  # every line whole
+    assert [r["at"] for r in records] == sorted(r["at"] for r in records)  # the file is in time order
     for w in range(workers):
         mine = [r["details"]["i"] for r in records if r["details"]["w"] == str(w)]
         assert mine == list(range(each))  # each writer's events in its order

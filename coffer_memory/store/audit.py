@@ -180,15 +180,16 @@ class AuditLog:
         at: datetime | None = None,
     ) -> AuditEvent:
         """Append one event (durable when this returns)."""
-        record = AuditEvent(
-            at=at or datetime.now(UTC),
-            event=event,
-            store=store,
-            document_id=document_id,
-            details=dict(details),
-        )
-        line = json.dumps(record.to_dict(), ensure_ascii=False, default=str, separators=(",", ":"))
-        self._append_lines([line.encode("utf-8") + b"\n"], record.at)
+        with store_lock(self.layout.audit_lock):  # the time is taken in turn: the file stays in time order
+            record = AuditEvent(
+                at=at or datetime.now(UTC),
+                event=event,
+                store=store,
+                document_id=document_id,
+                details=dict(details),
+            )
+            line = json.dumps(record.to_dict(), ensure_ascii=False, default=str, separators=(",", ":"))
+            self._append_lines([line.encode("utf-8") + b"\n"], record.at)
         return record
 
     def import_events(self, events: list[AuditEvent]) -> int:
