@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         DoctorReport,
         FactRecord,
         HandoffScene,
+        JournalEntry,
         JournalFile,
         LaneWrite,
         MemoryFact,
@@ -59,9 +60,11 @@ if TYPE_CHECKING:
         Target,
         WriteReceipt,
     )
+    from ._optout import OptOut
     from ._organize.models import OrganizeReport, PlannedChange, ReorgReport
     from ._retrieval import KnowledgeRetrieval
     from ._service import MemoryService
+    from ._store.audit import AuditEvent
     from ._store_config import StoreConfig
     from ._store_merge import StoreMerge
     from ._transcripts.ledger import LedgerEntry
@@ -133,6 +136,9 @@ _EXPORTS: dict[str, str] = {
     "StoreNotMergeable": "._errors",
     "StoreConfig": "._store_config",
     "StoreMerge": "._store_merge",
+    "JournalEntry": "._models",
+    "OptOut": "._optout",
+    "AuditEvent": "._store.audit",
 }
 
 __all__ = [
@@ -141,6 +147,7 @@ __all__ = [
     "AgentHomes",
     "AgentStatus",
     "AsyncMemoryService",
+    "AuditEvent",
     "BrokenFile",
     "ClearResult",
     "CofferError",
@@ -154,6 +161,7 @@ __all__ = [
     "HookTrust",
     "InvalidCursor",
     "InvalidInput",
+    "JournalEntry",
     "JournalFile",
     "KnowledgeRetrieval",
     "LLMSettings",
@@ -170,6 +178,7 @@ __all__ = [
     "MemoryStoreConfig",
     "MemoryStoreNotFound",
     "MutationResult",
+    "OptOut",
     "OrganizeReport",
     "Page",
     "PlannedChange",

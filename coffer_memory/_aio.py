@@ -115,6 +115,8 @@ class AsyncMemoryService:
     resolve_scope = _InThread(MemoryService.resolve_scope)
     recall_stores = _InThread(MemoryService.recall_stores)
     audit_events = _InThread(MemoryService.audit_events)
+    audit = _InThread(MemoryService.audit)
+    project_optout = _InThread(MemoryService.project_optout)
     remember = _InThread(MemoryService.remember)
     recall = _InThread(MemoryService.recall)
     list_facts = _InThread(MemoryService.list_facts)

@@ -168,6 +168,18 @@ class SecuritySettings(_Section):
     secrets: Literal["redact", "reject", "allow"] = "redact"
 
 
+@dataclasses.dataclass(kw_only=True)
+class ProjectsSettings(_Section):
+    """Repositories where coffer's automation stays out (see ``coffer_memory._optout``).
+
+    ``exclude``: paths or ``fnmatch`` globs (``~`` expanded); a repository whose folder, or a
+    folder above it, matches gets no session-start bundle and is never distilled or swept, as
+    if it held a ``.coffer-optout`` file.
+    """
+
+    exclude: list[str] = field(default_factory=list)
+
+
 def _env_home() -> Path:
     return Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME)
 
@@ -186,6 +198,7 @@ class Settings(_Section):
     organize: OrganizeSettings = field(default_factory=OrganizeSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    projects: ProjectsSettings = field(default_factory=ProjectsSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = setting("auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an

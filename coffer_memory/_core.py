@@ -224,7 +224,9 @@ class Facts:
                 break
             else:  # pragma: no cover - a thousand racing writers with one title
                 raise InvalidInput("too many facts share this title", field="title")
-            tx.audit("memory_added", fact.id, path=str(path), origin_session_id=origin_session_id)
+            tx.audit(
+                "memory_added", fact.id, actor=actor, path=str(path), origin_session_id=origin_session_id
+            )
         self.events.wrote(name)
         return MutationResult(
             fact=fact,
@@ -320,15 +322,16 @@ class Facts:
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         query = ("facts",) if where_filter is None else ("facts", repr(where_filter))
+        sp = self.targets.paths(name)
+        if sp.root.is_dir():  # first: an outside edit it finds advances the version a cursor holds
+            self.index.refresh(name)
         version = self.writer.version(name)
         home = self.settings.home
         after = decode_cursor(home, cursor, query, name, version) if cursor else None
         if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
             raise InvalidInput("cursor is malformed", field="cursor")
-        sp = self.targets.paths(name)
         if not sp.root.is_dir():
             return Page(items=(), next_cursor=None, target=target)
-        self.index.refresh(name)
         db = self.index.reader_db
         prefix = db.key(sp.knowledge) + "/"
         where = "resource_name = ? AND path >= ? AND path < ?"
@@ -433,6 +436,7 @@ class Facts:
             tx.audit(
                 "memory_updated",
                 fact.id,
+                actor=actor,
                 path=str(path),
                 before_sha256=receipt.before_sha256,
                 after_sha256=receipt.after_sha256,

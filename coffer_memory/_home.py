@@ -6,6 +6,7 @@
       ledger.db              which agent sessions were distilled
       agents.json            coffer's record of agent installs and native-memory toggles
       cursor.key             signs pagination cursors (0600, made on first use; machine-local)
+      audit/                 the audit log: events-<start>.jsonl segments (append-only, machine-local)
       locks/                 per-store flock files (and agents.lock), outside memory/
       logs/                  hook.log (rotated), sweep stamps of coffer-hook, errors.log of the CLI
       memory/                THE TRUTH: global/ and projects/<ULID>/
@@ -16,6 +17,7 @@ A light module (no third-party imports): ``coffer-hook`` uses it too. Per-store 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -30,6 +32,9 @@ HOOK_LOG: Final = "hook.log"
 ERRORS_LOG: Final = "errors.log"
 INDEX_REPAIR_LOCK: Final = "index-repair.lock"
 CURSOR_KEY: Final = "cursor.key"
+AUDIT_DIR: Final = "audit"
+AUDIT_LOCK: Final = "audit.lock"
+AUDIT_SEGMENT_GLOB: Final = "events-*.jsonl"
 
 ENTRIES: Final = (
     CONFIG_TOML,
@@ -37,11 +42,17 @@ ENTRIES: Final = (
     LEDGER_DB,
     AGENTS_JSON,
     CURSOR_KEY,
+    AUDIT_DIR + "/",
     LOCKS_DIR + "/",
     LOGS_DIR + "/",
     MEMORY_DIR + "/",
 )
 """Every top-level entry of a home, folders with a trailing slash (the docs' home tree lists each)."""
+
+
+def audit_segment_stamp(at: datetime) -> str:
+    """The part of an audit segment's name that says when it starts (sorts by time)."""
+    return at.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 class HomeLayout(NamedTuple):
@@ -73,6 +84,20 @@ class HomeLayout(NamedTuple):
     def cursor_key(self) -> Path:
         """``cursor.key``: the HMAC key that signs pagination cursors (0600)."""
         return self.home / CURSOR_KEY
+
+    @property
+    def audit(self) -> Path:
+        """``audit/``: the append-only audit log (machine-local; never rebuilt, never synced)."""
+        return self.home / AUDIT_DIR
+
+    def audit_segment(self, stamp: str) -> Path:
+        """``audit/events-<stamp>.jsonl``: one segment of the audit log, starting at ``stamp``."""
+        return self.audit / AUDIT_SEGMENT_GLOB.replace("*", stamp)
+
+    @property
+    def audit_lock(self) -> Path:
+        """``locks/audit.lock``: one appender at a time, across threads and processes."""
+        return self.locks / AUDIT_LOCK
 
     def store_version(self, store: str) -> Path:
         """``locks/<store>.version``: a counter every write transaction on ``store`` advances."""

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +26,23 @@ from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
 from ._retrieval import KnowledgeRetrieval
-from ._store.files import now_utc
 from .plugins.manager import DeferredGrepBackend, get_embedder, get_llm
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import LLM
+from ._cursor import decode_cursor, encode_cursor
+from ._errors import InvalidInput
+from ._models import Page
+from ._store.audit import AuditEvent, AuditLog, parse_when
+from ._store.lock import store_lock
+from ._store.paths import StorePaths
+from .vocabulary import MAX_AUDIT_LIMIT
 
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
 SCAN_POLL_SECONDS = 0.02
+# Audit cursors are signed like the others; the log is append-only, so their "version" never moves.
+AUDIT_CURSOR_STORE = "audit"
 
 
 @attrs.define
@@ -64,6 +73,7 @@ class IndexHandle:
         # Reader retrievals by thread ident (a dict, not a threading.local, so close() reaches them).
         self._readers: dict[int, _Reader] = {}
         self._readers_guard = threading.Lock()
+        self.audit_log = AuditLog(settings.home)
 
     # -- opening ------------------------------------------------------------------------------
     @property
@@ -83,10 +93,14 @@ class IndexHandle:
                     batch_size=self.settings.embedding.batch_size,
                     max_file_bytes=self.settings.memory.max_file_bytes,
                 )
-                self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock)
+                self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock, self.audit_log)
                 self._vectors = vectors
                 self._grep = DeferredGrepBackend(self.settings.grep_backend)
                 self._db = db
+                try:
+                    self._import_legacy_audit(db)
+                except Exception:  # the rows stay in index.db; the next open tries again
+                    log.warning("could not move index.db's audit rows to the audit log", exc_info=True)
             return self._db
 
     def _reader(self) -> KnowledgeRetrieval:
@@ -214,23 +228,99 @@ class IndexHandle:
     def audit(
         self, event: str, store: str | None, document_id: str | None, details: Mapping[str, Any]
     ) -> None:
-        """Append one audit row."""
-        self.db.conn.execute(
-            "INSERT INTO audit_events (at, event, store, document_id, details) VALUES (?, ?, ?, ?, ?)",
-            (now_utc().isoformat(), event, store, document_id, json.dumps(dict(details), default=str)),
-        )
+        """Append one event to the audit log (a file: it needs no index and survives its loss)."""
+        self.audit_log.append(event, store, document_id, details)
 
-    def audit_events(self, store: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest audit rows (optionally of one store), newest first."""
-        where, params = ("WHERE store = ?", (store,)) if store else ("", ())
-        rows = self.reader_db.rows(
-            f"SELECT at, event, store, document_id, details FROM audit_events {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
+    def audit_page(
+        self,
+        *,
+        store: str | None = None,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[AuditEvent]:
+        """Audit events newest first, filtered, ``limit`` at a time with an opaque cursor.
+
+        ``since`` is inclusive and ``until`` exclusive: datetimes, ISO 8601 strings (naive = UTC)
+        or durations ago (``30m``, ``2h``, ``7d``). A cursor holds a position in the append-only
+        log, so it never goes stale; it is bound to its filters.
+        """
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_AUDIT_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_AUDIT_LIMIT}", field="limit")
+        if store is not None:  # a typo is an error; a deleted store's events stay readable
+            store = StorePaths.of(self.settings.memory_dir, store).name
+        now = datetime.now(UTC)
+        low = parse_when(since, field="since", now=now)
+        high = parse_when(until, field="until", now=now)
+        # Bound to the filters as given; "2h" is resolved once, on the first page, and kept.
+        query = ["audit", store, event, _as_given(since), _as_given(until)]
+        before = None
+        if cursor:
+            position = decode_cursor(self.settings.home, cursor, query, AUDIT_CURSOR_STORE, 0)
+            if (
+                len(position) != 4
+                or not isinstance(position[0], str)
+                or not isinstance(position[1], int)
+                or not all(p is None or isinstance(p, str) for p in position[2:])
+            ):
+                raise InvalidInput("cursor is malformed", field="cursor")
+            before = (position[0], position[1])
+            low, high = (datetime.fromisoformat(p) if p else None for p in position[2:])
+        events, more = self.audit_log.read(
+            store=store, event=event, since=low, until=high, limit=limit, before=before
         )
+        next_cursor = None
+        if more:
+            bounds = [low and low.isoformat(), high and high.isoformat()]
+            next_cursor = encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, [*more, *bounds])
+        return Page(items=tuple(events), next_cursor=next_cursor)
+
+    def audit_events(
+        self,
+        store: str | None = None,
+        limit: int = 100,
+        *,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest audit events (optionally of one store, one event, a time range), newest first."""
+        page = self.audit_page(store=store, event=event, since=since, until=until, limit=limit)
+        return [e.to_dict() for e in page.items]
+
+    def indexed_stores(self) -> list[str]:
+        """The stores the index has scanned (a folder removed by hand is still among them)."""
         return [
-            {"at": r[0], "event": r[1], "store": r[2], "document_id": r[3], "details": json.loads(r[4])}
-            for r in rows
+            str(r[0]) for r in self.db.rows("SELECT resource_name FROM store_state ORDER BY resource_name")
         ]
+
+    def _import_legacy_audit(self, db: IndexDB) -> None:
+        """Move the audit rows an older coffer kept in index.db into the audit log (once)."""
+        if not db.scalar("SELECT 1 FROM audit_events LIMIT 1"):
+            return
+        with store_lock(self.audit_log.layout.audit_lock):  # one process moves them, once
+            rows = db.rows("SELECT at, event, store, document_id, details FROM audit_events ORDER BY id")
+            events = []
+            for at, event, store, document_id, details in rows:
+                try:
+                    when = datetime.fromisoformat(at)
+                    extra = json.loads(details)
+                except (ValueError, TypeError):
+                    continue
+                events.append(
+                    AuditEvent(
+                        at=when if when.tzinfo else when.replace(tzinfo=UTC),
+                        event=event,
+                        store=store,
+                        document_id=document_id,
+                        details=extra if isinstance(extra, dict) else {},
+                    )
+                )
+            self.audit_log.import_events(events)
+            db.conn.execute("DELETE FROM audit_events")
+        log.info("moved %d audit events from index.db to %s", len(events), self.audit_log.folder)
 
     def record_project_root(self, store: str, root: Path) -> None:
         """Remember which checkout a project store came from (shown as its display name)."""
@@ -241,6 +331,10 @@ class IndexHandle:
             )
         except Exception:  # display metadata only; never fails a write whose file is durable
             log.warning("could not record the project root of %s", store, exc_info=True)
+
+
+def _as_given(bound: datetime | str | None) -> str | None:
+    return bound.isoformat() if isinstance(bound, datetime) else bound
 
 
 class Models:

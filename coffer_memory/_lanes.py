@@ -27,6 +27,7 @@ from ._models import (
     Target,
     WriteReceipt,
 )
+from ._optout import optout_for
 from ._scope import commits_since, head_commit
 from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
@@ -118,7 +119,10 @@ class Lanes:
                 data, _ = read_bytes(path)  # never through a symlink
             except (ValueError, OSError):
                 continue
-            out.append(JournalFile(period=path.stem, text=data.decode("utf-8", errors="replace"), path=path))
+            text = data.decode("utf-8", errors="replace")
+            out.append(
+                JournalFile(period=path.stem, text=text, path=path, entries=tuple(fmt.journal_entries(text)))
+            )
             if len(out) >= limit:
                 break
         return out
@@ -295,9 +299,13 @@ class Lanes:
         """The bundle an agent gets at session start (<= 10,000 characters; read-only, no audit).
 
         Project rules, then global rules, then the two seeded rules, which are always there.
-        Outside a git repository: global and seeded rules only.
+        Outside a git repository: global and seeded rules only. In a repository that opted out
+        (``coffer_memory._optout``): empty, as the session-start hook prints nothing there.
         """
-        return session_context(self.settings.memory_dir, cwd if cwd is not None else os.getcwd())
+        where = cwd if cwd is not None else os.getcwd()
+        if optout_for(where, self.settings.projects.exclude) is not None:
+            return ""
+        return session_context(self.settings.memory_dir, where)
 
     # -- shared -------------------------------------------------------------------------------
     def _delete_lane_file(self, target: Target, path: Path, label: str, *, log: bool = True) -> LaneWrite:

@@ -304,6 +304,8 @@ class DoctorReport:
     """Symbolic links inside a store: coffer never reads or writes through them."""
     same_repository: tuple[str, ...] = ()
     """Stores that hold memory of one repository (a second clone), each with the command to merge."""
+    opted_out: tuple[str, ...] = ()
+    """Stores whose repository opted out of coffer's automation (``.coffer-optout``, ``[projects] exclude``)."""
 
 
     @property
@@ -326,12 +328,33 @@ class LaneWrite:
 
 
 @attrs.frozen
+class JournalEntry:
+    """One entry of a journal day: when, by whom, from which agent session, and its text.
+
+    ``origin_session_id`` is the session a distilled entry came from (None for one written by
+    hand or by ``journal_append`` without one). A hand-written section without coffer's heading
+    belongs to the entry before it.
+    """
+
+    at: datetime
+    actor: str
+    origin_session_id: str | None
+    text: str
+
+
+@attrs.frozen
 class JournalFile:
-    """One day of a store's journal lane."""
+    """One day of a store's journal lane, with its entries parsed (``entries``)."""
 
     period: str
     text: str
     path: Path
+    entries: tuple[JournalEntry, ...] = ()
+
+    @property
+    def origin_session_ids(self) -> tuple[str, ...]:
+        """The sessions this day's entries came from, in order, without repeats."""
+        return tuple(dict.fromkeys(e.origin_session_id for e in self.entries if e.origin_session_id))
 
     @property
     def folder_path(self) -> Path:

@@ -48,6 +48,8 @@ from ._models import (
     StoreInfo,
     Target,
 )
+from ._optout import OptOut, optout_for, optout_for_roots
+from ._store.audit import AuditEvent
 from ._store.writer import Writer
 from ._targets import PathLike, Targets, resolved_scope
 from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS, Scope
@@ -211,9 +213,40 @@ class MemoryService:
         """Hold this service's index lock and the store's inter-process write lock."""
         return self.writer.locked(store)
 
-    def audit_events(self, store: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest audit rows (optionally of one store), newest first."""
-        return self.index.audit_events(store, limit)
+    def audit_events(
+        self,
+        store: str | None = None,
+        limit: int = 100,
+        *,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest audit events as dicts, newest first, filtered by store, event and time."""
+        return self.index.audit_events(store, limit, event=event, since=since, until=until)
+
+    def audit(
+        self,
+        *,
+        store: str | None = None,
+        event: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[AuditEvent]:
+        """One page of the audit log (``<home>/audit/``), newest first; ``since`` inclusive, ``until``
+        exclusive (datetimes, ISO 8601, or ``30m``/``2h``/``7d`` ago).
+
+        The stores it covers are reconciled first, so an edit made outside coffer that no read
+        has seen yet is in the answer (``memory_updated``, actor ``external``).
+        """
+        names = [store] if store is not None else [*self.store_admin.names(), *self.index.indexed_stores()]
+        for name in dict.fromkeys(names):  # an indexed store whose folder is gone: store_deleted, external
+            self.index.refresh(self.targets.paths(name).name)
+        return self.index.audit_page(
+            store=store, event=event, since=since, until=until, limit=limit, cursor=cursor
+        )
 
     # -- facts ---------------------------------------------------------------------------------
     def remember(
@@ -494,7 +527,20 @@ class MemoryService:
 
         report = self.store_admin.doctor()
         agents = check_agents(self.integrations.agents)
-        return attrs.evolve(report, agents=agents["agents"], agent_problems=agents["agent_problems"])
+        exclude = self.settings.projects.exclude
+        opted_out = tuple(
+            f"{s.name} ({o.describe()})"
+            for s in report.stores
+            if s.project_root and (o := optout_for_roots([Path(s.project_root)], exclude)) is not None
+        )
+        return attrs.evolve(
+            report, agents=agents["agents"], agent_problems=agents["agent_problems"], opted_out=opted_out
+        )
+
+    def project_optout(self, cwd: PathLike | None = None) -> OptOut | None:
+        """Why the repository holding ``cwd`` (default: the current directory) opted out of coffer's
+        automation (session-start bundle, distillation, sweeps), or None when it takes part."""
+        return optout_for(cwd if cwd is not None else os.getcwd(), self.settings.projects.exclude)
 
     # -- organizer -----------------------------------------------------------------------------
     def organize(self, store: str, *, dry_run: bool = False) -> OrganizeReport:

@@ -38,6 +38,7 @@ DistillStatus = Literal[
     "in_progress",
     "no_model",
     "not_git",
+    "opted_out",
     "empty",
     "invalid_output",
 ]
@@ -57,6 +58,10 @@ MAX_JOURNAL_DAYS: Final = 3660
 MAX_TRANSCRIPT_LIST_LIMIT: Final = 1000
 """Sessions per page of a transcript listing (core, REST and CLI alike)."""
 MAX_SWEEP_LIMIT: Final = 1000
+MAX_AUDIT_LIMIT: Final = 1000
+"""Audit events per page (core, REST and CLI alike)."""
+MAX_AUDIT_FILTER_CHARS: Final = 64
+"""A store name, event name or time bound in an audit query."""
 MAX_SESSION_ID_CHARS: Final = 200
 MAX_SEARCH_CHARS: Final = 500
 MAX_SESSION_CONTEXT_CHARS: Final = 10_000

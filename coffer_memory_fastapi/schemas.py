@@ -13,6 +13,7 @@ from coffer_memory import (
     ConsolidationLog,
     FactRecord,
     HandoffScene,
+    JournalEntry,
     JournalFile,
     LaneWrite,
     McpCheck,
@@ -268,18 +269,43 @@ class RulesOut(_Out):
         return cls(store=view.store, text=view.text, files=[str(p) for p in view.files], folder_path=folder)
 
 
+class JournalEntryOut(_Out):
+    """One entry of a journal day."""
+
+    at: datetime
+    actor: str = Field(description="agent or user.")
+    origin_session_id: str | None = Field(description="The agent session a distilled entry came from.")
+    text: str
+
+    @classmethod
+    def of(cls, e: JournalEntry) -> JournalEntryOut:
+        """From the core's JournalEntry."""
+        return cls(at=e.at, actor=e.actor, origin_session_id=e.origin_session_id, text=e.text)
+
+
 class JournalFileOut(_Out):
-    """One day of the journal."""
+    """One day of the journal: its text, and its entries one by one with their provenance."""
 
     period: str = Field(description="YYYY-MM-DD.")
     text: str
     path: str
     folder_path: str
+    entries: list[JournalEntryOut] = Field(default_factory=list)
+    origin_session_ids: list[str] = Field(
+        default_factory=list, description="The sessions the day's entries came from, in order."
+    )
 
     @classmethod
     def of(cls, f: JournalFile) -> JournalFileOut:
         """From the core's JournalFile."""
-        return cls(period=f.period, text=f.text, path=str(f.path), folder_path=str(f.folder_path))
+        return cls(
+            period=f.period,
+            text=f.text,
+            path=str(f.path),
+            folder_path=str(f.folder_path),
+            entries=[JournalEntryOut.of(e) for e in f.entries],
+            origin_session_ids=list(f.origin_session_ids),
+        )
 
 
 class JournalOut(_Out):
@@ -600,6 +626,7 @@ class DistillBatchOut(_Out):
     skipped_active: int
     remaining: int
     results: list[DistillResultOut]
+    skipped_opted_out: int = Field(default=0, description="Sessions of projects that opted out: never read.")
 
 
 class OperationOut(_Out):

@@ -18,6 +18,10 @@ waiting: a detached ``python -m coffer_memory._session_end`` process, or, with
 REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
 has no SessionEnd event, SessionStart also starts a bounded background sweep of past sessions at
 most once every ``COFFER_HOOK_SWEEP_INTERVAL`` seconds (default 6 hours).
+
+In a repository that opted out (``.coffer-optout``, or ``[projects] exclude``; see
+``coffer_memory._optout``) both events do nothing: no bundle is printed, nothing is distilled,
+no sweep starts.
 """
 
 from __future__ import annotations
@@ -124,9 +128,18 @@ def _api(method: str, path: str, body: dict[str, Any] | None, timeout: float) ->
     return json.loads(text) if text else None
 
 
-def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> str:
-    """The JSON line to print for SessionStart."""
+def opted_out(cwd: str, home: Path) -> bool:
+    """Whether the repository holding ``cwd`` opted out of coffer's automation."""
+    from .._optout import exclude_patterns, optout_for
+
+    return optout_for(cwd, exclude_patterns(home)) is not None
+
+
+def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> str | None:
+    """The JSON line to print for SessionStart; None in a repository that opted out."""
     cwd = _field(payload, "cwd")
+    if opted_out(cwd, home):
+        return None
     if os.environ.get("COFFER_API_URL"):
         answer = _api(
             "GET", f"/api/v1/agents/{agent}/session-context?cwd={quote(cwd, safe='')}", None, timeout
@@ -148,6 +161,8 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
     """Hand the session to distillation and return at once."""
     session_id = _field(payload, "session_id")
     cwd = _field(payload, "cwd")
+    if opted_out(cwd, home):
+        return
     body: dict[str, Any] = {"cwd": cwd}
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript:
@@ -271,11 +286,12 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
         timeout = max(deadline - 0.5, 0.5)
         if event == "SessionStart":
             line = session_start(agent, payload, home, timeout)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            stdout.write(line + "\n")
-            stdout.flush()
-            signal.setitimer(signal.ITIMER_REAL, deadline)
-            maybe_sweep(agent, home, timeout)
+            if line is not None:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                stdout.write(line + "\n")
+                stdout.flush()
+                signal.setitimer(signal.ITIMER_REAL, deadline)
+                maybe_sweep(agent, home, timeout)
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)
         else:

@@ -55,6 +55,7 @@ COMMANDS: dict[str, str] = {
     "distill": "transcripts",
     "forget-session": "transcripts",
     "agents": "agents",
+    "audit": "audit",
     "config": "settings",
     "plugins": "meta",
     "completion": "meta",

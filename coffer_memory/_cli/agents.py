@@ -13,7 +13,7 @@ from .._agents.homes import AGENTS
 from .._agents.probe import DEFAULT_TIMEOUT_SECONDS
 from .._agents.snippets import SNIPPET_CLIENTS, mcp_snippet
 from .._render import table
-from ._common import add_command, emit_json
+from ._common import add_command, add_cwd, emit_json
 
 if TYPE_CHECKING:
     from .._agents.install import AgentChange, AgentStatus
@@ -104,6 +104,10 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def cmd_status(svc: MemoryService, args: argparse.Namespace) -> int:
     status = svc.agent_status(args.agent, check_mcp=args.check, timeout=args.timeout)
+    optout = svc.project_optout(args.cwd)
+    if optout is not None:  # in the notes, so --json carries it too
+        note = f"this project {optout.describe()}: no session-start bundle, no distillation"
+        status = attrs.evolve(status, notes=(*status.notes, note))
     emit_json(status) if args.json else _print_status(status)
     return 0 if status.working or not status.installed else 1
 
@@ -165,6 +169,7 @@ def register(sub: Any) -> None:
     p = add_command(asub, "status", "what coffer installed for one agent, and whether it works")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     _add_check(p, "start the registered MCP server and ask it for its tools (default)")
+    add_cwd(p, "directory whose repository's opt-out to show (default: .)")
     p.set_defaults(func=cmd_status)
 
     p = add_command(asub, "install", "add coffer's session hooks and MCP server to an agent's config")

@@ -254,6 +254,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"symlink: {link} (never followed)")
     for offer in report.same_repository:
         print(f"same repository: {offer}")
+    for line in report.opted_out:
+        print(f"opted out: {line}")
     if ok:
         print("ok")
     else:

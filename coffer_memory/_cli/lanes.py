@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidInput
@@ -95,6 +96,9 @@ def cmd_log(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_session_context(svc: MemoryService, args: argparse.Namespace) -> None:
     bundle = svc.assemble_session_context(args.cwd)
     emit_json({"additional_context": bundle}) if args.json else print(bundle)
+    optout = None if bundle else svc.project_optout(args.cwd)
+    if optout is not None:  # an empty answer needs its reason
+        print(f"note: this project {optout.describe()}; agents get no bundle here", file=sys.stderr)
 
 
 def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -113,6 +113,7 @@ def _sweep(svc: MemoryService, args: argparse.Namespace) -> int:
     print(
         f"{len(result.results)} distilled or tried of {result.considered} sessions; "
         f"{result.skipped_active} still active, {result.remaining} left for the next run"
+        + (f", {result.skipped_opted_out} in projects that opted out" if result.skipped_opted_out else "")
     )
     return 0
 

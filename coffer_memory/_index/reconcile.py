@@ -16,6 +16,14 @@ changed are read and hashed (ctime and inode catch an edit that keeps size and m
 Odd entries never take a store down: a name that is not UTF-8, a FIFO named ``*.md``, a file
 over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with one warning
 (``coffer doctor`` lists it). A damaged index found here is moved aside and rebuilt.
+
+Changes made outside coffer (an editor, ``git pull``, ``rm``) are audited here, the one place
+that sees them, each with ``actor: external``: a file new to a store the index knew is
+``memory_added``, a changed one ``memory_updated``, a vanished one ``memory_deleted``, a vanished
+store folder ``store_deleted``; the store's version then advances once (older cursors are
+refused). The first scan of a store (a new or rebuilt index) learns its files without recording
+them; edits and deletions are measured against the rows coffer wrote. Coffer's own writes are
+indexed in their transaction, so a later scan finds them unchanged.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import attrs
 
 from .._config import Settings
 from .._models import ReindexReport
+from .._store.audit import AuditLog
 from .._store.files import (
     FactParseError,
     FileStat,
@@ -44,6 +53,7 @@ from .._store.files import (
 )
 from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
+from .._store.versions import bump_version
 from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns
 
@@ -90,6 +100,9 @@ class _Tally:
     removed: int = 0
     unchanged: int = 0
     skipped: list[str] = attrs.Factory(list)
+    # Changes made outside coffer: (event, document id, store-relative path, details).
+    external: list[tuple[str, str | None, str, dict[str, str]]] | None = None
+    seen: bool = True  # the index knew the store: a file it has no row for is new
 
     def report(self, store: str) -> ReindexReport:
         return ReindexReport(
@@ -107,12 +120,18 @@ class Reconciler:
     """Keeps one home's index in line with its memory files."""
 
     def __init__(
-        self, db: IndexDB, reindexer: Reindexer, settings: Settings, lock: threading.RLock | None = None
+        self,
+        db: IndexDB,
+        reindexer: Reindexer,
+        settings: Settings,
+        lock: threading.RLock | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.db = db
         self.reindexer = reindexer
         self.settings = settings
         self.lock = lock  # the owning service's lock; enables background full scans
+        self.audit = audit if audit is not None else AuditLog(settings.home)
         self._background: set[str] = set()
         self._guard = threading.Lock()
 
@@ -197,13 +216,15 @@ class Reconciler:
         sp = self.reindexer.paths(store)
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
-                self.reindexer.remove_store(store)
+                self.reindexer.remove_store(store)  # coffer's own delete_store leaves no state behind
+                self._record_external(sp, _Tally(external=[("store_deleted", None, "", {})]))
             return _Tally().report(store)
         vectors = self.reindexer.vectors
         if vectors is not None and vectors.existing_table(store) is None:
             with store_lock(lock_path(self.settings.home, store)):
                 vectors.ensure_table(store)  # marks every document for re-embedding
         state = self._state(store)
+        seen = state is not None  # the index knew this store: what changed, changed outside coffer
         if not full and state is not None:
             dirs, last_full, count = state
             age = time.time() - last_full
@@ -222,8 +243,24 @@ class Reconciler:
                     report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
         with store_lock(lock_path(self.settings.home, store)):
-            report = self._reconcile_full(sp, progress)
+            report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)
+
+    def _record_external(self, sp: StorePaths, tally: _Tally) -> None:
+        """Audit the changes made outside coffer and advance the store's version (store lock held)."""
+        if not tally.external:
+            return
+        try:
+            for event, document_id, rel, details in tally.external:
+                where = (
+                    {"lane": rel.split("/", 1)[0], "path": str(sp.root / rel)}
+                    if rel
+                    else {"store_dir": str(sp.root)}
+                )
+                self.audit.append(event, sp.name, document_id, {"actor": "external", **where, **details})
+            bump_version(self.settings.home, sp.name)
+        except Exception:  # the index is in line with the files already; a full disk must not undo that
+            log.exception("could not audit the outside changes to %s", sp.name)
 
     def _retry_pending(
         self, sp: StorePaths, report: ReindexReport, progress: Progress | None
@@ -316,15 +353,23 @@ class Reconciler:
         if gone:
             with self.db.transaction():
                 for path in gone:
-                    if self.reindexer.remove_path(sp.name, path):
+                    document_id = self.reindexer.remove_path(sp.name, path)
+                    if document_id:
                         tally.removed += 1
+                        if tally.external is not None:
+                            tally.external.append(("memory_deleted", document_id, sp.relative(path), {}))
             if progress is not None:
                 progress(total, total)
 
     def _index_one(self, sp: StorePaths, entry: _Todo, tally: _Tally) -> None:
         path, rel, key, was_broken, absent = entry
+        before = None
+        if tally.external is not None and not absent:
+            before = self.db.scalar(
+                "SELECT content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (sp.name, key)
+            )
         try:
-            outcome, _ = self.reindexer.index_file(
+            outcome, parsed = self.reindexer.index_file(
                 sp.name, path, defer_embedding=True, names=(rel, key), absent=absent
             )
         except FactParseError as exc:
@@ -345,6 +390,15 @@ class Reconciler:
             tally.updated += 1
         else:
             tally.unchanged += 1
+        if tally.external is not None and outcome != "unchanged":
+            after = {"after_sha256": parsed.sha256}
+            if before is None:
+                if tally.seen:
+                    tally.external.append(("memory_added", parsed.fact.id, rel, after))
+            elif before:  # an empty sha256 is the index's own "embedding pending" mark, not an edit
+                tally.external.append(
+                    ("memory_updated", parsed.fact.id, rel, {"before_sha256": before, **after})
+                )
 
     def _remember_broken(self, store: str, path: Path, error: str) -> bool:
         """Record a file that cannot be indexed; True when this is news (a new file or reason)."""
@@ -371,8 +425,8 @@ class Reconciler:
     def _broken_under(self, store: str, prefix: str) -> dict[str, Stat]:
         return self._rows_under(store, prefix, "broken_files")
 
-    def _reconcile_full(self, sp: StorePaths, progress: Progress | None) -> ReindexReport:
-        tally = _Tally()
+    def _reconcile_full(self, sp: StorePaths, progress: Progress | None, *, seen: bool) -> ReindexReport:
+        tally = _Tally(external=[], seen=seen)
         odd: OddFiles = {}
         files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
         _warn_odd(sp.name, odd)
@@ -384,10 +438,11 @@ class Reconciler:
         count = tally.scanned - len(tally.skipped)
         with self.db.transaction():
             self._save_state(sp.name, dirs, time.time(), count)
+        self._record_external(sp, tally)
         return tally.report(sp.name)
 
     def _reconcile_dirs(self, sp: StorePaths, changed: list[str]) -> ReindexReport:
-        tally = _Tally()
+        tally = _Tally(external=[])  # only runs on a store the index knows
         state = self._state(sp.name)
         assert state is not None
         dirs, last_full, count = state
@@ -421,6 +476,7 @@ class Reconciler:
         count = int(self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
         with self.db.transaction():
             self._save_state(sp.name, dirs, last_full, count)
+        self._record_external(sp, tally)
         return tally.report(sp.name)
 
     def note_write(self, store: str, folder: Path, before_ns: int, after_ns: int, delta: int) -> None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .._models import HandoffScene
+from .._models import HandoffScene, JournalEntry
 from .files import atomic_write, format_time, parse_time, read_bytes, yaml_scalar
 from .paths import INDEX_MD, StorePaths
 
@@ -35,18 +35,23 @@ def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
     # O_NOFOLLOW: a symlink planted in a lane must not redirect the append outside the store.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        start = os.fstat(fd).st_size
-        try:
-            view = memoryview(data)
-            while view:  # a short write is not an error: write the rest
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
-            os.ftruncate(fd, start)  # a full disk must not leave half an entry behind
-            raise
+        append_whole(fd, data, os.fstat(fd).st_size)
     finally:
         os.close(fd)
     return False
+
+
+def append_whole(fd: int, data: bytes, start: int) -> None:
+    """Append all of ``data`` to ``fd`` (opened ``O_APPEND``, ``start`` bytes long) and fsync;
+    on any failure the file is cut back to ``start``, so a full disk never leaves half an entry."""
+    try:
+        view = memoryview(data)
+        while view:  # a short write is not an error: write the rest
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.ftruncate(fd, start)
+        raise
 
 
 def journal_header(period: str) -> bytes:
@@ -67,16 +72,38 @@ def journal_entry(text: str, *, at: datetime, actor: str, origin_session_id: str
 
 _ENTRY_HEADING = re.compile(r"^## .*$", re.MULTILINE)
 _SESSION_TAG = re.compile(r" · session (\S+)$")
+# The heading journal_entry writes: time, actor, and the session when there is one.
+_COFFER_HEADING = re.compile(r"^## (\S+) · (\w+)(?: · session (\S+))?[ \t]*$", re.MULTILINE)
+
+
+def journal_entries(text: str) -> list[JournalEntry]:
+    """The entries of a journal day file, in order, each with its time, actor and session.
+
+    Only headings coffer writes start an entry; any other text (a hand-written ``##`` section)
+    stays in the entry before it, and text before the first entry is not an entry.
+    """
+    found = []
+    for match in _COFFER_HEADING.finditer(text):
+        at = parse_time(match.group(1))
+        if at is not None:
+            found.append((match, at))
+    entries = []
+    for i, (match, at) in enumerate(found):
+        end = found[i + 1][0].start() if i + 1 < len(found) else len(text)
+        entries.append(
+            JournalEntry(
+                at=at,
+                actor=match.group(2),
+                origin_session_id=match.group(3),
+                text=text[match.end() : end].strip(),
+            )
+        )
+    return entries
 
 
 def journal_sessions(text: str) -> list[str]:
     """The ``origin_session_id`` of every journal entry that has one, in order, without repeats."""
-    found: list[str] = []
-    for heading in _ENTRY_HEADING.finditer(text):
-        tag = _SESSION_TAG.search(heading.group(0))
-        if tag and tag.group(1) not in found:
-            found.append(tag.group(1))
-    return found
+    return list(dict.fromkeys(e.origin_session_id for e in journal_entries(text) if e.origin_session_id))
 
 
 def drop_session_entries(text: str, session_id: str) -> tuple[str, int]:

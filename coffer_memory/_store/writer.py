@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .._errors import InvalidInput, StorageFull
-from .._home import HomeLayout
 from .._models import WriteReceipt
 from . import lanes as fmt
 from .files import TEMP_PREFIX, atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
 from .lock import store_lock
 from .paths import StorePaths, lock_path, slugify
+from .versions import bump_version, read_version
 
 log = logging.getLogger("coffer_memory.writer")
 
@@ -355,19 +355,14 @@ class Writer:
                     self.bump(tx.store)
 
     def version(self, store: str) -> int:
-        """The store's version: how many write transactions changed it (0 before the first)."""
-        try:
-            return int(HomeLayout(self.home).store_version(self.paths(store).name).read_text() or 0)
-        except (FileNotFoundError, ValueError):
-            return 0
+        """The store's version: how many changes it saw (0 before the first; ``store.versions``)."""
+        return read_version(self.home, self.paths(store).name)
 
     def bump(self, store: str) -> int:
         """Advance the store's version (under its lock); every cursor made before becomes stale."""
         name = self.paths(store).name
-        with self.locked(name):
-            version = self.version(name) + 1
-            atomic_write(HomeLayout(self.home).store_version(name), str(version).encode())
-        return version
+        with self.lock:
+            return bump_version(self.home, name)
 
     def dry_run(self, store: str) -> Transaction:
         """A dry-run transaction that may live across several steps (the reorg loop's preview)."""

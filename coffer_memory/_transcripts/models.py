@@ -86,3 +86,5 @@ class SweepResult:
     """Sessions left for later because they were active in the last ``min_idle_seconds``."""
     remaining: int = 0
     """Sessions still to distill after this run (the per-run bound was reached)."""
+    skipped_opted_out: int = 0
+    """Sessions of projects that opted out (``.coffer-optout`` or ``[projects] exclude``): never read."""

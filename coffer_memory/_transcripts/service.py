@@ -21,6 +21,7 @@ from .._indexing import Models
 from .._lanes import Lanes
 from .._llm import LLMOutputInvalid, LLMUnavailable
 from .._models import LaneWrite
+from .._optout import optout_for, optout_for_roots
 from .._scope import find_git, project_id_for
 from .._store.lanes import drop_session_entries
 from .._store.paths import store_name_for_project
@@ -133,7 +134,8 @@ class Transcripts:
         """Distill one session into its project's journal (one LLM call; idempotent by content).
 
         ``cwd`` overrides the session's recorded working directory. No-ops (nothing written,
-        a status saying why): no model configured, the directory is not in a git repository,
+        a status saying why): the project opted out (``opted_out``), no model configured, the
+        directory is not in a git repository,
         no prose left after scrubbing, this content already distilled. A malformed answer
         writes nothing (``invalid_output``) and leaves the session for a later attempt.
         ``dry_run`` calls the model and returns the insights without writing or recording.
@@ -155,6 +157,9 @@ class Transcripts:
         if git is None:
             return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
         store = store_name_for_project(project_id_for(git.toplevel))
+        optout = optout_for_roots((git.toplevel, git.worktree), self.settings.projects.exclude)
+        if optout is not None:  # checked before the model: an opted-out project is never sent anywhere
+            return result("opted_out", store=store, detail=optout.describe())
         llm = self.models.llm()
         if llm is None:  # checked first: without a model nothing is written, not even ledger.db
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
@@ -246,12 +251,15 @@ class Transcripts:
         cutoff = datetime.now(UTC) - timedelta(seconds=max(min_idle_seconds, 0))
         lister = self._lister()
         todo: list[tuple[Transcript, str]] = []
-        considered = active = 0
+        considered = active = opted_out = 0
         for name in agents:
             for summary in lister.all_sessions(name):
                 considered += 1
                 if summary.last_activity_at is not None and summary.last_activity_at > cutoff:
                     active += 1
+                    continue
+                if optout_for(summary.project_path, self.settings.projects.exclude) is not None:
+                    opted_out += 1  # never read, never counted against the limit
                     continue
                 transcript = lister.load(name, summary.session_id)
                 sha = content_sha256(transcript)
@@ -270,6 +278,7 @@ class Transcripts:
             results=tuple(results),
             skipped_active=active,
             remaining=max(len(todo) - limit, 0),
+            skipped_opted_out=opted_out,
         )
 
     def forget_session(

@@ -186,6 +186,7 @@ def sweep(
             skipped_active=r.skipped_active,
             remaining=r.remaining,
             results=[DistillResultOut.of(x) for x in r.results],
+            skipped_opted_out=r.skipped_opted_out,
         )
 
     return _accepted(ops.start("distill", "", work), response)
