@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         CofferError,
         EmbeddingUnavailable,
         InvalidCursor,
+        InvalidImport,
         InvalidInput,
         MemoryConflict,
         MemoryNotFound,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         WriteReceipt,
     )
     from .organize.models import OrganizeReport, PlannedChange, ReorgReport
+    from .porting import ExportReport, ImportEntry, ImportReport
     from .retrieval import KnowledgeRetrieval
     from .service import MemoryService
     from .transcripts.ledger import LedgerEntry
@@ -78,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "CofferError": ".errors",
     "EmbeddingUnavailable": ".errors",
     "InvalidCursor": ".errors",
+    "InvalidImport": ".errors",
     "InvalidInput": ".errors",
     "MemoryConflict": ".errors",
     "MemoryNotFound": ".errors",
@@ -112,6 +115,9 @@ _EXPORTS: dict[str, str] = {
     "OrganizeReport": ".organize.models",
     "PlannedChange": ".organize.models",
     "ReorgReport": ".organize.models",
+    "ExportReport": ".porting",
+    "ImportEntry": ".porting",
+    "ImportReport": ".porting",
     "KnowledgeRetrieval": ".retrieval",
     "MemoryService": ".service",
     "LedgerEntry": ".transcripts.ledger",
@@ -136,10 +142,14 @@ __all__ = [
     "DistillResult",
     "DoctorReport",
     "EmbeddingUnavailable",
+    "ExportReport",
     "FactRecord",
     "HandoffScene",
     "HookTrust",
+    "ImportEntry",
+    "ImportReport",
     "InvalidCursor",
+    "InvalidImport",
     "InvalidInput",
     "JournalFile",
     "KnowledgeRetrieval",

@@ -13,7 +13,8 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
     │   ├── InvalidCursor     INVALID_CURSOR           (.reason: malformed | forged | other_query | stale)
-    │   └── StoreNotDeletable INVALID_INPUT            (.store: the global store)
+    │   ├── StoreNotDeletable INVALID_INPUT            (.store: the global store)
+    │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -164,6 +165,24 @@ class StoreNotDeletable(InvalidInput):
     def __init__(self, store: str) -> None:
         super().__init__(f"the {store} store cannot be deleted; clear it instead", field="store", store=store)
         self.store = store
+
+
+class InvalidImport(InvalidInput):
+    """An import source coffer refuses as a whole, before anything is written.
+
+    ``reason`` is one of ``unknown_format``, ``corrupt``, ``unsafe_path`` (zip-slip: absolute or
+    ``..`` member names), ``symlink``, ``too_large``, ``bad_json`` (with ``line``), ``checksum``
+    (a file that does not match the export's manifest) or ``not_found``.
+    """
+
+    def __init__(
+        self, reason: str, message: str, *, source: str, member: str | None = None, line: int | None = None
+    ) -> None:
+        super().__init__(message, field="source", reason=reason, source=source, member=member, line=line)
+        self.reason = reason
+        self.source = source
+        self.member = member
+        self.line = line
 
 
 class AgentConfigInvalid(CofferError):

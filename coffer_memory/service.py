@@ -8,7 +8,7 @@ A facade over components built with explicit collaborators (no mixins):
 
 Today's method names are thin delegations to those components; the components are public too
 (``svc.facts``, ``svc.lanes``, ``svc.store_admin``, ``svc.organizer``, ``svc.transcripts``,
-``svc.integrations``; see ``docs/concepts.md``).
+``svc.integrations``, ``svc.porting``; see ``docs/concepts.md``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 
 import attrs
 
@@ -59,6 +59,9 @@ from .organize.models import OrganizeReport, ReorgReport
 from .organize.service import Organizer
 from .organize.tools import OrganizeTools
 from .plugins.hookspecs import LLM
+from .porting import ExportReport, ImportReport, Porting
+from .porting.apply import Progress as ImportProgress
+from .porting.models import ExportFormat, ImportKind
 from .retrieval import KnowledgeRetrieval
 from .store.paths import StorePaths
 from .store.writer import Writer
@@ -107,6 +110,7 @@ class MemoryService:
         )
         self.transcripts = Transcripts(self.settings, self.models, self.writer, self.targets, self.lanes)
         self.integrations = Agents(self.settings, self.index)
+        self.porting = Porting(self.settings, self.writer, self.targets, self.facts, self.store_admin)
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -537,6 +541,31 @@ class MemoryService:
     def set_native_memory(self, name: str, disabled: bool) -> AgentChange:
         """Switch the agent's own memory off (``disabled=True``) or restore the user's settings."""
         return self.integrations.set_native_memory(name, disabled)
+
+    # -- porting ------------------------------------------------------------------------------
+    def export_memory(
+        self,
+        dest: PathLike | IO[bytes],
+        *,
+        stores: Iterable[str] | None = None,
+        format: ExportFormat = "zip",
+    ) -> ExportReport:
+        """Export the truth files of ``stores`` (default: all) to a file or binary stream, as a zip
+        with a manifest or as JSONL."""
+        return self.porting.export_memory(dest, stores=stores, format=format)
+
+    def import_memory(
+        self,
+        source: PathLike | None = None,
+        *,
+        kind: ImportKind | None = None,
+        store: str | None = None,
+        dry_run: bool = False,
+        progress: ImportProgress | None = None,
+    ) -> ImportReport:
+        """Import a coffer export, Claude Code's memory, CLAUDE.md/AGENTS.md/Cursor rules, an MCP
+        ``memory.jsonl`` or a basic-memory folder (idempotent; ``dry_run`` writes nothing)."""
+        return self.porting.import_memory(source, kind=kind, store=store, dry_run=dry_run, progress=progress)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
