@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import CofferError
-from . import agents, facts, lanes, meta, settings, transcripts
+from . import agents, facts, lanes, meta, porting, settings, transcripts
 from ._common import DIRECTORY, hint, resolve_store_args
 
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     transcripts.register(sub)
     agents.register(sub)
     settings.register(sub)
+    porting.register(sub)
     meta.register(sub)
     return parser
 
