@@ -16,7 +16,7 @@ from coffer_memory import AsyncMemoryService, MemoryService, __version__
 from . import errors, web
 from .guard import HostRule, RequestGuard
 from .operations import Operations
-from .routers import agents, facts, lanes, operations, recall, stores, transcripts
+from .routers import agents, facts, lanes, operations, porting, recall, stores, transcripts
 
 DESCRIPTION = """\
 Local-first shared memory for coding agents. Facts are Markdown files (the truth); responses
@@ -80,6 +80,7 @@ def create_app(
         operations.router,
         agents.router,
         transcripts.router,
+        porting.router,
     )
     for router in routers:
         app.include_router(router)
