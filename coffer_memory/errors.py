@@ -178,6 +178,8 @@ class InvalidImport(InvalidInput):
     def __init__(
         self, reason: str, message: str, *, source: str, member: str | None = None, line: int | None = None
     ) -> None:
+        if source not in message:  # say which file, once
+            message = f"{source}: {message}"
         super().__init__(message, field="source", reason=reason, source=source, member=member, line=line)
         self.reason = reason
         self.source = source

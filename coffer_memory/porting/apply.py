@@ -230,7 +230,9 @@ class Applier:
 
 
 def _description(body: str) -> str:
-    flat = " ".join(body.split())
+    """The body in one line, headings left out (they repeat the title), at most 200 characters."""
+    kept = [line for line in body.splitlines() if not line.lstrip().startswith("#")]
+    flat = " ".join(" ".join(kept).split()) or " ".join(body.split())
     return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
 
 

@@ -27,6 +27,11 @@ def _strings(value: object) -> list[str] | None:
     return list(value)
 
 
+def _summary(entity_type: str, observations: list[str]) -> str:
+    text = " ".join(f"{entity_type}: {'; '.join(observations)}".split())
+    return text if len(text) <= 200 else text[:199].rstrip() + "…"
+
+
 def plan(path: Path, store: str, max_bytes: int) -> Plan:
     """The facts of a knowledge-graph file, for ``store``."""
     source = str(path)
@@ -82,7 +87,7 @@ def plan(path: Path, store: str, max_bytes: int) -> Plan:
                 store=store,
                 title=" ".join(name.split())[:200] or "entity",
                 body="\n".join(lines),
-                description=None,
+                description=_summary(entity["entityType"], entity["observations"]),
                 tags=(tag,) if tag else (),
                 provenance=Provenance(source=KIND, path=source, original_id=name, sha256=content_sha(key)),
             )
