@@ -15,6 +15,7 @@ from coffer_memory.cli import main
 from coffer_memory.porting.claude_code import encode_path
 from coffer_memory.store.files import parse_fact
 from coffer_memory.store.paths import GLOBAL_STORE
+from tests.conftest import make_repo
 from tests.test_porting import TOKEN, tree_hash
 
 # -- Claude Code -------------------------------------------------------------------------------
@@ -87,13 +88,22 @@ def test_claude_code_memory_lands_in_the_project_store(svc: MemoryService, repo:
     assert "FAKE_CLOCK=1" in facts["flaky-integration-tests"].body
     assert facts["flaky-integration-tests"].description.startswith("The integration suite")
     meta = imported_meta(svc, store)["flaky-integration-tests"]
-    assert meta["source"] == "claude-code" and meta["original_id"] == "debugging.md"
+    assert meta["source"] == "claude-code" and str(meta["original_id"]).endswith("/debugging.md")
     assert str(meta["path"]).endswith("memory/debugging.md")
     skipped = [e for e in report.entries if e.action == "skipped"]
     assert [e.source.endswith("MEMORY.md") for e in skipped] == [True]
     rules = svc.rules(store=GLOBAL_STORE).text
     assert "Answer briefly." in rules and "Prefer small functions." in rules
     assert svc.recall("fake clock", cwd=repo).hits[0].title == "flaky-integration-tests"
+    assert svc.store_info(store).project_root == str(repo.resolve())  # the checkout is recorded
+
+
+def test_a_linked_claude_folder_is_followed(svc: MemoryService, repo: Path, tmp_path: Path) -> None:
+    write_claude(repo)
+    link = tmp_path / "dotfiles-claude"
+    link.symlink_to(claude_dir())
+    assert svc.import_memory(link).kind == "claude-code"
+    assert len(svc.list_facts(cwd=repo).items) == 2
 
 
 def test_claude_code_project_is_found_from_a_root_coffer_knows(svc: MemoryService, repo: Path) -> None:
@@ -135,7 +145,9 @@ def test_claude_code_reimport_writes_nothing_then_follows_a_changed_source(
     svc.edit_fact(prefs.fact.id, body="Use pnpm; yarn in the legacy app.", store=store)
     (memory / "user_prefs.md").write_text(USER_PREFS.replace("every install", "all installs"))
     conflict = svc.import_memory(kind="claude-code")
-    assert [e.action for e in conflict.entries if e.original_id == "user_prefs.md"] == ["conflict"]
+    assert [e.action for e in conflict.entries if str(e.original_id).endswith("/user_prefs.md")] == [
+        "conflict"
+    ]
     assert "legacy app" in svc.get_fact(prefs.fact.id, store=store).fact.body
 
 
@@ -195,6 +207,18 @@ def test_a_single_rules_file_and_an_edited_copy(svc: MemoryService, repo: Path) 
     (repo / "AGENTS.md").write_text("# Agents\n\nNever force-push.\n")
     again = svc.import_memory(repo / "AGENTS.md")
     assert again.counts == {"conflict": 1} and "one more" in copy.read_text()
+
+
+def test_rules_of_two_repositories_sent_to_one_store_do_not_overwrite_each_other(
+    svc: MemoryService, repo: Path, tmp_path: Path
+) -> None:
+    other = make_repo(tmp_path / "other")
+    (repo / "AGENTS.md").write_text("First repository.\n")
+    (other / "AGENTS.md").write_text("Second repository.\n")
+    svc.import_memory(repo, store=GLOBAL_STORE)
+    second = svc.import_memory(other, store=GLOBAL_STORE)
+    assert second.counts == {"conflict": 1} and "imported from" in (second.entries[0].reason or "")
+    assert "First repository." in svc.rules(store=GLOBAL_STORE).text
 
 
 def test_rules_outside_a_repository_need_a_store(svc: MemoryService, tmp_path: Path) -> None:
@@ -304,6 +328,15 @@ def test_basic_memory_notes_become_facts(svc: MemoryService, tmp_path: Path) -> 
     assert meta["Authentication Design"]["original_id"] == "authentication-design"
     assert meta["Plain note"]["original_id"] == "plain.md"
     assert svc.import_memory(folder).written == 0
+
+
+def test_a_notes_folder_with_a_projects_folder_is_not_taken_for_claude_code(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    folder = tmp_path / "notes"
+    (folder / "projects").mkdir(parents=True)
+    (folder / "projects" / "auth.md").write_text(NOTE)
+    assert svc.import_memory(folder).kind == "basic-memory"
 
 
 def test_cli_import_of_an_mcp_graph_shows_a_dry_run(

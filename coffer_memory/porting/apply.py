@@ -118,6 +118,8 @@ class Applier:
             if old is None:
                 return attrs.evolve(entry, action="conflict", reason="a rules file of that name is here")
             meta, body = old
+            if meta.get("path") != prov.path:
+                return attrs.evolve(entry, action="conflict", reason=f"imported from {meta.get('path')}")
             if meta.get("sha256") == prov.sha256:
                 return attrs.evolve(entry, action="unchanged")
             if meta.get("body_sha256") != _body_sha(body):

@@ -40,7 +40,14 @@ def encode_path(path: str) -> str:
 
 def looks_like(root: Path) -> bool:
     """Whether a folder is a Claude Code config folder, a project folder or a memory folder in it."""
-    return (root / "projects").is_dir() or _project_dir(root) is not None
+    if _project_dir(root) is not None:
+        return True
+    projects = root / "projects"
+    if not projects.is_dir():
+        return False
+    if root.name == ".claude" or (root / "settings.json").is_file():
+        return True
+    return any((p / "memory").is_dir() for p in projects.iterdir())
 
 
 def _project_dir(root: Path) -> Path | None:
@@ -55,7 +62,8 @@ def _project_dir(root: Path) -> Path | None:
 def _memory_fact(path: Path, memory_dir: Path, store: str, max_bytes: int) -> FactItem | Skipped:
     data, mtime = read_source(path, max_bytes)
     text = source_text(data)
-    rel = path.relative_to(memory_dir).as_posix()
+    # The project folder is part of the id: ``--store`` may send several projects to one store.
+    rel = f"{memory_dir.parent.name}/{path.relative_to(memory_dir).as_posix()}"
     try:
         meta, body = split_frontmatter(text)
     except FactParseError as exc:

@@ -21,6 +21,7 @@ from ..agents.homes import AgentHomes
 from ..config import Settings
 from ..core import Facts
 from ..errors import InvalidImport, InvalidInput
+from ..models import Target
 from ..scope import find_git, project_id_for
 from ..store.files import sha256_bytes, write_outside_store
 from ..store.paths import GLOBAL_STORE, store_name_for_project
@@ -56,6 +57,7 @@ class Porting:
         self.targets = targets
         self.facts = facts
         self.stores = stores
+        self._checkouts: dict[str, Target] = {}
 
     @property
     def max_file_bytes(self) -> int:
@@ -157,18 +159,20 @@ class Porting:
         Applier(self.writer, dry_run=True).run(items)  # content checks raise here, before any write
         entries = Applier(self.writer, dry_run=dry_run, progress=progress).run(items)
         if not dry_run:
-            for name in {e.store for e in entries if e.action in ("created", "updated") and e.store}:
+            changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
+            self._record_checkouts(changed)
+            for name in changed:
                 self.facts.events.wrote(name)
+        self._checkouts.clear()
         entries += [ImportEntry("skipped", s.source, reason=s.reason) for s in skipped]
         return ImportReport(kind=kind, source=str(path), dry_run=dry_run, entries=tuple(entries))
 
     def _source_path(self, source: PathLike | None, kind: ImportKind | None) -> Path:
         if source is not None:
-            path = Path(os.path.abspath(os.path.expanduser(os.fspath(source))))
-            if not os.path.lexists(path):
-                raise InvalidImport("not_found", f"{path} does not exist", source=str(path))
-            if path.is_symlink():
-                raise InvalidImport("symlink", f"{path} is a symbolic link", source=str(path))
+            # The source the user names may be a link (dotfiles often are); links inside it are skipped.
+            path = Path(os.path.realpath(os.path.expanduser(os.fspath(source))))
+            if not path.exists():
+                raise InvalidImport("not_found", "does not exist", source=str(path))
             return path
         if kind == "claude-code":
             return AgentHomes.from_env().claude
@@ -200,7 +204,19 @@ class Porting:
     # -- StoreResolver -------------------------------------------------------------------------
     def project_store(self, path: Path) -> str:
         """The project store of the repository that contains ``path``."""
-        return self.targets.resolve(cwd=path, scope="project").store
+        target = self.targets.resolve(cwd=path, scope="project")
+        self._checkouts.setdefault(target.store, target)
+        return target.store
+
+    def _record_checkouts(self, stores: set[str]) -> None:
+        """Give a store an import created its checkout (``store.json``), as ``remember`` would."""
+        for name in sorted(stores):
+            target = self._checkouts.get(name)
+            if target is None or target.project_root is None:
+                continue
+            self.facts.index.record_project_root(name, target.project_root)
+            with self.writer.transaction(name) as tx:
+                self.targets.record_checkout(tx, target)
 
     def claude_project_store(self, encoded: str, transcripts: Path) -> str | None:
         """The store of the project Claude Code files under ``projects/<encoded>/``: a root coffer
