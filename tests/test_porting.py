@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coffer_memory import InvalidImport, MemoryRejected, MemoryService, Settings
+from coffer_memory import AsyncMemoryService, InvalidImport, MemoryRejected, MemoryService, Settings
 from coffer_memory.cli import main
 from coffer_memory.store.paths import GLOBAL_STORE
 
@@ -300,3 +301,16 @@ def test_export_skips_symlinks_and_temp_files(filled: MemoryService, tmp_path: P
         names = zf.namelist()
     assert report.files == 3
     assert not any("link.md" in n or ".tmp-" in n for n in names)
+
+
+def test_the_async_facade_exports_and_imports(filled: MemoryService, tmp_path: Path) -> None:
+    async def run() -> None:
+        out = tmp_path / "async.zip"
+        async with AsyncMemoryService(filled) as source:
+            assert (await source.export_memory(out)).files == 7
+        with MemoryService(tmp_path / "fresh") as fresh:
+            async with AsyncMemoryService(fresh) as target:
+                assert (await target.import_memory(out)).written == 7
+            assert all_facts(fresh) == all_facts(filled)
+
+    asyncio.run(run())

@@ -57,7 +57,6 @@ class Porting:
         self.targets = targets
         self.facts = facts
         self.stores = stores
-        self._checkouts: dict[str, Target] = {}
 
     @property
     def max_file_bytes(self) -> int:
@@ -109,7 +108,8 @@ class Porting:
     def detect(self, source: Path) -> ImportKind:
         """The kind of an import source, told from its name and content (``InvalidImport`` if none fits)."""
         if source.is_file():
-            head = source.open("rb").read(4)
+            with source.open("rb") as handle:
+                head = handle.read(4)
             if head.startswith(b"PK"):
                 return "coffer"
             if rules_files.is_rules_file(source):
@@ -155,15 +155,16 @@ class Porting:
             store = self.targets.paths(store).name
         path = self._source_path(source, kind)
         kind = kind or self.detect(path)
-        items, skipped = self._plan(path, kind, store)
-        Applier(self.writer, dry_run=True).run(items)  # content checks raise here, before any write
+        resolver = _Resolver(self.targets, self.stores)
+        items, skipped = self._plan(path, kind, store, resolver)
+        if not dry_run:  # the content checks raise in this pass, before any write
+            Applier(self.writer, dry_run=True).run(items)
         entries = Applier(self.writer, dry_run=dry_run, progress=progress).run(items)
         if not dry_run:
             changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
-            self._record_checkouts(changed)
+            self._record_checkouts(resolver.checkouts, changed)
             for name in changed:
                 self.facts.events.wrote(name)
-        self._checkouts.clear()
         entries += [ImportEntry("skipped", s.source, reason=s.reason) for s in skipped]
         return ImportReport(kind=kind, source=str(path), dry_run=dry_run, entries=tuple(entries))
 
@@ -180,7 +181,7 @@ class Porting:
             return Path(os.getcwd())
         raise InvalidInput("name the file or folder to import", field="source")
 
-    def _plan(self, path: Path, kind: ImportKind, store: str | None) -> Plan:
+    def _plan(self, path: Path, kind: ImportKind, store: str | None, resolver: _Resolver) -> Plan:
         limit = self.max_file_bytes
         if kind == "coffer":
             if path.is_dir():
@@ -192,41 +193,49 @@ class Porting:
             _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit)
             return [f for f in files if store is None or f.store == store], []
         if kind == "claude-code":
-            return claude_code.plan(path, self, store, limit)
+            return claude_code.plan(path, resolver, store, limit)
         if kind == "rules":
             return rules_files.plan(
-                path, store or self.project_store(path if path.is_dir() else path.parent), limit
+                path, store or resolver.project_store(path if path.is_dir() else path.parent), limit
             )
         if kind == "mcp-memory":
             return mcp_memory.plan(path, store or GLOBAL_STORE, limit)
         return basic_memory.plan(path, store or GLOBAL_STORE, limit)
 
-    # -- StoreResolver -------------------------------------------------------------------------
-    def project_store(self, path: Path) -> str:
-        """The project store of the repository that contains ``path``."""
-        target = self.targets.resolve(cwd=path, scope="project")
-        self._checkouts.setdefault(target.store, target)
-        return target.store
-
-    def _record_checkouts(self, stores: set[str]) -> None:
+    def _record_checkouts(self, checkouts: dict[str, Target], stores: set[str]) -> None:
         """Give a store an import created its checkout (``store.json``), as ``remember`` would."""
         for name in sorted(stores):
-            target = self._checkouts.get(name)
+            target = checkouts.get(name)
             if target is None or target.project_root is None:
                 continue
             self.facts.index.record_project_root(name, target.project_root)
             with self.writer.transaction(name) as tx:
                 self.targets.record_checkout(tx, target)
 
+
+class _Resolver:
+    """The stores one import's entries belong to (a ``StoreResolver``), and the checkouts it saw."""
+
+    def __init__(self, targets: Targets, stores: Stores) -> None:
+        self.targets = targets
+        self.stores = stores
+        self.checkouts: dict[str, Target] = {}
+        self._roots: list[tuple[str, str]] | None = None
+
+    def project_store(self, path: Path) -> str:
+        """The project store of the repository that contains ``path``."""
+        target = self.targets.resolve(cwd=path, scope="project")
+        self.checkouts.setdefault(target.store, target)
+        return target.store
+
     def claude_project_store(self, encoded: str, transcripts: Path) -> str | None:
         """The store of the project Claude Code files under ``projects/<encoded>/``: a root coffer
         knows, else a ``cwd`` of the transcripts there (or its git root), whose encoding matches."""
-        for info in self.stores.stores():
-            if (
-                info.project_root
-                and claude_code.encode_path(info.project_root) == encoded[: claude_code.MAX_ENCODED]
-            ):
-                return info.name
+        if self._roots is None:  # once per import: listing the stores reads every store.json
+            self._roots = [(i.project_root, i.name) for i in self.stores.stores() if i.project_root]
+        for root, name in self._roots:
+            if claude_code.encode_path(root) == encoded[: claude_code.MAX_ENCODED]:
+                return name
         for cwd in _transcript_cwds(transcripts):
             git = find_git(cwd) if os.path.isdir(cwd) else None
             roots = [str(git.toplevel)] if git is not None else []
