@@ -238,6 +238,11 @@ def test_an_oversize_member_is_refused(tmp_path: Path) -> None:
         _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "too_large")
 
 
+def test_a_file_that_is_also_a_folder_is_refused(svc: MemoryService, tmp_path: Path) -> None:
+    members = {"stores/global/rules": b"a file", "stores/global/rules/rules.md": b"- a rule\n"}
+    _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "corrupt")
+
+
 def test_a_zip_without_a_manifest_is_an_unknown_format(svc: MemoryService, tmp_path: Path) -> None:
     _refused(svc, _zip(tmp_path / "e.zip", GOOD), "unknown_format")
 

@@ -93,6 +93,8 @@ class Applier:
             data = tx.check(item.data.decode("utf-8"), "text").encode("utf-8")
         except UnicodeDecodeError:
             return ImportEntry("skipped", source, item.store, path, item.relpath, reason="not UTF-8 text")
+        if os.path.isdir(path):
+            return ImportEntry("conflict", source, item.store, path, item.relpath, reason="a folder is here")
         existing = tx.read(path)
         if existing == data:
             return ImportEntry("unchanged", source, item.store, path, item.relpath)

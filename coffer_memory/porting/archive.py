@@ -184,6 +184,24 @@ def _check_manifest(source: str, manifest: object) -> dict[str, Any]:
     return manifest
 
 
+def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
+    """``items``, refused (``corrupt``) when two name one path, or one's path is another's folder:
+    restoring either would fail half-way."""
+    paths = {(i.store, i.relpath) for i in items}
+    if len(paths) != len(items):
+        raise InvalidImport("corrupt", "a file appears twice", source=source)
+    for store, rel in sorted(paths):
+        parts = rel.split("/")
+        for n in range(1, len(parts)):
+            folder = "/".join(parts[:n])
+            if (store, folder) in paths:
+                member = f"{store}/{folder}"
+                raise InvalidImport(
+                    "corrupt", f"{member} is both a file and a folder", source=source, member=member
+                )
+    return items
+
+
 def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
     """The manifest and files of a zip export, every member checked before any is returned."""
     source = str(path)
@@ -252,7 +270,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
         if extra:
             first = sorted(extra)[0]
             raise InvalidImport("corrupt", f"{first} is not in the manifest", source=source, member=first)
-    return manifest, items
+    return manifest, check_tree(source, items)
 
 
 def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int) -> bytes:
@@ -317,7 +335,7 @@ def read_jsonl(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[Fi
         items.append(FileItem(store=store, relpath=rel, data=data))
     if manifest is None:
         raise InvalidImport("unknown_format", "empty file", source=source)
-    return manifest, items
+    return manifest, check_tree(source, items)
 
 
 def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]]]:
