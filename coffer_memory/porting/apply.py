@@ -89,6 +89,8 @@ class Applier:
     def _file(self, tx: Transaction, item: FileItem) -> ImportEntry:
         path = tx.paths.resolve_relative(item.relpath)
         source = f"{item.store}/{item.relpath}"
+        if not os.path.isdir(path) and tx.read(path) == item.data:  # restored before: no checks needed
+            return ImportEntry("unchanged", source, item.store, path, item.relpath)
         try:
             data = tx.check(item.data.decode("utf-8"), "text").encode("utf-8")
         except UnicodeDecodeError:
@@ -157,7 +159,12 @@ class Applier:
         for rel in sorted(files):
             path = sp.root / rel
             data = tx.read(path)
-            if data is None or not sp.is_knowledge_file(path):
+            # Only imported facts carry the key; the others are not worth a YAML parse.
+            if (
+                data is None
+                or b"\n" + PROVENANCE_KEY.encode() + b":" not in data
+                or not sp.is_knowledge_file(path)
+            ):
                 continue
             try:
                 parsed = parse_fact(data, store=store, relpath=rel, mtime=0)
@@ -180,19 +187,19 @@ class Applier:
     def _fact(self, tx: Transaction, item: FactItem) -> ImportEntry:
         prov = item.provenance
         entry = ImportEntry("created", prov.path, item.store, None, prov.original_id)
+        known = self._imported(tx)
+        key = (prov.source, prov.original_id)
+        old = known.get(key)
+        if old is not None and old.meta.get("sha256") == prov.sha256:  # before the checks: the common case
+            return attrs.evolve(entry, action="unchanged", path=old.path)
         body = tx.check(item.body.strip("\n"), "text")
         title = tx.check(" ".join(item.title.split()) or "memory", "title")
         description = tx.check(item.description, "description") if item.description else None
         if not body.strip():
             return attrs.evolve(entry, action="skipped", reason="empty")
-        known = self._imported(tx)
-        key = (prov.source, prov.original_id)
-        old = known.get(key)
         meta = prov.to_meta(_body_sha(body))
         if old is not None:
             entry = attrs.evolve(entry, path=old.path)
-            if old.meta.get("sha256") == prov.sha256:
-                return attrs.evolve(entry, action="unchanged")
             if old.meta.get("body_sha256") != old.body_sha:
                 return attrs.evolve(entry, action="conflict", reason="edited here since it was imported")
             fact = attrs.evolve(
