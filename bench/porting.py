@@ -25,27 +25,11 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, print_environment, table
+from filters import SEED, WORDS  # the same seeded developer vocabulary
 
 from coffer_memory import MemoryService
 from coffer_memory.models import MemoryFact
 from coffer_memory.store.files import fact_id_for, render_fact
-
-SEED = 20261201
-WORDS = [
-    "deploy",
-    "cache",
-    "database",
-    "backup",
-    "staging",
-    "release",
-    "token",
-    "migration",
-    "index",
-    "query",
-    "build",
-    "test",
-    "lint",
-]
 
 
 def seed(svc: MemoryService, count: int) -> None:
