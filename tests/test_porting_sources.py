@@ -193,7 +193,8 @@ def test_rules_files_of_a_repository_go_to_its_rules_lane(svc: MemoryService, re
     head = (view.folder / "cursor-python.md").read_text().splitlines()[0]
     meta = json.loads(re.fullmatch(r"<!-- coffer-import (\{.*\}) -->", head).group(1))  # type: ignore[union-attr]
     assert meta["source"] == "rules" and meta["path"].endswith(".cursor/rules/python.mdc")
-    assert "Build with" in svc.assemble_session_context(repo)
+    bundle = svc.assemble_session_context(repo)
+    assert "Build with" in bundle and "coffer-import" not in bundle  # provenance is not for the agent
     assert svc.import_memory(repo).written == 0
 
 

@@ -28,12 +28,13 @@ from ..store.files import (
     sha256_bytes,
 )
 from ..store.paths import MAX_SLUG_CHARS, slugify
+from ..store.rules import IMPORT_MARK
 from ..store.writer import Transaction, Writer
 from ..vocabulary import MAX_TAGS
 from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem
 
 Progress = Callable[[int, int, ImportEntry], None]
-_RULE_HEAD = re.compile(r"\A<!-- coffer-import (\{.*?\}) -->\n")
+_RULE_HEAD = re.compile(r"\A" + re.escape(IMPORT_MARK) + r"(\{.*?\}) -->\n")
 
 
 def _body_sha(body: str) -> str:
@@ -114,7 +115,7 @@ class Applier:
         path = tx.paths.rules_file(item.slug)
         text = tx.check(item.text.strip(), "text") + "\n"
         head = json.dumps(prov.to_meta(_body_sha(text)), ensure_ascii=False, sort_keys=True)
-        data = f"<!-- coffer-import {head} -->\n{text}".encode()
+        data = f"{IMPORT_MARK}{head} -->\n{text}".encode()
         existing = tx.read(path)
         entry = ImportEntry("created", prov.path, item.store, path, prov.original_id)
         if existing is not None:
