@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         CofferError,
         EmbeddingUnavailable,
         InvalidCursor,
+        InvalidImport,
         InvalidInput,
         MemoryConflict,
         MemoryNotFound,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     )
     from ._optout import OptOut
     from ._organize.models import OrganizeReport, PlannedChange, ReorgReport
+    from ._porting import ExportReport, ImportEntry, ImportReport
     from ._retrieval import KnowledgeRetrieval
     from ._service import MemoryService
     from ._store.audit import AuditEvent
@@ -139,6 +141,10 @@ _EXPORTS: dict[str, str] = {
     "JournalEntry": "._models",
     "OptOut": "._optout",
     "AuditEvent": "._store.audit",
+    "InvalidImport": "._errors",
+    "ExportReport": "._porting",
+    "ImportEntry": "._porting",
+    "ImportReport": "._porting",
 }
 
 __all__ = [
@@ -156,10 +162,14 @@ __all__ = [
     "DoctorReport",
     "EmbeddingSettings",
     "EmbeddingUnavailable",
+    "ExportReport",
     "FactRecord",
     "HandoffScene",
     "HookTrust",
+    "ImportEntry",
+    "ImportReport",
     "InvalidCursor",
+    "InvalidImport",
     "InvalidInput",
     "JournalEntry",
     "JournalFile",

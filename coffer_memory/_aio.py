@@ -166,3 +166,5 @@ class AsyncMemoryService:
     install_agent = _InThread(MemoryService.install_agent)
     uninstall_agent = _InThread(MemoryService.uninstall_agent)
     set_native_memory = _InThread(MemoryService.set_native_memory)
+    export_memory = _InThread(MemoryService.export_memory)
+    import_memory = _InThread(MemoryService.import_memory)

@@ -14,7 +14,8 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── InvalidInput          INVALID_INPUT            (.field)
     │   ├── InvalidCursor     INVALID_CURSOR           (.reason: malformed | forged | other_query | stale)
     │   ├── StoreNotDeletable INVALID_INPUT            (.store: the global store)
-    │   └── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
+    │   ├── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
+    │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -177,6 +178,26 @@ class StoreNotMergeable(InvalidInput):
         self.reason = reason
         self.source = source
         self.into = into
+
+
+class InvalidImport(InvalidInput):
+    """An import source coffer refuses as a whole, before anything is written.
+
+    ``reason`` is one of ``unknown_format``, ``corrupt``, ``unsafe_path`` (zip-slip: absolute or
+    ``..`` member names), ``symlink``, ``too_large``, ``bad_json`` (with ``line``), ``checksum``
+    (a file that does not match the export's manifest) or ``not_found``.
+    """
+
+    def __init__(
+        self, reason: str, message: str, *, source: str, member: str | None = None, line: int | None = None
+    ) -> None:
+        if source not in message:  # say which file, once
+            message = f"{source}: {message}"
+        super().__init__(message, field="source", reason=reason, source=source, member=member, line=line)
+        self.reason = reason
+        self.source = source
+        self.member = member
+        self.line = line
 
 
 class AgentConfigInvalid(CofferError):

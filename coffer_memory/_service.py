@@ -8,7 +8,7 @@ A facade over components built with explicit collaborators (no mixins):
 
 Today's method names are thin delegations to those components; the components are public too
 (``svc.facts``, ``svc.lanes``, ``svc.store_admin``, ``svc.organizer``, ``svc.transcripts``,
-``svc.integrations``; see ``docs/concepts.md``).
+``svc.integrations``, ``svc.porting``; see ``docs/concepts.md``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 
 import attrs
 
@@ -64,6 +64,9 @@ if TYPE_CHECKING:  # the components below are imported when first used (``coffer
     from ._lanes import Lanes
     from ._organize.models import OrganizeReport, ReorgReport
     from ._organize.service import Organizer
+    from ._porting import ExportReport, ImportReport, Porting
+    from ._porting.apply import Progress as ImportProgress
+    from ._porting.models import ExportFormat, ImportKind
     from ._retrieval import KnowledgeRetrieval
     from ._store.paths import StorePaths
     from ._store_config import StoreConfig
@@ -144,6 +147,13 @@ class MemoryService:
         from ._agents.service import Agents
 
         return Agents(self.settings, self.index)
+
+    @component
+    def porting(self) -> Porting:
+        """Export of the truth files and import from coffer exports and other tools' memories."""
+        from ._porting import Porting
+
+        return Porting(self.settings, self.writer, self.targets, self.facts, self.store_admin)
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -632,6 +642,31 @@ class MemoryService:
     def set_native_memory(self, name: str, disabled: bool) -> AgentChange:
         """Switch the agent's own memory off (``disabled=True``) or restore the user's settings."""
         return self.integrations.set_native_memory(name, disabled)
+
+    # -- porting ------------------------------------------------------------------------------
+    def export_memory(
+        self,
+        dest: PathLike | IO[bytes],
+        *,
+        stores: Iterable[str] | None = None,
+        format: ExportFormat = "zip",
+    ) -> ExportReport:
+        """Export the truth files of ``stores`` (default: all) to a file or binary stream, as a zip
+        with a manifest or as JSONL."""
+        return self.porting.export_memory(dest, stores=stores, format=format)
+
+    def import_memory(
+        self,
+        source: PathLike | None = None,
+        *,
+        kind: ImportKind | None = None,
+        store: str | None = None,
+        dry_run: bool = False,
+        progress: ImportProgress | None = None,
+    ) -> ImportReport:
+        """Import a coffer export, Claude Code's memory, CLAUDE.md/AGENTS.md/Cursor rules, an MCP
+        ``memory.jsonl`` or a basic-memory folder (idempotent; ``dry_run`` writes nothing)."""
+        return self.porting.import_memory(source, kind=kind, store=store, dry_run=dry_run, progress=progress)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:

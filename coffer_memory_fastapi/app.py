@@ -16,7 +16,7 @@ from coffer_memory import AsyncMemoryService, MemoryService, __version__
 from . import errors, web
 from .guard import HostRule, RequestGuard
 from .operations import Operations
-from .routers import agents, audit, facts, lanes, operations, recall, resources, stores, transcripts
+from .routers import agents, audit, facts, lanes, operations, porting, recall, resources, stores, transcripts
 
 DESCRIPTION = """\
 Local-first shared memory for coding agents. Facts are Markdown files (the truth); responses
@@ -82,6 +82,7 @@ def create_app(
         transcripts.router,
         resources.router,
         audit.router,
+        porting.router,
     )
     for router in routers:
         app.include_router(router)

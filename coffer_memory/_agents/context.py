@@ -9,7 +9,7 @@ from pathlib import Path
 from .._scope import find_git, project_id_for
 from .._store.identity import find_landing, merge_offer, repository_matches
 from .._store.paths import GLOBAL_STORE, StorePaths, store_name_for_project
-from .._store.rules import read_rules
+from .._store.rules import IMPORT_MARK, read_rules
 from ..vocabulary import MAX_SESSION_CONTEXT_CHARS
 
 MAX_CONTEXT_CHARS = MAX_SESSION_CONTEXT_CHARS
@@ -27,8 +27,13 @@ _HEADING = re.compile(r"^(#{1,4}) ", re.MULTILINE)
 
 
 def _demote(rules: str) -> str:
-    """Rules text under a section heading: our own ``# Rules`` header dropped, headings pushed down."""
-    lines = [line for line in rules.splitlines() if line.strip() != RULES_HEADER]
+    """Rules text under a section heading: our own ``# Rules`` header and imports' provenance lines
+    dropped, headings pushed down."""
+    lines = [
+        line
+        for line in rules.splitlines()
+        if line.strip() != RULES_HEADER and not line.startswith(IMPORT_MARK)
+    ]
     return _HEADING.sub(lambda m: "##" + m.group(1) + " ", "\n".join(lines)).strip()
 
 

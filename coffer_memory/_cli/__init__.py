@@ -56,6 +56,8 @@ COMMANDS: dict[str, str] = {
     "forget-session": "transcripts",
     "agents": "agents",
     "audit": "audit",
+    "export": "porting",
+    "import": "porting",
     "config": "settings",
     "plugins": "meta",
     "completion": "meta",

@@ -9,7 +9,11 @@ from pathlib import Path
 
 from .paths import StorePaths
 
-__all__ = ["read_rules", "rules_files"]
+__all__ = ["IMPORT_MARK", "read_rules", "rules_files"]
+
+# How an imported rules file starts: its provenance, an HTML comment (``porting.apply`` writes it;
+# the session-start bundle leaves these lines out, they are not for the agent).
+IMPORT_MARK = "<!-- coffer-import "
 
 
 def rules_files(sp: StorePaths) -> list[Path]:

@@ -1,0 +1,108 @@
+"""``coffer export`` and ``coffer import``: stores to a zip or JSONL file and back; other tools' memory in."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .._errors import InvalidInput
+from .._porting.models import EXPORT_FORMATS, IMPORT_KINDS, ImportEntry
+from .._render import table
+from ._common import FILE, add_command, emit_json
+
+if TYPE_CHECKING:
+    from .._service import MemoryService
+
+
+def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
+    if args.all and args.stores:
+        raise InvalidInput("pass --store or --all, not both", field="store")
+    stores = args.stores or None
+    if args.output == "-":
+        report = svc.export_memory(sys.stdout.buffer, stores=stores, format=args.format)
+        sys.stdout.buffer.flush()
+        return
+    report = svc.export_memory(args.output, stores=stores, format=args.format)
+    if args.json:
+        emit_json(report.to_record())
+        return
+    print(
+        f"exported {report.files} files of {len(report.stores)} store(s) to {report.path} "
+        f"({report.format}, {report.size} bytes, sha256 {report.sha256[:12]}…)"
+    )
+
+
+def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    bar = tqdm(unit="entry", disable=args.json or None, file=sys.stderr, leave=False)
+
+    def progress(done: int, total: int, _entry: ImportEntry) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        report = svc.import_memory(
+            args.source, kind=args.kind, store=args.store, dry_run=args.dry_run, progress=progress
+        )
+    finally:
+        bar.close()
+    if args.json:
+        emit_json(report.to_record())
+        return 0
+    verb = "would write" if report.dry_run else "wrote"
+    rows = [
+        (
+            e.action
+            if not report.dry_run or e.action not in ("created", "updated")
+            else f"{e.action} (dry run)",
+            e.store or "-",
+            str(e.path) if e.path is not None else e.source,
+            e.reason or (", ".join(f"{n} {k} redacted" for k, n in e.findings) if e.findings else ""),
+        )
+        for e in report.entries
+        if args.verbose or report.dry_run or e.action != "unchanged"
+    ]
+    if rows:
+        print(table(("action", "store", "file", "note"), rows))
+    counts = ", ".join(f"{n} {a}" for a, n in sorted(report.counts.items())) or "nothing found"
+    print(f"{report.kind} import from {report.source}: {verb} {report.written} file(s) ({counts})")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``coffer export`` and ``coffer import``."""
+    p = add_command(sub, "export", "export stores' truth files: a zip with a manifest, or JSONL")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--store", dest="stores", action="append", help="a store to export (repeatable)")
+    group.add_argument("--all", action="store_true", help="every store (the default)")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="zip", help="zip (default) or jsonl")
+    p.add_argument(
+        "-o", "--output", required=True, help="the file to write ('-' for standard output)"
+    ).complete = FILE  # type: ignore[attr-defined]
+    p.set_defaults(func=cmd_export)
+
+    p = add_command(
+        sub,
+        "import",
+        "import memory: a coffer export, Claude Code's memory, CLAUDE.md/AGENTS.md/Cursor rules, "
+        "an MCP memory.jsonl or a basic-memory folder (idempotent; try --dry-run first)",
+    )
+    p.add_argument(
+        "source",
+        nargs="?",
+        help="file or folder to import (default: Claude Code's folder with --from claude-code, "
+        "the current directory with --from rules)",
+    ).complete = FILE  # type: ignore[attr-defined]
+    p.add_argument(
+        "--from", dest="kind", choices=IMPORT_KINDS, help="the source's kind (default: told from it)"
+    )
+    p.add_argument(
+        "--store",
+        help="a coffer export: only this store; other sources: write everything to this store "
+        "(default: the matching project store, or global)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be written; write nothing")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list entries that were unchanged")
+    p.set_defaults(func=cmd_import)

@@ -1,0 +1,255 @@
+"""Writing planned import items through the Writer's transaction, one transaction per store.
+
+Every text passes the transaction's content checks (secrets redacted or rejected). An entry seen
+before (same source kind and original id, same content sha256) writes nothing; one whose source
+changed is rewritten only while the copy here is as it was imported, else it is a conflict and
+the copy is kept. A dry run is the same code in the Writer's dry-run mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._models import MemoryFact
+from .._store.files import (
+    FactParseError,
+    fact_id_for,
+    now_utc,
+    parse_fact,
+    render_fact,
+    scan_markdown,
+    sha256_bytes,
+)
+from .._store.paths import MAX_SLUG_CHARS, slugify
+from .._store.rules import IMPORT_MARK
+from .._store.writer import Transaction, Writer
+from ..vocabulary import MAX_TAGS
+from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem
+
+Progress = Callable[[int, int, ImportEntry], None]
+_RULE_HEAD = re.compile(r"\A" + re.escape(IMPORT_MARK) + r"(\{.*?\}) -->\n")
+
+
+def _body_sha(body: str) -> str:
+    return sha256_bytes(body.strip("\n").encode("utf-8"))
+
+
+@attrs.frozen
+class _Imported:
+    path: Path
+    meta: dict[str, Any]
+    body_sha: str
+    fact: MemoryFact
+    extra: dict[str, Any]
+    has_created: bool
+
+
+class Applier:
+    """Applies a plan to the stores of one home (``dry_run``: plans only, writes nothing)."""
+
+    def __init__(self, writer: Writer, *, dry_run: bool, progress: Progress | None = None) -> None:
+        self.writer = writer
+        self.dry_run = dry_run
+        self.progress = progress
+        self._seen: dict[str, dict[tuple[str, str], _Imported]] = {}
+
+    def run(self, items: Iterable[Item]) -> list[ImportEntry]:
+        """Apply ``items`` (grouped by store, in order); one entry per item."""
+        by_store: dict[str, list[Item]] = {}
+        for item in items:
+            by_store.setdefault(item.store, []).append(item)
+        total = sum(len(v) for v in by_store.values())
+        entries: list[ImportEntry] = []
+        for store, group in by_store.items():
+            with self.writer.transaction(store, dry_run=self.dry_run) as tx:
+                for item in group:
+                    before = dict(tx.findings)
+                    entry = self._apply(tx, item)
+                    found = {k: n - before.get(k, 0) for k, n in tx.findings.items() if n > before.get(k, 0)}
+                    entry = attrs.evolve(entry, findings=tuple(sorted(found.items())))
+                    entries.append(entry)
+                    if self.progress is not None:
+                        self.progress(len(entries), total, entry)
+        return entries
+
+    def _apply(self, tx: Transaction, item: Item) -> ImportEntry:
+        if isinstance(item, FileItem):
+            return self._file(tx, item)
+        if isinstance(item, RuleItem):
+            return self._rule(tx, item)
+        return self._fact(tx, item)
+
+    # -- a coffer export: whole files, byte for byte -------------------------------------------
+    def _file(self, tx: Transaction, item: FileItem) -> ImportEntry:
+        path = tx.paths.resolve_relative(item.relpath)
+        source = f"{item.store}/{item.relpath}"
+        if not os.path.isdir(path) and tx.read(path) == item.data:  # restored before: no checks needed
+            return ImportEntry("unchanged", source, item.store, path, item.relpath)
+        try:
+            data = tx.check(item.data.decode("utf-8"), "text").encode("utf-8")
+        except UnicodeDecodeError:
+            return ImportEntry("skipped", source, item.store, path, item.relpath, reason="not UTF-8 text")
+        if os.path.isdir(path):
+            return ImportEntry("conflict", source, item.store, path, item.relpath, reason="a folder is here")
+        existing = tx.read(path)
+        if existing == data:
+            return ImportEntry("unchanged", source, item.store, path, item.relpath)
+        if existing is not None or os.path.lexists(path):
+            return ImportEntry(
+                "conflict", source, item.store, path, item.relpath, reason="a different file is here"
+            )
+        tx.create(path, data)
+        tx.audit("memory_added", None, path=str(path), imported_from="coffer")
+        return ImportEntry("created", source, item.store, path, item.relpath)
+
+    # -- rules files ---------------------------------------------------------------------------
+    def _rule(self, tx: Transaction, item: RuleItem) -> ImportEntry:
+        prov = item.provenance
+        path = tx.paths.rules_file(item.slug)
+        text = tx.check(item.text.strip(), "text") + "\n"
+        head = json.dumps(prov.to_meta(_body_sha(text)), ensure_ascii=False, sort_keys=True)
+        data = f"{IMPORT_MARK}{head} -->\n{text}".encode()
+        existing = tx.read(path)
+        entry = ImportEntry("created", prov.path, item.store, path, prov.original_id)
+        if existing is not None:
+            old = self._rule_meta(existing)
+            if old is None:
+                return attrs.evolve(entry, action="conflict", reason="a rules file of that name is here")
+            meta, body = old
+            if meta.get("path") != prov.path:
+                return attrs.evolve(entry, action="conflict", reason=f"imported from {meta.get('path')}")
+            if meta.get("sha256") == prov.sha256:
+                return attrs.evolve(entry, action="unchanged")
+            if meta.get("body_sha256") != _body_sha(body):
+                return attrs.evolve(entry, action="conflict", reason="edited here since it was imported")
+            tx.write(path, data)
+            tx.audit("memory_updated", None, lane="rules", path=str(path), imported_from=prov.source)
+            return attrs.evolve(entry, action="updated")
+        tx.create(path, data)
+        tx.audit("memory_added", None, lane="rules", path=str(path), imported_from=prov.source)
+        return entry
+
+    @staticmethod
+    def _rule_meta(data: bytes) -> tuple[dict[str, Any], str] | None:
+        text = data.decode("utf-8", "replace")
+        match = _RULE_HEAD.match(text)
+        if match is None:
+            return None
+        try:
+            meta = json.loads(match.group(1))
+        except ValueError:
+            return None
+        return (meta, text[match.end() :]) if isinstance(meta, dict) else None
+
+    # -- facts ---------------------------------------------------------------------------------
+    def _imported(self, tx: Transaction) -> dict[tuple[str, str], _Imported]:
+        """The facts of the store that came from an import, by (source kind, original id)."""
+        store = tx.store
+        if store in self._seen:
+            return self._seen[store]
+        found: dict[tuple[str, str], _Imported] = {}
+        sp = tx.paths
+        files, _ = scan_markdown(sp.root, (sp.knowledge,)) if sp.knowledge.is_dir() else ({}, {})
+        for rel in sorted(files):
+            path = sp.root / rel
+            data = tx.read(path)
+            # Only imported facts carry the key; the others are not worth a YAML parse.
+            if (
+                data is None
+                or b"\n" + PROVENANCE_KEY.encode() + b":" not in data
+                or not sp.is_knowledge_file(path)
+            ):
+                continue
+            try:
+                parsed = parse_fact(data, store=store, relpath=rel, mtime=0)
+            except FactParseError:
+                continue
+            meta = parsed.extra.get(PROVENANCE_KEY)
+            if isinstance(meta, dict) and isinstance(meta.get("source"), str):
+                key = (str(meta["source"]), str(meta.get("original_id")))
+                found[key] = _Imported(
+                    path,
+                    meta,
+                    _body_sha(parsed.fact.body),
+                    parsed.fact,
+                    dict(parsed.extra),
+                    parsed.has_created_at,
+                )
+        self._seen[store] = found
+        return found
+
+    def _fact(self, tx: Transaction, item: FactItem) -> ImportEntry:
+        prov = item.provenance
+        entry = ImportEntry("created", prov.path, item.store, None, prov.original_id)
+        known = self._imported(tx)
+        key = (prov.source, prov.original_id)
+        old = known.get(key)
+        if old is not None and old.meta.get("sha256") == prov.sha256:  # before the checks: the common case
+            return attrs.evolve(entry, action="unchanged", path=old.path)
+        body = tx.check(item.body.strip("\n"), "text")
+        title = tx.check(" ".join(item.title.split()) or "memory", "title")
+        description = tx.check(item.description, "description") if item.description else None
+        if not body.strip():
+            return attrs.evolve(entry, action="skipped", reason="empty")
+        meta = prov.to_meta(_body_sha(body))
+        if old is not None:
+            entry = attrs.evolve(entry, path=old.path)
+            if old.meta.get("body_sha256") != old.body_sha:
+                return attrs.evolve(entry, action="conflict", reason="edited here since it was imported")
+            fact = attrs.evolve(
+                old.fact,
+                title=title,
+                body=body,
+                description=description or _description(body),
+                tags=_tags(item.tags),
+                updated_at=now_utc(),
+            )
+            tx.write(
+                old.path, render_fact(fact, {**old.extra, PROVENANCE_KEY: meta}, with_created=old.has_created)
+            )
+            tx.audit("memory_updated", fact.id, path=str(old.path), imported_from=prov.source)
+            known[key] = attrs.evolve(old, meta=meta, body_sha=_body_sha(body), fact=fact)
+            return attrs.evolve(entry, action="updated")
+        stamp = (item.created_at or now_utc()).replace(microsecond=0)
+        slug = slugify(title)
+        for attempt in range(1000):
+            tail = f"-{attempt + 1}" if attempt else ""
+            path = tx.paths.inbox_file(slug[: MAX_SLUG_CHARS - len(tail)].rstrip("-_") + tail)
+            if tx.read(path) is None and not os.path.lexists(path):
+                break
+        fact = MemoryFact(
+            id=fact_id_for(tx.store, tx.paths.relative(path), stamp),
+            title=title,
+            description=description or _description(body),
+            body=body,
+            actor=item.actor,
+            origin_session_id=None,
+            created_at=stamp,
+            updated_at=stamp,
+            tags=_tags(item.tags),
+        )
+        tx.create(path, render_fact(fact, {PROVENANCE_KEY: meta}))
+        tx.audit("memory_added", fact.id, path=str(path), imported_from=prov.source)
+        known[key] = _Imported(path, meta, _body_sha(body), fact, {PROVENANCE_KEY: meta}, True)
+        return attrs.evolve(entry, path=path)
+
+
+def _description(body: str) -> str:
+    """The body in one line, headings left out (they repeat the title), at most 200 characters."""
+    kept = [line for line in body.splitlines() if not line.lstrip().startswith("#")]
+    flat = " ".join(" ".join(kept).split()) or " ".join(body.split())
+    return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
+
+
+def _tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(tags))[:MAX_TAGS]
+
+
+__all__ = ["Applier", "Progress", "Provenance"]

@@ -1,0 +1,360 @@
+"""The coffer export format: a zip of the truth files with a manifest, or JSONL; written and read here.
+
+Zip layout::
+
+    manifest.json                      format, versions, created time, stores, per-file size + sha256
+    stores/<store>/<path in store>     each truth file, byte for byte
+
+JSONL: a ``manifest`` record first, then one ``file`` record per truth file with its store, path,
+lane, size, sha256 and content (text, or base64 when it is not UTF-8); a fact file also carries
+its parsed fields (``fact``). Reading refuses, before anything is written, a corrupt archive,
+member names that climb out of their folder (zip-slip), symbolic links, oversize members, files
+that do not match the manifest and broken JSON lines: each is an ``InvalidImport``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import os
+import re
+import stat
+import zipfile
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from .._errors import InvalidImport, MemoryStoreNotFound
+from .._store.files import FactParseError, format_time, parse_fact, read_bytes, sha256_bytes
+from .._store.paths import StorePaths, is_recall_rel, validate_store_name
+from .._version import __version__
+from .models import FileItem
+
+FORMAT = "coffer-export"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STORES_DIR = "stores"
+# Caps on what an import reads: far above any real store, low enough that a zip bomb stops early.
+MAX_MEMBERS = 100_000
+MAX_TOTAL_BYTES = 1 << 30
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+# -- export -----------------------------------------------------------------------------------
+def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
+    """Every regular, visible file of a store as ``(path in store, bytes)``, sorted; symbolic links,
+    hidden entries (temp files of a writer among them) and files over ``max_bytes`` are left out."""
+    if not sp.root.is_dir() or sp.root.is_symlink():
+        return
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(sp.root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            path = Path(dirpath) / name
+            if name.startswith(".") or not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            found.append(sp.relative(path))
+    for rel in sorted(found):
+        try:
+            data, _ = read_bytes(sp.root / rel, max_bytes=max_bytes)
+        except (OSError, FactParseError):  # gone since the walk, or over the cap
+            continue
+        yield rel, data
+
+
+def lane_of(relpath: str) -> str:
+    """The lane a store-relative path belongs to (``store`` for ``store.json``)."""
+    head = relpath.split("/", 1)[0]
+    if head in ("knowledge", "journal", "rules", "handoff", "superseded"):
+        return head
+    if relpath == "consolidation-log.md":
+        return "consolidation-log"
+    return "store" if relpath == "store.json" else "other"
+
+
+def _manifest(stores: list[dict[str, Any]], files: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "coffer_version": __version__,
+        "created_at": format_time(datetime.now(UTC)),
+        "stores": stores,
+        "files": files,
+    }
+
+
+def write_zip(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, bytes]]]]) -> int:
+    """Write the zip export of ``(store, files)`` pairs to ``out``; returns the number of files."""
+    stores: list[dict[str, Any]] = []
+    files: list[dict[str, Any]] = []
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for store, entries in snapshot:
+            stores.append({"name": store, "files": len(entries)})
+            for rel, data in entries:
+                member = f"{STORES_DIR}/{store}/{rel}"
+                info = zipfile.ZipInfo(member, date_time=datetime.now(UTC).timetuple()[:6])
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = (stat.S_IFREG | 0o600) << 16
+                zf.writestr(info, data)
+                files.append(
+                    {"path": member, "store": store, "size": len(data), "sha256": sha256_bytes(data)}
+                )
+        manifest = json.dumps(_manifest(stores, files), indent=2, ensure_ascii=False).encode()
+        zf.writestr(MANIFEST, manifest)
+    return len(files)
+
+
+def _fact_fields(store: str, rel: str, data: bytes) -> dict[str, Any] | None:
+    if not (rel.startswith("knowledge/") and is_recall_rel(rel)):
+        return None
+    try:
+        parsed = parse_fact(data, store=store, relpath=rel, mtime=0)
+    except FactParseError:
+        return None
+    record = parsed.fact.to_record()
+    record["extra"] = {k: v for k, v in parsed.extra.items() if isinstance(k, str)}
+    plain: dict[str, Any] = json.loads(json.dumps(record, default=str))  # dates as ISO text
+    return plain
+
+
+def write_jsonl(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, bytes]]]]) -> int:
+    """Write the JSONL export of ``(store, files)`` pairs to ``out``; returns the number of files."""
+    lines: list[dict[str, Any]] = []
+    stores: list[dict[str, Any]] = []
+    for store, entries in snapshot:
+        stores.append({"name": store, "files": len(entries)})
+        for rel, data in entries:
+            record: dict[str, Any] = {
+                "record": "file",
+                "store": store,
+                "path": rel,
+                "lane": lane_of(rel),
+                "size": len(data),
+                "sha256": sha256_bytes(data),
+            }
+            try:
+                record["content"] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                record["content_base64"] = base64.b64encode(data).decode()
+            fact = _fact_fields(store, rel, data)
+            if fact is not None:
+                record["fact"] = fact
+            lines.append(record)
+    head = {"record": "manifest", **_manifest(stores, [])}
+    del head["files"]
+    for record in (head, *lines):
+        out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
+    return len(lines)
+
+
+# -- import -----------------------------------------------------------------------------------
+def _unsafe(name: str) -> bool:
+    """Whether an archive member name could land outside its folder (zip-slip) or is not portable."""
+    if not name or "\x00" in name or "\\" in name or name.startswith("/") or _DRIVE.match(name):
+        return True
+    parts = name.rstrip("/").split("/")
+    return any(p in ("", ".", "..") for p in parts)
+
+
+def _store_path(source: str, member: str, store: str, rel: str) -> tuple[str, str]:
+    try:
+        name = validate_store_name(store)
+    except MemoryStoreNotFound:
+        raise InvalidImport(
+            "corrupt", f"{member}: {store!r} is not a store name", source=source, member=member
+        ) from None
+    if _unsafe(rel) or any(p.startswith(".") for p in rel.split("/")):
+        raise InvalidImport("unsafe_path", f"{member}: unsafe path {rel!r}", source=source, member=member)
+    return name, rel
+
+
+def _check_manifest(source: str, manifest: object) -> dict[str, Any]:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InvalidImport("unknown_format", "not a coffer export (no coffer manifest)", source=source)
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InvalidImport(
+            "unknown_format",
+            f"coffer export format {version!r} is newer than this coffer reads ({FORMAT_VERSION})",
+            source=source,
+        )
+    return manifest
+
+
+def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
+    """``items``, refused (``corrupt``) when two name one path, or one's path is another's folder:
+    restoring either would fail half-way."""
+    paths = {(i.store, i.relpath) for i in items}
+    if len(paths) != len(items):
+        raise InvalidImport("corrupt", "a file appears twice", source=source)
+    for store, rel in sorted(paths):
+        parts = rel.split("/")
+        for n in range(1, len(parts)):
+            folder = "/".join(parts[:n])
+            if (store, folder) in paths:
+                member = f"{store}/{folder}"
+                raise InvalidImport(
+                    "corrupt", f"{member} is both a file and a folder", source=source, member=member
+                )
+    return items
+
+
+def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
+    """The manifest and files of a zip export, every member checked before any is returned."""
+    source = str(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+        raise InvalidImport("corrupt", f"not a readable zip archive: {exc}", source=source) from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise InvalidImport("too_large", f"more than {MAX_MEMBERS} members", source=source)
+        seen: dict[str, zipfile.ZipInfo] = {}
+        total = 0
+        for info in infos:
+            name = info.filename
+            if _unsafe(name):
+                raise InvalidImport("unsafe_path", f"unsafe member name {name!r}", source=source, member=name)
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise InvalidImport("symlink", f"{name} is a symbolic link", source=source, member=name)
+            if name in seen:
+                raise InvalidImport("corrupt", f"{name} appears twice", source=source, member=name)
+            if info.file_size > max_file_bytes:
+                raise InvalidImport(
+                    "too_large",
+                    f"{name}: {info.file_size} bytes is over {max_file_bytes}",
+                    source=source,
+                    member=name,
+                )
+            total += info.file_size
+            seen[name] = info
+        if total > MAX_TOTAL_BYTES:
+            raise InvalidImport(
+                "too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source
+            )
+        if MANIFEST not in seen:
+            raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
+        try:
+            manifest = _check_manifest(
+                source, json.loads(_member(zf, seen[MANIFEST], source, max_file_bytes))
+            )
+        except ValueError:
+            raise InvalidImport(
+                "corrupt", "manifest.json is not JSON", source=source, member=MANIFEST
+            ) from None
+        listed = manifest.get("files")
+        if not isinstance(listed, list):
+            raise InvalidImport("corrupt", "manifest.json lists no files", source=source, member=MANIFEST)
+        items: list[FileItem] = []
+        for entry in listed:
+            member = entry.get("path") if isinstance(entry, dict) else None
+            if not isinstance(member, str) or member not in seen:
+                raise InvalidImport("corrupt", f"manifest names a missing member {member!r}", source=source)
+            parts = member.split("/", 2)
+            if len(parts) != 3 or parts[0] != STORES_DIR:
+                raise InvalidImport(
+                    "unsafe_path", f"{member} is outside stores/", source=source, member=member
+                )
+            store, rel = _store_path(source, member, parts[1], parts[2])
+            data = _member(zf, seen[member], source, max_file_bytes)
+            if sha256_bytes(data) != entry.get("sha256"):
+                raise InvalidImport(
+                    "checksum", f"{member} does not match the manifest", source=source, member=member
+                )
+            items.append(FileItem(store=store, relpath=rel, data=data))
+        extra = set(seen) - {MANIFEST} - {e["path"] for e in listed} - {n for n in seen if n.endswith("/")}
+        if extra:
+            first = sorted(extra)[0]
+            raise InvalidImport("corrupt", f"{first} is not in the manifest", source=source, member=first)
+    return manifest, check_tree(source, items)
+
+
+def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int) -> bytes:
+    try:
+        with zf.open(info) as handle:
+            data = handle.read(limit + 1)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
+        raise InvalidImport(
+            "corrupt", f"{info.filename}: {exc}", source=source, member=info.filename
+        ) from None
+    if len(data) > limit:  # a header that lied about the size
+        raise InvalidImport(
+            "too_large", f"{info.filename} is over {limit} bytes", source=source, member=info.filename
+        )
+    return data
+
+
+def read_jsonl(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
+    """The manifest and files of a JSONL export, every line checked before any is returned."""
+    source = str(path)
+    manifest: dict[str, Any] | None = None
+    items: list[FileItem] = []
+    for number, record in json_lines(path, MAX_TOTAL_BYTES):
+        if manifest is None:
+            if record.get("record") != "manifest":
+                raise InvalidImport("unknown_format", "not a coffer export (no manifest line)", source=source)
+            manifest = _check_manifest(source, record)
+            continue
+        if record.get("record") != "file":
+            continue
+        where = f"line {number}"
+        store, rel = record.get("store"), record.get("path")
+        if not isinstance(store, str) or not isinstance(rel, str):
+            raise InvalidImport(
+                "corrupt", f"{where}: a file record needs store and path", source=source, line=number
+            )
+        store, rel = _store_path(source, where, store, rel)
+        try:
+            if "content_base64" in record:
+                data = base64.b64decode(str(record["content_base64"]), validate=True)
+            else:
+                data = str(record["content"]).encode("utf-8", "surrogatepass")
+        except (KeyError, binascii.Error, UnicodeEncodeError):
+            raise InvalidImport(
+                "corrupt", f"{where}: no readable content", source=source, line=number
+            ) from None
+        if len(data) > max_file_bytes:
+            raise InvalidImport(
+                "too_large", f"{where}: over {max_file_bytes} bytes", source=source, line=number
+            )
+        if sha256_bytes(data) != record.get("sha256"):
+            raise InvalidImport(
+                "checksum", f"{where}: content does not match its sha256", source=source, line=number
+            )
+        items.append(FileItem(store=store, relpath=rel, data=data))
+    if manifest is None:
+        raise InvalidImport("unknown_format", "empty file", source=source)
+    return manifest, check_tree(source, items)
+
+
+def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
+    object is ``InvalidImport`` (``bad_json``) with its number."""
+    source = str(path)
+    try:
+        data, _ = read_bytes(path, max_bytes=max_bytes)
+    except FactParseError:
+        raise InvalidImport("too_large", f"over {max_bytes} bytes", source=source) from None
+    except OSError as exc:
+        raise InvalidImport("not_found", f"cannot read: {exc.strerror or exc}", source=source) from None
+    for number, line in enumerate(io.BytesIO(data), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise InvalidImport("bad_json", f"line {number}: {exc}", source=source, line=number) from None
+        if not isinstance(value, dict):
+            raise InvalidImport("bad_json", f"line {number}: not a JSON object", source=source, line=number)
+        yield number, value
