@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -132,6 +134,44 @@ class SecuritySettings(BaseModel):
     secrets: Literal["redact", "reject", "allow"] = "redact"
 
 
+def _has_password(url: str) -> bool:
+    """Whether a libpq connection string (URL or ``key=value`` form) carries a password."""
+    if "://" in url:
+        parts = urlsplit(url)
+        return bool(parts.password) or "password" in parse_qs(parts.query)
+    return re.search(r"(^|\s)password\s*=", url) is not None
+
+
+class IndexSettings(BaseModel):
+    """Where the derived index lives: ``"sqlite"`` (``<home>/index.db``, the default) or
+    ``"postgresql"`` (a team store served by several processes; ``coffer-memory[postgresql]``).
+
+    The PostgreSQL URL comes from the environment variable ``url_env`` (``COFFER_PG_URL``), the
+    system keyring entry ``credential_ref`` (``"service/username"``), or ``url``, which must not
+    hold a password (libpq then reads ``PGPASSWORD`` or ``~/.pgpass``): a password in a config
+    file is refused.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field(default="sqlite", min_length=1)
+    url: str | None = None
+    url_env: str = Field(default="COFFER_PG_URL", min_length=1)
+    credential_ref: str | None = None
+    pool_size: int = Field(default=4, ge=1, le=64)
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None and _has_password(value):
+            raise ValueError(
+                "index.url holds a password; put the URL in the environment variable named by "
+                "index.url_env (COFFER_PG_URL) or in the keyring (index.credential_ref), or the "
+                "password in PGPASSWORD or ~/.pgpass"
+            )
+        return value
+
+
 class Settings(BaseModel):
     """Everything a ``coffer_memory.MemoryService`` needs to know about its home.
 
@@ -147,6 +187,7 @@ class Settings(BaseModel):
     organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = Field(default="auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
@@ -185,6 +226,14 @@ class Settings(BaseModel):
                 data[section] = value
         data.update(overrides)
         data["home"] = base
+        index = data.get("index")
+        if isinstance(index, dict) and isinstance(index.get("url"), str) and _has_password(index["url"]):
+            # Said before validation: pydantic's message would repeat the URL, password and all.
+            raise InvalidInput(
+                "index.url holds a password, which a config file must never hold; put the URL in "
+                "COFFER_PG_URL (or the variable index.url_env names) or the keyring (index.credential_ref)",
+                field="index.url",
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
