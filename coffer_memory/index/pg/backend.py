@@ -31,6 +31,9 @@ from .schema import migrate
 TS_CONFIG = "english"
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
+# A sync of at least this many documents refreshes the planner's statistics at once (autovacuum
+# would, later: until then a filled table is planned as if empty).
+ANALYZE_AFTER = 1000
 Conn = psycopg.Connection[Any]
 # A filter's SQL (" AND ..." over documents ``d``) and its parameters.
 Only = tuple[str, list[object]]
@@ -108,6 +111,13 @@ class PostgresIndex:
     # -- writing ----------------------------------------------------------------------------
     def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
         """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
+        version = self._sync(store, docs, removed)
+        if len(docs) >= ANALYZE_AFTER:  # a bulk fill: plan the next queries on fresh statistics
+            with self._connection(store) as conn:
+                conn.execute("ANALYZE coffer_documents, coffer_chunks")
+        return version
+
+    def _sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
         with self._connection(store) as conn, conn.transaction():
             known = dict(
                 conn.execute(
