@@ -11,6 +11,9 @@ from coffer_memory.index.fts import plan_query
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
 from coffer_memory.retrieval import rrf_merge
 
+# The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
+pytestmark = pytest.mark.usefixtures("index_backend")
+
 FACTS = {
     "deploy": "This repo deploys via `make release`; never push tags by hand.",
     "tests": "Run the test suite with `make test` before every push.",

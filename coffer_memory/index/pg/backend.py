@@ -13,6 +13,7 @@ the whole write transaction; syncs are idempotent by content hash.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,11 +38,26 @@ ANALYZE_AFTER = 1000
 Conn = psycopg.Connection[Any]
 # A filter's SQL (" AND ..." over documents ``d``) and its parameters.
 Only = tuple[str, list[object]]
+_PUNCT = re.compile(r"[^\w]+")
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
 
 
 def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _tsquery_terms(terms: Sequence[str]) -> list[str]:
+    """Each term, and beside it the same term with punctuation as spaces when that differs.
+
+    PostgreSQL's parser keeps ``make-release`` whole next to its parts, so the term alone asks
+    for a token that ``make release`` in a text lacks; ``infra/k8s`` is one token in the text
+    and in the query, so the spaced form alone would miss it. Asking for either matches both.
+    """
+    out: list[str] = []
+    for term in terms:
+        spaced = " ".join(_PUNCT.sub(" ", term).split())
+        out.extend(dict.fromkeys(t for t in (term, spaced) if t))
+    return out
 
 
 class _Held:
@@ -242,7 +258,7 @@ class PostgresIndex:
 
     def _words(self, conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
         where, params = only
-        terms = keyword_terms(query)
+        terms = _tsquery_terms(keyword_terms(query))
         if not terms:
             return []
         tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
