@@ -262,10 +262,17 @@ class PostgresIndex:
         if not terms:
             return []
         tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
+        # Rank the chunks alone and join the documents for the best few only: joining every match
+        # first took twice as long at 100k facts. A filter needs the documents inside.
+        join = " JOIN coffer_documents d ON d.store = c.store AND d.path = c.path" if where else ""
         sql = (
-            f"WITH q AS (SELECT {tsquery} AS q) "
-            + self._SELECT.format(score="ts_rank(c.words, q.q, 1)")
-            + f", q WHERE c.store = %s AND c.words @@ q.q{where} ORDER BY score DESC, d.path, c.position LIMIT %s"
+            f"WITH q AS (SELECT {tsquery} AS q), top AS ("
+            "SELECT c.store, c.path, c.position, c.text, ts_rank(c.words, q.q, 1) AS score "
+            f"FROM coffer_chunks c{join}, q WHERE c.store = %s AND c.words @@ q.q{where} "
+            "ORDER BY score DESC, c.path, c.position LIMIT %s) "
+            "SELECT d.id, d.path, d.title, d.updated_at, top.text, top.score FROM top "
+            "JOIN coffer_documents d ON d.store = top.store AND d.path = top.path "
+            "ORDER BY top.score DESC, top.path, top.position"
         )
         return conn.execute(sql, (*terms, store, *params, limit * CHUNKS_PER_DOC)).fetchall()
 
