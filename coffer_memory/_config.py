@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 import typing
 from collections.abc import Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
+from urllib.parse import parse_qs, urlsplit
 
 from ._errors import InvalidInput
 from ._home import CONFIG_TOML, HomeLayout
@@ -180,6 +182,43 @@ class ProjectsSettings(_Section):
     exclude: list[str] = field(default_factory=list)
 
 
+def _has_password(url: str) -> bool:
+    """Whether a libpq connection string (URL or ``key=value`` form) carries a password."""
+    if "://" in url:
+        parts = urlsplit(url)
+        return bool(parts.password) or "password" in parse_qs(parts.query)
+    return re.search(r"(^|\s)password\s*=", url) is not None
+
+
+_PASSWORD_IN_CONFIG = (
+    "index.url holds a password, which a config file must never hold; put the URL in "
+    "COFFER_PG_URL (or the variable index.url_env names) or the keyring (index.credential_ref), "
+    "or the password in PGPASSWORD or ~/.pgpass"
+)
+
+
+@dataclasses.dataclass(kw_only=True)
+class IndexSettings(_Section):
+    """Where the derived index lives: ``"sqlite"`` (``<home>/index.db``, the default) or
+    ``"postgresql"`` (a team store served by several processes; ``coffer-memory[postgresql]``).
+
+    The PostgreSQL URL comes from the environment variable ``url_env`` (``COFFER_PG_URL``), the
+    system keyring entry ``credential_ref`` (``"service/username"``), or ``url``, which must not
+    hold a password (libpq then reads ``PGPASSWORD`` or ``~/.pgpass``): a password in a config
+    file is refused.
+    """
+
+    backend: str = setting("sqlite", min_length=1)
+    url: str | None = None
+    url_env: str = setting("COFFER_PG_URL", min_length=1)
+    credential_ref: str | None = None
+    pool_size: int = setting(4, ge=1, le=64)
+
+    def _check(self) -> None:
+        if self.url is not None and _has_password(self.url):
+            raise ValueError(_PASSWORD_IN_CONFIG)
+
+
 def _env_home() -> Path:
     return Path(os.environ.get("COFFER_HOME") or DEFAULT_HOME)
 
@@ -199,6 +238,7 @@ class Settings(_Section):
     llm: LLMSettings = field(default_factory=LLMSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     projects: ProjectsSettings = field(default_factory=ProjectsSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
     # "auto" picks the available backend with the highest priority; plugins may add names.
     grep_backend: str = setting("auto", min_length=1)
     # Stores with at most this many knowledge files are fully stat'ed on every read, so an
@@ -235,6 +275,10 @@ class Settings(_Section):
                 data[section] = value
         data.update(overrides)
         data["home"] = base
+        index = data.get("index")
+        if isinstance(index, dict) and isinstance(index.get("url"), str) and _has_password(index["url"]):
+            # Said before validation: pydantic's message would repeat the URL, password and all.
+            raise InvalidInput(_PASSWORD_IN_CONFIG, field="index.url")
         try:
             return cls.model_validate(data)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,22 +22,23 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._config import Settings
+from ._cursor import decode_cursor, encode_cursor
+from ._errors import InvalidInput
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
-from ._retrieval import KnowledgeRetrieval
-from .plugins.manager import DeferredGrepBackend, get_embedder, get_llm
-
-if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
-    from .plugins.hookspecs import LLM
-from ._cursor import decode_cursor, encode_cursor
-from ._errors import InvalidInput
 from ._models import Page
+from ._retrieval import KnowledgeRetrieval
 from ._store.audit import AuditEvent, AuditLog, parse_when
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
+from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm
 from .vocabulary import MAX_AUDIT_LIMIT
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from ._index.mirror import SharedIndex
+    from .plugins.hookspecs import LLM, IndexBackend
 
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
@@ -70,6 +72,8 @@ class IndexHandle:
         self._reconciler: Reconciler | None = None
         self._vectors: VecIndex | None = None
         self._grep: DeferredGrepBackend | None = None
+        # A shared backend ([index] backend = "postgresql"): None for the local index alone.
+        self._shared: SharedIndex | None = None
         # Reader retrievals by thread ident (a dict, not a threading.local, so close() reaches them).
         self._readers: dict[int, _Reader] = {}
         self._readers_guard = threading.Lock()
@@ -84,9 +88,15 @@ class IndexHandle:
             return db
         with self.lock:
             if self._db is None:
+                backend = get_index_backend(self.settings)
+                reindexer: type[Reindexer] = Reindexer
+                if backend is not None:  # its code imports the plugin surface (pluggy): only when set
+                    from ._index.mirror import MirroredReindexer
+
+                    reindexer = MirroredReindexer
                 db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
                 vectors = self._vector_index(db)
-                self._reindexer = Reindexer(
+                self._reindexer = reindexer(
                     db,
                     self.settings.memory_dir,
                     vectors,
@@ -94,6 +104,11 @@ class IndexHandle:
                     max_file_bytes=self.settings.memory.max_file_bytes,
                 )
                 self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock, self.audit_log)
+                if backend is not None:
+                    from ._index.mirror import MirroredReindexer, SharedIndex
+
+                    assert isinstance(self._reindexer, MirroredReindexer)
+                    self._shared = SharedIndex(backend, self._reindexer)
                 self._vectors = vectors
                 self._grep = DeferredGrepBackend(self.settings.grep_backend)
                 self._db = db
@@ -111,6 +126,10 @@ class IndexHandle:
         vectors = self._vectors
         # Vector tables are created by the writer; a reader looks them up on every search.
         own = VecIndex(db, vectors.embedder, cache_tables=False) if vectors is not None else None
+        if self._shared is not None:
+            from ._shared_recall import SharedRetrieval
+
+            return SharedRetrieval(db, self.settings, self._grep, own, self._shared.backend)
         return KnowledgeRetrieval(db, self.settings, self._grep, own)
 
     def _with_side(self, reader: KnowledgeRetrieval) -> _Reader:
@@ -193,6 +212,9 @@ class IndexHandle:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+            if self._shared is not None:
+                self._shared.backend.close()
+                self._shared = None
 
     def refresh(self, store: str) -> None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
@@ -205,17 +227,36 @@ class IndexHandle:
                 return
         try:
             self.reconciler.reconcile(store)
+            if self._shared is not None:
+                self._shared.refresh(store)
         finally:
             self.lock.release()
 
+    @property
+    def backend(self) -> IndexBackend | None:
+        """The shared index backend (``[index] backend``), or None for the local index alone."""
+        _ = self.db
+        return self._shared.backend if self._shared is not None else None
+
     # -- the Writer's sink --------------------------------------------------------------------
+    def write_lock(self, store: str) -> AbstractContextManager[None]:
+        """The shared backend's cross-process write lock of ``store`` (nothing without one)."""
+        if self.settings.index.backend == "sqlite":  # the local index alone: the file lock is all
+            return nullcontext()
+        backend = self.backend
+        return backend.write_lock(store) if backend is not None else nullcontext()
+
     def index_file(self, store: str, path: Path, data: bytes, st: os.stat_result) -> None:
         """Index one file just written."""
         self.reindexer.index_file(store, path, data=data, st=st)
+        if self._shared is not None:
+            self._shared.flush(store)
 
     def remove_path(self, store: str, path: Path) -> None:
         """Drop the rows of a file just deleted."""
         self.reindexer.remove_path(store, path)
+        if self._shared is not None:
+            self._shared.flush(store)
 
     def note_write(self, store: str, folder: Path, before_ns: int, after_ns: int, delta: int) -> None:
         """Keep the reconcile fast path warm after our own change to ``folder``."""
@@ -224,6 +265,8 @@ class IndexHandle:
     def reconcile(self, store: str, *, full: bool = False) -> None:
         """Bring a store's index in line with its files."""
         self.reconciler.reconcile(store, full=full)
+        if self._shared is not None:
+            self._shared.refresh(store)
 
     def audit(
         self, event: str, store: str | None, document_id: str | None, details: Mapping[str, Any]

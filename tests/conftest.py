@@ -150,3 +150,47 @@ def cli(
         return CliResult(status, out.out, out.err)
 
     return run
+
+
+# -- index backends: the same tests on SQLite and on a real PostgreSQL ------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A PostgreSQL server for the session: ``COFFER_TEST_PG_URL`` when given, else one started here.
+
+    Skips (loudly, with the reason) only when psycopg is missing or no server can be started.
+    """
+    pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'")
+    given = os.environ.get("COFFER_TEST_PG_URL")
+    if given:
+        yield given
+        return
+    from pg_server import PgServer, PgUnavailable
+
+    try:
+        server = PgServer()
+    except PgUnavailable as exc:
+        pytest.skip(f"NO POSTGRESQL: the PostgreSQL tests did not run: {exc}")
+    try:
+        yield server.url()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database for one test."""
+    from pg_server import create_database
+
+    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    return create_database(pg_admin_url, name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def index_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each backend in turn, set through the environment as a user would (``COFFER_INDEX_BACKEND``)."""
+    if request.param == "postgresql":
+        monkeypatch.setenv("COFFER_PG_URL", request.getfixturevalue("pg_url"))
+        monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgresql")
+    return str(request.param)

@@ -83,6 +83,12 @@ EXPECTED = {
 
 # What a plugin author imports (docs/plugins.md, docs/llm.md).
 PLUGIN_API = {
+    "BackendHit",
+    "IndexBackend",
+    "IndexBackendFactory",
+    "IndexedDoc",
+    "get_index_backend",
+    "get_index_backend_factories",
     "LLM",
     "Embedder",
     "EmbedderFactory",

@@ -11,6 +11,9 @@ from coffer_memory._index.cjk import bigrams, index_text, query_pieces, query_te
 from coffer_memory._index.db import MIGRATIONS, SCHEMA_VERSION, IndexDB, _segment_words
 from coffer_memory._index.fts import keyword_terms
 
+# The recall tests run on the machine-local SQLite index and on the shared PostgreSQL one.
+on_both = pytest.mark.usefixtures("index_backend")
+
 DEPLOY = "部署前必须先运行数据库迁移，然后清空缓存。"
 OTHERS = [
     "预发环境的数据每天凌晨从生产脱敏同步一次。",
@@ -60,6 +63,7 @@ def deploy(svc: MemoryService) -> str:
     return svc.remember(DEPLOY, store="global").fact.id
 
 
+@on_both
 @pytest.mark.parametrize("backend", ["ripgrep", "python"])
 @pytest.mark.parametrize(
     "query", ["如何部署", "部署之前", "部署之前要做什么？", "怎么清空缓存", "数据库迁移是什么时候做的"]
@@ -74,6 +78,7 @@ def test_natural_chinese_questions_hit_in_keyword_and_grep(tmp_home: Path, backe
             assert not set(others) & {h.id for h in hits[:1]}
 
 
+@on_both
 def test_grep_ranks_by_pieces_matched(svc: MemoryService) -> None:
     partial = svc.remember("部署脚本在 scripts 目录。", store="global").fact.id
     full = svc.remember("部署之后要检查监控告警。", store="global").fact.id
@@ -82,6 +87,7 @@ def test_grep_ranks_by_pieces_matched(svc: MemoryService) -> None:
     assert hits[0].score > hits[1].score
 
 
+@on_both
 def test_japanese_and_korean_questions_hit(svc: MemoryService) -> None:
     ja = svc.remember("デプロイの前に必ずデータベースのマイグレーションを実行する。", store="global").fact.id
     ko = svc.remember(
@@ -94,6 +100,7 @@ def test_japanese_and_korean_questions_hit(svc: MemoryService) -> None:
         assert svc.recall("배포 전에 무엇을 해야 하나요?", stores=["global"], mode=mode).hits[0].id == ko
 
 
+@on_both
 @pytest.mark.parametrize(
     "query", ['部署" OR "*', "部署 NEAR(迁移", "部署*", "store:部署", '"部署"', "部署^迁移 -缓存"]
 )

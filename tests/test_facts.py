@@ -21,6 +21,9 @@ from coffer_memory import (
     Settings,
 )
 
+# The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
+pytestmark = pytest.mark.usefixtures("index_backend")
+
 
 def test_remember_writes_the_seed_frontmatter_in_order(svc: MemoryService, repo: Path) -> None:
     r = svc.remember(

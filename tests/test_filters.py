@@ -15,6 +15,9 @@ from test_vector import hash_plugin, vector_service  # noqa: F401  (a fixture, u
 from coffer_memory import InvalidInput, MemoryService
 from coffer_memory.vocabulary import MAX_TAG_CHARS, MAX_TAGS
 
+# The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
+pytestmark = pytest.mark.usefixtures("index_backend")
+
 
 def inbox(svc: MemoryService) -> Path:
     return svc.settings.home / "memory" / "global" / "knowledge" / "inbox"

@@ -13,6 +13,9 @@ from conftest import git
 from coffer_memory import InvalidInput, MemoryNotFound, MemoryService
 from coffer_memory._agents import MAX_CONTEXT_CHARS, SEEDED_RULES, build_session_context
 
+# The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
+pytestmark = pytest.mark.usefixtures("index_backend")
+
 
 def test_journal_appends_indexes_at_once_and_stays_out_of_fact_count(svc: MemoryService, repo: Path) -> None:
     first = svc.journal_append("Shipped the billing migration; rollback plan in PR 412.", cwd=repo)

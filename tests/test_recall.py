@@ -11,6 +11,9 @@ from coffer_memory._index.fts import plan_query
 from coffer_memory._retrieval import rrf_merge
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
 
+# The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
+pytestmark = pytest.mark.usefixtures("index_backend")
+
 FACTS = {
     "deploy": "This repo deploys via `make release`; never push tags by hand.",
     "tests": "Run the test suite with `make test` before every push.",

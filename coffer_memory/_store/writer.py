@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -63,6 +63,10 @@ class IndexSink(Protocol):
         self, event: str, store: str | None, document_id: str | None, details: Mapping[str, Any]
     ) -> None:
         """Record one audit event."""
+
+    def write_lock(self, store: str) -> AbstractContextManager[None]:
+        """The index's own cross-process write lock of ``store`` (a shared backend's; else none)."""
+        ...
 
 
 class ContentCheck(Protocol):
@@ -337,7 +341,7 @@ class Writer:
     @contextmanager
     def locked(self, store: str) -> Iterator[None]:
         """Hold the index lock and the store's inter-process write lock (no transaction)."""
-        with self.lock, store_lock(lock_path(self.home, store)):
+        with self.lock, store_lock(lock_path(self.home, store)), self.sink.write_lock(store):
             yield
 
     @contextmanager

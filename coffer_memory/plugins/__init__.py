@@ -24,10 +24,14 @@ if TYPE_CHECKING:
     )
     from .hookspecs import (
         LLM,
+        BackendHit,
         Embedder,
         EmbedderFactory,
         GrepBackend,
         GrepMatch,
+        IndexBackend,
+        IndexBackendFactory,
+        IndexedDoc,
         LLMFactory,
         Vector,
         hookimpl,
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
         get_embedder_factories,
         get_grep_backend,
         get_grep_backends,
+        get_index_backend,
+        get_index_backend_factories,
         get_llm,
         get_llm_factories,
         get_plugin_manager,
@@ -45,6 +51,12 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "get_index_backend_factories": ".manager",
+    "get_index_backend": ".manager",
+    "IndexedDoc": ".hookspecs",
+    "IndexBackendFactory": ".hookspecs",
+    "IndexBackend": ".hookspecs",
+    "BackendHit": ".hookspecs",
     "LLM": ".hookspecs",
     "Embedder": ".hookspecs",
     "EmbedderFactory": ".hookspecs",
@@ -74,6 +86,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "LLM",
+    "BackendHit",
     "ChatMessage",
     "Completion",
     "Embedder",
@@ -81,6 +94,9 @@ __all__ = [
     "EmbeddingSettings",
     "GrepBackend",
     "GrepMatch",
+    "IndexBackend",
+    "IndexBackendFactory",
+    "IndexedDoc",
     "LLMFactory",
     "LLMOutputInvalid",
     "LLMSettings",
@@ -92,6 +108,8 @@ __all__ = [
     "get_embedder_factories",
     "get_grep_backend",
     "get_grep_backends",
+    "get_index_backend",
+    "get_index_backend_factories",
     "get_llm",
     "get_llm_factories",
     "get_plugin_manager",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import pluggy
 
-from .._config import EmbeddingSettings, LLMSettings
+from .._config import EmbeddingSettings, LLMSettings, Settings
 from .._llm import ChatMessage, Completion
 
 hookspec = pluggy.HookspecMarker("coffer_memory")
@@ -113,6 +115,93 @@ class LLM(Protocol):
 LLMFactory = Callable[[LLMSettings], LLM]
 
 
+@attrs.frozen
+class IndexedDoc:
+    """One recall document as a shared index backend stores it.
+
+    ``path`` is relative to the store's folder (hosts may mount a team store in different
+    places); ``sha256`` is the file's content hash, what makes a sync idempotent.
+    """
+
+    id: str
+    path: str
+    sha256: str
+    title: str
+    description: str
+    created_at: datetime
+    updated_at: datetime
+    tags: tuple[str, ...]
+    chunks: tuple[str, ...]
+
+
+@attrs.frozen
+class BackendHit:
+    """One document found by a backend's keyword search: its best chunk and a higher-is-better score."""
+
+    id: str
+    path: str
+    title: str
+    updated_at: datetime
+    text: str
+    score: float
+
+
+@runtime_checkable
+class IndexBackend(Protocol):
+    """A shared recall index beside the machine-local SQLite one (``[index] backend``).
+
+    The files stay the truth: the service pushes every document its local index sees change
+    (``sync``) and answers keyword recall from ``search``. ``write_lock`` serialises the
+    writes to one store across processes and hosts; it is re-entrant within the thread that
+    holds it, and ``sync`` inside it runs under the same lock.
+    """
+
+    name: str
+    vectors: bool  # False: vector and hybrid recall answer from keyword and say so (fallback)
+
+    def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
+        """Upsert ``docs`` (skipping those whose sha256 is unchanged), drop the ``removed`` paths;
+        returns the store's version afterwards (advanced when anything changed)."""
+        ...
+
+    def digests(self, store: str) -> dict[str, str]:
+        """Every document of ``store``: path -> sha256."""
+        ...
+
+    def search(
+        self,
+        stores: Sequence[str],
+        query: str,
+        limit: int,
+        *,
+        tags: Sequence[str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, list[BackendHit]]:
+        """Up to ``limit`` documents per store matching ``query``, best first; the tags and time
+        bounds ``[since, until)`` (on ``updated_at``) filter inside the query."""
+        ...
+
+    def write_lock(self, store: str) -> AbstractContextManager[None]:
+        """Hold the store's write lock across processes and hosts."""
+        ...
+
+    def version(self, store: str) -> int:
+        """How many syncs changed ``store`` (0 before the first)."""
+        ...
+
+    def drop_store(self, store: str) -> None:
+        """Forget every row of ``store``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+IndexBackendFactory = Callable[[Settings], IndexBackend]
+
+
 class CofferHookSpecs:
     """The hooks a coffer-memory plugin may implement."""
 
@@ -134,4 +223,13 @@ class CofferHookSpecs:
 
         ``name`` is what ``Settings.llm.provider`` selects; ``settings`` is the
         ``coffer_memory._config.LLMSettings`` of the home (model, base URL, ...).
+        """
+
+    @hookspec
+    def register_index_backends(self, register: Callable[[str, IndexBackendFactory], None]) -> None:
+        """Register shared index backends: ``register(name, factory)``; ``factory(settings)`` builds an
+        ``IndexBackend``.
+
+        ``name`` is what ``Settings.index.backend`` selects (``"sqlite"``, the default, is the
+        machine-local index alone and needs no backend); ``settings`` is the home's ``Settings``.
         """

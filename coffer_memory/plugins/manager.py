@@ -25,8 +25,17 @@ from .._errors import InvalidInput
 if TYPE_CHECKING:
     import pluggy
 
-    from .._config import EmbeddingSettings, LLMSettings
-    from .hookspecs import LLM, Embedder, EmbedderFactory, GrepBackend, GrepMatch, LLMFactory
+    from .._config import EmbeddingSettings, LLMSettings, Settings
+    from .hookspecs import (
+        LLM,
+        Embedder,
+        EmbedderFactory,
+        GrepBackend,
+        GrepMatch,
+        IndexBackend,
+        IndexBackendFactory,
+        LLMFactory,
+    )
 
 log = logging.getLogger("coffer_memory")
 ENTRY_POINT_GROUP = "coffer_memory"
@@ -37,6 +46,7 @@ BUILTIN_PLUGINS: dict[str, tuple[str, ...]] = {
     "coffer_memory.plugins.builtin.multilingual_e5": ("register_embedders",),
     "coffer_memory.plugins.builtin.openai_embeddings": ("register_embedders",),
     "coffer_memory.plugins.builtin.openai_chat": ("register_llms",),
+    "coffer_memory._index.pg": ("register_index_backends",),
 }
 DEFAULT_PLUGINS = tuple(BUILTIN_PLUGINS)
 AUTO_EMBEDDERS = ("multilingual-e5", "minilm")  # what provider="auto" tries, in order (offline only)
@@ -268,3 +278,29 @@ def get_llm(settings: LLMSettings) -> LLM | None:
             field="llm.provider",
         )
     return factories[settings.provider](settings)
+
+
+def get_index_backend_factories() -> dict[str, IndexBackendFactory]:
+    """Every registered shared index backend factory by name."""
+    found: dict[str, IndexBackendFactory] = {}
+
+    def register(name: str, factory: IndexBackendFactory) -> None:
+        found[name] = factory
+
+    _hook_manager("register_index_backends").hook.register_index_backends(register=register)
+    return found
+
+
+def get_index_backend(settings: Settings) -> IndexBackend | None:
+    """The shared index backend ``settings.index.backend`` names; None for ``"sqlite"`` (the default:
+    the machine-local index alone). An unknown name is InvalidInput."""
+    name = settings.index.backend
+    if name == "sqlite":
+        return None
+    factories = get_index_backend_factories()
+    if name not in factories:
+        raise InvalidInput(
+            f"unknown index backend {name!r}; known: sqlite, {', '.join(sorted(factories))}",
+            field="index.backend",
+        )
+    return factories[name](settings)

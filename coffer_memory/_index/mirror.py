@@ -1,0 +1,148 @@
+"""Keeps a shared index backend (``[index] backend = "postgresql"``) in line with the files.
+
+The machine-local SQLite index stays what it is (listing, cursors, audit, vectors). Every
+document that its re-index routine touches is noted (``MirroredReindexer``), and ``SharedIndex``
+pushes those to the backend: under the store's cross-process write lock it reads each file
+again, so what it pushes is the file as it is now (never an older copy another process read
+before a write), and the backend skips documents whose content hash it has already.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._store.files import FactParseError, parse_fact, read_bytes
+from .._store.paths import StorePaths
+from ..plugins.hookspecs import IndexBackend, IndexedDoc
+from .reindex import Outcome, Reindexer, indexed_chunks
+
+log = logging.getLogger("coffer_memory.mirror")
+
+
+class MirroredReindexer(Reindexer):
+    """The re-index routine, noting the ``documents.path`` key of every document it changes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.changed: dict[str, set[str]] = {}
+        self.dropped: set[str] = set()
+
+    def _note(self, store: str, key: str) -> None:
+        self.changed.setdefault(store, set()).add(key)
+
+    def index_file(self, store: str, path: Path, **kwargs: Any) -> tuple[Outcome, Any]:
+        """``Reindexer.index_file``, noting the document unless it was unchanged."""
+        names = kwargs.get("names")
+        key = names[1] if names is not None else self.db.key(path)
+        try:
+            outcome, parsed = super().index_file(store, path, **kwargs)
+        except (FactParseError, OSError):
+            self._note(store, key)  # its rows were dropped
+            raise
+        if outcome != "unchanged":
+            self._note(store, key)
+        return outcome, parsed
+
+    def remove_path(self, store: str, path: Path) -> str | None:
+        """``Reindexer.remove_path``, noting the document."""
+        self._note(store, self.db.key(path))
+        return super().remove_path(store, path)
+
+    def remove_store(self, store: str) -> None:
+        """``Reindexer.remove_store``; the backend forgets the store too."""
+        super().remove_store(store)
+        self.changed.pop(store, None)
+        self.dropped.add(store)
+
+
+class SharedIndex:
+    """Pushes the documents a ``MirroredReindexer`` noted to an ``IndexBackend``."""
+
+    def __init__(self, backend: IndexBackend, reindexer: MirroredReindexer) -> None:
+        self.backend = backend
+        self.reindexer = reindexer
+        self._compared: set[str] = set()
+
+    def refresh(self, store: str) -> None:
+        """After a local reconcile: compare the whole store once per process, then push what changed."""
+        if store not in self._compared:
+            self._compare(store)
+            self._compared.add(store)
+        self.flush(store)
+
+    def _compare(self, store: str) -> None:
+        """Note every document whose hash differs between the local index and the backend."""
+        db = self.reindexer.db
+        local = {
+            str(key): str(sha)
+            for key, sha in db.rows(
+                "SELECT path, content_sha256 FROM documents WHERE resource_name = ?", (store,)
+            )
+        }
+        prefix = self._prefix(store)
+        remote = {prefix + path: sha for path, sha in self.backend.digests(store).items()}
+        for key in local.keys() | remote.keys():
+            if local.get(key) != remote.get(key):
+                self.reindexer._note(store, key)
+
+    def _prefix(self, store: str) -> str:
+        return self.reindexer.db.key(self.reindexer.paths(store).root) + "/"
+
+    def flush(self, store: str | None = None) -> None:
+        """Push the noted documents of ``store`` (every store for None) to the backend."""
+        for gone in list(self.reindexer.dropped):
+            self.backend.drop_store(gone)
+            self.reindexer.dropped.discard(gone)
+            self._compared.discard(gone)
+        names = [store] if store is not None else list(self.reindexer.changed)
+        for name in names:
+            keys = self.reindexer.changed.pop(name, set())
+            if not keys:
+                continue
+            try:
+                with self.backend.write_lock(name):
+                    docs, removed = self._read(name, keys)
+                    self.backend.sync(name, docs, removed)
+            except BaseException:
+                self.reindexer.changed.setdefault(name, set()).update(keys)  # tried again next time
+                raise
+
+    def _read(self, store: str, keys: Iterable[str]) -> tuple[list[IndexedDoc], list[str]]:
+        """The documents at ``keys`` as their files are now; the paths of those that are gone."""
+        sp = StorePaths.of(self.reindexer.memory_dir, store)
+        prefix = self._prefix(store)
+        docs: list[IndexedDoc] = []
+        removed: list[str] = []
+        for key in sorted(keys):
+            rel = key.removeprefix(prefix)
+            doc = self._doc(sp, rel)
+            if doc is None:
+                removed.append(rel)
+            else:
+                docs.append(doc)
+        return docs, removed
+
+    def _doc(self, sp: StorePaths, rel: str) -> IndexedDoc | None:
+        path = sp.root / rel
+        try:
+            data, st = read_bytes(path, max_bytes=self.reindexer.max_file_bytes)
+            parsed = parse_fact(data, store=sp.name, relpath=rel, mtime=st.st_mtime)
+        except (FactParseError, OSError) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.debug("not in the shared index: %s (%s)", path, exc)
+            return None
+        fact = parsed.fact
+        return IndexedDoc(
+            id=fact.id,
+            path=rel,
+            sha256=parsed.sha256,
+            title=fact.title,
+            description=fact.description,
+            created_at=fact.created_at,
+            updated_at=fact.updated_at,
+            tags=tuple(fact.tags),
+            chunks=tuple(indexed_chunks(fact.title, fact.description, fact.body)),
+        )

@@ -1,0 +1,53 @@
+"""The ``postgresql`` index backend: one shared recall index for a team store (``[index] backend``).
+
+psycopg 3 and psycopg-pool come with ``pip install 'coffer-memory[postgresql]'``; they are imported
+when the backend is built, never by ``import coffer_memory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..._config import Settings
+from ..._errors import InvalidInput
+from ...plugins.builtin._http import resolve_secret
+from ...plugins.hookspecs import IndexBackend, IndexBackendFactory, hookimpl
+
+
+def database_url(settings: Settings) -> str:
+    """The connection URL: the variable ``index.url_env``, else the keyring's ``index.credential_ref``,
+    else ``index.url`` (which holds no password). ``InvalidInput`` when none is set."""
+    import os
+
+    from_env = os.environ.get(settings.index.url_env)
+    if from_env:
+        return from_env
+    if settings.index.credential_ref:
+        url = resolve_secret(None, settings.index.credential_ref, InvalidInput)
+        if url:
+            return url
+    if settings.index.url:
+        return settings.index.url
+    raise InvalidInput(
+        f"index.backend is 'postgresql' but no database URL is set: export {settings.index.url_env}="
+        "postgresql://user@host/db (or set index.credential_ref to a keyring entry)",
+        field="index.url",
+    )
+
+
+def build(settings: Settings) -> IndexBackend:
+    """A connected ``PostgresIndex`` for ``settings`` (its schema created or migrated)."""
+    try:
+        from .backend import PostgresIndex
+    except ImportError as exc:
+        raise InvalidInput(
+            "index.backend is 'postgresql' but psycopg is not installed: pip install 'coffer-memory[postgresql]'",
+            field="index.backend",
+        ) from exc
+    return PostgresIndex(database_url(settings), pool_size=settings.index.pool_size)
+
+
+@hookimpl
+def register_index_backends(register: Callable[[str, IndexBackendFactory], None]) -> None:
+    """The built-in ``postgresql`` backend."""
+    register("postgresql", build)

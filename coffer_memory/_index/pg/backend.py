@@ -1,0 +1,310 @@
+"""``PostgresIndex``: documents and chunks in PostgreSQL, words through tsvector/GIN.
+
+Words: every chunk's text as the SQLite word index sees it (``index.cjk.index_text``: CJK runs
+as bigrams and characters), in a tsvector of the ``english`` configuration (stemmed like
+SQLite's porter tokenizer). A query asks for any of its ``keyword_terms``. When no word
+matches (a fragment of a word), a substring scan answers, indexed by pg_trgm when the
+extension is there. Vectors stay in the machine-local index (pgvector is not used yet), so
+``vectors`` is False.
+
+Writes to one store serialise across processes and hosts on a session advisory lock held for
+the whole write transaction; syncs are idempotent by content hash.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ...plugins.hookspecs import BackendHit, IndexedDoc
+from ..cjk import index_text
+from ..fts import keyword_terms, plan_query
+from .schema import migrate
+
+# The text search configuration of the word index: stemming like SQLite's porter tokenizer.
+TS_CONFIG = "english"
+# Chunks read per document wanted: a document's best chunk is usually among them.
+CHUNKS_PER_DOC = 4
+# A sync of at least this many documents refreshes the planner's statistics at once (autovacuum
+# would, later: until then a filled table is planned as if empty).
+ANALYZE_AFTER = 1000
+Conn = psycopg.Connection[Any]
+# A filter's SQL (" AND ..." over documents ``d``) and its parameters.
+Only = tuple[str, list[object]]
+_PUNCT = re.compile(r"[^\w]+")
+_LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
+
+
+def _escape_like(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _tsquery_terms(terms: Sequence[str]) -> list[str]:
+    """Each term, and beside it the same term with punctuation as spaces when that differs.
+
+    PostgreSQL's parser keeps ``make-release`` whole next to its parts, so the term alone asks
+    for a token that ``make release`` in a text lacks; ``infra/k8s`` is one token in the text
+    and in the query, so the spaced form alone would miss it. Asking for either matches both.
+    """
+    out: list[str] = []
+    for term in terms:
+        spaced = " ".join(_PUNCT.sub(" ", term).split())
+        out.extend(dict.fromkeys(t for t in (term, spaced) if t))
+    return out
+
+
+class _Held:
+    """A store's advisory lock: the connection holding it and how deep this thread entered."""
+
+    def __init__(self, conn: psycopg.Connection[Any], owner: int) -> None:
+        self.conn = conn
+        self.owner = owner
+        self.depth = 1
+
+
+class PostgresIndex:
+    """The ``postgresql`` index backend (see the module docstring)."""
+
+    name = "postgresql"
+    vectors = False
+
+    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url, min_size=1, max_size=max(2, pool_size), open=False, kwargs={"autocommit": True}
+        )
+        self.pool.open(wait=True, timeout=30)
+        with self.pool.connection() as conn:
+            self.trigram = migrate(conn)
+        self._held: dict[str, _Held] = {}
+        self._guard = threading.Lock()
+
+    # -- locking ----------------------------------------------------------------------------
+    @contextmanager
+    def write_lock(self, store: str) -> Iterator[None]:
+        """Hold ``pg_advisory_lock`` of the store on one connection until the block ends."""
+        me = threading.get_ident()
+        with self._guard:
+            held = self._held.get(store)
+            again = held is not None and held.owner == me
+            if held is not None and again:
+                held.depth += 1
+        if held is not None and again:  # a session lock is re-entrant only on its own connection
+            try:
+                yield
+            finally:
+                held.depth -= 1
+            return
+        with self.pool.connection() as conn:
+            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            with self._guard:
+                self._held[store] = _Held(conn, me)
+            try:
+                yield
+            finally:
+                with self._guard:
+                    del self._held[store]
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @contextmanager
+    def _connection(self, store: str) -> Iterator[psycopg.Connection[Any]]:
+        """The connection holding the store's lock in this thread, else one from the pool."""
+        with self._guard:
+            held = self._held.get(store)
+        if held is not None and held.owner == threading.get_ident():
+            yield held.conn
+            return
+        with self.pool.connection() as conn:
+            yield conn
+
+    # -- writing ----------------------------------------------------------------------------
+    def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
+        """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
+        version = self._sync(store, docs, removed)
+        if len(docs) >= ANALYZE_AFTER:  # a bulk fill: plan the next queries on fresh statistics
+            with self._connection(store) as conn:
+                conn.execute("ANALYZE coffer_documents, coffer_chunks")
+        return version
+
+    def _sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
+        with self._connection(store) as conn, conn.transaction():
+            known = dict(
+                conn.execute(
+                    "SELECT path, sha256 FROM coffer_documents WHERE store = %s AND path = ANY(%s)",
+                    (store, [d.path for d in docs]),
+                ).fetchall()
+            )
+            fresh = [d for d in docs if known.get(d.path) != d.sha256]
+            gone = [*removed, *(d.path for d in fresh if d.path in known)]
+            dropped = 0
+            if gone:
+                cur = conn.execute(
+                    "DELETE FROM coffer_documents WHERE store = %s AND path = ANY(%s)", (store, gone)
+                )
+                dropped = cur.rowcount
+            if fresh:
+                self._insert(conn, store, fresh)
+            if not fresh and not dropped:
+                return self._version(conn, store)
+            row = conn.execute(
+                "INSERT INTO coffer_stores (name, version) VALUES (%s, 1) ON CONFLICT (name) "
+                "DO UPDATE SET version = coffer_stores.version + 1 RETURNING version",
+                (store,),
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+    def _insert(self, conn: psycopg.Connection[Any], store: str, docs: Sequence[IndexedDoc]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO coffer_documents (store, path, id, sha256, title, description, created_at, "
+                "updated_at, tags) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        store,
+                        d.path,
+                        d.id,
+                        d.sha256,
+                        d.title,
+                        d.description,
+                        d.created_at,
+                        d.updated_at,
+                        list(d.tags),
+                    )
+                    for d in docs
+                ],
+            )
+            cur.executemany(
+                "INSERT INTO coffer_chunks (store, path, position, text, words) "
+                f"VALUES (%s, %s, %s, %s, to_tsvector('{TS_CONFIG}', %s))",
+                [
+                    (store, d.path, position, text, index_text(text))
+                    for d in docs
+                    for position, text in enumerate(d.chunks)
+                ],
+            )
+
+    def drop_store(self, store: str) -> None:
+        """Forget every row of ``store``."""
+        with self._connection(store) as conn, conn.transaction():
+            conn.execute("DELETE FROM coffer_documents WHERE store = %s", (store,))
+            conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
+
+    # -- reading ----------------------------------------------------------------------------
+    def digests(self, store: str) -> dict[str, str]:
+        """path -> sha256 of every document of ``store``."""
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT path, sha256 FROM coffer_documents WHERE store = %s", (store,))
+            return {str(p): str(s) for p, s in rows.fetchall()}
+
+    def version(self, store: str) -> int:
+        """How many syncs changed ``store``."""
+        with self.pool.connection() as conn:
+            return self._version(conn, store)
+
+    @staticmethod
+    def _version(conn: psycopg.Connection[Any], store: str) -> int:
+        row = conn.execute("SELECT version FROM coffer_stores WHERE name = %s", (store,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def search(
+        self,
+        stores: Sequence[str],
+        query: str,
+        limit: int,
+        *,
+        tags: Sequence[str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, list[BackendHit]]:
+        """Best documents per store: words first, then substrings (see the module docstring)."""
+        only = self._filter(tags, since, until)
+        out: dict[str, list[BackendHit]] = {}
+        with self.pool.connection() as conn:
+            for store in dict.fromkeys(stores):
+                rows = self._words(conn, store, query, limit, only)
+                if not rows:
+                    rows = self._substrings(conn, store, query, limit, only)
+                out[store] = self._best(rows, limit)
+        return out
+
+    @staticmethod
+    def _filter(
+        tags: Sequence[str], since: datetime | None, until: datetime | None
+    ) -> tuple[str, list[object]]:
+        parts: list[str] = []
+        params: list[object] = []
+        if tags:
+            parts.append(" AND d.tags @> %s")
+            params.append(list(tags))
+        if since is not None:
+            parts.append(" AND d.updated_at >= %s")
+            params.append(since)
+        if until is not None:
+            parts.append(" AND d.updated_at < %s")
+            params.append(until)
+        return "".join(parts), params
+
+    _SELECT = (
+        "SELECT d.id, d.path, d.title, d.updated_at, c.text, {score} AS score "
+        "FROM coffer_chunks c JOIN coffer_documents d ON d.store = c.store AND d.path = c.path "
+    )
+
+    def _words(self, conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
+        where, params = only
+        terms = _tsquery_terms(keyword_terms(query))
+        if not terms:
+            return []
+        tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
+        # Rank the chunks alone and join the documents for the best few only: joining every match
+        # first took twice as long at 100k facts. A filter needs the documents inside.
+        join = " JOIN coffer_documents d ON d.store = c.store AND d.path = c.path" if where else ""
+        sql = (
+            f"WITH q AS (SELECT {tsquery} AS q), top AS ("
+            "SELECT c.store, c.path, c.position, c.text, ts_rank(c.words, q.q, 1) AS score "
+            f"FROM coffer_chunks c{join}, q WHERE c.store = %s AND c.words @@ q.q{where} "
+            "ORDER BY score DESC, c.path, c.position LIMIT %s) "
+            "SELECT d.id, d.path, d.title, d.updated_at, top.text, top.score FROM top "
+            "JOIN coffer_documents d ON d.store = top.store AND d.path = top.path "
+            "ORDER BY top.score DESC, top.path, top.position"
+        )
+        return conn.execute(sql, (*terms, store, *params, limit * CHUNKS_PER_DOC)).fetchall()
+
+    def _substrings(
+        self, conn: Conn, store: str, query: str, limit: int, only: Only
+    ) -> list[tuple[Any, ...]]:
+        where, params = only
+        plan = plan_query(query)
+        terms = [*plan.fts_terms, *plan.short_terms]
+        if not terms:
+            return []
+        # Each term found counts one; shorter passages first among equals (as on SQLite).
+        count = " + ".join(["(c.text ILIKE %s)::int"] * len(terms))
+        likes = [f"%{_escape_like(t)}%" for t in terms]
+        any_of = " OR ".join(["c.text ILIKE %s"] * len(terms))
+        sql = self._SELECT.format(score=f"({count})") + (
+            f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"
+        )
+        return conn.execute(sql, (*likes, store, *likes, *params, limit * CHUNKS_PER_DOC)).fetchall()
+
+    @staticmethod
+    def _best(rows: Sequence[tuple[Any, ...]], limit: int) -> list[BackendHit]:
+        """The first (best) chunk of each document, for the first ``limit`` documents."""
+        best: dict[str, BackendHit] = {}
+        for doc_id, path, title, updated_at, text, score in rows:
+            if path not in best:
+                when = updated_at.astimezone(UTC)
+                best[path] = BackendHit(str(doc_id), str(path), str(title), when, str(text), float(score))
+                if len(best) == limit:
+                    break
+        return list(best.values())
+
+    def close(self) -> None:
+        """Close the pool (its connections release any advisory lock they held)."""
+        self.pool.close()

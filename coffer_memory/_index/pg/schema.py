@@ -1,0 +1,73 @@
+"""The PostgreSQL index schema, created and migrated under an advisory lock (several processes
+may open one database at once)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+
+log = logging.getLogger("coffer_memory.postgresql")
+SCHEMA_VERSION = 1
+# Taken by every process that opens the index, so two never create the tables at once.
+_MIGRATION_LOCK = 0x636F66666572  # "coffer"
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS coffer_meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS coffer_stores (name text PRIMARY KEY, version bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS coffer_documents (
+    store text NOT NULL,
+    path text NOT NULL,
+    id text NOT NULL,
+    sha256 text NOT NULL,
+    title text NOT NULL,
+    description text NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    tags text[] NOT NULL DEFAULT '{}',
+    PRIMARY KEY (store, path)
+);
+CREATE INDEX IF NOT EXISTS coffer_documents_tags ON coffer_documents USING gin (tags);
+CREATE INDEX IF NOT EXISTS coffer_documents_time ON coffer_documents (store, updated_at);
+CREATE TABLE IF NOT EXISTS coffer_chunks (
+    store text NOT NULL,
+    path text NOT NULL,
+    position int NOT NULL,
+    text text NOT NULL,
+    words tsvector NOT NULL,
+    PRIMARY KEY (store, path, position),
+    FOREIGN KEY (store, path) REFERENCES coffer_documents (store, path) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS coffer_chunks_words ON coffer_chunks USING gin (words);
+"""
+_TRIGRAMS = "CREATE INDEX IF NOT EXISTS coffer_chunks_trigrams ON coffer_chunks USING gin (text gin_trgm_ops)"
+
+
+def _has_trigrams(conn: psycopg.Connection[Any]) -> bool:
+    """Whether pg_trgm is (or could be made) installed in this database."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone():
+        return True
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        return True
+    except psycopg.Error as exc:  # not installed on the server, or no right to create it
+        log.warning("pg_trgm is not available (%s): substring recall scans without an index", exc)
+        return False
+
+
+def migrate(conn: psycopg.Connection[Any]) -> bool:
+    """Create the tables (idempotent); returns whether the trigram index is there."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        trigram = _has_trigrams(conn)
+        conn.execute(_TABLES)
+        if trigram:
+            conn.execute(_TRIGRAMS)
+        conn.execute(
+            "INSERT INTO coffer_meta (key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
+    return trigram
