@@ -17,10 +17,11 @@ import attrs
 from . import vocabulary
 from .config import Settings
 from .errors import InvalidInput
+from .index.chunking import MAX_WINDOWS
 from .index.db import IndexDB
 from .index.filters import FactFilter
 from .index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
-from .index.keys import chunk_id, document_id_of_chunk
+from .index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
 from .index.reindex import strip_header
 from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
@@ -278,15 +279,18 @@ class KnowledgeRetrieval:
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
     ) -> list[MemoryHit]:
         assert self.vectors is not None
+        # A long chunk has a vector per window (``vector_windows``): enough rows for ``limit``
+        # documents even when each brings several. (vec0 scans every row whatever k is.)
+        k = limit * 4 * MAX_WINDOWS
         if where is not None:
-            nearest = self.vectors.knn_within(sp.name, qvec, limit * 4, where.chunk_rowids(sp.name))
+            nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
         else:
-            nearest = self.vectors.knn(sp.name, qvec, limit * 4)
+            nearest = self.vectors.knn(sp.name, qvec, k)
         best: dict[str, tuple[str, float]] = {}
         for bare, distance in nearest:
-            doc_id, position = bare.rsplit(":", 1)
+            doc_id, position = chunk_of_vec_id(bare)
             if doc_id not in best:
-                best[doc_id] = (chunk_id(sp.name, doc_id, int(position)), 1.0 - distance)
+                best[doc_id] = (chunk_id(sp.name, doc_id, position), 1.0 - distance)
                 if len(best) == limit:
                     break
         docs = self._docs(sp.name, ids=list(best))
