@@ -34,6 +34,7 @@ RRF_K = 60
 # conversations (0-4): 0.5-0.7 all beat rank fusion there at turn and session level.
 KEYWORD_WEIGHT = 0.6
 QUERY_CACHE_SIZE = 256
+KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
@@ -279,20 +280,23 @@ class KnowledgeRetrieval:
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
     ) -> list[MemoryHit]:
         assert self.vectors is not None
-        # A long chunk has a vector per window (``vector_windows``): enough rows for ``limit``
-        # documents even when each brings several. (vec0 scans every row whatever k is.)
-        k = limit * 4 * MAX_WINDOWS
-        if where is not None:
-            nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
-        else:
-            nearest = self.vectors.knn(sp.name, qvec, k)
         best: dict[str, tuple[str, float]] = {}
-        for bare, distance in nearest:
-            doc_id, position = chunk_of_vec_id(bare)
-            if doc_id not in best:
-                best[doc_id] = (chunk_id(sp.name, doc_id, position), 1.0 - distance)
-                if len(best) == limit:
-                    break
+        # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
+        # than ``limit`` documents: then ask once more for enough rows whatever the windows.
+        for k in (limit * 4, min(limit * 4 * MAX_WINDOWS, KNN_MAX_K)):
+            if where is not None:
+                nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
+            else:
+                nearest = self.vectors.knn(sp.name, qvec, k)
+            best.clear()
+            for bare, distance in nearest:
+                doc_id, position = chunk_of_vec_id(bare)
+                if doc_id not in best:
+                    best[doc_id] = (chunk_id(sp.name, doc_id, position), 1.0 - distance)
+                    if len(best) == limit:
+                        break
+            if len(best) == limit or len(nearest) < k:
+                break
         docs = self._docs(sp.name, ids=list(best))
         texts = self._chunk_texts([full for full, _ in best.values()])
         hits = [
