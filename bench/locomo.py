@@ -71,7 +71,13 @@ def runner_for(mode: str) -> Runner:
 def service_for(home: Path, modes: Sequence[str]) -> MemoryService:
     """A service on ``home`` with every requested mode enabled (vector/hybrid are off by default)."""
     enabled = list(dict.fromkeys(["grep", "keyword", *modes]))
-    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": os.environ.get("COFFER_BENCH_EMBEDDER", "auto")}))
+    provider = os.environ.get("COFFER_BENCH_EMBEDDER", "auto")
+    cache = os.environ.get("COFFER_BENCH_EMBED_CACHE")
+    if cache and any(m in ("vector", "hybrid") for m in modes):
+        import _embed_cache
+
+        provider = _embed_cache.use(Path(cache), provider)
+    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": provider}))
 
 
 # -- data -----------------------------------------------------------------------------------------
@@ -238,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="grep,keyword",
                         help="comma-separated recall modes (default grep,keyword)")
     parser.add_argument("--embedder", default="auto",
-                        help="embedding provider for vector/hybrid: auto (the built-in minilm), openai, a plugin's name")
+                        help="embedding provider for vector/hybrid: auto (the built-in multilingual-e5), minilm, openai, "
+                             "a plugin's name")
     parser.add_argument("--granularity", default="turn,session",
                         help="comma-separated: turn, session (default both)")
     parser.add_argument("--conversations", type=int, default=0,
@@ -249,10 +256,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="conversations run in parallel processes (default 2; latency figures are "
                              "cleaner with 1, the scores are the same)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON to PATH")
+    parser.add_argument("--embedding-cache", metavar="PATH",
+                        help="keep every vector in this SQLite file and reuse it on the next run (the "
+                             "same model's vectors, computed once; for tuning runs: see bench/_embed_cache.py)")
     parser.add_argument("--tmpdir", help="where to create the temporary homes (default: system)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     os.environ["COFFER_BENCH_EMBEDDER"] = args.embedder  # read by the worker processes
+    if args.embedding_cache:
+        os.environ["COFFER_BENCH_EMBED_CACHE"] = str(Path(args.embedding_cache).resolve())
     grans = [g.strip() for g in args.granularity.split(",") if g.strip()]
     if not modes:
         parser.error("--modes is empty")

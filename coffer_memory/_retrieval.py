@@ -18,10 +18,11 @@ import attrs
 from . import vocabulary
 from ._config import Settings
 from ._errors import InvalidInput
+from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
-from ._index.keys import chunk_id, document_id_of_chunk
+from ._index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
 from ._index.reindex import strip_header
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
@@ -36,6 +37,7 @@ RRF_K = 60
 # conversations (0-4): 0.5-0.7 all beat rank fusion there at turn and session level.
 KEYWORD_WEIGHT = 0.6
 QUERY_CACHE_SIZE = 256
+KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
@@ -281,17 +283,23 @@ class KnowledgeRetrieval:
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
     ) -> list[MemoryHit]:
         assert self.vectors is not None
-        if where is not None:
-            nearest = self.vectors.knn_within(sp.name, qvec, limit * 4, where.chunk_rowids(sp.name))
-        else:
-            nearest = self.vectors.knn(sp.name, qvec, limit * 4)
         best: dict[str, tuple[str, float]] = {}
-        for bare, distance in nearest:
-            doc_id, position = bare.rsplit(":", 1)
-            if doc_id not in best:
-                best[doc_id] = (chunk_id(sp.name, doc_id, int(position)), 1.0 - distance)
-                if len(best) == limit:
-                    break
+        # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
+        # than ``limit`` documents: then ask once more for enough rows whatever the windows.
+        for k in (limit * 4, min(limit * 4 * MAX_WINDOWS, KNN_MAX_K)):
+            if where is not None:
+                nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
+            else:
+                nearest = self.vectors.knn(sp.name, qvec, k)
+            best.clear()
+            for bare, distance in nearest:
+                doc_id, position = chunk_of_vec_id(bare)
+                if doc_id not in best:
+                    best[doc_id] = (chunk_id(sp.name, doc_id, position), 1.0 - distance)
+                    if len(best) == limit:
+                        break
+            if len(best) == limit or len(nearest) < k:
+                break
         docs = self._docs(sp.name, ids=list(best))
         texts = self._chunk_texts([full for full, _ in best.values()])
         hits = [

@@ -287,3 +287,34 @@ def test_a_broken_inbox_file_is_skipped_not_fatal(llm_home: MemoryService) -> No
         report = svc.organize("global")
     assert broken.exists() and not good.path.exists()
     assert any("broken frontmatter" in (c.error or "") for c in report.changes)
+
+
+def test_organize_carries_inbox_tags_into_topics(llm_home: MemoryService) -> None:
+    """Tags of an inbox item survive its filing: a created topic gets them, a merge adds them to
+    the topic's own (which the rewrite keeps), and a ``tags=`` recall finds the topic."""
+    svc = llm_home
+    sp = svc.paths("global")
+    deploy = sp.topic_file("deploy")
+    sp.knowledge.mkdir(parents=True, exist_ok=True)
+    deploy.write_text(
+        "---\ntitle: Deploying\ndescription: How releases go out.\ntags: [release, ops]\n---\n\nUse make release.\n"
+    )
+    svc.remember("Deploy day is Tuesday.", title="deploy-day", scope="global", tags=["ops", "calendar"])
+    svc.remember("Postgres runs version 16.", title="postgres", scope="global", tags=["db"])
+    with installed(ScriptedLLM(filing_script)):
+        report = svc.organize("global")
+    assert (report.count("merged"), report.count("created")) == (1, 1)
+    assert frontmatter.load(deploy).metadata["tags"] == ["release", "ops", "calendar"]
+    created = sp.topic_file("postgres")
+    assert frontmatter.load(created).metadata["tags"] == ["db"]
+    assert [h.path for h in svc.recall("Tuesday", stores=["global"], tags=["calendar"]).hits] == [deploy]
+    assert [h.path for h in svc.recall("version", stores=["global"], tags=["db"]).hits] == [created]
+
+
+def test_merged_tags_keep_order_and_the_limit() -> None:
+    from coffer_memory._organize.topics import merged_tags
+    from coffer_memory.vocabulary import MAX_TAGS
+
+    assert merged_tags(["a", "b"], ["b", "c"]) == ("a", "b", "c")
+    many = [f"t{i}" for i in range(MAX_TAGS)]
+    assert merged_tags(many, ["extra"]) == tuple(many)

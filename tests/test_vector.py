@@ -162,3 +162,51 @@ def test_facts_written_while_vectors_were_off_get_vectors_later(tmp_home: Path) 
     with vector_service(tmp_home) as svc:
         res = svc.recall("where are backups kept?", stores=["global"], mode="vector")
         assert res.hits[0].id == later.fact.id and vec_rows(svc) == 2
+
+
+DIALOGUE = [
+    "Caroline: I finally repainted the kitchen cabinets last weekend, a pale green this time.",
+    "Melanie: That sounds lovely! Did the kids help, or did they just make a mess of it?",
+    "Caroline: Mostly a mess, honestly, but we laughed a lot and ordered pizza afterwards.",
+    "Melanie: Ha, classic. The garden is finally blooming here, the roses came back strong.",
+    "Caroline: I have been practising the clarinet every evening before my orchestra audition.",
+    "Melanie: Good luck with it! Our neighbour's dog keeps digging under the fence again.",
+    "Caroline: Maybe a row of bricks along the bottom would stop it from getting through.",
+    "Melanie: Good idea, I will try that on Saturday when the weather is supposed to clear.",
+    "Caroline: Let me know how it goes, and send me a picture of those roses when you can.",
+]
+
+
+def test_a_long_chunk_gets_a_vector_per_line_and_is_found_by_its_best_one(tmp_home: Path) -> None:
+    """One vector for a whole dialogue averages the one line that answers with the rest: each
+    line of a long chunk is embedded on its own and the document scores by its best line,
+    also under a filter (the exact scan over the allowed chunks reads every window)."""
+    from coffer_memory._index.chunking import vector_windows
+
+    text = "\n".join(DIALOGUE)
+    assert len(vector_windows(text)) == len(DIALOGUE)
+    with vector_service(tmp_home) as svc:
+        long = svc.remember(text, title="catch-up", scope="global", tags=["chat"])
+        svc.remember("Team lunch moved to the Thai place on Fridays.", scope="global", tags=["chat"])
+        assert vec_rows(svc) == len(DIALOGUE) + 1
+        question = "which musical instrument is Caroline learning?"
+        for tags in (None, ["chat"]):
+            hits = svc.recall(question, stores=["global"], mode="vector", tags=tags).hits
+            assert hits[0].id == long.fact.id and "clarinet" in hits[0].text
+        svc.edit_fact(long.fact.id, body="Caroline plays the clarinet.", store="global")
+        assert vec_rows(svc) == 2  # the old windows went with the old text
+        svc.delete_fact(long.fact.id, store="global")
+        assert vec_rows(svc) == 1
+
+
+def test_vector_windows_bound_their_number_and_size() -> None:
+    from coffer_memory._index.chunking import MAX_WINDOWS, VECTOR_WINDOW_CHARS, vector_windows
+
+    assert vector_windows("short fact\nwith two lines") == ["short fact\nwith two lines"]
+    tiny = "\n".join(f"line {i}" for i in range(200))
+    windows = vector_windows(tiny)
+    assert len(windows) <= MAX_WINDOWS and "\n".join(windows).split() == tiny.split()
+    prose = " ".join(["word"] * 300)  # one line past the window size: cut at spaces
+    cut = vector_windows(prose)
+    assert len(cut) > 1 and all(len(w) <= VECTOR_WINDOW_CHARS for w in cut)
+    assert " ".join(cut).split() == prose.split()

@@ -115,3 +115,42 @@ def chunk_markdown(
     if not chunks and heading:
         chunks.append(heading)
     return chunks
+
+
+# Vector windows: a long chunk gets one vector per line (a conversation turn, a list item, a
+# paragraph), not one for all of it, and its document is found by its best window. One vector
+# for a 1,200-character passage of a dialogue averages the turn that answers a question with
+# ten that do not.
+VECTOR_WINDOW_CHARS = 400
+MIN_WINDOW_CHARS = 60
+MAX_WINDOWS = 16
+
+
+def vector_windows(chunk: str) -> list[str]:
+    """The texts embedded for a chunk: the chunk itself when it is at most
+    ``VECTOR_WINDOW_CHARS``, else its lines, a line shorter than ``MIN_WINDOW_CHARS`` joined to
+    the next and a longer one than ``VECTOR_WINDOW_CHARS`` cut at a word boundary; at most
+    ``MAX_WINDOWS`` (the last one takes the rest)."""
+    if len(chunk) <= VECTOR_WINDOW_CHARS:
+        return [chunk]
+    shortest = max(MIN_WINDOW_CHARS, len(chunk) // MAX_WINDOWS + 1)
+    windows: list[str] = []
+    pending = ""
+    for line in chunk.splitlines():
+        if not line.strip():
+            continue
+        pending = f"{pending}\n{line}" if pending else line
+        if len(pending) < shortest:
+            continue
+        windows.extend(
+            _split_long(pending, VECTOR_WINDOW_CHARS, 0) if len(pending) > VECTOR_WINDOW_CHARS else [pending]
+        )
+        pending = ""
+    if pending:
+        if windows and len(pending) < shortest:
+            windows[-1] = f"{windows[-1]}\n{pending}"
+        else:
+            windows.append(pending)
+    if len(windows) > MAX_WINDOWS:
+        windows[MAX_WINDOWS - 1 :] = ["\n".join(windows[MAX_WINDOWS - 1 :])]
+    return windows or [chunk]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import attrs
 
 from .cjk import CJK_RUN, has_cjk, query_terms
+from .coverage import by_coverage
 from .db import IndexDB
 from .keys import document_id_of_chunk, store_scope
 
@@ -266,6 +267,7 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
         return []
     ranked = _ranked_words(db, match, limit, within)
     found = _texts(db, [r for r, _ in ranked])
+    ranked = by_coverage(db.conn, keyword_terms(query), ranked, found)
     return [ChunkHit(found[r][0], found[r][1], -score) for r, score in ranked if r in found]
 
 
@@ -288,10 +290,11 @@ def search_words_many(
     """``search_words`` of several stores with one MATCH (the word index's ``store`` column).
 
     bm25 weighs the store column 0, so a row scores the same whichever stores the query
-    names, and each store's rows come in the order its own query gave them. A store's list is
-    a prefix of what its own query returned, complete at ``limit`` chunks or at ``docs``
-    documents (all that a caller keeping one hit per document reads). Only a store that the
-    shared list cut short of that is asked again on its own.
+    names, and each store's rows come in the order its own query gave them. A store's rows are
+    complete when they are its first ``limit`` (or the shared list ran out): they are then the
+    candidates its own query re-scores (``by_coverage``), and its list is what its own query
+    returned, cut at ``docs`` documents (all that a caller keeping one hit per document reads).
+    Only a store that the shared list cut short is asked again on its own.
     """
     terms = keyword_terms(query)
     out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
@@ -302,19 +305,21 @@ def search_words_many(
     wanted = limit * len(out)
     ranked = _ranked_words(db, f"store : ({names}) AND ({ors})", wanted)
     texts = _texts(db, [r for r, _ in ranked])
-    seen: dict[str, set[str]] = {s: set() for s in out}
+    rows: dict[str, list[tuple[int, float]]] = {s: [] for s in out}
     for rowid, score in ranked:
         found = texts.get(rowid)
-        if found is None or found[2] not in out:
+        if found is not None and found[2] in rows and len(rows[found[2]]) < limit:
+            rows[found[2]].append((rowid, score))
+    for store, mine in rows.items():
+        if len(ranked) == wanted and len(mine) < limit:
+            out[store] = search_words(db, store, query, limit)
             continue
-        hits, ids = out[found[2]], seen[found[2]]
-        if len(hits) < limit and (docs is None or len(ids) < docs):
-            hits.append(ChunkHit(found[0], found[1], -score))
-            ids.add(document_id_of_chunk(found[0]))
-    if len(ranked) == wanted:
-        for store, hits in out.items():
-            if len(hits) < limit and (docs is None or len(seen[store]) < docs):
-                out[store] = search_words(db, store, query, limit)
+        ids: set[str] = set()
+        for rowid, score in by_coverage(db.conn, terms, mine, texts):
+            if docs is not None and len(ids) >= docs:
+                break
+            out[store].append(ChunkHit(texts[rowid][0], texts[rowid][1], -score))
+            ids.add(document_id_of_chunk(texts[rowid][0]))
     return out
 
 

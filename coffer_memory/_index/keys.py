@@ -17,9 +17,16 @@ def chunk_id(store: str, document_id: str, position: int) -> str:
     return f"{store_scope(store)}:{document_id}:{position}"
 
 
-def vec_chunk_id(document_id: str, position: int) -> str:
-    """``<doc-id>:<position>``: the bare id of a vec0 row (the vec table is per store)."""
-    return f"{document_id}:{position}"
+def vec_chunk_id(document_id: str, position: int, window: int = 0) -> str:
+    """``<doc-id>:<position>``, or ``<doc-id>:<position>:<window>`` for a chunk's later vector
+    windows: the bare id of a vec0 row (the vec table is per store)."""
+    return f"{document_id}:{position}:{window}" if window else f"{document_id}:{position}"
+
+
+def chunk_of_vec_id(bare: str) -> tuple[str, int]:
+    """The document id and chunk position of a vec0 row's bare id (either form)."""
+    parts = bare.split(":")
+    return parts[0], int(parts[1])
 
 
 def document_id_of_chunk(chunk: str) -> str:

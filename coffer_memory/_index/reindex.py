@@ -22,7 +22,7 @@ from .._models import MemoryFact
 from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
 from .._store.lanes import journal_sessions
 from .._store.paths import StorePaths, project_id_of
-from .chunking import chunk_markdown
+from .chunking import MAX_WINDOWS, chunk_markdown, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
@@ -297,14 +297,20 @@ class Reindexer:
 
     def _embed(self, batch: list[_PendingDoc]) -> None:
         assert self.vectors is not None
-        texts = [text for doc in batch for text in doc.chunks]
+        # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
+        windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
+        texts = [w for per_doc in windows for per_chunk in per_doc for w in per_chunk]
         vectors = self.vectors.embedder.embed_batch(texts) if texts else []
         if len(vectors) != len(texts):
             raise EmbeddingUnavailable(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
         rows = iter(vectors)
         with self.db.transaction():
-            for doc in batch:
-                pairs = [(vec_chunk_id(doc.document_id, pos), next(rows)) for pos in range(len(doc.chunks))]
+            for doc, per_doc in zip(batch, windows, strict=True):
+                pairs = [
+                    (vec_chunk_id(doc.document_id, pos, w), next(rows))
+                    for pos, per_chunk in enumerate(per_doc)
+                    for w in range(len(per_chunk))
+                ]
                 self.vectors.insert(doc.store, pairs)
                 self.db.conn.execute(
                     "UPDATE documents SET content_sha256 = ? WHERE resource_name = ? AND id = ?",
@@ -320,7 +326,10 @@ class Reindexer:
                 "SELECT position FROM chunks WHERE document_id = ? AND resource_name = ?",
                 (document_id, store),
             )
-            self.vectors.delete(store, [vec_chunk_id(document_id, int(p[0])) for p in positions])
+            self.vectors.delete(
+                store,
+                [vec_chunk_id(document_id, int(p[0]), w) for p in positions for w in range(MAX_WINDOWS)],
+            )
         for table in ("documents_fts", "documents_words"):
             self.db.conn.execute(
                 f"DELETE FROM {table} WHERE rowid IN "

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import EmbeddingUnavailable
+from .chunking import MAX_WINDOWS
 from .db import IndexDB
 from .keys import store_scope
 
@@ -165,9 +166,12 @@ class VecIndex:
         if table is None:
             return []
         sub, params = chunk_rowids
+        # Each chunk's vector windows (``keys.vec_chunk_id``): "doc:pos", then "doc:pos:1"...
+        suffixes = " UNION ALL ".join(["SELECT '' AS s", *(f"SELECT ':{w}'" for w in range(1, MAX_WINDOWS))])
         rows = self.db.rows(
-            f"SELECT v.chunk_id, vec_distance_cosine(v.embedding, ?) AS distance FROM chunks c "
-            f"JOIN {table} v ON v.chunk_id = c.document_id || ':' || c.position "
+            f"WITH w(s) AS ({suffixes}) "
+            f"SELECT v.chunk_id, vec_distance_cosine(v.embedding, ?) AS distance FROM chunks c, w "
+            f"JOIN {table} v ON v.chunk_id = c.document_id || ':' || c.position || w.s "
             f"WHERE c.rowid IN ({sub}) ORDER BY distance LIMIT ?",
             (to_blob(vector), *params, k),
         )

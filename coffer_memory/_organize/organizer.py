@@ -24,7 +24,7 @@ from ..plugins.hookspecs import LLM
 from .models import OrganizeReport, PlannedChange, add_usage
 from .prompts import ORGANIZE_SCHEMA, ORGANIZE_SYSTEM, ORGANIZE_TASK, SPLIT_SCHEMA, SPLIT_TASK
 from .tools import OrganizeTools
-from .topics import read_or_none, render_topic, unified
+from .topics import merged_tags, read_or_none, render_topic, unified
 
 log = logging.getLogger("coffer_memory._organize")
 
@@ -135,13 +135,18 @@ def _apply(
     before = read_or_none(target)
     extra: dict[str, Any] = {}
     title = str(answer.get("title") or "").strip()
+    tags: tuple[str, ...] = ()
     if before is not None:
         parsed = parse_fact(before, store=sp.name, relpath=sp.relative(target), mtime=0)
         title = title or parsed.fact.title
         extra = dict(parsed.extra)
+        tags = parsed.fact.tags
         if parsed.has_created_at:  # keeps the document's id stable
             extra["created_at"] = format_time(parsed.fact.created_at)
-    after = render_topic(title or target.stem, str(answer.get("description") or ""), body, extra)
+    item_tags = parse_fact(item_bytes, store=sp.name, relpath=sp.relative(item), mtime=0).fact.tags
+    after = render_topic(
+        title or target.stem, str(answer.get("description") or ""), body, extra, merged_tags(tags, item_tags)
+    )
     verb = "merged" if action == "merge" else "created"
     change = PlannedChange(verb, item, target, unified(before, after, sp.relative(target)))
     with t.writer.transaction(sp.name, dry_run=dry_run) as tx:

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .._store.files import format_time, now_utc, yaml_scalar
+from ..vocabulary import MAX_TAGS
 
-TOPIC_KEYS = ("title", "description", "updated_at")
+TOPIC_KEYS = ("title", "description", "updated_at", "tags")
 
 
-def render_topic(title: str, description: str, body: str, extra: Mapping[str, Any] | None = None) -> bytes:
+def merged_tags(*groups: Sequence[str]) -> tuple[str, ...]:
+    """The tags of a topic after a merge: every group's, in first-seen order, at most ``MAX_TAGS``.
+
+    A topic that absorbs an inbox item keeps the item's tags, so a ``tags=`` recall still finds
+    what was remembered under them (and the topic's own tags survive the rewrite).
+    """
+    return tuple(dict.fromkeys(t for group in groups for t in group))[:MAX_TAGS]
+
+
+def render_topic(
+    title: str,
+    description: str,
+    body: str,
+    extra: Mapping[str, Any] | None = None,
+    tags: Sequence[str] = (),
+) -> bytes:
     """A topic document's bytes; ``extra`` keeps frontmatter keys someone added by hand."""
     lines = [
         "---",
@@ -25,6 +41,8 @@ def render_topic(title: str, description: str, body: str, extra: Mapping[str, An
     rest = {k: v for k, v in (extra or {}).items() if k not in TOPIC_KEYS and k != "kind"}
     if "created_at" in rest:
         lines.append(f"created_at: {rest.pop('created_at')}")
+    if tags:
+        lines.append(f"tags: {yaml_scalar(list(tags))}")
     if rest:
         lines.append(yaml.safe_dump(rest, allow_unicode=True, sort_keys=False).rstrip("\n"))
     return ("\n".join(lines) + "\n---\n\n" + body.strip() + "\n").encode()
