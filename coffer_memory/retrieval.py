@@ -24,7 +24,7 @@ from .index.keys import chunk_id, document_id_of_chunk
 from .index.reindex import strip_header
 from .index.vec import VecIndex
 from .models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
-from .plugins.hookspecs import GrepBackend, Vector
+from .plugins.hookspecs import Embedder, GrepBackend, Vector
 from .store.paths import StorePaths, is_recall_rel, scope_of
 
 log = logging.getLogger("coffer_memory.retrieval")
@@ -128,6 +128,12 @@ def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
     return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
 
 
+def _embed_one(embedder: Embedder, query: str) -> Vector:
+    """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+
+
 class KnowledgeRetrieval:
     """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
 
@@ -150,19 +156,33 @@ class KnowledgeRetrieval:
 
     def _embed_query(self, query: str) -> Vector | None:
         """The query's vector (LRU-cached), or None when the embedder cannot run."""
-        if self.vectors is None:
-            return None
+        return self._query_vector_soon(query, background=False)()
+
+    def _query_vector_soon(self, query: str, *, background: bool) -> Callable[[], Vector | None]:
+        """A call giving the query's vector (or None when the embedder cannot run).
+
+        With ``background`` an uncached query is embedded on the worker thread meanwhile (the
+        engines release the GIL), so the caller can run the keyword search beside it.
+        """
+        vectors = self.vectors
+        if vectors is None:
+            return lambda: None
         cached = self._query_cache.get(query)
-        if cached is None and self.vectors.paused():
-            return None
         if cached is not None:
             self._query_cache.move_to_end(query)
-            return cached
+            return lambda: cached
+        if vectors.paused():
+            return lambda: None
+        if background:
+            future = self._fanout_pool().submit(_embed_one, vectors.embedder, query)
+            return lambda: self._keep_vector(query, future.result)
+        return lambda: self._keep_vector(query, lambda: _embed_one(vectors.embedder, query))
+
+    def _keep_vector(self, query: str, compute: Callable[[], Vector]) -> Vector | None:
+        """``compute()``'s vector, cached; None (and the shared back-off) when it fails."""
+        assert self.vectors is not None
         try:
-            # An embedder trained with query/document prefixes (e5) embeds queries its own way.
-            embedder = self.vectors.embedder
-            embed_query = getattr(embedder, "embed_query", None)
-            vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+            vector = compute()
         except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
             log.warning("query embedding failed, answering from keyword: %s", exc)
             self.vectors.pause()
@@ -212,8 +232,10 @@ class KnowledgeRetrieval:
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
         """
         chosen = self.check(query, mode, limit)
-        qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
         present = [sp for sp in paths if sp.root.is_dir()]
+        if chosen == "hybrid":
+            return self._hybrid(paths, present, query, limit, where)
+        qvec = self._embed_query(query) if chosen == "vector" else None
         if chosen == "keyword" and where is None:
             # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
             # is a per-store rowid set: filtered recalls keep a query per store.)
@@ -237,6 +259,34 @@ class KnowledgeRetrieval:
         merged = rrf_merge(lists, limit)
         return RecallResult(
             hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
+        )
+
+    def _hybrid(
+        self,
+        paths: Sequence[StorePaths],
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+    ) -> RecallResult:
+        """Hybrid over the stores: ``search_store``'s answers, with the query embedded on the
+        worker thread while this one runs every store's keyword search."""
+        qvec_soon = self._query_vector_soon(query, background=True)
+        keyword = [self.keyword(sp, query, limit * 2, where) for sp in present]
+        qvec = qvec_soon()
+        lists: list[list[MemoryHit]] = []
+        fallback = False
+        for sp, words in zip(present, keyword, strict=True):
+            if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
+                lists.append(self.keyword(sp, query, limit, where))  # keyword answers, and says so
+                fallback = True
+            else:
+                lists.append(fuse_modes(words, self._vector(sp, qvec, limit * 2, where), limit))
+        return RecallResult(
+            hits=tuple(rrf_merge(lists, limit)),
+            mode="hybrid",
+            fallback=fallback,
+            stores=tuple(p.name for p in paths),
         )
 
     def search_store(

@@ -1,19 +1,23 @@
 """The fast paths give the answers the slow ones gave: rendered-frontmatter parsing, the
-multi-store keyword MATCH, the git lookup cache and the bulk load (issue #15)."""
+multi-store keyword MATCH, the git lookup cache, the bulk load, the in-memory vector matrix,
+hybrid's background query embedding and the grep backends (issue #15)."""
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from coffer_memory import scope as scope_mod
 from coffer_memory.index.fts import search_chunks, search_chunks_many
 from coffer_memory.models import MemoryFact
+from coffer_memory.plugins import get_plugin_manager, hookimpl
 from coffer_memory.retrieval import rrf_merge
 from coffer_memory.store.fastmeta import split_rendered
 from coffer_memory.store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
@@ -188,3 +192,104 @@ def test_a_bulk_load_skips_broken_files_one_by_one(tmp_path: Path) -> None:
     assert report.added == 1188 and len(report.skipped) == 12
     assert len(svc.recall("deploys", stores=["global"], mode="keyword", limit=5).hits) == 5
     svc.close()
+
+
+def _example_embedder() -> type:
+    """The docs' example ``HashEmbedder`` (examples/coffer_hash_embedder.py)."""
+    path = Path(__file__).parent.parent / "examples" / "coffer_hash_embedder.py"
+    spec = importlib.util.spec_from_file_location("coffer_hash_embedder_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HashEmbedder  # type: ignore[no-any-return]
+
+
+class _SkewedHash(_example_embedder()):  # type: ignore[misc]
+    """The example's hashed words, deliberately not unit length (scaled by the text's length)."""
+
+    def __init__(self) -> None:
+        super().__init__(48)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        rows = super().embed_batch(texts)
+        return [[x * (1 + len(t) % 7) for x in row] for t, row in zip(texts, rows, strict=True)]
+
+
+class _SkewedPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, object], None]) -> None:
+        register("skewed-hash", lambda _settings: _SkewedHash())
+
+
+@pytest.fixture
+def skewed(tmp_path: Path) -> Iterator[Settings]:
+    """Settings of a home whose vector modes use ``_SkewedHash`` (a plugin registered for real)."""
+    plugin = _SkewedPlugin()
+    get_plugin_manager().register(plugin, name="skewed-hash-test")
+    try:
+        yield Settings.load(
+            tmp_path / "home",
+            embedding={"provider": "skewed-hash"},
+            memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+        )
+    finally:
+        get_plugin_manager().unregister(name="skewed-hash-test")
+
+
+def test_the_in_memory_matrix_ranks_as_the_vec0_scan_does(skewed: Settings) -> None:
+    r = random.Random(7)
+    words = [
+        "deploy",
+        "rollback",
+        "cache",
+        "queue",
+        "billing",
+        "auth",
+        "token",
+        "retry",
+        "backup",
+        "index",
+        "shard",
+        "replica",
+    ]
+    with MemoryService(settings=skewed) as svc:
+        for i in range(120):
+            svc.remember(" ".join(r.choices(words, k=r.randint(2, 9))) + f" note {i}", scope="global")
+        vectors = svc.retrieval.vectors
+        assert vectors is not None
+        for query in ("deploy cache", "billing retry token", "shard", "nothing shared here"):
+            qvec = vectors.embedder.embed_batch([query])[0]
+            fast, scan = vectors.knn("global", qvec, 25), vectors.knn_scan("global", qvec, 25)
+            assert [d for _, d in fast] == pytest.approx([d for _, d in scan], abs=1e-5)
+            # Equal distances may come in either order; everything else in the same one.
+            assert {c for c, _ in fast} == {c for c, _ in scan} or len({round(d, 5) for _, d in scan}) < 25
+
+
+def test_vector_changes_by_another_service_reach_the_next_search(skewed: Settings) -> None:
+    with MemoryService(settings=skewed) as reader, MemoryService(settings=skewed) as writer:
+        writer.remember("rotate the signing keys quarterly", scope="global")
+        assert len(reader.recall("signing keys", stores=["global"], mode="vector").hits) == 1  # matrix read
+        added = writer.remember("the billing worker retries thrice", scope="global")
+        hits = reader.recall("billing worker retries", stores=["global"], mode="vector").hits
+        assert [h.id for h in hits][:1] == [added.fact.id] and len(hits) == 2
+        writer.delete_fact(added.fact.id, store="global")
+        hits = reader.recall("billing worker retries", stores=["global"], mode="vector").hits
+        assert added.fact.id not in [h.id for h in hits] and len(hits) == 1
+
+
+def test_hybrid_embeds_beside_the_keyword_search_and_falls_back_when_the_embedder_fails(
+    skewed: Settings,
+) -> None:
+    with MemoryService(settings=skewed) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global")
+        res = svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.fact.id] and not res.fallback
+        vectors = svc.retrieval.vectors
+        assert vectors is not None
+        broken = _SkewedHash()
+        broken.embed_batch = lambda texts: (_ for _ in ()).throw(RuntimeError("engine gone"))  # type: ignore[method-assign]
+        vectors.embedder = broken
+        svc.retrieval.clear_query_cache()
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.fact.id] and res.fallback
+        assert vectors.paused()
