@@ -235,6 +235,14 @@ class KnowledgeRetrieval:
         present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "hybrid":
             return self._hybrid(paths, present, query, limit, where)
+        if chosen == "grep":
+            lists = self._grep_stores(present, query, limit, where)
+            return RecallResult(
+                hits=tuple(rrf_merge(lists, limit)),
+                mode=chosen,
+                fallback=False,
+                stores=tuple(p.name for p in paths),
+            )
         qvec = self._embed_query(query) if chosen == "vector" else None
         if chosen == "keyword" and where is None:
             # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
@@ -243,7 +251,7 @@ class KnowledgeRetrieval:
             return RecallResult(
                 hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
             )
-        side = self.side() if chosen != "grep" and len(present) > 1 and self.side is not None else None
+        side = self.side() if len(present) > 1 and self.side is not None else None
         if side is not None:
             # The second store is searched on a reader connection in a worker thread while this
             # thread searches the first: SQLite, sqlite-vec and the embedder release the GIL.
@@ -365,7 +373,7 @@ class KnowledgeRetrieval:
         paths: Sequence[str] = (),
         where: FactFilter | None = None,
     ) -> dict[str, _DocRow]:
-        column, values = ("id", ids) if ids else ("path", [self.db.key(Path(p)) for p in paths])
+        column, values = ("id", ids) if ids else ("path", [self._key(p) for p in paths])
         if not values:
             return {}
         marks = ",".join("?" * len(values))
@@ -380,6 +388,14 @@ class KnowledgeRetrieval:
             doc = _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
             out[doc.id if ids else doc.path] = doc
         return out
+
+    def _key(self, path: str) -> str:
+        """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
+        thousands of files; a Path per file was a tenth of a grep recall)."""
+        home = f"{self.db.home}/"
+        if path.startswith(home) and "/." not in path and "//" not in path:
+            return path[len(home) :]
+        return self.db.key(Path(path))
 
     def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
         path = Path(doc.path)
@@ -423,19 +439,47 @@ class KnowledgeRetrieval:
     def _grep(
         self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
     ) -> list[MemoryHit]:
+        return self._grep_stores([sp], query, limit, where)[0]
+
+    def _grep_stores(
+        self, stores: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None = None
+    ) -> list[list[MemoryHit]]:
+        """Each store's grep hits, from one search over all their folders (one rg process)."""
         phrase = " ".join(query.split())
         # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
         # out) are searched too, and a file ranks by how many of them it holds. Single CJK
         # characters would match most files: three times slower at 1k facts, for little gain.
         terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
         patterns = [phrase, *terms]
-        matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
-        per_file: dict[str, set[int]] = {}
-        root = str(sp.root) + os.sep
+        folders = [folder for sp in stores for folder in sp.recall_dirs()]
+        matches = self.grep.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, len(stores)))
+        roots = [str(sp.root) + os.sep for sp in stores]
+        per_store: list[dict[str, set[int]]] = [{} for _ in stores]
+        last: tuple[str, dict[str, set[int]] | None] = ("", None)  # rg gives a file's lines together
         for m in matches:
             key = str(m.path)
-            if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
-                per_file.setdefault(key, set()).update(m.patterns)
+            if key != last[0]:
+                last = (key, None)
+                for root, per_file in zip(roots, per_store, strict=True):
+                    if key.startswith(root) and is_recall_rel(key[len(root) :]):
+                        last = (key, per_file)
+                        break
+            if last[1] is not None and not _MACHINE_LINE.match(m.line):
+                last[1].setdefault(key, set()).update(m.patterns)
+        return [
+            self._grep_ranked(sp, per_file, patterns, limit, where)
+            for sp, per_file in zip(stores, per_store, strict=True)
+        ]
+
+    def _grep_ranked(
+        self,
+        sp: StorePaths,
+        per_file: dict[str, set[int]],
+        patterns: Sequence[str],
+        limit: int,
+        where: FactFilter | None,
+    ) -> list[MemoryHit]:
+        """One store's files ranked by the patterns they hold (rarer ones weigh more)."""
         # Files the filter rules out have no row here, so the limit below counts matching ones.
         docs = self._docs(sp.name, paths=list(per_file), where=where)
         weights = _term_weights(per_file.values(), len(patterns))

@@ -5,6 +5,7 @@ hybrid's background query embedding and the grep backends (issue #15)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
@@ -17,7 +18,9 @@ from coffer_memory import MemoryService, Settings
 from coffer_memory import scope as scope_mod
 from coffer_memory.index.fts import search_chunks, search_chunks_many
 from coffer_memory.models import MemoryFact
-from coffer_memory.plugins import get_plugin_manager, hookimpl
+from coffer_memory.plugins import GrepMatch, get_plugin_manager, hookimpl
+from coffer_memory.plugins.builtin import grep as grep_module
+from coffer_memory.plugins.builtin.grep import MAX_LINES_PER_FILE, PythonGrepBackend, RipgrepBackend
 from coffer_memory.retrieval import rrf_merge
 from coffer_memory.store.fastmeta import split_rendered
 from coffer_memory.store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
@@ -293,3 +296,105 @@ def test_hybrid_embeds_beside_the_keyword_search_and_falls_back_when_the_embedde
         res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
         assert [h.id for h in res.hits] == [fact.fact.id] and res.fallback
         assert vectors.paused()
+
+
+def _grep_corpus(root: Path) -> list[str]:
+    """Files that exercise the line parsing: CRLF, colons, bytes that are not UTF-8, a name
+    with spaces and a colon, many matching lines, a hidden file and a non-Markdown file."""
+    (root / "sub dir").mkdir(parents=True)
+    (root / "a.md").write_bytes(b"Deploy: the API\r\nnothing\r\nredeploy at 10:30 DEPLOY\r\n")
+    (root / "sub dir" / "b: c.md").write_bytes(b"caf\xc3\xa9 deploy \xff\xfe\nno\n\ndeploy again")
+    (root / "many.md").write_text("".join(f"deploy line {i}: cache\n" for i in range(80)))
+    (root / "cache.md").write_text("CACHE warm\ncold cache then deploy\n")
+    (root / ".hidden.md").write_text("deploy hidden\n")
+    (root / "notes.txt").write_text("deploy text\n")
+    return ["deploy", "cache", "10:30", "café"]
+
+
+def test_both_grep_backends_find_the_same_lines(tmp_path: Path) -> None:
+    patterns = _grep_corpus(tmp_path / "store")
+    found = {}
+    for backend in (RipgrepBackend(), PythonGrepBackend()):
+        matches = backend.search([tmp_path / "store", tmp_path / "absent"], patterns, max_lines=10_000)
+        found[backend.name] = sorted((str(m.path), m.line_number, m.line, m.patterns) for m in matches)
+    assert found["ripgrep"] == found["python"]
+    lines = found["ripgrep"]
+    assert (str(tmp_path / "store" / "a.md"), 3, "redeploy at 10:30 DEPLOY", frozenset({0, 2})) in lines
+    assert (
+        str(tmp_path / "store" / "sub dir" / "b: c.md"),
+        1,
+        "café deploy \ufffd\ufffd",
+        frozenset({0, 3}),
+    ) in lines
+    assert sum(1 for line in lines if line[0].endswith("many.md")) == MAX_LINES_PER_FILE
+    assert not any(line[0].endswith((".hidden.md", ".txt")) for line in lines)
+    for backend in (RipgrepBackend(), PythonGrepBackend()):
+        assert len(backend.search([tmp_path / "store"], patterns, max_lines=7)) == 7
+
+
+class _CountingGrep:
+    """The ripgrep backend, counting its searches."""
+
+    name = "counting"
+    priority = 0
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def available(self) -> bool:
+        return True
+
+    def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
+        self.calls.append(len(folders))
+        return RipgrepBackend().search(folders, patterns, max_lines=max_lines)
+
+
+class _CountingPlugin:
+    def __init__(self) -> None:
+        self.backend = _CountingGrep()
+
+    @hookimpl
+    def register_grep_backends(self, register: Callable[[object], None]) -> None:
+        register(self.backend)
+
+
+def test_a_grep_recall_searches_every_store_in_one_search(
+    two_stores: tuple[MemoryService, list[str]], tmp_path: Path
+) -> None:
+    svc, stores = two_stores
+    paths = [svc.targets.paths(s) for s in stores]
+    retrieval = svc.index.retrieval
+    for query in [*WORDS, "deploy postgres", "retry timeout kafka", "nothing here"]:
+        together = retrieval._grep_stores(paths, query, 10)
+        assert together == [retrieval._grep(sp, query, 10) for sp in paths], query
+    plugin = _CountingPlugin()
+    get_plugin_manager().register(plugin, name="counting-grep-test")
+    try:
+        with MemoryService(settings=Settings.load(svc.settings.home, grep_backend="counting")) as counted:
+            hits = counted.recall("deploy postgres", stores=stores, mode="grep").hits
+            assert {h.store for h in hits} == set(stores)
+            assert plugin.backend.calls == [sum(len(sp.recall_dirs()) for sp in paths)]
+    finally:
+        get_plugin_manager().unregister(name="counting-grep-test")
+    svc.close()
+
+
+def test_the_python_grep_backend_sees_an_edit_that_keeps_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # keep even a file written just now
+    backend = PythonGrepBackend()
+    note = tmp_path / "note.md"
+    note.write_text("the deploy runs at noon\n")
+    before = note.stat()
+    assert [m.line for m in backend.search([tmp_path], ["deploy"], max_lines=10)] == [
+        "the deploy runs at noon"
+    ]
+    assert str(note) in backend._texts  # kept for the next search
+    note.write_text("the rollback at noon!!!\n")  # same size
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert note.stat().st_size == before.st_size and note.stat().st_mtime_ns == before.st_mtime_ns
+    assert backend.search([tmp_path], ["deploy"], max_lines=10) == []
+    assert [m.line for m in backend.search([tmp_path], ["rollback"], max_lines=10)] == [
+        "the rollback at noon!!!"
+    ]
