@@ -398,3 +398,30 @@ def test_the_python_grep_backend_sees_an_edit_that_keeps_size_and_mtime(
     assert [m.line for m in backend.search([tmp_path], ["rollback"], max_lines=10)] == [
         "the rollback at noon!!!"
     ]
+
+
+def test_no_statement_a_rebuild_runs_per_file_scans_a_store(skewed: Settings) -> None:
+    """Each per-file statement of a rebuild with vectors finds its documents row by a key,
+    not by scanning the store (an UPDATE without ``kind`` did: quadratic, 90 s at 10k)."""
+    with MemoryService(settings=skewed) as svc:
+        svc.remember("the first note", scope="global")  # opens the index and the vector table
+        inbox = svc.targets.paths("global").inbox
+        for i in range(30):
+            (inbox / f"n{i}.md").write_text(f"note {i} about deploys and caches\n")
+        conn = svc.index.db.conn
+        seen: dict[str, tuple[int, tuple[object, ...]]] = {}
+
+        def trace(_cursor: object, sql: str, bindings: object) -> bool:
+            count, _ = seen.get(sql, (0, ()))
+            seen[sql] = (count + 1, tuple(bindings) if isinstance(bindings, (list, tuple)) else ())
+            return True
+
+        conn.exec_trace = trace
+        svc.reindex("global")
+        conn.exec_trace = None
+        per_file = {sql: args for sql, (count, args) in seen.items() if count >= 30 and "documents " in sql}
+        assert any(sql.startswith("UPDATE documents SET content_sha256") for sql in per_file)
+        for sql, args in per_file.items():
+            plan = [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args)]
+            on_documents = [p for p in plan if " documents " in f"{p} "]
+            assert all(p.startswith("SEARCH") and " AND " in p for p in on_documents), (sql, plan)
