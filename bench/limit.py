@@ -413,6 +413,39 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
         shutil.rmtree(base, ignore_errors=True)
 
 
+def embedding_rebuild(n: int, provider: str, tmp: str | None) -> dict[str, Any]:
+    """A cold rebuild of ``n`` facts that embeds every chunk with the real ``provider``:
+    seconds, chunks embedded and texts per second (the embedding throughput of a rebuild)."""
+    base = Path(tempfile.mkdtemp(prefix=f"coffer-embed-{n}-", dir=tmp))
+    try:
+        home, repo = base / "home", base / "repo"
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        settings = Settings.load(
+            home,
+            embedding={"provider": provider},
+            memory={"retrieval_modes": ["keyword", "vector", "hybrid"]},
+        )
+        with MemoryService(settings=Settings.load(home)) as svc:
+            write_corpus(svc, repo, n)
+        start = time.perf_counter()
+        with MemoryService(settings=settings) as svc:
+            svc.reindex()
+        seconds = time.perf_counter() - start
+        conn = apsw.Connection(str(home / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").get)
+        conn.close()
+        return {
+            "size": n,
+            "provider": provider,
+            "seconds": seconds,
+            "chunks": chunks,
+            "texts_per_s": chunks / seconds,
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 FIGURES = (
     ("keyword_s", "keyword recall", "ms"),
     ("grep_ripgrep_s", "grep recall, ripgrep", "ms"),
@@ -476,6 +509,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=20,
         help="grep recalls with the pure-Python backend per size (it is slow at 10k)",
     )
+    parser.add_argument(
+        "--embed-rebuild",
+        type=int,
+        default=0,
+        help="also time a cold rebuild of this many facts embedded for real (texts/s)",
+    )
     parser.add_argument("--coffer-src", default=None, help="take coffer_memory from this source tree")
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--json", default=None)
@@ -499,8 +538,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             title="coffer beside the limit (same texts, same SQLite, interleaved)",
         )
     )
+    embedded = []
+    for provider in args.embedders.split(",") if args.embed_rebuild and args.embedders else []:
+        embedded.append(embedding_rebuild(args.embed_rebuild, provider, args.tmpdir))
+        e = embedded[-1]
+        print(
+            f"cold rebuild of {e['size']:,} facts embedded with {provider}: {e['seconds']:.1f} s, "
+            f"{e['chunks']:,} chunks, {e['texts_per_s']:.1f} texts/s"
+        )
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    write_json(args.json, {"environment": env, "results": results})
+    write_json(args.json, {"environment": env, "results": results, "embedding_rebuilds": embedded})
 
 
 if __name__ == "__main__":
