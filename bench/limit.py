@@ -11,19 +11,32 @@ call by call so that load on a shared machine hits both sides alike:
 - **cold rebuild from files**: ``MemoryService.reindex()`` after deleting ``index.db`` against
   the limit: read every file, cut the frontmatter, insert one row per file into each of the
   tables coffer fills (its own schema, read from its index: documents, chunks and the word
-  and trigram FTS5 tables, with their indexes) in one transaction.
+  and trigram FTS5 tables, with their indexes) in one transaction;
+- **grep recall** with the ripgrep backend (and, over ``--python-grep-queries`` queries, the
+  pure-Python one) against the limit: one ``rg --fixed-strings --ignore-case
+  --files-with-matches`` process over the same folders with the same patterns (the phrase and
+  its words), timed from spawn to exit;
+- **hybrid recall** (``--embedders``, default the multilingual-e5 default; ``minilm`` for
+  MiniLM) against the limit: the same embedder embeds the query, one numpy dot product over
+  the corpus's unit vectors picks the nearest 40, the keyword MATCH above runs, and the texts
+  of both lists are read. Every call embeds its query (coffer's query cache is cleared). The
+  corpus vectors are deterministic random unit vectors on both sides (``--embed-corpus``
+  embeds the facts for real: about 40 ms a fact on this machine): the scan costs the same
+  whatever the values, and the query embedding, the part the model decides, is real.
 
 Printed: median and p95 of each side and the ratios coffer / limit. ``--coffer-src DIR`` takes
 ``coffer_memory`` from another source tree (e.g. an older commit from ``git archive``), so
 before and after are two runs of this script, each with its own limit beside it.
 
     .venv/bin/python bench/limit.py [--sizes 1000,10000] [--queries 200] [--rebuilds 3]
-        [--coffer-src DIR] [--json out.json]
+        [--embedders multilingual-e5,minilm] [--python-grep-queries 20] [--coffer-src DIR]
+        [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import shutil
@@ -52,14 +65,18 @@ from _common import environment, percentile, print_environment, table, write_jso
 
 _early_source()  # after _common, which puts this checkout first on sys.path
 
+import numpy as np  # noqa: E402
 from core import SEED, fact_text, fact_title, make_queries  # noqa: E402
 
 import coffer_memory  # noqa: E402
 from coffer_memory import MemoryService, Settings  # noqa: E402
+from coffer_memory._config import EmbeddingSettings  # noqa: E402
 from coffer_memory._index.fts import keyword_terms  # noqa: E402
 from coffer_memory._models import MemoryFact  # noqa: E402
 from coffer_memory._store.files import render_fact  # noqa: E402
 from coffer_memory._store.paths import GLOBAL_STORE, slugify  # noqa: E402
+from coffer_memory.plugins import get_embedder, get_plugin_manager, hookimpl  # noqa: E402
+from coffer_memory.plugins.builtin.grep import find_ripgrep  # noqa: E402
 
 LIMIT = 10
 FETCH = LIMIT * 4  # coffer reads 4x the limit in chunks to keep one hit per document
@@ -169,6 +186,121 @@ def limit_keyword(conn: apsw.Connection, query: str) -> list[tuple[int, str]]:
     return [(i, texts[i]) for i in ids[:LIMIT] if i in texts]
 
 
+def grep_patterns(query: str) -> list[str]:
+    """The fixed strings a grep recall looks for: the phrase, then its words."""
+    phrase = " ".join(query.split())
+    return [phrase, *(t for t in keyword_terms(query, characters=False) if t != phrase.lower())]
+
+
+def limit_grep(folders: Sequence[Path], query: str) -> list[str]:
+    """One ripgrep process listing the files that hold any pattern: the least a grep recall does."""
+    rg = find_ripgrep()
+    assert rg is not None, "the limit needs rg (pip install ripgrep)"
+    args = [rg, "--fixed-strings", "--ignore-case", "--files-with-matches", "--no-messages", "--glob", "*.md"]
+    for pattern in grep_patterns(query):
+        args += ["-e", pattern]
+    proc = subprocess.run([*args, "--", *map(str, folders)], capture_output=True, check=False)
+    return proc.stdout.decode("utf-8", errors="replace").splitlines()
+
+
+def unit_vector(text: str, dimensions: int) -> np.ndarray:
+    """A deterministic random unit vector for ``text`` (the bench's corpus vectors)."""
+    seed = int.from_bytes(text.encode("utf-8")[:64].ljust(8, b"\0")[:8], "little") ^ len(text)
+    v = np.random.default_rng(seed).standard_normal(dimensions).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class CorpusVectors:
+    """An embedder whose documents get ``unit_vector``s and whose queries the real model embeds."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.name = f"bench-{real.name}"
+        self.model_id = f"{real.model_id}+bench-corpus"
+        self.dimensions = int(real.dimensions)
+
+    def available(self) -> bool:
+        """The real model's answer."""
+        return bool(self.real.available())
+
+    def embed_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Random unit vectors, one per text."""
+        return [unit_vector(t, self.dimensions) for t in texts]
+
+    def embed_query(self, text: str) -> Any:
+        """The real model's query embedding."""
+        return query_vector(self.real, text)
+
+
+def query_vector(embedder: Any, text: str) -> Any:
+    """A query's vector as coffer asks for it: ``embed_query`` when the embedder has one."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(text) if callable(embed_query) else embedder.embed_batch([text])[0]
+
+
+@functools.cache
+def real_embedder(provider: str) -> Any:
+    """The installed embedder ``provider`` names (one per process)."""
+    embedder = get_embedder(EmbeddingSettings(provider=provider))
+    assert embedder is not None and embedder.available(), f"embedder {provider} is not installed"
+    return embedder
+
+
+class _BenchEmbedders:
+    """Registers ``bench-<provider>`` (``CorpusVectors``) beside the real embedders."""
+
+    def __init__(self, providers: Sequence[str], embed_corpus: bool) -> None:
+        self.providers = providers
+        self.embed_corpus = embed_corpus
+
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Any], None]) -> None:
+        for provider in self.providers:
+            if self.embed_corpus:
+                register(f"bench-{provider}", lambda _s, p=provider: real_embedder(p))
+            else:
+                register(f"bench-{provider}", lambda _s, p=provider: CorpusVectors(real_embedder(p)))
+
+
+def coffer_vectors(index_db: Path) -> np.ndarray:
+    """Every vector coffer stored (all stores), as one matrix: the limit scans the same ones."""
+    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.enable_load_extension(True)
+    import sqlite_vec
+
+    conn.load_extension(sqlite_vec.loadable_path())
+    try:
+        tables = [str(r[0]) for r in conn.execute("SELECT table_name FROM vec_stores")]
+        blobs = [bytes(r[0]) for t in tables for r in conn.execute(f"SELECT embedding FROM {t}")]
+    finally:
+        conn.close()
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
+
+
+def coffer_hybrid(svc: MemoryService, repo: Path, query: str) -> None:
+    """One hybrid recall that embeds its query (the query cache is cleared first)."""
+    svc.retrieval.clear_query_cache()
+    svc.recall(query, cwd=repo, mode="hybrid", limit=LIMIT)
+
+
+def limit_hybrid(
+    conn: apsw.Connection, matrix: np.ndarray, n: int, embedder: Any, query: str
+) -> list[tuple[int, str]]:
+    """Embed the query, one dot product over the unit vectors, the keyword MATCH, both lists' texts."""
+    qvec = query_vector(embedder, query)
+    # einsum, not BLAS (`@`): OpenBLAS's spinning threads made the product 0.1 or 15 ms by
+    # the machine's load; einsum's own loop is steady (coffer uses it too).
+    scores = np.einsum("ij,j->i", matrix, np.asarray(qvec, dtype=np.float32))
+    top = np.argpartition(-scores, FETCH)[:FETCH]
+    nearest = [int(i) % n + 1 for i in top[np.argsort(-scores[top])]]  # a text per vector
+    keyword = limit_keyword(conn, query)
+    marks = ",".join("?" * LIMIT)
+    texts = dict(
+        conn.execute(f"SELECT rowid, text FROM documents_fts WHERE rowid IN ({marks})", nearest[:LIMIT])
+    )
+    return keyword + [(i, texts[i]) for i in nearest[:LIMIT] if i in texts]
+
+
 # -- measuring ------------------------------------------------------------------------------------
 def timed(fn: Callable[[], Any]) -> float:
     """Seconds one call of ``fn`` took."""
@@ -191,15 +323,24 @@ def interleave(pairs: int, a: Callable[[], Any], b: Callable[[], Any]) -> tuple[
     return ta, tb
 
 
+def interleave_queries(
+    queries: Sequence[str], a: Callable[[str], Any], b: Callable[[str], Any]
+) -> tuple[list[float], list[float]]:
+    """``interleave`` over ``queries``: each side gets every query once, in the same order."""
+    qa, qb = iter(queries), iter(queries)
+    return interleave(len(queries), lambda: a(next(qa)), lambda: b(next(qb)))
+
+
 def drop_index(home: Path) -> None:
     """Delete the home's index.db and its WAL files."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{home / 'index.db'}{suffix}").unlink(missing_ok=True)
 
 
-def run_size(n: int, queries: list[str], rebuilds: int, tmp: str | None) -> dict[str, Any]:
+def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Every figure for one store size."""
-    base = Path(tempfile.mkdtemp(prefix=f"coffer-limit-{n}-", dir=tmp))
+    base = Path(tempfile.mkdtemp(prefix=f"coffer-limit-{n}-", dir=args.tmpdir))
+    out: dict[str, Any] = {"size": n}
     try:
         home, repo = base / "home", base / "repo"
         repo.mkdir()
@@ -208,6 +349,12 @@ def run_size(n: int, queries: list[str], rebuilds: int, tmp: str | None) -> dict
         with MemoryService(settings=settings) as svc:
             files = write_corpus(svc, repo, n)
             svc.reindex()
+            folders = [
+                folder
+                for sp in (svc.paths(svc.target(cwd=repo).store), svc.paths(GLOBAL_STORE))
+                for folder in sp.recall_dirs()
+                if folder.is_dir()
+            ]
         schema = index_schema(home / "index.db")
         limit_db = base / "limit.db"
 
@@ -219,36 +366,122 @@ def run_size(n: int, queries: list[str], rebuilds: int, tmp: str | None) -> dict
         def plain_rebuild() -> None:
             limit_rebuild(limit_db, files, schema).close()
 
-        rebuild = interleave(rebuilds, coffer_rebuild, plain_rebuild)
+        if args.rebuilds:
+            out["rebuild_s"] = interleave(args.rebuilds, coffer_rebuild, plain_rebuild)
         conn = limit_rebuild(limit_db, files, schema)
         with MemoryService(settings=settings) as svc:
             svc.recall(queries[0], cwd=repo, mode="keyword", limit=LIMIT)  # warm: opens, reconciles
             limit_keyword(conn, queries[0])
-            it = iter(queries)
-            qa = iter(queries)
-            keyword = interleave(
-                len(queries),
-                lambda: svc.recall(next(it), cwd=repo, mode="keyword", limit=LIMIT),
-                lambda: limit_keyword(conn, next(qa)),
+            out["keyword_s"] = interleave_queries(
+                queries,
+                lambda q: svc.recall(q, cwd=repo, mode="keyword", limit=LIMIT),
+                lambda q: limit_keyword(conn, q),
             )
+        for backend, count in (("ripgrep", len(queries)), ("python", args.python_grep_queries)):
+            if not count:
+                continue
+            with MemoryService(settings=Settings.load(home, grep_backend=backend)) as svc:
+                svc.recall(queries[0], cwd=repo, mode="grep", limit=LIMIT)
+                out[f"grep_{backend}_s"] = interleave_queries(
+                    queries[:count],
+                    lambda q, svc=svc: svc.recall(q, cwd=repo, mode="grep", limit=LIMIT),
+                    lambda q: limit_grep(folders, q),
+                )
+        for provider in args.embedders.split(",") if args.embedders else []:
+            hybrid = Settings.load(
+                home,
+                embedding={"provider": f"bench-{provider}"},
+                memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+            )
+            with MemoryService(settings=hybrid) as svc:
+                svc.reindex()  # vectors for every chunk
+                matrix = coffer_vectors(home / "index.db")
+                embedder = real_embedder(provider)
+                svc.recall(queries[0], cwd=repo, mode="hybrid", limit=LIMIT)
+                limit_hybrid(conn, matrix, n, embedder, queries[0])
+                out[f"hybrid_{provider}_s"] = interleave_queries(
+                    queries,
+                    functools.partial(coffer_hybrid, svc, repo),
+                    functools.partial(limit_hybrid, conn, matrix, n, embedder),
+                )
+                out[f"embed_{provider}_s"] = [
+                    timed(functools.partial(query_vector, embedder, q)) for q in queries[:50]
+                ]
         conn.close()
-        return {"size": n, "keyword_s": keyword, "rebuild_s": rebuild}
+        return out
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def embedding_rebuild(n: int, provider: str, tmp: str | None) -> dict[str, Any]:
+    """A cold rebuild of ``n`` facts that embeds every chunk with the real ``provider``:
+    seconds, chunks embedded and texts per second (the embedding throughput of a rebuild)."""
+    base = Path(tempfile.mkdtemp(prefix=f"coffer-embed-{n}-", dir=tmp))
+    try:
+        home, repo = base / "home", base / "repo"
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        settings = Settings.load(
+            home,
+            embedding={"provider": provider},
+            memory={"retrieval_modes": ["keyword", "vector", "hybrid"]},
+        )
+        with MemoryService(settings=Settings.load(home)) as svc:
+            write_corpus(svc, repo, n)
+        start = time.perf_counter()
+        with MemoryService(settings=settings) as svc:
+            svc.reindex()
+        seconds = time.perf_counter() - start
+        conn = apsw.Connection(str(home / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").get)
+        conn.close()
+        return {
+            "size": n,
+            "provider": provider,
+            "seconds": seconds,
+            "chunks": chunks,
+            "texts_per_s": chunks / seconds,
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+FIGURES = (
+    ("keyword_s", "keyword recall", "ms"),
+    ("grep_ripgrep_s", "grep recall, ripgrep", "ms"),
+    ("grep_python_s", "grep recall, pure Python", "ms"),
+    ("hybrid_multilingual-e5_s", "hybrid recall, multilingual-e5", "ms"),
+    ("hybrid_minilm_s", "hybrid recall, MiniLM", "ms"),
+    ("rebuild_s", "cold rebuild", "s"),
+)
+
+
 def rows_of(result: dict[str, Any]) -> list[list[object]]:
     """Table rows: figure, coffer p50/p95, limit p50/p95, ratios."""
-    out = []
+    out: list[list[object]] = []
     n = result["size"]
-    for key, label, scale in (
-        ("keyword_s", f"keyword recall {n:,} (ms)", 1000.0),
-        ("rebuild_s", f"cold rebuild {n:,} (s)", 1.0),
-    ):
+    for key, label, unit in FIGURES:
+        if key not in result:
+            continue
+        scale = 1000.0 if unit == "ms" else 1.0
         coffer, plain = result[key]
         c50, c95 = percentile(coffer, 50) * scale, percentile(coffer, 95) * scale
         l50, l95 = percentile(plain, 50) * scale, percentile(plain, 95) * scale
-        out.append([label, c50, c95, l50, l95, c50 / l50, c95 / l95])
+        out.append([f"{label} {n:,} ({unit})", c50, c95, l50, l95, c50 / l50, c95 / l95])
+    for key, value in result.items():
+        if key.startswith("embed_"):
+            p50 = percentile(value, 50) * 1000
+            out.append(
+                [
+                    f"  query embedding alone, {key[6:-2]} (ms)",
+                    p50,
+                    percentile(value, 95) * 1000,
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
     return out
 
 
@@ -260,6 +493,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rebuilds", type=int, default=3, help="cold rebuilds of each side per size")
+    parser.add_argument(
+        "--embedders",
+        default="multilingual-e5",
+        help="hybrid recall with these embedders, comma-separated (empty: none)",
+    )
+    parser.add_argument(
+        "--embed-corpus",
+        action="store_true",
+        help="embed every fact for real (slow) instead of random unit vectors",
+    )
+    parser.add_argument(
+        "--python-grep-queries",
+        type=int,
+        default=20,
+        help="grep recalls with the pure-Python backend per size (it is slow at 10k)",
+    )
+    parser.add_argument(
+        "--embed-rebuild",
+        type=int,
+        default=0,
+        help="also time a cold rebuild of this many facts embedded for real (texts/s)",
+    )
     parser.add_argument("--coffer-src", default=None, help="take coffer_memory from this source tree")
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--json", default=None)
@@ -268,10 +523,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     env["coffer_memory"] = os.path.dirname(coffer_memory.__file__)
     print_environment(env)
     queries = make_queries(args.queries)
+    if args.embedders:
+        get_plugin_manager().register(_BenchEmbedders(args.embedders.split(","), args.embed_corpus))
     results = []
     rows: list[list[object]] = []
     for n in (int(s) for s in args.sizes.split(",")):
-        result = run_size(n, queries, args.rebuilds, args.tmpdir)
+        result = run_size(n, queries, args)
         results.append(result)
         rows += rows_of(result)
     print(
@@ -281,8 +538,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             title="coffer beside the limit (same texts, same SQLite, interleaved)",
         )
     )
+    embedded = []
+    for provider in args.embedders.split(",") if args.embed_rebuild and args.embedders else []:
+        embedded.append(embedding_rebuild(args.embed_rebuild, provider, args.tmpdir))
+        e = embedded[-1]
+        print(
+            f"cold rebuild of {e['size']:,} facts embedded with {provider}: {e['seconds']:.1f} s, "
+            f"{e['chunks']:,} chunks, {e['texts_per_s']:.1f} texts/s"
+        )
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    write_json(args.json, {"environment": env, "results": results})
+    write_json(args.json, {"environment": env, "results": results, "embedding_rebuilds": embedded})
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
-    from .plugins.hookspecs import GrepBackend, Vector
+    from .plugins.hookspecs import Embedder, GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
 RRF_K = 60
@@ -133,6 +133,12 @@ def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
     return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
 
 
+def _embed_one(embedder: Embedder, query: str) -> Vector:
+    """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+
+
 class KnowledgeRetrieval:
     """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
 
@@ -155,19 +161,33 @@ class KnowledgeRetrieval:
 
     def _embed_query(self, query: str) -> Vector | None:
         """The query's vector (LRU-cached), or None when the embedder cannot run."""
-        if self.vectors is None:
-            return None
+        return self._query_vector_soon(query, background=False)()
+
+    def _query_vector_soon(self, query: str, *, background: bool) -> Callable[[], Vector | None]:
+        """A call giving the query's vector (or None when the embedder cannot run).
+
+        With ``background`` an uncached query is embedded on the worker thread meanwhile (the
+        engines release the GIL), so the caller can run the keyword search beside it.
+        """
+        vectors = self.vectors
+        if vectors is None:
+            return lambda: None
         cached = self._query_cache.get(query)
-        if cached is None and self.vectors.paused():
-            return None
         if cached is not None:
             self._query_cache.move_to_end(query)
-            return cached
+            return lambda: cached
+        if vectors.paused():
+            return lambda: None
+        if background:
+            future = self._fanout_pool().submit(_embed_one, vectors.embedder, query)
+            return lambda: self._keep_vector(query, future.result)
+        return lambda: self._keep_vector(query, lambda: _embed_one(vectors.embedder, query))
+
+    def _keep_vector(self, query: str, compute: Callable[[], Vector]) -> Vector | None:
+        """``compute()``'s vector, cached; None (and the shared back-off) when it fails."""
+        assert self.vectors is not None
         try:
-            # An embedder trained with query/document prefixes (e5) embeds queries its own way.
-            embedder = self.vectors.embedder
-            embed_query = getattr(embedder, "embed_query", None)
-            vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+            vector = compute()
         except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
             log.warning("query embedding failed, answering from keyword: %s", exc)
             self.vectors.pause()
@@ -217,8 +237,18 @@ class KnowledgeRetrieval:
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
         """
         chosen = self.check(query, mode, limit)
-        qvec = self._embed_query(query) if chosen in ("vector", "hybrid") else None
         present = [sp for sp in paths if sp.root.is_dir()]
+        if chosen == "hybrid":
+            return self._hybrid(paths, present, query, limit, where)
+        if chosen == "grep":
+            lists = self._grep_stores(present, query, limit, where)
+            return RecallResult(
+                hits=tuple(rrf_merge(lists, limit)),
+                mode=chosen,
+                fallback=False,
+                stores=tuple(p.name for p in paths),
+            )
+        qvec = self._embed_query(query) if chosen == "vector" else None
         if chosen == "keyword" and where is None:
             # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
             # is a per-store rowid set: filtered recalls keep a query per store.)
@@ -226,7 +256,7 @@ class KnowledgeRetrieval:
             return RecallResult(
                 hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
             )
-        side = self.side() if chosen != "grep" and len(present) > 1 and self.side is not None else None
+        side = self.side() if len(present) > 1 and self.side is not None else None
         if side is not None:
             # The second store is searched on a reader connection in a worker thread while this
             # thread searches the first: SQLite, sqlite-vec and the embedder release the GIL.
@@ -242,6 +272,34 @@ class KnowledgeRetrieval:
         merged = rrf_merge(lists, limit)
         return RecallResult(
             hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
+        )
+
+    def _hybrid(
+        self,
+        paths: Sequence[StorePaths],
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+    ) -> RecallResult:
+        """Hybrid over the stores: ``search_store``'s answers, with the query embedded on the
+        worker thread while this one runs every store's keyword search."""
+        qvec_soon = self._query_vector_soon(query, background=True)
+        keyword = [self.keyword(sp, query, limit * 2, where) for sp in present]
+        qvec = qvec_soon()
+        lists: list[list[MemoryHit]] = []
+        fallback = False
+        for sp, words in zip(present, keyword, strict=True):
+            if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
+                lists.append(self.keyword(sp, query, limit, where))  # keyword answers, and says so
+                fallback = True
+            else:
+                lists.append(fuse_modes(words, self._vector(sp, qvec, limit * 2, where), limit))
+        return RecallResult(
+            hits=tuple(rrf_merge(lists, limit)),
+            mode="hybrid",
+            fallback=fallback,
+            stores=tuple(p.name for p in paths),
         )
 
     def search_store(
@@ -326,7 +384,7 @@ class KnowledgeRetrieval:
         paths: Sequence[str] = (),
         where: FactFilter | None = None,
     ) -> dict[str, _DocRow]:
-        column, values = ("id", ids) if ids else ("path", [self.db.key(Path(p)) for p in paths])
+        column, values = ("id", ids) if ids else ("path", [self._key(p) for p in paths])
         if not values:
             return {}
         marks = ",".join("?" * len(values))
@@ -341,6 +399,14 @@ class KnowledgeRetrieval:
             doc = _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
             out[doc.id if ids else doc.path] = doc
         return out
+
+    def _key(self, path: str) -> str:
+        """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
+        thousands of files; a Path per file was a tenth of a grep recall)."""
+        home = f"{self.db.home}/"
+        if path.startswith(home) and "/." not in path and "//" not in path:
+            return path[len(home) :]
+        return self.db.key(Path(path))
 
     def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
         path = Path(doc.path)
@@ -384,19 +450,47 @@ class KnowledgeRetrieval:
     def _grep(
         self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
     ) -> list[MemoryHit]:
+        return self._grep_stores([sp], query, limit, where)[0]
+
+    def _grep_stores(
+        self, stores: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None = None
+    ) -> list[list[MemoryHit]]:
+        """Each store's grep hits, from one search over all their folders (one rg process)."""
         phrase = " ".join(query.split())
         # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
         # out) are searched too, and a file ranks by how many of them it holds. Single CJK
         # characters would match most files: three times slower at 1k facts, for little gain.
         terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
         patterns = [phrase, *terms]
-        matches = self.grep.search(sp.recall_dirs(), patterns, max_lines=GREP_MAX_LINES)
-        per_file: dict[str, set[int]] = {}
-        root = str(sp.root) + os.sep
+        folders = [folder for sp in stores for folder in sp.recall_dirs()]
+        matches = self.grep.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, len(stores)))
+        roots = [str(sp.root) + os.sep for sp in stores]
+        per_store: list[dict[str, set[int]]] = [{} for _ in stores]
+        last: tuple[str, dict[str, set[int]] | None] = ("", None)  # rg gives a file's lines together
         for m in matches:
             key = str(m.path)
-            if key.startswith(root) and is_recall_rel(key[len(root) :]) and not _MACHINE_LINE.match(m.line):
-                per_file.setdefault(key, set()).update(m.patterns)
+            if key != last[0]:
+                last = (key, None)
+                for root, per_file in zip(roots, per_store, strict=True):
+                    if key.startswith(root) and is_recall_rel(key[len(root) :]):
+                        last = (key, per_file)
+                        break
+            if last[1] is not None and not _MACHINE_LINE.match(m.line):
+                last[1].setdefault(key, set()).update(m.patterns)
+        return [
+            self._grep_ranked(sp, per_file, patterns, limit, where)
+            for sp, per_file in zip(stores, per_store, strict=True)
+        ]
+
+    def _grep_ranked(
+        self,
+        sp: StorePaths,
+        per_file: dict[str, set[int]],
+        patterns: Sequence[str],
+        limit: int,
+        where: FactFilter | None,
+    ) -> list[MemoryHit]:
+        """One store's files ranked by the patterns they hold (rarer ones weigh more)."""
         # Files the filter rules out have no row here, so the limit below counts matching ones.
         docs = self._docs(sp.name, paths=list(per_file), where=where)
         weights = _term_weights(per_file.values(), len(patterns))

@@ -1,25 +1,31 @@
 """The fast paths give the answers the slow ones gave: rendered-frontmatter parsing, the
-multi-store keyword MATCH, the git lookup cache and the bulk load (issue #15)."""
+multi-store keyword MATCH, the git lookup cache, the bulk load, the in-memory vector matrix,
+hybrid's background query embedding and the grep backends (issue #15)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index.fts import search_chunks, search_chunks_many
 from coffer_memory._models import MemoryFact
 from coffer_memory._retrieval import rrf_merge
 from coffer_memory._store.fastmeta import split_rendered
 from coffer_memory._store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
+from coffer_memory.plugins import GrepMatch, get_plugin_manager, hookimpl
+from coffer_memory.plugins.builtin import grep as grep_module
+from coffer_memory.plugins.builtin.grep import MAX_LINES_PER_FILE, PythonGrepBackend, RipgrepBackend
 
 AWKWARD = [
     "Deploy the api",
@@ -27,6 +33,11 @@ AWKWARD = [
     "null",
     "~",
     "true",
+    "FALSE",
+    "Off",
+    "NULL",
+    "Nulls",
+    "Truest words",
     "123",
     "1_000",
     "1:20",
@@ -320,3 +331,234 @@ def test_coffer_mcp_starts_without_the_components_its_tools_have_not_used(tmp_ho
     unused = {"coffer_memory._organize", "coffer_memory._transcripts", "coffer_memory._agents", "coffer_memory._lanes"}
     unused |= {"coffer_memory._stores", "coffer_memory._doctor", "coffer_memory.plugins.builtin", "pluggy", "yaml"}
     assert not _any_of(imported, unused)
+
+
+
+def _example_embedder() -> type:
+    """The docs' example ``HashEmbedder`` (examples/coffer_hash_embedder.py)."""
+    path = Path(__file__).parent.parent / "examples" / "coffer_hash_embedder.py"
+    spec = importlib.util.spec_from_file_location("coffer_hash_embedder_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HashEmbedder  # type: ignore[no-any-return]
+
+
+class _SkewedHash(_example_embedder()):  # type: ignore[misc]
+    """The example's hashed words, deliberately not unit length (scaled by the text's length)."""
+
+    def __init__(self) -> None:
+        super().__init__(48)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        rows = super().embed_batch(texts)
+        return [[x * (1 + len(t) % 7) for x in row] for t, row in zip(texts, rows, strict=True)]
+
+
+class _SkewedPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, object], None]) -> None:
+        register("skewed-hash", lambda _settings: _SkewedHash())
+
+
+@pytest.fixture
+def skewed(tmp_path: Path) -> Iterator[Settings]:
+    """Settings of a home whose vector modes use ``_SkewedHash`` (a plugin registered for real)."""
+    plugin = _SkewedPlugin()
+    get_plugin_manager().register(plugin, name="skewed-hash-test")
+    try:
+        yield Settings.load(
+            tmp_path / "home",
+            embedding={"provider": "skewed-hash"},
+            memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+        )
+    finally:
+        get_plugin_manager().unregister(name="skewed-hash-test")
+
+
+def test_the_in_memory_matrix_ranks_as_the_vec0_scan_does(skewed: Settings) -> None:
+    r = random.Random(7)
+    words = [
+        "deploy",
+        "rollback",
+        "cache",
+        "queue",
+        "billing",
+        "auth",
+        "token",
+        "retry",
+        "backup",
+        "index",
+        "shard",
+        "replica",
+    ]
+    with MemoryService(settings=skewed) as svc:
+        for i in range(120):
+            svc.remember(" ".join(r.choices(words, k=r.randint(2, 9))) + f" note {i}", scope="global")
+        vectors = svc.retrieval.vectors
+        assert vectors is not None
+        for query in ("deploy cache", "billing retry token", "shard", "nothing shared here"):
+            qvec = vectors.embedder.embed_batch([query])[0]
+            fast, scan = vectors.knn("global", qvec, 25), vectors.knn_scan("global", qvec, 25)
+            assert [d for _, d in fast] == pytest.approx([d for _, d in scan], abs=1e-5)
+            # Equal distances may come in either order; everything else in the same one.
+            assert {c for c, _ in fast} == {c for c, _ in scan} or len({round(d, 5) for _, d in scan}) < 25
+
+
+def test_vector_changes_by_another_service_reach_the_next_search(skewed: Settings) -> None:
+    with MemoryService(settings=skewed) as reader, MemoryService(settings=skewed) as writer:
+        writer.remember("rotate the signing keys quarterly", scope="global")
+        assert len(reader.recall("signing keys", stores=["global"], mode="vector").hits) == 1  # matrix read
+        added = writer.remember("the billing worker retries thrice", scope="global")
+        hits = reader.recall("billing worker retries", stores=["global"], mode="vector").hits
+        assert [h.id for h in hits][:1] == [added.fact.id] and len(hits) == 2
+        writer.delete_fact(added.fact.id, store="global")
+        hits = reader.recall("billing worker retries", stores=["global"], mode="vector").hits
+        assert added.fact.id not in [h.id for h in hits] and len(hits) == 1
+
+
+def test_hybrid_embeds_beside_the_keyword_search_and_falls_back_when_the_embedder_fails(
+    skewed: Settings,
+) -> None:
+    with MemoryService(settings=skewed) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global")
+        res = svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.fact.id] and not res.fallback
+        vectors = svc.retrieval.vectors
+        assert vectors is not None
+        broken = _SkewedHash()
+        broken.embed_batch = lambda texts: (_ for _ in ()).throw(RuntimeError("engine gone"))  # type: ignore[method-assign]
+        vectors.embedder = broken
+        svc.retrieval.clear_query_cache()
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.fact.id] and res.fallback
+        assert vectors.paused()
+
+
+def _grep_corpus(root: Path) -> list[str]:
+    """Files that exercise the line parsing: CRLF, colons, bytes that are not UTF-8, a name
+    with spaces and a colon, many matching lines, a hidden file and a non-Markdown file."""
+    (root / "sub dir").mkdir(parents=True)
+    (root / "a.md").write_bytes(b"Deploy: the API\r\nnothing\r\nredeploy at 10:30 DEPLOY\r\n")
+    (root / "sub dir" / "b: c.md").write_bytes(b"caf\xc3\xa9 deploy \xff\xfe\nno\n\ndeploy again")
+    (root / "many.md").write_text("".join(f"deploy line {i}: cache\n" for i in range(80)))
+    (root / "cache.md").write_text("CACHE warm\ncold cache then deploy\n")
+    (root / ".hidden.md").write_text("deploy hidden\n")
+    (root / "notes.txt").write_text("deploy text\n")
+    return ["deploy", "cache", "10:30", "café"]
+
+
+def test_both_grep_backends_find_the_same_lines(tmp_path: Path) -> None:
+    patterns = _grep_corpus(tmp_path / "store")
+    found = {}
+    for backend in (RipgrepBackend(), PythonGrepBackend()):
+        matches = backend.search([tmp_path / "store", tmp_path / "absent"], patterns, max_lines=10_000)
+        found[backend.name] = sorted((str(m.path), m.line_number, m.line, m.patterns) for m in matches)
+    assert found["ripgrep"] == found["python"]
+    lines = found["ripgrep"]
+    assert (str(tmp_path / "store" / "a.md"), 3, "redeploy at 10:30 DEPLOY", frozenset({0, 2})) in lines
+    assert (
+        str(tmp_path / "store" / "sub dir" / "b: c.md"),
+        1,
+        "café deploy \ufffd\ufffd",
+        frozenset({0, 3}),
+    ) in lines
+    assert sum(1 for line in lines if line[0].endswith("many.md")) == MAX_LINES_PER_FILE
+    assert not any(line[0].endswith((".hidden.md", ".txt")) for line in lines)
+    for backend in (RipgrepBackend(), PythonGrepBackend()):
+        assert len(backend.search([tmp_path / "store"], patterns, max_lines=7)) == 7
+
+
+class _CountingGrep:
+    """The ripgrep backend, counting its searches."""
+
+    name = "counting"
+    priority = 0
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def available(self) -> bool:
+        return True
+
+    def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
+        self.calls.append(len(folders))
+        return RipgrepBackend().search(folders, patterns, max_lines=max_lines)
+
+
+class _CountingPlugin:
+    def __init__(self) -> None:
+        self.backend = _CountingGrep()
+
+    @hookimpl
+    def register_grep_backends(self, register: Callable[[object], None]) -> None:
+        register(self.backend)
+
+
+def test_a_grep_recall_searches_every_store_in_one_search(
+    two_stores: tuple[MemoryService, list[str]], tmp_path: Path
+) -> None:
+    svc, stores = two_stores
+    paths = [svc.targets.paths(s) for s in stores]
+    retrieval = svc.index.retrieval
+    for query in [*WORDS, "deploy postgres", "retry timeout kafka", "nothing here"]:
+        together = retrieval._grep_stores(paths, query, 10)
+        assert together == [retrieval._grep(sp, query, 10) for sp in paths], query
+    plugin = _CountingPlugin()
+    get_plugin_manager().register(plugin, name="counting-grep-test")
+    try:
+        with MemoryService(settings=Settings.load(svc.settings.home, grep_backend="counting")) as counted:
+            hits = counted.recall("deploy postgres", stores=stores, mode="grep").hits
+            assert {h.store for h in hits} == set(stores)
+            assert plugin.backend.calls == [sum(len(sp.recall_dirs()) for sp in paths)]
+    finally:
+        get_plugin_manager().unregister(name="counting-grep-test")
+    svc.close()
+
+
+def test_the_python_grep_backend_sees_an_edit_that_keeps_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # keep even a file written just now
+    backend = PythonGrepBackend()
+    note = tmp_path / "note.md"
+    note.write_text("the deploy runs at noon\n")
+    before = note.stat()
+    assert [m.line for m in backend.search([tmp_path], ["deploy"], max_lines=10)] == [
+        "the deploy runs at noon"
+    ]
+    assert str(note) in backend._texts  # kept for the next search
+    note.write_text("the rollback at noon!!!\n")  # same size
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert note.stat().st_size == before.st_size and note.stat().st_mtime_ns == before.st_mtime_ns
+    assert backend.search([tmp_path], ["deploy"], max_lines=10) == []
+    assert [m.line for m in backend.search([tmp_path], ["rollback"], max_lines=10)] == [
+        "the rollback at noon!!!"
+    ]
+
+
+def test_no_statement_a_rebuild_runs_per_file_scans_a_store(skewed: Settings) -> None:
+    """Each per-file statement of a rebuild with vectors finds its documents row by a key,
+    not by scanning the store (an UPDATE without ``kind`` did: quadratic, 90 s at 10k)."""
+    with MemoryService(settings=skewed) as svc:
+        svc.remember("the first note", scope="global")  # opens the index and the vector table
+        inbox = svc.targets.paths("global").inbox
+        for i in range(30):
+            (inbox / f"n{i}.md").write_text(f"note {i} about deploys and caches\n")
+        conn = svc.index.db.conn
+        seen: dict[str, tuple[int, tuple[object, ...]]] = {}
+
+        def trace(_cursor: object, sql: str, bindings: object) -> bool:
+            count, _ = seen.get(sql, (0, ()))
+            seen[sql] = (count + 1, tuple(bindings) if isinstance(bindings, (list, tuple)) else ())
+            return True
+
+        conn.exec_trace = trace
+        svc.reindex("global")
+        conn.exec_trace = None
+        per_file = {sql: args for sql, (count, args) in seen.items() if count >= 30 and "documents " in sql}
+        assert any(sql.startswith("UPDATE documents SET content_sha256") for sql in per_file)
+        for sql, args in per_file.items():
+            plan = [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args)]
+            on_documents = [p for p in plan if " documents " in f"{p} "]
+            assert all(p.startswith("SEARCH") and " AND " in p for p in on_documents), (sql, plan)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 KIND = "memory"
 
 
+@functools.cache  # a rebuild asks twice per file; a home has a handful of stores
 def store_scope(store: str, kind: str = KIND) -> str:
     """The 12-hex digest of (kind, store) that keeps chunk ids unique across stores."""
     return hashlib.sha256(f"{kind}\x00{store}".encode()).hexdigest()[:12]

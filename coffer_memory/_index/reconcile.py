@@ -58,7 +58,11 @@ from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns
 
 log = logging.getLogger("coffer_memory.reconcile")
-BATCH = 500
+# Files per write transaction of a bulk load. Each commit flushes FTS5's pending terms into a
+# new segment that automerge then merges again: 500 made a 10k rebuild ~25% slower than 2500.
+# A transaction of 2500 files takes ~1-2 s, well inside other writers' busy timeout.
+BATCH = 2500
+PROGRESS_EVERY = 500
 # A load of this many files leaves FTS5 with many segments: merge them once afterwards.
 OPTIMIZE_AFTER = 1000
 # A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
@@ -343,11 +347,11 @@ class Reconciler:
         with self.reindexer.bulk_load():
             for start in range(0, len(todo), BATCH):
                 with self.db.transaction():
-                    for entry in todo[start : start + BATCH]:
+                    for done, entry in enumerate(todo[start : start + BATCH], start=start + 1):
                         self._index_one(sp, entry, tally)
+                        if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(todo)):
+                            progress(done, total)
                 self.reindexer.flush_embeddings()
-                if progress is not None:
-                    progress(min(start + BATCH, len(todo)), total)
         if len(todo) >= OPTIMIZE_AFTER:
             self.reindexer.optimize()
         if gone:

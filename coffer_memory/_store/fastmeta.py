@@ -21,6 +21,11 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@` \t")
 _NO = object()
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+# The first characters YAML's implicit resolvers look at (bool, null, numbers, times...): a
+# plain scalar starting with any other character is a string without asking the resolver. A
+# letter leads only to bool and null, whole words of at most 5 letters ("false", "NULL").
+_RESOLVED_FIRST = frozenset(k for k in _RESOLVER.yaml_implicit_resolvers if k)
+_LETTER_WORDS_MAX = 5
 
 
 def _scalar(text: str) -> object:
@@ -34,6 +39,10 @@ def _scalar(text: str) -> object:
         return inner.replace("''", "'")
     if text[0] in _INDICATORS or text[-1] in " \t:" or ": " in text or " #" in text or "\t" in text:
         return _NO
+    if None not in _RESOLVER.yaml_implicit_resolvers and (
+        text[0] not in _RESOLVED_FIRST or (text[0].isalpha() and len(text) > _LETTER_WORDS_MAX)
+    ):
+        return text
     tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
     if tag == "tag:yaml.org,2002:str":
         return text
