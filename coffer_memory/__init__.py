@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from .transcripts.listing import SessionPage
     from .transcripts.models import DistillResult, SessionSummary, SweepResult
     from .transcripts.scrub import ScrubbedTranscript, ScrubReport
+    from .wire import Extra, JsonShape, json_field, json_items
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": ".agents.homes",
@@ -121,6 +122,10 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": ".transcripts.models",
     "ScrubReport": ".transcripts.scrub",
     "ScrubbedTranscript": ".transcripts.scrub",
+    "Extra": ".wire",
+    "JsonShape": ".wire",
+    "json_field": ".wire",
+    "json_items": ".wire",
 }
 
 __all__ = [
@@ -136,12 +141,14 @@ __all__ = [
     "DistillResult",
     "DoctorReport",
     "EmbeddingUnavailable",
+    "Extra",
     "FactRecord",
     "HandoffScene",
     "HookTrust",
     "InvalidCursor",
     "InvalidInput",
     "JournalFile",
+    "JsonShape",
     "KnowledgeRetrieval",
     "LaneWrite",
     "LedgerEntry",
@@ -180,6 +187,8 @@ __all__ = [
     "WriteReceipt",
     "__version__",
     "chunk_markdown",
+    "json_field",
+    "json_items",
 ]
 
 

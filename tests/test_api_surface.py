@@ -65,6 +65,10 @@ EXPECTED = {
     "StoreInfo",
     "__version__",
     "chunk_markdown",
+    "Extra",
+    "JsonShape",
+    "json_field",
+    "json_items",
 }
 
 
