@@ -200,3 +200,18 @@ def test_source_is_described_as_what_recall_puts_there(
     assert described is not None and "<scope>:<absolute path of the file>" in described
     recall = mcp_tools["coffer__recall"].output_schema
     assert recall["$defs"]["HitOut"]["properties"]["source"]["description"] == described
+
+
+def test_a_reply_is_byte_for_byte_what_its_model_would_send(svc: MemoryService, repo: Path) -> None:
+    from coffer_memory_fastapi.reply import reply
+
+    written = svc.remember("the release branch is cut on Mondays", cwd=repo, tags=["release"])
+    found = svc.recall("release branch", cwd=repo)
+    page = svc.list_facts(cwd=repo)
+    for shape, obj in (
+        (rest_schemas.FACT_MUTATION, written),
+        (rest_schemas.RECALL, found),
+        (rest_schemas.FACT_PAGE, page),
+    ):
+        validated = shape.model.model_validate(shape.dump(obj))  # also: the dump fits the model
+        assert reply(shape, obj).body == validated.model_dump_json().encode(), shape.name
