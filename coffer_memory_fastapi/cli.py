@@ -114,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
         threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
     try:
-        uvicorn.run(
-            app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log
-        )
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     finally:
         service.close()
     return 0
