@@ -112,14 +112,14 @@ def _optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _wire_type(tp: Any, nested: JsonShape | None, meta: Mapping[str, Any]) -> tuple[Any, Convert]:
+def _wire_type(tp: Any, nested: JsonShape | None) -> tuple[Any, Convert]:
     """The JSON-side annotation of a core type and the conversion of its values (None: as is)."""
     inner, optional = _optional(tp)
-    annotation, convert = _wire_inner(inner, nested, meta)  # dump() passes None by unconverted
+    annotation, convert = _wire_inner(inner, nested)  # dump() passes None by unconverted
     return (annotation | None if optional else annotation), convert
 
 
-def _wire_inner(tp: Any, nested: JsonShape | None, meta: Mapping[str, Any]) -> tuple[Any, Convert]:
+def _wire_inner(tp: Any, nested: JsonShape | None) -> tuple[Any, Convert]:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if nested is not None and origin is not tuple:
         return nested.model, nested.dump
@@ -132,10 +132,7 @@ def _wire_inner(tp: Any, nested: JsonShape | None, meta: Mapping[str, Any]) -> t
         if typing.get_origin(item) is tuple and len(typing.get_args(item)) == 2:  # pairs -> object
             k, v = typing.get_args(item)
             return dict[k, v], dict  # type: ignore[valid-type]
-        item_type, item_conv = _wire_inner(item, nested, {})
-        limits = _limits(meta, "item_")
-        if limits:
-            item_type = typing.Annotated[item_type, Field(**limits)]
+        item_type, item_conv = _wire_inner(item, nested)
         if item_conv is None:
             return list[item_type], list  # type: ignore[valid-type]
         conv = item_conv
@@ -232,7 +229,7 @@ class JsonShape:
             path = path or wire
             core, through_none = _resolve(source, path)
             # Limits bind inputs (json_field); an output says what a file holds, even a hand-edited one.
-            annotation, convert = _wire_type(core.annotation, nested.get(wire), {})
+            annotation, convert = _wire_type(core.annotation, nested.get(wire))
             # Through a None on the way (``receipt.findings``) a field takes its core default, or null.
             absent = _default(core)
             if through_none and absent is None and wire not in present:
