@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from .transcripts.listing import SessionPage
     from .transcripts.models import DistillResult, SessionSummary, SweepResult
     from .transcripts.scrub import ScrubbedTranscript, ScrubReport
-    from .wire import Extra, JsonShape, json_field, json_items
+    from .wire import JsonExtra, JsonShape, json_field, json_items
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": ".agents.homes",
@@ -122,7 +122,7 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": ".transcripts.models",
     "ScrubReport": ".transcripts.scrub",
     "ScrubbedTranscript": ".transcripts.scrub",
-    "Extra": ".wire",
+    "JsonExtra": ".wire",
     "JsonShape": ".wire",
     "json_field": ".wire",
     "json_items": ".wire",
@@ -141,13 +141,13 @@ __all__ = [
     "DistillResult",
     "DoctorReport",
     "EmbeddingUnavailable",
-    "Extra",
     "FactRecord",
     "HandoffScene",
     "HookTrust",
     "InvalidCursor",
     "InvalidInput",
     "JournalFile",
+    "JsonExtra",
     "JsonShape",
     "KnowledgeRetrieval",
     "LaneWrite",

@@ -29,7 +29,7 @@ import attrs
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-__all__ = ["Extra", "JsonShape", "core_field", "json_field", "json_items"]
+__all__ = ["JsonExtra", "JsonShape", "core_field", "json_field", "json_items"]
 
 _LIMITS = ("max_length", "min_length", "ge", "le", "gt", "lt")
 Convert = Callable[[Any], Any] | None
@@ -95,7 +95,7 @@ def json_items(cls: type, name: str) -> Any:
 
 
 @attrs.frozen
-class Extra:
+class JsonExtra:
     """A face-only field: not in the core object, its value passed to ``dump`` by the face."""
 
     annotation: Any
@@ -207,7 +207,7 @@ class JsonShape:
         fields: Sequence[str],
         *,
         nested: Mapping[str, JsonShape] | None = None,
-        extra: Mapping[str, Extra] | None = None,
+        extra: Mapping[str, JsonExtra] | None = None,
         present: Sequence[str] = (),
         base: type[BaseModel] = _Out,
     ) -> None:
@@ -251,7 +251,7 @@ class JsonShape:
     ) -> JsonShape:
         """A face-only wrapper holding one list of ``item`` under ``key``; dump it with
         ``shape.dump(None, **{key: [item.dump(x) for x in xs]})``."""
-        return cls(name, None, doc, (key,), extra={key: Extra(list[item.model])}, base=base)  # type: ignore[name-defined]
+        return cls(name, None, doc, (key,), extra={key: JsonExtra(list[item.model])}, base=base)  # type: ignore[name-defined]
 
     def dump(self, obj: Any, **extra: Any) -> dict[str, Any]:
         """``obj`` as JSON-ready data (datetimes stay ``datetime``; the encoder writes them)."""
@@ -269,7 +269,7 @@ class JsonShape:
         return f"JsonShape({self.name!r}, {getattr(self.source, '__name__', None)})"
 
 
-def _extra_getter(name: str, x: Extra) -> Callable[[Any], Any]:
+def _extra_getter(name: str, x: JsonExtra) -> Callable[[Any], Any]:
     def missing(_: Any) -> Any:
         if x.default is ...:
             raise TypeError(f"dump() needs the face-only field {name!r}")

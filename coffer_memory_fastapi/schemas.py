@@ -2,7 +2,7 @@
 ``coffer_memory.wire``): each field's type, description and limits come from the core, and a route
 answers with ``reply(SHAPE, obj)`` (one serialisation, no second validation) while declaring
 ``response_model=SHAPE.model`` for the OpenAPI document. To add a route over a core type: declare
-its shape here (fields by name, ``"wire=dotted.path"`` for a renamed or nested one, ``Extra`` for
+its shape here (fields by name, ``"wire=dotted.path"`` for a renamed or nested one, ``JsonExtra`` for
 what only this face sends), then ``@router.get(..., response_model=X.model)`` and
 ``return reply(X, obj)``. Request bodies take their fields' descriptions and limits from the core
 with ``json_field``. The hand-written models below describe things the core has no value object for
@@ -22,10 +22,10 @@ from coffer_memory import (
     AgentStatus,
     ClearResult,
     ConsolidationLog,
-    Extra,
     FactRecord,
     HandoffScene,
     JournalFile,
+    JsonExtra,
     JsonShape,
     LaneWrite,
     McpCheck,
@@ -84,7 +84,7 @@ STORE = JsonShape(
         "exists",
         "fact_count",
     ),
-    extra={"exists": Extra(bool, "Whether the store's folder exists yet (stores are created lazily).")},
+    extra={"exists": JsonExtra(bool, "Whether the store's folder exists yet (stores are created lazily).")},
 )
 STORE_LIST = JsonShape.listing("MemoryStoreListOut", "Every store that exists on disk.", "items", STORE)
 STORE_METRICS = JsonShape(
@@ -101,10 +101,10 @@ STORE_METRICS = JsonShape(
         "consolidation_log",
     ),
     extra={
-        "journal_files": Extra(int, "Days in the journal (0 for the global store)."),
-        "handoff_scenes": Extra(int, "Branches with a handoff."),
-        "rules_files": Extra(int, "Files in the rules folder."),
-        "consolidation_log": Extra(bool, "Whether consolidation-log.md exists."),
+        "journal_files": JsonExtra(int, "Days in the journal (0 for the global store)."),
+        "handoff_scenes": JsonExtra(int, "Branches with a handoff."),
+        "rules_files": JsonExtra(int, "Files in the rules folder."),
+        "consolidation_log": JsonExtra(bool, "Whether consolidation-log.md exists."),
     },
 )
 

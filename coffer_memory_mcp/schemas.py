@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from coffer_memory import (
-    Extra,
     FactRecord,
+    JsonExtra,
     JsonShape,
     LaneWrite,
     MemoryHit,
@@ -71,8 +71,8 @@ RECALL = JsonShape(
     ("query", "mode", "fallback", "stores", "cwd", "hits"),
     nested={"hits": HIT},
     extra={
-        "query": Extra(str, "The query, as asked."),
-        "cwd": Extra(str, "The directory the project was resolved from."),
+        "query": JsonExtra(str, "The query, as asked."),
+        "cwd": JsonExtra(str, "The directory the project was resolved from."),
     },
     base=_Out,
 )
@@ -136,7 +136,7 @@ RESUME = JsonShape(
         "new_commits",
         "summary",
     ),
-    extra={"found": Extra(bool, "Whether a handoff was saved for this branch.")},
+    extra={"found": JsonExtra(bool, "Whether a handoff was saved for this branch.")},
     base=_Out,
 )
 HANDOFF = JsonShape(
@@ -145,8 +145,8 @@ HANDOFF = JsonShape(
     "The handoff ``coffer__handoff`` saved.",
     ("store", "branch", "path", "replaced", "sha256=after_sha256"),
     extra={
-        "branch": Extra(str, "The git branch the handoff was saved for ('HEAD' when detached)."),
-        "replaced": Extra(bool, "True when an earlier handoff of this branch was replaced."),
+        "branch": JsonExtra(str, "The git branch the handoff was saved for ('HEAD' when detached)."),
+        "replaced": JsonExtra(bool, "True when an earlier handoff of this branch was replaced."),
     },
     base=_Out,
 )

@@ -65,7 +65,7 @@ EXPECTED = {
     "StoreInfo",
     "__version__",
     "chunk_markdown",
-    "Extra",
+    "JsonExtra",
     "JsonShape",
     "json_field",
     "json_items",
