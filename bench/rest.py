@@ -10,9 +10,11 @@ p50 <= 5 ms.
 ``--before DIR`` also serves the same home with the code in ``DIR`` (e.g. ``git archive main``
 unpacked there, put first on ``PYTHONPATH``), alternating with this checkout for ``--rounds``
 rounds, so before and after are measured in one run on the same store and the same load.
+``--variant NAME=PATH`` adds more (repeatable); ``DIR`` and ``PATH`` may list several directories
+separated by ``os.pathsep`` (e.g. one holding a stub that hides an optional package).
 
     .venv/bin/python bench/rest.py [--facts 10000] [--requests 2000] [--concurrency 4]
-                                   [--before DIR] [--rounds 2] [--json out.json]
+                                   [--before DIR] [--variant NAME=PATH ...] [--rounds 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -199,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--before", default=None, help="a source tree of the old code to serve too")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=PATH",
+                        help="another code to serve, PATH first on PYTHONPATH (repeatable)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
     parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
@@ -216,9 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.in_process:
         in_process(home, queries(args.requests), args.concurrency)
         return 0
+    def pythonpath(value: str) -> str:
+        return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep))
+
     variants: list[tuple[str, str | None]] = [("after", None)]
+    for spec in reversed(args.variant):
+        name, _, path = spec.partition("=")
+        variants.insert(0, (name, pythonpath(path)))
     if args.before:
-        variants.insert(0, ("before", os.path.abspath(args.before)))
+        variants.insert(0, ("before", pythonpath(args.before)))
     qs = queries(args.requests)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in variants}
     try:

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from ._transcripts.models import DistillResult, SessionSummary, SweepResult
     from ._transcripts.scrub import ScrubbedTranscript, ScrubReport
     from ._transcripts.secrets import redact_secrets
+    from ._wire import JsonExtra, JsonShape, json_field, json_items
 
 _EXPORTS: dict[str, str] = {
     "AgentHomes": "._agents.homes",
@@ -145,6 +146,10 @@ _EXPORTS: dict[str, str] = {
     "ExportReport": "._porting",
     "ImportEntry": "._porting",
     "ImportReport": "._porting",
+    "JsonExtra": "._wire",
+    "JsonShape": "._wire",
+    "json_field": "._wire",
+    "json_items": "._wire",
 }
 
 __all__ = [
@@ -173,6 +178,8 @@ __all__ = [
     "InvalidInput",
     "JournalEntry",
     "JournalFile",
+    "JsonExtra",
+    "JsonShape",
     "KnowledgeRetrieval",
     "LLMSettings",
     "LaneWrite",
@@ -217,6 +224,8 @@ __all__ = [
     "__version__",
     "build_session_context",
     "chunk_markdown",
+    "json_field",
+    "json_items",
     "redact_secrets",
 ]
 

@@ -20,6 +20,16 @@ RETRIEVAL_MODES = vocabulary.RETRIEVAL_MODES
 T = TypeVar("T")
 
 
+def about(description: str, **limits: int) -> dict[str, Any]:
+    """A field's metadata: what it means, in one sentence, and the limits the core enforces on it
+    (``max_length``, ``item_max_length``...). Every face derives its field from this (``_wire.py``).
+    """
+    return {"description": description, **limits}
+
+
+_STORE = about("'global' or 'project-<26-char ULID>'.")
+
+
 @attrs.frozen
 class Target:
     """Where a call lands, resolved once from ``store=`` or ``cwd`` + ``scope``.
@@ -28,12 +38,12 @@ class Target:
     when the target came from a working directory inside a git repository.
     """
 
-    store: str
+    store: str = attrs.field(metadata=_STORE)
     scope: MemoryScope
     project_id: str
     store_dir: Path
     project_root: Path | None = None
-    branch: str | None = None
+    branch: str | None = attrs.field(default=None, metadata=about("The git branch checked out, if any."))
     worktree: Path | None = None
 
 
@@ -53,8 +63,12 @@ class WriteReceipt:
     before_sha256: str | None
     after_sha256: str | None
     dry_run: bool = False
-    findings: tuple[tuple[str, int], ...] = ()
-    index_pending: bool = False
+    findings: tuple[tuple[str, int], ...] = attrs.field(
+        default=(), metadata=about("Secrets replaced by [REDACTED:<kind>] before writing, by kind.")
+    )
+    index_pending: bool = attrs.field(
+        default=False, metadata=about("The file is durable but not indexed yet; the next read indexes it.")
+    )
 
     def pending(self) -> WriteReceipt:
         """This receipt, with the index marked pending."""
@@ -65,15 +79,35 @@ class WriteReceipt:
 class MemoryFact:
     """In-memory view of one fact file (frontmatter + body)."""
 
-    id: str
-    title: str
-    description: str
-    body: str
-    actor: Actor
-    origin_session_id: str | None
-    created_at: datetime
-    updated_at: datetime
-    tags: tuple[str, ...] = ()
+    id: str = attrs.field(metadata=about("The fact's id (a ULID)."))
+    title: str = attrs.field(
+        metadata=about(
+            "A short title (default: from the first line).",
+            max_length=vocabulary.MAX_TITLE_CHARS,
+        )
+    )
+    description: str = attrs.field(
+        metadata=about(
+            "One line saying what the fact is about (default: derived).",
+            max_length=vocabulary.MAX_DESCRIPTION_CHARS,
+        )
+    )
+    body: str = attrs.field(metadata=about("The fact itself: the Markdown body of its file."))
+    actor: Actor = attrs.field(metadata=about("Who wrote it: 'agent' or 'user'."))
+    origin_session_id: str | None = attrs.field(
+        metadata=about("The agent session it was distilled from, if any.")
+    )
+    created_at: datetime = attrs.field(metadata=about("When the fact was first written."))
+    updated_at: datetime = attrs.field(metadata=about("When the fact was last changed."))
+    tags: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=about(
+            "Tags, stored lowercased; no comma or line break.",
+            max_length=vocabulary.MAX_TAGS,
+            item_min_length=1,
+            item_max_length=vocabulary.MAX_TAG_CHARS,
+        ),
+    )
 
     def to_record(self) -> dict[str, Any]:
         """One row: a column per field (tags as a list)."""
@@ -91,9 +125,11 @@ class FactRecord:
     """A fact together with where it lives on disk and the sha256 of the file's bytes."""
 
     fact: MemoryFact
-    store: str
-    path: Path
-    sha256: str
+    store: str = attrs.field(metadata=_STORE)
+    path: Path = attrs.field(metadata=about("Absolute path of the fact's .md file."))
+    sha256: str = attrs.field(
+        metadata=about("sha256 of the file's bytes; also the ETag. Send it back as If-Match.")
+    )
 
     def to_record(self) -> dict[str, Any]:
         """One row: the fact's fields, then store, path and sha256."""
@@ -107,7 +143,7 @@ class FactRecord:
 
     @property
     def folder_path(self) -> Path:
-        """The folder that holds the fact file."""
+        """Absolute path of the folder holding the fact file."""
         return self.path.parent
 
 
@@ -123,22 +159,32 @@ class MutationResult:
     """
 
     fact: MemoryFact
-    store: str
-    path: Path
-    before_sha256: str | None
-    after_sha256: str | None
+    store: str = attrs.field(metadata=_STORE)
+    path: Path = attrs.field(metadata=about("Absolute path of the fact's .md file."))
+    before_sha256: str | None = attrs.field(metadata=about("sha256 of the file before; null for a new fact."))
+    after_sha256: str | None = attrs.field(metadata=about("sha256 of the file after; null after a delete."))
     target: Target | None = None
     receipt: WriteReceipt | None = None
-    created: bool = True
+    created: bool = attrs.field(
+        default=True,
+        metadata=about("False when the same fact was already there (nothing written)."),
+    )
+
+    @property
+    def record(self) -> FactRecord:
+        """The fact after the write (before it, for a delete) with its file and that file's sha256."""
+        sha = self.after_sha256 if self.after_sha256 is not None else self.before_sha256
+        assert sha is not None  # a write has a file before it, after it, or both
+        return FactRecord(fact=self.fact, store=self.store, path=self.path, sha256=sha)
 
 
 @attrs.frozen
 class ClearResult:
     """What ``clear`` removed from a store's knowledge lane."""
 
-    store: str
-    deleted: int
-    paths: tuple[Path, ...]
+    store: str = attrs.field(metadata=_STORE)
+    deleted: int = attrs.field(metadata=about("How many fact files were deleted."))
+    paths: tuple[Path, ...] = attrs.field(metadata=about("Absolute paths of the deleted files."))
     target: Target | None = None
 
 
@@ -146,14 +192,21 @@ class ClearResult:
 class MemoryHit:
     """One recall hit. ``score`` is the per-store score of the mode that found it."""
 
-    id: str
-    text: str
-    score: float
-    source: str
-    time: datetime
-    store: str = ""
-    path: Path | None = None
-    title: str = ""
+    id: str = attrs.field(metadata=about("The id of the fact (or journal day) that matched."))
+    text: str = attrs.field(metadata=about("The matching text."))
+    score: float = attrs.field(metadata=about("The score of the mode that found it, within its own store."))
+    source: str = attrs.field(
+        metadata=about(
+            "'<scope>:<absolute path of the file>' with scope 'global' or 'project' (the file is a "
+            "fact or a journal day)."
+        )
+    )
+    time: datetime = attrs.field(metadata=about("When the document was last changed."))
+    store: str = attrs.field(default="", metadata=_STORE)
+    path: Path | None = attrs.field(
+        default=None, metadata=about("Absolute path of the Markdown file that holds it.")
+    )
+    title: str = attrs.field(default="", metadata=about("The document's title."))
 
 
 _HIT_COLUMNS = ("title", "text", "score", "store", "time", "id")
@@ -168,10 +221,14 @@ class RecallResult:
     column per hit field.
     """
 
-    hits: tuple[MemoryHit, ...]
-    mode: RetrievalMode
-    fallback: bool = False
-    stores: tuple[str, ...] = ()
+    hits: tuple[MemoryHit, ...] = attrs.field(metadata=about("The hits, best first."))
+    mode: RetrievalMode = attrs.field(metadata=about("The retrieval mode that answered."))
+    fallback: bool = attrs.field(
+        default=False, metadata=about("True when the asked mode was unavailable and recall degraded.")
+    )
+    stores: tuple[str, ...] = attrs.field(
+        default=(), metadata=about("The stores searched: the project's (in a git repo), then global.")
+    )
     targets: tuple[Target, ...] = ()
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -197,8 +254,10 @@ class Page(Generic[T]):
     ``pandas.DataFrame(page.to_records())`` gives one column per field of the items.
     """
 
-    items: tuple[T, ...]
-    next_cursor: str | None
+    items: tuple[T, ...] = attrs.field(metadata=about("The items of this page."))
+    next_cursor: str | None = attrs.field(
+        metadata=about("Pass it back as `cursor` for the next page; null on the last.")
+    )
     target: Target | None = None
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -235,13 +294,15 @@ class ResolvedScope:
 class StoreInfo:
     """A store as listed: identity, display name, where it lives, how many facts it has."""
 
-    name: str
-    scope: MemoryScope
-    project_id: str
-    store_dir: Path
-    fact_count: int
-    label: str | None
-    project_root: str | None
+    name: str = attrs.field(metadata=_STORE)
+    scope: MemoryScope = attrs.field(metadata=about("'global' or 'project'."))
+    project_id: str = attrs.field(metadata=about("The project's ULID ('global' for the global store)."))
+    store_dir: Path = attrs.field(metadata=about("Absolute path of the store's folder."))
+    fact_count: int = attrs.field(metadata=about("How many facts the store holds."))
+    label: str | None = attrs.field(
+        metadata=about("The display label set by the user, if any.", max_length=vocabulary.MAX_LABEL_CHARS)
+    )
+    project_root: str | None = attrs.field(metadata=about("The project's main checkout, as last seen."))
 
     @property
     def display_name(self) -> str:
@@ -257,13 +318,15 @@ class StoreInfo:
 class ReindexReport:
     """What one reconcile or reindex pass did to one store."""
 
-    store: str
-    scanned: int
-    added: int
-    updated: int
-    removed: int
-    unchanged: int
-    skipped: tuple[str, ...] = ()
+    store: str = attrs.field(metadata=_STORE)
+    scanned: int = attrs.field(metadata=about("Files looked at."))
+    added: int = attrs.field(metadata=about("Documents indexed for the first time."))
+    updated: int = attrs.field(metadata=about("Documents re-indexed because their file changed."))
+    removed: int = attrs.field(metadata=about("Documents dropped because their file is gone."))
+    unchanged: int = attrs.field(metadata=about("Documents whose file did not change."))
+    skipped: tuple[str, ...] = attrs.field(
+        default=(), metadata=about("Files that could not be indexed, and why.")
+    )
 
     @property
     def changed(self) -> int:
@@ -307,7 +370,6 @@ class DoctorReport:
     opted_out: tuple[str, ...] = ()
     """Stores whose repository opted out of coffer's automation (``.coffer-optout``, ``[projects] exclude``)."""
 
-
     @property
     def ok(self) -> bool:
         """True when nothing is broken, no store holds a link, the index agrees with the files and
@@ -319,10 +381,10 @@ class DoctorReport:
 class LaneWrite:
     """What a lane write or delete did: the file and its sha256 before and after."""
 
-    store: str
-    path: Path
-    before_sha256: str | None
-    after_sha256: str | None
+    store: str = attrs.field(metadata=_STORE)
+    path: Path = attrs.field(metadata=about("Absolute path of the file written or deleted."))
+    before_sha256: str | None = attrs.field(metadata=about("sha256 of the file before; null for a new file."))
+    after_sha256: str | None = attrs.field(metadata=about("sha256 of the file after; null after a delete."))
     target: Target | None = None
     receipt: WriteReceipt | None = None
 
@@ -336,20 +398,24 @@ class JournalEntry:
     belongs to the entry before it.
     """
 
-    at: datetime
-    actor: str
-    origin_session_id: str | None
-    text: str
+    at: datetime = attrs.field(metadata=about("When the entry was written (UTC)."))
+    actor: str = attrs.field(metadata=about("Who wrote it: agent or user."))
+    origin_session_id: str | None = attrs.field(
+        metadata=about("The agent session a distilled entry came from (null for one written by hand).")
+    )
+    text: str = attrs.field(metadata=about("The entry's text (Markdown)."))
 
 
 @attrs.frozen
 class JournalFile:
     """One day of a store's journal lane, with its entries parsed (``entries``)."""
 
-    period: str
-    text: str
-    path: Path
-    entries: tuple[JournalEntry, ...] = ()
+    period: str = attrs.field(metadata=about("The day: YYYY-MM-DD."))
+    text: str = attrs.field(metadata=about("The day's entries (Markdown)."))
+    path: Path = attrs.field(metadata=about("Absolute path of the day's file."))
+    entries: tuple[JournalEntry, ...] = attrs.field(
+        default=(), metadata=about("The day's entries one by one, each with its provenance.")
+    )
 
     @property
     def origin_session_ids(self) -> tuple[str, ...]:
@@ -358,7 +424,7 @@ class JournalFile:
 
     @property
     def folder_path(self) -> Path:
-        """The journal folder."""
+        """Absolute path of the journal folder."""
         return self.path.parent
 
 
@@ -366,15 +432,15 @@ class JournalFile:
 class HandoffScene:
     """The handoff note of one branch: where work stood, and at which commit."""
 
-    branch: str
-    text: str
-    updated_at: datetime
-    head: str | None
-    path: Path
+    branch: str = attrs.field(metadata=about("The git branch the handoff is for."))
+    text: str = attrs.field(metadata=about("The handoff note."))
+    updated_at: datetime = attrs.field(metadata=about("When the handoff was saved."))
+    head: str | None = attrs.field(metadata=about("The commit checked out when the handoff was saved."))
+    path: Path = attrs.field(metadata=about("Absolute path of the handoff file."))
 
     @property
     def folder_path(self) -> Path:
-        """The handoff folder."""
+        """Absolute path of the handoff folder."""
         return self.path.parent
 
 
@@ -382,18 +448,20 @@ class HandoffScene:
 class ResumeResult:
     """The handoff of the current project and branch, and what happened since it was written."""
 
-    store: str
-    branch: str
-    head: str | None
-    scene: HandoffScene | None
-    head_moved: bool
-    new_commits: tuple[str, ...] | None  # None when the handoff's commit is no longer in history
+    store: str = attrs.field(metadata=_STORE)
+    branch: str = attrs.field(metadata=about("The git branch checked out now."))
+    head: str | None = attrs.field(metadata=about("The commit checked out now."))
+    scene: HandoffScene | None = attrs.field(metadata=about("The handoff saved for this branch, if any."))
+    head_moved: bool = attrs.field(metadata=about("Whether HEAD moved since the handoff was saved."))
+    new_commits: tuple[str, ...] | None = attrs.field(
+        metadata=about("Commits since the handoff (oneline); null when its commit left the history.")
+    )
     target: Target | None = None
     notes: tuple[str, ...] = ()  # e.g. another store of this repository, with the command to merge it
 
     @property
     def summary(self) -> str:
-        """A readable account for an agent or a person."""
+        """A readable account of the handoff and what changed since."""
         notes = ["", *self.notes] if self.notes else []
         if self.scene is None:
             return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
@@ -417,21 +485,23 @@ class ResumeResult:
 class RulesView:
     """Every rules file of a store, concatenated (rules.md first)."""
 
-    store: str
-    text: str
-    files: tuple[Path, ...]
-    folder: Path | None = None
+    store: str = attrs.field(metadata=_STORE)
+    text: str = attrs.field(metadata=about("Every rules file, concatenated (empty when there are none)."))
+    files: tuple[Path, ...] = attrs.field(
+        metadata=about("Absolute paths of the rules files, rules.md first.")
+    )
+    folder: Path = attrs.field(metadata=about("Absolute path of the rules folder."))
 
 
 @attrs.frozen
 class ConsolidationLog:
     """The store's organizer changelog; ``text`` is None when it does not exist."""
 
-    store: str
-    text: str | None
-    path: Path
+    store: str = attrs.field(metadata=_STORE)
+    text: str | None = attrs.field(metadata=about("The changelog; null when the file does not exist."))
+    path: Path = attrs.field(metadata=about("Absolute path of consolidation-log.md."))
 
     @property
     def folder_path(self) -> Path:
-        """The store folder."""
+        """Absolute path of the store folder."""
         return self.path.parent

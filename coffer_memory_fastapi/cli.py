@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per request (off by default: agents call often, and each line costs time)",
+    )
     return parser
 
 
@@ -109,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
         threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     finally:
         service.close()
     return 0

@@ -1,48 +1,53 @@
-"""Pydantic DTOs of the REST wire contract. They carry disk truth: absolute paths and sha256s."""
+"""The REST wire contract. Responses about the core's value objects are ``JsonShape``s (see
+``coffer_memory._wire``): each field's type, description and limits come from the core, and a route
+answers with ``reply(SHAPE, obj)`` (one serialisation, no second validation) while declaring
+``response_model=SHAPE.model`` for the OpenAPI document. To add a route over a core type: declare
+its shape here (fields by name, ``"wire=dotted.path"`` for a renamed or nested one, ``JsonExtra`` for
+what only this face sends), then ``@router.get(..., response_model=X.model)`` and
+``return reply(X, obj)``. Request bodies take their fields' descriptions and limits from the core
+with ``json_field``. The hand-written models below describe things the core has no value object for
+(errors, operations) or whose value objects do not describe their fields yet (agents, organize,
+transcripts).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import (
     AgentChange,
     AgentStatus,
+    ClearResult,
     ConsolidationLog,
     FactRecord,
     HandoffScene,
     JournalEntry,
     JournalFile,
+    JsonExtra,
+    JsonShape,
     LaneWrite,
     McpCheck,
+    MemoryFact,
     MemoryHit,
+    MutationResult,
     OrganizeReport,
+    Page,
     PlannedChange,
     RecallResult,
     ReindexReport,
     ReorgReport,
     RulesView,
     StoreInfo,
+    json_field,
+    json_items,
 )
-from coffer_memory.vocabulary import (
-    MAX_DESCRIPTION_CHARS,
-    MAX_LABEL_CHARS,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
-    MAX_TITLE_CHARS,
-    Actor,
-    DistillStatus,
-    RetrievalMode,
-    Scope,
-)
+from coffer_memory.vocabulary import DistillStatus, RetrievalMode
 
 Mode = RetrievalMode
-Tags = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]],
-    Field(max_length=MAX_TAGS, description="Tags, stored lowercased; no comma or line break."),
-]
+Tags = Annotated[list[Annotated[str, json_items(MemoryFact, "tags")]], json_field(MemoryFact, "tags")]
 
 
 class _Out(BaseModel):
@@ -65,317 +70,189 @@ class ErrorOut(_Out):
 
 
 # -- stores ------------------------------------------------------------------------------------
-class MemoryStoreOut(_Out):
-    """A memory store: identity, display name, where it lives on disk, how many facts it holds."""
-
-    name: str = Field(description="'global' or 'project-<26-char ULID>'.")
-    scope: Scope
-    project_id: str
-    display_name: str
-    label: str | None
-    project_root: str | None
-    store_dir: str = Field(description="Absolute path of the store's folder.")
-    exists: bool = Field(description="Whether the store's folder exists yet (stores are created lazily).")
-    fact_count: int
-
-    @classmethod
-    def of(cls, info: StoreInfo) -> MemoryStoreOut:
-        """From the core's StoreInfo."""
-        return cls(
-            name=info.name,
-            scope="global" if info.scope.value == "global" else "project",
-            project_id=info.project_id,
-            display_name=info.display_name,
-            label=info.label,
-            project_root=info.project_root,
-            store_dir=str(info.store_dir),
-            exists=info.store_dir.is_dir(),
-            fact_count=info.fact_count,
-        )
-
-
-class MemoryStoreListOut(_Out):
-    """Every store that exists on disk."""
-
-    items: list[MemoryStoreOut]
-
-
-class MemoryStoreMetricsOut(_Out):
-    """Counts of a store's lanes."""
-
-    name: str
-    store_dir: str
-    fact_count: int
-    journal_files: int
-    handoff_scenes: int
-    rules_files: int
-    consolidation_log: bool = Field(description="Whether consolidation-log.md exists.")
+STORE = JsonShape(
+    "MemoryStoreOut",
+    StoreInfo,
+    "A memory store: identity, display name, where it lives on disk, how many facts it holds.",
+    (
+        "name",
+        "scope",
+        "project_id",
+        "display_name",
+        "label",
+        "project_root",
+        "store_dir",
+        "exists",
+        "fact_count",
+    ),
+    extra={"exists": JsonExtra(bool, "Whether the store's folder exists yet (stores are created lazily).")},
+)
+STORE_LIST = JsonShape.listing("MemoryStoreListOut", "Every store that exists on disk.", "items", STORE)
+STORE_METRICS = JsonShape(
+    "MemoryStoreMetricsOut",
+    StoreInfo,
+    "Counts of a store's lanes.",
+    (
+        "name",
+        "store_dir",
+        "fact_count",
+        "journal_files",
+        "handoff_scenes",
+        "rules_files",
+        "consolidation_log",
+    ),
+    extra={
+        "journal_files": JsonExtra(int, "Days in the journal (0 for the global store)."),
+        "handoff_scenes": JsonExtra(int, "Branches with a handoff."),
+        "rules_files": JsonExtra(int, "Files in the rules folder."),
+        "consolidation_log": JsonExtra(bool, "Whether consolidation-log.md exists."),
+    },
+)
 
 
 class LabelIn(BaseModel):
     """A store's display label."""
 
-    label: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
+    label: Annotated[str, json_field(StoreInfo, "label", min_length=1)]
 
 
 # -- facts -------------------------------------------------------------------------------------
-class FactOut(_Out):
-    """One fact, as read from its Markdown file."""
-
-    id: str
-    store: str
-    title: str
-    description: str
-    text: str = Field(description="The Markdown body: the fact itself.")
-    actor: Actor
-    origin_session_id: str | None
-    created_at: datetime
-    updated_at: datetime
-    tags: list[str] = Field(default_factory=list, description="The fact's tags (lowercase).")
-    path: str = Field(description="Absolute path of the fact's .md file.")
-    folder_path: str = Field(description="Absolute path of the folder holding it.")
-    sha256: str = Field(description="sha256 of the file's bytes; also the ETag. Send it back as If-Match.")
-
-    @classmethod
-    def of(cls, record: FactRecord) -> FactOut:
-        """From the core's FactRecord."""
-        f = record.fact
-        return cls(
-            id=f.id,
-            store=record.store,
-            title=f.title,
-            description=f.description,
-            text=f.body,
-            actor=f.actor,
-            origin_session_id=f.origin_session_id,
-            created_at=f.created_at,
-            updated_at=f.updated_at,
-            tags=list(f.tags),
-            path=str(record.path),
-            folder_path=str(record.folder_path),
-            sha256=record.sha256,
-        )
-
-
-class FactMutationOut(_Out):
-    """What a write did: the fact after it (before it, for a delete) and the file's sha256s."""
-
-    fact: FactOut
-    before_sha256: str | None = Field(description="None for a new fact.")
-    after_sha256: str | None = Field(description="None after a delete.")
-    created: bool = Field(
-        default=True, description="False when the same title and text were already there (nothing written)."
-    )
-    redacted: dict[str, int] = Field(
-        default_factory=dict, description="Secrets replaced by [REDACTED:<kind>] before writing, by kind."
-    )
-    index_pending: bool = Field(
-        default=False, description="The file is durable but not indexed yet; the next read indexes it."
-    )
-
-
-class FactPageOut(_Out):
-    """One page of facts, newest first; pass ``next_cursor`` back as ``cursor`` for the next."""
-
-    items: list[FactOut]
-    next_cursor: str | None
+FACT = JsonShape(
+    "FactOut",
+    FactRecord,
+    "One fact, as read from its Markdown file.",
+    (
+        "id=fact.id",
+        "store",
+        "title=fact.title",
+        "description=fact.description",
+        "text=fact.body",
+        "actor=fact.actor",
+        "origin_session_id=fact.origin_session_id",
+        "created_at=fact.created_at",
+        "updated_at=fact.updated_at",
+        "tags=fact.tags",
+        "path",
+        "folder_path",
+        "sha256",
+    ),
+)
+FACT_MUTATION = JsonShape(
+    "FactMutationOut",
+    MutationResult,
+    "What a write did: the fact after it (before it, for a delete) and the file's sha256s.",
+    (
+        "fact=record",
+        "before_sha256",
+        "after_sha256",
+        "created",
+        "redacted=receipt.findings",
+        "index_pending=receipt.index_pending",
+    ),
+    nested={"fact": FACT},
+)
+FACT_PAGE = JsonShape(
+    "FactPageOut",
+    Page,
+    "One page of facts, newest first; pass ``next_cursor`` back as ``cursor`` for the next.",
+    ("items", "next_cursor"),
+    nested={"items": FACT},
+)
+CLEAR = JsonShape(
+    "ClearOut", ClearResult, "What a clear removed from the knowledge lane.", ("store", "deleted", "paths")
+)
 
 
 class FactIn(BaseModel):
     """A new fact."""
 
-    text: str = Field(description="The fact (Markdown). Empty text is rejected with MEMORY_REJECTED.")
-    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
-    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+    text: Annotated[str, json_field(MemoryFact, "body")]
+    title: Annotated[str | None, json_field(MemoryFact, "title", default=None)]
+    description: Annotated[str | None, json_field(MemoryFact, "description", default=None)]
     tags: Tags = Field(default_factory=list)
 
 
 class FactPatch(BaseModel):
     """Fields to change; omitted fields keep their value (``tags: []`` removes every tag)."""
 
-    text: str | None = None
-    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
-    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+    text: Annotated[str | None, json_field(MemoryFact, "body", default=None)]
+    title: Annotated[str | None, json_field(MemoryFact, "title", default=None)]
+    description: Annotated[str | None, json_field(MemoryFact, "description", default=None)]
     tags: Tags | None = None
 
 
-class ClearOut(_Out):
-    """What a clear removed from the knowledge lane."""
-
-    store: str
-    deleted: int
-    paths: list[str]
-
-
 # -- recall ------------------------------------------------------------------------------------
-class MemoryHitOut(_Out):
-    """One recall hit; ``score`` is the per-store score of the mode that found it."""
-
-    id: str
-    text: str
-    score: float
-    source: str = Field(description="<scope>:<fact file path>.")
-    time: datetime
-    store: str
-    title: str
-    path: str | None
-
-    @classmethod
-    def of(cls, hit: MemoryHit) -> MemoryHitOut:
-        """From the core's MemoryHit."""
-        return cls(
-            id=hit.id,
-            text=hit.text,
-            score=hit.score,
-            source=hit.source,
-            time=hit.time,
-            store=hit.store,
-            title=hit.title,
-            path=str(hit.path) if hit.path is not None else None,
-        )
-
-
-class RecallOut(_Out):
-    """Hits fused across stores (RRF, k=60), the mode that answered and whether it degraded."""
-
-    hits: list[MemoryHitOut]
-    mode: Mode
-    fallback: bool
-    stores: list[str]
-
-    @classmethod
-    def of(cls, result: RecallResult) -> RecallOut:
-        """From the core's RecallResult."""
-        return cls(
-            hits=[MemoryHitOut.of(h) for h in result.hits],
-            mode=result.mode,
-            fallback=result.fallback,
-            stores=list(result.stores),
-        )
-
+HIT = JsonShape(
+    "MemoryHitOut",
+    MemoryHit,
+    "One recall hit; ``score`` is the per-store score of the mode that found it.",
+    ("id", "text", "score", "source", "time", "store", "title", "path"),
+)
+RECALL = JsonShape(
+    "RecallOut",
+    RecallResult,
+    "Hits fused across stores (RRF, k=60), the mode that answered and whether it degraded.",
+    ("hits", "mode", "fallback", "stores"),
+    nested={"hits": HIT},
+)
 
 # -- lanes -------------------------------------------------------------------------------------
-class RulesOut(_Out):
-    """Every rules file of a store, concatenated (rules.md first)."""
-
-    store: str
-    text: str
-    files: list[str]
-    folder_path: str
-
-    @classmethod
-    def of(cls, view: RulesView, folder: str) -> RulesOut:
-        """From the core's RulesView."""
-        return cls(store=view.store, text=view.text, files=[str(p) for p in view.files], folder_path=folder)
-
-
-class JournalEntryOut(_Out):
-    """One entry of a journal day."""
-
-    at: datetime
-    actor: str = Field(description="agent or user.")
-    origin_session_id: str | None = Field(description="The agent session a distilled entry came from.")
-    text: str
-
-    @classmethod
-    def of(cls, e: JournalEntry) -> JournalEntryOut:
-        """From the core's JournalEntry."""
-        return cls(at=e.at, actor=e.actor, origin_session_id=e.origin_session_id, text=e.text)
-
-
-class JournalFileOut(_Out):
-    """One day of the journal: its text, and its entries one by one with their provenance."""
-
-    period: str = Field(description="YYYY-MM-DD.")
-    text: str
-    path: str
-    folder_path: str
-    entries: list[JournalEntryOut] = Field(default_factory=list)
-    origin_session_ids: list[str] = Field(
-        default_factory=list, description="The sessions the day's entries came from, in order."
-    )
-
-    @classmethod
-    def of(cls, f: JournalFile) -> JournalFileOut:
-        """From the core's JournalFile."""
-        return cls(
-            period=f.period,
-            text=f.text,
-            path=str(f.path),
-            folder_path=str(f.folder_path),
-            entries=[JournalEntryOut.of(e) for e in f.entries],
-            origin_session_ids=list(f.origin_session_ids),
-        )
-
-
-class JournalOut(_Out):
-    """Journal files, newest first; an empty list for a store without a journal."""
-
-    files: list[JournalFileOut]
-
-
-class HandoffSceneOut(_Out):
-    """The handoff of one branch."""
-
-    branch: str
-    text: str
-    updated_at: datetime
-    head: str | None
-    path: str
-    folder_path: str
-
-    @classmethod
-    def of(cls, s: HandoffScene) -> HandoffSceneOut:
-        """From the core's HandoffScene."""
-        return cls(
-            branch=s.branch,
-            text=s.text,
-            updated_at=s.updated_at,
-            head=s.head,
-            path=str(s.path),
-            folder_path=str(s.folder_path),
-        )
-
-
-class HandoffOut(_Out):
-    """One scene per branch, newest first; an empty list when there is none."""
-
-    scenes: list[HandoffSceneOut]
-
-
-class ConsolidationLogOut(_Out):
-    """The organizer's append-only changelog; ``text`` is null when the file does not exist."""
-
-    text: str | None
-    path: str
-    folder_path: str
-
-    @classmethod
-    def of(cls, log: ConsolidationLog) -> ConsolidationLogOut:
-        """From the core's ConsolidationLog."""
-        return cls(text=log.text, path=str(log.path), folder_path=str(log.folder_path))
-
-
-class LaneWriteOut(_Out):
-    """What a lane delete did: the file and its sha256 before (after is null)."""
-
-    store: str
-    path: str
-    before_sha256: str | None
-    after_sha256: str | None
-
-    @classmethod
-    def of(cls, w: LaneWrite) -> LaneWriteOut:
-        """From the core's LaneWrite."""
-        return cls(
-            store=w.store, path=str(w.path), before_sha256=w.before_sha256, after_sha256=w.after_sha256
-        )
-
-
-class LaneDeleteListOut(_Out):
-    """Every file a lane delete removed."""
-
-    deleted: list[LaneWriteOut]
+RULES = JsonShape(
+    "RulesOut",
+    RulesView,
+    "Every rules file of a store, concatenated (rules.md first).",
+    ("store", "text", "files", "folder_path=folder"),
+)
+JOURNAL_ENTRY = JsonShape(
+    "JournalEntryOut", JournalEntry, "One entry of a journal day.", ("at", "actor", "origin_session_id", "text")
+)
+JOURNAL_FILE = JsonShape(
+    "JournalFileOut",
+    JournalFile,
+    "One day of the journal: its text, and its entries one by one with their provenance.",
+    ("period", "text", "path", "folder_path", "entries", "origin_session_ids"),
+    nested={"entries": JOURNAL_ENTRY},
+)
+JOURNAL = JsonShape.listing(
+    "JournalOut",
+    "Journal files, newest first; an empty list for a store without a journal.",
+    "files",
+    JOURNAL_FILE,
+)
+SCENE = JsonShape(
+    "HandoffSceneOut",
+    HandoffScene,
+    "The handoff of one branch.",
+    ("branch", "text", "updated_at", "head", "path", "folder_path"),
+)
+HANDOFF = JsonShape.listing(
+    "HandoffOut", "One scene per branch, newest first; an empty list when there is none.", "scenes", SCENE
+)
+CONSOLIDATION_LOG = JsonShape(
+    "ConsolidationLogOut",
+    ConsolidationLog,
+    "The organizer's append-only changelog; ``text`` is null when the file does not exist.",
+    ("text", "path", "folder_path"),
+)
+LANE_WRITE = JsonShape(
+    "LaneWriteOut",
+    LaneWrite,
+    "What a lane delete did: the file and its sha256 before (after is null).",
+    ("store", "path", "before_sha256", "after_sha256"),
+)
+LANE_DELETES = JsonShape.listing(
+    "LaneDeleteListOut", "Every file a lane delete removed.", "deleted", LANE_WRITE
+)
+REINDEX = JsonShape(
+    "ReindexResultOut",
+    ReindexReport,
+    "What a reindex pass did to one store.",
+    ("store", "scanned", "added", "updated", "removed", "unchanged", "skipped"),
+)
+if TYPE_CHECKING:
+    ReindexResultOut = BaseModel
+else:
+    ReindexResultOut = REINDEX.model
 
 
 # -- agents ------------------------------------------------------------------------------------
@@ -405,7 +282,9 @@ class McpCheckOut(_Out):
     @classmethod
     def of(cls, c: McpCheck) -> McpCheckOut:
         """From the core's McpCheck."""
-        return cls(command=list(c.command), ok=c.ok, summary=c.summary(), tools=list(c.tools), seconds=c.seconds)
+        return cls(
+            command=list(c.command), ok=c.ok, summary=c.summary(), tools=list(c.tools), seconds=c.seconds
+        )
 
 
 class AgentOut(_Out):
@@ -432,7 +311,8 @@ class AgentOut(_Out):
         description="Codex only: its review state of coffer's hooks (Codex skips a hook until trusted).",
     )
     mcp_check: McpCheckOut | None = Field(
-        default=None, description="The registered MCP server started and asked for its tools (with check_mcp)."
+        default=None,
+        description="The registered MCP server started and asked for its tools (with check_mcp).",
     )
     working: bool = Field(
         default=False, description="Installed, hooks trusted, and (when checked) the MCP server answers."
@@ -456,7 +336,9 @@ class AgentOut(_Out):
             files=[str(p) for p in s.files],
             notes=list(s.notes),
             home=str(s.home) if s.home is not None else None,
-            hook_review=[HookReviewOut(event=t.event, state=t.state, message=t.describe()) for t in s.hook_review],
+            hook_review=[
+                HookReviewOut(event=t.event, state=t.state, message=t.describe()) for t in s.hook_review
+            ],
             mcp_check=McpCheckOut.of(s.mcp_check) if s.mcp_check is not None else None,
             working=s.working,
         )
@@ -552,31 +434,6 @@ class OrganizeResultOut(_Out):
             summary=reorg.summary if reorg else None,
             prompt_tokens=r.usage.prompt_tokens,
             completion_tokens=r.usage.completion_tokens,
-        )
-
-
-class ReindexResultOut(_Out):
-    """What a reindex pass did to one store."""
-
-    store: str
-    scanned: int
-    added: int
-    updated: int
-    removed: int
-    unchanged: int
-    skipped: list[str]
-
-    @classmethod
-    def of(cls, r: ReindexReport) -> ReindexResultOut:
-        """From the core's ReindexReport."""
-        return cls(
-            store=r.store,
-            scanned=r.scanned,
-            added=r.added,
-            updated=r.updated,
-            removed=r.removed,
-            unchanged=r.unchanged,
-            skipped=list(r.skipped),
         )
 
 

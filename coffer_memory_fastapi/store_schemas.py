@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from coffer_memory import StoreConfig, StoreInfo, StoreMerge
 
-from .schemas import MemoryStoreOut, Mode, _Out
+from .schemas import STORE, Mode, _Out
+
+if TYPE_CHECKING:
+    MemoryStoreOut = BaseModel
+else:
+    MemoryStoreOut = STORE.model
 
 LEGACY_NOTE = (
     "{key} is a legacy per-store embedding field: accepted and ignored "
@@ -142,7 +147,7 @@ class ResourceOut(_Out):
             kind="memory",
             name=info.name,
             config=cfg.config,
-            store=MemoryStoreOut.of(info),
+            store=MemoryStoreOut(**STORE.dump(info, exists=info.store_dir.is_dir())),
             ignored=cfg.ignored,
             notes=cfg.notes,
         )

@@ -59,6 +59,8 @@ def _sentence(err: ErrorDetails) -> str:
     field, kind = _field(err), err["type"]
     if kind == "missing":
         return f"'{field}' is required"
+    if kind == "string_unicode":  # a length limit makes pydantic decode first: the surrogate guard's words
+        return f"{field} contains a lone surrogate, which is not a character"
     if kind in ("string_type", "int_type", "int_parsing", "bool_type", "bool_parsing"):
         wanted = {"s": "text", "i": "a whole number", "b": "true or false"}[kind[0]]
         return f"'{field}' must be {wanted}"

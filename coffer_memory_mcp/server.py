@@ -27,15 +27,29 @@ from mcp_types import (
     ToolAnnotations,
 )
 from mcp_types.version import is_version_at_least
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
+from pydantic_core import to_jsonable_python
 
 import coffer_memory
-from coffer_memory import CofferError, InvalidInput, MemoryService
+from coffer_memory import CofferError, InvalidInput, MemoryFact, MemoryService, json_field, json_items
 from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, MAX_TAGS, RetrievalMode, Scope
 
 from .errors import core_error, invalid_arguments
 from .resources import add_resources_and_prompts
-from .schemas import FactOut, HandoffOut, ListMemoryOut, RecallOut, RememberOut, ResumeOut
+from .schemas import (
+    HANDOFF,
+    LIST_MEMORY,
+    RECALL,
+    REMEMBER,
+    RESUME,
+    handoff_out,
+    recall_out,
+    render_handoff,
+    render_list,
+    render_recall,
+    render_remember,
+    resume_out,
+)
 
 __all__ = ["CofferServer", "build_server"]
 
@@ -97,13 +111,12 @@ with work unfinished. It is not a place for durable facts: use coffer__remember 
 
 CwdArg = Annotated[
     str | None,
-    Field(
-        description="Directory to resolve the project from. Omit it: the client's workspace root "
-        "(or the server's directory) is used."
-    ),
+    Field(description="Directory to resolve the project from (default: the client's workspace root)."),
 ]
 Mode = RetrievalMode
-TagsArg = Annotated[list[str] | None, Field(max_length=MAX_TAGS, description="Short lowercase labels.")]
+TagsArg = Annotated[
+    list[Annotated[str, json_items(MemoryFact, "tags")]] | None, json_field(MemoryFact, "tags")
+]
 
 
 def _root_path(uri: str) -> str | None:
@@ -152,9 +165,9 @@ def _workdir(cwd: str | None, roots: ListRootsResult | None) -> str:
     return os.getcwd()
 
 
-def _ok(out: BaseModel, text: str) -> CallToolResult:
+def _ok(out: dict[str, Any], text: str) -> CallToolResult:
     return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=out.model_dump(mode="json")
+        content=[TextContent(type="text", text=text)], structured_content=to_jsonable_python(out)
     )
 
 
@@ -215,41 +228,40 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         ] = None,
         limit: Annotated[int, Field(description=f"At most this many hits (1-{MAX_RECALL_LIMIT}).")] = 10,
         cwd: CwdArg = None,
-        tags: Annotated[list[str] | None, Field(description="Only facts with all these tags.")] = None,
+        tags: Annotated[
+            list[Annotated[str, json_items(MemoryFact, "tags")]] | None,
+            Field(max_length=MAX_TAGS, description="Only facts with all these tags."),
+        ] = None,
         since: Annotated[str | None, Field(description="Only facts updated since (ISO date/time).")] = None,
         until: Annotated[str | None, Field(description="Only facts updated before (ISO date/time).")] = None,
-    ) -> Annotated[CallToolResult, RecallOut]:
+    ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.recall(query, cwd=where, mode=mode, limit=limit, tags=tags, since=since, until=until)
-            out = RecallOut.of(query, where, res)
-            return _ok(out, out.render())
+            out = recall_out(query, where, res)
+            return _ok(out, render_recall(out))
 
         return _guard("coffer__recall", run, query=query, cwd=cwd, since=since, until=until)
 
     def remember(
         text: Annotated[str, Field(description="The fact, self-contained, in a few sentences.")],
         roots: RootsArg,
-        title: Annotated[
-            str | None, Field(description="A short title (default: from the first line).")
-        ] = None,
-        description: Annotated[
-            str | None, Field(description="One line saying what the fact is about (default: derived).")
-        ] = None,
+        title: Annotated[str | None, json_field(MemoryFact, "title")] = None,
+        description: Annotated[str | None, json_field(MemoryFact, "description")] = None,
         scope: Annotated[
             Scope,
             Field(description="'project' (the current git project, default) or 'global' (every project)."),
         ] = "project",
         cwd: CwdArg = None,
         tags: TagsArg = None,
-    ) -> Annotated[CallToolResult, RememberOut]:
+    ) -> Annotated[CallToolResult, REMEMBER.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.remember(
                 text, title=title, description=description, scope=scope, cwd=where, tags=tags or ()
             )
-            out = RememberOut.of(res)
-            return _ok(out, out.render())
+            out = REMEMBER.dump(res)
+            return _ok(out, render_remember(out))
 
         return _guard("coffer__remember", run, text=text, title=title, description=description, cwd=cwd)
 
@@ -263,24 +275,20 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             str | None, Field(description="next_cursor from the previous page; omit for the first.")
         ] = None,
         cwd: CwdArg = None,
-    ) -> Annotated[CallToolResult, ListMemoryOut]:
+    ) -> Annotated[CallToolResult, LIST_MEMORY.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
             assert page.target is not None  # list_facts always says where it listed
-            out = ListMemoryOut(
-                store=page.target.store,
-                items=[FactOut.of(r) for r in page.items],
-                next_cursor=page.next_cursor,
-            )
-            return _ok(out, out.render())
+            out = LIST_MEMORY.dump(page)
+            return _ok(out, render_list(out))
 
         return _guard("coffer__list_memory", run, cursor=cursor, cwd=cwd)
 
-    def resume(roots: RootsArg, cwd: CwdArg = None) -> Annotated[CallToolResult, ResumeOut]:
+    def resume(roots: RootsArg, cwd: CwdArg = None) -> Annotated[CallToolResult, RESUME.model]:
         def run() -> CallToolResult:
-            out = ResumeOut.of(svc.resume(cwd=_workdir(cwd, roots)))
-            return _ok(out, out.summary)
+            out = resume_out(svc.resume(cwd=_workdir(cwd, roots)))
+            return _ok(out, out["summary"])
 
         return _guard("coffer__resume", run, cwd=cwd)
 
@@ -288,12 +296,12 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         text: Annotated[str, Field(description="Where work stands: done, next, open questions, files.")],
         roots: RootsArg,
         cwd: CwdArg = None,
-    ) -> Annotated[CallToolResult, HandoffOut]:
+    ) -> Annotated[CallToolResult, HANDOFF.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.save_handoff(text, cwd=where)
-            out = HandoffOut.of(res)
-            return _ok(out, out.render())
+            out = handoff_out(res)
+            return _ok(out, render_handoff(out))
 
         return _guard("coffer__handoff", run, text=text, cwd=cwd)
 

@@ -79,6 +79,11 @@ EXPECTED = {
     "LLMSettings",
     "build_session_context",
     "redact_secrets",
+
+    "JsonExtra",
+    "JsonShape",
+    "json_field",
+    "json_items",
 }
 
 # What a plugin author imports (docs/plugins.md, docs/llm.md).

@@ -365,4 +365,6 @@ async def test_the_tool_surface_stays_small(svc: MemoryService) -> None:
     async with connect(svc) as client:
         tools = (await client.list_tools()).tools
     schema_chars = sum(len(json.dumps(t.model_dump(mode="json", exclude_none=True))) for t in tools)
-    assert len(tools) == 5 and schema_chars < 13_000
+    # 13,000 until the outputs took every field's description from the core (they described about
+    # a third of them); pydantic's property titles were dropped from the outputs to pay for most of it.
+    assert len(tools) == 5 and schema_chars < 14_000

@@ -436,12 +436,13 @@ def free_port() -> int:
         return port
 
 
-def test_coffer_api_serves_over_real_http(tmp_home: Path, repo: Path) -> None:
+@pytest.mark.parametrize("access_log", [False, True])
+def test_coffer_api_serves_over_real_http(tmp_home: Path, repo: Path, access_log: bool) -> None:
     port = free_port()
     exe = Path(sys.executable).parent / "coffer-api"
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_API_TOKEN": "tok"}
     proc = subprocess.Popen(
-        [str(exe), "--port", str(port), "--log-level", "warning"],
+        [str(exe), "--port", str(port), "--log-level", "info", *(["--access-log"] if access_log else [])],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -463,5 +464,19 @@ def test_coffer_api_serves_over_real_http(tmp_home: Path, repo: Path) -> None:
             assert [h["text"] for h in hits] == ["served over a real socket"]
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        out, err = proc.communicate(timeout=10)
     assert proc.returncode is not None
+    # Access lines (uvicorn writes them to stdout) only when asked for; start-up lines either way.
+    assert ("POST /api/v1/memory_stores/global/facts" in (out + err).decode()) is access_log
+    assert "Uvicorn running" in err.decode()
+
+
+def test_the_server_parses_http_with_httptools() -> None:
+    # The [fastapi] extra installs httptools, so uvicorn's "auto" picks it over pure-Python h11.
+    from uvicorn.config import Config
+
+    async def app(scope: Any, receive: Any, send: Any) -> None: ...
+
+    config = Config(app=app, http="auto")
+    config.load()
+    assert config.http_protocol_class.__name__ == "HttpToolsProtocol"

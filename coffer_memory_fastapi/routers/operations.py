@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 from ..deps import Ops, Service
 from ..errors import error_responses
 from ..operations import Outcome
-from ..schemas import OperationListOut, OperationOut, OrganizeResultOut, ReindexResultOut
+from ..schemas import REINDEX, OperationListOut, OperationOut, OrganizeResultOut
 
 router = APIRouter(tags=["operations"])
 DryRun = Annotated[bool, Query(description="Compute the changes as diffs and write nothing.")]
@@ -77,7 +77,7 @@ def start_reindex(
     store = svc.target(store=name).store
 
     def work() -> Outcome:
-        return [ReindexResultOut.of(r) for r in svc.reindex(store, rebuild=rebuild)]
+        return [REINDEX.build(r) for r in svc.reindex(store, rebuild=rebuild)]
 
     return _accepted(ops.start("reindex", store, work), response)
 

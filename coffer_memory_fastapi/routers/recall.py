@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from coffer_memory import InvalidInput
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 
 from ..deps import AsyncService, check_cwd, clean
 from ..errors import error_responses
-from ..schemas import Mode, RecallOut
+from ..reply import reply
+from ..schemas import RECALL, Mode
 
 router = APIRouter(prefix="/api/v1/memory_stores", tags=["recall"])
 
@@ -31,7 +32,7 @@ Until = Annotated[
 ]
 
 
-@router.get("/recall", response_model=RecallOut, responses=error_responses(404))
+@router.get("/recall", response_model=RECALL.model, responses=error_responses(404))
 async def recall(
     svc: AsyncService,
     query: QueryText,
@@ -44,20 +45,19 @@ async def recall(
     tag: TagFilter = None,
     since: Since = None,
     until: Until = None,
-) -> RecallOut:
+) -> Response:
     """Search the stores of ``cwd`` (its project, then global) or the named stores; fused by RRF."""
     if (cwd is None) == (not store):
         raise InvalidInput("pass either cwd or one or more store names", field="cwd")
     clean(query, "query")
     where = check_cwd(cwd) if cwd is not None else None
-    return RecallOut.of(
-        await svc.recall(
-            query, cwd=where, stores=store or None, mode=mode, limit=limit, tags=tag, since=since, until=until
-        )
+    found = await svc.recall(
+        query, cwd=where, stores=store or None, mode=mode, limit=limit, tags=tag, since=since, until=until
     )
+    return reply(RECALL, found)
 
 
-@router.get("/{name}/recall", response_model=RecallOut, responses=error_responses(404))
+@router.get("/{name}/recall", response_model=RECALL.model, responses=error_responses(404))
 async def recall_store(
     name: str,
     svc: AsyncService,
@@ -67,9 +67,8 @@ async def recall_store(
     tag: TagFilter = None,
     since: Since = None,
     until: Until = None,
-) -> RecallOut:
+) -> Response:
     """Search one store."""
     clean(query, "query")
-    return RecallOut.of(
-        await svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
-    )
+    found = await svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
+    return reply(RECALL, found)
