@@ -88,7 +88,10 @@ def main() -> None:
         ]
         if args.baseline:
             baseline_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
-            variants.append(("coffer recall (keyword), baseline", recall, b"", baseline_env))
+            # Trees from before the private-module rename run the CLI as coffer_memory.cli.
+            old = (Path(args.baseline) / "coffer_memory" / "cli").is_dir()
+            base_recall = [*recall[:2], "coffer_memory.cli", *recall[3:]] if old else recall
+            variants.append(("coffer recall (keyword), baseline", base_recall, b"", baseline_env))
         figures = interleaved(variants, args.calls, cwd=repo)
         title = f"coffer recall per call ({args.facts} facts, interleaved, load {os.getloadavg()[0]:.1f} at the end)"
         print(floor_table(figures, floor, title))
