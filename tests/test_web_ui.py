@@ -332,6 +332,8 @@ def test_browser_walks_overview_store_fact_and_search(
     box = browser.find_element(By.CSS_SELECTOR, "header input[name=q]")
     box.send_keys("WAL readers")
     box.submit()
+    # submit() returns before the results page has loaded: wait for it, not for a fixed time.
+    WebDriverWait(browser, 15).until(lambda b: b.find_elements(By.CSS_SELECTOR, "ol.hits li.hit"))
     hits = browser.find_elements(By.CSS_SELECTOR, "ol.hits li.hit")
     assert hits and "SQLite runs in WAL mode" in hits[0].text and "score" in hits[0].text
     assert browser.find_element(By.CSS_SELECTOR, ".mode").text in ("grep", "keyword", "vector", "hybrid")
