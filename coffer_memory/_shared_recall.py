@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 from ._config import Settings
+from ._index.coverage import by_coverage
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
+from ._index.fts import keyword_terms
 from ._index.vec import VecIndex
 from ._models import MemoryHit
 from ._retrieval import KnowledgeRetrieval, _DocRow, rrf_merge
@@ -55,7 +59,15 @@ class SharedRetrieval(KnowledgeRetrieval):
             since=where.since if where is not None else None,
             until=where.until if where is not None else None,
         )
-        return [[self._backend_hit(sp, h) for h in found.get(sp.name, [])] for sp in paths]
+        terms = keyword_terms(query)
+        return [[self._backend_hit(sp, h) for h in self._by_coverage(terms, found.get(sp.name, []))] for sp in paths]
+
+    def _by_coverage(self, terms: list[str], hits: Sequence[BackendHit]) -> list[BackendHit]:
+        """The same coverage re-scoring as the SQLite keyword path (``_index/coverage.py``), so both
+        backends put a hit holding more of the question first."""
+        ranked = [(i, -h.score) for i, h in enumerate(hits)]  # lower is better, as bm25's
+        texts = {i: ("", h.text, "") for i, h in enumerate(hits)}
+        return [attrs.evolve(hits[i], score=-s) for i, s in by_coverage(self.db.conn, terms, ranked, texts)]
 
     def _backend_hit(self, sp: StorePaths, hit: BackendHit) -> MemoryHit:
         doc = _DocRow(hit.id, str(Path(sp.root, hit.path)), hit.title, "", hit.updated_at)

@@ -276,11 +276,10 @@ def test_hybrid_fusion_keeps_score_gaps() -> None:
     assert fuse_modes([], [hit("only", 0.4)], limit=5)[0].score == pytest.approx(1 - KEYWORD_WEIGHT)
 
 
-def test_keyword_ranks_a_hit_holding_more_of_the_question_first(svc: MemoryService, index_backend: str) -> None:
+def test_keyword_ranks_a_hit_holding_more_of_the_question_first(svc: MemoryService) -> None:
     """bm25 over an OR lets one rare word outweigh the rest: the short line with only
-    ``instruments`` came first. Coverage puts the answer, holding every query word, above it."""
-    if index_backend == "postgresql":
-        pytest.xfail("the coverage re-scoring runs in the SQLite keyword path; PostgreSQL ranks by ts_rank alone")
+    ``instruments`` came first. Coverage puts the answer, holding every query word, above it
+    (on both index backends)."""
     for i in range(12):
         svc.remember(f"Melanie said she would play outside with the kids on day {i}.", store="global")
     asked = svc.remember("Instruments?", store="global")
