@@ -17,6 +17,7 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
     │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
+    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
@@ -222,6 +223,19 @@ class StorageFull(CofferError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"cannot write {path}: {reason}; nothing was written", path=path, reason=reason)
         self.path = path
+
+
+class IndexUnavailable(CofferError):
+    """A shared index backend (``[index] backend``, e.g. PostgreSQL) cannot be reached or failed;
+    ``backend`` names it and ``reason`` says what its driver reported. Nothing was written: a write
+    takes the backend's lock before it touches a file."""
+
+    code = "INDEX_UNAVAILABLE"
+
+    def __init__(self, backend: str, reason: str) -> None:
+        super().__init__(f"the {backend} index cannot be reached: {reason}", backend=backend, reason=reason)
+        self.backend = backend
+        self.reason = reason
 
 
 class EmbeddingUnavailable(CofferError):

@@ -89,6 +89,7 @@ ERROR_CODES: Final = (
     "EMBEDDING_UNAVAILABLE",
     "STORAGE_FULL",
     "INVALID_CURSOR",
+    "INDEX_UNAVAILABLE",
 )
 REJECT_REASONS: Final = ("empty", "too_long", "secret")
 

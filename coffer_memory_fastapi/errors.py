@@ -40,6 +40,7 @@ STATUS: dict[str, int] = {
     "LLM_OUTPUT_INVALID": 502,
     "LLM_UNAVAILABLE": 503,
     "EMBEDDING_UNAVAILABLE": 503,
+    "INDEX_UNAVAILABLE": 503,
     "INTERNAL": 500,
 }
 """HTTP status of every error code; a code not listed here is answered with 500."""
@@ -59,7 +60,7 @@ _DESCRIPTIONS: dict[int, str] = {
     "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",
     500: "INTERNAL: an unexpected failure.",
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
-    503: "LLM_UNAVAILABLE: the organizer's model could not answer.",
+    503: "LLM_UNAVAILABLE or INDEX_UNAVAILABLE: the organizer's model, or a shared index backend, could not answer.",
 }
 
 

@@ -47,6 +47,7 @@ EXPECTED = {
     "DoctorReport",
     "EmbeddingUnavailable",
     "FactRecord",
+    "IndexUnavailable",
     "InvalidCursor",
     "InvalidImport",
     "ExportReport",

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import CliRunner
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -207,3 +208,34 @@ def test_the_postgresql_backend_is_registered_through_the_hook(
     backend = get_index_backend(Settings.load(tmp_home, index={"backend": "postgresql"}))
     assert backend is not None and backend.name == "postgresql" and backend.vectors is False
     backend.close()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_server_that_cannot_be_reached_is_a_typed_error_and_nothing_is_written(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner
+) -> None:
+    """PostgreSQL down answered the driver's OperationalError (a raw 500 over REST); now every face
+    gets INDEX_UNAVAILABLE, a remember writes no file, and the URL's password is never repeated."""
+    from coffer_memory import IndexUnavailable
+
+    url = f"postgresql://team:hunter2@127.0.0.1:{_closed_port()}/coffer?connect_timeout=2"
+    monkeypatch.setenv("COFFER_PG_URL", url)
+    monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgresql")
+    with MemoryService(tmp_home) as svc:
+        with pytest.raises(IndexUnavailable) as caught:
+            svc.recall("anything", stores=["global"], mode="keyword")
+        assert caught.value.code == "INDEX_UNAVAILABLE" and caught.value.backend == "postgresql"
+        assert "hunter2" not in str(caught.value)
+        with pytest.raises(IndexUnavailable):
+            svc.remember("a fact that must not be half-written", store="global")
+    assert list((tmp_home / "memory").rglob("*.md")) == []
+    run = cli("recall", "anything", "--store", "global")
+    said = run.stdout + run.stderr
+    assert run.returncode != 0 and "INDEX_UNAVAILABLE" in said and "Traceback" not in said

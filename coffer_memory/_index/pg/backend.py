@@ -13,16 +13,18 @@ the whole write transaction; syncs are idempotent by content hash.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
@@ -60,6 +62,30 @@ def _tsquery_terms(terms: Sequence[str]) -> list[str]:
     return out
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+_DOWN = (psycopg.OperationalError, PoolTimeout)
+"""What the driver raises when the server is down or unreachable (not a bad query: that is a bug)."""
+
+
+def _reachable(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` with the server being down or unreachable reported as ``IndexUnavailable``, a
+    typed error every face answers (REST 503), instead of the driver's exception."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except _DOWN as exc:
+            raise IndexUnavailable("postgresql", _first_line(exc)) from None
+
+    return wrapper
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class _Held:
     """A store's advisory lock: the connection holding it and how deep this thread entered."""
 
@@ -75,7 +101,11 @@ class PostgresIndex:
     name = "postgresql"
     vectors = False
 
+    @_reachable
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
+        # One direct connection first: a server that refuses is said at once, where the pool
+        # would retry until its timeout.
+        psycopg.connect(url, connect_timeout=10, autocommit=True).close()
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url, min_size=1, max_size=max(2, pool_size), open=False, kwargs={"autocommit": True}
         )
@@ -101,9 +131,13 @@ class PostgresIndex:
             finally:
                 held.depth -= 1
             return
-        with self.pool.connection() as conn:
-            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        with ExitStack() as stack:
+            try:  # the server being down is said before the write touches a file
+                conn = stack.enter_context(self.pool.connection())
+                (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            except _DOWN as exc:
+                raise IndexUnavailable("postgresql", _first_line(exc)) from None
             with self._guard:
                 self._held[store] = _Held(conn, me)
             try:
@@ -125,6 +159,7 @@ class PostgresIndex:
             yield conn
 
     # -- writing ----------------------------------------------------------------------------
+    @_reachable
     def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
         """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
         version = self._sync(store, docs, removed)
@@ -190,6 +225,7 @@ class PostgresIndex:
                 ],
             )
 
+    @_reachable
     def drop_store(self, store: str) -> None:
         """Forget every row of ``store``."""
         with self._connection(store) as conn, conn.transaction():
@@ -197,12 +233,14 @@ class PostgresIndex:
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
 
     # -- reading ----------------------------------------------------------------------------
+    @_reachable
     def digests(self, store: str) -> dict[str, str]:
         """path -> sha256 of every document of ``store``."""
         with self.pool.connection() as conn:
             rows = conn.execute("SELECT path, sha256 FROM coffer_documents WHERE store = %s", (store,))
             return {str(p): str(s) for p, s in rows.fetchall()}
 
+    @_reachable
     def version(self, store: str) -> int:
         """How many syncs changed ``store``."""
         with self.pool.connection() as conn:
@@ -213,6 +251,7 @@ class PostgresIndex:
         row = conn.execute("SELECT version FROM coffer_stores WHERE name = %s", (store,)).fetchone()
         return int(row[0]) if row else 0
 
+    @_reachable
     def search(
         self,
         stores: Sequence[str],
