@@ -46,6 +46,9 @@ def _git_repo(root: Path) -> Path:
     repo = root / "acme-api"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    # One commit: its root commit is what identifies the repository after it moves.
+    who = ["-c", "user.name=demo", "-c", "user.email=demo@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "-C", str(repo), *who, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
     return repo
 
 
@@ -64,6 +67,24 @@ def _show_session_start(home: Path, repo: Path) -> None:
         "session start: what `coffer-hook --agent claude-code` gives the agent (after `coffer agents install`)"
     )
     print("    " + bundle.strip().replace("\n", "\n    ") + "\n")
+
+
+def _show_follows(svc: MemoryService, root: Path, repo: Path) -> Path:
+    """Move the repository, recall from its new path (the store follows it by its root commit),
+    then show the audit trail and an export of the truth files; returns the moved repository."""
+    moved = root / "acme-api-moved"
+    subprocess.run(["mv", str(repo), str(moved)], check=True)  # as the user would move it
+    hit = svc.recall("deploy", cwd=moved, mode="keyword", limit=1)
+    print(f"moved {repo.name} -> {moved.name}: recall from the new path still finds the project's memory")
+    print(hits_table(hit.hits, text_width=56), "\n")
+    events = svc.audit(limit=3).items
+    print("the audit log (<home>/audit/, also `coffer audit`), newest first:")
+    for e in events:
+        print(f"    {e.at:%H:%M:%S}  {e.event:<16}  {e.store}")
+    report = svc.export_memory(root / "backup.zip")
+    print(f"exported {report.files} files of {len(report.stores)} stores to backup.zip "
+          f"(`coffer export`; `coffer import` brings it back)\n")
+    return moved
 
 
 def _command(name: str) -> str:
@@ -128,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(hits_table(result.hits, text_width=56), "\n")
             svc.append_rule("Run `make lint` before proposing a commit.", cwd=repo)
             svc.append_rule("Answer in short paragraphs.", store="global")
+            repo = _show_follows(svc, root, repo)
         _show_session_start(home, repo)
     finally:
         if not args.keep:

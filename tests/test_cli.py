@@ -142,7 +142,8 @@ def test_demo_keep_leaves_a_home_the_printed_command_works_on(
 ) -> None:
     assert demo.main(["--keep"]) == 0
     out = capsys.readouterr().out
-    command = next(line.split() for line in out.splitlines() if line.strip().endswith("acme-api"))
+    # The demo moves the repository; the printed recall runs from the new path.
+    command = next(line.split() for line in out.splitlines() if line.strip().endswith("acme-api-moved"))
     assert Path(command[0]).name == "coffer" and command[1] == "--home"
     root = Path(command[2]).parent
     try:

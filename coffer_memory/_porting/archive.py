@@ -282,7 +282,7 @@ def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int)
         zipfile.LargeZipFile,
         OSError,
         EOFError,
-        NotImplementedError,
+        NotImplementedError,  # zipfile's answer to a compression method it does not support
         RuntimeError,
     ) as exc:
         raise InvalidImport(
