@@ -15,7 +15,9 @@ call by call so that load on a shared machine hits both sides alike:
 - **grep recall** with the ripgrep backend (and, over ``--python-grep-queries`` queries, the
   pure-Python one) against the limit: one ``rg --fixed-strings --ignore-case
   --files-with-matches`` process over the same folders with the same patterns (the phrase and
-  its words), timed from spawn to exit;
+  its words) and the same walk (hidden files, ignore files, config), timed from spawn to exit;
+  wall time and CPU time (this thread's plus rg's) are both printed, for rg's wall time over
+  10k files swings with the machine's other jobs far more than its CPU time does;
 - **hybrid recall** (``--embedders``, default the multilingual-e5 default; ``minilm`` for
   MiniLM) against the limit: the same embedder embeds the query, one numpy dot product over
   the corpus's unit vectors picks the nearest 40, the keyword MATCH above runs, and the texts
@@ -29,7 +31,8 @@ Printed: median and p95 of each side and the ratios coffer / limit. ``--coffer-s
 before and after are two runs of this script, each with its own limit beside it.
 
     .venv/bin/python bench/limit.py [--sizes 1000,10000] [--queries 200] [--rebuilds 3]
-        [--embedders multilingual-e5,minilm] [--python-grep-queries 20] [--coffer-src DIR]
+        [--embedders multilingual-e5,minilm] [--python-grep-queries 20] [--keyword-queries N]
+        [--coffer-src DIR]
         [--json out.json]
 """
 
@@ -39,6 +42,7 @@ import argparse
 import functools
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -192,11 +196,17 @@ def grep_patterns(query: str) -> list[str]:
     return [phrase, *(t for t in keyword_terms(query, characters=False) if t != phrase.lower())]
 
 
+try:  # the same walk as coffer's ripgrep backend, listing the matching files instead of lines
+    from coffer_memory.plugins.builtin.grep import RG_SEARCH_FLAGS
+except ImportError:  # an older tree (--coffer-src)
+    RG_SEARCH_FLAGS = ("--fixed-strings", "--ignore-case", "--no-messages", "--glob", "*.md")
+
+
 def limit_grep(folders: Sequence[Path], query: str) -> list[str]:
     """One ripgrep process listing the files that hold any pattern: the least a grep recall does."""
     rg = find_ripgrep()
     assert rg is not None, "the limit needs rg (pip install ripgrep)"
-    args = [rg, "--fixed-strings", "--ignore-case", "--files-with-matches", "--no-messages", "--glob", "*.md"]
+    args = [rg, *RG_SEARCH_FLAGS, "--files-with-matches"]
     for pattern in grep_patterns(query):
         args += ["-e", pattern]
     proc = subprocess.run([*args, "--", *map(str, folders)], capture_output=True, check=False)
@@ -309,6 +319,29 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this thread plus every waited-for child (rg): unlike wall time, barely
+    moved by other jobs on a shared machine (a 10k-file rg scan took 60 to 300 ms of wall time
+    by the load, and about 120 ms of CPU time either way)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.thread_time() + children.ru_utime + children.ru_stime
+
+
+def interleave_cpu(
+    queries: Sequence[str], a: Callable[[str], Any], b: Callable[[str], Any]
+) -> tuple[tuple[list[float], list[float]], tuple[list[float], list[float]]]:
+    """``interleave_queries`` recording wall and CPU seconds: ((wall a, wall b), (cpu a, cpu b))."""
+    wall: tuple[list[float], list[float]] = ([], [])
+    cpu: tuple[list[float], list[float]] = ([], [])
+    for i, query in enumerate(queries):
+        for side in (1, 0) if i % 2 else (0, 1):
+            c0, w0 = cpu_seconds(), time.perf_counter()
+            (a, b)[side](query)
+            wall[side].append(time.perf_counter() - w0)
+            cpu[side].append(cpu_seconds() - c0)
+    return wall, cpu
+
+
 def interleave(pairs: int, a: Callable[[], Any], b: Callable[[], Any]) -> tuple[list[float], list[float]]:
     """``pairs`` timings of ``a`` and of ``b``, alternating which goes first."""
     ta: list[float] = []
@@ -369,20 +402,22 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
         if args.rebuilds:
             out["rebuild_s"] = interleave(args.rebuilds, coffer_rebuild, plain_rebuild)
         conn = limit_rebuild(limit_db, files, schema)
-        with MemoryService(settings=settings) as svc:
-            svc.recall(queries[0], cwd=repo, mode="keyword", limit=LIMIT)  # warm: opens, reconciles
-            limit_keyword(conn, queries[0])
-            out["keyword_s"] = interleave_queries(
-                queries,
-                lambda q: svc.recall(q, cwd=repo, mode="keyword", limit=LIMIT),
-                lambda q: limit_keyword(conn, q),
-            )
+        keyword = queries[: args.keyword_queries if args.keyword_queries is not None else len(queries)]
+        if keyword:
+            with MemoryService(settings=settings) as svc:
+                svc.recall(queries[0], cwd=repo, mode="keyword", limit=LIMIT)  # warm: opens, reconciles
+                limit_keyword(conn, queries[0])
+                out["keyword_s"] = interleave_queries(
+                    keyword,
+                    lambda q: svc.recall(q, cwd=repo, mode="keyword", limit=LIMIT),
+                    lambda q: limit_keyword(conn, q),
+                )
         for backend, count in (("ripgrep", len(queries)), ("python", args.python_grep_queries)):
             if not count:
                 continue
             with MemoryService(settings=Settings.load(home, grep_backend=backend)) as svc:
                 svc.recall(queries[0], cwd=repo, mode="grep", limit=LIMIT)
-                out[f"grep_{backend}_s"] = interleave_queries(
+                out[f"grep_{backend}_s"], out[f"grep_{backend}_cpu_s"] = interleave_cpu(
                     queries[:count],
                     lambda q, svc=svc: svc.recall(q, cwd=repo, mode="grep", limit=LIMIT),
                     lambda q: limit_grep(folders, q),
@@ -449,7 +484,9 @@ def embedding_rebuild(n: int, provider: str, tmp: str | None) -> dict[str, Any]:
 FIGURES = (
     ("keyword_s", "keyword recall", "ms"),
     ("grep_ripgrep_s", "grep recall, ripgrep", "ms"),
+    ("grep_ripgrep_cpu_s", "  the same, CPU time (rg's included)", "ms"),
     ("grep_python_s", "grep recall, pure Python", "ms"),
+    ("grep_python_cpu_s", "  the same, CPU time (rg's included)", "ms"),
     ("hybrid_multilingual-e5_s", "hybrid recall, multilingual-e5", "ms"),
     ("hybrid_minilm_s", "hybrid recall, MiniLM", "ms"),
     ("rebuild_s", "cold rebuild", "s"),
@@ -514,6 +551,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=int,
         default=0,
         help="also time a cold rebuild of this many facts embedded for real (texts/s)",
+    )
+    parser.add_argument(
+        "--keyword-queries", type=int, default=None, help="keyword recalls per size (default --queries)"
     )
     parser.add_argument("--coffer-src", default=None, help="take coffer_memory from this source tree")
     parser.add_argument("--tmpdir", default=None)

@@ -463,24 +463,39 @@ class KnowledgeRetrieval:
         terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
         patterns = [phrase, *terms]
         folders = [folder for sp in stores for folder in sp.recall_dirs()]
-        matches = self.grep.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, len(stores)))
         roots = [str(sp.root) + os.sep for sp in stores]
         per_store: list[dict[str, set[int]]] = [{} for _ in stores]
-        last: tuple[str, dict[str, set[int]] | None] = ("", None)  # rg gives a file's lines together
-        for m in matches:
-            key = str(m.path)
+        last: tuple[str, dict[str, set[int]] | None] = ("", None)  # a file's lines come together
+        for key, seen in self._grep_files(folders, patterns, len(stores)):
             if key != last[0]:
                 last = (key, None)
                 for root, per_file in zip(roots, per_store, strict=True):
                     if key.startswith(root) and is_recall_rel(key[len(root) :]):
                         last = (key, per_file)
                         break
-            if last[1] is not None and not _MACHINE_LINE.match(m.line):
-                last[1].setdefault(key, set()).update(m.patterns)
+            if last[1] is not None:
+                last[1].setdefault(key, set()).update(seen)
         return [
             self._grep_ranked(sp, per_file, patterns, limit, where)
             for sp, per_file in zip(stores, per_store, strict=True)
         ]
+
+    def _grep_files(
+        self, folders: Sequence[Path], patterns: Sequence[str], stores: int
+    ) -> Iterable[tuple[str, Iterable[int]]]:
+        """(file, patterns held) pairs, machine lines left out; a file may come more than once.
+
+        A backend with ``held`` (both built-ins) answers per file; any other's lines are folded
+        here, at most ``GREP_MAX_LINES`` per store searched.
+        """
+        backend = self.grep
+        resolve = getattr(backend, "resolve", None)  # the index's DeferredGrepBackend
+        held = getattr(resolve() if callable(resolve) else backend, "held", None)
+        if callable(held):
+            found: dict[str, frozenset[int]] = held(folders, patterns, skip=_MACHINE_LINE)
+            return found.items()
+        matches = backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores))
+        return ((str(m.path), m.patterns) for m in matches if not _MACHINE_LINE.match(m.line))
 
     def _grep_ranked(
         self,
@@ -490,23 +505,29 @@ class KnowledgeRetrieval:
         limit: int,
         where: FactFilter | None,
     ) -> list[MemoryHit]:
-        """One store's files ranked by the patterns they hold (rarer ones weigh more)."""
-        # Files the filter rules out have no row here, so the limit below counts matching ones.
-        docs = self._docs(sp.name, paths=list(per_file), where=where)
+        """One store's files ranked by the patterns they hold (rarer ones weigh more), then
+        newest first, then by path (so the order does not depend on the order files came in).
+
+        Index rows are read a score at a time, best first, until ``limit`` files have one: a
+        common word matches thousands of files, and all their rows were a fifth of a recall.
+        """
         weights = _term_weights(per_file.values(), len(patterns))
         total = sum(weights[1:]) or 1.0
-        scored = []
+        by_score: dict[float, list[str]] = {}
         for path, seen in per_file.items():
-            doc = docs.get(path)
-            if doc is None:
-                continue
             # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
-            score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in seen if i) / total
-            scored.append((score, doc.updated_at, doc))
-        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+            score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in sorted(seen) if i) / total
+            by_score.setdefault(score, []).append(path)
+        ranked: list[tuple[float, _DocRow]] = []
+        for score in sorted(by_score, reverse=True):
+            # Files the filter rules out have no row here, so the limit counts matching ones.
+            docs = self._docs(sp.name, paths=by_score[score], where=where).values()
+            ranked += [(score, d) for d in sorted(docs, key=lambda d: (-d.updated_at.timestamp(), d.path))]
+            if len(ranked) >= limit:
+                break
         return [
             self._hit(sp, doc, self._passage(sp.name, doc.id, patterns), score)
-            for score, _, doc in scored[:limit]
+            for score, doc in ranked[:limit]
         ]
 
     def _passage(self, store: str, document_id: str, patterns: Sequence[str]) -> str:

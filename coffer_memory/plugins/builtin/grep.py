@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -21,8 +22,26 @@ MAX_LINES_PER_FILE = 50
 # The pure-Python backend keeps files' texts up to these sizes (characters; 2 copies each).
 CACHE_FILE_CHARS = 256 * 1024
 CACHE_CHARS = 32 * 1024 * 1024
+# What rg searches and how: fixed strings, any case, every visible *.md whatever ignore files
+# or a user's rg config say, no symlink followed (bench/limit.py's limit walks the same way).
+RG_SEARCH_FLAGS = (
+    "--fixed-strings",
+    "--ignore-case",
+    "--hidden",
+    "--no-ignore",
+    "--no-follow",
+    "--glob",
+    "*.md",
+    "--glob",
+    "!.*",
+    "--no-messages",
+    "--no-config",
+)
 # A file whose ctime is this recent may change again unseen within the same clock tick.
 RACY_NS = 2_000_000_000
+
+
+Held = dict[str, frozenset[int]]
 
 
 def _which_patterns(line: str, lowered: Sequence[str]) -> frozenset[int]:
@@ -61,38 +80,69 @@ class RipgrepBackend:
         Plain lines, not ``--json``: decoding a JSON event per matching line was a fifth of a
         grep recall at 10k facts (thousands of lines for a common word).
         """
+        output = self._run(folders, patterns, ["--no-heading", "--line-number"])
+        return _parse_lines(output, [p.lower() for p in patterns], max_lines) if output else []
+
+    def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
+        """Per file, the patterns its matching lines hold, leaving out lines ``skip`` matches.
+
+        The same as folding ``search``'s lines (``skip.match(line)`` lines left out), without a
+        Python object per line: rg prints each file's lines under one heading (``path NUL
+        line\nline\n\n``), the skipped lines are blanked in one regex pass over the whole
+        output, and each file's block is lowercased and searched once per pattern.
+        """
+        output = self._run(folders, patterns, ["--heading", "--no-line-number"])
+        if not output:
+            return {}
+        lowered = [p.lower() for p in patterns]
+        # A NUL, not an empty line: blank lines separate the files' blocks, and no pattern
+        # holds a NUL (recall refuses such a query; rg could not take it as an argument).
+        text = _blank_lines(skip).sub("\\1\0", output.decode("utf-8", errors="replace"))
+        found: Held = {}
+        for block in text.split("\n\n"):
+            name, nul, lines = block.partition("\0")
+            # A file whose every line was skipped is not there; one whose lines match by rg's
+            # case folding but not Python's is, holding no pattern (as folding ``search`` gives).
+            if nul and lines.strip("\0\n"):
+                folded = lines.lower()
+                found[name] = frozenset(i for i, p in enumerate(lowered) if p in folded)
+        return found
+
+    def _run(self, folders: Sequence[Path], patterns: Sequence[str], layout: Sequence[str]) -> bytes:
+        """rg's output for ``patterns`` over the existing ``folders`` (empty when nothing to do)."""
         existing = [str(f) for f in folders if f.is_dir()]
         rg = find_ripgrep()
         if not existing or not patterns or rg is None:
-            return []
+            return b""
         args = [
             rg,
-            "--fixed-strings",
-            "--ignore-case",
-            "--hidden",
-            "--no-ignore",
-            "--no-follow",
-            "--glob",
-            "*.md",
-            "--glob",
-            "!.*",
-            "--no-messages",
-            "--no-heading",
+            *RG_SEARCH_FLAGS,
             "--with-filename",
-            "--line-number",
             "--null",
             "--color",
             "never",
-            "--no-config",
             # A file needs only a few matching lines to show which patterns it holds; this
             # bounds the output to read on common words.
             "--max-count",
             str(MAX_LINES_PER_FILE),
+            *layout,
         ]
         for pattern in patterns:
             args += ["-e", pattern]
         proc = subprocess.run([*args, "--", *existing], capture_output=True, check=False, timeout=60)
-        return _parse_lines(proc.stdout, [p.lower() for p in patterns], max_lines)
+        return proc.stdout
+
+
+@cache
+def _blank_lines(skip: re.Pattern[str]) -> re.Pattern[str]:
+    """``skip`` (matched at a line's start) as one pass over rg's headed output: after each line
+    break or file name's NUL, to the line's end (replace with ``\\1`` and a NUL). Starting
+    with that character lets the regex engine skip ahead to it (``^`` under MULTILINE or a
+    lookbehind tried every position: 4x slower). A match cannot run into the next line, for
+    every line rg prints holds a pattern (so is not all whitespace); the output never starts
+    with a skipped line, for it starts with a file name."""
+    body = skip.pattern.removeprefix("^")
+    return re.compile(f"([\\n\\0])(?:{body})[^\\n]*", skip.flags)
 
 
 def _parse_lines(output: bytes, lowered: Sequence[str], max_lines: int) -> list[GrepMatch]:
@@ -129,6 +179,9 @@ class PythonGrepBackend:
     def __init__(self) -> None:
         self._texts: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
         self._chars = 0
+        # Per kept file and ``skip``: its lowercased lines that ``skip`` leaves, or None when
+        # the file has more lines than MAX_LINES_PER_FILE (then the first matching ones count).
+        self._visible: dict[tuple[str, re.Pattern[str]], tuple[str, str | None]] = {}
 
     def available(self) -> bool:
         """Always true."""
@@ -163,6 +216,63 @@ class PythonGrepBackend:
                             return matches
         return matches
 
+    def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
+        """Per file, the patterns its matching lines hold, leaving out lines ``skip`` matches.
+
+        The same as folding ``search``'s lines, without splitting out lines: a file of at most
+        ``MAX_LINES_PER_FILE`` lines holds a pattern when its lowercased text without the
+        skipped lines does (kept beside the file's text, so a later search of an unchanged
+        file is one ``lstat`` and a substring test per pattern).
+        """
+        lowered = [p.lower() for p in patterns]
+        found: Held = {}
+        kept = self._texts
+        for folder in folders:
+            for dirpath, dirnames, filenames in os.walk(folder):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                prefix = dirpath + os.sep
+                for name in filenames:
+                    if name.startswith(".") or not name.endswith(".md"):
+                        continue
+                    path = prefix + name
+                    # The kept text's check inline: this loop runs once per file of every store.
+                    entry = kept.get(path)
+                    try:
+                        st = os.stat(path, follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if entry is not None and entry[0] == _stat_key(st):
+                        text, folded = entry[1], entry[2]
+                    else:
+                        texts = self._text(path, name)
+                        if texts is None:
+                            continue
+                        text, folded = texts
+                    for p in lowered:
+                        if p in folded:
+                            seen = self._held_in(path, text, folded, lowered, skip)
+                            if seen:
+                                found[path] = seen
+                            break
+        return found
+
+    def _held_in(
+        self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str]
+    ) -> frozenset[int]:
+        kept = self._visible.get((path, skip))
+        if kept is None or kept[0] is not folded:
+            lines = text.splitlines()
+            visible = None
+            if len(lines) <= MAX_LINES_PER_FILE:
+                visible = "\n".join(line for line in lines if not skip.match(line)).lower()
+            kept = (folded, visible)
+            if self._texts.get(path, (None, None, None))[2] is folded:  # only beside a kept text
+                self._visible[(path, skip)] = kept
+        if kept[1] is not None:
+            return frozenset(i for i, p in enumerate(lowered) if p in kept[1])
+        found = _matching_lines(text, folded, lowered)
+        return frozenset(i for _, line, which in found if not skip.match(line) for i in which)
+
     def _text(self, path: str, name: str) -> tuple[str, str] | None:
         """A regular file's text and its lowercased text (kept while the file is unchanged)."""
         if not utf8_name(name):
@@ -173,7 +283,7 @@ class PythonGrepBackend:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = _stat_key(st)
         kept = self._texts.get(path)
         if kept is not None and kept[0] == key:
             return kept[1], kept[2]
@@ -184,11 +294,18 @@ class PythonGrepBackend:
         if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS:
             if self._chars + len(text) > CACHE_CHARS:
                 self._texts.clear()
+                self._visible.clear()
                 self._chars = 0
             old = self._texts.pop(path, None)
             self._chars += len(text) - (len(old[1]) if old is not None else 0)
             self._texts[path] = (key, text, folded)
         return text, folded
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What a kept text is checked against: inode, size, mtime and ctime (ctime catches an edit
+    that puts size and mtime back)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _matching_lines(text: str, folded: str, lowered: Sequence[str]) -> list[tuple[int, str, frozenset[int]]]:
