@@ -43,6 +43,7 @@ import functools
 import os
 import random
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -198,8 +199,13 @@ def grep_patterns(query: str) -> list[str]:
 
 try:  # the same walk as coffer's ripgrep backend, listing the matching files instead of lines
     from coffer_memory.plugins.builtin.grep import RG_SEARCH_FLAGS
-except ImportError:  # an older tree (--coffer-src)
-    RG_SEARCH_FLAGS = ("--fixed-strings", "--ignore-case", "--no-messages", "--glob", "*.md")
+except ImportError:  # an older tree (--coffer-src): the flags its backend passed
+    RG_SEARCH_FLAGS = tuple(
+        shlex.split(
+            "--fixed-strings --ignore-case --hidden --no-ignore --no-follow "
+            "--glob *.md --glob !.* --no-messages --no-config"
+        )
+    )
 
 
 def limit_grep(folders: Sequence[Path], query: str) -> list[str]:
