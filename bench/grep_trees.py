@@ -18,20 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import environment, percentile, print_environment, table, write_json
-from core import SEED, fact_text, fact_title, make_queries
-
-from coffer_memory._models import MemoryFact
-from coffer_memory._store.files import render_fact
-from coffer_memory._store.paths import slugify
+from core import make_queries
+from limit import fact_files
 
 WORKER = r"""
 import json, resource, sys, time
@@ -53,25 +48,10 @@ with MemoryService(settings=Settings.load(home, grep_backend=backend)) as svc:
 
 
 def write_facts(inbox: Path, n: int) -> None:
-    """``n`` fact files as this checkout renders them."""
-    r = random.Random(SEED)
+    """``n`` fact files as this checkout renders them (bench/limit.py's corpus)."""
     inbox.mkdir(parents=True)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    for i in range(n):
-        text = fact_text(r)
-        title = fact_title(text)
-        when = start + timedelta(seconds=i)
-        fact = MemoryFact(
-            id="",
-            title=title,
-            description=" ".join(text.split())[:120],
-            body=text,
-            actor="agent",
-            origin_session_id=None,
-            created_at=when,
-            updated_at=when,
-        )
-        (inbox / f"{slugify(title)}-{i}.md").write_bytes(render_fact(fact))
+    for name, content in fact_files(n):
+        (inbox / name).write_bytes(content)
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -87,13 +87,10 @@ LIMIT = 10
 FETCH = LIMIT * 4  # coffer reads 4x the limit in chunks to keep one hit per document
 
 
-def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
-    """``n`` fact files rendered as coffer writes them, alternating project and global stores."""
+def fact_files(n: int) -> Iterator[tuple[str, bytes]]:
+    """``n`` (file name, content) pairs: the bench's facts rendered as coffer writes them."""
     r = random.Random(SEED)
-    project = svc.target(cwd=repo).store_dir
-    stores = [project, svc.target(store=GLOBAL_STORE).store_dir]
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    written = []
     for i in range(n):
         text = fact_text(r)
         title = fact_title(text)
@@ -108,10 +105,19 @@ def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
             created_at=when,
             updated_at=when,
         )
+        yield f"{slugify(title)}-{i}.md", render_fact(fact)
+
+
+def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
+    """``n`` fact files, alternating project and global stores."""
+    project = svc.target(cwd=repo).store_dir
+    stores = [project, svc.target(store=GLOBAL_STORE).store_dir]
+    written = []
+    for i, (name, content) in enumerate(fact_files(n)):
         inbox = stores[i % 2] / "knowledge" / "inbox"
         inbox.mkdir(parents=True, exist_ok=True)
-        path = inbox / f"{slugify(title)}-{i}.md"
-        path.write_bytes(render_fact(fact))
+        path = inbox / name
+        path.write_bytes(content)
         written.append(path)
     return written
 
