@@ -5,7 +5,8 @@ with ``PYTHONPATH=<tree>`` and its own home holding the same fact files (the ben
 rendered as this checkout writes them, all in the global store). Each worker opens its service,
 answers one grep recall to warm up (the index is built then), and then the workers take the
 same queries in turn, alternating which goes first, each timing its own ``recall`` (wall and
-this thread's CPU time plus its children's, so rg's too). Only the public API is used
+the process's CPU time, every thread's, plus its children's, so rg's too: older trees ran
+each store's search on a thread of their own). Only the public API is used
 (``MemoryService``, ``Settings.load(home, grep_backend=...)``, ``recall(mode="grep")``), so
 trees from before the private-module layout run too.
 
@@ -30,12 +31,14 @@ from limit import fact_files
 
 WORKER = r"""
 import json, resource, sys, time
+import coffer_memory
 from coffer_memory import MemoryService, Settings
 home, repo, backend = sys.argv[1:4]
+print(json.dumps(coffer_memory.__file__), flush=True)
 
 def cpu():
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.thread_time() + c.ru_utime + c.ru_stime
+    return time.process_time() + c.ru_utime + c.ru_stime
 
 with MemoryService(settings=Settings.load(home, grep_backend=backend)) as svc:
     for line in sys.stdin:
@@ -89,6 +92,7 @@ def main() -> None:
                     stdout=subprocess.PIPE,
                     text=True,
                     env=worker_env,
+                    cwd=base,  # not this checkout: ``-c`` puts the working folder before PYTHONPATH
                 )
             )
 
@@ -99,6 +103,10 @@ def main() -> None:
             answer: dict[str, float] = json.loads(worker.stdout.readline())
             return answer
 
+        for tree, w in zip(trees, workers, strict=True):
+            assert w.stdout is not None
+            imported = json.loads(w.stdout.readline())
+            assert imported.startswith(tree + os.sep), f"{tree} imported {imported}"
         first = [ask(w, queries[0]) for w in workers]  # builds each index; not counted
         timings: list[list[dict[str, float]]] = [[] for _ in trees]
         for n, query in enumerate(queries[1:]):
