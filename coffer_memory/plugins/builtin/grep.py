@@ -19,7 +19,8 @@ from ..._store.files import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50
-# The pure-Python backend keeps files' texts up to these sizes (characters; 2 copies each).
+# The pure-Python backend keeps files' texts up to these sizes (characters of the text; it keeps the
+# text, its lowercased copy and, once searched, that copy without key lines: up to 3 copies).
 CACHE_FILE_CHARS = 256 * 1024
 CACHE_CHARS = 32 * 1024 * 1024
 # What rg searches and how: fixed strings, any case, every visible *.md whatever ignore files
