@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -36,13 +37,16 @@ class CachedEmbedder:
         self.dimensions = inner.dimensions
         self.path = path
         self._db: sqlite3.Connection | None = None
+        # Hybrid recall embeds the query on the retrieval's worker thread: one connection,
+        # shared across threads under this lock.
+        self._lock = threading.Lock()
 
     def available(self) -> bool:
         return self.inner.available()
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:  # opened in the process that embeds (bench workers are forked)
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS v (k TEXT PRIMARY KEY, vec BLOB NOT NULL)")
         return self._db
@@ -52,6 +56,12 @@ class CachedEmbedder:
         return hashlib.sha256(f"{self.model_id}\0{side}\0{text}".encode()).hexdigest()
 
     def _get(self, texts: Sequence[str], query: bool, compute: Callable[[list[str]], Sequence[Vector]]) -> list[Vector]:
+        with self._lock:
+            return self._get_locked(texts, query, compute)
+
+    def _get_locked(
+        self, texts: Sequence[str], query: bool, compute: Callable[[list[str]], Sequence[Vector]]
+    ) -> list[Vector]:
         keys = [self._key(t, query) for t in texts]
         db = self._conn()
         found: dict[str, Vector] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 from collections.abc import Iterator
@@ -199,14 +200,54 @@ def test_a_long_chunk_gets_a_vector_per_line_and_is_found_by_its_best_one(tmp_ho
         assert vec_rows(svc) == 1
 
 
-def test_vector_windows_bound_their_number_and_size() -> None:
+def test_vector_windows_bound_their_number_and_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coffer_memory._index import chunking
     from coffer_memory._index.chunking import MAX_WINDOWS, VECTOR_WINDOW_CHARS, vector_windows
 
     assert vector_windows("short fact\nwith two lines") == ["short fact\nwith two lines"]
     tiny = "\n".join(f"line {i}" for i in range(200))
+    prose = " ".join(["word"] * 300)  # one line past the window size: cut at spaces
+    in_context = {text: vector_windows(text) for text in (tiny, prose)}
+    monkeypatch.setattr(chunking, "CONTEXT_LINES", 0)  # the windows themselves, without context
     windows = vector_windows(tiny)
     assert len(windows) <= MAX_WINDOWS and "\n".join(windows).split() == tiny.split()
-    prose = " ".join(["word"] * 300)  # one line past the window size: cut at spaces
     cut = vector_windows(prose)
     assert len(cut) > 1 and all(len(w) <= VECTOR_WINDOW_CHARS for w in cut)
     assert " ".join(cut).split() == prose.split()
+    for text, plain in ((tiny, windows), (prose, cut)):  # each later window led by the last line before it
+        led = [f"{before.splitlines()[-1]}\n{window}" for before, window in itertools.pairwise(plain)]
+        assert in_context[text] == [plain[0], *led]
+
+
+INTERVIEW = [
+    "Jon: How did the interview at the bakery on Main Street go this morning?",
+    "Gina: Great, they offered me the job and I start there on Monday at six!",
+    "Jon: I finally repainted the kitchen cabinets, a pale green this time around.",
+    "Gina: Lovely. Our neighbour's dog keeps digging under the fence again, sadly.",
+    "Jon: Maybe a row of bricks along the bottom would stop it from getting through.",
+    "Gina: Good idea, I will try that on Saturday when the weather is meant to clear.",
+]
+
+
+@pytest.mark.parametrize("context_lines", [0, None])
+def test_a_window_is_embedded_with_the_line_before_it(
+    hash_plugin: None, tmp_home: Path, monkeypatch: pytest.MonkeyPatch, context_lines: int | None
+) -> None:
+    """The line answering the question ("they offered me the job") does not name the bakery; the
+    line before it does. Embedded with that line, the conversation outranks another fact about
+    a job offer; each line alone (no context) does not."""
+    from coffer_memory._index import chunking
+
+    if context_lines is not None:
+        monkeypatch.setattr(chunking, "CONTEXT_LINES", context_lines)
+    windows = chunking.vector_windows("\n".join(INTERVIEW))
+    assert windows[0] == INTERVIEW[0]
+    assert windows[1] == (INTERVIEW[1] if context_lines == 0 else f"{INTERVIEW[0]}\n{INTERVIEW[1]}")
+    with vector_service(tmp_home, provider="hash", dimensions=256) as svc:
+        talk = svc.remember("\n".join(INTERVIEW), title="catch-up", scope="global")
+        other = svc.remember(
+            "Marco was offered a job at the hardware store, and he starts on Monday.", scope="global"
+        )
+        assert vec_rows(svc) == len(INTERVIEW) + 1
+        hits = svc.recall("Was Gina offered the job at the bakery?", stores=["global"], mode="vector").hits
+        assert hits[0].id == (other if context_lines == 0 else talk).fact.id

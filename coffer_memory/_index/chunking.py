@@ -124,13 +124,19 @@ def chunk_markdown(
 VECTOR_WINDOW_CHARS = 400
 MIN_WINDOW_CHARS = 60
 MAX_WINDOWS = 16
+# A line of a conversation or a journal often answers the line before it ("Yeah, mostly the
+# clarinet!") and alone does not say what it is about: each window is embedded with the line
+# before it (contextual chunk embedding). On LoCoMo's dev sessions (0-4) this raised vector R@5 /
+# R@10 / MRR from 0.789 / 0.890 / 0.689 to 0.823 / 0.907 / 0.738.
+CONTEXT_LINES = 1
 
 
 def vector_windows(chunk: str) -> list[str]:
     """The texts embedded for a chunk: the chunk itself when it is at most
     ``VECTOR_WINDOW_CHARS``, else its lines, a line shorter than ``MIN_WINDOW_CHARS`` joined to
     the next and a longer one than ``VECTOR_WINDOW_CHARS`` cut at a word boundary; at most
-    ``MAX_WINDOWS`` (the last one takes the rest)."""
+    ``MAX_WINDOWS`` (the last one takes the rest). Each window after the first is embedded with
+    the last ``CONTEXT_LINES`` line(s) of the window before it in front."""
     if len(chunk) <= VECTOR_WINDOW_CHARS:
         return [chunk]
     shortest = max(MIN_WINDOW_CHARS, len(chunk) // MAX_WINDOWS + 1)
@@ -153,4 +159,9 @@ def vector_windows(chunk: str) -> list[str]:
             windows.append(pending)
     if len(windows) > MAX_WINDOWS:
         windows[MAX_WINDOWS - 1 :] = ["\n".join(windows[MAX_WINDOWS - 1 :])]
-    return windows or [chunk]
+    if not windows:
+        return [chunk]
+    if CONTEXT_LINES <= 0:
+        return windows
+    context = ["\n".join(w.splitlines()[-CONTEXT_LINES:]) for w in windows[:-1]]
+    return [windows[0], *(f"{before}\n{w}" for before, w in zip(context, windows[1:], strict=True))]
