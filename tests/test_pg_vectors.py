@@ -125,6 +125,36 @@ def test_vectors_are_pushed_once_and_missing_ones_come_back(
         assert svc.index.reindexer.embedding_failures == 0
 
 
+def test_each_model_gets_an_hnsw_index_that_the_search_uses(
+    pg_vector_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is partial on the model and over ``embedding::vector(width)``: the search must
+    name both the same way, or the planner can only scan every vector."""
+    import psycopg
+
+    from coffer_memory._index.pg import vectors
+
+    with vector_pg_service(tmp_home, pg_vector_url, monkeypatch) as svc:
+        svc.remember(DEPLOY, scope="global", tags=["ops"])
+        assert svc.recall(QUESTION, stores=["global"], mode="vector").hits
+        embedder = svc.retrieval.vectors.embedder if svc.retrieval.vectors is not None else None
+        assert embedder is not None
+        model, width = embedder.model_id, embedder.dimensions
+        qvec = [float(x) for x in embedder.embed_batch([QUESTION])[0]]
+    name = vectors.index_name(model, width)
+    with psycopg.connect(pg_vector_url, autocommit=True) as conn:
+        valid = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+            (name,),
+        ).fetchone()
+        assert valid == (True,)
+        conn.execute("SET enable_seqscan = off")  # a table of one row: make the planner show its options
+        for only in (("", []), (" AND d.tags @> %s", [["ops"]])):
+            query, args = vectors.nearest_sql("global", qvec, model, 40, only)
+            plan = "\n".join(str(r[0]) for r in conn.execute(b"EXPLAIN " + query.as_bytes(conn), args))
+            assert name in plan, plan
+
+
 def test_two_models_share_the_database_and_each_searches_its_own(
     hash_plugin: None,  # noqa: F811
     pg_vector_url: str,

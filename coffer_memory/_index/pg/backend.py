@@ -118,10 +118,13 @@ class PostgresIndex:
         self.pool.open(wait=True, timeout=30)
         with self.pool.connection() as conn:
             found = migrate(conn)
+            # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
+            self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
         self.trigram = found.trigram
         self.vectors = found.vectors
         self._held: dict[str, _Held] = {}
         self._guard = threading.Lock()
+        self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -329,11 +332,15 @@ class PostgresIndex:
     def _nearest(
         self, conn: Conn, store: str, query: list[float], model: str, limit: int, only: Only
     ) -> list[BackendHit]:
+        settled = (model, len(query)) in self._indexed
+        if self._iterative and not settled and vec.ensure_index(conn, model, len(query)):
+            with self._guard:
+                self._indexed.add((model, len(query)))
         # A long chunk has a vector per window, so ``k`` rows may hold fewer than ``limit``
         # documents: then ask once more for enough rows whatever the windows (as on SQLite).
         hits: list[BackendHit] = []
         for k in (limit * CHUNKS_PER_DOC, limit * CHUNKS_PER_DOC * MAX_WINDOWS):
-            rows = vec.nearest_chunks(conn, store, query, model, k, only)
+            rows = vec.nearest_chunks(conn, store, query, model, k, only, iterative=self._iterative)
             hits = self._best(rows, limit)
             if len(hits) == limit or len(rows) < k:
                 break

@@ -2,18 +2,32 @@
 
 A vector travels as a ``float8[]`` in psycopg's binary format and is cast to ``vector`` by the
 server (pgvector's array cast), so no adapter package is needed and no float is printed as text.
+
+The column is untyped (models of several widths share it), so each (model, width) gets its own
+partial HNSW index over ``embedding::vector(width)``, built once its first vectors are in
+(``ensure_index``), and the query names the same expression and predicate with the model as a
+literal (a parameter would not match a partial index under a generic plan). With pgvector 0.8
+or later the scan is iterative, so a store, tag or time filter still gets ``k`` rows; an older
+pgvector gets no index and every search is an exact scan.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from ...plugins.hookspecs import IndexedDoc, Vector
 
+log = logging.getLogger("coffer_memory.postgresql")
 Conn = psycopg.Connection[Any]
+# pgvector's iterative index scans (filters applied while walking the graph) came in 0.8.0.
+ITERATIVE_SINCE = (0, 8, 0)
+MAX_EF_SEARCH = 1000  # pgvector's upper bound
 # A filter's SQL (" AND ..." over documents ``d``) and its parameters.
 Only = tuple[str, list[object]]
 
@@ -51,22 +65,97 @@ def insert(conn: Conn, store: str, docs: Sequence[IndexedDoc]) -> int:
     return len(rows)
 
 
-def nearest_chunks(
-    conn: Conn, store: str, vector: list[float], model: str, k: int, only: Only
-) -> list[tuple[Any, ...]]:
-    """The ``k`` vector rows of ``store`` and ``model`` nearest ``vector`` (cosine distance),
-    as (id, path, title, updated_at, chunk text, 1 - distance), nearest first."""
+def version(conn: Conn) -> tuple[int, ...]:
+    """The installed pgvector's version, as numbers (``(0, 8, 2)``)."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return tuple(int(p) for p in str(row[0]).split(".") if p.isdigit()) if row else ()
+
+
+def _width(dimensions: int) -> sql.Composable:
+    return sql.SQL(str(int(dimensions)))  # a type modifier: a number in the text, never a parameter
+
+
+def _predicate(model: str, dimensions: int) -> sql.Composed:
+    return sql.SQL("v.model = {} AND v.dimensions = {}").format(sql.Literal(model), _width(dimensions))
+
+
+def index_name(model: str, dimensions: int) -> str:
+    """The HNSW index of one (model, width): ``coffer_vectors_hnsw_<12 hex>``."""
+    return "coffer_vectors_hnsw_" + hashlib.sha256(f"{model}\x00{dimensions}".encode()).hexdigest()[:12]
+
+
+def ensure_index(conn: Conn, model: str, dimensions: int) -> bool:
+    """Build the HNSW index of (model, width) if it is missing or a failed build left it invalid;
+    False while another session builds it (the caller searches without it meanwhile).
+
+    Called on the read path, never under a store's write lock: ``CONCURRENTLY`` waits for the
+    transactions open at its start, and one of them may be waiting for that lock. Writes by
+    other processes go on during the build. A failure (no right to index a table another role
+    owns) is logged and searches stay exact scans.
+    """
+    name = index_name(model, dimensions)
+    (key,) = conn.execute("SELECT hashtextextended(%s, 0)", (name,)).fetchone() or (0,)
+    (mine,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() or (False,)
+    if not mine:
+        return False
+    try:
+        row = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+            (name,),
+        ).fetchone()
+        if row is not None and row[0]:
+            return True
+        if row is not None:
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX CONCURRENTLY {} ON coffer_vectors USING hnsw "
+                "((embedding::vector({})) vector_cosine_ops) WHERE model = {} AND dimensions = {}"
+            ).format(sql.Identifier(name), _width(dimensions), sql.Literal(model), _width(dimensions))
+        )
+        log.info("built the HNSW index of %s (%d dimensions)", model, dimensions)
+    except psycopg.DatabaseError as exc:
+        log.warning("no HNSW index for %s (%s): vector recall scans every vector", model, exc)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    return True
+
+
+def nearest_sql(
+    store: str, vector: list[float], model: str, k: int, only: Only
+) -> tuple[sql.Composed, tuple[Any, ...]]:
+    """The query of ``nearest_chunks`` and its parameters."""
     where, params = only
     join = " JOIN coffer_documents d ON d.store = v.store AND d.path = v.path" if where else ""
-    # The nearest rows alone first, then their documents and chunk texts (as for words).
-    sql = (
-        "WITH top AS (SELECT v.path, v.position, v.embedding <=> %b::vector AS distance "
-        f"FROM coffer_vectors v{join} WHERE v.store = %s AND v.model = %s AND v.dimensions = %s{where} "
+    width = _width(len(vector))
+    # The nearest rows alone first (MATERIALIZED: the index scan runs once, with its LIMIT),
+    # then their documents and chunk texts (as for words).
+    query = sql.SQL(
+        "WITH top AS MATERIALIZED (SELECT v.path, v.position, "
+        "v.embedding::vector({width}) <=> %b::vector({width}) AS distance "
+        "FROM coffer_vectors v{join} WHERE {predicate} AND v.store = %s{where} "
         "ORDER BY distance LIMIT %s) "
         "SELECT d.id, d.path, d.title, d.updated_at, c.text, 1 - top.distance FROM top "
         "JOIN coffer_documents d ON d.store = %s AND d.path = top.path "
         "JOIN coffer_chunks c ON c.store = %s AND c.path = top.path AND c.position = top.position "
         "ORDER BY top.distance, top.path, top.position"
+    ).format(
+        width=width,
+        join=sql.SQL(join),
+        predicate=_predicate(model, len(vector)),
+        where=sql.SQL(where),
     )
-    args = (vector, store, model, len(vector), *params, k, store, store)
-    return conn.execute(sql, args).fetchall()
+    return query, (vector, store, *params, k, store, store)
+
+
+def nearest_chunks(
+    conn: Conn, store: str, vector: list[float], model: str, k: int, only: Only, *, iterative: bool
+) -> list[tuple[Any, ...]]:
+    """The ``k`` vector rows of ``store`` and ``model`` nearest ``vector`` (cosine distance),
+    as (id, path, title, updated_at, chunk text, 1 - distance), nearest first."""
+    query, args = nearest_sql(store, vector, model, k, only)
+    with conn.transaction():
+        if iterative:  # relaxed order: the outer ORDER BY sorts the few rows again
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(_width(min(max(k, 40), MAX_EF_SEARCH))))
+        return conn.execute(query, args).fetchall()
