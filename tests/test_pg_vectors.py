@@ -149,9 +149,10 @@ def test_each_model_gets_an_hnsw_index_that_the_search_uses(
         ).fetchone()
         assert valid == (True,)
         conn.execute("SET enable_seqscan = off")  # a table of one row: make the planner show its options
-        for only in (("", []), (" AND d.tags @> %s", [["ops"]])):
+        filters: list[tuple[str, list[object]]] = [("", []), (" AND d.tags @> %s", [["ops"]])]
+        for only in filters:
             query, args = vectors.nearest_sql("global", qvec, model, 40, only)
-            plan = "\n".join(str(r[0]) for r in conn.execute(b"EXPLAIN " + query.as_bytes(conn), args))
+            plan = "\n".join(str(r[0]) for r in conn.execute("EXPLAIN " + query, args))
             assert name in plan, plan
 
 

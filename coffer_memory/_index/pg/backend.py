@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -125,6 +126,7 @@ class PostgresIndex:
         self._held: dict[str, _Held] = {}
         self._guard = threading.Lock()
         self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
+        self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -332,15 +334,19 @@ class PostgresIndex:
     def _nearest(
         self, conn: Conn, store: str, query: list[float], model: str, limit: int, only: Only
     ) -> list[BackendHit]:
-        settled = (model, len(query)) in self._indexed
-        if self._iterative and not settled and vec.ensure_index(conn, model, len(query)):
-            with self._guard:
-                self._indexed.add((model, len(query)))
+        if self._iterative:
+            if (model, len(query)) not in self._indexed and vec.ensure_index(conn, model, len(query)):
+                with self._guard:
+                    self._indexed.add((model, len(query)))
+            if conn not in self._iterating:
+                vec.iterate(conn)
+                with self._guard:
+                    self._iterating.add(conn)
         # A long chunk has a vector per window, so ``k`` rows may hold fewer than ``limit``
         # documents: then ask once more for enough rows whatever the windows (as on SQLite).
         hits: list[BackendHit] = []
         for k in (limit * CHUNKS_PER_DOC, limit * CHUNKS_PER_DOC * MAX_WINDOWS):
-            rows = vec.nearest_chunks(conn, store, query, model, k, only, iterative=self._iterative)
+            rows = vec.nearest_chunks(conn, store, query, model, k, only)
             hits = self._best(rows, limit)
             if len(hits) == limit or len(rows) < k:
                 break

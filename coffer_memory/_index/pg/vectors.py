@@ -13,6 +13,7 @@ pgvector gets no index and every search is an exact scan.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -27,7 +28,6 @@ log = logging.getLogger("coffer_memory.postgresql")
 Conn = psycopg.Connection[Any]
 # pgvector's iterative index scans (filters applied while walking the graph) came in 0.8.0.
 ITERATIVE_SINCE = (0, 8, 0)
-MAX_EF_SEARCH = 1000  # pgvector's upper bound
 # A filter's SQL (" AND ..." over documents ``d``) and its parameters.
 Only = tuple[str, list[object]]
 
@@ -123,11 +123,18 @@ def ensure_index(conn: Conn, model: str, dimensions: int) -> bool:
 
 def nearest_sql(
     store: str, vector: list[float], model: str, k: int, only: Only
-) -> tuple[sql.Composed, tuple[Any, ...]]:
+) -> tuple[str, tuple[Any, ...]]:
     """The query of ``nearest_chunks`` and its parameters."""
     where, params = only
+    return _nearest_text(model, len(vector), where), (vector, store, *params, k, store, store)
+
+
+@functools.lru_cache(maxsize=64)
+def _nearest_text(model: str, dimensions: int, where: str) -> str:
+    """The query's text for one model, width and filter shape (rendered once: composing it took
+    as long as the search on a small store, and a string lets psycopg reuse its parse)."""
     join = " JOIN coffer_documents d ON d.store = v.store AND d.path = v.path" if where else ""
-    width = _width(len(vector))
+    width = _width(dimensions)
     # The nearest rows alone first (MATERIALIZED: the index scan runs once, with its LIMIT),
     # then their documents and chunk texts (as for words).
     query = sql.SQL(
@@ -142,20 +149,23 @@ def nearest_sql(
     ).format(
         width=width,
         join=sql.SQL(join),
-        predicate=_predicate(model, len(vector)),
+        predicate=_predicate(model, dimensions),
         where=sql.SQL(where),
     )
-    return query, (vector, store, *params, k, store, store)
+    return query.as_string(None)
+
+
+def iterate(conn: Conn) -> None:
+    """Let HNSW scans of this session go on past ``hnsw.ef_search`` rows until the filters are met
+    (relaxed order: the outer ORDER BY of ``nearest_sql`` sorts the few rows again). Set once per
+    connection: per query it took a transaction and two more round trips."""
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
 
 def nearest_chunks(
-    conn: Conn, store: str, vector: list[float], model: str, k: int, only: Only, *, iterative: bool
+    conn: Conn, store: str, vector: list[float], model: str, k: int, only: Only
 ) -> list[tuple[Any, ...]]:
     """The ``k`` vector rows of ``store`` and ``model`` nearest ``vector`` (cosine distance),
     as (id, path, title, updated_at, chunk text, 1 - distance), nearest first."""
     query, args = nearest_sql(store, vector, model, k, only)
-    with conn.transaction():
-        if iterative:  # relaxed order: the outer ORDER BY sorts the few rows again
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(_width(min(max(k, 40), MAX_EF_SEARCH))))
-        return conn.execute(query, args).fetchall()
+    return conn.execute(query, args).fetchall()
