@@ -40,6 +40,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +237,23 @@ def database(n: int) -> tuple[str, Any]:
     return create_database(server.url(), f"bench_{n}"), server
 
 
+@contextmanager
+def home_of(n: int, what: str) -> Iterator[Path]:
+    """A temporary home with ``n`` facts and ``COFFER_PG_URL`` set to an empty database for it."""
+    root = Path(tempfile.mkdtemp(prefix="coffer-bench-pg-"))
+    server = None
+    try:
+        home = root / "home"
+        print(f"{n:,} facts {what}: files written in {write_facts(home, n):.1f} s", flush=True)
+        url, server = database(n)
+        os.environ["COFFER_PG_URL"] = url
+        yield home
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def project(points: list[tuple[int, float]]) -> float:
     """The value at PROJECT_TO on the line through the last two (size, value) points."""
     (n0, v0), (n1, v1) = points[-2], points[-1]
@@ -259,21 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[int, dict[str, Any]]] = {"sqlite": {}, "postgresql": {}}
     vector_results: dict[int, dict[str, Any]] = {}
     for n in [int(s) for s in args.vector_sizes.split(",") if s]:
-        root = Path(tempfile.mkdtemp(prefix="coffer-bench-pgvec-"))
-        server = None
-        try:
-            home = root / "home"
-            print(f"{n:,} facts with vectors: files written in {write_facts(home, n):.1f} s", flush=True)
-            url, server = database(n)
-            os.environ["COFFER_PG_URL"] = url
+        with home_of(n, "with vectors") as home:
             fig = vector_recall(home, qs, args.embedder)
             vector_results[n] = fig
             print(f"  embedded in {fig['embed_s']:.1f} s, pushed in {fig['push_s']:.1f} s, "
                   f"HNSW built in {fig['hnsw_build_s']:.1f} s", flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-            shutil.rmtree(root, ignore_errors=True)
     if vector_results:
         vrows = [
             [f"{n:,}", key, fig[key]["p50"], fig[key]["p95"]]
@@ -283,23 +292,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table(["facts", "backend and mode", "p50 ms", "p95 ms"], vrows))
     for n in [int(s) for s in args.sizes.split(",") if s]:
-        root = Path(tempfile.mkdtemp(prefix="coffer-bench-pg-"))
-        server = None
-        try:
-            home = root / "home"
-            print(f"{n:,} facts: files written in {write_facts(home, n):.1f} s", flush=True)
-            url, server = database(n)
-            os.environ["COFFER_PG_URL"] = url
+        with home_of(n, "") as home:
             for backend in ("sqlite", "postgresql"):
                 fig = rebuild_and_recall(home, backend, qs)
                 fig["rest"] = rest(home, backend, rqs, args.clients)
                 results[backend][n] = fig
                 print(f"  {backend}: {fig['rebuild_s']:.1f} s rebuild + {fig['push_s']:.1f} s push, "
                       f"recall p50 {fig['recall']['p50']:.1f} ms, REST {fig['rest']['rps']:.0f} req/s", flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-            shutil.rmtree(root, ignore_errors=True)
     rows = []
     for backend, by_size in results.items():
         for n, fig in by_size.items():
