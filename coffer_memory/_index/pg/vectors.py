@@ -49,20 +49,22 @@ def embedded(conn: Conn, store: str, paths: Sequence[str]) -> set[tuple[str, str
 
 def insert(conn: Conn, store: str, docs: Sequence[IndexedDoc]) -> int:
     """Write the vectors of ``docs`` (those that carry some); how many rows."""
-    rows = [
+    count = sum(len(d.vectors.rows) for d in docs if d.vectors is not None)
+    # A generator: a first fill of 100k documents as lists of Python floats would take gigabytes.
+    rows = (
         (store, d.path, d.vectors.model, d.vectors.dimensions, position, part, floats(vector))
         for d in docs
         if d.vectors is not None
         for position, part, vector in d.vectors.rows
-    ]
-    if rows:
+    )
+    if count:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO coffer_vectors (store, path, model, dimensions, position, part, embedding) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %b::vector) ON CONFLICT DO NOTHING",
                 rows,
             )
-    return len(rows)
+    return count
 
 
 def version(conn: Conn) -> tuple[int, ...]:
