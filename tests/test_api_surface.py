@@ -90,6 +90,7 @@ EXPECTED = {
 # What a plugin author imports (docs/plugins.md, docs/llm.md).
 PLUGIN_API = {
     "BackendHit",
+    "DocVectors",
     "IndexBackend",
     "IndexBackendFactory",
     "IndexedDoc",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -24,13 +25,28 @@ def vector_service(home: Path, **embedding: object) -> MemoryService:
 
 
 def vec_rows(svc: MemoryService, store: str = "global") -> int:
+    """The store's vectors in the local index; on PostgreSQL with pgvector, checked to be the
+    same number there (the vectors pushed beside the chunks, replaced and dropped with them)."""
     conn = apsw.Connection(str(svc.settings.index_path))
     conn.enable_load_extension(True)
     import sqlite_vec
 
     conn.load_extension(sqlite_vec.loadable_path())
     table = next(conn.execute("SELECT table_name FROM vec_stores WHERE resource_name = ?", (store,)))[0]
-    return int(next(conn.execute(f"SELECT count(*) FROM {table}"))[0])
+    local = int(next(conn.execute(f"SELECT count(*) FROM {table}"))[0])
+    backend = svc.index.backend
+    if backend is not None and backend.vectors:
+        assert shared_vec_rows(store) == local
+    return local
+
+
+def shared_vec_rows(store: str = "global") -> int:
+    """The store's vectors in the PostgreSQL index (``COFFER_PG_URL``)."""
+    import psycopg
+
+    with psycopg.connect(os.environ["COFFER_PG_URL"]) as conn:
+        row = conn.execute("SELECT count(*) FROM coffer_vectors WHERE store = %s", (store,)).fetchone()
+        return int(row[0]) if row else 0
 
 
 def test_minilm_embeddings_are_normalised_and_semantic() -> None:
@@ -55,7 +71,7 @@ def test_auto_provider_picks_the_multilingual_model_and_none_disables() -> None:
     assert get_embedder(EmbeddingSettings(provider="none")) is None
 
 
-def test_vector_recall_finds_meaning_without_shared_words(tmp_home: Path) -> None:
+def test_vector_recall_finds_meaning_without_shared_words(index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         deploy = svc.remember(
             "This repo deploys via `make release`; never push tags by hand.", scope="global"
@@ -74,7 +90,7 @@ def test_vector_recall_finds_meaning_without_shared_words(tmp_home: Path) -> Non
         assert vec_rows(svc) == 3
 
 
-def test_edits_and_deletes_keep_vectors_in_step(tmp_home: Path) -> None:
+def test_edits_and_deletes_keep_vectors_in_step(index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         r = svc.remember("The staging database lives on host db-7.", scope="global")
         svc.remember("Lunch is at noon.", scope="global")
@@ -89,7 +105,7 @@ def test_edits_and_deletes_keep_vectors_in_step(tmp_home: Path) -> None:
         }
 
 
-def test_outside_edits_and_rebuild_reembed(tmp_home: Path) -> None:
+def test_outside_edits_and_rebuild_reembed(index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         svc.remember("seed fact about kubernetes clusters", scope="global")
         (svc.paths("global").knowledge / "hand.md").write_text(
@@ -178,7 +194,9 @@ DIALOGUE = [
 ]
 
 
-def test_a_long_chunk_gets_a_vector_per_line_and_is_found_by_its_best_one(tmp_home: Path) -> None:
+def test_a_long_chunk_gets_a_vector_per_line_and_is_found_by_its_best_one(
+    index_backend: str, tmp_home: Path
+) -> None:
     """One vector for a whole dialogue averages the one line that answers with the rest: each
     line of a long chunk is embedded on its own and the document scores by its best line,
     also under a filter (the exact scan over the allowed chunks reads every window)."""

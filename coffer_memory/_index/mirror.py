@@ -5,10 +5,15 @@ document that its re-index routine touches is noted (``MirroredReindexer``), and
 pushes those to the backend: under the store's cross-process write lock it reads each file
 again, so what it pushes is the file as it is now (never an older copy another process read
 before a write), and the backend skips documents whose content hash it has already.
+
+When the backend keeps vectors, a document goes with the vectors the local index computed for
+exactly that content (nothing is embedded twice); a document whose vectors are not in yet goes
+without, and again once they are (its re-index notes it).
 """
 
 from __future__ import annotations
 
+import array
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,7 +21,9 @@ from typing import Any
 
 from .._store.files import FactParseError, parse_fact, read_bytes
 from .._store.paths import StorePaths
-from ..plugins.hookspecs import IndexBackend, IndexedDoc
+from ..plugins.hookspecs import DocVectors, IndexBackend, IndexedDoc
+from .chunking import vector_windows
+from .keys import vec_chunk_id
 from .reindex import Outcome, Reindexer, indexed_chunks
 
 log = logging.getLogger("coffer_memory.mirror")
@@ -83,10 +90,17 @@ class SharedIndex:
             )
         }
         prefix = self._prefix(store)
-        remote = {prefix + path: sha for path, sha in self.backend.digests(store).items()}
+        model = self._model()
+        digests = self.backend.digests(store, model) if model is not None else self.backend.digests(store)
+        remote = {prefix + path: sha for path, sha in digests.items()}
         for key in local.keys() | remote.keys():
             if local.get(key) != remote.get(key):
                 self.reindexer._note(store, key)
+
+    def _model(self) -> str | None:
+        """The local embedder's model id when its vectors go to the backend, else None."""
+        vectors = self.reindexer.vectors
+        return vectors.embedder.model_id if vectors is not None and self.backend.vectors else None
 
     def _prefix(self, store: str) -> str:
         return self.reindexer.db.key(self.reindexer.paths(store).root) + "/"
@@ -135,6 +149,7 @@ class SharedIndex:
                 log.debug("not in the shared index: %s (%s)", path, exc)
             return None
         fact = parsed.fact
+        chunks = tuple(indexed_chunks(fact.title, fact.description, fact.body))
         return IndexedDoc(
             id=fact.id,
             path=rel,
@@ -144,5 +159,31 @@ class SharedIndex:
             created_at=fact.created_at,
             updated_at=fact.updated_at,
             tags=tuple(fact.tags),
-            chunks=tuple(indexed_chunks(fact.title, fact.description, fact.body)),
+            chunks=chunks,
+            vectors=self._vectors(sp, rel, fact.id, parsed.sha256, chunks),
         )
+
+    def _vectors(
+        self, sp: StorePaths, rel: str, doc_id: str, sha256: str, chunks: tuple[str, ...]
+    ) -> DocVectors | None:
+        """The local index's vectors of this document when they are of exactly this content."""
+        local = self.reindexer.vectors
+        if local is None or self._model() is None:
+            return None
+        db = self.reindexer.db
+        held = db.scalar(
+            "SELECT content_sha256 FROM documents WHERE resource_name = ? AND path = ?",
+            (sp.name, self._prefix(sp.name) + rel),
+        )
+        if held != sha256:  # another content, or its vectors are not in yet (the '' sentinel)
+            return None
+        keys = [
+            (position, part, vec_chunk_id(doc_id, position, part))
+            for position, text in enumerate(chunks)
+            for part in range(len(vector_windows(text)))
+        ]
+        blobs = local.stored(sp.name, [key for _, _, key in keys])
+        if len(blobs) != len(keys):
+            return None
+        rows = tuple((position, part, array.array("f", blobs[key])) for position, part, key in keys)
+        return DocVectors(local.embedder.model_id, local.embedder.dimensions, rows)

@@ -185,6 +185,19 @@ class VecIndex:
         self._changed(store)
         self._ready.pop(store, None)
 
+    def stored(self, store: str, chunks: Sequence[str]) -> dict[str, bytes]:
+        """The float32 blobs of these bare chunk ids that the store's current table holds (one
+        point lookup each: vec0 answers ``IN`` with a scan of the whole table)."""
+        table = self.existing_table(store)
+        if table is None:
+            return {}
+        out: dict[str, bytes] = {}
+        for chunk in chunks:
+            rows = self.db.rows(f"SELECT embedding FROM {table} WHERE chunk_id = ?", (chunk,))
+            if rows:
+                out[chunk] = bytes(rows[0][0])
+        return out
+
     def knn(self, store: str, vector: Vector, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest bare chunk ids with their cosine distance, nearest first."""
         table = self.existing_table(store)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .hookspecs import (
         LLM,
         BackendHit,
+        DocVectors,
         Embedder,
         EmbedderFactory,
         GrepBackend,
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "IndexBackendFactory": ".hookspecs",
     "IndexBackend": ".hookspecs",
     "BackendHit": ".hookspecs",
+    "DocVectors": ".hookspecs",
     "LLM": ".hookspecs",
     "Embedder": ".hookspecs",
     "EmbedderFactory": ".hookspecs",
@@ -89,6 +91,7 @@ __all__ = [
     "BackendHit",
     "ChatMessage",
     "Completion",
+    "DocVectors",
     "Embedder",
     "EmbedderFactory",
     "EmbeddingSettings",

@@ -116,11 +116,26 @@ LLMFactory = Callable[[LLMSettings], LLM]
 
 
 @attrs.frozen
+class DocVectors:
+    """The vectors a machine's local index computed for one document's chunks, pushed beside it.
+
+    ``rows`` holds ``(chunk position, window, vector)``: a long chunk has a vector per window
+    (``window`` 0 is the chunk itself). ``model`` and ``dimensions`` are the embedder's.
+    """
+
+    model: str
+    dimensions: int
+    rows: tuple[tuple[int, int, Vector], ...]
+
+
+@attrs.frozen
 class IndexedDoc:
     """One recall document as a shared index backend stores it.
 
     ``path`` is relative to the store's folder (hosts may mount a team store in different
-    places); ``sha256`` is the file's content hash, what makes a sync idempotent.
+    places); ``sha256`` is the file's content hash, what makes a sync idempotent. ``vectors``
+    are the local index's vectors of exactly this content, or None (vectors off, or not computed
+    yet).
     """
 
     id: str
@@ -132,11 +147,13 @@ class IndexedDoc:
     updated_at: datetime
     tags: tuple[str, ...]
     chunks: tuple[str, ...]
+    vectors: DocVectors | None = None
 
 
 @attrs.frozen
 class BackendHit:
-    """One document found by a backend's keyword search: its best chunk and a higher-is-better score."""
+    """One document found by a backend's keyword or vector search: its best chunk and a
+    higher-is-better score (for vectors, 1 - cosine distance)."""
 
     id: str
     path: str
@@ -157,15 +174,33 @@ class IndexBackend(Protocol):
     """
 
     name: str
-    vectors: bool  # False: vector and hybrid recall answer from keyword and say so (fallback)
+    # True: ``sync`` keeps the documents' vectors and ``nearest`` answers vector recall. False:
+    # vector recall stays on each machine's local index (keyword where that has none, flagged).
+    vectors: bool
 
     def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
         """Upsert ``docs`` (skipping those whose sha256 is unchanged), drop the ``removed`` paths;
         returns the store's version afterwards (advanced when anything changed)."""
         ...
 
-    def digests(self, store: str) -> dict[str, str]:
-        """Every document of ``store``: path -> sha256."""
+    def digests(self, store: str, model: str | None = None) -> dict[str, str]:
+        """Every document of ``store``: path -> sha256; with ``model`` (a backend with vectors), a
+        document holding no vectors of that model maps to ``""``, so a comparison sees it as due."""
+        ...
+
+    def nearest(
+        self,
+        stores: Sequence[str],
+        vector: Vector,
+        model: str,
+        limit: int,
+        *,
+        tags: Sequence[str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, list[BackendHit]]:
+        """Up to ``limit`` documents per store nearest ``vector`` by cosine distance, among the
+        vectors of ``model`` at its width; filters as in ``search``. Only called when ``vectors``."""
         ...
 
     def search(

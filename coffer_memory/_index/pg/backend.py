@@ -1,11 +1,16 @@
-"""``PostgresIndex``: documents and chunks in PostgreSQL, words through tsvector/GIN.
+"""``PostgresIndex``: documents and chunks in PostgreSQL, words through tsvector/GIN, vectors
+through pgvector.
 
 Words: every chunk's text as the SQLite word index sees it (``index.cjk.index_text``: CJK runs
 as bigrams and characters), in a tsvector of the ``english`` configuration (stemmed like
 SQLite's porter tokenizer). A query asks for any of its ``keyword_terms``. When no word
 matches (a fragment of a word), a substring scan answers, indexed by pg_trgm when the
-extension is there. Vectors stay in the machine-local index (pgvector is not used yet), so
-``vectors`` is False.
+extension is there.
+
+Vectors: when the ``vector`` extension is there (or may be created), each document's vectors,
+as the machine-local index computed them, are kept beside its chunks per embedding model, and
+``vectors`` is True: vector recall (and hybrid's vector half) asks ``nearest``. Without the
+extension ``vectors`` is False and vectors stay in each machine's local index.
 
 Writes to one store serialise across processes and hosts on a session advisory lock held for
 the whole write transaction; syncs are idempotent by content hash.
@@ -16,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -25,9 +31,11 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..._errors import IndexUnavailable
-from ...plugins.hookspecs import BackendHit, IndexedDoc
+from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
+from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
+from . import vectors as vec
 from .schema import migrate
 
 # The text search configuration of the word index: stemming like SQLite's porter tokenizer.
@@ -37,9 +45,8 @@ CHUNKS_PER_DOC = 4
 # A sync of at least this many documents refreshes the planner's statistics at once (autovacuum
 # would, later: until then a filled table is planned as if empty).
 ANALYZE_AFTER = 1000
-Conn = psycopg.Connection[Any]
-# A filter's SQL (" AND ..." over documents ``d``) and its parameters.
-Only = tuple[str, list[object]]
+Conn = vec.Conn
+Only = vec.Only
 _PUNCT = re.compile(r"[^\w]+")
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
 
@@ -111,9 +118,15 @@ class PostgresIndex:
         )
         self.pool.open(wait=True, timeout=30)
         with self.pool.connection() as conn:
-            self.trigram = migrate(conn)
+            found = migrate(conn)
+            # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
+            self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
+        self.trigram = found.trigram
+        self.vectors = found.vectors
         self._held: dict[str, _Held] = {}
         self._guard = threading.Lock()
+        self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
+        self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -165,7 +178,9 @@ class PostgresIndex:
         version = self._sync(store, docs, removed)
         if len(docs) >= ANALYZE_AFTER:  # a bulk fill: plan the next queries on fresh statistics
             with self._connection(store) as conn:
-                conn.execute("ANALYZE coffer_documents, coffer_chunks")
+                conn.execute(
+                    "ANALYZE coffer_documents, coffer_chunks" + (", coffer_vectors" if self.vectors else "")
+                )
         return version
 
     def _sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
@@ -177,16 +192,20 @@ class PostgresIndex:
                 ).fetchall()
             )
             fresh = [d for d in docs if known.get(d.path) != d.sha256]
+            # Unchanged content whose vectors of this model are not here yet (another host pushed
+            # the text, or vectors came on later): the vectors alone are added.
+            unembedded = self._unembedded(conn, store, [d for d in docs if known.get(d.path) == d.sha256])
             gone = [*removed, *(d.path for d in fresh if d.path in known)]
             dropped = 0
-            if gone:
+            if gone:  # a document's vectors go with it (ON DELETE CASCADE)
                 cur = conn.execute(
                     "DELETE FROM coffer_documents WHERE store = %s AND path = ANY(%s)", (store, gone)
                 )
                 dropped = cur.rowcount
             if fresh:
                 self._insert(conn, store, fresh)
-            if not fresh and not dropped:
+            added = vec.insert(conn, store, [*fresh, *unembedded]) if self.vectors else 0
+            if not fresh and not dropped and not added:
                 return self._version(conn, store)
             row = conn.execute(
                 "INSERT INTO coffer_stores (name, version) VALUES (%s, 1) ON CONFLICT (name) "
@@ -194,6 +213,14 @@ class PostgresIndex:
                 (store,),
             ).fetchone()
             return int(row[0]) if row else 0
+
+    def _unembedded(self, conn: Conn, store: str, docs: Sequence[IndexedDoc]) -> list[IndexedDoc]:
+        """Those of ``docs`` carrying vectors of a model the database lacks for them."""
+        carrying = [d for d in docs if d.vectors is not None and d.vectors.rows]
+        if not self.vectors or not carrying:
+            return []
+        have = vec.embedded(conn, store, [d.path for d in carrying])
+        return [d for d in carrying if d.vectors is not None and (d.path, d.vectors.model) not in have]
 
     def _insert(self, conn: psycopg.Connection[Any], store: str, docs: Sequence[IndexedDoc]) -> None:
         with conn.cursor() as cur:
@@ -234,10 +261,19 @@ class PostgresIndex:
 
     # -- reading ----------------------------------------------------------------------------
     @_reachable
-    def digests(self, store: str) -> dict[str, str]:
-        """path -> sha256 of every document of ``store``."""
+    def digests(self, store: str, model: str | None = None) -> dict[str, str]:
+        """path -> sha256 of every document of ``store``; with ``model``, ``""`` for a document
+        holding no vectors of that model."""
         with self.pool.connection() as conn:
-            rows = conn.execute("SELECT path, sha256 FROM coffer_documents WHERE store = %s", (store,))
+            if model is None or not self.vectors:
+                rows = conn.execute("SELECT path, sha256 FROM coffer_documents WHERE store = %s", (store,))
+            else:
+                rows = conn.execute(
+                    "SELECT d.path, CASE WHEN EXISTS (SELECT 1 FROM coffer_vectors v WHERE v.store = d.store "
+                    "AND v.path = d.path AND v.model = %s) THEN d.sha256 ELSE '' END "
+                    "FROM coffer_documents d WHERE d.store = %s",
+                    (model, store),
+                )
             return {str(p): str(s) for p, s in rows.fetchall()}
 
     @_reachable
@@ -272,6 +308,49 @@ class PostgresIndex:
                     rows = self._substrings(conn, store, query, limit, only)
                 out[store] = self._best(rows, limit)
         return out
+
+    @_reachable
+    def nearest(
+        self,
+        stores: Sequence[str],
+        vector: Vector,
+        model: str,
+        limit: int,
+        *,
+        tags: Sequence[str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, list[BackendHit]]:
+        """Best documents per store by cosine distance among ``model``'s vectors (see the module
+        docstring); nothing without the extension."""
+        only = self._filter(tags, since, until)
+        query = vec.floats(vector)
+        out: dict[str, list[BackendHit]] = {}
+        with self.pool.connection() as conn:
+            for store in dict.fromkeys(stores):
+                out[store] = self._nearest(conn, store, query, model, limit, only) if self.vectors else []
+        return out
+
+    def _nearest(
+        self, conn: Conn, store: str, query: list[float], model: str, limit: int, only: Only
+    ) -> list[BackendHit]:
+        if self._iterative:
+            if (model, len(query)) not in self._indexed and vec.ensure_index(conn, model, len(query)):
+                with self._guard:
+                    self._indexed.add((model, len(query)))
+            if conn not in self._iterating:
+                vec.iterate(conn)
+                with self._guard:
+                    self._iterating.add(conn)
+        # A long chunk has a vector per window, so ``k`` rows may hold fewer than ``limit``
+        # documents: then ask once more for enough rows whatever the windows (as on SQLite).
+        hits: list[BackendHit] = []
+        for k in (limit * CHUNKS_PER_DOC, limit * CHUNKS_PER_DOC * MAX_WINDOWS):
+            rows = vec.nearest_chunks(conn, store, query, model, k, only)
+            hits = self._best(rows, limit)
+            if len(hits) == limit or len(rows) < k:
+                break
+        return hits
 
     @staticmethod
     def _filter(

@@ -4,12 +4,12 @@ may open one database at once)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
 log = logging.getLogger("coffer_memory.postgresql")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: coffer_vectors (when pgvector is there)
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
 
@@ -42,32 +42,61 @@ CREATE TABLE IF NOT EXISTS coffer_chunks (
 CREATE INDEX IF NOT EXISTS coffer_chunks_words ON coffer_chunks USING gin (words);
 """
 _TRIGRAMS = "CREATE INDEX IF NOT EXISTS coffer_chunks_trigrams ON coffer_chunks USING gin (text gin_trgm_ops)"
+# One row per vector window of a chunk, per embedding model: hosts with different models share a
+# database, and each searches only its own model's rows (at its width: the column is untyped).
+_VECTORS = """
+CREATE TABLE IF NOT EXISTS coffer_vectors (
+    store text NOT NULL,
+    path text NOT NULL,
+    model text NOT NULL,
+    dimensions int NOT NULL,
+    position int NOT NULL,
+    part int NOT NULL,
+    embedding vector NOT NULL,
+    PRIMARY KEY (store, path, model, position, part),
+    FOREIGN KEY (store, path) REFERENCES coffer_documents (store, path) ON DELETE CASCADE
+);
+"""
 
 
-def _has_trigrams(conn: psycopg.Connection[Any]) -> bool:
-    """Whether pg_trgm is (or could be made) installed in this database."""
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone():
+class Extensions(NamedTuple):
+    """Which optional extensions the database has: pg_trgm (substrings), pgvector (vectors)."""
+
+    trigram: bool
+    vectors: bool
+
+
+def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
+    """Whether extension ``name`` is (or could be made) installed in this database."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone():
         return True
     try:
         with conn.transaction():
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
         return True
     except psycopg.Error as exc:  # not installed on the server, or no right to create it
-        log.warning("pg_trgm is not available (%s): substring recall scans without an index", exc)
+        log.warning("%s is not available (%s): %s", name, str(exc).strip(), without)
         return False
 
 
-def migrate(conn: psycopg.Connection[Any]) -> bool:
-    """Create the tables (idempotent); returns whether the trigram index is there."""
+def migrate(conn: psycopg.Connection[Any]) -> Extensions:
+    """Create the tables (idempotent); which extensions are there."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        trigram = _has_trigrams(conn)
+        found = Extensions(
+            trigram=_extension(conn, "pg_trgm", "substring recall scans without an index"),
+            vectors=_extension(
+                conn, "vector", "vectors stay in each machine's local index (PostgreSQL is keyword-only)"
+            ),
+        )
         conn.execute(_TABLES)
-        if trigram:
+        if found.trigram:
             conn.execute(_TRIGRAMS)
+        if found.vectors:
+            conn.execute(_VECTORS)
         conn.execute(
             "INSERT INTO coffer_meta (key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
         )
-    return trigram
+    return found
