@@ -142,7 +142,8 @@ def vector_recall(home: Path, qs: list[str], embedder: str) -> dict[str, Any]:
         shared.index.refresh("global")  # compare with the empty database, push documents + vectors
         out["push_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        shared.recall(qs[0], stores=["global"], mode="vector")  # builds the HNSW index
+        shared.recall(qs[0], stores=["global"], mode="vector")  # starts the HNSW build
+        shared.index.backend.wait_for_indexes()  # type: ignore[union-attr]
         out["hnsw_build_s"] = time.perf_counter() - t0
         for svc in (local, shared):  # warm: every query vector cached, every page read once
             for q in qs:

@@ -133,10 +133,14 @@ def test_each_model_gets_an_hnsw_index_that_the_search_uses(
     import psycopg
 
     from coffer_memory._index.pg import vectors
+    from coffer_memory._index.pg.backend import PostgresIndex
 
     with vector_pg_service(tmp_home, pg_vector_url, monkeypatch) as svc:
         svc.remember(DEPLOY, scope="global", tags=["ops"])
-        assert svc.recall(QUESTION, stores=["global"], mode="vector").hits
+        assert svc.recall(QUESTION, stores=["global"], mode="vector").hits  # an exact scan
+        backend = svc.index.backend
+        assert isinstance(backend, PostgresIndex)
+        backend.wait_for_indexes(120)  # the first search started the build on a thread
         embedder = svc.retrieval.vectors.embedder if svc.retrieval.vectors is not None else None
         assert embedder is not None
         model, width = embedder.model_id, embedder.dimensions

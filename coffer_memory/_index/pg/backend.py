@@ -126,6 +126,7 @@ class PostgresIndex:
         self._held: dict[str, _Held] = {}
         self._guard = threading.Lock()
         self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
+        self._builds: dict[tuple[str, int], threading.Thread] = {}  # HNSW builds under way here
         self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
 
     # -- locking ----------------------------------------------------------------------------
@@ -335,9 +336,8 @@ class PostgresIndex:
         self, conn: Conn, store: str, query: list[float], model: str, limit: int, only: Only
     ) -> list[BackendHit]:
         if self._iterative:
-            if (model, len(query)) not in self._indexed and vec.ensure_index(conn, model, len(query)):
-                with self._guard:
-                    self._indexed.add((model, len(query)))
+            if (model, len(query)) not in self._indexed:
+                self._build_index(model, len(query))
             if conn not in self._iterating:
                 vec.iterate(conn)
                 with self._guard:
@@ -351,6 +351,37 @@ class PostgresIndex:
             if len(hits) == limit or len(rows) < k:
                 break
         return hits
+
+    def _build_index(self, model: str, width: int) -> None:
+        """Build the HNSW index of (model, width) on a thread of its own: the first search of a
+        model must not wait for it (minutes at 100k vectors); searches scan exactly meanwhile."""
+        key = (model, width)
+        with self._guard:
+            if key in self._indexed or key in self._builds:
+                return
+            thread = threading.Thread(target=self._build, args=key, name="coffer-hnsw-build", daemon=True)
+            self._builds[key] = thread
+        thread.start()
+
+    def _build(self, model: str, width: int) -> None:
+        settled = False
+        try:
+            with self.pool.connection() as conn:
+                settled = vec.ensure_index(conn, model, width)
+        except psycopg.Error as exc:  # the pool closed (PoolClosed) or the server went away
+            vec.log.warning("HNSW index of %s not built (%s); searches scan every vector", model, exc)
+        finally:
+            with self._guard:
+                if settled:
+                    self._indexed.add((model, width))
+                self._builds.pop((model, width), None)
+
+    def wait_for_indexes(self, timeout: float | None = None) -> None:
+        """Wait for the HNSW builds this process started (tests, benchmarks, a warm-up)."""
+        with self._guard:
+            builds = list(self._builds.values())
+        for thread in builds:
+            thread.join(timeout)
 
     @staticmethod
     def _filter(
