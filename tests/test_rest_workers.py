@@ -17,7 +17,7 @@ import pytest
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import operations
-from coffer_memory_fastapi.cli import main
+from coffer_memory_fastapi.cli import listening_socket, main
 from coffer_memory_fastapi.operations import OperationNotFound, Operations
 from coffer_memory_fastapi.schemas import OperationOut
 
@@ -97,6 +97,23 @@ def test_workers_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> Non
         main(["--workers", "0"])
     assert exited.value.code == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="accepted sockets inherit TCP_NODELAY on Linux"
+)
+def test_worker_connections_are_sent_without_nagle_delay() -> None:
+    """Connections accepted from the workers' shared socket carry TCP_NODELAY (asyncio skipped
+    them: uvicorn's socket has protocol 0), so a two-part response does not wait ~40 ms for an ACK."""
+    import uvicorn
+
+    config = uvicorn.Config("coffer_memory_fastapi.cli:worker_app", factory=True, port=0, workers=2)
+    with listening_socket(config) as sock:
+        sock.listen()
+        with socket.create_connection(sock.getsockname()[:2]):
+            accepted, _ = sock.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 @pytest.fixture
