@@ -12,9 +12,16 @@ unpacked there, put first on ``PYTHONPATH``), alternating with this checkout for
 rounds, so before and after are measured in one run on the same store and the same load.
 ``--variant NAME=PATH`` adds more (repeatable); ``DIR`` and ``PATH`` may list several directories
 separated by ``os.pathsep`` (e.g. one holding a stub that hides an optional package).
+``--server-variant NAME=ARGS`` serves this checkout with more ``coffer-api`` arguments (e.g.
+``workers2="--workers 2"``); the server CPU column then sums every process of the server.
+
+``--client raw`` sends the same requests over plain keep-alive sockets (prebuilt request bytes,
+the answer read by its Content-Length) instead of httpx: the load generator shares the two cores
+with the server, and httpx costs about 1 ms of CPU per request, a fifth of the machine's work.
 
     .venv/bin/python bench/rest.py [--facts 10000] [--requests 2000] [--concurrency 4]
-                                   [--before DIR] [--variant NAME=PATH ...] [--rounds 2] [--json out.json]
+                                   [--before DIR] [--variant NAME=PATH ...] [--server-variant NAME=ARGS ...]
+                                   [--client httpx|raw] [--rounds 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -31,6 +40,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,6 +53,7 @@ SEED = 20240611
 WORDS = ["deploy", "release", "branch", "pipeline", "docker", "image", "cache", "redis", "postgres", "migration", "schema", "index", "query", "latency", "budget", "retry", "timeout", "backoff", "queue", "worker", "cron", "schedule", "token", "secret", "vault", "config", "env", "parser", "lexer", "grammar", "compiler", "linter", "formatter", "test", "fixture", "mock", "coverage", "benchmark", "profile", "frontend", "backend", "api", "gateway", "route", "handler", "middleware", "auth", "session", "cookie", "header", "cors", "proxy", "logging", "metrics", "tracing", "alert", "dashboard", "oncall", "incident", "rollback", "canary", "feature", "flag", "toggle", "python", "rust", "typescript", "golang", "kotlin", "swift", "bash", "makefile", "ruff", "mypy", "pytest", "vitest", "webpack", "vite", "kubernetes", "helm", "terraform", "ansible", "nginx", "caddy", "systemd", "sqlite", "duckdb", "kafka", "rabbitmq", "s3", "bucket", "upload", "download", "stream", "chunk", "batch", "shard", "replica", "leader", "follower", "consensus", "lock", "mutex", "thread"]
 TARGET_P50_MS = 5.0
 TARGET_RPS = 500.0
+CONTENT_LENGTH = re.compile(rb"(?im)^content-length:\s*(\d+)")
 
 
 def fact_text(r: random.Random) -> str:
@@ -89,22 +100,60 @@ def queries(n: int) -> list[str]:
     return [" ".join(r.sample(WORDS, 2)) for _ in range(n)]
 
 
-def run_load(base: str, qs: list[str], concurrency: int) -> tuple[list[float], float, int]:
+def recall_params(q: str) -> dict[str, str | int]:
+    """The query string of one recall request."""
+    return {"query": q, "store": "global", "limit": 10}
+
+
+def httpx_part(base: str, part: list[str]) -> tuple[list[float], int]:
+    """Send ``part`` one after another on one httpx keep-alive connection."""
+    mine = []
+    bad = 0
+    with httpx.Client(base_url=base, timeout=30) as http:
+        for q in part:
+            t0 = time.perf_counter()
+            r = http.get("/api/v1/memory_stores/recall", params=recall_params(q))
+            mine.append(time.perf_counter() - t0)
+            bad += r.status_code != 200
+    return mine, bad
+
+
+def raw_part(base: str, part: list[str]) -> tuple[list[float], int]:
+    """Send ``part`` one after another on one plain keep-alive socket (requests built beforehand)."""
+    host, _, port = base.removeprefix("http://").partition(":")
+    requests = [
+        f"GET /api/v1/memory_stores/recall?{urlencode(recall_params(q))} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        for q in part
+    ]
+    mine = []
+    bad = 0
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for request in requests:
+            t0 = time.perf_counter()
+            sock.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            found = CONTENT_LENGTH.search(head)
+            length = int(found.group(1)) if found else 0
+            while len(body) < length:
+                body += sock.recv(65536)
+            mine.append(time.perf_counter() - t0)
+            bad += head[9:12] != b"200"
+    return mine, bad
+
+
+def run_load(base: str, qs: list[str], concurrency: int, client: str = "httpx") -> tuple[list[float], float, int]:
     """Send every query, ``concurrency`` at a time; latencies (s), wall time (s) and non-200 count."""
     latencies: list[float] = []
     failures = [0]
     lock = threading.Lock()
     parts = [qs[i::concurrency] for i in range(concurrency)]
+    send = raw_part if client == "raw" else httpx_part
 
     def worker(part: list[str]) -> None:
-        mine = []
-        bad = 0
-        with httpx.Client(base_url=base, timeout=30) as http:
-            for q in part:
-                t0 = time.perf_counter()
-                r = http.get("/api/v1/memory_stores/recall", params={"query": q, "store": "global", "limit": 10})
-                mine.append(time.perf_counter() - t0)
-                bad += r.status_code != 200
+        mine, bad = send(base, part)
         with lock:
             latencies.extend(mine)
             failures[0] += bad
@@ -124,19 +173,28 @@ def verdict(ok: bool) -> str:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux ``/proc``; 0 elsewhere)."""
+    """User + system CPU seconds of a process and its children so far (Linux ``/proc``; 0 elsewhere).
+
+    The children are uvicorn's worker processes (``--workers N``); read before they exit.
+    """
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(int(child)) for child in children)
 
 
-def serve_and_load(home: Path, qs: list[str], concurrency: int, pythonpath: str | None) -> dict[str, Any]:
-    """Start coffer-api on ``home`` (with ``pythonpath`` first on the path), run both loads, stop it."""
+def serve_and_load(
+    home: Path, qs: list[str], concurrency: int, pythonpath: str | None, server_args: list[str], client: str
+) -> dict[str, Any]:
+    """Start coffer-api on ``home`` (with ``pythonpath`` first on the path and ``server_args``), run
+    both loads with ``client``, stop it."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "coffer_memory_fastapi.cli", "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "coffer_memory_fastapi.cli", "--port", str(port), "--log-level", "warning",
+           *server_args]
     env = {**os.environ, "COFFER_HOME": str(home)}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -144,11 +202,11 @@ def serve_and_load(home: Path, qs: list[str], concurrency: int, pythonpath: str 
     results: dict[str, Any] = {}
     try:
         wait_ready(base, proc)
-        run_load(base, queries(100), 1)  # warm-up: index pages, plan cache, connections
-        run_load(base, queries(100), concurrency)  # and the server's worker threads' connections
+        run_load(base, queries(100), 1, client)  # warm-up: index pages, plan cache, connections
+        run_load(base, queries(200), concurrency * 2, client)  # every worker's threads and connections
         for label, conc in (("sequential (1 client)", 1), (f"concurrent ({concurrency} clients)", concurrency)):
             cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
-            lat, wall, bad = run_load(base, qs, conc)
+            lat, wall, bad = run_load(base, qs, conc, client)
             cpu1, own1 = cpu_seconds(proc.pid), time.process_time()
             fig = summary([ms(x) for x in lat])
             results[label] = {
@@ -203,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=None, help="a source tree of the old code to serve too")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=PATH",
                         help="another code to serve, PATH first on PYTHONPATH (repeatable)")
+    parser.add_argument("--server-variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="serve this checkout with these coffer-api arguments too (repeatable)")
+    parser.add_argument("--client", choices=["httpx", "raw"], default="httpx",
+                        help="the load generator's HTTP client (raw: plain sockets, little CPU)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
     parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
@@ -223,19 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     def pythonpath(value: str) -> str:
         return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep))
 
-    variants: list[tuple[str, str | None]] = [("after", None)]
+    variants: list[tuple[str, str | None, list[str]]] = [("after", None, [])]
+    for spec in args.server_variant:
+        name, _, extra = spec.partition("=")
+        variants.append((name, None, shlex.split(extra)))
     for spec in reversed(args.variant):
         name, _, path = spec.partition("=")
-        variants.insert(0, (name, pythonpath(path)))
+        variants.insert(0, (name, pythonpath(path), []))
     if args.before:
-        variants.insert(0, ("before", pythonpath(args.before)))
+        variants.insert(0, ("before", pythonpath(args.before), []))
     qs = queries(args.requests)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in variants}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
     try:
         for _ in range(args.rounds):
-            for name, path in variants:
+            for name, path, extra in variants:
                 print(f"serving {name} ...", flush=True)
-                runs[name].append(serve_and_load(home, qs, args.concurrency, path))
+                runs[name].append(serve_and_load(home, qs, args.concurrency, path, extra, args.client))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -250,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.facts} facts written and indexed in {build_seconds:.1f} s")
     print(table(["code", "round", "load", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200",
                  "server CPU ms/req", "client CPU ms/req"], rows,
-                title="REST recall (keyword, store=global, limit=10) over loopback"))
+                title=f"REST recall (keyword, store=global, limit=10) over loopback, client {args.client}"))
     conc_label = f"concurrent ({args.concurrency} clients)"
     for name, rounds in runs.items():
         best = max(rounds, key=lambda res: res[conc_label]["rps"])[conc_label]

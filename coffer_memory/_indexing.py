@@ -222,9 +222,13 @@ class IndexHandle:
         Readers never wait for a background full scan: while one holds the lock they skip this
         and read the last committed state (the scan itself brings the index up to date).
         """
-        while not self.lock.acquire(timeout=SCAN_POLL_SECONDS):
+        # Asked before any wait: a reader that first waited a poll interval lost 20 ms to every
+        # scan, and at 10k facts a scan holds the lock ~5% of the time (about the p95 of a server).
+        acquired = self.lock.acquire(blocking=False)
+        while not acquired:
             if self.reconciler.scanning():
                 return
+            acquired = self.lock.acquire(timeout=SCAN_POLL_SECONDS)
         try:
             self.reconciler.reconcile(store)
             if self._shared is not None:

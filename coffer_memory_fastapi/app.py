@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -30,6 +31,7 @@ def create_app(
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
+    operations_dir: Path | None = None,
 ) -> FastAPI:
     """The REST app. With ``service=None`` it opens ``MemoryService()`` (``$COFFER_HOME``) and closes
     it on shutdown; a service passed in stays the caller's to close. With ``token``, every request
@@ -39,12 +41,14 @@ def create_app(
     ``allowed_hosts`` (``name``, ``name:port`` or ``*``); ``cors_origins`` (full origins such as
     ``https://app.example``) turns CORS on for them. See ``RequestGuard`` for every check.
     The read-only web view is served at ``/ui`` (``/`` redirects there; docs/web.md).
+    ``operations_dir``: a folder where several server processes share the state of long-running
+    operations (``coffer-api --workers N`` makes one); without it that state stays in this process.
     """
     hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
     cors = [o.rstrip("/") for o in cors_origins]
     owned = service is None
     svc = service if service is not None else MemoryService()
-    ops = Operations()
+    ops = Operations(operations_dir)
     asvc = AsyncMemoryService(svc)  # the routes' way in: never blocks the event loop
 
     @asynccontextmanager

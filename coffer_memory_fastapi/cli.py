@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 import webbrowser
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .guard import LOOPBACK_HOSTS
 
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
 HOSTS_ENV = "COFFER_API_ALLOWED_HOSTS"
 CORS_ENV = "COFFER_API_CORS_ORIGINS"
+WORKER_ENV = "COFFER_API_WORKER"
+"""What ``coffer-api --workers N`` hands its worker processes (JSON: token, hosts, CORS, operations)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
@@ -55,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve from N processes (default 1); each has its own index connections (docs/rest.md)",
     )
     parser.add_argument(
         "--access-log",
@@ -107,17 +125,80 @@ def main(argv: list[str] | None = None) -> int:
     cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
     if args.host not in LOOPBACK_HOSTS and not token:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
-    service = MemoryService(args.home)
-    app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     if args.open:
         url = ui_url(args.host, args.port, token)
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
         threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
+    serve = {"host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log}
+    if args.workers > 1:
+        return _serve_workers(args.workers, args.home, token, hosts, cors, serve)
+    service = MemoryService(args.home)
+    app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+        uvicorn.run(app, **serve)
     finally:
         service.close()
     return 0
+
+
+def _serve_workers(
+    workers: int,
+    home: str | None,
+    token: str | None,
+    hosts: list[str],
+    cors: list[str],
+    serve: dict[str, Any],
+) -> int:
+    """Run ``workers`` uvicorn processes on one socket, each building the app with ``worker_app``.
+
+    The workers share the index through SQLite's WAL (each has its own connections, as separate
+    ``coffer`` processes do) and operation state through a folder that lives as long as this run.
+    """
+    import uvicorn
+
+    if home is not None:
+        os.environ["COFFER_HOME"] = os.path.abspath(home)  # the workers' MemoryService() reads it
+    with tempfile.TemporaryDirectory(prefix="coffer-api-operations-") as operations:
+        os.environ[WORKER_ENV] = json.dumps(
+            {"token": token, "hosts": hosts, "cors": cors, "operations": operations}
+        )
+        config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, **serve)
+        # uvicorn.run's own branch for workers, with the listening socket made by listening_socket.
+        from uvicorn.supervisors import Multiprocess
+
+        older = "target" in inspect.signature(Multiprocess).parameters  # older uvicorns take the target
+        supervisor = {"target": uvicorn.Server(config).run} if older else {}
+        Multiprocess(config, sockets=[listening_socket(config)], **supervisor).run()
+    return 0
+
+
+def listening_socket(config: uvicorn.Config) -> socket.socket:
+    """uvicorn's shared listening socket for ``--workers``, with ``TCP_NODELAY`` set on it.
+
+    uvicorn makes that socket with protocol number 0, and asyncio sets ``TCP_NODELAY`` only on
+    connections it sees as TCP (protocol 6): the workers' connections had Nagle's algorithm on, and
+    a response written in two parts (head, then body) waited ~40 ms for the client's delayed ACK
+    (48 ms per request instead of 4 in bench/rest.py). Linux gives the option of a listening
+    socket to every connection accepted from it.
+    """
+    sock = config.bind_socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def worker_app() -> FastAPI:
+    """The app of one ``coffer-api --workers N`` process (uvicorn calls it in each worker)."""
+    from .app import create_app
+
+    spec = json.loads(os.environ.pop(WORKER_ENV))  # not passed on to the git or rg it runs
+    return create_app(
+        token=spec["token"],
+        allowed_hosts=spec["hosts"],
+        cors_origins=spec["cors"],
+        operations_dir=Path(spec["operations"]),
+    )
 
 
 if __name__ == "__main__":

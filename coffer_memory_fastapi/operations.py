@@ -1,16 +1,22 @@
 """Long-running operations (organize, reorg, reindex, distill): started by a request, polled by id.
 
 One worker thread runs them in order, so two passes never compete for a store's lock and a
-burst of requests queues instead of piling threads up. State lives in this process only.
+burst of requests queues instead of piling threads up. State lives in this process, and in a
+folder shared with the other worker processes of ``coffer-api --workers N`` (the next request may
+reach another worker); it is lost on restart.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from ulid import ULID
@@ -22,6 +28,7 @@ from .schemas import DistillBatchOut, ErrorBody, OperationOut, OrganizeResultOut
 Kind = Literal["organize", "reorg", "reindex", "distill"]
 Outcome = OrganizeResultOut | list[ReindexResultOut] | DistillBatchOut
 KEEP = 100
+_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # a ULID: the only names read from the shared folder
 
 
 class OperationNotFound(CofferError):
@@ -34,12 +41,17 @@ class OperationNotFound(CofferError):
 
 
 class Operations:
-    """A queue of operations and the state of the last ``KEEP`` of them."""
+    """A queue of operations and the state of the last ``KEEP`` of them.
 
-    def __init__(self) -> None:
+    With ``shared`` (a folder the worker processes of one server share), each state is also
+    written there as ``<id>.json``, so any worker answers for an operation another one started.
+    """
+
+    def __init__(self, shared: Path | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coffer-op")
         self._lock = threading.Lock()
         self._ops: OrderedDict[str, OperationOut] = OrderedDict()
+        self._shared = shared
 
     def start(self, kind: Kind, store: str, work: Callable[[], Outcome]) -> OperationOut:
         """Queue ``work`` and return its operation (status ``queued``)."""
@@ -57,8 +69,9 @@ class Operations:
         )
         with self._lock:
             self._ops[op.id] = op
+            self._publish(op)
             while len(self._ops) > KEEP:
-                self._ops.popitem(last=False)
+                self._forget(self._ops.popitem(last=False)[0])
         self._pool.submit(self._run, op.id, work)
         return op
 
@@ -66,6 +79,26 @@ class Operations:
         with self._lock:
             if op_id in self._ops:
                 self._ops[op_id] = self._ops[op_id].model_copy(update=changes)
+                self._publish(self._ops[op_id])
+
+    def _publish(self, op: OperationOut) -> None:
+        """Write ``op`` to the shared folder, replacing its last state whole (lock held)."""
+        if self._shared is not None:
+            temp = self._shared / f".{op.id}.{os.getpid()}.tmp"
+            temp.write_text(op.model_dump_json(), encoding="utf-8")
+            os.replace(temp, self._shared / f"{op.id}.json")
+
+    def _forget(self, op_id: str) -> None:
+        if self._shared is not None:
+            (self._shared / f"{op_id}.json").unlink(missing_ok=True)
+
+    def _read(self, op_id: str) -> OperationOut | None:
+        """Another worker's operation from the shared folder (None when unknown or forgotten)."""
+        if self._shared is None or not _ID.fullmatch(op_id):
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            return OperationOut.model_validate_json((self._shared / f"{op_id}.json").read_bytes())
+        return None
 
     def _run(self, op_id: str, work: Callable[[], Outcome]) -> None:
         self._update(op_id, status="running", started_at=datetime.now(UTC))
@@ -95,13 +128,21 @@ class Operations:
         with self._lock:
             op = self._ops.get(op_id)
         if op is None:
+            op = self._read(op_id)
+        if op is None:
             raise OperationNotFound(op_id)
         return op
 
     def list(self) -> list[OperationOut]:
-        """Every kept operation, newest first."""
+        """Every kept operation (of every worker sharing the folder), newest first."""
         with self._lock:
-            return list(reversed(self._ops.values()))
+            ops = {op.id: op for op in reversed(self._ops.values())}
+        if self._shared is None:
+            return list(ops.values())
+        for path in self._shared.glob("*.json"):
+            if path.stem not in ops and (op := self._read(path.stem)) is not None:
+                ops[op.id] = op
+        return sorted(ops.values(), key=lambda op: op.id, reverse=True)[:KEEP]
 
     def close(self) -> None:
         """Finish the running operation and drop the queued ones."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import traceback
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import coffer_memory._indexing
 from coffer_memory import AsyncMemoryService, MemoryService, RecallResult, Settings
 from coffer_memory.plugins import GrepBackend, GrepMatch, get_grep_backend, hookimpl
 from coffer_memory.plugins.manager import get_plugin_manager
@@ -138,7 +140,10 @@ def test_reads_on_other_threads_use_their_own_connections(svc: MemoryService) ->
     assert here.db.conn is not svc.index.db.conn  # the writer's connection is never a reader's
 
 
-def test_reads_do_not_wait_for_a_background_scan(tmp_home: Path) -> None:
+@contextlib.contextmanager
+def a_scan_waiting_for_the_lock(tmp_home: Path) -> Iterator[MemoryService]:
+    """A service over 3 facts whose lock another thread holds while the due background full
+    scan waits for it (``scanning()`` is true) until the block ends."""
     settings = Settings.load(tmp_home, reconcile_full_scan_max_files=1, reconcile_full_scan_seconds=0.0)
     with MemoryService(settings=settings) as svc:
         for i in range(3):
@@ -157,14 +162,33 @@ def test_reads_do_not_wait_for_a_background_scan(tmp_home: Path) -> None:
         holder.start()
         try:
             assert holding.wait(STUCK) and svc.index.reconciler.scanning()
-            # Each of these would wait for the lock (held until release) if reads took it.
-            assert len(svc.recall("scan", stores=["global"]).hits) == 3
-            assert len(svc.list_facts(store="global").items) == 3
-            assert svc.store_info("global").fact_count == 3
+            yield svc
             assert release.is_set() is False
         finally:
             release.set()
             holder.join(STUCK)
+
+
+def test_reads_do_not_wait_for_a_background_scan(tmp_home: Path) -> None:
+    with a_scan_waiting_for_the_lock(tmp_home) as svc:
+        # Each of these would wait for the lock (held until release) if reads took it.
+        assert len(svc.recall("scan", stores=["global"]).hits) == 3
+        assert len(svc.list_facts(store="global").items) == 3
+        assert svc.store_info("global").fact_count == 3
+
+
+def test_a_read_during_a_background_scan_skips_the_poll_wait(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that meets a running scan answers at once; it used to wait one poll interval
+    first (20 ms on every read while a scan ran). The interval is made longer than the test."""
+    monkeypatch.setattr(coffer_memory._indexing, "SCAN_POLL_SECONDS", 10 * STUCK)
+    with a_scan_waiting_for_the_lock(tmp_home) as svc:
+        answers: list[RecallResult] = []
+        reader = threading.Thread(target=lambda: answers.append(svc.recall("scan", stores=["global"])))
+        reader.start()
+        reader.join(STUCK)
+        assert not reader.is_alive() and len(answers[0].hits) == 3
 
 
 def test_the_async_facade_has_every_method_of_the_service(svc: MemoryService) -> None:

