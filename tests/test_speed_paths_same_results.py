@@ -8,13 +8,20 @@ from __future__ import annotations
 import random
 import unicodedata
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import apsw
 import pytest
 
+from coffer_memory import MemoryService
 from coffer_memory._index import coverage
 from coffer_memory._index.cjk import CJK_RUN, has_cjk
 from coffer_memory._index.coverage import COVERAGE_WEIGHT, by_coverage
+from coffer_memory._index.reindex import Reindexer
+from coffer_memory._models import MemoryFact
+from coffer_memory._store import fastmeta
+from coffer_memory._store.files import ParsedFile, render_fact
 
 # -- coverage ------------------------------------------------------------------------------------
 VOCABULARY = [
@@ -117,3 +124,102 @@ def test_coverage_scores_hold_when_a_text_carries_the_separator(separator_works:
         assert by_coverage(conn, terms, ranked, texts) == _reference(conn, terms, ranked, texts)
     finally:
         coverage._separator_ok.clear()
+
+
+# -- a cold rebuild ------------------------------------------------------------------------------
+AWKWARD = ["Deploy the api", "yes", "null", "~", "123", "1:20", "a: b", "has #hash", "- item", "it's"]
+AWKWARD += ["'quoted'", '"double"', "café ünïcode 部署", "tab\there", "emoji 🚀", "  spaced  ", "", "x" * 300]
+
+HAND_WRITTEN = [
+    "plain text, no header at all\n",
+    "# A heading\n\nbody under it\n",
+    "---\ntitle: hand written\ntags: [Deploy, ops, Deploy]\n---\nbody\n",
+    "---\ntitle: Tags as a string\ntags: a, b ,c\ncreated_at: 2026-03-01\n---\nbody\n",
+    "---\ntitle: naive time\ncreated_at: 2026-03-01T10:11:12\nupdated_at: 2026-03-02 10:11:12+02:00\n---\nx\n",
+    "---\ntitle: |\n  a block\n  title\ndescription: >\n  folded\n  text\n---\nmultiline\n",
+    '---\ntitle: "escaped \\"quote\\" \\u00e9"\nmetadata:\n  actor: agent\n  origin_session_id: s-1\n---\nb\n',
+    "---\nkind: knowledge\ntitle: extra key\ndescription: d\nmetadata:\n  actor: user\n"
+    "origin_session_id: null\nupdated_at: 2026-01-01T00:00:00.000+00:00\nnote: kept\n---\n\nbody\n",
+    "---\ntitle: out of range\ncreated_at: 0001-01-01T00:00:00+00:00\n---\nold\n",
+    "---\ntitle: [unclosed\n---\nbroken\n",
+    "\ufeff---\ntitle: with a BOM\n---\nbom body\n",
+    "---\ntitle: 日本語のタイトル\ntags:\n  - 部署\n  - x\n---\n部署前必须先运行数据库迁移。\n",
+]
+
+
+def _write_home(root: Path) -> MemoryService:
+    """A home whose two stores hold rendered facts with awkward values, hand-written files,
+    a broken one, journal days and long multi-chunk bodies."""
+    svc = MemoryService(home=root / "home")
+    r = random.Random(3)
+    stores = ["global", "project-01KB0000000000000000000000"]
+    for i in range(160):
+        when = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i, milliseconds=r.randint(0, 999))
+        fact = MemoryFact(
+            id="",
+            title=r.choice(AWKWARD) or "untitled",
+            description=r.choice(AWKWARD),
+            body=r.choice(["plain body", "", "# H\n\n" + "long paragraph about deploys. " * 120]),
+            actor=r.choice(["agent", "user"]),
+            origin_session_id=r.choice([None, "sess-1", "null", "a: b"]),
+            created_at=when,
+            updated_at=when + timedelta(hours=1),
+            tags=tuple(r.sample(["deploy", "ops", "部署"], r.randint(0, 2))),
+        )
+        extra = r.choice([None, None, {"note": "yes"}])
+        sp = svc.targets.paths(stores[i % 2])
+        sp.inbox.mkdir(parents=True, exist_ok=True)
+        (sp.inbox / f"f{i}.md").write_bytes(render_fact(fact, extra, with_created=r.random() < 0.8))
+    for i, text in enumerate(HAND_WRITTEN):
+        sp = svc.targets.paths(stores[i % 2])
+        (sp.knowledge / f"hand-{i}.md").write_text(text, encoding="utf-8")
+    journal = svc.targets.paths(stores[1]).journal
+    journal.mkdir(parents=True)
+    (journal / "2026-01-02.md").write_text("## 10:00 session s-9\n\ndeployed the api\n")
+    return svc
+
+
+def _rows(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
+    """Everything a rebuild writes, row by row (ctime left out: a file changed within 2 s keeps -1)."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.words_vocab USING fts5vocab(main, documents_words, instance)"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_vocab USING fts5vocab(main, documents_fts, instance)"
+    )
+    columns = [str(r[1]) for r in conn.execute("PRAGMA table_info(documents)") if r[1] != "file_ctime_ns"]
+    queries = {
+        "documents": f"SELECT rowid, {', '.join(columns)} FROM documents ORDER BY rowid",
+        "chunks": "SELECT rowid, * FROM chunks ORDER BY rowid",
+        "document_tags": "SELECT * FROM document_tags ORDER BY 1, 2",
+        "documents_fts": "SELECT rowid, text, resource_name, chunk_id FROM documents_fts ORDER BY rowid",
+        "words": "SELECT * FROM temp.words_vocab ORDER BY 1, 2, 3, 4",
+        "trigrams": "SELECT * FROM temp.fts_vocab ORDER BY 1, 2, 3, 4",
+        "broken_files": "SELECT resource_name, path, error FROM broken_files ORDER BY 1, 2",
+    }
+    return {name: list(conn.execute(sql)) for name, sql in queries.items()}
+
+
+def _reference_add(self: Reindexer, store: str, path: Path, names: tuple[str, str]) -> ParsedFile:
+    """A new file through the file-by-file routine, as before rows were queued."""
+    self.write_new()
+    return self.index_file(store, path, defer_embedding=True, names=names, absent=True)[1]
+
+
+def test_a_rebuild_through_the_fast_paths_writes_the_rows_the_reference_paths_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = _write_home(tmp_path)
+    reports = svc.reindex()
+    assert sum(r.added for r in reports) > 150 and any(r.skipped for r in reports)
+    fast = _rows(svc.index.db.conn)
+    svc.close()
+    assert len(fast["documents"]) > 150 and fast["document_tags"] and fast["broken_files"]
+    assert len(fast["chunks"]) > len(fast["documents"])  # long bodies made several chunks
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_path / 'home' / 'index.db'}{suffix}").unlink(missing_ok=True)
+    monkeypatch.setattr(fastmeta, "split_rendered", lambda text: None)  # every header through YAML
+    monkeypatch.setattr(Reindexer, "add_new", _reference_add)
+    with MemoryService(home=tmp_path / "home") as again:
+        again.reindex()
+        assert _rows(again.index.db.conn) == fast
