@@ -29,7 +29,7 @@ Printed: median and p95 of each side and the ratios coffer / limit. ``--coffer-s
 before and after are two runs of this script, each with its own limit beside it.
 
     .venv/bin/python bench/limit.py [--sizes 1000,10000] [--queries 200] [--rebuilds 3]
-        [--embedders multilingual-e5,minilm] [--python-grep-queries 20] [--coffer-src DIR]
+        [--embedders multilingual-e5,minilm] [--grep-queries N] [--python-grep-queries 20] [--coffer-src DIR]
         [--json out.json]
 """
 
@@ -377,7 +377,8 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
                 lambda q: svc.recall(q, cwd=repo, mode="keyword", limit=LIMIT),
                 lambda q: limit_keyword(conn, q),
             )
-        for backend, count in (("ripgrep", len(queries)), ("python", args.python_grep_queries)):
+        rg_count = len(queries) if args.grep_queries is None else args.grep_queries
+        for backend, count in (("ripgrep", rg_count), ("python", args.python_grep_queries)):
             if not count:
                 continue
             with MemoryService(settings=Settings.load(home, grep_backend=backend)) as svc:
@@ -508,6 +509,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=int,
         default=20,
         help="grep recalls with the pure-Python backend per size (it is slow at 10k)",
+    )
+    parser.add_argument(
+        "--grep-queries",
+        type=int,
+        default=None,
+        help="grep recalls with the ripgrep backend per size (default: --queries; 0: none)",
     )
     parser.add_argument(
         "--embed-rebuild",
