@@ -5,6 +5,7 @@ through the reference paths, row by row."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,14 @@ from coffer_memory._index.coverage import COVERAGE_WEIGHT, by_coverage
 from coffer_memory._index.reindex import Reindexer
 from coffer_memory._models import MemoryFact
 from coffer_memory._store import fastmeta
-from coffer_memory._store.files import ParsedFile, render_fact
+from coffer_memory._store.files import (
+    FactParseError,
+    ParsedFile,
+    clean_tag,
+    parse_fact,
+    render_fact,
+    split_frontmatter,
+)
 
 # -- coverage ------------------------------------------------------------------------------------
 VOCABULARY = [
@@ -223,3 +231,63 @@ def test_a_rebuild_through_the_fast_paths_writes_the_rows_the_reference_paths_wr
     with MemoryService(home=tmp_path / "home") as again:
         again.reindex()
         assert _rows(again.index.db.conn) == fast
+
+
+# -- the rendered-frontmatter reader -------------------------------------------------------------
+TAG_WORDS = ["deploy", "yes", "null", "~", "123", "1.5", "a: b", "it's", "'quoted'", "部署", "café", "x y"]
+TAG_WORDS += ["#hash", "a#b", "-dash", "[x]", "{y}", "a:b", "true", "2026-01-01", "0x1f", "é" * 40, "a, b"]
+
+
+def test_rendered_facts_with_tags_parse_the_same_both_ways() -> None:
+    r = random.Random(16)
+    fast = 0
+    for i in range(500):
+        tags = tuple(
+            dict.fromkeys(t for t in (clean_tag(r.choice(TAG_WORDS)) for _ in range(r.randint(1, 4))) if t)
+        )
+        when = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i)
+        fact = MemoryFact(
+            id="",
+            title=r.choice(AWKWARD) or "t",
+            description=r.choice(AWKWARD),
+            body="body",
+            actor="agent",
+            origin_session_id=None,
+            created_at=when,
+            updated_at=when,
+            tags=tags,
+        )
+        text = render_fact(fact, with_created=r.random() < 0.8).decode("utf-8")
+        quick = fastmeta.split_rendered(text)
+        meta, body = split_frontmatter(text)
+        if quick is not None:
+            fast += 1
+            assert quick == (meta, body.strip()) and list(quick[0]) == list(meta), text
+        assert parse_fact(text.encode(), store="global", relpath="k/x.md", mtime=0.0).fact.tags == tags
+    assert fast > 250  # tags of plain words take the fast path
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        "[]",
+        "[a,b]",
+        "[a, , b]",
+        "['a, b']",
+        "[a: b]",
+        '["x"]',
+        "[a, [b]]",
+        "[a]]",
+        "[yes, 1]",
+        "{a: 1}",
+        "a, b",
+    ],
+)
+def test_tag_lists_off_the_rendered_shape_take_the_yaml_path(tags: str) -> None:
+    text = (
+        "---\nkind: knowledge\ntitle: a\ndescription: b\nmetadata:\n  actor: agent\norigin_session_id: null\n"
+        f"updated_at: 2026-01-01T00:00:00.000+00:00\ntags: {tags}\n---\n\nbody\n"
+    )
+    assert fastmeta.split_rendered(text) is None
+    with contextlib.suppress(FactParseError):  # "[a, , b]" and "[a]]" are not YAML at all
+        parse_fact(text.encode(), store="global", relpath="k/x.md", mtime=0.0)
