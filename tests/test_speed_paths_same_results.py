@@ -121,6 +121,7 @@ def test_coverage_scores_equal_the_per_text_reference() -> None:
 def test_coverage_scores_hold_when_a_text_carries_the_separator(separator_works: bool) -> None:
     conn = apsw.Connection(":memory:")
     coverage._separator_ok[:] = [separator_works]
+    coverage._words_cache.clear()  # tokenized afresh, not served from an earlier test's texts
     try:
         texts = {
             1: ("a", f"deploy {coverage._SEPARATOR} migration", "s"),
@@ -132,6 +133,7 @@ def test_coverage_scores_hold_when_a_text_carries_the_separator(separator_works:
         assert by_coverage(conn, terms, ranked, texts) == _reference(conn, terms, ranked, texts)
     finally:
         coverage._separator_ok.clear()
+        coverage._words_cache.clear()
 
 
 # -- a cold rebuild ------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ _Wanted = tuple[frozenset[str], tuple[str, ...]]
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
 _separator_ok: list[bool] = []
+# The tokens of candidate texts already re-scored: about 4 KB each, so at most ~8 MB.
+_words_cache: dict[str, frozenset[str]] = {}
+_WORDS_CACHE_MAX = 2048
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
 
 
@@ -62,21 +65,41 @@ def _plain(text: str) -> bool:
     return text.isascii() or text.replace(_HEADER_MARK, "").isascii()
 
 
-def _word_sets(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str], plain: Sequence[bool]) -> list[set[str]]:
-    """The index tokens of each text (CJK runs left out: they are matched as substrings)."""
-    prepared = [t if p or not has_cjk(t) else CJK_RUN.sub(" ", t) for t, p in zip(texts, plain, strict=True)]
+def _word_sets(
+    tokenize: apsw.FTS5Tokenizer, texts: Sequence[str], plain: Sequence[bool]
+) -> list[frozenset[str]]:
+    """The index tokens of each text (CJK runs left out: they are matched as substrings).
+
+    Kept per text for later recalls (a long-lived process is asked about the same memory again
+    and again): tokenizing was most of the re-scoring. Keyed by the text itself, so an edited
+    chunk is a new key and never served stale tokens.
+    """
+    out = [_words_cache.get(t) for t in texts]
+    todo = [i for i, words in enumerate(out) if words is None]
+    if not todo:
+        return out  # type: ignore[return-value]
+    prepared = [texts[i] if plain[i] or not has_cjk(texts[i]) else CJK_RUN.sub(" ", texts[i]) for i in todo]
+    if len(_words_cache) + len(todo) > _WORDS_CACHE_MAX:
+        _words_cache.clear()
+    for i, words in zip(todo, _tokenize_all(tokenize, prepared), strict=True):
+        out[i] = _words_cache[texts[i]] = words
+    return out  # type: ignore[return-value]
+
+
+def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[frozenset[str]]:
+    """The tokens of each text, from one tokenizer call over them all."""
     if not _separator_ok:
         _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
-    tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(prepared), apsw.FTS5_TOKENIZE_DOCUMENT)
-    if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(prepared) - 1:  # a text holds it
-        return [set(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in prepared]
-    out: list[set[str]] = []
+    tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
+    if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(texts) - 1:  # a text holds it
+        return [frozenset(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in texts]
+    out: list[frozenset[str]] = []
     start = 0
-    for _ in range(len(prepared) - 1):
+    for _ in range(len(texts) - 1):
         end = tokens.index(_SEPARATOR, start)
-        out.append(set(tokens[start:end]))
+        out.append(frozenset(tokens[start:end]))
         start = end + 1
-    out.append(set(tokens[start:]))
+    out.append(frozenset(tokens[start:]))
     return out
 
 
