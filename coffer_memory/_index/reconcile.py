@@ -63,8 +63,9 @@ log = logging.getLogger("coffer_memory.reconcile")
 # A transaction of 2500 files takes ~1-2 s, well inside other writers' busy timeout.
 BATCH = 2500
 PROGRESS_EVERY = 500
-# A load of this many files leaves FTS5 with many segments: merge them once afterwards.
-OPTIMIZE_AFTER = 1000
+# No FTS5 'optimize' after a load: at 10k files it cost 0.26-0.58 s of CPU (a fifth of the
+# rebuild) and keyword searches on the merged index were no faster (automerge already keeps
+# few segments). docs/benchmarks.md, session 5.
 # A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
 # background scan alive long enough, so they would otherwise never see in-place edits.
 STALE_SECONDS = 60.0
@@ -356,8 +357,6 @@ class Reconciler:
                             progress(done, total)
                     self.reindexer.write_new()
                 self.reindexer.flush_embeddings()
-        if len(todo) >= OPTIMIZE_AFTER:
-            self.reindexer.optimize()
         if gone:
             with self.db.transaction():
                 for path in gone:

@@ -167,7 +167,7 @@ class Reindexer:
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
-        """Index many files in the caller's transactions, then merge the FTS5 segments once."""
+        """Index many files in the caller's transactions (no savepoint per file)."""
         before, self.bulk = self.bulk, True
         try:
             yield
@@ -175,12 +175,6 @@ class Reindexer:
             self.bulk = before
             self._vec_dropped.clear()
             self._new = None  # rows of a load that failed went with its transaction
-
-    def optimize(self) -> None:
-        """Merge each FTS5 table's segments into one (after a bulk load: faster queries)."""
-        with self.db.transaction():
-            for table in ("documents_fts", "documents_words"):
-                self.db.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def paths(self, store: str) -> StorePaths:
         """The store's paths."""
