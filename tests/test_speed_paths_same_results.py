@@ -19,6 +19,7 @@ from coffer_memory import MemoryService
 from coffer_memory._index import coverage
 from coffer_memory._index.cjk import CJK_RUN, has_cjk
 from coffer_memory._index.coverage import COVERAGE_WEIGHT, by_coverage
+from coffer_memory._index.fts import search_chunks, search_chunks_many
 from coffer_memory._index.reindex import Reindexer
 from coffer_memory._models import MemoryFact
 from coffer_memory._store import fastmeta
@@ -293,3 +294,30 @@ def test_tag_lists_off_the_rendered_shape_take_the_yaml_path(tags: str) -> None:
     assert fastmeta.split_rendered(text) is None
     with contextlib.suppress(FactParseError):  # "[a, , b]" and "[a]]" are not YAML at all
         parse_fact(text.encode(), store="global", relpath="k/x.md", mtime=0.0)
+
+
+# -- keyword search over several stores ----------------------------------------------------------
+@pytest.mark.parametrize("searched", [["global", "project-01KB0000000000000000000001"], ["global"], []])
+def test_a_search_over_a_few_of_many_stores_ranks_each_as_its_own_search(
+    tmp_path: Path, searched: list[str]
+) -> None:
+    """The stores searched hold a minority of the index here (a third store holds the most), so
+    each store gets its own filtered MATCH; with two of three stores searched and the third
+    small, one unfiltered MATCH serves both. Either way each list is that store's own search."""
+    svc = MemoryService(home=tmp_path / "home")
+    r = random.Random(8)
+    words = ["deploy", "port", "postgres", "kafka", "retry", "owner", "config", "timeout"]
+    big = "project-01KB0000000000000000000002"
+    for i in range(90):
+        store = [big, big, big, "global", "project-01KB0000000000000000000001"][i % 5]
+        svc.remember(f"note {i}: " + " ".join(r.choice(words) for _ in range(r.randint(2, 6))), store=store)
+    db = svc.index.db
+    for stores in (searched, [*searched, big]):
+        for store in stores:
+            svc.index.refresh(store)
+        for query in ["deploy", "port kafka", "retry timeout owner", "nothing"]:
+            for limit in (1, 4, 40):
+                many = search_chunks_many(db, stores, query, limit)
+                for store in stores:
+                    assert many[store] == search_chunks(db, store, query, limit), (stores, query, limit)
+    svc.close()
