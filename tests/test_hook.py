@@ -19,7 +19,7 @@ import pytest
 from coffer_memory import MemoryService
 from coffer_memory._agents.context import SEEDED_RULES
 from coffer_memory._agents.hook import run
-from coffer_memory._scope import _crockford_ulid
+from coffer_memory._scope import crockford_ulid
 
 HOOK = str(Path(sys.executable).parent / "coffer-hook")
 
@@ -248,7 +248,7 @@ def test_ulid_encoding_matches_python_ulid() -> None:
     from ulid import ULID
 
     for raw in (bytes(16), b"\xff" * 16, bytes(range(16)), os.urandom(16)):
-        assert _crockford_ulid(raw) == str(ULID.from_bytes(raw))
+        assert crockford_ulid(raw) == str(ULID.from_bytes(raw))
 
 
 def test_session_start_path_imports_no_heavy_module(ruled: Path, repo: Path) -> None:

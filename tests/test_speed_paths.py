@@ -1,5 +1,5 @@
 """The fast paths give the answers the slow ones gave: rendered-frontmatter parsing, the
-multi-store keyword MATCH, the git lookup cache, the bulk load, the in-memory vector matrix,
+multi-store keyword search, the git lookup cache, the bulk load, the in-memory vector matrix,
 hybrid's background query embedding and the grep backends (issue #15)."""
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ def two_stores(tmp_path: Path) -> tuple[MemoryService, list[str]]:
     svc = MemoryService(home=tmp_path / "home")
     r = random.Random(4)
     project = "project-01KB0000000000000000000000"
-    # Unbalanced on purpose: the project store outranks global on most words, so the shared
-    # list is often cut before global has its share and global is asked again on its own.
+    # Unbalanced on purpose: the project store outranks global on most words (a shared MATCH,
+    # as this search once was, cut global's share short and had to ask it again on its own).
     for i in range(120):
         store = project if i % 4 else "global"
         words = " ".join(r.choice(WORDS) for _ in range(r.randint(2, 9 if store == project else 3)))
@@ -146,7 +146,7 @@ def two_stores(tmp_path: Path) -> tuple[MemoryService, list[str]]:
 
 
 @pytest.mark.parametrize("limit", [1, 3, 10, 40])
-def test_one_match_over_stores_ranks_each_store_as_separate_queries(
+def test_a_search_over_stores_ranks_each_store_as_separate_queries(
     two_stores: tuple[MemoryService, list[str]], limit: int
 ) -> None:
     svc, stores = two_stores

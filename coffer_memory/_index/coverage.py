@@ -27,9 +27,80 @@ _TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 
 
 def _tokens(tokenize: apsw.FTS5Tokenizer, text: str, reason: int) -> list[str]:
-    # Without offsets or colocated tokens, apsw returns the bare token strings.
+    # Without offsets or colocated tokens, apsw returns a list of the bare token strings.
     found = tokenize(text.encode("utf-8"), reason, None, include_offsets=False, include_colocated=False)
-    return [str(t) for t in found]
+    return found  # type: ignore[return-value]
+
+
+# A token no text of a batch holds, written between the texts so that one tokenizer call reads
+# them all (a call per text cost more than the tokenizing: ~4 us each, 80 texts per recall).
+# Digits: unicode61 keeps them as one token and porter leaves them alone (checked at first use).
+_SEPARATOR = "7305841962730584196"
+_Wanted = tuple[frozenset[str], tuple[str, ...]]
+# Query terms as the index tokenizes them: a recall re-scores each store with the same terms.
+_wanted_cache: dict[str, _Wanted | None] = {}
+_WANTED_CACHE_MAX = 4096
+_separator_ok: list[bool] = []
+# The tokens of candidate texts already re-scored: about 4 KB each, so at most ~8 MB.
+_words_cache: dict[str, frozenset[str]] = {}
+_WORDS_CACHE_MAX = 2048
+_HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
+
+
+def _wanted(tokenize: apsw.FTS5Tokenizer, term: str) -> _Wanted | None:
+    if term in _wanted_cache:
+        return _wanted_cache[term]
+    tokens = _tokens(tokenize, term, apsw.FTS5_TOKENIZE_QUERY)
+    cjk = tuple(t for t in tokens if has_cjk(t))
+    wanted = (frozenset(tokens).difference(cjk), cjk) if tokens else None
+    if len(_wanted_cache) >= _WANTED_CACHE_MAX:
+        _wanted_cache.clear()
+    _wanted_cache[term] = wanted
+    return wanted
+
+
+def _plain(text: str) -> bool:
+    """ASCII apart from the header's U+2063, which NFKC leaves as it is: no NFKC, no CJK to look for
+    (most first chunks hold it, and a CJK search of one took 3-4 us)."""
+    return text.isascii() or text.replace(_HEADER_MARK, "").isascii()
+
+
+def _word_sets(
+    tokenize: apsw.FTS5Tokenizer, texts: Sequence[str], plain: Sequence[bool]
+) -> list[frozenset[str]]:
+    """The index tokens of each text (CJK runs left out: they are matched as substrings).
+
+    Kept per text for later recalls (a long-lived process is asked about the same memory again
+    and again): tokenizing was most of the re-scoring. Keyed by the text itself, so an edited
+    chunk is a new key and never served stale tokens.
+    """
+    out = [_words_cache.get(t) for t in texts]
+    todo = [i for i, words in enumerate(out) if words is None]
+    if not todo:
+        return out  # type: ignore[return-value]
+    prepared = [texts[i] if plain[i] or not has_cjk(texts[i]) else CJK_RUN.sub(" ", texts[i]) for i in todo]
+    if len(_words_cache) + len(todo) > _WORDS_CACHE_MAX:
+        _words_cache.clear()
+    for i, words in zip(todo, _tokenize_all(tokenize, prepared), strict=True):
+        out[i] = _words_cache[texts[i]] = words
+    return out  # type: ignore[return-value]
+
+
+def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[frozenset[str]]:
+    """The tokens of each text, from one tokenizer call over them all."""
+    if not _separator_ok:
+        _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
+    tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
+    if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(texts) - 1:  # a text holds it
+        return [frozenset(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in texts]
+    out: list[frozenset[str]] = []
+    start = 0
+    for _ in range(len(texts) - 1):
+        end = tokens.index(_SEPARATOR, start)
+        out.append(frozenset(tokens[start:end]))
+        start = end + 1
+    out.append(frozenset(tokens[start:]))
+    return out
 
 
 def by_coverage(
@@ -44,23 +115,20 @@ def by_coverage(
     if len(terms) < 2 or not ranked or weight <= 0:
         return list(ranked)
     tokenize = conn.fts5_tokenizer(*_TOKENIZER)
-    wanted = []
-    for term in terms:
-        tokens = _tokens(tokenize, term, apsw.FTS5_TOKENIZE_QUERY)
-        cjk = tuple(t for t in tokens if has_cjk(t))
-        if tokens:
-            wanted.append((frozenset(tokens).difference(cjk), cjk))
+    wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return list(ranked)
-    scored = []
-    for rowid, score in ranked:
+    candidates = []
+    plain = []
+    for rowid, _ in ranked:
         found = texts.get(rowid)
         text = found[1] if found else ""
-        if not text.isascii():
-            text = unicodedata.normalize("NFKC", text)
-        words = set(
-            _tokens(tokenize, CJK_RUN.sub(" ", text) if has_cjk(text) else text, apsw.FTS5_TOKENIZE_DOCUMENT)
-        )
-        share = sum(1 for latin, cjk in wanted if latin <= words and all(c in text for c in cjk))
+        plain.append(_plain(text))
+        candidates.append(text if plain[-1] else unicodedata.normalize("NFKC", text))
+    scored = []
+    for (rowid, score), text, words in zip(
+        ranked, candidates, _word_sets(tokenize, candidates, plain), strict=True
+    ):
+        share = sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
         scored.append((rowid, score * (1.0 + weight * share / len(wanted))))
     return sorted(scored, key=lambda r: (r[1], r[0]))

@@ -261,6 +261,13 @@ class _Connection(apsw.Connection):
             self.owner.note_damage(exc)
             raise
 
+    def executemany(self, *args: Any, **kwargs: Any) -> apsw.Cursor:
+        try:
+            return super().executemany(*args, **kwargs)
+        except DAMAGE as exc:
+            self.owner.note_damage(exc)
+            raise
+
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"

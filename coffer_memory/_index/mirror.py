@@ -53,6 +53,11 @@ class MirroredReindexer(Reindexer):
             self._note(store, key)
         return outcome, parsed
 
+    def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> Any:
+        """``Reindexer.add_new``, noting the document (its failed read too: nothing to push)."""
+        self._note(store, names[1])
+        return super().add_new(store, path, names)
+
     def remove_path(self, store: str, path: Path) -> str | None:
         """``Reindexer.remove_path``, noting the document."""
         self._note(store, self.db.key(path))

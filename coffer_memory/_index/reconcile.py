@@ -63,8 +63,9 @@ log = logging.getLogger("coffer_memory.reconcile")
 # A transaction of 2500 files takes ~1-2 s, well inside other writers' busy timeout.
 BATCH = 2500
 PROGRESS_EVERY = 500
-# A load of this many files leaves FTS5 with many segments: merge them once afterwards.
-OPTIMIZE_AFTER = 1000
+# No FTS5 'optimize' after a load: at 10k files it cost 0.26-0.58 s of CPU (a fifth of the
+# rebuild) and keyword searches on the merged index were no faster (automerge already keeps
+# few segments). docs/benchmarks.md, session 5.
 # A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
 # background scan alive long enough, so they would otherwise never see in-place edits.
 STALE_SECONDS = 60.0
@@ -89,7 +90,7 @@ def _warn_odd(store: str, odd: OddFiles) -> None:
 class _Todo(NamedTuple):
     """A file a scan found new or changed."""
 
-    path: Path
+    path: str  # a Path is made only where one is needed (10k of them were 2% of a rebuild)
     rel: str  # relative to the store's root
     key: str  # documents.path
     forget: bool  # it may have a broken_files row to clear
@@ -332,10 +333,13 @@ class Reconciler:
             elif known is None and was_broken == st:
                 tally.skipped.append(rel)
             else:
-                path = Path(f"{folder}/{rel}")
                 todo.append(
                     _Todo(
-                        path, rel, key, forget_all or was_broken is not None, rows_complete and known is None
+                        f"{folder}/{rel}",
+                        rel,
+                        key,
+                        forget_all or was_broken is not None,
+                        rows_complete and known is None,
                     )
                 )
         if broken:  # broken files that are gone now
@@ -351,9 +355,8 @@ class Reconciler:
                         self._index_one(sp, entry, tally)
                         if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(todo)):
                             progress(done, total)
+                    self.reindexer.write_new()
                 self.reindexer.flush_embeddings()
-        if len(todo) >= OPTIMIZE_AFTER:
-            self.reindexer.optimize()
         if gone:
             with self.db.transaction():
                 for path in gone:
@@ -366,22 +369,28 @@ class Reconciler:
                 progress(total, total)
 
     def _index_one(self, sp: StorePaths, entry: _Todo, tally: _Tally) -> None:
-        path, rel, key, was_broken, absent = entry
+        name, rel, key, was_broken, absent = entry
         before = None
         if tally.external is not None and not absent:
             before = self.db.scalar(
                 "SELECT content_sha256 FROM documents WHERE resource_name = ? AND path = ?", (sp.name, key)
             )
         try:
-            outcome, parsed = self.reindexer.index_file(
-                sp.name, path, defer_embedding=True, names=(rel, key), absent=absent
-            )
+            if absent:  # queued, written with the batch's other new files (``write_new``)
+                outcome, parsed = "added", self.reindexer.add_new(sp.name, name, (rel, key))
+            else:
+                self.reindexer.write_new()  # the queued rows first: they hold the next rowids
+                outcome, parsed = self.reindexer.index_file(
+                    sp.name, Path(name), defer_embedding=True, names=(rel, key), absent=absent
+                )
         except FactParseError as exc:
+            path = Path(name)
             if self._remember_broken(sp.name, path, str(exc)):
                 log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(rel)
             return
         except (FileNotFoundError, IsADirectoryError, OSError) as exc:
+            path = Path(name)
             log.info("file vanished while indexing %s: %s", path, exc)
             self.reindexer.remove_path(sp.name, path)
             self._forget_broken(sp.name, key)

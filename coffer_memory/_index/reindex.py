@@ -6,6 +6,7 @@ insert, upsert the documents row.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -90,6 +91,40 @@ class _PendingDoc:
     chunks: tuple[str, ...]
 
 
+@attrs.define
+class _NewRows:
+    """Rows of files the index has no row for, written with one ``executemany`` per table.
+
+    Rowids are handed out as SQLite would (one past the largest), so the rows are those a
+    file-by-file insert gives (``tests/test_speed_paths_same_results.py`` compares them).
+    """
+
+    next_document: int
+    next_chunk: int
+    documents: list[tuple[object, ...]] = attrs.Factory(list)
+    tags: list[tuple[int, str]] = attrs.Factory(list)
+    chunks: list[tuple[object, ...]] = attrs.Factory(list)
+    fts: list[tuple[object, ...]] = attrs.Factory(list)
+    words: list[tuple[object, ...]] = attrs.Factory(list)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_metadata(actor: str, origin: str | None) -> str:
+    return json.dumps({"actor": actor, "origin_session_id": origin})
+
+
+@functools.lru_cache(maxsize=64)
+def _project_id(store: str) -> str:
+    return project_id_of(store)
+
+
+def _metadata_json(fact: MemoryFact, rel: str) -> str:
+    """``documents.metadata`` as JSON; most files share one of a few (a rebuild asks per file)."""
+    if rel.startswith("journal/"):
+        return json.dumps(_metadata(fact, rel))
+    return _plain_metadata(fact.actor, fact.origin_session_id)
+
+
 def _metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
     """``documents.metadata``: who wrote the file and, for a journal day, which sessions fed it."""
     meta: dict[str, Any] = {"actor": fact.actor, "origin_session_id": fact.origin_session_id}
@@ -123,6 +158,7 @@ class Reindexer:
         # Nothing is lost: a file that cannot be read or parsed fails before its first write.
         self.bulk = False
         self._vec_dropped: set[str] = set()
+        self._new: _NewRows | None = None
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -131,19 +167,14 @@ class Reindexer:
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
-        """Index many files in the caller's transactions, then merge the FTS5 segments once."""
+        """Index many files in the caller's transactions (no savepoint per file)."""
         before, self.bulk = self.bulk, True
         try:
             yield
         finally:
             self.bulk = before
             self._vec_dropped.clear()
-
-    def optimize(self) -> None:
-        """Merge each FTS5 table's segments into one (after a bulk load: faster queries)."""
-        with self.db.transaction():
-            for table in ("documents_fts", "documents_words"):
-                self.db.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            self._new = None  # rows of a load that failed went with its transaction
 
     def paths(self, store: str) -> StorePaths:
         """The store's paths."""
@@ -215,20 +246,7 @@ class Reindexer:
                 "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
                 "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
                 "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    fact.id,
-                    KIND,
-                    store,
-                    project_id_of(store),
-                    key,
-                    fact.title,
-                    fact.description,
-                    json.dumps(_metadata(fact, rel)),
-                    "" if self.vectors is not None else parsed.sha256,
-                    format_time(fact.created_at),
-                    format_time(fact.updated_at),
-                    *stat_columns(st),
-                ),
+                self._document_row(store, key, rel, parsed, st),
             )
             self._write_tags(self.db.conn.last_insert_rowid(), fact.tags)
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
@@ -253,6 +271,89 @@ class Reindexer:
             if not defer_embedding:
                 self.flush_embeddings()
         return ("updated" if row else "added"), parsed
+
+    def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> ParsedFile:
+        """Queue the rows of a file the index has no row for, inside a bulk load's transaction;
+        ``write_new`` writes them. Raises FactParseError or OSError before queueing anything.
+
+        The rows are those ``index_file`` writes; building them without a statement per row cut
+        a cold rebuild's statements from four per file to four per batch.
+        """
+        rel, key = names
+        data, st = read_bytes(path, max_bytes=self.max_file_bytes)
+        parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
+        fact = parsed.fact
+        self._drop_vectors_of(store)
+        new = self._new
+        if new is None:
+            new = self._new = _NewRows(
+                next_document=int(self.db.scalar("SELECT coalesce(max(rowid), 0) FROM documents")) + 1,
+                next_chunk=int(self.db.scalar("SELECT coalesce(max(rowid), 0) FROM chunks")) + 1,
+            )
+        document = new.next_document
+        new.next_document += 1
+        new.documents.append((document, *self._document_row(store, key, rel, parsed, st)))
+        new.tags.extend((document, tag) for tag in fact.tags)
+        scope = store_scope(store)
+        chunks = indexed_chunks(fact.title, fact.description, fact.body)
+        for position, text in enumerate(chunks):
+            rowid = new.next_chunk
+            new.next_chunk += 1
+            cid = chunk_id(store, fact.id, position)
+            new.chunks.append((rowid, cid, fact.id, KIND, store, position))
+            new.fts.append((rowid, text, store, cid))
+            new.words.append((rowid, index_text(text), scope))
+        if self.vectors is not None:
+            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+        return parsed
+
+    def _document_row(
+        self, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
+    ) -> tuple[object, ...]:
+        """A ``documents`` row from ``id`` to ``file_ino``."""
+        fact = parsed.fact
+        return (
+            fact.id,
+            KIND,
+            store,
+            _project_id(store),
+            key,
+            fact.title,
+            fact.description,
+            _metadata_json(fact, rel),
+            "" if self.vectors is not None else parsed.sha256,
+            format_time(fact.created_at),
+            format_time(fact.updated_at),
+            *stat_columns(st),
+        )
+
+    def write_new(self) -> None:
+        """Write the rows ``add_new`` queued (before any other write to these tables)."""
+        new, self._new = self._new, None
+        if new is None:
+            return
+        conn = self.db.conn
+        conn.executemany(
+            "INSERT INTO documents (rowid, id, kind, resource_name, project_id, path, title, description, "
+            "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
+            "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            new.documents,
+        )
+        conn.executemany("INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", new.tags)
+        conn.executemany(
+            "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position) VALUES (?, ?, ?, ?, ?, ?)",
+            new.chunks,
+        )
+        conn.executemany(
+            "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)", new.fts
+        )
+        conn.executemany("INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", new.words)
+
+    def _drop_vectors_of(self, store: str) -> None:
+        if self.vectors is None and store not in self._vec_dropped:
+            # Vectors are off: the store's vec table (if any) misses these documents from now on.
+            self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
+            self._vec_dropped.add(store)
 
     def _write_tags(self, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False) -> None:
         """The ``document_tags`` rows of one document (dropped with it by a trigger)."""

@@ -3,7 +3,7 @@
 A rebuild spent about a third of its time in YAML for a header whose keys, order and quoting
 coffer chose. This reads exactly that shape: the keys in ``render_fact``'s order, each value a
 plain scalar that YAML would read as a string (or null), a single-quoted one, or a timestamp
-in ``format_time``'s form. Anything else (a hand-edited or hand-written header, an extra key,
+in ``format_time``'s form, then the tags as a flow list of such scalars. Anything else (a hand-edited or hand-written header, an extra key,
 a double-quoted value with escapes) returns None, and the caller takes the YAML path, which
 stays the reference: a test parses many rendered facts both ways and compares.
 """
@@ -55,6 +55,22 @@ def _time(text: str) -> object:
     return datetime.fromisoformat(text) if _TIME.fullmatch(text) else _NO
 
 
+def _tags(text: str) -> object:
+    """A rendered flow list of tags (``[deploy, 'yes', it's]``), or ``_NO`` when only YAML can say."""
+    if len(text) < 3 or text[0] != "[" or text[-1] != "]":
+        return _NO
+    out = []
+    for item in text[1:-1].split(", "):
+        # A quoted item holding ", " was cut in two here: its halves fail ``_scalar``.
+        if any(c in item for c in ',[]{}:"'):
+            return _NO
+        value = _scalar(item)
+        if value is _NO:
+            return _NO
+        out.append(value)
+    return out
+
+
 _FIELDS = (
     ("kind: ", None),
     ("title: ", _scalar),
@@ -78,6 +94,9 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
     if "\r" in header or _NON_PRINTABLE.search(header):
         return None
     lines = header.split("\n")
+    tags = _tags(lines.pop()[6:]) if lines[-1].startswith("tags: ") else None  # last when written
+    if tags is _NO:
+        return None
     if lines[-1:] == [""] or len(lines) not in (7, 8):
         return None
     fields = _FIELDS if len(lines) == 8 else tuple(f for f in _FIELDS if f[0] != "created_at: ")
@@ -103,4 +122,6 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
             if value is _NO:
                 return None
             meta[prefix[:-2]] = value
+    if tags is not None:
+        meta["tags"] = tags
     return meta, text[end + 5 :].strip()

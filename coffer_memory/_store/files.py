@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from .._models import Actor, MemoryFact
+from .._scope import crockford_ulid
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 
 FILE_MODE = 0o600
@@ -113,7 +114,7 @@ def now_utc() -> datetime:
 
 def format_time(value: datetime) -> str:
     """ISO 8601 in UTC with millisecond precision, e.g. ``2026-06-09T10:11:12.345+00:00``."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds")
+    return (value if value.tzinfo is UTC else value.astimezone(UTC)).isoformat(timespec="milliseconds")
 
 
 def fsync_dir(path: Path) -> None:
@@ -250,11 +251,11 @@ def fact_id_for(store: str, relpath: str, created_at: datetime | None) -> str:
     Deterministic so that rebuilding the index from the files yields the same ids; the
     time part keeps ids sortable by creation. Files with no ``created_at`` get time 0.
     """
-    from ulid import ULID  # python-ulid imports importlib.metadata: start-up pays only when indexing
-
     millis = int(created_at.timestamp() * 1000) if created_at else 0
     digest = hashlib.sha256(f"{store}\x00{relpath}".encode("utf-8", "surrogateescape")).digest()
-    return str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))
+    # As python-ulid's ``str(ULID.from_bytes(...))`` prints it (pinned by a test), in a third
+    # of its time: a rebuild makes one per file.
+    return crockford_ulid(millis.to_bytes(6, "big") + digest[:10])
 
 
 def parse_time(value: object) -> datetime | None:
@@ -370,10 +371,10 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         origin = nested.get("origin_session_id")
     created = parse_time(meta.get("created_at"))
     updated = parse_time(meta.get("updated_at"))
-    try:
-        file_time = max(_EPOCH, min(_LAST, datetime.fromtimestamp(mtime, UTC)))
-    except (OverflowError, OSError, ValueError):
-        file_time = _EPOCH
+    file_time = _EPOCH
+    if created is None and updated is None:  # the file's mtime stands in for both
+        with contextlib.suppress(OverflowError, OSError, ValueError):
+            file_time = max(_EPOCH, min(_LAST, datetime.fromtimestamp(mtime, UTC)))
     fact = MemoryFact(
         id=fact_id_for(store, relpath, created),
         title=title.strip(),
@@ -395,7 +396,7 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     )
 
 
-def read_bytes(path: Path, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
+def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
     """A file's bytes and its stat, refusing anything that is not a regular file.
 
     Opened non-blocking, so a FIFO or device named ``*.md`` is refused instead of hanging the
@@ -410,7 +411,12 @@ def read_bytes(path: Path, *, max_bytes: int | None = None) -> tuple[bytes, os.s
             raise FileTooLarge(
                 f"{st.st_size} bytes is over the {max_bytes}-byte cap ([memory] max_file_bytes): not indexed"
             )
-        chunks = []
+        # A read of one byte more than its size: a shorter answer is the end of a regular file,
+        # so most files cost one read (a rebuild reads them all).
+        first = os.read(fd, st.st_size + 1)
+        if len(first) <= st.st_size:
+            return first, st
+        chunks = [first]
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
