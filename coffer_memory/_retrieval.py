@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -41,6 +41,9 @@ KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an err
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
+# The Path of each hit's file, by its path string: the same files come back recall after recall.
+_PATHS: dict[str, Path] = {}
+_PATHS_KEPT = 4096
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -55,6 +58,11 @@ class _DocRow:
     title: str
     description: str
     updated_at: datetime
+
+
+def _doc_row(home: str, r: Sequence[Any]) -> _DocRow:
+    """A ``_DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
+    return _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
 
 
 def _normalised(hits: Sequence[MemoryHit]) -> dict[str, float]:
@@ -396,9 +404,25 @@ class KnowledgeRetrieval:
         out = {}
         home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
         for r in rows:
-            doc = _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
+            doc = _doc_row(home, r)
             out[doc.id if ids else doc.path] = doc
         return out
+
+    def _docs_of(self, ids: dict[str, list[str]]) -> dict[tuple[str, str], _DocRow]:
+        """``_docs`` of several stores by id (store name -> ids), from one query, by (store, id)."""
+        stores = [store for store, some in ids.items() if some]
+        every = list(dict.fromkeys(i for store in stores for i in ids[store]))
+        if not every:
+            return {}
+        rows = self.db.rows(
+            "SELECT id, path, title, coalesce(description, ''), updated_at, resource_name FROM documents "
+            f"WHERE kind = 'memory' AND resource_name IN ({','.join('?' * len(stores))}) "
+            f"AND id IN ({','.join('?' * len(every))})",
+            (*stores, *every),
+        )
+        wanted = {(store, i) for store in stores for i in ids[store]}  # an id may be in two stores
+        home = f"{self.db.home}/"
+        return {(r[5], r[0]): _doc_row(home, r) for r in rows if (r[5], r[0]) in wanted}
 
     def _key(self, path: str) -> str:
         """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
@@ -409,7 +433,11 @@ class KnowledgeRetrieval:
         return self.db.key(Path(path))
 
     def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
-        path = Path(doc.path)
+        path = _PATHS.get(doc.path)
+        if path is None:  # a Path per hit was a tenth of a keyword recall's Python
+            if len(_PATHS) >= _PATHS_KEPT:
+                _PATHS.clear()
+            path = _PATHS[doc.path] = Path(doc.path)
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),
@@ -432,13 +460,13 @@ class KnowledgeRetrieval:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
         stores, building hits only for those that survive the fusion."""
         found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
+        best = {sp.name: _best_per_document(found[sp.name], limit) for sp in paths}
+        docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
         lists: list[list[tuple[str, str]]] = []
         picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
         for sp in paths:
-            best = _best_per_document(found[sp.name], limit)
-            docs = self._docs(sp.name, ids=list(best))
-            keys = [(sp.name, i) for i in best if i in docs]
-            picked.update({key: (sp, docs[key[1]], *best[key[1]]) for key in keys})
+            keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
+            picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
             lists.append(keys)
         return [self._hit(*picked[key]) for key in rrf_order(lists, limit)]
 

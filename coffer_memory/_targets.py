@@ -38,6 +38,7 @@ from .vocabulary import SCOPES, Scope
 PathLike = str | os.PathLike[str]
 
 log = logging.getLogger("coffer_memory")
+_PATHS_KEPT = 1024
 
 
 class Targets:
@@ -49,10 +50,18 @@ class Targets:
     def __init__(self, memory_dir: Path, writer: Writer | None = None) -> None:
         self.memory_dir = memory_dir
         self.writer = writer
+        # Every read asks for its stores' paths: one StorePaths per name (its folders cached).
+        self._paths: dict[str, StorePaths] = {}
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
-        return StorePaths.of(self.memory_dir, store)
+        found = self._paths.get(store) if isinstance(store, str) else None
+        if found is None:
+            found = StorePaths.of(self.memory_dir, store)
+            if len(self._paths) >= _PATHS_KEPT:
+                self._paths.clear()
+            self._paths[store] = found
+        return found
 
     def of_store(self, store: str) -> Target:
         """The target of an explicit store name (no project root or branch is known)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 import apsw
 
@@ -41,8 +42,8 @@ _Wanted = tuple[frozenset[str], tuple[str, ...]]
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
 _separator_ok: list[bool] = []
-# The tokens of candidate texts already re-scored: about 4 KB each, so at most ~8 MB.
-_words_cache: dict[str, frozenset[str]] = {}
+# Candidate texts already re-scored, as compared and their tokens: about 8 KB each, so at most ~16 MB.
+_words_cache: dict[str, tuple[str, frozenset[str]]] = {}
 _WORDS_CACHE_MAX = 2048
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
 
@@ -65,24 +66,30 @@ def _plain(text: str) -> bool:
     return text.isascii() or text.replace(_HEADER_MARK, "").isascii()
 
 
-def _word_sets(
-    tokenize: apsw.FTS5Tokenizer, texts: Sequence[str], plain: Sequence[bool]
-) -> list[frozenset[str]]:
-    """The index tokens of each text (CJK runs left out: they are matched as substrings).
+def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[str, frozenset[str]]]:
+    """Each text as it is compared (NFKC unless plain) and its index tokens (CJK runs left out:
+    they are matched as substrings).
 
     Kept per text for later recalls (a long-lived process is asked about the same memory again
-    and again): tokenizing was most of the re-scoring. Keyed by the text itself, so an edited
-    chunk is a new key and never served stale tokens.
+    and again): tokenizing was most of the re-scoring, and the NFKC check the rest. Keyed by
+    the text itself, so an edited chunk is a new key and never served stale tokens.
     """
     out = [_words_cache.get(t) for t in texts]
-    todo = [i for i, words in enumerate(out) if words is None]
+    todo = [i for i, found in enumerate(out) if found is None]
     if not todo:
         return out  # type: ignore[return-value]
-    prepared = [texts[i] if plain[i] or not has_cjk(texts[i]) else CJK_RUN.sub(" ", texts[i]) for i in todo]
+    compared = []
+    prepared = []
+    for i in todo:
+        text = texts[i]
+        plain = _plain(text)
+        candidate = text if plain else unicodedata.normalize("NFKC", text)
+        compared.append(candidate)
+        prepared.append(candidate if plain or not has_cjk(candidate) else CJK_RUN.sub(" ", candidate))
     if len(_words_cache) + len(todo) > _WORDS_CACHE_MAX:
         _words_cache.clear()
-    for i, words in zip(todo, _tokenize_all(tokenize, prepared), strict=True):
-        out[i] = _words_cache[texts[i]] = words
+    for i, candidate, words in zip(todo, compared, _tokenize_all(tokenize, prepared), strict=True):
+        out[i] = _words_cache[texts[i]] = (candidate, words)
     return out  # type: ignore[return-value]
 
 
@@ -118,17 +125,18 @@ def by_coverage(
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return list(ranked)
-    candidates = []
-    plain = []
-    for rowid, _ in ranked:
-        found = texts.get(rowid)
-        text = found[1] if found else ""
-        plain.append(_plain(text))
-        candidates.append(text if plain[-1] else unicodedata.normalize("NFKC", text))
-    scored = []
-    for (rowid, score), text, words in zip(
-        ranked, candidates, _word_sets(tokenize, candidates, plain), strict=True
-    ):
-        share = sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
-        scored.append((rowid, score * (1.0 + weight * share / len(wanted))))
-    return sorted(scored, key=lambda r: (r[1], r[0]))
+    compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+    n = len(wanted)
+    if any(cjk for _, cjk in wanted):
+        shares = [
+            sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
+            for text, words in compared
+        ]
+    else:  # the usual query: a subset test per term, in C
+        latins = [latin for latin, _ in wanted]
+        shares = [sum(map(words.issuperset, latins)) for _, words in compared]
+    scored = [
+        (rowid, score * (1.0 + weight * share / n))
+        for (rowid, score), share in zip(ranked, shares, strict=True)
+    ]
+    return sorted(scored, key=itemgetter(1, 0))

@@ -12,6 +12,7 @@ Layout (the seed's)::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -80,14 +81,14 @@ class StorePaths:
         """Paths for a validated store name."""
         return cls(memory_dir=memory_dir, name=validate_store_name(name))
 
-    @property
+    @functools.cached_property  # every read asks a store's folders several times
     def root(self) -> Path:
         """The store folder."""
         if self.name == GLOBAL_STORE:
             return self.memory_dir / "global"
         return self.memory_dir / "projects" / project_id_of(self.name)
 
-    @property
+    @functools.cached_property
     def knowledge(self) -> Path:
         """The knowledge lane (recall searches here)."""
         return self.root / "knowledge"
