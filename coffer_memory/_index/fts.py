@@ -327,17 +327,20 @@ def _ranked_per_store(
     if len(stores) < 2 or not _most_of_the_index(db, stores):
         return {store: _ranked_words(db, _words_match(terms, store), limit) for store in stores}
     wanted = limit * len(stores) * 2
-    ranked = _ranked_words(db, _any_of(terms), wanted)
-    marks = ",".join("?" * len(ranked))
-    owner = dict(
-        db.rows(f"SELECT rowid, resource_name FROM chunks WHERE rowid IN ({marks})", [r for r, _ in ranked])
+    # The ranking as ``_ranked_words`` gives it, each row with its store (chunks.resource_name)
+    # joined to the ranked rows only: one statement where a second one looked the stores up.
+    ranked = db.rows(
+        "SELECT r.rowid, r.s, c.resource_name FROM (SELECT rowid, bm25(documents_words, 1.0, 0.0) AS s "
+        "FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?) AS r "
+        "LEFT JOIN chunks c ON c.rowid = r.rowid ORDER BY r.s, r.rowid",
+        (_any_of(terms), wanted),
     )
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
     open_stores = len(stores)
-    for row in ranked:
-        mine = rows.get(owner.get(row[0], ""))
+    for rowid, score, store in ranked:
+        mine = rows.get(store)
         if mine is not None and len(mine) < limit:
-            mine.append(row)
+            mine.append((rowid, score))
             if len(mine) == limit:
                 open_stores -= 1
                 if not open_stores:  # every store has its rows: the rest of the list is unused
