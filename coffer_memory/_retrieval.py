@@ -408,8 +408,9 @@ class KnowledgeRetrieval:
             out[doc.id if ids else doc.path] = doc
         return out
 
-    def _docs_of(self, ids: dict[str, list[str]]) -> dict[tuple[str, str], _DocRow]:
-        """``_docs`` of several stores by id (store name -> ids), from one query, by (store, id)."""
+    def _docs_of(self, ids: dict[str, list[str]]) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """The rows ``_docs`` reads of several stores by id (store name -> ids), from one query,
+        by (store, id): a ``_DocRow`` is made (``_doc_row``) only for the hits kept."""
         stores = [store for store, some in ids.items() if some]
         every = list(dict.fromkeys(i for store in stores for i in ids[store]))
         if not every:
@@ -421,8 +422,7 @@ class KnowledgeRetrieval:
             (*stores, *every),
         )
         wanted = {(store, i) for store in stores for i in ids[store]}  # an id may be in two stores
-        home = f"{self.db.home}/"
-        return {(r[5], r[0]): _doc_row(home, r) for r in rows if (r[5], r[0]) in wanted}
+        return {(r[5], r[0]): r for r in rows if (r[5], r[0]) in wanted}
 
     def _key(self, path: str) -> str:
         """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
@@ -463,12 +463,17 @@ class KnowledgeRetrieval:
         best = {sp.name: _best_per_document(found[sp.name], limit) for sp in paths}
         docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
         lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
+        picked: dict[tuple[str, str], tuple[StorePaths, tuple[Any, ...], str, float]] = {}
         for sp in paths:
             keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
             picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
             lists.append(keys)
-        return [self._hit(*picked[key]) for key in rrf_order(lists, limit)]
+        home = f"{self.db.home}/"
+        hits = []
+        for key in rrf_order(lists, limit):
+            sp, row, text, score = picked[key]
+            hits.append(self._hit(sp, _doc_row(home, row), text, score))
+        return hits
 
     def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
         best = _best_per_document(chunks, limit)

@@ -72,6 +72,7 @@ PROGRESS_EVERY = 500
 # background scan alive long enough, so they would otherwise never see in-place edits.
 STALE_SECONDS = 60.0
 MISSING = -1
+PATHS_KEPT = 1024
 Progress = Callable[[int, int], None]
 Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
 # Odd entries already warned about by this process: a warning once, not on every read.
@@ -141,6 +142,8 @@ class Reconciler:
         self.audit = audit if audit is not None else AuditLog(settings.home)
         self._background: set[str] = set()
         self._guard = threading.Lock()
+        # One StorePaths per store read (its folders are cached on it): every read reconciles.
+        self._paths: dict[str, StorePaths] = {}
 
     def scanning(self) -> bool:
         """True while a background full scan runs (or waits for the lock)."""
@@ -220,7 +223,11 @@ class Reconciler:
         self.reindexer.repair_index()
 
     def _reconcile(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
-        sp = self.reindexer.paths(store)
+        sp = self._paths.get(store)
+        if sp is None:
+            if len(self._paths) >= PATHS_KEPT:
+                self._paths.clear()
+            sp = self._paths[store] = self.reindexer.paths(store)
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
                 self.reindexer.remove_store(store)  # coffer's own delete_store leaves no state behind
