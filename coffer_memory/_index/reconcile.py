@@ -304,26 +304,24 @@ class Reconciler:
                     name = entry.name
                     if name[0] == ".":
                         continue
-                    if not name.isascii() and not utf8_name(name):
-                        return False  # the full scan warns about it once
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(f"{rel_dir}/{name}")
-                        continue
                     rel = f"{rel_dir}/{name}"
                     want = expected.get(rel)
-                    if want is None:
-                        if not name.endswith(".md") or not is_recall_rel(rel) or entry.is_symlink():
-                            continue  # never indexed
-                        return False
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        return False
-                    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want or not S_ISREG(
-                        st.st_mode
-                    ):
-                        return False
-                    matched += 1
+                    if want is not None:  # most entries: an indexed file
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            return False
+                        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want or not S_ISREG(
+                            st.st_mode
+                        ):
+                            return False
+                        matched += 1
+                    elif not name.isascii() and not utf8_name(name):
+                        return False  # the full scan warns about it once
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                    elif name.endswith(".md") and is_recall_rel(rel) and not entry.is_symlink():
+                        return False  # a file the index does not know (or a FIFO and the like)
         for top in tops:
             seen.setdefault(top, MISSING)
         return matched == len(expected) and seen == dirs
