@@ -29,16 +29,9 @@ from ._models import (
     RecallResult,
     Target,
 )
-from ._store.files import (
-    FactParseError,
-    fact_id_for,
-    now_utc,
-    parse_fact,
-    read_bytes,
-    render_fact,
-    scan_markdown,
-)
+from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read_bytes, render_fact
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
+from ._store.scan import scan_markdown
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets

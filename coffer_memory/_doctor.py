@@ -17,8 +17,8 @@ import apsw
 from ._index.db import DAMAGE
 from ._indexing import IndexHandle
 from ._models import BrokenFile, DoctorReport, StoreInfo
-from ._store.files import OddFiles, printable, scan_markdown
 from ._store.paths import StorePaths, is_recall_rel
+from ._store.scan import OddFiles, printable, scan_markdown
 from .plugins.builtin.grep import find_ripgrep
 
 if TYPE_CHECKING:

@@ -27,9 +27,10 @@ from pathlib import Path
 import attrs
 
 from ._models import WriteReceipt
-from ._store.files import TEMP_PREFIX, read_bytes
+from ._store.files import read_bytes
 from ._store.identity import STORE_FILE, StoreIdentity
 from ._store.paths import INDEX_MD, StorePaths
+from ._store.scan import TEMP_PREFIX
 from ._store.writer import Transaction
 
 __all__ = ["StoreMerge", "merged_identity", "move_lanes"]

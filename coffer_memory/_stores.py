@@ -19,7 +19,6 @@ from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable, Store
 from ._index.reconcile import Progress
 from ._indexing import IndexHandle
 from ._models import DoctorReport, ReindexReport, StoreInfo
-from ._store.files import stale_temp_files
 from ._store.identity import (
     StoreIdentity,
     identity_path,
@@ -29,6 +28,7 @@ from ._store.identity import (
 )
 from ._store.paths import GLOBAL_STORE, StorePaths, scope_of, store_name_for_project
 from ._store.paths import project_id_of as _project_id_of
+from ._store.scan import stale_temp_files
 from ._store.writer import Transaction, Writer
 from ._store_config import STORE_KEYS, StoreConfig, effective_config, updated_settings
 from ._store_merge import StoreMerge, merged_identity, move_lanes

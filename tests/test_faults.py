@@ -24,7 +24,8 @@ import pytest
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
 from coffer_memory._index.db import MIGRATIONS, IndexDB
-from coffer_memory._store.files import FactParseError, parse_fact, parse_time, stale_temp_files
+from coffer_memory._store.files import FactParseError, parse_fact, parse_time
+from coffer_memory._store.scan import stale_temp_files
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
 
 

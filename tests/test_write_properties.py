@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coffer_memory import CofferError, MemoryService
-from coffer_memory._store.files import TEMP_PREFIX
+from coffer_memory._store.scan import TEMP_PREFIX
 
 # Codes a write may answer bad input with; anything else (or an untyped exception) is a bug.
 INPUT_CODES = {"INVALID_INPUT", "MEMORY_REJECTED"}

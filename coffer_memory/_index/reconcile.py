@@ -43,18 +43,10 @@ import attrs
 from .._config import Settings
 from .._models import ReindexReport
 from .._store.audit import AuditLog
-from .._store.files import (
-    FactParseError,
-    FileStat,
-    OddFiles,
-    file_stat,
-    list_folder,
-    printable,
-    scan_markdown,
-    utf8_name,
-)
+from .._store.files import FactParseError
 from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
+from .._store.scan import FileStat, OddFiles, file_stat, list_folder, printable, scan_markdown, utf8_name
 from .._store.versions import bump_version
 from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns

@@ -18,17 +18,10 @@ from typing import Any
 import attrs
 
 from .._models import MemoryFact
-from .._store.files import (
-    FactParseError,
-    fact_id_for,
-    now_utc,
-    parse_fact,
-    render_fact,
-    scan_markdown,
-    sha256_bytes,
-)
+from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
 from .._store.paths import MAX_SLUG_CHARS, slugify
 from .._store.rules import IMPORT_MARK
+from .._store.scan import scan_markdown
 from .._store.writer import Transaction, Writer
 from ..vocabulary import MAX_TAGS
 from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem

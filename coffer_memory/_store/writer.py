@@ -34,9 +34,10 @@ from typing import Any, Literal, Protocol
 from .._errors import InvalidInput, StorageFull
 from .._models import WriteReceipt
 from . import lanes as fmt
-from .files import TEMP_PREFIX, atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
+from .files import atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
 from .lock import store_lock
 from .paths import StorePaths, lock_path, slugify
+from .scan import TEMP_PREFIX
 from .versions import bump_version, read_version
 
 log = logging.getLogger("coffer_memory.writer")

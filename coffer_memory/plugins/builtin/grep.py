@@ -15,7 +15,7 @@ from functools import cache
 from itertools import accumulate
 from pathlib import Path
 
-from ..._store.files import utf8_name
+from ..._store.scan import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50

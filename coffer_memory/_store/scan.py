@@ -1,0 +1,210 @@
+"""Scan store folders: which memory files there are, their stat tuples, and what is skipped.
+
+Kept apart from parsing and writing (``files``): the reconcile fast path, ``doctor`` and the
+stale-temp sweep walk folders without reading a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symlink",
+}
+
+
+def odd_kind(mode: int) -> str:
+    """Why a ``*.md`` entry is not read: ``not a regular file (a FIFO)`` and the like."""
+    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'unknown type')})"
+
+
+BAD_NAME = "file name is not valid UTF-8"
+
+
+def utf8_name(name: str) -> bool:
+    """True when a name read from the OS is valid UTF-8 (undecodable bytes come back as surrogates)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(path: str | Path) -> str:
+    """A path for messages and reports: undecodable bytes shown as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+class FileStat(NamedTuple):
+    """What the reconcile fast path compares (a tuple: hot path).
+
+    Size and mtime alone miss an edit that keeps both (``cp -p``, ``rsync -t``, ``touch -r``);
+    the ctime (which no tool can set back) and the inode catch it.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int = -1
+    ino: int = -1
+
+
+def file_stat(st: os.stat_result) -> FileStat:
+    """The ``FileStat`` of an ``os.stat_result``."""
+    return FileStat(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+# A rel path -> why it is not read (odd names, FIFOs and other non-regular ``*.md`` entries).
+OddFiles = dict[str, str]
+
+
+def scan_markdown(
+    root: Path, folders: tuple[Path, ...], odd: OddFiles | None = None
+) -> tuple[dict[str, FileStat], dict[str, int]]:
+    """Every visible ``*.md`` regular file under ``folders`` (relative to ``root``) and folder mtimes.
+
+    Hidden entries (temp files among them) and symlinks are skipped. Entries that cannot be
+    indexed (a name that is not UTF-8, a FIFO named ``*.md``) are skipped and, when ``odd``
+    is given, put there with the reason.
+    """
+    files: dict[str, FileStat] = {}
+    dirs: dict[str, int] = {}
+    for folder in folders:
+        for rel_dir, entries in _walk(root, folder, dirs, odd):
+            for name, st in entries:
+                files[f"{rel_dir}/{name}"] = st
+    return files, dirs
+
+
+def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileStat | None:
+    """The stat of a ``*.md`` entry worth indexing, or None (an odd one goes into ``odd``)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    reason = None if stat.S_ISREG(st.st_mode) else odd_kind(st.st_mode)
+    if reason is None and not utf8_name(entry.name):
+        reason = BAD_NAME
+    if reason is None:
+        return file_stat(st)
+    if odd is not None:
+        odd[f"{rel_dir}/{entry.name}"] = reason
+    return None
+
+
+def _walk(
+    root: Path, folder: Path, dirs: dict[str, int], odd: OddFiles | None = None
+) -> Iterator[tuple[str, list[tuple[str, FileStat]]]]:
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            dir_stat = os.stat(current, follow_symlinks=False)
+            scanner = os.scandir(current)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        rel_dir = current.relative_to(root).as_posix()
+        dirs[rel_dir] = dir_stat.st_mtime_ns
+        entries: list[tuple[str, FileStat]] = []
+        with scanner:
+            for entry in scanner:
+                name = entry.name
+                if name[0] == ".":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if utf8_name(name):
+                        stack.append(Path(entry.path))
+                    elif odd is not None:
+                        odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
+                elif name.endswith(".md"):
+                    st = _entry(entry, rel_dir, odd)
+                    if st is not None:
+                        entries.append((name, st))
+        yield rel_dir, entries
+
+
+def list_folder(
+    root: Path, rel_dir: str, odd: OddFiles | None = None
+) -> tuple[int, dict[str, FileStat], list[str]] | None:
+    """One folder's mtime, its direct ``*.md`` files and its visible subfolders; ``None`` if gone."""
+    folder = root / rel_dir
+    try:
+        mtime = os.stat(folder, follow_symlinks=False).st_mtime_ns
+        scanner = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    files: dict[str, FileStat] = {}
+    subdirs: list[str] = []
+    with scanner:
+        for entry in scanner:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if utf8_name(entry.name):
+                    subdirs.append(f"{rel_dir}/{entry.name}")
+                elif odd is not None:
+                    odd[f"{rel_dir}/{entry.name}"] = "folder name is not valid UTF-8"
+            elif entry.name.endswith(".md"):
+                st = _entry(entry, rel_dir, odd)
+                if st is not None:
+                    files[f"{rel_dir}/{entry.name}"] = st
+    return mtime, files, subdirs
+
+
+# A temp file this old is a dead writer's: a live one renames its temp within milliseconds.
+STALE_TEMP_SECONDS = 600.0
+_TEMP_PID = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+
+
+def _writer_gone(name: str) -> bool:
+    """True when the temp name carries a writer's pid (``.tmp-<pid>-...``) and no such process runs."""
+    match = _TEMP_PID.match(name)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def stale_temp_files(folders: tuple[Path, ...], older_than_seconds: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Temp files left by writers that died mid-write (never part of the truth).
+
+    Every folder under ``folders`` is searched (pass a store's root for all its lanes). A temp
+    file is stale when the pid in its name is gone, or when it is older than ``older_than_seconds``.
+    """
+
+    cutoff = time.time() - older_than_seconds
+    found: list[Path] = []
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if name.startswith(TEMP_PREFIX):
+                    path = Path(dirpath) / name
+                    try:
+                        if _writer_gone(name) or path.lstat().st_mtime < cutoff:
+                            found.append(path)
+                    except FileNotFoundError:
+                        continue
+    return found
