@@ -12,9 +12,14 @@ from coffer_memory import InvalidInput, MemoryService
 from coffer_memory._store.files import sha256_bytes
 
 PACKAGES = [Path(coffer_memory.__file__).parent]
+ADAPTERS = [PACKAGES[0].parent / name for name in ("coffer_memory_fastapi", "coffer_memory_mcp")]
 BANNED = {"atomic_write", "append_bytes", "remove_file", "replace", "rename"}
 # Every module goes through store/ (a damaged index.db is moved aside by store.files.move_aside).
 EXEMPT: set[str] = set()
+# The adapters write no memory at all. The one exception: coffer-api --workers N shares the state
+# of long-running operations through a temporary folder of the run (never memory, gone with the
+# server), replaced whole so that another worker never reads half a state.
+ADAPTER_EXEMPT = {"coffer_memory_fastapi/operations.py"}
 
 
 def _banned_calls(path: Path) -> list[str]:
@@ -47,6 +52,15 @@ def test_no_durable_write_outside_the_truth_layer() -> None:
         if rel.parts[0] == "_store" or rel.as_posix() in EXEMPT:
             continue
         offenders += _banned_calls(path)
+    assert offenders == []
+
+
+def test_the_adapters_write_no_files_of_their_own() -> None:
+    offenders = []
+    for package in ADAPTERS:
+        for path in sorted(package.rglob("*.py")):
+            if path.relative_to(package.parent).as_posix() not in ADAPTER_EXEMPT:
+                offenders += _banned_calls(path)
     assert offenders == []
 
 
