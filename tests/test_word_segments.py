@@ -1,6 +1,7 @@
 """The word index stays in few FTS5 segments (``_index/segments.py``): one after a bulk load, a
 handful under single writes; merging changes no answer, never makes a reader wait, and never
-runs on a read that changes nothing."""
+runs on a read that changes nothing. Keyword recall reads texts from FTS5's content table, which
+must hold what the virtual table gives."""
 
 from __future__ import annotations
 
@@ -154,3 +155,18 @@ def test_a_keyword_read_of_an_unchanged_index_never_merges(tmp_path: Path) -> No
         assert bytes(conn.execute("SELECT block FROM documents_words_data WHERE id = 10").get) == structure
     finally:
         conn.close()
+
+
+def test_the_fts5_content_table_holds_what_the_trigram_table_gives(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    # ``fts._ranked_per_store`` and ``fts._texts`` read documents_fts_content (id, c0 text, c1
+    # store, c2 chunk id) directly: a SQLite that laid it out otherwise must fail here.
+    repo = make_repo(tmp_path / "repo")
+    for text in ["plain words", "café ünïcode 部署 the api", "x" * 3000, "line\nbreaks\n\n# heading\nmore"]:
+        svc.remember(text, cwd=repo, title=f"t {text[:8]}")
+    svc.remember("global words", store=GLOBAL_STORE)
+    db = svc.index.db
+    content = db.rows("SELECT id, c2, c0, c1 FROM documents_fts_content ORDER BY id")
+    virtual = db.rows("SELECT rowid, chunk_id, text, resource_name FROM documents_fts ORDER BY rowid")
+    assert len(content) >= 6 and content == virtual
