@@ -171,7 +171,8 @@ class Reindexer:
     def bulk_load(self) -> Iterator[None]:
         """Index many files in the caller's transactions (no savepoint per file)."""
         before, self.bulk = self.bulk, True
-        self._words_written = 0
+        if not before:
+            self._words_written = 0
         try:
             yield
             if not before:
