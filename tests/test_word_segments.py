@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
+import pytest
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory._index import segments
 from coffer_memory._index.db import IndexDB
-from coffer_memory._index.fts import search_chunks_many
+from coffer_memory._index.fts import search_chunks, search_chunks_many
 from coffer_memory._models import MemoryFact
 from coffer_memory._store.files import render_fact
 from coffer_memory._store.paths import GLOBAL_STORE, slugify
@@ -30,10 +31,11 @@ def _text(r: random.Random) -> str:
     return " ".join(r.choice(WORDS) for _ in range(r.randint(5, 40)))
 
 
-def _write_files(svc: MemoryService, repo: Path, n: int) -> None:
-    """``n`` rendered fact files, alternating the project and the global store (no index write)."""
+def _write_files(svc: MemoryService, repo: Path, n: int, every: int = 2) -> None:
+    """``n`` rendered fact files, every ``every``-th in the project store, the others in the global
+    store (no index write)."""
     r = random.Random(5)
-    stores = [svc.target(cwd=repo).store_dir, svc.target(store=GLOBAL_STORE).store_dir]
+    project, global_ = svc.target(cwd=repo).store_dir, svc.target(store=GLOBAL_STORE).store_dir
     for i in range(n):
         text = _text(r)
         when = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i)
@@ -47,7 +49,7 @@ def _write_files(svc: MemoryService, repo: Path, n: int) -> None:
             created_at=when,
             updated_at=when,
         )
-        inbox = stores[i % 2] / "knowledge" / "inbox"
+        inbox = (project if i % every == 0 else global_) / "knowledge" / "inbox"
         inbox.mkdir(parents=True, exist_ok=True)
         (inbox / f"{slugify(fact.title)}-{i}.md").write_bytes(render_fact(fact))
 
@@ -89,6 +91,23 @@ def test_a_rebuild_leaves_the_word_index_in_one_segment_with_the_same_answers(tm
         db = svc.index.db
         assert segments.segment_count(db) == 1
         assert _answers(db, stores) == before
+
+
+@pytest.mark.parametrize("every", [2, 5, 1000])
+def test_one_store_searched_alone_ranks_as_its_own_search(tmp_path: Path, every: int) -> None:
+    # One store holding most of the index takes the shared, unfiltered MATCH (the global store of
+    # a REST or MCP recall); a small one keeps its filtered MATCH. Both give its own search's rows.
+    repo = make_repo(tmp_path / "repo")
+    with MemoryService(settings=Settings.load(tmp_path / "home")) as svc:
+        _write_files(svc, repo, 240, every)
+        svc.reindex()
+        db = svc.index.db
+        for store in (GLOBAL_STORE, svc.target(cwd=repo).store):
+            for query in [*QUERIES, "nothing here", "alp"]:
+                many = search_chunks_many(db, [store], query, 40, docs=10)[store]
+                alone = search_chunks(db, store, query, 40)
+                assert many == alone[: len(many)], (query, store)
+                assert many == alone or len({c.chunk_id.split(":")[-2] for c in many}) >= 10
 
 
 def test_single_writes_keep_the_word_index_in_a_few_segments(svc: MemoryService, tmp_path: Path) -> None:

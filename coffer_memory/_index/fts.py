@@ -324,9 +324,11 @@ def _ranked_per_store(
     So when the stores searched hold most of the index, one MATCH without the filter ranks every
     row, and a store's rows in that shared list are its own first rows; only a store the list
     cut short (other stores' rows took the places) is asked again with the filter. A store
-    among many (a home with several projects) is asked with the filter at once.
+    among many (a home with several projects) is asked with the filter at once. One store alone
+    (a REST or MCP recall of the global store) takes the shared MATCH too when it holds most of
+    the index: at 10k facts in one store, 2.4 ms against 3.3 ms filtered.
     """
-    if len(stores) < 2 or not _most_of_the_index(db, stores):
+    if not _most_of_the_index(db, stores):
         return {store: _ranked_words(db, _words_match(terms, store), limit) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
@@ -360,9 +362,11 @@ def _ranked_per_store(
 
 
 def _most_of_the_index(db: IndexDB, stores: Sequence[str]) -> bool:
-    """True when ``stores`` hold at least half of the files the index knows."""
+    """True when ``stores`` hold at least half of the files the index knows; one store alone, at
+    least three quarters (its share of the 2 x limit rows ranked must reach its limit)."""
     counts = {str(r[0]): int(r[1]) for r in db.rows("SELECT resource_name, file_count FROM store_state")}
-    return 2 * sum(counts.get(s, 0) for s in stores) >= sum(counts.values())
+    mine, total = sum(counts.get(s, 0) for s in stores), sum(counts.values())
+    return 4 * mine >= 3 * total if len(stores) == 1 else 2 * mine >= total
 
 
 def _texts(db: IndexDB, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
