@@ -182,6 +182,15 @@ def limit_rebuild(db_path: Path, files: Sequence[Path], schema: Sequence[str]) -
     return conn
 
 
+def segments(index_db: Path) -> int:
+    """How many FTS5 segments of the word index hold terms: a MATCH looks every term up in each."""
+    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return int(conn.execute("SELECT count(DISTINCT segid) FROM documents_words_idx").get)
+    finally:
+        conn.close()
+
+
 def limit_keyword(conn: apsw.Connection, query: str) -> list[tuple[int, str]]:
     """One bm25 MATCH over every store, then the matched texts: the least a keyword recall does."""
     terms = keyword_terms(query)
@@ -436,6 +445,7 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
         if args.rebuilds:
             with_cpu(out, "rebuild_s", interleave(args.rebuilds, coffer_rebuild, plain_rebuild))
         conn = limit_rebuild(limit_db, files, schema)
+        out["word_segments"] = (segments(home / "index.db"), segments(limit_db))
         keyword = queries[: args.keyword_queries if args.keyword_queries is not None else len(queries)]
         if keyword:
             with MemoryService(settings=settings) as svc:
@@ -547,6 +557,9 @@ def rows_of(result: dict[str, Any]) -> list[list[object]]:
         else:
             row.append("")
         out.append(row)
+    if "word_segments" in result:
+        ours, plain = result["word_segments"]
+        out.append([f"  word-index segments after a rebuild, {n:,}", ours, "", plain, "", "", "", ""])
     for key, value in result.items():
         if key.startswith("embed_"):
             p50 = percentile(value, 50) * 1000

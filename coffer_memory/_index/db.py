@@ -484,6 +484,19 @@ class IndexDB:
             self.note_damage(exc)
             raise
 
+    @contextmanager
+    def cursor(self, sql: str, params: Any = ()) -> Iterator[apsw.Cursor]:
+        """A query's rows as they come, for a caller that may stop early (the statement is closed
+        on leaving, so no read transaction stays open)."""
+        cursor = self._current().execute(sql, params)
+        try:
+            yield cursor
+        except DAMAGE as exc:  # met while stepping past the first row
+            self.note_damage(exc)
+            raise
+        finally:
+            cursor.close()
+
     def scalar(self, sql: str, params: Any = ()) -> Any:
         """The first column of the first row, or ``None``."""
         for row in self.rows(sql, params):

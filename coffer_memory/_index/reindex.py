@@ -27,6 +27,7 @@ from .chunking import MAX_WINDOWS, chunk_markdown, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
+from .segments import after_bulk_load, merge_step
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -159,6 +160,7 @@ class Reindexer:
         self.bulk = False
         self._vec_dropped: set[str] = set()
         self._new: _NewRows | None = None
+        self._words_written = 0  # word-index rows a bulk load wrote (``segments.after_bulk_load``)
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -169,8 +171,12 @@ class Reindexer:
     def bulk_load(self) -> Iterator[None]:
         """Index many files in the caller's transactions (no savepoint per file)."""
         before, self.bulk = self.bulk, True
+        if not before:
+            self._words_written = 0
         try:
             yield
+            if not before:
+                after_bulk_load(self.db, self._words_written)
         finally:
             self.bulk = before
             self._vec_dropped.clear()
@@ -266,6 +272,10 @@ class Reindexer:
                     "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
                     (rowid, index_text(text), store_scope(store)),
                 )
+            if self.bulk:
+                self._words_written += len(chunks)
+            else:  # a single write: its new segment is folded in before it piles up with others
+                merge_step(self.db)
         if self.vectors is not None:
             self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
             if not defer_embedding:
@@ -348,6 +358,7 @@ class Reindexer:
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)", new.fts
         )
         conn.executemany("INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", new.words)
+        self._words_written += len(new.words)
 
     def _drop_vectors_of(self, store: str) -> None:
         if self.vectors is None and store not in self._vec_dropped:

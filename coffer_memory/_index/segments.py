@@ -1,0 +1,71 @@
+"""Keep the word index (``documents_words``) in few FTS5 segments, so keyword recall reads few.
+
+FTS5 writes every transaction's new terms as a new segment (a b-tree) and merges segments only
+now and then: by default after every 64 leaf pages written (``automerge``), or when one level
+holds 16 (``crisismerge``). A MATCH looks each of its terms up in every segment, so each one
+costs every search: a cold rebuild left one per commit (one per store at 1k facts, five at 10k,
+where the plain one-transaction load has one or two), and single writes pile up to 15 one-page
+segments, which made a MATCH at 1k facts 0.41 ms against 0.25 ms in one segment
+(docs/benchmarks.md, session 6).
+
+- After a bulk load that wrote at least a quarter of the index, the word index is optimized
+  into one segment: it holds about a tenth of what the trigram index holds, so this costs ~2 ms
+  at 1k facts and ~17 ms at 10k (a rebuild takes 0.15 s and 1.3 s). The trigram index is left as
+  it is: merging it cost 0.13 s at 10k, and only queries the word index cannot answer read it.
+- After any other write to the word index, one bounded incremental merge step runs in the same
+  transaction (``'merge'``, at most ``MERGE_PAGES`` pages written): levels holding
+  ``usermerge`` (4) segments are merged, so small writes keep 3-7 segments instead of up to 22,
+  for ~0.05 ms more per write and no write that rewrites the whole index at once.
+
+Both run inside the writer's transaction, under its locks: readers (WAL) keep reading the last
+committed state and never wait, and other processes' writers wait on SQLite's busy timeout as
+for any write. A read that changes nothing writes nothing, so it never merges.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import apsw
+
+from .db import IndexDB
+
+log = logging.getLogger("coffer_memory._index")
+
+# Pages written per incremental merge step after a small write: enough to fold a level of
+# one-page segments into one, never a whole large segment in one write.
+MERGE_PAGES = 16
+# A bulk load that wrote at least 1/OPTIMIZE_SHARE of the word index's rows optimizes it: the
+# optimize costs ~1.7 us per indexed row, the load ~130 us per file, so at most ~5% of the load.
+OPTIMIZE_SHARE = 4
+
+
+def merge_step(db: IndexDB) -> None:
+    """One bounded incremental merge of the word index (inside the caller's transaction)."""
+    db.conn.execute("INSERT INTO documents_words (documents_words, rank) VALUES ('merge', ?)", (MERGE_PAGES,))
+
+
+def optimize(db: IndexDB) -> None:
+    """Merge the word index into one segment (inside the caller's transaction)."""
+    db.conn.execute("INSERT INTO documents_words (documents_words) VALUES ('optimize')")
+
+
+def after_bulk_load(db: IndexDB, rows_written: int) -> None:
+    """Settle the word index after a bulk load wrote ``rows_written`` of its rows (one transaction):
+    optimized into one segment when the load was a large share of it, one merge step otherwise."""
+    if rows_written <= 0:
+        return
+    try:
+        with db.transaction():
+            total = int(db.scalar("SELECT count(*) FROM chunks") or 0)
+            if rows_written * OPTIMIZE_SHARE >= total:
+                optimize(db)
+            else:
+                merge_step(db)
+    except apsw.BusyError:  # the load is committed; another writer's long transaction only delays this
+        log.info("word index not merged after a bulk load: the index was busy")
+
+
+def segment_count(db: IndexDB) -> int:
+    """How many segments of the word index hold terms (for tests and benchmarks)."""
+    return int(db.scalar("SELECT count(DISTINCT segid) FROM documents_words_idx") or 0)
