@@ -1,0 +1,165 @@
+"""Facts of one agent session (``origin_session_id``): their order in the index, neighbour lending
+in recall, and the index rows a rebuild from the files gives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from coffer_memory import MemoryService, Settings
+from coffer_memory._index import session
+from coffer_memory._index.db import IndexDB
+
+# A chat as an agent would remember it, one fact per turn: the reply that says which instrument
+# shares no word with the question; the turn before it does.
+CHAT = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+    "Melanie: That sounds lovely! Which musical instrument do you play these days?",
+    "Caroline: Yeah, mostly the clarinet, and I started violin lessons!",
+    "Melanie: Nice. I painted a lake sunrise last weekend.",
+    "Caroline: Send me a photo of it please.",
+]
+OTHER = [
+    "The release branch is cut on Fridays.",
+    "Deploys run make release after the migrations.",
+    "Melanie bought new running shoes for the race.",
+]
+QUESTION = "What musical instrument is played?"
+
+
+def remember_chat(svc: MemoryService, origin: str | None, store: str = "global") -> list[str]:
+    ids = [
+        svc.remember(t, title=f"turn {i}", store=store, origin_session_id=origin).fact.id
+        for i, t in enumerate(CHAT)
+    ]
+    for text in OTHER:
+        svc.remember(text, store=store)
+    return ids
+
+
+@pytest.fixture
+def svc(tmp_home: Path) -> Iterator[MemoryService]:
+    with MemoryService(home=tmp_home) as service:
+        yield service
+
+
+def index_rows(home: Path) -> list[tuple[object, ...]]:
+    conn = apsw.Connection(str(home / "index.db"))
+    try:
+        return list(
+            conn.execute(
+                "SELECT resource_name, id, path, origin_session, metadata FROM documents ORDER BY resource_name, id"
+            )
+        )
+    finally:
+        conn.close()
+
+
+def test_facts_of_a_session_are_a_sequence_in_id_order(svc: MemoryService, tmp_home: Path) -> None:
+    ids = remember_chat(svc, "chat-1")
+    db = IndexDB(tmp_home / "index.db")
+    try:
+        near = session.neighbours(db, "global", [ids[0], ids[2], ids[4]], depth=2)
+        assert near[ids[0]] == [(ids[1], 1), (ids[2], 2)]
+        assert near[ids[2]] == [(ids[1], -1), (ids[0], -2), (ids[3], 1), (ids[4], 2)]
+        assert near[ids[4]] == [(ids[3], -1), (ids[2], -2)]
+        other = [r[1] for r in index_rows(tmp_home) if r[3] is None]
+        assert len(other) == len(OTHER)
+        assert session.neighbours(db, "global", other, depth=2) == {}  # no session, no neighbours
+    finally:
+        db.close()
+
+
+def test_a_reply_is_found_through_the_turn_before_it(svc: MemoryService) -> None:
+    ids = remember_chat(svc, "chat-1")
+    hits = svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits
+    # The question's turn, then what it lends: the two after it, more than the one before.
+    assert [h.id for h in hits] == [ids[1], ids[2], ids[3], ids[0]]
+    assert hits[1].text == CHAT[2] and hits[1].title == "turn 2"  # shares no word with the question
+    assert hits[0].score > hits[1].score == hits[2].score > hits[3].score
+
+
+def test_without_a_session_the_reply_is_not_found(svc: MemoryService) -> None:
+    ids = remember_chat(svc, None)
+    hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits]
+    assert hits == [ids[1]]
+
+
+def test_facts_without_a_session_rank_exactly_as_without_lending(
+    svc: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no session among the candidates the lists are the ones recall gave before lending."""
+    from coffer_memory import _retrieval
+
+    remember_chat(svc, None)
+    svc.remember("Caroline plays the clarinet in a band on Sundays.", store="global", tags=["music"])
+    queries = [QUESTION, "release branch Fridays", "Melanie", "photo of the lake"]
+    asked = [(q, tags) for q in queries for tags in (None, ["music"])]
+
+    def answers() -> list[list[tuple[str, float]]]:
+        return [
+            [(h.id, h.score) for h in svc.recall(q, stores=["global"], mode="keyword", limit=3, tags=t).hits]
+            for q, t in asked
+        ]
+
+    lent = answers()
+    monkeypatch.setattr(_retrieval, "NEIGHBOUR_MODES", ())
+    assert answers() == lent
+    assert any(lent)
+
+
+def test_lending_stays_inside_filters_and_stores(svc: MemoryService, repo: Path) -> None:
+    ids = [
+        svc.remember(
+            t,
+            title=f"turn {i}",
+            store="global",
+            origin_session_id="chat-1",
+            tags=["chat"] if i != 2 else ["x"],
+        ).fact.id
+        for i, t in enumerate(CHAT)
+    ]
+    hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", tags=["chat"]).hits]
+    assert ids[1] in hits and ids[2] not in hits  # the reply lacks the tag: never returned
+    hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword").hits]
+    assert ids[2] in hits
+    assert [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", tags=["x"]).hits] == []
+
+    # The same session id in another store is another sequence: nothing is lent across stores.
+    project = svc.remember(CHAT[1], title="asked", scope="project", cwd=repo, origin_session_id="chat-2")
+    reply = svc.remember(CHAT[2], title="reply", store="global", origin_session_id="chat-2").fact.id
+    hits = svc.recall(QUESTION, stores=[project.store, "global"], mode="keyword", limit=10).hits
+    assert project.fact.id in [h.id for h in hits]
+    assert reply not in [h.id for h in hits]
+
+
+def test_a_rebuild_gives_the_same_session_rows(svc: MemoryService, tmp_home: Path) -> None:
+    remember_chat(svc, "chat-1")
+    first = svc.remember("Melanie: a later turn of the same chat", store="global", origin_session_id="chat-1")
+    before = index_rows(tmp_home)
+    assert [r[3] for r in before].count("chat-1") == len(CHAT) + 1
+    assert first.fact.id == max(r[1] for r in before if r[3] == "chat-1")  # the newest is last
+    svc.close()
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        (tmp_home / name).unlink(missing_ok=True)
+    with MemoryService(home=tmp_home) as again:
+        again.recall("clarinet", stores=["global"], mode="keyword")
+    assert index_rows(tmp_home) == before
+
+
+def test_the_session_column_comes_with_an_older_index(tmp_home: Path) -> None:
+    """An index of schema 7 gets the column and its index from the metadata it already holds."""
+    with MemoryService(home=tmp_home) as svc:
+        ids = remember_chat(svc, "chat-1")
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    conn.execute("DROP INDEX idx_documents_session; ALTER TABLE documents DROP COLUMN origin_session")
+    conn.execute("PRAGMA user_version=7")
+    conn.close()
+    settings = Settings.load(tmp_home)
+    with MemoryService(settings=settings) as svc:
+        hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits]
+    assert ids[2] in hits
+    assert [r[3] for r in index_rows(tmp_home)].count("chat-1") == len(CHAT)
