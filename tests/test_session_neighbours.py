@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from test_vector import hash_plugin, vector_service  # noqa: F401  (a fixture, used by name)
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory._index import session
@@ -163,3 +164,89 @@ def test_the_session_column_comes_with_an_older_index(tmp_home: Path) -> None:
         hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits]
     assert ids[2] in hits
     assert [r[3] for r in index_rows(tmp_home)].count("chat-1") == len(CHAT)
+
+
+# -- vectors: a session fact is embedded with the last line of the fact before it ----------------
+def all_vectors(home: Path) -> dict[str, bytes]:
+    import sqlite_vec
+
+    conn = apsw.Connection(str(home / "index.db"))
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        table = next(conn.execute("SELECT table_name FROM vec_stores WHERE resource_name = 'global'"))[0]
+        return {str(k): bytes(v) for k, v in conn.execute(f"SELECT chunk_id, embedding FROM {table}")}
+    finally:
+        conn.close()
+
+
+def embedded(text: str) -> bytes:
+    """What the hash embedder (256 wide) stores for ``text``."""
+    from coffer_hash_embedder import HashEmbedder
+
+    from coffer_memory._index.vec import to_blob
+
+    return to_blob(HashEmbedder(256).embed_batch([text])[0])
+
+
+@pytest.fixture
+def vsvc(hash_plugin: None, tmp_home: Path) -> Iterator[MemoryService]:  # noqa: F811
+    with vector_service(tmp_home, provider="hash", dimensions=256) as service:
+        yield service
+
+
+def test_a_session_fact_is_embedded_with_the_line_before_it(vsvc: MemoryService, tmp_home: Path) -> None:
+    ids = remember_chat(vsvc, "chat-1")
+    lone = vsvc.remember("Yeah, mostly the clarinet!", title="lone", store="global").fact.id
+    stored = all_vectors(tmp_home)
+    assert stored[f"{ids[0]}:0"] == embedded(f"turn 0\n\u2063\n{CHAT[0]}")  # the first has none before it
+    assert stored[f"{ids[2]}:0"] == embedded(f"{CHAT[1]}\nturn 2\n\u2063\n{CHAT[2]}")
+    assert stored[f"{lone}:0"] == embedded(
+        "lone\n\u2063\nYeah, mostly the clarinet!"
+    )  # no session: as before
+
+
+def test_vector_recall_finds_the_reply_by_its_context(
+    vsvc: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coffer_memory import _retrieval
+
+    monkeypatch.setattr(_retrieval, "NEIGHBOUR_MODES", ())  # vectors alone, no lending
+    ids = remember_chat(vsvc, "chat-1")
+    hits = [h.id for h in vsvc.recall("Which musical instrument?", stores=["global"], mode="vector").hits]
+    assert set(hits[:2]) == {ids[1], ids[2]}  # the question's turn and the reply that shares no word
+
+
+def test_a_changed_or_deleted_predecessor_re_embeds_its_successor(
+    vsvc: MemoryService, tmp_home: Path
+) -> None:
+    ids = remember_chat(vsvc, "chat-1")
+    vsvc.edit_fact(ids[1], body="Melanie: What do you do on weekends?", store="global")
+    stored = all_vectors(tmp_home)
+    assert stored[f"{ids[2]}:0"] == embedded(
+        f"Melanie: What do you do on weekends?\nturn 2\n\u2063\n{CHAT[2]}"
+    )
+    vsvc.delete_fact(ids[1], store="global")
+    stored = all_vectors(tmp_home)
+    assert stored[f"{ids[2]}:0"] == embedded(f"{CHAT[0]}\nturn 2\n\u2063\n{CHAT[2]}")
+    assert f"{ids[1]}:0" not in stored
+    # The index says the vectors are those of the files: no row waits for its embedding.
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    assert list(conn.execute("SELECT id FROM documents WHERE content_sha256 = ''")) == []
+    conn.close()
+
+
+def test_a_rebuild_gives_the_same_vectors(hash_plugin: None, tmp_home: Path) -> None:  # noqa: F811
+    with vector_service(tmp_home, provider="hash", dimensions=256) as svc:
+        ids = remember_chat(svc, "chat-1")
+        svc.delete_fact(ids[3], store="global")
+        svc.remember(
+            "Melanie: the photo is on its way", title="late", store="global", origin_session_id="chat-1"
+        )
+    before, rows = all_vectors(tmp_home), index_rows(tmp_home)
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        (tmp_home / name).unlink(missing_ok=True)
+    with vector_service(tmp_home, provider="hash", dimensions=256) as svc:
+        svc.recall("clarinet", stores=["global"], mode="vector")
+    assert all_vectors(tmp_home) == before
+    assert index_rows(tmp_home) == rows

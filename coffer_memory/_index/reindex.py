@@ -27,6 +27,7 @@ from .chunking import MAX_WINDOWS, chunk_markdown, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
+from .session import predecessors, successors
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -44,6 +45,10 @@ def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 log = logging.getLogger("coffer_memory.reindex")
+# A fact of an agent session is embedded with the last line of the fact before it in front (a
+# reply alone does not say what it answers), as a long chunk's windows are (``chunking.py``).
+SESSION_CONTEXT_LINES = 1
+SESSION_CONTEXT_CHARS = 400
 
 
 # Ends the title/description header of a first chunk; an invisible separator that no
@@ -89,6 +94,7 @@ class _PendingDoc:
     document_id: str
     sha256: str
     chunks: tuple[str, ...]
+    session: bool = False  # the fact has an origin_session_id
 
 
 @attrs.define
@@ -159,6 +165,9 @@ class Reindexer:
         self.bulk = False
         self._vec_dropped: set[str] = set()
         self._new: _NewRows | None = None
+        # Facts whose predecessor in their session changed or went: their vectors hold the old
+        # context. (store, id) -> content sha256; their rows hold the sentinel until re-embedded.
+        self._stale: dict[tuple[str, str], str] = {}
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -171,6 +180,9 @@ class Reindexer:
         before, self.bulk = self.bulk, True
         try:
             yield
+            if not before:
+                self.bulk = False
+                self.flush_embeddings()  # the session facts held back (see flush_embeddings)
         finally:
             self.bulk = before
             self._vec_dropped.clear()
@@ -267,7 +279,9 @@ class Reindexer:
                     (rowid, index_text(text), store_scope(store)),
                 )
         if self.vectors is not None:
-            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            self.pending.append(
+                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+            )
             if not defer_embedding:
                 self.flush_embeddings()
         return ("updated" if row else "added"), parsed
@@ -304,7 +318,9 @@ class Reindexer:
             new.fts.append((rowid, text, store, cid))
             new.words.append((rowid, index_text(text), scope))
         if self.vectors is not None:
-            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            self.pending.append(
+                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+            )
         return parsed
 
     def _document_row(
@@ -372,12 +388,19 @@ class Reindexer:
         a crash or an embedder failure leaves the keyword rows searchable and a later
         reconcile retries the embedding (after the shared back-off, ``vec.PAUSE_SECONDS``).
         """
-        if self.vectors is None or not self.pending:
+        if self.vectors is None or not (self.pending or self._stale):
             return 0
         if self.vectors.paused():
             self.pending = []  # rows keep the sentinel; retried once the back-off is over
+            self._stale.clear()
             return 0
         docs, self.pending = self.pending, []
+        if self.bulk and SESSION_CONTEXT_LINES > 0:
+            # A session fact is embedded with a line of the fact before it, which a later batch
+            # of the load may bring: they wait for the load's end, so each is embedded once.
+            self.pending = [d for d in docs if d.session]
+            docs = [d for d in docs if not d.session]
+        docs += self._successors_of(docs)
         done = 0
         batch: list[_PendingDoc] = []
         for index, doc in enumerate(docs):
@@ -400,6 +423,7 @@ class Reindexer:
         assert self.vectors is not None
         # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
         windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
+        self._with_session_context(batch, windows)
         texts = [w for per_doc in windows for per_chunk in per_doc for w in per_chunk]
         vectors = self.vectors.embedder.embed_batch(texts) if texts else []
         if len(vectors) != len(texts):
@@ -420,7 +444,59 @@ class Reindexer:
                     (doc.sha256, KIND, doc.store, doc.document_id),
                 )
 
+    def _mark_stale(self, store: str, found: dict[str, tuple[str, str]], skip: set[str]) -> None:
+        """Give successors found by ``session.successors`` the sentinel and note them in ``_stale``
+        (those in ``skip`` or pending already are left alone)."""
+        for fact_id, sha in found.values():
+            if fact_id in skip or not sha or (store, fact_id) in self._stale:
+                continue
+            self.db.conn.execute(
+                "UPDATE documents SET content_sha256 = '' WHERE kind = ? AND resource_name = ? AND id = ?",
+                (KIND, store, fact_id),
+            )
+            self._stale[(store, fact_id)] = sha
+
+    def _successors_of(self, docs: list[_PendingDoc]) -> list[_PendingDoc]:
+        """The facts to embed again beside ``docs``: those after them in their sessions (their
+        context is a line of the fact before) and those ``_delete_rows`` noted, from their rows."""
+        if SESSION_CONTEXT_LINES > 0 and docs:
+            with self.db.transaction():
+                for store in dict.fromkeys(d.store for d in docs):
+                    ids = [d.document_id for d in docs if d.store == store]
+                    self._mark_stale(store, successors(self.db, store, ids), set(ids))
+        stale, self._stale = self._stale, {}
+        queued = {(d.store, d.document_id) for d in docs}
+        out = []
+        for (store, fact_id), sha in stale.items():
+            rows = self.db.rows(
+                "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+                "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
+                (fact_id, store),
+            )
+            if rows and (store, fact_id) not in queued:
+                out.append(_PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows)))
+        return out
+
+    def _with_session_context(self, batch: list[_PendingDoc], windows: list[list[list[str]]]) -> None:
+        """Put the last line of the fact before it in its session in front of each fact's first
+        window, as ``vector_windows`` does for a chunk's later windows (``session.py``)."""
+        if SESSION_CONTEXT_LINES <= 0:
+            return
+        by_store: dict[str, list[int]] = {}
+        for index, doc in enumerate(batch):
+            by_store.setdefault(doc.store, []).append(index)
+        for store, indexes in by_store.items():
+            before = predecessors(self.db, store, [batch[i].document_id for i in indexes])
+            for i in indexes:
+                text = before.get(batch[i].document_id)
+                lines = strip_header(text).strip().splitlines() if text else []
+                if lines and windows[i] and windows[i][0]:
+                    context = "\n".join(lines[-SESSION_CONTEXT_LINES:])[-SESSION_CONTEXT_CHARS:]
+                    windows[i][0][0] = f"{context}\n{windows[i][0][0]}"
+
     def _delete_rows(self, store: str, document_id: str) -> None:
+        if self.vectors is not None and SESSION_CONTEXT_LINES > 0:
+            self._mark_stale(store, successors(self.db, store, [document_id]), set())
         if self.vectors is None:
             # Vectors are off: whatever vec table the store had is stale from now on.
             self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
@@ -465,6 +541,8 @@ class Reindexer:
             return None
         with self.db.transaction():
             self._delete_rows(store, document_id)
+        if self._stale and self.db.conn.get_autocommit():
+            self.flush_embeddings()  # the fact after it in its session: its context changed
         return str(document_id)
 
     def repair_index(self) -> None:

@@ -48,3 +48,48 @@ def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[
         if found:
             out[str(fact_id)] = found
     return out
+
+
+def _adjacent(op: str, order: str) -> str:
+    """SQL for the rowid of the fact just before (``<``, ``DESC``) or after (``>``, ``ASC``) the
+    row ``c`` in its session."""
+    return (
+        "(SELECT m.rowid FROM documents m WHERE m.kind = c.kind AND m.resource_name = c.resource_name "
+        f"AND m.origin_session = c.origin_session AND m.id {op} c.id ORDER BY m.id {order} LIMIT 1)"
+    )
+
+
+def _per_fact(
+    db: IndexDB, store: str, ids: Sequence[str], columns: str, joined: str
+) -> list[tuple[object, ...]]:
+    """``SELECT c.id, <columns> FROM documents c <joined>`` for each of ``ids`` that has a session,
+    ``MAX_LOOKUP`` ids a query."""
+    wanted = list(dict.fromkeys(ids))
+    rows: list[tuple[object, ...]] = []
+    for start in range(0, len(wanted), MAX_LOOKUP):
+        part = wanted[start : start + MAX_LOOKUP]
+        rows += db.rows(
+            f"SELECT c.id, {columns} FROM documents c {joined} WHERE c.kind = ? AND c.resource_name = ? "
+            f"AND c.origin_session IS NOT NULL AND c.id IN ({','.join('?' * len(part))})",
+            (KIND, store, *part),
+        )
+    return rows
+
+
+def predecessors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, str]:
+    """The text of the last chunk of the fact just before each of ``ids`` in its session (as
+    indexed, header and all); ids without a session or without a predecessor are left out."""
+    last_chunk = (
+        "(SELECT f.text FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid WHERE k.resource_name = p.resource_name "
+        "AND k.document_id = p.id ORDER BY k.position DESC LIMIT 1)"
+    )
+    rows = _per_fact(db, store, ids, last_chunk, f"JOIN documents p ON p.rowid = {_adjacent('<', 'DESC')}")
+    return {str(i): str(text) for i, text in rows if text is not None}
+
+
+def successors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The fact just after each of ``ids`` in its session: id -> (its id, its content_sha256)."""
+    rows = _per_fact(
+        db, store, ids, "n.id, n.content_sha256", f"JOIN documents n ON n.rowid = {_adjacent('>', 'ASC')}"
+    )
+    return {str(i): (str(n), str(sha)) for i, n, sha in rows}
