@@ -377,17 +377,22 @@ class KnowledgeRetrieval:
         if ranked is None:
             return list(hits[:limit])
         held = {h.id: h for h in hits}
-        new = [i for i, _ in ranked if i not in held]
-        docs = self._docs(sp.name, ids=new, where=where) if new else {}
-        texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
         out: list[MemoryHit] = []
-        for fact_id, score in ranked:
-            if fact_id in held:
-                out.append(attrs.evolve(held[fact_id], score=score))
-            elif fact_id in docs:
-                out.append(self._hit(sp, docs[fact_id], texts.get(chunk_id(sp.name, fact_id, 0), ""), score))
-            if len(out) == limit:
-                break
+        start = 0
+        while start < len(ranked) and len(out) < limit:
+            # Rows only for the neighbours that can still make the list (more only when the
+            # filter rules some out).
+            part = ranked[start : start + limit - len(out)]
+            start += len(part)
+            new = [i for i, _ in part if i not in held]
+            docs = self._docs(sp.name, ids=new, where=where) if new else {}
+            texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
+            for fact_id, score in part:
+                if fact_id in held:
+                    out.append(attrs.evolve(held[fact_id], score=score))
+                elif fact_id in docs:
+                    text = texts.get(chunk_id(sp.name, fact_id, 0), "")
+                    out.append(self._hit(sp, docs[fact_id], text, score))
         return out
 
     def _fanout_pool(self) -> ThreadPoolExecutor:
@@ -516,7 +521,10 @@ class KnowledgeRetrieval:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
         stores, building hits only for those that survive the fusion."""
         found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
-        best = {sp.name: self._lent_best(sp.name, _best_per_document(found[sp.name], limit)) for sp in paths}
+        best = {
+            sp.name: self._lent_best(sp.name, _best_per_document(found[sp.name], limit), limit)
+            for sp in paths
+        }
         docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
         lists: list[list[tuple[str, str]]] = []
         picked: dict[tuple[str, str], tuple[StorePaths, tuple[Any, ...], str, float]] = {}
@@ -531,13 +539,17 @@ class KnowledgeRetrieval:
             hits.append(self._hit(sp, _doc_row(home, row), text, score))
         return hits
 
-    def _lent_best(self, store: str, best: dict[str, tuple[str, float]]) -> dict[str, tuple[str, float]]:
-        """``best`` (id -> text, score) re-ranked by ``_lent``, with neighbours' first chunks."""
+    def _lent_best(
+        self, store: str, best: dict[str, tuple[str, float]], limit: int
+    ) -> dict[str, tuple[str, float]]:
+        """``best`` (id -> text, score) re-ranked by ``_lent``, the first ``limit`` (no hit past a
+        store's ``limit`` survives the stores' fusion), with neighbours' first chunks."""
         if "keyword" not in NEIGHBOUR_MODES:
             return best
         ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()])
         if ranked is None:
             return best
+        ranked = ranked[:limit]
         texts = self._chunk_texts([chunk_id(store, i, 0) for i, _ in ranked if i not in best])
         return {
             i: (best[i][0] if i in best else texts.get(chunk_id(store, i, 0), ""), score)
