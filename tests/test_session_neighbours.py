@@ -250,3 +250,22 @@ def test_a_rebuild_gives_the_same_vectors(hash_plugin: None, tmp_home: Path) -> 
         svc.recall("clarinet", stores=["global"], mode="vector")
     assert all_vectors(tmp_home) == before
     assert index_rows(tmp_home) == rows
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_vector_and_hybrid_lend_inside_the_filter(vsvc: MemoryService, mode: str) -> None:
+    ids = [
+        vsvc.remember(
+            t,
+            title=f"turn {i}",
+            store="global",
+            origin_session_id="chat-1",
+            tags=["x"] if i == 3 else ["chat"],
+        ).fact.id
+        for i, t in enumerate(CHAT)
+    ]
+    question = "Which musical instrument do you play these days?"
+    hits = [h.id for h in vsvc.recall(question, stores=["global"], mode=mode, limit=3).hits]
+    assert set(hits) == {ids[1], ids[2], ids[3]}  # the question's turn and the two after it
+    hits = [h.id for h in vsvc.recall(question, stores=["global"], mode=mode, limit=3, tags=["chat"]).hits]
+    assert {ids[1], ids[2]} <= set(hits) and ids[3] not in hits

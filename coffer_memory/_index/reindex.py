@@ -459,10 +459,11 @@ class Reindexer:
     def _successors_of(self, docs: list[_PendingDoc]) -> list[_PendingDoc]:
         """The facts to embed again beside ``docs``: those after them in their sessions (their
         context is a line of the fact before) and those ``_delete_rows`` noted, from their rows."""
-        if SESSION_CONTEXT_LINES > 0 and docs:
+        in_sessions = [d for d in docs if d.session] if SESSION_CONTEXT_LINES > 0 else []
+        if in_sessions:
             with self.db.transaction():
-                for store in dict.fromkeys(d.store for d in docs):
-                    ids = [d.document_id for d in docs if d.store == store]
+                for store in dict.fromkeys(d.store for d in in_sessions):
+                    ids = [d.document_id for d in in_sessions if d.store == store]
                     self._mark_stale(store, successors(self.db, store, ids), set(ids))
         stale, self._stale = self._stale, {}
         queued = {(d.store, d.document_id) for d in docs}
@@ -474,7 +475,7 @@ class Reindexer:
                 (fact_id, store),
             )
             if rows and (store, fact_id) not in queued:
-                out.append(_PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows)))
+                out.append(_PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows), True))
         return out
 
     def _with_session_context(self, batch: list[_PendingDoc], windows: list[list[list[str]]]) -> None:
@@ -484,7 +485,8 @@ class Reindexer:
             return
         by_store: dict[str, list[int]] = {}
         for index, doc in enumerate(batch):
-            by_store.setdefault(doc.store, []).append(index)
+            if doc.session:
+                by_store.setdefault(doc.store, []).append(index)
         for store, indexes in by_store.items():
             before = predecessors(self.db, store, [batch[i].document_id for i in indexes])
             for i in indexes:
