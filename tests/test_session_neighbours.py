@@ -41,6 +41,20 @@ def remember_chat(svc: MemoryService, origin: str | None, store: str = "global")
     return ids
 
 
+def remember_tagged(svc: MemoryService, odd: int) -> list[str]:
+    """The chat as session ``chat-1``, every turn tagged ``chat`` but turn ``odd`` (tagged ``x``)."""
+    return [
+        svc.remember(
+            t,
+            title=f"turn {i}",
+            store="global",
+            origin_session_id="chat-1",
+            tags=["x"] if i == odd else ["chat"],
+        ).fact.id
+        for i, t in enumerate(CHAT)
+    ]
+
+
 @pytest.fixture
 def svc(tmp_home: Path) -> Iterator[MemoryService]:
     with MemoryService(home=tmp_home) as service:
@@ -113,16 +127,7 @@ def test_facts_without_a_session_rank_exactly_as_without_lending(
 
 
 def test_lending_stays_inside_filters_and_stores(svc: MemoryService, repo: Path) -> None:
-    ids = [
-        svc.remember(
-            t,
-            title=f"turn {i}",
-            store="global",
-            origin_session_id="chat-1",
-            tags=["chat"] if i != 2 else ["x"],
-        ).fact.id
-        for i, t in enumerate(CHAT)
-    ]
+    ids = remember_tagged(svc, odd=2)
     hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", tags=["chat"]).hits]
     assert ids[1] in hits and ids[2] not in hits  # the reply lacks the tag: never returned
     hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword").hits]
@@ -254,16 +259,7 @@ def test_a_rebuild_gives_the_same_vectors(hash_plugin: None, tmp_home: Path) -> 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_vector_and_hybrid_lend_inside_the_filter(vsvc: MemoryService, mode: str) -> None:
-    ids = [
-        vsvc.remember(
-            t,
-            title=f"turn {i}",
-            store="global",
-            origin_session_id="chat-1",
-            tags=["x"] if i == 3 else ["chat"],
-        ).fact.id
-        for i, t in enumerate(CHAT)
-    ]
+    ids = remember_tagged(vsvc, odd=3)
     question = "Which musical instrument do you play these days?"
     hits = [h.id for h in vsvc.recall(question, stores=["global"], mode=mode, limit=3).hits]
     assert set(hits) == {ids[1], ids[2], ids[3]}  # the question's turn and the two after it
