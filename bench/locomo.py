@@ -11,6 +11,9 @@ Each conversation gets its own temporary COFFER_HOME per granularity, facts in t
 * session level: one fact per session, all its turns joined one per line; a session is relevant
   when it holds any evidence turn.
 
+Each fact names its LoCoMo session as ``origin_session_id`` (``<sample_id>-session_<n>``), as an
+agent remembering a chat passes the session it came from; ``--no-session-ids`` leaves it out.
+
 For every question with evidence, ``recall(question, stores=["global"], mode=m, limit=10)``;
 scores are computed against the evidence turns (or their sessions). Categories: 1 multi-hop,
 2 temporal, 3 open-domain, 4 single-hop (overall = 1-4), 5 adversarial (reported apart).
