@@ -97,6 +97,16 @@ def test_a_reply_is_found_through_the_turn_before_it(svc: MemoryService) -> None
     assert hits[0].score > hits[1].score == hits[2].score > hits[3].score
 
 
+def test_both_index_backends_lend(index_backend: str, tmp_home: Path) -> None:
+    """On PostgreSQL the keyword search runs there; the neighbours come from the local index."""
+    with MemoryService(settings=Settings.load(tmp_home)) as svc:
+        ids = remember_tagged(svc, odd=3)
+        hits = svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits
+        assert [h.id for h in hits] == [ids[1], ids[2], ids[3], ids[0]]
+        hits = svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5, tags=["chat"]).hits
+        assert [h.id for h in hits] == [ids[1], ids[2], ids[0]]
+
+
 def test_without_a_session_the_reply_is_not_found(svc: MemoryService) -> None:
     ids = remember_chat(svc, None)
     hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits]
