@@ -11,6 +11,9 @@ Each conversation gets its own temporary COFFER_HOME per granularity, facts in t
 * session level: one fact per session, all its turns joined one per line; a session is relevant
   when it holds any evidence turn.
 
+Each fact names its LoCoMo session as ``origin_session_id`` (``<sample_id>-session_<n>``), as an
+agent remembering a chat passes the session it came from; ``--no-session-ids`` leaves it out.
+
 For every question with evidence, ``recall(question, stores=["global"], mode=m, limit=10)``;
 scores are computed against the evidence turns (or their sessions). Categories: 1 multi-hop,
 2 temporal, 3 open-domain, 4 single-hop (overall = 1-4), 5 adversarial (reported apart).
@@ -150,7 +153,7 @@ METRICS = ("R@5", "R@10", "nDCG@10", "MRR")
 
 # -- one conversation -----------------------------------------------------------------------------
 def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities: Sequence[str],
-                     tmp_root: Path) -> dict[str, Any]:
+                     tmp_root: Path, with_session_ids: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
     conv = sample["conversation"]
     sessions = sessions_of(conv)
@@ -182,12 +185,14 @@ def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities
             label: dict[str, str] = {}  # fact id -> dia_id (turn) or session key (session)
             timings = []
             if gran == "turn":
-                items = [(t["dia_id"], turn_text(t)) for _, turns in sessions for t in turns]
+                items = [(t["dia_id"], turn_text(t), key) for key, turns in sessions for t in turns]
             else:
-                items = [(key, "\n".join(turn_text(t) for t in turns)) for key, turns in sessions if turns]
-            for title, text in items:
+                items = [(key, "\n".join(turn_text(t) for t in turns), key) for key, turns in sessions if turns]
+            for title, text, key in items:
+                # What an agent remembering a chat session passes: the session it came from.
+                origin = f"{sample.get('sample_id')}-{key}" if with_session_ids else None
                 t0 = time.perf_counter()
-                result = svc.remember(text, title=title, store=STORE)
+                result = svc.remember(text, title=title, store=STORE, origin_session_id=origin)
                 timings.append(ms(time.perf_counter() - t0))
                 label[result.fact.id] = title
             out["remember_ms"][gran] = timings
@@ -259,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding-cache", metavar="PATH",
                         help="keep every vector in this SQLite file and reuse it on the next run (the "
                              "same model's vectors, computed once; for tuning runs: see bench/_embed_cache.py)")
+    parser.add_argument("--no-session-ids", dest="session_ids", action="store_false",
+                        help="remember turns and sessions without origin_session_id (by default each "
+                             "fact names its LoCoMo session, '<sample_id>-session_<n>', as an agent "
+                             "remembering a chat session would)")
     parser.add_argument("--tmpdir", help="where to create the temporary homes (default: system)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -278,13 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     tmp_root = Path(args.tmpdir or tempfile.gettempdir())
     env = environment(str(tmp_root))
     env["data"] = f"{Path(args.data).resolve()} ({args.split} split)"
+    env["session_ids"] = "on (origin_session_id per LoCoMo session)" if args.session_ids else "off"
     print_environment(env)
 
     started = time.perf_counter()
     jobs = max(1, min(args.jobs, len(data)))
     results: dict[int, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_conversation, sample, modes, grans, tmp_root): i
+        futures = {pool.submit(run_conversation, sample, modes, grans, tmp_root, args.session_ids): i
                    for i, sample in enumerate(data)}
         for future in as_completed(futures):
             i = futures[future]

@@ -24,6 +24,7 @@ from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
 from ._index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
 from ._index.reindex import strip_header
+from ._index.session import neighbours
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._store.paths import StorePaths, is_recall_rel, scope_of
@@ -36,6 +37,14 @@ RRF_K = 60
 # Hybrid's share for the keyword list (the vector list gets the rest). Chosen on LoCoMo's dev
 # conversations (0-4): 0.5-0.7 all beat rank fusion there at turn and session level.
 KEYWORD_WEIGHT = 0.6
+# A hit lends this share of its score (above its list's lowest) to each of the DEPTH facts after
+# it and before it in the same agent session (``_index/session.py``): a reply ("Yeah, I play
+# clarinet!") is found through the turn that asked. Facts without a session rank as before.
+# Chosen on LoCoMo's dev conversations (0-4), see docs/benchmarks.md.
+NEIGHBOUR_NEXT_SHARE = 0.4
+NEIGHBOUR_PREV_SHARE = 0.3
+NEIGHBOUR_DEPTH = 2
+NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 QUERY_CACHE_SIZE = 256
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
@@ -299,10 +308,12 @@ class KnowledgeRetrieval:
         fallback = False
         for sp, words in zip(present, keyword, strict=True):
             if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
-                lists.append(self.keyword(sp, query, limit, where))  # keyword answers, and says so
+                # keyword answers, and says so
+                lists.append(self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where))
                 fallback = True
             else:
-                lists.append(fuse_modes(words, self._vector(sp, qvec, limit * 2, where), limit))
+                fused = fuse_modes(words, self._vector(sp, qvec, limit * 2, where), limit * 2)
+                lists.append(self._lend(sp, "hybrid", fused, limit, where))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),
             mode="hybrid",
@@ -323,16 +334,66 @@ class KnowledgeRetrieval:
         if chosen == "grep":
             return self._grep(sp, query, limit, where), False
         if chosen == "keyword":
-            return self.keyword(sp, query, limit, where), False
+            return self._lend(sp, chosen, self.keyword(sp, query, limit, where), limit, where), False
         if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
-            return self.keyword(
-                sp, query, limit, where
-            ), True  # vectors unavailable here: keyword answers, and says so
+            # vectors unavailable here: keyword answers, and says so
+            return self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where), True
         if chosen == "vector":
-            return self._vector(sp, qvec, limit, where), False
-        return fuse_modes(
-            self.keyword(sp, query, limit * 2, where), self._vector(sp, qvec, limit * 2, where), limit
-        ), False
+            return self._lend(sp, chosen, self._vector(sp, qvec, limit, where), limit, where), False
+        fused = fuse_modes(
+            self.keyword(sp, query, limit * 2, where), self._vector(sp, qvec, limit * 2, where), limit * 2
+        )
+        return self._lend(sp, chosen, fused, limit, where), False
+
+    def _lent(self, store: str, scored: Sequence[tuple[str, float]]) -> list[tuple[str, float]] | None:
+        """``scored`` (id, score; best first) with what each lends its session neighbours added,
+        best first, neighbours missing from it included; None when none of them has a session.
+
+        A neighbour missing from the list starts at the list's lowest score, and a hit lends a
+        share of how far it stands above that, so the order does not depend on the scores' units
+        (as min-max normalisation; a list of equal scores stands one score's size above the floor).
+        """
+        if not scored or (NEIGHBOUR_NEXT_SHARE <= 0 and NEIGHBOUR_PREV_SHARE <= 0):
+            return None
+        near = neighbours(self.db, store, [i for i, _ in scored], NEIGHBOUR_DEPTH)
+        if not near:
+            return None
+        low = min(score for _, score in scored)
+        if low == max(score for _, score in scored):
+            low -= abs(low) or 1.0
+        total = dict(scored)
+        for fact_id, score in scored:
+            for other, offset in near.get(fact_id, ()):
+                share = NEIGHBOUR_NEXT_SHARE if offset > 0 else NEIGHBOUR_PREV_SHARE
+                total[other] = total.get(other, low) + share * (score - low)
+        return sorted(total.items(), key=lambda item: item[1], reverse=True)
+
+    def _lend(
+        self, sp: StorePaths, mode: str, hits: Sequence[MemoryHit], limit: int, where: FactFilter | None
+    ) -> list[MemoryHit]:
+        """``hits`` re-ranked by ``_lent`` (neighbours that ``where`` rules out are left out), the
+        first ``limit``; the same list cut to ``limit`` when no hit has a session."""
+        ranked = self._lent(sp.name, [(h.id, h.score) for h in hits]) if mode in NEIGHBOUR_MODES else None
+        if ranked is None:
+            return list(hits[:limit])
+        held = {h.id: h for h in hits}
+        out: list[MemoryHit] = []
+        start = 0
+        while start < len(ranked) and len(out) < limit:
+            # Rows only for the neighbours that can still make the list (more only when the
+            # filter rules some out).
+            part = ranked[start : start + limit - len(out)]
+            start += len(part)
+            new = [i for i, _ in part if i not in held]
+            docs = self._docs(sp.name, ids=new, where=where) if new else {}
+            texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
+            for fact_id, score in part:
+                if fact_id in held:
+                    out.append(attrs.evolve(held[fact_id], score=score))
+                elif fact_id in docs:
+                    text = texts.get(chunk_id(sp.name, fact_id, 0), "")
+                    out.append(self._hit(sp, docs[fact_id], text, score))
+        return out
 
     def _fanout_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -460,7 +521,10 @@ class KnowledgeRetrieval:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
         stores, building hits only for those that survive the fusion."""
         found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
-        best = {sp.name: _best_per_document(found[sp.name], limit) for sp in paths}
+        best = {
+            sp.name: self._lent_best(sp.name, _best_per_document(found[sp.name], limit), limit)
+            for sp in paths
+        }
         docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
         lists: list[list[tuple[str, str]]] = []
         picked: dict[tuple[str, str], tuple[StorePaths, tuple[Any, ...], str, float]] = {}
@@ -474,6 +538,23 @@ class KnowledgeRetrieval:
             sp, row, text, score = picked[key]
             hits.append(self._hit(sp, _doc_row(home, row), text, score))
         return hits
+
+    def _lent_best(
+        self, store: str, best: dict[str, tuple[str, float]], limit: int
+    ) -> dict[str, tuple[str, float]]:
+        """``best`` (id -> text, score) re-ranked by ``_lent``, the first ``limit`` (no hit past a
+        store's ``limit`` survives the stores' fusion), with neighbours' first chunks."""
+        if "keyword" not in NEIGHBOUR_MODES:
+            return best
+        ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()])
+        if ranked is None:
+            return best
+        ranked = ranked[:limit]
+        texts = self._chunk_texts([chunk_id(store, i, 0) for i, _ in ranked if i not in best])
+        return {
+            i: (best[i][0] if i in best else texts.get(chunk_id(store, i, 0), ""), score)
+            for i, score in ranked
+        }
 
     def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
         best = _best_per_document(chunks, limit)

@@ -63,8 +63,11 @@ class SharedRetrieval(KnowledgeRetrieval):
         return self._search([sp], query, limit, where)[0]
 
     def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
-        """``rrf_merge`` of each store's keyword hits."""
-        return rrf_merge(self._search(paths, query, limit, None), limit)
+        """``rrf_merge`` of each store's keyword hits, each list lending to session neighbours as
+        the SQLite path does (the neighbours are found in the local index)."""
+        found = self._search(paths, query, limit, None)
+        lent = [self._lend(sp, "keyword", hits, limit, None) for sp, hits in zip(paths, found, strict=True)]
+        return rrf_merge(lent, limit)
 
     def _search(
         self, paths: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None

@@ -96,6 +96,21 @@ def _segment_words(conn: apsw.Connection) -> None:
         )
 
 
+def _session_column(conn: apsw.Connection) -> None:
+    """8: ``documents.origin_session``, computed from the metadata JSON, and its index (an index
+    rolled back to an older version number keeps the column: not added twice)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_xinfo(documents)")}
+    if "origin_session" not in columns:
+        conn.execute(
+            "ALTER TABLE documents ADD COLUMN origin_session TEXT "
+            "GENERATED ALWAYS AS (json_extract(metadata, '$.origin_session_id')) VIRTUAL"
+        )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_documents_session ON documents(resource_name, origin_session, id) "
+        "WHERE origin_session IS NOT NULL"
+    )
+
+
 # Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
 # say); the list index + 1 is the schema version it produces.
 MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
@@ -223,6 +238,10 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     UPDATE documents SET file_size = -1;
     DELETE FROM store_state;
     """,
+    # 8: the agent session a fact came from (its frontmatter's origin_session_id, already in
+    # the metadata JSON), as a column computed from that JSON, so a rebuild cannot disagree with
+    # it; its facts in id (= creation) order are the session's sequence (``_index/session.py``).
+    _session_column,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

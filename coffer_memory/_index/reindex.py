@@ -28,6 +28,7 @@ from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .segments import after_bulk_load, merge_step
+from .session import predecessors, successors
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -45,6 +46,10 @@ def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 log = logging.getLogger("coffer_memory.reindex")
+# A fact of an agent session is embedded with the last line of the fact before it in front (a
+# reply alone does not say what it answers), as a long chunk's windows are (``chunking.py``).
+SESSION_CONTEXT_LINES = 1
+SESSION_CONTEXT_CHARS = 400
 
 
 # Ends the title/description header of a first chunk; an invisible separator that no
@@ -90,6 +95,7 @@ class _PendingDoc:
     document_id: str
     sha256: str
     chunks: tuple[str, ...]
+    session: bool = False  # the fact has an origin_session_id
 
 
 @attrs.define
@@ -161,6 +167,9 @@ class Reindexer:
         self._vec_dropped: set[str] = set()
         self._new: _NewRows | None = None
         self._words_written = 0  # word-index rows a bulk load wrote (``segments.after_bulk_load``)
+        # Facts whose predecessor in their session changed or went: their vectors hold the old
+        # context. (store, id) -> content sha256; their rows hold the sentinel until re-embedded.
+        self._stale: dict[tuple[str, str], str] = {}
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -177,6 +186,8 @@ class Reindexer:
             yield
             if not before:
                 after_bulk_load(self.db, self._words_written)
+                self.bulk = False
+                self.flush_embeddings()  # the session facts held back (see flush_embeddings)
         finally:
             self.bulk = before
             self._vec_dropped.clear()
@@ -277,7 +288,9 @@ class Reindexer:
             else:  # a single write: its new segment is folded in before it piles up with others
                 merge_step(self.db)
         if self.vectors is not None:
-            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            self.pending.append(
+                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+            )
             if not defer_embedding:
                 self.flush_embeddings()
         return ("updated" if row else "added"), parsed
@@ -314,7 +327,9 @@ class Reindexer:
             new.fts.append((rowid, text, store, cid))
             new.words.append((rowid, index_text(text), scope))
         if self.vectors is not None:
-            self.pending.append(_PendingDoc(store, fact.id, parsed.sha256, tuple(chunks)))
+            self.pending.append(
+                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+            )
         return parsed
 
     def _document_row(
@@ -383,12 +398,19 @@ class Reindexer:
         a crash or an embedder failure leaves the keyword rows searchable and a later
         reconcile retries the embedding (after the shared back-off, ``vec.PAUSE_SECONDS``).
         """
-        if self.vectors is None or not self.pending:
+        if self.vectors is None or not (self.pending or self._stale):
             return 0
         if self.vectors.paused():
             self.pending = []  # rows keep the sentinel; retried once the back-off is over
+            self._stale.clear()
             return 0
         docs, self.pending = self.pending, []
+        if self.bulk and SESSION_CONTEXT_LINES > 0:
+            # A session fact is embedded with a line of the fact before it, which a later batch
+            # of the load may bring: they wait for the load's end, so each is embedded once.
+            self.pending = [d for d in docs if d.session]
+            docs = [d for d in docs if not d.session]
+        docs += self._successors_of(docs)
         done = 0
         batch: list[_PendingDoc] = []
         for index, doc in enumerate(docs):
@@ -411,6 +433,7 @@ class Reindexer:
         assert self.vectors is not None
         # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
         windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
+        self._with_session_context(batch, windows)
         texts = [w for per_doc in windows for per_chunk in per_doc for w in per_chunk]
         vectors = self.vectors.embedder.embed_batch(texts) if texts else []
         if len(vectors) != len(texts):
@@ -431,7 +454,61 @@ class Reindexer:
                     (doc.sha256, KIND, doc.store, doc.document_id),
                 )
 
+    def _mark_stale(self, store: str, found: dict[str, tuple[str, str]], skip: set[str]) -> None:
+        """Give successors found by ``session.successors`` the sentinel and note them in ``_stale``
+        (those in ``skip`` or pending already are left alone)."""
+        for fact_id, sha in found.values():
+            if fact_id in skip or not sha or (store, fact_id) in self._stale:
+                continue
+            self.db.conn.execute(
+                "UPDATE documents SET content_sha256 = '' WHERE kind = ? AND resource_name = ? AND id = ?",
+                (KIND, store, fact_id),
+            )
+            self._stale[(store, fact_id)] = sha
+
+    def _successors_of(self, docs: list[_PendingDoc]) -> list[_PendingDoc]:
+        """The facts to embed again beside ``docs``: those after them in their sessions (their
+        context is a line of the fact before) and those ``_delete_rows`` noted, from their rows."""
+        in_sessions = [d for d in docs if d.session] if SESSION_CONTEXT_LINES > 0 else []
+        if in_sessions:
+            with self.db.transaction():
+                for store in dict.fromkeys(d.store for d in in_sessions):
+                    ids = [d.document_id for d in in_sessions if d.store == store]
+                    self._mark_stale(store, successors(self.db, store, ids), set(ids))
+        stale, self._stale = self._stale, {}
+        queued = {(d.store, d.document_id) for d in docs}
+        out = []
+        for (store, fact_id), sha in stale.items():
+            rows = self.db.rows(
+                "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+                "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
+                (fact_id, store),
+            )
+            if rows and (store, fact_id) not in queued:
+                out.append(_PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows), True))
+        return out
+
+    def _with_session_context(self, batch: list[_PendingDoc], windows: list[list[list[str]]]) -> None:
+        """Put the last line of the fact before it in its session in front of each fact's first
+        window, as ``vector_windows`` does for a chunk's later windows (``session.py``)."""
+        if SESSION_CONTEXT_LINES <= 0:
+            return
+        by_store: dict[str, list[int]] = {}
+        for index, doc in enumerate(batch):
+            if doc.session:
+                by_store.setdefault(doc.store, []).append(index)
+        for store, indexes in by_store.items():
+            before = predecessors(self.db, store, [batch[i].document_id for i in indexes])
+            for i in indexes:
+                text = before.get(batch[i].document_id)
+                lines = strip_header(text).strip().splitlines() if text else []
+                if lines and windows[i] and windows[i][0]:
+                    context = "\n".join(lines[-SESSION_CONTEXT_LINES:])[-SESSION_CONTEXT_CHARS:]
+                    windows[i][0][0] = f"{context}\n{windows[i][0][0]}"
+
     def _delete_rows(self, store: str, document_id: str) -> None:
+        if self.vectors is not None and SESSION_CONTEXT_LINES > 0:
+            self._mark_stale(store, successors(self.db, store, [document_id]), set())
         if self.vectors is None:
             # Vectors are off: whatever vec table the store had is stale from now on.
             self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
@@ -476,6 +553,8 @@ class Reindexer:
             return None
         with self.db.transaction():
             self._delete_rows(store, document_id)
+        if self._stale and self.db.conn.get_autocommit():
+            self.flush_embeddings()  # the fact after it in its session: its context changed
         return str(document_id)
 
     def repair_index(self) -> None:

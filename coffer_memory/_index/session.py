@@ -1,0 +1,95 @@
+"""Facts of one agent session: their order and their neighbours.
+
+Facts remembered with the same ``origin_session_id`` in a store form a sequence, in id order
+(a fact's id is a ULID whose time part is its creation time, to the millisecond; two facts of one
+millisecond are ordered by the rest of their ids). ``documents.origin_session`` (schema 8) is
+computed from the metadata JSON that the file's frontmatter gives, so a rebuild from the files
+gives the same sequences. Recall lets a hit lend part of its score to its neighbours in that
+sequence (a reply whose meaning lives in the turn before it), and vector indexing embeds a fact
+with its predecessor's last line in front (``predecessor_context``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .db import IndexDB
+from .keys import KIND
+
+# The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
+MAX_LOOKUP = 200
+
+
+def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[str, list[tuple[str, int]]]:
+    """For each of ``ids`` that has a session, up to ``depth`` facts before and after it in that
+    session, as ``(id, offset)``: ``-1`` the one just before, ``1`` the one just after.
+
+    One query over ``idx_documents_session``; ids without a session are left out.
+    """
+    if depth <= 0 or not ids:
+        return {}
+    wanted = list(dict.fromkeys(ids))[:MAX_LOOKUP]
+    side = (
+        "(SELECT group_concat(id) FROM (SELECT n.id FROM documents n WHERE n.kind = c.kind "
+        "AND n.resource_name = c.resource_name AND n.origin_session = c.origin_session "
+        "AND n.id {op} c.id ORDER BY n.id {order} LIMIT {depth}))"
+    )
+    before = side.format(op="<", order="DESC", depth=int(depth))
+    after = side.format(op=">", order="ASC", depth=int(depth))
+    rows = db.rows(
+        f"SELECT c.id, {before}, {after} FROM documents c WHERE c.kind = ? AND c.resource_name = ? "
+        f"AND c.origin_session IS NOT NULL AND c.id IN ({','.join('?' * len(wanted))})",
+        (KIND, store, *wanted),
+    )
+    out: dict[str, list[tuple[str, int]]] = {}
+    for fact_id, earlier, later in rows:
+        found = [(i, -k) for k, i in enumerate(sorted(str(earlier or "").split(","), reverse=True), 1) if i]
+        found += [(i, k) for k, i in enumerate(sorted(str(later or "").split(",")), 1) if i]
+        if found:
+            out[str(fact_id)] = found
+    return out
+
+
+def _adjacent(op: str, order: str) -> str:
+    """SQL for the rowid of the fact just before (``<``, ``DESC``) or after (``>``, ``ASC``) the
+    row ``c`` in its session."""
+    return (
+        "(SELECT m.rowid FROM documents m WHERE m.kind = c.kind AND m.resource_name = c.resource_name "
+        f"AND m.origin_session = c.origin_session AND m.id {op} c.id ORDER BY m.id {order} LIMIT 1)"
+    )
+
+
+def _per_fact(
+    db: IndexDB, store: str, ids: Sequence[str], columns: str, joined: str
+) -> list[tuple[object, ...]]:
+    """``SELECT c.id, <columns> FROM documents c <joined>`` for each of ``ids`` that has a session,
+    ``MAX_LOOKUP`` ids a query."""
+    wanted = list(dict.fromkeys(ids))
+    rows: list[tuple[object, ...]] = []
+    for start in range(0, len(wanted), MAX_LOOKUP):
+        part = wanted[start : start + MAX_LOOKUP]
+        rows += db.rows(
+            f"SELECT c.id, {columns} FROM documents c {joined} WHERE c.kind = ? AND c.resource_name = ? "
+            f"AND c.origin_session IS NOT NULL AND c.id IN ({','.join('?' * len(part))})",
+            (KIND, store, *part),
+        )
+    return rows
+
+
+def predecessors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, str]:
+    """The text of the last chunk of the fact just before each of ``ids`` in its session (as
+    indexed, header and all); ids without a session or without a predecessor are left out."""
+    last_chunk = (
+        "(SELECT f.text FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid WHERE k.resource_name = p.resource_name "
+        "AND k.document_id = p.id ORDER BY k.position DESC LIMIT 1)"
+    )
+    rows = _per_fact(db, store, ids, last_chunk, f"JOIN documents p ON p.rowid = {_adjacent('<', 'DESC')}")
+    return {str(i): str(text) for i, text in rows if text is not None}
+
+
+def successors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The fact just after each of ``ids`` in its session: id -> (its id, its content_sha256)."""
+    rows = _per_fact(
+        db, store, ids, "n.id, n.content_sha256", f"JOIN documents n ON n.rowid = {_adjacent('>', 'ASC')}"
+    )
+    return {str(i): (str(n), str(sha)) for i, n, sha in rows}
