@@ -1,0 +1,136 @@
+"""Odd files meet the rebuild's fast paths: a header shaped like the one coffer renders but
+written by hand reads exactly as YAML reads it (or is reported broken exactly as YAML reports
+it), and a bulk rebuild of odd files indexes and reports what the file-by-file routine does."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from coffer_memory._store import fastmeta
+from coffer_memory._store.files import FactParseError, ParsedFile, parse_fact, split_frontmatter
+
+RENDERED = (
+    "---\nkind: knowledge\ntitle: {title}\ndescription: {description}\nmetadata:\n  actor: agent\n"
+    "origin_session_id: {origin}\ncreated_at: {created}\nupdated_at: 2026-01-01T00:00:00.000+00:00\n"
+    "{tags}---\n{body}"
+)
+
+
+def _text(**values: str) -> str:
+    fields = {
+        "title": "T",
+        "description": "D",
+        "origin": "null",
+        "created": "2026-01-01T00:00:00.000+00:00",
+        "tags": "",
+        "body": "\nbody\n",
+    }
+    return RENDERED.format(**{**fields, **values})
+
+
+def _parse(text: str) -> ParsedFile | str:
+    try:
+        return parse_fact(text.encode("utf-8"), store="global", relpath="knowledge/x.md", mtime=0.0)
+    except FactParseError as exc:
+        return f"FactParseError: {exc}"
+
+
+def _both_ways(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    fast = _parse(text)
+    with monkeypatch.context() as m:
+        m.setattr(fastmeta, "split_rendered", lambda text: None)
+        return fast, _parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # YAML's other line breaks: inside a plain value they break the header, in a quoted one
+        # they fold to a space
+        _text(title="foo\x85bar"),
+        _text(title="foo\u2028bar"),
+        _text(description="a\u2029"),
+        _text(title="'a\x85b'"),
+        _text(origin="'x\u2028'"),
+        _text(tags="tags: [a\x85b]\n"),
+        # a header holding "*" or "&" is read by PyYAML's own loader (aliases refused), which
+        # ends a plain scalar of a flow list at "?" (libyaml does not)
+        _text(title="a*b", tags="tags: [why?]\n"),
+        _text(description="&", tags="tags: [a, b?c]\n"),
+        # the shape of a time that names no day
+        _text(created="2026-02-30T00:00:00.000+00:00"),
+        _text(created="2026-13-01T00:00:00.000+00:00"),
+        _text(created="0000-01-01T00:00:00.000+00:00"),
+        _text(created="2026-01-01T24:00:00.000+00:00"),
+        # CRLF lines in the body under LF header lines
+        _text(body="\r\nfirst\r\nsecond\r\n"),
+        _text(body="\nmixed\r\nends\n"),
+    ],
+)
+def test_a_header_shaped_like_ours_reads_as_yaml_reads_it(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, reference = _both_ways(text, monkeypatch)
+    assert fast == reference
+
+
+ALPHABET = [
+    *"ab yYnNtTfFoO~01.-+:#'\",[]{}?&*!|>%@`=<\\\t\r",
+    *"\x85\u2028\u2029\ufeff\xa0\u3000é部🚀\ufffd\x7f",
+]
+ALPHABET += ["''", "---"]
+WORDS = [
+    "null",
+    "yes",
+    "no",
+    "true",
+    "off",
+    "~",
+    "1",
+    "1.5",
+    "2026-01-01",
+    "0x1f",
+    "1:2",
+    "a",
+    "it's",
+    ".inf",
+]
+
+
+def _value(r: random.Random) -> str:
+    text = r.choice(WORDS) if r.random() < 0.3 else ""
+    for _ in range(r.randint(0, 4)):
+        i = r.randint(0, len(text))
+        text = text[:i] + r.choice(ALPHABET) + text[i:]
+    return "'" + text.replace("'", "''") + "'" if r.random() < 0.2 else text
+
+
+def test_hand_written_headers_of_the_rendered_shape_read_as_yaml_reads_them() -> None:
+    """Random values in every field of the rendered shape: whenever the fast reader answers,
+    YAML (through python-frontmatter) gives the same metadata and body."""
+    r = random.Random(1)
+    answered = 0
+    for _ in range(20000):
+        tags = (
+            ""
+            if r.random() < 0.4
+            else "tags: [" + ", ".join(_value(r) for _ in range(r.randint(1, 3))) + "]\n"
+        )
+        text = _text(
+            title=_value(r),
+            description=_value(r),
+            origin=_value(r),
+            created=r.choice(["2026-01-01T00:00:00.000+00:00", "2026-02-29T10:00:00.000+00:00"]),
+            tags=tags,
+            body=r.choice(["\nbody\n", "", "\n---\nx\n", "a\r\nb", "\n\n  x  \n", _value(r)]),
+        )
+        quick = fastmeta.split_rendered(text)
+        if quick is None:
+            continue
+        answered += 1
+        try:
+            meta, body = split_frontmatter(text)
+        except FactParseError as exc:
+            raise AssertionError(f"YAML finds {text!r} broken ({exc}), the fast reader read it") from exc
+        assert quick == (meta, body.strip()), text
+    assert answered > 500
