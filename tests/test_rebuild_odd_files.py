@@ -4,10 +4,16 @@ it), and a bulk rebuild of odd files indexes and reports what the file-by-file r
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from coffer_memory import MemoryService
 from coffer_memory._store import fastmeta
 from coffer_memory._store.files import FactParseError, ParsedFile, parse_fact, split_frontmatter
 
@@ -134,3 +140,50 @@ def test_hand_written_headers_of_the_rendered_shape_read_as_yaml_reads_them() ->
             raise AssertionError(f"YAML finds {text!r} broken ({exc}), the fast reader read it") from exc
         assert quick == (meta, body.strip()), text
     assert answered > 500
+
+
+# -- files and folders this process may not read -------------------------------------------------
+SCRIPTS = Path(sys.executable).parent
+# Root reads any file: the CLI then runs without the capabilities that override file modes.
+NO_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+
+
+def _coffer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COFFER_HOME": str(home)}
+    command = [*NO_OVERRIDE, str(SCRIPTS / "coffer"), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(bool(NO_OVERRIDE) and shutil.which("setpriv") is None, reason="root without setpriv")
+def test_an_unreadable_file_or_folder_is_reported_broken_and_the_store_stays_readable(tmp_home: Path) -> None:
+    with MemoryService(home=tmp_home) as svc:
+        svc.remember("visible fact about deploys", store="global")
+        secret = svc.remember("secret deploy notes", store="global").path
+        knowledge = svc.targets.paths("global").knowledge
+    locked = knowledge / "locked"
+    locked.mkdir()
+    (locked / "inside.md").write_text("locked deploy notes\n")
+    assert _coffer(tmp_home, "reindex").returncode == 0
+    secret.chmod(0)
+    locked.chmod(0)
+    try:
+        for args in (
+            ["recall", "deploy", "--store", "global"],
+            ["reindex"],
+            ["facts", "list", "--store", "global"],
+        ):
+            run = _coffer(tmp_home, *args)
+            assert run.returncode == 0 and "unexpected" not in run.stderr, (args, run.stderr)
+        found = _coffer(tmp_home, "recall", "deploy", "--store", "global").stdout
+        assert "visible fact" in found and "secret" not in found and "locked" not in found
+        rebuilt = _coffer(tmp_home, "reindex", "--rebuild").stdout.splitlines()[-1].split()
+        assert rebuilt[0] == "global" and rebuilt[-1] == "1"  # the unreadable file counts as broken
+        doctor = _coffer(tmp_home, "doctor").stdout
+        assert f"broken: {secret}: cannot be read" in doctor
+        assert f"broken: {locked}: folder cannot be read" in doctor
+        assert ": not indexed:" not in doctor  # its advice, `coffer reindex`, would not help
+    finally:
+        secret.chmod(0o600)
+        locked.chmod(0o700)
+    found = _coffer(tmp_home, "recall", "deploy", "--store", "global").stdout
+    assert "secret deploy notes" in found and "locked deploy notes" in found

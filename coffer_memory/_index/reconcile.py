@@ -185,7 +185,7 @@ class Reconciler:
         for rel, recorded in dirs.items():
             try:
                 mtime = os.stat(root + rel, follow_symlinks=False).st_mtime_ns
-            except (FileNotFoundError, NotADirectoryError):
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
                 mtime = MISSING
             if mtime != recorded:
                 changed.append(rel)
@@ -283,14 +283,20 @@ class Reconciler:
         matched = 0
         while stack:
             rel_dir = stack.pop()
+            path = f"{root}/{rel_dir}"
             try:
-                mtime = os.stat(f"{root}/{rel_dir}", follow_symlinks=False).st_mtime_ns
-                scanner = os.scandir(f"{root}/{rel_dir}")
-            except (FileNotFoundError, NotADirectoryError):
+                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
             if dirs.get(rel_dir) != mtime:
                 return False
             seen[rel_dir] = mtime
+            try:
+                scanner = os.scandir(path)
+            except PermissionError:  # the full scan skips a folder it may not list too
+                continue
+            except (FileNotFoundError, NotADirectoryError):
+                return False
             with scanner:
                 for entry in scanner:
                     name = entry.name
@@ -301,7 +307,7 @@ class Reconciler:
                     if want is not None:  # most entries: an indexed file
                         try:
                             st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
+                        except OSError:
                             return False
                         if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want or not S_ISREG(
                             st.st_mode
@@ -453,6 +459,13 @@ class Reconciler:
         except FactParseError as exc:
             path = Path(name)
             if self._remember_broken(sp.name, path, str(exc)):
+                log.warning("skipping %s: %s", path, exc)
+            tally.skipped.append(rel)
+            return
+        except PermissionError as exc:  # there but unreadable: reported as broken, not taken for gone
+            path = Path(name)
+            self.reindexer.remove_path(sp.name, path)
+            if self._remember_broken(sp.name, path, f"cannot be read: {exc.strerror or exc}"):
                 log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(rel)
             return
