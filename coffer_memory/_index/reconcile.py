@@ -315,11 +315,11 @@ class Reconciler:
                             return False
                         matched += 1
                     elif not name.isascii() and not utf8_name(name):
-                        return False  # the full scan warns about it once
+                        continue  # skipped by the full scan too (with one warning)
                     elif entry.is_dir(follow_symlinks=False):
                         stack.append(rel)
-                    elif name.endswith(".md") and is_recall_rel(rel) and not entry.is_symlink():
-                        return False  # a file the index does not know (or a FIFO and the like)
+                    elif name.endswith(".md") and is_recall_rel(rel) and entry.is_file(follow_symlinks=False):
+                        return False  # a file the index does not know (a FIFO and the like are skipped)
         for top in tops:
             seen.setdefault(top, MISSING)
         return matched == len(expected) and seen == dirs
