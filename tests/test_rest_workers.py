@@ -92,6 +92,41 @@ def test_forgotten_operations_leave_the_shared_folder(
         ops.close()
 
 
+WORKER = """
+import sys, time
+from pathlib import Path
+from coffer_memory_fastapi.operations import Operations
+ops = Operations(Path(sys.argv[1]))
+op = ops.start("reindex", "global", lambda: time.sleep(600) or [])
+while ops.get(op.id).status != "running":
+    time.sleep(0.01)
+print(op.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_operation_of_a_killed_worker_is_reported_failed_by_the_others(tmp_path: Path) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    ops = Operations(tmp_path)
+    try:
+        assert worker.stdout is not None
+        op_id = worker.stdout.readline().strip()
+        assert ops.get(op_id).status == "running"  # its worker is alive: still running
+        worker.kill()
+        worker.wait(timeout=STUCK)
+        seen = ops.get(op_id)
+        assert seen.status == "failed" and seen.finished_at is not None and seen.error is not None
+        assert (seen.error.code, seen.error.details) == ("INTERNAL", {"reason": "worker_stopped"})
+        assert ops.get(op_id) == seen  # the same answer on every poll
+        assert [(o.id, o.status) for o in ops.list()] == [(op_id, "failed")]
+    finally:
+        worker.kill()
+        worker.wait(timeout=STUCK)
+        ops.close()
+
+
 def test_workers_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--workers", "0"])
