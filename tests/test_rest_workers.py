@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -161,7 +162,9 @@ def two_workers(tmp_home: Path) -> Iterator[tuple[str, int]]:
         port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
     args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning"]
-    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    temp = tmp_home.parent / "tmp"  # where the run's operations folder goes
+    temp.mkdir()
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "TMPDIR": str(temp)}
     proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + STUCK
@@ -204,3 +207,28 @@ def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str,
             o["id"] for o in httpx.get(f"{base}/api/v1/operations", headers=auth).json()["items"]
         ]
     assert statuses <= {"queued", "running", "succeeded"}
+
+
+def _running(pid: str) -> bool:
+    """True while process ``pid`` runs (an exited orphan may stay a zombie where init never reaps)."""
+    with contextlib.suppress(FileNotFoundError):
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the workers are found through /proc")
+def test_workers_stop_and_leave_nothing_when_their_supervisor_is_killed(
+    two_workers: tuple[str, int], tmp_home: Path
+) -> None:
+    base, pid = two_workers
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(workers) == 2 and len(list((tmp_home.parent / "tmp").iterdir())) == 1
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STUCK
+    while time.monotonic() < deadline and any(_running(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_running(w) for w in workers), "orphaned workers still serve the port"
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{base}/api/v1/memory_stores", timeout=2)
+    assert list((tmp_home.parent / "tmp").iterdir()) == []  # the operations folder went with them
