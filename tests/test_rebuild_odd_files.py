@@ -9,13 +9,18 @@ import random
 import shutil
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import apsw
 import pytest
 
 from coffer_memory import MemoryService
+from coffer_memory._index.reconcile import BATCH
+from coffer_memory._models import MemoryFact
 from coffer_memory._store import fastmeta
-from coffer_memory._store.files import FactParseError, ParsedFile, parse_fact, split_frontmatter
+from coffer_memory._store.files import FactParseError, ParsedFile, parse_fact, render_fact, split_frontmatter
 
 RENDERED = (
     "---\nkind: knowledge\ntitle: {title}\ndescription: {description}\nmetadata:\n  actor: agent\n"
@@ -187,3 +192,54 @@ def test_an_unreadable_file_or_folder_is_reported_broken_and_the_store_stays_rea
         locked.chmod(0o700)
     found = _coffer(tmp_home, "recall", "deploy", "--store", "global").stdout
     assert "secret deploy notes" in found and "locked deploy notes" in found
+
+
+# -- a rebuild killed mid-way ---------------------------------------------------------------------
+def test_a_rebuild_killed_mid_way_leaves_an_index_the_next_read_completes(tmp_home: Path) -> None:
+    """``kill -9`` of ``coffer reindex --rebuild`` once its first batch is committed: the next read
+    indexes the rest, and the index holds the rows a clean rebuild writes."""
+    from test_speed_paths_same_results import _rows
+
+    with MemoryService(home=tmp_home) as svc:
+        inbox = svc.targets.paths("global").inbox
+        inbox.mkdir(parents=True)
+        when = datetime(2026, 1, 1, tzinfo=UTC)
+        for i in range(BATCH + 600):
+            fact = MemoryFact(
+                id="",
+                title=f"fact {i}",
+                description="",
+                body=f"note {i} about deploys",
+                actor="agent",
+                origin_session_id=None,
+                created_at=when,
+                updated_at=when,
+                tags=("ops",) if i % 2 else (),
+            )
+            (inbox / f"f{i}.md").write_bytes(render_fact(fact))
+        svc.reindex()
+    rebuild = subprocess.Popen(
+        [str(SCRIPTS / "coffer"), "reindex", "--rebuild"],
+        env={**os.environ, "COFFER_HOME": str(tmp_home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    index = apsw.Connection(str(tmp_home / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    index.set_busy_timeout(1000)
+    try:
+        while rebuild.poll() is None:  # its rows dropped, then a first batch committed
+            count = index.execute("SELECT count(*) FROM documents").fetchall()[0][0]
+            if 0 < count < BATCH + 600:
+                rebuild.kill()
+                break
+            time.sleep(0.005)
+    finally:
+        rebuild.kill()
+        rebuild.wait()
+        index.close()
+    with MemoryService(home=tmp_home) as svc:
+        assert len(svc.recall("deploys", stores=["global"], mode="keyword", limit=5).hits) == 5
+        after_kill = _rows(svc.index.db.conn)
+        svc.reindex(rebuild=True)
+        assert _rows(svc.index.db.conn) == after_kill
+        assert len(after_kill["documents"]) == BATCH + 600
