@@ -187,6 +187,15 @@ def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str,
         cmdlines = [Path(f"/proc/{child}/cmdline").read_bytes() for child in children.read_text().split()]
         assert sum(b"spawn_main" in c for c in cmdlines) == 2
     assert httpx.get(f"{base}/api/v1/memory_stores").status_code == 401  # every worker got the token
+    for _ in range(6):  # and the Host and Origin rules (a new connection each: either worker answers)
+        foreign = httpx.get(f"{base}/api/v1/memory_stores", headers={**auth, "Host": "evil.example"})
+        assert foreign.status_code == 421
+        cross = httpx.post(
+            f"{base}/api/v1/memory_stores/global/facts",
+            headers={**auth, "Origin": "http://evil.example"},
+            json={"text": "planted"},
+        )
+        assert cross.status_code == 403
     # A new connection per request: the kernel hands each to either worker.
     for _ in range(10):
         r = httpx.get(
