@@ -301,6 +301,8 @@ class IndexHandle:
         now = datetime.now(UTC)
         low = parse_when(since, field="since", now=now)
         high = parse_when(until, field="until", now=now)
+        if low is not None and high is not None and high <= low:  # as recall and list_facts say it
+            raise InvalidInput("until must be later than since", field="until")
         # Bound to the filters as given; "2h" is resolved once, on the first page, and kept.
         query = ["audit", store, event, _as_given(since), _as_given(until)]
         before = None

@@ -6,6 +6,8 @@ import argparse
 import inspect
 import json
 import os
+import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -162,7 +164,13 @@ def _serve_workers(
         os.environ["COFFER_HOME"] = os.path.abspath(home)  # the workers' MemoryService() reads it
     with tempfile.TemporaryDirectory(prefix="coffer-api-operations-") as operations:
         os.environ[WORKER_ENV] = json.dumps(
-            {"token": token, "hosts": hosts, "cors": cors, "operations": operations}
+            {
+                "token": token,
+                "hosts": hosts,
+                "cors": cors,
+                "operations": operations,
+                "supervisor": os.getpid(),
+            }
         )
         config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, **serve)
         # uvicorn.run's own branch for workers, with the listening socket made by listening_socket.
@@ -193,12 +201,32 @@ def worker_app() -> FastAPI:
     from .app import create_app
 
     spec = json.loads(os.environ.pop(WORKER_ENV))  # not passed on to the git or rg it runs
+    threading.Thread(
+        target=_stop_with_supervisor,
+        args=(spec["supervisor"], spec["operations"]),
+        name="coffer-orphan",
+        daemon=True,
+    ).start()
     return create_app(
         token=spec["token"],
         allowed_hosts=spec["hosts"],
         cors_origins=spec["cors"],
         operations_dir=Path(spec["operations"]),
     )
+
+
+def _stop_with_supervisor(supervisor: int, operations: str, every_s: float = 1.0) -> None:
+    """Stop this worker once its supervisor is gone (``kill -9``, the OOM killer).
+
+    uvicorn's workers outlive a supervisor that could not stop them: they kept serving the port,
+    so a restarted ``coffer-api`` could not bind it, and the operations folder stayed behind. The
+    worker removes that folder (the run is over) and stops as on Ctrl-C. The supervisor's pid comes
+    from the supervisor itself: a worker still starting when it died has a parent of 1 already.
+    """
+    while os.getppid() == supervisor:
+        time.sleep(every_s)
+    shutil.rmtree(operations, ignore_errors=True)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ reach another worker); it is lost on restart.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import re
 import threading
@@ -38,6 +38,17 @@ class OperationNotFound(CofferError):
 
     def __init__(self, op_id: str) -> None:
         super().__init__(f"operation {op_id!r} not found", operation_id=op_id)
+
+
+def _alive(pid: int) -> bool:
+    """True while process ``pid`` runs (a worker of this server, as this process's user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process took the number: not the worker
+        return False
+    return True
 
 
 class Operations:
@@ -82,10 +93,16 @@ class Operations:
                 self._publish(self._ops[op_id])
 
     def _publish(self, op: OperationOut) -> None:
-        """Write ``op`` to the shared folder, replacing its last state whole (lock held)."""
+        """Write ``op`` to the shared folder, replacing its last state whole (lock held).
+
+        The state names this process: a worker killed mid-operation (and replaced by uvicorn)
+        leaves it ``running`` for ever, and the others report it failed instead (``_read``).
+        """
         if self._shared is not None:
             temp = self._shared / f".{op.id}.{os.getpid()}.tmp"
-            temp.write_text(op.model_dump_json(), encoding="utf-8")
+            temp.write_text(
+                f'{{"pid": {os.getpid()}, "operation": {op.model_dump_json()}}}', encoding="utf-8"
+            )
             os.replace(temp, self._shared / f"{op.id}.json")
 
     def _forget(self, op_id: str) -> None:
@@ -96,9 +113,23 @@ class Operations:
         """Another worker's operation from the shared folder (None when unknown or forgotten)."""
         if self._shared is None or not _ID.fullmatch(op_id):
             return None
-        with contextlib.suppress(FileNotFoundError):
-            return OperationOut.model_validate_json((self._shared / f"{op_id}.json").read_bytes())
-        return None
+        path = self._shared / f"{op_id}.json"
+        try:
+            state = json.loads(path.read_bytes())
+            op = OperationOut.model_validate(state["operation"])
+            if op.status in ("succeeded", "failed") or _alive(int(state["pid"])):
+                return op
+            stopped = datetime.fromtimestamp(
+                path.stat().st_mtime, UTC
+            )  # its last word, the same on every poll
+        except FileNotFoundError:
+            return None
+        error = ErrorBody(
+            code="INTERNAL",
+            message="the server process running this operation stopped before it finished",
+            details={"reason": "worker_stopped"},
+        )
+        return op.model_copy(update={"status": "failed", "finished_at": stopped, "error": error})
 
     def _run(self, op_id: str, work: Callable[[], Outcome]) -> None:
         self._update(op_id, status="running", started_at=datetime.now(UTC))

@@ -204,6 +204,36 @@ def test_index_db_audit_rows_of_an_older_coffer_move_into_the_log(tmp_home: Path
         assert [e["document_id"] for e in svc.audit_events("global")].count("OLD") == 1
 
 
+@pytest.mark.parametrize(
+    ("since", "until", "field"),
+    [
+        ("9999-12-31T23:00:00-14:00", None, "since"),  # an ISO time after the year 9999 in UTC
+        ("0001-01-01T00:00:00+01:00", None, "since"),
+        ("800000d", None, "since"),  # further back than the calendar goes
+        (None, "99999999999d", "until"),
+        ("2026-02-01", "2026-01-01", "until"),  # empty window: said, as recall and list_facts say it
+        ("1h", "2h", "until"),
+    ],
+)
+def test_time_bounds_out_of_range_or_reversed_are_invalid_input_on_every_face(
+    client,
+    cli,
+    service: MemoryService,
+    since: str | None,
+    until: str | None,
+    field: str,  # type: ignore[no-untyped-def]
+) -> None:
+    service.remember("one fact", scope="global")
+    given = {k: v for k, v in (("since", since), ("until", until)) if v is not None}
+    with pytest.raises(InvalidInput) as err:
+        service.audit(**given)
+    assert err.value.field == field
+    answer = client.get("/api/v1/audit", params=given)
+    assert answer.status_code == 422 and answer.json()["error"]["code"] == "INVALID_INPUT"
+    ran = cli("audit", *[a for k, v in given.items() for a in (f"--{k}", v)])
+    assert ran.returncode != 0 and "INVALID_INPUT" in ran.stderr and "unexpected" not in ran.stderr
+
+
 def test_rest_reads_the_log_with_the_same_filters(client, service: MemoryService) -> None:  # type: ignore[no-untyped-def]
     for i in range(3):
         service.remember(f"fact number {i}", title=f"fact {i}", scope="global")

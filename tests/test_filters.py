@@ -165,19 +165,24 @@ def test_since_and_until_filter_on_updated_at(svc: MemoryService) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"),
+    ("kwargs", "field", "words"),
     [
-        ({"since": "yesterday"}, "since"),
-        ({"until": 12}, "until"),
-        ({"since": "2026-03-02", "until": "2026-03-01"}, "until"),
-        ({"tags": ["a,b"]}, "tags"),
+        ({"since": "yesterday"}, "since", "not an ISO 8601"),
+        # real times outside what a fact can carry: said so, not "not an ISO 8601 date"
+        ({"since": "9999-12-31T23:00:00-14:00"}, "since", "within the years 1970 to 9999"),
+        ({"until": "0001-01-01"}, "until", "within the years 1970 to 9999"),
+        ({"until": 12}, "until", "must be a datetime"),
+        ({"since": "2026-03-02", "until": "2026-03-01"}, "until", "later than since"),
+        ({"tags": ["a,b"]}, "tags", "not a tag"),
     ],
 )
-def test_bad_filters_are_invalid_input(svc: MemoryService, kwargs: dict[str, Any], field: str) -> None:
+def test_bad_filters_are_invalid_input(
+    svc: MemoryService, kwargs: dict[str, Any], field: str, words: str
+) -> None:
     svc.remember("something", scope="global")
     with pytest.raises(InvalidInput) as err:
         svc.recall("something", stores=["global"], **kwargs)
-    assert err.value.field == field
+    assert err.value.field == field and words in err.value.message
     with pytest.raises(InvalidInput):
         svc.list_facts(store="global", **kwargs)
 
@@ -251,6 +256,32 @@ def test_rest_tags_and_filters(client: Any) -> None:
         f"{base}/facts", json={"text": "x", "tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}
     )
     assert too_many.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "when",
+    ["2026-01-01T10", " 2026-01-01 ", "2026-W01-1", "1767225600", "2026-01-01t10:00:00z", "2026-02-30"],
+)
+def test_rest_reads_a_time_bound_as_the_other_faces_do(
+    client: Any, service: MemoryService, when: str
+) -> None:
+    """The REST routes hand since/until to the core's reader: a value the Python, CLI and MCP faces
+    accept is accepted, one they refuse is INVALID_INPUT (pydantic took Unix timestamps and refused
+    an hour without minutes)."""
+    try:
+        service.list_facts(store="global", since=when)
+        expected = 200
+    except InvalidInput:
+        expected = 422
+    for url, params in [
+        ("/api/v1/memory_stores/global/facts", {"since": when}),
+        ("/api/v1/memory_stores/global/recall", {"query": "backups", "until": when}),
+        ("/api/v1/memory_stores/recall", {"query": "backups", "store": "global", "since": when}),
+    ]:
+        answer = client.get(url, params=params)
+        assert answer.status_code == expected, (url, answer.text)
+        if expected == 422:
+            assert answer.json()["error"]["code"] == "INVALID_INPUT"
 
 
 def test_mcp_remember_and_recall_with_tags(svc: MemoryService, repo: Path) -> None:

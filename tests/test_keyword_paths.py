@@ -100,3 +100,81 @@ def test_a_symlink_in_a_small_store_is_never_indexed(small: MemoryService, tmp_p
     before = conn.total_changes()
     assert _found(small, "foxtrot") == []
     assert conn.total_changes() == before
+
+
+# -- odd entries and replaced files ----------------------------------------------------------
+def _fifo(folder: Path) -> None:
+    os.mkfifo(folder / "pipe.md")
+
+
+def _bad_file_name(folder: Path) -> None:
+    (Path(os.fsdecode(bytes(folder) + b"/caf\xe9.md"))).write_text("the golf service deploys\n")
+
+
+def _bad_folder_name(folder: Path) -> None:
+    odd = Path(os.fsdecode(bytes(folder) + b"/t\xffpics"))
+    odd.mkdir()
+    (odd / "golf.md").write_text("the golf service deploys\n")
+
+
+@pytest.mark.parametrize("odd", [_fifo, _bad_file_name, _bad_folder_name])
+def test_an_entry_the_full_scan_skips_keeps_small_reads_on_the_check(
+    small: MemoryService, odd: Callable[[Path], None]
+) -> None:
+    odd(_knowledge(small) / "inbox")
+    assert len(_found(small, "deploys")) == 3  # the full scan skips it, with one warning
+    conn = small.index.db.conn
+    before = conn.total_changes()
+    assert len(_found(small, "deploys")) == 3
+    assert conn.total_changes() == before  # every read ran the full scan and wrote the store state
+
+
+def _alpha(svc: MemoryService) -> Path:
+    return next(_knowledge(svc).rglob("*alpha*.md"))
+
+
+def _replaced_by_symlink(svc: MemoryService) -> None:
+    path = _alpha(svc)
+    outside = path.parent.parent.parent / "outside.md"
+    path.rename(outside)
+    path.symlink_to(outside)
+
+
+def _replaced_by_folder(svc: MemoryService) -> None:
+    path = _alpha(svc)
+    path.unlink()
+    path.mkdir()
+
+
+def _moved_across_folders(svc: MemoryService) -> None:
+    path = _alpha(svc)
+    (_knowledge(svc) / "topics").mkdir()
+    path.rename(_knowledge(svc) / "topics" / "echo.md")
+
+
+def _edited_with_a_future_mtime(svc: MemoryService) -> None:
+    path = _alpha(svc)
+    st = path.stat()
+    path.write_text(path.read_text().replace("alpha", "omega"))
+    future = st.st_mtime_ns + 10 * 365 * 86400 * 10**9
+    os.utime(path, ns=(future, future))
+
+
+@pytest.mark.parametrize(
+    ("change", "query", "count"),
+    [
+        (_replaced_by_symlink, "alpha", 0),
+        (_replaced_by_folder, "alpha", 0),
+        (_moved_across_folders, "alpha", 1),
+        (_edited_with_a_future_mtime, "omega", 1),
+    ],
+)
+def test_a_replaced_or_moved_file_is_seen_by_the_next_small_read(
+    small: MemoryService, change: Callable[[MemoryService], None], query: str, count: int
+) -> None:
+    change(small)
+    assert len(_found(small, query)) == count
+    conn = small.index.db.conn
+    before = conn.total_changes()
+    assert len(_found(small, query)) == count
+    assert conn.total_changes() == before  # and the read after it is the read-only check again

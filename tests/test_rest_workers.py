@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -92,6 +93,41 @@ def test_forgotten_operations_leave_the_shared_folder(
         ops.close()
 
 
+WORKER = """
+import sys, time
+from pathlib import Path
+from coffer_memory_fastapi.operations import Operations
+ops = Operations(Path(sys.argv[1]))
+op = ops.start("reindex", "global", lambda: time.sleep(600) or [])
+while ops.get(op.id).status != "running":
+    time.sleep(0.01)
+print(op.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_operation_of_a_killed_worker_is_reported_failed_by_the_others(tmp_path: Path) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    ops = Operations(tmp_path)
+    try:
+        assert worker.stdout is not None
+        op_id = worker.stdout.readline().strip()
+        assert ops.get(op_id).status == "running"  # its worker is alive: still running
+        worker.kill()
+        worker.wait(timeout=STUCK)
+        seen = ops.get(op_id)
+        assert seen.status == "failed" and seen.finished_at is not None and seen.error is not None
+        assert (seen.error.code, seen.error.details) == ("INTERNAL", {"reason": "worker_stopped"})
+        assert ops.get(op_id) == seen  # the same answer on every poll
+        assert [(o.id, o.status) for o in ops.list()] == [(op_id, "failed")]
+    finally:
+        worker.kill()
+        worker.wait(timeout=STUCK)
+        ops.close()
+
+
 def test_workers_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--workers", "0"])
@@ -126,7 +162,9 @@ def two_workers(tmp_home: Path) -> Iterator[tuple[str, int]]:
         port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
     args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning"]
-    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    temp = tmp_home.parent / "tmp"  # where the run's operations folder goes
+    temp.mkdir()
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "TMPDIR": str(temp)}
     proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + STUCK
@@ -149,6 +187,15 @@ def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str,
         cmdlines = [Path(f"/proc/{child}/cmdline").read_bytes() for child in children.read_text().split()]
         assert sum(b"spawn_main" in c for c in cmdlines) == 2
     assert httpx.get(f"{base}/api/v1/memory_stores").status_code == 401  # every worker got the token
+    for _ in range(6):  # and the Host and Origin rules (a new connection each: either worker answers)
+        foreign = httpx.get(f"{base}/api/v1/memory_stores", headers={**auth, "Host": "evil.example"})
+        assert foreign.status_code == 421
+        cross = httpx.post(
+            f"{base}/api/v1/memory_stores/global/facts",
+            headers={**auth, "Origin": "http://evil.example"},
+            json={"text": "planted"},
+        )
+        assert cross.status_code == 403
     # A new connection per request: the kernel hands each to either worker.
     for _ in range(10):
         r = httpx.get(
@@ -169,3 +216,28 @@ def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str,
             o["id"] for o in httpx.get(f"{base}/api/v1/operations", headers=auth).json()["items"]
         ]
     assert statuses <= {"queued", "running", "succeeded"}
+
+
+def _running(pid: str) -> bool:
+    """True while process ``pid`` runs (an exited orphan may stay a zombie where init never reaps)."""
+    with contextlib.suppress(FileNotFoundError):
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the workers are found through /proc")
+def test_workers_stop_and_leave_nothing_when_their_supervisor_is_killed(
+    two_workers: tuple[str, int], tmp_home: Path
+) -> None:
+    base, pid = two_workers
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(workers) == 2 and len(list((tmp_home.parent / "tmp").iterdir())) == 1
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STUCK
+    while time.monotonic() < deadline and any(_running(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_running(w) for w in workers), "orphaned workers still serve the port"
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{base}/api/v1/memory_stores", timeout=2)
+    assert list((tmp_home.parent / "tmp").iterdir()) == []  # the operations folder went with them

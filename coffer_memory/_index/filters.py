@@ -50,8 +50,21 @@ def check_time(value: object, field: str) -> datetime | None:
         raise InvalidInput(f"{field} must be a datetime or an ISO 8601 string", field=field)
     parsed = parse_time(value)
     if parsed is None:
+        if isinstance(value, date) or _iso(value):
+            raise InvalidInput(
+                f"{field} must fall within the years 1970 to 9999 (UTC): {value!r}", field=field
+            )
         raise InvalidInput(f"{field} is not an ISO 8601 date or time: {value!r}", field=field)
     return parsed.astimezone(UTC)
+
+
+def _iso(value: str) -> bool:
+    """True when ``value`` reads as an ISO 8601 time (whatever its year)."""
+    try:
+        datetime.fromisoformat(value.strip())
+    except ValueError:
+        return False
+    return True
 
 
 @attrs.frozen

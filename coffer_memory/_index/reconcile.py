@@ -184,7 +184,7 @@ class Reconciler:
         for rel, recorded in dirs.items():
             try:
                 mtime = os.stat(root + rel, follow_symlinks=False).st_mtime_ns
-            except (FileNotFoundError, NotADirectoryError):
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
                 mtime = MISSING
             if mtime != recorded:
                 changed.append(rel)
@@ -282,14 +282,20 @@ class Reconciler:
         matched = 0
         while stack:
             rel_dir = stack.pop()
+            path = f"{root}/{rel_dir}"
             try:
-                mtime = os.stat(f"{root}/{rel_dir}", follow_symlinks=False).st_mtime_ns
-                scanner = os.scandir(f"{root}/{rel_dir}")
-            except (FileNotFoundError, NotADirectoryError):
+                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
             if dirs.get(rel_dir) != mtime:
                 return False
             seen[rel_dir] = mtime
+            try:
+                scanner = os.scandir(path)
+            except PermissionError:  # the full scan skips a folder it may not list too
+                continue
+            except (FileNotFoundError, NotADirectoryError):
+                return False
             with scanner:
                 for entry in scanner:
                     name = entry.name
@@ -300,7 +306,7 @@ class Reconciler:
                     if want is not None:  # most entries: an indexed file
                         try:
                             st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
+                        except OSError:
                             return False
                         if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want or not S_ISREG(
                             st.st_mode
@@ -308,11 +314,11 @@ class Reconciler:
                             return False
                         matched += 1
                     elif not name.isascii() and not utf8_name(name):
-                        return False  # the full scan warns about it once
+                        continue  # skipped by the full scan too (with one warning)
                     elif entry.is_dir(follow_symlinks=False):
                         stack.append(rel)
-                    elif name.endswith(".md") and is_recall_rel(rel) and not entry.is_symlink():
-                        return False  # a file the index does not know (or a FIFO and the like)
+                    elif name.endswith(".md") and is_recall_rel(rel) and entry.is_file(follow_symlinks=False):
+                        return False  # a file the index does not know (a FIFO and the like are skipped)
         for top in tops:
             seen.setdefault(top, MISSING)
         return matched == len(expected) and seen == dirs
@@ -452,6 +458,13 @@ class Reconciler:
         except FactParseError as exc:
             path = Path(name)
             if self._remember_broken(sp.name, path, str(exc)):
+                log.warning("skipping %s: %s", path, exc)
+            tally.skipped.append(rel)
+            return
+        except PermissionError as exc:  # there but unreadable: reported as broken, not taken for gone
+            path = Path(name)
+            self.reindexer.remove_path(sp.name, path)
+            if self._remember_broken(sp.name, path, f"cannot be read: {exc.strerror or exc}"):
                 log.warning("skipping %s: %s", path, exc)
             tally.skipped.append(rel)
             return

@@ -81,20 +81,26 @@ def _iso(at: datetime) -> str:
 
 def parse_when(value: datetime | str | None, *, field: str, now: datetime | None = None) -> datetime | None:
     """A time bound: a datetime, an ISO 8601 date or time (naive = UTC), or a duration ago (``30m``, ``2h``, ``7d``)."""
-    if value is None or isinstance(value, datetime):
-        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
-    text = str(value).strip()
-    ago = _DURATION.match(text)
-    if ago:
-        delta = timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})
-        return (now or datetime.now(UTC)) - delta
+    if value is None:
+        return None
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(
-            f"{field} must be an ISO 8601 date or time, or a duration such as 30m, 2h or 7d", field=field
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        if isinstance(value, datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+        text = str(value).strip()
+        ago = _DURATION.match(text)
+        if ago:
+            delta = timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})
+            return (now or datetime.now(UTC)) - delta
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidInput(
+                f"{field} must be an ISO 8601 date or time, or a duration such as 30m, 2h or 7d", field=field
+            ) from None
+        # In UTC here: a time that has no UTC form (year 9999 at -14:00) overflowed later, unexplained.
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # also a duration longer than the calendar ("800000d")
+        raise InvalidInput(f"{field} is outside the years 1 to 9999: {value!r}", field=field) from None
 
 
 def _parse_line(line: bytes) -> AuditEvent | None:

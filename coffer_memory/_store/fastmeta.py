@@ -21,6 +21,9 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@` \t")
 _NO = object()
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+# Line breaks to YAML besides "\n": one inside a value folds it or breaks the header, so a
+# header holding any of them is YAML's to read (render_fact writes none: ``_one_line``).
+_BREAKS = re.compile("[\r\x85\u2028\u2029]")
 # The first characters YAML's implicit resolvers look at (bool, null, numbers, times...): a
 # plain scalar starting with any other character is a string without asking the resolver. A
 # letter leads only to bool and null, whole words of at most 5 letters ("false", "NULL").
@@ -52,7 +55,12 @@ def _scalar(text: str) -> object:
 
 
 def _time(text: str) -> object:
-    return datetime.fromisoformat(text) if _TIME.fullmatch(text) else _NO
+    if not _TIME.fullmatch(text):
+        return _NO
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
+        return _NO
 
 
 def _tags(text: str) -> object:
@@ -61,8 +69,9 @@ def _tags(text: str) -> object:
         return _NO
     out = []
     for item in text[1:-1].split(", "):
-        # A quoted item holding ", " was cut in two here: its halves fail ``_scalar``.
-        if any(c in item for c in ',[]{}:"'):
+        # A quoted item holding ", " was cut in two here: its halves fail ``_scalar``. In a flow
+        # list YAML ends a plain scalar at "?" too.
+        if any(c in item for c in ',?[]{}:"'):
             return _NO
         value = _scalar(item)
         if value is _NO:
@@ -91,7 +100,7 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
     if end < 0:
         return None
     header = text[4:end]
-    if "\r" in header or _NON_PRINTABLE.search(header):
+    if _BREAKS.search(header) or _NON_PRINTABLE.search(header):
         return None
     lines = header.split("\n")
     tags = _tags(lines.pop()[6:]) if lines[-1].startswith("tags: ") else None  # last when written
@@ -124,4 +133,7 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
             meta[prefix[:-2]] = value
     if tags is not None:
         meta["tags"] = tags
-    return meta, text[end + 5 :].strip()
+    body = text[end + 5 :]
+    # python-frontmatter reads the whole text with "\r\n" made "\n": a body with CRLF lines
+    # under a header with LF ones (a paste, a partial Windows edit) reads the same here.
+    return meta, (body.replace("\r\n", "\n") if "\r" in body else body).strip()

@@ -33,6 +33,7 @@ def odd_kind(mode: int) -> str:
 
 
 BAD_NAME = "file name is not valid UTF-8"
+UNREADABLE_FOLDER = "folder cannot be read (permission denied)"
 
 
 def utf8_name(name: str) -> bool:
@@ -97,6 +98,10 @@ def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileS
         st = entry.stat(follow_symlinks=False)
     except FileNotFoundError:
         return None
+    except PermissionError:  # a folder that may be listed but not searched (r without x)
+        if odd is not None:
+            odd[f"{rel_dir}/{entry.name}"] = "file cannot be read (permission denied)"
+        return None
     if stat.S_ISLNK(st.st_mode):
         return None
     reason = None if stat.S_ISREG(st.st_mode) else odd_kind(st.st_mode)
@@ -115,56 +120,75 @@ def _walk(
     stack = [folder]
     while stack:
         current = stack.pop()
-        try:
-            dir_stat = os.stat(current, follow_symlinks=False)
-            scanner = os.scandir(current)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
         rel_dir = current.relative_to(root).as_posix()
-        dirs[rel_dir] = dir_stat.st_mtime_ns
+        opened = _open_folder(current, rel_dir, odd)
+        if opened is None:
+            continue
+        dirs[rel_dir], scanner = opened
+        if scanner is None:
+            continue
         entries: list[tuple[str, FileStat]] = []
-        with scanner:
-            for entry in scanner:
-                name = entry.name
-                if name[0] == ".":
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if utf8_name(name):
-                        stack.append(Path(entry.path))
-                    elif odd is not None:
-                        odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
-                elif name.endswith(".md"):
-                    st = _entry(entry, rel_dir, odd)
-                    if st is not None:
-                        entries.append((name, st))
+        for entry in scanner:
+            name = entry.name
+            if name[0] == ".":
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if utf8_name(name):
+                    stack.append(Path(entry.path))
+                elif odd is not None:
+                    odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
+            elif name.endswith(".md"):
+                st = _entry(entry, rel_dir, odd)
+                if st is not None:
+                    entries.append((name, st))
         yield rel_dir, entries
+
+
+def _open_folder(
+    folder: Path, rel_dir: str, odd: OddFiles | None
+) -> tuple[int, list[os.DirEntry[str]] | None] | None:
+    """A folder's mtime and its entries; None when it is gone. A folder this process may not list
+    (chmod 000, another user's) gives no entries and goes into ``odd``: its files are skipped, never
+    every read of the store failing with PermissionError."""
+    try:
+        mtime = os.stat(folder, follow_symlinks=False).st_mtime_ns
+        with os.scandir(folder) as scanner:
+            return mtime, list(scanner)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        if odd is not None:
+            odd[rel_dir] = UNREADABLE_FOLDER
+        try:
+            return os.stat(folder, follow_symlinks=False).st_mtime_ns, None
+        except OSError:
+            return None
 
 
 def list_folder(
     root: Path, rel_dir: str, odd: OddFiles | None = None
 ) -> tuple[int, dict[str, FileStat], list[str]] | None:
     """One folder's mtime, its direct ``*.md`` files and its visible subfolders; ``None`` if gone."""
-    folder = root / rel_dir
-    try:
-        mtime = os.stat(folder, follow_symlinks=False).st_mtime_ns
-        scanner = os.scandir(folder)
-    except (FileNotFoundError, NotADirectoryError):
+    opened = _open_folder(root / rel_dir, rel_dir, odd)
+    if opened is None:
         return None
+    mtime, scanner = opened
+    if scanner is None:
+        return mtime, {}, []
     files: dict[str, FileStat] = {}
     subdirs: list[str] = []
-    with scanner:
-        for entry in scanner:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if utf8_name(entry.name):
-                    subdirs.append(f"{rel_dir}/{entry.name}")
-                elif odd is not None:
-                    odd[f"{rel_dir}/{entry.name}"] = "folder name is not valid UTF-8"
-            elif entry.name.endswith(".md"):
-                st = _entry(entry, rel_dir, odd)
-                if st is not None:
-                    files[f"{rel_dir}/{entry.name}"] = st
+    for entry in scanner:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if utf8_name(entry.name):
+                subdirs.append(f"{rel_dir}/{entry.name}")
+            elif odd is not None:
+                odd[f"{rel_dir}/{entry.name}"] = "folder name is not valid UTF-8"
+        elif entry.name.endswith(".md"):
+            st = _entry(entry, rel_dir, odd)
+            if st is not None:
+                files[f"{rel_dir}/{entry.name}"] = st
     return mtime, files, subdirs
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -24,11 +23,22 @@ TagFilter = Annotated[
     list[Annotated[str, Query(max_length=MAX_TAG_CHARS)]] | None,
     Query(max_length=MAX_TAGS, description="Only facts with this tag (repeatable: all must match)."),
 ]
+# Times arrive as text and the core reads them (``check_time``), as from the CLI, MCP and Python:
+# pydantic's datetime took Unix timestamps and refused "2026-01-01T10" that the others read.
+TIME_CHARS = 64
 Since = Annotated[
-    datetime | None, Query(description="Only facts updated at or after this ISO 8601 time (UTC if no zone).")
+    str | None,
+    Query(
+        max_length=TIME_CHARS,
+        description="Only facts updated at or after this ISO 8601 date or time (UTC if no zone).",
+    ),
 ]
 Until = Annotated[
-    datetime | None, Query(description="Only facts updated before this ISO 8601 time (UTC if no zone).")
+    str | None,
+    Query(
+        max_length=TIME_CHARS,
+        description="Only facts updated before this ISO 8601 date or time (UTC if no zone).",
+    ),
 ]
 
 
