@@ -87,6 +87,25 @@ def check_field(value: str | None, name: str, limit: int) -> str | None:
     return flat
 
 
+# An agent session's id as agents and apps write them (UUIDs, ULIDs, "<app>-<n>"): one token of
+# printable ASCII, so it is stored in the frontmatter and shown by the audit as given.
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/=-]{0,199}")
+
+
+def check_session_id(value: object) -> str | None:
+    """``value`` as a session id (None stays None); ``InvalidInput`` unless it is one token of up
+    to 200 characters of letters, digits and ``. _ : @ + / = -``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _SESSION_ID.fullmatch(value):
+        raise InvalidInput(
+            "origin_session_id must be 1-200 characters of letters, digits and . _ : @ + / = -"
+            " (starting with a letter or digit)",
+            field="origin_session_id",
+        )
+    return value
+
+
 def check_actor(actor: object) -> None:
     """``InvalidInput`` unless ``actor`` is agent or user."""
     if actor not in ACTORS:
@@ -164,6 +183,7 @@ class Facts:
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
         check_actor(actor)
+        origin_session_id = check_session_id(origin_session_id)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         body = self._validate(body, name)

@@ -272,7 +272,12 @@ class MemoryService:
         origin_session_id: str | None = None,
         tags: Iterable[str] = (),
     ) -> MutationResult:
-        """Write a new fact (with ``tags``) to ``knowledge/inbox/<slug>.md`` of the store and index it."""
+        """Write a new fact (with ``tags``) to ``knowledge/inbox/<slug>.md`` of the store and index it.
+
+        ``origin_session_id`` names the agent session (or chat) the fact comes from: the facts of one
+        session, in the order they were remembered, lend each other score in recall, so a reply is
+        found through what it answers (docs/concepts.md).
+        """
         return self.facts.remember(
             text,
             title=title,

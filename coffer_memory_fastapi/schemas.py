@@ -170,6 +170,15 @@ class FactIn(BaseModel):
     title: Annotated[str | None, json_field(MemoryFact, "title", default=None)]
     description: Annotated[str | None, json_field(MemoryFact, "description", default=None)]
     tags: Tags = Field(default_factory=list)
+    origin_session_id: Annotated[
+        str | None,
+        Field(
+            default=None,
+            max_length=200,
+            description="The agent session or chat the fact comes from: facts of one session are "
+            "recalled with their neighbours.",
+        ),
+    ]
 
 
 class FactPatch(BaseModel):

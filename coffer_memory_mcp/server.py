@@ -254,11 +254,25 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         ] = "project",
         cwd: CwdArg = None,
         tags: TagsArg = None,
+        session_id: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="An id you keep for this conversation (your session id if you know it): "
+                "facts remembered with the same id are recalled with their neighbours.",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, REMEMBER.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)
             res = svc.remember(
-                text, title=title, description=description, scope=scope, cwd=where, tags=tags or ()
+                text,
+                title=title,
+                description=description,
+                scope=scope,
+                cwd=where,
+                tags=tags or (),
+                origin_session_id=session_id,
             )
             out = REMEMBER.dump(res)
             return _ok(out, render_remember(out))

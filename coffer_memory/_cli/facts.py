@@ -46,6 +46,7 @@ def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:
         description=args.description,
         actor=args.actor,
         tags=args.tags or (),
+        origin_session_id=args.session_id,
         **target(args),
     )
     emit_json(result) if args.json else _print_mutation("remembered", result)
@@ -282,6 +283,10 @@ def register(sub: Any) -> None:
     p.add_argument("--description", help="a one-line description (default: from the text)")
     p.add_argument("--actor", choices=("agent", "user"), default="user", help="who says so (default: user)")
     p.add_argument("--tag", dest="tags", action="append", help="a tag for the fact (repeatable)")
+    p.add_argument(
+        "--session-id",
+        help="the agent session or chat the fact comes from; facts of one session are recalled with their neighbours",
+    )
     add_target(p)
     p.set_defaults(func=cmd_remember)
 

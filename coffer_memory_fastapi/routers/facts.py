@@ -36,7 +36,13 @@ async def add_fact(name: str, body: FactIn, svc: AsyncService) -> Response:
     clean(body.title, "title")
     clean(body.description, "description")
     r = await svc.remember(
-        body.text, title=body.title, description=body.description, store=name, actor="user", tags=body.tags
+        body.text,
+        title=body.title,
+        description=body.description,
+        store=name,
+        actor="user",
+        tags=body.tags,
+        origin_session_id=body.origin_session_id,
     )
     return reply(FACT_MUTATION, r, status_code=201, headers=etag(r.record.sha256))
 
