@@ -169,3 +169,22 @@ def test_an_index_of_schema_8_gets_the_context_column(
         hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits]
     assert hits[:2] == [ids[1], ids[2]]
     assert word_rows(tmp_home) == fresh
+
+
+def test_a_predecessor_edited_or_removed_by_hand_is_followed(svc: MemoryService, tmp_home: Path) -> None:
+    """A file changed or deleted outside coffer is picked up by the next read's scan (a bulk
+    load), which leaves the rows a rebuild gives."""
+    ids = remember_chat(svc, "chat-1")
+    path = Path(svc.get_fact(ids[1], store="global").path)
+    path.write_text(path.read_text().replace(CHAT[1], "Melanie: And which songs?"))
+    svc.recall("songs", stores=["global"], mode="keyword")
+    assert context_of(tmp_home, ids[2]) == terms("Melanie: And which songs?")
+    edited = word_rows(tmp_home)
+    path.unlink()
+    svc.recall("songs", stores=["global"], mode="keyword")
+    assert context_of(tmp_home, ids[2]) == terms(CHAT[0])
+    gone = word_rows(tmp_home)
+    assert gone != edited
+    svc.close()
+    rebuilt(tmp_home)
+    assert word_rows(tmp_home) == gone
