@@ -188,3 +188,31 @@ def test_a_predecessor_edited_or_removed_by_hand_is_followed(svc: MemoryService,
     svc.close()
     rebuilt(tmp_home)
     assert word_rows(tmp_home) == gone
+
+
+def test_a_load_cut_short_is_finished_by_the_next(svc: MemoryService, tmp_home: Path) -> None:
+    """A bulk load commits its batches and writes its session facts' context at its end; the
+    mark it commits with them makes the next load write every session fact's context."""
+    ids = remember_chat(svc, "chat-1")
+    before = word_rows(tmp_home)
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    rowid, text, chunk = next(
+        conn.execute(
+            "SELECT c.rowid, f.text, f.chunk_id FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "WHERE c.document_id = ? AND c.position = 0",
+            (ids[2],),
+        )
+    )
+    conn.execute("DELETE FROM documents_words WHERE rowid = ?", (rowid,))  # as the batch wrote it
+    conn.execute(
+        "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, '')",
+        (rowid, index_text(text), chunk.split(":", 1)[0]),
+    )
+    conn.execute("INSERT INTO kv (key, value) VALUES ('keyword_context_pending', '1')")
+    conn.close()
+    assert context_of(tmp_home, ids[2]) == []
+    svc.reindex()
+    assert word_rows(tmp_home) == before
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    assert list(conn.execute("SELECT key FROM kv WHERE key = 'keyword_context_pending'")) == []
+    conn.close()

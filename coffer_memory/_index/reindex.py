@@ -29,7 +29,7 @@ from .db import DAMAGE, IndexDB
 from .keys import HEADER_END, KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
 from .segments import after_bulk_load, merge_step
-from .session import context_lines, successors, write_load_contexts, write_word_contexts
+from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -177,14 +177,16 @@ class Reindexer:
         before, self.bulk = self.bulk, True
         if not before:
             self._words_written = 0
+        # A load that never reached its end left session facts without their keyword context.
+        cut_short = not before and self.db.get_kv(CONTEXT_PENDING_KEY) is not None
         try:
             yield
+            if cut_short or (not before and self._context_due):
+                with self.db.transaction():
+                    self._words_written += write_load_contexts(
+                        self.db, KEYWORD_CONTEXT_LINES, self._context_due, every=cut_short
+                    )
             if not before:
-                if self._context_due:
-                    with self.db.transaction():
-                        self._words_written += write_load_contexts(
-                            self.db, KEYWORD_CONTEXT_LINES, self._context_due
-                        )
                 after_bulk_load(self.db, self._words_written)
                 self.bulk = False
                 self.flush_embeddings()  # the session facts held back (see flush_embeddings)
@@ -367,6 +369,8 @@ class Reindexer:
 
     def write_new(self) -> None:
         """Write the rows ``add_new`` queued (before any other write to these tables)."""
+        if self._context_due:  # committed with the batch: a load cut short is finished by the next
+            self.db.set_kv(CONTEXT_PENDING_KEY, "1")
         new, self._new = self._new, None
         if new is None:
             return

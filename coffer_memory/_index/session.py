@@ -19,6 +19,9 @@ from .keys import KIND, store_scope, strip_header
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
 MAX_LOOKUP = 200
+# In the ``kv`` table while a bulk load has committed session facts whose keyword context waits
+# for its end (``write_load_contexts``): a load that finds it set finishes the work of one cut short.
+CONTEXT_PENDING_KEY = "keyword_context_pending"
 # The most characters of context a fact borrows from the one before it (one long line).
 CONTEXT_CHARS = 400
 
@@ -141,14 +144,28 @@ def write_word_contexts(
     return written
 
 
-def write_load_contexts(db: IndexDB, lines: int, due: set[tuple[str, str]]) -> int:
+def write_load_contexts(db: IndexDB, lines: int, due: set[tuple[str, str]], *, every: bool = False) -> int:
     """At a bulk load's end, the context of the session facts ``due`` (store, id) it wrote
     without, and of the facts after them (whose predecessor may have changed), as a file-by-file
-    write would leave them (``write_word_contexts``); returns how many rows were written."""
+    write would leave them (``write_word_contexts``); ``every``: of every session fact (an earlier
+    load was cut short before its end). Clears ``CONTEXT_PENDING_KEY``; returns the rows written."""
     written = 0
-    for store in sorted({s for s, _ in due}):
+    if every:
+        for (store,) in db.rows(
+            "SELECT DISTINCT resource_name FROM documents WHERE origin_session IS NOT NULL"
+        ):
+            ids = [
+                str(r[0])
+                for r in db.rows(
+                    "SELECT id FROM documents WHERE resource_name = ? AND origin_session IS NOT NULL",
+                    (store,),
+                )
+            ]
+            written += write_word_contexts(db, str(store), lines, ids)
+    for store in sorted({s for s, _ in due} if not every else ()):
         ids = sorted(i for s, i in due if s == store)
         after = [n for n, _ in successors(db, store, ids).values() if (store, n) not in due]
         written += write_word_contexts(db, store, lines, ids, only_found=True)
         written += write_word_contexts(db, store, lines, after)
+    db.conn.execute("DELETE FROM kv WHERE key = ?", (CONTEXT_PENDING_KEY,))
     return written
