@@ -61,6 +61,15 @@ def svc(tmp_home: Path) -> Iterator[MemoryService]:
         yield service
 
 
+@pytest.fixture
+def lending_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session facts' word rows without their predecessor's words (``test_keyword_context.py``),
+    so keyword recall finds a reply only through lending."""
+    from coffer_memory._index import reindex
+
+    monkeypatch.setattr(reindex, "KEYWORD_CONTEXT_LINES", 0)
+
+
 def index_rows(home: Path) -> list[tuple[object, ...]]:
     conn = apsw.Connection(str(home / "index.db"))
     try:
@@ -88,6 +97,7 @@ def test_facts_of_a_session_are_a_sequence_in_id_order(svc: MemoryService, tmp_h
         db.close()
 
 
+@pytest.mark.usefixtures("lending_alone")
 def test_a_reply_is_found_through_the_turn_before_it(svc: MemoryService) -> None:
     ids = remember_chat(svc, "chat-1")
     hits = svc.recall(QUESTION, stores=["global"], mode="keyword", limit=5).hits
@@ -97,6 +107,7 @@ def test_a_reply_is_found_through_the_turn_before_it(svc: MemoryService) -> None
     assert hits[0].score > hits[1].score == hits[2].score > hits[3].score
 
 
+@pytest.mark.usefixtures("lending_alone")
 def test_both_index_backends_lend(index_backend: str, tmp_home: Path) -> None:
     """On PostgreSQL the keyword search runs there; the neighbours come from the local index."""
     with MemoryService(settings=Settings.load(tmp_home)) as svc:
@@ -136,6 +147,7 @@ def test_facts_without_a_session_rank_exactly_as_without_lending(
     assert any(lent)
 
 
+@pytest.mark.usefixtures("lending_alone")
 def test_lending_stays_inside_filters_and_stores(svc: MemoryService, repo: Path) -> None:
     ids = remember_tagged(svc, odd=2)
     hits = [h.id for h in svc.recall(QUESTION, stores=["global"], mode="keyword", tags=["chat"]).hits]

@@ -87,6 +87,12 @@ def _segment_words(conn: apsw.Connection) -> None:
     from the stored chunk texts (the store is the chunk id's prefix), so no file is re-read and
     no vector is recomputed."""
     conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
+    _refill_words(conn)
+
+
+def _refill_words(conn: apsw.Connection) -> None:
+    """The word index's rows from the stored chunk texts (the store is the chunk id's prefix);
+    no context (a column left out is empty)."""
     rows = list(conn.execute("SELECT rowid, text, chunk_id FROM documents_fts"))
     for rowid, text, chunk_id in rows:
         store = str(chunk_id).split(":", 1)[0]
@@ -109,6 +115,28 @@ def _session_column(conn: apsw.Connection) -> None:
         "CREATE INDEX IF NOT EXISTS idx_documents_session ON documents(resource_name, origin_session, id) "
         "WHERE origin_session IS NOT NULL"
     )
+
+
+# The word index's columns and tokenizer (migrations 4 and 9): ``text`` the chunk, ``store`` its
+# store scope (``keys.store_scope``, weight 0), ``context`` words that only lead to it (a session
+# fact's predecessor's last line, ``reindex.KEYWORD_CONTEXT_LINES``; weight ``fts.CONTEXT_WEIGHT``).
+WORDS_TABLE = (
+    "CREATE VIRTUAL TABLE documents_words USING fts5(text, store, context, content='', "
+    "contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2')"
+)
+
+
+def _context_column(conn: apsw.Connection) -> None:
+    """9: the word index gains a ``context`` column (FTS5 cannot add one: the table is made
+    again and its rows written back from the stored chunk texts, context empty). Session facts
+    are then read again by the next scan (sentinel sha256, stat columns cleared), which writes
+    their context; their vectors are embedded again on the way (same text, same vectors)."""
+    conn.execute("DROP TABLE documents_words")
+    conn.execute(WORDS_TABLE)
+    _refill_words(conn)
+    conn.execute("UPDATE documents SET content_sha256 = '', file_size = -1 WHERE origin_session IS NOT NULL")
+    if conn.changes():  # the next read runs a full scan, which finds them changed
+        conn.execute("DELETE FROM store_state")
 
 
 # Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
@@ -242,6 +270,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # the metadata JSON), as a column computed from that JSON, so a rebuild cannot disagree with
     # it; its facts in id (= creation) order are the session's sequence (``_index/session.py``).
     _session_column,
+    # 9: a context column in the word index (see _context_column).
+    _context_column,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,4 @@
-"""Identifiers shared by the index tables: store scopes and chunk ids."""
+"""Identifiers shared by the index tables: store scopes, chunk ids, the first chunk's header mark."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import functools
 import hashlib
 
 KIND = "memory"
+# Ends the title/description header of a first chunk; an invisible separator that no
+# tokenizer indexes, so hits can drop the header without guessing.
+HEADER_END = "\n\u2063\n"
 
 
 @functools.cache  # a rebuild asks twice per file; a home has a handful of stores
@@ -35,3 +38,9 @@ def document_id_of_chunk(chunk: str) -> str:
     """The document id inside a chunk id of either form."""
     parts = chunk.split(":")
     return parts[-2]
+
+
+def strip_header(text: str) -> str:
+    """A chunk's text without the header ``reindex.indexed_chunks`` put in front of the first one."""
+    _, sep, rest = text.partition(HEADER_END)
+    return rest if sep else text

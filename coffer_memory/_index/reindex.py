@@ -26,9 +26,10 @@ from .._store.paths import StorePaths, project_id_of
 from .chunking import MAX_WINDOWS, chunk_markdown, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
-from .keys import KIND, chunk_id, store_scope, vec_chunk_id
+from .keys import HEADER_END, KIND, chunk_id, store_scope, vec_chunk_id
+from .keys import strip_header as strip_header  # where recall has always found it
 from .segments import after_bulk_load, merge_step
-from .session import predecessors, successors
+from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex
 
 Outcome = Literal["added", "updated", "unchanged"]
@@ -49,12 +50,9 @@ log = logging.getLogger("coffer_memory.reindex")
 # A fact of an agent session is embedded with the last line of the fact before it in front (a
 # reply alone does not say what it answers), as a long chunk's windows are (``chunking.py``).
 SESSION_CONTEXT_LINES = 1
-SESSION_CONTEXT_CHARS = 400
-
-
-# Ends the title/description header of a first chunk; an invisible separator that no
-# tokenizer indexes, so hits can drop the header without guessing.
-HEADER_END = "\n\u2063\n"
+# The same line goes into the ``context`` column of the fact's first word-index row, which bm25
+# weighs at ``fts.CONTEXT_WEIGHT``: a reply is found by the words of what it answers.
+KEYWORD_CONTEXT_LINES = 1
 
 
 def index_header(title: str, description: str, body: str) -> str:
@@ -79,12 +77,6 @@ def indexed_chunks(title: str, description: str, body: str) -> list[str]:
     if not header:
         return chunks
     return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
-
-
-def strip_header(text: str) -> str:
-    """A chunk's text without the header ``indexed_chunks`` put in front of the first one."""
-    _, sep, rest = text.partition(HEADER_END)
-    return rest if sep else text
 
 
 @attrs.frozen
@@ -170,6 +162,9 @@ class Reindexer:
         # Facts whose predecessor in their session changed or went: their vectors hold the old
         # context. (store, id) -> content sha256; their rows hold the sentinel until re-embedded.
         self._stale: dict[tuple[str, str], str] = {}
+        # Session facts a bulk load wrote with empty keyword context: their predecessor may come
+        # later in the load, so the context is written at its end (``_write_contexts``).
+        self._context_due: set[tuple[str, str]] = set()
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -182,14 +177,23 @@ class Reindexer:
         before, self.bulk = self.bulk, True
         if not before:
             self._words_written = 0
+        # A load that never reached its end left session facts without their keyword context.
+        cut_short = not before and self.db.get_kv(CONTEXT_PENDING_KEY) is not None
         try:
             yield
+            if cut_short or (not before and self._context_due):
+                with self.db.transaction():
+                    self._words_written += write_load_contexts(
+                        self.db, KEYWORD_CONTEXT_LINES, self._context_due, every=cut_short
+                    )
             if not before:
                 after_bulk_load(self.db, self._words_written)
                 self.bulk = False
                 self.flush_embeddings()  # the session facts held back (see flush_embeddings)
         finally:
             self.bulk = before
+            if not before:
+                self._context_due.clear()
             self._vec_dropped.clear()
             self._new = None  # rows of a load that failed went with its transaction
 
@@ -267,6 +271,7 @@ class Reindexer:
             )
             self._write_tags(self.db.conn.last_insert_rowid(), fact.tags)
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
+            context = self._keyword_context(store, fact)
             for position, text in enumerate(chunks):
                 cid = chunk_id(store, fact.id, position)
                 self.db.conn.execute(
@@ -280,8 +285,16 @@ class Reindexer:
                     (rowid, text, store, cid),
                 )
                 self.db.conn.execute(
-                    "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
-                    (rowid, index_text(text), store_scope(store)),
+                    "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
+                    (rowid, index_text(text), store_scope(store), "" if position else context),
+                )
+            if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0 and not self.bulk:
+                # The fact after it in its session now follows this one: its context changes.
+                write_word_contexts(
+                    self.db,
+                    store,
+                    KEYWORD_CONTEXT_LINES,
+                    [n for n, _ in successors(self.db, store, [fact.id]).values()],
                 )
             if self.bulk:
                 self._words_written += len(chunks)
@@ -325,7 +338,9 @@ class Reindexer:
             cid = chunk_id(store, fact.id, position)
             new.chunks.append((rowid, cid, fact.id, KIND, store, position))
             new.fts.append((rowid, text, store, cid))
-            new.words.append((rowid, index_text(text), scope))
+            new.words.append((rowid, index_text(text), scope, ""))
+        if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
+            self._context_due.add((store, fact.id))
         if self.vectors is not None:
             self.pending.append(
                 _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
@@ -354,6 +369,8 @@ class Reindexer:
 
     def write_new(self) -> None:
         """Write the rows ``add_new`` queued (before any other write to these tables)."""
+        if self._context_due:  # committed with the batch: a load cut short is finished by the next
+            self.db.set_kv(CONTEXT_PENDING_KEY, "1")
         new, self._new = self._new, None
         if new is None:
             return
@@ -372,7 +389,9 @@ class Reindexer:
         conn.executemany(
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)", new.fts
         )
-        conn.executemany("INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", new.words)
+        conn.executemany(
+            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)", new.words
+        )
         self._words_written += len(new.words)
 
     def _drop_vectors_of(self, store: str) -> None:
@@ -498,17 +517,28 @@ class Reindexer:
             if doc.session:
                 by_store.setdefault(doc.store, []).append(index)
         for store, indexes in by_store.items():
-            before = predecessors(self.db, store, [batch[i].document_id for i in indexes])
+            before = context_lines(
+                self.db, store, [batch[i].document_id for i in indexes], SESSION_CONTEXT_LINES
+            )
             for i in indexes:
-                text = before.get(batch[i].document_id)
-                lines = strip_header(text).strip().splitlines() if text else []
-                if lines and windows[i] and windows[i][0]:
-                    context = "\n".join(lines[-SESSION_CONTEXT_LINES:])[-SESSION_CONTEXT_CHARS:]
+                context = before.get(batch[i].document_id)
+                if context and windows[i] and windows[i][0]:
                     windows[i][0][0] = f"{context}\n{windows[i][0][0]}"
 
+    def _keyword_context(self, store: str, fact: MemoryFact) -> str:
+        """The ``context`` of a fact's first word-index row as ``index_file`` writes it: its
+        predecessor's last line, or empty (no session; or a bulk load, which writes it at its end)."""
+        if not fact.origin_session_id or KEYWORD_CONTEXT_LINES <= 0:
+            return ""
+        if self.bulk:
+            self._context_due.add((store, fact.id))
+            return ""
+        return index_text(context_lines(self.db, store, [fact.id], KEYWORD_CONTEXT_LINES).get(fact.id, ""))
+
     def _delete_rows(self, store: str, document_id: str) -> None:
+        after = successors(self.db, store, [document_id])
         if self.vectors is not None and SESSION_CONTEXT_LINES > 0:
-            self._mark_stale(store, successors(self.db, store, [document_id]), set())
+            self._mark_stale(store, after, set())
         if self.vectors is None:
             # Vectors are off: whatever vec table the store had is stale from now on.
             self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
@@ -534,6 +564,8 @@ class Reindexer:
             "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?",
             (KIND, store, document_id),
         )
+        if KEYWORD_CONTEXT_LINES > 0:  # the fact after it now follows the one before it
+            write_word_contexts(self.db, store, KEYWORD_CONTEXT_LINES, [n for n, _ in after.values()])
 
     def pending_paths(self, store: str) -> list[Path]:
         """Files whose documents still wait for their vectors (the empty-sha256 sentinel)."""

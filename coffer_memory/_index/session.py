@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .cjk import index_text
 from .db import IndexDB
-from .keys import KIND
+from .keys import KIND, store_scope, strip_header
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
 MAX_LOOKUP = 200
+# In the ``kv`` table while a bulk load has committed session facts whose keyword context waits
+# for its end (``write_load_contexts``): a load that finds it set finishes the work of one cut short.
+CONTEXT_PENDING_KEY = "keyword_context_pending"
+# The most characters of context a fact borrows from the one before it (one long line).
+CONTEXT_CHARS = 400
 
 
 def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[str, list[tuple[str, int]]]:
@@ -93,3 +99,73 @@ def successors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, tuple[s
         db, store, ids, "n.id, n.content_sha256", f"JOIN documents n ON n.rowid = {_adjacent('>', 'ASC')}"
     )
     return {str(i): (str(n), str(sha)) for i, n, sha in rows}
+
+
+def context_lines(db: IndexDB, store: str, ids: Sequence[str], lines: int) -> dict[str, str]:
+    """The last ``lines`` lines (at most ``CONTEXT_CHARS``) of the fact before each of ``ids`` in
+    its session, header left out; ids without such a fact are left out."""
+    out = {}
+    for fact_id, text in predecessors(db, store, ids).items():
+        found = strip_header(text).strip().splitlines()
+        if found:
+            out[fact_id] = "\n".join(found[-lines:])[-CONTEXT_CHARS:]
+    return out
+
+
+def write_word_contexts(
+    db: IndexDB, store: str, lines: int, ids: Sequence[str], *, only_found: bool = False
+) -> int:
+    """Write the first word-index row of each of ``ids`` again, its ``context`` column the fact
+    before it as it is now (``context_lines``): its predecessor changed, went, or came later in
+    a load. ``only_found``: rows that get no context are left alone (a load wrote them without).
+    Returns how many rows were written (inside the caller's transaction)."""
+    written = 0
+    wanted = list(dict.fromkeys(ids))
+    for start in range(0, len(wanted), MAX_LOOKUP):
+        part = wanted[start : start + MAX_LOOKUP]
+        context = context_lines(db, store, part, lines)
+        if only_found:
+            part = [i for i in part if i in context]
+        if not part:
+            continue
+        rows = db.rows(
+            "SELECT c.rowid, c.document_id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            f"WHERE c.resource_name = ? AND c.position = 0 AND c.document_id IN ({','.join('?' * len(part))})",
+            (store, *part),
+        )
+        for rowid, fact_id, text in rows:
+            # Contentless: a row is replaced whole (FTS5 needs every column of an update).
+            db.conn.execute("DELETE FROM documents_words WHERE rowid = ?", (rowid,))
+            db.conn.execute(
+                "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
+                (rowid, index_text(str(text)), store_scope(store), index_text(context.get(str(fact_id), ""))),
+            )
+        written += len(rows)
+    return written
+
+
+def write_load_contexts(db: IndexDB, lines: int, due: set[tuple[str, str]], *, every: bool = False) -> int:
+    """At a bulk load's end, the context of the session facts ``due`` (store, id) it wrote
+    without, and of the facts after them (whose predecessor may have changed), as a file-by-file
+    write would leave them (``write_word_contexts``); ``every``: of every session fact (an earlier
+    load was cut short before its end). Clears ``CONTEXT_PENDING_KEY``; returns the rows written."""
+    written = 0
+    if every:
+        for (store,) in db.rows(
+            "SELECT DISTINCT resource_name FROM documents WHERE origin_session IS NOT NULL"
+        ):
+            ids = [
+                str(r[0])
+                for r in db.rows(
+                    "SELECT id FROM documents WHERE resource_name = ? AND origin_session IS NOT NULL",
+                    (store,),
+                )
+            ]
+            written += write_word_contexts(db, str(store), lines, ids)
+    for store in sorted({s for s, _ in due} if not every else ()):
+        ids = sorted(i for s, i in due if s == store)
+        after = [n for n, _ in successors(db, store, ids).values() if (store, n) not in due]
+        written += write_word_contexts(db, store, lines, ids, only_found=True)
+        written += write_word_contexts(db, store, lines, after)
+    db.conn.execute("DELETE FROM kv WHERE key = ?", (CONTEXT_PENDING_KEY,))
+    return written
