@@ -35,7 +35,14 @@ from ._store.scan import scan_markdown
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets
-from .vocabulary import ACTORS, MAX_DESCRIPTION_CHARS, MAX_LIST_LIMIT, MAX_TITLE_CHARS, Scope
+from .vocabulary import (
+    ACTORS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_LIST_LIMIT,
+    MAX_SESSION_ID_CHARS,
+    MAX_TITLE_CHARS,
+    Scope,
+)
 
 __all__ = ["Facts", "Scope", "WriteEvents", "check_actor", "check_field", "validate_text"]
 
@@ -89,18 +96,18 @@ def check_field(value: str | None, name: str, limit: int) -> str | None:
 
 # An agent session's id as agents and apps write them (UUIDs, ULIDs, "<app>-<n>"): one token of
 # printable ASCII, so it is stored in the frontmatter and shown by the audit as given.
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/=-]{0,199}")
+_SESSION_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:@+/=-]{{0,{MAX_SESSION_ID_CHARS - 1}}}")
 
 
 def check_session_id(value: object) -> str | None:
     """``value`` as a session id (None stays None); ``InvalidInput`` unless it is one token of up
-    to 200 characters of letters, digits and ``. _ : @ + / = -``."""
+    to ``MAX_SESSION_ID_CHARS`` letters, digits and ``. _ : @ + / = -``."""
     if value is None:
         return None
     if not isinstance(value, str) or not _SESSION_ID.fullmatch(value):
         raise InvalidInput(
-            "origin_session_id must be 1-200 characters of letters, digits and . _ : @ + / = -"
-            " (starting with a letter or digit)",
+            f"origin_session_id must be one to {MAX_SESSION_ID_CHARS} characters of letters, digits"
+            " and . _ : @ + / = - (starting with a letter or digit)",
             field="origin_session_id",
         )
     return value

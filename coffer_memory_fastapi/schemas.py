@@ -44,7 +44,7 @@ from coffer_memory import (
     json_field,
     json_items,
 )
-from coffer_memory.vocabulary import DistillStatus, RetrievalMode
+from coffer_memory.vocabulary import MAX_SESSION_ID_CHARS, DistillStatus, RetrievalMode
 
 Mode = RetrievalMode
 Tags = Annotated[list[Annotated[str, json_items(MemoryFact, "tags")]], json_field(MemoryFact, "tags")]
@@ -174,7 +174,7 @@ class FactIn(BaseModel):
         str | None,
         Field(
             default=None,
-            max_length=200,
+            max_length=MAX_SESSION_ID_CHARS,
             description="The agent session or chat the fact comes from: facts of one session are "
             "recalled with their neighbours.",
         ),
@@ -213,7 +213,10 @@ RULES = JsonShape(
     ("store", "text", "files", "folder_path=folder"),
 )
 JOURNAL_ENTRY = JsonShape(
-    "JournalEntryOut", JournalEntry, "One entry of a journal day.", ("at", "actor", "origin_session_id", "text")
+    "JournalEntryOut",
+    JournalEntry,
+    "One entry of a journal day.",
+    ("at", "actor", "origin_session_id", "text"),
 )
 JOURNAL_FILE = JsonShape(
     "JournalFileOut",

@@ -32,7 +32,14 @@ from pydantic_core import to_jsonable_python
 
 import coffer_memory
 from coffer_memory import CofferError, InvalidInput, MemoryFact, MemoryService, json_field, json_items
-from coffer_memory.vocabulary import MAX_LIST_LIMIT, MAX_RECALL_LIMIT, MAX_TAGS, RetrievalMode, Scope
+from coffer_memory.vocabulary import (
+    MAX_LIST_LIMIT,
+    MAX_RECALL_LIMIT,
+    MAX_SESSION_ID_CHARS,
+    MAX_TAGS,
+    RetrievalMode,
+    Scope,
+)
 
 from .errors import core_error, invalid_arguments
 from .resources import add_resources_and_prompts
@@ -257,7 +264,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         session_id: Annotated[
             str | None,
             Field(
-                max_length=200,
+                max_length=MAX_SESSION_ID_CHARS,
                 description="An id you keep for this conversation (your session id if you know it): "
                 "facts remembered with the same id are recalled with their neighbours.",
             ),
