@@ -50,8 +50,6 @@ MAX_LIST_LIMIT: Final = 500
 """Facts per page of ``list_facts`` (and the REST and MCP listings)."""
 MAX_TITLE_CHARS: Final = 200
 MAX_DESCRIPTION_CHARS: Final = 500
-MAX_SESSION_ID_CHARS: Final = 200
-"""Characters of a fact's ``origin_session_id`` (the agent session or chat it comes from)."""
 MAX_LABEL_CHARS: Final = 200
 MAX_HANDOFF_CHARS: Final = 64_000
 MAX_RULE_CHARS: Final = 4_000
