@@ -18,6 +18,15 @@ import attrs
 from . import vocabulary
 from ._config import Settings
 from ._errors import InvalidInput
+from ._fusion import (
+    NEIGHBOUR_DEPTH,
+    NEIGHBOUR_NEXT_SHARE,
+    NEIGHBOUR_PREV_SHARE,
+    fuse_modes,
+    lend,
+    rrf_merge,
+    rrf_order,
+)
 from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
@@ -33,17 +42,7 @@ if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall d
     from .plugins.hookspecs import Embedder, GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
-RRF_K = 60
-# Hybrid's share for the keyword list (the vector list gets the rest). Chosen on LoCoMo's dev
-# conversations (0-4): 0.5-0.7 all beat rank fusion there at turn and session level.
-KEYWORD_WEIGHT = 0.6
-# A hit lends this share of its score (above its list's lowest) to each of the DEPTH facts after
-# it and before it in the same agent session (``_index/session.py``): a reply ("Yeah, I play
-# clarinet!") is found through the turn that asked. Facts without a session rank as before.
-# Chosen on LoCoMo's dev conversations (0-4), see docs/benchmarks.md.
-NEIGHBOUR_NEXT_SHARE = 0.4
-NEIGHBOUR_PREV_SHARE = 0.3
-NEIGHBOUR_DEPTH = 2
+# The modes in which a hit lends score to its session neighbours (``_fusion.lend``).
 NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 QUERY_CACHE_SIZE = 256
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
@@ -72,59 +71,6 @@ class _DocRow:
 def _doc_row(home: str, r: Sequence[Any]) -> _DocRow:
     """A ``_DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
     return _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
-
-
-def _normalised(hits: Sequence[MemoryHit]) -> dict[str, float]:
-    """Each hit's score scaled to 0..1 within its list (min-max; a list of equal scores is all 1)."""
-    if not hits:
-        return {}
-    low = min(h.score for h in hits)
-    span = max(h.score for h in hits) - low
-    return {h.id: (h.score - low) / span if span > 0 else 1.0 for h in hits}
-
-
-def fuse_modes(
-    keyword: Sequence[MemoryHit],
-    vector: Sequence[MemoryHit],
-    limit: int,
-    keyword_weight: float = KEYWORD_WEIGHT,
-) -> list[MemoryHit]:
-    """Hybrid inside one store: a weighted sum of the two lists' min-max normalised scores.
-
-    A hit missing from a list gets 0 there. Unlike rank fusion this keeps how far apart the
-    hits of a list are: a keyword hit far ahead of the rest stays ahead. The hit's score is the
-    fused value.
-    """
-    scaled = (_normalised(vector), _normalised(keyword))
-    weights = (1.0 - keyword_weight, keyword_weight)
-    first: dict[str, MemoryHit] = {}
-    for hits in (vector, keyword):
-        for hit in hits:
-            first.setdefault(hit.id, hit)
-    fused = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in first}
-    order = sorted(fused, key=lambda i: fused[i], reverse=True)[:limit]
-    return [attrs.evolve(first[i], score=fused[i]) for i in order]
-
-
-def rrf_order(
-    lists: Sequence[Sequence[tuple[str, str]]], limit: int, k: int = RRF_K
-) -> list[tuple[str, str]]:
-    """The (store, id) keys of ranked lists by reciprocal rank fusion, sum of 1/(k + rank);
-    ties keep the order in which keys were first seen."""
-    fused: dict[tuple[str, str], float] = {}
-    for keys in lists:
-        for rank, key in enumerate(keys, start=1):
-            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-    return sorted(fused, key=lambda key: fused[key], reverse=True)[:limit]
-
-
-def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
-    """Reciprocal rank fusion: order by sum of 1/(k + rank); each hit keeps its own score."""
-    first: dict[tuple[str, str], MemoryHit] = {}
-    for hits in lists:
-        for hit in hits:
-            first.setdefault((hit.store, hit.id), hit)
-    return [first[key] for key in rrf_order([[(h.store, h.id) for h in hits] for hits in lists], limit, k)]
 
 
 def _best_per_document(chunks: Iterable[ChunkHit], limit: int) -> dict[str, tuple[str, float]]:
@@ -346,27 +292,12 @@ class KnowledgeRetrieval:
         return self._lend(sp, chosen, fused, limit, where), False
 
     def _lent(self, store: str, scored: Sequence[tuple[str, float]]) -> list[tuple[str, float]] | None:
-        """``scored`` (id, score; best first) with what each lends its session neighbours added,
-        best first, neighbours missing from it included; None when none of them has a session.
-
-        A neighbour missing from the list starts at the list's lowest score, and a hit lends a
-        share of how far it stands above that, so the order does not depend on the scores' units
-        (as min-max normalisation; a list of equal scores stands one score's size above the floor).
-        """
+        """``scored`` (id, score; best first) re-ranked by what each lends its session neighbours
+        (``_fusion.lend``), neighbours missing from it included; None when none of them has one."""
         if not scored or (NEIGHBOUR_NEXT_SHARE <= 0 and NEIGHBOUR_PREV_SHARE <= 0):
             return None
         near = neighbours(self.db, store, [i for i, _ in scored], NEIGHBOUR_DEPTH)
-        if not near:
-            return None
-        low = min(score for _, score in scored)
-        if low == max(score for _, score in scored):
-            low -= abs(low) or 1.0
-        total = dict(scored)
-        for fact_id, score in scored:
-            for other, offset in near.get(fact_id, ()):
-                share = NEIGHBOUR_NEXT_SHARE if offset > 0 else NEIGHBOUR_PREV_SHARE
-                total[other] = total.get(other, low) + share * (score - low)
-        return sorted(total.items(), key=lambda item: item[1], reverse=True)
+        return lend(scored, near) if near else None
 
     def _lend(
         self, sp: StorePaths, mode: str, hits: Sequence[MemoryHit], limit: int, where: FactFilter | None

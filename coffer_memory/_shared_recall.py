@@ -18,13 +18,14 @@ from typing import TypedDict
 import attrs
 
 from ._config import Settings
+from ._fusion import rrf_merge
 from ._index.coverage import by_coverage
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
 from ._index.fts import keyword_terms
 from ._index.vec import VecIndex
 from ._models import MemoryHit
-from ._retrieval import KnowledgeRetrieval, _DocRow, rrf_merge
+from ._retrieval import KnowledgeRetrieval, _DocRow
 from ._store.paths import StorePaths
 from .plugins.hookspecs import BackendHit, GrepBackend, IndexBackend, Vector
 
@@ -74,7 +75,10 @@ class SharedRetrieval(KnowledgeRetrieval):
     ) -> list[list[MemoryHit]]:
         found = self.backend.search([sp.name for sp in paths], query, limit, **_bounds(where))
         terms = keyword_terms(query)
-        return [[self._backend_hit(sp, h) for h in self._by_coverage(terms, found.get(sp.name, []))] for sp in paths]
+        return [
+            [self._backend_hit(sp, h) for h in self._by_coverage(terms, found.get(sp.name, []))]
+            for sp in paths
+        ]
 
     def _vector(
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None

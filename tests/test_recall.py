@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import InvalidInput, MemoryHit, MemoryService, Settings
+from coffer_memory._fusion import rrf_merge
 from coffer_memory._index.fts import plan_query
-from coffer_memory._retrieval import rrf_merge
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend, find_ripgrep
 
 # The same tests on the machine-local SQLite index and on the shared PostgreSQL one.
@@ -260,7 +260,7 @@ def test_hybrid_fusion_keeps_score_gaps() -> None:
     normalised sum."""
     from datetime import UTC, datetime
 
-    from coffer_memory._retrieval import KEYWORD_WEIGHT, fuse_modes
+    from coffer_memory._fusion import KEYWORD_WEIGHT, fuse_modes
 
     now = datetime.now(UTC)
 

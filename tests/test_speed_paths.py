@@ -18,9 +18,9 @@ import pytest
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory import _scope as scope_mod
+from coffer_memory._fusion import rrf_merge
 from coffer_memory._index.fts import search_chunks, search_chunks_many
 from coffer_memory._models import MemoryFact
-from coffer_memory._retrieval import rrf_merge
 from coffer_memory._store.fastmeta import split_rendered
 from coffer_memory._store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
 from coffer_memory.plugins import GrepMatch, get_plugin_manager, hookimpl
