@@ -41,6 +41,6 @@ def document_id_of_chunk(chunk: str) -> str:
 
 
 def strip_header(text: str) -> str:
-    """A chunk's text without the header ``reindex.indexed_chunks`` put in front of the first one."""
+    """A chunk's text without the header ``rows.indexed_chunks`` put in front of the first one."""
     _, sep, rest = text.partition(HEADER_END)
     return rest if sep else text

@@ -24,7 +24,8 @@ from .._store.paths import StorePaths
 from ..plugins.hookspecs import DocVectors, IndexBackend, IndexedDoc
 from .chunking import vector_windows
 from .keys import vec_chunk_id
-from .reindex import Outcome, Reindexer, indexed_chunks
+from .reindex import Outcome, Reindexer
+from .rows import indexed_chunks
 
 log = logging.getLogger("coffer_memory.mirror")
 

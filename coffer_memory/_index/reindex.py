@@ -6,28 +6,26 @@ insert, upsert the documents row.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
 from .._errors import EmbeddingUnavailable
 from .._models import MemoryFact
 from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
-from .._store.lanes import journal_sessions
-from .._store.paths import StorePaths, project_id_of
-from .chunking import MAX_WINDOWS, chunk_markdown, vector_windows
+from .._store.paths import StorePaths
+from .chunking import MAX_WINDOWS, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
-from .keys import HEADER_END, KIND, chunk_id, store_scope, vec_chunk_id
+from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
+from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex
@@ -53,30 +51,6 @@ SESSION_CONTEXT_LINES = 1
 # The same line goes into the ``context`` column of the fact's first word-index row, which bm25
 # weighs at ``fts.CONTEXT_WEIGHT``: a reply is found by the words of what it answers.
 KEYWORD_CONTEXT_LINES = 1
-
-
-def index_header(title: str, description: str, body: str) -> str:
-    """Title and description lines that the body does not already say, for the first chunk."""
-    folded = " ".join(body.split()).lower()
-    parts = [
-        p
-        for p in (title.strip(), description.strip())
-        if p and " ".join(p.split()).lower().removesuffix("…") not in folded  # derived ones are prefixes
-    ]
-    return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
-
-
-def indexed_chunks(title: str, description: str, body: str) -> list[str]:
-    """The passages indexed for a document: its body's chunks, the first one led by its header.
-
-    Keyword and vector search then match a topic's title ("Deploying") even when its body
-    never repeats it. ``strip_header`` takes the header off again for display.
-    """
-    chunks = chunk_markdown(body)
-    header = index_header(title, description, body)
-    if not header:
-        return chunks
-    return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
 
 
 @attrs.frozen
@@ -105,32 +79,6 @@ class _NewRows:
     chunks: list[tuple[object, ...]] = attrs.Factory(list)
     fts: list[tuple[object, ...]] = attrs.Factory(list)
     words: list[tuple[object, ...]] = attrs.Factory(list)
-
-
-@functools.lru_cache(maxsize=256)
-def _plain_metadata(actor: str, origin: str | None) -> str:
-    return json.dumps({"actor": actor, "origin_session_id": origin})
-
-
-@functools.lru_cache(maxsize=64)
-def _project_id(store: str) -> str:
-    return project_id_of(store)
-
-
-def _metadata_json(fact: MemoryFact, rel: str) -> str:
-    """``documents.metadata`` as JSON; most files share one of a few (a rebuild asks per file)."""
-    if rel.startswith("journal/"):
-        return json.dumps(_metadata(fact, rel))
-    return _plain_metadata(fact.actor, fact.origin_session_id)
-
-
-def _metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
-    """``documents.metadata``: who wrote the file and, for a journal day, which sessions fed it."""
-    meta: dict[str, Any] = {"actor": fact.actor, "origin_session_id": fact.origin_session_id}
-    if rel.startswith("journal/"):
-        # Distilled entries name their session in the heading; one day file holds many sessions.
-        meta["origin_session_ids"] = journal_sessions(fact.body)
-    return meta
 
 
 class Reindexer:
@@ -356,11 +304,11 @@ class Reindexer:
             fact.id,
             KIND,
             store,
-            _project_id(store),
+            project_id(store),
             key,
             fact.title,
             fact.description,
-            _metadata_json(fact, rel),
+            metadata_json(fact, rel),
             "" if self.vectors is not None else parsed.sha256,
             format_time(fact.created_at),
             format_time(fact.updated_at),

@@ -1,0 +1,65 @@
+"""What a document's index rows hold: the passages indexed for it (its chunks, the first led by
+a header of its title and description) and its ``metadata`` column."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from .._models import MemoryFact
+from .._store.lanes import journal_sessions
+from .._store.paths import project_id_of
+from .chunking import chunk_markdown
+from .keys import HEADER_END
+
+
+def index_header(title: str, description: str, body: str) -> str:
+    """Title and description lines that the body does not already say, for the first chunk."""
+    folded = " ".join(body.split()).lower()
+    parts = [
+        p
+        for p in (title.strip(), description.strip())
+        if p and " ".join(p.split()).lower().removesuffix("…") not in folded  # derived ones are prefixes
+    ]
+    return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
+
+
+def indexed_chunks(title: str, description: str, body: str) -> list[str]:
+    """The passages indexed for a document: its body's chunks, the first one led by its header.
+
+    Keyword and vector search then match a topic's title ("Deploying") even when its body
+    never repeats it. ``strip_header`` takes the header off again for display.
+    """
+    chunks = chunk_markdown(body)
+    header = index_header(title, description, body)
+    if not header:
+        return chunks
+    return [header + chunks[0], *chunks[1:]] if chunks else [header.strip()]
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_metadata(actor: str, origin: str | None) -> str:
+    return json.dumps({"actor": actor, "origin_session_id": origin})
+
+
+@functools.lru_cache(maxsize=64)
+def project_id(store: str) -> str:
+    """The project ULID a store name holds (cached: a rebuild asks per file)."""
+    return project_id_of(store)
+
+
+def metadata_json(fact: MemoryFact, rel: str) -> str:
+    """``documents.metadata`` as JSON; most files share one of a few (a rebuild asks per file)."""
+    if rel.startswith("journal/"):
+        return json.dumps(metadata(fact, rel))
+    return _plain_metadata(fact.actor, fact.origin_session_id)
+
+
+def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
+    """``documents.metadata``: who wrote the file and, for a journal day, which sessions fed it."""
+    meta: dict[str, Any] = {"actor": fact.actor, "origin_session_id": fact.origin_session_id}
+    if rel.startswith("journal/"):
+        # Distilled entries name their session in the heading; one day file holds many sessions.
+        meta["origin_session_ids"] = journal_sessions(fact.body)
+    return meta
