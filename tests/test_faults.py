@@ -463,3 +463,74 @@ def test_temp_files_of_dead_writers_are_cleaned_in_every_lane(svc: MemoryService
     svc.reindex("global")
     assert not any(p.exists() for p in [*junk, dead])
     assert live.exists() and fresh.exists()
+
+
+def test_a_fresh_index_migrated_by_another_process_mid_check_is_not_taken_for_damage(tmp_path: Path) -> None:
+    """Opening an index reads its version, application id and tables to decide whether it is one.
+    Another process may commit the migrations between those reads: the version read before its
+    commit (0) with the tables read after looked like "an SQLite file with tables that are not an
+    index", and the new index was moved aside under the process that had just created it (whose
+    writes then went to the moved file: a concurrent-writers run lost one writer's 30 rows).
+
+    SQLite's own statement trace (``apsw.connection_hooks``) starts the other process at exactly
+    that point: between the version and the application id reads of this process's check."""
+    path = tmp_path / "index.db"
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom coffer_memory._index.db import IndexDB\n"
+        "IndexDB(Path(sys.argv[1]), busy_timeout_ms=300).close()\n"
+    )
+    other: list[int] = []
+
+    def between_the_reads(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        if "application_id" in sql and not other:
+            run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, timeout=60)
+            other.append(run.returncode)
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = between_the_reads
+
+    apsw.connection_hooks.append(hook)
+    try:
+        db = IndexDB(path)
+    finally:
+        apsw.connection_hooks.remove(hook)
+    try:
+        assert other, "the other process never ran"
+        assert list(tmp_path.glob("index.db.corrupt-*")) == []
+        assert db.repairs() == []
+        assert int(db.scalar("PRAGMA user_version")) == len(MIGRATIONS)
+    finally:
+        db.close()
+
+
+def test_processes_opening_a_fresh_index_together_all_open_it(tmp_path: Path) -> None:
+    """Four processes open one new index at the same moment, five times: turning the new file to
+    WAL needs it alone and SQLite answers BUSY at once while another holds it, so some crashed
+    with "database is locked" before the open retried within the busy timeout."""
+    script = (
+        "import sys, time\nfrom pathlib import Path\nfrom coffer_memory._index.db import IndexDB\n"
+        "start = Path(sys.argv[2])\nprint('ready', flush=True)\n"
+        "while not start.exists():\n    time.sleep(0.0005)\n"
+        "IndexDB(Path(sys.argv[1])).close()\n"
+    )
+    for round_ in range(5):
+        folder = tmp_path / f"round-{round_}"
+        folder.mkdir()
+        start = folder / "start"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(folder / "index.db"), str(start)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        start.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+        assert list(folder.glob("index.db.corrupt-*")) == []

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -371,7 +372,18 @@ class IndexDB:
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
 
     def _configure(self) -> None:
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        # Turning a new file to WAL needs it alone, and SQLite answers BUSY at once (no busy
+        # handler) while another process's connection holds it: processes opening a fresh home
+        # together crashed with "database is locked". Retry within the busy timeout.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
         # The index is derived from the files; a lost tail transaction is rebuilt by reconcile.
         self.conn.execute("PRAGMA synchronous=NORMAL")
         # A vector search reads every vector of a store (15 MB at 10k facts): with SQLite's
@@ -383,9 +395,17 @@ class IndexDB:
     def _foreign(self) -> str | None:
         """Why this file is not an index we can use (another program's, a newer schema, tables
         missing), or None."""
-        version = int(self.scalar("PRAGMA user_version") or 0)
-        app = int(self.scalar("PRAGMA application_id") or 0)
-        tables = {str(r[0]) for r in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # One read transaction for the three reads: another process may commit the migrations
+        # between them, and a version read before its commit with the tables read after looked like
+        # "tables that are not an index", so a fresh index was moved aside under its writer.
+        self.conn.execute("BEGIN")
+        try:
+            version = int(self.scalar("PRAGMA user_version") or 0)
+            app = int(self.scalar("PRAGMA application_id") or 0)
+            tables = {str(r[0]) for r in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
+                self.conn.execute("COMMIT")
         if app not in (0, APPLICATION_ID):
             return f"another program's SQLite file (application_id {app:#x})"
         if version == 0:
