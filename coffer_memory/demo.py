@@ -39,6 +39,12 @@ GLOBAL_FACTS = [
     ("commit-style", "Commit messages say why, not what; keep them under 72 characters per line."),
     ("editor", "The user's editor is Neovim; do not add VS Code settings to repositories."),
 ]
+# Three facts an agent remembered in one session: the reply names no word of the question.
+SESSION = [
+    ("which-staging-port", "Which port should the staging proxy listen on?"),
+    ("staging-port-answer", "8443, the same as production, so the certificates match."),
+    ("staging-cache", "The staging cache is flushed every night at two."),
+]
 QUERIES = ["how do we deploy this repo?", "make test", "which port does the api use?", "部署之后要做什么？", "uv"]
 
 
@@ -85,6 +91,17 @@ def _show_follows(svc: MemoryService, root: Path, repo: Path) -> Path:
     print(f"exported {report.files} files of {len(report.stores)} stores to backup.zip "
           f"(`coffer export`; `coffer import` brings it back)\n")
     return moved
+
+
+def _show_session(svc: MemoryService, repo: Path) -> None:
+    """Facts remembered with one session id are recalled with their neighbours."""
+    for title, text in SESSION:
+        svc.remember(text, title=title, cwd=repo, origin_session_id="demo-chat-1")
+    query = "staging proxy port"
+    result = svc.recall(query, cwd=repo, mode="keyword", limit=3)
+    print("three facts remembered with origin_session_id='demo-chat-1' (`coffer remember --session-id`);")
+    print(f"recall {query!r}  mode=keyword: the answer shares no word with it and comes with its question")
+    print(hits_table(result.hits, text_width=56), "\n")
 
 
 def _command(name: str) -> str:
@@ -147,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                     elapsed = (time.perf_counter() - started) * 1000
                     print(f"recall {query!r}  mode={mode}  ({elapsed:.1f} ms)")
                     print(hits_table(result.hits, text_width=56), "\n")
+            _show_session(svc, repo)
             svc.append_rule("Run `make lint` before proposing a commit.", cwd=repo)
             svc.append_rule("Answer in short paragraphs.", store="global")
             repo = _show_follows(svc, root, repo)

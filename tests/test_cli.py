@@ -121,6 +121,9 @@ def test_demo_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main([]) == 0
     out = capsys.readouterr().out
     assert "mode=keyword" in out and "mode=grep" in out and "deploy-via-make-release" in out
+    # The session step: the answer, which shares no word with the question, is recalled.
+    session = out.split("origin_session_id='demo-chat-1'", 1)[1].split("\n\n", 1)[0]
+    assert "staging-port-answer" in session
     session_start = out.split("session start:", 1)[1]
     assert (
         session_start.index("make lint")
