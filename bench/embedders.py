@@ -51,6 +51,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import locomo
 from _common import REPO_ROOT, environment, print_environment, table, write_json
 
+from coffer_memory.plugins.hookspecs import hookimpl
+
 DEFAULT_ZH = REPO_ROOT / "bench" / "data" / "zh_embed_dev.jsonl"
 METRICS = ("R@1", "R@5", "R@10", "MRR")
 
@@ -228,6 +230,48 @@ def minilm_fp32() -> Callable[[Sequence[str]], Any]:
     return lambda texts: np.asarray([one(t) for t in texts], dtype=np.float32)
 
 
+RECORD_ONLY = ("paraphrase-l3", "potion", "minilm-fp32")
+
+
+class _RecordEmbedder:
+    """A record-only candidate as an embedder plugin, so the service paths can run it (bench only)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = self.model_id = name
+        self._cand: Candidate | None = None
+        self.dimensions = len(self._candidate().docs(["x"])[0])
+
+    def _candidate(self) -> Candidate:
+        if self._cand is None:
+            self._cand = build(self.name)
+        return self._cand
+
+    def available(self) -> bool:
+        return True
+
+    def embed_batch(self, texts: Sequence[str]) -> Sequence[Any]:
+        return list(self._candidate().docs(list(texts))) if texts else []
+
+
+_RECORD_MADE: dict[str, _RecordEmbedder] = {}
+
+
+class _RecordPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Any], None]) -> None:
+        for name in RECORD_ONLY:  # one loaded model per name and process
+            register(name, lambda _settings, n=name: _RECORD_MADE.get(n) or _RECORD_MADE.setdefault(n, _RecordEmbedder(n)))
+
+
+def register_record_candidates(names: Sequence[str]) -> None:
+    """Make the record-only candidates in ``names`` selectable as providers in this process."""
+    from coffer_memory.plugins.manager import get_plugin_manager
+
+    pm = get_plugin_manager()
+    if any(n in RECORD_ONLY for n in names) and pm.get_plugin("bench-record-embedders") is None:
+        pm.register(_RecordPlugin(), name="bench-record-embedders")
+
+
 def rank_scores(ranked: Sequence[int], relevant: set[int]) -> dict[str, float]:
     """R@1/5/10 (share of relevant items in the top k) and MRR over the top 10."""
     top = list(ranked)[:10]
@@ -293,6 +337,7 @@ def zh_raw(names: Sequence[str], qset: QuerySet) -> list[dict[str, Any]]:
 def zh_service(names: Sequence[str], qset: QuerySet, modes: Sequence[str]) -> list[dict[str, Any]]:
     from coffer_memory import MemoryService, Settings
 
+    register_record_candidates(names)
     rows = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix="coffer-embed-zh-") as tmp:
@@ -355,6 +400,7 @@ def locomo_raw(names: Sequence[str], data: list[dict[str, Any]], which: list[int
 
 def locomo_service(names: Sequence[str], data: list[dict[str, Any]], which: list[int],
                    modes: Sequence[str], grans: Sequence[str]) -> list[dict[str, Any]]:
+    register_record_candidates(names)
     rows = []
     for name in names:
         os.environ["COFFER_BENCH_EMBEDDER"] = name  # read by locomo.service_for
