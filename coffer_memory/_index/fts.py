@@ -11,6 +11,7 @@ import attrs
 from .cjk import CJK_RUN, has_cjk, query_terms
 from .coverage import by_coverage
 from .db import IndexDB
+from .english import without_clitic
 from .keys import document_id_of_chunk, store_scope
 
 # Words too common to help ranking; dropped unless nothing else is left.
@@ -239,13 +240,16 @@ def _escape_like(term: str) -> str:
 
 
 def keyword_terms(query: str, *, characters: bool = True) -> list[str]:
-    """The search terms of a query: words minus stopwords, CJK runs as the tokens of their pieces
-    (question words and particles cut out, see ``cjk.query_terms``)."""
+    """The search terms of a query: words (English clitics off, ``english.without_clitic``) minus
+    stopwords, CJK runs as the tokens of their pieces (question words and particles cut out, see
+    ``cjk.query_terms``)."""
     words: list[str] = []
     runs: list[str] = []
     for word in _words(query):
         runs += CJK_RUN.findall(word)
-        words += [w for w in (p.strip(_EDGE_PUNCT) for p in CJK_RUN.sub(" ", word).split()) if w]
+        words += [
+            w for w in (without_clitic(p.strip(_EDGE_PUNCT)) for p in CJK_RUN.sub(" ", word).split()) if w
+        ]
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
     return terms + query_terms(runs, characters=characters)
