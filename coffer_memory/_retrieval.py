@@ -505,7 +505,7 @@ class KnowledgeRetrieval:
         # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
         # out) are searched too, and a file ranks by how many of them it holds. Single CJK
         # characters would match most files: three times slower at 1k facts, for little gain.
-        terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
+        terms = [t for t in keyword_terms(query, characters=False, written=True) if t != phrase.lower()]
         patterns = [phrase, *terms]
         folders = [folder for sp in stores for folder in sp.recall_dirs()]
         roots = [str(sp.root) + os.sep for sp in stores]

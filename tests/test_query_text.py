@@ -6,11 +6,18 @@ rule for the class, not the held-out questions' wording.
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from coffer_memory import MemoryService
+import apsw
+import pytest
+from test_keyword_context import word_rows
+
+from coffer_memory import MemoryService, Settings
+from coffer_memory._index.cjk import CJK_RUN, query_pieces, query_terms, run_tokens
+from coffer_memory._index.db import MIGRATIONS, _fold_words
 from coffer_memory._index.english import without_clitic
 from coffer_memory._index.fts import keyword_terms
+from coffer_memory._index.hant import SIMPLIFIED, TRADITIONAL, fold
 
 
 @pytest.mark.parametrize(
@@ -46,3 +53,102 @@ def test_a_possessive_question_finds_the_fact_not_the_contractions(svc: MemorySe
         hits = svc.recall("what's the ledger's status?", stores=["global"], mode=mode).hits
         assert hits and hits[0].id == fact.fact.id, (mode, [h.text for h in hits])
         assert chatter.fact.id not in {h.id for h in hits}
+
+
+# The same facts and questions in both scripts (character by character), and facts to miss.
+SIMPLIFIED_FACTS = [
+    "数据平台的负责人是王芳，Airflow 集群由运维组维护。",
+    "预发环境的账号密码在 1Password 的 Staging 条目里。",
+    "镜像仓库用 Harbor，推送镜像前要先登录。",
+]
+TRADITIONAL_FACTS = [
+    "數據平臺的負責人是王芳，Airflow 集羣由運維組維護。",
+    "預發環境的賬號密碼在 1Password 的 Staging 條目裏。",
+    "鏡像倉庫用 Harbor，推送鏡像前要先登錄。",
+]
+SIMPLIFIED_QUESTIONS = ["数据平台的负责人是谁？", "预发环境的账号密码在哪", "镜像仓库用的是什么"]
+TRADITIONAL_QUESTIONS = ["數據平臺的負責人是誰？", "預發環境的賬號密碼在哪", "鏡像倉庫用的是什麼"]
+OTHER_FACTS = [
+    "支付网关的负责人是张伟，值班问题先找李娜。",
+    "生产环境的发布窗口是周四下午，密码不能写进配置。",
+    "前端组件库用 Ant Design，主题色在 tokens 文件里改。",
+]
+
+
+def test_the_fold_table_maps_one_character_to_one_and_is_settled() -> None:
+    assert len(TRADITIONAL) == len(SIMPLIFIED) == len(set(TRADITIONAL))
+    assert not set(SIMPLIFIED) & set(TRADITIONAL)  # folding twice changes nothing
+    assert all(CJK_RUN.fullmatch(c) for c in TRADITIONAL + SIMPLIFIED)
+    assert [fold(t) for t in TRADITIONAL_FACTS] == SIMPLIFIED_FACTS
+    assert fold("pg_dump 與 pg_restore") == "pg_dump 与 pg_restore"
+
+
+def test_traditional_question_words_leave_the_query_and_pieces_are_simplified() -> None:
+    assert query_pieces("數據平臺的負責人是誰") == ["数据平台", "负责人"]
+    assert query_terms(["為什麼測試會失敗"]) == query_terms(["为什么测试会失败"])
+    # grep reads the files as written: the pieces in both scripts.
+    assert query_pieces("負責人是誰", written=True) == ["负责人", "負責人"]
+    assert query_pieces("负责人是谁", written=True) == ["负责人"]
+
+
+@pytest.mark.parametrize(
+    ("facts", "questions", "modes"),
+    [
+        (SIMPLIFIED_FACTS, TRADITIONAL_QUESTIONS, ("keyword", "grep")),
+        (TRADITIONAL_FACTS, TRADITIONAL_QUESTIONS, ("keyword", "grep")),
+        # grep reads the files: a simplified question cannot spell traditional text (one simplified
+        # character stands for several traditional ones), so this way round is the index's.
+        (TRADITIONAL_FACTS, SIMPLIFIED_QUESTIONS, ("keyword",)),
+    ],
+)
+def test_either_script_finds_the_other(
+    svc: MemoryService, facts: list[str], questions: list[str], modes: tuple[str, ...]
+) -> None:
+    others = {svc.remember(t, store="global").fact.id for t in OTHER_FACTS}
+    wanted = [svc.remember(t, store="global").fact.id for t in facts]
+    for question, fact_id in zip(questions, wanted, strict=True):
+        for mode in modes:
+            hits = svc.recall(question, stores=["global"], mode=mode).hits
+            assert hits and hits[0].id == fact_id, (mode, question, [h.text for h in hits])
+            assert not others & {hits[0].id}
+
+
+def _unfolded_index_text(text: str) -> str:
+    """What schema 9 wrote to the word index: CJK runs as written."""
+    return CJK_RUN.sub(lambda m: " " + " ".join(run_tokens(m.group())) + " ", text)
+
+
+def test_an_index_of_schema_9_is_folded_on_upgrade(tmp_home: Path) -> None:
+    """The word index is written again from the stored chunks; session facts get their keyword
+    context back from the next scan. The rows are then those of a fresh index."""
+    with MemoryService(home=tmp_home) as svc:
+        wanted = svc.remember(TRADITIONAL_FACTS[0], store="global").fact.id
+        for i, text in enumerate(TRADITIONAL_FACTS[1:] + OTHER_FACTS):
+            svc.remember(text, store="global", origin_session_id="chat-1", title=f"turn {i}")
+    fresh = word_rows(tmp_home)
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
+    for rowid, text, chunk in list(conn.execute("SELECT rowid, text, chunk_id FROM documents_fts")):
+        conn.execute(
+            "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)",
+            (rowid, _unfolded_index_text(text), chunk.split(":", 1)[0]),
+        )
+    conn.execute(f"PRAGMA user_version={MIGRATIONS.index(_fold_words)}")
+    conn.close()
+    assert word_rows(tmp_home) != fresh
+    with MemoryService(settings=Settings.load(tmp_home)) as svc:
+        hits = svc.recall(SIMPLIFIED_QUESTIONS[0], stores=["global"], mode="keyword").hits
+        assert hits and hits[0].id == wanted
+    assert word_rows(tmp_home) == fresh
+
+
+def test_an_index_without_traditional_text_is_left_alone(tmp_home: Path) -> None:
+    with MemoryService(home=tmp_home) as svc:
+        for text in SIMPLIFIED_FACTS:
+            svc.remember(text, store="global", origin_session_id="chat-1")
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    state = list(conn.execute("SELECT * FROM store_state"))
+    _fold_words(conn)
+    assert list(conn.execute("SELECT * FROM store_state")) == state
+    assert not list(conn.execute("SELECT * FROM kv WHERE key = 'keyword_context_pending'"))
+    conn.close()

@@ -6,7 +6,8 @@ indexed as its overlapping two-character pieces, as Lucene's CJK analyzer does, 
 single characters (``部署前`` -> ``部署 署前 部 署 前``): bigrams carry the words and rank first (they
 are rarer), single characters let one-character words and shortened forms match. A query is cut
 the same way after its question words and particles are taken out (``部署之前要做什么？`` ->
-``部署 部 署``). The stored text is never changed: only what the word index sees.
+``部署 部 署``). Both sides see traditional characters as their simplified forms (``hant.fold``),
+so either script finds the other. The stored text is never changed: only what the word index sees.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+
+from .hant import fold
 
 # Han (with extensions A and compatibility), kana, Hangul syllables and jamo.
 CJK_CHARS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -54,31 +57,58 @@ def run_tokens(run: str) -> list[str]:
 
 
 def index_text(text: str) -> str:
-    """``text`` as the word index sees it: NFKC, every CJK run replaced by its tokens."""
+    """``text`` as the word index sees it: NFKC, every CJK run replaced by the tokens of its
+    simplified form."""
     return CJK_RUN.sub(
-        lambda m: " " + " ".join(run_tokens(m.group())) + " ", unicodedata.normalize("NFKC", text)
+        lambda m: " " + " ".join(run_tokens(fold(m.group()))) + " ", unicodedata.normalize("NFKC", text)
     )
 
 
-def query_pieces(run: str) -> list[str]:
+def _piece_spans(folded: str) -> list[tuple[int, int]]:
+    """Where the pieces of a (folded) CJK run of a query are: between question words, particles
+    and hiragana."""
+    spans = []
+    start = 0
+    for stop in [*_STOP_SPLIT.finditer(folded), None]:
+        end = stop.start() if stop else len(folded)
+        for kana in _HIRAGANA.finditer(folded, start, end):
+            if kana.start() > start:
+                spans.append((start, kana.start()))
+            start = kana.end()
+        if end > start:
+            spans.append((start, end))
+        start = stop.end() if stop else end
+    return spans
+
+
+def query_pieces(run: str, *, written: bool = False) -> list[str]:
     """The parts of a CJK run of a query that carry its meaning: question words and particles cut out.
 
     Hiragana in a query is grammar (particles, endings) far more often than meaning, so it
-    separates pieces too.
+    separates pieces too. The pieces are in simplified characters, as the index sees them
+    (traditional question words are cut out as well); ``written``: also each piece as the run
+    writes it, where that differs (grep reads the files themselves, in either script).
     """
-    return [p for chunk in _STOP_SPLIT.split(run) for p in _HIRAGANA.split(chunk) if p]
+    folded = fold(run)
+    spans = _piece_spans(folded)
+    pieces = [folded[a:b] for a, b in spans]
+    if written:  # folding maps one character to one, so the spans hold in the run as well
+        pieces += [run[a:b] for a, b in spans if run[a:b] != folded[a:b]]
+    return pieces
 
 
-def query_terms(runs: Iterable[str], *, characters: bool = True) -> list[str]:
+def query_terms(runs: Iterable[str], *, characters: bool = True, written: bool = False) -> list[str]:
     """Index terms of a query's CJK runs: the tokens of their pieces (without ``characters``,
-    their bigrams only).
+    their bigrams only; ``written``: see ``query_pieces``).
 
     A piece of one character left between question words (``做`` in ``加新依赖之前要做什么``) is
     mostly grammar; it counts only when no longer piece is left. A query of nothing but question
     words keeps them all rather than search for nothing.
     """
     runs = list(runs)
-    pieces = [p for run in runs for p in query_pieces(run)] or runs
+    pieces = [p for run in runs for p in query_pieces(run, written=written)]
+    if not pieces:
+        pieces = [fold(run) for run in runs] + ([r for r in runs if fold(r) != r] if written else [])
     long = [p for p in pieces if len(p) > 1]
     tokens = run_tokens if characters else bigrams
     return list(dict.fromkeys(t for piece in (long or pieces) for t in tokens(piece)))

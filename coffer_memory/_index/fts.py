@@ -239,10 +239,10 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def keyword_terms(query: str, *, characters: bool = True) -> list[str]:
+def keyword_terms(query: str, *, characters: bool = True, written: bool = False) -> list[str]:
     """The search terms of a query: words (English clitics off, ``english.without_clitic``) minus
     stopwords, CJK runs as the tokens of their pieces (question words and particles cut out, see
-    ``cjk.query_terms``)."""
+    ``cjk.query_terms``; ``written``: CJK pieces also as the query writes them, for grep)."""
     words: list[str] = []
     runs: list[str] = []
     for word in _words(query):
@@ -252,7 +252,7 @@ def keyword_terms(query: str, *, characters: bool = True) -> list[str]:
         ]
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
-    return terms + query_terms(runs, characters=characters)
+    return terms + query_terms(runs, characters=characters, written=written)
 
 
 # ``within``: a subquery of allowed chunk rowids and its parameters (a tags or time filter,
