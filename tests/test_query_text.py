@@ -91,6 +91,7 @@ def test_traditional_question_words_leave_the_query_and_pieces_are_simplified() 
     assert query_pieces("负责人是谁", written=True) == ["负责人"]
 
 
+@pytest.mark.usefixtures("index_backend")  # the SQLite index and the shared PostgreSQL one
 @pytest.mark.parametrize(
     ("facts", "questions", "modes"),
     [
@@ -102,15 +103,45 @@ def test_traditional_question_words_leave_the_query_and_pieces_are_simplified() 
     ],
 )
 def test_either_script_finds_the_other(
-    svc: MemoryService, facts: list[str], questions: list[str], modes: tuple[str, ...]
+    tmp_home: Path, facts: list[str], questions: list[str], modes: tuple[str, ...]
 ) -> None:
-    others = {svc.remember(t, store="global").fact.id for t in OTHER_FACTS}
-    wanted = [svc.remember(t, store="global").fact.id for t in facts]
-    for question, fact_id in zip(questions, wanted, strict=True):
-        for mode in modes:
-            hits = svc.recall(question, stores=["global"], mode=mode).hits
-            assert hits and hits[0].id == fact_id, (mode, question, [h.text for h in hits])
-            assert not others & {hits[0].id}
+    with MemoryService(tmp_home) as svc:
+        others = {svc.remember(t, store="global").fact.id for t in OTHER_FACTS}
+        wanted = [svc.remember(t, store="global").fact.id for t in facts]
+        for question, fact_id in zip(questions, wanted, strict=True):
+            for mode in modes:
+                hits = svc.recall(question, stores=["global"], mode=mode).hits
+                assert hits and hits[0].id == fact_id, (mode, question, [h.text for h in hits])
+                assert not others & {hits[0].id}
+
+
+def test_a_postgresql_index_of_schema_2_is_folded_on_upgrade(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    monkeypatch.setenv("COFFER_PG_URL", pg_url)
+    settings = Settings.load(tmp_home, index={"backend": "postgresql"})
+    with MemoryService(settings=settings) as svc:
+        wanted = svc.remember(TRADITIONAL_FACTS[0], store="global").fact.id
+        svc.remember(OTHER_FACTS[0], store="global")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        fresh = conn.execute("SELECT path, position, words::text FROM coffer_chunks ORDER BY 1, 2").fetchall()
+        for path, position, text in conn.execute("SELECT path, position, text FROM coffer_chunks").fetchall():
+            conn.execute(
+                "UPDATE coffer_chunks SET words = to_tsvector('english', %s) WHERE path = %s AND position = %s",
+                (_unfolded_index_text(text), path, position),
+            )
+        conn.execute("UPDATE coffer_meta SET value = '2' WHERE key = 'schema_version'")
+    with MemoryService(settings=settings) as svc:
+        hits = svc.recall(SIMPLIFIED_QUESTIONS[0], stores=["global"], mode="keyword").hits
+        assert hits and hits[0].id == wanted
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert (
+            conn.execute("SELECT path, position, words::text FROM coffer_chunks ORDER BY 1, 2").fetchall()
+            == fresh
+        )
+        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("3",)
 
 
 def _unfolded_index_text(text: str) -> str:
