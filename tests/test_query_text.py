@@ -183,3 +183,22 @@ def test_an_index_without_traditional_text_is_left_alone(tmp_home: Path) -> None
     assert list(conn.execute("SELECT * FROM store_state")) == state
     assert not list(conn.execute("SELECT * FROM kv WHERE key = 'keyword_context_pending'"))
     conn.close()
+
+
+def test_a_code_name_in_a_chinese_question_outweighs_its_frame(svc: MemoryService) -> None:
+    """``X 文件放在哪里``: the frame's CJK words come as bigrams and characters (seven terms here),
+    the file name as one; facts that hold only the frame (common words: a third of the store has
+    them) must not outrank the one naming ``X``."""
+    for text in [
+        "支付网关的迁移文件放在 db/migrations 目录，文件名以时间戳开头。",
+        "数据平台的 DAG 文件放在 dags/ 目录，合并后自动同步。",
+        "前端的国际化文件放在 src/locales 目录。",
+        "告警规则文件放在 monitoring/rules 目录。",
+        "压测脚本文件放在 perf/ 目录。",
+        *(f"第{n}号服务的值班表每周一更新一次。" for n in range(8)),
+    ]:
+        svc.remember(text, store="global")
+    wanted = svc.remember("连 Hive 要先 kinit，keytab 在跳板机的 /etc/security/etl.keytab。", store="global")
+    for question in ["etl.keytab文件放在哪里", "etl.keytab 文件放在哪"]:
+        hits = svc.recall(question, stores=["global"], mode="keyword").hits
+        assert hits and hits[0].id == wanted.fact.id, (question, [h.text for h in hits])
