@@ -202,3 +202,18 @@ def test_a_code_name_in_a_chinese_question_outweighs_its_frame(svc: MemoryServic
     for question in ["etl.keytab文件放在哪里", "etl.keytab 文件放在哪"]:
         hits = svc.recall(question, stores=["global"], mode="keyword").hits
         assert hits and hits[0].id == wanted.fact.id, (question, [h.text for h in hits])
+
+
+@pytest.mark.parametrize(
+    ("question", "pieces"),
+    [
+        ("为啥数据库迁移失败", ["数据库迁移失败"]),  # 为啥 = 为什么
+        ("啥时候发版", ["发版"]),  # 啥 = 什么
+        ("这个咋弄", ["这个", "弄"]),  # 咋 = 怎么
+        ("推镜像之前要干嘛", ["推镜像", "要"]),  # 干嘛 = 做什么
+        ("要不要先备份数据库", ["先备份数据库"]),  # a modal A-not-A question, as 能不能
+        ("请问您知道测试库多久重置吗", ["知道测试库", "重置"]),  # polite 您, as 你
+    ],
+)
+def test_colloquial_and_polite_question_words_leave_the_query(question: str, pieces: list[str]) -> None:
+    assert query_pieces(question) == pieces

@@ -25,11 +25,14 @@ _HIRAGANA = re.compile("[\u3040-\u309f]+")
 
 # Question words, particles and auxiliaries that say what kind of answer is wanted, not what it
 # is about. They are cut out of a query (the run is split where they stood), never out of the index.
-# Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles.
+# Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles; the
+# colloquial interrogatives of typed chat (啥 = 什么, 咋 = 怎么, 干嘛 = 做什么), the modal
+# A-not-A questions beside 能不能, and the polite and inclusive pronouns beside 你 and 我们.
 _ZH_QUESTION = (
     "为什么 怎么样 怎么办 是什么 什么样 哪一个 有没有 是不是 能不能 可不可以 如何 怎么 怎样 什么 哪个 哪些 "
     "哪里 哪儿 哪天 多少 多久 多长 多大 几点 是否 之前 之后 以前 以后 时候 需要 应该 可以 我们 你们 一般 "
-    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你"
+    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你 "
+    "为啥 咋样 咋办 干嘛 几时 啥 咋 会不会 要不要 需不需要 该不该 您 咱们 咱 嘛 呗"
 )
 # Japanese: interrogatives and sentence endings (hiragana separates query pieces anyway).
 _JA_QUESTION = "何 誰 どのくらい どうやって どう どの どれ いつ なぜ どこ ですか ますか でしょうか"
