@@ -15,7 +15,7 @@ from test_keyword_context import word_rows
 from coffer_memory import MemoryService, Settings
 from coffer_memory._index.cjk import CJK_RUN, query_pieces, query_terms, run_tokens
 from coffer_memory._index.db import MIGRATIONS, _fold_words
-from coffer_memory._index.english import without_clitic
+from coffer_memory._index.english import grep_words, without_clitic
 from coffer_memory._index.fts import keyword_terms
 from coffer_memory._index.hant import SIMPLIFIED, TRADITIONAL, fold
 
@@ -217,3 +217,24 @@ def test_a_code_name_in_a_chinese_question_outweighs_its_frame(svc: MemoryServic
 )
 def test_colloquial_and_polite_question_words_leave_the_query(question: str, pieces: list[str]) -> None:
     assert query_pieces(question) == pieces
+
+
+def test_grep_searches_english_words_as_their_stems() -> None:
+    assert grep_words(["restores", "tables", "queries", "deploying", "pg_dump", "v2.3.0", "go"]) == [
+        "restor",
+        "tabl",
+        "quer",  # Porter's y -> i is left out, so query and queries both hold it
+        "deplo",
+        "pg_dump",  # names with punctuation or digits, and short words, as written
+        "v2.3.0",
+        "go",
+    ]
+
+
+@pytest.mark.parametrize("backend", ["ripgrep", "python"])
+def test_grep_finds_a_fact_by_another_form_of_the_word(tmp_home: Path, backend: str) -> None:
+    with MemoryService(settings=Settings.load(tmp_home, grep_backend=backend)) as svc:
+        wanted = svc.remember("Restore drills happen every quarter on the staging database.", store="global")
+        svc.remember("Backups happen every night.", store="global")  # newer: first among equals
+        hits = svc.recall("how often do restores happen?", stores=["global"], mode="grep").hits
+        assert hits and hits[0].id == wanted.fact.id, [h.text for h in hits]
