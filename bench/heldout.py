@@ -7,6 +7,11 @@ line each); a question also carries ``tags``: ``synonym`` (no word shared with i
 matters: for vector/hybrid), ``traditional`` (traditional characters against simplified facts),
 ``fullwidth`` (full-width forms, as an IME types them), ``typo``.
 
+``heldout_zh_hant.jsonl`` is the Chinese set with every question that was in simplified characters
+converted to traditional ones by OpenCC's phrase-aware ``s2t`` (tag ``converted``; facts unchanged),
+made after the first measurement to test the traditional folding on the whole set:
+``--data bench/data/heldout_zh_hant.jsonl``.
+
 Each file goes into its own temporary home through the public ``MemoryService`` (every fact
 remembered into the global store, every question recalled with ``limit=10``).
 
