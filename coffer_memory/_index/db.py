@@ -141,6 +141,12 @@ def _context_column(conn: apsw.Connection) -> None:
         conn.execute("DELETE FROM store_state")
 
 
+# In the ``kv`` table while a bulk load has committed session facts whose keyword context waits
+# for its end (``session.write_load_contexts``): a load that finds it set finishes the work of one
+# cut short. Migration 10 sets it too.
+CONTEXT_PENDING_KEY = "keyword_context_pending"
+
+
 def _fold_words(conn: apsw.Connection) -> None:
     """10: the word index sees traditional Han characters as their simplified forms
     (``index/hant.py``). When a stored chunk holds one, the word index is written again from the
@@ -153,8 +159,6 @@ def _fold_words(conn: apsw.Connection) -> None:
     conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
     _refill_words(conn)
     if conn.execute("SELECT 1 FROM documents WHERE origin_session IS NOT NULL LIMIT 1").fetchone():
-        from .session import CONTEXT_PENDING_KEY  # session.py imports this module
-
         conn.execute(
             "INSERT INTO kv (key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
             (CONTEXT_PENDING_KEY,),

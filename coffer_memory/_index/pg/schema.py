@@ -8,7 +8,12 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from ..cjk import index_text
+from ..hant import fold
+
 log = logging.getLogger("coffer_memory.postgresql")
+# The text search configuration of the word index: stemming like SQLite's porter tokenizer.
+TS_CONFIG = "english"
 SCHEMA_VERSION = 3  # 2: coffer_vectors (when pgvector is there); 3: words of traditional Han folded
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
@@ -82,10 +87,6 @@ def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
 def _fold_words(conn: psycopg.Connection[Any]) -> None:
     """3: a chunk's words see traditional Han characters as their simplified forms, as the SQLite
     word index does (``index/hant.py``): the rows whose text holds one are written again."""
-    from ..cjk import index_text  # what the backend writes (it imports this module)
-    from ..hant import fold
-    from .backend import TS_CONFIG
-
     rows = conn.execute("SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '[^\\x01-\\x7f]'")
     changed = [(index_text(t), s, p, n) for s, p, n, t in rows.fetchall() if fold(t) != t]
     if changed:
