@@ -29,6 +29,7 @@ from ._fusion import (
 )
 from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
+from ._index.english import grep_words
 from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
 from ._index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
@@ -505,7 +506,10 @@ class KnowledgeRetrieval:
         # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
         # out) are searched too, and a file ranks by how many of them it holds. Single CJK
         # characters would match most files: three times slower at 1k facts, for little gain.
-        terms = [t for t in keyword_terms(query, characters=False) if t != phrase.lower()]
+        # English words as their stems (english.grep_words): grep sees substrings, not inflections.
+        terms = [
+            t for t in grep_words(keyword_terms(query, characters=False, written=True)) if t != phrase.lower()
+        ]
         patterns = [phrase, *terms]
         folders = [folder for sp in stores for folder in sp.recall_dirs()]
         roots = [str(sp.root) + os.sep for sp in stores]

@@ -6,7 +6,8 @@ indexed as its overlapping two-character pieces, as Lucene's CJK analyzer does, 
 single characters (``部署前`` -> ``部署 署前 部 署 前``): bigrams carry the words and rank first (they
 are rarer), single characters let one-character words and shortened forms match. A query is cut
 the same way after its question words and particles are taken out (``部署之前要做什么？`` ->
-``部署 部 署``). The stored text is never changed: only what the word index sees.
+``部署 部 署``). Both sides see traditional characters as their simplified forms (``hant.fold``),
+so either script finds the other. The stored text is never changed: only what the word index sees.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from .hant import fold
+
 # Han (with extensions A and compatibility), kana, Hangul syllables and jamo.
 CJK_CHARS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
@@ -22,11 +25,14 @@ _HIRAGANA = re.compile("[\u3040-\u309f]+")
 
 # Question words, particles and auxiliaries that say what kind of answer is wanted, not what it
 # is about. They are cut out of a query (the run is split where they stood), never out of the index.
-# Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles.
+# Chinese: interrogatives, "before/after" as query words, modal verbs, pronouns, particles; the
+# colloquial interrogatives of typed chat (啥 = 什么, 咋 = 怎么, 干嘛 = 做什么), the modal
+# A-not-A questions beside 能不能, and the polite and inclusive pronouns beside 你 and 我们.
 _ZH_QUESTION = (
     "为什么 怎么样 怎么办 是什么 什么样 哪一个 有没有 是不是 能不能 可不可以 如何 怎么 怎样 什么 哪个 哪些 "
     "哪里 哪儿 哪天 多少 多久 多长 多大 几点 是否 之前 之后 以前 以后 时候 需要 应该 可以 我们 你们 一般 "
-    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你"
+    "一下 请问 吗 呢 吧 啊 呀 么 的 了 是 谁 哪 几 该 我 你 "
+    "为啥 咋样 咋办 干嘛 几时 啥 咋 会不会 要不要 需不需要 该不该 您 咱们 咱 嘛 呗"
 )
 # Japanese: interrogatives and sentence endings (hiragana separates query pieces anyway).
 _JA_QUESTION = "何 誰 どのくらい どうやって どう どの どれ いつ なぜ どこ ですか ますか でしょうか"
@@ -54,31 +60,58 @@ def run_tokens(run: str) -> list[str]:
 
 
 def index_text(text: str) -> str:
-    """``text`` as the word index sees it: NFKC, every CJK run replaced by its tokens."""
+    """``text`` as the word index sees it: NFKC, every CJK run replaced by the tokens of its
+    simplified form."""
     return CJK_RUN.sub(
-        lambda m: " " + " ".join(run_tokens(m.group())) + " ", unicodedata.normalize("NFKC", text)
+        lambda m: " " + " ".join(run_tokens(fold(m.group()))) + " ", unicodedata.normalize("NFKC", text)
     )
 
 
-def query_pieces(run: str) -> list[str]:
+def _piece_spans(folded: str) -> list[tuple[int, int]]:
+    """Where the pieces of a (folded) CJK run of a query are: between question words, particles
+    and hiragana."""
+    spans = []
+    start = 0
+    for stop in [*_STOP_SPLIT.finditer(folded), None]:
+        end = stop.start() if stop else len(folded)
+        for kana in _HIRAGANA.finditer(folded, start, end):
+            if kana.start() > start:
+                spans.append((start, kana.start()))
+            start = kana.end()
+        if end > start:
+            spans.append((start, end))
+        start = stop.end() if stop else end
+    return spans
+
+
+def query_pieces(run: str, *, written: bool = False) -> list[str]:
     """The parts of a CJK run of a query that carry its meaning: question words and particles cut out.
 
     Hiragana in a query is grammar (particles, endings) far more often than meaning, so it
-    separates pieces too.
+    separates pieces too. The pieces are in simplified characters, as the index sees them
+    (traditional question words are cut out as well); ``written``: also each piece as the run
+    writes it, where that differs (grep reads the files themselves, in either script).
     """
-    return [p for chunk in _STOP_SPLIT.split(run) for p in _HIRAGANA.split(chunk) if p]
+    folded = fold(run)
+    spans = _piece_spans(folded)
+    pieces = [folded[a:b] for a, b in spans]
+    if written:  # folding maps one character to one, so the spans hold in the run as well
+        pieces += [run[a:b] for a, b in spans if run[a:b] != folded[a:b]]
+    return pieces
 
 
-def query_terms(runs: Iterable[str], *, characters: bool = True) -> list[str]:
+def query_terms(runs: Iterable[str], *, characters: bool = True, written: bool = False) -> list[str]:
     """Index terms of a query's CJK runs: the tokens of their pieces (without ``characters``,
-    their bigrams only).
+    their bigrams only; ``written``: see ``query_pieces``).
 
     A piece of one character left between question words (``做`` in ``加新依赖之前要做什么``) is
     mostly grammar; it counts only when no longer piece is left. A query of nothing but question
     words keeps them all rather than search for nothing.
     """
     runs = list(runs)
-    pieces = [p for run in runs for p in query_pieces(run)] or runs
+    pieces = [p for run in runs for p in query_pieces(run, written=written)]
+    if not pieces:
+        pieces = [fold(run) for run in runs] + ([r for r in runs if fold(r) != r] if written else [])
     long = [p for p in pieces if len(p) > 1]
     tokens = run_tokens if characters else bigrams
     return list(dict.fromkeys(t for piece in (long or pieces) for t in tokens(piece)))

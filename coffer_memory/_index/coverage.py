@@ -19,6 +19,7 @@ from operator import itemgetter
 import apsw
 
 from .cjk import CJK_RUN, has_cjk
+from .hant import fold
 
 # Chosen on LoCoMo's dev conversations (0-4), keyword turn level: R@5 by weight 0 → 0.529,
 # 0.3 → 0.533, 1 → 0.545, 2 → 0.549, 4 → 0.553, 1000 (coverage first) → 0.556; flat past 4.
@@ -83,7 +84,7 @@ def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[
     for i in todo:
         text = texts[i]
         plain = _plain(text)
-        candidate = text if plain else unicodedata.normalize("NFKC", text)
+        candidate = text if plain else fold(unicodedata.normalize("NFKC", text))  # as the index saw it
         compared.append(candidate)
         prepared.append(candidate if plain or not has_cjk(candidate) else CJK_RUN.sub(" ", candidate))
     if len(_words_cache) + len(todo) > _WORDS_CACHE_MAX:

@@ -28,6 +28,7 @@ from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import store_lock
 from .cjk import index_text
+from .hant import fold
 
 log = logging.getLogger("coffer_memory._index")
 # "CFFR": marks an index as ours, so another program's SQLite file is never migrated into one.
@@ -137,6 +138,31 @@ def _context_column(conn: apsw.Connection) -> None:
     _refill_words(conn)
     conn.execute("UPDATE documents SET content_sha256 = '', file_size = -1 WHERE origin_session IS NOT NULL")
     if conn.changes():  # the next read runs a full scan, which finds them changed
+        conn.execute("DELETE FROM store_state")
+
+
+# In the ``kv`` table while a bulk load has committed session facts whose keyword context waits
+# for its end (``session.write_load_contexts``): a load that finds it set finishes the work of one
+# cut short. Migration 10 sets it too.
+CONTEXT_PENDING_KEY = "keyword_context_pending"
+
+
+def _fold_words(conn: apsw.Connection) -> None:
+    """10: the word index sees traditional Han characters as their simplified forms
+    (``index/hant.py``). When a stored chunk holds one, the word index is written again from the
+    stored chunk texts (no file re-read, no vector recomputed); session facts' keyword context
+    (a column the refill leaves empty) is then written by the next scan of every store, as after
+    a bulk load cut short. An index without such a character is left as it is."""
+    texts = (str(r[0] or "") for r in conn.execute("SELECT text FROM documents_fts"))
+    if not any(not t.isascii() and fold(t) != t for t in texts):
+        return
+    conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
+    _refill_words(conn)
+    if conn.execute("SELECT 1 FROM documents WHERE origin_session IS NOT NULL LIMIT 1").fetchone():
+        conn.execute(
+            "INSERT INTO kv (key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
+            (CONTEXT_PENDING_KEY,),
+        )
         conn.execute("DELETE FROM store_state")
 
 
@@ -273,6 +299,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     _session_column,
     # 9: a context column in the word index (see _context_column).
     _context_column,
+    # 10: traditional Han characters folded to simplified in the word index (see _fold_words).
+    _fold_words,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

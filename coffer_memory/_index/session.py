@@ -14,14 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .cjk import index_text
+from .db import CONTEXT_PENDING_KEY as CONTEXT_PENDING_KEY  # where reindex reads it
 from .db import IndexDB
 from .keys import KIND, store_scope, strip_header
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
 MAX_LOOKUP = 200
-# In the ``kv`` table while a bulk load has committed session facts whose keyword context waits
-# for its end (``write_load_contexts``): a load that finds it set finishes the work of one cut short.
-CONTEXT_PENDING_KEY = "keyword_context_pending"
 # The most characters of context a fact borrows from the one before it (one long line).
 CONTEXT_CHARS = 400
 

@@ -36,10 +36,8 @@ from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
-from .schema import migrate
+from .schema import TS_CONFIG, migrate
 
-# The text search configuration of the word index: stemming like SQLite's porter tokenizer.
-TS_CONFIG = "english"
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
 # A sync of at least this many documents refreshes the planner's statistics at once (autovacuum

@@ -8,8 +8,13 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from ..cjk import index_text
+from ..hant import fold
+
 log = logging.getLogger("coffer_memory.postgresql")
-SCHEMA_VERSION = 2  # 2: coffer_vectors (when pgvector is there)
+# The text search configuration of the word index: stemming like SQLite's porter tokenizer.
+TS_CONFIG = "english"
+SCHEMA_VERSION = 3  # 2: coffer_vectors (when pgvector is there); 3: words of traditional Han folded
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
 
@@ -79,8 +84,23 @@ def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
         return False
 
 
+def _fold_words(conn: psycopg.Connection[Any]) -> None:
+    """3: a chunk's words see traditional Han characters as their simplified forms, as the SQLite
+    word index does (``index/hant.py``): the rows whose text holds one are written again."""
+    rows = conn.execute("SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '[^\\x01-\\x7f]'")
+    changed = [(index_text(t), s, p, n) for s, p, n, t in rows.fetchall() if fold(t) != t]
+    if changed:
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"UPDATE coffer_chunks SET words = to_tsvector('{TS_CONFIG}', %s) "
+                "WHERE store = %s AND path = %s AND position = %s",
+                changed,
+            )
+
+
 def migrate(conn: psycopg.Connection[Any]) -> Extensions:
-    """Create the tables (idempotent); which extensions are there."""
+    """Create the tables (idempotent) and bring older rows up to this version; which extensions
+    are there."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         found = Extensions(
@@ -90,6 +110,9 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
             ),
         )
         conn.execute(_TABLES)
+        row = conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and int(row[0]) < 3:
+            _fold_words(conn)
         if found.trigram:
             conn.execute(_TRIGRAMS)
         if found.vectors:
