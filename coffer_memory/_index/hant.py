@@ -7,8 +7,9 @@ with each traditional character replaced by its simplified form (one character f
 positions and lengths stay), and the stored text is never changed.
 
 The table is OpenCC's character table (``TSCharacters.txt`` and ``TSCharactersExt.txt`` of
-OpenCC 1.4.2, Apache-2.0, https://github.com/BYVoid/OpenCC): each traditional character in the
-index's CJK ranges mapped to the first of its simplified candidates. Character by character, not
+OpenCC 1.4.2, Apache-2.0, https://github.com/BYVoid/OpenCC; its licence is in LICENSE-OpenCC.txt
+beside this file): each traditional character in the index's CJK ranges mapped to the first of
+its simplified candidates. Character by character, not
 phrase by phrase: words that differ between the regions (``軟體``/``软件``) stay apart, and a few
 characters that are also simplified in their own right (``於``, ``乾``) are folded too, which
 only merges them with their simplified partner on both sides.
