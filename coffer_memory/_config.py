@@ -282,7 +282,16 @@ class Settings(_Section):
         try:
             return cls.model_validate(data)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise InvalidInput(f"invalid settings: {exc}", field="settings") from exc
+            raise InvalidInput(f"invalid settings: {validation_problems(exc)}", field="settings") from exc
+
+
+def validation_problems(exc: ValueError) -> str:
+    """A settings validation error on one line: ``memory.bogus: Extra inputs are not permitted; ...``
+    (pydantic's own text spans lines and ends with a link to its documentation)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors())
 
 
 def read_config_file(home: Path) -> dict[str, Any]:

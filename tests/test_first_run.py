@@ -1,0 +1,72 @@
+"""What a newcomer's mistakes give, through the installed commands (real processes, temp homes):
+one ``error: CODE: message`` line and a non-zero status, never a traceback or "unexpected"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(sys.executable).parent
+
+
+def run(
+    *args: str, home: Path, stdin: bytes = b"", env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``coffer ARGS`` in a real process over ``home``; stdin given as bytes."""
+    environ = {**os.environ, "COFFER_HOME": str(home), **(env or {})}
+    proc = subprocess.run(
+        [str(SCRIPTS / "coffer"), *args], input=stdin, env=environ, cwd=cwd, capture_output=True, timeout=120
+    )
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def one_error(proc: subprocess.CompletedProcess[str], prefix: str) -> str:
+    """The single stderr line of a failed command, checked to start with ``prefix``."""
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr
+    return lines[0]
+
+
+def test_a_body_file_that_cannot_be_read_is_invalid_input(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    made = run("remember", "--global", "--json", "Staging is at staging.acme.test.", home=home)
+    fact_id = json.loads(made.stdout)["fact"]["id"]
+    not_utf8 = tmp_path / "latin1.md"
+    not_utf8.write_bytes(b"caf\xe9\n")
+    for body_file, says in (
+        (tmp_path / "missing.md", "cannot read body_file"),
+        (tmp_path, "cannot read body_file"),
+        (not_utf8, "is not UTF-8 text"),
+    ):
+        proc = run("facts", "edit", fact_id, "--global", "--body-file", str(body_file), home=home)
+        assert says in one_error(proc, "error: INVALID_INPUT: ")
+    shown = json.loads(run("facts", "show", fact_id, "--global", "--json", home=home).stdout)
+    assert shown["fact"]["body"] == "Staging is at staging.acme.test."
+
+
+def test_stdin_that_is_not_utf8_is_refused_whatever_the_stdio_encoding(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for encoding in ("utf-8", "utf-8:surrogateescape"):
+        proc = run(
+            "remember",
+            "--global",
+            "-",
+            home=home,
+            stdin=b"foo\xed\xa0\x80bar\xff",
+            env={"PYTHONIOENCODING": encoding},
+        )
+        assert "lone surrogate" in one_error(proc, "error: INVALID_INPUT: ")
+    assert not (home / "memory").exists()
+
+
+def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[memory]\nbogus = 1\nmax_fact_chars = 5\n")
+    line = one_error(run("recall", "deploy", home=home), "error: INVALID_INPUT: invalid settings: ")
+    assert "memory.bogus: Extra inputs are not permitted" in line
+    assert "memory.max_fact_chars: Input should be greater than or equal to 64" in line
