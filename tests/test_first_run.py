@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from coffer_memory import InvalidInput, MemoryService
+
 SCRIPTS = Path(sys.executable).parent
 
 
@@ -63,6 +67,18 @@ def test_stdin_that_is_not_utf8_is_refused_whatever_the_stdio_encoding(tmp_path:
     assert not (home / "memory").exists()
 
 
+def test_a_home_that_cannot_hold_files_is_invalid_input(tmp_path: Path, repo: Path) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    for home, args in ((a_file, ("recall", "deploy")), (a_file / "sub", ("remember", "--global", "hi"))):
+        line = one_error(run(*args, home=home, cwd=repo), "error: INVALID_INPUT: coffer home ")
+        assert line.endswith(f"{a_file} is not a folder")
+    with pytest.raises(InvalidInput) as caught:
+        MemoryService(a_file / "sub")
+    assert caught.value.field == "home"
+    assert a_file.read_text() == "x"
+
+
 def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -70,3 +86,53 @@ def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
     line = one_error(run("recall", "deploy", home=home), "error: INVALID_INPUT: invalid settings: ")
     assert "memory.bogus: Extra inputs are not permitted" in line
     assert "memory.max_fact_chars: Input should be greater than or equal to 64" in line
+
+
+def server(name: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``coffer-api`` or ``coffer-mcp`` started in a real process that is expected to stop at once."""
+    environ = {**os.environ, "COFFER_HOME": str(home)}
+    return subprocess.run(
+        [str(SCRIPTS / name), *args],
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("name", ["coffer-api", "coffer-mcp"])
+def test_servers_refuse_a_port_out_of_range(tmp_path: Path, name: str) -> None:
+    extra = ("--transport", "streamable-http") if name == "coffer-mcp" else ()
+    for port in ("70000", "-1"):
+        proc = server(name, *extra, "--port", port, home=tmp_path / "home")
+        assert proc.returncode == 2 and "is not a port number (0-65535)" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_coffer_api_stops_at_start_on_a_bad_home_or_config(tmp_path: Path, workers: str) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    bad_config = tmp_path / "home"
+    bad_config.mkdir()
+    (bad_config / "config.toml").write_text("[memory\n")
+    for home, says in ((a_file, "coffer home"), (bad_config, "is not valid TOML")):
+        # Port 0: were it served, it would not clash; the server must stop before serving.
+        proc = server("coffer-api", "--port", "0", "--workers", workers, home=home)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.splitlines() == [
+            line for line in proc.stderr.splitlines() if "coffer-api: INVALID_INPUT: " in line
+        ]
+        assert says in proc.stderr
+
+
+def test_coffer_mcp_stops_at_start_on_a_home_that_is_a_file(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    proc = server("coffer-mcp", home=a_file)
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        == f"coffer-mcp: INVALID_INPUT: coffer home {a_file} cannot be used: {a_file} is not a folder"
+    )
