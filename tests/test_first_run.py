@@ -136,3 +136,32 @@ def test_coffer_mcp_stops_at_start_on_a_home_that_is_a_file(tmp_path: Path) -> N
         proc.stderr.strip()
         == f"coffer-mcp: INVALID_INPUT: coffer home {a_file} cannot be used: {a_file} is not a folder"
     )
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_the_documented_store_tables_have_the_columns_coffer_prints(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert run("remember", "--global", "hi", home=home).returncode == 0
+    header = run("stores", "list", home=home).stdout.splitlines()[0].split()
+    documented = {
+        f"{page.name}:{number}": line.split()
+        for page in sorted(DOCS.glob("*.md"))
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if line.startswith("store ") and line.rstrip().endswith("facts  folder")
+    }
+    assert len(documented) >= 4  # quickstart, cli and lanes show `stores list` and `doctor`
+    assert {where: words for where, words in documented.items() if words != header} == {}
+
+
+def test_every_documented_curl_post_says_its_body_is_json() -> None:
+    """coffer-api answers a POST without ``Content-Type: application/json`` with 415, even one
+    without a body: an example that leaves it out fails when a reader runs it."""
+    missing = []
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")
+        for number, line in enumerate(text.splitlines(), 1):
+            if "curl " in line and "-X POST" in line and "Content-Type: application/json" not in line:
+                missing.append(f"{page.name}:{number}: {line.strip()}")
+    assert missing == []
