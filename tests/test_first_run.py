@@ -165,3 +165,26 @@ def test_every_documented_curl_post_says_its_body_is_json() -> None:
             if "curl " in line and "-X POST" in line and "Content-Type: application/json" not in line:
                 missing.append(f"{page.name}:{number}: {line.strip()}")
     assert missing == []
+
+
+def test_editor_mistakes_are_one_line_and_keep_the_text(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    made = run("remember", "--global", "--json", "Staging is at staging.acme.test.", home=home)
+    fact_id, path = json.loads(made.stdout)["fact"]["id"], Path(json.loads(made.stdout)["path"])
+    before = path.read_bytes()
+    scripts = {
+        "not-utf8": 'printf "\\377\\376 more" >> "$1"',
+        "bad-yaml": 'printf -- "---\\ntitle: [unclosed\\n---\\nbody\\n" > "$1"',
+    }
+    for name, body in scripts.items():
+        editor = tmp_path / f"{name}.sh"
+        editor.write_text(f"#!/bin/sh\n{body}\n")
+        editor.chmod(0o755)
+        proc = run("facts", "edit", fact_id, "--global", home=home, env={"EDITOR": str(editor), "VISUAL": ""})
+        line = one_error(proc, "error: INVALID_INPUT: ")
+        kept = Path(line.rsplit("kept in ", 1)[1].rstrip(")"))
+        assert kept.is_file()
+        kept.unlink()
+    proc = run("facts", "edit", fact_id, "--global", home=home, env={"EDITOR": "'unclosed", "VISUAL": ""})
+    assert "cannot split the editor command" in one_error(proc, "error: INVALID_INPUT: ")
+    assert path.read_bytes() == before
