@@ -188,3 +188,14 @@ def test_editor_mistakes_are_one_line_and_keep_the_text(tmp_path: Path) -> None:
     proc = run("facts", "edit", fact_id, "--global", home=home, env={"EDITOR": "'unclosed", "VISUAL": ""})
     assert "cannot split the editor command" in one_error(proc, "error: INVALID_INPUT: ")
     assert path.read_bytes() == before
+
+
+def test_an_export_to_a_folder_or_under_a_file_is_invalid_input(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert run("remember", "--global", "hi", home=home).returncode == 0
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for output, says in ((tmp_path, "is a folder"), (a_file / "backup.zip", "cannot write the export to")):
+        proc = run("export", "--all", "-o", str(output), home=home)
+        assert says in one_error(proc, "error: INVALID_INPUT: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "home"]  # no temp file left
