@@ -199,3 +199,16 @@ def test_an_export_to_a_folder_or_under_a_file_is_invalid_input(tmp_path: Path) 
         proc = run("export", "--all", "-o", str(output), home=home)
         assert says in one_error(proc, "error: INVALID_INPUT: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "home"]  # no temp file left
+
+
+def test_an_empty_home_is_invalid_input_not_the_current_folder(tmp_path: Path) -> None:
+    """``--home "$UNSET"``: an empty home made the current folder the home (an index.db appeared in
+    whatever folder coffer ran from), while ``coffer config get home`` showed ~/.coffer."""
+    here = tmp_path / "somewhere"
+    here.mkdir()
+    for args in (("recall", "deploy"), ("remember", "--global", "hi"), ("config", "get", "home")):
+        proc = run("--home", "", *args, home=tmp_path / "home", cwd=here)
+        assert "the home is empty" in one_error(proc, "error: INVALID_INPUT: ")
+    proc = server("coffer-api", "--home", "", "--port", "0", home=tmp_path / "home")
+    assert proc.returncode == 1 and "coffer-api: INVALID_INPUT: the home is empty" in proc.stderr
+    assert list(here.iterdir()) == []

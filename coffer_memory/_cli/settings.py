@@ -21,15 +21,15 @@ OPTION = "option"
 
 def _home(args: argparse.Namespace) -> tuple[Path, str]:
     """The home and what chose it: ``--home``, ``COFFER_HOME`` or the default."""
-    from .._config import DEFAULT_HOME
+    from .._config import DEFAULT_HOME, home_path
 
-    if args.home:
+    if args.home is not None:
         raw, source = args.home, OPTION
     elif os.environ.get("COFFER_HOME"):
         raw, source = os.environ["COFFER_HOME"], ENVIRONMENT
     else:
         raw, source = str(DEFAULT_HOME), DEFAULT
-    return Path(os.path.abspath(Path(raw).expanduser())), source
+    return home_path(raw), source
 
 
 def _lookup(data: dict[str, Any], key: str) -> tuple[bool, Any]:
