@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_repo
 
 from coffer_memory import InvalidInput, MemoryService
 
@@ -212,3 +214,66 @@ def test_an_empty_home_is_invalid_input_not_the_current_folder(tmp_path: Path) -
     proc = server("coffer-api", "--home", "", "--port", "0", home=tmp_path / "home")
     assert proc.returncode == 1 and "coffer-api: INVALID_INPUT: the home is empty" in proc.stderr
     assert list(here.iterdir()) == []
+
+
+ULID_OR_SHA = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}|[0-9a-f]{64}")
+TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(\+00:00)?")
+MACHINE = ("sqlite:", "grep backend:")  # the doctor lines that name this machine's SQLite and rg
+
+
+def _comparable(text: str) -> list[str]:
+    """Lines with times blanked, table rules and column padding folded, machine lines dropped."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(MACHINE):
+            continue
+        line = re.sub(r"-{2,}", "--", TIME.sub("<time>", line))
+        lines.append(" ".join(line.split()))
+    return lines
+
+
+def _console(section: str) -> list[tuple[str, str]]:
+    """``(command, expected output)`` of every ``$ `` line of the console blocks of ``section``."""
+    steps: list[tuple[str, str]] = []
+    for block in re.findall(r"```console\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], ""))
+            else:
+                steps[-1] = (steps[-1][0], steps[-1][1] + line + "\n")
+    return steps
+
+
+def test_the_quickstart_cli_session_prints_what_the_docs_show(tmp_path: Path) -> None:
+    """Replays docs/quickstart.md's CLI section in a temp folder standing for /tmp: ids, hashes and
+    times are matched up as they first appear; scores, tables, messages and hints must be as shown."""
+    text = (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    section = text[text.index("## CLI") : text.index("## Vector and hybrid recall")]
+    repo = make_repo(tmp_path / "acme-api")
+    env = {
+        **os.environ,
+        "H": str(tmp_path / "coffer-home"),
+        "PATH": f"{SCRIPTS}{os.pathsep}{os.environ['PATH']}",
+    }
+    seen: dict[str, str] = {}
+    cwd, status = repo, 0
+    for command, expected in _console(section):
+        for doc_token, real in seen.items():
+            command = command.replace(doc_token, real)
+        if command.startswith("cd "):
+            cwd = Path(command[3:].replace("/tmp", str(tmp_path), 1))
+            continue
+        if command == "echo $?":
+            actual = f"{status}\n"
+        else:
+            proc = subprocess.run(
+                ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+            )
+            actual, status = proc.stdout + proc.stderr, proc.returncode
+        for doc_token, real in zip(ULID_OR_SHA.findall(expected), ULID_OR_SHA.findall(actual), strict=False):
+            seen.setdefault(doc_token, real)
+            if len(doc_token) == 64:  # messages show a sha256 by its first 12 digits
+                seen.setdefault(f"{doc_token[:12]}…", f"{real[:12]}…")
+        for doc_token, real in seen.items():
+            expected = expected.replace(doc_token, real)
+        assert _comparable(actual) == _comparable(expected.replace("/tmp", str(tmp_path))), command
