@@ -329,3 +329,36 @@ def test_the_quickstart_vector_session_prints_what_the_docs_show(tmp_path: Path)
         )
     # Similarities may differ in the last digit from one CPU's vector instructions to another's.
     _replay(_console(section), tmp_path, repo, tolerance=0.005)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_mcp_tool_outside_a_repository_suggests_only_arguments_it_has(tmp_path: Path) -> None:
+    """coffer__resume and coffer__handoff answered SCOPE_UNRESOLVED with "use scope='global'",
+    an argument they do not have: an agent following the hint failed again the same way."""
+    from mcp import Client
+    from mcp_types import TextContent
+
+    from coffer_memory_mcp import build_server
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    calls = {
+        "coffer__remember": {"text": "x"},
+        "coffer__list_memory": {},
+        "coffer__resume": {},
+        "coffer__handoff": {"text": "halfway"},
+    }
+    with MemoryService(tmp_path / "home") as svc:
+        async with Client(build_server(svc)) as client:
+            arguments = {t.name: set(t.input_schema["properties"]) for t in (await client.list_tools()).tools}
+            for name, args in calls.items():
+                result = await client.call_tool(name, {**args, "cwd": str(outside)})
+                block = result.content[0]
+                assert result.is_error and isinstance(block, TextContent)
+                assert block.text.startswith("SCOPE_UNRESOLVED: ") and "Pass cwd=" in block.text
+                assert ("scope=" in block.text) == ("scope" in arguments[name]), name
