@@ -45,6 +45,8 @@ def port_number(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer-api``."""
+    from coffer_memory import __version__
+
     parser = argparse.ArgumentParser(prog="coffer-api", description="Serve coffer-memory over REST.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=port_number, default=8765, help="port (default 8765)")
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="serve from N processes (default 1); each has its own index connections (docs/rest.md)",
     )
+    parser.add_argument("--version", action="version", version=f"coffer-api {__version__}")
     parser.add_argument(
         "--access-log",
         action="store_true",

@@ -113,6 +113,14 @@ def test_servers_refuse_a_port_out_of_range(tmp_path: Path, name: str) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("name", ["coffer", "coffer-api", "coffer-mcp"])
+def test_every_command_says_its_version(tmp_path: Path, name: str) -> None:
+    from coffer_memory import __version__
+
+    proc = server(name, "--version", home=tmp_path / "home")
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"{name} {__version__}"), proc.stderr
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_coffer_api_stops_at_start_on_a_bad_home_or_config(tmp_path: Path, workers: str) -> None:
     a_file = tmp_path / "not-a-folder"
