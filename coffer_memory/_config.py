@@ -265,8 +265,7 @@ class Settings(_Section):
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
         """Settings for ``home`` (or ``$COFFER_HOME``): the defaults, then ``<home>/config.toml`` if
         present, then ``COFFER_*`` environment variables (see ``env_overrides``), then ``overrides``."""
-        base = Path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
-        base = Path(os.path.abspath(base.expanduser()))
+        base = home_path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
         data = read_config_file(base)
         for section, value in env_overrides(os.environ).items():
             if isinstance(value, dict) and isinstance(data.get(section), dict):
@@ -282,7 +281,26 @@ class Settings(_Section):
         try:
             return cls.model_validate(data)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise InvalidInput(f"invalid settings: {exc}", field="settings") from exc
+            raise InvalidInput(f"invalid settings: {validation_problems(exc)}", field="settings") from exc
+
+
+def validation_problems(exc: ValueError) -> str:
+    """A settings validation error on one line: ``memory.bogus: Extra inputs are not permitted; ...``
+    (pydantic's own text spans lines and ends with a link to its documentation)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors())
+
+
+def home_path(home: str | os.PathLike[str]) -> Path:
+    """The absolute home folder ``home`` names; an empty one is ``InvalidInput``: ``Path("")`` is the
+    current folder, so ``--home "$UNSET"`` put an ``index.db`` in whatever folder it ran from."""
+    if not os.fspath(home).strip():
+        raise InvalidInput(
+            "the home is empty: name a folder, or leave it out for $COFFER_HOME or ~/.coffer", field="home"
+        )
+    return Path(os.path.abspath(Path(home).expanduser()))
 
 
 def read_config_file(home: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ A light module (no third-party imports): ``coffer-hook`` uses it too. Per-store 
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -48,6 +49,30 @@ ENTRIES: Final = (
     MEMORY_DIR + "/",
 )
 """Every top-level entry of a home, folders with a trailing slash (the docs' home tree lists each)."""
+
+
+def check_home(home: Path) -> None:
+    """``InvalidInput`` (field ``home``) when coffer cannot keep its files in ``home``: it, or the
+    nearest folder above it that exists, must be a folder this process may write to.
+
+    Only looks (creates nothing): a home that is a file, or sits on a read-only file system, failed
+    later with an ``OSError`` from whichever file came first (the index, a lock, the audit log).
+    """
+    found = home
+    while not found.exists() and found != found.parent:
+        found = found.parent
+    if not found.is_dir():
+        why = f"{found} is not a folder"
+    elif not os.access(found, os.W_OK | os.X_OK):
+        read_only = os.statvfs(found).f_flag & os.ST_RDONLY
+        why = (
+            f"{found} is on a read-only file system" if read_only else f"{found} is not writable by this user"
+        )
+    else:
+        return
+    from ._errors import InvalidInput
+
+    raise InvalidInput(f"coffer home {home} cannot be used: {why}", field="home", home=str(home))
 
 
 def audit_segment_stamp(at: datetime) -> str:

@@ -28,6 +28,7 @@ from ._checks import content_checks
 from ._component import component
 from ._config import Settings
 from ._core import Facts, WriteEvents
+from ._home import check_home
 from ._indexing import IndexHandle, Models
 from ._models import (
     Actor,
@@ -94,6 +95,7 @@ class MemoryService:
     ) -> None:
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
+        check_home(self.home)
         self._build_lock = threading.RLock()
         self.index = IndexHandle(self.settings)
         self.models = Models(self.settings)

@@ -36,11 +36,20 @@ def _listed(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
+def port_number(value: str) -> int:
+    """``--port``: a TCP port, 0-65535 (0: any free port); argparse reports anything else."""
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number (0-65535)")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer-api``."""
+    from coffer_memory import __version__
+
     parser = argparse.ArgumentParser(prog="coffer-api", description="Serve coffer-memory over REST.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--port", type=port_number, default=8765, help="port (default 8765)")
     parser.add_argument(
         "--token", default=None, help="require 'Authorization: Bearer <token>' (default: $COFFER_API_TOKEN)"
     )
@@ -76,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="serve from N processes (default 1); each has its own index connections (docs/rest.md)",
     )
+    parser.add_argument("--version", action="version", version=f"coffer-api {__version__}")
     parser.add_argument(
         "--access-log",
         action="store_true",
@@ -111,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from coffer_memory import MemoryService
+    from coffer_memory import CofferError, MemoryService
 
     from .app import create_app
     from .guard import HostRule
@@ -134,9 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
         threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
     serve = {"host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log}
+    try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns
+        service = MemoryService(args.home)
+    except CofferError as exc:
+        print(f"coffer-api: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
     if args.workers > 1:
+        service.close()
         return _serve_workers(args.workers, args.home, token, hosts, cors, serve)
-    service = MemoryService(args.home)
     app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
     try:
         uvicorn.run(app, **serve)

@@ -166,13 +166,19 @@ async def _serve_stdio(server: MCPServer) -> None:
         await lowlevel.run(_AnswerRefused(read, write), write, lowlevel.create_initialization_options())
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number (0-65535)")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer-mcp``."""
     parser = argparse.ArgumentParser(prog="coffer-mcp", description="coffer-memory's MCP server.")
     parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
     parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="streamable-http: port (8765)")
+    parser.add_argument("--port", type=_port, default=8765, help="streamable-http: port (8765)")
     parser.add_argument(
         "--token",
         default=None,

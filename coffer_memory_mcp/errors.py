@@ -30,6 +30,11 @@ SCOPE_HINT = (
     ". Pass cwd= with a directory inside the project, or use scope='global' for a fact that is "
     "not about one project."
 )
+BRANCH_HINT = (
+    ". Pass cwd= with a directory inside the project: a handoff belongs to one branch of one project."
+)
+SCOPED_TOOLS = frozenset({"coffer__remember", "coffer__list_memory"})
+"""The tools with a ``scope`` argument: only their SCOPE_UNRESOLVED may suggest scope='global'."""
 
 
 def error_result(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
@@ -45,7 +50,8 @@ def error_result(code: str, message: str, details: dict[str, Any] | None = None)
 
 def core_error(tool: str, exc: CofferError) -> CallToolResult:
     """A core error as a tool error (``SCOPE_UNRESOLVED`` says how to get out of it)."""
-    message = exc.message + (SCOPE_HINT if isinstance(exc, ScopeUnresolved) else "")
+    hint = SCOPE_HINT if tool in SCOPED_TOOLS else BRANCH_HINT
+    message = exc.message + (hint if isinstance(exc, ScopeUnresolved) else "")
     log.info("%s failed: %s: %s", tool, exc.code, message)
     return error_result(exc.code, message, exc.details)
 

@@ -49,10 +49,25 @@ def emit_json(value: Any) -> None:
 
 
 def read_text(value: str | None) -> str | None:
-    """The argument, or standard input when it is ``-``."""
+    """The argument, or standard input when it is ``-``.
+
+    Stdin is read as bytes: bytes that are not UTF-8 become lone surrogates, which the write checks
+    refuse as ``INVALID_INPUT`` (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
+    ``UnicodeDecodeError`` instead)."""
     if value == "-":
-        return sys.stdin.read()
+        raw = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
+        return raw.read().decode("utf-8", "surrogateescape") if raw is not None else sys.stdin.read()
     return value
+
+
+def read_file(path: str, field: str) -> str:
+    """The UTF-8 text of the file a user named; ``InvalidInput`` when it cannot be read."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {field} {path}: {exc.strerror}", field=field) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{field} {path} is not UTF-8 text (byte {exc.start})", field=field) from None
 
 
 def target(args: argparse.Namespace) -> dict[str, Any]:

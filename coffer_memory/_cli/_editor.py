@@ -21,7 +21,11 @@ EDITABLE_KEYS = ("title", "description")
 
 def editor_command() -> list[str]:
     """``$VISUAL``, else ``$EDITOR``, else ``vi``, split as a shell would (``code --wait`` works)."""
-    return shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        return shlex.split(value)
+    except ValueError as exc:  # an unclosed quote
+        raise InvalidInput(f"cannot split the editor command {value!r}: {exc}", field="EDITOR") from None
 
 
 def render_for_editor(record: FactRecord) -> str:
@@ -40,8 +44,9 @@ def parse_edited(text: str) -> tuple[dict[str, Any], str]:
 
     try:
         post = frontmatter.loads(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"the frontmatter is not valid YAML: {exc}", field="frontmatter") from None
+    except yaml.YAMLError as exc:  # its message spans lines (problem, then where): one line here
+        problem = " ".join(str(exc).split())
+        raise InvalidInput(f"the frontmatter is not valid YAML: {problem}", field="frontmatter") from None
     unknown = sorted(set(post.metadata) - set(EDITABLE_KEYS))
     if unknown:
         raise InvalidInput(
@@ -68,6 +73,7 @@ def edit_in_editor(
     Returns None when nothing changed. When the save is refused (a conflict, an empty body, bad
     frontmatter) the edited text is kept in its temp file and the error says where.
     """
+    command = editor_command()
     record = svc.get_fact(fact_id, **target)
     expected = args.expect_sha256 or record.sha256
     original = render_for_editor(record)
@@ -76,13 +82,12 @@ def edit_in_editor(
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(original)
     try:
-        status = subprocess.run([*editor_command(), str(path)], check=False).returncode
+        status = subprocess.run([*command, str(path)], check=False).returncode
     except OSError as exc:
         path.unlink()
-        raise InvalidInput(
-            f"cannot start the editor {editor_command()[0]!r}: {exc}", field="EDITOR"
-        ) from None
-    edited = path.read_text(encoding="utf-8")
+        raise InvalidInput(f"cannot start the editor {command[0]!r}: {exc}", field="EDITOR") from None
+    # Bytes that are not UTF-8 become lone surrogates, which the write checks refuse (the text is kept).
+    edited = path.read_bytes().decode("utf-8", "surrogateescape")
     if status != 0 or edited == original:
         path.unlink()
         if status != 0:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidInput
@@ -20,6 +19,7 @@ from ._common import (
     add_target,
     emit_json,
     jsonable,
+    read_file,
     read_text,
     resolve_fact_id,
     target,
@@ -119,7 +119,7 @@ def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
     body = read_text(args.text)
     if args.body_file:
-        body = Path(args.body_file).read_text(encoding="utf-8")
+        body = read_file(args.body_file, "body_file")
     fact_id = resolve_fact_id(svc, args.id, args)
     tags = [] if args.clear_tags else args.tags
     if body is None and args.title is None and args.description is None and tags is None:

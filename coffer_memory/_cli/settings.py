@@ -21,15 +21,15 @@ OPTION = "option"
 
 def _home(args: argparse.Namespace) -> tuple[Path, str]:
     """The home and what chose it: ``--home``, ``COFFER_HOME`` or the default."""
-    from .._config import DEFAULT_HOME
+    from .._config import DEFAULT_HOME, home_path
 
-    if args.home:
+    if args.home is not None:
         raw, source = args.home, OPTION
     elif os.environ.get("COFFER_HOME"):
         raw, source = os.environ["COFFER_HOME"], ENVIRONMENT
     else:
         raw, source = str(DEFAULT_HOME), DEFAULT
-    return Path(os.path.abspath(Path(raw).expanduser())), source
+    return home_path(raw), source
 
 
 def _lookup(data: dict[str, Any], key: str) -> tuple[bool, Any]:
@@ -102,7 +102,7 @@ def _write(args: argparse.Namespace, key: str, value: Any) -> Path:
     import tomlkit
 
     from .._agents.config_files import write_atomic
-    from .._config import CONFIG_FILENAME, Settings, read_config_file
+    from .._config import CONFIG_FILENAME, Settings, read_config_file, validation_problems
 
     home, _ = _home(args)
     data = read_config_file(home)
@@ -115,13 +115,7 @@ def _write(args: argparse.Namespace, key: str, value: Any) -> Path:
     try:
         checked = Settings.model_validate({**data, "home": home})
     except ValueError as exc:  # pydantic's ValidationError lists each problem with its place
-        errors = getattr(exc, "errors", None)
-        problems = (
-            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors())
-            if callable(errors)
-            else str(exc)
-        )
-        raise InvalidInput(f"not saved: {problems}", field=key) from None
+        raise InvalidInput(f"not saved: {validation_problems(exc)}", field=key) from None
     path = home / CONFIG_FILENAME
     doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.is_file() else tomlkit.document()
     target: Any = doc

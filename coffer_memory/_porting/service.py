@@ -8,6 +8,7 @@ then, unless ``dry_run``, for real.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -20,7 +21,7 @@ import attrs
 from .._agents.homes import AgentHomes
 from .._config import Settings
 from .._core import Facts
-from .._errors import InvalidImport, InvalidInput
+from .._errors import InvalidImport, InvalidInput, StorageFull
 from .._models import Target
 from .._scope import find_git, project_id_for
 from .._store.files import sha256_bytes, write_outside_store
@@ -99,7 +100,16 @@ class Porting:
         data, report = self.export_bytes(stores=stores, format=format)
         if isinstance(dest, str | os.PathLike):
             path = Path(os.path.abspath(dest))
-            write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
+            if path.is_dir():
+                raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
+            try:
+                write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                    raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
+                raise InvalidInput(
+                    f"cannot write the export to {path}: {exc.strerror}", field="dest"
+                ) from None
             return attrs.evolve(report, path=path)
         dest.write(data)
         return report
