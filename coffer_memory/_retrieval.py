@@ -30,10 +30,11 @@ from ._fusion import (
 from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
-from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
-from ._index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
+from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_terms, search_chunks
+from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
 from ._index.session import neighbours
+from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._store.paths import StorePaths, is_recall_rel, scope_of
@@ -52,6 +53,10 @@ GREP_MAX_LINES = 50_000
 # The Path of each hit's file, by its path string: the same files come back recall after recall.
 _PATHS: dict[str, Path] = {}
 _PATHS_KEPT = 4096
+# Rows a keyword recall keeps in ``snapshot.reading``'s dict: ``_DocRow``s (None: no such
+# document) and session neighbours, by (store, id).
+_KEPT_DOCS = "retrieval.docs"
+_KEPT_NEIGHBOURS = "retrieval.neighbours"
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -71,18 +76,6 @@ class _DocRow:
 def _doc_row(home: str, r: Sequence[Any]) -> _DocRow:
     """A ``_DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
     return _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
-
-
-def _best_per_document(chunks: Iterable[ChunkHit], limit: int) -> dict[str, tuple[str, float]]:
-    """The first (best) chunk's text and score of each document, for the first ``limit`` documents."""
-    best: dict[str, tuple[str, float]] = {}
-    for chunk in chunks:
-        doc_id = document_id_of_chunk(chunk.chunk_id)
-        if doc_id not in best:
-            best[doc_id] = (chunk.text, chunk.score)
-            if len(best) == limit:
-                break
-    return best
 
 
 def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
@@ -291,12 +284,24 @@ class KnowledgeRetrieval:
         )
         return self._lend(sp, chosen, fused, limit, where), False
 
-    def _lent(self, store: str, scored: Sequence[tuple[str, float]]) -> list[tuple[str, float]] | None:
+    def _lent(
+        self, store: str, scored: Sequence[tuple[str, float]], kept: dict[Any, Any] | None = None
+    ) -> list[tuple[str, float]] | None:
         """``scored`` (id, score; best first) re-ranked by what each lends its session neighbours
-        (``_fusion.lend``), neighbours missing from it included; None when none of them has one."""
+        (``_fusion.lend``), neighbours missing from it included; None when none of them has one.
+        With ``kept`` (``snapshot.reading``'s dict) the neighbours of ids asked before come from it."""
         if not scored or (NEIGHBOUR_NEXT_SHARE <= 0 and NEIGHBOUR_PREV_SHARE <= 0):
             return None
-        near = neighbours(self.db, store, [i for i, _ in scored], NEIGHBOUR_DEPTH)
+        ids = [i for i, _ in scored]
+        if kept is None:
+            near = neighbours(self.db, store, ids, NEIGHBOUR_DEPTH)
+        else:
+            known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(_KEPT_NEIGHBOURS, {})
+            missing = [i for i in ids if (store, i) not in known]
+            if missing:
+                found = neighbours(self.db, store, missing, NEIGHBOUR_DEPTH)
+                known.update({(store, i): found.get(i, []) for i in missing})
+            near = {i: known[store, i] for i in ids if known[store, i]}
         return lend(scored, near) if near else None
 
     def _lend(
@@ -400,21 +405,30 @@ class KnowledgeRetrieval:
             out[doc.id if ids else doc.path] = doc
         return out
 
-    def _docs_of(self, ids: dict[str, list[str]]) -> dict[tuple[str, str], tuple[Any, ...]]:
-        """The rows ``_docs`` reads of several stores by id (store name -> ids), from one query,
-        by (store, id): a ``_DocRow`` is made (``_doc_row``) only for the hits kept."""
-        stores = [store for store, some in ids.items() if some]
-        every = list(dict.fromkeys(i for store in stores for i in ids[store]))
-        if not every:
-            return {}
-        rows = self.db.rows(
-            "SELECT id, path, title, coalesce(description, ''), updated_at, resource_name FROM documents "
-            f"WHERE kind = 'memory' AND resource_name IN ({','.join('?' * len(stores))}) "
-            f"AND id IN ({','.join('?' * len(every))})",
-            (*stores, *every),
-        )
-        wanted = {(store, i) for store in stores for i in ids[store]}  # an id may be in two stores
-        return {(r[5], r[0]): r for r in rows if (r[5], r[0]) in wanted}
+    def _docs_of(self, ids: dict[str, list[str]], kept: dict[Any, Any]) -> dict[tuple[str, str], _DocRow]:
+        """The ``_DocRow``s ``_docs`` reads of several stores by id (store name -> ids), by (store,
+        id), from one query for those ``kept`` lacks (which keeps them, and the ids not found)."""
+        known: dict[tuple[str, str], _DocRow | None] = kept.setdefault(_KEPT_DOCS, {})
+        missing = {store: [i for i in some if (store, i) not in known] for store, some in ids.items()}
+        stores = [store for store, some in missing.items() if some]
+        every = list(dict.fromkeys(i for store in stores for i in missing[store]))
+        if every:
+            rows = self.db.rows(
+                "SELECT id, path, title, coalesce(description, ''), updated_at, resource_name FROM documents "
+                f"WHERE kind = 'memory' AND resource_name IN ({','.join('?' * len(stores))}) "
+                f"AND id IN ({','.join('?' * len(every))})",
+                (*stores, *every),
+            )
+            home = f"{self.db.home}/"
+            found = {(r[5], r[0]): _doc_row(home, r) for r in rows}
+            known.update({key: found.get(key) for key in ((s, i) for s in stores for i in missing[s])})
+        out = {}
+        for store, some in ids.items():
+            for i in some:
+                doc = known.get((store, i))
+                if doc is not None:
+                    out[store, i] = doc
+        return out
 
     def _key(self, path: str) -> str:
         """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
@@ -450,34 +464,35 @@ class KnowledgeRetrieval:
 
     def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
-        stores, building hits only for those that survive the fusion."""
-        found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
-        best = {
-            sp.name: self._lent_best(sp.name, _best_per_document(found[sp.name], limit), limit)
-            for sp in paths
-        }
-        docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
+        stores, building hits only for those that survive the fusion.
+
+        Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
+        earlier recalls (chunk texts, documents, session neighbours) are taken from there.
+        """
+        with reading(self.db) as kept:
+            found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
+            best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
+            docs = self._docs_of({store: list(chunks) for store, chunks in best.items()}, kept)
         lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, tuple[Any, ...], str, float]] = {}
+        picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
         for sp in paths:
             keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
             picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
             lists.append(keys)
-        home = f"{self.db.home}/"
         hits = []
         for key in rrf_order(lists, limit):
-            sp, row, text, score = picked[key]
-            hits.append(self._hit(sp, _doc_row(home, row), text, score))
+            sp, doc, text, score = picked[key]
+            hits.append(self._hit(sp, doc, text, score))
         return hits
 
     def _lent_best(
-        self, store: str, best: dict[str, tuple[str, float]], limit: int
+        self, store: str, best: dict[str, tuple[str, float]], limit: int, kept: dict[Any, Any]
     ) -> dict[str, tuple[str, float]]:
         """``best`` (id -> text, score) re-ranked by ``_lent``, the first ``limit`` (no hit past a
         store's ``limit`` survives the stores' fusion), with neighbours' first chunks."""
         if "keyword" not in NEIGHBOUR_MODES:
             return best
-        ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()])
+        ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()], kept)
         if ranked is None:
             return best
         ranked = ranked[:limit]
@@ -488,7 +503,7 @@ class KnowledgeRetrieval:
         }
 
     def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
-        best = _best_per_document(chunks, limit)
+        best = best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)
         docs = self._docs(sp.name, ids=list(best))
         return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 
