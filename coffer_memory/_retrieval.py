@@ -33,7 +33,7 @@ from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_terms, search_chunks
 from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
-from ._index.session import neighbours
+from ._index.session import neighbour_columns, neighbour_ids, neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
@@ -405,27 +405,42 @@ class KnowledgeRetrieval:
             out[doc.id if ids else doc.path] = doc
         return out
 
-    def _docs_of(self, ids: dict[str, list[str]], kept: dict[Any, Any]) -> dict[tuple[str, str], _DocRow]:
+    def _docs_of(
+        self, ids: dict[str, list[str]], kept: dict[Any, Any], *, near: bool = False
+    ) -> dict[tuple[str, str], _DocRow]:
         """The ``_DocRow``s ``_docs`` reads of several stores by id (store name -> ids), by (store,
-        id), from one query for those ``kept`` lacks (which keeps them, and the ids not found)."""
-        known: dict[tuple[str, str], _DocRow | None] = kept.setdefault(_KEPT_DOCS, {})
-        missing = {store: [i for i in some if (store, i) not in known] for store, some in ids.items()}
+        id). ``kept`` keeps the rows (a ``_DocRow`` is made only for a hit; None: no such document)
+        and, with ``near``, each id's session neighbours (``_lent``), read in the same query: rows
+        only for what ``kept`` lacks."""
+        docs: dict[tuple[str, str], tuple[Any, ...] | _DocRow | None] = kept.setdefault(_KEPT_DOCS, {})
+        known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(_KEPT_NEIGHBOURS, {})
+        missing = {
+            store: [i for i in some if (store, i) not in docs or (near and (store, i) not in known)]
+            for store, some in ids.items()
+        }
         stores = [store for store, some in missing.items() if some]
         every = list(dict.fromkeys(i for store in stores for i in missing[store]))
         if every:
             rows = self.db.rows(
-                "SELECT id, path, title, coalesce(description, ''), updated_at, resource_name FROM documents "
-                f"WHERE kind = 'memory' AND resource_name IN ({','.join('?' * len(stores))}) "
-                f"AND id IN ({','.join('?' * len(every))})",
+                "SELECT c.id, c.path, c.title, coalesce(c.description, ''), c.updated_at, c.resource_name"
+                f"{', ' + neighbour_columns(NEIGHBOUR_DEPTH) if near else ''} FROM documents c "
+                f"WHERE c.kind = 'memory' AND c.resource_name IN ({','.join('?' * len(stores))}) "
+                f"AND c.id IN ({','.join('?' * len(every))})",
                 (*stores, *every),
             )
-            home = f"{self.db.home}/"
-            found = {(r[5], r[0]): _doc_row(home, r) for r in rows}
-            known.update({key: found.get(key) for key in ((s, i) for s in stores for i in missing[s])})
+            found = {(r[5], r[0]): r for r in rows}
+            for key in ((store, i) for store in stores for i in missing[store]):
+                row = found.get(key)
+                docs[key] = row
+                if near:
+                    known[key] = neighbour_ids(row[6], row[7]) if row is not None else []
         out = {}
+        home = f"{self.db.home}/"
         for store, some in ids.items():
             for i in some:
-                doc = known.get((store, i))
+                doc = docs.get((store, i))
+                if isinstance(doc, tuple):
+                    doc = docs[store, i] = _doc_row(home, doc)
                 if doc is not None:
                     out[store, i] = doc
         return out
@@ -471,6 +486,8 @@ class KnowledgeRetrieval:
         """
         with reading(self.db) as kept:
             found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
+            if NEIGHBOUR_DEPTH > 0:  # the candidates' rows and neighbours in one query
+                self._docs_of({store: list(chunks) for store, chunks in found.items()}, kept, near=True)
             best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
             docs = self._docs_of({store: list(chunks) for store, chunks in best.items()}, kept)
         lists: list[list[tuple[str, str]]] = []
