@@ -50,8 +50,9 @@ KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an err
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
-# The Path of each hit's file, by its path string: the same files come back recall after recall.
-_PATHS: dict[str, Path] = {}
+# The Path and source of each hit's file, by store and path string: the same files come back
+# recall after recall.
+_PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
 # Rows a keyword recall keeps in ``snapshot.reading``'s dict: ``_DocRow``s (None: no such
 # document) and session neighbours, by (store, id).
@@ -454,19 +455,21 @@ class KnowledgeRetrieval:
         return self.db.key(Path(path))
 
     def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
-        path = _PATHS.get(doc.path)
-        if path is None:  # a Path per hit was a tenth of a keyword recall's Python
+        key = (sp.name, doc.path)
+        held = _PATHS.get(key)
+        if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
-            path = _PATHS[doc.path] = Path(doc.path)
+            path = Path(doc.path)
+            held = _PATHS[key] = (path, f"{scope_of(sp.name).value}:{path}")
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),
             score=score,
-            source=f"{scope_of(sp.name).value}:{path}",
+            source=held[1],
             time=doc.updated_at,
             store=sp.name,
-            path=path,
+            path=held[0],
             title=doc.title,
         )
 
@@ -486,10 +489,15 @@ class KnowledgeRetrieval:
         """
         with reading(self.db) as kept:
             found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
-            if NEIGHBOUR_DEPTH > 0:  # the candidates' rows and neighbours in one query
-                self._docs_of({store: list(chunks) for store, chunks in found.items()}, kept, near=True)
+            # The candidates' rows and their session neighbours in one query; rows of neighbours
+            # that the lending brings in, in a second only then.
+            docs = self._docs_of(
+                {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
+            )
             best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
-            docs = self._docs_of({store: list(chunks) for store, chunks in best.items()}, kept)
+            more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
+            if any(more.values()):
+                docs.update(self._docs_of(more, kept))
         lists: list[list[tuple[str, str]]] = []
         picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
         for sp in paths:

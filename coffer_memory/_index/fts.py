@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import attrs
@@ -438,34 +439,42 @@ def _ranked_per_store(
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
     open_stores = len(stores)
     seen = 0
-    # The ranking as ``_ranked_words`` gives it; each row's store comes from its chunk row, read
-    # (with its text) a stretch of rows at a time, only where ``content`` lacks it and no further
-    # than every store needs.
-    ranked: list[tuple[int, float]] = db.rows(
+    # The ranking as ``_ranked_words`` gives it, stepped no further than every store needs; each
+    # row's store comes from its chunk row (``_with_rows``).
+    with db.cursor(
         f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
         (_any_of(terms), wanted),
-    )
-    stretch = limit * len(stores)  # the fewest rows that can fill every store
-    for i, (rowid, score) in enumerate(ranked):
-        seen += 1
-        found = content.get(rowid)
-        if found is None:
-            _read_content(db, content, [r for r, _ in ranked[i : i + stretch]])
-            found = content.get(rowid)
-            if found is None:
-                continue
-        mine = rows.get(found[2])
-        if mine is not None and len(mine) < limit:
-            mine.append((rowid, score))
-            if len(mine) == limit:
-                open_stores -= 1
-                if not open_stores:  # every store has its rows: the rest of the list is unused
-                    break
+    ) as ranked:
+        for rowid, score, found in _with_rows(db, ranked, content, limit * len(stores)):
+            seen += 1
+            mine = rows.get(found[2]) if found is not None else None
+            if mine is not None and len(mine) < limit:
+                mine.append((rowid, score))
+                if len(mine) == limit:
+                    open_stores -= 1
+                    if not open_stores:  # every store has its rows: the rest of the list is unused
+                        break
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
         store: mine if ran_out or len(mine) == limit else _ranked_words(db, _words_match(terms, store), limit)
         for store, mine in rows.items()
     }
+
+
+def _with_rows(
+    db: IndexDB, ranked: Iterator[tuple[int, float]], content: ChunkRows, stretch: int
+) -> Iterator[tuple[int, float, tuple[str, str, str] | None]]:
+    """``ranked``'s (rowid, score) with each row's chunk row (None if it has none): from ``content``,
+    else read with the next ``stretch`` rows (the fewest that can fill every store) in one query."""
+    for rowid, score in ranked:
+        found = content.get(rowid)
+        if found is not None:
+            yield rowid, score, found
+            continue
+        ahead = [(rowid, score), *itertools.islice(ranked, stretch - 1)]
+        _read_content(db, content, [r for r, _ in ahead])
+        for r, s in ahead:
+            yield r, s, content.get(r)
 
 
 def _most_of_the_index(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any] | None = None) -> bool:

@@ -115,6 +115,26 @@ class _Tally:
         )
 
 
+# Each store state's folders JSON, parsed (a copy is handed out: callers update it): every read
+# asks for its stores' states, and the JSON rarely changes.
+_DIRS: dict[str, dict[str, int]] = {}
+_DIRS_KEPT = 256
+
+
+def _parsed_dirs(raw: str) -> dict[str, int]:
+    found = _DIRS.get(raw)
+    if found is None:
+        if len(_DIRS) >= _DIRS_KEPT:
+            _DIRS.clear()
+        found = _DIRS[raw] = json.loads(raw)
+    return dict(found)
+
+
+def _unchanged(store: str, count: int) -> ReindexReport:
+    """The report of a read's check that found nothing to do (every read makes one)."""
+    return ReindexReport(store=store, scanned=0, added=0, updated=0, removed=0, unchanged=count)
+
+
 class Reconciler:
     """Keeps one home's index in line with its memory files."""
 
@@ -168,7 +188,7 @@ class Reconciler:
         )
         if not rows:
             return None
-        return json.loads(rows[0][0]), float(rows[0][1]), int(rows[0][2])
+        return _parsed_dirs(rows[0][0]), float(rows[0][1]), int(rows[0][2])
 
     def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None:
         self.db.conn.execute(
@@ -243,12 +263,12 @@ class Reconciler:
                 changed = self._changed_dirs(sp, dirs)
                 pending = self.reindexer.pending_paths(store)
                 if not changed and not pending:
-                    return _Tally(unchanged=count).report(store)
+                    return _unchanged(store, count)
                 with store_lock(lock_path(self.settings.home, store)):
                     report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
             if not large and self._small_unchanged(sp, dirs) and not self.reindexer.pending_paths(store):
-                return _Tally(unchanged=count).report(store)
+                return _unchanged(store, count)
         with store_lock(lock_path(self.settings.home, store)):
             report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)
