@@ -58,6 +58,7 @@ _PATHS_KEPT = 4096
 # document) and session neighbours, by (store, id).
 _KEPT_DOCS = "retrieval.docs"
 _KEPT_NEIGHBOURS = "retrieval.neighbours"
+_STORES_PER_QUERY = 100
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -420,16 +421,24 @@ class KnowledgeRetrieval:
             for store, some in ids.items()
         }
         stores = [store for store, some in missing.items() if some]
-        every = list(dict.fromkeys(i for store in stores for i in missing[store]))
-        if every:
-            rows = self.db.rows(
-                "SELECT c.id, c.path, c.title, coalesce(c.description, ''), c.updated_at, c.resource_name"
-                f"{', ' + neighbour_columns(NEIGHBOUR_DEPTH) if near else ''} FROM documents c "
-                f"WHERE c.kind = 'memory' AND c.resource_name IN ({','.join('?' * len(stores))}) "
-                f"AND c.id IN ({','.join('?' * len(every))})",
-                (*stores, *every),
-            )
-            found = {(r[5], r[0]): r for r in rows}
+        if stores:
+            columns = "c.id, c.path, c.title, coalesce(c.description, ''), c.updated_at, c.resource_name"
+            if near:
+                columns += ", " + neighbour_columns(NEIGHBOUR_DEPTH)
+            # A SELECT per store: one index probe per id (``resource_name IN`` x ``id IN`` probed each
+            # store for every id); SQLite takes at most 500 in one compound statement.
+            found = {}
+            for start in range(0, len(stores), _STORES_PER_QUERY):
+                part = stores[start : start + _STORES_PER_QUERY]
+                rows = self.db.rows(
+                    " UNION ALL ".join(
+                        f"SELECT {columns} FROM documents c WHERE c.kind = 'memory' AND c.resource_name = ? "
+                        f"AND c.id IN ({','.join('?' * len(missing[store]))})"
+                        for store in part
+                    ),
+                    [value for store in part for value in (store, *missing[store])],
+                )
+                found.update({(r[5], r[0]): r for r in rows})
             for key in ((store, i) for store in stores for i in missing[store]):
                 row = found.get(key)
                 docs[key] = row

@@ -15,6 +15,7 @@ import pytest
 from conftest import git, make_repo
 
 from coffer_memory import MemoryService, RecallResult
+from coffer_memory import _retrieval as retrieval_module
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index import reindex as reindex_module
 from coffer_memory._index.db import IndexDB
@@ -159,3 +160,19 @@ def test_best_documents_are_what_the_chunk_lists_give(warm: MemoryService) -> No
             kept = kept_now
             assert best_documents(db, stores, query, limit, kept) == {GLOBAL_STORE: expected}, query
     assert kept  # rows were kept across the queries
+
+
+def test_a_recall_over_more_stores_than_one_statement_takes(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The documents rows come from a SELECT per store joined by UNION ALL, a limited number of
+    # stores a statement (SQLite takes 500 in one compound statement): 7 here, over 30 stores.
+    monkeypatch.setattr(retrieval_module, "_STORES_PER_QUERY", 7)
+    with MemoryService(tmp_home) as svc:
+        stores = [f"project-{i:026d}" for i in range(30)]
+        for i, store in enumerate(stores):
+            svc.remember(f"zeppelin number {i}", store=store)
+        got = svc.recall("zeppelin", stores=stores, mode="keyword", limit=50)
+        assert sorted(h.store for h in got.hits) == stores
+        for hit in got.hits:
+            assert hit.text == f"zeppelin number {stores.index(hit.store)}"
