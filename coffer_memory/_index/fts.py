@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import attrs
@@ -445,7 +445,14 @@ def _ranked_per_store(
         f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
         (_any_of(terms), wanted),
     ) as ranked:
-        for rowid, score, found in _with_rows(db, ranked, content, limit * len(stores)):
+        # A row whose chunk row is not kept is read with the next rows: as many as the stores
+        # still lack and a quarter more, ten more at the least (a store's last rows come among
+        # rows of stores that have theirs).
+        def ahead() -> int:
+            lacking = sum(limit - len(mine) for mine in rows.values())
+            return lacking + max(lacking // 4, 10)
+
+        for rowid, score, found in _with_rows(db, ranked, content, ahead):
             seen += 1
             mine = rows.get(found[2]) if found is not None else None
             if mine is not None and len(mine) < limit:
@@ -462,16 +469,16 @@ def _ranked_per_store(
 
 
 def _with_rows(
-    db: IndexDB, ranked: Iterator[tuple[int, float]], content: ChunkRows, stretch: int
+    db: IndexDB, ranked: Iterator[tuple[int, float]], content: ChunkRows, stretch: Callable[[], int]
 ) -> Iterator[tuple[int, float, tuple[str, str, str] | None]]:
     """``ranked``'s (rowid, score) with each row's chunk row (None if it has none): from ``content``,
-    else read with the next ``stretch`` rows (the fewest that can fill every store) in one query."""
+    else read in one query with the next rows, ``stretch()`` in all."""
     for rowid, score in ranked:
         found = content.get(rowid)
         if found is not None:
             yield rowid, score, found
             continue
-        ahead = [(rowid, score), *itertools.islice(ranked, stretch - 1)]
+        ahead = [(rowid, score), *itertools.islice(ranked, max(stretch(), 1) - 1)]
         _read_content(db, content, [r for r, _ in ahead])
         for r, s in ahead:
             yield r, s, content.get(r)
