@@ -34,7 +34,7 @@ from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_ter
 from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
 from ._index.session import neighbour_columns, neighbour_ids, neighbours
-from ._index.snapshot import reading
+from ._index.snapshot import in_list, reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._store.paths import StorePaths, is_recall_rel, scope_of
@@ -430,13 +430,14 @@ class KnowledgeRetrieval:
             found = {}
             for start in range(0, len(stores), _STORES_PER_QUERY):
                 part = stores[start : start + _STORES_PER_QUERY]
+                lists = [in_list(missing[store]) for store in part]
                 rows = self.db.rows(
                     " UNION ALL ".join(
                         f"SELECT {columns} FROM documents c WHERE c.kind = 'memory' AND c.resource_name = ? "
-                        f"AND c.id IN ({','.join('?' * len(missing[store]))})"
-                        for store in part
+                        f"AND c.id IN ({marks})"
+                        for marks, _ in lists
                     ),
-                    [value for store in part for value in (store, *missing[store])],
+                    [value for store, (_, some) in zip(part, lists, strict=True) for value in (store, *some)],
                 )
                 found.update({(r[5], r[0]): r for r in rows})
             for key in ((store, i) for store in stores for i in missing[store]):

@@ -14,13 +14,15 @@ is a commit like any other.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 
 from .db import IndexDB
+
+T = TypeVar("T")
 
 # What the rows were read under, and the rows, per IndexDB (a reader connection per thread).
 _kept: weakref.WeakKeyDictionary[IndexDB, tuple[tuple[apsw.Connection, int, int], dict[Any, Any]]] = (
@@ -50,3 +52,15 @@ def reading(db: IndexDB) -> Iterator[dict[Any, Any]]:
     finally:
         if not conn.get_autocommit():  # a read transaction: COMMIT only ends it
             conn.execute("COMMIT")
+
+
+def in_list(values: Sequence[T]) -> tuple[str, list[T]]:
+    """The ``?`` marks of an SQL ``IN (...)`` list of ``values``, and the values, padded with the
+    first to a power of two (at least 4): SQLite prepares each statement text anew, and a list
+    whose length changed from one recall to the next missed apsw's statement cache (a documents
+    query with its session subqueries took 90 us prepared afresh, 40 us cached)."""
+    size = 4
+    while size < len(values):
+        size *= 2
+    padded = [*values, *[values[0]] * (size - len(values))] if values else []
+    return ",".join("?" * len(padded)), padded
