@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from .cjk import index_text
 from .db import IndexDB
 from .keys import KIND, store_scope, strip_header
+from .snapshot import in_list
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
 MAX_LOOKUP = 200
@@ -34,10 +35,10 @@ def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[
     """
     if depth <= 0 or not ids:
         return {}
-    wanted = list(dict.fromkeys(ids))[:MAX_LOOKUP]
+    marks, wanted = in_list(list(dict.fromkeys(ids))[:MAX_LOOKUP])
     rows = db.rows(
         f"SELECT c.id, {neighbour_columns(depth)} FROM documents c WHERE c.kind = ? AND c.resource_name = ? "
-        f"AND c.origin_session IS NOT NULL AND c.id IN ({','.join('?' * len(wanted))})",
+        f"AND c.origin_session IS NOT NULL AND c.id IN ({marks})",
         (KIND, store, *wanted),
     )
     out: dict[str, list[tuple[str, int]]] = {}
