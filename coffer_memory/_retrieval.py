@@ -9,7 +9,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +32,11 @@ from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_terms, search_chunks
 from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
-from ._index.session import neighbour_columns, neighbour_ids, neighbours
-from ._index.snapshot import in_list, reading
+from ._index.session import neighbours
+from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -54,30 +54,11 @@ GREP_MAX_LINES = 50_000
 # recall after recall.
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
-# Rows a keyword recall keeps in ``snapshot.reading``'s dict: ``_DocRow``s (None: no such
-# document) and session neighbours, by (store, id).
-_KEPT_DOCS = "retrieval.docs"
-_KEPT_NEIGHBOURS = "retrieval.neighbours"
-_STORES_PER_QUERY = 100
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
     r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
 )
-
-
-@attrs.frozen
-class _DocRow:
-    id: str
-    path: str
-    title: str
-    description: str
-    updated_at: datetime
-
-
-def _doc_row(home: str, r: Sequence[Any]) -> _DocRow:
-    """A ``_DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
-    return _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
 
 
 def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
@@ -298,7 +279,7 @@ class KnowledgeRetrieval:
         if kept is None:
             near = neighbours(self.db, store, ids, NEIGHBOUR_DEPTH)
         else:
-            known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(_KEPT_NEIGHBOURS, {})
+            known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(KEPT_NEIGHBOURS, {})
             missing = [i for i in ids if (store, i) not in known]
             if missing:
                 found = neighbours(self.db, store, missing, NEIGHBOUR_DEPTH)
@@ -390,7 +371,7 @@ class KnowledgeRetrieval:
         ids: Sequence[str] = (),
         paths: Sequence[str] = (),
         where: FactFilter | None = None,
-    ) -> dict[str, _DocRow]:
+    ) -> dict[str, DocRow]:
         column, values = ("id", ids) if ids else ("path", [self._key(p) for p in paths])
         if not values:
             return {}
@@ -403,57 +384,8 @@ class KnowledgeRetrieval:
         out = {}
         home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
         for r in rows:
-            doc = _doc_row(home, r)
+            doc = doc_row(home, r)
             out[doc.id if ids else doc.path] = doc
-        return out
-
-    def _docs_of(
-        self, ids: dict[str, list[str]], kept: dict[Any, Any], *, near: bool = False
-    ) -> dict[tuple[str, str], _DocRow]:
-        """The ``_DocRow``s ``_docs`` reads of several stores by id (store name -> ids), by (store,
-        id). ``kept`` keeps the rows (a ``_DocRow`` is made only for a hit; None: no such document)
-        and, with ``near``, each id's session neighbours (``_lent``), read in the same query: rows
-        only for what ``kept`` lacks."""
-        docs: dict[tuple[str, str], tuple[Any, ...] | _DocRow | None] = kept.setdefault(_KEPT_DOCS, {})
-        known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(_KEPT_NEIGHBOURS, {})
-        missing = {
-            store: [i for i in some if (store, i) not in docs or (near and (store, i) not in known)]
-            for store, some in ids.items()
-        }
-        stores = [store for store, some in missing.items() if some]
-        if stores:
-            columns = "c.id, c.path, c.title, coalesce(c.description, ''), c.updated_at, c.resource_name"
-            if near:
-                columns += ", " + neighbour_columns(NEIGHBOUR_DEPTH)
-            # A SELECT per store: one index probe per id (``resource_name IN`` x ``id IN`` probed each
-            # store for every id); SQLite takes at most 500 in one compound statement.
-            found = {}
-            for start in range(0, len(stores), _STORES_PER_QUERY):
-                part = stores[start : start + _STORES_PER_QUERY]
-                lists = [in_list(missing[store]) for store in part]
-                rows = self.db.rows(
-                    " UNION ALL ".join(
-                        f"SELECT {columns} FROM documents c WHERE c.kind = 'memory' AND c.resource_name = ? "
-                        f"AND c.id IN ({marks})"
-                        for marks, _ in lists
-                    ),
-                    [value for store, (_, some) in zip(part, lists, strict=True) for value in (store, *some)],
-                )
-                found.update({(r[5], r[0]): r for r in rows})
-            for key in ((store, i) for store in stores for i in missing[store]):
-                row = found.get(key)
-                docs[key] = row
-                if near:
-                    known[key] = neighbour_ids(row[6], row[7]) if row is not None else []
-        out = {}
-        home = f"{self.db.home}/"
-        for store, some in ids.items():
-            for i in some:
-                doc = docs.get((store, i))
-                if isinstance(doc, tuple):
-                    doc = docs[store, i] = _doc_row(home, doc)
-                if doc is not None:
-                    out[store, i] = doc
         return out
 
     def _key(self, path: str) -> str:
@@ -464,7 +396,7 @@ class KnowledgeRetrieval:
             return path[len(home) :]
         return self.db.key(Path(path))
 
-    def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
+    def _hit(self, sp: StorePaths, doc: DocRow, text: str, score: float) -> MemoryHit:
         key = (sp.name, doc.path)
         held = _PATHS.get(key)
         if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
@@ -501,15 +433,15 @@ class KnowledgeRetrieval:
             found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
-            docs = self._docs_of(
-                {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
+            docs = doc_rows(
+                self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
             )
             best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
             more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
             if any(more.values()):
-                docs.update(self._docs_of(more, kept))
+                docs.update(doc_rows(self.db, more, kept))
         lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, _DocRow, str, float]] = {}
+        picked: dict[tuple[str, str], tuple[StorePaths, DocRow, str, float]] = {}
         for sp in paths:
             keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
             picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
@@ -613,7 +545,7 @@ class KnowledgeRetrieval:
             # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
             score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in sorted(seen) if i) / total
             by_score.setdefault(score, []).append(path)
-        ranked: list[tuple[float, _DocRow]] = []
+        ranked: list[tuple[float, DocRow]] = []
         for score in sorted(by_score, reverse=True):
             # Files the filter rules out have no row here, so the limit counts matching ones.
             docs = self._docs(sp.name, paths=by_score[score], where=where).values()

@@ -15,7 +15,7 @@ import pytest
 from conftest import git, make_repo
 
 from coffer_memory import MemoryService, RecallResult
-from coffer_memory import _retrieval as retrieval_module
+from coffer_memory import _recall_rows as recall_rows
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index import reindex as reindex_module
 from coffer_memory._index.db import IndexDB
@@ -167,7 +167,7 @@ def test_a_recall_over_more_stores_than_one_statement_takes(
 ) -> None:
     # The documents rows come from a SELECT per store joined by UNION ALL, a limited number of
     # stores a statement (SQLite takes 500 in one compound statement): 7 here, over 30 stores.
-    monkeypatch.setattr(retrieval_module, "_STORES_PER_QUERY", 7)
+    monkeypatch.setattr(recall_rows, "STORES_PER_QUERY", 7)
     with MemoryService(tmp_home) as svc:
         stores = [f"project-{i:026d}" for i in range(30)]
         for i, store in enumerate(stores):

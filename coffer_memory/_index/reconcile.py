@@ -115,21 +115,6 @@ class _Tally:
         )
 
 
-# Each store state's folders JSON, parsed (a copy is handed out: callers update it): every read
-# asks for its stores' states, and the JSON rarely changes.
-_DIRS: dict[str, dict[str, int]] = {}
-_DIRS_KEPT = 256
-
-
-def _parsed_dirs(raw: str) -> dict[str, int]:
-    found = _DIRS.get(raw)
-    if found is None:
-        if len(_DIRS) >= _DIRS_KEPT:
-            _DIRS.clear()
-        found = _DIRS[raw] = json.loads(raw)
-    return dict(found)
-
-
 def _unchanged(store: str, count: int) -> ReindexReport:
     """The report of a read's check that found nothing to do (every read makes one)."""
     return ReindexReport(store=store, scanned=0, added=0, updated=0, removed=0, unchanged=count)
@@ -188,7 +173,7 @@ class Reconciler:
         )
         if not rows:
             return None
-        return _parsed_dirs(rows[0][0]), float(rows[0][1]), int(rows[0][2])
+        return json.loads(rows[0][0]), float(rows[0][1]), int(rows[0][2])
 
     def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None:
         self.db.conn.execute(
