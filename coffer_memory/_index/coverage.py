@@ -15,6 +15,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
+from typing import cast
 
 import apsw
 
@@ -118,16 +119,30 @@ def by_coverage(
     ranked: Sequence[tuple[int, float]],
     texts: Mapping[int, tuple[str, str, str]],
     weight: float = COVERAGE_WEIGHT,
+    by_row: dict[int, tuple[str, frozenset[str]]] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` (rowid, bm25: lower is better) re-scored by the share of ``terms`` each row's
-    text holds, best first; rowid breaks ties as in the search. A query of one term is unchanged."""
+    text holds, best first; rowid breaks ties as in the search. A query of one term is unchanged.
+
+    ``by_row`` keeps each row's compared text and tokens by rowid, for a caller whose rowids keep
+    their texts (``snapshot.reading``'s dict): fewer lookups than by the text itself."""
     if len(terms) < 2 or not ranked or weight <= 0:
         return list(ranked)
     tokenize = conn.fts5_tokenizer(*_TOKENIZER)
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return list(ranked)
-    compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+    if by_row is None:
+        compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+    else:
+        held = [by_row.get(rowid) for rowid, _ in ranked]
+        if None in held:
+            compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+            if len(by_row) + len(ranked) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
+                by_row.clear()
+            by_row.update(zip((rowid for rowid, _ in ranked), compared, strict=True))
+        else:
+            compared = cast("list[tuple[str, frozenset[str]]]", held)
     n = len(wanted)
     if any(cjk for _, cjk in wanted):
         shares = [

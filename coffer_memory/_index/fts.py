@@ -307,6 +307,7 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
 KEPT_TEXT_CHARS = 2_000_000
 _CONTENT = "fts.content"  # ``reading``'s key of the chunk rows kept
 _STORE_COUNTS = "fts.store_counts"  # and of the stores' file counts
+_COVERAGE = "fts.coverage"  # and of each row's tokens as coverage compares them
 
 
 class ChunkRows(dict[int, tuple[str, str, str]]):
@@ -390,7 +391,10 @@ def _scored_per_store(
     content = _kept_rows(kept if kept is not None else {})
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)
     _read_content(db, content, [r for rows in ranked.values() for r, _ in rows])
-    return content, {store: by_coverage(db.conn, terms, rows, content) for store, rows in ranked.items()}
+    by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
+    return content, {
+        store: by_coverage(db.conn, terms, rows, content, by_row=by_row) for store, rows in ranked.items()
+    }
 
 
 def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
