@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 from conftest import git, make_repo
 
@@ -176,3 +177,14 @@ def test_a_recall_over_more_stores_than_one_statement_takes(
         assert sorted(h.store for h in got.hits) == stores
         for hit in got.hits:
             assert hit.text == f"zeppelin number {stores.index(hit.store)}"
+
+
+def test_an_error_inside_reading_ends_its_transaction(tmp_path: Path) -> None:
+    reader = IndexDB(tmp_path / "index.db")
+    with pytest.raises(apsw.SQLError), reading(reader):
+        reader.rows("SELECT * FROM no_such_table")
+    assert reader.conn.get_autocommit()  # no read transaction left open to pin an old snapshot
+    writer = IndexDB(tmp_path / "index.db")
+    writer.set_kv("seen", "yes")
+    with reading(reader):
+        assert reader.get_kv("seen") == "yes"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import apsw
@@ -49,9 +49,12 @@ def reading(db: IndexDB) -> Iterator[dict[Any, Any]]:
         if kept is None or kept[0] != version:
             kept = _kept[db] = (version, {})
         yield kept[1]
-    finally:
-        if not conn.get_autocommit():  # a read transaction: COMMIT only ends it
-            conn.execute("COMMIT")
+    except BaseException:
+        with suppress(apsw.Error):  # a damaged file may refuse even this; the error is the news
+            conn.execute("ROLLBACK")
+        raise
+    if not conn.get_autocommit():  # a read transaction: COMMIT only ends it
+        conn.execute("COMMIT")
 
 
 def in_list(values: Sequence[T]) -> tuple[str, list[T]]:
