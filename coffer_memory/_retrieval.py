@@ -9,7 +9,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +30,14 @@ from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.english import grep_words
 from ._index.filters import FactFilter
-from ._index.fts import ChunkHit, keyword_terms, search_chunks, search_chunks_many
-from ._index.keys import chunk_id, chunk_of_vec_id, document_id_of_chunk
+from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_terms, search_chunks
+from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
 from ._index.session import neighbours
+from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -50,40 +51,15 @@ KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an err
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 GREP_MAX_LINES = 50_000
-# The Path of each hit's file, by its path string: the same files come back recall after recall.
-_PATHS: dict[str, Path] = {}
+# The Path and source of each hit's file, by store and path string: the same files come back
+# recall after recall.
+_PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
     r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
 )
-
-
-@attrs.frozen
-class _DocRow:
-    id: str
-    path: str
-    title: str
-    description: str
-    updated_at: datetime
-
-
-def _doc_row(home: str, r: Sequence[Any]) -> _DocRow:
-    """A ``_DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
-    return _DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
-
-
-def _best_per_document(chunks: Iterable[ChunkHit], limit: int) -> dict[str, tuple[str, float]]:
-    """The first (best) chunk's text and score of each document, for the first ``limit`` documents."""
-    best: dict[str, tuple[str, float]] = {}
-    for chunk in chunks:
-        doc_id = document_id_of_chunk(chunk.chunk_id)
-        if doc_id not in best:
-            best[doc_id] = (chunk.text, chunk.score)
-            if len(best) == limit:
-                break
-    return best
 
 
 def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
@@ -292,12 +268,24 @@ class KnowledgeRetrieval:
         )
         return self._lend(sp, chosen, fused, limit, where), False
 
-    def _lent(self, store: str, scored: Sequence[tuple[str, float]]) -> list[tuple[str, float]] | None:
+    def _lent(
+        self, store: str, scored: Sequence[tuple[str, float]], kept: dict[Any, Any] | None = None
+    ) -> list[tuple[str, float]] | None:
         """``scored`` (id, score; best first) re-ranked by what each lends its session neighbours
-        (``_fusion.lend``), neighbours missing from it included; None when none of them has one."""
+        (``_fusion.lend``), neighbours missing from it included; None when none of them has one.
+        With ``kept`` (``snapshot.reading``'s dict) the neighbours of ids asked before come from it."""
         if not scored or (NEIGHBOUR_NEXT_SHARE <= 0 and NEIGHBOUR_PREV_SHARE <= 0):
             return None
-        near = neighbours(self.db, store, [i for i, _ in scored], NEIGHBOUR_DEPTH)
+        ids = [i for i, _ in scored]
+        if kept is None:
+            near = neighbours(self.db, store, ids, NEIGHBOUR_DEPTH)
+        else:
+            known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(KEPT_NEIGHBOURS, {})
+            missing = [i for i in ids if (store, i) not in known]
+            if missing:
+                found = neighbours(self.db, store, missing, NEIGHBOUR_DEPTH)
+                known.update({(store, i): found.get(i, []) for i in missing})
+            near = {i: known[store, i] for i in ids if known[store, i]}
         return lend(scored, near) if near else None
 
     def _lend(
@@ -384,7 +372,7 @@ class KnowledgeRetrieval:
         ids: Sequence[str] = (),
         paths: Sequence[str] = (),
         where: FactFilter | None = None,
-    ) -> dict[str, _DocRow]:
+    ) -> dict[str, DocRow]:
         column, values = ("id", ids) if ids else ("path", [self._key(p) for p in paths])
         if not values:
             return {}
@@ -397,25 +385,9 @@ class KnowledgeRetrieval:
         out = {}
         home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
         for r in rows:
-            doc = _doc_row(home, r)
+            doc = doc_row(home, r)
             out[doc.id if ids else doc.path] = doc
         return out
-
-    def _docs_of(self, ids: dict[str, list[str]]) -> dict[tuple[str, str], tuple[Any, ...]]:
-        """The rows ``_docs`` reads of several stores by id (store name -> ids), from one query,
-        by (store, id): a ``_DocRow`` is made (``_doc_row``) only for the hits kept."""
-        stores = [store for store, some in ids.items() if some]
-        every = list(dict.fromkeys(i for store in stores for i in ids[store]))
-        if not every:
-            return {}
-        rows = self.db.rows(
-            "SELECT id, path, title, coalesce(description, ''), updated_at, resource_name FROM documents "
-            f"WHERE kind = 'memory' AND resource_name IN ({','.join('?' * len(stores))}) "
-            f"AND id IN ({','.join('?' * len(every))})",
-            (*stores, *every),
-        )
-        wanted = {(store, i) for store in stores for i in ids[store]}  # an id may be in two stores
-        return {(r[5], r[0]): r for r in rows if (r[5], r[0]) in wanted}
 
     def _key(self, path: str) -> str:
         """``db.key`` of an absolute path, by slicing when it lies under the home (a grep names
@@ -425,20 +397,22 @@ class KnowledgeRetrieval:
             return path[len(home) :]
         return self.db.key(Path(path))
 
-    def _hit(self, sp: StorePaths, doc: _DocRow, text: str, score: float) -> MemoryHit:
-        path = _PATHS.get(doc.path)
-        if path is None:  # a Path per hit was a tenth of a keyword recall's Python
+    def _hit(self, sp: StorePaths, doc: DocRow, text: str, score: float) -> MemoryHit:
+        key = (sp.name, doc.path)
+        held = _PATHS.get(key)
+        if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
-            path = _PATHS[doc.path] = Path(doc.path)
+            path = Path(doc.path)
+            held = _PATHS[key] = (path, f"{scope_of(sp.name).value}:{path}")
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),
             score=score,
-            source=f"{scope_of(sp.name).value}:{path}",
+            source=held[1],
             time=doc.updated_at,
             store=sp.name,
-            path=path,
+            path=held[0],
             title=doc.title,
         )
 
@@ -451,34 +425,42 @@ class KnowledgeRetrieval:
 
     def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
-        stores, building hits only for those that survive the fusion."""
-        found = search_chunks_many(self.db, [sp.name for sp in paths], query, limit * 4, docs=limit)
-        best = {
-            sp.name: self._lent_best(sp.name, _best_per_document(found[sp.name], limit), limit)
-            for sp in paths
-        }
-        docs = self._docs_of({store: list(chunks) for store, chunks in best.items()})
+        stores, building hits only for those that survive the fusion.
+
+        Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
+        earlier recalls (chunk texts, documents, session neighbours) are taken from there.
+        """
+        with reading(self.db) as kept:
+            found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
+            # The candidates' rows and their session neighbours in one query; rows of neighbours
+            # that the lending brings in, in a second only then.
+            docs = doc_rows(
+                self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
+            )
+            best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
+            more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
+            if any(more.values()):
+                docs.update(doc_rows(self.db, more, kept))
         lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, tuple[Any, ...], str, float]] = {}
+        picked: dict[tuple[str, str], tuple[StorePaths, DocRow, str, float]] = {}
         for sp in paths:
             keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
             picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
             lists.append(keys)
-        home = f"{self.db.home}/"
         hits = []
         for key in rrf_order(lists, limit):
-            sp, row, text, score = picked[key]
-            hits.append(self._hit(sp, _doc_row(home, row), text, score))
+            sp, doc, text, score = picked[key]
+            hits.append(self._hit(sp, doc, text, score))
         return hits
 
     def _lent_best(
-        self, store: str, best: dict[str, tuple[str, float]], limit: int
+        self, store: str, best: dict[str, tuple[str, float]], limit: int, kept: dict[Any, Any]
     ) -> dict[str, tuple[str, float]]:
         """``best`` (id -> text, score) re-ranked by ``_lent``, the first ``limit`` (no hit past a
         store's ``limit`` survives the stores' fusion), with neighbours' first chunks."""
         if "keyword" not in NEIGHBOUR_MODES:
             return best
-        ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()])
+        ranked = self._lent(store, [(i, score) for i, (_, score) in best.items()], kept)
         if ranked is None:
             return best
         ranked = ranked[:limit]
@@ -489,7 +471,7 @@ class KnowledgeRetrieval:
         }
 
     def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
-        best = _best_per_document(chunks, limit)
+        best = best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)
         docs = self._docs(sp.name, ids=list(best))
         return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 
@@ -567,7 +549,7 @@ class KnowledgeRetrieval:
             # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
             score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in sorted(seen) if i) / total
             by_score.setdefault(score, []).append(path)
-        ranked: list[tuple[float, _DocRow]] = []
+        ranked: list[tuple[float, DocRow]] = []
         for score in sorted(by_score, reverse=True):
             # Files the filter rules out have no row here, so the limit counts matching ones.
             docs = self._docs(sp.name, paths=by_score[score], where=where).values()

@@ -25,7 +25,8 @@ from ._index.filters import FactFilter
 from ._index.fts import keyword_terms
 from ._index.vec import VecIndex
 from ._models import MemoryHit
-from ._retrieval import KnowledgeRetrieval, _DocRow
+from ._recall_rows import DocRow
+from ._retrieval import KnowledgeRetrieval
 from ._store.paths import StorePaths
 from .plugins.hookspecs import BackendHit, GrepBackend, IndexBackend, Vector
 
@@ -98,5 +99,5 @@ class SharedRetrieval(KnowledgeRetrieval):
         return [attrs.evolve(hits[i], score=-s) for i, s in by_coverage(self.db.conn, terms, ranked, texts)]
 
     def _backend_hit(self, sp: StorePaths, hit: BackendHit) -> MemoryHit:
-        doc = _DocRow(hit.id, str(Path(sp.root, hit.path)), hit.title, "", hit.updated_at)
+        doc = DocRow(hit.id, str(Path(sp.root, hit.path)), hit.title, "", hit.updated_at)
         return self._hit(sp, doc, hit.text, hit.score)

@@ -52,6 +52,11 @@ class Targets:
         self.writer = writer
         # Every read asks for its stores' paths: one StorePaths per name (its folders cached).
         self._paths: dict[str, StorePaths] = {}
+        # Every recall resolves its targets: the target of each store name, and of each answer of
+        # ``find_git`` (one GitInfo per folder while the folder, its .git and HEAD keep their stat),
+        # whose project id costs a realpath and a sha256 (a fifth of a recall's fixed costs).
+        self._of_name: dict[str, Target] = {}
+        self._of_checkout: dict[int, tuple[GitInfo, Target]] = {}
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
@@ -65,10 +70,16 @@ class Targets:
 
     def of_store(self, store: str) -> Target:
         """The target of an explicit store name (no project root or branch is known)."""
-        sp = self.paths(store)
-        return Target(
-            store=sp.name, scope=scope_of(sp.name), project_id=_project_id_of(sp.name), store_dir=sp.root
-        )
+        found = self._of_name.get(store) if isinstance(store, str) else None
+        if found is None:
+            sp = self.paths(store)
+            found = Target(
+                store=sp.name, scope=scope_of(sp.name), project_id=_project_id_of(sp.name), store_dir=sp.root
+            )
+            if len(self._of_name) >= _PATHS_KEPT:
+                self._of_name.clear()
+            self._of_name[store] = found
+        return found
 
     def resolve(
         self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
@@ -83,10 +94,14 @@ class Targets:
         return self._of_git(require_git(cwd if cwd is not None else os.getcwd()))
 
     def _of_git(self, git: GitInfo) -> Target:
+        held = self._of_checkout.get(id(git))
+        if held is not None and held[0] is git and held[1].store_dir.is_dir():
+            return held[1]  # the checkout's own store, still there
         name = store_name_for_project(project_id_for(git.toplevel))
-        if not self.paths(name).root.is_dir():
+        own = self.paths(name).root.is_dir()
+        if not own:
             name = self._landing(name, git) or name
-        return Target(
+        target = Target(
             store=name,
             scope=MemoryScope.PROJECT,
             project_id=_project_id_of(name),
@@ -95,6 +110,11 @@ class Targets:
             branch=git.branch,
             worktree=git.worktree,
         )
+        if own:
+            if len(self._of_checkout) >= _PATHS_KEPT:
+                self._of_checkout.clear()
+            self._of_checkout[id(git)] = (git, target)
+        return target
 
     def project(
         self, *, store: str | None = None, cwd: PathLike | None = None, lane: str = "journal"

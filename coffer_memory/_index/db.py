@@ -572,6 +572,10 @@ class IndexDB:
             self.repair()
         return self.conn
 
+    def current(self) -> apsw.Connection:
+        """The connection to read with, reopened first when another connection replaced the file."""
+        return self._current()
+
     def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """All rows of a query."""
         conn = self._current()

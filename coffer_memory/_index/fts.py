@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, cast
 
 import attrs
 
@@ -13,6 +14,7 @@ from .coverage import by_coverage
 from .db import IndexDB
 from .english import without_clitic
 from .keys import document_id_of_chunk, store_scope
+from .snapshot import in_list
 
 # Words too common to help ranking; dropped unless nothing else is left.
 STOPWORDS = frozenset(
@@ -286,7 +288,8 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
     if not terms:
         return []
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
-    found = _texts(db, [r for r, _ in ranked])
+    found = ChunkRows()
+    _read_content(db, found, [r for r, _ in ranked])
     ranked = by_coverage(db.conn, terms, ranked, found)
     return [ChunkHit(found[r][0], found[r][1], -score) for r, score in ranked if r in found]
 
@@ -316,37 +319,134 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
     )
 
 
+# The most characters of chunk text a reader connection (one per thread) keeps between recalls
+# (``snapshot.reading``): the candidates of a long-lived process's recalls come back again and
+# again. 200 recalls at 10k facts met 6,200 texts, 1.4 M characters (about 4 MB kept).
+KEPT_TEXT_CHARS = 2_000_000
+_CONTENT = "fts.content"  # ``reading``'s key of the chunk rows kept
+_STORE_COUNTS = "fts.store_counts"  # and of the stores' file counts
+_COVERAGE = "fts.coverage"  # and of each row's tokens as coverage compares them
+
+
+class ChunkRows(dict[int, tuple[str, str, str]]):
+    """Chunk rows by FTS rowid: (chunk id, text, store), with the characters of text they hold."""
+
+    chars = 0
+
+
 def search_words_many(
-    db: IndexDB, stores: Sequence[str], query: str, limit: int, docs: int | None = None
+    db: IndexDB,
+    stores: Sequence[str],
+    query: str,
+    limit: int,
+    docs: int | None = None,
+    kept: dict[Any, Any] | None = None,
 ) -> dict[str, list[ChunkHit]]:
     """``search_words`` of several stores, each list cut at ``docs`` documents (all that a caller
     keeping one hit per document reads): the query's terms worked out once, each store's rows
     ranked as its own MATCH ranks them (``_ranked_per_store``), one query for every store's texts.
+
+    ``kept`` is ``snapshot.reading``'s dict: chunk rows and store counts read by earlier recalls
+    of an unchanged index are taken from it, and what this one reads goes into it.
     """
     terms = keyword_terms(query)
     out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
     if not terms:
         return out
-    texts: dict[int, tuple[str, str, str]] = {}
-    ranked = _ranked_per_store(db, list(out), terms, limit, texts)
-    texts.update(_texts(db, [r for rows in ranked.values() for r, _ in rows if r not in texts]))
-    for store, rows in ranked.items():
+    content, scored = _scored_per_store(db, list(out), terms, limit, kept)
+    for store, rows in scored.items():
         ids: set[str] = set()
-        for rowid, score in by_coverage(db.conn, terms, rows, texts):
+        for rowid, score in rows:
             if docs is not None and len(ids) >= docs:
                 break
-            found = texts.get(rowid)
+            found = content.get(rowid)
             if found is not None:
                 out[store].append(ChunkHit(found[0], found[1], -score))
                 ids.add(document_id_of_chunk(found[0]))
     return out
 
 
+def best_documents(
+    db: IndexDB, stores: Sequence[str], query: str, limit: int, kept: dict[Any, Any] | None = None
+) -> dict[str, dict[str, tuple[str, float]]]:
+    """Each store's first ``limit`` documents, each with its best chunk's text and score: what
+    ``best_per_document`` makes of ``search_chunks_many(db, stores, query, 4 * limit,
+    docs=limit)``, without a ``ChunkHit`` per row (``kept`` as there)."""
+    terms = keyword_terms(query)
+    out: dict[str, dict[str, tuple[str, float]]] = {s: {} for s in stores}
+    if terms:
+        content, scored = _scored_per_store(db, list(out), terms, 4 * limit, kept)
+        for store, rows in scored.items():
+            out[store] = best_per_document(
+                ((found[0], found[1], -score) for rowid, score in rows if (found := content.get(rowid))),
+                limit,
+            )
+    for store, best in out.items():
+        if not best:
+            hits = _fallback(db, store, query, 4 * limit)
+            out[store] = best_per_document(((h.chunk_id, h.text, h.score) for h in hits), limit)
+    return out
+
+
+def best_per_document(chunks: Iterable[tuple[str, str, float]], limit: int) -> dict[str, tuple[str, float]]:
+    """The first (best) chunk's text and score of each document, for the first ``limit``
+    documents, from (chunk id, text, score) best first."""
+    best: dict[str, tuple[str, float]] = {}
+    for chunk, text, score in chunks:
+        doc_id = document_id_of_chunk(chunk)
+        if doc_id not in best:
+            best[doc_id] = (text, score)
+            if len(best) == limit:
+                break
+    return best
+
+
+def _scored_per_store(
+    db: IndexDB, stores: list[str], terms: Sequence[str], limit: int, kept: dict[Any, Any] | None
+) -> tuple[ChunkRows, dict[str, list[tuple[int, float]]]]:
+    """The chunk rows read, and each store's first ``limit`` rows as its own MATCH ranks them
+    (``_ranked_per_store``), re-scored by coverage, best first."""
+    content = _kept_rows(kept if kept is not None else {})
+    ranked = _ranked_per_store(db, stores, terms, limit, content, kept)
+    _read_content(db, content, [r for rows in ranked.values() for r, _ in rows])
+    by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
+    return content, {
+        store: by_coverage(db.conn, terms, rows, content, by_row=by_row) for store, rows in ranked.items()
+    }
+
+
+def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
+    """The chunk rows kept in ``kept``, emptied first when they hold too much text (never during a
+    recall: its rows must stay until it is done)."""
+    content: ChunkRows | None = kept.get(_CONTENT)
+    if content is None or content.chars > KEPT_TEXT_CHARS:
+        content = kept[_CONTENT] = ChunkRows()
+    return content
+
+
+def _read_content(db: IndexDB, content: ChunkRows, rowids: Sequence[int]) -> None:
+    """Add the chunk id, text and store of the FTS rows ``rowids`` that ``content`` lacks."""
+    missing = [r for r in rowids if r not in content]
+    if not missing:
+        return
+    marks, values = in_list(missing)
+    # FTS5's content table itself (id = rowid, c0 text, c1 store, c2 chunk id): a plain rowid
+    # lookup, where the virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
+    rows = db.rows(f"SELECT id, c2, c0, c1 FROM documents_fts_content WHERE id IN ({marks})", values)
+    content.update((r[0], r[1:]) for r in rows)  # int and three str, as apsw gives them
+    content.chars += sum(len(r[2]) for r in rows)
+
+
 def _ranked_per_store(
-    db: IndexDB, stores: list[str], terms: Sequence[str], limit: int, texts: dict[int, tuple[str, str, str]]
+    db: IndexDB,
+    stores: list[str],
+    terms: Sequence[str],
+    limit: int,
+    content: ChunkRows,
+    kept: dict[Any, Any] | None,
 ) -> dict[str, list[tuple[int, float]]]:
     """Each store's first ``limit`` (rowid, bm25), as ``_ranked_words`` of its own MATCH gives them;
-    the rows' (chunk_id, text, store) go to ``texts`` when the shared ranking read them.
+    the rows' (chunk_id, text, store) go to ``content`` when the shared ranking read them.
 
     The store filter is what a MATCH pays beyond the limit's (bm25 is the same with or without
     it: the store column weighs 0): at 10k two filtered MATCHes took 2.6 ms, one unfiltered 1.9.
@@ -357,28 +457,30 @@ def _ranked_per_store(
     (a REST or MCP recall of the global store) takes the shared MATCH too when it holds most of
     the index: at 10k facts in one store, 2.4 ms against 3.3 ms filtered.
     """
-    if not _most_of_the_index(db, stores):
+    if not _most_of_the_index(db, stores, kept):
         return {store: _ranked_words(db, _words_match(terms, store), limit) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
     open_stores = len(stores)
     seen = 0
-    # The ranking as ``_ranked_words`` gives it, each row with its store, chunk id and text from
-    # FTS5's own content table (``documents_fts_content``: id = rowid, c0 text, c1 store, c2
-    # chunk id), read as the rows come and no further than every store needs: one statement
-    # where the chunks join and a second query for the texts took 0.15 ms more at 1k facts.
+    # The ranking as ``_ranked_words`` gives it, stepped no further than every store needs; each
+    # row's store comes from its chunk row (``_with_rows``).
     with db.cursor(
-        f"SELECT r.rowid, r.s, f.c1, f.c2, f.c0 FROM (SELECT rowid, {_bm25()} AS s "
-        "FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?) AS r "
-        "LEFT JOIN documents_fts_content f ON f.id = r.rowid ORDER BY r.s, r.rowid",
+        f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
         (_any_of(terms), wanted),
     ) as ranked:
-        for rowid, score, store, chunk, text in ranked:
+        # A row whose chunk row is not kept is read with the next rows: as many as the stores
+        # still lack and a quarter more, ten more at the least (a store's last rows come among
+        # rows of stores that have theirs).
+        def ahead() -> int:
+            lacking = sum(limit - len(mine) for mine in rows.values())
+            return lacking + max(lacking // 4, 10)
+
+        for rowid, score, found in _with_rows(db, ranked, content, ahead):
             seen += 1
-            mine = rows.get(store)
+            mine = rows.get(found[2]) if found is not None else None
             if mine is not None and len(mine) < limit:
                 mine.append((rowid, score))
-                texts[rowid] = (chunk, text, store)
                 if len(mine) == limit:
                     open_stores -= 1
                     if not open_stores:  # every store has its rows: the rest of the list is unused
@@ -390,33 +492,48 @@ def _ranked_per_store(
     }
 
 
-def _most_of_the_index(db: IndexDB, stores: Sequence[str]) -> bool:
+def _with_rows(
+    db: IndexDB, ranked: Iterator[tuple[int, float]], content: ChunkRows, stretch: Callable[[], int]
+) -> Iterator[tuple[int, float, tuple[str, str, str] | None]]:
+    """``ranked``'s (rowid, score) with each row's chunk row (None if it has none): from ``content``,
+    else read in one query with the next rows, ``stretch()`` in all."""
+    for rowid, score in ranked:
+        found = content.get(rowid)
+        if found is not None:
+            yield rowid, score, found
+            continue
+        ahead = [(rowid, score), *itertools.islice(ranked, max(stretch(), 1) - 1)]
+        _read_content(db, content, [r for r, _ in ahead])
+        for r, s in ahead:
+            yield r, s, content.get(r)
+
+
+def _most_of_the_index(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any] | None = None) -> bool:
     """True when ``stores`` hold at least half of the files the index knows; one store alone, at
     least three quarters (its share of the 2 x limit rows ranked must reach its limit)."""
-    counts = {str(r[0]): int(r[1]) for r in db.rows("SELECT resource_name, file_count FROM store_state")}
+    counts: dict[str, int] | None = kept.get(_STORE_COUNTS) if kept is not None else None
+    if counts is None:
+        counts = {str(r[0]): int(r[1]) for r in db.rows("SELECT resource_name, file_count FROM store_state")}
+        if kept is not None:
+            kept[_STORE_COUNTS] = counts
     mine, total = sum(counts.get(s, 0) for s in stores), sum(counts.values())
     return 4 * mine >= 3 * total if len(stores) == 1 else 2 * mine >= total
 
 
-def _texts(db: IndexDB, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
-    """chunk_id, text and store of FTS rows."""
-    if not rowids:
-        return {}
-    marks = ",".join("?" * len(rowids))
-    # FTS5's content table itself (see ``_ranked_per_store``): a plain rowid lookup, where the
-    # virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
-    rows = db.rows(f"SELECT id, c2, c0, c1 FROM documents_fts_content WHERE id IN ({marks})", list(rowids))
-    return {r[0]: r[1:] for r in rows}  # int and three str, as apsw gives them
-
-
 def search_chunks_many(
-    db: IndexDB, stores: Sequence[str], query: str, limit: int, docs: int | None = None
+    db: IndexDB,
+    stores: Sequence[str],
+    query: str,
+    limit: int,
+    docs: int | None = None,
+    kept: dict[Any, Any] | None = None,
 ) -> dict[str, list[ChunkHit]]:
     """``search_chunks`` of several stores: one word-index MATCH for all, the fallbacks per store.
 
-    Each list is a prefix of that store's ``search_chunks`` (see ``search_words_many``).
+    Each list is a prefix of that store's ``search_chunks`` (see ``search_words_many``, and there
+    ``kept``).
     """
-    found = search_words_many(db, stores, query, limit, docs)
+    found = search_words_many(db, stores, query, limit, docs, kept)
     for store, hits in found.items():
         if not hits:
             found[store] = _fallback(db, store, query, limit)

@@ -115,6 +115,11 @@ class _Tally:
         )
 
 
+def _unchanged(store: str, count: int) -> ReindexReport:
+    """The report of a read's check that found nothing to do (every read makes one)."""
+    return ReindexReport(store=store, scanned=0, added=0, updated=0, removed=0, unchanged=count)
+
+
 class Reconciler:
     """Keeps one home's index in line with its memory files."""
 
@@ -243,12 +248,12 @@ class Reconciler:
                 changed = self._changed_dirs(sp, dirs)
                 pending = self.reindexer.pending_paths(store)
                 if not changed and not pending:
-                    return _Tally(unchanged=count).report(store)
+                    return _unchanged(store, count)
                 with store_lock(lock_path(self.settings.home, store)):
                     report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
             if not large and self._small_unchanged(sp, dirs) and not self.reindexer.pending_paths(store):
-                return _Tally(unchanged=count).report(store)
+                return _unchanged(store, count)
         with store_lock(lock_path(self.settings.home, store)):
             report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)

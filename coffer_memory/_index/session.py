@@ -17,6 +17,7 @@ from .cjk import index_text
 from .db import CONTEXT_PENDING_KEY as CONTEXT_PENDING_KEY  # where reindex reads it
 from .db import IndexDB
 from .keys import KIND, store_scope, strip_header
+from .snapshot import in_list
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
 MAX_LOOKUP = 200
@@ -32,7 +33,23 @@ def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[
     """
     if depth <= 0 or not ids:
         return {}
-    wanted = list(dict.fromkeys(ids))[:MAX_LOOKUP]
+    marks, wanted = in_list(list(dict.fromkeys(ids))[:MAX_LOOKUP])
+    rows = db.rows(
+        f"SELECT c.id, {neighbour_columns(depth)} FROM documents c WHERE c.kind = ? AND c.resource_name = ? "
+        f"AND c.origin_session IS NOT NULL AND c.id IN ({marks})",
+        (KIND, store, *wanted),
+    )
+    out: dict[str, list[tuple[str, int]]] = {}
+    for fact_id, earlier, later in rows:
+        found = neighbour_ids(earlier, later)
+        if found:
+            out[str(fact_id)] = found
+    return out
+
+
+def neighbour_columns(depth: int) -> str:
+    """Two SQL columns of a ``documents`` row ``c``: the ids of up to ``depth`` facts before it and
+    after it in its session, comma-joined (NULL without a session: the lookups are skipped)."""
     side = (
         "(SELECT group_concat(id) FROM (SELECT n.id FROM documents n WHERE n.kind = c.kind "
         "AND n.resource_name = c.resource_name AND n.origin_session = c.origin_session "
@@ -40,18 +57,17 @@ def neighbours(db: IndexDB, store: str, ids: Sequence[str], depth: int) -> dict[
     )
     before = side.format(op="<", order="DESC", depth=int(depth))
     after = side.format(op=">", order="ASC", depth=int(depth))
-    rows = db.rows(
-        f"SELECT c.id, {before}, {after} FROM documents c WHERE c.kind = ? AND c.resource_name = ? "
-        f"AND c.origin_session IS NOT NULL AND c.id IN ({','.join('?' * len(wanted))})",
-        (KIND, store, *wanted),
+    return (
+        f"CASE WHEN c.origin_session IS NULL THEN NULL ELSE {before} END, "
+        f"CASE WHEN c.origin_session IS NULL THEN NULL ELSE {after} END"
     )
-    out: dict[str, list[tuple[str, int]]] = {}
-    for fact_id, earlier, later in rows:
-        found = [(i, -k) for k, i in enumerate(sorted(str(earlier or "").split(","), reverse=True), 1) if i]
-        found += [(i, k) for k, i in enumerate(sorted(str(later or "").split(",")), 1) if i]
-        if found:
-            out[str(fact_id)] = found
-    return out
+
+
+def neighbour_ids(earlier: object, later: object) -> list[tuple[str, int]]:
+    """``neighbour_columns``' two values as ``(id, offset)``, nearest first on each side."""
+    found = [(i, -k) for k, i in enumerate(sorted(str(earlier or "").split(","), reverse=True), 1) if i]
+    found += [(i, k) for k, i in enumerate(sorted(str(later or "").split(",")), 1) if i]
+    return found
 
 
 def _adjacent(op: str, order: str) -> str:

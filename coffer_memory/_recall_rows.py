@@ -1,0 +1,93 @@
+"""The documents rows a keyword recall's hits are made of, read for several stores in one query.
+
+What a ``KnowledgeRetrieval`` makes hits of (``_retrieval.py``): ``DocRow``s, read by id with
+the session neighbours the lending needs and kept in ``snapshot.reading``'s dict while the index
+is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from ._fusion import NEIGHBOUR_DEPTH
+from ._index.db import IndexDB
+from ._index.session import neighbour_columns, neighbour_ids
+from ._index.snapshot import in_list
+
+# Rows a keyword recall keeps in ``snapshot.reading``'s dict: ``DocRow``s (a row tuple until a
+# hit needs it; None: no such document) and session neighbours, by (store, id).
+KEPT_DOCS = "retrieval.docs"
+KEPT_NEIGHBOURS = "retrieval.neighbours"
+# SQLite takes at most 500 SELECTs in one compound statement.
+STORES_PER_QUERY = 100
+
+
+@attrs.frozen
+class DocRow:
+    """What a hit takes from its document's index row."""
+
+    id: str
+    path: str
+    title: str
+    description: str
+    updated_at: datetime
+
+
+def doc_row(home: str, r: Sequence[Any]) -> DocRow:
+    """A ``DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
+    return DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
+
+
+def doc_rows(
+    db: IndexDB, ids: dict[str, list[str]], kept: dict[Any, Any], *, near: bool = False
+) -> dict[tuple[str, str], DocRow]:
+    """The ``DocRow``s of several stores' documents by id (store name -> ids), by (store,
+    id). ``kept`` keeps the rows (a ``DocRow`` is made only for a hit; None: no such document)
+    and, with ``near``, each id's session neighbours (``_lent``), read in the same query: rows
+    only for what ``kept`` lacks."""
+    docs: dict[tuple[str, str], tuple[Any, ...] | DocRow | None] = kept.setdefault(KEPT_DOCS, {})
+    known: dict[tuple[str, str], list[tuple[str, int]]] = kept.setdefault(KEPT_NEIGHBOURS, {})
+    missing = {
+        store: [i for i in some if (store, i) not in docs or (near and (store, i) not in known)]
+        for store, some in ids.items()
+    }
+    stores = [store for store, some in missing.items() if some]
+    if stores:
+        columns = "c.id, c.path, c.title, coalesce(c.description, ''), c.updated_at, c.resource_name"
+        if near:
+            columns += ", " + neighbour_columns(NEIGHBOUR_DEPTH)
+        # A SELECT per store: one index probe per id (``resource_name IN`` x ``id IN`` probed each
+        # store for every id); SQLite takes at most 500 in one compound statement.
+        found = {}
+        for start in range(0, len(stores), STORES_PER_QUERY):
+            part = stores[start : start + STORES_PER_QUERY]
+            lists = [in_list(missing[store]) for store in part]
+            rows = db.rows(
+                " UNION ALL ".join(
+                    f"SELECT {columns} FROM documents c WHERE c.kind = 'memory' AND c.resource_name = ? "
+                    f"AND c.id IN ({marks})"
+                    for marks, _ in lists
+                ),
+                [value for store, (_, some) in zip(part, lists, strict=True) for value in (store, *some)],
+            )
+            found.update({(r[5], r[0]): r for r in rows})
+        for key in ((store, i) for store in stores for i in missing[store]):
+            row = found.get(key)
+            docs[key] = row
+            if near:
+                known[key] = neighbour_ids(row[6], row[7]) if row is not None else []
+    out = {}
+    home = f"{db.home}/"
+    for store, some in ids.items():
+        for i in some:
+            doc = docs.get((store, i))
+            if isinstance(doc, tuple):
+                doc = docs[store, i] = doc_row(home, doc)
+            if doc is not None:
+                out[store, i] = doc
+    return out
+

@@ -1,0 +1,190 @@
+"""What a long-lived process keeps between keyword recalls, and what must make it forget.
+
+``_index/snapshot.reading`` keeps chunk rows, documents rows, session neighbours and store counts
+while the index is unchanged; ``Targets`` keeps a checkout's target with ``find_git``'s answer.
+Every test compares a warm, long-lived service with what a fresh one answers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from conftest import git, make_repo
+
+from coffer_memory import MemoryService, RecallResult
+from coffer_memory import _recall_rows as recall_rows
+from coffer_memory import _scope as scope_mod
+from coffer_memory._index import reindex as reindex_module
+from coffer_memory._index.db import IndexDB
+from coffer_memory._index.fts import best_documents, best_per_document, search_chunks_many
+from coffer_memory._index.snapshot import reading
+from coffer_memory._store.paths import GLOBAL_STORE
+
+WORDS = ["deploy", "redis", "cache", "migrations", "invoice", "exporter", "topic", "部署", "数据库"]
+
+
+def _hits(result: RecallResult) -> list[tuple[object, ...]]:
+    return [(h.id, h.text, h.score, h.source, h.time, h.store, h.path, h.title) for h in result.hits]
+
+
+def _fresh(home: Path, query: str, **kw: object) -> list[tuple[object, ...]]:
+    with MemoryService(home) as other:
+        return _hits(other.recall(query, mode="keyword", **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def warm(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryService]:
+    """A service with facts in the global store (a few in one agent session) and warm keyword caches."""
+    monkeypatch.setattr(reindex_module, "RACY_NS", 0)
+    r = random.Random(3)
+    with MemoryService(tmp_home) as svc:
+        for i in range(30):
+            text = " ".join(r.choice(WORDS) for _ in range(6))
+            svc.remember(text, title=f"fact {i}", scope="global", origin_session_id="s1" if i % 3 else None)
+        for word in WORDS:
+            svc.recall(word + " deploy", stores=[GLOBAL_STORE], mode="keyword")
+        yield svc
+
+
+def test_reading_keeps_rows_while_the_index_is_unchanged(tmp_path: Path) -> None:
+    writer = IndexDB(tmp_path / "index.db")
+    reader = IndexDB(tmp_path / "index.db")
+    with reading(reader) as kept:
+        kept["row"] = 1
+    with reading(reader) as kept:
+        assert kept == {"row": 1}
+    writer.set_kv("x", "1")  # another connection commits
+    with reading(reader) as kept:
+        assert kept == {}
+        kept["row"] = 2
+    reader.set_kv("y", "1")  # this connection writes (data_version does not move for it)
+    with reading(reader) as kept:
+        assert kept == {}
+        kept["row"] = 3
+    reader.repair()  # reopened: another connection
+    with reading(reader) as kept:
+        assert kept == {}
+        kept["row"] = 4
+    with reader.transaction(), reading(reader) as kept:
+        assert kept == {}  # inside a caller's transaction (it may roll back): nothing kept
+        kept["row"] = 5
+    with reading(reader) as kept:
+        assert kept == {"row": 4}
+    assert reader.conn.get_autocommit()  # the read transaction is over
+
+
+def _rewrite(path: Path, old: str, new: str) -> None:
+    """A hand edit as editors save: a new file renamed over the old one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(path.read_text().replace(old, new))
+    tmp.rename(path)
+
+
+def test_a_hand_edit_reaches_the_next_recall_of_a_warm_service(warm: MemoryService, tmp_home: Path) -> None:
+    inbox = warm.paths(GLOBAL_STORE).inbox
+    path = sorted(inbox.glob("fact-1*.md"))[0]
+    # A new title and time (the documents row a warm recall keeps) and a new word (the chunk row).
+    _rewrite(path, "title: fact 1", "title: renamed fact")
+    _rewrite(path, "updated_at: 20", "updated_at: 19")
+    text = path.read_text()
+    body = text.split("\n---\n", 1)[1]
+    path.write_text(text.replace(body, body.rstrip("\n") + " zeppelin\n"))
+    for query in ("zeppelin deploy", "redis cache", "部署 redis"):
+        got = _hits(warm.recall(query, stores=[GLOBAL_STORE], mode="keyword"))
+        assert got == _fresh(tmp_home, query, stores=[GLOBAL_STORE])
+    assert any(h.title == "renamed fact" for h in warm.recall("zeppelin", stores=[GLOBAL_STORE]).hits)
+
+
+def test_a_reused_rowid_is_never_served_the_old_text(warm: MemoryService, tmp_home: Path) -> None:
+    db = warm.index.db
+    last = db.scalar("SELECT max(rowid) FROM documents_fts")
+    doc = db.scalar("SELECT document_id FROM chunks WHERE rowid = ?", (last,))
+    path = db.file(db.scalar("SELECT path FROM documents WHERE id = ?", (doc,)))
+    warm.recall("deploy redis cache", stores=[GLOBAL_STORE], mode="keyword")
+    path.unlink()
+    warm.recall("deploy", stores=[GLOBAL_STORE], mode="keyword")  # the delete is indexed
+    warm.remember("deploy redis cache zeppelin newcomer", title="newcomer", scope="global")
+    assert db.scalar("SELECT max(rowid) FROM documents_fts") == last  # SQLite gave the rowid again
+    for query in ("deploy redis cache", "newcomer", "zeppelin"):
+        got = _hits(warm.recall(query, stores=[GLOBAL_STORE], mode="keyword"))
+        assert got == _fresh(tmp_home, query, stores=[GLOBAL_STORE])
+    assert "newcomer" in warm.recall("newcomer", stores=[GLOBAL_STORE]).hits[0].text
+
+
+def test_a_session_neighbour_added_later_lends_at_once(warm: MemoryService, tmp_home: Path) -> None:
+    warm.remember("the quasar telescope question", title="asks", scope="global", origin_session_id="s2")
+    assert [h.title for h in warm.recall("quasar", stores=[GLOBAL_STORE], mode="keyword").hits] == ["asks"]
+    warm.remember("a reply with no shared word", title="reply", scope="global", origin_session_id="s2")
+    after = warm.recall("quasar", stores=[GLOBAL_STORE], mode="keyword")
+    assert [h.title for h in after.hits] == ["asks", "reply"]  # lent by the question it follows
+    assert _hits(after) == _fresh(tmp_home, "quasar", stores=[GLOBAL_STORE])
+
+
+def test_a_new_project_store_and_a_new_checkout_are_found(
+    warm: MemoryService, tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scope_mod, "_RACY_NS", 0)  # find_git caches at once (its racy window is for real clocks)
+    repo = make_repo(tmp_path / "repo")
+    sub = repo / "sub"
+    sub.mkdir()
+    first = warm.recall("deploy", cwd=repo, mode="keyword")
+    assert first.targets[0].project_root == repo.resolve() and not first.targets[0].store_dir.exists()
+    warm.remember("deploy the project with make release", title="project fact", cwd=repo)
+    assert warm.recall("release", cwd=repo, mode="keyword").hits[0].store == first.targets[0].store
+    assert _hits(warm.recall("deploy release", cwd=repo, mode="keyword")) == _fresh(
+        tmp_home, "deploy release", cwd=repo
+    )
+    git(repo, "checkout", "-q", "-b", "feature")  # HEAD changes: a new answer, the same store
+    switched = warm.recall("deploy", cwd=sub, mode="keyword").targets[0]
+    assert switched.branch == "feature" and switched.store == first.targets[0].store
+    git(sub, "init", "-q", "-b", "inner")  # a checkout inside: its own project store
+    nested = warm.recall("deploy", cwd=sub, mode="keyword").targets[0]
+    assert nested.project_root == sub.resolve() and nested.store != first.targets[0].store
+
+
+def test_best_documents_are_what_the_chunk_lists_give(warm: MemoryService) -> None:
+    db = warm.index.reader_db
+    r = random.Random(5)
+    kept: dict[object, object] = {}
+    for _ in range(60):
+        query = " ".join(r.choice([*WORDS, "zz", "de", "the"]) for _ in range(r.randint(1, 4)))
+        limit = r.choice([1, 3, 10])
+        stores = [GLOBAL_STORE]
+        many = search_chunks_many(db, stores, query, 4 * limit, docs=limit)
+        expected = best_per_document(((c.chunk_id, c.text, c.score) for c in many[GLOBAL_STORE]), limit)
+        assert best_documents(db, stores, query, limit) == {GLOBAL_STORE: expected}, query
+        with reading(db) as kept_now:
+            kept = kept_now
+            assert best_documents(db, stores, query, limit, kept) == {GLOBAL_STORE: expected}, query
+    assert kept  # rows were kept across the queries
+
+
+def test_a_recall_over_more_stores_than_one_statement_takes(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The documents rows come from a SELECT per store joined by UNION ALL, a limited number of
+    # stores a statement (SQLite takes 500 in one compound statement): 7 here, over 30 stores.
+    monkeypatch.setattr(recall_rows, "STORES_PER_QUERY", 7)
+    with MemoryService(tmp_home) as svc:
+        stores = [f"project-{i:026d}" for i in range(30)]
+        for i, store in enumerate(stores):
+            svc.remember(f"zeppelin number {i}", store=store)
+        got = svc.recall("zeppelin", stores=stores, mode="keyword", limit=50)
+        assert sorted(h.store for h in got.hits) == stores
+        for hit in got.hits:
+            assert hit.text == f"zeppelin number {stores.index(hit.store)}"
+
+
+def test_an_error_inside_reading_ends_its_transaction(tmp_path: Path) -> None:
+    reader = IndexDB(tmp_path / "index.db")
+    with pytest.raises(apsw.SQLError), reading(reader):
+        reader.rows("SELECT * FROM no_such_table")
+    assert reader.conn.get_autocommit()  # no read transaction left open to pin an old snapshot
+    writer = IndexDB(tmp_path / "index.db")
+    writer.set_kv("seen", "yes")
+    with reading(reader):
+        assert reader.get_kv("seen") == "yes"
