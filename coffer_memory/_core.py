@@ -73,12 +73,13 @@ def _follow_body(old: MemoryFact, new_body: str | None) -> str:
     return old.description
 
 
-def validate_text(text: object, limit: int) -> str:
-    """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``."""
+def validate_text(text: object, limit: int, *, any_store: bool = False) -> str:
+    """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``
+    (``any_store``: ``limit`` is the highest any store allows, checked before the store is known)."""
     if not isinstance(text, str) or not text.strip():
         raise MemoryRejected("empty")
     if len(text.strip()) > limit:
-        raise MemoryRejected("too_long", length=len(text.strip()), limit=limit)
+        raise MemoryRejected("too_long", length=len(text.strip()), limit=limit, any_store=any_store)
     return text.strip()
 
 
@@ -154,8 +155,9 @@ class Facts:
 
     def _validate(self, text: object, store: str | None = None) -> str:
         # Before the store is known: the highest limit any store may set; then the store's own.
-        limit = self.store_settings(store).max_fact_chars if store else FACT_CHARS_CEILING
-        return validate_text(text, limit)
+        if store is None:
+            return validate_text(text, FACT_CHARS_CEILING, any_store=True)
+        return validate_text(text, self.store_settings(store).max_fact_chars)
 
     def store_settings(self, store: str) -> MemoryStoreConfig:
         """The configuration ``store`` runs with: the home's ``[memory]`` with the store's own keys over it."""

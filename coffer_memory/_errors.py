@@ -93,8 +93,13 @@ class MemoryRejected(CofferError):
         length: int | None = None,
         limit: int | None = None,
         kinds: dict[str, int] | None = None,
+        any_store: bool = False,
     ) -> None:
-        if reason == "too_long":
+        if reason == "too_long" and any_store:
+            # Checked before the store is known (so nothing is resolved or provisioned for it):
+            # ``limit`` is then the highest any store may set, not this store's own.
+            message = f"memory rejected: text is {length} characters, more than any store allows ({limit})"
+        elif reason == "too_long":
             message = f"memory rejected: text is {length} characters, the limit is {limit}"
         elif reason == "secret":
             found = ", ".join(f"{n} {k}" for k, n in sorted((kinds or {}).items()))

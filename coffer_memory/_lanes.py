@@ -85,7 +85,7 @@ class Lanes:
 
         ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
         """
-        body = validate_text(text, FACT_CHARS_CEILING)
+        body = validate_text(text, FACT_CHARS_CEILING, any_store=True)
         check_actor(actor)
         target = self.targets.project(store=store, cwd=cwd)
         body = validate_text(body, self.facts.store_settings(target.store).max_fact_chars)

@@ -131,7 +131,12 @@ class Targets:
         return [self._of_git(git)] if git is not None else []
 
     def recall(self, cwd: PathLike | None = None) -> list[Target]:
-        """The targets recall searches from ``cwd``: the project's (inside a git repo), then global."""
+        """The targets recall searches from ``cwd``: the project's (inside a git repo), then global.
+
+        A ``cwd`` that is not a directory is ``InvalidInput``: searching only the global store
+        for a mistyped path would answer as if the project had no memory."""
+        if cwd is not None and not os.path.isdir(cwd):
+            raise InvalidInput(f"cwd is not a directory: {os.fspath(cwd)!r}", field="cwd")
         found = self.find_project(cwd)
         return [*found, self.of_store(GLOBAL_STORE)]
 

@@ -370,3 +370,27 @@ async def test_an_mcp_tool_outside_a_repository_suggests_only_arguments_it_has(t
                 assert result.is_error and isinstance(block, TextContent)
                 assert block.text.startswith("SCOPE_UNRESOLVED: ") and "Pass cwd=" in block.text
                 assert ("scope=" in block.text) == ("scope" in arguments[name]), name
+
+
+def test_a_text_too_long_names_the_limit_that_refused_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    # Past the store's own limit (8192 by default): that limit is named.
+    proc = run("remember", "--global", "-", home=home, stdin=("w " * 5000).encode())
+    assert "the limit is 8192" in one_error(proc, "error: MEMORY_REJECTED: ")
+    # Past the highest limit any store may set: refused before the store is resolved, and said so
+    # (it used to read "the limit is 32768", which is no store's limit here).
+    proc = run("remember", "--global", "-", home=home, stdin=("w " * 17500).encode())
+    line = one_error(proc, "error: MEMORY_REJECTED: ")
+    assert "more than any store allows (32768)" in line and "the limit is" not in line
+
+
+def test_recall_from_a_cwd_that_does_not_exist_is_invalid_input(tmp_path: Path, repo: Path) -> None:
+    home = tmp_path / "home"
+    assert run("remember", "Deploys need the VPN.", home=home, cwd=repo).returncode == 0
+    proc = run("recall", "deploys", "--cwd", str(tmp_path / "nowhere"), home=home)
+    assert "cwd is not a directory" in one_error(proc, "error: INVALID_INPUT: ")
+    with MemoryService(home) as svc:
+        with pytest.raises(InvalidInput) as caught:
+            svc.recall("deploys", cwd=tmp_path / "nowhere")
+        assert caught.value.details.get("field") == "cwd"
+        assert [h.text for h in svc.recall("deploys", cwd=repo).hits] == ["Deploys need the VPN."]
