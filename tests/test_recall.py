@@ -207,7 +207,8 @@ def test_nul_characters_are_invalid_input(svc: MemoryService, repo: Path) -> Non
         svc.remember("ok", title="t\x00", scope="global")
     with pytest.raises(ScopeUnresolved):
         svc.remember("ok", cwd=f"{repo}\x00")
-    assert svc.recall_stores(f"{repo}\x00") == ["global"]
+    with pytest.raises(InvalidInput):
+        svc.recall_stores(f"{repo}\x00")
 
 
 @pytest.mark.parametrize("backend", ["ripgrep", "python"])

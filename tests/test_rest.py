@@ -226,6 +226,7 @@ def test_recall_across_the_scopes_of_a_cwd(client: TestClient, service: MemorySe
     add(client, "global", "deploys go through the release pipeline")
     service.remember("deploys of this project use blue green switching", cwd=repo)
     name = project_store(service, repo)
+    (repo / "sub").mkdir()
     r = client.get(f"{API}/recall", params={"query": "deploys", "cwd": str(repo / "sub")})
     assert r.status_code == 200, r.text
     out = r.json()
@@ -243,6 +244,7 @@ def test_recall_across_the_scopes_of_a_cwd(client: TestClient, service: MemorySe
 def test_recall_errors(client: TestClient, tmp_path: Path) -> None:
     error(client.get(f"{API}/recall", params={"query": "x"}), 422, "INVALID_INPUT")
     error(client.get(f"{API}/recall", params={"query": "x", "cwd": "relative/dir"}), 422, "INVALID_INPUT")
+    error(client.get(f"{API}/recall", params={"query": "x", "cwd": str(tmp_path / "nowhere")}), 422, "INVALID_INPUT")
     error(
         client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "magic"}),
         422,
