@@ -15,6 +15,7 @@ frees its CPU for the one uvicorn starts in its place, with no file to clean up.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -38,7 +39,16 @@ def pin_to_one_cpu(run: str) -> int | None:
                 claim.close()
                 continue
             _claims.append(claim)
-            for thread in os.listdir("/proc/self/task"):  # sched_setaffinity(0) moves one thread
-                os.sched_setaffinity(int(thread), {cpu})
+            for thread in _threads():  # sched_setaffinity(0) moves the calling thread alone
+                with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                    os.sched_setaffinity(thread, {cpu})
             return cpu
     return None
+
+
+def _threads() -> list[int]:
+    """This process's threads (``/proc``), or 0 (the calling one) where ``/proc`` is missing."""
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
