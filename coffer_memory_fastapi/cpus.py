@@ -4,9 +4,10 @@ A request crosses threads twice in a worker (the event loop hands the recall to 
 takes the answer back), and the GIL passes between them. Left to the scheduler, those threads wake
 each other across CPUs, which on a small virtual machine costs more than the hand-over itself;
 kept on one CPU, each worker's threads hand over where their data already is, and the workers do
-not compete for one CPU while another idles. On 2 cores, at 10,000 facts, two pinned workers served
-1.5-1.7x the recalls per second of two unpinned ones (docs/benchmarks.md, "REST, session 7"). Pin
-only where the server has its CPUs to itself: a pinned worker cannot move off a busy CPU.
+not compete for one CPU while another idles. On 2 cores, at 10,000 facts, the best round of two
+pinned workers served 1.1-1.8x the recalls per second of two unpinned ones, at 0.8-0.9 of their CPU
+per request (docs/benchmarks.md, "REST, session 7"). Pin only where the server has its CPUs to
+itself: a pinned worker cannot move off a busy CPU.
 
 Linux only (elsewhere the workers run unpinned). Workers claim CPUs in turn, first one each: a
 claim is an abstract Unix socket name bound for the life of the process, so a worker that dies
