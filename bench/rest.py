@@ -14,6 +14,8 @@ rounds, so before and after are measured in one run on the same store and the sa
 separated by ``os.pathsep`` (e.g. one holding a stub that hides an optional package).
 ``--server-variant NAME=ARGS`` serves this checkout with more ``coffer-api`` arguments (e.g.
 ``workers2="--workers 2"``); the server CPU column then sums every process of the server.
+``--server-args ARGS`` gives every code served these arguments (e.g. ``"--workers 2"`` for before
+and after alike). Each row carries the 1-minute load average at its start.
 
 ``--client raw`` sends the same requests over plain keep-alive sockets (prebuilt request bytes,
 the answer read by its Content-Length) instead of httpx: the load generator shares the two cores
@@ -21,7 +23,7 @@ with the server, and httpx costs about 1 ms of CPU per request, a fifth of the m
 
     .venv/bin/python bench/rest.py [--facts 10000] [--requests 2000] [--concurrency 4]
                                    [--before DIR] [--variant NAME=PATH ...] [--server-variant NAME=ARGS ...]
-                                   [--client httpx|raw] [--rounds 2] [--json out.json]
+                                   [--server-args ARGS] [--client httpx|raw] [--rounds 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -172,18 +174,21 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, *, loop_only: bool = False) -> float:
     """User + system CPU seconds of a process and its children so far (Linux ``/proc``; 0 elsewhere).
 
     The children are uvicorn's worker processes (``--workers N``); read before they exit.
+    ``loop_only``: only each process's main thread, the one running the event loop (HTTP, routing,
+    the response), without the thread pool's recalls and the background scans.
     """
+    stat = f"/proc/{pid}/task/{pid}/stat" if loop_only else f"/proc/{pid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(stat).read_text().rsplit(")", 1)[1].split()
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return 0.0
     own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own + sum(cpu_seconds(int(child)) for child in children)
+    return own + sum(cpu_seconds(int(child), loop_only=loop_only) for child in children)
 
 
 def serve_and_load(
@@ -205,17 +210,20 @@ def serve_and_load(
         run_load(base, queries(100), 1, client)  # warm-up: index pages, plan cache, connections
         run_load(base, queries(200), concurrency * 2, client)  # every worker's threads and connections
         for label, conc in (("sequential (1 client)", 1), (f"concurrent ({concurrency} clients)", concurrency)):
-            cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
+            load = os.getloadavg()[0]
+            cpu0, own0, loop0 = cpu_seconds(proc.pid), time.process_time(), cpu_seconds(proc.pid, loop_only=True)
             lat, wall, bad = run_load(base, qs, conc, client)
-            cpu1, own1 = cpu_seconds(proc.pid), time.process_time()
+            cpu1, own1, loop1 = cpu_seconds(proc.pid), time.process_time(), cpu_seconds(proc.pid, loop_only=True)
             fig = summary([ms(x) for x in lat])
             results[label] = {
                 **fig,
                 "rps": len(lat) / wall,
+                "loadavg": load,
                 "non_200": bad,
                 "wall_s": wall,
                 # Where the time goes: CPU per request in the server and in this load generator.
                 "server_cpu_ms": ms((cpu1 - cpu0) / len(lat)),
+                "loop_cpu_ms": ms((loop1 - loop0) / len(lat)),
                 "client_cpu_ms": ms((own1 - own0) / len(lat)),
             }
     finally:
@@ -263,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="another code to serve, PATH first on PYTHONPATH (repeatable)")
     parser.add_argument("--server-variant", action="append", default=[], metavar="NAME=ARGS",
                         help="serve this checkout with these coffer-api arguments too (repeatable)")
+    parser.add_argument("--server-args", default="", metavar="ARGS",
+                        help="more coffer-api arguments for every code served (e.g. '--workers 2')")
     parser.add_argument("--client", choices=["httpx", "raw"], default="httpx",
                         help="the load generator's HTTP client (raw: plain sockets, little CPU)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
@@ -285,15 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     def pythonpath(value: str) -> str:
         return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep))
 
-    variants: list[tuple[str, str | None, list[str]]] = [("after", None, [])]
+    common = shlex.split(args.server_args)
+    variants: list[tuple[str, str | None, list[str]]] = [("after", None, common)]
     for spec in args.server_variant:
         name, _, extra = spec.partition("=")
-        variants.append((name, None, shlex.split(extra)))
+        variants.append((name, None, [*common, *shlex.split(extra)]))
     for spec in reversed(args.variant):
         name, _, path = spec.partition("=")
-        variants.insert(0, (name, pythonpath(path), []))
+        variants.insert(0, (name, pythonpath(path), common))
     if args.before:
-        variants.insert(0, ("before", pythonpath(args.before), []))
+        variants.insert(0, ("before", pythonpath(args.before), common))
     qs = queries(args.requests)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
     try:
@@ -305,16 +316,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = [
-        [name, round_no + 1, label, r["n"], r["p50"], r["p95"], r["p99"], r["rps"], r["non_200"],
-         r["server_cpu_ms"], r["client_cpu_ms"]]
+        [name, round_no + 1, label, r["loadavg"], r["n"], r["p50"], r["p95"], r["p99"], r["rps"], r["non_200"],
+         r["server_cpu_ms"], r["loop_cpu_ms"], r["client_cpu_ms"]]
         for name, rounds in runs.items()
         for round_no, results in enumerate(rounds)
         for label, r in results.items()
     ]
     print()
     print(f"{args.facts} facts written and indexed in {build_seconds:.1f} s")
-    print(table(["code", "round", "load", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200",
-                 "server CPU ms/req", "client CPU ms/req"], rows,
+    print(table(["code", "round", "clients", "load avg", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200",
+                 "server CPU ms/req", "of it event loop", "client CPU ms/req"], rows,
                 title=f"REST recall (keyword, store=global, limit=10) over loopback, client {args.client}"))
     conc_label = f"concurrent ({args.concurrency} clients)"
     for name, rounds in runs.items():

@@ -9,7 +9,8 @@ a mean mostly measures the neighbours), in one process over one store:
   FastAPI's ``serialize_response``, ``JSONResponse``), which is what a route returning a Pydantic
   model costs, beside ``reply(RECALL, result)`` (the shape's dump and one ``pydantic_core.to_json``);
 - the whole app: ``GET /api/v1/memory_stores/recall`` through the ASGI app (middleware, parameter
-  parsing, the thread hop, the recall, the response) beside ``svc.recall`` alone.
+  parsing, the thread hop, the recall, the response) beside ``svc.recall`` alone, with and without
+  ``RecallShortcut`` (without it, FastAPI's route answers: its parameters, dependencies, middleware).
 
     .venv/bin/python bench/rest_path.py --home DIR [--n 2000]   (DIR: a home from bench/rest.py --home)
 """
@@ -22,7 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +32,7 @@ from _common import environment, print_environment, table
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
+from coffer_memory_fastapi.shortcut import RecallShortcut
 
 QUERY = "deploy docker"
 PATH = "/api/v1/memory_stores/recall"
@@ -145,28 +147,36 @@ async def run(home: str, n: int) -> list[list[Any]]:
     rows.append(["encode the recall answer: reply(RECALL, result)", *us(best_of(n, lambda: reply(RECALL, result)))])
 
     app = create_app(svc)
-    sc = scope()
+    routed = create_app(svc)
+    routed.user_middleware = [m for m in routed.user_middleware if m.cls is not cast(Any, RecallShortcut)]
 
-    async def through_app() -> None:
-        sent: list[dict[str, Any]] = []
+    def through(asgi: Any) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            sent: list[dict[str, Any]] = []
 
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
 
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message)
 
-        await app(sc, receive, send)
-        assert sent[0]["status"] == 200
+            await asgi(scope(), receive, send)
+            assert sent[0]["status"] == 200
 
-    async with app.router.lifespan_context(app):
-        await through_app()
-        whole = await abest_of(n, through_app)
+        return call
+
+    async with app.router.lifespan_context(app), routed.router.lifespan_context(routed):
+        await through(app)()
+        await through(routed)()
+        whole = await abest_of(n, through(app))
+        slow = await abest_of(n, through(routed))
         alone = best_of(n, lambda: svc.recall(QUERY, stores=["global"], limit=10))
     svc.close()
-    rows.append(["recall route through the ASGI app", *us(whole)])
+    rows.append(["recall through the ASGI app (RecallShortcut)", *us(whole)])
+    rows.append(["recall through the ASGI app without the shortcut (FastAPI's route)", *us(slow)])
     rows.append(["svc.recall alone", *us(alone)])
     rows.append(["the app beyond the recall (difference)", *us((whole[0] - alone[0], whole[1] - alone[1]))])
+    rows.append(["the same without the shortcut", *us((slow[0] - alone[0], slow[1] - alone[1]))])
     return rows
 
 

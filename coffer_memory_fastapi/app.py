@@ -18,6 +18,7 @@ from . import errors, web
 from .guard import HostRule, RequestGuard
 from .operations import Operations
 from .routers import agents, audit, facts, lanes, operations, porting, recall, resources, stores, transcripts
+from .shortcut import RecallShortcut
 
 DESCRIPTION = """\
 Local-first shared memory for coding agents. Facts are Markdown files (the truth); responses
@@ -99,7 +100,9 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    # The last added runs first: the guard refuses before CORS answers a preflight.
+    # The last added runs first: the guard refuses before CORS answers a preflight, and both run
+    # before the recall shortcut.
+    app.add_middleware(RecallShortcut)
     if cors:
         app.add_middleware(
             CORSMiddleware,

@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"coffer-api {__version__}")
     parser.add_argument(
+        "--pin-workers",
+        action="store_true",
+        help="with --workers N: keep each worker process on one CPU of its own (Linux; for a server "
+        "that has its CPUs to itself, docs/rest.md)",
+    )
+    parser.add_argument(
         "--access-log",
         action="store_true",
         help="log one line per request (off by default: agents call often, and each line costs time)",
@@ -139,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.pin_workers and args.workers < 2:
+        parser.error("--pin-workers needs --workers 2 or more (one process uses every CPU it may)")
     if args.open:
         url = ui_url(args.host, args.port, token)
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.workers > 1:
         service.close()
-        return _serve_workers(args.workers, args.home, token, hosts, cors, serve)
+        return _serve_workers(args.workers, args.home, token, hosts, cors, serve, pin=args.pin_workers)
     app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
     try:
         uvicorn.run(app, **serve)
@@ -167,8 +175,11 @@ def _serve_workers(
     hosts: list[str],
     cors: list[str],
     serve: dict[str, Any],
+    *,
+    pin: bool = False,
 ) -> int:
-    """Run ``workers`` uvicorn processes on one socket, each building the app with ``worker_app``.
+    """Run ``workers`` uvicorn processes on one socket, each building the app with ``worker_app``
+    (``pin``: each on one CPU, ``cpus.pin_to_one_cpu``).
 
     The workers share the index through SQLite's WAL (each has its own connections, as separate
     ``coffer`` processes do) and operation state through a folder that lives as long as this run.
@@ -185,6 +196,7 @@ def _serve_workers(
                 "cors": cors,
                 "operations": operations,
                 "supervisor": os.getpid(),
+                "pin": pin,
             }
         )
         config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, **serve)
@@ -214,8 +226,11 @@ def listening_socket(config: uvicorn.Config) -> socket.socket:
 def worker_app() -> FastAPI:
     """The app of one ``coffer-api --workers N`` process (uvicorn calls it in each worker)."""
     from .app import create_app
+    from .cpus import pin_to_one_cpu
 
     spec = json.loads(os.environ.pop(WORKER_ENV))  # not passed on to the git or rg it runs
+    if spec.get("pin"):  # before any thread starts: the threads to come inherit the CPU
+        pin_to_one_cpu(f"{spec['supervisor']}-{Path(spec['operations']).name}")
     threading.Thread(
         target=_stop_with_supervisor,
         args=(spec["supervisor"], spec["operations"]),

@@ -95,9 +95,14 @@ def envelope(
     return JSONResponse(body, status_code=status or STATUS.get(code, 500), headers=headers)
 
 
+def coffer_envelope(exc: CofferError) -> JSONResponse:
+    """The envelope answering a core error."""
+    return envelope(exc.code, exc.message, exc.details)
+
+
 async def _coffer_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CofferError)
-    return envelope(exc.code, exc.message, exc.details)
+    return coffer_envelope(exc)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:

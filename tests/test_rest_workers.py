@@ -155,13 +155,20 @@ def test_worker_connections_are_sent_without_nagle_delay() -> None:
 @pytest.fixture
 def two_workers(tmp_home: Path) -> Iterator[tuple[str, int]]:
     """``coffer-api --workers 2 --token ...`` in a subprocess over a home with one fact."""
+    with serving_workers(tmp_home) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving_workers(tmp_home: Path, *more: str) -> Iterator[tuple[str, int]]:
+    """``coffer-api --workers 2 --token ... *more`` over a home with one fact: its URL and pid."""
     with MemoryService(tmp_home) as svc:
         svc.remember("the deploy runs from the release branch", store="global")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
-    args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning"]
+    args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning", *more]
     temp = tmp_home.parent / "tmp"  # where the run's operations folder goes
     temp.mkdir()
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "TMPDIR": str(temp)}
@@ -241,3 +248,76 @@ def test_workers_stop_and_leave_nothing_when_their_supervisor_is_killed(
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{base}/api/v1/memory_stores", timeout=2)
     assert list((tmp_home.parent / "tmp").iterdir()) == []  # the operations folder went with them
+
+
+# -- --pin-workers -------------------------------------------------------------------------------
+def _cpus_of(pid: str) -> set[str]:
+    """The CPU lists every thread of a process may run on (``/proc``)."""
+    return {
+        line.split(":", 1)[1].strip()
+        for status in Path(f"/proc/{pid}/task").glob("*/status")
+        for line in status.read_text().splitlines()
+        if line.startswith("Cpus_allowed_list:")
+    }
+
+
+def test_pin_workers_needs_several_workers(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--pin-workers"])
+    assert exited.value.code == 2
+    assert "--pin-workers needs --workers 2 or more" in capsys.readouterr().err
+
+
+LINUX_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or LINUX_CPUS < 2, reason="pinning takes Linux and 2 CPUs"
+)
+def test_pinned_workers_each_keep_every_thread_on_a_cpu_of_its_own(tmp_home: Path) -> None:
+    with serving_workers(tmp_home, "--pin-workers") as (base, pid):
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        for _ in range(6):  # both workers answer, their thread pools started
+            r = httpx.get(
+                f"{base}/api/v1/memory_stores/recall",
+                params={"query": "deploy", "store": "global"},
+                headers=auth,
+            )
+            assert r.status_code == 200 and r.json()["hits"]
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        pinned = [_cpus_of(w) for w in workers]
+    assert len(workers) == 2
+    assert all(len(cpus) == 1 and "-" not in next(iter(cpus)) for cpus in pinned), pinned
+    assert pinned[0] != pinned[1]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or LINUX_CPUS < 2, reason="pinning takes Linux and 2 CPUs"
+)
+def test_a_cpu_is_claimed_once_and_freed_with_its_process() -> None:
+    script = (
+        "import os, sys\n"
+        "from coffer_memory_fastapi.cpus import pin_to_one_cpu\n"
+        f"cpu = pin_to_one_cpu('test-{os.getpid()}')\n"
+        "print(cpu, sorted(os.sched_getaffinity(0)), flush=True)\n"
+        "sys.stdin.read()\n"  # holds its claim until told to go
+    )
+
+    def claimant() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        return proc, proc.stdout.readline().strip()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    first, said = claimant()
+    assert said == f"{cpus[0]} [{cpus[0]}]"
+    second, said = claimant()
+    assert said == f"{cpus[1]} [{cpus[1]}]"  # the first one's CPU is taken
+    first.communicate("")
+    third, said = claimant()
+    assert said == f"{cpus[0]} [{cpus[0]}]"  # freed when its process ended
+    for proc in (second, third):
+        proc.communicate("")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from coffer_memory import InvalidInput
+from coffer_memory import AsyncMemoryService, InvalidInput
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 
 from ..deps import AsyncService, check_cwd, clean
@@ -57,14 +57,7 @@ async def recall(
     until: Until = None,
 ) -> Response:
     """Search the stores of ``cwd`` (its project, then global) or the named stores; fused by RRF."""
-    if (cwd is None) == (not store):
-        raise InvalidInput("pass either cwd or one or more store names", field="cwd")
-    clean(query, "query")
-    where = check_cwd(cwd) if cwd is not None else None
-    found = await svc.recall(
-        query, cwd=where, stores=store or None, mode=mode, limit=limit, tags=tag, since=since, until=until
-    )
-    return reply(RECALL, found)
+    return await answer(svc, query, cwd, store, mode, limit, tag, since, until)
 
 
 @router.get("/{name}/recall", response_model=RECALL.model, responses=error_responses(404))
@@ -79,6 +72,30 @@ async def recall_store(
     until: Until = None,
 ) -> Response:
     """Search one store."""
+    return await answer(svc, query, None, None, mode, limit, tag, since, until, name=name)
+
+
+async def answer(
+    svc: AsyncMemoryService,
+    query: str,
+    cwd: str | None,
+    store: list[str] | None,
+    mode: Mode | None,
+    limit: int,
+    tag: list[str] | None,
+    since: str | None,
+    until: str | None,
+    *,
+    name: str | None = None,
+) -> Response:
+    """Both routes' answer to their validated parameters (``name``: the one store of the path);
+    ``RecallShortcut`` calls it too."""
+    if name is None and (cwd is None) == (not store):
+        raise InvalidInput("pass either cwd or one or more store names", field="cwd")
     clean(query, "query")
-    found = await svc.recall(query, stores=[name], mode=mode, limit=limit, tags=tag, since=since, until=until)
+    where = check_cwd(cwd) if cwd is not None else None
+    stores = [name] if name is not None else store or None
+    found = await svc.recall(
+        query, cwd=where, stores=stores, mode=mode, limit=limit, tags=tag, since=since, until=until
+    )
     return reply(RECALL, found)

@@ -1,0 +1,101 @@
+"""``RecallShortcut``: a plain recall request answered without FastAPI's per-request machinery.
+
+Recall is what agents call most. For each request FastAPI re-derives every query parameter's
+type (nine parameters on ``/recall``), solves the dependencies and passes five more middleware
+layers and the router: about as much CPU as the rest of the HTTP path together (docs/benchmarks.md,
+"REST, session 7"). This middleware answers a ``GET`` of either recall route whose parameters are
+all plain and within the route's limits, by calling the same ``routers.recall.answer`` the routes
+call, so the body, status and headers are the route's. Every other request (another path or
+method, a mounted app, a missing, repeated or out-of-range parameter, anything FastAPI would
+refuse or coerce) goes on to FastAPI unchanged, so each refusal stays FastAPI's own. It sits inside
+``RequestGuard`` and the CORS middleware: their checks and headers apply as before.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from coffer_memory import AsyncMemoryService, CofferError
+from coffer_memory.vocabulary import (
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    RETRIEVAL_MODES,
+)
+
+from . import errors
+from .routers import recall
+from .routers.recall import TIME_CHARS
+
+# ``/api/v1/memory_stores/recall`` or ``.../{name}/recall`` (a path parameter matches ``[^/]+``).
+_PATH = re.compile(re.escape(recall.router.prefix) + r"(?:/([^/]+))?/recall")
+_LIMIT = re.compile(r"[1-9][0-9]{0,2}")  # what int() and pydantic read alike
+_SCALARS = {"query", "cwd", "mode", "limit", "since", "until"}
+_LISTS = {"store", "tag"}
+_ON_ONE_STORE = {"query", "mode", "limit", "since", "until", "tag"}  # ``/{name}/recall`` takes no cwd, store
+
+
+def recall_arguments(scope: Scope) -> tuple[Any, ...] | None:
+    """The arguments of ``recall.answer`` for a plain recall request, or None to let FastAPI answer."""
+    if scope["method"] != "GET" or scope.get("root_path"):
+        return None
+    found = _PATH.fullmatch(scope["path"])
+    if found is None:
+        return None
+    name = found.group(1)
+    known = _ON_ONE_STORE if name is not None else _SCALARS | _LISTS
+    one: dict[str, str] = {}
+    many: dict[str, list[str]] = {}
+    for key, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
+        if key not in known:
+            continue  # FastAPI ignores a parameter its route does not take
+        if key in _LISTS:
+            many.setdefault(key, []).append(value)
+        elif key in one:
+            return None  # FastAPI reads the last one: rare enough to leave to it
+        else:
+            one[key] = value
+    query = one.get("query")
+    mode = one.get("mode")
+    limit = one.get("limit", "10")
+    since, until = one.get("since"), one.get("until")
+    tags = many.get("tag")
+    if (
+        query is None
+        or not 1 <= len(query) <= MAX_QUERY_CHARS
+        or (mode is not None and mode not in RETRIEVAL_MODES)
+        or not _LIMIT.fullmatch(limit)
+        or int(limit) > MAX_RECALL_LIMIT
+        or (since is not None and len(since) > TIME_CHARS)
+        or (until is not None and len(until) > TIME_CHARS)
+        or (tags is not None and (len(tags) > MAX_TAGS or any(len(t) > MAX_TAG_CHARS for t in tags)))
+    ):
+        return None
+    return (query, one.get("cwd"), many.get("store"), mode, int(limit), tags, since, until, name)
+
+
+class RecallShortcut:
+    """ASGI middleware answering plain recall requests itself (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        args = recall_arguments(scope) if scope["type"] == "http" else None
+        if args is None:
+            await self.app(scope, receive, send)
+            return
+        *params, name = args
+        service: AsyncMemoryService = scope["app"].state.async_service  # as the routes' dependency
+        response: Response
+        try:
+            response = await recall.answer(service, *params, name=name)
+        except CofferError as exc:  # what the app's handler for it answers
+            response = errors.coffer_envelope(exc)
+        await response(scope, receive, send)
