@@ -71,6 +71,7 @@ def _check(
         index_mismatches=tuple(mismatches),
         index_repairs=tuple(db.repairs()),
         links=tuple(link for sp in paths for link in store_links(sp.root)),
+        vector_problem=index.vector_problem(),
     )
 
 

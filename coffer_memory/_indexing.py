@@ -38,13 +38,15 @@ from .vocabulary import MAX_AUDIT_LIMIT
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from ._index.mirror import SharedIndex
-    from .plugins.hookspecs import LLM, IndexBackend
+    from .plugins.hookspecs import LLM, Embedder, IndexBackend
 
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
 SCAN_POLL_SECONDS = 0.02
 # Audit cursors are signed like the others; the log is append-only, so their "version" never moves.
 AUDIT_CURSOR_STORE = "audit"
+# The extra that brings each built-in embedder's packages (pyproject.toml).
+_EXTRAS = {"multilingual-e5": "vector", "minilm": "minilm"}
 
 
 @attrs.define
@@ -146,20 +148,37 @@ class IndexHandle:
             reader.side = second
         return held
 
-    def _vector_index(self, db: IndexDB) -> VecIndex | None:
-        """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
+    def vector_problem(self) -> str | None:
+        """Why vector and hybrid recall answer from keyword here (the embedder or sqlite-vec is
+        missing, and what to install), or None when they run or are not enabled."""
+        return self._vector_setup(self.db)[1]
+
+    def _vector_setup(self, db: IndexDB) -> tuple[Embedder | None, str | None]:
         if not {"vector", "hybrid"} & set(self.settings.memory.retrieval_modes):
-            return None
+            return None, None
+        provider = self.settings.embedding.provider
         embedder = get_embedder(self.settings.embedding)
         if embedder is None or not embedder.available():
-            log.warning("vector recall is enabled but no embedder is available: answering from keyword")
-            return None
+            if provider == "auto":
+                missing = "no offline embedder is installed: pip install 'coffer-memory[vector]'"
+            else:
+                extra = _EXTRAS.get(provider)
+                fix = f"pip install 'coffer-memory[{extra}]'" if extra else "install what its plugin needs"
+                missing = f"the embedding provider {provider!r} is not available: {fix}"
+            return None, f"vector recall is enabled but {missing}; recall answers from keyword"
         if not db.vec_loaded:
-            log.warning(
-                "vector recall is enabled but sqlite-vec is not installed: pip install 'coffer-memory[vector]'"
+            return None, (
+                "vector recall is enabled but sqlite-vec is not installed: pip install 'coffer-memory[vector]'; "
+                "recall answers from keyword"
             )
-            return None
-        return VecIndex(db, embedder)
+        return embedder, None
+
+    def _vector_index(self, db: IndexDB) -> VecIndex | None:
+        """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
+        embedder, problem = self._vector_setup(db)
+        if problem is not None:
+            log.warning("%s", problem)
+        return VecIndex(db, embedder) if embedder is not None else None
 
     @property
     def retrieval(self) -> KnowledgeRetrieval:

@@ -369,12 +369,20 @@ class DoctorReport:
     """Stores that hold memory of one repository (a second clone), each with the command to merge."""
     opted_out: tuple[str, ...] = ()
     """Stores whose repository opted out of coffer's automation (``.coffer-optout``, ``[projects] exclude``)."""
+    vector_problem: str | None = None
+    """Why the enabled vector and hybrid modes answer from keyword (what is missing, what to install)."""
 
     @property
     def ok(self) -> bool:
-        """True when nothing is broken, no store holds a link, the index agrees with the files and
-        installed agents work."""
-        return not self.broken and not self.index_mismatches and not self.links and not self.agent_problems
+        """True when nothing is broken, no store holds a link, the index agrees with the files,
+        installed agents work and the enabled vector modes can run."""
+        return (
+            not self.broken
+            and not self.index_mismatches
+            and not self.links
+            and not self.agent_problems
+            and not self.vector_problem
+        )
 
 
 @attrs.frozen

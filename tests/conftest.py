@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -69,6 +70,16 @@ def tmp_home(tmp_path: Path) -> Path:
     """A real, empty coffer home."""
     home = tmp_path / "home"
     return home
+
+
+def example_embedder() -> type:
+    """The docs' example ``HashEmbedder`` (examples/coffer_hash_embedder.py), for plugin tests."""
+    path = Path(__file__).parent.parent / "examples" / "coffer_hash_embedder.py"
+    spec = importlib.util.spec_from_file_location("coffer_hash_embedder_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HashEmbedder  # type: ignore[no-any-return]
 
 
 @pytest.fixture

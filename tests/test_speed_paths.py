@@ -4,7 +4,6 @@ hybrid's background query embedding and the grep backends (issue #15)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -15,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import example_embedder
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory import _scope as scope_mod
@@ -334,17 +334,7 @@ def test_coffer_mcp_starts_without_the_components_its_tools_have_not_used(tmp_ho
 
 
 
-def _example_embedder() -> type:
-    """The docs' example ``HashEmbedder`` (examples/coffer_hash_embedder.py)."""
-    path = Path(__file__).parent.parent / "examples" / "coffer_hash_embedder.py"
-    spec = importlib.util.spec_from_file_location("coffer_hash_embedder_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.HashEmbedder  # type: ignore[no-any-return]
-
-
-class _SkewedHash(_example_embedder()):  # type: ignore[misc]
+class _SkewedHash(example_embedder()):  # type: ignore[misc]
     """The example's hashed words, deliberately not unit length (scaled by the text's length)."""
 
     def __init__(self) -> None:

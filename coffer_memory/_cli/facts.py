@@ -257,6 +257,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"same repository: {offer}")
     for line in report.opted_out:
         print(f"opted out: {line}")
+    if report.vector_problem:
+        print(f"vector: {report.vector_problem}")
     if ok:
         print("ok")
     else:
@@ -271,6 +273,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
             advice.append("see the agent lines above (`coffer agents status <agent>` for details)")
         if report.links:
             advice.append("replace the symbolic links inside the store with the files themselves")
+        if report.vector_problem:
+            advice.append("install what the vector line names, or leave vector and hybrid out of retrieval_modes")
         print("problems found: " + "; ".join(advice))
     return 0 if ok else 1
 
