@@ -113,6 +113,8 @@ STORE_METRICS = JsonShape(
 class LabelIn(BaseModel):
     """A store's display label."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
+
     label: Annotated[str, json_field(StoreInfo, "label", min_length=1)]
 
 
@@ -166,6 +168,8 @@ CLEAR = JsonShape(
 class FactIn(BaseModel):
     """A new fact."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
+
     text: Annotated[str, json_field(MemoryFact, "body")]
     title: Annotated[str | None, json_field(MemoryFact, "title", default=None)]
     description: Annotated[str | None, json_field(MemoryFact, "description", default=None)]
@@ -183,6 +187,8 @@ class FactIn(BaseModel):
 
 class FactPatch(BaseModel):
     """Fields to change; omitted fields keep their value (``tags: []`` removes every tag)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
 
     text: Annotated[str | None, json_field(MemoryFact, "body", default=None)]
     title: Annotated[str | None, json_field(MemoryFact, "title", default=None)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import StoreConfig, StoreInfo, StoreMerge
 
@@ -62,6 +62,8 @@ class MemoryStoreConfigOut(_Out):
 
 class MergeIn(BaseModel):
     """Where to merge the store named in the path."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
 
     into: str = Field(description="The store that receives it (global or project-<ULID>).")
     dry_run: bool = Field(default=False, description="Report what would move; write nothing.")
@@ -161,5 +163,7 @@ class ResourceListOut(_Out):
 
 class ResourcePatchIn(BaseModel):
     """A change to a resource: its config (a JSON merge patch; null removes a key)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
 
     config: dict[str, Any] = Field(default_factory=dict)

@@ -482,3 +482,17 @@ def test_the_server_parses_http_with_httptools() -> None:
     config = Config(app=app, http="auto")
     config.load()
     assert config.http_protocol_class.__name__ == "HttpToolsProtocol"
+
+
+def test_a_misspelt_body_field_is_refused_and_nothing_is_written(
+    client: TestClient, service: MemoryService
+) -> None:
+    # "tag" for "tags": dropping it would store the fact without the tags the caller meant.
+    sent = {"text": "Deploys on Tuesdays.", "tag": ["ops"]}
+    error(client.post(f"{API}/global/facts", json=sent), 422, "INVALID_INPUT")
+    assert not service.list_facts(store="global").items
+    made = add(client, "global", "Deploys on Tuesdays.", title="deploys")
+    fact = made["fact"]["id"]
+    error(client.patch(f"{API}/global/facts/{fact}", json={"titel": "x"}), 422, "INVALID_INPUT")
+    error(client.put(f"{API}/global/label", json={"label": "ops", "colour": "red"}), 422, "INVALID_INPUT")
+    assert service.get_fact(fact, store="global").fact.title == "deploys"
