@@ -8,8 +8,9 @@ import pytest
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory._index.cjk import bigrams, index_text, query_pieces, query_terms, run_tokens
-from coffer_memory._index.db import MIGRATIONS, SCHEMA_VERSION, IndexDB, _segment_words
+from coffer_memory._index.db import IndexDB
 from coffer_memory._index.fts import keyword_terms
+from coffer_memory._index.migrations import MIGRATIONS, SCHEMA_VERSION, _segment_words
 
 # The recall tests run on the machine-local SQLite index and on the shared PostgreSQL one.
 on_both = pytest.mark.usefixtures("index_backend")

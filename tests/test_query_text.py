@@ -14,10 +14,10 @@ from test_keyword_context import word_rows
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory._index.cjk import CJK_RUN, query_pieces, query_terms, run_tokens
-from coffer_memory._index.db import MIGRATIONS, _fold_words
 from coffer_memory._index.english import grep_words, without_clitic
 from coffer_memory._index.fts import keyword_terms
 from coffer_memory._index.hant import SIMPLIFIED, TRADITIONAL, fold
+from coffer_memory._index.migrations import MIGRATIONS, _fold_words
 
 
 @pytest.mark.parametrize(

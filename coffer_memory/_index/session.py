@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .cjk import index_text
-from .db import CONTEXT_PENDING_KEY as CONTEXT_PENDING_KEY  # where reindex reads it
 from .db import IndexDB
 from .keys import KIND, store_scope, strip_header
+from .migrations import CONTEXT_PENDING_KEY as CONTEXT_PENDING_KEY  # where reindex reads it
 from .snapshot import in_list
 
 # The most candidates whose neighbours one query looks up (SQLite's bound parameters are plenty).
