@@ -41,7 +41,7 @@ from coffer_memory.vocabulary import (
     Scope,
 )
 
-from .errors import core_error, invalid_arguments
+from .errors import core_error, error_result, invalid_arguments
 from .resources import add_resources_and_prompts
 from .schemas import (
     HANDOFF,
@@ -201,7 +201,21 @@ class CofferServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        """Call a tool; arguments that do not fit its schema give ``INVALID_INPUT`` in plain words."""
+        """Call a tool; arguments that do not fit its schema give ``INVALID_INPUT`` in plain words.
+
+        An argument the tool does not take is refused too: the SDK would drop it, and an agent
+        that sent ``store`` or ``tag`` would have its fact written elsewhere or without its tags."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            takes = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - takes)
+            if unknown:
+                listed = ", ".join(repr(u) for u in unknown)
+                return error_result(
+                    "INVALID_INPUT",
+                    f"{name} takes no argument {listed}; it takes {', '.join(sorted(takes))}",
+                    {"fields": unknown},
+                )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

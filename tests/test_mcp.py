@@ -309,6 +309,19 @@ async def test_bad_arguments_are_explained_in_plain_words(svc: MemoryService, re
         assert "http" not in error["message"] and "pydantic" not in error["message"].lower()
 
 
+async def test_an_argument_the_tool_does_not_take_is_refused(svc: MemoryService, repo: Path) -> None:
+    async with connect(svc) as client:
+        stray = error_of(
+            await client.call_tool("coffer__remember", {"text": "Deploys on Tuesdays.", "store": "nosuch", "cwd": str(repo)})
+        )
+        listed = await client.call_tool("coffer__list_memory", {"cwd": str(repo)})
+    assert stray["code"] == "INVALID_INPUT" and stray["details"] == {"fields": ["store"]}
+    assert stray["message"].startswith("coffer__remember takes no argument 'store'; it takes ")
+    assert "text" in stray["message"] and "session_id" in stray["message"]
+    assert not listed.is_error and "Deploys on Tuesdays." not in str(listed.structured_content)
+    assert not svc.list_facts(cwd=repo).items and not svc.list_facts(store="global").items
+
+
 # -- resources and the resume prompt ---------------------------------------------------------------
 def resource_text(result: Any) -> str:
     [content] = result.contents
