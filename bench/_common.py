@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -17,6 +18,16 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as `python bench/x.py` from a checkout without an install
     sys.path.insert(0, str(REPO_ROOT))
+
+
+def recall_modes(parser: argparse.ArgumentParser, modes: str | None, embedder: str | None) -> list[str]:
+    """``--modes`` as a list (default grep,keyword, plus vector,hybrid when ``--embedder`` is given);
+    vector or hybrid without an embedder is a usage error."""
+    default = "grep,keyword,vector,hybrid" if embedder else "grep,keyword"
+    chosen = [m.strip() for m in (modes or default).split(",") if m.strip()]
+    if not embedder and any(m in ("vector", "hybrid") for m in chosen):
+        parser.error("vector and hybrid need --embedder")
+    return chosen
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import environment, print_environment, table, write_json
+from _common import environment, print_environment, recall_modes, table, write_json
 from zh import METRICS, K, load, run
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -94,10 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the figures and per-question rows as JSON")
     parser.add_argument("--tmpdir", help="where to create the temporary homes (default: system)")
     args = parser.parse_args(argv)
-    default = "grep,keyword,vector,hybrid" if args.embedder else "grep,keyword"
-    modes = [m.strip() for m in (args.modes or default).split(",") if m.strip()]
-    if not args.embedder and any(m in ("vector", "hybrid") for m in modes):
-        parser.error("vector and hybrid need --embedder")
+    modes = recall_modes(parser, args.modes, args.embedder)
 
     tmp_root = Path(args.tmpdir or tempfile.gettempdir())
     env = environment(str(tmp_root))

@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import environment, ms, print_environment, summary, table, write_json
+from _common import environment, ms, print_environment, recall_modes, summary, table, write_json
 
 from coffer_memory import MemoryService, Settings
 
@@ -169,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the figures and per-question rows as JSON")
     parser.add_argument("--tmpdir", help="where to create the temporary home (default: system)")
     args = parser.parse_args(argv)
-    default = "grep,keyword,vector,hybrid" if args.embedder else "grep,keyword"
-    modes = [m.strip() for m in (args.modes or default).split(",") if m.strip()]
-    if not args.embedder and any(m in ("vector", "hybrid") for m in modes):
-        parser.error("vector and hybrid need --embedder")
+    modes = recall_modes(parser, args.modes, args.embedder)
 
     use_segmenter(args.segmenter)
     facts, queries = load(Path(args.data))
