@@ -197,6 +197,37 @@ def test_codex_hook_changed_since_review_or_disabled(svc: MemoryService, homes: 
     assert svc.agent_status("codex").hook_review[0].state == "disabled"
 
 
+def test_codex_review_key_under_a_symlinked_codex_home(
+    svc: MemoryService, homes: AgentHomes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Codex canonicalises $CODEX_HOME (codex-rs find_codex_home) and keys its review by the real
+    # path of hooks.json: checked with Codex 0.171, which ran the hook trusted under the real path
+    # and skipped it when trusted under the symlink's path.
+    real = tmp_path / "dotfiles" / "codex"
+    real.mkdir(parents=True)
+    link = tmp_path / "codex-link"
+    link.symlink_to(real)
+    monkeypatch.setenv("CODEX_HOME", str(link))
+    [review] = svc.install_agent("codex").status.hook_review
+    assert review.key == f"{real / 'hooks.json'}:session_start:0:0"
+    entry = read_json(link / "hooks.json")["hooks"]["SessionStart"][0]
+    with (link / "config.toml").open("a") as out:
+        out.write(f'\n[hooks.state."{review.key}"]\ntrusted_hash = "{hook_hash("SessionStart", entry["matcher"], entry["hooks"][0])}"\n')
+    assert [t.state for t in svc.agent_status("codex").hook_review] == ["trusted"]
+
+
+def test_codex_default_home_is_not_resolved(
+    svc: MemoryService, homes: AgentHomes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without $CODEX_HOME, Codex uses $HOME/.codex as it is, symlink or not (checked with 0.171).
+    real = tmp_path / "dotfiles" / "codex"
+    real.mkdir(parents=True)
+    monkeypatch.delenv("CODEX_HOME")
+    (Path(os.environ["HOME"]) / ".codex").symlink_to(real)
+    [review] = svc.install_agent("codex").status.hook_review
+    assert review.key == f"{Path(os.environ['HOME']) / '.codex' / 'hooks.json'}:session_start:0:0"
+
+
 def test_codex_key_follows_the_position_of_our_hook(svc: MemoryService, homes: AgentHomes) -> None:
     users = {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}
     write(codex_hooks(homes), json.dumps({"hooks": {"SessionStart": [users]}}))

@@ -31,7 +31,7 @@ class AgentHomes:
     claude_json: Path
     """Claude Code's user-scope MCP file: ``~/.claude.json``, or ``$CLAUDE_CONFIG_DIR/.claude.json``."""
     codex: Path
-    """``$CODEX_HOME`` or ``~/.codex``: config.toml, hooks.json, sessions/."""
+    """``$CODEX_HOME`` (resolved, as Codex resolves it) or ``~/.codex``: config.toml, hooks.json, sessions/."""
     opencode_config: Path
     """``$XDG_CONFIG_HOME/opencode`` or ``~/.config/opencode``: opencode.json."""
     opencode_data: Path
@@ -46,12 +46,16 @@ class AgentHomes:
         claude = Path(claude_dir).expanduser() if claude_dir else home / ".claude"
         # With CLAUDE_CONFIG_DIR set, Claude Code keeps .claude.json inside that directory.
         claude_json = claude / ".claude.json" if claude_dir else home / ".claude.json"
+        # Codex canonicalises $CODEX_HOME but not ~/.codex (codex-rs find_codex_home), and keys
+        # its hook reviews by the path of hooks.json under it: resolve exactly when Codex does.
+        codex_dir = env.get("CODEX_HOME")
+        codex = Path(os.path.realpath(Path(codex_dir).expanduser())) if codex_dir else home / ".codex"
         xdg_config = _env_dir(env, "XDG_CONFIG_HOME", home / ".config")
         xdg_data = _env_dir(env, "XDG_DATA_HOME", home / ".local" / "share")
         return cls(
             claude=claude,
             claude_json=claude_json,
-            codex=_env_dir(env, "CODEX_HOME", home / ".codex"),
+            codex=codex,
             opencode_config=xdg_config / "opencode",
             opencode_data=xdg_data / "opencode",
         )
