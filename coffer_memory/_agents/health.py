@@ -46,6 +46,7 @@ EXPECTED_TOOL = "coffer__recall"
 
 
 def _mcp_setting(spec: AgentSpec) -> Setting:
+    """The setting that registers coffer's MCP entry (the first ``mcp`` one)."""
     return next(s for s in spec.install if s.part == "mcp")
 
 
@@ -183,7 +184,7 @@ def build_status(
     hooks = mcp = up_to_date = False
     try:
         hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
-        mcp = all(session.present(s) for s in spec.install if s.part == "mcp")
+        mcp = session.present(_mcp_setting(spec))  # the entry; other "mcp" settings may be the user's
         session.install(spec)
         session.native_memory(spec, record.disable_native_memory)
         up_to_date = not session.plan()
