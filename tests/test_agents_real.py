@@ -1,0 +1,318 @@
+"""Coffer inside the real agent CLIs, offline: Codex, Claude Code and OpenCode against a fake model.
+
+Each test installs coffer into a temporary HOME with ``coffer agents install``, points the agent at
+a scripted model on 127.0.0.1 (``fake_model.py``: it records every request and answers with one
+call of ``coffer__remember``, then a final message), runs the agent non-interactively and checks,
+from the requests the model saw and the files coffer wrote:
+
+- the SessionStart hook ran and its rules reached the model (Codex only once the hook is trusted);
+- coffer-mcp started and its five tools were offered to the model;
+- the model's ``coffer__remember`` call wrote the fact into the temporary coffer home;
+- the session was handed to distillation: Claude Code's SessionEnd, Codex's sweep of past sessions
+  started by SessionStart (Codex has no SessionEnd), each turned into a journal entry by coffer's
+  ``[llm]`` pointed at the same fake model.
+
+The agents are not Python packages and the suite installs nothing from npm, so a test runs only
+where its CLI is found: on ``PATH``, or in ``$COFFER_AGENT_CLIS`` (a folder such as the
+``node_modules/.bin`` of ``npm install @openai/codex @anthropic-ai/claude-code opencode-ai``).
+Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.197, OpenCode 1.18.33.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from conftest import make_repo
+from fake_model import FakeModel
+
+from coffer_memory._agents.codex_trust import hook_hash
+
+SCRIPTS = Path(sys.executable).parent
+PROJECT_RULE = "Run make lint before every commit (project rule QZX1)."
+GLOBAL_RULE = "Answer in British English (global rule QZX2)."
+FACT = "The deploy script lives in ops/deploy.sh (fact QZX3)."
+INSIGHT = {"name": "deploy-entry-point", "description": "Deploys start at ops/deploy.sh QZX4", "body": "QZX4"}
+TOOLS = {"coffer__handoff", "coffer__list_memory", "coffer__recall", "coffer__remember", "coffer__resume"}
+RUN_TIMEOUT = 600  # a bound for a hung agent on a loaded machine, not a timing assertion
+
+
+def find_cli(name: str) -> str | None:
+    """The agent's executable: in ``$COFFER_AGENT_CLIS`` first, then on ``PATH``."""
+    folder = os.environ.get("COFFER_AGENT_CLIS")
+    if folder and (Path(folder) / name).is_file():
+        return str(Path(folder) / name)
+    return shutil.which(name)
+
+
+def needs(name: str, package: str) -> pytest.MarkDecorator:
+    """Skip unless the CLI ``name`` is installed, saying how to install it."""
+    return pytest.mark.skipif(
+        find_cli(name) is None,
+        reason=f"{name} is not installed (npm install {package}, then put it on PATH "
+        "or set COFFER_AGENT_CLIS to its node_modules/.bin)",
+    )
+
+
+def distill_or_reply(body: dict[str, Any]) -> str:
+    """The fake model's answer: insights for coffer's distillation prompt, a sentence otherwise."""
+    return json.dumps({"insights": [INSIGHT]}) if '"insights"' in json.dumps(body) else "All done."
+
+
+@attrs.frozen
+class World:
+    """A temporary user: HOME, coffer home (the default, ~/.coffer), a git repository, the env."""
+
+    home: Path
+    repo: Path
+    env: dict[str, str]
+
+    @property
+    def coffer_home(self) -> Path:
+        return self.home / ".coffer"
+
+    def coffer(self, *args: str, exits: tuple[int, ...] = (0,)) -> str:
+        """Run the real ``coffer`` command as this user; its stdout."""
+        proc = subprocess.run(
+            [str(SCRIPTS / "coffer"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        assert proc.returncode in exits, proc.stderr
+        return proc.stdout
+
+    def run(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run an agent in the repository, stdin closed (as a script would)."""
+        proc = subprocess.run(
+            argv,
+            cwd=self.repo,
+            env={**self.env, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        return proc
+
+    def use_model(self, fake: FakeModel) -> None:
+        """Point coffer's ``[llm]`` (distillation) at the fake model."""
+        config = f'[llm]\nprovider = "openai"\nbase_url = "{fake.url}/v1"\nmodel = "fake"\n'
+        (self.coffer_home / "config.toml").write_text(config)
+
+    def facts(self) -> list[str]:
+        """The text of every knowledge fact in the project's store."""
+        return [p.read_text() for p in sorted(self.coffer_home.glob("memory/projects/*/knowledge/**/*.md"))]
+
+    def journal_after(self, marker: str) -> str:
+        """The project's journal once it holds ``marker``: distillation runs detached, after the agent."""
+        deadline = time.monotonic() + RUN_TIMEOUT
+        text = ""
+        while time.monotonic() < deadline:
+            text = "".join(p.read_text() for p in self.coffer_home.glob("memory/projects/*/journal/*.md"))
+            if marker in text:
+                break
+            time.sleep(0.5)
+        log = self.coffer_home / "logs" / "hook.log"
+        assert marker in text, log.read_text() if log.exists() else "no journal entry and no hook.log"
+        return text
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    home = tmp_path / "user"
+    home.mkdir()
+    repo = make_repo(tmp_path / "shop")
+    clis = os.environ.get("COFFER_AGENT_CLIS")
+    path = os.pathsep.join([*([clis] if clis else []), str(SCRIPTS), os.environ.get("PATH", "/usr/bin:/bin")])
+    # Only what an agent needs: no COFFER_HOME, CODEX_HOME or CLAUDE_CONFIG_DIR, so every agent
+    # and coffer find their default folders under this HOME, as on a user's machine.
+    env = {"HOME": str(home), "PATH": path, "LANG": "C.UTF-8", "TMPDIR": str(tmp_path)}
+    w = World(home=home, repo=repo, env=env)
+    w.coffer("memory", "rules", "--add", PROJECT_RULE, "--cwd", str(repo))
+    w.coffer("memory", "rules", "--add", GLOBAL_RULE, "--global")
+    yield w
+
+
+def install(w: World, agent: str, cli: str) -> str:
+    """``coffer agents install <agent>`` as the user; the path of the agent's CLI."""
+    path = find_cli(cli)
+    assert path is not None
+    w.coffer("agents", "install", agent, "--no-check")
+    return path
+
+
+def assert_rules_in_order(text: str) -> None:
+    """The session-start bundle: project rules, then global rules, then the seeded rules."""
+    marks = [text.index("QZX1"), text.index("QZX2"), text.index("coffer__resume()")]
+    assert marks == sorted(marks), text
+
+
+# -- Codex -------------------------------------------------------------------------------------
+def codex_status(w: World) -> dict[str, Any]:
+    # Exit 1 while the setup is not working yet (an unreviewed hook).
+    status: dict[str, Any] = json.loads(
+        w.coffer("agents", "status", "codex", "--json", "--no-check", exits=(0, 1))
+    )
+    return status
+
+
+def trust_like_codex(w: World, review: dict[str, Any]) -> None:
+    """What trusting the hook in Codex's /hooks screen records: its key and ``trusted_hash``."""
+    group = json.loads((w.home / ".codex" / "hooks.json").read_text())["hooks"]["SessionStart"][0]
+    digest = hook_hash("SessionStart", group["matcher"], group["hooks"][0])
+    with (w.home / ".codex" / "config.toml").open("a") as out:
+        out.write(f'\n[hooks.state."{review["key"]}"]\ntrusted_hash = "{digest}"\n')
+
+
+def backdate_codex_session(w: World, hours: float) -> str:
+    """Move the newest Codex session back in time (as if it ended ``hours`` ago); its id."""
+    newest = max((w.home / ".codex" / "sessions").rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_mtime)
+    lines = []
+    for line in newest.read_text().splitlines():
+        record = json.loads(line)
+        for holder in (record, record.get("payload") or {}):
+            if isinstance(holder, dict) and isinstance(holder.get("timestamp"), str):
+                when = (
+                    time.mktime(time.strptime(holder["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) - hours * 3600
+                )
+                holder["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.localtime(when))
+        lines.append(json.dumps(record))
+    newest.write_text("\n".join(lines) + "\n")
+    return newest.stem[-36:]
+
+
+@needs("codex", "@openai/codex")
+def test_codex_runs_coffers_hook_and_tools_and_its_sessions_are_distilled(world: World) -> None:
+    w = world
+    codex = install(w, "codex", "codex")
+    config = w.home / ".codex" / "config.toml"
+    with FakeModel(reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}) as fake:
+        provider = (
+            f'\n[model_providers.fake]\nname = "fake"\nbase_url = "{fake.url}/v1"\nwire_api = "responses"\n'
+            'env_key = "FAKE_MODEL_KEY"\n'
+        )
+        config.write_text('model = "fake-model"\nmodel_provider = "fake"\n' + config.read_text() + provider)
+        agent_env = {"FAKE_MODEL_KEY": "not-a-secret"}
+        argv = [codex, "exec", "--skip-git-repo-check"]
+
+        # Not reviewed yet: Codex skips the hook, exactly as `coffer agents status` says.
+        status = codex_status(w)
+        assert status["hooks_installed"] and status["mcp_registered"]
+        [review] = status["hook_review"]
+        assert review["state"] == "untrusted"
+        w.run([*argv, "hello"], agent_env)
+        assert "QZX1" not in json.dumps(fake.model_requests())
+
+        trust_like_codex(w, review)
+        assert [r["state"] for r in codex_status(w)["hook_review"]] == ["trusted"]
+        fake.requests.clear()
+        w.run([*argv, "where does the deploy script live?"], agent_env)
+        first, second = fake.model_requests()
+        # The hook's bundle is a developer message of its own, in the first request.
+        texts = [
+            c.get("text", "")
+            for item in first["input"]
+            for c in item.get("content") or []
+            if isinstance(c, dict)
+        ]
+        [bundle] = [t for t in texts if t.startswith("# Coffer memory rules")]
+        assert_rules_in_order(bundle)
+        # coffer-mcp's tools, grouped by Codex under the server's namespace.
+        [space] = [
+            t for t in first["tools"] if t.get("type") == "namespace" and t.get("name") == "mcp__coffer"
+        ]
+        assert {t["name"] for t in space["tools"]} == TOOLS
+        [output] = [i for i in second["input"] if i.get("type") == "function_call_output"]
+        assert '"store":"project-' in output["output"] and "ops/deploy.sh" in output["output"]
+        assert any(FACT in fact for fact in w.facts())
+        # SessionStart started the sweep that stands in for Codex's missing SessionEnd.
+        stamp = w.coffer_home / "logs" / "sweep-codex.stamp"
+        assert stamp.exists()
+
+        # The next session start sweeps that session once it has been idle: a journal entry.
+        session = backdate_codex_session(w, hours=1)
+        stamp.unlink()
+        w.use_model(fake)
+        w.run([*argv, "and now?"], agent_env)
+        journal = w.journal_after("QZX4")
+        assert f"session {session}" in journal
+        distill = [b for b in fake.model_requests() if "messages" in b and '"insights"' in json.dumps(b)]
+        assert distill and "where does the deploy script live?" in json.dumps(distill[0])
+
+
+# -- Claude Code -------------------------------------------------------------------------------
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    with FakeModel(reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}) as fake:
+        w.use_model(fake)
+        agent_env = {
+            "ANTHROPIC_BASE_URL": fake.url,
+            "ANTHROPIC_API_KEY": "not-a-secret",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+        remember = "mcp__coffer__coffer__remember"
+        w.run([claude, "-p", "where does the deploy script live?", "--allowedTools", remember], agent_env)
+        turns = [b for b in fake.model_requests() if "system" in b and b.get("tools")]
+        # Claude Code hands SessionStart context to the model inside the conversation.
+        assert_rules_in_order(json.dumps(turns[0]["messages"], ensure_ascii=False))
+        # coffer's tools, in the first request or, when coffer-mcp was still connecting, after
+        # the model called WaitForMcpServers (Claude Code connects MCP servers in the background).
+        ours = {f"mcp__coffer__{name}" for name in TOOLS}
+        assert any(ours <= {t["name"] for t in turn["tools"]} for turn in turns)
+        messages = turns[-1]["messages"]
+        results = [
+            b
+            for m in messages
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        assert any('"created":true' in str(r["content"]) for r in results)
+        assert any(FACT in fact for fact in w.facts())
+        # SessionEnd handed the transcript to distillation, which asked the same fake model.
+        journal = w.journal_after("QZX4")
+        assert "· agent · session " in journal
+
+
+# -- OpenCode ----------------------------------------------------------------------------------
+@needs("opencode", "opencode-ai")
+def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
+    w = world
+    opencode = install(w, "opencode", "opencode")
+    config_file = w.home / ".config" / "opencode" / "opencode.json"
+    with FakeModel(reply="All done.", call_tool="coffer__remember", call_args={"text": FACT}) as fake:
+        config = json.loads(config_file.read_text())
+        config["provider"] = {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{fake.url}/v1", "apiKey": "not-a-secret"},
+                "models": {"fake-model": {"name": "Fake"}},
+            }
+        }
+        config["model"] = "fake/fake-model"
+        config_file.write_text(json.dumps(config, indent=2))
+        agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+        w.run([opencode, "run", "where does the deploy script live?"], agent_env)
+        turns = [b for b in fake.model_requests() if b.get("tools")]
+        # OpenCode prefixes a server's tools with its name; it has no shell hooks, so no rules.
+        assert {t["function"]["name"] for t in turns[0]["tools"]} >= {f"coffer_{name}" for name in TOOLS}
+        assert "QZX1" not in json.dumps(turns)
+        assert any(
+            m.get("role") == "tool" and "Remembered" in str(m.get("content")) for m in turns[-1]["messages"]
+        )
+        assert any(FACT in fact for fact in w.facts())
