@@ -211,8 +211,9 @@ def test_codex_review_key_under_a_symlinked_codex_home(
     [review] = svc.install_agent("codex").status.hook_review
     assert review.key == f"{real / 'hooks.json'}:session_start:0:0"
     entry = read_json(link / "hooks.json")["hooks"]["SessionStart"][0]
+    digest = hook_hash("SessionStart", entry["matcher"], entry["hooks"][0])
     with (link / "config.toml").open("a") as out:
-        out.write(f'\n[hooks.state."{review.key}"]\ntrusted_hash = "{hook_hash("SessionStart", entry["matcher"], entry["hooks"][0])}"\n')
+        out.write(f'\n[hooks.state."{review.key}"]\ntrusted_hash = "{digest}"\n')
     assert [t.state for t in svc.agent_status("codex").hook_review] == ["trusted"]
 
 

@@ -376,7 +376,7 @@ def test_codex_hooks_switched_off_by_the_user_stay_off(svc: MemoryService, homes
     assert tomllib.loads(codex_config(homes).read_text())["features"]["hooks"] is False
     status = svc.agent_status("codex")
     assert status.installed and status.up_to_date
-    assert any("features.hooks = false" in note for note in status.notes)
+    assert any("features.hooks = false" in note and "Codex runs no hooks" in note for note in status.notes)
 
 
 def test_codex_waits_for_coffer_mcp_at_session_start(svc: MemoryService, homes: AgentHomes) -> None:
@@ -396,7 +396,8 @@ def test_codex_startup_grace_set_by_the_user_stays(svc: MemoryService, homes: Ag
     assert tomllib.loads(codex_config(homes).read_text())["mcp_optional_startup_grace_ms"] == 5000
     status = svc.agent_status("codex")
     assert status.installed and status.mcp_registered and status.up_to_date
-    assert any("mcp_optional_startup_grace_ms = 5000" in note for note in status.notes)
+    [note] = [n for n in status.notes if "mcp_optional_startup_grace_ms = 5000" in n]
+    assert "none of coffer's tools in its first turn" in note
 
 
 def test_codex_creates_what_is_missing_and_removes_it_again(svc: MemoryService, homes: AgentHomes) -> None:

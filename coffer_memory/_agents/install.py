@@ -363,9 +363,8 @@ class EditSession:
                 found, value = _get(doc.data, key)
                 if found and doc.plain(value) != s.value(self.commands):
                     shown = json.dumps(doc.plain(value))
-                    notes.append(
-                        f"{doc.path} sets {'.'.join(key)} = {shown}: coffer leaves the user's setting alone"
-                    )
+                    note = f"{doc.path} sets {'.'.join(key)} = {shown}: coffer leaves it alone"
+                    notes.append(f"{note} ({s.otherwise})" if s.otherwise else note)
         return notes
 
     def present(self, s: Setting) -> bool:

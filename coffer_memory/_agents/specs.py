@@ -137,6 +137,8 @@ class Setting:
     """Recognises a value coffer wrote (maybe from another install): it is replaced, never restored."""
     unless: tuple[KeyPath, ...] = ()
     """The setting is left out when the user already set any of these keys."""
+    otherwise: str = ""
+    """What the user's own value of an ``unless`` key means for coffer (said by ``agents status``)."""
 
 
 @attrs.frozen
@@ -266,6 +268,7 @@ SPECS: dict[str, AgentSpec] = {
                 ("features", "hooks"),
                 _true,
                 unless=(("features", "hooks"), ("features", "codex_hooks")),
+                otherwise="while it is false Codex runs no hooks, coffer's SessionStart included",
             ),
             Setting("mcp", _codex_config, ("mcp_servers", MCP_SERVER_NAME), _codex_mcp, _is_coffer_mcp),
             # Since 0.147 Codex builds a session's first tool list with only the optional MCP
@@ -279,6 +282,8 @@ SPECS: dict[str, AgentSpec] = {
                 (CODEX_MCP_GRACE,),
                 _zero,
                 unless=((CODEX_MCP_GRACE,),),
+                otherwise="a session that starts before coffer-mcp is ready (1-4 s) has none of coffer's "
+                "tools in its first turn",
             ),
         ),
         native_memory=(
