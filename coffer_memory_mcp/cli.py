@@ -43,18 +43,24 @@ log = logging.getLogger("coffer_memory_mcp")
 
 
 class BearerTokenMiddleware:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>`` (the
+    scheme in any case, as HTTP has it and as ``coffer-api`` takes it; the value compared in
+    constant time)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Refuse a request without the token with 401; pass everything else through."""
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": {"code": "UNAUTHORIZED", "message": "missing or wrong bearer token"}}'
+            scheme, _, credentials = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self._expected):
+                body = (
+                    b'{"error": {"code": "UNAUTHORIZED", "message": "missing or wrong bearer token", '
+                    b'"details": {}}}'
+                )
                 await send(
                     {
                         "type": "http.response.start",

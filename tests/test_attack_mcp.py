@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from conftest import wait_for_port
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
@@ -139,3 +143,45 @@ def test_a_call_in_flight_when_input_ends_is_still_answered(
     with MemoryService(tmp_home) as svc:
         [record] = svc.list_facts(store="global").items
     assert answer["result"]["structuredContent"]["id"] == record.fact.id
+
+
+# -- over HTTP --------------------------------------------------------------------------------------
+def test_the_http_token_check_reads_the_scheme_in_any_case_and_refuses_with_the_envelope(
+    tmp_home: Path,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
+    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        wait_for_port("127.0.0.1", port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for wrong in ({}, {"Authorization": "Bearer s3cre"}, {"Authorization": "Basic s3cret"}):
+                refused = http.post("/mcp", json=init, headers={**accept, **wrong})
+                assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+                assert refused.json() == {
+                    "error": {
+                        "code": "UNAUTHORIZED",
+                        "message": "missing or wrong bearer token",
+                        "details": {},
+                    }
+                }
+            for scheme in ("Bearer", "bearer", "BEARER"):
+                served = http.post("/mcp", json=init, headers={**accept, "Authorization": f"{scheme} s3cret"})
+                assert served.status_code == 200, (scheme, served.text)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
