@@ -50,8 +50,13 @@ def served(tmp_home: Path) -> Iterator[int]:
 def raw_get(port: int, target: str, *headers: tuple[str, str]) -> tuple[int, dict[str, str], bytes]:
     """``GET target`` sent byte for byte (headers repeated as given): status, headers, body."""
     lines = [f"GET {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers), "Connection: close", "", ""]
+    return raw_send(port, "\r\n".join(lines).encode("latin-1"))
+
+
+def raw_send(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """``request`` written as it is; the answer's status, headers and body."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall("\r\n".join(lines).encode("latin-1"))
+        sock.sendall(request)
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -89,6 +94,26 @@ def test_two_origin_headers_are_refused(served: int) -> None:
         status, _, body = raw_get(served, target, ("Host", "127.0.0.1"), *origins)
         assert status == 403, target
         envelope(status, body, "ORIGIN_NOT_ALLOWED")
+
+
+# -- requests that are not HTTP ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"PROPFIND2 /api/v1/memory_stores HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # not a method
+        b"GET /ui/stores/\xed\xa0\x80 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # raw bytes in the target
+        b"GET /ui HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: coffer_ui=\x00\r\n\r\n",  # NUL in a header
+        b"GET /api/v1/memory_stores/global/recall?query="
+        + b"x" * 70_000
+        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ],
+)
+def test_a_request_that_is_not_http_is_refused_with_the_envelope(served: int, request_bytes: bytes) -> None:
+    # uvicorn answers these before the app sees them: "Invalid HTTP request received." in plain text.
+    status, fields, body = raw_send(served, request_bytes)
+    assert status == 400 and fields["content-type"] == "application/json", body
+    envelope(status, body, "INVALID_INPUT")
+    assert raw_get(served, API, ("Host", "127.0.0.1"))[0] == 200  # and the server serves on
 
 
 # -- CORS preflights ----------------------------------------------------------------------------
