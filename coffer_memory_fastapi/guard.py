@@ -311,7 +311,7 @@ class RequestGuard:
         if _SURROGATE_ESCAPE.search(body):
             try:
                 where = lone_surrogate_at(json.loads(body))
-            except ValueError:  # not JSON: the route answers that itself
+            except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that
                 where = None
             if where is not None:
                 loc: list[str | int] = ["body", *(_escaped(p) for p in where)]

@@ -162,3 +162,15 @@ def test_no_page_of_the_server_can_be_framed(client: TestClient) -> None:
         assert r.headers.get_list("x-content-type-options") == ["nosniff"], path
     redirect = client.get("/", follow_redirects=False)
     assert redirect.status_code == 307 and redirect.headers["x-frame-options"] == "DENY"
+
+
+# -- bodies -------------------------------------------------------------------------------------
+def test_a_deeply_nested_body_with_a_surrogate_escape_is_invalid_input_not_a_500(client: TestClient) -> None:
+    # The guard parses a body holding "\ud800" to find where it is; Python's json (and the walk
+    # over what it parsed) gave up with RecursionError, which answered 500 INTERNAL.
+    depth = 100_000
+    body = b'{"x": ' + b"[" * depth + b"]" * depth + b', "text": "a\\ud800"}'
+    r = client.post(f"{API}/global/facts", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    envelope(r.status_code, r.content, "INVALID_INPUT")
+    assert client.get(f"{API}/global").json()["fact_count"] == 0
