@@ -126,7 +126,10 @@ def _answer_to_error(error: ValidationError) -> SessionMessage | None:
     for err in error.errors():
         refused = err.get("input")
         if len(err["loc"]) <= 2 and isinstance(refused, (str, dict)):
-            answer = answer_to_refused(refused)
+            try:
+                answer = answer_to_refused(refused)
+            except RecursionError:  # nested deeper than Python's json reads: no id to answer
+                continue  # (it reached the server's read loop, and one such line ended the server)
             if answer is not None:
                 return answer
     return None

@@ -120,6 +120,25 @@ def test_a_request_that_is_not_json_rpc_is_answered_not_dropped(
     assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}
 
 
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_a_deeply_nested_request_does_not_end_the_server(
+    peer: StdioPeer,  # noqa: F811
+    depth: int,
+) -> None:
+    # The SDK's parser refuses it ("recursion limit exceeded"); reading its id again with Python's
+    # json raised RecursionError in the server's read loop, and coffer-mcp exited.
+    tags = b"[" * depth + b"]" * depth
+    peer.send(
+        '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "coffer__recall", '
+        f'"arguments": {{"query": "x", "tags": {tags.decode()}}}}}}}'
+    )
+    if depth < 900:  # Python's json reads it: the id is answered
+        answer = peer.answer()
+        assert answer is not None and answer["id"] == 5 and answer["error"]["code"] == INVALID_REQUEST
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 6, "result": {}}
+
+
 def test_a_call_in_flight_when_input_ends_is_still_answered(
     peer: StdioPeer,  # noqa: F811
     tmp_home: Path,
