@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from coffer_memory import CofferError, MemoryService, __version__
 
+from .refusals import TypedRefusals, send_envelope
 from .server import build_server
 
 __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
@@ -57,22 +58,8 @@ class BearerTokenMiddleware:
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
             scheme, _, credentials = given.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self._expected):
-                body = (
-                    b'{"error": {"code": "UNAUTHORIZED", "message": "missing or wrong bearer token", '
-                    b'"details": {}}}'
-                )
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="coffer"'),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                challenge = [(b"www-authenticate", b'Bearer realm="coffer"')]
+                await send_envelope(send, 401, "UNAUTHORIZED", "missing or wrong bearer token", challenge)
                 return
         await self.app(scope, receive, send)
 
@@ -256,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
-    app: Any = server.streamable_http_app(host=host)
+    app: Any = TypedRefusals(server.streamable_http_app(host=host))
     if token:
         app = BearerTokenMiddleware(app, token)
     elif host not in ("127.0.0.1", "localhost", "::1"):

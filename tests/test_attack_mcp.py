@@ -165,7 +165,7 @@ def test_a_call_in_flight_when_input_ends_is_still_answered(
 
 
 # -- over HTTP --------------------------------------------------------------------------------------
-def test_the_http_token_check_reads_the_scheme_in_any_case_and_refuses_with_the_envelope(
+def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the_envelope(
     tmp_home: Path,
 ) -> None:
     with socket.socket() as sock:
@@ -201,6 +201,26 @@ def test_the_http_token_check_reads_the_scheme_in_any_case_and_refuses_with_the_
             for scheme in ("Bearer", "bearer", "BEARER"):
                 served = http.post("/mcp", json=init, headers={**accept, "Authorization": f"{scheme} s3cret"})
                 assert served.status_code == 200, (scheme, served.text)
+            # The SDK's own refusals, in plain text before: the envelope with the SDK's words.
+            authed = {**accept, "Authorization": "Bearer s3cret"}
+            for status, code, request in [
+                (421, "HOST_NOT_ALLOWED", {"json": init, "headers": {**authed, "Host": "evil.example"}}),
+                (
+                    403,
+                    "ORIGIN_NOT_ALLOWED",
+                    {"json": init, "headers": {**authed, "Origin": "http://evil.example"}},
+                ),
+                (
+                    400,
+                    "INVALID_INPUT",
+                    {"content": b"{}", "headers": {**authed, "Content-Type": "text/plain"}},
+                ),
+            ]:
+                refused = http.post("/mcp", **request)  # type: ignore[arg-type]
+                assert refused.status_code == status and refused.json()["error"]["code"] == code, refused.text
+                assert refused.json()["error"]["message"] and refused.json()["error"]["details"] == {}
+            missing = http.get("/elsewhere", headers=authed)
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
