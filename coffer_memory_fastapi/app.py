@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.security import HTTPBearer
 
 from coffer_memory import AsyncMemoryService, MemoryService, __version__
 
 from . import errors, web
-from .guard import HostRule, RequestGuard
+from .guard import HostRule, RefusingCors, RequestGuard
 from .operations import Operations
 from .routers import agents, audit, facts, lanes, operations, porting, recall, resources, stores, transcripts
 from .shortcut import RecallShortcut
@@ -105,7 +104,7 @@ def create_app(
     app.add_middleware(RecallShortcut)
     if cors:
         app.add_middleware(
-            CORSMiddleware,
+            RefusingCors,
             allow_origins=cors,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "If-Match"],

@@ -29,6 +29,9 @@ CORS_ENV = "COFFER_API_CORS_ORIGINS"
 WORKER_ENV = "COFFER_API_WORKER"
 """What ``coffer-api --workers N`` hands its worker processes (JSON: token, hosts, CORS, operations)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
+HTTP_PROTOCOL = "coffer_memory_fastapi.http_errors:EnvelopeProtocol"
+"""uvicorn's protocol refusing a request that is not HTTP with the envelope (by name: each worker
+process imports it, and ``coffer-api --version`` never does)."""
 
 
 def _listed(value: str | None) -> list[str]:
@@ -151,7 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         url = ui_url(args.host, args.port, token)
         print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
         threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
-    serve = {"host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log}
+    serve = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "access_log": args.access_log,
+        "http": HTTP_PROTOCOL,
+    }
     try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns
         service = MemoryService(args.home)
     except CofferError as exc:

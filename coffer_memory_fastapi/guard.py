@@ -11,12 +11,18 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
   so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``.
 
+A request carrying two ``Host`` (or two ``Origin``) headers is refused as a foreign one: this
+check would read one and Starlette (links, redirects, CORS) the other.
+
 Then the optional bearer token (scheme matched case-insensitively, value in constant time). A
 browser cannot send that header, so the read-only web view (``ui_prefix``) also takes it once as
 ``?token=``: the answer is a redirect to the same page without it, setting an HttpOnly,
 SameSite=Strict cookie (an HMAC of the token, never the token) that only GETs of the pages accept.
 Then a
 JSON body holding a lone surrogate (``"\\ud800"``), which no file can store: ``422 INVALID_INPUT``.
+Answers outside ``/api/`` (``/docs``, ``/redoc``, the web view) may not be framed by another page
+(``X-Frame-Options: DENY``, ``frame-ancestors 'none'``): a page framing ``/docs`` could lead a
+click onto "Try it out" of a DELETE.
 A pure ASGI middleware: one pass over the headers, the body is buffered only for that check.
 """
 
@@ -32,6 +38,8 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,6 +56,11 @@ UI_COOKIE = "coffer_ui"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAME = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]*:[0-9a-f:.]*")  # a DNS name or IPv4, or an IPv6 literal
+_UNFRAMEABLE = (
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+)
 
 
 def split_authority(value: str) -> tuple[str, str | None] | None:
@@ -162,16 +175,20 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        if not _split_root(scope)[1].startswith("/api/"):
+            send = _unframeable(send)
         await self.app(scope, receive, send)
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
         host = origin = authorization = content_type = cookie = None
-        has_body = preflight = False
+        has_body = preflight = repeated_host = repeated_origin = False
         for key, raw in scope["headers"]:
             if key == b"host":
+                repeated_host = repeated_host or host is not None
                 host = raw.decode("latin-1")
             elif key == b"origin":
+                repeated_origin = repeated_origin or origin is not None
                 origin = raw.decode("latin-1")
             elif key == b"authorization":
                 authorization = raw
@@ -186,6 +203,10 @@ class RequestGuard:
             elif key == b"cookie":
                 cookie = raw.decode("latin-1")
         server = scope.get("server")
+        if repeated_host:
+            return _refuse("HOST_NOT_ALLOWED", "a request may carry one Host header, not several"), False
+        if repeated_origin:
+            return _refuse("ORIGIN_NOT_ALLOWED", "a request may carry one Origin header, not several"), False
         if host is None or not self.hosts.allows(host, server):
             return _refuse(
                 "HOST_NOT_ALLOWED",
@@ -290,7 +311,7 @@ class RequestGuard:
         if _SURROGATE_ESCAPE.search(body):
             try:
                 where = lone_surrogate_at(json.loads(body))
-            except ValueError:  # not JSON: the route answers that itself
+            except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that
                 where = None
             if where is not None:
                 loc: list[str | int] = ["body", *(_escaped(p) for p in where)]
@@ -299,6 +320,47 @@ class RequestGuard:
                 where_text = ".".join(map(str, loc))
                 return errors.envelope("INVALID_INPUT", f"{where_text}: {msg}", {"errors": [error]}), replay
         return None, replay
+
+
+class RefusingCors(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered by the error envelope
+    (``403 ORIGIN_NOT_ALLOWED`` naming what was refused) instead of a plain-text 400."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        """The preflight's answer: Starlette's when it grants the request, else the envelope."""
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        refused = bytes(response.body).decode().removeprefix("Disallowed CORS ").split(", ")
+        asked = {
+            "method": request_headers.get("access-control-request-method"),
+            "headers": request_headers.get("access-control-request-headers"),
+        }
+        return errors.envelope(
+            "ORIGIN_NOT_ALLOWED",
+            f"a cross-origin request from {request_headers['origin']!r} may not use this "
+            + ", ".join(refused),
+            {
+                "origin": request_headers["origin"],
+                "refused": refused,
+                **{k: v for k, v in asked.items() if v},
+            },
+            headers={k: v for k, v in response.headers.items() if k.startswith("access-control-")},
+        )
+
+
+def _unframeable(send: Send) -> Send:
+    """``send`` adding the headers that keep another page from framing the answer (unless set)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", ()))
+            present = {key.lower() for key, _ in headers}
+            headers += [(key, value) for key, value in _UNFRAMEABLE if key not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _split_root(scope: Scope) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from mcp_types import (
     CallToolResult,
     ErrorData,
     JSONRPCError,
+    JSONRPCRequest,
     JSONRPCResponse,
     TextContent,
 )
@@ -31,39 +32,34 @@ from pydantic import ValidationError
 
 from coffer_memory import CofferError, MemoryService, __version__
 
+from .refusals import TypedRefusals, send_envelope
 from .server import build_server
 
 __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
 
 TOKEN_ENV = "COFFER_MCP_TOKEN"
+DRAIN_SECONDS = 10.0
+"""How long ``coffer-mcp`` on stdio still answers the calls in flight once its input has ended."""
 log = logging.getLogger("coffer_memory_mcp")
 
 
 class BearerTokenMiddleware:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>`` (the
+    scheme in any case, as HTTP has it and as ``coffer-api`` takes it; the value compared in
+    constant time)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Refuse a request without the token with 401; pass everything else through."""
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": {"code": "UNAUTHORIZED", "message": "missing or wrong bearer token"}}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="coffer"'),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+            scheme, _, credentials = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self._expected):
+                challenge = [(b"www-authenticate", b'Bearer realm="coffer"')]
+                await send_envelope(send, 401, "UNAUTHORIZED", "missing or wrong bearer token", challenge)
                 return
         await self.app(scope, receive, send)
 
@@ -76,16 +72,18 @@ def _lone_surrogate_in(value: Any) -> bool:
     return False
 
 
-def answer_to_refused(line: str) -> SessionMessage | None:
-    """The answer to a request line the SDK's parser refused (None when no request id can be read).
+def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
+    """The answer to a request the SDK's parser refused (None when no request id can be read):
+    ``line`` is the line as read, or the message as parsed.
 
     The SDK's stdio transport parses with pydantic, which refuses a lone surrogate escape
-    (``"\\ud800"``) that Python's ``json`` reads; the server then logs the line and never answers,
-    so the client waits forever. A ``tools/call`` gets an ``INVALID_INPUT`` tool error naming the
-    argument, any other request a JSON-RPC error.
+    (``"\\ud800"``) that Python's ``json`` reads, and a message that is JSON but not JSON-RPC
+    (``"params": "x"``, ``"jsonrpc": "1.0"``); the server then logs the line and never answers,
+    so the client waits forever. A ``tools/call`` with a lone surrogate gets an ``INVALID_INPUT``
+    tool error naming the argument, any other refused request a JSON-RPC error.
     """
     try:
-        request = json.loads(line)
+        request = json.loads(line) if isinstance(line, str) else line
     except ValueError:
         return None
     if not isinstance(request, dict):
@@ -109,13 +107,35 @@ def answer_to_refused(line: str) -> SessionMessage | None:
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
 
 
+def _answer_to_error(error: ValidationError) -> SessionMessage | None:
+    """``answer_to_refused`` for what the SDK's parser refused: a line that is not JSON is the
+    input of an error at the root, a message of the wrong shape that of a missing field."""
+    for err in error.errors():
+        refused = err.get("input")
+        if len(err["loc"]) <= 2 and isinstance(refused, (str, dict)):
+            try:
+                answer = answer_to_refused(refused)
+            except RecursionError:  # nested deeper than Python's json reads: no id to answer
+                continue  # (it reached the server's read loop, and one such line ended the server)
+            if answer is not None:
+                return answer
+    return None
+
+
 class _AnswerRefused:
     """The stdio read stream, with lines the SDK refused answered (``answer_to_refused``) instead
-    of handed to the server, which would drop them."""
+    of handed to the server, which would drop them; at the end of input it waits (up to
+    ``DRAIN_SECONDS``) until every request read has been answered through ``writer``.
+
+    The server cancels what is in flight when its input ends: a client that sent a
+    ``coffer__remember`` and closed stdin (a shutdown) had the fact written and never heard so.
+    """
 
     def __init__(self, inner: Any, write: Any) -> None:
         self._inner = inner
         self._write = write
+        self._pending: set[int | str] = set()
+        self.writer = _Answering(write, self._pending)
 
     @property
     def last_context(self) -> Any:
@@ -125,11 +145,17 @@ class _AnswerRefused:
     async def receive(self) -> SessionMessage | Exception:
         """The next message or transport error the server should see."""
         while True:
-            item: SessionMessage | Exception = await self._inner.receive()
+            try:
+                item: SessionMessage | Exception = await self._inner.receive()
+            except anyio.EndOfStream:
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    while self._pending:
+                        await anyio.sleep(0.01)
+                raise
+            if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                self._pending.add(item.message.id)
             if isinstance(item, ValidationError):
-                errors = item.errors()
-                line = errors[0].get("input") if errors else None
-                answer = answer_to_refused(line) if isinstance(line, str) else None
+                answer = _answer_to_error(item)
                 if answer is not None:
                     await self._write.send(answer)
                     continue
@@ -155,6 +181,30 @@ class _AnswerRefused:
         await self.aclose()
 
 
+class _Answering:
+    """The stdio write stream, crossing off each request it carries the answer to."""
+
+    def __init__(self, inner: Any, pending: set[int | str]) -> None:
+        self._inner = inner
+        self._pending = pending
+
+    async def send(self, item: SessionMessage) -> None:
+        """Write ``item``; an answer settles its request."""
+        await self._inner.send(item)
+        if isinstance(item.message, (JSONRPCResponse, JSONRPCError)) and item.message.id is not None:
+            self._pending.discard(item.message.id)
+
+    async def aclose(self) -> None:
+        """Close the underlying stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 async def _serve_stdio(server: MCPServer) -> None:
     """What ``server.run("stdio")`` does, with refused requests answered."""
     from mcp.server.stdio import stdio_server
@@ -163,7 +213,8 @@ async def _serve_stdio(server: MCPServer) -> None:
     # way, and the SDK notes that it is meant to become public.
     lowlevel = server._lowlevel_server
     async with stdio_server() as (read, write):
-        await lowlevel.run(_AnswerRefused(read, write), write, lowlevel.create_initialization_options())
+        reading = _AnswerRefused(read, write)
+        await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
 
 
 def _port(value: str) -> int:
@@ -192,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
-    app: Any = server.streamable_http_app(host=host)
+    app: Any = TypedRefusals(server.streamable_http_app(host=host))
     if token:
         app = BearerTokenMiddleware(app, token)
     elif host not in ("127.0.0.1", "localhost", "::1"):

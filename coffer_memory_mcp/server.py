@@ -17,9 +17,12 @@ from urllib.request import url2pathname
 
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolResult,
+    GetPromptResult,
     InputRequiredResult,
     ListRootsRequest,
     ListRootsResult,
@@ -34,6 +37,7 @@ import coffer_memory
 from coffer_memory import CofferError, InvalidInput, MemoryFact, MemoryService, json_field, json_items
 from coffer_memory.vocabulary import (
     MAX_LIST_LIMIT,
+    MAX_PATH_CHARS,
     MAX_RECALL_LIMIT,
     MAX_SESSION_ID_CHARS,
     MAX_TAGS,
@@ -179,12 +183,19 @@ def _ok(out: dict[str, Any], text: str) -> CallToolResult:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# The longest value read (``since``/``until`` as the REST face's): the core's message quotes the
+# value it refuses, so a megabyte sent came back twice. Checked here, not in the input schemas
+# every session loads.
+_LONGEST = {"cwd": MAX_PATH_CHARS, "since": 64, "until": 64}
 
 
 def _guard(tool: str, call: Callable[[], CallToolResult], **texts: str | None) -> CallToolResult:
-    """Run a tool; a core error, or a lone surrogate in one of ``texts``, is a tool error."""
+    """Run a tool; a core error, a value of ``texts`` over its ``_LONGEST`` or holding a lone
+    surrogate, is a tool error."""
     try:
         for field, value in texts.items():
+            if value is not None and len(value) > _LONGEST.get(field, len(value)):
+                raise InvalidInput(f"{field} is longer than {_LONGEST[field]} characters", field=field)
             if value is not None and _SURROGATE.search(value):
                 # No file can hold it (it is not a character): refuse before the core sees it.
                 raise InvalidInput(
@@ -206,22 +217,52 @@ class CofferServer(MCPServer[Any]):
         An argument the tool does not take is refused too: the SDK would drop it, and an agent
         that sent ``store`` or ``tag`` would have its fact written elsewhere or without its tags."""
         tool = self._tool_manager.get_tool(name)
-        if tool is not None:
-            takes = set(tool.parameters.get("properties", {}))
-            unknown = sorted(set(arguments) - takes)
-            if unknown:
-                listed = ", ".join(repr(u) for u in unknown)
-                return error_result(
-                    "INVALID_INPUT",
-                    f"{name} takes no argument {listed}; it takes {', '.join(sorted(takes))}",
-                    {"fields": unknown},
-                )
+        if tool is None:  # the SDK's answer carried no code
+            tools = sorted(t.name for t in self._tool_manager.list_tools())
+            return error_result(
+                "NOT_FOUND", f"there is no tool {name!r}; the tools are {', '.join(tools)}", {"tool": name}
+            )
+        takes = set(tool.parameters.get("properties", {}))
+        unknown = sorted(set(arguments) - takes)
+        if unknown:
+            listed = ", ".join(repr(u) for u in unknown)
+            return error_result(
+                "INVALID_INPUT",
+                f"{name} takes no argument {listed}; it takes {', '.join(sorted(takes))}",
+                {"fields": unknown},
+            )
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # As the REST face's 500: the code and the exception's class, never its text.
+            cause = exc.__cause__ or exc
+            log.error("%s failed unexpectedly", name, exc_info=cause)
+            return error_result("INTERNAL", f"{name} failed unexpectedly", {"type": type(cause).__name__})
         except ToolError as exc:
-            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+            if isinstance(exc.__cause__, ValidationError):
                 return invalid_arguments(name, exc.__cause__)
             raise
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """Render a prompt; an unknown prompt or argument is ``INVALID_INPUT`` (the SDK answered
+        "Internal server error" and logged a traceback)."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            names = ", ".join(sorted(p.name for p in self._prompt_manager.list_prompts()))
+            raise MCPError(
+                INVALID_PARAMS, f"INVALID_INPUT: there is no prompt {name!r}; the prompts are {names}"
+            )
+        takes = sorted(a.name for a in prompt.arguments or ())
+        unknown = sorted(set(arguments or {}) - set(takes))
+        if unknown:
+            listed = ", ".join(repr(u) for u in unknown)
+            raise MCPError(
+                INVALID_PARAMS,
+                f"INVALID_INPUT: prompt {name} takes no argument {listed}; it takes {', '.join(takes)}",
+            )
+        return await super().get_prompt(name, arguments, context)
 
 
 def build_server(service: MemoryService | None = None, *, name: str = "coffer") -> CofferServer:

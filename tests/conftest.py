@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -229,3 +231,13 @@ def index_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("COFFER_PG_URL", request.getfixturevalue("pg_url"))
         monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgresql")
     return str(request.param)
+
+
+def wait_for_port(host: str, port: int, bound_s: float = 60.0) -> None:
+    """Return once ``host:port`` accepts connections, or after ``bound_s`` (a bound on a server's
+    start-up on a loaded machine, not an assertion: the test's own request then fails)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.1)

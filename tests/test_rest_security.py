@@ -7,13 +7,11 @@ the bearer token, 405 ``Allow``, lone surrogates in bodies, and the app mounted 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from agent_configs import isolated_agent_homes, write_claude, write_codex, write_opencode
+from conftest import wait_for_port
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -126,11 +125,7 @@ def served(tmp_home: Path) -> Iterator[str]:
     proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.2:{port}"
     try:
-        deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.2", port), timeout=0.2):
-                break
-            time.sleep(0.1)
+        wait_for_port("127.0.0.2", port)
         yield url
     finally:
         proc.terminate()

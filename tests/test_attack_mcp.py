@@ -1,0 +1,226 @@
+"""The MCP face attacked: unknown tools and prompts, a tool that crashes, oversized and malformed
+requests, and a call in flight when the client shuts the server down.
+
+Through the SDK's own client (in process, and over stdio for ``coffer-mcp``), and line by line over
+stdio where the SDK's client would never send such a request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import wait_for_port
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
+
+from coffer_memory import MemoryService
+from coffer_memory_mcp import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    """The error envelope of a failed call (its text starts with the same code and message)."""
+    assert result.is_error and result.structured_content is not None, result
+    error: dict[str, Any] = result.structured_content["error"]
+    assert set(error) == {"code", "message", "details"}
+    [text] = [block.text for block in result.content if isinstance(block, TextContent)]
+    assert text.startswith(f"{error['code']}: {error['message']}")
+    return error
+
+
+async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService) -> None:
+    # The SDK answered "Unknown tool: ..." with no code a program could branch on.
+    async with Client(build_server(svc)) as client:
+        error = error_of(await client.call_tool("coffer__forget", {"id": "x"}))
+    assert error["code"] == "NOT_FOUND" and error["details"] == {"tool": "coffer__forget"}
+    assert "coffer__recall" in error["message"] and "coffer__remember" in error["message"]
+
+
+async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
+    # An index that cannot be opened (here a folder where the file should be) fails inside the
+    # core with apsw's error; the SDK answered "Error executing tool ..." and no envelope.
+    with MemoryService(tmp_home) as svc:
+        svc.remember("deploys go out on Tuesdays", store="global")
+    index = tmp_home / "index.db"
+    for path in tmp_home.glob("index.db*"):
+        path.unlink()
+    index.mkdir()
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
+    async with Client(params) as client:
+        recall = error_of(
+            await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
+        )
+        listed = error_of(await client.call_tool("coffer__list_memory", {"scope": "global"}))
+    for error in (recall, listed):
+        assert error["code"] == "INTERNAL" and error["details"] == {"type": "CantOpenError"}
+        assert "Traceback" not in error["message"] and str(index) not in error["message"]
+
+
+async def test_an_unknown_prompt_or_prompt_argument_is_invalid_input(svc: MemoryService) -> None:
+    # The SDK answered "Internal server error" and logged a traceback for each.
+    async with Client(build_server(svc)) as client:
+        with pytest.raises(MCPError) as unknown:
+            await client.get_prompt("nosuch")
+        with pytest.raises(MCPError) as stray:
+            await client.get_prompt("resume", {"branch": "main"})
+        assert (await client.get_prompt("resume", {"cwd": "/"})).messages
+    assert unknown.value.code == INVALID_PARAMS
+    assert unknown.value.message == "INVALID_INPUT: there is no prompt 'nosuch'; the prompts are resume"
+    assert stray.value.code == INVALID_PARAMS
+    assert stray.value.message == "INVALID_INPUT: prompt resume takes no argument 'branch'; it takes cwd"
+
+
+@pytest.mark.parametrize("field", ["since", "until", "cwd"])
+async def test_an_oversized_argument_is_refused_without_being_echoed(svc: MemoryService, field: str) -> None:
+    # The core's message quotes the value it refuses: a megabyte in came back twice over.
+    async with Client(build_server(svc)) as client:
+        result = await client.call_tool("coffer__recall", {"query": "deploys", field: "x" * 1_000_000})
+    error = error_of(result)
+    assert error["code"] == "INVALID_INPUT" and error["details"] == {"field": field}
+    assert len(json.dumps(result.model_dump(mode="json"))) < 2000
+
+
+# -- over stdio, line by line -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "x"},
+        {"jsonrpc": "1.0", "id": 7, "method": "ping"},
+        {"id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": ["coffer__recall"]},
+    ],
+)
+def test_a_request_that_is_not_json_rpc_is_answered_not_dropped(
+    peer: StdioPeer,  # noqa: F811
+    request_line: dict[str, Any],
+) -> None:
+    peer.send(json.dumps(request_line))
+    answer = peer.answer()
+    assert answer is not None, "the request was never answered: the client waits for ever"
+    assert answer["id"] == 7 and answer["error"]["code"] == INVALID_REQUEST
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_a_deeply_nested_request_does_not_end_the_server(
+    peer: StdioPeer,  # noqa: F811
+    depth: int,
+) -> None:
+    # The SDK's parser refuses it ("recursion limit exceeded"); reading its id again with Python's
+    # json raised RecursionError in the server's read loop, and coffer-mcp exited.
+    tags = b"[" * depth + b"]" * depth
+    peer.send(
+        '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "coffer__recall", '
+        f'"arguments": {{"query": "x", "tags": {tags.decode()}}}}}}}'
+    )
+    if depth < 900:  # Python's json reads it: the id is answered
+        answer = peer.answer()
+        assert answer is not None and answer["id"] == 5 and answer["error"]["code"] == INVALID_REQUEST
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 6, "result": {}}
+
+
+def test_a_call_in_flight_when_input_ends_is_still_answered(
+    peer: StdioPeer,  # noqa: F811
+    tmp_home: Path,
+) -> None:
+    # A client shutting down closes the server's stdin: the fact was written and its answer,
+    # the only proof a client gets, was dropped with the cancelled request.
+    call = {"name": "coffer__remember", "arguments": {"text": "written at shutdown", "scope": "global"}}
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}))
+    stdin, stdout = peer.proc.stdin, peer.proc.stdout
+    assert stdin is not None and stdout is not None
+    stdin.close()
+    lines = []
+    while select.select([stdout], [], [], 60)[0]:
+        line = stdout.readline()
+        if not line:
+            break
+        lines.append(json.loads(line))
+    assert peer.proc.wait(timeout=60) == 0
+    [answer] = [line for line in lines if line.get("id") == 3]
+    assert answer["result"]["isError"] is False, answer
+    with MemoryService(tmp_home) as svc:
+        [record] = svc.list_facts(store="global").items
+    assert answer["result"]["structuredContent"]["id"] == record.fact.id
+
+
+# -- over HTTP --------------------------------------------------------------------------------------
+def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the_envelope(
+    tmp_home: Path,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
+    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        wait_for_port("127.0.0.1", port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for wrong in ({}, {"Authorization": "Bearer s3cre"}, {"Authorization": "Basic s3cret"}):
+                refused = http.post("/mcp", json=init, headers={**accept, **wrong})
+                assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+                assert refused.json() == {
+                    "error": {
+                        "code": "UNAUTHORIZED",
+                        "message": "missing or wrong bearer token",
+                        "details": {},
+                    }
+                }
+            for scheme in ("Bearer", "bearer", "BEARER"):
+                served = http.post("/mcp", json=init, headers={**accept, "Authorization": f"{scheme} s3cret"})
+                assert served.status_code == 200, (scheme, served.text)
+            # The SDK's own refusals, in plain text before: the envelope with the SDK's words.
+            authed = {**accept, "Authorization": "Bearer s3cret"}
+            for status, code, request in [
+                (421, "HOST_NOT_ALLOWED", {"json": init, "headers": {**authed, "Host": "evil.example"}}),
+                (
+                    403,
+                    "ORIGIN_NOT_ALLOWED",
+                    {"json": init, "headers": {**authed, "Origin": "http://evil.example"}},
+                ),
+                (
+                    400,
+                    "INVALID_INPUT",
+                    {"content": b"{}", "headers": {**authed, "Content-Type": "text/plain"}},
+                ),
+            ]:
+                refused = http.post("/mcp", **request)  # type: ignore[arg-type]
+                assert refused.status_code == status and refused.json()["error"]["code"] == code, refused.text
+                assert refused.json()["error"]["message"] and refused.json()["error"]["details"] == {}
+            missing = http.get("/elsewhere", headers=authed)
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,176 @@
+"""The REST face attacked with requests a browser, a proxy or a hostile local program can send.
+
+Raw bytes to a real ``coffer-api`` on 127.0.0.1 where a client library would tidy the request
+(repeated headers); FastAPI's TestClient where the app alone decides (CORS preflights, framing).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_for_port
+from fastapi.testclient import TestClient
+
+from coffer_memory import MemoryService
+from coffer_memory_fastapi import create_app
+
+API = "/api/v1/memory_stores"
+ORIGIN = "https://app.example"
+
+
+@pytest.fixture
+def served(tmp_home: Path) -> Iterator[int]:
+    """The port of a real ``coffer-api`` serving ``tmp_home`` on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    exe = Path(sys.executable).parent / "coffer-api"
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    # stderr to a file: a pipe nobody reads fills up and stalls the server.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [str(exe), "--port", str(port), "--log-level", "warning"], env=env, stdout=log, stderr=log
+        )
+        try:
+            wait_for_port("127.0.0.1", port)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def raw_get(port: int, target: str, *headers: tuple[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """``GET target`` sent byte for byte (headers repeated as given): status, headers, body."""
+    lines = [f"GET {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers), "Connection: close", "", ""]
+    return raw_send(port, "\r\n".join(lines).encode("latin-1"))
+
+
+def raw_send(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """``request`` written as it is; the answer's status, headers and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    fields = dict(line.lower().split(": ", 1) for line in header_lines)
+    return int(status_line.split()[1]), fields, body
+
+
+def envelope(status: int, body: bytes, code: str) -> dict[str, Any]:
+    import json
+
+    error: dict[str, Any] = json.loads(body)["error"]
+    assert set(error) == {"code", "message", "details"} and error["code"] == code, (status, body)
+    return error
+
+
+# -- repeated Host and Origin headers ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "hosts", [("evil.example", "127.0.0.1"), ("127.0.0.1", "evil.example"), ("127.0.0.1", "127.0.0.1")]
+)
+def test_two_host_headers_are_refused_in_either_order(served: int, hosts: tuple[str, str]) -> None:
+    # The guard read the last Host and Starlette the first: with a rebound name first, the
+    # request passed and "/" sent the browser on to http://evil.example/ui.
+    for target in (f"{API}/global/recall?query=x", f"{API}/global/facts", "/", "/ui"):
+        status, fields, body = raw_get(served, target, *(("Host", h) for h in hosts))
+        assert status == 421, (target, hosts, status, fields.get("location"))
+        envelope(status, body, "HOST_NOT_ALLOWED")
+    assert raw_get(served, "/", ("Host", "127.0.0.1"))[1]["location"] == "http://127.0.0.1/ui"
+
+
+def test_two_origin_headers_are_refused(served: int) -> None:
+    origins = (("Origin", "http://evil.example"), ("Origin", "http://127.0.0.1"))
+    for target in (f"{API}/global/recall?query=x", "/ui"):
+        status, _, body = raw_get(served, target, ("Host", "127.0.0.1"), *origins)
+        assert status == 403, target
+        envelope(status, body, "ORIGIN_NOT_ALLOWED")
+
+
+# -- requests that are not HTTP ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"PROPFIND2 /api/v1/memory_stores HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # not a method
+        b"GET /ui/stores/\xed\xa0\x80 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # raw bytes in the target
+        b"GET /ui HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: coffer_ui=\x00\r\n\r\n",  # NUL in a header
+        b"GET /api/v1/memory_stores/global/recall?query="
+        + b"x" * 70_000
+        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ],
+)
+def test_a_request_that_is_not_http_is_refused_with_the_envelope(served: int, request_bytes: bytes) -> None:
+    # uvicorn answers these before the app sees them: "Invalid HTTP request received." in plain text.
+    status, fields, body = raw_send(served, request_bytes)
+    assert status == 400 and fields["content-type"] == "application/json", body
+    envelope(status, body, "INVALID_INPUT")
+    assert raw_get(served, API, ("Host", "127.0.0.1"))[0] == 200  # and the server serves on
+
+
+# -- CORS preflights ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("asked", "refused"),
+    [
+        ({"Access-Control-Request-Method": "PROPFIND"}, ["method"]),
+        (
+            {
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-evil, content-type",
+            },
+            ["headers"],
+        ),
+        (
+            {"Access-Control-Request-Method": "GET", "Access-Control-Request-Private-Network": "true"},
+            ["private-network"],
+        ),
+    ],
+)
+def test_a_refused_preflight_is_the_error_envelope(
+    svc: MemoryService, asked: dict[str, str], refused: list[str]
+) -> None:
+    # Starlette answered these with a plain-text "Disallowed CORS method" 400.
+    with TestClient(create_app(svc, token="s3cret", cors_origins=[ORIGIN])) as client:
+        r = client.options(f"{API}/global/facts", headers={"Origin": ORIGIN, **asked})
+        error = envelope(r.status_code, r.content, "ORIGIN_NOT_ALLOWED")
+        assert r.status_code == 403 and r.headers["content-type"] == "application/json"
+        assert error["details"]["refused"] == refused and error["details"]["origin"] == ORIGIN
+        granted = client.options(
+            f"{API}/global/facts", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "DELETE"}
+        )
+        assert granted.status_code == 200 and granted.headers["access-control-allow-origin"] == ORIGIN
+
+
+# -- framing ------------------------------------------------------------------------------------
+def test_no_page_of_the_server_can_be_framed(client: TestClient) -> None:
+    # /docs framed by another page: a click lands on "Try it out" of DELETE .../facts, and
+    # Swagger UI sends it from the server's own origin, which the guard lets through.
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect", "/openapi.json", "/ui", "/ui/static/app.js"):
+        r = client.get(path)
+        assert r.status_code == 200, path
+        assert r.headers.get_list("x-frame-options") == ["DENY"], path
+        [policy] = r.headers.get_list("content-security-policy")
+        assert "frame-ancestors 'none'" in policy, path
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"], path
+    redirect = client.get("/", follow_redirects=False)
+    assert redirect.status_code == 307 and redirect.headers["x-frame-options"] == "DENY"
+
+
+# -- bodies -------------------------------------------------------------------------------------
+def test_a_deeply_nested_body_with_a_surrogate_escape_is_invalid_input_not_a_500(client: TestClient) -> None:
+    # The guard parses a body holding "\ud800" to find where it is; Python's json (and the walk
+    # over what it parsed) gave up with RecursionError, which answered 500 INTERNAL.
+    depth = 100_000
+    body = b'{"x": ' + b"[" * depth + b"]" * depth + b', "text": "a\\ud800"}'
+    r = client.post(f"{API}/global/facts", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    envelope(r.status_code, r.content, "INVALID_INPUT")
+    assert client.get(f"{API}/global").json()["fact_count"] == 0
