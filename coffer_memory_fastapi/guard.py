@@ -11,6 +11,13 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
   so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``.
 
+- Blind cross-site loads: an ``<img>``, ``<script>`` or ``<link>`` on another site sends a GET
+  with no Origin, which the rule above lets through (curl sends none either); ``GET
+  /api/v1/agents?check_mcp=true`` starts processes. A browser marks every request it sends with
+  ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``) without an Origin is
+  ``403 ORIGIN_NOT_ALLOWED`` unless it is the user following a link to a page outside ``/api/``
+  (``Sec-Fetch-Mode: navigate``). Clients that are not browsers send no such header.
+
 A request carrying two ``Host`` (or two ``Origin``) headers is refused as a foreign one: this
 check would read one and Starlette (links, redirects, CORS) the other.
 
@@ -49,6 +56,8 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 """Host names served by default, with any port (besides the address a connection arrived at)."""
 
 _BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
+# Sec-Fetch-Site values of a request made by another site's page ("none": typed by the user).
+_OTHER_SITE = frozenset({b"cross-site", b"same-site"})
 UI_COOKIE = "coffer_ui"
 """The web view's cookie: HMAC-SHA256 of the token, so a leaked cookie is not the API's bearer token."""
 # A JSON escape that may encode a surrogate, or one encoded as bytes (json.loads lets both
@@ -181,7 +190,7 @@ class RequestGuard:
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
-        host = origin = authorization = content_type = cookie = None
+        host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = None
         has_body = preflight = repeated_host = repeated_origin = False
         for key, raw in scope["headers"]:
             if key == b"host":
@@ -202,6 +211,10 @@ class RequestGuard:
                 preflight = True
             elif key == b"cookie":
                 cookie = raw.decode("latin-1")
+            elif key == b"sec-fetch-site":
+                fetch_site = raw
+            elif key == b"sec-fetch-mode":
+                fetch_mode = raw
         server = scope.get("server")
         if repeated_host:
             return _refuse("HOST_NOT_ALLOWED", "a request may carry one Host header, not several"), False
@@ -215,6 +228,12 @@ class RequestGuard:
             ), False
         if origin is not None and not self._origin_allowed(origin, host, server):
             return _refuse("ORIGIN_NOT_ALLOWED", f"Origin {origin!r} is not allowed", origin=origin), False
+        if origin is None and fetch_site in _OTHER_SITE and not self._followed_link(scope, fetch_mode):
+            return _refuse(
+                "ORIGIN_NOT_ALLOWED",
+                "a request another site's page made (Sec-Fetch-Site: "
+                f"{fetch_site.decode('latin-1') if fetch_site else ''}) is not served",
+            ), False
         method = scope["method"]
         preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)
         if self.token is not None and not preflight and not self._token_ok(authorization):
@@ -244,6 +263,15 @@ class RequestGuard:
         # Same origin as the (already allowed) Host: e.g. /docs served behind a proxy.
         return authority.lower() == host.strip().lower() or self.hosts.allows(
             authority, server, wildcard=False
+        )
+
+    @staticmethod
+    def _followed_link(scope: Scope, fetch_mode: bytes | None) -> bool:
+        """A top-level navigation (a link the user followed) to a page outside ``/api/``."""
+        return (
+            fetch_mode == b"navigate"
+            and scope["method"] in ("GET", "HEAD")
+            and not _split_root(scope)[1].startswith("/api/")
         )
 
     def _is_page(self, scope: Scope) -> bool:

@@ -174,3 +174,45 @@ def test_a_deeply_nested_body_with_a_surrogate_escape_is_invalid_input_not_a_500
     assert r.status_code == 422, r.text
     envelope(r.status_code, r.content, "INVALID_INPUT")
     assert client.get(f"{API}/global").json()["fact_count"] == 0
+
+
+# -- blind loads by another site's page -----------------------------------------------------------
+def test_a_load_another_sites_page_made_without_origin_is_refused(client: TestClient) -> None:
+    # <img src="http://127.0.0.1:8765/api/v1/agents?check_mcp=true"> on any site: the browser sends
+    # no Origin (a no-cors load) but marks the request Sec-Fetch-Site: cross-site; the API
+    # started processes for it before.
+    for site in ("cross-site", "same-site"):
+        for mode in ("no-cors", "cors", "navigate"):
+            r = client.get(
+                "/api/v1/agents?check_mcp=true", headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": mode}
+            )
+            assert r.status_code == 403, (site, mode)
+            assert r.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
+    r = client.get(f"{API}/global/recall?query=x", headers={"Sec-Fetch-Site": "cross-site"})
+    assert r.status_code == 403
+
+
+def test_browsers_own_loads_and_clients_without_fetch_metadata_are_served(client: TestClient) -> None:
+    plain = client.get(f"{API}/global/recall?query=x")
+    assert plain.status_code == 200  # curl, the hook, scripts: no Sec-Fetch-* at all
+    for site in ("same-origin", "none"):  # the web view's own requests; a URL the user typed
+        r = client.get(
+            f"{API}/global/recall?query=x", headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "cors"}
+        )
+        assert r.status_code == 200, site
+    # A link to the web view followed from another site is the user's own navigation.
+    page = client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
+    assert page.status_code == 200
+    # ...but an <img> or <iframe> load of a page is not.
+    assert (
+        client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}).status_code
+        == 403
+    )
+
+
+def test_a_cross_site_request_with_an_allowed_origin_is_cors_business(tmp_home: Path) -> None:
+    app = create_app(MemoryService(home=tmp_home), cors_origins=[ORIGIN])
+    with TestClient(app) as c:
+        headers = {"Origin": ORIGIN, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}
+        r = c.get(f"{API}/global/recall?query=x", headers=headers)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == ORIGIN
