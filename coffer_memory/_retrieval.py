@@ -225,7 +225,7 @@ class KnowledgeRetrieval:
         """Hybrid over the stores: ``search_store``'s answers, with the query embedded on the
         worker thread while this one runs every store's keyword search."""
         qvec_soon = self._query_vector_soon(query, background=True)
-        keyword = [self.keyword(sp, query, limit * 2, where) for sp in present]
+        keyword = self._keyword_lists(present, query, limit * 2, where)
         qvec = qvec_soon()
         lists: list[list[MemoryHit]] = []
         fallback = False
@@ -243,6 +243,25 @@ class KnowledgeRetrieval:
             fallback=fallback,
             stores=tuple(p.name for p in paths),
         )
+
+    def _keyword_lists(
+        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+    ) -> list[list[MemoryHit]]:
+        """Each store's ``keyword`` hits; without a filter from one word-index MATCH for all the
+        stores, with the rows an unchanged index gave earlier recalls (as ``keyword_fused``)."""
+        if where is not None:  # a filter is a per-store rowid set: a query per store
+            return [self.keyword(sp, query, limit, where) for sp in present]
+        with reading(self.db) as kept:
+            found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
+            docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
+        return [
+            [
+                self._hit(sp, docs[sp.name, i], text, score)
+                for i, (text, score) in found[sp.name].items()
+                if (sp.name, i) in docs
+            ]
+            for sp in present
+        ]
 
     def search_store(
         self,

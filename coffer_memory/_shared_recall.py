@@ -71,6 +71,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         lent = [self._lend(sp, "keyword", hits, limit, None) for sp, hits in zip(paths, found, strict=True)]
         return rrf_merge(lent, limit)
 
+    def _keyword_lists(
+        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+    ) -> list[list[MemoryHit]]:
+        """Each store's backend ``keyword`` hits (the local word index is not the one searched)."""
+        return [self.keyword(sp, query, limit, where) for sp in present]
+
     def _search(
         self, paths: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
     ) -> list[list[MemoryHit]]:
