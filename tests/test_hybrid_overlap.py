@@ -110,3 +110,38 @@ def test_an_embedder_failing_on_the_worker_falls_back_then_recovers(plugin: _Plu
         vectors.resume()
         res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
         assert [h.id for h in res.hits] == [fact.id] and not res.fallback
+
+
+def test_a_new_thread_takes_over_the_reader_of_a_finished_one(plugin: _Plugin, tmp_path: Path) -> None:
+    """A recall on a thread that starts after another ended uses that thread's reader: its
+    connection, its kept query vectors and its worker (an MCP server's tool calls run on threads
+    that anyio retires when idle)."""
+    before = set(_workers())
+    done = threading.Event()
+    seen: dict[str, object] = {}
+
+    def first() -> None:
+        svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        seen["first"] = svc.retrieval
+        done.wait()
+
+    def second() -> None:
+        started.set()
+        finished.wait()
+        res = svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        seen["second"], seen["fallback"] = svc.retrieval, res.fallback
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        svc.remember("the cache is warmed before each deploy", scope="global")
+        started, finished = threading.Event(), threading.Event()
+        one = threading.Thread(target=first)
+        one.start()
+        two = threading.Thread(target=second)  # started while the first is alive: another ident
+        two.start()
+        started.wait()
+        done.set()
+        one.join()
+        finished.set()
+        two.join()
+        assert seen["second"] is seen["first"] and seen["fallback"] is False
+        assert len(set(_workers()) - before) == 1
