@@ -93,8 +93,9 @@ def _dump(result: RecallResult) -> dict[str, Any]:
     return {"mode": result.mode, "fallback": result.fallback, "stores": list(result.stores), "hits": hits}
 
 
-def run(built: Path, out: Path, at: Path) -> int:
-    """394 recalls on a copy of ``built`` at ``at``, with hand edits between them; one line each."""
+def run(built: Path, out: Path, at: Path, mode: str = "keyword", settings: dict[str, Any] | None = None) -> int:
+    """394 recalls on a copy of ``built`` at ``at``, with hand edits between them; one line each
+    (``mode`` and the home's ``settings``: ``bench/hybrid_same.py`` runs hybrid recalls)."""
     shutil.rmtree(at, ignore_errors=True)
     shutil.copytree(built, at)
     home, repo = at / "home", at / "repo"
@@ -103,7 +104,7 @@ def run(built: Path, out: Path, at: Path) -> int:
     queries = make_queries(300, seed=99) + [q["question"] for q in zh if q["kind"] == "query"][:80] + ODD
     r.shuffle(queries)
     lines = []
-    with MemoryService(settings=Settings.load(home)) as svc:
+    with MemoryService(settings=Settings.load(home, **(settings or {}))) as svc:
         for i, query in enumerate(queries):
             if i and i % 60 == 0:
                 _edit(home, i // 60)
@@ -123,7 +124,7 @@ def run(built: Path, out: Path, at: Path) -> int:
                 kw["cwd"] = repo
             limit = [10, 10, 3, 1, 25, 10, 50][i % 7]
             try:
-                found = _dump(svc.recall(query, mode="keyword", limit=limit, **kw))
+                found = _dump(svc.recall(query, mode=mode, limit=limit, **kw))
             except Exception as exc:  # an error is an answer to compare too
                 found = {"error": f"{type(exc).__name__}: {exc}"}
             line = {"i": i, "q": query, "kw": {k: str(v) for k, v in kw.items()}, "limit": limit, **found}
@@ -132,18 +133,26 @@ def run(built: Path, out: Path, at: Path) -> int:
     return len(lines)
 
 
-def main() -> None:
-    """``build DIR`` or ``run BUILT OUT [--at DIR] [--coffer-src SRC]``."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def commands(
+    doc: str | None, at: Path
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``build DIR`` / ``run BUILT OUT [--at DIR] [--coffer-src SRC]`` command line: the
+    parser and its two subcommands' (``hybrid_same.py`` adds its options to them)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write DIR/1k and DIR/300 with this checkout's code")
     b.add_argument("dir", type=Path)
     r = sub.add_parser("run", help="run the recalls on a copy of a built home, write one JSON line each")
     r.add_argument("built", type=Path)
     r.add_argument("out", type=Path)
-    r.add_argument("--at", type=Path, default=Path("/tmp/coffer-keyword-same"), help="where the copy runs")
+    r.add_argument("--at", type=Path, default=at, help="where the copy runs")
     r.add_argument("--coffer-src", default=None, help="take coffer_memory from this source tree")
-    args = parser.parse_args()
+    return parser, b, r
+
+
+def main() -> None:
+    """``build DIR`` or ``run BUILT OUT [--at DIR] [--coffer-src SRC]``."""
+    args = commands(__doc__, Path("/tmp/coffer-keyword-same"))[0].parse_args()
     if args.command == "build":
         build(args.dir / "1k", 1000)
         build(args.dir / "300", 300)

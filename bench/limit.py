@@ -26,9 +26,9 @@ call by call so that load on a shared machine hits both sides alike:
   embeds the facts for real: about 40 ms a fact on this machine): the scan costs the same
   whatever the values, and the query embedding, the part the model decides, is real.
 
-Printed: median and p95 of each side and the ratios coffer / limit; for keyword recall and
-rebuild also the ratio of the median CPU times (this process's), which a shared machine's load
-disturbs far less than wall time. ``--coffer-src DIR`` takes
+Printed: median and p95 of each side and the ratios coffer / limit; for keyword recall, rebuild
+and hybrid recall also the ratio of the median CPU times (this process's, every thread's: hybrid's
+worker embeds the query), which a shared machine's load disturbs far less than wall time. ``--coffer-src DIR`` takes
 ``coffer_memory`` from another source tree (e.g. an older commit from ``git archive``), so
 before and after are two runs of this script, each with its own limit beside it.
 
@@ -480,11 +480,12 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
                 embedder = real_embedder(provider)
                 svc.recall(queries[0], cwd=repo, mode="hybrid", limit=LIMIT)
                 limit_hybrid(conn, matrix, n, embedder, queries[0])
-                out[f"hybrid_{provider}_s"] = interleave_queries(
+                timings = interleave_queries(
                     queries,
                     functools.partial(coffer_hybrid, svc, repo),
                     functools.partial(limit_hybrid, conn, matrix, n, embedder),
                 )
+                with_cpu(out, f"hybrid_{provider}_s", timings)  # the process's CPU: the worker's too
                 out[f"embed_{provider}_s"] = [
                     timed(functools.partial(query_vector, embedder, q)) for q in queries[:50]
                 ]

@@ -188,10 +188,19 @@ class IndexHandle:
             held = self._readers.get(me)
             if held is not None and not held.main.db.closed:
                 return held.main
-            # A dead thread's reader is idle for good: close it (a new thread may reuse the ident).
+            # A dead thread's reader is idle for good: this thread takes one over (its connection,
+            # kept rows, query vectors and worker: an MCP server's tool calls run on worker threads
+            # that anyio retires after 10 s idle, and a new reader cost a recall 3-8 ms), the
+            # others close (a new thread may reuse the ident).
             alive = {t.ident for t in threading.enumerate()}
-            for ident in [i for i in self._readers if i not in alive]:
-                self._readers.pop(ident).close()
+            dead = [self._readers.pop(i) for i in list(self._readers) if i not in alive]
+            taken = next((r for r in dead if not r.main.db.closed), None)
+            for reader in dead:
+                if reader is not taken:
+                    reader.close()
+            if taken is not None:
+                self._readers[me] = taken
+                return taken.main
         held = self._with_side(self._reader())
         with self._readers_guard:
             self._readers[me] = held

@@ -6,7 +6,6 @@ import logging
 import math
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,16 +36,16 @@ from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from ._query_vectors import QueryVectors, Rows, Scans
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
-    from .plugins.hookspecs import Embedder, GrepBackend, Vector
+    from .plugins.hookspecs import GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
 # The modes in which a hit lends score to its session neighbours (``_fusion.lend``).
 NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
-QUERY_CACHE_SIZE = 256
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
@@ -73,12 +72,6 @@ def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
     return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
 
 
-def _embed_one(embedder: Embedder, query: str) -> Vector:
-    """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
-    embed_query = getattr(embedder, "embed_query", None)
-    return embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
-
-
 class KnowledgeRetrieval:
     """Owns the mode decisions of recall: grep, keyword, and (with an embedder) vector/hybrid."""
 
@@ -89,53 +82,19 @@ class KnowledgeRetrieval:
         self.settings = settings
         self.grep = grep
         self.vectors = vectors
-        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
+        self.query_vectors = QueryVectors(vectors, self._fanout_pool)
         self.side: Callable[[], KnowledgeRetrieval | None] | None = None
         """Returns a retrieval on a second (reader) connection for searching stores in parallel,
         or None; set by the service, which owns that connection."""
 
     def clear_query_cache(self) -> None:
-        """Forget the cached query vectors (benchmarks use it so every query pays its embedding)."""
-        self._query_cache.clear()
+        """Forget the kept query vectors (benchmarks use it so every query pays its embedding)."""
+        self.query_vectors.clear()
 
     def _embed_query(self, query: str) -> Vector | None:
-        """The query's vector (LRU-cached), or None when the embedder cannot run."""
-        return self._query_vector_soon(query, background=False)()
-
-    def _query_vector_soon(self, query: str, *, background: bool) -> Callable[[], Vector | None]:
-        """A call giving the query's vector (or None when the embedder cannot run).
-
-        With ``background`` an uncached query is embedded on the worker thread meanwhile (the
-        engines release the GIL), so the caller can run the keyword search beside it.
-        """
-        vectors = self.vectors
-        if vectors is None:
-            return lambda: None
-        cached = self._query_cache.get(query)
-        if cached is not None:
-            self._query_cache.move_to_end(query)
-            return lambda: cached
-        if vectors.paused():
-            return lambda: None
-        if background:
-            future = self._fanout_pool().submit(_embed_one, vectors.embedder, query)
-            return lambda: self._keep_vector(query, future.result)
-        return lambda: self._keep_vector(query, lambda: _embed_one(vectors.embedder, query))
-
-    def _keep_vector(self, query: str, compute: Callable[[], Vector]) -> Vector | None:
-        """``compute()``'s vector, cached; None (and the shared back-off) when it fails."""
-        assert self.vectors is not None
-        try:
-            vector = compute()
-        except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
-            log.warning("query embedding failed, answering from keyword: %s", exc)
-            self.vectors.pause()
-            return None
-        self._query_cache[query] = vector
-        if len(self._query_cache) > QUERY_CACHE_SIZE:
-            self._query_cache.popitem(last=False)
-        return vector
+        """The query's vector (kept for recent queries), or None when the embedder cannot run."""
+        return self.query_vectors.soon(query, background=False)()[0]
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
@@ -224,9 +183,12 @@ class KnowledgeRetrieval:
     ) -> RecallResult:
         """Hybrid over the stores: ``search_store``'s answers, with the query embedded on the
         worker thread while this one runs every store's keyword search."""
-        qvec_soon = self._query_vector_soon(query, background=True)
-        keyword = [self.keyword(sp, query, limit * 2, where) for sp in present]
-        qvec = qvec_soon()
+        # The worker also scans the stores' matrices once the vector is there (no filter: a
+        # filtered scan is a query of the index).
+        scans = (lambda: self._scans(present, limit * 2 * 4)) if where is None else None
+        soon = self.query_vectors.soon(query, background=True, scans=scans)
+        keyword = self._keyword_lists(present, query, limit * 2, where)
+        qvec, nearest = soon()
         lists: list[list[MemoryHit]] = []
         fallback = False
         for sp, words in zip(present, keyword, strict=True):
@@ -235,7 +197,8 @@ class KnowledgeRetrieval:
                 lists.append(self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where))
                 fallback = True
             else:
-                fused = fuse_modes(words, self._vector(sp, qvec, limit * 2, where), limit * 2)
+                vector = self._vector(sp, qvec, limit * 2, where, nearest.get(sp.name))
+                fused = fuse_modes(words, vector, limit * 2)
                 lists.append(self._lend(sp, "hybrid", fused, limit, where))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),
@@ -243,6 +206,33 @@ class KnowledgeRetrieval:
             fallback=fallback,
             stores=tuple(p.name for p in paths),
         )
+
+    def _scans(self, present: Sequence[StorePaths], k: int) -> Scans:
+        """The in-memory matrices of the stores that have one, with the ``k`` rows ``_vector``
+        asks them for first."""
+        if self.vectors is None:
+            return {}
+        held = {sp.name: self.vectors.matrix(sp.name) for sp in present}
+        return {store: (matrix, k) for store, matrix in held.items() if matrix is not None}
+
+    def _keyword_lists(
+        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+    ) -> list[list[MemoryHit]]:
+        """Each store's ``keyword`` hits; without a filter from one word-index MATCH for all the
+        stores, with the rows an unchanged index gave earlier recalls (as ``keyword_fused``)."""
+        if where is not None:  # a filter is a per-store rowid set: a query per store
+            return [self.keyword(sp, query, limit, where) for sp in present]
+        with reading(self.db) as kept:
+            found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
+            docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
+        return [
+            [
+                self._hit(sp, docs[sp.name, i], text, score)
+                for i, (text, score) in found[sp.name].items()
+                if (sp.name, i) in docs
+            ]
+            for sp in present
+        ]
 
     def search_store(
         self,
@@ -327,8 +317,10 @@ class KnowledgeRetrieval:
             self._pool = None
 
     def _vector(
-        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None, scanned: Rows | None = None
     ) -> list[MemoryHit]:
+        """The store's nearest documents; ``scanned``: its first ``limit * 4`` nearest rows,
+        when the worker found them beside the embedding (``_scans``)."""
         assert self.vectors is not None
         best: dict[str, tuple[str, float]] = {}
         # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
@@ -336,6 +328,8 @@ class KnowledgeRetrieval:
         for k in (limit * 4, min(limit * 4 * MAX_WINDOWS, KNN_MAX_K)):
             if where is not None:
                 nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
+            elif scanned is not None and k == limit * 4:
+                nearest = scanned
             else:
                 nearest = self.vectors.knn(sp.name, qvec, k)
             best.clear()

@@ -25,6 +25,7 @@ from ._index.filters import FactFilter
 from ._index.fts import keyword_terms
 from ._index.vec import VecIndex
 from ._models import MemoryHit
+from ._query_vectors import Rows, Scans
 from ._recall_rows import DocRow
 from ._retrieval import KnowledgeRetrieval
 from ._store.paths import StorePaths
@@ -71,6 +72,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         lent = [self._lend(sp, "keyword", hits, limit, None) for sp, hits in zip(paths, found, strict=True)]
         return rrf_merge(lent, limit)
 
+    def _keyword_lists(
+        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+    ) -> list[list[MemoryHit]]:
+        """Each store's backend ``keyword`` hits (the local word index is not the one searched)."""
+        return [self.keyword(sp, query, limit, where) for sp in present]
+
     def _search(
         self, paths: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
     ) -> list[list[MemoryHit]]:
@@ -81,12 +88,16 @@ class SharedRetrieval(KnowledgeRetrieval):
             for sp in paths
         ]
 
+    def _scans(self, present: Sequence[StorePaths], k: int) -> Scans:
+        """The local matrices only when the backend keeps no vectors (else it answers)."""
+        return {} if self.backend.vectors else super()._scans(present, k)
+
     def _vector(
-        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None, scanned: Rows | None = None
     ) -> list[MemoryHit]:
         """The backend's nearest documents of one store when it keeps vectors, else the local ones."""
         if not self.backend.vectors or self.vectors is None:
-            return super()._vector(sp, qvec, limit, where)
+            return super()._vector(sp, qvec, limit, where, scanned)
         model = self.vectors.embedder.model_id
         found = self.backend.nearest([sp.name], qvec, model, limit, **_bounds(where))
         return [self._backend_hit(sp, h) for h in found.get(sp.name, [])]

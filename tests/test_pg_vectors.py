@@ -100,6 +100,26 @@ def test_vector_recall_is_answered_by_postgresql(
         assert not hybrid.fallback and hybrid.hits[0].id == deploy.id
 
 
+def test_hybrid_takes_its_keyword_half_from_postgresql(
+    pg_vector_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Emptying the local keyword tables behind the service's back changes no hybrid hit or
+    score: PostgreSQL answered the keyword half (the local index's one-MATCH path must not)."""
+    import apsw
+
+    with vector_pg_service(tmp_home, pg_vector_url, monkeypatch) as svc:
+        for text in (DEPLOY, *OTHERS):
+            svc.remember(text, scope="global")
+        before = svc.recall("deploy release tags", stores=["global"], mode="hybrid")
+        conn = apsw.Connection(str(svc.settings.index_path))
+        conn.execute("INSERT INTO documents_words (documents_words) VALUES ('delete-all')")
+        conn.execute("DELETE FROM documents_fts")
+        conn.close()
+        after = svc.recall("deploy release tags", stores=["global"], mode="hybrid")
+    assert not after.fallback and len(after.hits) == 3
+    assert [(h.id, h.score) for h in after.hits] == [(h.id, h.score) for h in before.hits]
+
+
 def test_vectors_are_pushed_once_and_missing_ones_come_back(
     pg_vector_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

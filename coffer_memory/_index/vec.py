@@ -40,7 +40,7 @@ VERSION_KEY = "vec_version:"
 MAX_MATRIX_FLOATS = 32_000_000
 
 
-class _Matrix:
+class Matrix:
     """One store's vectors in memory: bare chunk ids, unit rows, the token they were read at."""
 
     def __init__(self, token: str | None, ids: list[str], unit: Any) -> None:
@@ -50,7 +50,7 @@ class _Matrix:
 
 
 # Process-wide (every reader connection of a home shares them): (index path, table) -> matrix.
-_matrices: dict[tuple[str, str], _Matrix] = {}
+_matrices: dict[tuple[str, str], Matrix] = {}
 _matrices_guard = threading.Lock()
 
 
@@ -205,8 +205,14 @@ class VecIndex:
             return []
         matrix = self._matrix(store, table)
         if matrix is not None:
-            return _nearest(matrix, vector, k)
+            return nearest(matrix, vector, k)
         return self.knn_scan(store, vector, k)
+
+    def matrix(self, store: str) -> Matrix | None:
+        """The store's vectors as ``knn`` scans them in memory, or None (no table, or ``knn``
+        scans with vec0)."""
+        table = self.existing_table(store)
+        return self._matrix(store, table) if table is not None else None
 
     def knn_scan(self, store: str, vector: Vector, k: int) -> list[tuple[str, float]]:
         """``knn`` by vec0's own scan (stores too large for a matrix, or without numpy)."""
@@ -219,7 +225,7 @@ class VecIndex:
         )
         return [(str(r[0]), float(r[1])) for r in rows]
 
-    def _matrix(self, store: str, table: str) -> _Matrix | None:
+    def _matrix(self, store: str, table: str) -> Matrix | None:
         """The store's vectors as of now, read again only when their token changed; None
         without numpy or for a store too large to hold in memory."""
         try:
@@ -242,7 +248,7 @@ class VecIndex:
             raw = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(len(rows), dims)
             norms = np.linalg.norm(raw, axis=1, keepdims=True)
             unit = (raw / np.where(norms > 0, norms, 1.0)).astype(np.float32)
-            held = _Matrix(token, ids, unit)
+            held = Matrix(token, ids, unit)
             _matrices[key] = held
             return held
 
@@ -267,7 +273,7 @@ class VecIndex:
         return [(str(r[0]), float(r[1])) for r in rows]
 
 
-def _nearest(matrix: _Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
+def nearest(matrix: Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
     """The ``k`` rows nearest ``vector`` by cosine distance (vec0's measure), nearest first."""
     import numpy as np
 

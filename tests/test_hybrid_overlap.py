@@ -1,0 +1,147 @@
+"""Hybrid recall embeds its query on the retrieval's worker thread while the calling thread runs
+the keyword half, and the worker scans the stores' vectors once the query vector is there
+(issue #15 item 6): the same answers as the calling thread's own scan, the thread's end with
+the service, and an embedder failing on the worker."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from conftest import example_embedder
+
+from coffer_memory import MemoryService, Settings
+from coffer_memory.plugins import get_plugin_manager, hookimpl
+
+WORDS = ["deploy", "rollback", "cache", "queue", "billing", "auth", "token", "retry", "backup", "shard"]
+
+
+class _Hash(example_embedder()):  # type: ignore[misc]
+    """The docs' example embedder (hashed words, 48-d), failing while ``broken`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(48)
+        self.broken = False
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.broken:
+            raise RuntimeError("engine gone")
+        return list(super().embed_batch(texts))
+
+
+class _Plugin:
+    def __init__(self) -> None:
+        self.embedder = _Hash()
+
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, object], None]) -> None:
+        register("overlap-hash", lambda _settings: self.embedder)
+
+
+@pytest.fixture
+def plugin() -> Iterator[_Plugin]:
+    registered = _Plugin()
+    get_plugin_manager().register(registered, name="overlap-hash-test")
+    try:
+        yield registered
+    finally:
+        get_plugin_manager().unregister(name="overlap-hash-test")
+
+
+def _settings(tmp_path: Path) -> Settings:
+    return Settings.load(
+        tmp_path / "home",
+        embedding={"provider": "overlap-hash"},
+        memory={"retrieval_modes": ["keyword", "vector", "hybrid"]},
+    )
+
+
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("coffer-recall")]
+
+
+def test_the_worker_scan_answers_as_the_calling_threads_scan(plugin: _Plugin, tmp_path: Path, repo: Path) -> None:
+    """The first recall of a query embeds and scans on the worker; the second finds its vector
+    kept and scans on the calling thread: the same hits with the same scores, in two stores."""
+    r = random.Random(3)
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        for i in range(150):
+            text = " ".join(r.choices(WORDS, k=r.randint(2, 8))) + f" note {i}"
+            svc.remember(text, scope="project" if i % 2 else "global", cwd=repo)
+        for query in ("deploy cache", "billing retry token", "shard", "replica backup auth queue"):
+            for limit in (1, 10, 25):
+                svc.retrieval.clear_query_cache()
+                first = svc.recall(query, cwd=repo, mode="hybrid", limit=limit)
+                again = svc.recall(query, cwd=repo, mode="hybrid", limit=limit)
+                assert not first.fallback and len(first.stores) == 2
+                assert [(h.store, h.id, h.score) for h in first.hits] == [
+                    (h.store, h.id, h.score) for h in again.hits
+                ]
+
+
+def test_the_worker_thread_ends_with_the_service(plugin: _Plugin, tmp_path: Path) -> None:
+    """Recalls from two threads start a worker each; closing the service joins them all."""
+    svc = MemoryService(settings=_settings(tmp_path))
+    svc.remember("the cache is warmed before each deploy", scope="global")
+    before = set(_workers())
+    svc.recall("cache deploy", stores=["global"], mode="hybrid")
+    other = threading.Thread(target=lambda: svc.recall("warm deploy", stores=["global"], mode="hybrid"))
+    other.start()
+    other.join()
+    assert len(set(_workers()) - before) == 2
+    svc.close()
+    assert set(_workers()) <= before
+
+
+def test_an_embedder_failing_on_the_worker_falls_back_then_recovers(plugin: _Plugin, tmp_path: Path) -> None:
+    """The worker's exception reaches the recall (keyword answers, fallback=True, the back-off
+    starts) and the worker takes the next query when the embedder works again."""
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global").fact
+        plugin.embedder.broken = True
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.id] and res.fallback
+        vectors = svc.retrieval.vectors
+        assert vectors is not None and vectors.paused()
+        plugin.embedder.broken = False
+        vectors.resume()
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.id] and not res.fallback
+
+
+def test_a_new_thread_takes_over_the_reader_of_a_finished_one(plugin: _Plugin, tmp_path: Path) -> None:
+    """A recall on a thread that starts after another ended uses that thread's reader: its
+    connection, its kept query vectors and its worker (an MCP server's tool calls run on threads
+    that anyio retires when idle)."""
+    before = set(_workers())
+    done = threading.Event()
+    seen: dict[str, object] = {}
+
+    def first() -> None:
+        svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        seen["first"] = svc.retrieval
+        done.wait()
+
+    def second() -> None:
+        started.set()
+        finished.wait()
+        res = svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        seen["second"], seen["fallback"] = svc.retrieval, res.fallback
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        svc.remember("the cache is warmed before each deploy", scope="global")
+        started, finished = threading.Event(), threading.Event()
+        one = threading.Thread(target=first)
+        one.start()
+        two = threading.Thread(target=second)  # started while the first is alive: another ident
+        two.start()
+        started.wait()
+        done.set()
+        one.join()
+        finished.set()
+        two.join()
+        assert seen["second"] is seen["first"] and seen["fallback"] is False
+        assert len(set(_workers()) - before) == 1
