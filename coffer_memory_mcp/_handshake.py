@@ -1,7 +1,7 @@
 """The snapshot of coffer-mcp's handshake answers, which the stdio entry serves before the SDK loads.
 
 ``handshake.json`` (package data) holds what the SDK server itself answers to ``initialize``,
-``ping`` and ``tools/list`` for every protocol version it negotiates, and the versions of the
+``ping`` and the lists of tools, prompts and resources for every protocol version it negotiates, and the versions of the
 packages those answers depend on (the SDK, its types, pydantic, which writes the input schemas,
 and coffer). At run time it is used only when the installed versions are the snapshot's
 (``load_snapshot``), read from the installed metadata without importing any of them.
@@ -28,8 +28,9 @@ __all__ = ["KEY_DISTRIBUTIONS", "Snapshot", "generate", "installed_versions", "l
 SNAPSHOT_PATH = Path(__file__).with_name("handshake.json")
 KEY_DISTRIBUTIONS = ("coffer-memory", "mcp", "mcp-types", "pydantic", "pydantic-core")
 """The distributions whose versions the snapshot's answers depend on."""
-FAST_METHODS = ("ping", "tools/list")
-"""Requests answered from the snapshot once ``initialize`` was (their results take no input)."""
+FAST_METHODS = ("ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list")
+"""Requests answered from the snapshot once ``initialize`` was: their results take no input (the
+resources are fixed URIs). Claude Code asks for all the lists at once and waits for every one."""
 _UNKNOWN_VERSION = "1900-01-01"  # a version no SDK speaks: the generator learns the SDK's counter-offer
 
 

@@ -2,7 +2,7 @@
 
 Importing the SDK takes 1-4 s (pydantic models), longer than agents wait for a server's tool list
 (Codex leaves out servers not ready within 1 s). So the main thread reads the wire at once and
-answers ``initialize``, ``ping`` and ``tools/list`` from the SDK's own recorded answers
+answers ``initialize``, ``ping`` and the ``*/list`` requests from the SDK's own recorded answers
 (``_handshake``), while a thread imports the SDK and builds the server. Every other line waits.
 Then the wire is handed to the SDK unchanged: it first reads the client's ``initialize`` again
 (under an id of ours, whose answer is dropped) so its session knows the client, then every
@@ -59,7 +59,7 @@ def _request(line: str) -> dict[str, Any] | None:
 
 
 def _plain_params(params: Any) -> bool:
-    """Params that cannot change a ``ping``/``tools/list`` answer: none, ``_meta``, a null cursor."""
+    """Params that cannot change a ``ping`` or list answer: none, ``_meta``, a null cursor."""
     if params is None:
         return True
     return isinstance(params, dict) and set(params) <= {"_meta", "cursor"} and params.get("cursor") is None

@@ -199,10 +199,14 @@ def test_fast_and_plain_paths_answer_alike(peers: Any, version: str) -> None:
         peer.send(INITIALIZED)
         peer.send(request(8, "tools/list", {}))
         peer.send(request(9, "ping"))
-        got.append([peer.answer() for _ in range(3)])
+        # Claude Code asks for every list at once and waits for all of them.
+        for offset, method in enumerate(("prompts/list", "resources/list", "resources/templates/list")):
+            peer.send(request(10 + offset, method))
+        got.append([peer.answer() for _ in range(6)])
         assert peer.close() == 0
     assert got[0] == got[1]  # as JSON: same ids, results and order
     assert "answered tools/list id=8 before the SDK" in fast.stderr()
+    assert "answered resources/templates/list id=12 before the SDK" in fast.stderr()
     assert "plain path: COFFER_MCP_FAST_HANDSHAKE=0" in plain.stderr()
     assert "before the SDK" not in plain.stderr()
 
