@@ -142,10 +142,12 @@ class _Session:
 
 
 def _reader(wire_in: BinaryIO, lines: queue.Queue[object]) -> None:
-    # The SDK's own framing: UTF-8 with replacement, universal newlines.
-    for line in io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"):
-        lines.put(line)
-    lines.put(_EOF)
+    try:
+        # The SDK's own framing: UTF-8 with replacement, universal newlines.
+        for line in io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"):
+            lines.put(line)
+    finally:  # a read error ends the session as EOF does, never leaves it waiting
+        lines.put(_EOF)
 
 
 @dataclass
