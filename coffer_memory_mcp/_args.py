@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from coffer_memory._version import __version__
+from coffer_memory import __version__
 
 __all__ = ["TOKEN_ENV", "build_parser"]
 
