@@ -222,11 +222,11 @@ def test_a_reused_id_and_odd_ids_reach_the_right_answers(peers: Any) -> None:
     assert sorted(peer.answers(2), key=str) == [-1, big]
     # Reusing the initialize's id: the SDK's answer to the replayed initialize must not be taken for it.
     peer.send(remember("same", "Release branches are cut on Mondays."))
-    peer.send(request("", "resources/list"))
+    peer.send(request("", "prompts/get", {"name": "resume"}))
     peer.release()
     later = peer.answers(2)
     assert later["same"]["result"]["isError"] is False, later
-    assert "resources" in later[""]["result"], later
+    assert "messages" in later[""]["result"], later
     assert peer.close() == 0
 
 
@@ -277,7 +277,7 @@ def test_a_server_that_cannot_start_answers_every_request_with_its_error(peers: 
     assert peer.answer()["result"] == snapshot_result("2025-06-18", "initialize")
     peer.send(INITIALIZED)
     peer.send(remember(1, "never written"))
-    peer.send(request(2, "resources/list"))
+    peer.send(request(2, "prompts/get", {"name": "resume"}))
     peer.release()
     answers = peer.answers(2)
     says = f"coffer home {a_file} cannot be used: {a_file} is not a folder"
