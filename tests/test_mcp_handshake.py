@@ -303,14 +303,15 @@ def test_the_committed_snapshot_is_what_the_installed_sdk_answers(tmp_path: Path
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_the_official_client_over_stdio(tmp_path: Path, anyio_backend: str) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto may probe with server/discover first
+async def test_the_official_client_over_stdio(tmp_path: Path, anyio_backend: str, mode: str) -> None:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(
         command=str(SCRIPTS / "coffer-mcp"), env={"COFFER_HOME": str(tmp_path / "home")}
     )
-    async with Client(params, mode="legacy") as client:
+    async with Client(params, mode=mode) as client:
         tools = await client.list_tools()
         assert "coffer__remember" in [t.name for t in tools.tools]
         result = await client.call_tool("coffer__remember", {"text": "Tabs, not spaces.", "scope": "global"})
