@@ -5,7 +5,6 @@ On stdio, stdout carries the protocol only; every log line goes to stderr.
 
 from __future__ import annotations
 
-import argparse
 import hmac
 import json
 import logging
@@ -30,14 +29,14 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from coffer_memory import CofferError, MemoryService, __version__
+from coffer_memory import CofferError, MemoryService
 
+from ._args import TOKEN_ENV, build_parser
 from .refusals import TypedRefusals, send_envelope
 from .server import build_server
 
 __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
 
-TOKEN_ENV = "COFFER_MCP_TOKEN"
 DRAIN_SECONDS = 10.0
 """How long ``coffer-mcp`` on stdio still answers the calls in flight once its input has ended."""
 log = logging.getLogger("coffer_memory_mcp")
@@ -205,39 +204,18 @@ class _Answering:
         await self.aclose()
 
 
-async def _serve_stdio(server: MCPServer) -> None:
-    """What ``server.run("stdio")`` does, with refused requests answered."""
+async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None) -> None:
+    """What ``server.run("stdio")`` does, with refused requests answered.
+
+    ``stdin``/``stdout`` replace the process's streams (``_stdio`` hands over the wire this way)."""
     from mcp.server.stdio import stdio_server
 
     # A private attribute: the SDK's own in-memory client reaches the low-level server the same
     # way, and the SDK notes that it is meant to become public.
     lowlevel = server._lowlevel_server
-    async with stdio_server() as (read, write):
+    async with stdio_server(stdin, stdout) as (read, write):
         reading = _AnswerRefused(read, write)
         await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
-
-
-def _port(value: str) -> int:
-    if not value.isdigit() or int(value) > 65535:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port number (0-65535)")
-    return int(value)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``coffer-mcp``."""
-    parser = argparse.ArgumentParser(prog="coffer-mcp", description="coffer-memory's MCP server.")
-    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
-    parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
-    parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=8765, help="streamable-http: port (8765)")
-    parser.add_argument(
-        "--token",
-        default=None,
-        help=f"streamable-http: require this bearer token (default: ${TOKEN_ENV}; none when unset)",
-    )
-    parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
-    return parser
 
 
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:

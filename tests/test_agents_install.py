@@ -332,7 +332,7 @@ def test_codex_install_keeps_comments_and_uninstall_is_byte_identical(
     config = tomllib.loads(text)
     assert config["features"] == {"web_search_request": True, "hooks": True, "memories": False}
     assert config["memories"] == {"generate_memories": False}
-    assert config["mcp_optional_startup_grace_ms"] == 0  # top level, not inside a table
+    assert "mcp_optional_startup_grace_ms" not in config  # coffer-mcp is ready within Codex's default
     assert config["mcp_servers"]["coffer"] == {
         "command": str(SCRIPTS / "coffer-mcp"),
         "args": [],
@@ -379,25 +379,20 @@ def test_codex_hooks_switched_off_by_the_user_stay_off(svc: MemoryService, homes
     assert any("features.hooks = false" in note and "Codex runs no hooks" in note for note in status.notes)
 
 
-def test_codex_waits_for_coffer_mcp_at_session_start(svc: MemoryService, homes: AgentHomes) -> None:
-    # Codex >= 0.147 drops an optional MCP server slower than 1 s from a session's first tool
-    # list; coffer-mcp needs 1-4 s, so without this `codex exec` never offered coffer's tools.
+def test_codex_startup_grace_is_left_to_codex_and_the_user(svc: MemoryService, homes: AgentHomes) -> None:
+    # coffer-mcp answers its tool list before Codex's default grace (1 s) runs out, so coffer sets
+    # no grace of its own: a global 0 would make every slow MCP server of the user delay Codex.
     before = write_codex(homes, "[features]\nweb_search_request = true\n")
     svc.install_agent("codex")
-    text = codex_config(homes).read_text()
-    assert text.startswith("mcp_optional_startup_grace_ms = 0\n")  # before every table
+    assert "mcp_optional_startup_grace_ms" not in codex_config(homes).read_text()
     svc.uninstall_agent("codex")
     unchanged(before)
-
-
-def test_codex_startup_grace_set_by_the_user_stays(svc: MemoryService, homes: AgentHomes) -> None:
     write_codex(homes, "mcp_optional_startup_grace_ms = 5000\n")
     svc.install_agent("codex")
     assert tomllib.loads(codex_config(homes).read_text())["mcp_optional_startup_grace_ms"] == 5000
     status = svc.agent_status("codex")
     assert status.installed and status.mcp_registered and status.up_to_date
-    [note] = [n for n in status.notes if "mcp_optional_startup_grace_ms = 5000" in n]
-    assert "none of coffer's tools in its first turn" in note
+    assert not [n for n in status.notes if "mcp_optional_startup_grace_ms" in n]
 
 
 def test_codex_creates_what_is_missing_and_removes_it_again(svc: MemoryService, homes: AgentHomes) -> None:

@@ -23,7 +23,6 @@ from .registry import KeyPath
 HOOK_SCRIPT = "coffer-hook"
 MCP_SCRIPT = "coffer-mcp"
 MCP_SERVER_NAME = "coffer"
-CODEX_MCP_GRACE = "mcp_optional_startup_grace_ms"
 HOOK_TIMEOUT_SECONDS = 10
 """The agent kills a hook after this long; coffer-hook keeps its own, shorter deadline."""
 
@@ -228,10 +227,6 @@ def _launch_opencode(entry: Any) -> Launch | None:
     return list(argv), env
 
 
-def _zero(_: Commands) -> int:
-    return 0
-
-
 def _false(_: Commands) -> bool:
     return False
 
@@ -271,20 +266,6 @@ SPECS: dict[str, AgentSpec] = {
                 otherwise="while it is false Codex runs no hooks, coffer's SessionStart included",
             ),
             Setting("mcp", _codex_config, ("mcp_servers", MCP_SERVER_NAME), _codex_mcp, _is_coffer_mcp),
-            # Since 0.147 Codex builds a session's first tool list with only the optional MCP
-            # servers that answered within `mcp_optional_startup_grace_ms` (default 1000), and
-            # coffer-mcp takes 1-4 s to start (importing the MCP SDK): `codex exec` never saw
-            # coffer's tools (tests/test_agents_real.py). 0 waits for each server up to its
-            # `startup_timeout_sec`, as Codex did before 0.147. A value the user set is theirs.
-            Setting(
-                "mcp",
-                _codex_config,
-                (CODEX_MCP_GRACE,),
-                _zero,
-                unless=((CODEX_MCP_GRACE,),),
-                otherwise="a session that starts before coffer-mcp is ready (1-4 s) has none of coffer's "
-                "tools in its first turn",
-            ),
         ),
         native_memory=(
             Setting("native_memory", _codex_config, ("features", "memories"), _false),

@@ -1,0 +1,35 @@
+"""``coffer-mcp``'s command line, in a module that imports neither the MCP SDK nor the core, so the
+stdio entry (``_stdio``) can read its arguments before either is loaded."""
+
+from __future__ import annotations
+
+import argparse
+
+from coffer_memory import __version__
+
+__all__ = ["TOKEN_ENV", "build_parser"]
+
+TOKEN_ENV = "COFFER_MCP_TOKEN"
+
+
+def _port(value: str) -> int:
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number (0-65535)")
+    return int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``coffer-mcp``."""
+    parser = argparse.ArgumentParser(prog="coffer-mcp", description="coffer-memory's MCP server.")
+    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
+    parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
+    parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8765, help="streamable-http: port (8765)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"streamable-http: require this bearer token (default: ${TOKEN_ENV}; none when unset)",
+    )
+    parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
+    return parser

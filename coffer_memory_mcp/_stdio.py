@@ -1,0 +1,343 @@
+"""``coffer-mcp``'s entry: on stdio, the handshake is answered before the MCP SDK is imported.
+
+Importing the SDK takes 1-4 s (pydantic models), longer than agents wait for a server's tool list
+(Codex leaves out servers not ready within 1 s). So the main thread reads the wire at once and
+answers ``initialize``, ``ping`` and the ``*/list`` requests from the SDK's own recorded answers
+(``_handshake``), while a thread imports the SDK and builds the server. Every other line waits.
+Then the wire is handed to the SDK unchanged: it first reads the client's ``initialize`` again
+(under an id of ours, whose answer is dropped) so its session knows the client, then every
+waiting line in order, then the rest of the stream. Exactly one writer owns stdout at any time.
+Without a snapshot that fits the installed packages, or on any other transport, ``cli.main``
+runs as before (import, then serve). ``COFFER_MCP_FAST_HANDSHAKE=0`` forces that plain path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from ._args import build_parser
+from ._handshake import FAST_METHODS, Snapshot, load_snapshot
+
+__all__ = ["main"]
+
+DEBUG_ENV = "COFFER_MCP_DEBUG_HANDSHAKE"
+"""Set to 1: one stderr line per decision (which path, which request was answered before the SDK)."""
+HOLD_ENV = "COFFER_MCP_DEBUG_HOLD_SDK"
+"""With DEBUG_ENV: the SDK import waits until this file exists (lets a test see the order of events)."""
+OFF_ENV = "COFFER_MCP_FAST_HANDSHAKE"
+
+_EOF = object()
+
+
+def _debug(message: str) -> None:
+    if os.environ.get(DEBUG_ENV) == "1":
+        print(f"coffer-mcp handshake: {message}", file=sys.stderr, flush=True)
+
+
+def _request(line: str) -> dict[str, Any] | None:
+    """The line as a JSON-RPC request (with an int or str id), or None."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    request_id = message.get("id")
+    if not isinstance(message.get("method"), str) or isinstance(request_id, bool):
+        return None
+    return message if isinstance(request_id, (int, str)) else None
+
+
+def _plain_params(params: Any) -> bool:
+    """Params that cannot change a ``ping`` or list answer: none, ``_meta``, a null cursor."""
+    if params is None:
+        return True
+    return isinstance(params, dict) and set(params) <= {"_meta", "cursor"} and params.get("cursor") is None
+
+
+def _initialize(message: dict[str, Any] | None) -> str | None:
+    """The protocol version asked for when ``message`` is an ``initialize`` the SDK accepts as is."""
+    if message is None or message["method"] != "initialize":
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    caps, info, version = params.get("capabilities"), params.get("clientInfo"), params.get("protocolVersion")
+    if not isinstance(caps, dict) or not all(isinstance(v, dict) for v in caps.values()):
+        return None
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("name", "version")):
+        return None
+    return version if isinstance(version, str) else None
+
+
+class _Wire:
+    """stdout, written by one writer at a time (the main thread, then the SDK's writer task)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.write(json.dumps(message, separators=(",", ":")) + "\n")
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self._out.write(text.encode("utf-8"))
+            self._out.flush()
+
+
+@dataclass
+class _Session:
+    """What the main thread learned before the SDK was ready."""
+
+    snapshot: Snapshot
+    wire: _Wire
+    version: str | None = None  # negotiated; None until a fast initialize
+    init: dict[str, Any] | None = None
+    waiting: list[str] = field(default_factory=list)
+    first: bool = True
+
+    def take(self, line: str) -> None:
+        """Answer ``line`` from the snapshot when it can be, else keep it for the SDK."""
+        message = _request(line)
+        first, self.first = self.first, False
+        requested = _initialize(message) if first else None
+        if message is not None and requested is not None:
+            self.version, self.init = self.snapshot.negotiate(requested), message
+            self._answer(message, "initialize")
+        elif (
+            message is not None
+            and self.version
+            and message["method"] in FAST_METHODS
+            and _plain_params(message.get("params"))
+        ):
+            self._answer(message, message["method"])
+        else:
+            self.waiting.append(line)
+
+    def _answer(self, message: dict[str, Any], method: str) -> None:
+        assert self.version is not None
+        result = self.snapshot.result(self.version, method)
+        # Logged first: a client that has the answer has the line on stderr too.
+        _debug(
+            f"answered {method} id={message['id']!r} before the SDK (mcp imported: {'mcp' in sys.modules})"
+        )
+        self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    def replay(self, replay_id: str) -> list[str]:
+        """The lines the SDK reads first: the client's initialize under ``replay_id``, then the waiting."""
+        if self.init is None:
+            return self.waiting
+        return [json.dumps({**self.init, "id": replay_id}) + "\n", *self.waiting]
+
+
+def _reader(wire_in: BinaryIO, lines: queue.Queue[object]) -> None:
+    try:
+        # The SDK's own framing: UTF-8 with replacement, universal newlines.
+        for line in io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"):
+            lines.put(line)
+    finally:  # a read error ends the session as EOF does, never leaves it waiting
+        lines.put(_EOF)
+
+
+@dataclass
+class _Built:
+    service: Any = None
+    server: Any = None
+    error: BaseException | None = None
+
+
+def _build(args: Any, events: queue.Queue[object]) -> None:
+    """Import the SDK and build the server, as ``cli.main`` does; report on ``events``."""
+    built = _Built()
+    try:
+        hold = os.environ.get(HOLD_ENV) if os.environ.get(DEBUG_ENV) == "1" else None
+        while hold and not os.path.exists(hold):
+            time.sleep(0.01)
+        from coffer_memory import MemoryService
+
+        from .cli import _serve_stdio  # noqa: F401  (imported here, off the main thread, for _hand_over)
+        from .server import build_server
+
+        built.service = MemoryService(args.home)
+        threading.Thread(target=built.service.startup_sweep, name="coffer-startup-sweep", daemon=True).start()
+        built.server = build_server(built.service)
+        _debug("the SDK server is ready")
+    except BaseException as exc:  # reported to every request; the process must not die silently
+        built.error = exc
+    events.put(built)
+
+
+class _Source:
+    """The SDK's stdin: the replayed lines, then the rest of the wire, line by line."""
+
+    def __init__(self, first: list[str], lines: queue.Queue[object]) -> None:
+        self._first = first
+        self._lines = lines
+
+    def __aiter__(self) -> _Source:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._first:
+            return self._first.pop(0)
+        import anyio
+
+        item = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
+        if item is _EOF:
+            self._lines.put(_EOF)  # EOF stays EOF for any later read
+            raise StopAsyncIteration
+        assert isinstance(item, str)
+        return item
+
+
+class _Sink:
+    """The SDK's stdout: drops its answer to the replayed initialize, writes the rest to the wire."""
+
+    def __init__(self, wire: _Wire, replay_id: str) -> None:
+        self._wire = wire
+        self._replay_id = replay_id
+
+    async def write(self, text: str) -> None:
+        if self._replay_id in text:
+            message = json.loads(text)
+            if message.get("id") == self._replay_id and "method" not in message:
+                if "error" in message:  # the SDK refused what the snapshot answered: say so
+                    print(
+                        f"coffer-mcp: the SDK refused the client's initialize: {message['error']}",
+                        file=sys.stderr,
+                    )
+                return
+        import anyio
+
+        await anyio.to_thread.run_sync(self._wire.write, text)
+
+    async def flush(self) -> None:
+        """Each write is flushed already."""
+
+
+def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -> int:
+    """Serve without a server: the snapshot's answers, and the start-up error to every other request.
+
+    Before ``initialize`` was answered it is what the plain path does: the error on stderr, exit 1."""
+    from coffer_memory import CofferError
+
+    if isinstance(exc, CofferError):
+        code, message, details = exc.code, exc.message, dict(exc.details)
+    else:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+        code, message = "INTERNAL", f"coffer-mcp could not start its MCP server: {type(exc).__name__}: {exc}"
+        details = {"type": type(exc).__name__}
+    print(f"coffer-mcp: {code}: {message}", file=sys.stderr, flush=True)
+    if session.version is None:
+        return 1
+    envelope = {
+        "error": {"code": code, "message": message, "details": json.loads(json.dumps(details, default=str))}
+    }
+
+    def refuse(line: str) -> None:
+        request = _request(line)
+        if request is None:
+            return
+        if request["method"] == "tools/call":
+            text = [{"type": "text", "text": f"{code}: {message}"}]
+            result = {"content": text, "structuredContent": envelope, "isError": True}
+            session.wire.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        else:
+            error = {"code": -32603, "message": f"{code}: {message}", "data": envelope}
+            session.wire.send({"jsonrpc": "2.0", "id": request["id"], "error": error})
+
+    for line in session.waiting:
+        refuse(line)
+    while (item := lines.get()) is not _EOF:
+        assert isinstance(item, str)
+        session.waiting = []
+        session.take(item)
+        for line in session.waiting:
+            refuse(line)
+    return 0
+
+
+def _claim_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """The wire on private descriptors; fd 0 reads /dev/null and fd 1 writes stderr from now on,
+    as the SDK's ``stdio_server`` arranges, so no stray print or child process can tear a frame."""
+    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    wire_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def _serve_fast(args: Any, snapshot: Snapshot) -> int:
+    import logging
+
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
+    )
+    wire_in, wire_out = _claim_stdio()
+    session = _Session(snapshot, _Wire(wire_out))
+    # One queue: the reader's lines and EOF, and the builder's one _Built, in the order they happened.
+    lines: queue.Queue[object] = queue.Queue()
+    threading.Thread(target=_reader, args=(wire_in, lines), name="coffer-mcp-stdin", daemon=True).start()
+    threading.Thread(target=_build, args=(args, lines), name="coffer-mcp-sdk", daemon=True).start()
+    ended = False
+    while not isinstance(item := lines.get(), _Built):
+        if item is _EOF:
+            ended = True
+        else:
+            assert isinstance(item, str)
+            session.take(item)
+    built = item
+    if ended:
+        lines.put(_EOF)  # the SDK (or the failure loop) reads the end of the stream too
+    if built.error is not None:
+        return _failed(session, lines, built.error)
+    return _hand_over(session, lines, built)
+
+
+def _hand_over(session: _Session, lines: queue.Queue[object], built: _Built) -> int:
+    import anyio
+
+    from .cli import _serve_stdio
+
+    replay_id = f"coffer-mcp-replay-{os.urandom(8).hex()}"
+    _debug(f"handing over to the SDK ({len(session.waiting)} waiting line(s))")
+    with built.service:
+        source, sink = _Source(session.replay(replay_id), lines), _Sink(session.wire, replay_id)
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(_serve_stdio, built.server, source, sink)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``coffer-mcp``: on stdio with a fitting snapshot, the handshake before the SDK import."""
+    args = build_parser().parse_args(argv)
+    if args.transport != "stdio" or os.environ.get(OFF_ENV) == "0":
+        reason = "not stdio" if args.transport != "stdio" else f"{OFF_ENV}=0"
+    else:
+        snapshot, reason = load_snapshot()
+        if snapshot is not None:
+            _debug(f"fast path: {reason}")
+            return _serve_fast(args, snapshot)
+    _debug(f"plain path: {reason}")
+    from .cli import main as plain
+
+    return plain(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""``coffer-mcp`` answers the MCP handshake before the SDK is imported, then hands the wire over.
+
+Every test runs the real ``coffer-mcp`` console script in a subprocess and speaks JSON-RPC lines to
+it. The order of events is observed, never timed: with ``COFFER_MCP_DEBUG_HANDSHAKE=1`` the server
+logs each answer it gives before the SDK (and whether ``mcp`` is imported yet) to stderr, and
+``COFFER_MCP_DEBUG_HOLD_SDK`` keeps the SDK import waiting until the test creates a file.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coffer_memory import MemoryService
+from coffer_memory_mcp import _handshake
+
+SCRIPTS = Path(sys.executable).parent
+PROBE_TIMEOUT = 120  # a bound for a hung server, not a measurement
+
+
+def initialize(request_id: Any = 0, version: str = "2025-06-18") -> dict[str, Any]:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def remember(request_id: Any, text: str) -> dict[str, Any]:
+    arguments = {"text": text, "scope": "global"}
+    return request(request_id, "tools/call", {"name": "coffer__remember", "arguments": arguments})
+
+
+class Peer:
+    """The ``coffer-mcp`` console script over stdio, with its stderr kept in a file."""
+
+    def __init__(self, tmp: Path, *, home: Path | None = None, env: dict[str, str] | None = None) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.hold = tmp / "release-the-sdk"
+        self.err_path = tmp / "stderr.txt"
+        self.home = home or tmp / "home"
+        full = {
+            **os.environ,
+            "COFFER_HOME": str(self.home),
+            "COFFER_MCP_DEBUG_HANDSHAKE": "1",
+            "COFFER_MCP_DEBUG_HOLD_SDK": str(self.hold),
+            **(env or {}),
+        }
+        with self.err_path.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [str(SCRIPTS / "coffer-mcp")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=full,
+            )
+        # A thread reads stdout: select() cannot see lines already in the file object's buffer.
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def release(self) -> None:
+        """Let the SDK import start."""
+        self.hold.write_text("go")
+
+    def send(self, message: dict[str, Any] | str) -> None:
+        assert self.proc.stdin is not None
+        line = message if isinstance(message, str) else json.dumps(message)
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        try:
+            line = self.lines.get(timeout=PROBE_TIMEOUT)
+        except queue.Empty:
+            raise AssertionError(f"no answer; stderr: {self.stderr()}") from None
+        assert line, f"the server closed stdout; stderr: {self.stderr()}"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def answers(self, count: int) -> dict[Any, dict[str, Any]]:
+        """The next ``count`` answers by id (their order among themselves is the server's)."""
+        got = [self.answer() for _ in range(count)]
+        return {a["id"]: a for a in got}
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def close(self) -> int:
+        """Close stdin (EOF) and wait for the server to exit."""
+        self.release()
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(PROBE_TIMEOUT)
+
+
+@pytest.fixture
+def peers(tmp_path: Path) -> Any:
+    started: list[Peer] = []
+
+    def start(name: str = "peer", **kwargs: Any) -> Peer:
+        peer = Peer(tmp_path / name, **kwargs)
+        started.append(peer)
+        return peer
+
+    yield start
+    for peer in started:
+        if peer.proc.poll() is None:
+            peer.proc.kill()
+            peer.proc.wait()
+
+
+def snapshot_result(version: str, method: str) -> Any:
+    snapshot, reason = _handshake.load_snapshot()
+    assert snapshot is not None, reason
+    return snapshot.result(snapshot.negotiate(version), method)
+
+
+def handshake_by_the_sdk(peer: Peer, *before: str) -> str:
+    """Run a handshake (after the raw lines ``before``) that the SDK must answer; the server's stderr."""
+    for line in before:
+        peer.send(line)
+    peer.send(initialize())
+    peer.send(INITIALIZED)
+    peer.send(request(1, "tools/list"))
+    peer.release()
+    answers = peer.answers(2)
+    assert answers[0]["result"] == snapshot_result("2025-06-18", "initialize")
+    assert answers[1]["result"] == snapshot_result("2025-06-18", "tools/list")
+    assert peer.close() == 0
+    log = peer.stderr()
+    assert "before the SDK" not in log
+    return log
+
+
+def test_handshake_and_tools_list_are_answered_before_the_sdk_is_imported(peers: Any) -> None:
+    peer = peers()
+    peer.send(initialize())
+    init = peer.answer()
+    # A client may ask for the tools before it says it is initialized; the SDK serves that too.
+    peer.send(request(1, "tools/list"))
+    peer.send(INITIALIZED)
+    peer.send(remember(2, "The deploy script lives in ops/deploy.sh."))
+    peer.send(request(3, "ping"))
+    first = peer.answers(2)
+    assert sorted(first) == [1, 3]  # the tools/call waits for the SDK, which has not started importing
+    log = peer.stderr()
+    assert "the SDK server is ready" not in log
+    for method, request_id in (("initialize", 0), ("tools/list", 1), ("ping", 3)):
+        assert f"answered {method} id={request_id} before the SDK (mcp imported: False)" in log
+    assert init["result"] == snapshot_result("2025-06-18", "initialize")
+    assert [t["name"] for t in first[1]["result"]["tools"]] == [
+        "coffer__recall",
+        "coffer__remember",
+        "coffer__list_memory",
+        "coffer__resume",
+        "coffer__handoff",
+    ]
+    peer.release()
+    called = peer.answer()
+    assert called["id"] == 2 and called["result"]["isError"] is False, called
+    assert peer.close() == 0
+    with MemoryService(peer.home) as svc:
+        assert [f.fact.body.strip() for f in svc.list_facts(store="global").items] == [
+            "The deploy script lives in ops/deploy.sh."
+        ]
+    assert "Traceback" not in peer.stderr()
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25", "2026-07-28", "1999-12-31"])
+def test_fast_and_plain_paths_answer_alike(peers: Any, version: str) -> None:
+    fast = peers("fast")
+    plain = peers("plain", env={"COFFER_MCP_FAST_HANDSHAKE": "0"})
+    got = []
+    for peer in (fast, plain):
+        peer.release()
+        peer.send(initialize(7, version))
+        peer.send(INITIALIZED)
+        peer.send(request(8, "tools/list", {}))
+        peer.send(request(9, "ping"))
+        # Claude Code asks for every list at once and waits for all of them.
+        for offset, method in enumerate(("prompts/list", "resources/list", "resources/templates/list")):
+            peer.send(request(10 + offset, method))
+        got.append([peer.answer() for _ in range(6)])
+        assert peer.close() == 0
+    assert got[0] == got[1]  # as JSON: same ids, results and order
+    assert "answered tools/list id=8 before the SDK" in fast.stderr()
+    assert "answered resources/templates/list id=12 before the SDK" in fast.stderr()
+    assert "plain path: COFFER_MCP_FAST_HANDSHAKE=0" in plain.stderr()
+    assert "before the SDK" not in plain.stderr()
+
+
+def test_a_reused_id_and_odd_ids_reach_the_right_answers(peers: Any) -> None:
+    peer = peers()
+    peer.send(initialize("same"))
+    assert peer.answer()["id"] == "same"
+    peer.send(INITIALIZED)
+    big = 2**53 + 1
+    peer.send(request(big, "tools/list"))
+    peer.send(request(-1, "ping"))
+    assert sorted(peer.answers(2), key=str) == [-1, big]
+    # Reusing the initialize's id: the SDK's answer to the replayed initialize must not be taken for it.
+    peer.send(remember("same", "Release branches are cut on Mondays."))
+    peer.send(request("", "prompts/get", {"name": "resume"}))
+    peer.release()
+    later = peer.answers(2)
+    assert later["same"]["result"]["isError"] is False, later
+    assert "messages" in later[""]["result"], later
+    assert peer.close() == 0
+
+
+def test_a_snapshot_for_another_sdk_version_takes_the_plain_path(peers: Any, tmp_path: Path) -> None:
+    # Metadata saying another SDK is installed, ahead of the real one on sys.path.
+    site = tmp_path / "site"
+    (site / "mcp-9.9.9.dist-info").mkdir(parents=True)
+    (site / "mcp-9.9.9.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: mcp\nVersion: 9.9.9\n"
+    )
+    log = handshake_by_the_sdk(peers(env={"PYTHONPATH": str(site)}))
+    assert (
+        f"plain path: the snapshot is for mcp {importlib.metadata.version('mcp')} (installed: 9.9.9)" in log
+    )
+
+
+def test_installed_versions_are_what_importlib_metadata_says() -> None:
+    found = _handshake.installed_versions()
+    assert found == {name: importlib.metadata.version(name) for name in _handshake.KEY_DISTRIBUTIONS}
+
+
+def test_a_malformed_first_line_leaves_the_whole_session_to_the_sdk(peers: Any) -> None:
+    handshake_by_the_sdk(peers(), "this is not json")
+
+
+def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> None:
+    outputs = []
+    for name, env in (("fast", {}), ("plain", {"COFFER_MCP_FAST_HANDSHAKE": "0"})):
+        peer = peers(name, env=env)
+        for message in (initialize(), INITIALIZED, remember(1, "Sent just before the end of stdin.")):
+            peer.send(message)
+        assert peer.proc.stdin is not None
+        peer.proc.stdin.close()  # EOF before the SDK import may even start
+        peer.release()
+        assert peer.proc.wait(PROBE_TIMEOUT) == 0
+        outputs.append(list(iter(peer.lines.get, b"")))
+        assert "Traceback" not in peer.stderr(), peer.stderr()
+        assert ("handing over to the SDK" in peer.stderr()) == (name == "fast")
+    # The SDK stops at EOF without answering a call still in flight; the fast path changes nothing.
+    assert outputs[0] == outputs[1] and json.loads(outputs[0][0])["id"] == 0
+
+
+def test_a_server_that_cannot_start_answers_every_request_with_its_error(peers: Any, tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    peer = peers(home=a_file)
+    peer.send(initialize())
+    assert peer.answer()["result"] == snapshot_result("2025-06-18", "initialize")
+    peer.send(INITIALIZED)
+    peer.send(remember(1, "never written"))
+    peer.send(request(2, "prompts/get", {"name": "resume"}))
+    peer.release()
+    answers = peer.answers(2)
+    says = f"coffer home {a_file} cannot be used: {a_file} is not a folder"
+    tool = answers[1]["result"]
+    assert tool["isError"] is True and tool["content"][0]["text"] == f"INVALID_INPUT: {says}"
+    assert tool["structuredContent"]["error"]["code"] == "INVALID_INPUT"
+    assert answers[2]["error"]["message"] == f"INVALID_INPUT: {says}"
+    assert answers[2]["error"]["data"]["error"]["message"] == says
+    peer.send(request(3, "tools/list"))  # the snapshot still answers what it can
+    assert peer.answer()["id"] == 3
+    peer.send(remember(4, "still not written"))
+    assert peer.answer()["result"]["isError"] is True
+    assert peer.close() == 0
+    assert f"coffer-mcp: INVALID_INPUT: {says}" in peer.stderr()
+
+
+def test_the_committed_snapshot_is_what_the_installed_sdk_answers(tmp_path: Path) -> None:
+    fresh = _handshake.render(_handshake.generate(str(tmp_path / "home")))
+    assert _handshake.SNAPSHOT_PATH.read_text(encoding="utf-8") == fresh, (
+        "coffer_memory_mcp/handshake.json is stale: run .venv/bin/python -m coffer_memory_mcp._handshake"
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto may probe with server/discover first
+async def test_the_official_client_over_stdio(tmp_path: Path, anyio_backend: str, mode: str) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=str(SCRIPTS / "coffer-mcp"), env={"COFFER_HOME": str(tmp_path / "home")}
+    )
+    async with Client(params, mode=mode) as client:
+        tools = await client.list_tools()
+        assert "coffer__remember" in [t.name for t in tools.tools]
+        result = await client.call_tool("coffer__remember", {"text": "Tabs, not spaces.", "scope": "global"})
+        assert not result.is_error
+        found = await client.call_tool("coffer__recall", {"query": "tabs", "cwd": str(tmp_path)})
+        assert not found.is_error and "Tabs, not spaces." in str(found.structured_content)
