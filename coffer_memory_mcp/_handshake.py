@@ -4,7 +4,10 @@
 ``ping`` and the lists of tools, prompts and resources for every protocol version it negotiates, and the versions of the
 packages those answers depend on (the SDK, its types, pydantic, which writes the input schemas,
 and coffer). At run time it is used only when the installed versions are the snapshot's
-(``load_snapshot``), read from the installed metadata without importing any of them.
+(``load_snapshot``), read from the installed metadata without importing any of them. Where they
+differ (pip chose another pydantic or SDK), the first start takes the plain path and records a
+snapshot of its own in ``<home>/cache/mcp-handshake.json`` (``record_snapshot``), which later
+starts use while the versions stay the same.
 Regenerate it after changing the tools or upgrading the SDK:
 
     .venv/bin/python -m coffer_memory_mcp._handshake          # rewrite handshake.json
@@ -23,9 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KEY_DISTRIBUTIONS", "Snapshot", "generate", "installed_versions", "load_snapshot"]
+__all__ = [
+    "KEY_DISTRIBUTIONS",
+    "Snapshot",
+    "cache_file",
+    "generate",
+    "installed_versions",
+    "load_snapshot",
+    "record_snapshot",
+]
 
 SNAPSHOT_PATH = Path(__file__).with_name("handshake.json")
+CACHE_NAME = "mcp-handshake.json"
 KEY_DISTRIBUTIONS = ("coffer-memory", "mcp", "mcp-types", "pydantic", "pydantic-core")
 """The distributions whose versions the snapshot's answers depend on."""
 FAST_METHODS = ("ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list")
@@ -78,12 +90,14 @@ class Snapshot:
         return self.results[version][method]
 
 
-def load_snapshot(path: Path = SNAPSHOT_PATH) -> tuple[Snapshot | None, str]:
-    """The snapshot when it fits the installed packages, else ``None``; and why, in words."""
+def _load(path: Path) -> tuple[Snapshot | None, str]:
+    """The snapshot at ``path`` when it fits the installed packages, else ``None``; and why."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         recorded: dict[str, str] = data["packages"]
         snapshot = Snapshot(results=data["results"], counter_offer=data["counter_offer"])
+    except FileNotFoundError:
+        return None, f"no snapshot at {path}"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return None, f"no usable snapshot at {path}: {exc!r}"
     installed = installed_versions(tuple(recorded))
@@ -91,8 +105,45 @@ def load_snapshot(path: Path = SNAPSHOT_PATH) -> tuple[Snapshot | None, str]:
         f"{n} {recorded[n]} (installed: {installed[n]})" for n in recorded if installed[n] != recorded[n]
     ]
     if differ or set(recorded) != set(KEY_DISTRIBUTIONS):
-        return None, "the snapshot is for " + (", ".join(differ) or "other packages")
-    return snapshot, "the snapshot fits the installed packages"
+        return None, f"{path.name} is for " + (", ".join(differ) or "other packages")
+    return snapshot, f"{path} fits the installed packages"
+
+
+def cache_file(home: str | None) -> Path:
+    """Where ``coffer-mcp`` keeps the snapshot it recorded itself: ``<home>/cache/``.
+
+    The packaged snapshot fits only the package versions it was made with; a user whose pip
+    chose another pydantic or SDK would otherwise always wait for the SDK at start-up.
+    """
+    base = home if home else (os.environ.get("COFFER_HOME") or "~/.coffer")
+    return Path(os.path.abspath(os.path.expanduser(base))) / "cache" / CACHE_NAME
+
+
+def load_snapshot(path: Path = SNAPSHOT_PATH, cached: Path | None = None) -> tuple[Snapshot | None, str]:
+    """The packaged snapshot when it fits the installed packages, else the one ``coffer-mcp``
+    recorded in ``cached`` when that fits, else ``None``; and why, in words."""
+    snapshot, reason = _load(path)
+    if snapshot is not None or cached is None:
+        return snapshot, reason
+    kept, why = _load(cached)
+    return kept, f"{reason}; {why}"
+
+
+def record_snapshot(home: str | None) -> Path:
+    """Record what the installed SDK answers into ``cache_file(home)`` (atomically, 0600).
+
+    ``coffer-mcp`` runs this on a thread when no snapshot fitted, so its next start is fast.
+    """
+    import tempfile
+
+    from coffer_memory._store.files import ensure_dir, write_outside_store
+
+    with tempfile.TemporaryDirectory(prefix="coffer-handshake-") as scratch:
+        text = render(generate(scratch))
+    target = cache_file(home)
+    ensure_dir(target.parent)
+    write_outside_store(target, text.encode("utf-8"), mode=0o600, temp_prefix=".mcp-handshake-")
+    return target
 
 
 class _Lines:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ._args import build_parser
-from ._handshake import FAST_METHODS, Snapshot, load_snapshot
+from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
 
 __all__ = ["main"]
 
@@ -323,16 +323,25 @@ def _hand_over(session: _Session, lines: queue.Queue[object], built: _Built) -> 
     return 0
 
 
+def _record(home: str | None) -> None:
+    try:
+        _debug(f"recorded the handshake in {record_snapshot(home)}")
+    except Exception as exc:  # a cache: the plain path serves on either way
+        _debug(f"could not record the handshake: {exc!r}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer-mcp``: on stdio with a fitting snapshot, the handshake before the SDK import."""
     args = build_parser().parse_args(argv)
     if args.transport != "stdio" or os.environ.get(OFF_ENV) == "0":
         reason = "not stdio" if args.transport != "stdio" else f"{OFF_ENV}=0"
     else:
-        snapshot, reason = load_snapshot()
+        snapshot, reason = load_snapshot(cached=cache_file(args.home))
         if snapshot is not None:
             _debug(f"fast path: {reason}")
             return _serve_fast(args, snapshot)
+        # The next start is fast: record what this SDK answers while the plain path serves.
+        threading.Thread(target=_record, args=(args.home,), name="coffer-mcp-record", daemon=True).start()
     _debug(f"plain path: {reason}")
     from .cli import main as plain
 

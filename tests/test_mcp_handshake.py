@@ -12,9 +12,11 @@ import importlib.metadata
 import json
 import os
 import queue
+import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +52,22 @@ def remember(request_id: Any, text: str) -> dict[str, Any]:
 class Peer:
     """The ``coffer-mcp`` console script over stdio, with its stderr kept in a file."""
 
-    def __init__(self, tmp: Path, *, home: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        home: Path | None = None,
+        env: dict[str, str] | None = None,
+        recorded: Path | None = None,
+    ) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.hold = tmp / "release-the-sdk"
         self.err_path = tmp / "stderr.txt"
         self.home = home or tmp / "home"
+        if recorded is not None and home is None:  # what the home's first coffer-mcp would record
+            cached = _handshake.cache_file(str(self.home))
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(recorded.read_bytes())
         full = {
             **os.environ,
             "COFFER_HOME": str(self.home),
@@ -115,12 +128,21 @@ class Peer:
         return self.proc.wait(PROBE_TIMEOUT)
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """None when the packaged snapshot fits the installed packages; else the snapshot coffer-mcp
+    records for them (pip chose other versions than the snapshot's), which each peer's home gets."""
+    if _handshake.load_snapshot()[0] is not None:
+        return None
+    return _handshake.record_snapshot(str(tmp_path_factory.mktemp("recorded")))
+
+
 @pytest.fixture
-def peers(tmp_path: Path) -> Any:
+def peers(tmp_path: Path, recorded: Path | None) -> Any:
     started: list[Peer] = []
 
     def start(name: str = "peer", **kwargs: Any) -> Peer:
-        peer = Peer(tmp_path / name, **kwargs)
+        peer = Peer(tmp_path / name, recorded=recorded, **kwargs)
         started.append(peer)
         return peer
 
@@ -131,8 +153,9 @@ def peers(tmp_path: Path) -> Any:
             peer.proc.wait()
 
 
-def snapshot_result(version: str, method: str) -> Any:
-    snapshot, reason = _handshake.load_snapshot()
+def snapshot_result(peer: Peer, version: str, method: str) -> Any:
+    """The snapshot's answer that ``peer`` serves: the packaged one, or its home's recorded one."""
+    snapshot, reason = _handshake.load_snapshot(cached=_handshake.cache_file(str(peer.home)))
     assert snapshot is not None, reason
     return snapshot.result(snapshot.negotiate(version), method)
 
@@ -146,8 +169,8 @@ def handshake_by_the_sdk(peer: Peer, *before: str) -> str:
     peer.send(request(1, "tools/list"))
     peer.release()
     answers = peer.answers(2)
-    assert answers[0]["result"] == snapshot_result("2025-06-18", "initialize")
-    assert answers[1]["result"] == snapshot_result("2025-06-18", "tools/list")
+    assert answers[0]["result"] == snapshot_result(peer, "2025-06-18", "initialize")
+    assert answers[1]["result"] == snapshot_result(peer, "2025-06-18", "tools/list")
     assert peer.close() == 0
     log = peer.stderr()
     assert "before the SDK" not in log
@@ -169,7 +192,7 @@ def test_handshake_and_tools_list_are_answered_before_the_sdk_is_imported(peers:
     assert "the SDK server is ready" not in log
     for method, request_id in (("initialize", 0), ("tools/list", 1), ("ping", 3)):
         assert f"answered {method} id={request_id} before the SDK (mcp imported: False)" in log
-    assert init["result"] == snapshot_result("2025-06-18", "initialize")
+    assert init["result"] == snapshot_result(peer, "2025-06-18", "initialize")
     assert [t["name"] for t in first[1]["result"]["tools"]] == [
         "coffer__recall",
         "coffer__remember",
@@ -230,17 +253,45 @@ def test_a_reused_id_and_odd_ids_reach_the_right_answers(peers: Any) -> None:
     assert peer.close() == 0
 
 
-def test_a_snapshot_for_another_sdk_version_takes_the_plain_path(peers: Any, tmp_path: Path) -> None:
-    # Metadata saying another SDK is installed, ahead of the real one on sys.path.
+def test_a_snapshot_for_another_sdk_version_takes_the_plain_path_and_records_one(
+    peers: Any, tmp_path: Path
+) -> None:
+    # Metadata saying another SDK is installed, ahead of the real one on sys.path: what a user
+    # whose pip chose other versions than the packaged snapshot's has.
     site = tmp_path / "site"
     (site / "mcp-9.9.9.dist-info").mkdir(parents=True)
     (site / "mcp-9.9.9.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: mcp\nVersion: 9.9.9\n"
     )
-    log = handshake_by_the_sdk(peers(env={"PYTHONPATH": str(site)}))
+    home = tmp_path / "home"
+    cached = _handshake.cache_file(str(home))
+    first = peers("first", home=home, env={"PYTHONPATH": str(site)})
+    first.send(initialize())
+    first.send(INITIALIZED)
+    first.send(request(1, "tools/list"))
+    first.release()
+    answers = first.answers(2)
+    # The plain path records this SDK's answers for the next start (on a thread, while it serves).
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    while not cached.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.close() == 0
+    log = first.stderr()
     assert (
-        f"plain path: the snapshot is for mcp {importlib.metadata.version('mcp')} (installed: 9.9.9)" in log
+        f"plain path: handshake.json is for mcp {importlib.metadata.version('mcp')} (installed: 9.9.9)" in log
     )
+    assert f"recorded the handshake in {cached}" in log
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o600
+    assert json.loads(cached.read_text())["packages"]["mcp"] == "9.9.9"
+
+    second = peers("second", home=home, env={"PYTHONPATH": str(site)})
+    second.send(initialize())
+    assert second.answer()["result"] == answers[0]["result"]  # answered before the SDK is released
+    second.send(request(1, "tools/list"))
+    assert second.answer()["result"] == answers[1]["result"]
+    assert second.close() == 0
+    assert "fast path: handshake.json is for mcp" in second.stderr()
+    assert "answered initialize id=0 before the SDK (mcp imported: False)" in second.stderr()
 
 
 def test_installed_versions_are_what_importlib_metadata_says() -> None:
@@ -275,11 +326,15 @@ def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> No
 
 
 def test_a_server_that_cannot_start_answers_every_request_with_its_error(peers: Any, tmp_path: Path) -> None:
+    if _handshake.load_snapshot()[0] is None:
+        pytest.skip(
+            "the packaged snapshot is for other package versions, and a home that is a file holds no recorded one"
+        )
     a_file = tmp_path / "not-a-folder"
     a_file.write_text("x")
     peer = peers(home=a_file)
     peer.send(initialize())
-    assert peer.answer()["result"] == snapshot_result("2025-06-18", "initialize")
+    assert peer.answer()["result"] == snapshot_result(peer, "2025-06-18", "initialize")
     peer.send(INITIALIZED)
     peer.send(remember(1, "never written"))
     peer.send(request(2, "prompts/get", {"name": "resume"}))
@@ -300,6 +355,11 @@ def test_a_server_that_cannot_start_answers_every_request_with_its_error(peers: 
 
 
 def test_the_committed_snapshot_is_what_the_installed_sdk_answers(tmp_path: Path) -> None:
+    # A change to coffer's tools, resources or instructions must come with a new snapshot. Where
+    # pip chose other versions than the snapshot's, coffer-mcp records its own (tested above).
+    snapshot, reason = _handshake.load_snapshot()
+    if snapshot is None:
+        pytest.skip(f"{reason}: coffer-mcp records a snapshot of its own for these versions")
     fresh = _handshake.render(_handshake.generate(str(tmp_path / "home")))
     assert _handshake.SNAPSHOT_PATH.read_text(encoding="utf-8") == fresh, (
         "coffer_memory_mcp/handshake.json is stale: run .venv/bin/python -m coffer_memory_mcp._handshake"
