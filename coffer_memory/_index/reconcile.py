@@ -542,7 +542,7 @@ class Reconciler:
         return self._rows_under(store, prefix, "broken_files")
 
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None, *, seen: bool) -> ReindexReport:
-        epoch = self.feed.epoch(sp.name) if self.feed is not None else None  # watches set before this scan
+        epoch = self._arm(sp)
         tally = _Tally(external=[], seen=seen)
         odd: OddFiles = {}
         files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
@@ -616,15 +616,11 @@ class Reconciler:
     # -- the inotify feed -----------------------------------------------------------------------
     def _from_feed(self, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
         """A read's check of a larger store from the inotify feed, or None when the feed cannot
-        vouch for it (then it is armed and its verifying full scan started, in the background)."""
+        vouch for it (the next full scan, when it falls due, sets its watches anew)."""
         assert self.feed is not None
         store = sp.name
         news = self.feed.news(store)
         if news is None:
-            if self.feed.status(store) == "off":
-                self.feed.arm(store, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
-            if self.feed.status(store) == "armed":
-                self._scan_in_background(store)
             return None
         if age >= self.settings.reconcile_watch_full_scan_seconds:
             self._scan_in_background(store)  # the safety net, never inline in a read
@@ -638,6 +634,18 @@ class Reconciler:
         except BaseException:
             self.feed.lose(store)  # the news it gave are not applied: scan again
             raise
+
+    def _arm(self, sp: StorePaths) -> int | None:
+        """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
+        that the scan covers what happened before them and the feed what happens after."""
+        if self.feed is None:
+            return None
+        if self.feed.status(sp.name) == "off":
+            count = self.db.scalar("SELECT file_count FROM store_state WHERE resource_name = ?", (sp.name,))
+            if count is None or int(count) <= self.settings.reconcile_full_scan_max_files:
+                return None
+            self.feed.arm(sp.name, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
+        return self.feed.epoch(sp.name)
 
     def _rows_of(self, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
         rows: dict[str, Stat] = {}

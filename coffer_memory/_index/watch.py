@@ -7,13 +7,16 @@ reconciler; each read drains the queue first. The kernel queues an event before 
 ``write``/``rename``/``unlink`` returns, so a read that starts after an edit sees it, at the cost
 of one ``read`` that finds nothing. No thread is needed.
 
-The feed vouches for a store only from the first full scan that *started* after its watches were
-added (the scan covers what happened before, the events what happens after) until anything it
-cannot account for: a queue overflow, a failed ``inotify_add_watch`` (``max_user_watches``, a
-folder it may not read), a top folder or the store folder itself moved, replaced or unmounted, a
-fork (the child shares the parent's queue: it closes its copy and starts over), a network file
-system (inotify only sees this machine's writes), a platform without inotify. Then the reconciler
-falls back to folder mtimes and the periodic full scan until a new full scan verifies new watches.
+The feed vouches for a store only from the end of the first full scan that *started* after its
+watches were added (the scan covers what happened before, the events what happens after; the
+reconciler arms a store at the start of a full scan that falls due anyway, adding no scan of its
+own) until anything it cannot account for: a queue overflow, a failed ``inotify_add_watch``
+(``max_user_watches``, a folder it may not read), the store folder itself moved, replaced or
+unmounted, a fork (the child shares the parent's queue: it closes its copy and starts over), a
+network file system (inotify only sees this machine's writes), a platform without inotify. Then
+the reconciler falls back to folder mtimes and the periodic full scan, whose next run arms it anew.
+A folder made, moved or removed under a watched one (a top recall folder too) is watched anew and
+scanned alone.
 
 Libraries looked at (``inotify_simple``, ``asyncinotify``, ``watchdog``, ``watchfiles``): the last
 two deliver events from their own thread or a debounced generator, not a synchronous drain of the
@@ -365,23 +368,20 @@ class FolderFeed:
             return
         store, rel = where
         watched = self._stores[store]
-        if mask & IN_IGNORED:
+        if mask & IN_IGNORED:  # its folder is gone (or unmounted): watch and scan it anew
             del self._wds[wd]
             watched.wds.discard(wd)
-            if rel in watched.tops or not rel:
-                watched.lost = True
-            return
-        if mask & _SELF:
-            if rel in watched.tops or not rel:
-                watched.lost = True
-            else:
+        if mask & (_SELF | IN_IGNORED):
+            if rel:
                 watched.trees.add(rel)
+            else:  # the store folder itself: its identity is no longer known
+                watched.lost = True
             return
         if not name or name[0] == ".":
             return
         if not rel:  # the root: only its top recall folders matter
             if name in watched.tops:
-                watched.lost = True
+                watched.trees.add(name)
             return
         path = f"{rel}/{name}"
         if mask & IN_ISDIR:
