@@ -626,7 +626,11 @@ class Reconciler:
             self._scan_in_background(store)  # the safety net, never inline in a read
         files, trees = news
         try:
-            if not trees and self._news_unchanged(sp, files) and not self.reindexer.pending_paths(store):
+            if (
+                not trees
+                and (not files or self._news_unchanged(sp, files))
+                and not self.reindexer.pending_paths(store)
+            ):
                 return _unchanged(store, count)
             with store_lock(lock_path(self.settings.home, store)):
                 report = self._reconcile_news(sp, files, trees)
