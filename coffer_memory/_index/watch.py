@@ -26,19 +26,21 @@ queue at the start of a read; the first two are the same ~60 lines of ctypes as 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import struct
 import sys
 import threading
 from collections.abc import Iterable
+from functools import cache
 from stat import S_ISDIR, S_ISLNK, S_ISREG
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from .._store.paths import is_recall_rel
 from .._store.scan import BAD_NAME, FileStat, OddFiles, file_stat, odd_kind, utf8_name
+
+if TYPE_CHECKING:
+    import ctypes
 
 log = logging.getLogger("coffer_memory.watch")
 
@@ -86,9 +88,14 @@ REMOTE_FS = frozenset(
 )
 
 
+@cache
 def _libc() -> ctypes.CDLL | None:
+    """libc with its inotify calls, or None. ctypes is imported here, on first use: a process that
+    never watches (the CLI) does not pay the ~3 ms of its import."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         _ = libc.inotify_init1, libc.inotify_add_watch, libc.inotify_rm_watch, libc.statfs
@@ -100,15 +107,21 @@ def _libc() -> ctypes.CDLL | None:
     return libc
 
 
-_LIBC = _libc()
+def _errno() -> int:
+    import ctypes
+
+    return ctypes.get_errno()
 
 
 def is_remote(path: str) -> bool:
     """True when ``path`` lies on a network file system (or its type cannot be learnt)."""
-    if _LIBC is None:
+    import ctypes
+
+    libc = _libc()
+    if libc is None:
         return True
     buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
-    if _LIBC.statfs(os.fsencode(path), buf) != 0:
+    if libc.statfs(os.fsencode(path), buf) != 0:
         return True
     return (ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF) in REMOTE_FS  # f_type comes first
 
@@ -117,19 +130,20 @@ class WatchFailed(OSError):
     """inotify cannot watch a folder here (the feed falls back for that store)."""
 
 
-@attrs.define
 class _Store:
-    """One watched store: its watches and what changed since the last read took it."""
+    """One watched store: its watches and what changed since the last read took it (a plain class:
+    attrs would cost the import a millisecond)."""
 
-    root: str
-    identity: tuple[int, int]  # (st_dev, st_ino) of the root when armed
-    tops: frozenset[str]  # the top recall folders ("knowledge", "journal")
-    epoch: int
-    wds: set[int] = attrs.Factory(set)
-    verified: bool = False
-    lost: bool = False
-    files: set[str] = attrs.Factory(set)  # store-relative recall files to re-check
-    trees: set[str] = attrs.Factory(set)  # store-relative folders to re-watch and re-scan
+    def __init__(self, root: str, identity: tuple[int, int], tops: frozenset[str], epoch: int) -> None:
+        self.root = root
+        self.identity = identity  # (st_dev, st_ino) of the root when armed
+        self.tops = tops  # the top recall folders ("knowledge", "journal")
+        self.epoch = epoch
+        self.wds: set[int] = set()
+        self.verified = False
+        self.lost = False
+        self.files: set[str] = set()  # store-relative recall files to re-check
+        self.trees: set[str] = set()  # store-relative folders to re-watch and re-scan
 
 
 class FolderFeed:
@@ -147,7 +161,7 @@ class FolderFeed:
     @staticmethod
     def supported() -> bool:
         """True where inotify is available (Linux)."""
-        return _LIBC is not None
+        return _libc() is not None
 
     @property
     def fd(self) -> int:
@@ -248,21 +262,22 @@ class FolderFeed:
     def _open(self) -> None:
         if self._fd >= 0:
             return
-        if _LIBC is None:
+        libc = _libc()
+        if libc is None:
             raise WatchFailed("inotify is not available on this platform")
-        fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
-            errno = ctypes.get_errno()
+            errno = _errno()
             raise WatchFailed(errno, f"inotify_init1: {os.strerror(errno)}")
         self._fd = fd
 
     def _add(self, store: str, rel: str, mask: int) -> None:
         watched = self._stores[store]
         path = f"{watched.root}/{rel}" if rel else watched.root
-        assert _LIBC is not None
-        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(path), mask)
+        libc: Any = _libc()
+        wd = libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
         if wd < 0:
-            errno = ctypes.get_errno()
+            errno = _errno()
             raise WatchFailed(errno, f"inotify_add_watch {path}: {os.strerror(errno)}")
         old = self._wds.get(wd)
         if old is not None and old[0] != store:  # one folder in two stores: cannot tell them apart
@@ -297,8 +312,9 @@ class FolderFeed:
     def _rm(self, wd: int) -> None:
         store, _ = self._wds.pop(wd)
         self._stores[store].wds.discard(wd)
-        if _LIBC is not None and self._fd >= 0:
-            _LIBC.inotify_rm_watch(self._fd, wd)  # EINVAL when the kernel dropped it already
+        libc = _libc()
+        if libc is not None and self._fd >= 0:
+            libc.inotify_rm_watch(self._fd, wd)  # EINVAL when the kernel dropped it already
 
     def _drop(self, store: str) -> None:
         watched = self._stores.get(store)
@@ -398,6 +414,11 @@ class FolderFeed:
             self._fd = -1
             self._stores.clear()
             self._wds.clear()
+
+    def __del__(self) -> None:  # a service never closed must not keep its fd (128 per user)
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
 
 
 def under(rel: str, tree: str) -> bool:
