@@ -209,3 +209,23 @@ def test_opening_and_closing_many_services_leaks_no_fd(tmp_home: Path) -> None:
         assert _feed(svc).fd >= 0
         svc.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_store_the_feed_cannot_watch_keeps_the_full_scan(tmp_home: Path) -> None:
+    """A top recall folder that is a symlink is not followed by a watch: that store falls back to
+    folder mtimes and the full scan falling due (here on every read, in the background)."""
+    with MemoryService(settings=_settings(tmp_home, **FALLBACK_SCANS)) as svc:
+        paths = _facts(svc)
+        knowledge = paths[0].parent.parent
+        elsewhere = tmp_home.parent / "elsewhere"
+        knowledge.rename(elsewhere)
+        knowledge.symlink_to(elsewhere, target_is_directory=True)
+        moved = [elsewhere / p.relative_to(knowledge) for p in paths]
+        svc.recall("falcon", stores=["global"])
+        _settle(svc)
+        svc.reindex("global")
+        assert _feed(svc).status("global") == "unwatchable"
+        _sneaky_edit(moved[2], "falcon", "kestr1")
+        svc.recall("kestr1", stores=["global"])  # the due full scan starts in the background
+        _settle(svc)
+        assert len(_ids(svc, "kestr1")) == 1

@@ -148,8 +148,8 @@ class Reconciler:
         self._guard = threading.Lock()
         # One StorePaths per store read (its folders are cached on it): every read reconciles.
         self._paths: dict[str, StorePaths] = {}
-        watch = lock is not None and settings.reconcile_watch and FolderFeed.supported()
-        self.feed = FolderFeed() if watch else None  # inotify, for long-lived processes
+        # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
+        self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
 
     def close(self) -> None:
         """Release the inotify fd (the index connection is closed by its owner)."""
