@@ -229,3 +229,18 @@ def test_a_store_the_feed_cannot_watch_keeps_the_full_scan(tmp_home: Path) -> No
         svc.recall("kestr1", stores=["global"])  # the due full scan starts in the background
         _settle(svc)
         assert len(_ids(svc, "kestr1")) == 1
+
+
+def test_a_top_recall_folder_made_by_hand_is_watched(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        journal = paths[0].parents[2] / "journal"
+        assert not journal.exists()
+        journal.mkdir()
+        day = journal / "2026-01-02.md"
+        day.write_text("the grebe deploy went fine\n")
+        assert len(_ids(svc, "grebe")) == 1
+        _sneaky_edit(day, "grebe", "heron")
+        assert len(_ids(svc, "heron")) == 1
+        assert _feed(svc).status("global") == "verified"
