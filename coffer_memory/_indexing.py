@@ -230,6 +230,8 @@ class IndexHandle:
                 reader.close()
             if self._reconciler is not None:
                 self._reconciler.close()  # its inotify fd
+            if self._grep is not None:
+                self._grep.close()  # the pure-Python backend's inotify fd
             if self._db is not None:
                 self._db.close()
                 self._db = None

@@ -17,6 +17,9 @@ import pytest
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
 from coffer_memory._index.watch import FolderFeed
+from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory.plugins.builtin import grep as grep_module
+from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend
 
 pytestmark = pytest.mark.skipif(not FolderFeed.supported(), reason="inotify is Linux only")
 HOUR = 3600.0
@@ -244,3 +247,47 @@ def test_a_top_recall_folder_made_by_hand_is_watched(tmp_home: Path) -> None:
         _sneaky_edit(day, "grebe", "heron")
         assert len(_ids(svc, "heron")) == 1
         assert _feed(svc).status("global") == "verified"
+
+
+@pytest.mark.skipif(not RipgrepBackend().available(), reason="compares with ripgrep")
+def test_python_grep_trusts_kept_texts_while_the_feed_vouches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From its second search of a store's folders on, the pure-Python backend skips each file's
+    lstat; its answers stay ripgrep's through edits by hand (in place too), creates, deletes,
+    renames and folders made and removed."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # keep every text, as an old file's
+    root = tmp_path / "store"
+    inbox = root / "knowledge" / "inbox"
+    inbox.mkdir(parents=True)
+    for i in range(6):
+        (inbox / f"f{i}.md").write_text(f"fact {i}: the deploy runs at noon\n")
+    (root / "knowledge" / ".hidden.md").write_text("deploy hidden\n")
+    folders = [root / "knowledge", root / "journal"]
+    patterns = ["deploy", "rollback", "heron"]
+    python, rg = PythonGrepBackend(), RipgrepBackend()
+
+    def same() -> dict[str, frozenset[int]]:
+        held = python.held(folders, patterns, skip=_MACHINE_LINE)
+        assert held == rg.held(folders, patterns, skip=_MACHINE_LINE)
+        return held
+
+    assert len(same()) == 6
+    same()  # the second search arms the feed, the walk after it lets it vouch
+    assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None
+    _sneaky_edit(inbox / "f2.md", "deploy", "heron!")
+    assert same()[str(inbox / "f2.md")] == frozenset({2})
+    (inbox / "f0.md").unlink()
+    (inbox / "f1.md").rename(inbox / "moved.md")
+    (inbox / "new.md").write_text("a rollback by hand\n")
+    (root / "knowledge" / "topic" / "deep").mkdir(parents=True)
+    (root / "knowledge" / "topic" / "deep" / "n.md").write_text("deep rollback\n")
+    (root / "journal").mkdir()
+    (root / "journal" / "2026-01-02.md").write_text("journal heron\n")
+    assert len(same()) == 8
+    _sneaky_edit(root / "knowledge" / "topic" / "deep" / "n.md", "rollback", "deploy!!")
+    same()
+    shutil.rmtree(root / "knowledge" / "topic")
+    assert len(same()) == 7
+    assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None  # still vouched
+    python.close()

@@ -31,7 +31,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -134,8 +134,16 @@ class _Store:
     """One watched store: its watches and what changed since the last read took it (a plain class:
     attrs would cost the import a millisecond)."""
 
-    def __init__(self, root: str, identity: tuple[int, int], tops: frozenset[str], epoch: int) -> None:
+    def __init__(
+        self,
+        root: str,
+        identity: tuple[int, int],
+        tops: frozenset[str],
+        epoch: int,
+        accept: Callable[[str], bool],
+    ) -> None:
         self.root = root
+        self.accept = accept  # which root-relative file paths are news
         self.identity = identity  # (st_dev, st_ino) of the root when armed
         self.tops = tops  # the top recall folders ("knowledge", "journal")
         self.epoch = epoch
@@ -219,8 +227,11 @@ class FolderFeed:
                 watched.lost = True
 
     # -- arming ---------------------------------------------------------------------------------
-    def arm(self, store: str, root: str, tops: Iterable[str]) -> bool:
-        """Watch ``root`` and every folder under its ``tops`` (anew); False when that cannot be done."""
+    def arm(
+        self, store: str, root: str, tops: Iterable[str], accept: Callable[[str], bool] = is_recall_rel
+    ) -> bool:
+        """Watch ``root`` and every folder under its ``tops`` (anew); False when that cannot be done.
+        Files ``accept`` takes (a path relative to ``root``) are news; hidden ones never are."""
         with self._guard:
             self._owned()
             if store in self._unwatchable:
@@ -232,7 +243,7 @@ class FolderFeed:
                 if is_remote(root):
                     raise WatchFailed(f"{root} is on a network file system")
                 self._epoch += 1
-                watched = _Store(root, (st.st_dev, st.st_ino), frozenset(tops), self._epoch)
+                watched = _Store(root, (st.st_dev, st.st_ino), frozenset(tops), self._epoch, accept)
                 self._stores[store] = watched
                 self._add(store, "", ROOT_MASK)
                 for top in sorted(watched.tops):
@@ -402,7 +413,7 @@ class FolderFeed:
         path = f"{rel}/{name}"
         if mask & IN_ISDIR:
             watched.trees.add(path)
-        elif is_recall_rel(path):
+        elif watched.accept(path):
             watched.files.add(path)
 
     def close(self) -> None:
