@@ -183,6 +183,8 @@ class PythonGrepBackend:
         self._texts: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
         self._chars = 0
         self._watched = _Watched(self._forget)
+        self._keep = threading.Lock()  # keeping a text against forgetting one
+        self._forgotten = 0  # texts forgotten on the feed's word so far
         # Per kept file and ``skip``: its lowercased lines that ``skip`` leaves, or None when
         # the file has more lines than MAX_LINES_PER_FILE (then the first matching ones count).
         self._visible: dict[tuple[str, re.Pattern[str]], tuple[str, str | None]] = {}
@@ -295,9 +297,11 @@ class PythonGrepBackend:
 
     def _forget(self, path: str) -> None:
         """Drop the kept text of a file the feed says changed."""
-        old = self._texts.pop(path, None)
-        if old is not None:
-            self._chars -= len(old[1])
+        with self._keep:
+            self._forgotten += 1
+            old = self._texts.pop(path, None)
+            if old is not None:
+                self._chars -= len(old[1])
 
     def _held_in(
         self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str]
@@ -330,18 +334,24 @@ class PythonGrepBackend:
         kept = self._texts.get(path)
         if kept is not None and kept[0] == key:
             return kept[1], kept[2]
+        forgotten = self._forgotten
         text = _read_regular(path)
         if text is None:
             return None
         folded = text.lower()
         if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS:
-            if self._chars + len(text) > CACHE_CHARS:
-                self._texts.clear()
-                self._visible.clear()
-                self._chars = 0
-            old = self._texts.pop(path, None)
-            self._chars += len(text) - (len(old[1]) if old is not None else 0)
-            self._texts[path] = (key, text, folded)
+            with self._keep:
+                # A text read before the feed said its file changed must not outlive that news: a
+                # vouched search trusts kept texts without looking at the file.
+                if forgotten != self._forgotten:
+                    return text, folded
+                if self._chars + len(text) > CACHE_CHARS:
+                    self._texts.clear()
+                    self._visible.clear()
+                    self._chars = 0
+                old = self._texts.pop(path, None)
+                self._chars += len(text) - (len(old[1]) if old is not None else 0)
+                self._texts[path] = (key, text, folded)
         return text, folded
 
 
