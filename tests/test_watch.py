@@ -201,7 +201,7 @@ def test_a_forked_child_never_reads_its_parents_queue(tmp_home: Path) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 def test_opening_and_closing_many_services_leaks_no_fd(tmp_home: Path) -> None:
-    settings = _settings(tmp_home)
+    settings = _settings(tmp_home, grep_backend="python")
     with MemoryService(settings=settings) as svc:
         _facts(svc)
         _warm(svc)
@@ -210,6 +210,13 @@ def test_opening_and_closing_many_services_leaks_no_fd(tmp_home: Path) -> None:
         svc = MemoryService(settings=settings)
         _warm(svc)
         assert _feed(svc).fd >= 0
+        for _ in range(2):  # the grep backend watches from its second search
+            assert svc.recall("falcon", stores=["global"], mode="grep").hits
+        grep = svc.index.retrieval.grep.resolve()  # type: ignore[attr-defined]
+        assert (
+            isinstance(grep, PythonGrepBackend)
+            and grep._watched.listing(str(svc.paths("global").root), ["knowledge", "journal"]) is not None
+        )
         svc.close()
     assert len(os.listdir("/proc/self/fd")) == before
 
