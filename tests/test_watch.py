@@ -16,8 +16,8 @@ import pytest
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
-from coffer_memory._index.watch import FolderFeed
 from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory._store.watch import FolderFeed
 from coffer_memory.plugins.builtin import grep as grep_module
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend
 

@@ -55,9 +55,9 @@ from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, file_stat, list_folder, printable, scan_markdown, utf8_name
 from .._store.versions import bump_version
+from .._store.watch import FolderFeed, recall_stat, under
 from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns
-from .watch import FolderFeed, recall_stat, under
 
 log = logging.getLogger("coffer_memory.reconcile")
 # Files per write transaction of a bulk load. Each commit flushes FTS5's pending terms into a

@@ -16,8 +16,8 @@ from functools import cache
 from itertools import accumulate
 from pathlib import Path
 
-from ..._index.watch import FolderFeed, under
 from ..._store.scan import utf8_name
+from ..._store.watch import FolderFeed, under
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50
@@ -357,7 +357,7 @@ class PythonGrepBackend:
 
 class _Watched:
     """The visible ``*.md`` files of the folders a ``PythonGrepBackend`` searched, kept while an
-    inotify feed (``_index/watch.py``) vouches for them, so that a search trusts each kept text
+    inotify feed (``_store/watch.py``) vouches for them, so that a search trusts each kept text
     without its ``lstat`` and re-reads only the files the feed named.
 
     A folder's parent is armed on its second search (a short-lived process such as the CLI

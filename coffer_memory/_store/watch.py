@@ -36,8 +36,8 @@ from functools import cache
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING, Any
 
-from .._store.paths import is_recall_rel
-from .._store.scan import BAD_NAME, FileStat, OddFiles, file_stat, odd_kind, utf8_name
+from .paths import is_recall_rel
+from .scan import BAD_NAME, FileStat, OddFiles, file_stat, odd_kind, utf8_name
 
 if TYPE_CHECKING:
     import ctypes
