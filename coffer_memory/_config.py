@@ -246,6 +246,11 @@ class Settings(_Section):
     # the full stat scan at most once per ``reconcile_full_scan_seconds``.
     reconcile_full_scan_max_files: int = setting(200, ge=0)
     reconcile_full_scan_seconds: float = setting(5.0, ge=0.0)
+    # Long-lived processes on Linux learn outside changes to larger stores from inotify (the
+    # ``coffer`` CLI never watches); while that feed is healthy the full stat scan is only a
+    # safety net, run in the background at most once per ``reconcile_watch_full_scan_seconds``.
+    reconcile_watch: bool = setting(True)
+    reconcile_watch_full_scan_seconds: float = setting(60.0, ge=0.0)
     busy_timeout_ms: int = setting(10_000, ge=0)
 
     def _check(self) -> None:

@@ -237,6 +237,10 @@ class IndexHandle:
                 readers, self._readers = list(self._readers.values()), {}
             for reader in readers:
                 reader.close()
+            if self._reconciler is not None:
+                self._reconciler.close()  # its inotify fd
+            if self._grep is not None:
+                self._grep.close()  # the pure-Python backend's inotify fd
             if self._db is not None:
                 self._db.close()
                 self._db = None

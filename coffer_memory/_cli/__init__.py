@@ -128,9 +128,11 @@ def _run(args: argparse.Namespace) -> Any:
     """Run the chosen command: commands about coffer itself open no store, the rest get a service."""
     if hasattr(args, "run"):
         return args.run(args)
+    from .._config import Settings
     from .._service import MemoryService
 
-    with MemoryService(args.home) as svc:
+    # A command lives too short for an inotify feed to pay off: it reads as a fresh process does.
+    with MemoryService(settings=Settings.load(args.home, reconcile_watch=False)) as svc:
         resolve_store_args(svc, args)
         return args.func(svc, args)
 

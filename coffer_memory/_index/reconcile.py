@@ -13,6 +13,13 @@ the read runs it inline. So an outside in-place edit of a large store shows up w
 the CLI, and at once after ``coffer reindex``. Only files whose size, mtime, ctime or inode
 changed are read and hashed (ctime and inode catch an edit that keeps size and mtime).
 
+A long-lived process on Linux (``reconcile_watch``, which the CLI turns off) watches a larger
+store's recall folders with inotify (``watch.FolderFeed``): each read drains the queue and
+re-checks only the files named there, so an outside in-place edit shows on the next read. While
+the feed vouches for a store, its full stat scan is a safety net run in the background at most
+once per ``reconcile_watch_full_scan_seconds``; whatever the feed cannot vouch for (an overflow,
+a failed watch, a moved store folder, a fork, a network file system) falls back to the above.
+
 Odd entries never take a store down: a name that is not UTF-8, a FIFO named ``*.md``, a file
 over ``[memory] max_file_bytes`` or with unreadable frontmatter is skipped with one warning
 (``coffer doctor`` lists it). A damaged index found here is moved aside and rebuilt.
@@ -48,6 +55,7 @@ from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, file_stat, list_folder, printable, scan_markdown, utf8_name
 from .._store.versions import bump_version
+from .._store.watch import FolderFeed, recall_stat, under
 from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns
 
@@ -140,6 +148,13 @@ class Reconciler:
         self._guard = threading.Lock()
         # One StorePaths per store read (its folders are cached on it): every read reconciles.
         self._paths: dict[str, StorePaths] = {}
+        # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
+        self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
+
+    def close(self) -> None:
+        """Release the inotify fd (the index connection is closed by its owner)."""
+        if self.feed is not None:
+            self.feed.close()
 
     def scanning(self) -> bool:
         """True while a background full scan runs (or waits for the lock)."""
@@ -240,6 +255,10 @@ class Reconciler:
             age = time.time() - last_full
             due = age >= self.settings.reconcile_full_scan_seconds
             large = count > self.settings.reconcile_full_scan_max_files
+            if large and self.feed is not None:
+                fed = self._from_feed(sp, count, age)
+                if fed is not None:
+                    return fed
             if large and due and self.lock is not None and age < STALE_SECONDS:
                 # In a long-lived process the due full scan runs beside the reads, not in one.
                 self._scan_in_background(store)
@@ -523,6 +542,7 @@ class Reconciler:
         return self._rows_under(store, prefix, "broken_files")
 
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None, *, seen: bool) -> ReindexReport:
+        epoch = self._arm(sp)
         tally = _Tally(external=[], seen=seen)
         odd: OddFiles = {}
         files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
@@ -536,6 +556,8 @@ class Reconciler:
         with self.db.transaction():
             self._save_state(sp.name, dirs, time.time(), count)
         self._record_external(sp, tally)
+        if self.feed is not None:
+            self.feed.verify(sp.name, epoch)
         return tally.report(sp.name)
 
     def _reconcile_dirs(self, sp: StorePaths, changed: list[str]) -> ReindexReport:
@@ -590,3 +612,103 @@ class Reconciler:
             return
         dirs[rel] = after_ns
         self._save_state(store, dirs, last_full, count + delta)
+
+    # -- the inotify feed -----------------------------------------------------------------------
+    def _from_feed(self, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
+        """A read's check of a larger store from the inotify feed, or None when the feed cannot
+        vouch for it (the next full scan, when it falls due, sets its watches anew)."""
+        assert self.feed is not None
+        store = sp.name
+        news = self.feed.news(store)
+        if news is None:
+            return None
+        if age >= self.settings.reconcile_watch_full_scan_seconds:
+            self._scan_in_background(store)  # the safety net, never inline in a read
+        files, trees = news
+        try:
+            if (
+                not trees
+                and (not files or self._news_unchanged(sp, files))
+                and not self.reindexer.pending_paths(store)
+            ):
+                return _unchanged(store, count)
+            with store_lock(lock_path(self.settings.home, store)):
+                report = self._reconcile_news(sp, files, trees)
+                return self._retry_pending(sp, report, None)
+        except BaseException:
+            self.feed.lose(store)  # the news it gave are not applied: scan again
+            raise
+
+    def _arm(self, sp: StorePaths) -> int | None:
+        """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
+        that the scan covers what happened before them and the feed what happens after."""
+        if self.feed is None:
+            return None
+        if self.feed.status(sp.name) == "off":
+            count = self.db.scalar("SELECT file_count FROM store_state WHERE resource_name = ?", (sp.name,))
+            if count is None or int(count) <= self.settings.reconcile_full_scan_max_files:
+                return None
+            self.feed.arm(sp.name, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
+        return self.feed.epoch(sp.name)
+
+    def _rows_of(self, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
+        rows: dict[str, Stat] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            found = self.db.rows(
+                f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
+                f"WHERE resource_name = ? AND path IN ({','.join('?' * len(part))})",
+                (store, *part),
+            )
+            rows.update((r[0], r[1:]) for r in found)
+        return rows
+
+    def _news_unchanged(self, sp: StorePaths, files: set[str]) -> bool:
+        """True when every file the feed named still matches its row: coffer's own writes, most
+        often (they are indexed in their transaction). Read only, without the store lock."""
+        prefix = self._prefix(sp.root)
+        keys = [prefix + rel for rel in files]
+        rows, broken = self._rows_of(sp.name, keys), self._rows_of(sp.name, keys, "broken_files")
+        root = str(sp.root)
+        for rel, key in zip(files, keys, strict=True):
+            st = recall_stat(root, rel)
+            if (st is None and (key in rows or key in broken)) or (
+                st is not None and st != rows.get(key) and st != broken.get(key)
+            ):
+                return False
+        return True
+
+    def _reconcile_news(self, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
+        """Re-check the files and re-scan the folders the feed named (store lock held)."""
+        assert self.feed is not None
+        tally = _Tally(external=[])
+        odd: OddFiles = {}
+        trees = {t for t in trees if not any(under(t, o) and t != o for o in trees)}
+        files = {f for f in files if not any(under(f, t) for t in trees)}
+        prefix = self._prefix(sp.root)
+        keys = [prefix + rel for rel in files]
+        root = str(sp.root)
+        found = {rel: st for rel in files if (st := recall_stat(root, rel, odd)) is not None}
+        self._apply(
+            sp,
+            found,
+            self._rows_of(sp.name, keys),
+            tally,
+            broken=self._rows_of(sp.name, keys, "broken_files"),
+        )
+        for tree in sorted(trees):
+            self.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
+            tree_files, _ = scan_markdown(sp.root, (sp.root / tree,), odd)
+            tree_prefix = self._prefix(sp.root / tree)
+            rows = self._rows_under(sp.name, tree_prefix)
+            self._apply(sp, tree_files, rows, tally, broken=self._broken_under(sp.name, tree_prefix))
+        _warn_odd(sp.name, odd)
+        state = self._state(sp.name)
+        if (tally.added or tally.removed) and state is not None:
+            count = int(
+                self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0
+            )
+            with self.db.transaction():
+                self._save_state(sp.name, state[0], state[1], count)
+        self._record_external(sp, tally)
+        return tally.report(sp.name)

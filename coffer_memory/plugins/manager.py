@@ -215,6 +215,12 @@ class DeferredGrepBackend:
         """The backend's matches."""
         return self.resolve().search(folders, patterns, max_lines=max_lines)
 
+    def close(self) -> None:
+        """Release what the backend holds, if it says how (``close()`` is optional)."""
+        close = getattr(self._backend, "close", None)
+        if callable(close):
+            close()
+
 
 def get_embedder_factories() -> dict[str, EmbedderFactory]:
     """Every registered embedder factory by name."""

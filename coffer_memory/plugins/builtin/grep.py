@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from ..._store.scan import utf8_name
+from ..._store.watch import FolderFeed, under
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50
@@ -180,6 +182,9 @@ class PythonGrepBackend:
     def __init__(self) -> None:
         self._texts: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
         self._chars = 0
+        self._watched = _Watched(self._forget)
+        self._keep = threading.Lock()  # keeping a text against forgetting one
+        self._forgotten = 0  # texts forgotten on the feed's word so far
         # Per kept file and ``skip``: its lowercased lines that ``skip`` leaves, or None when
         # the file has more lines than MAX_LINES_PER_FILE (then the first matching ones count).
         self._visible: dict[tuple[str, re.Pattern[str]], tuple[str, str | None]] = {}
@@ -227,35 +232,76 @@ class PythonGrepBackend:
         """
         lowered = [p.lower() for p in patterns]
         found: Held = {}
-        kept = self._texts
+        groups: dict[str, list[str]] = {}
         for folder in folders:
-            for dirpath, dirnames, filenames in os.walk(folder):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                prefix = dirpath + os.sep
-                for name in filenames:
-                    if name.startswith(".") or not name.endswith(".md"):
-                        continue
-                    path = prefix + name
-                    # The kept text's check inline: this loop runs once per file of every store.
-                    entry = kept.get(path)
-                    try:
-                        st = os.stat(path, follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if entry is not None and entry[0] == _stat_key(st):
-                        text, folded = entry[1], entry[2]
-                    else:
-                        texts = self._text(path, name)
-                        if texts is None:
-                            continue
-                        text, folded = texts
-                    for p in lowered:
-                        if p in folded:
-                            seen = self._held_in(path, text, folded, lowered, skip)
-                            if seen:
-                                found[path] = seen
-                            break
+            parent, name = os.path.split(os.path.abspath(folder))
+            groups.setdefault(parent, []).append(name)
+        for parent, names in groups.items():
+            listing = self._watched.listing(parent, names)
+            if listing is None:
+                epoch = self._watched.start(parent, names)
+                walked = {name: self._held_walk(f"{parent}/{name}", lowered, skip, found) for name in names}
+                self._watched.finish(parent, walked, epoch)
+                continue
+            kept = self._texts
+            for path in listing:  # the feed vouches for every kept text here: no lstat
+                entry = kept.get(path)
+                texts = (
+                    (entry[1], entry[2]) if entry is not None else self._text(path, path.rsplit("/", 1)[1])
+                )
+                if texts is not None:
+                    self._hold(path, *texts, lowered, skip, found)
         return found
+
+    def _hold(
+        self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str], found: Held
+    ) -> None:
+        for p in lowered:
+            if p in folded:
+                seen = self._held_in(path, text, folded, lowered, skip)
+                if seen:
+                    found[path] = seen
+                return
+
+    def _held_walk(self, folder: str, lowered: Sequence[str], skip: re.Pattern[str], found: Held) -> set[str]:
+        """``held`` over one folder by walking it, one ``lstat`` per file; the visible ``*.md`` paths."""
+        kept = self._texts
+        visible: set[str] = set()
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            prefix = dirpath + os.sep
+            for name in filenames:
+                if name.startswith(".") or not name.endswith(".md"):
+                    continue
+                path = prefix + name
+                visible.add(path)
+                # The kept text's check inline: this loop runs once per file of every store.
+                entry = kept.get(path)
+                try:
+                    st = os.stat(path, follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry is not None and entry[0] == _stat_key(st):
+                    text, folded = entry[1], entry[2]
+                else:
+                    texts = self._text(path, name)
+                    if texts is None:
+                        continue
+                    text, folded = texts
+                self._hold(path, text, folded, lowered, skip, found)
+        return visible
+
+    def close(self) -> None:
+        """Release the inotify fd of the folders it watches."""
+        self._watched.close()
+
+    def _forget(self, path: str) -> None:
+        """Drop the kept text of a file the feed says changed."""
+        with self._keep:
+            self._forgotten += 1
+            old = self._texts.pop(path, None)
+            if old is not None:
+                self._chars -= len(old[1])
 
     def _held_in(
         self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str]
@@ -288,19 +334,123 @@ class PythonGrepBackend:
         kept = self._texts.get(path)
         if kept is not None and kept[0] == key:
             return kept[1], kept[2]
+        forgotten = self._forgotten
         text = _read_regular(path)
         if text is None:
             return None
         folded = text.lower()
         if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS:
-            if self._chars + len(text) > CACHE_CHARS:
-                self._texts.clear()
-                self._visible.clear()
-                self._chars = 0
-            old = self._texts.pop(path, None)
-            self._chars += len(text) - (len(old[1]) if old is not None else 0)
-            self._texts[path] = (key, text, folded)
+            with self._keep:
+                # A text read before the feed said its file changed must not outlive that news: a
+                # vouched search trusts kept texts without looking at the file.
+                if forgotten != self._forgotten:
+                    return text, folded
+                if self._chars + len(text) > CACHE_CHARS:
+                    self._texts.clear()
+                    self._visible.clear()
+                    self._chars = 0
+                old = self._texts.pop(path, None)
+                self._chars += len(text) - (len(old[1]) if old is not None else 0)
+                self._texts[path] = (key, text, folded)
         return text, folded
+
+
+class _Watched:
+    """The visible ``*.md`` files of the folders a ``PythonGrepBackend`` searched, kept while an
+    inotify feed (``_store/watch.py``) vouches for them, so that a search trusts each kept text
+    without its ``lstat`` and re-reads only the files the feed named.
+
+    A folder's parent is armed on its second search (a short-lived process such as the CLI
+    searches once and never watches) and vouched for from the end of the walk that follows; an
+    overflow, a failed watch, the parent moved or a fork make the next search walk again.
+    """
+
+    def __init__(self, forget: Callable[[str], None]) -> None:
+        self._forget = forget
+        self._feed: FolderFeed | None = None
+        self._guard = threading.Lock()
+        self._searches: dict[str, int] = {}  # parent -> walks so far
+        self._tops: dict[str, frozenset[str]] = {}  # parent -> the folder names armed under it
+        self._files: dict[str, set[str]] = {}  # folder -> its visible *.md paths
+        self._built: dict[str, int] = {}  # folder -> the epoch its files were walked at
+
+    def listing(self, parent: str, names: Sequence[str]) -> list[str] | None:
+        """The files of ``names`` under ``parent`` when the feed vouches for all of them, else None."""
+        with self._guard:
+            feed = self._feed
+            if feed is None or parent not in self._tops:
+                return None
+            news = feed.news(parent)
+            epoch = feed.epoch(parent)
+            if news is None or epoch is None:
+                return None
+            files, trees = news
+            for rel in files:
+                path = f"{parent}/{rel}"
+                self._forget(path)
+                held = self._files.get(f"{parent}/{rel.split('/', 1)[0]}")
+                if held is not None:
+                    if os.path.lexists(path) and not os.path.isdir(path):
+                        held.add(path)
+                    else:
+                        held.discard(path)
+            for tree in sorted(trees):
+                feed.rewatch(parent, tree)  # before the walk: what changes after it is news again
+                folder = f"{parent}/{tree}"
+                held = self._files.get(f"{parent}/{tree.split('/', 1)[0]}")
+                if held is None:
+                    continue
+                for path in [p for p in held if under(p, folder)]:
+                    held.discard(path)
+                    self._forget(path)
+                for dirpath, dirnames, filenames in os.walk(folder):
+                    dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                    for name in filenames:
+                        if not name.startswith(".") and name.endswith(".md"):
+                            self._forget(f"{dirpath}/{name}")
+                            held.add(f"{dirpath}/{name}")
+            if feed.epoch(parent) != epoch:  # a rewatch failed: walk again
+                return None
+            out: list[str] = []
+            for name in names:
+                folder = f"{parent}/{name}"
+                if self._built.get(folder) != epoch:
+                    return None
+                out.extend(self._files[folder])
+            return out
+
+    def start(self, parent: str, names: Sequence[str]) -> int | None:
+        """Before a walk of ``names`` under ``parent``: arm it from its second walk on; the epoch the
+        walk then verifies, or None."""
+        with self._guard:
+            self._searches[parent] = walks = self._searches.get(parent, 0) + 1
+            if walks < 2:
+                return None
+            if self._feed is None:
+                self._feed = FolderFeed()
+            tops = self._tops.get(parent, frozenset()) | frozenset(names)
+            if self._feed.status(parent) == "off" or tops != self._tops.get(parent):
+                self._tops[parent] = tops
+                self._feed.arm(parent, parent, tops, accept=lambda rel: rel.endswith(".md"))
+            return self._feed.epoch(parent)
+
+    def finish(self, parent: str, walked: dict[str, set[str]], epoch: int | None) -> None:
+        """After the walk: keep its files; the feed vouches from now on if nothing moved meanwhile."""
+        if epoch is None:
+            return
+        with self._guard:
+            assert self._feed is not None
+            for name, files in walked.items():
+                self._files[f"{parent}/{name}"] = files
+                self._built[f"{parent}/{name}"] = epoch
+            self._feed.verify(parent, epoch)
+
+    def close(self) -> None:
+        """Release the feed's fd."""
+        with self._guard:
+            if self._feed is not None:
+                self._feed.close()
+                self._feed = None
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -1,0 +1,300 @@
+"""The inotify feed of a long-lived process: outside edits of a larger store on the next read.
+
+Real files, a real inotify fd, real services; the periodic full scan is put an hour away, so only
+the feed (or its fallback's verifying scan) can show an in-place edit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coffer_memory import MemoryService
+from coffer_memory._config import Settings
+from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory._store.watch import FolderFeed
+from coffer_memory.plugins.builtin import grep as grep_module
+from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend
+
+pytestmark = pytest.mark.skipif(not FolderFeed.supported(), reason="inotify is Linux only")
+HOUR = 3600.0
+STUCK = 60.0
+
+
+def _settings(home: Path, **extra: object) -> Settings:
+    values: dict[str, object] = {
+        "reconcile_full_scan_max_files": 2,
+        "reconcile_full_scan_seconds": HOUR,
+        "reconcile_watch_full_scan_seconds": HOUR,
+    }
+    return Settings.load(home, **{**values, **extra})
+
+
+# Without the feed's word, every read schedules the full scan (in the background).
+FALLBACK_SCANS = {"reconcile_full_scan_seconds": 0.0}
+
+
+def _feed(svc: MemoryService) -> FolderFeed:
+    feed = svc.index.reconciler.feed
+    assert feed is not None
+    return feed
+
+
+def _settle(svc: MemoryService) -> None:
+    deadline = time.monotonic() + STUCK
+    while svc.index.reconciler.scanning():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _warm(svc: MemoryService, store: str = "global") -> None:
+    """A full scan of a store known to be large (``coffer reindex``; in a server the one that falls
+    due) sets the watches."""
+    svc.recall("anything", stores=[store])
+    svc.reindex(store)
+    assert _feed(svc).status(store) == "verified"
+
+
+def _facts(svc: MemoryService, n: int = 5) -> list[Path]:
+    return [svc.remember(f"fact zq{i}zq about the falcon build", store="global").path for i in range(n)]
+
+
+def _sneaky_edit(path: Path, old: str, new: str) -> None:
+    """Rewrite ``path`` in place keeping its size and mtime (``cp -p``): its folder does not move."""
+    st = path.stat()
+    data = path.read_bytes().replace(old.encode(), new.encode())
+    assert len(data) == st.st_size
+    path.write_bytes(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _ids(svc: MemoryService, query: str) -> set[str]:
+    return {h.id for h in svc.recall(query, stores=["global"], mode="keyword").hits}
+
+
+def _external(svc: MemoryService) -> list[tuple[str, str]]:
+    return [
+        (e.event, Path(str(e.details["path"])).name)
+        for e in reversed(svc.audit(store="global").items)
+        if e.actor == "external"
+    ]
+
+
+def test_an_in_place_edit_keeping_size_and_mtime_shows_on_the_next_recall(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        _sneaky_edit(paths[2], "falcon", "kestr1")
+        hits = svc.recall("kestr1", stores=["global"], mode="keyword").hits
+        assert [h.path for h in hits] == [paths[2]]
+        assert _external(svc) == [("memory_updated", paths[2].name)]
+        assert _feed(svc).status("global") == "verified"
+
+
+def test_without_the_feed_the_same_edit_waits_for_the_full_scan(tmp_home: Path) -> None:
+    """The behaviour the feed improves on (and what the CLI keeps): folder mtimes alone miss it."""
+    with MemoryService(settings=_settings(tmp_home, reconcile_watch=False)) as svc:
+        paths = _facts(svc)
+        svc.recall("falcon", stores=["global"])
+        assert svc.index.reconciler.feed is None
+        _sneaky_edit(paths[2], "falcon", "kestr1")
+        assert _ids(svc, "kestr1") == set()
+        svc.reindex("global")
+        assert len(_ids(svc, "kestr1")) == 1
+
+
+def test_coffers_own_writes_are_no_outside_changes(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        fact = svc.remember("a new fact about the osprey deploy", store="global")
+        svc.edit_fact(fact.fact.id, body="the osprey deploy runs nightly", store="global")
+        svc.delete_fact(svc.recall("zq1zq", stores=["global"], mode="keyword").hits[0].id, store="global")
+        assert len(_ids(svc, "osprey")) == 1
+        assert _ids(svc, "zq1zq") == set()
+        assert _external(svc) == []
+        assert len(paths) == 5 and _feed(svc).status("global") == "verified"
+
+
+def test_folders_made_renamed_and_removed_by_hand(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        knowledge = paths[0].parent.parent
+        topics = knowledge / "topics"
+        (topics / "deep").mkdir(parents=True)
+        (topics / "deep" / "nested.md").write_text("# Nested\n\nwritten by hand in a new folder heron1\n")
+        assert len(_ids(svc, "heron1")) == 1
+        moved = knowledge / "moved"
+        topics.rename(moved)
+        hits = svc.recall("heron1", stores=["global"], mode="keyword").hits
+        assert [h.path for h in hits] == [moved / "deep" / "nested.md"]
+        # The new folder is watched: an in-place edit inside it shows at once too.
+        _sneaky_edit(moved / "deep" / "nested.md", "heron1", "egret1")
+        assert len(_ids(svc, "egret1")) == 1
+        shutil.rmtree(moved)
+        assert _ids(svc, "egret1") == set()
+        paths[4].unlink()
+        assert _ids(svc, "zq4zq") == set()
+        assert _feed(svc).status("global") == "verified"
+        nested = "nested.md"
+        assert _external(svc) == [
+            ("memory_added", nested),
+            ("memory_added", nested),  # a move is the file added at its new path, gone at its old
+            ("memory_deleted", nested),
+            ("memory_updated", nested),
+            ("memory_deleted", nested),
+            ("memory_deleted", paths[4].name),
+        ]
+
+
+def test_an_overflowed_queue_falls_back_to_a_full_scan(tmp_home: Path) -> None:
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    with MemoryService(settings=_settings(tmp_home, **FALLBACK_SCANS)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        a, b = paths[0], paths[1]
+        for i in range(limit + 100):  # alternating files: the kernel merges only repeats of the last event
+            os.utime(a if i % 2 else b)
+        _sneaky_edit(paths[2], "falcon", "kestr1")  # its event is dropped: the queue is full
+        svc.recall("kestr1", stores=["global"])  # learns of the overflow; the due full scan starts
+        _settle(svc)
+        assert len(_ids(svc, "kestr1")) == 1
+        assert _feed(svc).status("global") == "verified"  # the feed vouches again after that scan
+
+
+def test_a_store_folder_replaced_by_hand_falls_back_to_a_full_scan(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home, **FALLBACK_SCANS)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        root = paths[0].parents[2]
+        shutil.copytree(root, root.with_name("copy"), copy_function=shutil.copy2)
+        _sneaky_edit(root.with_name("copy") / paths[2].relative_to(root), "falcon", "kestr1")
+        shutil.rmtree(root)
+        root.with_name("copy").rename(root)
+        svc.recall("kestr1", stores=["global"])
+        _settle(svc)
+        assert len(_ids(svc, "kestr1")) == 1
+        assert _feed(svc).status("global") == "verified"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_reads_its_parents_queue(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        feed = _feed(svc)
+        _sneaky_edit(paths[2], "falcon", "kestr1")  # queued on the parent's fd
+        pid = os.fork()
+        if pid == 0:  # the child: the feed drops its copy of the fd instead of reading it
+            ok = feed.news("global") is None and feed.fd == -1 and feed.status("global") == "off"
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert len(_ids(svc, "kestr1")) == 1  # the event was still there for the parent
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_opening_and_closing_many_services_leaks_no_fd(tmp_home: Path) -> None:
+    settings = _settings(tmp_home, grep_backend="python")
+    with MemoryService(settings=settings) as svc:
+        _facts(svc)
+        _warm(svc)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(200):
+        svc = MemoryService(settings=settings)
+        _warm(svc)
+        assert _feed(svc).fd >= 0
+        for _ in range(2):  # the grep backend watches from its second search
+            assert svc.recall("falcon", stores=["global"], mode="grep").hits
+        grep = svc.index.retrieval.grep.resolve()  # type: ignore[attr-defined]
+        assert (
+            isinstance(grep, PythonGrepBackend)
+            and grep._watched.listing(str(svc.paths("global").root), ["knowledge", "journal"]) is not None
+        )
+        svc.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_store_the_feed_cannot_watch_keeps_the_full_scan(tmp_home: Path) -> None:
+    """A top recall folder that is a symlink is not followed by a watch: that store falls back to
+    folder mtimes and the full scan falling due (here on every read, in the background)."""
+    with MemoryService(settings=_settings(tmp_home, **FALLBACK_SCANS)) as svc:
+        paths = _facts(svc)
+        knowledge = paths[0].parent.parent
+        elsewhere = tmp_home.parent / "elsewhere"
+        knowledge.rename(elsewhere)
+        knowledge.symlink_to(elsewhere, target_is_directory=True)
+        moved = [elsewhere / p.relative_to(knowledge) for p in paths]
+        svc.recall("falcon", stores=["global"])
+        _settle(svc)
+        svc.reindex("global")
+        assert _feed(svc).status("global") == "unwatchable"
+        _sneaky_edit(moved[2], "falcon", "kestr1")
+        svc.recall("kestr1", stores=["global"])  # the due full scan starts in the background
+        _settle(svc)
+        assert len(_ids(svc, "kestr1")) == 1
+
+
+def test_a_top_recall_folder_made_by_hand_is_watched(tmp_home: Path) -> None:
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        journal = paths[0].parents[2] / "journal"
+        assert not journal.exists()
+        journal.mkdir()
+        day = journal / "2026-01-02.md"
+        day.write_text("the grebe deploy went fine\n")
+        assert len(_ids(svc, "grebe")) == 1
+        _sneaky_edit(day, "grebe", "heron")
+        assert len(_ids(svc, "heron")) == 1
+        assert _feed(svc).status("global") == "verified"
+
+
+@pytest.mark.skipif(not RipgrepBackend().available(), reason="compares with ripgrep")
+def test_python_grep_trusts_kept_texts_while_the_feed_vouches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From its second search of a store's folders on, the pure-Python backend skips each file's
+    lstat; its answers stay ripgrep's through edits by hand (in place too), creates, deletes,
+    renames and folders made and removed."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # keep every text, as an old file's
+    root = tmp_path / "store"
+    inbox = root / "knowledge" / "inbox"
+    inbox.mkdir(parents=True)
+    for i in range(6):
+        (inbox / f"f{i}.md").write_text(f"fact {i}: the deploy runs at noon\n")
+    (root / "knowledge" / ".hidden.md").write_text("deploy hidden\n")
+    folders = [root / "knowledge", root / "journal"]
+    patterns = ["deploy", "rollback", "heron"]
+    python, rg = PythonGrepBackend(), RipgrepBackend()
+
+    def same() -> dict[str, frozenset[int]]:
+        held = python.held(folders, patterns, skip=_MACHINE_LINE)
+        assert held == rg.held(folders, patterns, skip=_MACHINE_LINE)
+        return held
+
+    assert len(same()) == 6
+    same()  # the second search arms the feed, the walk after it lets it vouch
+    assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None
+    _sneaky_edit(inbox / "f2.md", "deploy", "heron!")
+    assert same()[str(inbox / "f2.md")] == frozenset({2})
+    (inbox / "f0.md").unlink()
+    (inbox / "f1.md").rename(inbox / "moved.md")
+    (inbox / "new.md").write_text("a rollback by hand\n")
+    (root / "knowledge" / "topic" / "deep").mkdir(parents=True)
+    (root / "knowledge" / "topic" / "deep" / "n.md").write_text("deep rollback\n")
+    (root / "journal").mkdir()
+    (root / "journal" / "2026-01-02.md").write_text("journal heron\n")
+    assert len(same()) == 8
+    _sneaky_edit(root / "knowledge" / "topic" / "deep" / "n.md", "rollback", "deploy!!")
+    same()
+    shutil.rmtree(root / "knowledge" / "topic")
+    assert len(same()) == 7
+    assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None  # still vouched
+    python.close()
