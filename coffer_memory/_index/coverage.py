@@ -15,7 +15,6 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
-from typing import cast
 
 import apsw
 
@@ -118,44 +117,85 @@ def by_coverage(
     conn: apsw.Connection,
     terms: Sequence[str],
     ranked: Sequence[tuple[int, float]],
-    texts: Mapping[int, tuple[str, str, str]],
+    texts: Mapping[int, Sequence[str]],
     weight: float = COVERAGE_WEIGHT,
     by_row: dict[int, tuple[str, frozenset[str]]] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` (rowid, bm25: lower is better) re-scored by the share of ``terms`` each row's
-    text holds, best first; rowid breaks ties as in the search. A query of one term is unchanged.
+    text (``texts[rowid][1]``) holds, best first; rowid breaks ties as in the search. A query of
+    one term is unchanged.
 
     ``by_row`` keeps each row's compared text and tokens by rowid, for a caller whose rowids keep
     their texts (``snapshot.reading``'s dict): fewer lookups than by the text itself."""
-    if len(terms) < 2 or not ranked or weight <= 0:
-        return list(ranked)
+    return by_coverage_lists(conn, terms, [ranked], texts, weight, by_row)[0]
+
+
+def by_coverage_lists(
+    conn: apsw.Connection,
+    terms: Sequence[str],
+    lists: Sequence[Sequence[tuple[int, float]]],
+    texts: Mapping[int, Sequence[str]],
+    weight: float = COVERAGE_WEIGHT,
+    by_row: dict[int, tuple[str, frozenset[str]]] | None = None,
+) -> list[list[tuple[int, float]]]:
+    """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms:
+    the terms are looked up once, and the rows of every list tokenized in one batch."""
+    if len(terms) < 2 or weight <= 0:
+        return [list(ranked) for ranked in lists]
     tokenize = conn.fts5_tokenizer(*_TOKENIZER)
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
-        return list(ranked)
+        return [list(ranked) for ranked in lists]
+    rowids = [rowid for ranked in lists for rowid, _ in ranked]
     if by_row is None:
-        compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+        compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
     else:
-        held = [by_row.get(rowid) for rowid, _ in ranked]
-        if None in held:
-            compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
-            if len(by_row) + len(ranked) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
+        missing = [rowid for rowid in rowids if rowid not in by_row]
+        if missing:
+            if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
                 by_row.clear()
-            by_row.update(zip((rowid for rowid, _ in ranked), compared, strict=True))
-        else:
-            compared = cast("list[tuple[str, frozenset[str]]]", held)
+                missing = rowids
+            by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
+        compared = by_row
     n = len(wanted)
+    # The factor of each possible share, worked out as the per-row expression works it out.
+    factors = [1.0 + weight * share / n for share in range(n + 1)]
+    keys = _single_tokens(wanted)
+    out = []
+    for ranked in lists:
+        if keys is not None:  # the usual query: one intersection per row counts its terms
+            scored = [(rowid, score * factors[len(keys & compared[rowid][1])]) for rowid, score in ranked]
+        else:
+            shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
+            scored = [(rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)]
+        scored.sort(key=itemgetter(1, 0))
+        out.append(scored)
+    return out
+
+
+def _texts(texts: Mapping[int, Sequence[str]], rowids: Sequence[int]) -> list[str]:
+    return [found[1] if (found := texts.get(rowid)) else "" for rowid in rowids]
+
+
+def _single_tokens(wanted: Sequence[_Wanted]) -> frozenset[str] | None:
+    """The query's tokens when every term is one Latin token and no two terms share it (then a
+    row's share is how many of them its tokens hold); None otherwise."""
+    keys: set[str] = set()
+    for latin, cjk in wanted:
+        if cjk or len(latin) != 1:
+            return None
+        keys |= latin
+    return frozenset(keys) if len(keys) == len(wanted) else None
+
+
+def _shares(wanted: Sequence[_Wanted], compared: Sequence[tuple[str, frozenset[str]]]) -> list[int]:
+    """How many of the ``wanted`` terms each compared row (text, tokens) holds."""
     if any(cjk for _, cjk in wanted):
-        shares = [
+        return [
             sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
             for text, words in compared
         ]
-    else:  # the usual query: terms of one token each are counted by one set intersection
-        shares = _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
-    # The factor of each possible share, worked out as the per-row expression works it out.
-    factors = [1.0 + weight * share / n for share in range(n + 1)]
-    scored = [(rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)]
-    return sorted(scored, key=itemgetter(1, 0))
+    return _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
 
 
 def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[frozenset[str]]) -> list[int]:
