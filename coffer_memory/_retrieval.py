@@ -37,7 +37,7 @@ from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
-from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -430,17 +430,20 @@ class KnowledgeRetrieval:
         Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
         earlier recalls (chunk texts, documents, session neighbours) are taken from there.
         """
+        names = [sp.name for sp in paths]
         with reading(self.db) as kept:
-            found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
+            found = best_documents(self.db, names, query, limit, kept)
+            # Lending needs session neighbours: none in stores without a session fact.
+            near = NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
-            docs = doc_rows(
-                self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
-            )
-            best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
-            more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
-            if any(more.values()):
-                docs.update(doc_rows(self.db, more, kept))
+            docs = doc_rows(self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=near)
+            best = found
+            if near:
+                best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
+                more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
+                if any(more.values()):
+                    docs.update(doc_rows(self.db, more, kept))
         lists: list[list[tuple[str, str]]] = []
         picked: dict[tuple[str, str], tuple[StorePaths, DocRow, str, float]] = {}
         for sp in paths:

@@ -124,6 +124,24 @@ def test_a_session_neighbour_added_later_lends_at_once(warm: MemoryService, tmp_
     assert _hits(after) == _fresh(tmp_home, "quasar", stores=[GLOBAL_STORE])
 
 
+def test_the_first_session_fact_of_a_store_lends_at_once(tmp_home: Path) -> None:
+    # A store without a session fact skips the neighbour lookups (kept as "no sessions here"):
+    # its first session facts must lend on the next recall of the same warm service.
+    with MemoryService(tmp_home) as svc:
+        svc.remember("the quasar telescope question", title="asks", scope="global")
+        svc.remember("an unrelated note on redis", title="other", scope="global")
+        assert [h.title for h in svc.recall("quasar", stores=[GLOBAL_STORE], mode="keyword").hits] == ["asks"]
+        for text, title in [
+            ("the quasar telescope again", "asks again"),
+            ("a reply with no shared word", "reply"),  # found by its context: the line before it
+            ("and one more after it", "later"),  # found only through what the question lends
+        ]:
+            svc.remember(text, title=title, scope="global", origin_session_id="s9")
+        after = svc.recall("quasar", stores=[GLOBAL_STORE], mode="keyword")
+        assert "later" in [h.title for h in after.hits]
+        assert _hits(after) == _fresh(tmp_home, "quasar", stores=[GLOBAL_STORE])
+
+
 def test_a_new_project_store_and_a_new_checkout_are_found(
     warm: MemoryService, tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
