@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -465,34 +466,31 @@ def _ranked_per_store(
         return {store: _ranked_words(db, _words_match(terms, store), limit) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
-    open_stores = len(stores)
-    # The ranking as ``_ranked_words`` gives it: all of it in one call (stepping row by row in
-    # Python cost more than the rows past where every store has its own).
-    ranked: list[tuple[int, float]] = db.rows(
+    get = content.get
+    seen = 0
+    # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
+    # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
+    with db.cursor(
         f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
         (_any_of(terms), wanted),
-    )
-    get = content.get
-    read = 0  # the rows before this one had their chunk rows read (or have none)
-    for at, (rowid, score) in enumerate(ranked):
-        found = get(rowid)
-        if found is None and at >= read:
-            # A row whose chunk row is not kept is read with the next rows: as many as the stores
-            # still lack and a quarter more, ten more at the least (a store's last rows come among
-            # rows of stores that have theirs).
-            lacking = sum(limit - len(mine) for mine in rows.values())
-            read = at + lacking + max(lacking // 4, 10)
-            _read_content(db, content, [r for r, _ in ranked[at:read]])
-            found = get(rowid)
-        if found is not None:
-            mine = rows.get(found[2])
-            if mine is not None and len(mine) < limit:
-                mine.append((rowid, score))
-                if len(mine) == limit:
-                    open_stores -= 1
-                    if not open_stores:  # every store has its rows: the rest of the list is unused
-                        break
-    ran_out = len(ranked) < wanted  # every matching row of every store is in the list
+    ) as cursor:
+        while lacking := sum(limit - len(mine) for mine in rows.values()):
+            # As many rows as the stores still lack and a quarter more, ten more at the least (a
+            # store's last rows come among rows of stores that have theirs); a row whose chunk row
+            # is not kept is read with the rest of its batch.
+            batch = list(itertools.islice(cursor, lacking + max(lacking // 4, 10)))
+            if not batch:
+                break
+            seen += len(batch)
+            if any(rowid not in content for rowid, _ in batch):
+                _read_content(db, content, [rowid for rowid, _ in batch])
+            for rowid, score in batch:
+                found = get(rowid)
+                if found is not None:
+                    mine = rows.get(found[2])
+                    if mine is not None and len(mine) < limit:
+                        mine.append((rowid, score))
+    ran_out = seen < wanted  # every matching row of every store is in the list
     return {
         store: mine if ran_out or len(mine) == limit else _ranked_words(db, _words_match(terms, store), limit)
         for store, mine in rows.items()
