@@ -15,7 +15,7 @@ import apsw
 import pytest
 from conftest import git, make_repo
 
-from coffer_memory import MemoryService, RecallResult
+from coffer_memory import MemoryService, RecallResult, Settings
 from coffer_memory import _recall_rows as recall_rows
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index import reindex as reindex_module
@@ -206,3 +206,43 @@ def test_an_error_inside_reading_ends_its_transaction(tmp_path: Path) -> None:
     writer.set_kv("seen", "yes")
     with reading(reader):
         assert reader.get_kv("seen") == "yes"
+
+
+def test_a_large_store_check_keeps_its_state_and_sees_another_process(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Above the per-file threshold a read compares the recall folders' mtimes with the store's
+    # state row, kept from the last check; another process's writes record new mtimes there.
+    monkeypatch.setattr(reindex_module, "RACY_NS", 0)
+    settings = Settings.load(tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+    with MemoryService(settings=settings) as warm, MemoryService(settings=settings) as other:
+        warm.remember("the falcon build agent", scope="global")
+        reconciler = warm.index.reconciler
+        reads: list[str] = []
+        state = reconciler._state
+
+        def counted(store: str) -> object:
+            reads.append(store)
+            return state(store)
+
+        monkeypatch.setattr(reconciler, "_state", counted)
+
+        def recall(query: str) -> list[str]:
+            return [h.text for h in warm.recall(query, stores=[GLOBAL_STORE], mode="keyword").hits]
+
+        for _ in range(2):  # the first may bring the index in line with the new fact's folders
+            assert recall("falcon") == ["the falcon build agent"]
+        reads.clear()
+        for _ in range(3):
+            assert recall("falcon") == ["the falcon build agent"]
+        assert reads == []  # the state row kept from the last check
+        other.remember("the kestrel deploy agent", scope="global")  # another writer connection
+        assert recall("kestrel") == ["the kestrel deploy agent"]
+        reads.clear()
+        assert recall("kestrel") == ["the kestrel deploy agent"]
+        assert reads == []  # the other process's new mtimes were taken in, not asked for again
+        inbox = warm.paths(GLOBAL_STORE).inbox
+        (inbox / "by-hand.md").write_text("# By hand\n\nthe osprey agent\n")
+        assert [t.split("\n")[-1] for t in recall("osprey")] == ["the osprey agent"]  # an outside create shows at once
+        next(inbox.glob("the-kestrel*.md")).unlink()
+        assert recall("kestrel") == []  # and an outside delete
