@@ -7,7 +7,7 @@ is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -63,7 +63,7 @@ def with_sessions(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any]) -> b
 
 
 def doc_rows(
-    db: IndexDB, ids: dict[str, list[str]], kept: dict[Any, Any], *, near: bool = False
+    db: IndexDB, ids: Mapping[str, Collection[str]], kept: dict[Any, Any], *, near: bool = False
 ) -> dict[tuple[str, str], DocRow]:
     """The ``DocRow``s of several stores' documents by id (store name -> ids), by (store,
     id). ``kept`` keeps the rows (a ``DocRow`` is made only for a hit; None: no such document)

@@ -55,6 +55,7 @@ GREP_MAX_LINES = 50_000
 # recall after recall.
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
+_SCOPES: dict[str, str] = {}  # each store's scope, as a source names it
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -404,7 +405,12 @@ class KnowledgeRetrieval:
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
             path = Path(doc.path)
-            held = _PATHS[key] = (path, f"{scope_of(sp.name).value}:{path}")
+            scope = _SCOPES.get(sp.name)
+            if scope is None:
+                if len(_SCOPES) >= _PATHS_KEPT:
+                    _SCOPES.clear()
+                scope = _SCOPES[sp.name] = scope_of(sp.name).value
+            held = _PATHS[key] = (path, f"{scope}:{path}")
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),
@@ -437,23 +443,19 @@ class KnowledgeRetrieval:
             near = NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
-            docs = doc_rows(self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=near)
+            docs = doc_rows(self.db, found, kept, near=near)
             best = found
             if near:
                 best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
                 more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
                 if any(more.values()):
                     docs.update(doc_rows(self.db, more, kept))
-        lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, DocRow, str, float]] = {}
-        for sp in paths:
-            keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
-            picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
-            lists.append(keys)
+        lists = [[(name, i) for i in best[name] if (name, i) in docs] for name in names]
+        of_name = {sp.name: sp for sp in paths}
         hits = []
         for key in rrf_order(lists, limit):
-            sp, doc, text, score = picked[key]
-            hits.append(self._hit(sp, doc, text, score))
+            text, score = best[key[0]][key[1]]
+            hits.append(self._hit(of_name[key[0]], docs[key], text, score))
         return hits
 
     def _lent_best(
