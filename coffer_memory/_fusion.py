@@ -67,7 +67,7 @@ def rrf_order(
     for keys in lists:
         for rank, key in enumerate(keys, start=1):
             fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-    return sorted(fused, key=lambda key: fused[key], reverse=True)[:limit]
+    return sorted(fused, key=fused.__getitem__, reverse=True)[:limit]
 
 
 def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:

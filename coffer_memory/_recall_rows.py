@@ -7,7 +7,7 @@ is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from ._index.snapshot import in_list
 # hit needs it; None: no such document) and session neighbours, by (store, id).
 KEPT_DOCS = "retrieval.docs"
 KEPT_NEIGHBOURS = "retrieval.neighbours"
+KEPT_SESSIONS = "retrieval.sessions"  # and whether a store holds facts of an agent session
 # SQLite takes at most 500 SELECTs in one compound statement.
 STORES_PER_QUERY = 100
 
@@ -42,8 +43,27 @@ def doc_row(home: str, r: Sequence[Any]) -> DocRow:
     return DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
 
 
+def with_sessions(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any]) -> bool:
+    """True when any of ``stores`` holds a fact of an agent session: only then can a hit lend its
+    session neighbours score (``_fusion.lend``). Kept in ``kept`` (``snapshot.reading``'s dict)."""
+    known: dict[str, bool] = kept.setdefault(KEPT_SESSIONS, {})
+    for store in stores:
+        found = known.get(store)
+        if found is None:  # one probe of the partial index idx_documents_session
+            found = known[store] = (
+                db.scalar(
+                    "SELECT 1 FROM documents WHERE resource_name = ? AND origin_session IS NOT NULL LIMIT 1",
+                    (store,),
+                )
+                is not None
+            )
+        if found:
+            return True
+    return False
+
+
 def doc_rows(
-    db: IndexDB, ids: dict[str, list[str]], kept: dict[Any, Any], *, near: bool = False
+    db: IndexDB, ids: Mapping[str, Collection[str]], kept: dict[Any, Any], *, near: bool = False
 ) -> dict[tuple[str, str], DocRow]:
     """The ``DocRow``s of several stores' documents by id (store name -> ids), by (store,
     id). ``kept`` keeps the rows (a ``DocRow`` is made only for a hit; None: no such document)

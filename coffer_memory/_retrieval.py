@@ -37,7 +37,7 @@ from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._query_vectors import QueryVectors, Rows, Scans
-from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
 from ._store.paths import StorePaths, is_recall_rel, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -54,6 +54,7 @@ GREP_MAX_LINES = 50_000
 # recall after recall.
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
+_SCOPES: dict[str, str] = {}  # each store's scope, as a source names it
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -398,7 +399,12 @@ class KnowledgeRetrieval:
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
             path = Path(doc.path)
-            held = _PATHS[key] = (path, f"{scope_of(sp.name).value}:{path}")
+            scope = _SCOPES.get(sp.name)
+            if scope is None:
+                if len(_SCOPES) >= _PATHS_KEPT:
+                    _SCOPES.clear()
+                scope = _SCOPES[sp.name] = scope_of(sp.name).value
+            held = _PATHS[key] = (path, f"{scope}:{path}")
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),
@@ -424,27 +430,26 @@ class KnowledgeRetrieval:
         Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
         earlier recalls (chunk texts, documents, session neighbours) are taken from there.
         """
+        names = [sp.name for sp in paths]
         with reading(self.db) as kept:
-            found = best_documents(self.db, [sp.name for sp in paths], query, limit, kept)
+            found = best_documents(self.db, names, query, limit, kept)
+            # Lending needs session neighbours: none in stores without a session fact.
+            near = NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
-            docs = doc_rows(
-                self.db, {store: list(chunks) for store, chunks in found.items()}, kept, near=NEIGHBOUR_DEPTH > 0
-            )
-            best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
-            more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
-            if any(more.values()):
-                docs.update(doc_rows(self.db, more, kept))
-        lists: list[list[tuple[str, str]]] = []
-        picked: dict[tuple[str, str], tuple[StorePaths, DocRow, str, float]] = {}
-        for sp in paths:
-            keys = [(sp.name, i) for i in best[sp.name] if (sp.name, i) in docs]
-            picked.update({key: (sp, docs[key], *best[sp.name][key[1]]) for key in keys})
-            lists.append(keys)
+            docs = doc_rows(self.db, found, kept, near=near)
+            best = found
+            if near:
+                best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
+                more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
+                if any(more.values()):
+                    docs.update(doc_rows(self.db, more, kept))
+        lists = [[(name, i) for i in best[name] if (name, i) in docs] for name in names]
+        of_name = {sp.name: sp for sp in paths}
         hits = []
         for key in rrf_order(lists, limit):
-            sp, doc, text, score = picked[key]
-            hits.append(self._hit(sp, doc, text, score))
+            text, score = best[key[0]][key[1]]
+            hits.append(self._hit(of_name[key[0]], docs[key], text, score))
         return hits
 
     def _lent_best(

@@ -15,7 +15,7 @@ import apsw
 import pytest
 from conftest import git, make_repo
 
-from coffer_memory import MemoryService, RecallResult
+from coffer_memory import MemoryService, RecallResult, Settings
 from coffer_memory import _recall_rows as recall_rows
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index import reindex as reindex_module
@@ -124,6 +124,24 @@ def test_a_session_neighbour_added_later_lends_at_once(warm: MemoryService, tmp_
     assert _hits(after) == _fresh(tmp_home, "quasar", stores=[GLOBAL_STORE])
 
 
+def test_the_first_session_fact_of_a_store_lends_at_once(tmp_home: Path) -> None:
+    # A store without a session fact skips the neighbour lookups (kept as "no sessions here"):
+    # its first session facts must lend on the next recall of the same warm service.
+    with MemoryService(tmp_home) as svc:
+        svc.remember("the quasar telescope question", title="asks", scope="global")
+        svc.remember("an unrelated note on redis", title="other", scope="global")
+        assert [h.title for h in svc.recall("quasar", stores=[GLOBAL_STORE], mode="keyword").hits] == ["asks"]
+        for text, title in [
+            ("the quasar telescope again", "asks again"),
+            ("a reply with no shared word", "reply"),  # found by its context: the line before it
+            ("and one more after it", "later"),  # found only through what the question lends
+        ]:
+            svc.remember(text, title=title, scope="global", origin_session_id="s9")
+        after = svc.recall("quasar", stores=[GLOBAL_STORE], mode="keyword")
+        assert "later" in [h.title for h in after.hits]
+        assert _hits(after) == _fresh(tmp_home, "quasar", stores=[GLOBAL_STORE])
+
+
 def test_a_new_project_store_and_a_new_checkout_are_found(
     warm: MemoryService, tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -188,3 +206,43 @@ def test_an_error_inside_reading_ends_its_transaction(tmp_path: Path) -> None:
     writer.set_kv("seen", "yes")
     with reading(reader):
         assert reader.get_kv("seen") == "yes"
+
+
+def test_a_large_store_check_keeps_its_state_and_sees_another_process(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Above the per-file threshold a read compares the recall folders' mtimes with the store's
+    # state row, kept from the last check; another process's writes record new mtimes there.
+    monkeypatch.setattr(reindex_module, "RACY_NS", 0)
+    settings = Settings.load(tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+    with MemoryService(settings=settings) as warm, MemoryService(settings=settings) as other:
+        warm.remember("the falcon build agent", scope="global")
+        reconciler = warm.index.reconciler
+        reads: list[str] = []
+        state = reconciler._state
+
+        def counted(store: str) -> object:
+            reads.append(store)
+            return state(store)
+
+        monkeypatch.setattr(reconciler, "_state", counted)
+
+        def recall(query: str) -> list[str]:
+            return [h.text for h in warm.recall(query, stores=[GLOBAL_STORE], mode="keyword").hits]
+
+        for _ in range(2):  # the first may bring the index in line with the new fact's folders
+            assert recall("falcon") == ["the falcon build agent"]
+        reads.clear()
+        for _ in range(3):
+            assert recall("falcon") == ["the falcon build agent"]
+        assert reads == []  # the state row kept from the last check
+        other.remember("the kestrel deploy agent", scope="global")  # another writer connection
+        assert recall("kestrel") == ["the kestrel deploy agent"]
+        reads.clear()
+        assert recall("kestrel") == ["the kestrel deploy agent"]
+        assert reads == []  # the other process's new mtimes were taken in, not asked for again
+        inbox = warm.paths(GLOBAL_STORE).inbox
+        (inbox / "by-hand.md").write_text("# By hand\n\nthe osprey agent\n")
+        assert [t.split("\n")[-1] for t in recall("osprey")] == ["the osprey agent"]  # an outside create shows at once
+        next(inbox.glob("the-kestrel*.md")).unlink()
+        assert recall("kestrel") == []  # and an outside delete

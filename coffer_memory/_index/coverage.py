@@ -15,7 +15,6 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
-from typing import cast
 
 import apsw
 
@@ -40,6 +39,10 @@ def _tokens(tokenize: apsw.FTS5Tokenizer, text: str, reason: int) -> list[str]:
 # Digits: unicode61 keeps them as one token and porter leaves them alone (checked at first use).
 _SEPARATOR = "7305841962730584196"
 _Wanted = tuple[frozenset[str], tuple[str, ...]]
+# A text's tokens, as the keys of a dict: a dict of strings is never tracked by Python's garbage
+# collector (a frozenset is, and the collections that walked thousands of kept token sets were a
+# tenth of a keyword recall at 10k facts), and takes a third of a frozenset's memory.
+Tokens = dict[str, None]
 # Query terms as the index tokenizes them: a recall re-scores each store with the same terms.
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
@@ -47,7 +50,7 @@ _separator_ok: list[bool] = []
 # Candidate texts already re-scored, as compared and their tokens: about 3 KB each (measured at
 # 10k facts), so at most ~13 MB. A single pass of 200 recalls at 10k facts met 6,200 texts in
 # 16,000 candidates: 2,048 kept tokenized 12,200 of them, 4,096 kept 9,600.
-_words_cache: dict[str, tuple[str, frozenset[str]]] = {}
+_words_cache: dict[str, tuple[str, Tokens]] = {}
 _WORDS_CACHE_MAX = 4096
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
 
@@ -70,7 +73,7 @@ def _plain(text: str) -> bool:
     return text.isascii() or text.replace(_HEADER_MARK, "").isascii()
 
 
-def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[str, frozenset[str]]]:
+def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[str, Tokens]]:
     """Each text as it is compared (NFKC unless plain) and its index tokens (CJK runs left out:
     they are matched as substrings).
 
@@ -97,20 +100,20 @@ def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[
     return out  # type: ignore[return-value]
 
 
-def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[frozenset[str]]:
+def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[Tokens]:
     """The tokens of each text, from one tokenizer call over them all."""
     if not _separator_ok:
         _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
     tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
     if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(texts) - 1:  # a text holds it
-        return [frozenset(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in texts]
-    out: list[frozenset[str]] = []
+        return [dict.fromkeys(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in texts]
+    out: list[Tokens] = []
     start = 0
     for _ in range(len(texts) - 1):
         end = tokens.index(_SEPARATOR, start)
-        out.append(frozenset(tokens[start:end]))
+        out.append(dict.fromkeys(tokens[start:end]))
         start = end + 1
-    out.append(frozenset(tokens[start:]))
+    out.append(dict.fromkeys(tokens[start:]))
     return out
 
 
@@ -118,47 +121,88 @@ def by_coverage(
     conn: apsw.Connection,
     terms: Sequence[str],
     ranked: Sequence[tuple[int, float]],
-    texts: Mapping[int, tuple[str, str, str]],
+    texts: Mapping[int, Sequence[str]],
     weight: float = COVERAGE_WEIGHT,
-    by_row: dict[int, tuple[str, frozenset[str]]] | None = None,
+    by_row: dict[int, tuple[str, Tokens]] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` (rowid, bm25: lower is better) re-scored by the share of ``terms`` each row's
-    text holds, best first; rowid breaks ties as in the search. A query of one term is unchanged.
+    text (``texts[rowid][1]``) holds, best first; rowid breaks ties as in the search. A query of
+    one term is unchanged.
 
     ``by_row`` keeps each row's compared text and tokens by rowid, for a caller whose rowids keep
     their texts (``snapshot.reading``'s dict): fewer lookups than by the text itself."""
-    if len(terms) < 2 or not ranked or weight <= 0:
-        return list(ranked)
+    return by_coverage_lists(conn, terms, [ranked], texts, weight, by_row)[0]
+
+
+def by_coverage_lists(
+    conn: apsw.Connection,
+    terms: Sequence[str],
+    lists: Sequence[Sequence[tuple[int, float]]],
+    texts: Mapping[int, Sequence[str]],
+    weight: float = COVERAGE_WEIGHT,
+    by_row: dict[int, tuple[str, Tokens]] | None = None,
+) -> list[list[tuple[int, float]]]:
+    """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms:
+    the terms are looked up once, and the rows of every list tokenized in one batch."""
+    if len(terms) < 2 or weight <= 0:
+        return [list(ranked) for ranked in lists]
     tokenize = conn.fts5_tokenizer(*_TOKENIZER)
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
-        return list(ranked)
+        return [list(ranked) for ranked in lists]
+    rowids = [rowid for ranked in lists for rowid, _ in ranked]
     if by_row is None:
-        compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
+        compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
     else:
-        held = [by_row.get(rowid) for rowid, _ in ranked]
-        if None in held:
-            compared = _compared(tokenize, [found[1] if (found := texts.get(rowid)) else "" for rowid, _ in ranked])
-            if len(by_row) + len(ranked) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
+        missing = [rowid for rowid in rowids if rowid not in by_row]
+        if missing:
+            if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
                 by_row.clear()
-            by_row.update(zip((rowid for rowid, _ in ranked), compared, strict=True))
-        else:
-            compared = cast("list[tuple[str, frozenset[str]]]", held)
+                missing = rowids
+            by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
+        compared = by_row
     n = len(wanted)
-    if any(cjk for _, cjk in wanted):
-        shares = [
-            sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
-            for text, words in compared
-        ]
-    else:  # the usual query: terms of one token each are counted by one set intersection
-        shares = _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
     # The factor of each possible share, worked out as the per-row expression works it out.
     factors = [1.0 + weight * share / n for share in range(n + 1)]
-    scored = [(rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)]
-    return sorted(scored, key=itemgetter(1, 0))
+    keys = _single_tokens(wanted)
+    out = []
+    for ranked in lists:
+        if keys is not None:  # the usual query: one intersection per row counts its terms
+            scored = [(rowid, score * factors[len(compared[rowid][1].keys() & keys)]) for rowid, score in ranked]
+        else:
+            shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
+            scored = [(rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)]
+        scored.sort(key=itemgetter(1, 0))
+        out.append(scored)
+    return out
 
 
-def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[frozenset[str]]) -> list[int]:
+def _texts(texts: Mapping[int, Sequence[str]], rowids: Sequence[int]) -> list[str]:
+    return [found[1] if (found := texts.get(rowid)) else "" for rowid in rowids]
+
+
+def _single_tokens(wanted: Sequence[_Wanted]) -> frozenset[str] | None:
+    """The query's tokens when every term is one Latin token and no two terms share it (then a
+    row's share is how many of them its tokens hold); None otherwise."""
+    keys: set[str] = set()
+    for latin, cjk in wanted:
+        if cjk or len(latin) != 1:
+            return None
+        keys |= latin
+    return frozenset(keys) if len(keys) == len(wanted) else None
+
+
+def _shares(wanted: Sequence[_Wanted], compared: Sequence[tuple[str, Tokens]]) -> list[int]:
+    """How many of the ``wanted`` terms each compared row (text, tokens) holds."""
+    if any(cjk for _, cjk in wanted):
+        return [
+            sum(1 for latin, cjk in wanted if latin <= words.keys() and (not cjk or all(c in text for c in cjk)))
+            for text, words in compared
+        ]
+    return _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
+
+
+def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[Tokens]) -> list[int]:
     """How many of ``latins`` (each a term's tokens) each of ``texts`` (tokens) holds all of.
 
     A term of one token counts once per term that is that token (``deploy`` and ``deploying``
@@ -175,8 +219,8 @@ def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[frozenset[st
             several.append(latin)
     keys = frozenset(single)
     if not several and len(single) == len(latins):
-        return [len(keys.intersection(words)) for words in texts]
+        return [len(words.keys() & keys) for words in texts]
     return [
-        sum(single[t] for t in keys.intersection(words)) + sum(map(words.issuperset, several))
+        sum(single[t] for t in words.keys() & keys) + sum(words.keys() >= latin for latin in several)
         for words in texts
     ]

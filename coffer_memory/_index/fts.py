@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import attrs
 
 from .cjk import CJK_RUN, has_cjk, query_terms
-from .coverage import by_coverage
+from .coverage import by_coverage, by_coverage_lists
 from .db import IndexDB
 from .english import without_clitic
 from .keys import document_id_of_chunk, store_scope
@@ -328,8 +328,9 @@ _STORE_COUNTS = "fts.store_counts"  # and of the stores' file counts
 _COVERAGE = "fts.coverage"  # and of each row's tokens as coverage compares them
 
 
-class ChunkRows(dict[int, tuple[str, str, str]]):
-    """Chunk rows by FTS rowid: (chunk id, text, store), with the characters of text they hold."""
+class ChunkRows(dict[int, tuple[str, str, str, str]]):
+    """Chunk rows by FTS rowid: (chunk id, text, store, document id), with the characters of text
+    they hold."""
 
     chars = 0
 
@@ -376,11 +377,15 @@ def best_documents(
     out: dict[str, dict[str, tuple[str, float]]] = {s: {} for s in stores}
     if terms:
         content, scored = _scored_per_store(db, list(out), terms, 4 * limit, kept)
+        get = content.get
         for store, rows in scored.items():
-            out[store] = best_per_document(
-                ((found[0], found[1], -score) for rowid, score in rows if (found := content.get(rowid))),
-                limit,
-            )
+            best = out[store]  # ``best_per_document``, with each row's document id kept beside it
+            for rowid, score in rows:
+                found = get(rowid)
+                if found is not None and found[3] not in best:
+                    best[found[3]] = (found[1], -score)
+                    if len(best) == limit:
+                        break
     for store, best in out.items():
         if not best:
             hits = _fallback(db, store, query, 4 * limit)
@@ -410,9 +415,8 @@ def _scored_per_store(
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)
     _read_content(db, content, [r for rows in ranked.values() for r, _ in rows])
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
-    return content, {
-        store: by_coverage(db.conn, terms, rows, content, by_row=by_row) for store, rows in ranked.items()
-    }
+    scored = by_coverage_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
+    return content, dict(zip(ranked, scored, strict=True))
 
 
 def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
@@ -427,13 +431,18 @@ def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
 def _read_content(db: IndexDB, content: ChunkRows, rowids: Sequence[int]) -> None:
     """Add the chunk id, text and store of the FTS rows ``rowids`` that ``content`` lacks."""
     missing = [r for r in rowids if r not in content]
-    if not missing:
-        return
+    if missing:
+        _read_missing(db, content, missing)
+
+
+def _read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> None:
+    """``_read_content`` of rowids that ``content`` lacks."""
     marks, values = in_list(missing)
     # FTS5's content table itself (id = rowid, c0 text, c1 store, c2 chunk id): a plain rowid
     # lookup, where the virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
     rows = db.rows(f"SELECT id, c2, c0, c1 FROM documents_fts_content WHERE id IN ({marks})", values)
-    content.update((r[0], r[1:]) for r in rows)  # int and three str, as apsw gives them
+    # int and three str, as apsw gives them, and the document id (a hit is one per document)
+    content.update((r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows)
     content.chars += sum(len(r[2]) for r in rows)
 
 
@@ -461,51 +470,40 @@ def _ranked_per_store(
         return {store: _ranked_words(db, _words_match(terms, store), limit) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
-    open_stores = len(stores)
+    get = content.get
     seen = 0
-    # The ranking as ``_ranked_words`` gives it, stepped no further than every store needs; each
-    # row's store comes from its chunk row (``_with_rows``).
+    # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
+    # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
     with db.cursor(
         f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
         (_any_of(terms), wanted),
-    ) as ranked:
-        # A row whose chunk row is not kept is read with the next rows: as many as the stores
-        # still lack and a quarter more, ten more at the least (a store's last rows come among
-        # rows of stores that have theirs).
-        def ahead() -> int:
-            lacking = sum(limit - len(mine) for mine in rows.values())
-            return lacking + max(lacking // 4, 10)
-
-        for rowid, score, found in _with_rows(db, ranked, content, ahead):
-            seen += 1
-            mine = rows.get(found[2]) if found is not None else None
-            if mine is not None and len(mine) < limit:
-                mine.append((rowid, score))
-                if len(mine) == limit:
-                    open_stores -= 1
-                    if not open_stores:  # every store has its rows: the rest of the list is unused
-                        break
+    ) as cursor:
+        lacking = limit * len(rows)
+        while lacking:
+            # As many rows as the stores still lack and a quarter more, ten more at the least (a
+            # store's last rows come among rows of stores that have theirs); a row whose chunk row
+            # is not kept is read with the rest of its batch.
+            batch: list[tuple[int, float]] = list(itertools.islice(cursor, lacking + max(lacking // 4, 10)))
+            if not batch:
+                break
+            seen += len(batch)
+            missing = [row[0] for row in batch if row[0] not in content]
+            if missing:
+                _read_missing(db, content, missing)
+            for row in batch:
+                found = get(row[0])
+                if found is not None:
+                    mine = rows.get(found[2])
+                    if mine is not None and len(mine) < limit:
+                        mine.append(row)
+                        lacking -= 1
+                        if not lacking:  # every store has its rows: the rest is unused
+                            break
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
         store: mine if ran_out or len(mine) == limit else _ranked_words(db, _words_match(terms, store), limit)
         for store, mine in rows.items()
     }
-
-
-def _with_rows(
-    db: IndexDB, ranked: Iterator[tuple[int, float]], content: ChunkRows, stretch: Callable[[], int]
-) -> Iterator[tuple[int, float, tuple[str, str, str] | None]]:
-    """``ranked``'s (rowid, score) with each row's chunk row (None if it has none): from ``content``,
-    else read in one query with the next rows, ``stretch()`` in all."""
-    for rowid, score in ranked:
-        found = content.get(rowid)
-        if found is not None:
-            yield rowid, score, found
-            continue
-        ahead = [(rowid, score), *itertools.islice(ranked, max(stretch(), 1) - 1)]
-        _read_content(db, content, [r for r, _ in ahead])
-        for r, s in ahead:
-            yield r, s, content.get(r)
 
 
 def _most_of_the_index(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any] | None = None) -> bool:

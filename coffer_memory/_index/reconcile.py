@@ -35,6 +35,7 @@ indexed in their transaction, so a later scan finds them unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -123,8 +124,10 @@ class _Tally:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def _unchanged(store: str, count: int) -> ReindexReport:
-    """The report of a read's check that found nothing to do (every read makes one)."""
+    """The report of a read's check that found nothing to do (every read makes one: one object
+    per store and count, frozen)."""
     return ReindexReport(store=store, scanned=0, added=0, updated=0, removed=0, unchanged=count)
 
 
@@ -148,6 +151,8 @@ class Reconciler:
         self._guard = threading.Lock()
         # One StorePaths per store read (its folders are cached on it): every read reconciles.
         self._paths: dict[str, StorePaths] = {}
+        # The state each store's last fast-path check read, with what it was read under (``_quick``).
+        self._states: dict[str, tuple[tuple[object, int], tuple[dict[str, int], float, int] | None]] = {}
         # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
         self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
 
@@ -198,6 +203,53 @@ class Reconciler:
             (store, json.dumps(dirs, sort_keys=True), last_full, count),
         )
 
+    def _quick(self, sp: StorePaths) -> ReindexReport | None:
+        """The fast path's "nothing changed" for a large store whose full scan is not due, or None
+        to let ``_reconcile`` work it out (it reads everything afresh).
+
+        Every read of a large store asks this, so the store's state row is kept from the last
+        check, read again after any write on this connection (``total_changes``: a scan, a
+        write, a repair's new connection) and whenever a recorded folder's mtime differs from
+        it (another process's write records new mtimes). Never a stale "unchanged": that needs
+        every recall folder at the mtime of a state the index held, so a create, delete or
+        rename by anyone since then shows at once; and one of them there (so is the store).
+        """
+        conn = self.db.conn
+        if not conn.get_autocommit():  # inside a transaction: what it wrote may roll back
+            return None
+        vectors = self.reindexer.vectors
+        if vectors is not None and (vectors.existing_table(sp.name) is None or self.reindexer.pending_paths(sp.name)):
+            return None
+        key = (conn, conn.total_changes())
+        held = self._states.get(sp.name)
+        if held is not None and held[0] == key:
+            state = held[1]
+            found = self._unchanged_by(sp, state)
+            if found is not None or state is None or self._small(state):
+                return found
+            # Changed folders or a due scan by the state kept: another process may have recorded them.
+        if len(self._states) >= PATHS_KEPT:
+            self._states.clear()
+        state = self._state(sp.name)
+        self._states[sp.name] = (key, state)
+        return self._unchanged_by(sp, state)
+
+    def _small(self, state: tuple[dict[str, int], float, int]) -> bool:
+        """True for a store whose every file a read checks (``_small_unchanged``)."""
+        return state[2] <= self.settings.reconcile_full_scan_max_files
+
+    def _unchanged_by(self, sp: StorePaths, state: tuple[dict[str, int], float, int] | None) -> ReindexReport | None:
+        """``_quick``'s answer by ``state``: a large store, its full scan not due, every recall folder
+        at its recorded mtime and one of them there (so the store's folder is too)."""
+        if state is None or self._small(state):
+            return None
+        dirs, last_full, count = state
+        if time.time() - last_full >= self.settings.reconcile_full_scan_seconds:
+            return None
+        if self._changed_dirs(sp, dirs) or all(mtime == MISSING for mtime in dirs.values()):
+            return None
+        return _unchanged(sp.name, count)
+
     def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
         changed = []
         root = f"{sp.root}/"  # every read runs this: strings, not a Path per folder
@@ -239,6 +291,9 @@ class Reconciler:
             if len(self._paths) >= PATHS_KEPT:
                 self._paths.clear()
             sp = self._paths[store] = self.reindexer.paths(store)
+        quick = None if full else self._quick(sp)
+        if quick is not None:
+            return quick
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
                 self.reindexer.remove_store(store)  # coffer's own delete_store leaves no state behind
