@@ -291,7 +291,10 @@ class Reconciler:
             if len(self._paths) >= PATHS_KEPT:
                 self._paths.clear()
             sp = self._paths[store] = self.reindexer.paths(store)
-        quick = None if full else self._quick(sp)
+        # A store the inotify feed watches is checked by its news (``_from_feed``): folder mtimes
+        # alone (``_quick``) miss an in-place edit.
+        watched = self.feed is not None and self.feed.status(store) != "off"
+        quick = None if full or watched else self._quick(sp)
         if quick is not None:
             return quick
         if not sp.root.is_dir():
