@@ -80,8 +80,14 @@ def fmt(value: object, digits: int = 2) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, digits: int = 2,
-          title: str | None = None, left: int = 1) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    digits: int = 2,
+    title: str | None = None,
+    left: int = 1,
+) -> str:
     """A plain-text table: the first ``left`` columns left-aligned, the others right-aligned."""
     cells = [[fmt(c, digits) for c in row] for row in rows]
     widths = [len(h) for h in headers]
@@ -129,8 +135,8 @@ def environment(tmp: str | None = None) -> dict[str, Any]:
     dirty = _run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "coffer_memory"])
     return {
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "commit": commit + (" (+ uncommitted changes in coffer_memory/)"
-                            if dirty not in ("", "unknown") else ""),
+        "commit": commit
+        + (" (+ uncommitted changes in coffer_memory/)" if dirty not in ("", "unknown") else ""),
         "nproc": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

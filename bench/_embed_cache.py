@@ -55,7 +55,9 @@ class CachedEmbedder:
         side = "q" if query else "p"
         return hashlib.sha256(f"{self.model_id}\0{side}\0{text}".encode()).hexdigest()
 
-    def _get(self, texts: Sequence[str], query: bool, compute: Callable[[list[str]], Sequence[Vector]]) -> list[Vector]:
+    def _get(
+        self, texts: Sequence[str], query: bool, compute: Callable[[list[str]], Sequence[Vector]]
+    ) -> list[Vector]:
         with self._lock:
             return self._get_locked(texts, query, compute)
 
@@ -73,7 +75,10 @@ class CachedEmbedder:
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
             vectors = compute([texts[i] for i in missing])
-            rows = [(keys[i], np.asarray(v, dtype=np.float32).tobytes()) for i, v in zip(missing, vectors, strict=True)]
+            rows = [
+                (keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                for i, v in zip(missing, vectors, strict=True)
+            ]
             db.executemany("INSERT OR REPLACE INTO v (k, vec) VALUES (?, ?)", rows)
             found.update((k, np.frombuffer(b, dtype=np.float32)) for k, b in rows)
         return [found[k] for k in keys]

@@ -48,6 +48,8 @@ def open_service(home: Path) -> MemoryService:
     """A service with every benchmarked mode enabled (embedding on writes when vector modes are on)."""
     enabled = list(dict.fromkeys(["grep", "keyword", *MODES]))
     return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}))
+
+
 NOOP_CALLS = 50
 FULL_SCAN_REPEATS = 5
 IDLE_QUERIES = 30
@@ -65,53 +67,188 @@ TARGET_SIZE = 10_000  # the size the recall / reconcile / rebuild targets are st
 
 # -- vocabulary ---------------------------------------------------------------------------------
 COMPONENTS = [
-    "api service", "billing worker", "auth gateway", "search indexer", "notification service",
-    "payments api", "admin dashboard", "mobile backend", "ingest pipeline", "job scheduler",
-    "web frontend", "warehouse loader", "email relay", "rate limiter", "feature flag service",
-    "session store", "image resizer", "report generator", "webhook dispatcher", "metrics exporter",
-    "audit logger", "pdf renderer", "geo lookup service", "recommendation engine", "chat backend",
-    "invoice exporter", "sso bridge", "cdn purger", "backup runner", "graphql gateway",
+    "api service",
+    "billing worker",
+    "auth gateway",
+    "search indexer",
+    "notification service",
+    "payments api",
+    "admin dashboard",
+    "mobile backend",
+    "ingest pipeline",
+    "job scheduler",
+    "web frontend",
+    "warehouse loader",
+    "email relay",
+    "rate limiter",
+    "feature flag service",
+    "session store",
+    "image resizer",
+    "report generator",
+    "webhook dispatcher",
+    "metrics exporter",
+    "audit logger",
+    "pdf renderer",
+    "geo lookup service",
+    "recommendation engine",
+    "chat backend",
+    "invoice exporter",
+    "sso bridge",
+    "cdn purger",
+    "backup runner",
+    "graphql gateway",
 ]
 TOOLS = [
-    "docker", "kubernetes", "helm", "terraform", "ansible", "github actions", "pytest", "tox",
-    "nox", "poetry", "uv", "ruff", "mypy", "black", "pre-commit", "make", "bazel", "argo cd",
-    "flux", "skaffold", "tilt", "nomad", "packer", "vagrant", "jenkins", "buildkite",
+    "docker",
+    "kubernetes",
+    "helm",
+    "terraform",
+    "ansible",
+    "github actions",
+    "pytest",
+    "tox",
+    "nox",
+    "poetry",
+    "uv",
+    "ruff",
+    "mypy",
+    "black",
+    "pre-commit",
+    "make",
+    "bazel",
+    "argo cd",
+    "flux",
+    "skaffold",
+    "tilt",
+    "nomad",
+    "packer",
+    "vagrant",
+    "jenkins",
+    "buildkite",
 ]
 DATABASES = ["postgres", "mysql", "redis", "sqlite", "mongodb", "clickhouse", "cassandra", "dynamodb"]
 QUEUES = ["kafka", "rabbitmq", "sqs", "nats", "redis streams", "celery", "pubsub"]
 LIBS = [
-    "pydantic", "sqlalchemy", "fastapi", "django", "flask", "requests", "httpx", "numpy", "pandas",
-    "boto3", "celery", "alembic", "uvicorn", "gunicorn", "jinja2", "pyyaml", "cryptography",
-    "react", "webpack", "vite", "typescript", "eslint", "jest", "playwright", "tailwind",
+    "pydantic",
+    "sqlalchemy",
+    "fastapi",
+    "django",
+    "flask",
+    "requests",
+    "httpx",
+    "numpy",
+    "pandas",
+    "boto3",
+    "celery",
+    "alembic",
+    "uvicorn",
+    "gunicorn",
+    "jinja2",
+    "pyyaml",
+    "cryptography",
+    "react",
+    "webpack",
+    "vite",
+    "typescript",
+    "eslint",
+    "jest",
+    "playwright",
+    "tailwind",
 ]
 ENVS = ["staging", "production", "dev", "qa", "preview", "the sandbox"]
 BRANCHES = ["main", "release", "develop", "hotfix", "trunk"]
 PEOPLE = ["Alice", "Bob", "Priya", "Chen", "Marta", "Tomasz", "Aisha", "Diego", "Yuki", "Olga", "Kwame"]
-THINGS = ["schema", "public api", "retry policy", "cache keys", "queue names", "feature flags",
-          "error codes", "log format", "rate limits", "cron schedule", "healthcheck", "dependencies"]
-PATHS = ["config/settings.toml", "deploy/values.yaml", ".env.example", "infra/main.tf", "ops/runbook.md",
-         "src/app/config.py", "charts/app/values-prod.yaml", "conf/app.ini", "migrations/", "db/migrate/"]
+THINGS = [
+    "schema",
+    "public api",
+    "retry policy",
+    "cache keys",
+    "queue names",
+    "feature flags",
+    "error codes",
+    "log format",
+    "rate limits",
+    "cron schedule",
+    "healthcheck",
+    "dependencies",
+]
+PATHS = [
+    "config/settings.toml",
+    "deploy/values.yaml",
+    ".env.example",
+    "infra/main.tf",
+    "ops/runbook.md",
+    "src/app/config.py",
+    "charts/app/values-prod.yaml",
+    "conf/app.ini",
+    "migrations/",
+    "db/migrate/",
+]
 MIGRATE_CMDS = ["alembic upgrade head", "make migrate", "manage.py migrate", "flyway migrate"]
 SECRETS = ["vault", "aws secrets manager", "sops files in the repo", "1password", "kubernetes secrets"]
 LOG_SINKS = ["loki", "elasticsearch", "cloudwatch", "datadog", "papertrail", "the journald of the host"]
-SYMPTOMS = ["returns 502", "leaks file descriptors", "double-charges customers", "drops messages",
-            "times out", "runs out of memory", "deadlocks", "sends duplicate emails", "serves stale data"]
-CONDITIONS = ["the queue is empty", "a tenant has more than 10k users", "the cache is cold",
-              "two deploys overlap", "the clock skews", "the upstream is slow", "a retry races the original"]
-REASONS = ["the next major breaks our serializers", "of a memory leak upstream",
-           "the new release dropped python 3.11",
-           "the changelog mentions a regression in connection pooling", "our plugins rely on a private api"]
-BAD_ACTIONS = ["run migrations by hand", "force-push to main", "restart all pods at once",
-               "flush the cache in production", "edit the generated client", "bump the major version"]
-CONSEQUENCES = ["breaks the replica lag alarm", "loses in-flight jobs", "logs every user out",
-                "invalidates the signed urls", "desyncs the search index", "pages the on-call for nothing"]
-STYLE = ["use type hints everywhere and keep mypy strict", "prefer pathlib over os.path",
-         "keep functions under fifty lines", "write docstrings in the imperative mood",
-         "name tests after the behaviour they check", "never catch bare exceptions",
-         "format with ruff and a line length of 110", "keep imports sorted by isort rules"]
-PREFS = ["short commit messages in the imperative", "small pull requests", "tabs in Makefiles only",
-         "explanations before code", "british spelling in docs", "squash merges",
-         "no emoji in commit messages"]
+SYMPTOMS = [
+    "returns 502",
+    "leaks file descriptors",
+    "double-charges customers",
+    "drops messages",
+    "times out",
+    "runs out of memory",
+    "deadlocks",
+    "sends duplicate emails",
+    "serves stale data",
+]
+CONDITIONS = [
+    "the queue is empty",
+    "a tenant has more than 10k users",
+    "the cache is cold",
+    "two deploys overlap",
+    "the clock skews",
+    "the upstream is slow",
+    "a retry races the original",
+]
+REASONS = [
+    "the next major breaks our serializers",
+    "of a memory leak upstream",
+    "the new release dropped python 3.11",
+    "the changelog mentions a regression in connection pooling",
+    "our plugins rely on a private api",
+]
+BAD_ACTIONS = [
+    "run migrations by hand",
+    "force-push to main",
+    "restart all pods at once",
+    "flush the cache in production",
+    "edit the generated client",
+    "bump the major version",
+]
+CONSEQUENCES = [
+    "breaks the replica lag alarm",
+    "loses in-flight jobs",
+    "logs every user out",
+    "invalidates the signed urls",
+    "desyncs the search index",
+    "pages the on-call for nothing",
+]
+STYLE = [
+    "use type hints everywhere and keep mypy strict",
+    "prefer pathlib over os.path",
+    "keep functions under fifty lines",
+    "write docstrings in the imperative mood",
+    "name tests after the behaviour they check",
+    "never catch bare exceptions",
+    "format with ruff and a line length of 110",
+    "keep imports sorted by isort rules",
+]
+PREFS = [
+    "short commit messages in the imperative",
+    "small pull requests",
+    "tabs in Makefiles only",
+    "explanations before code",
+    "british spelling in docs",
+    "squash merges",
+    "no emoji in commit messages",
+]
 JOBS = ["lint", "unit tests", "integration tests", "e2e", "docker build", "docs build", "type check"]
 FILLER = [
     "This was decided in the last architecture review.",
@@ -125,45 +262,88 @@ FILLER = [
 ]
 
 TITLE_SKIP = frozenset(
-    ["the", "a", "an", "of", "is", "are", "on", "in", "to", "for", "from", "with", "and", "its", "it", "when",
-     "working"]
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "is",
+        "are",
+        "on",
+        "in",
+        "to",
+        "for",
+        "from",
+        "with",
+        "and",
+        "its",
+        "it",
+        "when",
+        "working",
+    ]
 )
 
 SENTENCES: list[Callable[[random.Random], str]] = [
-    lambda r: f"The {r.choice(COMPONENTS)} is deployed with {r.choice(TOOLS)} from the "
-              f"{r.choice(BRANCHES)} branch after tag v{r.randint(1, 9)}.{r.randint(0, 40)}.",
-    lambda r: f"Run `make {r.choice(['deploy', 'test', 'lint', 'migrate', 'bootstrap', 'release'])}-"
-              f"{r.choice(COMPONENTS).split()[0]}` before pushing changes to the {r.choice(COMPONENTS)}.",
-    lambda r: f"The {r.choice(COMPONENTS)} listens on port {r.randint(1024, 9999)} in {r.choice(ENVS)} "
-              f"and on {r.randint(3000, 3999)} locally.",
-    lambda r: f"{r.choice(PEOPLE)} owns the {r.choice(COMPONENTS)}; "
-              f"ask before changing its {r.choice(THINGS)}.",
-    lambda r: f"Tests for the {r.choice(COMPONENTS)} need {r.choice(DATABASES)} running; start it with "
-              f"`docker compose up {r.choice(DATABASES)}` first.",
-    lambda r: f"We pinned {r.choice(LIBS)} to {r.randint(0, 5)}.{r.randint(0, 30)} "
-              f"because {r.choice(REASONS)}.",
-    lambda r: f"The {r.choice(COMPONENTS)} reads its config from {r.choice(PATHS)}; secrets come from "
-              f"{r.choice(SECRETS)}.",
+    lambda r: (
+        f"The {r.choice(COMPONENTS)} is deployed with {r.choice(TOOLS)} from the "
+        f"{r.choice(BRANCHES)} branch after tag v{r.randint(1, 9)}.{r.randint(0, 40)}."
+    ),
+    lambda r: (
+        f"Run `make {r.choice(['deploy', 'test', 'lint', 'migrate', 'bootstrap', 'release'])}-"
+        f"{r.choice(COMPONENTS).split()[0]}` before pushing changes to the {r.choice(COMPONENTS)}."
+    ),
+    lambda r: (
+        f"The {r.choice(COMPONENTS)} listens on port {r.randint(1024, 9999)} in {r.choice(ENVS)} "
+        f"and on {r.randint(3000, 3999)} locally."
+    ),
+    lambda r: (
+        f"{r.choice(PEOPLE)} owns the {r.choice(COMPONENTS)}; ask before changing its {r.choice(THINGS)}."
+    ),
+    lambda r: (
+        f"Tests for the {r.choice(COMPONENTS)} need {r.choice(DATABASES)} running; start it with "
+        f"`docker compose up {r.choice(DATABASES)}` first."
+    ),
+    lambda r: (
+        f"We pinned {r.choice(LIBS)} to {r.randint(0, 5)}.{r.randint(0, 30)} because {r.choice(REASONS)}."
+    ),
+    lambda r: (
+        f"The {r.choice(COMPONENTS)} reads its config from {r.choice(PATHS)}; secrets come from "
+        f"{r.choice(SECRETS)}."
+    ),
     lambda r: f"Logs of the {r.choice(COMPONENTS)} go to {r.choice(LOG_SINKS)}; search them by request id.",
-    lambda r: f"Migrations for the {r.choice(COMPONENTS)} live in {r.choice(PATHS)} and run with "
-              f"`{r.choice(MIGRATE_CMDS)}`.",
-    lambda r: f"The {r.choice(ENVS)} database of the {r.choice(COMPONENTS)} is {r.choice(DATABASES)} "
-              f"{r.randint(9, 16)} on db-{r.randint(1, 40)}.internal.",
+    lambda r: (
+        f"Migrations for the {r.choice(COMPONENTS)} live in {r.choice(PATHS)} and run with "
+        f"`{r.choice(MIGRATE_CMDS)}`."
+    ),
+    lambda r: (
+        f"The {r.choice(ENVS)} database of the {r.choice(COMPONENTS)} is {r.choice(DATABASES)} "
+        f"{r.randint(9, 16)} on db-{r.randint(1, 40)}.internal."
+    ),
     lambda r: f"Never {r.choice(BAD_ACTIONS)} on the {r.choice(COMPONENTS)}: it {r.choice(CONSEQUENCES)}.",
     lambda r: f"Code style in the {r.choice(COMPONENTS)} repo: {r.choice(STYLE)}.",
-    lambda r: f"The {r.choice(COMPONENTS)} retries failed {r.choice(QUEUES)} messages "
-              f"{r.randint(2, 9)} times "
-              f"with exponential backoff.",
-    lambda r: f"CI runs {r.choice(TOOLS)} on every pull request; the {r.choice(JOBS)} job takes about "
-              f"{r.randint(2, 25)} minutes.",
+    lambda r: (
+        f"The {r.choice(COMPONENTS)} retries failed {r.choice(QUEUES)} messages "
+        f"{r.randint(2, 9)} times "
+        f"with exponential backoff."
+    ),
+    lambda r: (
+        f"CI runs {r.choice(TOOLS)} on every pull request; the {r.choice(JOBS)} job takes about "
+        f"{r.randint(2, 25)} minutes."
+    ),
     lambda r: f"When working on the {r.choice(COMPONENTS)}, the user prefers {r.choice(PREFS)}.",
-    lambda r: f"Bug {r.choice(['OPS', 'API', 'BIL', 'WEB'])}-{r.randint(100, 9999)}: "
-              f"the {r.choice(COMPONENTS)} {r.choice(SYMPTOMS)} when {r.choice(CONDITIONS)}; "
-              f"fixed in v{r.randint(1, 9)}.{r.randint(0, 40)}.",
-    lambda r: f"Timeouts of the {r.choice(COMPONENTS)} are {r.randint(1, 30)} seconds for reads and "
-              f"{r.randint(5, 120)} for writes.",
-    lambda r: f"The {r.choice(COMPONENTS)} publishes events to {r.choice(QUEUES)} topic "
-              f"{r.choice(COMPONENTS).replace(' ', '.')}.{r.choice(['created', 'updated', 'deleted'])}.",
+    lambda r: (
+        f"Bug {r.choice(['OPS', 'API', 'BIL', 'WEB'])}-{r.randint(100, 9999)}: "
+        f"the {r.choice(COMPONENTS)} {r.choice(SYMPTOMS)} when {r.choice(CONDITIONS)}; "
+        f"fixed in v{r.randint(1, 9)}.{r.randint(0, 40)}."
+    ),
+    lambda r: (
+        f"Timeouts of the {r.choice(COMPONENTS)} are {r.randint(1, 30)} seconds for reads and "
+        f"{r.randint(5, 120)} for writes."
+    ),
+    lambda r: (
+        f"The {r.choice(COMPONENTS)} publishes events to {r.choice(QUEUES)} topic "
+        f"{r.choice(COMPONENTS).replace(' ', '.')}.{r.choice(['created', 'updated', 'deleted'])}."
+    ),
 ]
 
 QUERIES: list[Callable[[random.Random], str]] = [
@@ -237,6 +417,7 @@ class ScanCounter:
         def wrapper(*a: Any, **k: Any) -> Any:
             setattr(self, counter, getattr(self, counter) + 1)
             return impl(*a, **k)
+
         return wrapper
 
 
@@ -323,8 +504,11 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
             (small_ms if counts[name] <= limit else large_ms).append(dt)
             counts[name] += 1
             if (i + 1) % 2000 == 0:
-                print(f"  [{size}] remembered {i + 1}/{size} ({time.perf_counter() - build_start:.0f} s)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  [{size}] remembered {i + 1}/{size} ({time.perf_counter() - build_start:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         out["build_seconds"] = time.perf_counter() - build_start
         out["remember_ms"] = summary(remember_ms)
         out["remember_small_store_ms"] = summary(small_ms)
@@ -417,8 +601,11 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
                 noop[name].append(dt)
                 total += dt
             both.append(total)
-        out["noop_reconcile_ms"] = {"project": summary(noop[project]), "global": summary(noop[GLOBAL_STORE]),
-                                    "both": summary(both)}
+        out["noop_reconcile_ms"] = {
+            "project": summary(noop[project]),
+            "global": summary(noop[GLOBAL_STORE]),
+            "both": summary(both),
+        }
         out["noop_full_scans"] = counter.full - before
 
         # 5. full stat scan: reindex() of an unchanged home (both stores, nothing to re-read).
@@ -433,9 +620,12 @@ def run_size(size: int, queries: list[str], tmp_root: Path, *, profile: bool) ->
 
         if profile:
             out["profile_keyword_recall"] = profile_top(
-                lambda: [svc.recall(q, cwd=repo, mode="keyword") for q in queries])
+                lambda: [svc.recall(q, cwd=repo, mode="keyword") for q in queries]
+            )
             out["profile_grep_recall"] = profile_top(
-                lambda: [svc.recall(q, cwd=repo, mode="grep") for q in queries[:50]])
+                lambda: [svc.recall(q, cwd=repo, mode="grep") for q in queries[:50]]
+            )
+
             def idle_recalls() -> None:
                 for q in queries[:IDLE_QUERIES]:
                     age_last_full_scan(svc, 3600.0)
@@ -483,8 +673,14 @@ def report(results: list[dict[str, Any]], n_queries: int) -> None:
         size = res["size"]
         at_target = size == TARGET_SIZE
 
-        def row(what: str, fig: dict[str, float], target: float | None = None, key: str = "p50",
-                applies: bool = True, _size: int = size) -> list[object]:
+        def row(
+            what: str,
+            fig: dict[str, float],
+            target: float | None = None,
+            key: str = "p50",
+            applies: bool = True,
+            _size: int = size,
+        ) -> list[object]:
             goal = verdict(fig[key], target) if target is not None and applies else ""
             tgt = f"<= {target:g}" if target is not None and applies else ""
             return [f"{_size:,}", what, fig["p50"], fig["p95"], fig["max"], tgt, goal]
@@ -502,88 +698,166 @@ def report(results: list[dict[str, Any]], n_queries: int) -> None:
         if "grep" in res["recall_ms"]:
             rows.append(row("recall grep (interleaved with keyword)", res["recall_ms"]["grep"]))
         kw = res["recall_ms"]["keyword"]
-        r_p50 = row("recall keyword (interleaved with grep)", kw, TARGETS["keyword_recall_p50_ms"],
-                    applies=at_target)
+        r_p50 = row(
+            "recall keyword (interleaved with grep)", kw, TARGETS["keyword_recall_p50_ms"], applies=at_target
+        )
         if at_target:
             p95_ok = verdict(kw["p95"], TARGETS["keyword_recall_p95_ms"])
-            r_p50[5] = (f"p50 <= {TARGETS['keyword_recall_p50_ms']:g}, "
-                        f"p95 <= {TARGETS['keyword_recall_p95_ms']:g}")
+            r_p50[5] = (
+                f"p50 <= {TARGETS['keyword_recall_p50_ms']:g}, p95 <= {TARGETS['keyword_recall_p95_ms']:g}"
+            )
             r_p50[6] = f"{verdict(kw['p50'], TARGETS['keyword_recall_p50_ms'])}/{p95_ok}"
         rows.append(r_p50)
         kb = res["recall_keyword_burst_ms"]
-        rows.append(row("recall keyword, back to back", kb, TARGETS["keyword_recall_p50_ms"],
-                        applies=at_target))
+        rows.append(
+            row("recall keyword, back to back", kb, TARGETS["keyword_recall_p50_ms"], applies=at_target)
+        )
         if at_target:
             rows[-1][5] = r_p50[5]
-            rows[-1][6] = (f"{verdict(kb['p50'], TARGETS['keyword_recall_p50_ms'])}/"
-                           f"{verdict(kb['p95'], TARGETS['keyword_recall_p95_ms'])}")
+            rows[-1][6] = (
+                f"{verdict(kb['p50'], TARGETS['keyword_recall_p50_ms'])}/"
+                f"{verdict(kb['p95'], TARGETS['keyword_recall_p95_ms'])}"
+            )
         rows.append(row("recall keyword, last full scan 1 h ago", res["recall_keyword_idle_ms"]))
         rows.append(row(f"recall keyword, full scan due (> {every:g} s)", res["recall_keyword_due_ms"]))
         rows.append(row("  the recall right after that one", res["recall_keyword_after_due_ms"]))
         noop = res["noop_reconcile_ms"]
         rows.append(row("no-op reconcile, project store", noop["project"]))
         rows.append(row("no-op reconcile, global store", noop["global"]))
-        rows.append(row("no-op reconcile, both stores", noop["both"], TARGETS["noop_reconcile_ms"],
-                        applies=at_target))
+        rows.append(
+            row("no-op reconcile, both stores", noop["both"], TARGETS["noop_reconcile_ms"], applies=at_target)
+        )
         rows.append(row("full stat scan (reindex, unchanged)", res["full_scan_ms"]))
         cold = res["cold_reindex_s"]
-        rows.append([f"{size:,}", "cold rebuild (reindex), s", cold, "", "",
-                     f"<= {TARGETS['cold_rebuild_s']:g} s" if at_target else "",
-                     verdict(cold, TARGETS["cold_rebuild_s"]) if at_target else ""])
-        rows.append([f"{size:,}", "cold first recall (keyword), s", res["cold_first_recall_s"],
-                     "", "", "", ""])
-    print(table(["facts", "figure (ms unless noted)", "p50", "p95", "max", "target", "goal"],
-                rows, left=2,
-                title=f"Latency ({n_queries} queries per mode; recall includes reconcile of both stores)"))
+        rows.append(
+            [
+                f"{size:,}",
+                "cold rebuild (reindex), s",
+                cold,
+                "",
+                "",
+                f"<= {TARGETS['cold_rebuild_s']:g} s" if at_target else "",
+                verdict(cold, TARGETS["cold_rebuild_s"]) if at_target else "",
+            ]
+        )
+        rows.append(
+            [f"{size:,}", "cold first recall (keyword), s", res["cold_first_recall_s"], "", "", "", ""]
+        )
+    print(
+        table(
+            ["facts", "figure (ms unless noted)", "p50", "p95", "max", "target", "goal"],
+            rows,
+            left=2,
+            title=f"Latency ({n_queries} queries per mode; recall includes reconcile of both stores)",
+        )
+    )
     print()
 
     rows = []
     for res in results:
         for mode in MODES:
             wf = res["recall_with_full_scan"][mode]
-            rows.append([f"{res['size']:,}", f"{mode}, interleaved", res["recall_ms"][mode]["n"],
-                         wf["count"], wf["p50"], res["recall_ms"][mode]["p99"],
-                         res["recall_mean_hits"][mode]])
+            rows.append(
+                [
+                    f"{res['size']:,}",
+                    f"{mode}, interleaved",
+                    res["recall_ms"][mode]["n"],
+                    wf["count"],
+                    wf["p50"],
+                    res["recall_ms"][mode]["p99"],
+                    res["recall_mean_hits"][mode],
+                ]
+            )
         kb = res["recall_keyword_burst_ms"]
-        rows.append([f"{res['size']:,}", "keyword, back to back", kb["n"],
-                     res["recall_keyword_burst_full_scans"], "", kb["p99"], ""])
-    print(table(["facts", "mode", "recalls", "with full scan", "p50 of those", "p99 all", "mean hits"],
-                rows, left=2,
-                title=f"Recalls during which a full stat scan ran (inline, or on the reconciler's background "
-                      f"thread; due once per {every:g} s above {limit} files per store, on every read at or "
-                      "below it)"))
+        rows.append(
+            [
+                f"{res['size']:,}",
+                "keyword, back to back",
+                kb["n"],
+                res["recall_keyword_burst_full_scans"],
+                "",
+                kb["p99"],
+                "",
+            ]
+        )
+    print(
+        table(
+            ["facts", "mode", "recalls", "with full scan", "p50 of those", "p99 all", "mean hits"],
+            rows,
+            left=2,
+            title=f"Recalls during which a full stat scan ran (inline, or on the reconciler's background "
+            f"thread; due once per {every:g} s above {limit} files per store, on every read at or "
+            "below it)",
+        )
+    )
     print()
 
     rows = []
     for res in results:
         files = " + ".join(str(n) for n in res["store_files"].values())
-        rows.append([f"{res['size']:,}", files, res["build_seconds"], res["remember_full_scans"],
-                     res["slug_collisions"], res["recall_seconds"], res["noop_full_scans"],
-                     res["cold_reindex_added"]])
-    print(table(["facts", "files (project + global)", "build s", "full scans in build", "slug -N files",
-                 "recall phase s", "full scans in no-op", "rebuilt docs"], rows, title="Run details"))
+        rows.append(
+            [
+                f"{res['size']:,}",
+                files,
+                res["build_seconds"],
+                res["remember_full_scans"],
+                res["slug_collisions"],
+                res["recall_seconds"],
+                res["noop_full_scans"],
+                res["cold_reindex_added"],
+            ]
+        )
+    print(
+        table(
+            [
+                "facts",
+                "files (project + global)",
+                "build s",
+                "full scans in build",
+                "slug -N files",
+                "recall phase s",
+                "full scans in no-op",
+                "rebuilt docs",
+            ],
+            rows,
+            title="Run details",
+        )
+    )
     print()
     for res in results:
-        for key in ("profile_keyword_recall", "profile_grep_recall", "profile_keyword_recall_idle",
-                    "profile_cold_rebuild"):
+        for key in (
+            "profile_keyword_recall",
+            "profile_grep_recall",
+            "profile_keyword_recall_idle",
+            "profile_cold_rebuild",
+        ):
             if key in res:
                 print(f"cProfile, {res['size']:,} facts, {key.removeprefix('profile_')} (top by tottime)")
                 print(res[key])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000",
-                        help="comma-separated store sizes (default 1000,10000)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", default="1000,10000", help="comma-separated store sizes (default 1000,10000)"
+    )
     parser.add_argument("--queries", type=int, default=200, help="recall queries per mode (default 200)")
-    parser.add_argument("--modes", default="grep,keyword",
-                        help="recall modes, comma-separated; vector and hybrid embed every fact (default grep,keyword)")
+    parser.add_argument(
+        "--modes",
+        default="grep,keyword",
+        help="recall modes, comma-separated; vector and hybrid embed every fact (default grep,keyword)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON to PATH")
-    parser.add_argument("--tmpdir",
-                        help="where to create the temporary homes and repositories (default: system)")
-    parser.add_argument("--profile", action="store_true",
-                        help="also run cProfile over recall and the cold rebuild and print the top costs")
+    parser.add_argument(
+        "--tmpdir", help="where to create the temporary homes and repositories (default: system)"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run cProfile over recall and the cold rebuild and print the top costs",
+    )
     args = parser.parse_args(argv)
     try:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -608,11 +882,15 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     env["load_average_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     # Raw figures first: a long run must not be lost to a reporting error.
-    write_json(args.json, {"environment": env, "targets": TARGETS, "queries": queries,
-                           "seconds": total, "results": results})
+    write_json(
+        args.json,
+        {"environment": env, "targets": TARGETS, "queries": queries, "seconds": total, "results": results},
+    )
     report(results, len(queries))
-    print(f"total run time: {total:.0f} s; load average at start {env['load_average_at_start']}, "
-          f"at end {env['load_average_at_end']}")
+    print(
+        f"total run time: {total:.0f} s; load average at start {env['load_average_at_start']}, "
+        f"at end {env['load_average_at_end']}"
+    )
     return 0
 
 

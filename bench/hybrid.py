@@ -89,7 +89,9 @@ def run(home: Path, repo: Path, provider: str, queries: list[str]) -> dict[str, 
                 svc.recall(q, cwd=repo, mode="hybrid", limit=LIMIT)
 
             out["embed"].append(clocked(lambda q=q: query_vector(embedder, q)))
-            out["keyword"].append(clocked(lambda q=q: svc.recall(q, cwd=repo, mode="keyword", limit=2 * LIMIT)))
+            out["keyword"].append(
+                clocked(lambda q=q: svc.recall(q, cwd=repo, mode="keyword", limit=2 * LIMIT))
+            )
             out["hybrid"].append(clocked(hybrid))  # leaves the query's vector cached for the next
             out["vector"].append(clocked(lambda q=q: svc.recall(q, cwd=repo, mode="vector", limit=LIMIT)))
     return out
@@ -97,7 +99,9 @@ def run(home: Path, repo: Path, provider: str, queries: list[str]) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     """Build (or reuse) the corpus, time every part, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--embedder", default="multilingual-e5")
@@ -115,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         (e[0] + k[0] + v[0], e[1] + k[1] + v[1])
         for e, k, v in zip(parts["embed"], parts["keyword"], parts["vector"], strict=True)
     ]
-    parts["hybrid - embed"] = [(h[0] - e[0], h[1] - e[1]) for h, e in zip(parts["hybrid"], parts["embed"], strict=True)]
+    parts["hybrid - embed"] = [
+        (h[0] - e[0], h[1] - e[1]) for h, e in zip(parts["hybrid"], parts["embed"], strict=True)
+    ]
     rows = []
     for name, figures in parts.items():
         wall = [w * 1000 for w, _ in figures]
@@ -129,9 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     p50 = percentile([w * 1000 for w, _ in parts["hybrid"]], 50)
-    print(f"hybrid p50 {p50:.2f} ms (target <= {TARGET_P50_MS:.0f}: {'met' if p50 <= TARGET_P50_MS else 'NOT met'})")
+    print(
+        f"hybrid p50 {p50:.2f} ms (target <= {TARGET_P50_MS:.0f}: {'met' if p50 <= TARGET_P50_MS else 'NOT met'})"
+    )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    write_json(args.json, {"environment": env, "facts": args.facts, "embedder": args.embedder, "parts": parts})
+    write_json(
+        args.json, {"environment": env, "facts": args.facts, "embedder": args.embedder, "parts": parts}
+    )
     return 0
 
 

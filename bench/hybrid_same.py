@@ -60,7 +60,9 @@ def main() -> None:
     r.add_argument("--mode", default="hybrid", choices=["hybrid", "vector"])
     for p in (b, r):
         p.add_argument("--embedder", default="auto", help="embedding provider (default: auto)")
-        p.add_argument("--embedding-cache", default=None, metavar="PATH", help="keep the vectors in this file")
+        p.add_argument(
+            "--embedding-cache", default=None, metavar="PATH", help="keep the vectors in this file"
+        )
     args = parser.parse_args()
     settings = vector_settings(args.embedder, args.embedding_cache)
     if args.command == "build":

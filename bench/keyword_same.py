@@ -93,7 +93,9 @@ def _dump(result: RecallResult) -> dict[str, Any]:
     return {"mode": result.mode, "fallback": result.fallback, "stores": list(result.stores), "hits": hits}
 
 
-def run(built: Path, out: Path, at: Path, mode: str = "keyword", settings: dict[str, Any] | None = None) -> int:
+def run(
+    built: Path, out: Path, at: Path, mode: str = "keyword", settings: dict[str, Any] | None = None
+) -> int:
     """394 recalls on a copy of ``built`` at ``at``, with hand edits between them; one line each
     (``mode`` and the home's ``settings``: ``bench/hybrid_same.py`` runs hybrid recalls)."""
     shutil.rmtree(at, ignore_errors=True)

@@ -62,6 +62,7 @@ Runner = Callable[[MemoryService, str, int], RecallResult]
 def _recall_with(mode: str) -> Runner:
     def run(svc: MemoryService, question: str, limit: int) -> RecallResult:
         return svc.recall(question, stores=[STORE], mode=mode, limit=limit)
+
     return run
 
 
@@ -81,7 +82,9 @@ def service_for(home: Path, modes: Sequence[str]) -> MemoryService:
         import _embed_cache
 
         provider = _embed_cache.use(Path(cache), provider)
-    return MemoryService(settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": provider}))
+    return MemoryService(
+        settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": provider})
+    )
 
 
 # -- data -----------------------------------------------------------------------------------------
@@ -96,8 +99,9 @@ def load(path: Path) -> list[dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         sys.exit(f"error: cannot read {path} as JSON: {exc}")
-    if not isinstance(data, list) or not all(isinstance(c, dict) and "conversation" in c and "qa" in c
-                                             for c in data):
+    if not isinstance(data, list) or not all(
+        isinstance(c, dict) and "conversation" in c and "qa" in c for c in data
+    ):
         sys.exit(f"error: {path} does not look like locomo10.json (a list of conversations with qa)")
     return data
 
@@ -145,24 +149,41 @@ def score(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
     dcg = sum(1.0 / math.log2(i + 2) for i, item in enumerate(top) if item in relevant)
     ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), K)))
     rr = next((1.0 / (i + 1) for i, item in enumerate(top) if item in relevant), 0.0)
-    return {"R@5": found5 / len(relevant), "R@10": found10 / len(relevant),
-            "nDCG@10": dcg / ideal if ideal else 0.0, "MRR": rr}
+    return {
+        "R@5": found5 / len(relevant),
+        "R@10": found10 / len(relevant),
+        "nDCG@10": dcg / ideal if ideal else 0.0,
+        "MRR": rr,
+    }
 
 
 METRICS = ("R@5", "R@10", "nDCG@10", "MRR")
 
 
 # -- one conversation -----------------------------------------------------------------------------
-def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities: Sequence[str],
-                     tmp_root: Path, with_session_ids: bool = True) -> dict[str, Any]:
+def run_conversation(
+    sample: dict[str, Any],
+    modes: Sequence[str],
+    granularities: Sequence[str],
+    tmp_root: Path,
+    with_session_ids: bool = True,
+) -> dict[str, Any]:
     started = time.perf_counter()
     conv = sample["conversation"]
     sessions = sessions_of(conv)
     session_of_turn = {t["dia_id"]: key for key, turns in sessions for t in turns}
-    out: dict[str, Any] = {"sample_id": sample.get("sample_id"), "turns": len(session_of_turn),
-                           "sessions": len(sessions), "remember_ms": {}, "recall_ms": {}, "scores": [],
-                           "unscoreable_items": [], "unscoreable_questions": 0, "no_evidence": 0,
-                           "fallback": {}}
+    out: dict[str, Any] = {
+        "sample_id": sample.get("sample_id"),
+        "turns": len(session_of_turn),
+        "sessions": len(sessions),
+        "remember_ms": {},
+        "recall_ms": {},
+        "scores": [],
+        "unscoreable_items": [],
+        "unscoreable_questions": 0,
+        "no_evidence": 0,
+        "fallback": {},
+    }
 
     questions = []
     for qa in sample["qa"]:
@@ -188,7 +209,9 @@ def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities
             if gran == "turn":
                 items = [(t["dia_id"], turn_text(t), key) for key, turns in sessions for t in turns]
             else:
-                items = [(key, "\n".join(turn_text(t) for t in turns), key) for key, turns in sessions if turns]
+                items = [
+                    (key, "\n".join(turn_text(t) for t in turns), key) for key, turns in sessions if turns
+                ]
             for title, text, key in items:
                 # What an agent remembering a chat session passes: the session it came from.
                 origin = f"{sample.get('sample_id')}-{key}" if with_session_ids else None
@@ -208,8 +231,9 @@ def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities
                     fell_back += int(res.fallback)
                     ranked = [label.get(h.id, "?") for h in res.hits]
                     relevant = turn_ids if gran == "turn" else session_ids
-                    out["scores"].append({"mode": mode, "granularity": gran, "category": category,
-                                          **score(ranked, relevant)})
+                    out["scores"].append(
+                        {"mode": mode, "granularity": gran, "category": category, **score(ranked, relevant)}
+                    )
                 out["recall_ms"][f"{mode}/{gran}"] = lat
                 out["fallback"][f"{mode}/{gran}"] = fell_back
             svc.close()
@@ -220,8 +244,9 @@ def run_conversation(sample: dict[str, Any], modes: Sequence[str], granularities
 
 
 # -- report ---------------------------------------------------------------------------------------
-def aggregate(scores: list[dict[str, Any]], modes: Sequence[str],
-              granularities: Sequence[str]) -> list[dict[str, Any]]:
+def aggregate(
+    scores: list[dict[str, Any]], modes: Sequence[str], granularities: Sequence[str]
+) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for s in scores:
         groups[(s["mode"], s["granularity"], str(s["category"]))].append(s)
@@ -237,8 +262,13 @@ def aggregate(scores: list[dict[str, Any]], modes: Sequence[str],
             for cat in ("1-4", "1", "2", "3", "4", "5", "1-5"):
                 items = groups.get((mode, gran, cat), [])
                 name = {"1-4": "overall", "1-5": "all (as peers)"}.get(cat) or CATEGORIES[int(cat)]
-                row: dict[str, Any] = {"mode": mode, "granularity": gran, "category": cat,
-                                       "name": name, "n": len(items)}
+                row: dict[str, Any] = {
+                    "mode": mode,
+                    "granularity": gran,
+                    "category": cat,
+                    "name": name,
+                    "n": len(items),
+                }
                 for metric in METRICS:
                     row[metric] = sum(i[metric] for i in items) / len(items) if items else float("nan")
                 rows.append(row)
@@ -246,33 +276,60 @@ def aggregate(scores: list[dict[str, Any]], modes: Sequence[str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DEFAULT_DATA),
-                        help="path of locomo10.json (default: ../shared/bench/locomo10.json "
-                             "relative to the repository root)")
-    parser.add_argument("--modes", default="grep,keyword",
-                        help="comma-separated recall modes (default grep,keyword)")
-    parser.add_argument("--embedder", default="auto",
-                        help="embedding provider for vector/hybrid: auto (the built-in multilingual-e5), minilm, openai, "
-                             "a plugin's name")
-    parser.add_argument("--granularity", default="turn,session",
-                        help="comma-separated: turn, session (default both)")
-    parser.add_argument("--conversations", type=int, default=0,
-                        help="only the first N conversations (default all; for a quick check)")
-    parser.add_argument("--split", choices=("all", "dev", "test"), default="all",
-                        help="dev = conversations 0-4 (tune on these only), test = 5-9 (default all)")
-    parser.add_argument("--jobs", type=int, default=2,
-                        help="conversations run in parallel processes (default 2; latency figures are "
-                             "cleaner with 1, the scores are the same)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data",
+        default=str(DEFAULT_DATA),
+        help="path of locomo10.json (default: ../shared/bench/locomo10.json relative to the repository root)",
+    )
+    parser.add_argument(
+        "--modes", default="grep,keyword", help="comma-separated recall modes (default grep,keyword)"
+    )
+    parser.add_argument(
+        "--embedder",
+        default="auto",
+        help="embedding provider for vector/hybrid: auto (the built-in multilingual-e5), minilm, openai, "
+        "a plugin's name",
+    )
+    parser.add_argument(
+        "--granularity", default="turn,session", help="comma-separated: turn, session (default both)"
+    )
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=0,
+        help="only the first N conversations (default all; for a quick check)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("all", "dev", "test"),
+        default="all",
+        help="dev = conversations 0-4 (tune on these only), test = 5-9 (default all)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="conversations run in parallel processes (default 2; latency figures are "
+        "cleaner with 1, the scores are the same)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures as JSON to PATH")
-    parser.add_argument("--embedding-cache", metavar="PATH",
-                        help="keep every vector in this SQLite file and reuse it on the next run (the "
-                             "same model's vectors, computed once; for tuning runs: see bench/_embed_cache.py)")
-    parser.add_argument("--no-session-ids", dest="session_ids", action="store_false",
-                        help="remember turns and sessions without origin_session_id (by default each "
-                             "fact names its LoCoMo session, '<sample_id>-session_<n>', as an agent "
-                             "remembering a chat session would)")
+    parser.add_argument(
+        "--embedding-cache",
+        metavar="PATH",
+        help="keep every vector in this SQLite file and reuse it on the next run (the "
+        "same model's vectors, computed once; for tuning runs: see bench/_embed_cache.py)",
+    )
+    parser.add_argument(
+        "--no-session-ids",
+        dest="session_ids",
+        action="store_false",
+        help="remember turns and sessions without origin_session_id (by default each "
+        "fact names its LoCoMo session, '<sample_id>-session_<n>', as an agent "
+        "remembering a chat session would)",
+    )
     parser.add_argument("--tmpdir", help="where to create the temporary homes (default: system)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -299,13 +356,19 @@ def main(argv: list[str] | None = None) -> int:
     jobs = max(1, min(args.jobs, len(data)))
     results: dict[int, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_conversation, sample, modes, grans, tmp_root, args.session_ids): i
-                   for i, sample in enumerate(data)}
+        futures = {
+            pool.submit(run_conversation, sample, modes, grans, tmp_root, args.session_ids): i
+            for i, sample in enumerate(data)
+        }
         for future in as_completed(futures):
             i = futures[future]
             results[i] = future.result()
-            print(f"  [{len(results)}/{len(data)}] {results[i]['sample_id']}: {results[i]['turns']} turns, "
-                  f"{results[i]['seconds']:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"  [{len(results)}/{len(data)}] {results[i]['sample_id']}: {results[i]['turns']} turns, "
+                f"{results[i]['seconds']:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     per_conv = [results[i] for i in range(len(data))]
     elapsed = time.perf_counter() - started
 
@@ -315,19 +378,39 @@ def main(argv: list[str] | None = None) -> int:
     n_questions = sum(len(s["qa"]) for s in data)
     scored_q = sum(c["scored_questions"] for c in per_conv)
 
-    print(table(["mode", "granularity", "category", "questions", *METRICS],
-                [[r["mode"], r["granularity"], f"{r['category']} {r['name']}", r["n"],
-                  *(r[m] for m in METRICS)] for r in rows],
-                digits=3, left=3,
-                title=f"LoCoMo retrieval quality (top {K}; overall = categories 1-4; 5 adversarial apart; "
-                      "1-5 = every question, as peers average)"))
+    print(
+        table(
+            ["mode", "granularity", "category", "questions", *METRICS],
+            [
+                [
+                    r["mode"],
+                    r["granularity"],
+                    f"{r['category']} {r['name']}",
+                    r["n"],
+                    *(r[m] for m in METRICS),
+                ]
+                for r in rows
+            ],
+            digits=3,
+            left=3,
+            title=f"LoCoMo retrieval quality (top {K}; overall = categories 1-4; 5 adversarial apart; "
+            "1-5 = every question, as peers average)",
+        )
+    )
     print()
     summary_rows = []
     for r in rows:
         if r["category"] == "1-4":
             summary_rows.append([r["mode"], r["granularity"], r["n"], *(r[m] for m in METRICS)])
-    print(table(["mode", "granularity", "questions", *METRICS], summary_rows, digits=3, left=2,
-                title="Overall (categories 1-4)"))
+    print(
+        table(
+            ["mode", "granularity", "questions", *METRICS],
+            summary_rows,
+            digits=3,
+            left=2,
+            title="Overall (categories 1-4)",
+        )
+    )
     print()
 
     lat_rows = []
@@ -335,8 +418,13 @@ def main(argv: list[str] | None = None) -> int:
     for gran in grans:
         rem = [t for c in per_conv for t in c["remember_ms"].get(gran, [])]
         latency[f"remember/{gran}"] = summary(rem)
-        lat_rows.append([f"remember ({gran} facts)", len(rem), *(latency[f"remember/{gran}"][k]
-                                                                  for k in ("p50", "p95", "max"))])
+        lat_rows.append(
+            [
+                f"remember ({gran} facts)",
+                len(rem),
+                *(latency[f"remember/{gran}"][k] for k in ("p50", "p95", "max")),
+            ]
+        )
     fallbacks = {}
     for mode in modes:
         for gran in grans:
@@ -344,36 +432,76 @@ def main(argv: list[str] | None = None) -> int:
             lat = [t for c in per_conv for t in c["recall_ms"].get(key, [])]
             latency[f"recall/{key}"] = summary(lat)
             fallbacks[key] = sum(c["fallback"].get(key, 0) for c in per_conv)
-            lat_rows.append([f"recall {mode}, {gran} facts", len(lat),
-                             *(latency[f"recall/{key}"][k] for k in ("p50", "p95", "max"))])
-    print(table(["call (ms)", "n", "p50", "p95", "max"], lat_rows,
-                title=f"Latency ({jobs} conversation(s) in parallel on {os.cpu_count()} cores)"))
+            lat_rows.append(
+                [
+                    f"recall {mode}, {gran} facts",
+                    len(lat),
+                    *(latency[f"recall/{key}"][k] for k in ("p50", "p95", "max")),
+                ]
+            )
+    print(
+        table(
+            ["call (ms)", "n", "p50", "p95", "max"],
+            lat_rows,
+            title=f"Latency ({jobs} conversation(s) in parallel on {os.cpu_count()} cores)",
+        )
+    )
     print()
 
     no_ev = sum(c["no_evidence"] for c in per_conv)
     unq = sum(c["unscoreable_questions"] for c in per_conv)
     turns = sum(c["turns"] for c in per_conv)
     sess = sum(c["sessions"] for c in per_conv)
-    print(f"conversations: {len(data)}, turns: {turns}, sessions: {sess}, questions: {n_questions} "
-          f"(scored: {scored_q}, without evidence: {no_ev}, all evidence unmatched: {unq})")
-    print(f"unscoreable evidence items (match no turn): {len(unscoreable)}"
-          + (f": {', '.join(sorted(set(unscoreable)))}" if unscoreable else ""))
+    print(
+        f"conversations: {len(data)}, turns: {turns}, sessions: {sess}, questions: {n_questions} "
+        f"(scored: {scored_q}, without evidence: {no_ev}, all evidence unmatched: {unq})"
+    )
+    print(
+        f"unscoreable evidence items (match no turn): {len(unscoreable)}"
+        + (f": {', '.join(sorted(set(unscoreable)))}" if unscoreable else "")
+    )
     for key, n in fallbacks.items():
         if n:
             print(f"note: {key} fell back to another mode on {n} recalls (RecallResult.fallback)")
     env["load_average_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"run time: {elapsed:.0f} s ({jobs} parallel job(s)); load average at start "
-          f"{env['load_average_at_start']}, at end {env['load_average_at_end']}")
+    print(
+        f"run time: {elapsed:.0f} s ({jobs} parallel job(s)); load average at start "
+        f"{env['load_average_at_start']}, at end {env['load_average_at_end']}"
+    )
 
-    write_json(args.json, {
-        "environment": env, "modes": modes, "granularities": grans, "k": K, "seconds": elapsed, "jobs": jobs,
-        "table": rows, "latency_ms": latency, "unscoreable_items": unscoreable,
-        "questions": n_questions, "scored_questions": scored_q, "no_evidence": no_ev,
-        "unscoreable_questions": unq, "fallback": fallbacks,
-        "conversations": [{k: c[k] for k in ("sample_id", "turns", "sessions", "scored_questions",
-                                              "unscoreable_questions", "seconds")}
-                          for c in per_conv],
-    })
+    write_json(
+        args.json,
+        {
+            "environment": env,
+            "modes": modes,
+            "granularities": grans,
+            "k": K,
+            "seconds": elapsed,
+            "jobs": jobs,
+            "table": rows,
+            "latency_ms": latency,
+            "unscoreable_items": unscoreable,
+            "questions": n_questions,
+            "scored_questions": scored_q,
+            "no_evidence": no_ev,
+            "unscoreable_questions": unq,
+            "fallback": fallbacks,
+            "conversations": [
+                {
+                    k: c[k]
+                    for k in (
+                        "sample_id",
+                        "turns",
+                        "sessions",
+                        "scored_questions",
+                        "unscoreable_questions",
+                        "seconds",
+                    )
+                }
+                for c in per_conv
+            ],
+        },
+    )
     return 0
 
 

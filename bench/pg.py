@@ -179,7 +179,15 @@ def rest(home: Path, backend: str, qs: list[str], clients: int) -> dict[str, Any
     procs, bases = [], []
     for _ in range(PROCESSES):
         port = free_port()
-        cmd = [sys.executable, "-m", "coffer_memory_fastapi.cli", "--port", str(port), "--log-level", "warning"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "coffer_memory_fastapi.cli",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
         procs.append(subprocess.Popen(cmd, env=env, cwd=home))
         bases.append(f"http://127.0.0.1:{port}")
     try:
@@ -202,7 +210,11 @@ def rest(home: Path, backend: str, qs: list[str], clients: int) -> dict[str, Any
                 bad[0] += failed
 
         for warm in range(PROCESSES):  # each process's first read reconciles and opens its pools
-            httpx.get(bases[warm] + "/api/v1/memory_stores/recall", params={"query": "warm", "store": "global"}, timeout=600)
+            httpx.get(
+                bases[warm] + "/api/v1/memory_stores/recall",
+                params={"query": "warm", "store": "global"},
+                timeout=600,
+            )
         threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
         start = time.perf_counter()
         for t in threads:
@@ -263,7 +275,9 @@ def project(points: list[tuple[int, float]]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--requests", type=int, default=2000)
@@ -282,8 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         with home_of(n, "with vectors") as home:
             fig = vector_recall(home, qs, args.embedder)
             vector_results[n] = fig
-            print(f"  embedded in {fig['embed_s']:.1f} s, pushed in {fig['push_s']:.1f} s, "
-                  f"HNSW built in {fig['hnsw_build_s']:.1f} s", flush=True)
+            print(
+                f"  embedded in {fig['embed_s']:.1f} s, pushed in {fig['push_s']:.1f} s, "
+                f"HNSW built in {fig['hnsw_build_s']:.1f} s",
+                flush=True,
+            )
     if vector_results:
         vrows = [
             [f"{n:,}", key, fig[key]["p50"], fig[key]["p95"]]
@@ -298,16 +315,46 @@ def main(argv: list[str] | None = None) -> int:
                 fig = rebuild_and_recall(home, backend, qs)
                 fig["rest"] = rest(home, backend, rqs, args.clients)
                 results[backend][n] = fig
-                print(f"  {backend}: {fig['rebuild_s']:.1f} s rebuild + {fig['push_s']:.1f} s push, "
-                      f"recall p50 {fig['recall']['p50']:.1f} ms, REST {fig['rest']['rps']:.0f} req/s", flush=True)
+                print(
+                    f"  {backend}: {fig['rebuild_s']:.1f} s rebuild + {fig['push_s']:.1f} s push, "
+                    f"recall p50 {fig['recall']['p50']:.1f} ms, REST {fig['rest']['rps']:.0f} req/s",
+                    flush=True,
+                )
     rows = []
     for backend, by_size in results.items():
         for n, fig in by_size.items():
-            rows.append([f"{n:,}", backend, fig["rebuild_s"], fig["push_s"], fig["recall"]["p50"], fig["recall"]["p95"],
-                         fig["rest"]["rps"], fig["rest"]["p50"], fig["rest"]["p95"], fig["rest"]["non_200"]])
+            rows.append(
+                [
+                    f"{n:,}",
+                    backend,
+                    fig["rebuild_s"],
+                    fig["push_s"],
+                    fig["recall"]["p50"],
+                    fig["recall"]["p95"],
+                    fig["rest"]["rps"],
+                    fig["rest"]["p50"],
+                    fig["rest"]["p95"],
+                    fig["rest"]["non_200"],
+                ]
+            )
     print()
-    print(table(["facts", "backend", "rebuild s", "push s", "recall p50 ms", "recall p95 ms", "REST req/s",
-                 "REST p50 ms", "REST p95 ms", "non-200"], rows))
+    print(
+        table(
+            [
+                "facts",
+                "backend",
+                "rebuild s",
+                "push s",
+                "recall p50 ms",
+                "recall p95 ms",
+                "REST req/s",
+                "REST p50 ms",
+                "REST p95 ms",
+                "non-200",
+            ],
+            rows,
+        )
+    )
     projection = []
     for backend, by_size in results.items():
         sizes = sorted(by_size)

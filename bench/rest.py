@@ -52,7 +52,112 @@ from _common import environment, ms, print_environment, summary, table, write_js
 from coffer_memory import MemoryService
 
 SEED = 20240611
-WORDS = ["deploy", "release", "branch", "pipeline", "docker", "image", "cache", "redis", "postgres", "migration", "schema", "index", "query", "latency", "budget", "retry", "timeout", "backoff", "queue", "worker", "cron", "schedule", "token", "secret", "vault", "config", "env", "parser", "lexer", "grammar", "compiler", "linter", "formatter", "test", "fixture", "mock", "coverage", "benchmark", "profile", "frontend", "backend", "api", "gateway", "route", "handler", "middleware", "auth", "session", "cookie", "header", "cors", "proxy", "logging", "metrics", "tracing", "alert", "dashboard", "oncall", "incident", "rollback", "canary", "feature", "flag", "toggle", "python", "rust", "typescript", "golang", "kotlin", "swift", "bash", "makefile", "ruff", "mypy", "pytest", "vitest", "webpack", "vite", "kubernetes", "helm", "terraform", "ansible", "nginx", "caddy", "systemd", "sqlite", "duckdb", "kafka", "rabbitmq", "s3", "bucket", "upload", "download", "stream", "chunk", "batch", "shard", "replica", "leader", "follower", "consensus", "lock", "mutex", "thread"]
+WORDS = [
+    "deploy",
+    "release",
+    "branch",
+    "pipeline",
+    "docker",
+    "image",
+    "cache",
+    "redis",
+    "postgres",
+    "migration",
+    "schema",
+    "index",
+    "query",
+    "latency",
+    "budget",
+    "retry",
+    "timeout",
+    "backoff",
+    "queue",
+    "worker",
+    "cron",
+    "schedule",
+    "token",
+    "secret",
+    "vault",
+    "config",
+    "env",
+    "parser",
+    "lexer",
+    "grammar",
+    "compiler",
+    "linter",
+    "formatter",
+    "test",
+    "fixture",
+    "mock",
+    "coverage",
+    "benchmark",
+    "profile",
+    "frontend",
+    "backend",
+    "api",
+    "gateway",
+    "route",
+    "handler",
+    "middleware",
+    "auth",
+    "session",
+    "cookie",
+    "header",
+    "cors",
+    "proxy",
+    "logging",
+    "metrics",
+    "tracing",
+    "alert",
+    "dashboard",
+    "oncall",
+    "incident",
+    "rollback",
+    "canary",
+    "feature",
+    "flag",
+    "toggle",
+    "python",
+    "rust",
+    "typescript",
+    "golang",
+    "kotlin",
+    "swift",
+    "bash",
+    "makefile",
+    "ruff",
+    "mypy",
+    "pytest",
+    "vitest",
+    "webpack",
+    "vite",
+    "kubernetes",
+    "helm",
+    "terraform",
+    "ansible",
+    "nginx",
+    "caddy",
+    "systemd",
+    "sqlite",
+    "duckdb",
+    "kafka",
+    "rabbitmq",
+    "s3",
+    "bucket",
+    "upload",
+    "download",
+    "stream",
+    "chunk",
+    "batch",
+    "shard",
+    "replica",
+    "leader",
+    "follower",
+    "consensus",
+    "lock",
+    "mutex",
+    "thread",
+]
 TARGET_P50_MS = 5.0
 TARGET_RPS = 500.0
 CONTENT_LENGTH = re.compile(rb"(?im)^content-length:\s*(\d+)")
@@ -146,7 +251,9 @@ def raw_part(base: str, part: list[str]) -> tuple[list[float], int]:
     return mine, bad
 
 
-def run_load(base: str, qs: list[str], concurrency: int, client: str = "httpx") -> tuple[list[float], float, int]:
+def run_load(
+    base: str, qs: list[str], concurrency: int, client: str = "httpx"
+) -> tuple[list[float], float, int]:
     """Send every query, ``concurrency`` at a time; latencies (s), wall time (s) and non-200 count."""
     latencies: list[float] = []
     failures = [0]
@@ -198,8 +305,16 @@ def serve_and_load(
     both loads with ``client``, stop it."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "coffer_memory_fastapi.cli", "--port", str(port), "--log-level", "warning",
-           *server_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "coffer_memory_fastapi.cli",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *server_args,
+    ]
     env = {**os.environ, "COFFER_HOME": str(home)}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -209,11 +324,22 @@ def serve_and_load(
         wait_ready(base, proc)
         run_load(base, queries(100), 1, client)  # warm-up: index pages, plan cache, connections
         run_load(base, queries(200), concurrency * 2, client)  # every worker's threads and connections
-        for label, conc in (("sequential (1 client)", 1), (f"concurrent ({concurrency} clients)", concurrency)):
+        for label, conc in (
+            ("sequential (1 client)", 1),
+            (f"concurrent ({concurrency} clients)", concurrency),
+        ):
             load = os.getloadavg()[0]
-            cpu0, own0, loop0 = cpu_seconds(proc.pid), time.process_time(), cpu_seconds(proc.pid, loop_only=True)
+            cpu0, own0, loop0 = (
+                cpu_seconds(proc.pid),
+                time.process_time(),
+                cpu_seconds(proc.pid, loop_only=True),
+            )
             lat, wall, bad = run_load(base, qs, conc, client)
-            cpu1, own1, loop1 = cpu_seconds(proc.pid), time.process_time(), cpu_seconds(proc.pid, loop_only=True)
+            cpu1, own1, loop1 = (
+                cpu_seconds(proc.pid),
+                time.process_time(),
+                cpu_seconds(proc.pid, loop_only=True),
+            )
             fig = summary([ms(x) for x in lat])
             results[label] = {
                 **fig,
@@ -257,24 +383,46 @@ def in_process(home: Path, qs: list[str], concurrency: int) -> None:
                 t.join()
             fig = summary([ms(x) for x in latencies])
             wall = time.perf_counter() - start
-            print(f"{n} threads: {len(latencies) / wall:.0f} recalls/s, p50 {fig['p50']:.2f} ms, p95 {fig['p95']:.2f} ms")
+            print(
+                f"{n} threads: {len(latencies) / wall:.0f} recalls/s, p50 {fig['p50']:.2f} ms, p95 {fig['p95']:.2f} ms"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Build the store, serve it (before and after), load it, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--before", default=None, help="a source tree of the old code to serve too")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME=PATH",
-                        help="another code to serve, PATH first on PYTHONPATH (repeatable)")
-    parser.add_argument("--server-variant", action="append", default=[], metavar="NAME=ARGS",
-                        help="serve this checkout with these coffer-api arguments too (repeatable)")
-    parser.add_argument("--server-args", default="", metavar="ARGS",
-                        help="more coffer-api arguments for every code served (e.g. '--workers 2')")
-    parser.add_argument("--client", choices=["httpx", "raw"], default="httpx",
-                        help="the load generator's HTTP client (raw: plain sockets, little CPU)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another code to serve, PATH first on PYTHONPATH (repeatable)",
+    )
+    parser.add_argument(
+        "--server-variant",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="serve this checkout with these coffer-api arguments too (repeatable)",
+    )
+    parser.add_argument(
+        "--server-args",
+        default="",
+        metavar="ARGS",
+        help="more coffer-api arguments for every code served (e.g. '--workers 2')",
+    )
+    parser.add_argument(
+        "--client",
+        choices=["httpx", "raw"],
+        default="httpx",
+        help="the load generator's HTTP client (raw: plain sockets, little CPU)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
     parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
@@ -292,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.in_process:
         in_process(home, queries(args.requests), args.concurrency)
         return 0
+
     def pythonpath(value: str) -> str:
         return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep))
 
@@ -316,25 +465,60 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = [
-        [name, round_no + 1, label, r["loadavg"], r["n"], r["p50"], r["p95"], r["p99"], r["rps"], r["non_200"],
-         r["server_cpu_ms"], r["loop_cpu_ms"], r["client_cpu_ms"]]
+        [
+            name,
+            round_no + 1,
+            label,
+            r["loadavg"],
+            r["n"],
+            r["p50"],
+            r["p95"],
+            r["p99"],
+            r["rps"],
+            r["non_200"],
+            r["server_cpu_ms"],
+            r["loop_cpu_ms"],
+            r["client_cpu_ms"],
+        ]
         for name, rounds in runs.items()
         for round_no, results in enumerate(rounds)
         for label, r in results.items()
     ]
     print()
     print(f"{args.facts} facts written and indexed in {build_seconds:.1f} s")
-    print(table(["code", "round", "clients", "load avg", "requests", "p50 ms", "p95 ms", "p99 ms", "req/s", "non-200",
-                 "server CPU ms/req", "of it event loop", "client CPU ms/req"], rows,
-                title=f"REST recall (keyword, store=global, limit=10) over loopback, client {args.client}"))
+    print(
+        table(
+            [
+                "code",
+                "round",
+                "clients",
+                "load avg",
+                "requests",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "req/s",
+                "non-200",
+                "server CPU ms/req",
+                "of it event loop",
+                "client CPU ms/req",
+            ],
+            rows,
+            title=f"REST recall (keyword, store=global, limit=10) over loopback, client {args.client}",
+        )
+    )
     conc_label = f"concurrent ({args.concurrency} clients)"
     for name, rounds in runs.items():
         best = max(rounds, key=lambda res: res[conc_label]["rps"])[conc_label]
-        print(f"{name}: {args.concurrency} clients {best['rps']:.0f} req/s (target >= {TARGET_RPS:.0f}: "
-              f"{verdict(best['rps'] >= TARGET_RPS)}), p50 {best['p50']:.2f} ms "
-              f"(target <= {TARGET_P50_MS:.0f}: {verdict(best['p50'] <= TARGET_P50_MS)})")
-    write_json(args.json, {"environment": env_info, "facts": args.facts, "build_seconds": build_seconds,
-                           "runs": runs})
+        print(
+            f"{name}: {args.concurrency} clients {best['rps']:.0f} req/s (target >= {TARGET_RPS:.0f}: "
+            f"{verdict(best['rps'] >= TARGET_RPS)}), p50 {best['p50']:.2f} ms "
+            f"(target <= {TARGET_P50_MS:.0f}: {verdict(best['p50'] <= TARGET_P50_MS)})"
+        )
+    write_json(
+        args.json,
+        {"environment": env_info, "facts": args.facts, "build_seconds": build_seconds, "runs": runs},
+    )
     return 0
 
 

@@ -144,7 +144,9 @@ async def run(home: str, n: int) -> list[list[Any]]:
         JSONResponse(await serialize_response(field=field, response_content=out, is_coroutine=True))
 
     rows.append(["encode the recall answer: returned model", *us(await abest_of(n, as_model))])
-    rows.append(["encode the recall answer: reply(RECALL, result)", *us(best_of(n, lambda: reply(RECALL, result)))])
+    rows.append(
+        ["encode the recall answer: reply(RECALL, result)", *us(best_of(n, lambda: reply(RECALL, result)))]
+    )
 
     app = create_app(svc)
     routed = create_app(svc)
@@ -182,9 +184,15 @@ async def run(home: str, n: int) -> list[list[Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--home", required=True, help="a coffer home with a global store (bench/rest.py --home)")
-    parser.add_argument("--n", type=int, default=2000, help="single requests per figure (the minimum is kept)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--home", required=True, help="a coffer home with a global store (bench/rest.py --home)"
+    )
+    parser.add_argument(
+        "--n", type=int, default=2000, help="single requests per figure (the minimum is kept)"
+    )
     args = parser.parse_args(argv)
     print_environment(environment(args.home))
     rows = asyncio.run(run(args.home, args.n))

@@ -103,8 +103,14 @@ def distractors(facts: list[dict[str, Any]], n: int) -> list[str]:
     return ["，".join(rng.sample(clauses, rng.randint(2, 4))) + "。" for _ in range(n)]
 
 
-def run(facts: list[dict[str, Any]], queries: list[dict[str, Any]], modes: Sequence[str],
-        embedder: str | None, home: Path, scale: int = 0) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def run(
+    facts: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    modes: Sequence[str],
+    embedder: str | None,
+    home: Path,
+    scale: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Remember every fact, ask every question in every mode; one score row per (question, mode)."""
     enabled = list(dict.fromkeys(["grep", "keyword", *modes]))
     embedding = {"provider": embedder} if embedder else {"provider": "none"}
@@ -126,9 +132,20 @@ def run(facts: list[dict[str, Any]], queries: list[dict[str, Any]], modes: Seque
                 res = svc.recall(q["question"], stores=[STORE], mode=mode, limit=K)
                 took = ms(time.perf_counter() - started)
                 ranked = [label.get(h.id, "?") for h in res.hits]
-                rows.append({"mode": mode, "id": q["id"], "split": q["split"], "group": group_of(q["lang"]),
-                             "question": q["question"], "relevant": q["relevant"], "top": ranked[:5],
-                             "fallback": res.fallback, "ms": took, **score(ranked, set(q["relevant"]))})
+                rows.append(
+                    {
+                        "mode": mode,
+                        "id": q["id"],
+                        "split": q["split"],
+                        "group": group_of(q["lang"]),
+                        "question": q["question"],
+                        "relevant": q["relevant"],
+                        "top": ranked[:5],
+                        "fallback": res.fallback,
+                        "ms": took,
+                        **score(ranked, set(q["relevant"])),
+                    }
+                )
             seconds[mode] = time.perf_counter() - t0
     return rows, seconds
 
@@ -146,8 +163,13 @@ def report(rows: list[dict[str, Any]], modes: Sequence[str]) -> list[dict[str, A
                 items = groups.get((group, mode, split), [])
                 if not items:
                     continue
-                entry: dict[str, Any] = {"group": group, "mode": mode, "split": split, "n": len(items),
-                                         "zero_hit": sum(1 for i in items if i["R@10"] == 0.0)}
+                entry: dict[str, Any] = {
+                    "group": group,
+                    "mode": mode,
+                    "split": split,
+                    "n": len(items),
+                    "zero_hit": sum(1 for i in items if i["R@10"] == 0.0),
+                }
                 for metric in METRICS:
                     entry[metric] = sum(i[metric] for i in items) / len(items)
                 out.append(entry)
@@ -155,16 +177,28 @@ def report(rows: list[dict[str, Any]], modes: Sequence[str]) -> list[dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DATA), help="the JSONL set (default bench/data/zh_memory.jsonl)")
-    parser.add_argument("--modes", help="comma-separated modes (default grep,keyword; "
-                                        "plus vector,hybrid with --embedder)")
-    parser.add_argument("--embedder", help="embedding provider for vector/hybrid: auto (built-in MiniLM), "
-                                           "openai, or a plugin's name")
-    parser.add_argument("--misses", metavar="MODE", help="list the dev questions MODE does not find in its top 5")
-    parser.add_argument("--segmenter", default="unigram+bigram",
-                        help="CJK segmentation to measure: unigram+bigram (what the index does), bigram, "
-                             "unigram, jieba (pip install jieba)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", default=str(DATA), help="the JSONL set (default bench/data/zh_memory.jsonl)"
+    )
+    parser.add_argument(
+        "--modes", help="comma-separated modes (default grep,keyword; plus vector,hybrid with --embedder)"
+    )
+    parser.add_argument(
+        "--embedder",
+        help="embedding provider for vector/hybrid: auto (built-in MiniLM), openai, or a plugin's name",
+    )
+    parser.add_argument(
+        "--misses", metavar="MODE", help="list the dev questions MODE does not find in its top 5"
+    )
+    parser.add_argument(
+        "--segmenter",
+        default="unigram+bigram",
+        help="CJK segmentation to measure: unigram+bigram (what the index does), bigram, "
+        "unigram, jieba (pip install jieba)",
+    )
     parser.add_argument("--scale", type=int, default=0, help="add N made-up distractor facts (see above)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures and per-question rows as JSON")
     parser.add_argument("--tmpdir", help="where to create the temporary home (default: system)")
@@ -187,27 +221,49 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results = report(rows, modes)
-    print(table(["set", "mode", "split", "questions", "zero hits", *METRICS],
-                [[s["group"], s["mode"], s["split"], s["n"], s["zero_hit"], *(s[m] for m in METRICS)]
-                 for s in results],
-                digits=3, left=3, title=f"Recall quality (top {K}; zero hits = no relevant fact in the top 10)"))
+    print(
+        table(
+            ["set", "mode", "split", "questions", "zero hits", *METRICS],
+            [
+                [s["group"], s["mode"], s["split"], s["n"], s["zero_hit"], *(s[m] for m in METRICS)]
+                for s in results
+            ],
+            digits=3,
+            left=3,
+            title=f"Recall quality (top {K}; zero hits = no relevant fact in the top 10)",
+        )
+    )
     print()
     latency = {mode: summary([r["ms"] for r in rows if r["mode"] == mode]) for mode in modes}
-    print(table(["recall (ms)", "n", "p50", "p95", "max"],
-                [[mode, lat["n"], lat["p50"], lat["p95"], lat["max"]] for mode, lat in latency.items()],
-                title="Latency"))
+    print(
+        table(
+            ["recall (ms)", "n", "p50", "p95", "max"],
+            [[mode, lat["n"], lat["p50"], lat["p95"], lat["max"]] for mode, lat in latency.items()],
+            title="Latency",
+        )
+    )
     print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     if args.misses:
         print(f"\ndev questions {args.misses} misses in its top 5:")
         for r in rows:
             if r["mode"] == args.misses and r["split"] == "dev" and r["R@5"] < 1.0:
-                print(f"  {r['id']} {r['question']}  want {','.join(r['relevant'])}  got {','.join(r['top'])}")
+                print(
+                    f"  {r['id']} {r['question']}  want {','.join(r['relevant'])}  got {','.join(r['top'])}"
+                )
     fell_back = sum(1 for r in rows if r["fallback"])
     if fell_back:
         print(f"note: {fell_back} recalls fell back to keyword (RecallResult.fallback)")
-    write_json(args.json, {"environment": env, "modes": modes, "summary": results, "latency_ms": latency,
-                           "seconds": seconds,
-                           "rows": rows})
+    write_json(
+        args.json,
+        {
+            "environment": env,
+            "modes": modes,
+            "summary": results,
+            "latency_ms": latency,
+            "seconds": seconds,
+            "rows": rows,
+        },
+    )
     return 0
 
 

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from ._retrieval import KnowledgeRetrieval
     from ._service import MemoryService
     from ._store.audit import AuditEvent
+    from ._store.files import write_home_cache
     from ._store_config import StoreConfig
     from ._store_merge import StoreMerge
     from ._transcripts.ledger import LedgerEntry
@@ -105,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     "StorageFull": "._errors",
     "StoreNotDeletable": "._errors",
     "chunk_markdown": "._index.chunking",
+    "write_home_cache": "._store.files",
     "BrokenFile": "._models",
     "ClearResult": "._models",
     "ConsolidationLog": "._models",
@@ -230,6 +232,7 @@ __all__ = [
     "json_field",
     "json_items",
     "redact_secrets",
+    "write_home_cache",
 ]
 
 

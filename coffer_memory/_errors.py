@@ -103,7 +103,7 @@ class MemoryRejected(CofferError):
             message = f"memory rejected: text is {length} characters, the limit is {limit}"
         elif reason == "secret":
             found = ", ".join(f"{n} {k}" for k, n in sorted((kinds or {}).items()))
-            message = f"memory rejected: it holds a secret ({found}); [security] secrets = \"reject\""
+            message = f'memory rejected: it holds a secret ({found}); [security] secrets = "reject"'
         else:
             message = "memory rejected: text is empty"
         details: dict[str, object] = {"length": length, "limit": limit}

@@ -110,4 +110,3 @@ def doc_rows(
             if doc is not None:
                 out[store, i] = doc
     return out
-

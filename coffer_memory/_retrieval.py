@@ -318,7 +318,12 @@ class KnowledgeRetrieval:
             self._pool = None
 
     def _vector(
-        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None, scanned: Rows | None = None
+        self,
+        sp: StorePaths,
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None = None,
+        scanned: Rows | None = None,
     ) -> list[MemoryHit]:
         """The store's nearest documents; ``scanned``: its first ``limit * 4`` nearest rows,
         when the worker found them beside the embedding (``_scans``)."""
@@ -434,14 +439,18 @@ class KnowledgeRetrieval:
         with reading(self.db) as kept:
             found = best_documents(self.db, names, query, limit, kept)
             # Lending needs session neighbours: none in stores without a session fact.
-            near = NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
+            near = (
+                NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
+            )
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
             docs = doc_rows(self.db, found, kept, near=near)
             best = found
             if near:
                 best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
-                more = {store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()}
+                more = {
+                    store: [i for i in chunks if (store, i) not in docs] for store, chunks in best.items()
+                }
                 if any(more.values()):
                     docs.update(doc_rows(self.db, more, kept))
         lists = [[(name, i) for i in best[name] if (name, i) in docs] for name in names]

@@ -46,7 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.session_id or not args.cwd:
                 raise HookError("--session-id and --cwd are required without --sweep")
             result = svc.end_session(args.agent, args.session_id, cwd=args.cwd)
-        if result.status not in ("distilled", "already_distilled", "no_model", "not_git", "empty", "opted_out"):
+        if result.status not in (
+            "distilled",
+            "already_distilled",
+            "no_model",
+            "not_git",
+            "empty",
+            "opted_out",
+        ):
             raise HookError(f"session {args.session_id}: {result.status}: {result.detail or ''}")
     except BaseException as exc:
         log_failure(home, args.agent, "SessionEnd", exc)

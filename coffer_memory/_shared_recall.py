@@ -93,7 +93,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         return {} if self.backend.vectors else super()._scans(present, k)
 
     def _vector(
-        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None = None, scanned: Rows | None = None
+        self,
+        sp: StorePaths,
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None = None,
+        scanned: Rows | None = None,
     ) -> list[MemoryHit]:
         """The backend's nearest documents of one store when it keeps vectors, else the local ones."""
         if not self.backend.vectors or self.vectors is None:

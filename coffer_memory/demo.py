@@ -45,7 +45,13 @@ SESSION = [
     ("staging-port-answer", "8443, the same as production, so the certificates match."),
     ("staging-cache", "The staging cache is flushed every night at two."),
 ]
-QUERIES = ["how do we deploy this repo?", "make test", "which port does the api use?", "部署之后要做什么？", "uv"]
+QUERIES = [
+    "how do we deploy this repo?",
+    "make test",
+    "which port does the api use?",
+    "部署之后要做什么？",
+    "uv",
+]
 
 
 def _git_repo(root: Path) -> Path:
@@ -88,8 +94,10 @@ def _show_follows(svc: MemoryService, root: Path, repo: Path) -> Path:
     for e in events:
         print(f"    {e.at:%H:%M:%S}  {e.event:<16}  {e.store}")
     report = svc.export_memory(root / "backup.zip")
-    print(f"exported {report.files} files of {len(report.stores)} stores to backup.zip "
-          f"(`coffer export`; `coffer import` brings it back)\n")
+    print(
+        f"exported {report.files} files of {len(report.stores)} stores to backup.zip "
+        f"(`coffer export`; `coffer import` brings it back)\n"
+    )
     return moved
 
 

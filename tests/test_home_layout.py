@@ -40,7 +40,9 @@ def test_no_other_module_spells_a_home_file_name() -> None:
     names |= {home.LOCKS_DIR, home.LOGS_DIR}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "_home.py" or (path.relative_to(PACKAGE).parts[0] == "_agents" and path.name == "specs.py"):
+        if path.name == "_home.py" or (
+            path.relative_to(PACKAGE).parts[0] == "_agents" and path.name == "specs.py"
+        ):
             continue  # specs.py names Codex's own config.toml, not coffer's
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in names:

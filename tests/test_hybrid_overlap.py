@@ -63,7 +63,9 @@ def _workers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("coffer-recall")]
 
 
-def test_the_worker_scan_answers_as_the_calling_threads_scan(plugin: _Plugin, tmp_path: Path, repo: Path) -> None:
+def test_the_worker_scan_answers_as_the_calling_threads_scan(
+    plugin: _Plugin, tmp_path: Path, repo: Path
+) -> None:
     """The first recall of a query embeds and scans on the worker; the second finds its vector
     kept and scans on the calling thread: the same hits with the same scores, in two stores."""
     r = random.Random(3)

@@ -183,7 +183,9 @@ def test_session_context_truncates_global_first_and_keeps_seeded() -> None:
     assert len(huge) <= MAX_CONTEXT_CHARS and "project rules truncated" in huge and "coffer__resume" in huge
 
 
-def test_startup_sweep_indexes_journal_files_written_but_never_indexed(svc: MemoryService, repo: Path) -> None:
+def test_startup_sweep_indexes_journal_files_written_but_never_indexed(
+    svc: MemoryService, repo: Path
+) -> None:
     svc.remember("seed", cwd=repo)
     sp = svc.paths(svc.resolve_store(cwd=repo))
     sp.journal.mkdir()

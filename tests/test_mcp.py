@@ -312,7 +312,9 @@ async def test_bad_arguments_are_explained_in_plain_words(svc: MemoryService, re
 async def test_an_argument_the_tool_does_not_take_is_refused(svc: MemoryService, repo: Path) -> None:
     async with connect(svc) as client:
         stray = error_of(
-            await client.call_tool("coffer__remember", {"text": "Deploys on Tuesdays.", "store": "nosuch", "cwd": str(repo)})
+            await client.call_tool(
+                "coffer__remember", {"text": "Deploys on Tuesdays.", "store": "nosuch", "cwd": str(repo)}
+            )
         )
         listed = await client.call_tool("coffer__list_memory", {"cwd": str(repo)})
     assert stray["code"] == "INVALID_INPUT" and stray["details"] == {"fields": ["store"]}

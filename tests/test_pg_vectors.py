@@ -21,7 +21,9 @@ OTHERS = ["The office cat sleeps on the sofa every afternoon.", "Use PostgreSQL 
 QUESTION = "how is the project rolled out to production?"
 
 
-def vector_pg_service(home: Path, url: str, monkeypatch: pytest.MonkeyPatch, **embedding: object) -> MemoryService:
+def vector_pg_service(
+    home: Path, url: str, monkeypatch: pytest.MonkeyPatch, **embedding: object
+) -> MemoryService:
     monkeypatch.setenv("COFFER_PG_URL", url)
     settings = Settings.load(home, memory=VECTOR_MODES, embedding=embedding, index={"backend": "postgresql"})
     return MemoryService(settings=settings)
@@ -244,7 +246,9 @@ def test_without_pgvector_postgresql_is_keyword_only_and_says_so(
         backend = svc.index.backend
         assert backend is not None and backend.vectors is False
         assert any("vector is not available" in r.getMessage() for r in caplog.records)
-        assert [h.id for h in svc.recall("make release", stores=["global"], mode="keyword").hits] == [deploy.id]
+        assert [h.id for h in svc.recall("make release", stores=["global"], mode="keyword").hits] == [
+            deploy.id
+        ]
         res = svc.recall(QUESTION, stores=["global"], mode="vector")
         assert not res.fallback and res.hits[0].id == deploy.id
         assert not svc.recall(QUESTION, stores=["global"], mode="hybrid").fallback

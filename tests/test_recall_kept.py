@@ -145,7 +145,9 @@ def test_the_first_session_fact_of_a_store_lends_at_once(tmp_home: Path) -> None
 def test_a_new_project_store_and_a_new_checkout_are_found(
     warm: MemoryService, tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scope_mod, "_RACY_NS", 0)  # find_git caches at once (its racy window is for real clocks)
+    monkeypatch.setattr(
+        scope_mod, "_RACY_NS", 0
+    )  # find_git caches at once (its racy window is for real clocks)
     repo = make_repo(tmp_path / "repo")
     sub = repo / "sub"
     sub.mkdir()
@@ -243,6 +245,8 @@ def test_a_large_store_check_keeps_its_state_and_sees_another_process(
         assert reads == []  # the other process's new mtimes were taken in, not asked for again
         inbox = warm.paths(GLOBAL_STORE).inbox
         (inbox / "by-hand.md").write_text("# By hand\n\nthe osprey agent\n")
-        assert [t.split("\n")[-1] for t in recall("osprey")] == ["the osprey agent"]  # an outside create shows at once
+        assert [t.split("\n")[-1] for t in recall("osprey")] == [
+            "the osprey agent"
+        ]  # an outside create shows at once
         next(inbox.glob("the-kestrel*.md")).unlink()
         assert recall("kestrel") == []  # and an outside delete

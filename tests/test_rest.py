@@ -244,7 +244,11 @@ def test_recall_across_the_scopes_of_a_cwd(client: TestClient, service: MemorySe
 def test_recall_errors(client: TestClient, tmp_path: Path) -> None:
     error(client.get(f"{API}/recall", params={"query": "x"}), 422, "INVALID_INPUT")
     error(client.get(f"{API}/recall", params={"query": "x", "cwd": "relative/dir"}), 422, "INVALID_INPUT")
-    error(client.get(f"{API}/recall", params={"query": "x", "cwd": str(tmp_path / "nowhere")}), 422, "INVALID_INPUT")
+    error(
+        client.get(f"{API}/recall", params={"query": "x", "cwd": str(tmp_path / "nowhere")}),
+        422,
+        "INVALID_INPUT",
+    )
     error(
         client.get(f"{API}/recall", params={"query": "x", "store": "global", "mode": "magic"}),
         422,

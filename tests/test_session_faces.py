@@ -52,13 +52,17 @@ def test_the_cli_remembers_a_session(cli: CliRunner, tmp_home: Path) -> None:
 
 def test_rest_remembers_a_session(client: Any, service: MemoryService) -> None:
     for text in CHAT:
-        r = client.post("/api/v1/memory_stores/global/facts", json={"text": text, "origin_session_id": "chat-8"})
+        r = client.post(
+            "/api/v1/memory_stores/global/facts", json={"text": text, "origin_session_id": "chat-8"}
+        )
         assert r.status_code == 201, r.text
     for text in OTHER:
         assert client.post("/api/v1/memory_stores/global/facts", json={"text": text}).status_code == 201
     assert found_through_its_question(service)
     for bad in ("chat 8", "x" * 201, 7):
-        r = client.post("/api/v1/memory_stores/global/facts", json={"text": "One more.", "origin_session_id": bad})
+        r = client.post(
+            "/api/v1/memory_stores/global/facts", json={"text": "One more.", "origin_session_id": bad}
+        )
         assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_INPUT", r.text
 
 
@@ -76,7 +80,9 @@ def test_mcp_remembers_a_session(svc: MemoryService, repo: Path) -> None:
                 )
                 assert not made.is_error
             for text in OTHER:
-                await client.call_tool("coffer__remember", {"text": text, "scope": "global", "cwd": str(repo)})
+                await client.call_tool(
+                    "coffer__remember", {"text": text, "scope": "global", "cwd": str(repo)}
+                )
             bad = await client.call_tool(
                 "coffer__remember",
                 {"text": "One more.", "scope": "global", "cwd": str(repo), "session_id": "chat 9"},

@@ -221,14 +221,26 @@ def test_the_lazy_command_table_names_every_command_and_its_module() -> None:
         assert registered(parser) == [c for c, m in COMMANDS.items() if m == module]
     assert command_in(["recall", "x"]) == "recall"
     assert command_in(["--home", "/h", "recall", "x"]) == command_in(["--home=/h", "recall"]) == "recall"
-    for argv in ([], ["--help", "recall"], ["-h"], ["--version"], ["no-such-command"], ["--ho", "/h", "recall"]):
+    for argv in (
+        [],
+        ["--help", "recall"],
+        ["-h"],
+        ["--version"],
+        ["no-such-command"],
+        ["--ho", "/h", "recall"],
+    ):
         assert command_in(argv) is None, argv
 
 
 def _imported(argv: list[str], cwd: Path, env: dict[str, str], stdin: str = "") -> set[str]:
     """The modules a real process imports (``python -X importtime``)."""
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], input=stdin, cwd=cwd, env=env, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *argv],
+        input=stdin,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return {line.split("|")[2].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
@@ -246,14 +258,29 @@ def test_a_session_start_hook_imports_no_service_index_or_value_objects(tmp_home
     start = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "SessionStart"})
     imported = _imported(["-m", "coffer_memory._agents.hook", "--agent", "claude-code"], repo, env, start)
     assert "coffer_memory._agents.context" in imported
-    heavy = {"pydantic", "pluggy", "yaml", "tomlkit", "apsw", "coffer_memory._models", "coffer_memory._config"}
-    heavy |= {"coffer_memory._index", "coffer_memory._service", "coffer_memory.plugins", "coffer_memory._agents.install"}
+    heavy = {
+        "pydantic",
+        "pluggy",
+        "yaml",
+        "tomlkit",
+        "apsw",
+        "coffer_memory._models",
+        "coffer_memory._config",
+    }
+    heavy |= {
+        "coffer_memory._index",
+        "coffer_memory._service",
+        "coffer_memory.plugins",
+        "coffer_memory._agents.install",
+    }
     assert not _any_of(imported, heavy)
 
 
 def test_settings_load_without_pydantic_unless_a_value_needs_coercing(tmp_home: Path) -> None:
     tmp_home.mkdir()
-    (tmp_home / "config.toml").write_text('grep_backend = "python"\n[llm]\ntimeout_seconds = 60\nmodel = "m"\n')
+    (tmp_home / "config.toml").write_text(
+        'grep_backend = "python"\n[llm]\ntimeout_seconds = 60\nmodel = "m"\n'
+    )
     code = (
         "import sys; from coffer_memory._config import Settings; s = Settings.load(sys.argv[1]); "
         "print(s.llm.timeout_seconds, s.llm.model, s.grep_backend, s.memory.max_fact_chars)"
@@ -287,7 +314,9 @@ def test_settings_check_each_value_on_both_paths() -> None:
             LLMSettings.model_validate(bad)
     with pytest.raises(ValueError, match="default_mode"):
         MemoryStoreConfig(retrieval_modes=["grep"], default_mode="keyword")
-    settings = Settings.model_validate({"home": "rel", "memory": {"max_fact_chars": 100}, "llm": LLMSettings()})
+    settings = Settings.model_validate(
+        {"home": "rel", "memory": {"max_fact_chars": 100}, "llm": LLMSettings()}
+    )
     assert settings.home.is_absolute() and settings.memory.max_fact_chars == 100
     assert settings == Settings.model_validate({"home": "rel", "memory": {"max_fact_chars": "100"}})
 
@@ -328,10 +357,20 @@ def test_coffer_mcp_starts_without_the_components_its_tools_have_not_used(tmp_ho
     )
     imported = _imported(["-c", code, str(tmp_home)], tmp_home.parent, dict(os.environ))
     assert "coffer_memory_mcp.server" in imported and "mcp" in imported
-    unused = {"coffer_memory._organize", "coffer_memory._transcripts", "coffer_memory._agents", "coffer_memory._lanes"}
-    unused |= {"coffer_memory._stores", "coffer_memory._doctor", "coffer_memory.plugins.builtin", "pluggy", "yaml"}
+    unused = {
+        "coffer_memory._organize",
+        "coffer_memory._transcripts",
+        "coffer_memory._agents",
+        "coffer_memory._lanes",
+    }
+    unused |= {
+        "coffer_memory._stores",
+        "coffer_memory._doctor",
+        "coffer_memory.plugins.builtin",
+        "pluggy",
+        "yaml",
+    }
     assert not _any_of(imported, unused)
-
 
 
 class _SkewedHash(example_embedder()):  # type: ignore[misc]

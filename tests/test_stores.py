@@ -467,9 +467,7 @@ def test_the_global_store_keeps_its_config_in_its_own_store_json(svc: MemoryServ
     assert svc.store_info("global").label is None and [s.name for s in svc.stores()] == ["global"]
 
 
-def test_max_fact_chars_per_store_limits_remember_edit_and_journal(
-    svc: MemoryService, repo: Path
-) -> None:
+def test_max_fact_chars_per_store_limits_remember_edit_and_journal(svc: MemoryService, repo: Path) -> None:
     from coffer_memory import MemoryRejected
 
     r = svc.remember("a short fact", cwd=repo)

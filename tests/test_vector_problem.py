@@ -61,12 +61,17 @@ def test_no_vector_problem_when_vector_modes_are_off(missing: None, tmp_path: Pa
         assert report.vector_problem is None and report.ok
 
 
-def test_coffer_doctor_prints_the_vector_line_and_fails(missing: None, cli: CliRunner, tmp_home: Path) -> None:
+def test_coffer_doctor_prints_the_vector_line_and_fails(
+    missing: None, cli: CliRunner, tmp_home: Path
+) -> None:
     tmp_home.mkdir(parents=True, exist_ok=True)
     (tmp_home / "config.toml").write_text(
         '[memory]\nretrieval_modes = ["grep", "keyword", "hybrid"]\n[embedding]\nprovider = "not-installed"\n'
     )
     out = cli("doctor")
     assert out.returncode == 1, out.stderr
-    assert "vector: vector recall is enabled but the embedding provider 'not-installed' is not available" in out.stdout
+    assert (
+        "vector: vector recall is enabled but the embedding provider 'not-installed' is not available"
+        in out.stdout
+    )
     assert "leave vector and hybrid out of retrieval_modes" in out.stdout

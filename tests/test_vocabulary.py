@@ -25,9 +25,17 @@ def restated_limits(source: str, name: str) -> list[str]:
             value = node.value
             if isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value > 1:
                 found.append(f"{name}:{node.value.lineno} {node.arg}={value.value}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and RANGE_IN_TEXT.search(node.value):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and RANGE_IN_TEXT.search(node.value)
+        ):
             found.append(f"{name}:{node.lineno} {node.value!r}")
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal":
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal"
+        ):
             names = {e.value for e in ast.walk(node.slice) if isinstance(e, ast.Constant)}
             if set(RETRIEVAL_MODES) <= names:
                 found.append(f"{name}:{node.lineno} Literal of the retrieval modes")

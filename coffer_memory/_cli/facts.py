@@ -274,7 +274,9 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         if report.links:
             advice.append("replace the symbolic links inside the store with the files themselves")
         if report.vector_problem:
-            advice.append("install what the vector line names, or leave vector and hybrid out of retrieval_modes")
+            advice.append(
+                "install what the vector line names, or leave vector and hybrid out of retrieval_modes"
+            )
         print("problems found: " + "; ".join(advice))
     return 0 if ok else 1
 

@@ -168,10 +168,14 @@ def by_coverage_lists(
     out = []
     for ranked in lists:
         if keys is not None:  # the usual query: one intersection per row counts its terms
-            scored = [(rowid, score * factors[len(compared[rowid][1].keys() & keys)]) for rowid, score in ranked]
+            scored = [
+                (rowid, score * factors[len(compared[rowid][1].keys() & keys)]) for rowid, score in ranked
+            ]
         else:
             shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
-            scored = [(rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)]
+            scored = [
+                (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)
+            ]
         scored.sort(key=itemgetter(1, 0))
         out.append(scored)
     return out
@@ -196,7 +200,11 @@ def _shares(wanted: Sequence[_Wanted], compared: Sequence[tuple[str, Tokens]]) -
     """How many of the ``wanted`` terms each compared row (text, tokens) holds."""
     if any(cjk for _, cjk in wanted):
         return [
-            sum(1 for latin, cjk in wanted if latin <= words.keys() and (not cjk or all(c in text for c in cjk)))
+            sum(
+                1
+                for latin, cjk in wanted
+                if latin <= words.keys() and (not cjk or all(c in text for c in cjk))
+            )
             for text, words in compared
         ]
     return _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])

@@ -37,8 +37,6 @@ DAMAGE = (apsw.CorruptError, apsw.NotADBError)
 CORE_TABLES = frozenset({"documents", "chunks", "documents_fts", "store_state"})
 
 
-
-
 MMAP_BYTES = 256 * 1024 * 1024
 
 

@@ -218,7 +218,9 @@ class Reconciler:
         if not conn.get_autocommit():  # inside a transaction: what it wrote may roll back
             return None
         vectors = self.reindexer.vectors
-        if vectors is not None and (vectors.existing_table(sp.name) is None or self.reindexer.pending_paths(sp.name)):
+        if vectors is not None and (
+            vectors.existing_table(sp.name) is None or self.reindexer.pending_paths(sp.name)
+        ):
             return None
         key = (conn, conn.total_changes())
         held = self._states.get(sp.name)
@@ -238,7 +240,9 @@ class Reconciler:
         """True for a store whose every file a read checks (``_small_unchanged``)."""
         return state[2] <= self.settings.reconcile_full_scan_max_files
 
-    def _unchanged_by(self, sp: StorePaths, state: tuple[dict[str, int], float, int] | None) -> ReindexReport | None:
+    def _unchanged_by(
+        self, sp: StorePaths, state: tuple[dict[str, int], float, int] | None
+    ) -> ReindexReport | None:
         """``_quick``'s answer by ``state``: a large store, its full scan not due, every recall folder
         at its recorded mtime and one of them there (so the store's folder is too)."""
         if state is None or self._small(state):

@@ -425,3 +425,24 @@ def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+CACHE_FOLDER = "cache"
+
+
+def write_home_cache(home: str | os.PathLike[str] | None, name: str, data: bytes) -> Path:
+    """Write ``data`` to ``<home>/cache/<name>`` atomically (mode 0600) and return its path.
+
+    For what a face records to start faster next time (``coffer-mcp``'s handshake), never memory:
+    the faces write no file themselves. ``home`` None is ``$COFFER_HOME`` or ``~/.coffer``; ``name``
+    is one plain file name.
+    """
+    from .._config import home_path
+
+    if not name or name != os.path.basename(name) or name in (".", ".."):
+        raise ValueError(f"a cache file name, not a path: {name!r}")
+    base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
+    target = home_path(base) / CACHE_FOLDER / name
+    ensure_dir(target.parent)
+    atomic_write(target, data, mode=0o600, temp_prefix=TEMP_PREFIX)
+    return target

@@ -13,7 +13,9 @@ from ..schemas import AgentChangeOut, AgentListOut, AgentOut, AgentPatch, HookIn
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
 CheckMcp = Annotated[
     bool,
-    Query(description="Start the registered coffer-mcp and ask it for its tools (takes up to a few seconds)."),
+    Query(
+        description="Start the registered coffer-mcp and ask it for its tools (takes up to a few seconds)."
+    ),
 ]
 
 AgentName = Annotated[
