@@ -4,6 +4,10 @@ A request line or header that is not HTTP (an unknown method, a byte over 0x7F i
 NUL in a header) never reaches the app: uvicorn answers it itself, in plain text. ``coffer-api``
 serves with this protocol so that answer is ``400`` with ``{"error": {"code": "INVALID_INPUT",
 ...}}`` like every other refusal. The parser is uvicorn's own (httptools when installed, else h11).
+
+httptools itself bounds neither the number nor the size of a request's headers (h11 stops at
+16 KiB): a 200 KB header or 5,000 headers were taken and kept in memory. With httptools a
+request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ try:
 except ImportError:  # pragma: no cover - uvicorn's own fallback when httptools is missing
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Parser  # type: ignore[assignment]
 
+MAX_HEADERS = 100
+"""Headers one request may carry (browsers send about 20)."""
+MAX_HEADER_BYTES = 64 * 1024
+"""Bytes of header names and values one request may carry (about nginx's default)."""
+
 _BODY = json.dumps(
     {"error": {"code": "INVALID_INPUT", "message": "the request is not valid HTTP", "details": {}}}
 ).encode()
@@ -22,6 +31,24 @@ _BODY = json.dumps(
 
 class EnvelopeProtocol(_Parser):
     """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope."""
+
+    _header_bytes = 0
+
+    def on_message_begin(self) -> None:
+        """A new request: its headers' tally starts again."""
+        self._header_bytes = 0
+        super().on_message_begin()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """Keep a header, unless the request is past ``MAX_HEADERS`` or ``MAX_HEADER_BYTES``.
+
+        httptools calls this per header (a long one may come in pieces); an exception here ends
+        the parse as one the parser refused, which ``send_400_response`` answers.
+        """
+        self._header_bytes += len(name) + len(value)
+        if len(self.headers) >= MAX_HEADERS or self._header_bytes > MAX_HEADER_BYTES:
+            raise ValueError("the request's headers are too many or too large")
+        super().on_header(name, value)
 
     def send_400_response(self, msg: str) -> None:
         """Answer a request that does not parse (``msg`` is uvicorn's text for it) and close."""

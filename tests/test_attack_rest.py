@@ -216,3 +216,24 @@ def test_a_cross_site_request_with_an_allowed_origin_is_cors_business(tmp_home: 
         headers = {"Origin": ORIGIN, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}
         r = c.get(f"{API}/global/recall?query=x", headers=headers)
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == ORIGIN
+
+
+# -- header limits ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(f"X-H{i}", "v") for i in range(5_000)],  # httptools took them all
+        [("X-Big", "a" * 200_000)],
+        [(f"X-Part{i}", "b" * 8_000) for i in range(10)],  # each small, together past 64 KiB
+    ],
+    ids=["many", "one-huge", "many-large"],
+)
+def test_too_many_or_too_large_headers_are_refused_with_the_envelope(
+    served: int, headers: list[tuple[str, str]]
+) -> None:
+    status, fields, body = raw_get(served, f"{API}/global/recall?query=x", ("Host", "127.0.0.1"), *headers)
+    assert status == 400 and fields["content-type"] == "application/json", body[:200]
+    envelope(status, body, "INVALID_INPUT")
+    # Ordinary requests with a browser's share of headers are served, on the same server.
+    usual = [(f"X-Usual{i}", "c" * 100) for i in range(40)]
+    assert raw_get(served, f"{API}/global/recall?query=x", ("Host", "127.0.0.1"), *usual)[0] == 200
