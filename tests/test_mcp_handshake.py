@@ -386,12 +386,13 @@ async def test_the_official_client_over_stdio(tmp_path: Path, anyio_backend: str
 
 
 def test_a_home_cache_is_one_private_file_of_the_home(tmp_path: Path) -> None:
-    from coffer_memory import write_home_cache
+    from coffer_memory import InvalidInput, write_home_cache
 
     path = write_home_cache(tmp_path / "home", "x.json", b"{}")
     assert path == tmp_path / "home" / "cache" / "x.json" and path.read_bytes() == b"{}"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for name in ("", ".", "..", "../x", "a/b"):
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInput) as refused:
             write_home_cache(tmp_path / "home", name, b"")
+        assert refused.value.code == "INVALID_INPUT" and refused.value.field == "name"
     assert sorted(p.name for p in (tmp_path / "home" / "cache").iterdir()) == ["x.json"]

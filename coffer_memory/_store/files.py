@@ -435,12 +435,13 @@ def write_home_cache(home: str | os.PathLike[str] | None, name: str, data: bytes
 
     For what a face records to start faster next time (``coffer-mcp``'s handshake), never memory:
     the faces write no file themselves. ``home`` None is ``$COFFER_HOME`` or ``~/.coffer``; ``name``
-    is one plain file name.
+    is one plain file name (anything else is ``InvalidInput``).
     """
     from .._config import home_path
+    from .._errors import InvalidInput
 
     if not name or name != os.path.basename(name) or name in (".", ".."):
-        raise ValueError(f"a cache file name, not a path: {name!r}")
+        raise InvalidInput(f"a cache file name, not a path: {name!r}", field="name")
     base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
     target = home_path(base) / CACHE_FOLDER / name
     ensure_dir(target.parent)
