@@ -297,4 +297,37 @@ def test_python_grep_trusts_kept_texts_while_the_feed_vouches(
     shutil.rmtree(root / "knowledge" / "topic")
     assert len(same()) == 7
     assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None  # still vouched
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "s.md").write_text("deploy from outside the store\n")
+    (root / "knowledge" / "linked").symlink_to(elsewhere, target_is_directory=True)  # never followed
+    assert len(same()) == 7
+    (root / "knowledge" / "real").mkdir()
+    same()
+    (root / "knowledge" / "real").rmdir()
+    (root / "knowledge" / "real").symlink_to(elsewhere, target_is_directory=True)
+    assert len(same()) == 7
     python.close()
+
+
+def test_a_folder_swapped_for_a_symlink_is_not_followed(tmp_home: Path) -> None:
+    """The full scan never follows a symlink below a top recall folder; the feed's re-scan of the
+    folder it names must not either (it took the symlink for the folder and indexed its target)."""
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        topic = paths[0].parent.parent / "topic"
+        topic.mkdir()
+        (topic / "t.md").write_text("the topic of the plover\n")
+        elsewhere = tmp_home.parent / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "s.md").write_text("outside the store: plover and avocet\n")
+        _warm(svc)
+        assert len(_ids(svc, "plover")) == 1
+        shutil.rmtree(topic)
+        topic.symlink_to(elsewhere, target_is_directory=True)
+        assert _ids(svc, "avocet") == set()
+        assert _ids(svc, "plover") == set()
+        (elsewhere / "s2.md").write_text("avocet again\n")
+        assert _ids(svc, "avocet") == set()
+        svc.reindex("global")  # the full scan agrees
+        assert _ids(svc, "avocet") == set()

@@ -56,7 +56,7 @@ from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, file_stat, list_folder, printable, scan_markdown, utf8_name
 from .._store.versions import bump_version
-from .._store.watch import FolderFeed, recall_stat, under
+from .._store.watch import FolderFeed, recall_stat, under, walkable
 from .db import DAMAGE, IndexDB
 from .reindex import Reindexer, stat_columns
 
@@ -760,7 +760,7 @@ class Reconciler:
         )
         for tree in sorted(trees):
             self.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
-            tree_files, _ = scan_markdown(sp.root, (sp.root / tree,), odd)
+            tree_files = scan_markdown(sp.root, (sp.root / tree,), odd)[0] if walkable(root, tree) else {}
             tree_prefix = self._prefix(sp.root / tree)
             rows = self._rows_under(sp.name, tree_prefix)
             self._apply(sp, tree_files, rows, tally, broken=self._broken_under(sp.name, tree_prefix))

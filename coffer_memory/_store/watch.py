@@ -437,6 +437,18 @@ def under(rel: str, tree: str) -> bool:
     return rel == tree or rel.startswith(tree + "/")
 
 
+def walkable(root: str, rel: str) -> bool:
+    """True when a re-scan may enter the folder ``rel`` (relative to ``root``) the feed named: a top
+    folder always (the full scan and ripgrep follow a path they are given), one below it only when
+    it is a real folder, not a symlink put in its place (neither follows that)."""
+    if "/" not in rel:
+        return True
+    try:
+        return S_ISDIR(os.lstat(f"{root}/{rel}").st_mode)
+    except OSError:
+        return False
+
+
 def recall_stat(root: str, rel: str, odd: OddFiles | None = None) -> FileStat | None:
     """The stat of one recall file as the full scan would take it, or None (gone, a symlink,
     unreadable or odd: an odd one goes into ``odd`` with the reason)."""

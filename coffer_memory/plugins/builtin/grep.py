@@ -17,7 +17,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from ..._store.scan import utf8_name
-from ..._store.watch import FolderFeed, under
+from ..._store.watch import FolderFeed, under, walkable
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 
 MAX_LINES_PER_FILE = 50
@@ -403,6 +403,8 @@ class _Watched:
                 for path in [p for p in held if under(p, folder)]:
                     held.discard(path)
                     self._forget(path)
+                if not walkable(parent, tree):
+                    continue
                 for dirpath, dirnames, filenames in os.walk(folder):
                     dirnames[:] = [d for d in dirnames if not d.startswith(".")]
                     for name in filenames:
