@@ -90,16 +90,36 @@ class Snapshot:
         return self.results[version][method]
 
 
+def _misshapen(data: Any) -> str | None:
+    """What keeps ``data`` from being a snapshot, or None. A recorded one is a file of the home: it
+    may come from another coffer (a downgrade) or a hand edit, and must never stop coffer-mcp."""
+    if not isinstance(data, dict):
+        return "not an object"
+    packages, results, offer = data.get("packages"), data.get("results"), data.get("counter_offer")
+    if not isinstance(packages, dict) or not all(isinstance(v, (str, type(None))) for v in packages.values()):
+        return "packages is not an object of versions"
+    if not isinstance(results, dict) or not isinstance(offer, str) or offer not in results:
+        return "results holds no answers for its counter_offer"
+    methods = ("initialize", *FAST_METHODS)
+    for version, answers in results.items():
+        if not isinstance(answers, dict) or not all(isinstance(answers.get(m), dict) for m in methods):
+            return f"results for {version} lack an answer to one of {', '.join(methods)}"
+    return None
+
+
 def _load(path: Path) -> tuple[Snapshot | None, str]:
     """The snapshot at ``path`` when it fits the installed packages, else ``None``; and why."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        recorded: dict[str, str] = data["packages"]
-        snapshot = Snapshot(results=data["results"], counter_offer=data["counter_offer"])
     except FileNotFoundError:
         return None, f"no snapshot at {path}"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         return None, f"no usable snapshot at {path}: {exc!r}"
+    problem = _misshapen(data)
+    if problem is not None:
+        return None, f"no usable snapshot at {path}: {problem}"
+    recorded: dict[str, str | None] = data["packages"]
+    snapshot = Snapshot(results=data["results"], counter_offer=data["counter_offer"])
     installed = installed_versions(tuple(recorded))
     differ = [
         f"{n} {recorded[n]} (installed: {installed[n]})" for n in recorded if installed[n] != recorded[n]

@@ -253,16 +253,21 @@ def test_a_reused_id_and_odd_ids_reach_the_right_answers(peers: Any) -> None:
     assert peer.close() == 0
 
 
-def test_a_snapshot_for_another_sdk_version_takes_the_plain_path_and_records_one(
-    peers: Any, tmp_path: Path
-) -> None:
-    # Metadata saying another SDK is installed, ahead of the real one on sys.path: what a user
-    # whose pip chose other versions than the packaged snapshot's has.
+def other_sdk(tmp_path: Path) -> Path:
+    """A folder of metadata saying another SDK is installed, for PYTHONPATH (ahead of the real one on
+    sys.path): what a user whose pip chose other versions than the packaged snapshot's has."""
     site = tmp_path / "site"
     (site / "mcp-9.9.9.dist-info").mkdir(parents=True)
     (site / "mcp-9.9.9.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: mcp\nVersion: 9.9.9\n"
     )
+    return site
+
+
+def test_a_snapshot_for_another_sdk_version_takes_the_plain_path_and_records_one(
+    peers: Any, tmp_path: Path
+) -> None:
+    site = other_sdk(tmp_path)
     home = tmp_path / "home"
     cached = _handshake.cache_file(str(home))
     first = peers("first", home=home, env={"PYTHONPATH": str(site)})
@@ -396,3 +401,49 @@ def test_a_home_cache_is_one_private_file_of_the_home(tmp_path: Path) -> None:
             write_home_cache(tmp_path / "home", name, b"")
         assert refused.value.code == "INVALID_INPUT" and refused.value.field == "name"
     assert sorted(p.name for p in (tmp_path / "home" / "cache").iterdir()) == ["x.json"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["packages: a list", "results: none", "results: a list", "a method missing", "counter_offer: unknown"],
+)
+def test_a_recorded_snapshot_of_the_wrong_shape_takes_the_plain_path_and_is_recorded_anew(
+    peers: Any, tmp_path: Path, damage: str
+) -> None:
+    """Valid JSON for the installed versions but not a snapshot (another coffer's format after a
+    downgrade, a hand edit): coffer-mcp crashed at every start until the file was deleted."""
+    site = other_sdk(tmp_path)
+    home = tmp_path / "home"
+    cached = _handshake.cache_file(str(home))
+    cached.parent.mkdir(parents=True)
+    packages = {**_handshake.installed_versions(), "mcp": "9.9.9"}
+    version = "2025-06-18"
+    answers = {m: {} for m in ("initialize", *_handshake.FAST_METHODS)}
+    data: dict[str, Any] = {"packages": packages, "counter_offer": version, "results": {version: answers}}
+    if damage == "packages: a list":
+        data["packages"] = sorted(packages)
+    elif damage == "results: none":
+        data["results"] = {}
+    elif damage == "results: a list":
+        data["results"] = [version]
+    elif damage == "a method missing":
+        del answers["tools/list"]
+    else:
+        data["counter_offer"] = "1999-01-01"
+    cached.write_text(json.dumps(data))
+    peer = peers(home=home, env={"PYTHONPATH": str(site)})
+    peer.send(initialize())
+    peer.send(INITIALIZED)
+    peer.send(request(1, "tools/list"))
+    peer.release()
+    got = peer.answers(2)
+    assert got[0]["result"]["protocolVersion"] == version
+    assert "coffer__remember" in [t["name"] for t in got[1]["result"]["tools"]]
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    while json.loads(cached.read_text()) == data and time.monotonic() < deadline:
+        time.sleep(0.05)  # the plain path records a good snapshot over it, on a thread
+    assert peer.close() == 0
+    assert "plain path:" in peer.stderr() and "Traceback" not in peer.stderr(), peer.stderr()
+    recorded = json.loads(cached.read_text())
+    assert recorded["packages"]["mcp"] == "9.9.9"
+    assert recorded["results"][version]["tools/list"] == got[1]["result"]
