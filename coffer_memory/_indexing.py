@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -49,11 +50,19 @@ AUDIT_CURSOR_STORE = "audit"
 _EXTRAS = {"multilingual-e5": "vector", "minilm": "minilm"}
 
 
+class _Owner:
+    """A thread's token, kept in a ``threading.local``: freed when its thread ends, whether
+    ``threading`` knows the thread or not (one started by ``_thread`` or by C code calling in)."""
+
+    __slots__ = ("__weakref__",)
+
+
 @attrs.define
 class _Reader:
     """One thread's reader retrieval and, once recall fanned out, its second reader."""
 
     main: KnowledgeRetrieval
+    owner: weakref.ref[_Owner]  # dead once the thread that uses it ended
     side: KnowledgeRetrieval | None = None
 
     def close(self) -> None:
@@ -79,6 +88,7 @@ class IndexHandle:
         # Reader retrievals by thread ident (a dict, not a threading.local, so close() reaches them).
         self._readers: dict[int, _Reader] = {}
         self._readers_guard = threading.Lock()
+        self._owners = threading.local()  # each thread's _Owner
         self.audit_log = AuditLog(settings.home)
 
     # -- opening ------------------------------------------------------------------------------
@@ -134,10 +144,17 @@ class IndexHandle:
             return SharedRetrieval(db, self.settings, self._grep, own, self._shared.backend)
         return KnowledgeRetrieval(db, self.settings, self._grep, own)
 
-    def _with_side(self, reader: KnowledgeRetrieval) -> _Reader:
+    def _owner(self) -> _Owner:
+        """The calling thread's token (made on its first use)."""
+        owner: _Owner | None = getattr(self._owners, "token", None)
+        if owner is None:
+            owner = self._owners.token = _Owner()
+        return owner
+
+    def _with_side(self, reader: KnowledgeRetrieval, owner: _Owner) -> _Reader:
         """Give ``reader`` a second reader, so that recall searches a project store and the global
         store at the same time (not on a single CPU)."""
-        held = _Reader(reader)
+        held = _Reader(reader, weakref.ref(owner))
         if (os.cpu_count() or 1) >= 2:
 
             def second() -> KnowledgeRetrieval:
@@ -184,24 +201,28 @@ class IndexHandle:
     def retrieval(self) -> KnowledgeRetrieval:
         """The recall facade of the calling thread, on that thread's reader connection."""
         me = threading.get_ident()
+        owner = self._owner()
         with self._readers_guard:
             held = self._readers.get(me)
             if held is not None and not held.main.db.closed:
+                if held.owner() is not owner:  # an ident is reused only after its thread ended
+                    held.owner = weakref.ref(owner)
                 return held.main
             # A dead thread's reader is idle for good: this thread takes one over (its connection,
             # kept rows, query vectors and worker: an MCP server's tool calls run on worker threads
             # that anyio retires after 10 s idle, and a new reader cost a recall 3-8 ms), the
-            # others close (a new thread may reuse the ident).
-            alive = {t.ident for t in threading.enumerate()}
-            dead = [self._readers.pop(i) for i in list(self._readers) if i not in alive]
+            # others close. Dead by its token, not by ``threading.enumerate()``, which leaves out
+            # live threads it did not start.
+            dead = [self._readers.pop(i) for i, r in list(self._readers.items()) if r.owner() is None]
             taken = next((r for r in dead if not r.main.db.closed), None)
             for reader in dead:
                 if reader is not taken:
                     reader.close()
             if taken is not None:
+                taken.owner = weakref.ref(owner)
                 self._readers[me] = taken
                 return taken.main
-        held = self._with_side(self._reader())
+        held = self._with_side(self._reader(), owner)
         with self._readers_guard:
             self._readers[me] = held
         return held.main

@@ -5,6 +5,7 @@ the service, and an embedder failing on the worker."""
 
 from __future__ import annotations
 
+import _thread
 import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -147,3 +148,42 @@ def test_a_new_thread_takes_over_the_reader_of_a_finished_one(plugin: _Plugin, t
         two.join()
         assert seen["second"] is seen["first"] and seen["fallback"] is False
         assert len(set(_workers()) - before) == 1
+
+
+def test_a_live_thread_that_threading_does_not_know_keeps_its_reader(tmp_path: Path) -> None:
+    """A thread started by ``_thread`` (or by C code calling in) is missing from
+    ``threading.enumerate()``: its reader was taken for a dead thread's, so another thread shared its
+    connection, and a third closed it, while it still ran recalls."""
+    seen: dict[str, object] = {}
+    ready = {name: threading.Event() for name in ("a", "b")}
+    ended = {name: threading.Event() for name in ("a", "b")}
+    go = threading.Event()
+
+    def foreign(name: str) -> None:
+        try:
+            svc.recall("cache deploy", stores=["global"])
+            seen[name] = svc.retrieval
+            ready[name].set()
+            go.wait()
+            seen[f"{name} later"] = svc.retrieval
+            seen[f"{name} hits"] = len(svc.recall("cache deploy", stores=["global"]).hits)
+        finally:
+            ended[name].set()
+
+    def other() -> None:
+        svc.recall("cache deploy", stores=["global"])
+        seen["other"] = svc.retrieval
+
+    with MemoryService(settings=Settings.load(tmp_path / "home")) as svc:
+        svc.remember("the cache is warmed before each deploy", scope="global")
+        for name in ("a", "b"):
+            _thread.start_new_thread(foreign, (name,))
+            ready[name].wait()
+        one = threading.Thread(target=other)
+        one.start()
+        one.join()
+        go.set()
+        assert seen["other"] is not seen["a"] and seen["other"] is not seen["b"]
+        for name in ("a", "b"):
+            ended[name].wait()
+            assert seen[f"{name} later"] is seen[name] and seen[f"{name} hits"] == 1
