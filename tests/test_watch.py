@@ -269,6 +269,7 @@ def test_python_grep_trusts_kept_texts_while_the_feed_vouches(
     inbox.mkdir(parents=True)
     for i in range(6):
         (inbox / f"f{i}.md").write_text(f"fact {i}: the deploy runs at noon\n")
+    os.link(inbox / "f3.md", tmp_path / "outside.md")  # a second link, outside the watched folders
     (root / "knowledge" / ".hidden.md").write_text("deploy hidden\n")
     folders = [root / "knowledge", root / "journal"]
     patterns = ["deploy", "rollback", "heron"]
@@ -284,6 +285,8 @@ def test_python_grep_trusts_kept_texts_while_the_feed_vouches(
     assert python._watched.listing(str(root), ["knowledge", "journal"]) is not None
     _sneaky_edit(inbox / "f2.md", "deploy", "heron!")
     assert same()[str(inbox / "f2.md")] == frozenset({2})
+    _sneaky_edit(tmp_path / "outside.md", "deploy", "heron!")  # no event names f3.md
+    assert same()[str(inbox / "f3.md")] == frozenset({2})
     (inbox / "f0.md").unlink()
     (inbox / "f1.md").rename(inbox / "moved.md")
     (inbox / "new.md").write_text("a rollback by hand\n")
@@ -331,3 +334,50 @@ def test_a_folder_swapped_for_a_symlink_is_not_followed(tmp_home: Path) -> None:
         assert _ids(svc, "avocet") == set()
         svc.reindex("global")  # the full scan agrees
         assert _ids(svc, "avocet") == set()
+
+
+def test_an_edit_through_another_hard_link_shows_on_the_next_recall(tmp_home: Path) -> None:
+    """inotify names the path a write went through: a file with a second link (in the store or
+    outside it) changed through that link raises no event for its own name."""
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        twin = paths[0].with_name("twin.md")
+        os.link(paths[0], twin)
+        outside = tmp_home.parent / "outside.md"
+        os.link(paths[1], outside)
+        _warm(svc)
+        _sneaky_edit(twin, "falcon", "kestr1")
+        assert {h.path for h in svc.recall("kestr1", stores=["global"], mode="keyword").hits} == {
+            paths[0],
+            twin,
+        }
+        _sneaky_edit(outside, "falcon", "kestr2")
+        assert [h.path for h in svc.recall("kestr2", stores=["global"], mode="keyword").hits] == [paths[1]]
+        outside.unlink()  # one link again: its changes raise events once more
+        _sneaky_edit(paths[1], "kestr2", "kestr3")
+        assert [h.path for h in svc.recall("kestr3", stores=["global"], mode="keyword").hits] == [paths[1]]
+        assert _feed(svc).status("global") == "verified"
+
+
+@pytest.mark.skipif(not RipgrepBackend().available(), reason="compares with ripgrep")
+def test_python_grep_walks_again_when_its_vouching_grows_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hard link made outside the watched folders after the walk raises no event, nor does a write
+    through it: the pure-Python backend trusts its kept texts no longer than ``REWALK_NS``."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)
+    inbox = tmp_path / "store" / "knowledge" / "inbox"
+    inbox.mkdir(parents=True)
+    for i in range(3):
+        (inbox / f"f{i}.md").write_text(f"fact {i}: the deploy runs at noon\n")
+    folders = [inbox.parent]
+    python, rg = PythonGrepBackend(), RipgrepBackend()
+    for _ in range(3):  # the second search arms the feed, the walk after it lets it vouch
+        python.held(folders, ["deploy"], skip=_MACHINE_LINE)
+    os.link(inbox / "f1.md", tmp_path / "outside.md")
+    _sneaky_edit(tmp_path / "outside.md", "deploy", "heron!")
+    monkeypatch.setattr(grep_module, "REWALK_NS", 0)
+    held = python.held(folders, ["deploy", "heron"], skip=_MACHINE_LINE)
+    assert held == rg.held(folders, ["deploy", "heron"], skip=_MACHINE_LINE)
+    assert held[str(inbox / "f1.md")] == frozenset({1})
+    python.close()

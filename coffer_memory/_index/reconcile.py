@@ -607,7 +607,8 @@ class Reconciler:
         epoch = self._arm(sp)
         tally = _Tally(external=[], seen=seen)
         odd: OddFiles = {}
-        files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd)
+        linked: set[str] = set()
+        files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd, linked)
         _warn_odd(sp.name, odd)
         for folder in sp.recall_dirs():
             dirs.setdefault(sp.relative(folder), MISSING)
@@ -619,6 +620,7 @@ class Reconciler:
             self._save_state(sp.name, dirs, time.time(), count)
         self._record_external(sp, tally)
         if self.feed is not None:
+            self.feed.relink(sp.name, linked, trees=[sp.relative(d) for d in sp.recall_dirs()])
             self.feed.verify(sp.name, epoch)
         return tally.report(sp.name)
 
@@ -750,7 +752,8 @@ class Reconciler:
         prefix = self._prefix(sp.root)
         keys = [prefix + rel for rel in files]
         root = str(sp.root)
-        found = {rel: st for rel in files if (st := recall_stat(root, rel, odd)) is not None}
+        linked: set[str] = set()
+        found = {rel: st for rel in files if (st := recall_stat(root, rel, odd, linked)) is not None}
         self._apply(
             sp,
             found,
@@ -760,10 +763,13 @@ class Reconciler:
         )
         for tree in sorted(trees):
             self.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
-            tree_files = scan_markdown(sp.root, (sp.root / tree,), odd)[0] if walkable(root, tree) else {}
+            tree_files = (
+                scan_markdown(sp.root, (sp.root / tree,), odd, linked)[0] if walkable(root, tree) else {}
+            )
             tree_prefix = self._prefix(sp.root / tree)
             rows = self._rows_under(sp.name, tree_prefix)
             self._apply(sp, tree_files, rows, tally, broken=self._broken_under(sp.name, tree_prefix))
+        self.feed.relink(sp.name, linked, files, trees)
         _warn_odd(sp.name, odd)
         state = self._state(sp.name)
         if (tally.added or tally.removed) and state is not None:

@@ -75,24 +75,27 @@ OddFiles = dict[str, str]
 
 
 def scan_markdown(
-    root: Path, folders: tuple[Path, ...], odd: OddFiles | None = None
+    root: Path, folders: tuple[Path, ...], odd: OddFiles | None = None, linked: set[str] | None = None
 ) -> tuple[dict[str, FileStat], dict[str, int]]:
     """Every visible ``*.md`` regular file under ``folders`` (relative to ``root``) and folder mtimes.
 
     Hidden entries (temp files among them) and symlinks are skipped. Entries that cannot be
     indexed (a name that is not UTF-8, a FIFO named ``*.md``) are skipped and, when ``odd``
-    is given, put there with the reason.
+    is given, put there with the reason. ``linked`` (when given) gets the files with another
+    hard link: a write through that one raises no inotify event for their own name.
     """
     files: dict[str, FileStat] = {}
     dirs: dict[str, int] = {}
     for folder in folders:
-        for rel_dir, entries in _walk(root, folder, dirs, odd):
+        for rel_dir, entries in _walk(root, folder, dirs, odd, linked):
             for name, st in entries:
                 files[f"{rel_dir}/{name}"] = st
     return files, dirs
 
 
-def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileStat | None:
+def _entry(
+    entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None, linked: set[str] | None = None
+) -> FileStat | None:
     """The stat of a ``*.md`` entry worth indexing, or None (an odd one goes into ``odd``)."""
     try:
         st = entry.stat(follow_symlinks=False)
@@ -108,6 +111,8 @@ def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileS
     if reason is None and not utf8_name(entry.name):
         reason = BAD_NAME
     if reason is None:
+        if linked is not None and st.st_nlink > 1:
+            linked.add(f"{rel_dir}/{entry.name}")
         return file_stat(st)
     if odd is not None:
         odd[f"{rel_dir}/{entry.name}"] = reason
@@ -115,7 +120,11 @@ def _entry(entry: os.DirEntry[str], rel_dir: str, odd: OddFiles | None) -> FileS
 
 
 def _walk(
-    root: Path, folder: Path, dirs: dict[str, int], odd: OddFiles | None = None
+    root: Path,
+    folder: Path,
+    dirs: dict[str, int],
+    odd: OddFiles | None = None,
+    linked: set[str] | None = None,
 ) -> Iterator[tuple[str, list[tuple[str, FileStat]]]]:
     stack = [folder]
     while stack:
@@ -138,7 +147,7 @@ def _walk(
                 elif odd is not None:
                     odd[f"{rel_dir}/{name}"] = "folder name is not valid UTF-8"
             elif name.endswith(".md"):
-                st = _entry(entry, rel_dir, odd)
+                st = _entry(entry, rel_dir, odd, linked)
                 if st is not None:
                     entries.append((name, st))
         yield rel_dir, entries

@@ -152,6 +152,7 @@ class _Store:
         self.lost = False
         self.files: set[str] = set()  # store-relative recall files to re-check
         self.trees: set[str] = set()  # store-relative folders to re-watch and re-scan
+        self.linked: set[str] = set()  # files with another hard link: re-checked on every read
 
 
 class FolderFeed:
@@ -217,6 +218,21 @@ class FolderFeed:
             watched = self._stores.get(store)
             if watched is not None and watched.epoch == epoch and not watched.lost:
                 watched.verified = True
+
+    def relink(
+        self, store: str, linked: set[str], checked: Iterable[str] = (), trees: Iterable[str] = ()
+    ) -> None:
+        """A scan of the files ``checked`` and the folders ``trees`` found ``linked`` among them with
+        another hard link. A write through that link names it, not the file here, so the feed names
+        them on every read until a scan finds them with one link again."""
+        with self._guard:
+            self._owned()
+            watched = self._stores.get(store)
+            if watched is None:
+                return
+            folders = tuple(trees)
+            watched.linked.difference_update(checked)
+            watched.linked = {f for f in watched.linked if not any(under(f, t) for t in folders)} | linked
 
     def lose(self, store: str) -> None:
         """Stop vouching for ``store`` (until it is armed and verified again)."""
@@ -353,7 +369,7 @@ class FolderFeed:
                     watched.lost = True
             if watched.lost:
                 return None
-            files, trees = watched.files, watched.trees
+            files, trees = watched.files | watched.linked, watched.trees
             watched.files, watched.trees = set(), set()
             return files, trees
 
@@ -449,9 +465,12 @@ def walkable(root: str, rel: str) -> bool:
         return False
 
 
-def recall_stat(root: str, rel: str, odd: OddFiles | None = None) -> FileStat | None:
+def recall_stat(
+    root: str, rel: str, odd: OddFiles | None = None, linked: set[str] | None = None
+) -> FileStat | None:
     """The stat of one recall file as the full scan would take it, or None (gone, a symlink,
-    unreadable or odd: an odd one goes into ``odd`` with the reason)."""
+    unreadable or odd: an odd one goes into ``odd`` with the reason; one with another hard link
+    into ``linked``)."""
     try:
         st = os.lstat(f"{root}/{rel}")
     except (FileNotFoundError, NotADirectoryError):
@@ -466,6 +485,8 @@ def recall_stat(root: str, rel: str, odd: OddFiles | None = None) -> FileStat | 
     if reason is None and not utf8_name(rel.rsplit("/", 1)[-1]):
         reason = BAD_NAME
     if reason is None:
+        if linked is not None and st.st_nlink > 1:
+            linked.add(rel)
         return file_stat(st)
     if odd is not None:
         odd[rel] = reason

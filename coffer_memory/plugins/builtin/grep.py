@@ -42,6 +42,10 @@ RG_SEARCH_FLAGS = (
 )
 # A file whose ctime is this recent may change again unseen within the same clock tick.
 RACY_NS = 2_000_000_000
+# The feed vouches for kept texts at most this long after the walk that verified it; then a search
+# walks (one lstat per file) again. A write through a hard link made after that walk, outside the
+# watched folders, raises no event: the reconciler's periodic full scan has the same bound.
+REWALK_NS = 60_000_000_000
 
 
 Held = dict[str, frozenset[int]]
@@ -339,7 +343,9 @@ class PythonGrepBackend:
         if text is None:
             return None
         folded = text.lower()
-        if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS:
+        # A file with another hard link may change through it with no event for this name: kept,
+        # a vouched search would trust its text without looking at the file.
+        if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS and st.st_nlink == 1:
             with self._keep:
                 # A text read before the feed said its file changed must not outlive that news: a
                 # vouched search trusts kept texts without looking at the file.
@@ -373,12 +379,15 @@ class _Watched:
         self._tops: dict[str, frozenset[str]] = {}  # parent -> the folder names armed under it
         self._files: dict[str, set[str]] = {}  # folder -> its visible *.md paths
         self._built: dict[str, int] = {}  # folder -> the epoch its files were walked at
+        self._walked: dict[str, int] = {}  # parent -> when (time.monotonic_ns) its last walk started
 
     def listing(self, parent: str, names: Sequence[str]) -> list[str] | None:
         """The files of ``names`` under ``parent`` when the feed vouches for all of them, else None."""
         with self._guard:
             feed = self._feed
             if feed is None or parent not in self._tops:
+                return None
+            if time.monotonic_ns() - self._walked.get(parent, 0) > REWALK_NS:
                 return None
             news = feed.news(parent)
             epoch = feed.epoch(parent)
@@ -425,6 +434,7 @@ class _Watched:
         """Before a walk of ``names`` under ``parent``: arm it from its second walk on; the epoch the
         walk then verifies, or None."""
         with self._guard:
+            self._walked[parent] = time.monotonic_ns()
             self._searches[parent] = walks = self._searches.get(parent, 0) + 1
             if walks < 2:
                 return None
