@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import pytest
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
 from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory._store.lock import store_lock
+from coffer_memory._store.paths import lock_path
 from coffer_memory._store.watch import FolderFeed
 from coffer_memory.plugins.builtin import grep as grep_module
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend
@@ -381,3 +384,26 @@ def test_python_grep_walks_again_when_its_vouching_grows_old(
     assert held == rg.held(folders, ["deploy", "heron"], skip=_MACHINE_LINE)
     assert held[str(inbox / "f1.md")] == frozenset({1})
     python.close()
+
+
+def test_a_read_during_a_background_scan_waits_when_the_feed_has_news(tmp_home: Path) -> None:
+    """Reads skip the reconcile while a background full scan holds the lock (it brings the index up
+    to date itself), but a scan that passed a file before its edit does not: with news from the
+    feed the read waits for the scan, then applies them."""
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        watched = _feed(svc)._stores["global"]
+        found: list[set[str]] = []
+        with store_lock(lock_path(tmp_home, "global")):  # the scan waits for it, holding the service lock
+            svc.index.reconciler._scan_in_background("global")
+            while svc.index.lock.acquire(blocking=False):
+                svc.index.lock.release()
+            _sneaky_edit(paths[2], "falcon", "kestr1")
+            reader = threading.Thread(target=lambda: found.append(_ids(svc, "kestr1")))
+            reader.start()
+            while not found and not watched.files:  # answered, or the news drained while it waits
+                time.sleep(0.01)
+        reader.join()
+        _settle(svc)
+        assert len(found[0]) == 1

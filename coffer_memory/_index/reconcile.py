@@ -166,6 +166,11 @@ class Reconciler:
         with self._guard:
             return bool(self._background)
 
+    def has_news(self, store: str) -> bool:
+        """True when the inotify feed has news of ``store`` that the index does not hold yet (a read
+        waits for a background scan then: the scan may have passed the file before its edit)."""
+        return self.feed is not None and self.feed.pending(store)
+
     def _scan_in_background(self, store: str) -> None:
         with self._guard:
             if store in self._background:

@@ -373,6 +373,19 @@ class FolderFeed:
             watched.files, watched.trees = set(), set()
             return files, trees
 
+    def pending(self, store: str) -> bool:
+        """True when the feed vouches for ``store`` and holds news of it (reads the queue first)."""
+        with self._guard:
+            self._owned()
+            self._drain()
+            watched = self._stores.get(store)
+            return (
+                watched is not None
+                and watched.verified
+                and not watched.lost
+                and bool(watched.files or watched.trees)
+            )
+
     def _drain(self) -> None:
         if self._fd < 0:
             return
