@@ -107,8 +107,21 @@ def _misshapen(data: Any) -> str | None:
     return None
 
 
-def _load(path: Path) -> tuple[Snapshot | None, str]:
-    """The snapshot at ``path`` when it fits the installed packages, else ``None``; and why."""
+def _build(packaged: Path) -> str:
+    """The sha256 of the packaged snapshot (of nothing when it is missing). A recorded snapshot is
+    for that build: an editable install keeps its version while its tools change, and the packaged
+    snapshot is regenerated with them (a test fails until it is)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(packaged.read_bytes()).hexdigest()
+    except OSError:
+        return hashlib.sha256(b"").hexdigest()
+
+
+def _load(path: Path, build: str | None = None) -> tuple[Snapshot | None, str]:
+    """The snapshot at ``path`` when it fits the installed packages (and, given ``build``, was
+    recorded by that build), else ``None``; and why."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -118,6 +131,8 @@ def _load(path: Path) -> tuple[Snapshot | None, str]:
     problem = _misshapen(data)
     if problem is not None:
         return None, f"no usable snapshot at {path}: {problem}"
+    if build is not None and data.get("build") != build:
+        return None, f"{path.name} was recorded by another build of coffer-mcp"
     recorded: dict[str, str | None] = data["packages"]
     snapshot = Snapshot(results=data["results"], counter_offer=data["counter_offer"])
     installed = installed_versions(tuple(recorded))
@@ -145,12 +160,13 @@ def load_snapshot(path: Path = SNAPSHOT_PATH, cached: Path | None = None) -> tup
     snapshot, reason = _load(path)
     if snapshot is not None or cached is None:
         return snapshot, reason
-    kept, why = _load(cached)
+    kept, why = _load(cached, _build(path))
     return kept, f"{reason}; {why}"
 
 
-def record_snapshot(home: str | None) -> Path:
-    """Record what the installed SDK answers into ``cache_file(home)`` (atomically, 0600).
+def record_snapshot(home: str | None, packaged: Path = SNAPSHOT_PATH) -> Path:
+    """Record what the installed SDK answers into ``cache_file(home)`` (atomically, 0600), for the
+    build whose packaged snapshot is ``packaged``.
 
     ``coffer-mcp`` runs this on a thread when no snapshot fitted, so its next start is fast.
     """
@@ -159,7 +175,7 @@ def record_snapshot(home: str | None) -> Path:
     from coffer_memory import write_home_cache
 
     with tempfile.TemporaryDirectory(prefix="coffer-handshake-") as scratch:
-        text = render(generate(scratch))
+        text = render({**generate(scratch), "build": _build(packaged)})
     return write_home_cache(home, CACHE_NAME, text.encode("utf-8"))
 
 

@@ -8,6 +8,7 @@ logs each answer it gives before the SDK (and whether ``mcp`` is imported yet) t
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -419,7 +420,13 @@ def test_a_recorded_snapshot_of_the_wrong_shape_takes_the_plain_path_and_is_reco
     packages = {**_handshake.installed_versions(), "mcp": "9.9.9"}
     version = "2025-06-18"
     answers = {m: {} for m in ("initialize", *_handshake.FAST_METHODS)}
-    data: dict[str, Any] = {"packages": packages, "counter_offer": version, "results": {version: answers}}
+    build = hashlib.sha256(_handshake.SNAPSHOT_PATH.read_bytes()).hexdigest()
+    data: dict[str, Any] = {
+        "packages": packages,
+        "counter_offer": version,
+        "results": {version: answers},
+        "build": build,
+    }
     if damage == "packages: a list":
         data["packages"] = sorted(packages)
     elif damage == "results: none":
@@ -447,3 +454,21 @@ def test_a_recorded_snapshot_of_the_wrong_shape_takes_the_plain_path_and_is_reco
     recorded = json.loads(cached.read_text())
     assert recorded["packages"]["mcp"] == "9.9.9"
     assert recorded["results"][version]["tools/list"] == got[1]["result"]
+
+
+def test_a_recorded_snapshot_is_for_the_build_that_recorded_it(tmp_path: Path) -> None:
+    """An editable install keeps its version while its tools change: a snapshot recorded before the
+    change answered tools/list with the old tools at every later start. The packaged snapshot is
+    regenerated with the tools, and a recorded one is used only beside the packaged one it was
+    recorded with."""
+    packaged = tmp_path / "handshake.json"
+    data = json.loads(_handshake.SNAPSHOT_PATH.read_text(encoding="utf-8"))
+    data["packages"]["mcp"] = "9.9.9"  # not the installed SDK: the recorded snapshot is consulted
+    packaged.write_text(_handshake.render(data), encoding="utf-8")
+    cached = _handshake.record_snapshot(str(tmp_path / "home"), packaged=packaged)
+    snapshot, reason = _handshake.load_snapshot(packaged, cached=cached)
+    assert snapshot is not None, reason
+    data["comment"] += " (a tool changed)"
+    packaged.write_text(_handshake.render(data), encoding="utf-8")
+    snapshot, reason = _handshake.load_snapshot(packaged, cached=cached)
+    assert snapshot is None and "recorded by another build of coffer-mcp" in reason
