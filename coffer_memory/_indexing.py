@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import apsw
 import attrs
 
 from ._config import Settings
@@ -65,11 +66,18 @@ class _Reader:
     owner: weakref.ref[_Owner]  # dead once the thread that uses it ended
     side: KnowledgeRetrieval | None = None
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Close its connections; False when one is busy in another thread's statement (it stays
+        open: apsw refuses to close it then)."""
         self.main.close()
+        closed = True
         for retrieval in (self.main, self.side):
             if retrieval is not None and not retrieval.db.closed:
-                retrieval.db.close()
+                try:
+                    retrieval.db.close()
+                except apsw.ThreadingViolationError:
+                    closed = False
+        return closed
 
 
 class IndexHandle:
@@ -158,7 +166,7 @@ class IndexHandle:
         if (os.cpu_count() or 1) >= 2:
 
             def second() -> KnowledgeRetrieval:
-                if held.side is None:
+                if held.side is None or held.side.db.closed:  # closed by a close() its recall outlived
                     held.side = self._reader()
                 return held.side
 
@@ -255,9 +263,15 @@ class IndexHandle:
         """Close the index connections (the next use opens them again)."""
         with self.lock:
             with self._readers_guard:
-                readers, self._readers = list(self._readers.values()), {}
-            for reader in readers:
-                reader.close()
+                readers, self._readers = self._readers, {}
+            # A reader inside a recall on another thread stays with that thread (its recall ends
+            # normally) until the next close; the rest of the index closes now.
+            busy = {ident: reader for ident, reader in readers.items() if not reader.close()}
+            if busy:
+                log.info("close: %d reader(s) busy in a recall on another thread stay open", len(busy))
+                with self._readers_guard:
+                    for ident, reader in busy.items():
+                        self._readers.setdefault(ident, reader)
             if self._reconciler is not None:
                 self._reconciler.close()  # its inotify fd
             if self._grep is not None:

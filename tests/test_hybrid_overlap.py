@@ -15,6 +15,7 @@ import pytest
 from conftest import example_embedder
 
 from coffer_memory import MemoryService, Settings
+from coffer_memory._retrieval import KnowledgeRetrieval
 from coffer_memory.plugins import get_plugin_manager, hookimpl
 
 WORDS = ["deploy", "rollback", "cache", "queue", "billing", "auth", "token", "retry", "backup", "shard"]
@@ -187,3 +188,42 @@ def test_a_live_thread_that_threading_does_not_know_keeps_its_reader(tmp_path: P
         for name in ("a", "b"):
             ended[name].wait()
             assert seen[f"{name} later"] is seen[name] and seen[f"{name} hits"] == 1
+
+
+def test_close_while_another_thread_is_inside_a_recall(tmp_path: Path) -> None:
+    """``close`` met a reader connection busy in another thread's statement: apsw refused to close
+    it (ThreadingViolationError), and ``close`` raised before releasing the rest (the writer, the
+    inotify fds). Now that reader stays with its thread, the recall ends normally, and the next
+    ``close`` closes it."""
+    inside, release = threading.Event(), threading.Event()
+    found: list[int] = []
+
+    def recall() -> None:
+        reader = svc.retrieval
+
+        def pause() -> int:  # a statement in flight, held still (SQLite calls this as it steps)
+            inside.set()
+            release.wait()
+            return 0
+
+        reader.db.conn.set_progress_handler(pause, 1)
+        found.append(len(svc.recall("cache deploy", stores=["global"]).hits))
+        reader.db.conn.set_progress_handler(None)
+        seen["reader"] = reader
+
+    seen: dict[str, object] = {}
+    svc = MemoryService(settings=Settings.load(tmp_path / "home"))
+    svc.remember("the cache is warmed before each deploy", scope="global")
+    one = threading.Thread(target=recall)
+    one.start()
+    inside.wait()
+    try:
+        svc.close()
+        assert not svc.index.is_open
+    finally:
+        release.set()
+        one.join()
+    assert found == [1]
+    svc.close()
+    reader = seen["reader"]
+    assert isinstance(reader, KnowledgeRetrieval) and reader.db.closed

@@ -348,6 +348,7 @@ class IndexDB:
         )
 
     def close(self) -> None:
-        """Close the connection."""
-        self.closed = True
+        """Close the connection (apsw refuses while another thread is inside one of its statements:
+        then it stays open, and ``closed`` false)."""
         self.conn.close()
+        self.closed = True
