@@ -359,6 +359,14 @@ def test_an_edit_through_another_hard_link_shows_on_the_next_recall(tmp_home: Pa
         outside.unlink()  # one link again: its changes raise events once more
         _sneaky_edit(paths[1], "kestr2", "kestr3")
         assert [h.path for h in svc.recall("kestr3", stores=["global"], mode="keyword").hits] == [paths[1]]
+        later = paths[3].with_name("later.md")
+        os.link(paths[3], later)  # made while the feed vouches: its event names the new link alone
+        assert len(_ids(svc, "zq3zq")) == 2
+        _sneaky_edit(later, "falcon", "kestr4")
+        assert {h.path for h in svc.recall("kestr4", stores=["global"], mode="keyword").hits} == {
+            paths[3],
+            later,
+        }
         assert _feed(svc).status("global") == "verified"
 
 

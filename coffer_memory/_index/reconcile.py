@@ -747,6 +747,19 @@ class Reconciler:
                 return False
         return True
 
+    def _same_inodes(self, sp: StorePaths, linked: set[str], found: dict[str, FileStat]) -> set[str]:
+        """The indexed files sharing an inode with the ``linked`` files among ``found``: a link made
+        while the feed watched raised an event for its new name alone."""
+        inodes = sorted({found[rel].ino for rel in linked if rel in found})
+        if not inodes:
+            return set()
+        cut = len(self._prefix(sp.root))
+        rows = self.db.rows(
+            f"SELECT path FROM documents WHERE resource_name = ? AND file_ino IN ({','.join('?' * len(inodes))})",
+            (sp.name, *inodes),
+        )
+        return {r[0][cut:] for r in rows}
+
     def _reconcile_news(self, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
         """Re-check the files and re-scan the folders the feed named (store lock held)."""
         assert self.feed is not None
@@ -774,7 +787,8 @@ class Reconciler:
             tree_prefix = self._prefix(sp.root / tree)
             rows = self._rows_under(sp.name, tree_prefix)
             self._apply(sp, tree_files, rows, tally, broken=self._broken_under(sp.name, tree_prefix))
-        self.feed.relink(sp.name, linked, files, trees)
+            found.update(tree_files)
+        self.feed.relink(sp.name, linked | self._same_inodes(sp, linked, found), files, trees)
         _warn_odd(sp.name, odd)
         state = self._state(sp.name)
         if (tally.added or tally.removed) and state is not None:
