@@ -415,3 +415,26 @@ def test_a_read_during_a_background_scan_waits_when_the_feed_has_news(tmp_home: 
         reader.join()
         _settle(svc)
         assert len(found[0]) == 1
+
+
+@pytest.mark.skipif(not RipgrepBackend().available(), reason="compares with ripgrep")
+def test_python_grep_after_close_trusts_no_listing_of_the_closed_feed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend searched again after ``close`` arms a new feed, whose epochs start again at 1: the
+    files kept for a folder by the closed feed's epoch 1 passed for this one's."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)
+    root = tmp_path / "store"
+    for name in ("knowledge", "journal"):
+        (root / name).mkdir(parents=True)
+        (root / name / "a.md").write_text(f"{name}: the deploy runs at noon\n")
+    both, knowledge = [root / "knowledge", root / "journal"], [root / "knowledge"]
+    python, rg = PythonGrepBackend(), RipgrepBackend()
+    for _ in range(3):  # armed on the second search, vouched after it
+        python.held(both, ["deploy"], skip=_MACHINE_LINE)
+    python.close()
+    (root / "journal" / "b.md").write_text("a deploy written while nothing watched\n")
+    python.held(knowledge, ["deploy"], skip=_MACHINE_LINE)
+    held = python.held(both, ["deploy"], skip=_MACHINE_LINE)
+    assert held == rg.held(both, ["deploy"], skip=_MACHINE_LINE) and len(held) == 3
+    python.close()

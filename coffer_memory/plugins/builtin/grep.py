@@ -458,11 +458,14 @@ class _Watched:
             self._feed.verify(parent, epoch)
 
     def close(self) -> None:
-        """Release the feed's fd."""
+        """Release the feed's fd, and the listings it vouched for (a new feed counts its epochs
+        from 1 again: one of them must not pass for the closed feed's)."""
         with self._guard:
             if self._feed is not None:
                 self._feed.close()
                 self._feed = None
+            self._files.clear()
+            self._built.clear()
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
