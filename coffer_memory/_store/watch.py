@@ -16,7 +16,9 @@ unmounted, a fork (the child shares the parent's queue: it closes its copy and s
 network file system (inotify only sees this machine's writes), a platform without inotify. Then
 the reconciler falls back to folder mtimes and the periodic full scan, whose next run arms it anew.
 A folder made, moved or removed under a watched one (a top recall folder too) is watched anew and
-scanned alone.
+scanned alone. An event names the path a write went through: a file with another hard link is
+named on every read (``relink``), and a link made outside the store later is left to the next
+full scan.
 
 Libraries looked at (``inotify_simple``, ``asyncinotify``, ``watchdog``, ``watchfiles``): the last
 two deliver events from their own thread or a debounced generator, not a synchronous drain of the
