@@ -6,6 +6,7 @@ the feed (or its fallback's verifying scan) can show an in-place edit.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -438,3 +439,23 @@ def test_python_grep_after_close_trusts_no_listing_of_the_closed_feed(
     held = python.held(both, ["deploy"], skip=_MACHINE_LINE)
     assert held == rg.held(both, ["deploy"], skip=_MACHINE_LINE) and len(held) == 3
     python.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_services_dropped_without_close_leave_no_fd_to_the_collector(tmp_home: Path) -> None:
+    """A service nobody closed (a notebook cell run again) is collected with its fds: the rows a
+    reader connection kept were held in a module-level map whose value referenced its key, so every
+    reader connection (and its rows) outlived its service."""
+    settings = _settings(tmp_home)
+    with MemoryService(settings=settings) as svc:
+        _facts(svc)
+        _warm(svc)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        svc = MemoryService(settings=settings)
+        _warm(svc)
+        assert _ids(svc, "falcon")
+        del svc
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -24,10 +24,12 @@ from .db import IndexDB
 
 T = TypeVar("T")
 
-# What the rows were read under, and the rows, per IndexDB (a reader connection per thread).
-_kept: weakref.WeakKeyDictionary[IndexDB, tuple[tuple[apsw.Connection, int, int], dict[Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+# What the rows were read under, and the rows, per IndexDB (a reader connection per thread). The
+# connection is held weakly: it references its IndexDB, and a value holding it kept its key (so
+# every reader's connection, fds and rows) alive for good.
+_kept: weakref.WeakKeyDictionary[
+    IndexDB, tuple[tuple[weakref.ref[apsw.Connection], int, int], dict[Any, Any]]
+] = weakref.WeakKeyDictionary()
 
 
 @contextmanager
@@ -44,7 +46,7 @@ def reading(db: IndexDB) -> Iterator[dict[Any, Any]]:
     conn.execute("BEGIN")
     try:
         # Read inside the transaction: the version and every later read see one snapshot.
-        version = (conn, int(conn.execute("PRAGMA data_version").get), conn.total_changes())
+        version = (weakref.ref(conn), int(conn.execute("PRAGMA data_version").get), conn.total_changes())
         kept = _kept.get(db)
         if kept is None or kept[0] != version:
             kept = _kept[db] = (version, {})
