@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +43,19 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
+def _create_temp(folder: Path, temp_prefix: str) -> tuple[int, str]:
+    """A new, empty temp file in ``folder`` (0600, opened for writing), as ``tempfile.mkstemp`` makes
+    one: importing ``tempfile`` (``random``, ``shutil``) cost coffer-hook ~5 ms per session start.
+    The pid in the name lets a later reindex remove a killed writer's temp file at once."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        name = os.path.join(folder, f"{temp_prefix}{os.getpid()}-{os.urandom(6).hex()}.part")
+        try:
+            return os.open(name, flags, FILE_MODE), name
+        except FileExistsError:  # 48 random bits: practically never
+            continue
+
+
 def atomic_write(
     path: Path, data: bytes, *, overwrite: bool = True, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX
 ) -> None:
@@ -54,8 +66,7 @@ def atomic_write(
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
-    # The pid in the name lets a later reindex remove a killed writer's temp file at once.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{temp_prefix}{os.getpid()}-", suffix=".part")
+    fd, tmp = _create_temp(path.parent, temp_prefix)
     try:
         if mode != FILE_MODE:
             os.fchmod(fd, mode)
