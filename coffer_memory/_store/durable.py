@@ -12,11 +12,12 @@ import os
 import time
 from pathlib import Path
 
+from .._home import CACHE_DIR
 from .scan import TEMP_PREFIX
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-CACHE_FOLDER = "cache"
+CACHE_FOLDER = CACHE_DIR
 
 
 def fsync_dir(path: Path) -> None:
