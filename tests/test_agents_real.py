@@ -335,6 +335,14 @@ def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
         )
         assert any(FACT in fact for fact in w.facts())
 
+        # A continued session: coffer gives OpenCode no context, so none is repeated; its tools stay.
+        fake.requests.clear()
+        w.run([opencode, "run", "--continue", "and the tests?"], agent_env)
+        [continued] = [b for b in fake.model_requests() if b.get("tools")]
+        assert "where does the deploy script live?" in json.dumps(continued["messages"])
+        assert {t["function"]["name"] for t in continued["tools"]} >= {f"coffer_{name}" for name in TOOLS}
+        assert "QZX1" not in json.dumps(continued)
+
 
 # -- Resume, compaction and clear ----------------------------------------------------------------
 NEW_RULE = "Squash fixups before merging (project rule QZX5)."
