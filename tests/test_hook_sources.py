@@ -184,12 +184,17 @@ def test_an_unwritable_record_still_gives_the_bundle_and_is_logged(ruled: Path, 
 def test_a_new_session_prunes_records_unused_for_a_month(ruled: Path, repo: Path) -> None:
     given(ruled, "codex", codex("startup", repo, "old-session"))
     [old] = records(ruled)
+    given(ruled, "codex", codex("startup", repo, "kept-session"))
+    [kept] = [p for p in records(ruled) if p != old]
     month_ago = time.time() - 31 * 24 * 3600
-    os.utime(old, (month_ago, month_ago))
+    for record in (old, kept):
+        os.utime(record, (month_ago, month_ago))
+    # Resumed with nothing to give, a session's record is still in use: kept.
+    assert given(ruled, "codex", codex("resume", repo, "kept-session")) is None
     given(ruled, "codex", codex("resume", repo))  # a resume prunes nothing
     assert old.exists()
     given(ruled, "codex", codex("startup", repo, "new-session"))
-    assert not old.exists() and len(records(ruled)) == 2  # the resumed and the new session
+    assert not old.exists() and kept.exists() and len(records(ruled)) == 3
 
 
 def test_an_opted_out_repository_gets_nothing_and_nothing_is_recorded(ruled: Path, repo: Path) -> None:

@@ -13,10 +13,10 @@ The agent writes a JSON payload to stdin (``session_id``, ``cwd``, ``hook_event_
 SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
 "additionalContext": <bundle>}}`` and records, per session id, the bundle given (``given``): a
 session resumed (``source`` ``resume``) with its rules unchanged gets nothing, one whose rules
-changed gets a short note of the changes; ``startup``, ``clear`` and ``compact`` get the bundle. SessionEnd hands the session to distillation without
-waiting: a detached ``python -m coffer_memory._session_end`` process, or, with
-``COFFER_API_URL`` set, ``POST /api/v1/agents/{name}/sessions/{id}/end`` (the server answers
-202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
+changed gets a short note of the changes; ``startup``, ``clear`` and ``compact`` get the bundle.
+SessionEnd hands the session to distillation without waiting: a detached ``python -m
+coffer_memory._session_end`` process, or, with ``COFFER_API_URL`` set, ``POST
+/api/v1/agents/{name}/sessions/{id}/end`` (the server answers 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
 REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
 has no SessionEnd event, SessionStart also starts a bounded background sweep of past sessions at
 most once every ``COFFER_HOOK_SWEEP_INTERVAL`` seconds (default 6 hours).
@@ -169,10 +169,11 @@ def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: floa
     source = payload.get("source")
     earlier = load_given(home, agent, session) if session and source == RESUME else None
     text = to_give(source if isinstance(source, str) else None, bundle, earlier)
+    recorded = bundle if session else None  # also when nothing is given: it keeps the record in use
     if not text:
-        return Start("", None)
+        return Start("", recorded)
     output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    return Start(json.dumps(output, ensure_ascii=False), bundle if session else None)
+    return Start(json.dumps(output, ensure_ascii=False), recorded)
 
 
 def _session_id(payload: dict[str, Any]) -> str | None:
