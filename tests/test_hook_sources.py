@@ -1,8 +1,8 @@
 """``coffer-hook`` on each SessionStart ``source``, fed the payloads the real CLIs send.
 
-The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0 (a recording hook
-beside coffer's, in ``tests/test_agents_real.py``'s setup); only the paths, ids and model names are
-placeholders. What they showed, and what the hook must do:
+The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0, run as in
+``tests/test_agents_real.py`` with a second SessionStart hook beside coffer's that saved its stdin;
+only the paths are placeholders. What they showed, and what the hook must do:
 
 - Claude Code: ``claude -p --resume <id>`` and ``--continue`` send ``resume`` with the session's id
   (``--fork-session`` too, with the parent's id); ``/compact`` sends ``compact`` with the same id and
