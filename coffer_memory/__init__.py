@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from ._retrieval import KnowledgeRetrieval
     from ._service import MemoryService
     from ._store.audit import AuditEvent
-    from ._store.files import write_home_cache
+    from ._store.durable import write_home_cache
     from ._store_config import StoreConfig
     from ._store_merge import StoreMerge
     from ._transcripts.ledger import LedgerEntry
@@ -106,7 +106,7 @@ _EXPORTS: dict[str, str] = {
     "StorageFull": "._errors",
     "StoreNotDeletable": "._errors",
     "chunk_markdown": "._index.chunking",
-    "write_home_cache": "._store.files",
+    "write_home_cache": "._store.durable",
     "BrokenFile": "._models",
     "ClearResult": "._models",
     "ConsolidationLog": "._models",

@@ -7,6 +7,7 @@
       agents.json            coffer's record of agent installs and native-memory toggles
       cursor.key             signs pagination cursors (0600, made on first use; machine-local)
       audit/                 the audit log: events-<start>.jsonl segments (append-only, machine-local)
+      cache/                 what the faces record to start faster, what coffer-hook gave each session
       locks/                 per-store flock files (and agents.lock), outside memory/
       logs/                  hook.log (rotated), sweep stamps of coffer-hook, errors.log of the CLI
       memory/                THE TRUTH: global/ and projects/<ULID>/
@@ -34,6 +35,7 @@ ERRORS_LOG: Final = "errors.log"
 INDEX_REPAIR_LOCK: Final = "index-repair.lock"
 CURSOR_KEY: Final = "cursor.key"
 AUDIT_DIR: Final = "audit"
+CACHE_DIR: Final = "cache"
 AUDIT_LOCK: Final = "audit.lock"
 AUDIT_SEGMENT_GLOB: Final = "events-*.jsonl"
 
@@ -44,6 +46,7 @@ ENTRIES: Final = (
     AGENTS_JSON,
     CURSOR_KEY,
     AUDIT_DIR + "/",
+    CACHE_DIR + "/",
     LOCKS_DIR + "/",
     LOGS_DIR + "/",
     MEMORY_DIR + "/",

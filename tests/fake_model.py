@@ -273,7 +273,9 @@ class FakeModel:
     def _anthropic_message(self, body: dict[str, Any]) -> dict[str, Any]:
         block, stop = self._anthropic_reply(body)
         return {
-            "id": "msg_fake",
+            # Unique per answer: Claude Code groups a conversation's rounds by message id (compaction
+            # refuses "fewer than 2 groups" when every answer has the same one).
+            "id": f"msg_fake_{len(self.requests)}",
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "fake"),

@@ -16,6 +16,10 @@ The agents are not Python packages and the suite installs nothing from npm, so a
 where its CLI is found: on ``PATH``, or in ``$COFFER_AGENT_CLIS`` (a folder such as the
 ``node_modules/.bin`` of ``npm install @openai/codex @anthropic-ai/claude-code opencode-ai``).
 Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.197, OpenCode 1.18.33.
+
+The resume tests run a session, resume it (a rule added in between) and compact or clear it, and
+check that each request holds the rules exactly once: a resumed session gets only a note of the
+new rule, a compacted or cleared one the whole bundle again.
 """
 
 from __future__ import annotations
@@ -193,6 +197,17 @@ def backdate_codex_session(w: World, hours: float) -> str:
     return newest.stem[-36:]
 
 
+def codex_uses(w: World, fake: FakeModel) -> dict[str, str]:
+    """Point Codex at the fake model (a custom Responses provider); the environment it needs."""
+    config = w.home / ".codex" / "config.toml"
+    provider = (
+        f'\n[model_providers.fake]\nname = "fake"\nbase_url = "{fake.url}/v1"\nwire_api = "responses"\n'
+        'env_key = "FAKE_MODEL_KEY"\n'
+    )
+    config.write_text('model = "fake-model"\nmodel_provider = "fake"\n' + config.read_text() + provider)
+    return {"FAKE_MODEL_KEY": "not-a-secret"}
+
+
 def coffer_namespace(request: dict[str, Any]) -> set[str]:
     """The tools Codex offers in ``request`` under coffer-mcp's namespace."""
     spaces = [t for t in request["tools"] if t.get("type") == "namespace" and t.get("name") == "mcp__coffer"]
@@ -207,12 +222,7 @@ def test_codex_runs_coffers_hook_and_tools_and_its_sessions_are_distilled(world:
     # Codex's default MCP start-up grace (1 s): coffer-mcp answers its tool list before that.
     assert "mcp_optional_startup_grace_ms" not in config.read_text()
     with FakeModel(reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}) as fake:
-        provider = (
-            f'\n[model_providers.fake]\nname = "fake"\nbase_url = "{fake.url}/v1"\nwire_api = "responses"\n'
-            'env_key = "FAKE_MODEL_KEY"\n'
-        )
-        config.write_text('model = "fake-model"\nmodel_provider = "fake"\n' + config.read_text() + provider)
-        agent_env = {"FAKE_MODEL_KEY": "not-a-secret"}
+        agent_env = codex_uses(w, fake)
         argv = [codex, "exec", "--skip-git-repo-check"]
 
         # Not reviewed yet: Codex skips the hook, exactly as `coffer agents status` says.
@@ -324,3 +334,124 @@ def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
             m.get("role") == "tool" and "Remembered" in str(m.get("content")) for m in turns[-1]["messages"]
         )
         assert any(FACT in fact for fact in w.facts())
+
+        # A continued session: coffer gives OpenCode no context, so none is repeated; its tools stay.
+        fake.requests.clear()
+        w.run([opencode, "run", "--continue", "and the tests?"], agent_env)
+        [continued] = [b for b in fake.model_requests() if b.get("tools")]
+        assert "where does the deploy script live?" in json.dumps(continued["messages"])
+        assert {t["function"]["name"] for t in continued["tools"]} >= {f"coffer_{name}" for name in TOOLS}
+        assert "QZX1" not in json.dumps(continued)
+
+
+# -- Resume, compaction and clear ----------------------------------------------------------------
+NEW_RULE = "Squash fixups before merging (project rule QZX5)."
+
+
+def rules_seen(body: dict[str, Any]) -> tuple[int, int]:
+    """How often the request's conversation holds the first project rule and the one added later."""
+    text = json.dumps(body.get("input") or body.get("messages"), ensure_ascii=False)
+    return text.count("QZX1"), text.count("QZX5")
+
+
+def newest_session(folder: Path, pattern: str) -> str:
+    """The id (a UUID ending the file name) of the newest session file under ``folder``."""
+    newest = max(folder.rglob(pattern), key=lambda p: p.stat().st_mtime)
+    return newest.stem[-36:]
+
+
+@needs("codex", "@openai/codex")
+def test_codex_resume_gets_the_rules_once_and_a_compaction_gets_them_again(world: World) -> None:
+    w = world
+    codex = install(w, "codex", "codex")
+    trust_like_codex(w, codex_status(w)["hook_review"][0])
+    with FakeModel(reply="All done.") as fake:
+        agent_env = codex_uses(w, fake)
+        argv = [codex, "exec", "--skip-git-repo-check"]
+        w.run([*argv, "first prompt"], agent_env)
+        assert rules_seen(fake.model_requests()[-1]) == (1, 0)
+        session = newest_session(w.home / ".codex" / "sessions", "rollout-*.jsonl")
+
+        # A rule added between two runs reaches the resumed session as a short note, not the
+        # whole bundle again (before: `codex exec resume` held the bundle once per resume).
+        w.coffer("memory", "rules", "--add", NEW_RULE, "--cwd", str(w.repo))
+        w.run([*argv, "resume", session, "second prompt"], agent_env)
+        assert rules_seen(fake.model_requests()[-1]) == (1, 1)
+        w.run([*argv, "resume", session, "third prompt"], agent_env)
+        assert rules_seen(fake.model_requests()[-1]) == (1, 1)
+
+        # Compaction (automatic here: a tiny limit) drops the developer messages the rules were in;
+        # Codex runs SessionStart with source "compact" and the whole bundle comes back, once.
+        fake.requests.clear()
+        compact = ["-c", "model_auto_compact_token_limit=12"]
+        w.run(
+            [codex, "exec", *compact, "--skip-git-repo-check", "resume", session, "fourth prompt"], agent_env
+        )
+        *_, summary, after = fake.model_requests()
+        assert rules_seen(summary) == (1, 1)  # the summary request still has the old history
+        assert rules_seen(after) == (1, 1)
+        bundles = [
+            c["text"]
+            for item in after["input"]
+            for c in item.get("content") or []
+            if isinstance(c, dict) and c.get("text", "").startswith("# Coffer memory rules")
+        ]
+        assert len(bundles) == 1 and "QZX5" in bundles[0] and "QZX1" in bundles[0]
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    with FakeModel(reply="All done.") as fake:
+        agent_env = {
+            "ANTHROPIC_BASE_URL": fake.url,
+            "ANTHROPIC_API_KEY": "not-a-secret",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+
+        def turns() -> list[dict[str, Any]]:
+            return [b for b in fake.model_requests() if b.get("tools")]
+
+        def stream(session: str, *prompts: str) -> None:
+            """Several prompts, slash commands included, in one ``claude -p`` process."""
+            lines = "".join(
+                json.dumps({"type": "user", "message": {"role": "user", "content": p}}) + "\n"
+                for p in prompts
+            )
+            stream_json = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+            proc = subprocess.run(
+                [claude, "-p", *stream_json, "--resume", session],
+                cwd=w.repo,
+                env={**w.env, **agent_env},
+                input=lines,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
+            assert proc.returncode == 0, (proc.stdout, proc.stderr)
+
+        w.run([claude, "-p", "first prompt QZXA"], agent_env)
+        assert rules_seen(turns()[-1]) == (1, 0)
+        session = newest_session(w.home / ".claude" / "projects", "*.jsonl")
+
+        # Claude Code dropped an identical second copy itself, but added the whole bundle again
+        # once a rule had changed: now the resumed session gets a note of the change only.
+        w.coffer("memory", "rules", "--add", NEW_RULE, "--cwd", str(w.repo))
+        w.run([claude, "-p", "second prompt", "--resume", session], agent_env)
+        assert rules_seen(turns()[-1]) == (1, 1)
+        w.run([claude, "-p", "third prompt", "--continue"], agent_env)
+        assert rules_seen(turns()[-1]) == (1, 1)
+
+        # /compact summarises the conversation (the rules with it): SessionStart "compact" gives
+        # them back whole, once.
+        stream(session, "/compact", "after compact")
+        after = turns()[-1]
+        assert "first prompt QZXA" not in json.dumps(after["messages"])
+        assert rules_seen(after) == (1, 1)
+
+        # /clear starts a new session with an empty conversation: the whole bundle again.
+        stream(session, "/clear", "after clear")
+        after = turns()[-1]
+        assert "third prompt" not in json.dumps(after["messages"]) and rules_seen(after) == (1, 1)

@@ -204,6 +204,19 @@ def test_session_start_through_the_rest_app(api: LiveAPI, repo: Path, tmp_path: 
     assert "make lint" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
+def test_a_resumed_session_through_the_rest_app_is_not_given_the_rules_twice(
+    api: LiveAPI, repo: Path, tmp_path: Path
+) -> None:
+    # The record of what the session was given is kept by the hook, in its own home's cache/.
+    env = {"COFFER_API_URL": api.url, "COFFER_API_TOKEN": "hook-test-token"}
+    home = tmp_path / "elsewhere"
+    first = run_hook(payload("SessionStart", repo), home, **env)
+    assert "make lint" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
+    again = run_hook(payload("SessionStart", repo, source="resume"), home, **env)
+    assert (again.returncode, again.stdout, again.stderr) == (0, b"", b"")
+    assert len(list((home / "cache").glob("hook-session-*.json"))) == 1
+
+
 def test_wrong_token_prints_nothing(api: LiveAPI, repo: Path, tmp_path: Path) -> None:
     proc = run_hook(
         payload("SessionStart", repo), tmp_path / "h", COFFER_API_URL=api.url, COFFER_API_TOKEN="nope"

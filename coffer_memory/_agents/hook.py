@@ -11,10 +11,12 @@ The agent writes a JSON payload to stdin (``session_id``, ``cwd``, ``hook_event_
 - starts fast: it imports only the path and rules helpers, not the index or pydantic.
 
 SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
-"additionalContext": <bundle>}}``. SessionEnd hands the session to distillation without
-waiting: a detached ``python -m coffer_memory._session_end`` process, or, with
-``COFFER_API_URL`` set, ``POST /api/v1/agents/{name}/sessions/{id}/end`` (the server answers
-202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
+"additionalContext": <bundle>}}`` and records, per session id, the bundle given (``given``): a
+session resumed (``source`` ``resume``) with its rules unchanged gets nothing, one whose rules
+changed gets a short note of the changes; ``startup``, ``clear`` and ``compact`` get the bundle.
+SessionEnd hands the session to distillation without waiting: a detached ``python -m
+coffer_memory._session_end`` process, or, with ``COFFER_API_URL`` set, ``POST
+/api/v1/agents/{name}/sessions/{id}/end`` (the server answers 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the
 REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). For Codex, which
 has no SessionEnd event, SessionStart also starts a bounded background sweep of past sessions at
 most once every ``COFFER_HOOK_SWEEP_INTERVAL`` seconds (default 6 hours).
@@ -31,13 +33,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._home import HomeLayout
+from .given import RESUME, load_given, save_given, to_give
 
 DEFAULT_DEADLINE_SECONDS = 3.0
 MAX_STDIN_BYTES = 1 << 20
@@ -135,8 +138,17 @@ def opted_out(cwd: str, home: Path) -> bool:
     return optout_for(cwd, exclude_patterns(home)) is not None
 
 
-def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> str | None:
-    """The JSON line to print for SessionStart; None in a repository that opted out."""
+class Start(NamedTuple):
+    """What SessionStart does: the line to print ("" for none) and the bundle the session has
+    afterwards, to record under its id (None: nothing to record)."""
+
+    line: str
+    bundle: str | None
+
+
+def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> Start | None:
+    """What to print for SessionStart (see ``given``: a resumed session that has the rules
+    already gets nothing, or a note of what changed); None in a repository that opted out."""
     cwd = _field(payload, "cwd")
     if opted_out(cwd, home):
         return None
@@ -153,8 +165,27 @@ def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: floa
         if home.exists() and not home.is_dir():
             raise HookError(f"COFFER_HOME {home} is not a directory")
         bundle = session_context(home / "memory", cwd)
-    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": bundle}}
-    return json.dumps(output, ensure_ascii=False)
+    session = _session_id(payload)
+    source = payload.get("source")
+    earlier = load_given(home, agent, session) if session and source == RESUME else None
+    text = to_give(source if isinstance(source, str) else None, bundle, earlier)
+    recorded = bundle if session else None  # also when nothing is given: it keeps the record in use
+    if not text:
+        return Start("", recorded)
+    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return Start(json.dumps(output, ensure_ascii=False), recorded)
+
+
+def _session_id(payload: dict[str, Any]) -> str | None:
+    value = payload.get("session_id")
+    return value if isinstance(value, str) and value else None
+
+
+def record_given(agent: str, payload: dict[str, Any], home: Path, bundle: str) -> None:
+    """Record what the session has now; a new session (not a resume) also prunes old records."""
+    session = _session_id(payload)
+    if session is not None:
+        save_given(home, agent, session, bundle, prune=payload.get("source") != RESUME)
 
 
 def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> None:
@@ -251,6 +282,15 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         pass
 
 
+def _logged(home: Path, agent: str, event: str, step: Callable[..., None], *args: Any) -> None:
+    """Run ``step``; a failure is logged and the hook goes on: the rules are printed already, and a
+    missing record only means a resumed session gets them whole."""
+    try:
+        step(*args)
+    except Exception as exc:
+        log_failure(home, agent, event, exc)
+
+
 def _parse_args(argv: Sequence[str]) -> tuple[str, str | None]:
     agent, home = "", None
     args = list(argv)
@@ -285,12 +325,15 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
         event = str(payload.get("hook_event_name") or "")
         timeout = max(deadline - 0.5, 0.5)
         if event == "SessionStart":
-            line = session_start(agent, payload, home, timeout)
-            if line is not None:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                stdout.write(line + "\n")
-                stdout.flush()
-                signal.setitimer(signal.ITIMER_REAL, deadline)
+            start = session_start(agent, payload, home, timeout)
+            if start is not None:
+                if start.line:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    stdout.write(start.line + "\n")
+                    stdout.flush()
+                    signal.setitimer(signal.ITIMER_REAL, deadline)
+                if start.bundle is not None:
+                    _logged(home, agent, event, record_given, agent, payload, home, start.bundle)
                 maybe_sweep(agent, home, timeout)
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)

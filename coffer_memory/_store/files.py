@@ -12,7 +12,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -23,10 +22,15 @@ import attrs
 from .._models import Actor, MemoryFact
 from .._scope import crockford_ulid
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
-from .scan import TEMP_PREFIX, odd_kind
+from .durable import CACHE_FOLDER as CACHE_FOLDER
+from .durable import DIR_MODE as DIR_MODE
+from .durable import FILE_MODE as FILE_MODE
+from .durable import atomic_write as atomic_write
+from .durable import ensure_dir as ensure_dir
+from .durable import fsync_dir as fsync_dir
+from .durable import write_home_cache as write_home_cache
+from .scan import odd_kind
 
-FILE_MODE = 0o600
-DIR_MODE = 0o700
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 KNOWN_KEYS = (
     "kind",
@@ -115,61 +119,6 @@ def now_utc() -> datetime:
 def format_time(value: datetime) -> str:
     """ISO 8601 in UTC with millisecond precision, e.g. ``2026-06-09T10:11:12.345+00:00``."""
     return (value if value.tzinfo is UTC else value.astimezone(UTC)).isoformat(timespec="milliseconds")
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a folder so a create, rename or unlink in it is durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` and missing parents with mode 0700, fsync'ing each new entry's parent."""
-    missing: list[Path] = []
-    current = path
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, DIR_MODE)
-        except FileExistsError:
-            continue
-        fsync_dir(folder.parent)
-
-
-def atomic_write(
-    path: Path, data: bytes, *, overwrite: bool = True, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX
-) -> None:
-    """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
-
-    With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
-    if ``path`` exists, so concurrent creators can never replace each other's file.
-    Memory files go through ``store.writer``; other callers use ``write_outside_store``.
-    """
-    ensure_dir(path.parent)
-    # The pid in the name lets a later reindex remove a killed writer's temp file at once.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{temp_prefix}{os.getpid()}-", suffix=".part")
-    try:
-        if mode != FILE_MODE:
-            os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)
-            os.unlink(tmp)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
 
 
 def write_outside_store(path: Path, data: bytes, *, mode: int, temp_prefix: str) -> None:
@@ -425,25 +374,3 @@ def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes
         return b"".join(chunks), st
     finally:
         os.close(fd)
-
-
-CACHE_FOLDER = "cache"
-
-
-def write_home_cache(home: str | os.PathLike[str] | None, name: str, data: bytes) -> Path:
-    """Write ``data`` to ``<home>/cache/<name>`` atomically (mode 0600) and return its path.
-
-    For what a face records to start faster next time (``coffer-mcp``'s handshake), never memory:
-    the faces write no file themselves. ``home`` None is ``$COFFER_HOME`` or ``~/.coffer``; ``name``
-    is one plain file name (anything else is ``InvalidInput``).
-    """
-    from .._config import home_path
-    from .._errors import InvalidInput
-
-    if not name or name != os.path.basename(name) or name in (".", ".."):
-        raise InvalidInput(f"a cache file name, not a path: {name!r}", field="name")
-    base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
-    target = home_path(base) / CACHE_FOLDER / name
-    ensure_dir(target.parent)
-    atomic_write(target, data, mode=0o600, temp_prefix=TEMP_PREFIX)
-    return target

@@ -1,0 +1,213 @@
+"""``coffer-hook`` on each SessionStart ``source``, fed the payloads the real CLIs send.
+
+The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0, run as in
+``tests/test_agents_real.py`` with a second SessionStart hook beside coffer's that saved its stdin;
+only the paths are placeholders. What they showed, and what the hook must do:
+
+- Claude Code: ``claude -p --resume <id>`` and ``--continue`` send ``resume`` with the session's id
+  (``--fork-session`` too, with the parent's id); ``/compact`` sends ``compact`` with the same id and
+  two more keys; ``/clear`` ends the session (SessionEnd ``clear``) and sends ``clear`` with a new id.
+- Codex: ``codex exec resume <id>`` sends ``resume`` with the same id; an automatic compaction sends
+  ``compact`` (right after ``resume`` when a resumed session is compacted before its first turn);
+  ``codex exec fork`` runs no SessionStart at all.
+- After ``resume`` the earlier bundle is still in the conversation: nothing again (or a note of
+  what changed). After ``compact`` or ``clear`` it is gone: the whole bundle again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coffer_memory import MemoryService
+from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give
+
+HOOK = str(Path(sys.executable).parent / "coffer-hook")
+CLAUDE_ID = "414881a2-2932-4d25-ae0b-4a203cfc296c"
+CLAUDE_CLEARED_ID = "09f4b1e4-8365-4643-8c44-76e14e84a39a"
+CODEX_ID = "01a23517-4b10-7c82-a1c6-89fb4b12ed29"
+RULE = "Run make lint before every commit."
+NEW_RULE = "Squash fixups before merging."
+
+
+def claude(source: str, cwd: Path, session: str = CLAUDE_ID) -> dict[str, Any]:
+    """Claude Code 2.1.197's SessionStart stdin (``claude -p``) for ``source``."""
+    body: dict[str, Any] = {
+        "session_id": session,
+        "transcript_path": f"/home/dev/.claude/projects/-home-dev-shop/{session}.jsonl",
+        "cwd": str(cwd),
+        "hook_event_name": "SessionStart",
+        "source": source,
+    }
+    if source in ("compact", "clear"):  # sent from inside a turn: its prompt id, and for compact the model
+        body["prompt_id"] = "f470cc85-19e6-4ad3-9874-10b257cae818"
+    if source == "compact":
+        body["model"] = "claude-opus-4-8"
+    return body
+
+
+def codex(source: str, cwd: Path, session: str = CODEX_ID) -> dict[str, Any]:
+    """codex-cli 0.171.0's SessionStart stdin for ``source``."""
+    return {
+        "session_id": session,
+        "transcript_path": f"/home/dev/.codex/sessions/2026/12/02/rollout-2026-12-02T04-50-48-{session}.jsonl",
+        "cwd": str(cwd),
+        "hook_event_name": "SessionStart",
+        "model": "fake-model",
+        "permission_mode": "bypassPermissions",
+        "source": source,
+    }
+
+
+def given(home: Path, agent: str, body: dict[str, Any]) -> str | None:
+    """Run the hook as the agent does; the context it gave (None: it printed nothing)."""
+    proc = subprocess.run(
+        [HOOK, "--agent", agent],
+        input=json.dumps(body).encode(),
+        env={**os.environ, "COFFER_HOME": str(home)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    if not proc.stdout:
+        return None
+    context: str = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    return context
+
+
+@pytest.fixture
+def ruled(tmp_home: Path, repo: Path) -> Path:
+    with MemoryService(tmp_home) as svc:
+        svc.append_rule(RULE, cwd=repo)
+    return tmp_home
+
+
+def add_rule(home: Path, repo: Path, text: str = NEW_RULE) -> None:
+    with MemoryService(home) as svc:
+        svc.append_rule(text, cwd=repo)
+
+
+def records(home: Path) -> list[Path]:
+    return sorted((home / "cache").glob(f"{RECORD_PREFIX}*"))
+
+
+def test_claude_code_resume_gets_nothing_compact_and_clear_get_the_bundle(ruled: Path, repo: Path) -> None:
+    first = given(ruled, "claude-code", claude("startup", repo))
+    assert first is not None and RULE in first
+    # --resume / --continue: the bundle is in the transcript already.
+    assert given(ruled, "claude-code", claude("resume", repo)) is None
+    # /compact summarised it away: whole again, and a resume after that still gets nothing.
+    assert given(ruled, "claude-code", claude("compact", repo)) == first
+    assert given(ruled, "claude-code", claude("resume", repo)) is None
+    # /clear starts a new session id with an empty conversation.
+    assert given(ruled, "claude-code", claude("clear", repo, CLAUDE_CLEARED_ID)) == first
+    assert given(ruled, "claude-code", claude("resume", repo, CLAUDE_CLEARED_ID)) is None
+
+
+def test_codex_resume_gets_the_rules_once(ruled: Path, repo: Path) -> None:
+    # The defect: `codex exec resume` printed the bundle again and the resumed conversation held it twice.
+    first = given(ruled, "codex", codex("startup", repo))
+    assert first is not None and RULE in first
+    assert given(ruled, "codex", codex("resume", repo)) is None
+    # A resumed session compacted before its first turn: Codex runs resume, then compact.
+    assert given(ruled, "codex", codex("resume", repo)) is None
+    assert given(ruled, "codex", codex("compact", repo)) == first
+
+
+def test_a_changed_rule_reaches_a_resumed_session_as_a_short_note(ruled: Path, repo: Path) -> None:
+    first = given(ruled, "codex", codex("startup", repo))
+    assert first is not None
+    add_rule(ruled, repo)
+    note = given(ruled, "codex", codex("resume", repo))
+    assert note is not None and note.startswith(NOTE_HEADER)
+    assert NEW_RULE in note and RULE not in note and "coffer__resume()" not in note
+    assert "### Project rules (repo)" in note
+    # The note is recorded as given: the next resume gets nothing, a compaction the whole bundle.
+    assert given(ruled, "codex", codex("resume", repo)) is None
+    whole = given(ruled, "codex", codex("compact", repo))
+    assert whole is not None and RULE in whole and NEW_RULE in whole
+
+
+def test_a_removed_rule_is_named_as_no_longer_in_force(ruled: Path, repo: Path) -> None:
+    given(ruled, "claude-code", claude("startup", repo))
+    with MemoryService(ruled) as svc:
+        svc.delete_rules(cwd=repo)
+        svc.append_rule(NEW_RULE, cwd=repo)
+    note = given(ruled, "claude-code", claude("resume", repo))
+    assert note is not None
+    added, removed = note.split("## No longer in force")
+    assert NEW_RULE in added and RULE not in added and RULE in removed
+
+
+def test_a_session_without_a_record_gets_the_whole_bundle(ruled: Path, repo: Path) -> None:
+    # Started before this coffer, in another home, or its record was pruned: give it all.
+    whole = given(ruled, "codex", codex("resume", repo))
+    assert whole is not None and RULE in whole
+    assert given(ruled, "codex", codex("resume", repo)) is None
+    # Records are per agent: the same id from another agent is another session.
+    assert given(ruled, "claude-code", claude("resume", repo, CODEX_ID)) == whole
+
+
+def test_a_payload_without_source_or_session_gets_the_bundle_every_time(ruled: Path, repo: Path) -> None:
+    body = codex("startup", repo)
+    del body["source"]
+    assert given(ruled, "codex", body) == given(ruled, "codex", body) is not None
+    anonymous = {**codex("resume", repo), "session_id": ""}
+    assert given(ruled, "codex", anonymous) == given(ruled, "codex", anonymous) is not None
+
+
+def test_the_record_is_in_the_coffer_homes_cache_and_private(ruled: Path, repo: Path, tmp_path: Path) -> None:
+    given(ruled, "codex", codex("startup", repo))
+    [record] = records(ruled)
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    assert CODEX_ID not in record.name  # the agent's id is not trusted as a file name
+    assert json.loads(record.read_text())["session_id"] == CODEX_ID
+    assert not [p for p in repo.rglob("*") if RECORD_PREFIX in p.name]
+
+
+def test_an_unwritable_record_still_gives_the_bundle_and_is_logged(ruled: Path, repo: Path) -> None:
+    (ruled / "cache").write_text("a file where the cache folder should be")
+    first = given(ruled, "codex", codex("startup", repo))
+    assert first is not None and RULE in first
+    assert "event=SessionStart" in (ruled / "logs" / "hook.log").read_text()
+    # Without a record, a resume gets the bundle again rather than nothing.
+    assert given(ruled, "codex", codex("resume", repo)) == first
+
+
+def test_a_new_session_prunes_records_unused_for_a_month(ruled: Path, repo: Path) -> None:
+    given(ruled, "codex", codex("startup", repo, "old-session"))
+    [old] = records(ruled)
+    given(ruled, "codex", codex("startup", repo, "kept-session"))
+    [kept] = [p for p in records(ruled) if p != old]
+    month_ago = time.time() - 31 * 24 * 3600
+    for record in (old, kept):
+        os.utime(record, (month_ago, month_ago))
+    # Resumed with nothing to give, a session's record is still in use: kept.
+    assert given(ruled, "codex", codex("resume", repo, "kept-session")) is None
+    given(ruled, "codex", codex("resume", repo))  # a resume prunes nothing
+    assert old.exists()
+    given(ruled, "codex", codex("startup", repo, "new-session"))
+    assert not old.exists() and kept.exists() and len(records(ruled)) == 3
+
+
+def test_an_opted_out_repository_gets_nothing_and_nothing_is_recorded(ruled: Path, repo: Path) -> None:
+    (repo / ".coffer-optout").write_text("")
+    assert given(ruled, "codex", codex("startup", repo)) is None
+    assert records(ruled) == []
+
+
+def test_a_note_longer_than_the_bundle_gives_the_bundle() -> None:
+    before = "# Coffer memory rules\n\n## Project rules\n\n" + "".join(f"- old {i}\n" for i in range(50))
+    after = "# Coffer memory rules\n\n## Project rules\n\n- new\n"
+    assert to_give("resume", after, before) == after
+    assert to_give("resume", after, after) == ""
+    assert to_give("compact", after, after) == after
+    small = before + "- one more\n"
+    assert to_give("resume", small, before) == changes_note(before, small)
