@@ -35,7 +35,6 @@ indexed in their transaction, so a later scan finds them unchanged.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -54,11 +53,13 @@ from .._store.audit import AuditLog
 from .._store.files import FactParseError
 from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
-from .._store.scan import FileStat, OddFiles, file_stat, list_folder, printable, scan_markdown, utf8_name
+from .._store.scan import FileStat, OddFiles, file_stat, list_folder, scan_markdown, utf8_name
 from .._store.versions import bump_version
-from .._store.watch import FolderFeed, recall_stat, under, walkable
+from .._store.watch import FolderFeed
 from .db import DAMAGE, IndexDB
+from .feed_checks import arm, from_feed
 from .reindex import Reindexer, stat_columns
+from .tally import Stat, Tally, unchanged, warn_odd
 
 log = logging.getLogger("coffer_memory.reconcile")
 # Files per write transaction of a bulk load. Each commit flushes FTS5's pending terms into a
@@ -74,20 +75,6 @@ STALE_SECONDS = 60.0
 MISSING = -1
 PATHS_KEPT = 1024
 Progress = Callable[[int, int], None]
-Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
-# Odd entries already warned about by this process: a warning once, not on every read.
-_warned: set[tuple[str, str, str]] = set()
-_warned_guard = threading.Lock()
-
-
-def _warn_odd(store: str, odd: OddFiles) -> None:
-    for rel, reason in odd.items():
-        key = (store, rel, reason)
-        with _warned_guard:
-            if key in _warned:
-                continue
-            _warned.add(key)
-        log.warning("skipping %s in store %s: %s", printable(rel), store, reason)
 
 
 class _Todo(NamedTuple):
@@ -98,37 +85,6 @@ class _Todo(NamedTuple):
     key: str  # documents.path
     forget: bool  # it may have a broken_files row to clear
     absent: bool  # the index has no row for it
-
-
-@attrs.define
-class _Tally:
-    scanned: int = 0
-    added: int = 0
-    updated: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    skipped: list[str] = attrs.Factory(list)
-    # Changes made outside coffer: (event, document id, store-relative path, details).
-    external: list[tuple[str, str | None, str, dict[str, str]]] | None = None
-    seen: bool = True  # the index knew the store: a file it has no row for is new
-
-    def report(self, store: str) -> ReindexReport:
-        return ReindexReport(
-            store=store,
-            scanned=self.scanned,
-            added=self.added,
-            updated=self.updated,
-            removed=self.removed,
-            unchanged=self.unchanged,
-            skipped=tuple(self.skipped),
-        )
-
-
-@functools.lru_cache(maxsize=1024)
-def _unchanged(store: str, count: int) -> ReindexReport:
-    """The report of a read's check that found nothing to do (every read makes one: one object
-    per store and count, frozen)."""
-    return ReindexReport(store=store, scanned=0, added=0, updated=0, removed=0, unchanged=count)
 
 
 class Reconciler:
@@ -257,7 +213,7 @@ class Reconciler:
             return None
         if self._changed_dirs(sp, dirs) or all(mtime == MISSING for mtime in dirs.values()):
             return None
-        return _unchanged(sp.name, count)
+        return unchanged(sp.name, count)
 
     def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
         changed = []
@@ -300,7 +256,7 @@ class Reconciler:
             if len(self._paths) >= PATHS_KEPT:
                 self._paths.clear()
             sp = self._paths[store] = self.reindexer.paths(store)
-        # A store the inotify feed watches is checked by its news (``_from_feed``): folder mtimes
+        # A store the inotify feed watches is checked by its news (``feed_checks.from_feed``): folder mtimes
         # alone (``_quick``) miss an in-place edit.
         watched = self.feed is not None and self.feed.status(store) != "off"
         quick = None if full or watched else self._quick(sp)
@@ -309,8 +265,8 @@ class Reconciler:
         if not sp.root.is_dir():
             if self.db.scalar("SELECT 1 FROM store_state WHERE resource_name = ?", (store,)):
                 self.reindexer.remove_store(store)  # coffer's own delete_store leaves no state behind
-                self._record_external(sp, _Tally(external=[("store_deleted", None, "", {})]))
-            return _Tally().report(store)
+                self._record_external(sp, Tally(external=[("store_deleted", None, "", {})]))
+            return Tally().report(store)
         vectors = self.reindexer.vectors
         if vectors is not None and vectors.existing_table(store) is None:
             with store_lock(lock_path(self.settings.home, store)):
@@ -323,7 +279,7 @@ class Reconciler:
             due = age >= self.settings.reconcile_full_scan_seconds
             large = count > self.settings.reconcile_full_scan_max_files
             if large and self.feed is not None:
-                fed = self._from_feed(sp, count, age)
+                fed = from_feed(self, sp, count, age)
                 if fed is not None:
                     return fed
             if large and due and self.lock is not None and age < STALE_SECONDS:
@@ -334,12 +290,12 @@ class Reconciler:
                 changed = self._changed_dirs(sp, dirs)
                 pending = self.reindexer.pending_paths(store)
                 if not changed and not pending:
-                    return _unchanged(store, count)
+                    return unchanged(store, count)
                 with store_lock(lock_path(self.settings.home, store)):
                     report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
             if not large and self._small_unchanged(sp, dirs) and not self.reindexer.pending_paths(store):
-                return _unchanged(store, count)
+                return unchanged(store, count)
         with store_lock(lock_path(self.settings.home, store)):
             report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)
@@ -414,7 +370,7 @@ class Reconciler:
             seen.setdefault(top, MISSING)
         return matched == len(expected) and seen == dirs
 
-    def _record_external(self, sp: StorePaths, tally: _Tally) -> None:
+    def _record_external(self, sp: StorePaths, tally: Tally) -> None:
         """Audit the changes made outside coffer and advance the store's version (store lock held)."""
         if not tally.external:
             return
@@ -437,7 +393,7 @@ class Reconciler:
         pending = self.reindexer.pending_paths(sp.name)
         if not pending:
             return report
-        tally = _Tally()
+        tally = Tally()
         files = {}
         for path in pending:
             try:
@@ -467,7 +423,7 @@ class Reconciler:
         sp: StorePaths,
         files: dict[str, FileStat],
         rows: dict[str, Stat],
-        tally: _Tally,
+        tally: Tally,
         progress: Progress | None = None,
         broken: dict[str, Stat] | None = None,
         rows_complete: bool = True,
@@ -531,7 +487,7 @@ class Reconciler:
             if progress is not None:
                 progress(total, total)
 
-    def _index_one(self, sp: StorePaths, entry: _Todo, tally: _Tally) -> None:
+    def _index_one(self, sp: StorePaths, entry: _Todo, tally: Tally) -> None:
         name, rel, key, was_broken, absent = entry
         before = None
         if tally.external is not None and not absent:
@@ -609,12 +565,12 @@ class Reconciler:
         return self._rows_under(store, prefix, "broken_files")
 
     def _reconcile_full(self, sp: StorePaths, progress: Progress | None, *, seen: bool) -> ReindexReport:
-        epoch = self._arm(sp)
-        tally = _Tally(external=[], seen=seen)
+        epoch = arm(self, sp)
+        tally = Tally(external=[], seen=seen)
         odd: OddFiles = {}
         linked: set[str] = set()
         files, dirs = scan_markdown(sp.root, sp.recall_dirs(), odd, linked)
-        _warn_odd(sp.name, odd)
+        warn_odd(sp.name, odd)
         for folder in sp.recall_dirs():
             dirs.setdefault(sp.relative(folder), MISSING)
         prefix = self._prefix(sp.root)
@@ -630,7 +586,7 @@ class Reconciler:
         return tally.report(sp.name)
 
     def _reconcile_dirs(self, sp: StorePaths, changed: list[str]) -> ReindexReport:
-        tally = _Tally(external=[])  # only runs on a store the index knows
+        tally = Tally(external=[])  # only runs on a store the index knows
         state = self._state(sp.name)
         assert state is not None
         dirs, last_full, count = state
@@ -660,7 +616,7 @@ class Reconciler:
                     sub_files, sub_dirs = scan_markdown(sp.root, (sp.root / sub,), odd)
                     self._apply(sp, sub_files, self._rows_under(sp.name, self._prefix(sp.root / sub)), tally)
                     dirs.update(sub_dirs)
-        _warn_odd(sp.name, odd)
+        warn_odd(sp.name, odd)
         count = int(self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
         with self.db.transaction():
             self._save_state(sp.name, dirs, last_full, count)
@@ -681,121 +637,3 @@ class Reconciler:
             return
         dirs[rel] = after_ns
         self._save_state(store, dirs, last_full, count + delta)
-
-    # -- the inotify feed -----------------------------------------------------------------------
-    def _from_feed(self, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
-        """A read's check of a larger store from the inotify feed, or None when the feed cannot
-        vouch for it (the next full scan, when it falls due, sets its watches anew)."""
-        assert self.feed is not None
-        store = sp.name
-        news = self.feed.news(store)
-        if news is None:
-            return None
-        if age >= self.settings.reconcile_watch_full_scan_seconds:
-            self._scan_in_background(store)  # the safety net, never inline in a read
-        files, trees = news
-        try:
-            if (
-                not trees
-                and (not files or self._news_unchanged(sp, files))
-                and not self.reindexer.pending_paths(store)
-            ):
-                return _unchanged(store, count)
-            with store_lock(lock_path(self.settings.home, store)):
-                report = self._reconcile_news(sp, files, trees)
-                return self._retry_pending(sp, report, None)
-        except BaseException:
-            self.feed.lose(store)  # the news it gave are not applied: scan again
-            raise
-
-    def _arm(self, sp: StorePaths) -> int | None:
-        """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
-        that the scan covers what happened before them and the feed what happens after."""
-        if self.feed is None:
-            return None
-        if self.feed.status(sp.name) == "off":
-            count = self.db.scalar("SELECT file_count FROM store_state WHERE resource_name = ?", (sp.name,))
-            if count is None or int(count) <= self.settings.reconcile_full_scan_max_files:
-                return None
-            self.feed.arm(sp.name, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
-        return self.feed.epoch(sp.name)
-
-    def _rows_of(self, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
-        rows: dict[str, Stat] = {}
-        for start in range(0, len(keys), 500):
-            part = keys[start : start + 500]
-            found = self.db.rows(
-                f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
-                f"WHERE resource_name = ? AND path IN ({','.join('?' * len(part))})",
-                (store, *part),
-            )
-            rows.update((r[0], r[1:]) for r in found)
-        return rows
-
-    def _news_unchanged(self, sp: StorePaths, files: set[str]) -> bool:
-        """True when every file the feed named still matches its row: coffer's own writes, most
-        often (they are indexed in their transaction). Read only, without the store lock."""
-        prefix = self._prefix(sp.root)
-        keys = [prefix + rel for rel in files]
-        rows, broken = self._rows_of(sp.name, keys), self._rows_of(sp.name, keys, "broken_files")
-        root = str(sp.root)
-        for rel, key in zip(files, keys, strict=True):
-            st = recall_stat(root, rel)
-            if (st is None and (key in rows or key in broken)) or (
-                st is not None and st != rows.get(key) and st != broken.get(key)
-            ):
-                return False
-        return True
-
-    def _same_inodes(self, sp: StorePaths, linked: set[str], found: dict[str, FileStat]) -> set[str]:
-        """The indexed files sharing an inode with the ``linked`` files among ``found``: a link made
-        while the feed watched raised an event for its new name alone."""
-        inodes = sorted({found[rel].ino for rel in linked if rel in found})
-        if not inodes:
-            return set()
-        cut = len(self._prefix(sp.root))
-        rows = self.db.rows(
-            f"SELECT path FROM documents WHERE resource_name = ? AND file_ino IN ({','.join('?' * len(inodes))})",
-            (sp.name, *inodes),
-        )
-        return {r[0][cut:] for r in rows}
-
-    def _reconcile_news(self, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
-        """Re-check the files and re-scan the folders the feed named (store lock held)."""
-        assert self.feed is not None
-        tally = _Tally(external=[])
-        odd: OddFiles = {}
-        trees = {t for t in trees if not any(under(t, o) and t != o for o in trees)}
-        files = {f for f in files if not any(under(f, t) for t in trees)}
-        prefix = self._prefix(sp.root)
-        keys = [prefix + rel for rel in files]
-        root = str(sp.root)
-        linked: set[str] = set()
-        found = {rel: st for rel in files if (st := recall_stat(root, rel, odd, linked)) is not None}
-        self._apply(
-            sp,
-            found,
-            self._rows_of(sp.name, keys),
-            tally,
-            broken=self._rows_of(sp.name, keys, "broken_files"),
-        )
-        for tree in sorted(trees):
-            self.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
-            tree_files = (
-                scan_markdown(sp.root, (sp.root / tree,), odd, linked)[0] if walkable(root, tree) else {}
-            )
-            tree_prefix = self._prefix(sp.root / tree)
-            rows = self._rows_under(sp.name, tree_prefix)
-            self._apply(sp, tree_files, rows, tally, broken=self._broken_under(sp.name, tree_prefix))
-            found.update(tree_files)
-        self.feed.relink(sp.name, linked | self._same_inodes(sp, linked, found), files, trees)
-        _warn_odd(sp.name, odd)
-        state = self._state(sp.name)
-        if (tally.added or tally.removed) and state is not None:
-            count = int(
-                self.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0
-            )
-            with self.db.transaction():
-                self._save_state(sp.name, state[0], state[1], count)
-        self._record_external(sp, tally)
-        return tally.report(sp.name)

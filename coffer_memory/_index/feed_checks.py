@@ -1,0 +1,139 @@
+"""The reconciler's checks of a store the inotify feed watches (``watch.FolderFeed``).
+
+A read drains the feed and re-checks only the files and folders it named; whatever the feed
+cannot vouch for falls back to the scans in ``reconcile``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._models import ReindexReport
+from .._store.lock import store_lock
+from .._store.paths import StorePaths, lock_path
+from .._store.scan import FileStat, OddFiles, scan_markdown
+from .._store.watch import recall_stat, under, walkable
+from .tally import Stat, Tally, unchanged, warn_odd
+
+if TYPE_CHECKING:
+    from .reconcile import Reconciler
+
+
+def from_feed(rec: Reconciler, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
+    """A read's check of a larger store from the inotify feed, or None when the feed cannot
+    vouch for it (the next full scan, when it falls due, sets its watches anew)."""
+    assert rec.feed is not None
+    store = sp.name
+    news = rec.feed.news(store)
+    if news is None:
+        return None
+    if age >= rec.settings.reconcile_watch_full_scan_seconds:
+        rec._scan_in_background(store)  # the safety net, never inline in a read
+    files, trees = news
+    try:
+        if (
+            not trees
+            and (not files or news_unchanged(rec, sp, files))
+            and not rec.reindexer.pending_paths(store)
+        ):
+            return unchanged(store, count)
+        with store_lock(lock_path(rec.settings.home, store)):
+            report = reconcile_news(rec, sp, files, trees)
+            return rec._retry_pending(sp, report, None)
+    except BaseException:
+        rec.feed.lose(store)  # the news it gave are not applied: scan again
+        raise
+
+
+def arm(rec: Reconciler, sp: StorePaths) -> int | None:
+    """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
+    that the scan covers what happened before them and the feed what happens after."""
+    if rec.feed is None:
+        return None
+    if rec.feed.status(sp.name) == "off":
+        count = rec.db.scalar("SELECT file_count FROM store_state WHERE resource_name = ?", (sp.name,))
+        if count is None or int(count) <= rec.settings.reconcile_full_scan_max_files:
+            return None
+        rec.feed.arm(sp.name, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
+    return rec.feed.epoch(sp.name)
+
+
+def rows_of(rec: Reconciler, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
+    """The stat columns of the rows of ``table`` for ``keys`` (``documents.path`` values)."""
+    rows: dict[str, Stat] = {}
+    for start in range(0, len(keys), 500):
+        part = keys[start : start + 500]
+        found = rec.db.rows(
+            f"SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM {table} "
+            f"WHERE resource_name = ? AND path IN ({','.join('?' * len(part))})",
+            (store, *part),
+        )
+        rows.update((r[0], r[1:]) for r in found)
+    return rows
+
+
+def news_unchanged(rec: Reconciler, sp: StorePaths, files: set[str]) -> bool:
+    """True when every file the feed named still matches its row: coffer's own writes, most
+    often (they are indexed in their transaction). Read only, without the store lock."""
+    prefix = rec._prefix(sp.root)
+    keys = [prefix + rel for rel in files]
+    rows, broken = rows_of(rec, sp.name, keys), rows_of(rec, sp.name, keys, "broken_files")
+    root = str(sp.root)
+    for rel, key in zip(files, keys, strict=True):
+        st = recall_stat(root, rel)
+        if (st is None and (key in rows or key in broken)) or (
+            st is not None and st != rows.get(key) and st != broken.get(key)
+        ):
+            return False
+    return True
+
+
+def same_inodes(rec: Reconciler, sp: StorePaths, linked: set[str], found: dict[str, FileStat]) -> set[str]:
+    """The indexed files sharing an inode with the ``linked`` files among ``found``: a link made
+    while the feed watched raised an event for its new name alone."""
+    inodes = sorted({found[rel].ino for rel in linked if rel in found})
+    if not inodes:
+        return set()
+    cut = len(rec._prefix(sp.root))
+    rows = rec.db.rows(
+        f"SELECT path FROM documents WHERE resource_name = ? AND file_ino IN ({','.join('?' * len(inodes))})",
+        (sp.name, *inodes),
+    )
+    return {r[0][cut:] for r in rows}
+
+
+def reconcile_news(rec: Reconciler, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
+    """Re-check the files and re-scan the folders the feed named (store lock held)."""
+    assert rec.feed is not None
+    tally = Tally(external=[])
+    odd: OddFiles = {}
+    trees = {t for t in trees if not any(under(t, o) and t != o for o in trees)}
+    files = {f for f in files if not any(under(f, t) for t in trees)}
+    prefix = rec._prefix(sp.root)
+    keys = [prefix + rel for rel in files]
+    root = str(sp.root)
+    linked: set[str] = set()
+    found = {rel: st for rel in files if (st := recall_stat(root, rel, odd, linked)) is not None}
+    rec._apply(
+        sp,
+        found,
+        rows_of(rec, sp.name, keys),
+        tally,
+        broken=rows_of(rec, sp.name, keys, "broken_files"),
+    )
+    for tree in sorted(trees):
+        rec.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
+        tree_files = scan_markdown(sp.root, (sp.root / tree,), odd, linked)[0] if walkable(root, tree) else {}
+        tree_prefix = rec._prefix(sp.root / tree)
+        rows = rec._rows_under(sp.name, tree_prefix)
+        rec._apply(sp, tree_files, rows, tally, broken=rec._broken_under(sp.name, tree_prefix))
+        found.update(tree_files)
+    rec.feed.relink(sp.name, linked | same_inodes(rec, sp, linked, found), files, trees)
+    warn_odd(sp.name, odd)
+    state = rec._state(sp.name)
+    if (tally.added or tally.removed) and state is not None:
+        count = int(rec.db.scalar("SELECT count(*) FROM documents WHERE resource_name = ?", (sp.name,)) or 0)
+        with rec.db.transaction():
+            rec._save_state(sp.name, state[0], state[1], count)
+    rec._record_external(sp, tally)
+    return tally.report(sp.name)
