@@ -112,7 +112,15 @@ class SharedIndex:
         return self.reindexer.db.key(self.reindexer.paths(store).root) + "/"
 
     def flush(self, store: str | None = None) -> None:
-        """Push the noted documents of ``store`` (every store for None) to the backend."""
+        """Push the noted documents of ``store`` (every store for None) to the backend; a backend
+        the role may only read is not pushed to (its rows are the writers' to keep)."""
+        if not getattr(self.backend, "writable", True):
+            if store is None:
+                self.reindexer.changed.clear()
+            else:
+                self.reindexer.changed.pop(store, None)
+            self.reindexer.dropped.clear()
+            return
         for gone in list(self.reindexer.dropped):
             self.backend.drop_store(gone)
             self.reindexer.dropped.discard(gone)
