@@ -235,3 +235,53 @@ def test_a_server_restarted_or_stopped_is_recovered_from_and_a_stop_writes_nothi
         _pg_ctl(own_server, "start")
         assert len(texts(svc, "harbour")) == 2
         svc.remember("written once it is back", store="global")
+
+
+def _docs_sql(block: str) -> list[str]:
+    """The statements of docs/team.md's ```sql block whose first line is ``-- <block>``."""
+    text = (Path(__file__).parent.parent / "docs" / "team.md").read_text()
+    for part in text.split("```sql\n")[1:]:
+        body = part.split("```", 1)[0]
+        if body.startswith(f"-- {block}\n"):
+            code = "\n".join(line for line in body.splitlines() if not line.startswith("--"))
+            return [statement.strip() for statement in code.split(";\n") if statement.strip()]
+    raise AssertionError(f"docs/team.md has no sql block '-- {block}'")
+
+
+def test_the_roles_of_docs_team_md_work_as_written(
+    pg_admin_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = pg_admin_url.rpartition("/")[0]
+    host = base.partition("@")[2]
+    url = {
+        role: f"postgresql://{role}:change-me@{host}/coffer" for role in ("coffer_owner", "alice", "auditor")
+    }
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    homes = {role: tmp_path / role for role in url}
+    for home in homes.values():
+        home.mkdir()
+        (home / "memory").symlink_to(shared)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        for statement in _docs_sql("server"):
+            conn.execute(statement)
+    try:
+        with psycopg.connect(f"{base}/coffer", autocommit=True) as conn:
+            for statement in _docs_sql("database coffer"):
+                conn.execute(statement)
+        with member(homes["coffer_owner"], url["coffer_owner"], monkeypatch) as svc:
+            svc.remember("the owner set the store up", store="global")
+        with member(homes["alice"], url["alice"], monkeypatch) as svc:
+            fact = svc.remember("alice keeps the release checklist", store="global")
+            svc.edit_fact(fact.fact.id, body="alice keeps the release checklist in the wiki", store="global")
+            assert len(texts(svc, "owner release")) == 2
+        with member(homes["auditor"], url["auditor"], monkeypatch) as svc:
+            assert texts(svc, "checklist") == ["alice keeps the release checklist in the wiki"]
+            with pytest.raises(IndexUnavailable, match="'auditor' may only read"):
+                svc.remember("the auditor writes nothing", store="global")
+    finally:
+        end_sessions(f"{base}/coffer")
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS coffer")
+            for role in url:
+                conn.execute(f"DROP ROLE IF EXISTS {role}")
