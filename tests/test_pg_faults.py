@@ -57,6 +57,22 @@ def test_connections_the_server_ended_are_replaced_not_reported(
         assert len(texts(svc, "pager")) == 2
 
 
+def test_a_connection_that_breaks_after_the_pools_check_is_tried_again(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session ended between the pool's check and the first statement (the check turned off
+    here, so every stale connection gets through): the write lock and the reads take a fresh one."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("the ferry leaves at nine", store="global")
+        backend = svc.index.backend
+        assert backend is not None
+        backend.pool._check = None  # type: ignore[attr-defined]  # psycopg_pool's: the pool unchecked
+        end_sessions(pg_url)
+        svc.remember("the ferry returns at five", store="global")
+        end_sessions(pg_url)
+        assert len(texts(svc, "ferry")) == 2
+
+
 def test_a_write_whose_lock_connection_drops_is_done_and_reaches_postgresql_later(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -120,18 +120,20 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+_RETRYING = Retrying(
+    stop=stop_after_attempt(READ_ATTEMPTS),
+    wait=wait_exponential(multiplier=0.25, max=1.0),
+    retry=retry_if_exception(_transient),
+    reraise=True,
+)
+
+
 def _retried(method: Callable[P, R]) -> Callable[P, R]:
     """A read (``_reachable``) tried again on a broken connection (see ``READ_ATTEMPTS``)."""
-    retrying = Retrying(
-        stop=stop_after_attempt(READ_ATTEMPTS),
-        wait=wait_exponential(multiplier=0.25, max=1.0),
-        retry=retry_if_exception(_transient),
-        reraise=True,
-    )
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        return retrying.copy()(method, *args, **kwargs)
+        return _RETRYING.copy()(method, *args, **kwargs)
 
     return _reachable(wrapper)
 
@@ -214,8 +216,9 @@ class PostgresIndex:
             return _unavailable(refused)
         return IndexUnavailable(
             "postgresql",
-            f"no pooled connection was free within {POOL_TIMEOUT:g} s (every one busy: raise "
-            "[index] pool_size, or the server's max_connections)",
+            f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
+            "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
+            "still reconnecting after the server ended its sessions)",
         )
 
     # -- locking ----------------------------------------------------------------------------
@@ -242,11 +245,10 @@ class PostgresIndex:
             )
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
-                conn = stack.enter_context(self.pool.connection())
-                (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                conn, key = _RETRYING.copy()(self._lock, store)
             except _DOWN as exc:
                 raise self.unavailable(exc) from None
+            stack.callback(self.pool.putconn, conn)
             with self._guard:
                 self._held[store] = _Held(conn, me)
             try:
@@ -256,6 +258,17 @@ class PostgresIndex:
                     del self._held[store]
                 with suppress(*_DOWN):  # the session ended, and the server released its locks with it
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
+        """A pooled connection holding the store's advisory lock, and the lock's key."""
+        conn = self.pool.getconn()
+        try:
+            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        except BaseException:
+            self.pool.putconn(conn)
+            raise
+        return conn, int(key)
 
     @contextmanager
     def _connection(self, store: str) -> Iterator[psycopg.Connection[Any]]:
