@@ -90,7 +90,7 @@ _REFUSED = (*_DOWN, psycopg.errors.InsufficientPrivilege)
 # A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
 # is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
 # restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
-# every request: +0.4 ms on a 1.5 ms recall, ``bench/pg.py --check-sizes``); after a failure the
+# every request: 5-81% of a keyword recall, ``bench/pg.py --check-sizes``); after a failure the
 # pool's idle connections are checked, so the next try does not meet another ended one.
 READ_ATTEMPTS = 4
 # Seconds a request waits for a pooled connection before the server is said to be down.
