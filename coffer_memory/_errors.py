@@ -238,7 +238,7 @@ class IndexUnavailable(CofferError):
     code = "INDEX_UNAVAILABLE"
 
     def __init__(self, backend: str, reason: str) -> None:
-        super().__init__(f"the {backend} index cannot be reached: {reason}", backend=backend, reason=reason)
+        super().__init__(f"the {backend} index is unavailable: {reason}", backend=backend, reason=reason)
         self.backend = backend
         self.reason = reason
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .._errors import IndexUnavailable
 from .._store.files import FactParseError, parse_fact, read_bytes
 from .._store.paths import StorePaths
 from ..plugins.hookspecs import DocVectors, IndexBackend, IndexedDoc
@@ -112,7 +113,15 @@ class SharedIndex:
         return self.reindexer.db.key(self.reindexer.paths(store).root) + "/"
 
     def flush(self, store: str | None = None) -> None:
-        """Push the noted documents of ``store`` (every store for None) to the backend."""
+        """Push the noted documents of ``store`` (every store for None) to the backend; a backend
+        the role may only read is not pushed to (its rows are the writers' to keep)."""
+        if not getattr(self.backend, "writable", True):
+            if store is None:
+                self.reindexer.changed.clear()
+            else:
+                self.reindexer.changed.pop(store, None)
+            self.reindexer.dropped.clear()
+            return
         for gone in list(self.reindexer.dropped):
             self.backend.drop_store(gone)
             self.reindexer.dropped.discard(gone)
@@ -123,12 +132,23 @@ class SharedIndex:
             if not keys:
                 continue
             try:
-                with self.backend.write_lock(name):
-                    docs, removed = self._read(name, keys)
-                    self.backend.sync(name, docs, removed)
+                self._push(name, keys)
             except BaseException:
                 self.reindexer.changed.setdefault(name, set()).update(keys)  # tried again next time
                 raise
+
+    def _push(self, store: str, keys: set[str]) -> None:
+        """Read ``keys`` under the backend's lock of ``store`` and sync them; once more when the
+        backend failed (the connection holding the lock broke: the second takes it afresh)."""
+        for last in (False, True):
+            try:
+                with self.backend.write_lock(store):
+                    docs, removed = self._read(store, keys)
+                    self.backend.sync(store, docs, removed)
+                return
+            except IndexUnavailable:
+                if last:
+                    raise
 
     def _read(self, store: str, keys: Iterable[str]) -> tuple[list[IndexedDoc], list[str]]:
         """The documents at ``keys`` as their files are now; the paths of those that are gone."""

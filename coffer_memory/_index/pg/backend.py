@@ -23,12 +23,13 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
 from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
@@ -36,7 +37,7 @@ from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
-from .schema import TS_CONFIG, migrate
+from .schema import TS_CONFIG, SchemaTooNew, migrate
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -47,6 +48,19 @@ Conn = vec.Conn
 Only = vec.Only
 _PUNCT = re.compile(r"[^\w]+")
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
+
+
+def _storable(text: str) -> str:
+    """``text`` as PostgreSQL's ``text`` can hold it: NUL (which a hand-edited file or a YAML
+    ``\\0`` may carry) and lone surrogates (a YAML ``\\ud800``) become U+FFFD. Rejected as they
+    are, one such document failed every push of its store, and so every recall of it."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
 
 
 def _escape_like(term: str) -> str:
@@ -71,20 +85,58 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _DOWN = (psycopg.OperationalError, PoolTimeout)
 """What the driver raises when the server is down or unreachable (not a bad query: that is a bug)."""
+_REFUSED = (*_DOWN, psycopg.errors.InsufficientPrivilege)
+"""... and when the role may not do what was asked (a read-only member pushing rows)."""
+# A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
+# is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
+# restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
+# every request: 5-81% of a keyword recall, ``bench/pg.py --check-sizes``); after a failure the
+# pool's idle connections are checked, so the next try does not meet another ended one.
+READ_ATTEMPTS = 4
+# Seconds a request waits for a pooled connection before the server is said to be down.
+POOL_TIMEOUT = 10.0
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure a second try may not meet: a connection that broke. Not a statement timeout (it
+    would only time out again), nor the pool's timeout (it waited for a connection already)."""
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, (psycopg.errors.QueryCanceled, PoolTimeout)
+    )
 
 
 def _reachable(method: Callable[P, R]) -> Callable[P, R]:
-    """``method`` with the server being down or unreachable reported as ``IndexUnavailable``, a
-    typed error every face answers (REST 503), instead of the driver's exception."""
+    """``method`` with the server being down or unreachable, or refusing the role, reported as
+    ``IndexUnavailable``, a typed error every face answers (REST 503), instead of the driver's
+    exception."""
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
-        except _DOWN as exc:
-            raise IndexUnavailable("postgresql", _first_line(exc)) from None
+        except _REFUSED as exc:
+            index = args[0]
+            raise (
+                index.unavailable(exc) if isinstance(index, PostgresIndex) else _unavailable(exc)
+            ) from None
 
     return wrapper
+
+
+def _retried(method: Callable[P, R]) -> Callable[P, R]:
+    """A read (``_reachable``) tried again on a broken connection (see ``READ_ATTEMPTS``)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        index = args[0]
+        assert isinstance(index, PostgresIndex)
+        return index.retrying()(method, *args, **kwargs)
+
+    return _reachable(wrapper)
+
+
+def _unavailable(exc: BaseException) -> IndexUnavailable:
+    return IndexUnavailable("postgresql", _first_line(exc))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -110,22 +162,68 @@ class PostgresIndex:
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
         # One direct connection first: a server that refuses is said at once, where the pool
         # would retry until its timeout.
+        self._url = url
         psycopg.connect(url, connect_timeout=10, autocommit=True).close()
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url, min_size=1, max_size=max(2, pool_size), open=False, kwargs={"autocommit": True}
+            url,
+            min_size=1,
+            max_size=max(2, pool_size),
+            open=False,
+            kwargs={"autocommit": True},
+            timeout=POOL_TIMEOUT,
+            # Reconnecting gives up as soon as a request would: the next request starts again at
+            # once, where the pool's doubling delays let a server back after a minute's outage
+            # wait half a minute more before the first request that found it.
+            reconnect_timeout=POOL_TIMEOUT,
         )
         self.pool.open(wait=True, timeout=30)
-        with self.pool.connection() as conn:
-            found = migrate(conn)
-            # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
-            self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
+        try:
+            with self.pool.connection() as conn:
+                found = migrate(conn)
+                # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
+                self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
+        except SchemaTooNew as exc:
+            self.pool.close()
+            raise IndexUnavailable("postgresql", str(exc)) from None
+        except BaseException:
+            self.pool.close()  # its threads and connections would outlive the failed start
+            raise
         self.trigram = found.trigram
         self.vectors = found.vectors
+        self.writable = found.writable
+        self._role = found.role
         self._held: dict[str, _Held] = {}
         self._guard = threading.Lock()
         self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
         self._builds: dict[tuple[str, int], threading.Thread] = {}  # HNSW builds under way here
         self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
+
+    def retrying(self) -> Retrying:
+        """Tries of a statement on a connection that may have broken (see ``READ_ATTEMPTS``)."""
+        return Retrying(
+            stop=stop_after_attempt(READ_ATTEMPTS),
+            wait=wait_chain(wait_none(), wait_fixed(0.5), wait_fixed(1.0)),
+            retry=retry_if_exception(_transient),
+            before_sleep=lambda _: self.pool.check(),
+            reraise=True,
+        )
+
+    def unavailable(self, exc: BaseException) -> IndexUnavailable:
+        """The typed error for the driver's ``exc``. When the pool gave no connection in time, it
+        says why: the server's refusal when a direct connection fails too, else every pooled
+        connection being busy (the pool's own message says neither)."""
+        if not isinstance(exc, PoolTimeout):
+            return _unavailable(exc)
+        try:
+            psycopg.connect(self._url, connect_timeout=5).close()
+        except psycopg.Error as refused:
+            return _unavailable(refused)
+        return IndexUnavailable(
+            "postgresql",
+            f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
+            "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
+            "still reconnecting after the server ended its sessions)",
+        )
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -143,13 +241,18 @@ class PostgresIndex:
             finally:
                 held.depth -= 1
             return
+        if not self.writable:  # said before the write touches a file, like the server being down
+            raise IndexUnavailable(
+                "postgresql",
+                f"role {self._role!r} may only read this database (writes need INSERT, UPDATE and "
+                "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
+            )
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
-                conn = stack.enter_context(self.pool.connection())
-                (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                conn, key = self.retrying()(self._lock, store)
             except _DOWN as exc:
-                raise IndexUnavailable("postgresql", _first_line(exc)) from None
+                raise self.unavailable(exc) from None
+            stack.callback(self.pool.putconn, conn)
             with self._guard:
                 self._held[store] = _Held(conn, me)
             try:
@@ -157,7 +260,19 @@ class PostgresIndex:
             finally:
                 with self._guard:
                     del self._held[store]
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                with suppress(*_DOWN):  # the session ended, and the server released its locks with it
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
+        """A pooled connection holding the store's advisory lock, and the lock's key."""
+        conn = self.pool.getconn()
+        try:
+            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        except BaseException:
+            self.pool.putconn(conn)
+            raise
+        return conn, int(key)
 
     @contextmanager
     def _connection(self, store: str) -> Iterator[psycopg.Connection[Any]]:
@@ -230,13 +345,13 @@ class PostgresIndex:
                     (
                         store,
                         d.path,
-                        d.id,
+                        _storable(d.id),
                         d.sha256,
-                        d.title,
-                        d.description,
+                        _storable(d.title),
+                        _storable(d.description),
                         d.created_at,
                         d.updated_at,
-                        list(d.tags),
+                        [_storable(tag) for tag in d.tags],
                     )
                     for d in docs
                 ],
@@ -245,9 +360,9 @@ class PostgresIndex:
                 "INSERT INTO coffer_chunks (store, path, position, text, words) "
                 f"VALUES (%s, %s, %s, %s, to_tsvector('{TS_CONFIG}', %s))",
                 [
-                    (store, d.path, position, text, index_text(text))
+                    (store, d.path, position, clean, index_text(clean))
                     for d in docs
-                    for position, text in enumerate(d.chunks)
+                    for position, clean in enumerate(map(_storable, d.chunks))
                 ],
             )
 
@@ -259,7 +374,7 @@ class PostgresIndex:
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
 
     # -- reading ----------------------------------------------------------------------------
-    @_reachable
+    @_retried
     def digests(self, store: str, model: str | None = None) -> dict[str, str]:
         """path -> sha256 of every document of ``store``; with ``model``, ``""`` for a document
         holding no vectors of that model."""
@@ -275,7 +390,7 @@ class PostgresIndex:
                 )
             return {str(p): str(s) for p, s in rows.fetchall()}
 
-    @_reachable
+    @_retried
     def version(self, store: str) -> int:
         """How many syncs changed ``store``."""
         with self.pool.connection() as conn:
@@ -286,7 +401,7 @@ class PostgresIndex:
         row = conn.execute("SELECT version FROM coffer_stores WHERE name = %s", (store,)).fetchone()
         return int(row[0]) if row else 0
 
-    @_reachable
+    @_retried
     def search(
         self,
         stores: Sequence[str],
@@ -308,7 +423,7 @@ class PostgresIndex:
                 out[store] = self._best(rows, limit)
         return out
 
-    @_reachable
+    @_retried
     def nearest(
         self,
         stores: Sequence[str],

@@ -65,10 +65,13 @@ CREATE TABLE IF NOT EXISTS coffer_vectors (
 
 
 class Extensions(NamedTuple):
-    """Which optional extensions the database has: pg_trgm (substrings), pgvector (vectors)."""
+    """Which optional extensions the database has: pg_trgm (substrings), pgvector (vectors); and
+    whether this connection's ``role`` may write the index (a read-only member's may not)."""
 
     trigram: bool
     vectors: bool
+    writable: bool = True
+    role: str = ""
 
 
 def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
@@ -98,28 +101,67 @@ def _fold_words(conn: psycopg.Connection[Any]) -> None:
             )
 
 
+class SchemaTooNew(Exception):
+    """The database was migrated by a newer coffer-memory than this one (the message says so)."""
+
+
+def _current(conn: psycopg.Connection[Any]) -> int | None:
+    """The database's schema version; None before coffer's tables exist."""
+    if conn.execute("SELECT to_regclass('coffer_meta')").fetchone() in (None, (None,)):
+        return None
+    row = conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row is not None else None
+
+
+def _settled(conn: psycopg.Connection[Any], found: Extensions) -> bool:
+    """Whether every table and index this version wants is there already (nothing to create)."""
+    wanted = ["coffer_documents", "coffer_chunks", "coffer_stores"]
+    wanted += ["coffer_chunks_trigrams"] if found.trigram else []
+    wanted += ["coffer_vectors"] if found.vectors else []
+    row = conn.execute("SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest(%s::text[]) n", (wanted,))
+    return bool((row.fetchone() or (False,))[0])
+
+
+def _writable(conn: psycopg.Connection[Any]) -> tuple[bool, str]:
+    """Whether the connection's role may write the index rows; the role's name."""
+    row = conn.execute(
+        "SELECT current_user, bool_and(has_table_privilege(t, 'INSERT, UPDATE, DELETE')) "
+        "FROM unnest(ARRAY['coffer_documents', 'coffer_chunks', 'coffer_stores']) t"
+    ).fetchone()
+    return (bool(row[1]), str(row[0])) if row is not None else (False, "")
+
+
 def migrate(conn: psycopg.Connection[Any]) -> Extensions:
     """Create the tables (idempotent) and bring older rows up to this version; which extensions
-    are there."""
+    are there. A database already at this version is only read (a read-only role opens it);
+    one at a newer version raises ``SchemaTooNew`` (this coffer would write rows it no longer
+    reads the same way, and mark the schema older again)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        current = _current(conn)
+        if current is not None and current > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the database's coffer schema is version {current}, newer than this coffer-memory's "
+                f"{SCHEMA_VERSION}: upgrade coffer-memory on this host (pip install -U 'coffer-memory[postgresql]')"
+            )
         found = Extensions(
             trigram=_extension(conn, "pg_trgm", "substring recall scans without an index"),
             vectors=_extension(
                 conn, "vector", "vectors stay in each machine's local index (PostgreSQL is keyword-only)"
             ),
         )
-        conn.execute(_TABLES)
-        row = conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and int(row[0]) < 3:
-            _fold_words(conn)
-        if found.trigram:
-            conn.execute(_TRIGRAMS)
-        if found.vectors:
-            conn.execute(_VECTORS)
-        conn.execute(
-            "INSERT INTO coffer_meta (key, value) VALUES ('schema_version', %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(SCHEMA_VERSION),),
-        )
-    return found
+        if current != SCHEMA_VERSION or not _settled(conn, found):
+            conn.execute(_TABLES)
+            if current is not None and current < 3:
+                _fold_words(conn)
+            if found.trigram:
+                conn.execute(_TRIGRAMS)
+            if found.vectors:
+                conn.execute(_VECTORS)
+            conn.execute(
+                "INSERT INTO coffer_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        writable, role = _writable(conn)
+    return found._replace(writable=writable, role=role)

@@ -1,0 +1,288 @@
+"""A team's PostgreSQL under faults and odd input: connections the server ends, a server that
+restarts or stops, a lock lost in the middle of a write, text PostgreSQL cannot hold, a read-only
+role, and a database migrated by a newer coffer. Every test runs a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import CliRunner
+from pg_server import PgServer, PgUnavailable
+
+from coffer_memory import IndexUnavailable, MemoryService
+from coffer_memory._config import Settings
+
+psycopg = pytest.importorskip(
+    "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
+)
+from coffer_memory._index.pg.schema import SCHEMA_VERSION  # noqa: E402  (imports psycopg)
+
+
+def member(home: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> MemoryService:
+    """One team member: a service of its own home on the shared database."""
+    monkeypatch.setenv("COFFER_PG_URL", url)
+    return MemoryService(settings=Settings.load(home, index={"backend": "postgresql"}))
+
+
+def texts(svc: MemoryService, query: str) -> list[str]:
+    return [h.text for h in svc.recall(query, stores=["global"], mode="keyword").hits]
+
+
+def end_sessions(url: str) -> None:
+    """What an administrator's pg_terminate_backend (or a proxy's idle timeout) does to coffer."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+        )
+
+
+def facts_on_disk(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "memory").rglob("*.md"))
+
+
+def test_connections_the_server_ended_are_replaced_not_reported(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool handed out a connection the server had ended: INDEX_UNAVAILABLE with the server up.
+    Now the read, and the write's lock, are tried again on a fresh connection."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("the pager rotates on Mondays", store="global")
+        end_sessions(pg_url)
+        assert texts(svc, "pager rotates") == ["the pager rotates on Mondays"]
+        end_sessions(pg_url)
+        svc.remember("the pager moves to Tuesdays in May", store="global")
+        end_sessions(pg_url)
+        assert len(texts(svc, "pager")) == 2
+
+
+def test_a_write_whose_lock_connection_drops_is_done_and_reaches_postgresql_later(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection holding the store's lock dropped after the file was written: the driver's
+    raw OperationalError escaped (a 500), and a caller retrying wrote the fact twice."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.recall("warm the pool", stores=["global"])
+        with svc.writer.transaction("global") as tx:
+            end_sessions(pg_url)
+            tx.create(tx.paths.inbox / "held.md", b"---\ntitle: held\n---\nwritten as the lock dropped\n")
+        assert texts(svc, "lock dropped") == ["written as the lock dropped"]
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT path FROM coffer_documents WHERE store = 'global'").fetchall()
+    assert rows == [("knowledge/inbox/held.md",)]
+
+
+def test_a_nul_byte_in_a_hand_edited_file_does_not_stop_recall_of_its_store(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL refuses NUL in text: one such file failed every push of its store, so every
+    recall of the store answered the driver's raw DataError."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        fact = svc.remember("the otter guards the staging key", store="global")
+        inbox = fact.path.parent
+        (inbox / "pasted.md").write_bytes(b"---\ntitle: pasted\n---\na zebra \x00 crossing\n")
+        (inbox / "escaped.md").write_bytes(b'---\ntitle: "nul \\0 title"\ntags: ["a\\0b"]\n---\nan okapi\n')
+        assert texts(svc, "otter") == ["the otter guards the staging key"]
+        assert texts(svc, "zebra crossing") == ["a zebra \ufffd crossing"]
+        assert texts(svc, "okapi") == ["an okapi"]
+
+
+def test_user_text_in_tsquery_syntax_is_words_not_operators(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("deploy via make-release & never push tags", store="global")
+        for query in ["!&|():*", "'", "\\", "%_", "release:*", "deploy <-> tags", "deploy & !tags"]:
+            svc.recall(query, stores=["global"], mode="keyword")  # no syntax error from the server
+        assert texts(svc, "release:*") == ["deploy via make-release & never push tags"]
+        assert texts(svc, "%_") == []
+
+
+@pytest.fixture
+def reader_url(pg_url: str) -> Iterator[str]:
+    """The same database through a role that may only read coffer's tables (docs/team.md, Roles)."""
+    role = "coffer_reader"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT CONNECT ON DATABASE {conn.info.dbname} TO {role}")
+    base, _, rest = pg_url.partition("://")
+    yield f"{base}://{role}@{rest.partition('@')[2]}"
+    drop_role(pg_url, role)
+
+
+def drop_role(url: str, role: str) -> None:
+    end_sessions(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_read_only_member_recalls_and_is_refused_before_a_write_touches_a_file(
+    pg_url: str, reader_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only role could not even open the database (raw InsufficientPrivilege from CREATE
+    TABLE IF NOT EXISTS on every request)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    writer_home, reader_home = tmp_path / "writer", tmp_path / "reader"
+    for home in (writer_home, reader_home):
+        home.mkdir()
+        (home / "memory").symlink_to(shared)  # one shared folder, as docs/team.md asks
+    with member(writer_home, pg_url, monkeypatch) as svc:
+        svc.remember("the narwhal runbook lives in the wiki", store="global")
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the grants of docs/team.md, 'Roles'
+        conn.execute("GRANT USAGE ON SCHEMA public TO coffer_reader")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO coffer_reader")
+    with member(reader_home, reader_url, monkeypatch) as svc:
+        assert texts(svc, "narwhal runbook") == ["the narwhal runbook lives in the wiki"]
+        before = facts_on_disk(reader_home)
+        with pytest.raises(IndexUnavailable, match="may only read"):
+            svc.remember("a reader may not write this", store="global")
+        assert facts_on_disk(reader_home) == before
+        # A file the writers have not pushed yet: the reader's read does not fail trying to.
+        (shared / "global" / "knowledge" / "inbox" / "pulled.md").write_text(
+            "---\ntitle: pulled\n---\nwalrus\n"
+        )
+        assert texts(svc, "narwhal runbook") == ["the narwhal runbook lives in the wiki"]
+
+
+def test_an_older_coffer_refuses_a_database_a_newer_one_migrated(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner
+) -> None:
+    """An older member marked the schema older again and wrote rows the newer ones read otherwise."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("written by this version", store="global")
+    newer = str(SCHEMA_VERSION + 1)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE coffer_meta SET value = %s WHERE key = 'schema_version'", (newer,))
+    with (
+        member(tmp_home, pg_url, monkeypatch) as svc,
+        pytest.raises(IndexUnavailable, match="upgrade coffer-memory"),
+    ):
+        svc.recall("written", stores=["global"])
+    monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgresql")
+    run = cli("recall", "written", "--store", "global")
+    said = run.stdout + run.stderr
+    assert run.returncode != 0 and "INDEX_UNAVAILABLE" in said and "Traceback" not in said
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone()
+    assert row == (newer,)
+
+
+def test_a_database_at_this_version_is_opened_without_ddl(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start ran CREATE TABLE/INDEX IF NOT EXISTS: the right to create in the schema was
+    needed by every member, not only the first."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("the schema is settled", store="global")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        conn.execute("CREATE ROLE coffer_member LOGIN")
+        conn.execute("GRANT USAGE ON SCHEMA public TO coffer_member")
+        conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO coffer_member")
+    base, _, rest = pg_url.partition("://")
+    try:
+        with member(tmp_home, f"{base}://coffer_member@{rest.partition('@')[2]}", monkeypatch) as svc:
+            svc.remember("a member without CREATE writes too", store="global")
+            assert texts(svc, "without CREATE") == ["a member without CREATE writes too"]
+    finally:
+        drop_role(pg_url, "coffer_member")
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    """A server of this test's own, to stop and restart without disturbing the others."""
+    pytest.importorskip("psycopg")
+    try:
+        server = PgServer()
+    except PgUnavailable as exc:
+        pytest.skip(f"NO POSTGRESQL: {exc}")
+    yield server
+    server.stop()
+
+
+def _pg_ctl(s: PgServer, *args: str) -> None:
+    import subprocess
+
+    options = f"-k {s.root} -h 127.0.0.1 -p {s.port} -c fsync=off -c full_page_writes=off"
+    subprocess.run(
+        [*s.prefix, s.pg_ctl, "-D", str(s.data), "-l", str(s.root / "log"), "-w", "-o", options, *args],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_server_restarted_or_stopped_is_recovered_from_and_a_stop_writes_nothing(
+    own_server: PgServer, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = own_server.url()
+    with member(tmp_home, url, monkeypatch) as svc:
+        svc.remember("the harbour closes at dusk", store="global")
+        _pg_ctl(own_server, "-m", "immediate", "restart")
+        assert texts(svc, "harbour") == ["the harbour closes at dusk"]  # was INDEX_UNAVAILABLE
+        svc.remember("the harbour opens at dawn", store="global")
+        _pg_ctl(own_server, "-m", "fast", "stop")
+        before = facts_on_disk(tmp_home)
+        with pytest.raises(IndexUnavailable, match="refused") as caught:
+            svc.remember("written while the server is down", store="global")
+        assert "couldn't get a connection" not in str(caught.value)  # the pool's words said no reason
+        assert facts_on_disk(tmp_home) == before
+        _pg_ctl(own_server, "start")
+        assert len(texts(svc, "harbour")) == 2
+        svc.remember("written once it is back", store="global")
+
+
+def _docs_sql(block: str) -> list[str]:
+    """The statements of docs/team.md's ```sql block whose first line is ``-- <block>``."""
+    text = (Path(__file__).parent.parent / "docs" / "team.md").read_text()
+    for part in text.split("```sql\n")[1:]:
+        body = part.split("```", 1)[0]
+        if body.startswith(f"-- {block}\n"):
+            code = "\n".join(line for line in body.splitlines() if not line.startswith("--"))
+            return [statement.strip() for statement in code.split(";\n") if statement.strip()]
+    raise AssertionError(f"docs/team.md has no sql block '-- {block}'")
+
+
+def test_the_roles_of_docs_team_md_work_as_written(
+    pg_admin_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = pg_admin_url.rpartition("/")[0]
+    host = base.partition("@")[2]
+    url = {
+        role: f"postgresql://{role}:change-me@{host}/coffer" for role in ("coffer_owner", "alice", "auditor")
+    }
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    homes = {role: tmp_path / role for role in url}
+    for home in homes.values():
+        home.mkdir()
+        (home / "memory").symlink_to(shared)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        for statement in _docs_sql("server"):
+            conn.execute(statement)
+    try:
+        with psycopg.connect(f"{base}/coffer", autocommit=True) as conn:
+            for statement in _docs_sql("database coffer"):
+                conn.execute(statement)
+        with member(homes["coffer_owner"], url["coffer_owner"], monkeypatch) as svc:
+            svc.remember("the owner set the store up", store="global")
+        with member(homes["alice"], url["alice"], monkeypatch) as svc:
+            fact = svc.remember("alice keeps the release checklist", store="global")
+            svc.edit_fact(fact.fact.id, body="alice keeps the release checklist in the wiki", store="global")
+            assert len(texts(svc, "owner release")) == 2
+        with member(homes["auditor"], url["auditor"], monkeypatch) as svc:
+            assert texts(svc, "checklist") == ["alice keeps the release checklist in the wiki"]
+            with pytest.raises(IndexUnavailable, match="'auditor' may only read"):
+                svc.remember("the auditor writes nothing", store="global")
+    finally:
+        end_sessions(f"{base}/coffer")
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS coffer")
+            for role in url:
+                conn.execute(f"DROP ROLE IF EXISTS {role}")
