@@ -256,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
             db, qs, args.concurrency, args.client, args.workers, True, False
         )
         pairs.append(("coffer pinned", "limit pinned"))
+        if before:
+            serve["before pinned"] = lambda: serve_and_load(
+                home, qs, args.concurrency, before, pinned, args.client
+            )
+            pairs.append(("before pinned", "limit pinned"))
     if args.threaded_limit:
         serve["limit threaded"] = lambda: load_limit(
             db, qs, args.concurrency, args.client, args.workers, False, True
