@@ -74,14 +74,17 @@ class _Threads:
     its idle-thread semaphore: about half the CPU of the hop (docs/benchmarks.md, "REST beside its
     limit, session 9"). The threads start together on first use; idle ones cost nothing. They
     do not hold the interpreter open, but at exit the calls already queued still run, as an
-    executor's do.
+    executor's do; a pool dropped without ``shutdown`` stops its threads too.
     """
 
     def __init__(self, count: int, name: str) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # The threads hold the queue, not this object, so that dropping it stops them.
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(count)
+            threading.Thread(target=_work, args=(self._jobs,), name=f"{name}_{i}", daemon=True)
+            for i in range(count)
         ]
+        self._stop = weakref.finalize(self, _stop, self._jobs, count)
         for thread in self._threads:
             thread.start()
         _running.add(self)
@@ -93,26 +96,31 @@ class _Threads:
         self._jobs.put((loop, future, fn))
         return future
 
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            loop, future, fn = job
-            if future.cancelled():  # cancelled while queued: never started, as with an executor
-                continue
-            try:
-                answer = (True, fn())
-            except BaseException as exc:  # handed to the awaiting caller, as an executor does
-                answer = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
-                loop.call_soon_threadsafe(_settle, future, *answer)
-            del job, future, answer  # not kept alive until the next call
-
     def shutdown(self) -> None:
         """Run what is queued, then stop every thread."""
         _running.discard(self)
-        for _ in self._threads:
-            self._jobs.put(None)
+        self._stop()
         for thread in self._threads:
             thread.join()
+
+
+def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    while (job := jobs.get()) is not None:
+        loop, future, fn = job
+        if future.cancelled():  # cancelled while queued: never started, as with an executor
+            continue
+        try:
+            answer = (True, fn())
+        except BaseException as exc:  # handed to the awaiting caller, as an executor does
+            answer = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(_settle, future, *answer)
+        del job, future, answer  # not kept alive until the next call
+
+
+def _stop(jobs: queue.SimpleQueue[_Job | None], count: int) -> None:
+    for _ in range(count):
+        jobs.put(None)
 
 
 _running: weakref.WeakSet[_Threads] = weakref.WeakSet()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
 
 import pytest
@@ -91,3 +92,17 @@ def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService
         await asvc.close()
 
     asyncio.run(main())
+
+
+def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) -> None:
+    async def main() -> list[threading.Thread]:
+        asvc = AsyncMemoryService(svc, max_threads=3)
+        assert await asvc.run(lambda: 1) == 1
+        return [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+
+    threads = asyncio.run(main())  # the facade is gone once main returns
+    assert len(threads) == 3
+    gc.collect()
+    for thread in threads:
+        thread.join(10)
+    assert not any(t.is_alive() for t in threads)
