@@ -71,7 +71,7 @@ class _Threads:
 
     What ``loop.run_in_executor`` does with a ``ThreadPoolExecutor``, without its second future
     per call (a ``concurrent.futures.Future`` with its condition, chained to the asyncio one) and
-    its idle-thread semaphore: about half the CPU of the hop (docs/benchmarks.md, "REST beside its
+    its idle-thread semaphore: 20-30 us less CPU a call (docs/benchmarks.md, "REST beside its
     limit, session 9"). The threads start together on first use; idle ones cost nothing. They
     do not hold the interpreter open, but at exit the calls already queued still run, as an
     executor's do; a pool dropped without ``shutdown`` stops its threads too.
@@ -85,6 +85,8 @@ class _Threads:
             for i in range(count)
         ]
         self._stop = weakref.finalize(self, _stop, self._jobs, count)
+        self._closing = threading.Lock()  # no call queued behind the stop marks
+        self._closed = False
         for thread in self._threads:
             thread.start()
         _running.add(self)
@@ -93,13 +95,18 @@ class _Threads:
         """Queue ``fn``; the future of the running loop that gets its answer."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        self._jobs.put((loop, future, fn))
+        with self._closing:
+            if self._closed:  # a caller racing close(): refused, as an executor does
+                raise RuntimeError("cannot run a call: the facade's threads were stopped")
+            self._jobs.put((loop, future, fn))
         return future
 
     def shutdown(self) -> None:
         """Run what is queued, then stop every thread."""
         _running.discard(self)
-        self._stop()
+        with self._closing:
+            self._closed = True
+            self._stop()
         for thread in self._threads:
             thread.join()
 

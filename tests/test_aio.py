@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from coffer_memory import AsyncMemoryService, MemoryNotFound, MemoryService
+from coffer_memory._aio import _Threads
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -65,7 +66,7 @@ def test_a_call_cancelled_while_queued_never_runs(svc: MemoryService) -> None:
             queued.cancel()
             gate.set()
             await first
-            assert await asvc.run(ran.append, "later") is None
+            await asvc.run(ran.append, "later")
             with pytest.raises(asyncio.CancelledError):
                 await queued
         assert ran == ["later"]
@@ -77,11 +78,13 @@ def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService
     done: list[int] = []
     gate = threading.Event()
 
+    def slow(i: int) -> None:
+        gate.wait(10)
+        done.append(i)
+
     async def main() -> None:
         asvc = AsyncMemoryService(svc, max_threads=2)
-        calls = [
-            asyncio.ensure_future(asvc.run(lambda i=i: (gate.wait(10), done.append(i)))) for i in range(4)
-        ]
+        calls = [asyncio.ensure_future(asvc.run(slow, i)) for i in range(4)]
         await asyncio.sleep(0.05)
         gate.set()
         await asvc.close()
@@ -106,3 +109,13 @@ def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) ->
     for thread in threads:
         thread.join(10)
     assert not any(t.is_alive() for t in threads)
+
+
+def test_a_call_racing_close_is_refused_not_left_waiting() -> None:
+    async def main() -> None:
+        pool = _Threads(1, "coffer-async-test")
+        pool.shutdown()  # what close() does while another task is about to call
+        with pytest.raises(RuntimeError, match="stopped"):
+            pool.submit(lambda: 1)
+
+    asyncio.run(main())
