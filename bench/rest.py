@@ -319,6 +319,13 @@ def serve_and_load(
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     proc = subprocess.Popen(cmd, env=env, cwd=home)  # not this checkout: PYTHONPATH must come first
+    return measure(proc, base, qs, concurrency, client)
+
+
+def measure(
+    proc: subprocess.Popen[bytes], base: str, qs: list[str], concurrency: int, client: str
+) -> dict[str, Any]:
+    """Once the server ``proc`` answers at ``base``, warm it, run both loads, stop it; the figures."""
     results: dict[str, Any] = {}
     try:
         wait_ready(base, proc)

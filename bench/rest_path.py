@@ -10,7 +10,9 @@ a mean mostly measures the neighbours), in one process over one store:
   model costs, beside ``reply(RECALL, result)`` (the shape's dump and one ``pydantic_core.to_json``);
 - the whole app: ``GET /api/v1/memory_stores/recall`` through the ASGI app (middleware, parameter
   parsing, the thread hop, the recall, the response) beside ``svc.recall`` alone, with and without
-  ``RecallShortcut`` (without it, FastAPI's route answers: its parameters, dependencies, middleware).
+  ``RecallShortcut`` (without it, FastAPI's route answers: its parameters, dependencies, middleware);
+- the limit's answer to the same query (``bench/rest_limit.py``: ``bench/limit.py``'s FTS5 query over
+  the same facts, then its JSON), which is all the limit server does besides HTTP.
 
     .venv/bin/python bench/rest_path.py --home DIR [--n 2000]   (DIR: a home from bench/rest.py --home)
 """
@@ -21,14 +23,17 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlencode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, print_environment, table
+from rest_limit import LimitApp, limit_db
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
@@ -178,6 +183,14 @@ async def run(home: str, n: int) -> list[list[Any]]:
     rows.append(["recall through the ASGI app without the shortcut (FastAPI's route)", *us(slow)])
     rows.append(["svc.recall alone", *us(alone)])
     rows.append(["the app beyond the recall (difference)", *us((whole[0] - alone[0], whole[1] - alone[1]))])
+    with tempfile.TemporaryDirectory() as tmp:
+        limit = LimitApp(str(limit_db(Path(home), Path(tmp) / "limit.db")), threaded=False)
+        rows.append(
+            [
+                "the limit's answer (bench/rest_limit.py: FTS5 query + JSON)",
+                *us(best_of(n, lambda: limit.answer(QUERY))),
+            ]
+        )
     rows.append(["the same without the shortcut", *us((slow[0] - alone[0], slow[1] - alone[1]))])
     return rows
 

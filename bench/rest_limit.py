@@ -1,0 +1,322 @@
+"""REST recall beside its physical limit over HTTP, interleaved in one run on the same store.
+
+``bench/rest.py`` serves coffer-api and loads it; this script serves, in alternate rounds on the
+same machine and load, coffer-api and a **limit server**: the uvicorn configuration coffer-api
+uses (``--workers N`` processes sharing one listening socket with ``TCP_NODELAY``, httptools, no
+access log, 127.0.0.1, warning log level; ``--pinned``: each worker on one CPU as with
+``--pin-workers``) serving a raw ASGI app whose one route runs the keyword limit of
+``bench/limit.py`` (``limit_keyword``: one bm25 MATCH on a plain FTS5 word table, then the
+matched texts) over the same 10,000 facts, on a SQLite file built by ``bench/limit.py``'s
+``limit_rebuild`` from this home's fact files with coffer's own schema (WAL, one connection per
+worker process), and answers JSON hits with the fields and about the size of coffer's
+(``id, text, score, source, time, store, title, path``). The query runs on the event loop;
+``--threaded-limit`` adds a limit that runs it in a thread pool (one connection per thread), as
+coffer's ``AsyncMemoryService`` does, which prices the thread hop by itself.
+
+The load is ``bench/rest.py``'s (the same queries, warm-up and clients: ``--client raw`` by
+default, prebuilt requests over keep-alive sockets), 1 client then ``--concurrency`` clients.
+Printed: every round's p50, p95, req/s and server CPU per request (all the server's processes,
+and of it the event loop threads) with the 1-minute load average, then per round the ratios
+coffer / limit at ``--concurrency`` clients. Targets (issue #15): >= 500 req/s, p50 <= 5 ms.
+
+    .venv/bin/python bench/rest_limit.py [--home DIR] [--facts 10000] [--requests 2000]
+        [--concurrency 4] [--rounds 2] [--workers 2] [--pinned] [--threaded-limit]
+        [--before DIR] [--client raw|httpx] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import apsw
+from _common import environment, print_environment, table, write_json
+from limit import index_schema, limit_keyword, limit_rebuild, segments
+from rest import TARGET_P50_MS, TARGET_RPS, build_home, free_port, measure, queries, serve_and_load
+
+SPEC_ENV = "COFFER_BENCH_LIMIT_SERVER"  # what the limit server hands its worker processes (JSON)
+RECALL_PATH = "/api/v1/memory_stores/recall"
+
+
+# -- the limit server ------------------------------------------------------------------------------
+class LimitApp:
+    """The limit's ASGI app: ``GET /api/v1/memory_stores/recall?query=...`` runs ``limit_keyword``;
+    any other request is answered ``[]`` (the readiness probe)."""
+
+    def __init__(self, db: str, threaded: bool) -> None:
+        self.db = db
+        self.local = threading.local()
+        self.pool = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 4)) if threaded else None
+        conn = self.connection()
+        # What coffer's hits carry besides the text, read once: the limit pays for the match and
+        # the texts, not for reading metadata a server could keep.
+        self.meta = {
+            int(doc): {"path": path, "title": Path(path).stem.rsplit("-", 1)[0].replace("-", " ")}
+            for doc, path in conn.execute("SELECT id, path FROM documents")
+        }
+
+    def connection(self) -> apsw.Connection:
+        """This thread's read connection (the event loop's is the worker's one connection)."""
+        conn: apsw.Connection | None = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = apsw.Connection(self.db, flags=apsw.SQLITE_OPEN_READONLY)
+            self.local.conn = conn
+        return conn
+
+    def answer(self, query: str) -> bytes:
+        """The limit's recall as JSON (coffer's field names, compact as pydantic-core writes)."""
+        hits = [
+            {
+                "id": f"{rowid:026d}",
+                "text": text,
+                "score": -float(rank),
+                "source": "keyword",
+                "time": "2026-01-01T00:00:00Z",
+                "store": "global",
+                **self.meta[rowid],
+            }
+            for rank, (rowid, text) in enumerate(limit_keyword(self.connection(), query))
+        ]
+        out = {"hits": hits, "mode": "keyword", "fallback": False, "stores": ["global"]}
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                kind = message["type"].rsplit(".", 1)[1]
+                await send({"type": f"lifespan.{kind}.complete"})
+                if kind == "shutdown":
+                    return
+        body = b"[]"
+        if scope["path"] == RECALL_PATH:
+            query = dict(parse_qsl(scope["query_string"].decode("latin-1")))["query"]
+            if self.pool is None:
+                body = self.answer(query)
+            else:
+                body = await asyncio.get_running_loop().run_in_executor(self.pool, self.answer, query)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def limit_app() -> LimitApp:
+    """The app of one limit worker process (uvicorn's factory; pins the process first if asked)."""
+    spec = json.loads(os.environ[SPEC_ENV])
+    if spec["pin"]:
+        from coffer_memory_fastapi.cpus import pin_to_one_cpu
+
+        pin_to_one_cpu(f"limit-{spec['supervisor']}")
+    return LimitApp(spec["db"], spec["threaded"])
+
+
+def serve_limit(db: str, port: int, workers: int, pin: bool, threaded: bool) -> None:
+    """Serve ``limit_app`` as ``coffer-api`` serves its app (coffer_memory_fastapi/cli.py)."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from coffer_memory_fastapi.cli import listening_socket
+
+    os.environ[SPEC_ENV] = json.dumps({"db": db, "pin": pin, "threaded": threaded, "supervisor": os.getpid()})
+    serve: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "log_level": "warning",
+        "access_log": False,
+        "http": "httptools",
+    }
+    if workers == 1:
+        uvicorn.run(limit_app(), **serve)
+        return
+    config = uvicorn.Config("rest_limit:limit_app", factory=True, workers=workers, **serve)
+    Multiprocess(config, sockets=[listening_socket(config)]).run()
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def fact_files(home: Path) -> list[Path]:
+    """The global store's fact files (what coffer indexes for the bench's recalls)."""
+    knowledge = home / "memory" / "global" / "knowledge"
+    return sorted(p for p in knowledge.rglob("*.md") if p.name != "INDEX.md")
+
+
+def limit_db(home: Path, path: Path) -> Path:
+    """Build the limit's SQLite file from ``home``'s fact files with coffer's schema."""
+    limit_rebuild(path, fact_files(home), index_schema(home / "index.db")).close()
+    return path
+
+
+def load_limit(
+    db: Path, qs: list[str], concurrency: int, client: str, workers: int, pin: bool, threaded: bool
+) -> dict[str, Any]:
+    """Start the limit server, run ``bench/rest.py``'s loads, stop it."""
+    port = free_port()
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve-limit", str(db), "--port", str(port)]
+    cmd += [
+        "--workers",
+        str(workers),
+        *(["--pinned"] if pin else []),
+        *(["--threaded-limit"] if threaded else []),
+    ]
+    proc = subprocess.Popen(cmd, cwd=db.parent)
+    return measure(proc, f"http://127.0.0.1:{port}", qs, concurrency, client)
+
+
+def response_sizes(home: Path, db: Path, query: str) -> tuple[int, int]:
+    """Bytes of coffer's recall answer and of the limit's for one query (in process)."""
+    from coffer_memory import MemoryService
+    from coffer_memory_fastapi.reply import reply
+    from coffer_memory_fastapi.schemas import RECALL
+
+    with MemoryService(home) as svc:
+        coffer = len(reply(RECALL, svc.recall(query, stores=["global"], limit=10)).body)
+    return coffer, len(LimitApp(str(db), threaded=False).answer(query))
+
+
+def ratio_rows(
+    runs: dict[str, list[dict[str, Any]]], label: str, pairs: list[tuple[str, str]]
+) -> list[list[Any]]:
+    """Per round and pair: coffer / limit for req/s, p50, p95, server CPU and event loop CPU."""
+    rows = []
+    for coffer, limit in pairs:
+        for i, (a, b) in enumerate(zip(runs[coffer], runs[limit], strict=True)):
+            c, li = a[label], b[label]
+            rows.append(
+                [f"{coffer} / {limit}", i + 1, c["loadavg"], li["loadavg"]]
+                + [
+                    c[k] / li[k] if li[k] else float("nan")
+                    for k in ("rps", "p50", "p95", "server_cpu_ms", "loop_cpu_ms")
+                ]
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the limit (``--serve-limit``), or build, serve both in turn, load them and print."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
+    parser.add_argument("--facts", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=2_000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of coffer and the limit")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="server processes of both (coffer-api --workers)"
+    )
+    parser.add_argument("--pinned", action="store_true", help="also serve both with each worker on one CPU")
+    parser.add_argument("--threaded-limit", action="store_true", help="also a limit with coffer's thread hop")
+    parser.add_argument("--before", default=None, help="also serve the coffer code in this source tree")
+    parser.add_argument("--client", choices=["httpx", "raw"], default="raw")
+    parser.add_argument("--json", default=None, help="write the raw figures here")
+    parser.add_argument("--serve-limit", default=None, metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_limit:
+        serve_limit(args.serve_limit, args.port, args.workers, args.pinned, args.threaded_limit)
+        return 0
+
+    tmp = Path(tempfile.mkdtemp(prefix="coffer-bench-rest-limit-"))
+    env_info = environment(str(tmp))
+    print_environment(env_info)
+    home = Path(args.home) if args.home else tmp / "home"
+    if not home.exists():
+        print(f"writing {args.facts} facts ...", flush=True)
+        build_home(home, args.facts)
+    db = limit_db(home, tmp / "limit.db")
+    qs = queries(args.requests)
+    sizes = response_sizes(home, db, qs[0])
+    workers = ["--workers", str(args.workers)] if args.workers > 1 else []
+    before = (
+        os.pathsep.join(os.path.abspath(p) for p in args.before.split(os.pathsep)) if args.before else None
+    )
+    serve: dict[str, Callable[[], dict[str, Any]]] = {}
+    if before:
+        serve["before"] = lambda: serve_and_load(home, qs, args.concurrency, before, workers, args.client)
+    serve["coffer"] = lambda: serve_and_load(home, qs, args.concurrency, None, workers, args.client)
+    serve["limit"] = lambda: load_limit(db, qs, args.concurrency, args.client, args.workers, False, False)
+    pairs = [("coffer", "limit")] + ([("before", "limit")] if before else [])
+    if args.pinned:
+        pinned = [*workers, "--pin-workers"]
+        serve["coffer pinned"] = lambda: serve_and_load(home, qs, args.concurrency, None, pinned, args.client)
+        serve["limit pinned"] = lambda: load_limit(
+            db, qs, args.concurrency, args.client, args.workers, True, False
+        )
+        pairs.append(("coffer pinned", "limit pinned"))
+        if before:
+            serve["before pinned"] = lambda: serve_and_load(
+                home, qs, args.concurrency, before, pinned, args.client
+            )
+            pairs.append(("before pinned", "limit pinned"))
+    if args.threaded_limit:
+        serve["limit threaded"] = lambda: load_limit(
+            db, qs, args.concurrency, args.client, args.workers, False, True
+        )
+        pairs.append(("coffer", "limit threaded"))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in serve}
+    try:
+        for _ in range(args.rounds):
+            for name, run in serve.items():
+                print(f"serving {name} ...", flush=True)
+                runs[name].append(run())
+        word_segments = (segments(home / "index.db"), segments(db))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    keys = ["loadavg", "p50", "p95", "rps", "non_200", "server_cpu_ms", "loop_cpu_ms", "client_cpu_ms"]
+    rows = [
+        [name, i + 1, label, *(r[k] for k in keys)]
+        for name, rounds in runs.items()
+        for i, results in enumerate(rounds)
+        for label, r in results.items()
+    ]
+    heads = ["code", "round", "clients", "load avg", "p50 ms", "p95 ms", "req/s", "non-200"]
+    heads += ["server CPU ms/req", "of it event loop", "client CPU ms/req"]
+    print()
+    print(
+        f"{len(fact_files(home))} facts; response bytes coffer {sizes[0]}, limit {sizes[1]}; "
+        f"FTS5 word segments coffer {word_segments[0]}, limit {word_segments[1]}"
+    )
+    print(
+        table(
+            heads, rows, title=f"REST recall beside the limit, {args.workers} workers, client {args.client}"
+        )
+    )
+    label = f"concurrent ({args.concurrency} clients)"
+    ratio_heads = [
+        "coffer / limit",
+        "round",
+        "load coffer",
+        "load limit",
+        "req/s",
+        "p50",
+        "p95",
+        "server CPU",
+        "event loop CPU",
+    ]
+    print(table(ratio_heads, ratio_rows(runs, label, pairs), title=f"ratios at {args.concurrency} clients"))
+    for name, rounds in runs.items():
+        best = max(rounds, key=lambda res: res[label]["rps"])[label]
+        print(
+            f"{name}: best {best['rps']:.0f} req/s (target >= {TARGET_RPS:.0f}), p50 {best['p50']:.2f} ms "
+            f"(target <= {TARGET_P50_MS:.0f}), server CPU {best['server_cpu_ms']:.2f} ms/req"
+        )
+    write_json(args.json, {"environment": env_info, "sizes": sizes, "segments": word_segments, "runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""The async facade's own thread hop: answers, errors, context, order, cancellation, close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import threading
+
+import pytest
+
+from coffer_memory import AsyncMemoryService, MemoryNotFound, MemoryService
+from coffer_memory._aio import _Threads
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+def test_errors_reach_the_caller_typed(svc: MemoryService) -> None:
+    async def main() -> None:
+        async with AsyncMemoryService(svc) as asvc:
+            with pytest.raises(MemoryNotFound):
+                await asvc.get_fact("01ARZ3NDEKTSV4RRFFQ69G5FAV", store="global")
+
+    asyncio.run(main())
+
+
+def test_context_variables_go_along_to_the_thread(svc: MemoryService) -> None:
+    async def main() -> list[str]:
+        async with AsyncMemoryService(svc) as asvc:
+            REQUEST_ID.set("r-7")
+            return [await asvc.run(REQUEST_ID.get), await asvc.run(lambda: threading.current_thread().name)]
+
+    seen, thread = asyncio.run(main())
+    assert seen == "r-7" and thread.startswith("coffer-async")
+
+
+def test_calls_beyond_the_bound_wait_in_order(svc: MemoryService) -> None:
+    gate = threading.Event()
+    order: list[int] = []
+
+    def blocked() -> None:
+        gate.wait(10)
+
+    async def main() -> None:
+        async with AsyncMemoryService(svc, max_threads=1) as asvc:
+            first = asyncio.ensure_future(asvc.run(blocked))
+            rest = [asyncio.ensure_future(asvc.run(order.append, i)) for i in range(5)]
+            await asyncio.sleep(0.05)
+            assert order == []  # the one thread is busy: nothing else started
+            gate.set()
+            await asyncio.gather(first, *rest)
+        assert order == [0, 1, 2, 3, 4]
+
+    asyncio.run(main())
+
+
+def test_a_call_cancelled_while_queued_never_runs(svc: MemoryService) -> None:
+    gate = threading.Event()
+    ran: list[str] = []
+
+    async def main() -> None:
+        async with AsyncMemoryService(svc, max_threads=1) as asvc:
+            first = asyncio.ensure_future(asvc.run(gate.wait, 10))
+            queued = asyncio.ensure_future(asvc.run(ran.append, "cancelled"))
+            await asyncio.sleep(0.05)
+            queued.cancel()
+            gate.set()
+            await first
+            await asvc.run(ran.append, "later")
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+        assert ran == ["later"]
+
+    asyncio.run(main())
+
+
+def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService) -> None:
+    done: list[int] = []
+    gate = threading.Event()
+
+    def slow(i: int) -> None:
+        gate.wait(10)
+        done.append(i)
+
+    async def main() -> None:
+        asvc = AsyncMemoryService(svc, max_threads=2)
+        calls = [asyncio.ensure_future(asvc.run(slow, i)) for i in range(4)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asvc.close()
+        await asyncio.gather(*calls)
+        assert sorted(done) == [0, 1, 2, 3]
+        assert not [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+        assert (await asvc.store_info("global")).fact_count == 0  # threads start again
+        await asvc.close()
+
+    asyncio.run(main())
+
+
+def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) -> None:
+    async def main() -> list[threading.Thread]:
+        asvc = AsyncMemoryService(svc, max_threads=3)
+        assert await asvc.run(lambda: 1) == 1
+        return [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+
+    threads = asyncio.run(main())  # the facade is gone once main returns
+    assert len(threads) == 3
+    gc.collect()
+    for thread in threads:
+        thread.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_a_call_racing_close_is_refused_not_left_waiting() -> None:
+    async def main() -> None:
+        pool = _Threads(1, "coffer-async-test")
+        pool.shutdown()  # what close() does while another task is about to call
+        with pytest.raises(RuntimeError, match="stopped"):
+            pool.submit(lambda: 1)
+
+    asyncio.run(main())
