@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,50 @@ def test_the_rest_package_still_exports_create_app() -> None:
     assert coffer_memory_fastapi.STATUS["MEMORY_NOT_FOUND"] == 404
     with pytest.raises(AttributeError):
         _ = coffer_memory_fastapi.no_such_name
+
+
+API = "/api/v1/memory_stores"
+
+
+def test_every_api_answer_and_page_says_no_store(client: Any) -> None:
+    """Answers carry memories (possibly secrets the writer scrubbed only when asked): a browser or
+    proxy must not keep them on disk. The web view's pages said so already; the JSON did not."""
+    made = client.post(f"{API}/global/facts", json={"text": "Staging is at staging.acme.test."})
+    assert made.status_code == 201, made.text
+    fact = made.json()["fact"]["id"]
+    answers = {
+        "remember": made,
+        "stores": client.get(API),
+        "facts": client.get(f"{API}/global/facts"),
+        "fact": client.get(f"{API}/global/facts/{fact}"),
+        "recall (shortcut)": client.get(f"{API}/recall", params={"query": "staging", "store": "global"}),
+        "recall (routes)": client.get(f"{API}/global/recall?query=staging&limit=5&limit=5"),
+        "audit": client.get("/api/v1/audit"),
+        "not found": client.get(f"{API}/global/facts/01M8MJSG9PX20EC3PSBHZ6R372"),
+        "bad input": client.get(f"{API}/recall", params={"query": ""}),
+        "web view": client.get("/ui"),
+        "web view fact": client.get(f"/ui/stores/global/facts/{fact}"),
+    }
+    assert {name: r.headers.get_list("cache-control") for name, r in answers.items()} == {
+        name: ["no-store"] for name in answers
+    }
+    assert answers["not found"].status_code == 404 and answers["bad input"].status_code == 422
+    assert "staging.acme.test" in answers["recall (shortcut)"].text
+    assert "staging.acme.test" in answers["recall (routes)"].text
+
+
+def test_the_interactive_docs_load_nothing_from_another_host(client: Any) -> None:
+    """``/docs`` and ``/redoc`` took Swagger UI and ReDoc from a CDN: on a machine without network
+    the page stayed blank. Every script, style sheet and icon must come from the server itself."""
+    for page in ("/docs", "/redoc"):
+        r = client.get(page)
+        assert r.status_code == 200, page
+        urls = re.findall(r"""(?:src|href)=["']([^"']+)["']|(?:url|Url)\s*:\s*['"]([^'"]+)['"]""", r.text)
+        urls = [a or b for a, b in urls]
+        assert urls and not [u for u in urls if "://" in u or u.startswith("//")], (page, urls)
+        assets = [u for u in urls if u.endswith((".js", ".css", ".png"))]
+        assert len(assets) >= (3 if page == "/docs" else 2), (page, urls)
+        for url in assets:
+            asset = client.get(url)
+            assert asset.status_code == 200 and len(asset.content) > 1000, (page, url)
+        assert "fonts.googleapis" not in r.text
