@@ -3,10 +3,15 @@ command the pages name parses, and a missing extra or an offline machine gives a
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +117,91 @@ def test_the_interactive_docs_load_nothing_from_another_host(client: Any) -> Non
             asset = client.get(url)
             assert asset.status_code == 200 and len(asset.content) > 1000, (page, url)
         assert "fonts.googleapis" not in r.text
+
+
+# -- every command line the pages show parses with the real parsers ---------------------------------
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_SHELL_OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", ">", ">>", "<", "2>", "2>&1"}
+_PLACEHOLDER = re.compile(r"‹|\[|\]|\.\.\.|…|\|")  # a synopsis, not a command to run
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    from coffer_memory._cli import build_parser
+    from coffer_memory_fastapi.cli import build_parser as api_parser
+    from coffer_memory_mcp._args import build_parser as mcp_parser
+
+    return {"coffer": build_parser(), "coffer-api": api_parser(), "coffer-mcp": mcp_parser()}
+
+
+def _shell_lines(text: str) -> Iterator[tuple[str, bool]]:
+    """The commands of a page's console blocks (``$`` lines) and sh/bash blocks (every line), and
+    the inline code spans of its prose; the flag says the line is a whole command."""
+    for lang, block in re.findall(r"```(console|sh|bash|shell)\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if lang == "console":
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            yield line, True
+    prose = re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " ")
+    for span in re.findall(r"`(coffer[-a-z]* [^`]+)`", prose):
+        yield span, False  # a fragment of a sentence: only its option names are checked
+
+
+def _commands(line: str, names: Iterable[str]) -> Iterator[list[str]]:
+    """Each ``coffer``/``coffer-api``/``coffer-mcp`` command of one shell line, as argv."""
+    line = re.sub(r"<([\w.-]+)>", r"‹\1›", line)  # <session-id> is a placeholder, not a redirection
+    lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    words: list[str] = []
+    for word in [*lex, ";"]:
+        if word in _SHELL_OPERATORS:
+            if words and words[0] in names:
+                yield words
+            words = []
+        elif not (not words and "=" in word and word.split("=")[0].isupper()):  # VAR=value cmd
+            words.append(word)
+
+
+def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The (sub)parser that a synopsis line names, and the words after its name."""
+    words = list(argv)
+    while words:
+        if words[0] == "--home":
+            words = words[2:]
+            continue
+        choices = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        if words[0] not in choices:
+            break
+        parser = choices[words.pop(0)]
+    return parser, words
+
+
+def test_every_documented_command_line_parses() -> None:
+    """What a reader copies from a page must be a command the real parser takes; a synopsis
+    (``<id>``, ``[--agent A]``) must name options that exist."""
+    parsers = _parsers()
+    wrong, seen = [], 0
+    for page in PAGES:
+        for line, whole in _shell_lines(page.read_text(encoding="utf-8")):
+            for argv in _commands(line, parsers):
+                seen += 1
+                where = f"{page.name}: {' '.join(argv)}"
+                parser = parsers[argv[0]]
+                # Every option named exactly (argparse would take --mod for --mode).
+                sub, words = _subparser(parser, argv[1:])
+                known = {o for a in [*sub._actions, *parser._actions] for o in a.option_strings}
+                named = {w.strip("[]").split("=")[0] for w in words if w.strip("[]").startswith("-")}
+                wrong += [f"{where}: no option {o}" for o in sorted(named - known - {"-", "--"})]
+                if not whole or _PLACEHOLDER.search(" ".join(argv)):
+                    continue
+                err = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                        parser.parse_args(argv[1:])
+                except SystemExit as exc:
+                    if exc.code not in (0, None):
+                        wrong.append(f"{where}: {err.getvalue().strip().splitlines()[-1]}")
+    assert seen >= 350  # about 210 in blocks and 165 in prose: far fewer means the scan broke
+    assert wrong == []
