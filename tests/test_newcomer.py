@@ -220,3 +220,24 @@ def test_no_table_of_the_pages_is_cut_by_a_blank_line() -> None:
             if line.startswith("|") and not before.startswith("|") and not re.match(r"\|\s*:?-", after):
                 cut.append(f"{page.name}:{number}: {line[:60]}")
     assert cut == []
+
+
+def test_the_recall_page_offers_only_the_modes_this_home_enables(tmp_path: Path) -> None:
+    """The web view's mode list offered vector and hybrid on a default home, where picking either
+    only led to an error page ("mode 'vector' is not enabled")."""
+    from fastapi.testclient import TestClient
+
+    from coffer_memory import MemoryService
+    from coffer_memory_fastapi import create_app
+
+    def offered(home: Path, url: str = "/ui/search") -> list[str]:
+        with MemoryService(home) as svc, TestClient(create_app(svc)) as client:
+            page = client.get(url)
+            assert page.status_code == 200, page.text
+            return re.findall(r'<option value="(\w+)"', page.text)
+
+    assert offered(tmp_path / "plain") == ["grep", "keyword"]
+    vector = tmp_path / "vector"
+    vector.mkdir()
+    (vector / "config.toml").write_text('[memory]\nretrieval_modes = ["keyword", "vector", "hybrid"]\n')
+    assert offered(vector) == ["keyword", "vector", "hybrid"]
