@@ -1,5 +1,6 @@
 """What a newcomer meets who reads the README and docs/ in order and types what they show: every
-command the pages name parses, and a missing extra or an offline machine gives a clear answer."""
+command the pages name parses, their Python examples run, and a missing extra or an offline
+machine gives a clear answer."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -241,3 +243,50 @@ def test_the_recall_page_offers_only_the_modes_this_home_enables(tmp_path: Path)
     vector.mkdir()
     (vector / "config.toml").write_text('[memory]\nretrieval_modes = ["keyword", "vector", "hybrid"]\n')
     assert offered(vector) == ["keyword", "vector", "hybrid"]
+
+
+# -- the pages' Python examples run as written ------------------------------------------------------
+# Blocks that need what a temp home cannot hold (past agent sessions, a Claude Code folder, an
+# earlier organizer run, pandas) or are signatures to read, not programs; each named by a phrase.
+_NOT_RUNNABLE = (
+    "@hookspec",
+    "(Protocol)",
+    "Vector = Sequence[float]",
+    "svc.list_transcripts(",
+    "audit_events(limit=3)[1]",
+    'import_memory(kind="claude-code")',
+    "pd.",
+    "project-0CN6...",
+)
+
+
+def _python_examples() -> list[tuple[str, str]]:
+    found = []
+    for page in PAGES:
+        blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+        found += [
+            (f"{page.name}#{n}", code)
+            for n, code in enumerate(blocks)
+            if not any(phrase in code for phrase in _NOT_RUNNABLE)
+        ]
+    return found
+
+
+@pytest.mark.parametrize(("where", "code"), _python_examples(), ids=[w for w, _ in _python_examples()])
+def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
+    """Each example in a real process, from a folder that is a git repository holding another one
+    (``cwd="."`` and ``cwd="acme-api"`` both name a repository, as the pages assume), with its own
+    home; ``/tmp/`` paths land in a temp folder. A fragment that uses ``svc`` gets one."""
+    make_repo(tmp_path)
+    make_repo(tmp_path / "acme-api")
+    code = code.replace("/tmp/", f"{tmp_path}/")
+    if "svc." in code and "svc =" not in code and " as svc" not in code:
+        code = (
+            "from datetime import UTC, datetime\nfrom coffer_memory import MemoryService\nsvc = MemoryService()\n"
+            + code
+        )
+    environ = {**os.environ, "HOME": str(tmp_path / "user"), "COFFER_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, f"{where}:\n{proc.stderr}"
