@@ -290,3 +290,35 @@ def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, f"{where}:\n{proc.stderr}"
+
+
+def test_export_refuses_to_print_a_zip_on_a_terminal(tmp_path: Path) -> None:
+    """``coffer export -o -`` typed at a prompt poured a zip's bytes onto the terminal; a pipe or a
+    redirect still gets them, and JSONL (text) still goes to the terminal."""
+    import pty
+
+    home = tmp_path / "home"
+    environ = {**os.environ, "COFFER_HOME": str(home)}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    assert subprocess.run([coffer, "remember", "--global", "hi"], env=environ, check=False).returncode == 0
+
+    def on_a_terminal(*args: str) -> tuple[int, bytes, str]:
+        leader, follower = pty.openpty()
+        with os.fdopen(leader, "rb", buffering=0) as screen:
+            proc = subprocess.run(
+                [coffer, "export", *args], env=environ, stdout=follower, stderr=subprocess.PIPE, timeout=120
+            )
+            os.close(follower)
+            shown = b""
+            with contextlib.suppress(OSError):  # EIO once the terminal is drained
+                while chunk := screen.read(65536):
+                    shown += chunk
+        return proc.returncode, shown, proc.stderr.decode()
+
+    status, shown, said = on_a_terminal("-o", "-")
+    assert (status, shown) == (1, b""), said
+    assert said.startswith("error: INVALID_INPUT: a zip is binary: ") and said.count("\n") <= 2, said
+    status, shown, said = on_a_terminal("-o", "-", "--format", "jsonl")
+    assert status == 0 and b'"record": "manifest"' in shown, said
+    piped = subprocess.run([coffer, "export", "-o", "-"], env=environ, capture_output=True, timeout=120)
+    assert piped.returncode == 0 and piped.stdout.startswith(b"PK"), piped.stderr
