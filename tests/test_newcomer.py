@@ -322,3 +322,13 @@ def test_export_refuses_to_print_a_zip_on_a_terminal(tmp_path: Path) -> None:
     assert status == 0 and b'"record": "manifest"' in shown, said
     piped = subprocess.run([coffer, "export", "-o", "-"], env=environ, capture_output=True, timeout=120)
     assert piped.returncode == 0 and piped.stdout.startswith(b"PK"), piped.stderr
+
+
+def test_the_cli_page_names_every_command_up_front() -> None:
+    """docs/cli.md opens with the list of commands; audit, export, import, agents, transcripts,
+    distill and forget-session were missing from it."""
+    from coffer_memory._cli import COMMANDS
+
+    opening = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("```", 1)[0]
+    named = set(re.findall(r"`([a-z-]+)", opening))
+    assert sorted(set(COMMANDS) - named) == []
