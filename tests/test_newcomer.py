@@ -332,3 +332,10 @@ def test_the_cli_page_names_every_command_up_front() -> None:
     opening = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("```", 1)[0]
     named = set(re.findall(r"`([a-z-]+)", opening))
     assert sorted(set(COMMANDS) - named) == []
+
+
+def test_a_recall_page_with_no_hit_says_so_outside_the_numbered_list(client: Any) -> None:
+    """It showed "1. Nothing found.": the message was the first item of the hits' ordered list."""
+    page = client.get("/ui/search", params={"q": "nothing matches this"})
+    assert page.status_code == 200
+    assert '<p class="empty">Nothing found.</p>' in page.text and '<ol class="hits">' not in page.text
