@@ -339,3 +339,26 @@ def test_a_recall_page_with_no_hit_says_so_outside_the_numbered_list(client: Any
     page = client.get("/ui/search", params={"q": "nothing matches this"})
     assert page.status_code == 200
     assert '<p class="empty">Nothing found.</p>' in page.text and '<ol class="hits">' not in page.text
+
+
+def test_organize_with_a_provider_but_no_model_says_which_setting_is_missing(tmp_path: Path) -> None:
+    """``[llm] provider = "openai"`` without ``model`` answered "no LLM is configured ([llm] in
+    config.toml)", which reads as if the table were not there at all."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[llm]\nprovider = "openai"\n')
+    environ = {**os.environ, "COFFER_HOME": str(home)}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    subprocess.run([coffer, "remember", "--global", "Deploy on Tuesdays."], env=environ, check=True)
+    for command in ("organize", "reorg"):
+        proc = subprocess.run(
+            [coffer, command, "--global"], env=environ, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == (
+            "global: the [llm] provider 'openai' has no model: set llm.model "
+            "(`coffer config set llm.model NAME`): nothing to do\n"
+        )
+    (home / "config.toml").write_text("")
+    proc = subprocess.run([coffer, "organize", "--global"], env=environ, capture_output=True, text=True)
+    assert proc.stdout == "global: no LLM is configured ([llm] in config.toml): nothing to do\n"

@@ -107,10 +107,16 @@ def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json({"path": path}) if args.json else print(path or f"{name} has no knowledge folder yet")
 
 
-def _print_run(report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
+def _print_run(svc: MemoryService, report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
     if report.status != "ok":
+        llm = svc.settings.llm
         reason = {
-            "no_model": "no LLM is configured ([llm] in config.toml): nothing to do",
+            "no_model": (
+                f"the [llm] provider {llm.provider!r} has no model: set llm.model "
+                "(`coffer config set llm.model NAME`): nothing to do"
+                if llm.provider != "none" and not llm.model
+                else "no LLM is configured ([llm] in config.toml): nothing to do"
+            ),
             "empty": "nothing to organize",
         }[report.status]
         print(f"{report.store}: {reason}")
@@ -132,7 +138,7 @@ def _print_run(report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
 
 def cmd_organize(svc: MemoryService, args: argparse.Namespace) -> None:
     report = svc.organize(svc.resolve_store(**target(args)), dry_run=args.dry_run)
-    emit_json(report) if args.json else _print_run(report, args.dry_run)
+    emit_json(report) if args.json else _print_run(svc, report, args.dry_run)
 
 
 def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -140,7 +146,7 @@ def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.json:
         emit_json(report)
         return
-    _print_run(report, args.dry_run)
+    _print_run(svc, report, args.dry_run)
     if report.summary:
         print(f"summary: {report.summary} ({report.steps} steps)")
 
