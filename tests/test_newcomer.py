@@ -362,3 +362,16 @@ def test_organize_with_a_provider_but_no_model_says_which_setting_is_missing(tmp
     (home / "config.toml").write_text("")
     proc = subprocess.run([coffer, "organize", "--global"], env=environ, capture_output=True, text=True)
     assert proc.stdout == "global: no LLM is configured ([llm] in config.toml): nothing to do\n"
+
+
+def test_session_context_refuses_a_cwd_that_is_not_a_folder(tmp_path: Path) -> None:
+    """A mistyped ``--cwd`` printed the global bundle with exit status 0, as if the project had no
+    rules; ``recall --cwd`` refuses the same path (the hook, run by an agent, still never fails)."""
+    environ = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    missing = tmp_path / "no-such-folder"
+    for command in ("session-context", "recall"):
+        args = [coffer, command, *(["deploy"] if command == "recall" else []), "--cwd", str(missing)]
+        proc = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
+        assert (proc.returncode, proc.stdout) == (1, ""), (command, proc.stdout)
+        assert proc.stderr == f"error: INVALID_INPUT: cwd is not a directory: {str(missing)!r}\n", command

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,10 @@ def cmd_log(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_session_context(svc: MemoryService, args: argparse.Namespace) -> None:
+    # A mistyped --cwd would print the bundle without the project's rules, as recall would search
+    # the global store alone: refused the same way (the hook, run by an agent, stays lenient).
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        raise InvalidInput(f"cwd is not a directory: {os.fspath(args.cwd)!r}", field="cwd")
     bundle = svc.assemble_session_context(args.cwd)
     emit_json({"additional_context": bundle}) if args.json else print(bundle)
     optout = None if bundle else svc.project_optout(args.cwd)
