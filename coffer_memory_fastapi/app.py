@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.security import HTTPBearer
+from fastapi_offline import FastAPIOffline
 
 from coffer_memory import AsyncMemoryService, MemoryService, __version__
 
@@ -65,7 +66,8 @@ def create_app(
 
     # Declared for the OpenAPI document only; RequestGuard does the checking, on every path.
     security = [Depends(HTTPBearer(auto_error=False))] if token else []
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc served from the package, not a CDN: offline too.
+    app = FastAPIOffline(
         title="coffer-memory",
         version=__version__,
         description=DESCRIPTION,

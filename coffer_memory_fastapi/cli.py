@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .guard import LOOPBACK_HOSTS
-
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
@@ -128,12 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
-    import uvicorn
+    try:
+        import uvicorn
 
+        from .app import create_app
+        from .guard import LOOPBACK_HOSTS, HostRule
+    except ModuleNotFoundError as exc:  # a plain `pip install coffer-memory` has no fastapi
+        print(
+            f"coffer-api: the REST server needs the [fastapi] extra, and {exc.name} is not installed: "
+            "pip install 'coffer-memory[fastapi]'",
+            file=sys.stderr,
+        )
+        return 1
     from coffer_memory import CofferError, MemoryService
-
-    from .app import create_app
-    from .guard import HostRule
 
     token = args.token or os.environ.get("COFFER_API_TOKEN") or None
     hosts = [*args.allowed_host, *_listed(os.environ.get(HOSTS_ENV))]

@@ -70,6 +70,9 @@ _UNFRAMEABLE = (
     (b"content-security-policy", b"frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
 )
+# An API answer holds memories: no browser or proxy cache may keep it on disk (the web view's
+# pages say the same themselves).
+_NOT_KEPT = ((b"cache-control", b"no-store"),)
 
 
 def split_authority(value: str) -> tuple[str, str | None] | None:
@@ -184,9 +187,8 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if not _split_root(scope)[1].startswith("/api/"):
-            send = _unframeable(send)
-        await self.app(scope, receive, send)
+        api = _split_root(scope)[1].startswith("/api/")
+        await self.app(scope, receive, _adding(send, _NOT_KEPT if api else _UNFRAMEABLE))
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
@@ -377,14 +379,14 @@ class RefusingCors(CORSMiddleware):
         )
 
 
-def _unframeable(send: Send) -> Send:
-    """``send`` adding the headers that keep another page from framing the answer (unless set)."""
+def _adding(send: Send, added: tuple[tuple[bytes, bytes], ...]) -> Send:
+    """``send`` adding ``added`` to the answer's headers (each unless the answer set it)."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", ()))
             present = {key.lower() for key, _ in headers}
-            headers += [(key, value) for key, value in _UNFRAMEABLE if key not in present]
+            headers += [(key, value) for key, value in added if key not in present]
             message = {**message, "headers": headers}
         await send(message)
 

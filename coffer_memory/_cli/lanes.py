@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,10 @@ def cmd_log(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_session_context(svc: MemoryService, args: argparse.Namespace) -> None:
+    # A mistyped --cwd would print the bundle without the project's rules, as recall would search
+    # the global store alone: refused the same way (the hook, run by an agent, stays lenient).
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        raise InvalidInput(f"cwd is not a directory: {os.fspath(args.cwd)!r}", field="cwd")
     bundle = svc.assemble_session_context(args.cwd)
     emit_json({"additional_context": bundle}) if args.json else print(bundle)
     optout = None if bundle else svc.project_optout(args.cwd)
@@ -107,10 +112,16 @@ def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json({"path": path}) if args.json else print(path or f"{name} has no knowledge folder yet")
 
 
-def _print_run(report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
+def _print_run(svc: MemoryService, report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
     if report.status != "ok":
+        llm = svc.settings.llm
         reason = {
-            "no_model": "no LLM is configured ([llm] in config.toml): nothing to do",
+            "no_model": (
+                f"the [llm] provider {llm.provider!r} has no model: set llm.model "
+                "(`coffer config set llm.model NAME`): nothing to do"
+                if llm.provider != "none" and not llm.model
+                else "no LLM is configured ([llm] in config.toml): nothing to do"
+            ),
             "empty": "nothing to organize",
         }[report.status]
         print(f"{report.store}: {reason}")
@@ -132,7 +143,7 @@ def _print_run(report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
 
 def cmd_organize(svc: MemoryService, args: argparse.Namespace) -> None:
     report = svc.organize(svc.resolve_store(**target(args)), dry_run=args.dry_run)
-    emit_json(report) if args.json else _print_run(report, args.dry_run)
+    emit_json(report) if args.json else _print_run(svc, report, args.dry_run)
 
 
 def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -140,7 +151,7 @@ def cmd_reorg(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.json:
         emit_json(report)
         return
-    _print_run(report, args.dry_run)
+    _print_run(svc, report, args.dry_run)
     if report.summary:
         print(f"summary: {report.summary} ({report.steps} steps)")
 

@@ -20,6 +20,11 @@ def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
         raise InvalidInput("pass --store or --all, not both", field="store")
     stores = args.stores or None
     if args.output == "-":
+        if args.format == "zip" and sys.stdout.isatty():  # its bytes would garble the terminal
+            raise InvalidInput(
+                "a zip is binary: write it to a file (-o FILE), redirect standard output, or use --format jsonl",
+                field="output",
+            )
         report = svc.export_memory(sys.stdout.buffer, stores=stores, format=args.format)
         sys.stdout.buffer.flush()
         return

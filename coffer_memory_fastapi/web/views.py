@@ -42,8 +42,11 @@ def _service(request: Request) -> MemoryService:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    # Only the modes this home enables: another one would only lead to an error page.
+    enabled = _service(request).settings.memory.retrieval_modes
+    modes = [m for m in RETRIEVAL_MODES if m in enabled]
     return templates.TemplateResponse(
-        request, template, {"modes": RETRIEVAL_MODES, **context}, status_code=status, headers=PAGE_HEADERS
+        request, template, {"modes": modes, **context}, status_code=status, headers=PAGE_HEADERS
     )
 
 

@@ -1,0 +1,377 @@
+"""What a newcomer meets who reads the README and docs/ in order and types what they show: every
+command the pages name parses, their Python examples run, and a missing extra or an offline
+machine gives a clear answer."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The console script's own two lines (``sys.exit(main())``), with the [fastapi] extra's packages
+# absent as on a plain ``pip install coffer-memory`` (``make demo``): importing one raises
+# ModuleNotFoundError, as it does when it is not installed.
+_WITHOUT_FASTAPI = """\
+import sys
+for name in ("fastapi", "starlette", "uvicorn", "httptools", "jinja2", "markdown_it", "nh3"):
+    sys.modules[name] = None
+from coffer_memory_fastapi.cli import main
+sys.argv[0] = "coffer-api"
+sys.exit(main())
+"""
+
+
+def _coffer_api_without_fastapi(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_FASTAPI, *args],
+        env={**os.environ, "COFFER_HOME": str(home)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_coffer_api_without_the_fastapi_extra_says_what_to_install(tmp_path: Path) -> None:
+    """``make demo`` installs no extra, yet ``coffer-api`` is on PATH and the README names it: it
+    stopped on a ModuleNotFoundError traceback from the package's ``__init__``."""
+    proc = _coffer_api_without_fastapi("--port", "0", home=tmp_path / "home")
+    assert proc.returncode == 1, proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert re.fullmatch(
+        r"coffer-api: the REST server needs the \[fastapi\] extra, and (fastapi|uvicorn) is not "
+        r"installed: pip install 'coffer-memory\[fastapi\]'",
+        line,
+    ), line
+    assert not (tmp_path / "home").exists()
+    from coffer_memory import __version__
+
+    version = _coffer_api_without_fastapi("--version", home=tmp_path / "home")
+    assert (version.returncode, version.stdout.strip()) == (0, f"coffer-api {__version__}"), version.stderr
+    helped = _coffer_api_without_fastapi("--help", home=tmp_path / "home")
+    assert helped.returncode == 0 and "--allowed-host" in helped.stdout, helped.stderr
+
+
+def test_the_rest_package_still_exports_create_app() -> None:
+    import coffer_memory_fastapi
+
+    assert callable(coffer_memory_fastapi.create_app)
+    assert coffer_memory_fastapi.STATUS["MEMORY_NOT_FOUND"] == 404
+    with pytest.raises(AttributeError):
+        _ = coffer_memory_fastapi.no_such_name
+
+
+API = "/api/v1/memory_stores"
+
+
+def test_every_api_answer_and_page_says_no_store(client: Any) -> None:
+    """Answers carry memories (possibly secrets the writer scrubbed only when asked): a browser or
+    proxy must not keep them on disk. The web view's pages said so already; the JSON did not."""
+    made = client.post(f"{API}/global/facts", json={"text": "Staging is at staging.acme.test."})
+    assert made.status_code == 201, made.text
+    fact = made.json()["fact"]["id"]
+    answers = {
+        "remember": made,
+        "stores": client.get(API),
+        "facts": client.get(f"{API}/global/facts"),
+        "fact": client.get(f"{API}/global/facts/{fact}"),
+        "recall (shortcut)": client.get(f"{API}/recall", params={"query": "staging", "store": "global"}),
+        "recall (routes)": client.get(f"{API}/global/recall?query=staging&limit=5&limit=5"),
+        "audit": client.get("/api/v1/audit"),
+        "not found": client.get(f"{API}/global/facts/01M8MJSG9PX20EC3PSBHZ6R372"),
+        "bad input": client.get(f"{API}/recall", params={"query": ""}),
+        "web view": client.get("/ui"),
+        "web view fact": client.get(f"/ui/stores/global/facts/{fact}"),
+    }
+    assert {name: r.headers.get_list("cache-control") for name, r in answers.items()} == {
+        name: ["no-store"] for name in answers
+    }
+    assert answers["not found"].status_code == 404 and answers["bad input"].status_code == 422
+    assert "staging.acme.test" in answers["recall (shortcut)"].text
+    assert "staging.acme.test" in answers["recall (routes)"].text
+
+
+def test_the_interactive_docs_load_nothing_from_another_host(client: Any) -> None:
+    """``/docs`` and ``/redoc`` took Swagger UI and ReDoc from a CDN: on a machine without network
+    the page stayed blank. Every script, style sheet and icon must come from the server itself."""
+    for page in ("/docs", "/redoc"):
+        r = client.get(page)
+        assert r.status_code == 200, page
+        urls = re.findall(r"""(?:src|href)=["']([^"']+)["']|(?:url|Url)\s*:\s*['"]([^'"]+)['"]""", r.text)
+        urls = [a or b for a, b in urls]
+        assert urls and not [u for u in urls if "://" in u or u.startswith("//")], (page, urls)
+        assets = [u for u in urls if u.endswith((".js", ".css", ".png"))]
+        assert len(assets) >= (3 if page == "/docs" else 2), (page, urls)
+        for url in assets:
+            asset = client.get(url)
+            assert asset.status_code == 200 and len(asset.content) > 1000, (page, url)
+        assert "fonts.googleapis" not in r.text
+
+
+# -- every command line the pages show parses with the real parsers ---------------------------------
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_SHELL_OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", ">", ">>", "<", "2>", "2>&1"}
+_PLACEHOLDER = re.compile(r"‹|\[|\]|\.\.\.|…|\|")  # a synopsis, not a command to run
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    from coffer_memory._cli import build_parser
+    from coffer_memory_fastapi.cli import build_parser as api_parser
+    from coffer_memory_mcp._args import build_parser as mcp_parser
+
+    return {"coffer": build_parser(), "coffer-api": api_parser(), "coffer-mcp": mcp_parser()}
+
+
+def _shell_lines(text: str) -> Iterator[tuple[str, bool]]:
+    """The commands of a page's console blocks (``$`` lines) and sh/bash blocks (every line), and
+    the inline code spans of its prose; the flag says the line is a whole command."""
+    for lang, block in re.findall(r"```(console|sh|bash|shell)\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if lang == "console":
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            yield line, True
+    prose = re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " ")
+    for span in re.findall(r"`(coffer[-a-z]* [^`]+)`", prose):
+        yield span, False  # a fragment of a sentence: only its option names are checked
+
+
+def _commands(line: str, names: Iterable[str]) -> Iterator[list[str]]:
+    """Each ``coffer``/``coffer-api``/``coffer-mcp`` command of one shell line, as argv."""
+    line = re.sub(r"<([\w.-]+)>", r"‹\1›", line)  # <session-id> is a placeholder, not a redirection
+    lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    words: list[str] = []
+    for word in [*lex, ";"]:
+        if word in _SHELL_OPERATORS:
+            if words and words[0] in names:
+                yield words
+            words = []
+        elif not (not words and "=" in word and word.split("=")[0].isupper()):  # VAR=value cmd
+            words.append(word)
+
+
+def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The (sub)parser that a synopsis line names, and the words after its name."""
+    words = list(argv)
+    while words:
+        if words[0] == "--home":
+            words = words[2:]
+            continue
+        choices = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        if words[0] not in choices:
+            break
+        parser = choices[words.pop(0)]
+    return parser, words
+
+
+def test_every_documented_command_line_parses() -> None:
+    """What a reader copies from a page must be a command the real parser takes; a synopsis
+    (``<id>``, ``[--agent A]``) must name options that exist."""
+    parsers = _parsers()
+    wrong, seen = [], 0
+    for page in PAGES:
+        for line, whole in _shell_lines(page.read_text(encoding="utf-8")):
+            for argv in _commands(line, parsers):
+                seen += 1
+                where = f"{page.name}: {' '.join(argv)}"
+                parser = parsers[argv[0]]
+                # Every option named exactly (argparse would take --mod for --mode).
+                sub, words = _subparser(parser, argv[1:])
+                known = {o for a in [*sub._actions, *parser._actions] for o in a.option_strings}
+                named = {w.strip("[]").split("=")[0] for w in words if w.strip("[]").startswith("-")}
+                wrong += [f"{where}: no option {o}" for o in sorted(named - known - {"-", "--"})]
+                if not whole or _PLACEHOLDER.search(" ".join(argv)):
+                    continue
+                err = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                        parser.parse_args(argv[1:])
+                except SystemExit as exc:
+                    if exc.code not in (0, None):
+                        wrong.append(f"{where}: {err.getvalue().strip().splitlines()[-1]}")
+    assert seen >= 350  # about 210 in blocks and 165 in prose: far fewer means the scan broke
+    assert wrong == []
+
+
+def test_no_table_of_the_pages_is_cut_by_a_blank_line() -> None:
+    """Rows after a blank line inside a table render as a paragraph of pipes (two merges left one
+    in docs/configuration.md's settings table and one in its environment table)."""
+    cut = []
+    for page in PAGES:
+        lines = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), page.read_text(), flags=re.S)
+        rows = lines.splitlines()
+        for number, (before, line, after) in enumerate(
+            zip(["", *rows[:-1]], rows, [*rows[1:], ""], strict=True), 1
+        ):
+            if line.startswith("|") and not before.startswith("|") and not re.match(r"\|\s*:?-", after):
+                cut.append(f"{page.name}:{number}: {line[:60]}")
+    assert cut == []
+
+
+def test_the_recall_page_offers_only_the_modes_this_home_enables(tmp_path: Path) -> None:
+    """The web view's mode list offered vector and hybrid on a default home, where picking either
+    only led to an error page ("mode 'vector' is not enabled")."""
+    from fastapi.testclient import TestClient
+
+    from coffer_memory import MemoryService
+    from coffer_memory_fastapi import create_app
+
+    def offered(home: Path, url: str = "/ui/search") -> list[str]:
+        with MemoryService(home) as svc, TestClient(create_app(svc)) as client:
+            page = client.get(url)
+            assert page.status_code == 200, page.text
+            return re.findall(r'<option value="(\w+)"', page.text)
+
+    assert offered(tmp_path / "plain") == ["grep", "keyword"]
+    vector = tmp_path / "vector"
+    vector.mkdir()
+    (vector / "config.toml").write_text('[memory]\nretrieval_modes = ["keyword", "vector", "hybrid"]\n')
+    assert offered(vector) == ["keyword", "vector", "hybrid"]
+
+
+# -- the pages' Python examples run as written ------------------------------------------------------
+# Blocks that need what a temp home cannot hold (past agent sessions, a Claude Code folder, an
+# earlier organizer run, pandas) or are signatures to read, not programs; each named by a phrase.
+_NOT_RUNNABLE = (
+    "@hookspec",
+    "(Protocol)",
+    "Vector = Sequence[float]",
+    "svc.list_transcripts(",
+    "audit_events(limit=3)[1]",
+    'import_memory(kind="claude-code")',
+    "pd.",
+    "project-0CN6...",
+)
+
+
+def _python_examples() -> list[tuple[str, str]]:
+    found = []
+    for page in PAGES:
+        blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+        found += [
+            (f"{page.name}#{n}", code)
+            for n, code in enumerate(blocks)
+            if not any(phrase in code for phrase in _NOT_RUNNABLE)
+        ]
+    return found
+
+
+@pytest.mark.parametrize(("where", "code"), _python_examples(), ids=[w for w, _ in _python_examples()])
+def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
+    """Each example in a real process, from a folder that is a git repository holding another one
+    (``cwd="."`` and ``cwd="acme-api"`` both name a repository, as the pages assume), with its own
+    home; ``/tmp/`` paths land in a temp folder. A fragment that uses ``svc`` gets one."""
+    make_repo(tmp_path)
+    make_repo(tmp_path / "acme-api")
+    code = code.replace("/tmp/", f"{tmp_path}/")
+    if "svc." in code and "svc =" not in code and " as svc" not in code:
+        code = (
+            "from datetime import UTC, datetime\nfrom coffer_memory import MemoryService\nsvc = MemoryService()\n"
+            + code
+        )
+    environ = {**os.environ, "HOME": str(tmp_path / "user"), "COFFER_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, f"{where}:\n{proc.stderr}"
+
+
+def test_export_refuses_to_print_a_zip_on_a_terminal(tmp_path: Path) -> None:
+    """``coffer export -o -`` typed at a prompt poured a zip's bytes onto the terminal; a pipe or a
+    redirect still gets them, and JSONL (text) still goes to the terminal."""
+    import pty
+
+    home = tmp_path / "home"
+    environ = {**os.environ, "COFFER_HOME": str(home)}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    assert subprocess.run([coffer, "remember", "--global", "hi"], env=environ, check=False).returncode == 0
+
+    def on_a_terminal(*args: str) -> tuple[int, bytes, str]:
+        leader, follower = pty.openpty()
+        with os.fdopen(leader, "rb", buffering=0) as screen:
+            proc = subprocess.run(
+                [coffer, "export", *args], env=environ, stdout=follower, stderr=subprocess.PIPE, timeout=120
+            )
+            os.close(follower)
+            shown = b""
+            with contextlib.suppress(OSError):  # EIO once the terminal is drained
+                while chunk := screen.read(65536):
+                    shown += chunk
+        return proc.returncode, shown, proc.stderr.decode()
+
+    status, shown, said = on_a_terminal("-o", "-")
+    assert (status, shown) == (1, b""), said
+    assert said.startswith("error: INVALID_INPUT: a zip is binary: ") and said.count("\n") <= 2, said
+    status, shown, said = on_a_terminal("-o", "-", "--format", "jsonl")
+    assert status == 0 and b'"record": "manifest"' in shown, said
+    piped = subprocess.run([coffer, "export", "-o", "-"], env=environ, capture_output=True, timeout=120)
+    assert piped.returncode == 0 and piped.stdout.startswith(b"PK"), piped.stderr
+
+
+def test_the_cli_page_names_every_command_up_front() -> None:
+    """docs/cli.md opens with the list of commands; audit, export, import, agents, transcripts,
+    distill and forget-session were missing from it."""
+    from coffer_memory._cli import COMMANDS
+
+    opening = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("```", 1)[0]
+    named = set(re.findall(r"`([a-z-]+)", opening))
+    assert sorted(set(COMMANDS) - named) == []
+
+
+def test_a_recall_page_with_no_hit_says_so_outside_the_numbered_list(client: Any) -> None:
+    """It showed "1. Nothing found.": the message was the first item of the hits' ordered list."""
+    page = client.get("/ui/search", params={"q": "nothing matches this"})
+    assert page.status_code == 200
+    assert '<p class="empty">Nothing found.</p>' in page.text and '<ol class="hits">' not in page.text
+
+
+def test_organize_with_a_provider_but_no_model_says_which_setting_is_missing(tmp_path: Path) -> None:
+    """``[llm] provider = "openai"`` without ``model`` answered "no LLM is configured ([llm] in
+    config.toml)", which reads as if the table were not there at all."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[llm]\nprovider = "openai"\n')
+    environ = {**os.environ, "COFFER_HOME": str(home)}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    subprocess.run([coffer, "remember", "--global", "Deploy on Tuesdays."], env=environ, check=True)
+    for command in ("organize", "reorg"):
+        proc = subprocess.run(
+            [coffer, command, "--global"], env=environ, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == (
+            "global: the [llm] provider 'openai' has no model: set llm.model "
+            "(`coffer config set llm.model NAME`): nothing to do\n"
+        )
+    (home / "config.toml").write_text("")
+    proc = subprocess.run([coffer, "organize", "--global"], env=environ, capture_output=True, text=True)
+    assert proc.stdout == "global: no LLM is configured ([llm] in config.toml): nothing to do\n"
+
+
+def test_session_context_refuses_a_cwd_that_is_not_a_folder(tmp_path: Path) -> None:
+    """A mistyped ``--cwd`` printed the global bundle with exit status 0, as if the project had no
+    rules; ``recall --cwd`` refuses the same path (the hook, run by an agent, still never fails)."""
+    environ = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    coffer = str(Path(sys.executable).parent / "coffer")
+    missing = tmp_path / "no-such-folder"
+    for command in ("session-context", "recall"):
+        args = [coffer, command, *(["deploy"] if command == "recall" else []), "--cwd", str(missing)]
+        proc = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
+        assert (proc.returncode, proc.stdout) == (1, ""), (command, proc.stdout)
+        assert proc.stderr == f"error: INVALID_INPUT: cwd is not a directory: {str(missing)!r}\n", command
