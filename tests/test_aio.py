@@ -74,6 +74,10 @@ def test_a_call_cancelled_while_queued_never_runs(svc: MemoryService) -> None:
     asyncio.run(main())
 
 
+def _async_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+
+
 def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService) -> None:
     done: list[int] = []
     gate = threading.Event()
@@ -81,6 +85,8 @@ def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService
     def slow(i: int) -> None:
         gate.wait(10)
         done.append(i)
+
+    others = set(threading.enumerate())  # facades of earlier tests may still hold theirs
 
     async def main() -> None:
         asvc = AsyncMemoryService(svc, max_threads=2)
@@ -90,7 +96,7 @@ def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService
         await asvc.close()
         await asyncio.gather(*calls)
         assert sorted(done) == [0, 1, 2, 3]
-        assert not [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+        assert not [t for t in _async_threads() if t not in others]
         assert (await asvc.store_info("global")).fact_count == 0  # threads start again
         await asvc.close()
 
@@ -98,10 +104,12 @@ def test_close_lets_queued_calls_finish_and_stops_the_threads(svc: MemoryService
 
 
 def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) -> None:
+    others = set(threading.enumerate())
+
     async def main() -> list[threading.Thread]:
         asvc = AsyncMemoryService(svc, max_threads=3)
         assert await asvc.run(lambda: 1) == 1
-        return [t for t in threading.enumerate() if t.name.startswith("coffer-async")]
+        return [t for t in _async_threads() if t not in others]
 
     threads = asyncio.run(main())  # the facade is gone once main returns
     assert len(threads) == 3
