@@ -131,13 +131,17 @@ class KnowledgeRetrieval:
         mode: str | None = None,
         limit: int = 10,
         where: FactFilter | None = None,
+        *,
+        present: Sequence[StorePaths] | None = None,
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists.
 
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
+        ``present``: those of ``paths`` whose folder exists, when the caller has just looked.
         """
         chosen = self.check(query, mode, limit)
-        present = [sp for sp in paths if sp.root.is_dir()]
+        if present is None:
+            present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "hybrid":
             return self._hybrid(paths, present, query, limit, where)
         if chosen == "grep":
