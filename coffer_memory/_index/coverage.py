@@ -12,8 +12,6 @@ without segmenting every candidate again.
 
 from __future__ import annotations
 
-import itertools
-import operator
 import unicodedata
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
@@ -23,8 +21,6 @@ import apsw
 from .cjk import CJK_RUN, has_cjk
 from .hant import fold
 
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
 _BY_SCORE = itemgetter(1, 0)  # score, then rowid: the order of the search
 
 # Chosen on LoCoMo's dev conversations (0-4), keyword turn level: R@5 by weight 0 → 0.529,
@@ -156,16 +152,15 @@ def by_coverage_lists(
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return [list(ranked) for ranked in lists]
-    ids = [list(map(_FIRST, ranked)) for ranked in lists]
     if by_row is None:
-        rowids = [rowid for some in ids for rowid in some]
+        rowids = [rowid for ranked in lists for rowid, _ in ranked]
         compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
     else:
-        if not all(map(by_row.__contains__, itertools.chain.from_iterable(ids))):
-            missing = [rowid for some in ids for rowid in some if rowid not in by_row]
+        missing = [rowid for ranked in lists for rowid, _ in ranked if rowid not in by_row]
+        if missing:
             if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
                 by_row.clear()
-                missing = [rowid for some in ids for rowid in some]
+                missing = [rowid for ranked in lists for rowid, _ in ranked]
             by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
         compared = by_row
     n = len(wanted)
@@ -173,18 +168,15 @@ def by_coverage_lists(
     factors = [1.0 + weight * share / n for share in range(n + 1)]
     keys = _single_tokens(wanted)
     out = []
-    for ranked, rowids in zip(lists, ids, strict=True):
-        if keys is not None:
-            # The usual query: one intersection per row counts its terms, each step over the
-            # whole list in C (map), score * factor as the per-row expression computes it.
-            words = map(dict.keys, map(_SECOND, map(compared.__getitem__, rowids)))
-            shares = map(len, map(operator.and_, words, itertools.repeat(keys)))
-            scores = map(operator.mul, map(_SECOND, ranked), map(factors.__getitem__, shares))
-            scored = list(zip(rowids, scores, strict=True))
-        else:
-            found = _shares(wanted, [compared[rowid] for rowid in rowids])
+    for ranked in lists:
+        if keys is not None:  # the usual query: one intersection per row counts its terms
             scored = [
-                (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, found, strict=True)
+                (rowid, score * factors[len(compared[rowid][1].keys() & keys)]) for rowid, score in ranked
+            ]
+        else:
+            shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
+            scored = [
+                (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)
             ]
         scored.sort(key=_BY_SCORE)
         out.append(scored)

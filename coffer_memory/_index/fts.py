@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import operator
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -470,6 +469,7 @@ def _ranked_per_store(
         return {store: _ranked_read(db, terms, store, limit, content) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
+    open_ = dict(rows)  # the stores still lacking rows
     get = content.get
     seen = 0
     # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
@@ -487,32 +487,30 @@ def _ranked_per_store(
             if not batch:
                 break
             seen += len(batch)
-            # Whole-batch steps in C (map, compress): no Python per row.
-            rowids = list(map(_FIRST, batch))
-            found = list(map(get, rowids))
-            if None in found:
-                _read_missing(db, content, [r for r, f in zip(rowids, found, strict=True) if f is None])
-                found = list(map(get, rowids))
-            owners: list[str]
-            if None in found:  # no such chunk row (the index changed under a caller's transaction)
-                owners = [f[2] if f is not None else "" for f in found]  # no store is named ""
-            else:
-                owners = list(map(_THIRD, cast("list[tuple[str, str, str, str]]", found)))
-            lacking = 0
-            for store, mine in rows.items():
-                need = limit - len(mine)
-                if need:
-                    mine.extend(itertools.islice(itertools.compress(batch, map(store.__eq__, owners)), need))
-                    lacking += limit - len(mine)
+            read = False
+            for row in batch:
+                found = get(row[0])
+                if found is None:
+                    if read:
+                        continue  # no such chunk row (the index changed under a caller's transaction)
+                    _read_missing(db, content, [r[0] for r in batch if r[0] not in content])
+                    read = True
+                    found = get(row[0])
+                    if found is None:
+                        continue
+                mine = open_.get(found[2])
+                if mine is not None:
+                    mine.append(row)
+                    lacking -= 1
+                    if len(mine) == limit:
+                        del open_[found[2]]
+                        if not open_:  # every store has its rows: the rest is unused
+                            break
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
         store: mine if ran_out or len(mine) == limit else _ranked_read(db, terms, store, limit, content)
         for store, mine in rows.items()
     }
-
-
-_FIRST = operator.itemgetter(0)
-_THIRD = operator.itemgetter(2)
 
 
 def _ranked_read(
