@@ -315,10 +315,10 @@ class Facts:
                 f"(retrieval_modes = {own.retrieval_modes})",
                 field="mode",
             )
-        for sp in paths:
-            if sp.root.is_dir():
-                self.index.refresh(sp.name)
-        result = retrieval.recall(paths, query, mode, limit, where)
+        present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
+        for sp in present:
+            self.index.refresh(sp.name)
+        result = retrieval.recall(paths, query, mode, limit, where, present=present)
         return attrs.evolve(result, targets=tuple(targets))
 
     def list_facts(

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple, cast
 
 from ._fusion import NEIGHBOUR_DEPTH
 from ._index.db import IndexDB
@@ -27,9 +25,9 @@ KEPT_SESSIONS = "retrieval.sessions"  # and whether a store holds facts of an ag
 STORES_PER_QUERY = 100
 
 
-@attrs.frozen
-class DocRow:
-    """What a hit takes from its document's index row."""
+class DocRow(NamedTuple):
+    """What a hit takes from its document's index row (a tuple: made for every candidate of a
+    recall, where an attrs class's ``__init__`` cost five ``__setattr__`` calls)."""
 
     id: str
     path: str
@@ -100,13 +98,13 @@ def doc_rows(
             docs[key] = row
             if near:
                 known[key] = neighbour_ids(row[6], row[7]) if row is not None else []
-    out = {}
+    out: dict[tuple[str, str], DocRow] = {}
     home = f"{db.home}/"
     for store, some in ids.items():
         for i in some:
             doc = docs.get((store, i))
-            if isinstance(doc, tuple):
-                doc = docs[store, i] = doc_row(home, doc)
             if doc is not None:
-                out[store, i] = doc
+                if type(doc) is tuple:  # a row as apsw gives it (a DocRow is a tuple too, not of this type)
+                    doc = docs[store, i] = doc_row(home, doc)
+                out[store, i] = cast(DocRow, doc)
     return out

@@ -55,6 +55,25 @@ GREP_MAX_LINES = 50_000
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
 _SCOPES: dict[str, str] = {}  # each store's scope, as a source names it
+# Each hit file's folder as a Path, and the way to a child of it without parsing the whole path
+# again (Python 3.11 and 3.12; a new file's ``Path`` was ~400 bytecodes of a first recall of it).
+_DIRS: dict[str, Path] = {}
+_CHILD: Callable[[Path, str], Path] | None = getattr(Path, "_make_child_relpath", None)
+
+
+def _file_path(path: str) -> Path:
+    """``Path(path)`` of an absolute, normalised file path, its folder's ``Path`` kept."""
+    parent, _, name = path.rpartition("/")
+    if _CHILD is None or not parent or not name or "/." in path or "//" in path:
+        return Path(path)
+    folder = _DIRS.get(parent)
+    if folder is None:
+        if len(_DIRS) >= _PATHS_KEPT:
+            _DIRS.clear()
+        folder = _DIRS[parent] = Path(parent)
+    return _CHILD(folder, name)
+
+
 # Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
 # like "kind" or "agent" must not match every file through them.
 _MACHINE_LINE = re.compile(
@@ -131,13 +150,17 @@ class KnowledgeRetrieval:
         mode: str | None = None,
         limit: int = 10,
         where: FactFilter | None = None,
+        *,
+        present: Sequence[StorePaths] | None = None,
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists.
 
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
+        ``present``: those of ``paths`` whose folder exists, when the caller has just looked.
         """
         chosen = self.check(query, mode, limit)
-        present = [sp for sp in paths if sp.root.is_dir()]
+        if present is None:
+            present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "hybrid":
             return self._hybrid(paths, present, query, limit, where)
         if chosen == "grep":
@@ -403,7 +426,7 @@ class KnowledgeRetrieval:
         if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
-            path = Path(doc.path)
+            path = _file_path(doc.path)
             scope = _SCOPES.get(sp.name)
             if scope is None:
                 if len(_SCOPES) >= _PATHS_KEPT:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from stat import S_ISDIR
 
 import attrs
 
@@ -87,6 +88,12 @@ def _branch(gitdir: Path) -> str | None:
     return None
 
 
+def _reftable(gitdir: Path) -> bool:
+    """True when HEAD holds the reftable stub: the branch then lives in the reftable list."""
+    head = _read_text(gitdir / "HEAD")
+    return bool(head and head.startswith("ref:") and head[4:].strip() == _REFTABLE_HEAD_STUB)
+
+
 # A file or folder changed this recently may change again within the same timestamp tick
 # unseen (git's "racily clean"): a cache entry that leans on it is not trusted.
 _RACY_NS = 2_000_000_000
@@ -96,19 +103,34 @@ Stamp = tuple[int, int, int, int]
 _cache: dict[str, tuple[GitInfo, tuple[str, ...], tuple[Stamp, ...]]] = {}
 
 
-def _stamps(paths: tuple[str, ...]) -> tuple[Stamp, ...] | None:
-    """The stat of each path, or None when one changed too recently to be trusted."""
+def _stamp(st: os.stat_result, now: int) -> Stamp | None:
+    """A path's stamp from its stat, or None when it changed too recently to be trusted."""
+    if now - st.st_ctime_ns < _RACY_NS:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_GONE: Stamp = (-1, -1, -1, -1)
+
+
+def _stamps(paths: tuple[str, ...], first: os.stat_result | None = None) -> tuple[Stamp, ...] | None:
+    """The stat of each path, or None when one changed too recently to be trusted. ``first``:
+    the stat of ``paths[0]`` taken already (a caller that asked whether it is a folder)."""
     stamps = []
     now = time.time_ns()
     for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            stamps.append((-1, -1, -1, -1))
-            continue
-        if now - st.st_ctime_ns < _RACY_NS:
+        if first is not None:
+            st, first = first, None
+        else:
+            try:
+                st = os.stat(path)
+            except OSError:
+                stamps.append(_GONE)
+                continue
+        stamp = _stamp(st, now)
+        if stamp is None:
             return None
-        stamps.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        stamps.append(stamp)
     return tuple(stamps)
 
 
@@ -117,7 +139,8 @@ def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
 
     ``cwd`` itself (the folder it names), every folder from it up to the worktree (a new
     ``.git`` among them changes the folder), the worktree's ``.git`` entry, and HEAD (plus the
-    reftable list, where the branch lives in a reftable repository).
+    reftable list, where the branch lives in a reftable repository: HEAD then holds a stub, and
+    a repository turned into one rewrites HEAD). Each path once (``cwd`` is often its realpath).
     """
     folders = [os.path.realpath(cwd)]
     worktree = str(info.worktree)
@@ -127,13 +150,9 @@ def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
             return None
         folders.append(parent)
     gitdir = str(info.gitdir)
-    return (
-        cwd,
-        *folders,
-        os.path.join(worktree, ".git"),
-        os.path.join(gitdir, "HEAD"),
-        os.path.join(gitdir, "reftable", "tables.list"),
-    )
+    head = os.path.join(gitdir, "HEAD")
+    tables = (os.path.join(gitdir, "reftable", "tables.list"),) if _reftable(Path(gitdir)) else ()
+    return tuple(dict.fromkeys((cwd, *folders, os.path.join(worktree, ".git"), head, *tables)))
 
 
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
@@ -145,8 +164,28 @@ def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
     key = os.fspath(cwd)
     if "\x00" in key:
         return None
+    return _lookup(key, None)
+
+
+def folder_git(cwd: str | os.PathLike[str]) -> tuple[bool, GitInfo | None]:
+    """Whether ``cwd`` is a directory, and ``find_git(cwd)`` when it is: one ``stat`` of ``cwd``
+    answers both (every recall from a working directory asks them one after the other)."""
+    key = os.fspath(cwd)
+    if "\x00" in key:
+        return False, None
+    try:
+        st = os.stat(key)
+    except (OSError, ValueError):
+        return False, None
+    if not S_ISDIR(st.st_mode):
+        return False, None
+    return True, _lookup(key, st)
+
+
+def _lookup(key: str, st: os.stat_result | None) -> GitInfo | None:
+    """``find_git`` of ``key``; ``st``: its stat, when the caller took it."""
     cached = _cache.get(key)
-    if cached is not None and _stamps(cached[1]) == cached[2]:
+    if cached is not None and _stamps(cached[1], st) == cached[2]:
         return cached[0]
     info = _find_git(key)
     watched = None if info is None else _watched(key, info)

@@ -99,6 +99,7 @@ def effective_config(home: MemoryStoreConfig, identity: StoreIdentity | None) ->
 
 _seen: dict[StorePaths, tuple[str, tuple[int, int, int, int], MemoryStoreConfig, MemoryStoreConfig]] = {}
 _SEEN_MAX = 256
+_files: dict[StorePaths, str] = {}
 
 
 def store_settings(home: MemoryStoreConfig, sp: StorePaths) -> MemoryStoreConfig:
@@ -108,7 +109,11 @@ def store_settings(home: MemoryStoreConfig, sp: StorePaths) -> MemoryStoreConfig
     inode) stays the same, so the common case costs one ``stat``.
     """
     held = _seen.get(sp)
-    path = held[0] if held is not None else str(sp.root / STORE_FILE)
+    path = held[0] if held is not None else _files.get(sp)
+    if path is None:  # a store without the file is asked on every recall too: its path kept
+        if len(_files) >= _SEEN_MAX:
+            _files.clear()
+        path = _files[sp] = str(sp.root / STORE_FILE)
     try:
         st = os.stat(path, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):

@@ -21,7 +21,7 @@ import attrs
 
 from ._errors import InvalidInput
 from ._models import MemoryScope, ResolvedScope, Target
-from ._scope import GitInfo, find_git, project_id_for, remote_urls, require_git, root_commits
+from ._scope import GitInfo, find_git, folder_git, project_id_for, remote_urls, require_git, root_commits
 from ._store.identity import (
     StoreIdentity,
     find_landing,
@@ -135,9 +135,13 @@ class Targets:
 
         A ``cwd`` that is not a directory is ``InvalidInput``: searching only the global store
         for a mistyped path would answer as if the project had no memory."""
-        if cwd is not None and not os.path.isdir(cwd):
-            raise InvalidInput(f"cwd is not a directory: {os.fspath(cwd)!r}", field="cwd")
-        found = self.find_project(cwd)
+        folder = cwd if cwd is not None else os.getcwd()
+        is_dir, git = folder_git(folder)  # one stat of the folder answers both
+        if not is_dir:
+            if cwd is not None:
+                raise InvalidInput(f"cwd is not a directory: {os.fspath(cwd)!r}", field="cwd")
+            git = find_git(folder)
+        found = [self._of_git(git)] if git is not None else []
         return [*found, self.of_store(GLOBAL_STORE)]
 
     # -- repository identity ------------------------------------------------------------------

@@ -21,6 +21,8 @@ import apsw
 from .cjk import CJK_RUN, has_cjk
 from .hant import fold
 
+_BY_SCORE = itemgetter(1, 0)  # score, then rowid: the order of the search
+
 # Chosen on LoCoMo's dev conversations (0-4), keyword turn level: R@5 by weight 0 → 0.529,
 # 0.3 → 0.533, 1 → 0.545, 2 → 0.549, 4 → 0.553, 1000 (coverage first) → 0.556; flat past 4.
 COVERAGE_WEIGHT = 4.0
@@ -150,15 +152,15 @@ def by_coverage_lists(
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return [list(ranked) for ranked in lists]
-    rowids = [rowid for ranked in lists for rowid, _ in ranked]
     if by_row is None:
+        rowids = [rowid for ranked in lists for rowid, _ in ranked]
         compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
     else:
-        missing = [rowid for rowid in rowids if rowid not in by_row]
+        missing = [rowid for ranked in lists for rowid, _ in ranked if rowid not in by_row]
         if missing:
             if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
                 by_row.clear()
-                missing = rowids
+                missing = [rowid for ranked in lists for rowid, _ in ranked]
             by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
         compared = by_row
     n = len(wanted)
@@ -176,7 +178,7 @@ def by_coverage_lists(
             scored = [
                 (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)
             ]
-        scored.sort(key=itemgetter(1, 0))
+        scored.sort(key=_BY_SCORE)
         out.append(scored)
     return out
 
