@@ -16,6 +16,7 @@ import attrs
 from ._config import Settings
 from ._doctor import run_doctor
 from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
+from ._index import segments
 from ._index.reconcile import Progress
 from ._indexing import IndexHandle
 from ._models import DoctorReport, ReindexReport, StoreInfo
@@ -271,7 +272,8 @@ class Stores:
         """Full reconcile of one store or all; ``rebuild`` drops the store's index rows first.
 
         Also removes temp files that writers killed mid-write left behind, in every lane
-        (``stale_temp_files``: the writer's pid is gone, or older than ten minutes).
+        (``stale_temp_files``: the writer's pid is gone, or older than ten minutes), and merges
+        the word index that single writes left in several FTS5 segments into one.
         """
         names = [self.targets.paths(store).name] if store else self.names()
         reports = []
@@ -290,6 +292,7 @@ class Stores:
                         progress(_name, done, total)
 
                 reports.append(self.index.reconciler.reconcile(name, full=True, progress=step))
+            segments.settle(self.index.db, most=1)
         return reports
 
     def startup_sweep(self) -> list[ReindexReport]:

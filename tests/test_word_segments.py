@@ -189,3 +189,46 @@ def test_the_fts5_content_table_holds_what_the_trigram_table_gives(
     content = db.rows("SELECT id, c2, c0, c1 FROM documents_fts_content ORDER BY id")
     virtual = db.rows("SELECT rowid, chunk_id, text, resource_name FROM documents_fts ORDER BY rowid")
     assert len(content) >= 6 and content == virtual
+
+
+def _scans() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("coffer-scan-")]
+
+
+def test_an_explicit_reindex_settles_the_word_index_into_one_segment(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    with MemoryService(settings=Settings.load(tmp_path / "home")) as svc:
+        for i in range(9):
+            svc.remember(f"{WORDS[i]} single write {i}", cwd=repo)
+        db, stores = svc.index.db, [svc.target(cwd=repo).store, GLOBAL_STORE]
+        before = _answers(db, stores)
+        assert segments.segment_count(db) > 1
+        svc.reindex()  # nothing changed on disk: only the merge writes
+        assert segments.segment_count(db) == 1
+        assert _answers(db, stores) == before
+
+
+def test_a_background_scan_settles_what_single_writes_left(tmp_path: Path) -> None:
+    # A long-lived process's due full scan of a larger store runs on a thread beside the reads;
+    # it also merges the word index, so a server's recalls read one segment, not ten.
+    repo = make_repo(tmp_path / "repo")
+    settings = Settings.load(
+        tmp_path / "home",
+        reconcile_full_scan_max_files=0,
+        reconcile_full_scan_seconds=0,
+        reconcile_watch=False,
+    )
+    with MemoryService(settings=settings) as svc:
+        for i in range(9):
+            svc.remember(f"{WORDS[i]} served write {i}", cwd=repo)
+        db = svc.index.db
+        assert segments.segment_count(db) > segments.SETTLED
+        scanned = []
+        for _ in range(3):  # the first read's scan may run inline (no full scan on record yet)
+            assert svc.recall("served write", cwd=repo, mode="keyword").hits
+            scanned += _scans()
+            for thread in scanned:
+                thread.join(30)
+        assert scanned  # the scan ran in the background, where it may write
+        assert segments.segment_count(db) == 1
+        assert len(svc.recall("served write", cwd=repo, mode="keyword", limit=20).hits) == 9

@@ -56,6 +56,7 @@ from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, file_stat, list_folder, scan_markdown, utf8_name
 from .._store.versions import bump_version
 from .._store.watch import FolderFeed
+from . import segments
 from .db import DAMAGE, IndexDB
 from .feed_checks import arm, from_feed
 from .reindex import Reindexer, stat_columns
@@ -140,6 +141,7 @@ class Reconciler:
                     if self.db.closed:  # the service closed while this scan waited for it
                         return
                     self.reconcile(store, full=True)
+                    segments.settle(self.db)  # what single writes left: every MATCH reads each segment
             except Exception:
                 log.exception("background full scan of %s failed", store)
             finally:

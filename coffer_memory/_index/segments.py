@@ -17,7 +17,13 @@ segments, which made a MATCH at 1k facts 0.41 ms against 0.25 ms in one segment
   ``usermerge`` (4) segments are merged, so small writes keep 3-7 segments instead of up to 22,
   for ~0.05 ms more per write and no write that rewrites the whole index at once.
 
-Both run inside the writer's transaction, under its locks: readers (WAL) keep reading the last
+- Single writes still leave a few segments (3-7 at 1k facts, 10 in a 10k home built by
+  ``remember`` calls), and each costs every MATCH (the plain FTS5 query took 1.14x as long on such
+  a 10k index as on one segment). So maintenance settles them (``settle``): a long-lived
+  process's background full scan optimizes a word index of more than ``SETTLED`` segments, and
+  an explicit ``reindex`` one of more than one. Reads never do (the CLI's included).
+
+These run inside the writer's transaction, under its locks: readers (WAL) keep reading the last
 committed state and never wait, and other processes' writers wait on SQLite's busy timeout as
 for any write. A read that changes nothing writes nothing, so it never merges.
 """
@@ -38,6 +44,9 @@ MERGE_PAGES = 16
 # A bulk load that wrote at least 1/OPTIMIZE_SHARE of the word index's rows optimizes it: the
 # optimize costs ~1.7 us per indexed row, the load ~130 us per file, so at most ~5% of the load.
 OPTIMIZE_SHARE = 4
+# Segments a background scan leaves as they are: an optimize costs ~17 ms at 10k facts, so with
+# writes arriving all the time it runs at most once per scan (every 5-60 s), ~0.3% of a core.
+SETTLED = 2
 
 
 def merge_step(db: IndexDB) -> None:
@@ -64,6 +73,22 @@ def after_bulk_load(db: IndexDB, rows_written: int) -> None:
                 merge_step(db)
     except apsw.BusyError:  # the load is committed; another writer's long transaction only delays this
         log.info("word index not merged after a bulk load: the index was busy")
+
+
+def settle(db: IndexDB, most: int = SETTLED) -> bool:
+    """Optimize the word index when it holds more than ``most`` segments (its own transaction).
+
+    Maintenance, never part of a read: False when the index was left as it is (few segments, or
+    the index busy, read-only or failing: a later scan tries again)."""
+    try:
+        if segment_count(db) <= most:
+            return False
+        with db.transaction():
+            optimize(db)
+        return True
+    except apsw.Error as exc:
+        log.info("word index not merged: %s", exc)
+        return False
 
 
 def segment_count(db: IndexDB) -> int:
