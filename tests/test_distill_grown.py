@@ -251,6 +251,7 @@ def test_codex_resume_distilled_by_hand_sends_only_the_new_turns(
         "already_distilled",
     )
     assert [i["name"] for i in second["insights"]] == ["insight-mark-second"]
+    assert "were distilled before" in second["detail"]
     assert insight_counts(samples, home) == {"insight-mark-first": 1, "insight-mark-second": 1}
     assert len(llm.requests) == 2
     # The new turns come with the turns just before them as context, marked as already distilled.
