@@ -307,3 +307,18 @@ def test_session_distilled_before_the_upgrade_is_continued_from_its_ledger_row(
         later = svc.distill_session("claude-code", session_id)
     assert [i.name for i in later.insights] == ["insight-mark-later"]
     assert insight_counts(samples, home) == {"insight-mark-later": 1, "insight-mark-old": 1}
+
+
+def test_sweep_distills_a_grown_session_for_its_new_turns(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-SWEPT", minute=1)
+    with MemoryService(home) as svc:
+        assert svc.distill_session("claude-code", session_id).status == "distilled"
+        claude_turns(source, "MARK-GROWN", minute=2)
+        swept = svc.sweep("claude-code", limit=100, min_idle_seconds=0)
+        (grown,) = [r for r in swept.results if r.session_id == session_id]
+        assert [i.name for i in grown.insights] == ["insight-mark-grown"]
+        assert session_id not in {r.session_id for r in svc.sweep("claude-code", min_idle_seconds=0).results}
+    assert insight_counts(samples, home) == {"insight-mark-grown": 1, "insight-mark-swept": 1}
