@@ -7,8 +7,6 @@ into knowledge or rules is the organizer's job.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +14,7 @@ import attrs
 
 from .._llm import ChatMessage, LLMOutputInvalid, extract_json
 from .._store.lanes import demote_headings
+from .increment import content_hash
 from .models import Message, Transcript
 
 MAX_INSIGHTS = 12
@@ -72,25 +71,38 @@ class Insight:
 
 def content_sha256(transcript: Transcript) -> str:
     """The ledger key of a session's content: its prose turns, as read (before scrubbing)."""
-    digest = hashlib.sha256()
-    for message in transcript.messages:
-        digest.update(json.dumps([message.role, message.text], ensure_ascii=False).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()
+    return content_hash(transcript.messages)
 
 
-def build_prompt(messages: Sequence[Message], *, project: str | None) -> list[ChatMessage]:
-    """The chat messages of a distillation call."""
-    lines = [
-        f"Project: {project}" if project else "Project: (unknown)",
-        "",
-        "Conversation (tool calls, tool output, pasted files and secrets were removed):",
-        "",
-    ]
+def _turns(messages: Sequence[Message]) -> list[str]:
+    lines = []
     for message in messages:
         lines.append(f"[{message.role}]")
         lines.append(message.text.strip())
         lines.append("")
+    return lines
+
+
+def build_prompt(
+    messages: Sequence[Message], *, project: str | None, context: Sequence[Message] = ()
+) -> list[ChatMessage]:
+    """The chat messages of a distillation call.
+
+    ``context`` holds turns distilled before (a continued session): shown so the new turns make
+    sense, with the instruction to take nothing from them.
+    """
+    lines = [f"Project: {project}" if project else "Project: (unknown)", ""]
+    if context:
+        lines += [
+            "Earlier in the session (already distilled: context only, take no insight from it):",
+            "",
+            *_turns(context),
+        ]
+    lines += [
+        "Conversation (tool calls, tool output, pasted files and secrets were removed):",
+        "",
+        *_turns(messages),
+    ]
     lines.append(
         f"Return at most {MAX_INSIGHTS} insights as "
         '{"insights": [{"name": "kebab-case-handle", "description": "one sentence", '

@@ -2,7 +2,8 @@
 
 Keyed by ``(agent, session_id, content_sha256)``, so the same content is distilled once
 whichever path asks (the session-end hook or a sweep), while a session that grew after it
-was distilled is distilled again. The ledger lives in ``<home>/ledger.db``, not in
+was distilled is distilled again, for its new turns only: each row also keeps how many turns it
+covered and a digest per turn (see ``increment``). The ledger lives in ``<home>/ledger.db``, not in
 ``index.db``: the index is disposable (delete it and it is rebuilt from the files), but
 forgetting the ledger would distill every past session a second time into the journal.
 
@@ -17,11 +18,14 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
 import attrs
+
+from .increment import Distilled
 
 STALE_CLAIM_SECONDS = 600
 _SCHEMA = """
@@ -37,9 +41,17 @@ CREATE TABLE IF NOT EXISTS distilled_sessions (
     insights INTEGER NOT NULL DEFAULT 0,
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    message_digests TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (agent, session_id, content_sha256)
 );
 """
+# Columns added after the first release: a ledger written by an older version gets them on open
+# (rows keep the defaults: no count, no digests; see ``increment``).
+_ADDED_COLUMNS = (
+    ("message_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("message_digests", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 @attrs.frozen
@@ -80,6 +92,10 @@ class Ledger:
             conn.set_busy_timeout(10_000)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
+            present = {str(row[1]) for row in conn.execute("PRAGMA table_info(distilled_sessions)")}
+            for name, decl in _ADDED_COLUMNS:
+                if name not in present:
+                    conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
             self._conn = conn
         return self._conn
 
@@ -95,6 +111,20 @@ class Ledger:
                 .fetchone()
             )
         return row is not None and row[0] == "done"
+
+    def distilled(self, agent: str, session_id: str) -> list[Distilled]:
+        """Every distilled content of one session, with the turns it covered."""
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT content_sha256, message_count, message_digests FROM distilled_sessions "
+                    "WHERE agent = ? AND session_id = ? AND status = 'done'",
+                    (agent, session_id),
+                )
+                .fetchall()
+            )
+        return [Distilled(str(r[0]), int(r[1] or 0), tuple(str(r[2] or "").split())) for r in rows]
 
     def claim(self, agent: str, session_id: str, content_sha256: str) -> bool:
         """Take the key for a distillation; False when it is done or another live process holds it."""
@@ -145,12 +175,14 @@ class Ledger:
         insights: int,
         prompt_tokens: int,
         completion_tokens: int,
+        message_digests: Sequence[str] = (),
     ) -> None:
-        """Mark the content distilled, with what it produced and what it cost."""
+        """Mark the content distilled, with what it produced and what it cost, and the digest
+        of each turn it covered (so the next distillation of a grown session can skip them)."""
         with self._lock:
             self._db().execute(
                 "UPDATE distilled_sessions SET status = 'done', distilled_at = ?, store = ?, insights = ?, "
-                "prompt_tokens = ?, completion_tokens = ? "
+                "prompt_tokens = ?, completion_tokens = ?, message_count = ?, message_digests = ? "
                 "WHERE agent = ? AND session_id = ? AND content_sha256 = ? AND owner = ?",
                 (
                     _now().isoformat(),
@@ -158,6 +190,8 @@ class Ledger:
                     insights,
                     prompt_tokens,
                     completion_tokens,
+                    len(message_digests),
+                    " ".join(message_digests),
                     agent,
                     session_id,
                     content_sha256,

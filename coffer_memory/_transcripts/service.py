@@ -29,6 +29,7 @@ from .._store.writer import Writer
 from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
 from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
+from .increment import message_digest, undistilled
 from .ledger import Ledger, LedgerEntry
 from .models import DistillResult, SessionSummary, SweepResult, Transcript
 
@@ -133,6 +134,9 @@ class Transcripts:
     ) -> DistillResult:
         """Distill one session into its project's journal (one LLM call; idempotent by content).
 
+        A session distilled before and grown since (a continued or resumed session) sends only
+        its new turns, with the two before them as context; ``detail`` says which turns.
+
         ``cwd`` overrides the session's recorded working directory. No-ops (nothing written,
         a status saying why): the project opted out (``opted_out``), no model configured, the
         directory is not in a git repository,
@@ -165,17 +169,33 @@ class Transcripts:
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         if not dry_run and self.ledger.is_done(*key):
             return result("already_distilled", store=store)
+        increment = undistilled(transcript.messages, self.ledger.distilled(summary.agent, summary.session_id))
+        digests = [message_digest(m) for m in transcript.messages]
+        detail = increment.describe()
+        if not increment.new:  # rewritten to turns all distilled before: nothing to ask the model
+            if not dry_run and self.ledger.claim(*key):
+                self.ledger.finish(
+                    *key,
+                    store=store,
+                    insights=0,
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    message_digests=digests,
+                )
+            return result("already_distilled", store=store, detail=detail)
         from .scrub import scrub_transcript
 
-        scrubbed = scrub_transcript(transcript)
+        # Only the new turns are scrubbed and sent; the context turns were distilled already.
+        scrubbed = scrub_transcript(attrs.evolve(transcript, messages=increment.new))
+        context = scrub_transcript(attrs.evolve(transcript, messages=increment.context, dropped={}))
         counts = dict(scrubbed.report.counts)
         if not scrubbed.messages:
-            return result("empty", store=store, scrubbed=counts)
+            return result("empty", store=store, scrubbed=counts, detail=detail)
         if not dry_run and not self.ledger.claim(*key):
             return result("already_distilled" if self.ledger.is_done(*key) else "in_progress", store=store)
         try:
             completion = llm.complete(
-                build_prompt(scrubbed.messages, project=git.toplevel.name),
+                build_prompt(scrubbed.messages, project=git.toplevel.name, context=context.messages),
                 json_schema=INSIGHTS_SCHEMA,
                 max_tokens=max(self.settings.llm.max_tokens, 2000),
             )
@@ -212,16 +232,25 @@ class Transcripts:
                 self.ledger.release(*key)
             raise
         if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
-            return result("dry_run", store=store, insights=tuple(insights), scrubbed=counts, **usage)
+            return result(
+                "dry_run", store=store, insights=tuple(insights), scrubbed=counts, detail=detail, **usage
+            )
         self.ledger.finish(
             *key,
             store=store,
             insights=len(insights),
             prompt_tokens=completion.usage.prompt_tokens,
             completion_tokens=completion.usage.completion_tokens,
+            message_digests=digests,
         )
         return result(
-            "distilled", store=store, insights=tuple(insights), paths=tuple(paths), scrubbed=counts, **usage
+            "distilled",
+            store=store,
+            insights=tuple(insights),
+            paths=tuple(paths),
+            scrubbed=counts,
+            detail=detail,
+            **usage,
         )
 
     def end_session(

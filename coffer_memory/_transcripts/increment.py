@@ -1,0 +1,115 @@
+"""Which turns of a session are still to distill, given what the ledger says was distilled before.
+
+Agents append to a session's file when it goes on (``claude -p --continue``/``--resume`` end with
+another SessionEnd; ``codex exec resume`` appends to the same rollout), so a session is distilled
+more than once. Each ledger row keeps the content hash of the turns it covered, their count and a
+short digest per turn. The hash of a transcript's content is a running hash over its turns, so the
+hash of every prefix is known at no cost:
+
+- **grown**: some prefix of the turns hashes to a distilled content, and no distilled content was
+  longer: only the turns after that prefix are new;
+- **rewritten** (a turn edited or removed, the file compacted by hand): a distilled content was
+  longer than the longest distilled prefix. Only turns the ledger never saw (by digest) after that
+  prefix are new: an edited turn is distilled, unchanged ones are not sent again, and what is
+  already in the journal stays (it came from what the session really said at the time; deleting
+  it is ``forget_session``'s job, on the user's word).
+
+Rows written before turns were tracked have no count and no digests; their content hash still
+marks the distilled prefix of a grown session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+import attrs
+
+from .models import Message
+
+# The turns just before the new ones, sent as context (marked as already distilled): "yes, do
+# that" means nothing without the question.
+CONTEXT_TURNS = 2
+DIGEST_CHARS = 16
+
+
+@attrs.frozen
+class Distilled:
+    """One distilled content of a session, as the ledger recorded it."""
+
+    content_sha256: str
+    message_count: int
+    message_digests: tuple[str, ...]
+
+
+@attrs.frozen
+class Increment:
+    """The turns to distill now, the turns before them to show as context, and why."""
+
+    new: tuple[Message, ...]
+    context: tuple[Message, ...]
+    total: int
+    rewritten: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """True when some turns of the session were distilled before."""
+        return len(self.new) < self.total
+
+    def describe(self) -> str | None:
+        """A line saying what part of the session is distilled (None for the whole of it)."""
+        if not self.partial:
+            return None
+        if self.rewritten:
+            return (
+                f"the transcript was rewritten since it was last distilled: {len(self.new)} of "
+                f"{self.total} turns are new or changed"
+            )
+        first = self.total - len(self.new) + 1
+        return f"turns {first}-{self.total} of {self.total}; turns 1-{first - 1} were distilled before"
+
+
+def _encode(message: Message) -> bytes:
+    return json.dumps([message.role, message.text], ensure_ascii=False).encode() + b"\n"
+
+
+def message_digest(message: Message) -> str:
+    """A short fingerprint of one turn (role and text)."""
+    return hashlib.sha256(_encode(message)).hexdigest()[:DIGEST_CHARS]
+
+
+def prefix_hashes(messages: Sequence[Message]) -> list[str]:
+    """The content hash of ``messages[:k]`` for every ``k`` from 1 to ``len(messages)``."""
+    digest = hashlib.sha256()
+    hashes = []
+    for message in messages:
+        digest.update(_encode(message))
+        hashes.append(digest.copy().hexdigest())
+    return hashes
+
+
+def content_hash(messages: Sequence[Message]) -> str:
+    """The ledger key of a session's content: a running hash over its turns, as read."""
+    hashes = prefix_hashes(messages)
+    return hashes[-1] if hashes else hashlib.sha256().hexdigest()
+
+
+def undistilled(messages: Sequence[Message], done: Sequence[Distilled]) -> Increment:
+    """The turns of ``messages`` not covered by the distilled contents ``done``."""
+    known = {d.content_sha256 for d in done}
+    hashes = prefix_hashes(messages)
+    start = next((k for k in range(len(hashes), 0, -1) if hashes[k - 1] in known), 0)
+    longest = max((d.message_count for d in done), default=0)
+    rest = list(range(start, len(messages)))
+    rewritten = longest > start
+    if rewritten:
+        seen = {digest for d in done for digest in d.message_digests}
+        rest = [i for i in rest if message_digest(messages[i]) not in seen]
+    first = rest[0] if rest else len(messages)
+    return Increment(
+        new=tuple(messages[i] for i in rest),
+        context=tuple(messages[max(first - CONTEXT_TURNS, 0) : first]) if rest else (),
+        total=len(messages),
+        rewritten=rewritten,
+    )

@@ -1,0 +1,324 @@
+"""A session that grows after it was distilled (``claude -p --continue``/``--resume``, ``codex exec
+resume``) is distilled again only for the turns added since; nothing already in the journal is
+written twice, and a rewritten transcript sends only the turns the ledger has not seen.
+
+The sample sessions are real files in the agents' formats (``agent_samples``); a grown session is
+made by appending lines in the same format to the agent's own file, as the agent does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+import test_distill
+from agent_samples import AgentSamples
+from http_scripted import ScriptedServer, answer, serve
+
+from coffer_memory import MemoryService
+from coffer_memory._scope import project_id_for
+from coffer_memory._store.paths import store_name_for_project
+from coffer_memory._transcripts.ledger import Ledger
+
+USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+MARK = re.compile(r"MARK-[A-Z]+")
+CONVERSATION = "Conversation ("
+
+samples = test_distill.samples  # the same sample agent homes, around a git project
+
+
+def sent_conversation(body: Any) -> str:
+    """The part of a distillation prompt the model is asked to extract from (not the context)."""
+    prompt: str = body["messages"][-1]["content"]
+    return prompt[prompt.index(CONVERSATION) :]
+
+
+def one_insight_per_mark(body: Any) -> Any:
+    """One insight per distinct ``MARK-X`` in the turns to distill, so a turn distilled twice
+    shows up as a repeated insight in the journal."""
+    marks = sorted(set(MARK.findall(sent_conversation(body))))
+    payload = {
+        "insights": [
+            {"name": f"insight-{m.lower()}", "description": f"What {m} decided.", "body": f"Details of {m}."}
+            for m in marks
+        ]
+    }
+    return answer(json.dumps(payload), usage=USAGE)(body)
+
+
+@pytest.fixture
+def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
+    yield from serve(monkeypatch, one_insight_per_mark)
+
+
+@pytest.fixture
+def home(tmp_home: Path, llm: ScriptedServer) -> Path:
+    test_distill.write_llm_config(tmp_home, llm.url)
+    return tmp_home
+
+
+def session_in_project(home: Path, samples: AgentSamples, agent: str) -> tuple[str, Path]:
+    """A sample session of ``agent`` in the git project, and the file it is read from."""
+    expected = next(e for e in samples.expected_for(agent) if e.project_path == str(samples.project_dir))
+    with MemoryService(home) as svc:
+        source = Path(svc.transcript_summary(agent, expected.session_id).source_path)
+    return expected.session_id, source
+
+
+def append_lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def claude_turns(path: Path, mark: str, minute: int) -> None:
+    """Append a prompt and its answer to a Claude Code session file, chained like the CLI does."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+    last = [r for r in rows if r.get("type") in ("user", "assistant") and not r.get("isSidechain")][-1]
+    common = {k: last[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType") if k in last}
+    ts = f"2026-12-01T10:{minute:02d}:00.000Z"
+    user_uuid, reply_uuid = str(uuid.uuid4()), str(uuid.uuid4())
+    append_lines(
+        path,
+        [
+            {
+                **common,
+                "parentUuid": last["uuid"],
+                "isSidechain": False,
+                "type": "user",
+                "message": {"role": "user", "content": f"Shall we go with {mark} for the cache layout?"},
+                "uuid": user_uuid,
+                "timestamp": ts,
+            },
+            {
+                **common,
+                "parentUuid": user_uuid,
+                "isSidechain": False,
+                "type": "assistant",
+                "message": {
+                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-opus-4-5-20251101",
+                    "content": [{"type": "text", "text": f"Yes: {mark} keeps one file per project."}],
+                    "stop_reason": "end_turn",
+                },
+                "requestId": f"req_{uuid.uuid4().hex[:24]}",
+                "uuid": reply_uuid,
+                "timestamp": ts,
+            },
+        ],
+    )
+
+
+def codex_resume(path: Path, session_id: str, cwd: Path, mark: str, minute: int) -> None:
+    """Append what ``codex exec resume`` adds to a rollout: another ``session_meta``, a turn context,
+    and the new turns with their ``event_msg`` twins."""
+    ts = f"2026-12-01T11:{minute:02d}:00.000Z"
+    prompt, reply = f"Resume: shall we go with {mark}?", f"Yes, {mark} is the layout to keep."
+
+    def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": ts, "type": kind, "payload": payload}
+
+    append_lines(
+        path,
+        [
+            line(
+                "session_meta",
+                {
+                    "id": session_id,
+                    "timestamp": ts,
+                    "cwd": str(cwd),
+                    "originator": "codex_exec",
+                    "cli_version": "0.63.0",
+                    "source": "exec",
+                },
+            ),
+            line("turn_context", {"cwd": str(cwd), "approval_policy": "never", "model": "gpt-5-codex"}),
+            line(
+                "response_item",
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+            ),
+            line("event_msg", {"type": "user_message", "message": prompt}),
+            line(
+                "response_item",
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply}]},
+            ),
+            line("event_msg", {"type": "agent_message", "message": reply}),
+        ],
+    )
+
+
+def journal_text(samples: AgentSamples, home: Path) -> str:
+    store = store_name_for_project(project_id_for(samples.project_dir))
+    with MemoryService(home) as svc:
+        days = svc.journal(store=store)
+    return "\n".join(entry.text for day in days for entry in day.entries)
+
+
+def insight_counts(samples: AgentSamples, home: Path) -> dict[str, int]:
+    names = re.findall(r"\*\*(insight-mark-[a-z]+)\*\*", journal_text(samples, home))
+    return {n: names.count(n) for n in sorted(set(names))}
+
+
+def run_session_end(home: Path, session_id: str, transcript: Path, cwd: Path, runs: int) -> None:
+    """What Claude Code does at the end of each ``claude -p`` run: SessionEnd, reason ``other``."""
+    stdin = json.dumps(
+        {
+            "session_id": session_id,
+            "transcript_path": str(transcript),
+            "cwd": str(cwd),
+            "hook_event_name": "SessionEnd",
+            "reason": "other",
+        }
+    ).encode()
+    hook = str(Path(sys.executable).parent / "coffer-hook")
+    env = {**os.environ, "COFFER_HOME": str(home)}
+    proc = subprocess.run(
+        [hook, "--agent", "claude-code"], input=stdin, env=env, capture_output=True, timeout=30
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    ledger = Ledger(home / "ledger.db")
+    deadline = time.monotonic() + 60  # a bound on the background worker, not a timing assertion
+    try:
+        while time.monotonic() < deadline:
+            entries = ledger.entries(session_id=session_id)
+            if len([e for e in entries if e.status == "done"]) >= runs:
+                return
+            time.sleep(0.2)
+    finally:
+        ledger.close()
+    log = home / "logs" / "hook.log"
+    raise AssertionError(f"run {runs} did not finish: {log.read_text() if log.exists() else 'no log'}")
+
+
+def test_claude_session_continued_twice_is_distilled_once_per_turn(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id, source = session_in_project(home, samples, "claude-code")
+    for run, mark in enumerate(("MARK-ONE", "MARK-TWO", "MARK-THREE"), start=1):
+        claude_turns(source, mark, minute=run)  # claude -p, then claude -p --continue twice
+        run_session_end(home, session_id, source, samples.project_dir, runs=run)
+    assert insight_counts(samples, home) == {
+        "insight-mark-one": 1,
+        "insight-mark-three": 1,
+        "insight-mark-two": 1,
+    }
+    sent = [sent_conversation(r.body) for r in llm.requests]
+    assert len(sent) == 3
+    assert [sorted(set(MARK.findall(s))) for s in sent] == [["MARK-ONE"], ["MARK-TWO"], ["MARK-THREE"]]
+    # The first run sent the whole session; the later ones only the prompt and answer added.
+    assert sent[0].count("[user]") > 1
+    assert [(s.count("[user]"), s.count("[assistant]")) for s in sent[1:]] == [(1, 1), (1, 1)]
+    assert not (home / "logs" / "hook.log").exists()
+
+
+def test_codex_resume_distilled_by_hand_sends_only_the_new_turns(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id, source = session_in_project(home, samples, "codex")
+    coffer = str(Path(sys.executable).parent / "coffer")
+
+    def distill() -> dict[str, Any]:
+        proc = subprocess.run(
+            [coffer, "--home", str(home), "distill", session_id, "--agent", "codex", "--json"],
+            capture_output=True,
+            timeout=60,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        result: dict[str, Any] = json.loads(proc.stdout)
+        return result
+
+    codex_resume(source, session_id, samples.project_dir, "MARK-FIRST", minute=1)
+    first = distill()
+    codex_resume(source, session_id, samples.project_dir, "MARK-SECOND", minute=2)
+    second = distill()
+    again = distill()
+    assert (first["status"], second["status"], again["status"]) == (
+        "distilled",
+        "distilled",
+        "already_distilled",
+    )
+    assert [i["name"] for i in second["insights"]] == ["insight-mark-second"]
+    assert "were distilled before" in second["detail"]
+    assert insight_counts(samples, home) == {"insight-mark-first": 1, "insight-mark-second": 1}
+    assert len(llm.requests) == 2
+    # The new turns come with the turns just before them as context, marked as already distilled.
+    assert "MARK-FIRST" in llm.requests[1].body["messages"][-1]["content"]
+
+
+def test_rewritten_transcript_sends_only_turns_the_ledger_has_not_seen(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-KEEP", minute=1)
+    claude_turns(source, "MARK-EDIT", minute=2)
+    with MemoryService(home) as svc:
+        assert svc.distill_session("claude-code", session_id).status == "distilled"
+        # The last prompt edited in place (the file rewritten, not appended to), one turn added.
+        source.write_text(source.read_text().replace("go with MARK-EDIT", "go with MARK-CHANGED"))
+        claude_turns(source, "MARK-NEW", minute=3)
+        rewritten = svc.distill_session("claude-code", session_id)
+        assert rewritten.status == "distilled"
+        assert sorted(i.name for i in rewritten.insights) == ["insight-mark-changed", "insight-mark-new"]
+        assert "rewritten" in (rewritten.detail or "")
+        # Cut back to what was distilled before: nothing is new, the model is not asked.
+        lines = source.read_text().splitlines(keepends=True)
+        source.write_text("".join(lines[:-2]))
+        calls = len(llm.requests)
+        assert svc.distill_session("claude-code", session_id).status == "already_distilled"
+        assert len(llm.requests) == calls
+    assert insight_counts(samples, home) == {
+        "insight-mark-changed": 1,
+        "insight-mark-edit": 1,
+        "insight-mark-keep": 1,
+        "insight-mark-new": 1,
+    }
+
+
+def test_session_distilled_before_the_upgrade_is_continued_from_its_ledger_row(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """A ledger row written before turns were tracked (only the content hash) still marks the
+    distilled prefix: the grown session sends only what follows it."""
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-OLD", minute=1)
+    with MemoryService(home) as svc:
+        assert svc.distill_session("claude-code", session_id).status == "distilled"
+        svc.transcripts.close()
+
+        # The ledger file as the version before this one wrote it: no turn columns.
+        conn = apsw.Connection(str(home / "ledger.db"))
+        conn.execute("ALTER TABLE distilled_sessions DROP COLUMN message_count")
+        conn.execute("ALTER TABLE distilled_sessions DROP COLUMN message_digests")
+        conn.close()
+        claude_turns(source, "MARK-LATER", minute=2)
+        later = svc.distill_session("claude-code", session_id)
+    assert [i.name for i in later.insights] == ["insight-mark-later"]
+    assert insight_counts(samples, home) == {"insight-mark-later": 1, "insight-mark-old": 1}
+
+
+def test_sweep_distills_a_grown_session_for_its_new_turns(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-SWEPT", minute=1)
+    with MemoryService(home) as svc:
+        assert svc.distill_session("claude-code", session_id).status == "distilled"
+        claude_turns(source, "MARK-GROWN", minute=2)
+        swept = svc.sweep("claude-code", limit=100, min_idle_seconds=0)
+        (grown,) = [r for r in swept.results if r.session_id == session_id]
+        assert [i.name for i in grown.insights] == ["insight-mark-grown"]
+        assert session_id not in {r.session_id for r in svc.sweep("claude-code", min_idle_seconds=0).results}
+    assert insight_counts(samples, home) == {"insight-mark-grown": 1, "insight-mark-swept": 1}
