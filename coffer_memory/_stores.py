@@ -17,7 +17,7 @@ from ._config import Settings
 from ._doctor import run_doctor
 from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
 from ._index import segments
-from ._index.reconcile import Progress
+from ._index.tally import Progress
 from ._indexing import IndexHandle
 from ._models import DoctorReport, ReindexReport, StoreInfo
 from ._store.identity import (

@@ -6,20 +6,52 @@ cannot vouch for falls back to the scans in ``reconcile``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
+from .._config import Settings
 from .._models import ReindexReport
 from .._store.lock import store_lock
 from .._store.paths import StorePaths, lock_path
 from .._store.scan import FileStat, OddFiles, scan_markdown
-from .._store.watch import recall_stat, under, walkable
-from .tally import Stat, Tally, unchanged, warn_odd
+from .._store.watch import FolderFeed, recall_stat, under, walkable
+from .db import IndexDB
+from .reindex import Reindexer
+from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
-if TYPE_CHECKING:
-    from .reconcile import Reconciler
+
+class Reconciling(Protocol):
+    """What these checks use of ``reconcile.Reconciler``, which calls them (and so is not
+    imported here: no import cycle)."""
+
+    feed: FolderFeed | None
+    settings: Settings
+    db: IndexDB
+    reindexer: Reindexer
+
+    def _scan_in_background(self, store: str) -> None: ...
+    def _state(self, store: str) -> tuple[dict[str, int], float, int] | None: ...
+    def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None: ...
+    def _record_external(self, sp: StorePaths, tally: Tally) -> None: ...
+    def _retry_pending(
+        self, sp: StorePaths, report: ReindexReport, progress: Progress | None
+    ) -> ReindexReport: ...
+    def _prefix(self, folder: Path) -> str: ...
+    def _rows_under(self, store: str, prefix: str, table: str = "documents") -> dict[str, Stat]: ...
+    def _broken_under(self, store: str, prefix: str) -> dict[str, Stat]: ...
+    def _apply(
+        self,
+        sp: StorePaths,
+        files: dict[str, FileStat],
+        rows: dict[str, Stat],
+        tally: Tally,
+        progress: Progress | None = None,
+        broken: dict[str, Stat] | None = None,
+        rows_complete: bool = True,
+    ) -> None: ...
 
 
-def from_feed(rec: Reconciler, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
+def from_feed(rec: Reconciling, sp: StorePaths, count: int, age: float) -> ReindexReport | None:
     """A read's check of a larger store from the inotify feed, or None when the feed cannot
     vouch for it (the next full scan, when it falls due, sets its watches anew)."""
     assert rec.feed is not None
@@ -45,7 +77,7 @@ def from_feed(rec: Reconciler, sp: StorePaths, count: int, age: float) -> Reinde
         raise
 
 
-def arm(rec: Reconciler, sp: StorePaths) -> int | None:
+def arm(rec: Reconciling, sp: StorePaths) -> int | None:
     """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
     that the scan covers what happened before them and the feed what happens after."""
     if rec.feed is None:
@@ -58,7 +90,7 @@ def arm(rec: Reconciler, sp: StorePaths) -> int | None:
     return rec.feed.epoch(sp.name)
 
 
-def rows_of(rec: Reconciler, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
+def rows_of(rec: Reconciling, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:
     """The stat columns of the rows of ``table`` for ``keys`` (``documents.path`` values)."""
     rows: dict[str, Stat] = {}
     for start in range(0, len(keys), 500):
@@ -72,7 +104,7 @@ def rows_of(rec: Reconciler, store: str, keys: list[str], table: str = "document
     return rows
 
 
-def news_unchanged(rec: Reconciler, sp: StorePaths, files: set[str]) -> bool:
+def news_unchanged(rec: Reconciling, sp: StorePaths, files: set[str]) -> bool:
     """True when every file the feed named still matches its row: coffer's own writes, most
     often (they are indexed in their transaction). Read only, without the store lock."""
     prefix = rec._prefix(sp.root)
@@ -88,7 +120,7 @@ def news_unchanged(rec: Reconciler, sp: StorePaths, files: set[str]) -> bool:
     return True
 
 
-def same_inodes(rec: Reconciler, sp: StorePaths, linked: set[str], found: dict[str, FileStat]) -> set[str]:
+def same_inodes(rec: Reconciling, sp: StorePaths, linked: set[str], found: dict[str, FileStat]) -> set[str]:
     """The indexed files sharing an inode with the ``linked`` files among ``found``: a link made
     while the feed watched raised an event for its new name alone."""
     inodes = sorted({found[rel].ino for rel in linked if rel in found})
@@ -102,7 +134,7 @@ def same_inodes(rec: Reconciler, sp: StorePaths, linked: set[str], found: dict[s
     return {r[0][cut:] for r in rows}
 
 
-def reconcile_news(rec: Reconciler, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
+def reconcile_news(rec: Reconciling, sp: StorePaths, files: set[str], trees: set[str]) -> ReindexReport:
     """Re-check the files and re-scan the folders the feed named (store lock held)."""
     assert rec.feed is not None
     tally = Tally(external=[])

@@ -40,7 +40,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISREG
 from typing import NamedTuple
@@ -60,7 +59,7 @@ from . import segments
 from .db import DAMAGE, IndexDB
 from .feed_checks import arm, from_feed
 from .reindex import Reindexer, stat_columns
-from .tally import Stat, Tally, unchanged, warn_odd
+from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
 log = logging.getLogger("coffer_memory.reconcile")
 # Files per write transaction of a bulk load. Each commit flushes FTS5's pending terms into a
@@ -75,7 +74,6 @@ PROGRESS_EVERY = 500
 STALE_SECONDS = 60.0
 MISSING = -1
 PATHS_KEPT = 1024
-Progress = Callable[[int, int], None]
 
 
 class _Todo(NamedTuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 
 import attrs
 
@@ -12,6 +13,7 @@ from .._models import ReindexReport
 from .._store.scan import OddFiles, printable
 
 log = logging.getLogger("coffer_memory.reconcile")
+Progress = Callable[[int, int], None]  # (files done, files in all) of a long scan
 Stat = tuple[int, ...]  # a row's (size, mtime_ns, ctime_ns, ino), compared with a scan's FileStat
 # Odd entries already warned about by this process: a warning once, not on every read.
 _warned: set[tuple[str, str, str]] = set()
