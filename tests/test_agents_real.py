@@ -297,8 +297,13 @@ def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
 
 
 # -- OpenCode ----------------------------------------------------------------------------------
+def system_text(request: dict[str, Any]) -> str:
+    """The system messages of a Chat Completions request, as one text."""
+    return "\n".join(str(m.get("content")) for m in request["messages"] if m.get("role") == "system")
+
+
 @needs("opencode", "opencode-ai")
-def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
+def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
     w = world
     opencode = install(w, "opencode", "opencode")
     config_file = w.home / ".config" / "opencode" / "opencode.json"
@@ -317,9 +322,14 @@ def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
         agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
         w.run([opencode, "run", "where does the deploy script live?"], agent_env)
         turns = [b for b in fake.model_requests() if b.get("tools")]
-        # OpenCode prefixes a server's tools with its name; it has no shell hooks, so no rules.
+        # OpenCode prefixes a server's tools with its name.
         assert {t["function"]["name"] for t in turns[0]["tools"]} >= {f"coffer_{name}" for name in TOOLS}
-        assert "QZX1" not in json.dumps(turns)
+        # coffer's plugin put the session-start bundle in the system prompt, once per request.
+        for turn in turns:
+            system = system_text(turn)
+            assert system.count("QZX1") == 1 and system.count("QZX2") == 1, system
+            assert_rules_in_order(system)
+        assert "QZX1" not in json.dumps([m for m in turns[0]["messages"] if m.get("role") != "system"])
         assert any(
             m.get("role") == "tool" and "Remembered" in str(m.get("content")) for m in turns[-1]["messages"]
         )
