@@ -3,7 +3,8 @@
 An integration has three parts, each a set of edits to the agent's own config files:
 
 * ``hooks``: coffer's session hook entries (Claude Code ``settings.json``, Codex ``hooks.json``:
-  the same JSON schema, so one piece of code edits both), plus Codex's hooks feature flag;
+  the same JSON schema, so one piece of code edits both), plus Codex's hooks feature flag; for
+  OpenCode, which runs plugins rather than hooks, a plugin file of coffer's that runs the hook;
 * ``mcp``: the ``coffer`` MCP server entry, pointing at ``coffer-mcp`` over stdio;
 * ``native_memory``: the agent's own memory switched off (only when asked).
 
