@@ -172,6 +172,11 @@ def opencode_json(homes: AgentHomes) -> Path:
     return homes.opencode_config / "opencode.json"
 
 
+def opencode_plugin(homes: AgentHomes) -> Path:
+    """Coffer's plugin in OpenCode's global plugin folder."""
+    return homes.opencode_config / "plugins" / "coffer-memory.js"
+
+
 def write_claude(homes: AgentHomes, settings: dict[str, Any] | None = None) -> dict[Path, bytes]:
     """The user's settings.json and ~/.claude.json; returns each file's bytes."""
     files = {

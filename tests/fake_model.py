@@ -49,6 +49,9 @@ class FakeModel:
     """The final answer, or a function of the request body giving it."""
     call_tool: str | None = None
     call_args: dict[str, Any] = attrs.field(factory=dict)
+    overflow_tokens: int = 0
+    """Chat Completions: the prompt tokens the first tool call reports (0: the usual 10), so an
+    agent that compacts on a full context window compacts the session once."""
     requests: list[Recorded] = attrs.field(factory=list)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -224,7 +227,10 @@ class FakeModel:
         else:
             delta, finish = {"role": "assistant", "content": self._text(body)}, "stop"
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        prompt = 10
+        if tool is not None and self.overflow_tokens:
+            prompt, self.overflow_tokens = self.overflow_tokens, 0
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
         yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
 
     def _chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from agent_configs import (
     codex_hooks,
     isolated_agent_homes,
     opencode_json,
+    opencode_plugin,
     pretty,
     read_json,
     write,
@@ -426,10 +427,10 @@ def test_broken_toml_is_refused_and_left_untouched(svc: MemoryService, homes: Ag
 
 
 # -- OpenCode ----------------------------------------------------------------------------------
-def test_opencode_gets_the_mcp_entry_only(svc: MemoryService, homes: AgentHomes) -> None:
+def test_opencode_gets_the_mcp_entry_and_the_rules_plugin(svc: MemoryService, homes: AgentHomes) -> None:
     before = write_opencode(homes)
     change = svc.install_agent("opencode")
-    assert change.changed == (opencode_json(homes),)
+    assert change.changed == (opencode_json(homes), opencode_plugin(homes))
     config = read_json(opencode_json(homes))
     assert config["mcp"] == {
         **OPENCODE_JSON["mcp"],
@@ -441,14 +442,17 @@ def test_opencode_gets_the_mcp_entry_only(svc: MemoryService, homes: AgentHomes)
         },
     }
     status = change.status
-    assert status.installed and not status.hooks_supported and status.hook_command is None
-    assert not status.native_memory_supported and any("no session-start" in n for n in status.notes)
+    assert status.installed and status.up_to_date and status.hooks_supported and status.hooks_installed
+    assert status.hook_command == f"{SCRIPTS / 'coffer-hook'} --agent opencode --home {svc.settings.home}"
+    assert status.files == (opencode_plugin(homes), opencode_json(homes))
+    assert not status.native_memory_supported and not status.notes
     with pytest.raises(InvalidInput, match="no native memory"):
         svc.set_native_memory("opencode", True)
     with pytest.raises(InvalidInput, match="no native memory"):
         svc.install_agent("opencode", disable_native_memory=True)
     svc.uninstall_agent("opencode")
     unchanged(before)
+    assert not opencode_plugin(homes).parent.exists()
 
 
 # -- commands, registry, audit -----------------------------------------------------------------
@@ -598,7 +602,7 @@ def test_cli_install_status_list_uninstall(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["agent", "installed", "hooks", "mcp", "native", "memory", "off"]
     assert lines[2].split() == ["claude-code", "yes", "yes", "yes", "yes"]
-    assert lines[4].split() == ["opencode", "no", "n/a", "no", "n/a"]
+    assert lines[4].split() == ["opencode", "no", "no", "no", "n/a"]
 
     assert main(["--home", home, "agents", "uninstall", "claude-code"]) == 0
     assert "uninstalled; changed:" in capsys.readouterr().out

@@ -307,32 +307,51 @@ def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
 
 
 # -- OpenCode ----------------------------------------------------------------------------------
+def system_text(request: dict[str, Any]) -> str:
+    """The system messages of a Chat Completions request, as one text."""
+    return "\n".join(str(m.get("content")) for m in request["messages"] if m.get("role") == "system")
+
+
 @needs("opencode", "opencode-ai")
-def test_opencode_offers_and_runs_coffers_tools(world: World) -> None:
+def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
     w = world
     opencode = install(w, "opencode", "opencode")
     config_file = w.home / ".config" / "opencode" / "opencode.json"
-    with FakeModel(reply="All done.", call_tool="coffer__remember", call_args={"text": FACT}) as fake:
+    # The tool call reports a nearly full context window: OpenCode compacts the session after it.
+    fake_model = FakeModel(
+        reply="All done.", call_tool="coffer__remember", call_args={"text": FACT}, overflow_tokens=60_000
+    )
+    with fake_model as fake:
         config = json.loads(config_file.read_text())
+        limit = {"context": 64_000, "output": 8_000}
         config["provider"] = {
             "fake": {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "Fake",
                 "options": {"baseURL": f"{fake.url}/v1", "apiKey": "not-a-secret"},
-                "models": {"fake-model": {"name": "Fake"}},
+                "models": {"fake-model": {"name": "Fake", "limit": limit}},
             }
         }
         config["model"] = "fake/fake-model"
         config_file.write_text(json.dumps(config, indent=2))
         agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
         w.run([opencode, "run", "where does the deploy script live?"], agent_env)
-        turns = [b for b in fake.model_requests() if b.get("tools")]
-        # OpenCode prefixes a server's tools with its name; it has no shell hooks, so no rules.
+        requests = fake.model_requests()
+        turns = [b for b in requests if b.get("tools")]
+        # OpenCode prefixes a server's tools with its name.
         assert {t["function"]["name"] for t in turns[0]["tools"]} >= {f"coffer_{name}" for name in TOOLS}
-        assert "QZX1" not in json.dumps(turns)
-        assert any(
-            m.get("role") == "tool" and "Remembered" in str(m.get("content")) for m in turns[-1]["messages"]
-        )
+        # coffer's plugin put the session-start bundle in the system prompt, once per request.
+        for turn in turns:
+            system = system_text(turn)
+            assert system.count("QZX1") == 1 and system.count("QZX2") == 1, system
+            assert_rules_in_order(system)
+            assert "QZX1" not in json.dumps([m for m in turn["messages"] if m.get("role") != "system"])
+        # The full context window made OpenCode summarise the session (a request without tools from
+        # its compaction agent); the requests after it hold the rules again.
+        summary = next(i for i, b in enumerate(requests) if not b.get("tools") and "summar" in system_text(b))
+        assert any(b.get("tools") for b in requests[summary + 1 :])
+        results = [str(m.get("content")) for t in turns for m in t["messages"] if m.get("role") == "tool"]
+        assert any("emembered" in r for r in results)
         assert any(FACT in fact for fact in w.facts())
 
         # A continued session: coffer gives OpenCode no context, so none is repeated; its tools stay.

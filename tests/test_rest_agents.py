@@ -11,6 +11,7 @@ from agent_configs import (
     claude_settings,
     isolated_agent_homes,
     opencode_json,
+    opencode_plugin,
     read_json,
     write,
     write_claude,
@@ -48,7 +49,7 @@ def test_list_install_status_patch_uninstall(client: TestClient, homes: AgentHom
     items = ok(client.get(API))["items"]
     assert [a["name"] for a in items] == ["claude-code", "codex", "opencode"]
     assert not any(a["installed"] for a in items)
-    assert items[2]["hooks_supported"] is False and items[2]["hook_command"] is None
+    assert items[2]["hooks_supported"] is True and items[2]["hooks_installed"] is False  # its plugin
 
     change = ok(client.post(f"{API}/claude-code/hook-install", json={}))
     assert change["agent"] == "claude-code" and change["action"] == "install"
@@ -87,18 +88,18 @@ def test_install_can_switch_native_memory_off(client: TestClient, homes: AgentHo
     assert "autoMemoryEnabled" not in read_json(claude_settings(homes))
 
 
-def test_opencode_has_mcp_only(client: TestClient, homes: AgentHomes) -> None:
+def test_opencode_gets_mcp_and_the_rules_plugin(client: TestClient, homes: AgentHomes) -> None:
     before = write_opencode(homes)
     change = ok(client.post(f"{API}/opencode/hook-install", json={}))
-    assert change["changed"] == [str(opencode_json(homes))]
-    assert change["status"]["installed"] and not change["status"]["hooks_supported"]
-    assert any("no session-start" in n for n in change["status"]["notes"])
+    assert change["changed"] == [str(opencode_json(homes)), str(opencode_plugin(homes))]
+    assert change["status"]["installed"] and change["status"]["hooks_installed"]
     details = error(
         client.patch(f"{API}/opencode", json={"disable_native_memory": True}), 422, "INVALID_INPUT"
     )
     assert details["field"] == "disable_native_memory"
     ok(client.delete(f"{API}/opencode/hook-install"))
     assert opencode_json(homes).read_bytes() == before[opencode_json(homes)]
+    assert not opencode_plugin(homes).exists()
 
 
 def test_status_shows_codex_review_and_the_mcp_check(client: TestClient, homes: AgentHomes) -> None:
@@ -139,9 +140,10 @@ def test_writes_are_audited_with_agent_and_files(
     ok(client.post(f"{API}/opencode/hook-install", json={}))
     ok(client.delete(f"{API}/opencode/hook-install"))
     rows = [e for e in service.audit_events(limit=10) if e["event"].startswith("agent_")]
+    files = [str(opencode_json(homes)), str(opencode_plugin(homes))]
     assert [(r["event"], r["details"]) for r in rows] == [
-        ("agent_hook_uninstalled", {"agent": "opencode", "files": [str(opencode_json(homes))]}),
-        ("agent_hook_installed", {"agent": "opencode", "files": [str(opencode_json(homes))]}),
+        ("agent_hook_uninstalled", {"agent": "opencode", "files": files}),
+        ("agent_hook_installed", {"agent": "opencode", "files": files}),
     ]
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "TomlDoc",
     "backup_path",
     "load_doc",
+    "read_bytes",
     "remove_with_backup",
     "write_atomic",
 ]
@@ -335,6 +336,11 @@ class TomlDoc(ConfigDoc):
     def changed(self) -> bool:
         """Whether the rendered text differs from what was read."""
         return self.render().decode("utf-8") != self._text
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path`` (symlinks followed; ``None`` when missing), ``AgentConfigInvalid`` if unreadable."""
+    return _read(_real(path))
 
 
 def load_doc(path: Path) -> ConfigDoc:

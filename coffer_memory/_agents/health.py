@@ -184,6 +184,7 @@ def build_status(
     hooks = mcp = up_to_date = False
     try:
         hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
+        hooks = hooks or (spec.plugin is not None and session.plugin_present(spec.plugin))
         mcp = session.present(_mcp_setting(spec))  # the entry; other "mcp" settings may be the user's
         session.install(spec)
         session.native_memory(spec, record.disable_native_memory)
@@ -192,18 +193,18 @@ def build_status(
     except AgentConfigInvalid as exc:
         notes.append(exc.message)
     notes += _script_notes(spec)
-    installed = mcp and (hooks or spec.hooks is None)
+    installed = mcp and (hooks or not spec.session_start)
     return AgentStatus(
         name=name,
         label=spec.label,
         installed=installed,
-        hooks_supported=spec.hooks is not None,
+        hooks_supported=spec.session_start,
         hooks_installed=hooks,
         mcp_registered=mcp,
         native_memory_supported=bool(spec.native_memory),
         disable_native_memory=record.disable_native_memory,
         up_to_date=installed and up_to_date,
-        hook_command=session.commands.hook if spec.hooks is not None else None,
+        hook_command=session.commands.hook if spec.session_start else None,
         mcp_command=session.commands.mcp,
         files=spec.files(homes),
         notes=tuple(notes),
@@ -214,7 +215,7 @@ def build_status(
 
 
 def _script_notes(spec: AgentSpec) -> list[str]:
-    scripts = [HOOK_SCRIPT, MCP_SCRIPT] if spec.hooks is not None else [MCP_SCRIPT]
+    scripts = [HOOK_SCRIPT, MCP_SCRIPT] if spec.session_start else [MCP_SCRIPT]
     return [
         f"{script} is not installed at {path}: reinstall coffer-memory"
         for script in scripts

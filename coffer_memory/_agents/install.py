@@ -3,7 +3,8 @@
 An integration has three parts, each a set of edits to the agent's own config files:
 
 * ``hooks``: coffer's session hook entries (Claude Code ``settings.json``, Codex ``hooks.json``:
-  the same JSON schema, so one piece of code edits both), plus Codex's hooks feature flag;
+  the same JSON schema, so one piece of code edits both), plus Codex's hooks feature flag; for
+  OpenCode, which runs plugins rather than hooks, a plugin file of coffer's that runs the hook;
 * ``mcp``: the ``coffer`` MCP server entry, pointing at ``coffer-mcp`` over stdio;
 * ``native_memory``: the agent's own memory switched off (only when asked).
 
@@ -16,6 +17,7 @@ are recognised by the basename ``coffer-hook`` of the command's first word and i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import defaultdict
@@ -28,7 +30,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from .._errors import AgentConfigInvalid
 from .codex_trust import HookTrust
-from .config_files import ConfigDoc, backup_path, load_doc, remove_with_backup, write_atomic
+from .config_files import ConfigDoc, backup_path, load_doc, read_bytes, remove_with_backup, write_atomic
 from .homes import AGENTS, AgentHomes
 from .probe import McpCheck
 from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
@@ -41,6 +43,7 @@ from .specs import (
     AgentSpec,
     Commands,
     HookSpec,
+    PluginSpec,
     Setting,
     agent_spec,
     hook_command,
@@ -63,6 +66,7 @@ __all__ = [
     "Commands",
     "EditSession",
     "HookSpec",
+    "PluginSpec",
     "Setting",
     "agent_spec",
     "hook_command",
@@ -222,6 +226,10 @@ class EditSession:
         self.touched: dict[str, set[Path]] = defaultdict(set)
         self.recorded = False
         """Whether something new was recorded (then agents.json is saved before the files)."""
+        self.texts: dict[Path, list[bytes | None]] = {}
+        """Whole files coffer owns (plugins): per path, the bytes read and the bytes wanted."""
+        self.gone_dirs: list[Path] = []
+        """Folders coffer created for a plugin, removed after the plugin when empty."""
 
     def doc(self, path: Path) -> ConfigDoc:
         """The loaded document of ``path`` (``AgentConfigInvalid`` if it does not parse)."""
@@ -305,6 +313,50 @@ class EditSession:
             for event, _ in spec.events
         )
 
+    # -- plugin files --------------------------------------------------------------------------
+    def _text(self, spec: PluginSpec) -> tuple[Path, list[bytes | None]]:
+        path = spec.file(self.homes)
+        if path not in self.texts:
+            raw = read_bytes(path)
+            self.texts[path] = [raw, raw]
+            rec = self.record.files.get(str(path))
+            self.held[path] = (rec is not None and not rec.empty) or _mentions_coffer(raw)
+        return path, self.texts[path]
+
+    def install_plugin(self, spec: PluginSpec) -> None:
+        """Write coffer's plugin file; a file of that name that is not coffer's is refused, never replaced."""
+        path, text = self._text(spec)
+        if text[0] is not None and not _mentions_coffer(text[0]):
+            raise AgentConfigInvalid(
+                str(path), f"is not coffer's plugin (no {HOOK_SCRIPT} in it): move it away"
+            )
+        rec = self.record.files.get(str(path))
+        if rec is None:
+            rec = self.record.files[str(path)] = FileRecord(existed=text[0] is not None, original=None)
+            if not path.parent.exists():
+                rec.created.append((path.parent.name,))  # the folder: removed with the plugin if empty
+        if not rec.hooks:
+            rec.hooks = self.recorded = True
+        text[1] = spec.render(self.commands).encode("utf-8")
+        if text[1] != text[0]:
+            self.touched["hooks"].add(path)
+
+    def remove_plugin(self, spec: PluginSpec) -> None:
+        """Remove coffer's plugin file (and the folder coffer made for it, when that is empty)."""
+        path, text = self._text(spec)
+        rec = self.record.files.get(str(path))
+        if rec is not None:
+            rec.hooks = False
+            if rec.created:
+                self.gone_dirs.append(path.parent)
+        if _mentions_coffer(text[0]):  # a file the user put there since is theirs: it stays
+            text[1] = None
+            self.touched["hooks"].add(path)
+
+    def plugin_present(self, spec: PluginSpec) -> bool:
+        """Whether coffer's plugin file is there (current or not)."""
+        return _mentions_coffer(self._text(spec)[1][0])
+
     # -- settings ------------------------------------------------------------------------------
     def apply(self, s: Setting) -> None:
         """Set ``s`` to coffer's value, recording the user's value (or its absence) the first time."""
@@ -380,6 +432,8 @@ class EditSession:
         """Hooks (where the agent has them) and the MCP entry."""
         if spec.hooks is not None:
             self.install_hooks(spec.hooks)
+        if spec.plugin is not None:
+            self.install_plugin(spec.plugin)
         for setting in spec.install:
             self.apply(setting)
 
@@ -387,6 +441,8 @@ class EditSession:
         """Undo ``install`` (the native-memory toggles are restored separately)."""
         if spec.hooks is not None:
             self.remove_hooks(spec.hooks)
+        if spec.plugin is not None:
+            self.remove_plugin(spec.plugin)
         for setting in spec.install:
             self.restore(setting)
 
@@ -415,6 +471,12 @@ class EditSession:
                     data = None
             if data != doc.raw:
                 out.append((path, data))
+        for path, (raw, wanted) in self.texts.items():
+            rec = self.record.files.get(str(path))
+            if rec is not None and rec.empty:
+                del self.record.files[str(path)]
+            if wanted != raw:
+                out.append((path, wanted))
         return out
 
     def commit(self, registry: AgentRegistry, records: dict[str, AgentRecord]) -> list[Path]:
@@ -440,6 +502,9 @@ class EditSession:
                     os.unlink(backup_path(path))
             except OSError as exc:
                 raise AgentConfigInvalid(str(path), f"cannot be written ({exc.strerror or exc})") from exc
+        for folder in self.gone_dirs:
+            with contextlib.suppress(OSError):  # not empty (the user's plugins): it stays
+                folder.rmdir()
         registry.save(records)
         return [path for path, _ in plan]
 

@@ -6,7 +6,8 @@ what is needed to undo the edits exactly:
 * ``existed`` and ``original``: whether the file was there before coffer first touched it, and
   its text then (so an uninstall that leaves the same document can put back the very bytes);
 * ``created``: the containers (tables, hook event lists) coffer created and prunes when empty;
-* ``hooks``: whether coffer's hook entries are in the file;
+* ``hooks``: whether coffer's hook entries are in the file (for a plugin file: whether it is
+  coffer's plugin);
 * ``priors``: every key coffer set, with the user's value before (or its absence) and what
   coffer wrote, so a restore puts back the user's value and leaves a later user edit alone.
 

@@ -18,6 +18,7 @@ import attrs
 from .._config import DEFAULT_HOME
 from .._errors import InvalidInput
 from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
+from .opencode_plugin import PLUGIN_FILENAME, render_plugin
 from .registry import KeyPath
 
 HOOK_SCRIPT = "coffer-hook"
@@ -150,6 +151,17 @@ class HookSpec:
     """Where the agent records the user's review of each hook (Codex: ``config.toml``), if it has one."""
 
 
+@attrs.frozen
+class PluginSpec:
+    """A whole file coffer owns in an agent's config: a plugin that runs ``coffer-hook`` (OpenCode).
+
+    It stands in for the session hooks of agents that run plugins rather than shell hooks.
+    """
+
+    file: Callable[[AgentHomes], Path]
+    render: Callable[[Commands], str]
+
+
 Launch = tuple[list[str], dict[str, str]]
 """An MCP entry's argv and the environment the agent adds for it."""
 
@@ -166,10 +178,18 @@ class AgentSpec:
     mcp_launch: Callable[[Any], Launch | None]
     """The argv and env of a registered MCP entry (``None`` when the entry cannot be read as one)."""
     notes: tuple[str, ...] = ()
+    plugin: PluginSpec | None = None
+    """The plugin file that gives the agent coffer's session-start bundle (instead of ``hooks``)."""
+
+    @property
+    def session_start(self) -> bool:
+        """Whether the agent gets coffer's session-start bundle (by hooks or by a plugin)."""
+        return self.hooks is not None or self.plugin is not None
 
     def files(self, homes: AgentHomes) -> tuple[Path, ...]:
         """Every config file this integration may edit."""
         paths = [self.hooks.file(homes)] if self.hooks else []
+        paths += [self.plugin.file(homes)] if self.plugin else []
         paths += [s.file(homes) for s in (*self.install, *self.native_memory)]
         return tuple(dict.fromkeys(paths))
 
@@ -197,6 +217,10 @@ def _codex_mcp(c: Commands) -> dict[str, Any]:
 def _opencode_mcp(c: Commands) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": "local", "command": [c.mcp], "enabled": True}
     return {**entry, "environment": dict(c.env)} if c.env else entry
+
+
+def _opencode_plugin(c: Commands) -> str:
+    return render_plugin(c.hook, HOOK_TIMEOUT_SECONDS)
 
 
 def _str_map(value: Any) -> dict[str, str] | None:
@@ -288,10 +312,8 @@ SPECS: dict[str, AgentSpec] = {
         ),
         native_memory=(),
         mcp_launch=_launch_opencode,
-        notes=(
-            "OpenCode runs JavaScript plugins, not shell hooks: it gets coffer's MCP tools but no "
-            "session-start rules (run `coffer session-context` to see them)",
-        ),
+        # OpenCode runs JavaScript plugins, not shell hooks: the plugin runs coffer-hook for it.
+        plugin=PluginSpec(lambda h: h.opencode_config / "plugins" / PLUGIN_FILENAME, _opencode_plugin),
     ),
 }
 
