@@ -14,7 +14,7 @@ Start-up is most of a CLI call, so a command imports only what it uses:
   command function imports what it needs (the agents, organize or transcripts code, tomlkit...)
   inside its body. ``args.func(svc, args)`` runs with a ``MemoryService`` (imported when the
   command runs); ``args.run(args)`` runs without one (config, plugins, completion).
-- **The service builds components on first use** (``coffer_memory._component.component``), so a keyword
+- **The service builds components on first use** (``coffer_memory._service_parts.component``), so a keyword
   recall never imports the organizer, transcripts or agents code.
 
 ``tests/test_cli.py::test_keyword_recall_imports_nothing_heavy`` runs ``python -X importtime`` on
