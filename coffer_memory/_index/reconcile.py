@@ -41,7 +41,6 @@ import os
 import threading
 import time
 from pathlib import Path
-from stat import S_ISREG
 from typing import NamedTuple
 
 import attrs
@@ -52,12 +51,12 @@ from .._store.audit import AuditLog
 from .._store.files import FactParseError
 from .._store.lock import store_lock
 from .._store.paths import StorePaths, is_recall_rel, lock_path
-from .._store.scan import FileStat, OddFiles, file_stat, list_folder, scan_markdown, utf8_name
+from .._store.scan import FileStat, OddFiles, file_stat, list_folder, scan_markdown
 from .._store.versions import bump_version
 from .._store.watch import FolderFeed
-from . import segments
+from . import read_checks, segments
 from .db import DAMAGE, IndexDB
-from .feed_checks import arm, from_feed
+from .read_checks import MISSING, PATHS_KEPT, arm, from_feed
 from .reindex import Reindexer, stat_columns
 from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
@@ -72,8 +71,6 @@ PROGRESS_EVERY = 500
 # A full scan older than this runs inline again: short-lived processes (the CLI) never keep a
 # background scan alive long enough, so they would otherwise never see in-place edits.
 STALE_SECONDS = 60.0
-MISSING = -1
-PATHS_KEPT = 1024
 
 
 class _Todo(NamedTuple):
@@ -106,7 +103,7 @@ class Reconciler:
         self._guard = threading.Lock()
         # One StorePaths per store read (its folders are cached on it): every read reconciles.
         self._paths: dict[str, StorePaths] = {}
-        # The state each store's last fast-path check read, with what it was read under (``_quick``).
+        # The state each store's last fast-path check read, with what it was read under (``read_checks.quick``).
         self._states: dict[str, tuple[tuple[object, int], tuple[dict[str, int], float, int] | None]] = {}
         # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
         self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
@@ -164,69 +161,6 @@ class Reconciler:
             (store, json.dumps(dirs, sort_keys=True), last_full, count),
         )
 
-    def _quick(self, sp: StorePaths) -> ReindexReport | None:
-        """The fast path's "nothing changed" for a large store whose full scan is not due, or None
-        to let ``_reconcile`` work it out (it reads everything afresh).
-
-        Every read of a large store asks this, so the store's state row is kept from the last
-        check, read again after any write on this connection (``total_changes``: a scan, a
-        write, a repair's new connection) and whenever a recorded folder's mtime differs from
-        it (another process's write records new mtimes). Never a stale "unchanged": that needs
-        every recall folder at the mtime of a state the index held, so a create, delete or
-        rename by anyone since then shows at once; and one of them there (so is the store).
-        """
-        conn = self.db.conn
-        if not conn.get_autocommit():  # inside a transaction: what it wrote may roll back
-            return None
-        vectors = self.reindexer.vectors
-        if vectors is not None and (
-            vectors.existing_table(sp.name) is None or self.reindexer.pending_paths(sp.name)
-        ):
-            return None
-        key = (conn, conn.total_changes())
-        held = self._states.get(sp.name)
-        if held is not None and held[0] == key:
-            state = held[1]
-            found = self._unchanged_by(sp, state)
-            if found is not None or state is None or self._small(state):
-                return found
-            # Changed folders or a due scan by the state kept: another process may have recorded them.
-        if len(self._states) >= PATHS_KEPT:
-            self._states.clear()
-        state = self._state(sp.name)
-        self._states[sp.name] = (key, state)
-        return self._unchanged_by(sp, state)
-
-    def _small(self, state: tuple[dict[str, int], float, int]) -> bool:
-        """True for a store whose every file a read checks (``_small_unchanged``)."""
-        return state[2] <= self.settings.reconcile_full_scan_max_files
-
-    def _unchanged_by(
-        self, sp: StorePaths, state: tuple[dict[str, int], float, int] | None
-    ) -> ReindexReport | None:
-        """``_quick``'s answer by ``state``: a large store, its full scan not due, every recall folder
-        at its recorded mtime and one of them there (so the store's folder is too)."""
-        if state is None or self._small(state):
-            return None
-        dirs, last_full, count = state
-        if time.time() - last_full >= self.settings.reconcile_full_scan_seconds:
-            return None
-        if self._changed_dirs(sp, dirs) or all(mtime == MISSING for mtime in dirs.values()):
-            return None
-        return unchanged(sp.name, count)
-
-    def _changed_dirs(self, sp: StorePaths, dirs: dict[str, int]) -> list[str]:
-        changed = []
-        root = f"{sp.root}/"  # every read runs this: strings, not a Path per folder
-        for rel, recorded in dirs.items():
-            try:
-                mtime = os.stat(root + rel, follow_symlinks=False).st_mtime_ns
-            except (FileNotFoundError, NotADirectoryError, PermissionError):
-                mtime = MISSING
-            if mtime != recorded:
-                changed.append(rel)
-        return changed
-
     def reconcile(self, store: str, *, full: bool = False, progress: Progress | None = None) -> ReindexReport:
         """Reconcile ``store``; ``full=True`` forces the full stat scan.
 
@@ -256,10 +190,10 @@ class Reconciler:
             if len(self._paths) >= PATHS_KEPT:
                 self._paths.clear()
             sp = self._paths[store] = self.reindexer.paths(store)
-        # A store the inotify feed watches is checked by its news (``feed_checks.from_feed``): folder mtimes
-        # alone (``_quick``) miss an in-place edit.
+        # A store the inotify feed watches is checked by its news (``read_checks.from_feed``): folder mtimes
+        # alone (``read_checks.quick``) miss an in-place edit.
         watched = self.feed is not None and self.feed.status(store) != "off"
-        quick = None if full or watched else self._quick(sp)
+        quick = None if full or watched else read_checks.quick(self, sp)
         if quick is not None:
             return quick
         if not sp.root.is_dir():
@@ -287,88 +221,22 @@ class Reconciler:
                 self._scan_in_background(store)
                 due = False
             if large and not due:
-                changed = self._changed_dirs(sp, dirs)
+                changed = read_checks.changed_dirs(sp, dirs)
                 pending = self.reindexer.pending_paths(store)
                 if not changed and not pending:
                     return unchanged(store, count)
                 with store_lock(lock_path(self.settings.home, store)):
-                    report = self._reconcile_dirs(sp, self._changed_dirs(sp, dirs))
+                    report = self._reconcile_dirs(sp, read_checks.changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
-            if not large and self._small_unchanged(sp, dirs) and not self.reindexer.pending_paths(store):
+            if (
+                not large
+                and read_checks.small_unchanged(self, sp, dirs)
+                and not self.reindexer.pending_paths(store)
+            ):
                 return unchanged(store, count)
         with store_lock(lock_path(self.settings.home, store)):
             report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)
-
-    def _small_unchanged(self, sp: StorePaths, dirs: dict[str, int]) -> bool:
-        """True when every recall file of ``sp`` matches its index row and every folder its recorded
-        mtime: the full scan would change nothing. Read only and without the store lock (any
-        difference, or a race with a writer, sends the read to the full scan under the lock).
-
-        A small store is checked on every read, so this walks with ``os.scandir`` and strings,
-        compares stat tuples with the rows of one query, and stops at the first difference
-        (the full scan's Path objects, FileStats and write of the store state cost 3-5x more).
-        """
-        folder = sp.root
-        root = str(folder)
-        prefix = self.db.key(folder) + "/"
-        rows = self.db.rows(
-            "SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM documents "
-            "WHERE resource_name = ?1 AND path >= ?2 AND path < ?3 UNION ALL "
-            "SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM broken_files "
-            "WHERE resource_name = ?1 AND path >= ?2 AND path < ?3",
-            (sp.name, prefix, prefix + "\U0010ffff"),
-        )
-        cut = len(prefix)
-        expected = {r[0][cut:]: r[1:] for r in rows}
-        if len(expected) != len(rows):  # a file with both a document and a broken row
-            return False
-        seen: dict[str, int] = {}
-        stack = [str(top)[len(root) + 1 :] for top in sp.recall_dirs()]
-        tops = list(stack)
-        matched = 0
-        while stack:
-            rel_dir = stack.pop()
-            path = f"{root}/{rel_dir}"
-            try:
-                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
-            except (FileNotFoundError, NotADirectoryError, PermissionError):
-                continue
-            if dirs.get(rel_dir) != mtime:
-                return False
-            seen[rel_dir] = mtime
-            try:
-                scanner = os.scandir(path)
-            except PermissionError:  # the full scan skips a folder it may not list too
-                continue
-            except (FileNotFoundError, NotADirectoryError):
-                return False
-            with scanner:
-                for entry in scanner:
-                    name = entry.name
-                    if name[0] == ".":
-                        continue
-                    rel = f"{rel_dir}/{name}"
-                    want = expected.get(rel)
-                    if want is not None:  # most entries: an indexed file
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except OSError:
-                            return False
-                        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want or not S_ISREG(
-                            st.st_mode
-                        ):
-                            return False
-                        matched += 1
-                    elif not name.isascii() and not utf8_name(name):
-                        continue  # skipped by the full scan too (with one warning)
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append(rel)
-                    elif name.endswith(".md") and is_recall_rel(rel) and entry.is_file(follow_symlinks=False):
-                        return False  # a file the index does not know (a FIFO and the like are skipped)
-        for top in tops:
-            seen.setdefault(top, MISSING)
-        return matched == len(expected) and seen == dirs
 
     def _record_external(self, sp: StorePaths, tally: Tally) -> None:
         """Audit the changes made outside coffer and advance the store's version (store lock held)."""
