@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
@@ -37,6 +38,7 @@ from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
+from .binding import bind, same_folder
 from .schema import TS_CONFIG, SchemaTooNew, migrate
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
@@ -144,10 +146,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Held:
-    """A store's advisory lock: the connection holding it and how deep this thread entered."""
+    """A store's advisory lock: the connection holding it, its key, and how deep this thread entered."""
 
-    def __init__(self, conn: psycopg.Connection[Any], owner: int) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], key: int, owner: int) -> None:
         self.conn = conn
+        self.key = key
         self.owner = owner
         self.depth = 1
 
@@ -159,7 +162,7 @@ class PostgresIndex:
     vectors = False
 
     @_reachable
-    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+    def __init__(self, url: str, *, pool_size: int = 4, memory_dir: Path | None = None) -> None:
         # One direct connection first: a server that refuses is said at once, where the pool
         # would retry until its timeout.
         self._url = url
@@ -180,6 +183,9 @@ class PostgresIndex:
         try:
             with self.pool.connection() as conn:
                 found = migrate(conn)
+                # Before anything is pushed or removed: this home's folder must be the one the
+                # database follows (``binding``). ``memory_dir`` None: a caller that never syncs.
+                folder = bind(conn, memory_dir, writable=found.writable) if memory_dir else None
                 # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
                 self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
         except SchemaTooNew as exc:
@@ -189,6 +195,8 @@ class PostgresIndex:
             self.pool.close()  # its threads and connections would outlive the failed start
             raise
         self.trigram = found.trigram
+        self.memory_dir = memory_dir
+        self.folder_id = folder
         self.vectors = found.vectors
         self.writable = found.writable
         self._role = found.role
@@ -247,6 +255,8 @@ class PostgresIndex:
                 f"role {self._role!r} may only read this database (writes need INSERT, UPDATE and "
                 "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
             )
+        if self.memory_dir is not None and self.folder_id is not None:
+            same_folder(self.memory_dir, self.folder_id)  # the link re-pointed since the start?
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
                 conn, key = self.retrying()(self._lock, store)
@@ -254,7 +264,7 @@ class PostgresIndex:
                 raise self.unavailable(exc) from None
             stack.callback(self.pool.putconn, conn)
             with self._guard:
-                self._held[store] = _Held(conn, me)
+                self._held[store] = _Held(conn, key, me)
             try:
                 yield
             finally:
@@ -262,6 +272,32 @@ class PostgresIndex:
                     del self._held[store]
                 with suppress(*_DOWN):  # the session ended, and the server released its locks with it
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def check_lock(self, store: str) -> None:
+        """``IndexUnavailable`` when the advisory lock this thread took on ``store`` is lost (its
+        session ended: the server restarted, an administrator or a proxy ended it). The Writer asks
+        right before a file is made durable: another process may hold the lock by now, so the
+        write is not made (nothing half-written, the file not replaced). Nothing when this thread
+        holds no lock of the store here."""
+        with self._guard:
+            held = self._held.get(store)
+        if held is None or held.owner != threading.get_ident():
+            return
+        high, low = (held.key >> 32) & 0xFFFFFFFF, held.key & 0xFFFFFFFF  # how pg_locks shows a bigint key
+        try:
+            row = held.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
+                (high, low),
+            ).fetchone()
+            why = None if row is not None and row[0] else "its session no longer holds it"
+        except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
+            why = f"its connection ended: {_first_line(exc)}"
+        if why is not None:
+            raise IndexUnavailable(
+                "postgresql",
+                f"the write lock of store {store!r} was lost ({why}); nothing was written: try again",
+            )
 
     def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
         """A pooled connection holding the store's advisory lock, and the lock's key."""
