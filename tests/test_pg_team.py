@@ -246,6 +246,12 @@ def test_the_cli_shows_the_refusal_without_a_traceback(misconfigured: dict[str, 
         assert run.returncode != 0, args
         _refusal_shown(run.stdout + run.stderr)
     assert rows(pg_url) == before
+    team = {**misconfigured, "COFFER_HOME": str(Path(misconfigured["COFFER_HOME"]).parent / "alice")}
+    run = subprocess.run(
+        [str(SCRIPTS / "coffer"), "doctor"], env=team, capture_output=True, text=True, timeout=300
+    )
+    shared_id = folder_id(Path(team["COFFER_HOME"]) / "memory")
+    assert f"shared index: postgresql: follows this memory folder (folder.json id {shared_id})" in run.stdout
 
 
 def _free_port() -> int:

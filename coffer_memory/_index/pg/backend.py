@@ -19,7 +19,6 @@ the whole write transaction; syncs are idempotent by content hash.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +39,7 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .schema import TS_CONFIG, SchemaTooNew, migrate
+from .text import escape_like, storable, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -48,39 +48,7 @@ CHUNKS_PER_DOC = 4
 ANALYZE_AFTER = 1000
 Conn = vec.Conn
 Only = vec.Only
-_PUNCT = re.compile(r"[^\w]+")
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
-
-
-def _storable(text: str) -> str:
-    """``text`` as PostgreSQL's ``text`` can hold it: NUL (which a hand-edited file or a YAML
-    ``\\0`` may carry) and lone surrogates (a YAML ``\\ud800``) become U+FFFD. Rejected as they
-    are, one such document failed every push of its store, and so every recall of it."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
-    return text
-
-
-def _escape_like(term: str) -> str:
-    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _tsquery_terms(terms: Sequence[str]) -> list[str]:
-    """Each term, and beside it the same term with punctuation as spaces when that differs.
-
-    PostgreSQL's parser keeps ``make-release`` whole next to its parts, so the term alone asks
-    for a token that ``make release`` in a text lacks; ``infra/k8s`` is one token in the text
-    and in the query, so the spaced form alone would miss it. Asking for either matches both.
-    """
-    out: list[str] = []
-    for term in terms:
-        spaced = " ".join(_PUNCT.sub(" ", term).split())
-        out.extend(dict.fromkeys(t for t in (term, spaced) if t))
-    return out
 
 
 P = ParamSpec("P")
@@ -381,13 +349,13 @@ class PostgresIndex:
                     (
                         store,
                         d.path,
-                        _storable(d.id),
+                        storable(d.id),
                         d.sha256,
-                        _storable(d.title),
-                        _storable(d.description),
+                        storable(d.title),
+                        storable(d.description),
                         d.created_at,
                         d.updated_at,
-                        [_storable(tag) for tag in d.tags],
+                        [storable(tag) for tag in d.tags],
                     )
                     for d in docs
                 ],
@@ -398,7 +366,7 @@ class PostgresIndex:
                 [
                     (store, d.path, position, clean, index_text(clean))
                     for d in docs
-                    for position, clean in enumerate(map(_storable, d.chunks))
+                    for position, clean in enumerate(map(storable, d.chunks))
                 ],
             )
 
@@ -556,7 +524,7 @@ class PostgresIndex:
 
     def _words(self, conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
         where, params = only
-        terms = _tsquery_terms(keyword_terms(query))
+        terms = tsquery_terms(keyword_terms(query))
         if not terms:
             return []
         tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
@@ -584,7 +552,7 @@ class PostgresIndex:
             return []
         # Each term found counts one; shorter passages first among equals (as on SQLite).
         count = " + ".join(["(c.text ILIKE %s)::int"] * len(terms))
-        likes = [f"%{_escape_like(t)}%" for t in terms]
+        likes = [f"%{escape_like(t)}%" for t in terms]
         any_of = " OR ".join(["c.text ILIKE %s"] * len(terms))
         sql = self._SELECT.format(score=f"({count})") + (
             f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"
