@@ -155,7 +155,7 @@ class Transaction:
             return self._planned(path, "created", None, data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
-        self._durable(lambda: atomic_write(path, data, overwrite=False, before_commit=self._fence), path)
+        self._durable(lambda: atomic_write(path, data, overwrite=False, before_commit=self.fence), path)
         return self._written(path, data, "created", None, before_ns)
 
     def write(self, path: Path, data: bytes) -> WriteReceipt:
@@ -168,7 +168,7 @@ class Transaction:
             return self._planned(path, action, before_sha, data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
-        self._durable(lambda: atomic_write(path, data, before_commit=self._fence), path)
+        self._durable(lambda: atomic_write(path, data, before_commit=self.fence), path)
         return self._written(path, data, action, before_sha, before_ns)
 
     def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
@@ -180,7 +180,7 @@ class Transaction:
             return self._planned(path, "appended", before_sha, (before or header) + data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
-        self._fence()  # before, not after: another writer's append may follow ours at once
+        self.fence()  # before, not after: another writer's append may follow ours at once
         created = self._durable(lambda: fmt.append_bytes(path, data, header=header), path)
         after, st = read_bytes(path)
         self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
@@ -199,7 +199,7 @@ class Transaction:
             self._pending[path] = None
             return self._receipt(path, "deleted", before_sha, None)
         before_ns = _folder_mtime(path.parent)
-        self._fence()
+        self.fence()
         remove_file(path)
         receipt = self._receipt(path, "deleted", before_sha, None)
         if self._recall_file(path):
@@ -246,8 +246,9 @@ class Transaction:
             self._writer.sink.reconcile(self.store, full=full)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _fence(self) -> None:
-        """Raise (nothing written) when the store's cross-process lock was lost meanwhile."""
+    def fence(self) -> None:
+        """Raise when the store's cross-process lock was lost meanwhile: asked right before each
+        change is made durable here, and by a caller that changes files by other means."""
         self._writer.sink.check_lock(self.store)
 
     def _durable(self, op: Callable[[], Any], path: Path) -> Any:
