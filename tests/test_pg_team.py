@@ -163,9 +163,10 @@ def test_a_database_from_before_folder_ids_is_adopted_by_the_team_folder_only(
     with member(alice, pg_url, monkeypatch) as svc:
         for i in range(6):
             svc.remember(f"the kestrel fact {i}", store="global")
-    # What an older coffer left: rows, and neither a binding nor a folder.json.
+    # What an older coffer left: schema 3, rows, and neither a binding nor a folder.json.
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DELETE FROM coffer_meta WHERE key = 'folder_id'")
+        conn.execute("UPDATE coffer_meta SET value = '3' WHERE key = 'schema_version'")
     (shared / "folder.json").unlink()
     team_rows = rows(pg_url)
 
@@ -180,6 +181,8 @@ def test_a_database_from_before_folder_ids_is_adopted_by_the_team_folder_only(
     with member(alice, pg_url, monkeypatch) as svc:  # the team's folder: adopted without a word
         assert len(texts(svc, "kestrel")) == 6
     assert bound(pg_url) == folder_id(shared) and rows(pg_url) == team_rows
+    with psycopg.connect(pg_url) as conn:  # an older coffer now refuses it, as too new
+        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("4",)
 
 
 def test_a_marker_that_is_not_coffers_is_refused_and_kept(
