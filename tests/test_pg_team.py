@@ -199,19 +199,26 @@ def test_a_marker_that_is_not_coffers_is_refused_and_kept(
     assert bound(pg_url) is None and list((tmp_home / "memory").rglob("*.md")) == []
 
 
-def test_a_link_re_pointed_while_a_process_runs_is_refused_at_its_next_write(
+def test_a_link_re_pointed_while_a_process_runs_is_refused_before_it_removes_rows(
     pg_url: str, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The link re-pointed under a running process (to an empty store): its next read removed
+    every row of the store. The share unmounted (the link dangles): its writes are refused."""
     home = home_on(shared, tmp_path / "a")
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    (elsewhere / "global" / "knowledge" / "inbox").mkdir(parents=True)
     with member(home, pg_url, monkeypatch) as svc:
         svc.remember("the badger digs at night", store="global")
-        (home / "memory").unlink()
-        (home / "memory").symlink_to(elsewhere)
-        with pytest.raises(IndexFolderMismatch):
-            svc.remember("written into the wrong folder", store="global")
-    assert list(elsewhere.rglob("*.md")) == [] and len(rows(pg_url)) == 1
+        for target in (elsewhere, tmp_path / "unmounted" / "share"):
+            (home / "memory").unlink()
+            (home / "memory").symlink_to(target)
+            if target == elsewhere:
+                with pytest.raises(IndexFolderMismatch):
+                    svc.index.reconcile("global", full=True)  # what a read does once it looks
+            with pytest.raises(IndexFolderMismatch):
+                svc.remember("written into the wrong folder", store="global")
+            assert len(rows(pg_url)) == 1
+    assert list(elsewhere.rglob("*.md")) == [] and not (tmp_path / "unmounted").exists()
 
 
 # -- the faces, as subprocesses ----------------------------------------------------------------------

@@ -223,8 +223,7 @@ class PostgresIndex:
                 f"role {self._role!r} may only read this database (writes need INSERT, UPDATE and "
                 "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
             )
-        if self.memory_dir is not None and self.folder_id is not None:
-            same_folder(self.memory_dir, self.folder_id)  # the link re-pointed since the start?
+        self._own_folder()
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
                 conn, key = self.retrying()(self._lock, store)
@@ -240,6 +239,12 @@ class PostgresIndex:
                     del self._held[store]
                 with suppress(*_DOWN):  # the session ended, and the server released its locks with it
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _own_folder(self) -> None:
+        """``IndexFolderMismatch`` when this home's memory folder is no longer the one the database
+        follows (its link re-pointed, or the share behind it unmounted, since the start)."""
+        if self.memory_dir is not None and self.folder_id is not None:
+            same_folder(self.memory_dir, self.folder_id)
 
     def check_lock(self, store: str) -> None:
         """``IndexUnavailable`` when the advisory lock this thread took on ``store`` is lost (its
@@ -372,7 +377,8 @@ class PostgresIndex:
 
     @_reachable
     def drop_store(self, store: str) -> None:
-        """Forget every row of ``store``."""
+        """Forget every row of ``store`` (its folder is gone: not because the folder was swapped)."""
+        self._own_folder()
         with self._connection(store) as conn, conn.transaction():
             conn.execute("DELETE FROM coffer_documents WHERE store = %s", (store,))
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
