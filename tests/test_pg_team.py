@@ -19,9 +19,8 @@ import httpx
 import pytest
 from conftest import git, wait_for_port
 
-from coffer_memory import IndexUnavailable, MemoryService
+from coffer_memory import IndexFolderMismatch, IndexUnavailable, MemoryService
 from coffer_memory._config import Settings
-from coffer_memory._errors import IndexFolderMismatch
 
 psycopg = pytest.importorskip(
     "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
