@@ -13,7 +13,9 @@ as the machine-local index computed them, are kept beside its chunks per embeddi
 extension ``vectors`` is False and vectors stay in each machine's local index.
 
 Writes to one store serialise across processes and hosts on a session advisory lock held for
-the whole write transaction; syncs are idempotent by content hash.
+the whole write transaction, which the Writer asks is still held (``check_lock``) right before
+each file change is made durable; syncs are idempotent by content hash. The database follows one
+memory folder (``binding``): another home's folder is refused before it pushes or removes rows.
 """
 
 from __future__ import annotations
