@@ -17,6 +17,7 @@ import apsw
 from ._index.db import DAMAGE
 from ._indexing import IndexHandle
 from ._models import BrokenFile, DoctorReport, StoreInfo
+from ._store.folder import FOLDER_FILE
 from ._store.paths import StorePaths, is_recall_rel
 from ._store.scan import OddFiles, printable, scan_markdown
 from .plugins.builtin.grep import find_ripgrep
@@ -72,7 +73,23 @@ def _check(
         index_repairs=tuple(db.repairs()),
         links=tuple(link for sp in paths for link in store_links(sp.root)),
         vector_problem=index.vector_problem(),
+        shared_index=shared_index(index),
     )
+
+
+def shared_index(index: IndexHandle) -> str | None:
+    """The shared backend and the memory folder it follows (docs/team.md); None without one.
+    A home whose folder is not the one the database follows never gets here: opening the index
+    refuses it (``IndexFolderMismatch``, which ``coffer doctor`` prints)."""
+    backend = index.backend
+    if backend is None:
+        return None
+    if not hasattr(backend, "folder_id"):
+        return backend.name
+    folder = getattr(backend, "folder_id", None)
+    if folder is None:
+        return f"{backend.name}: bound to no memory folder yet (a writing member's first start binds it)"
+    return f"{backend.name}: follows this memory folder ({FOLDER_FILE} id {folder})"
 
 
 def store_links(root: Path) -> list[Path]:

@@ -18,6 +18,7 @@ errors are mapped from ``code`` by the adapters, never here::
     │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down)
+    │   └── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
@@ -241,6 +242,18 @@ class IndexUnavailable(CofferError):
         super().__init__(f"the {backend} index is unavailable: {reason}", backend=backend, reason=reason)
         self.backend = backend
         self.reason = reason
+
+
+class IndexFolderMismatch(IndexUnavailable):
+    """The shared index is bound to another memory folder than this home's (docs/team.md): the
+    folder carries another identity (``folder_id``), or none. Refused before anything is pushed
+    or removed, so a member whose ``memory`` is not the team's folder cannot empty the index."""
+
+    def __init__(self, backend: str, reason: str, *, bound_to: str | None, folder_id: str | None) -> None:
+        super().__init__(backend, reason)
+        self.details.update({k: v for k, v in (("bound_to", bound_to), ("folder_id", folder_id)) if v})
+        self.bound_to = bound_to
+        self.folder_id = folder_id
 
 
 class EmbeddingUnavailable(CofferError):

@@ -318,6 +318,13 @@ class IndexHandle:
         backend = self.backend
         return backend.write_lock(store) if backend is not None else nullcontext()
 
+    def check_lock(self, store: str) -> None:
+        """Raise when the shared backend's lock of ``store`` was lost (a backend without
+        ``check_lock`` has nothing to check)."""
+        check = getattr(self._shared.backend, "check_lock", None) if self._shared is not None else None
+        if check is not None:
+            check(store)
+
     def index_file(self, store: str, path: Path, data: bytes, st: os.stat_result) -> None:
         """Index one file just written."""
         self.reindexer.index_file(store, path, data=data, st=st)

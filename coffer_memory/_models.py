@@ -371,6 +371,8 @@ class DoctorReport:
     """Stores whose repository opted out of coffer's automation (``.coffer-optout``, ``[projects] exclude``)."""
     vector_problem: str | None = None
     """Why the enabled vector and hybrid modes answer from keyword (what is missing, what to install)."""
+    shared_index: str | None = None
+    """The shared index backend (``[index] backend``) and the memory folder it follows; None without one."""
 
     @property
     def ok(self) -> bool:

@@ -164,6 +164,7 @@ class Stores:
         """Remove a store's folder, index rows, label and root; audit ``event``; advance its version."""
         sp = self.targets.paths(name)
         with self.writer.transaction(name) as tx:
+            tx.fence()
             removed = remove_store_tree(sp.root)
             self.index.reindexer.remove_store(name)
             for table in ("memory_store_labels", "memory_store_project_roots"):

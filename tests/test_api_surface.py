@@ -47,6 +47,7 @@ EXPECTED = {
     "DoctorReport",
     "EmbeddingUnavailable",
     "FactRecord",
+    "IndexFolderMismatch",
     "IndexUnavailable",
     "InvalidCursor",
     "InvalidImport",

@@ -58,17 +58,25 @@ def test_connections_the_server_ended_are_replaced_not_reported(
         assert len(texts(svc, "pager")) == 2
 
 
-def test_a_write_whose_lock_connection_drops_is_done_and_reaches_postgresql_later(
+def test_a_write_whose_lock_connection_drops_writes_nothing_and_a_retry_writes_once(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The connection holding the store's lock dropped after the file was written: the driver's
-    raw OperationalError escaped (a 500), and a caller retrying wrote the fact twice."""
+    """The connection holding the store's lock dropped before the file was written: the driver's
+    raw OperationalError escaped (a 500), then the file was written without the lock (another
+    host could hold it by then). Now: INDEX_UNAVAILABLE, nothing written, and a retry writes once."""
+    fact = b"---\ntitle: held\n---\nwritten once the lock is back\n"
     with member(tmp_home, pg_url, monkeypatch) as svc:
         svc.recall("warm the pool", stores=["global"])
-        with svc.writer.transaction("global") as tx:
+        with (
+            pytest.raises(IndexUnavailable, match="write lock of store 'global' was lost"),
+            svc.writer.transaction("global") as tx,
+        ):
             end_sessions(pg_url)
-            tx.create(tx.paths.inbox / "held.md", b"---\ntitle: held\n---\nwritten as the lock dropped\n")
-        assert texts(svc, "lock dropped") == ["written as the lock dropped"]
+            tx.create(tx.paths.inbox / "held.md", fact)
+        assert facts_on_disk(tmp_home) == []
+        with svc.writer.transaction("global") as tx:  # the retry takes the lock afresh
+            tx.create(tx.paths.inbox / "held.md", fact)
+        assert texts(svc, "lock is back") == ["written once the lock is back"]
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute("SELECT path FROM coffer_documents WHERE store = 'global'").fetchall()
     assert rows == [("knowledge/inbox/held.md",)]

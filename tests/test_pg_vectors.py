@@ -62,7 +62,10 @@ def test_a_vector_written_through_one_process_is_found_through_another(
 
     monkeypatch.setenv("COFFER_PG_URL", pg_vector_url)
     embedder = get_embedder(EmbeddingSettings())
-    backend = get_index_backend(Settings.load(tmp_path / "another-host", index={"backend": "postgresql"}))
+    another = tmp_path / "another-host"  # the shared folder reached from another home, as docs/team.md asks
+    another.mkdir()
+    (another / "memory").symlink_to(tmp_home / "memory")
+    backend = get_index_backend(Settings.load(another, index={"backend": "postgresql"}))
     assert embedder is not None and backend is not None and backend.vectors
     try:
         embed_query = getattr(embedder, "embed_query", None)

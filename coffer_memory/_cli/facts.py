@@ -240,6 +240,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     where = f" ({report.ripgrep_path})" if report.grep_backend == "ripgrep" else ""
     hint = "" if report.ripgrep_path else " (ripgrep not found: pip install ripgrep==14.1.0 for faster grep)"
     print(f"grep backend: {report.grep_backend}{where}{hint}")
+    if report.shared_index:
+        print(f"shared index: {report.shared_index}")
     print(stores_table(report.stores))
     for b in report.broken:
         print(f"broken: {b.path}: {b.error}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .._home import CACHE_DIR
@@ -58,12 +59,20 @@ def _create_temp(folder: Path, temp_prefix: str) -> tuple[int, str]:
 
 
 def atomic_write(
-    path: Path, data: bytes, *, overwrite: bool = True, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX
+    path: Path,
+    data: bytes,
+    *,
+    overwrite: bool = True,
+    mode: int = FILE_MODE,
+    temp_prefix: str = TEMP_PREFIX,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
 
     With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
     if ``path`` exists, so concurrent creators can never replace each other's file.
+    ``before_commit`` runs between the temp file's fsync and the rename: when it raises, the
+    temp file is removed and ``path`` is left as it was (the Writer's lock fence).
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
@@ -75,6 +84,8 @@ def atomic_write(
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if before_commit is not None:
+            before_commit()
         if overwrite:
             os.replace(tmp, path)
         else:

@@ -2,9 +2,10 @@
 
 Every mutation of a memory file goes through ``Writer.transaction``:
 
-    lock (this process's index lock + the store's inter-process flock)
+    lock (this process's index lock + the store's inter-process flock + a shared index's lock)
       -> content checks (NUL and lone surrogates, secrets: the hook point)
-      -> atomic write | O_APPEND append | delete, never through a symlink
+      -> the shared lock checked still held (the fence), then
+         atomic write | O_APPEND append | delete, never through a symlink
       -> re-index the touched documents (recall files only)
       -> note the folder state (keeps the reconcile fast path warm)
       -> audit event
@@ -68,6 +69,10 @@ class IndexSink(Protocol):
     def write_lock(self, store: str) -> AbstractContextManager[None]:
         """The index's own cross-process write lock of ``store`` (a shared backend's; else none)."""
         ...
+
+    def check_lock(self, store: str) -> None:
+        """Raise when that lock was lost while held (a shared backend's session ended): asked
+        right before each file change is made durable, so it is not made."""
 
 
 class ContentCheck(Protocol):
@@ -150,7 +155,7 @@ class Transaction:
             return self._planned(path, "created", None, data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
-        self._durable(lambda: atomic_write(path, data, overwrite=False), path)
+        self._durable(lambda: atomic_write(path, data, overwrite=False, before_commit=self.fence), path)
         return self._written(path, data, "created", None, before_ns)
 
     def write(self, path: Path, data: bytes) -> WriteReceipt:
@@ -163,7 +168,7 @@ class Transaction:
             return self._planned(path, action, before_sha, data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
-        self._durable(lambda: atomic_write(path, data), path)
+        self._durable(lambda: atomic_write(path, data, before_commit=self.fence), path)
         return self._written(path, data, action, before_sha, before_ns)
 
     def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
@@ -175,6 +180,7 @@ class Transaction:
             return self._planned(path, "appended", before_sha, (before or header) + data)
         ensure_dir(path.parent)
         before_ns = _folder_mtime(path.parent)
+        self.fence()  # before, not after: another writer's append may follow ours at once
         created = self._durable(lambda: fmt.append_bytes(path, data, header=header), path)
         after, st = read_bytes(path)
         self._receipt(path, "created" if created else "appended", before_sha, sha256_bytes(after))
@@ -193,6 +199,7 @@ class Transaction:
             self._pending[path] = None
             return self._receipt(path, "deleted", before_sha, None)
         before_ns = _folder_mtime(path.parent)
+        self.fence()
         remove_file(path)
         receipt = self._receipt(path, "deleted", before_sha, None)
         if self._recall_file(path):
@@ -239,6 +246,11 @@ class Transaction:
             self._writer.sink.reconcile(self.store, full=full)
 
     # -- plumbing -----------------------------------------------------------------------------
+    def fence(self) -> None:
+        """Raise when the store's cross-process lock was lost meanwhile: asked right before each
+        change is made durable here, and by a caller that changes files by other means."""
+        self._writer.sink.check_lock(self.store)
+
     def _durable(self, op: Callable[[], Any], path: Path) -> Any:
         try:
             return op()

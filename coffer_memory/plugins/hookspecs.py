@@ -170,7 +170,9 @@ class IndexBackend(Protocol):
     The files stay the truth: the service pushes every document its local index sees change
     (``sync``) and answers keyword recall from ``search``. ``write_lock`` serialises the
     writes to one store across processes and hosts; it is re-entrant within the thread that
-    holds it, and ``sync`` inside it runs under the same lock.
+    holds it, and ``sync`` inside it runs under the same lock. A backend whose lock can be lost
+    while held (a session that ends) may also offer ``check_lock(store)``, raising when it was:
+    the Writer calls it right before each file change is made durable, and makes none then.
     """
 
     name: str

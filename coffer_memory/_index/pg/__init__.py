@@ -36,7 +36,8 @@ def database_url(settings: Settings) -> str:
 
 
 def build(settings: Settings) -> IndexBackend:
-    """A connected ``PostgresIndex`` for ``settings`` (its schema created or migrated)."""
+    """A connected ``PostgresIndex`` for ``settings`` (its schema created or migrated, and bound to
+    the home's memory folder: ``IndexFolderMismatch`` when the database follows another)."""
     try:
         from .backend import PostgresIndex
     except ImportError as exc:
@@ -44,7 +45,9 @@ def build(settings: Settings) -> IndexBackend:
             "index.backend is 'postgresql' but psycopg is not installed: pip install 'coffer-memory[postgresql]'",
             field="index.backend",
         ) from exc
-    return PostgresIndex(database_url(settings), pool_size=settings.index.pool_size)
+    return PostgresIndex(
+        database_url(settings), pool_size=settings.index.pool_size, memory_dir=settings.memory_dir
+    )
 
 
 @hookimpl

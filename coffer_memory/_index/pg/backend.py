@@ -13,18 +13,20 @@ as the machine-local index computed them, are kept beside its chunks per embeddi
 extension ``vectors`` is False and vectors stay in each machine's local index.
 
 Writes to one store serialise across processes and hosts on a session advisory lock held for
-the whole write transaction; syncs are idempotent by content hash.
+the whole write transaction, which the Writer asks is still held (``check_lock``) right before
+each file change is made durable; syncs are idempotent by content hash. The database follows one
+memory folder (``binding``): another home's folder is refused before it pushes or removes rows.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
@@ -37,7 +39,9 @@ from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
+from .binding import bind, same_folder
 from .schema import TS_CONFIG, SchemaTooNew, migrate
+from .text import escape_like, storable, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -46,39 +50,7 @@ CHUNKS_PER_DOC = 4
 ANALYZE_AFTER = 1000
 Conn = vec.Conn
 Only = vec.Only
-_PUNCT = re.compile(r"[^\w]+")
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
-
-
-def _storable(text: str) -> str:
-    """``text`` as PostgreSQL's ``text`` can hold it: NUL (which a hand-edited file or a YAML
-    ``\\0`` may carry) and lone surrogates (a YAML ``\\ud800``) become U+FFFD. Rejected as they
-    are, one such document failed every push of its store, and so every recall of it."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
-    return text
-
-
-def _escape_like(term: str) -> str:
-    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _tsquery_terms(terms: Sequence[str]) -> list[str]:
-    """Each term, and beside it the same term with punctuation as spaces when that differs.
-
-    PostgreSQL's parser keeps ``make-release`` whole next to its parts, so the term alone asks
-    for a token that ``make release`` in a text lacks; ``infra/k8s`` is one token in the text
-    and in the query, so the spaced form alone would miss it. Asking for either matches both.
-    """
-    out: list[str] = []
-    for term in terms:
-        spaced = " ".join(_PUNCT.sub(" ", term).split())
-        out.extend(dict.fromkeys(t for t in (term, spaced) if t))
-    return out
 
 
 P = ParamSpec("P")
@@ -144,10 +116,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Held:
-    """A store's advisory lock: the connection holding it and how deep this thread entered."""
+    """A store's advisory lock: the connection holding it, its key, and how deep this thread entered."""
 
-    def __init__(self, conn: psycopg.Connection[Any], owner: int) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], key: int, owner: int) -> None:
         self.conn = conn
+        self.key = key
         self.owner = owner
         self.depth = 1
 
@@ -159,7 +132,7 @@ class PostgresIndex:
     vectors = False
 
     @_reachable
-    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+    def __init__(self, url: str, *, pool_size: int = 4, memory_dir: Path | None = None) -> None:
         # One direct connection first: a server that refuses is said at once, where the pool
         # would retry until its timeout.
         self._url = url
@@ -180,6 +153,9 @@ class PostgresIndex:
         try:
             with self.pool.connection() as conn:
                 found = migrate(conn)
+                # Before anything is pushed or removed: this home's folder must be the one the
+                # database follows (``binding``). ``memory_dir`` None: a caller that never syncs.
+                folder = bind(conn, memory_dir, writable=found.writable) if memory_dir else None
                 # HNSW indexes only where filtered scans can be iterative (see ``vectors``).
                 self._iterative = found.vectors and vec.version(conn) >= vec.ITERATIVE_SINCE
         except SchemaTooNew as exc:
@@ -189,6 +165,8 @@ class PostgresIndex:
             self.pool.close()  # its threads and connections would outlive the failed start
             raise
         self.trigram = found.trigram
+        self.memory_dir = memory_dir
+        self.folder_id = folder
         self.vectors = found.vectors
         self.writable = found.writable
         self._role = found.role
@@ -247,6 +225,7 @@ class PostgresIndex:
                 f"role {self._role!r} may only read this database (writes need INSERT, UPDATE and "
                 "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
             )
+        self._own_folder()
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
                 conn, key = self.retrying()(self._lock, store)
@@ -254,7 +233,7 @@ class PostgresIndex:
                 raise self.unavailable(exc) from None
             stack.callback(self.pool.putconn, conn)
             with self._guard:
-                self._held[store] = _Held(conn, me)
+                self._held[store] = _Held(conn, key, me)
             try:
                 yield
             finally:
@@ -262,6 +241,38 @@ class PostgresIndex:
                     del self._held[store]
                 with suppress(*_DOWN):  # the session ended, and the server released its locks with it
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _own_folder(self) -> None:
+        """``IndexFolderMismatch`` when this home's memory folder is no longer the one the database
+        follows (its link re-pointed, or the share behind it unmounted, since the start)."""
+        if self.memory_dir is not None and self.folder_id is not None:
+            same_folder(self.memory_dir, self.folder_id)
+
+    def check_lock(self, store: str) -> None:
+        """``IndexUnavailable`` when the advisory lock this thread took on ``store`` is lost (its
+        session ended: the server restarted, an administrator or a proxy ended it). The Writer asks
+        right before a file is made durable: another process may hold the lock by now, so the
+        write is not made (nothing half-written, the file not replaced). Nothing when this thread
+        holds no lock of the store here."""
+        with self._guard:
+            held = self._held.get(store)
+        if held is None or held.owner != threading.get_ident():
+            return
+        high, low = (held.key >> 32) & 0xFFFFFFFF, held.key & 0xFFFFFFFF  # how pg_locks shows a bigint key
+        try:
+            row = held.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
+                (high, low),
+            ).fetchone()
+            why = None if row is not None and row[0] else "its session no longer holds it"
+        except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
+            why = f"its connection ended: {_first_line(exc)}"
+        if why is not None:
+            raise IndexUnavailable(
+                "postgresql",
+                f"the write lock of store {store!r} was lost ({why}); nothing was written: try again",
+            )
 
     def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
         """A pooled connection holding the store's advisory lock, and the lock's key."""
@@ -345,13 +356,13 @@ class PostgresIndex:
                     (
                         store,
                         d.path,
-                        _storable(d.id),
+                        storable(d.id),
                         d.sha256,
-                        _storable(d.title),
-                        _storable(d.description),
+                        storable(d.title),
+                        storable(d.description),
                         d.created_at,
                         d.updated_at,
-                        [_storable(tag) for tag in d.tags],
+                        [storable(tag) for tag in d.tags],
                     )
                     for d in docs
                 ],
@@ -362,13 +373,14 @@ class PostgresIndex:
                 [
                     (store, d.path, position, clean, index_text(clean))
                     for d in docs
-                    for position, clean in enumerate(map(_storable, d.chunks))
+                    for position, clean in enumerate(map(storable, d.chunks))
                 ],
             )
 
     @_reachable
     def drop_store(self, store: str) -> None:
-        """Forget every row of ``store``."""
+        """Forget every row of ``store`` (its folder is gone: not because the folder was swapped)."""
+        self._own_folder()
         with self._connection(store) as conn, conn.transaction():
             conn.execute("DELETE FROM coffer_documents WHERE store = %s", (store,))
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
@@ -520,7 +532,7 @@ class PostgresIndex:
 
     def _words(self, conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
         where, params = only
-        terms = _tsquery_terms(keyword_terms(query))
+        terms = tsquery_terms(keyword_terms(query))
         if not terms:
             return []
         tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
@@ -548,7 +560,7 @@ class PostgresIndex:
             return []
         # Each term found counts one; shorter passages first among equals (as on SQLite).
         count = " + ".join(["(c.text ILIKE %s)::int"] * len(terms))
-        likes = [f"%{_escape_like(t)}%" for t in terms]
+        likes = [f"%{escape_like(t)}%" for t in terms]
         any_of = " OR ".join(["c.text ILIKE %s"] * len(terms))
         sql = self._SELECT.format(score=f"({count})") + (
             f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"

@@ -14,7 +14,10 @@ from ..hant import fold
 log = logging.getLogger("coffer_memory.postgresql")
 # The text search configuration of the word index: stemming like SQLite's porter tokenizer.
 TS_CONFIG = "english"
-SCHEMA_VERSION = 3  # 2: coffer_vectors (when pgvector is there); 3: words of traditional Han folded
+# 2: coffer_vectors (when pgvector is there); 3: words of traditional Han folded; 4: coffer_meta's
+# folder_id binds the database to one memory folder (``binding``): a coffer older than 4 does not
+# check it, so it refuses the database as too new instead of removing the rows of other folders.
+SCHEMA_VERSION = 4
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
 

@@ -1,0 +1,40 @@
+"""Text as PostgreSQL holds and searches it: what ``text`` may hold, LIKE literals, tsquery terms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_PUNCT = re.compile(r"[^\w]+")
+
+
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL's ``text`` can hold it: NUL (which a hand-edited file or a YAML
+    ``\\0`` may carry) and lone surrogates (a YAML ``\\ud800``) become U+FFFD. Rejected as they
+    are, one such document failed every push of its store, and so every recall of it."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
+
+
+def escape_like(term: str) -> str:
+    """``term`` as a LIKE pattern's literal text (backslash is the escape character)."""
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def tsquery_terms(terms: Sequence[str]) -> list[str]:
+    """Each term, and beside it the same term with punctuation as spaces when that differs.
+
+    PostgreSQL's parser keeps ``make-release`` whole next to its parts, so the term alone asks
+    for a token that ``make release`` in a text lacks; ``infra/k8s`` is one token in the text
+    and in the query, so the spaced form alone would miss it. Asking for either matches both.
+    """
+    out: list[str] = []
+    for term in terms:
+        spaced = " ".join(_PUNCT.sub(" ", term).split())
+        out.extend(dict.fromkeys(t for t in (term, spaced) if t))
+    return out
