@@ -57,7 +57,7 @@ from .._store.versions import bump_version
 from .._store.watch import FolderFeed
 from . import segments
 from .db import DAMAGE, IndexDB
-from .feed_checks import arm, from_feed
+from .feed_checks import arm, from_feed, from_feed_kept
 from .reindex import Reindexer, stat_columns
 from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
@@ -106,7 +106,8 @@ class Reconciler:
         self._guard = threading.Lock()
         # One StorePaths per store read (its folders are cached on it): every read reconciles.
         self._paths: dict[str, StorePaths] = {}
-        # The state each store's last fast-path check read, with what it was read under (``_quick``).
+        # The state each store's last fast-path check read, with what it was read under (``_quick``,
+        # ``feed_checks.from_feed_kept``).
         self._states: dict[str, tuple[tuple[object, int], tuple[dict[str, int], float, int] | None]] = {}
         # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
         self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
@@ -259,7 +260,7 @@ class Reconciler:
         # A store the inotify feed watches is checked by its news (``feed_checks.from_feed``): folder mtimes
         # alone (``_quick``) miss an in-place edit.
         watched = self.feed is not None and self.feed.status(store) != "off"
-        quick = None if full or watched else self._quick(sp)
+        quick = (from_feed_kept(self, sp) if watched else self._quick(sp)) if not full else None
         if quick is not None:
             return quick
         if not sp.root.is_dir():
