@@ -259,8 +259,11 @@ class Reconciler:
             sp = self._paths[store] = self.reindexer.paths(store)
         # A store the inotify feed watches is checked by its news (``feed_checks.from_feed``): folder mtimes
         # alone (``_quick``) miss an in-place edit.
+        fed = from_feed_kept(self, sp) if self.feed is not None and not full else None
+        if fed is not None:
+            return fed
         watched = self.feed is not None and self.feed.status(store) != "off"
-        quick = (from_feed_kept(self, sp) if watched else self._quick(sp)) if not full else None
+        quick = None if full or watched else self._quick(sp)
         if quick is not None:
             return quick
         if not sp.root.is_dir():
