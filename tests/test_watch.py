@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import count_state_reads
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -473,14 +474,7 @@ def test_a_watched_store_keeps_its_state_row_until_the_feed_has_news(
         _facts(svc)
         _warm(svc)
         reconciler = svc.index.reconciler
-        reads: list[str] = []
-        state = reconciler._state
-
-        def counted(store: str) -> object:
-            reads.append(store)
-            return state(store)
-
-        monkeypatch.setattr(reconciler, "_state", counted)
+        reads = count_state_reads(svc, monkeypatch)
         assert _feed(svc).status("global") == "verified"
         for _ in range(3):
             assert reconciler.reconcile("global").unchanged == 5
