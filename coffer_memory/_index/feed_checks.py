@@ -33,6 +33,9 @@ class Reconciling(Protocol):
 
     def _scan_in_background(self, store: str) -> None: ...
     def _state(self, store: str) -> tuple[dict[str, int], float, int] | None: ...
+    def _keep_state(
+        self, store: str, key: tuple[object, int]
+    ) -> tuple[dict[str, int], float, int] | None: ...
     def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None: ...
     def _record_external(self, sp: StorePaths, tally: Tally) -> None: ...
     def _retry_pending(
@@ -71,17 +74,14 @@ def from_feed_kept(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
         return None
     key = (conn, conn.total_changes())
     held = rec._states.get(sp.name)
-    if held is None or held[0] != key:
-        held = rec._states[sp.name] = (key, rec._state(sp.name))
-    state = held[1]
+    state = held[1] if held is not None and held[0] == key else rec._keep_state(sp.name, key)
     if state is None or state[2] <= rec.settings.reconcile_full_scan_max_files:
         return None  # never armed for a store this small, or no state: the scans decide
     news = rec.feed.news(sp.name)
     if news is None:
         return None
     if news[0] or news[1]:  # another process may have moved the count: the row as it is now
-        fresh = rec._state(sp.name)
-        rec._states[sp.name] = (key, fresh)
+        fresh = rec._keep_state(sp.name, key)
         if fresh is None or fresh[2] <= rec.settings.reconcile_full_scan_max_files:
             rec.feed.lose(sp.name)  # its news are taken: the scans find them
             return None

@@ -192,11 +192,16 @@ class Reconciler:
             if found is not None or state is None or self._small(state):
                 return found
             # Changed folders or a due scan by the state kept: another process may have recorded them.
+        state = self._keep_state(sp.name, key)
+        return self._unchanged_by(sp, state)
+
+    def _keep_state(self, store: str, key: tuple[object, int]) -> tuple[dict[str, int], float, int] | None:
+        """``_state(store)``, kept in ``_states`` as read under ``key`` (connection, total changes)."""
         if len(self._states) >= PATHS_KEPT:
             self._states.clear()
-        state = self._state(sp.name)
-        self._states[sp.name] = (key, state)
-        return self._unchanged_by(sp, state)
+        state = self._state(store)
+        self._states[store] = (key, state)
+        return state
 
     def _small(self, state: tuple[dict[str, int], float, int]) -> bool:
         """True for a store whose every file a read checks (``_small_unchanged``)."""
