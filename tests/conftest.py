@@ -243,3 +243,17 @@ def wait_for_port(host: str, port: int, bound_s: float = 60.0) -> None:
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
             return
         time.sleep(0.1)
+
+
+def count_state_reads(svc: MemoryService, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stores whose state row ``svc``'s reconciler reads from now on, one entry a read."""
+    reconciler = svc.index.reconciler
+    reads: list[str] = []
+    state = reconciler._state
+
+    def counted(store: str) -> object:
+        reads.append(store)
+        return state(store)
+
+    monkeypatch.setattr(reconciler, "_state", counted)
+    return reads

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import git, make_repo
+from conftest import count_state_reads, git, make_repo
 
 from coffer_memory import MemoryService, RecallResult, Settings
 from coffer_memory import _recall_rows as recall_rows
@@ -219,15 +219,7 @@ def test_a_large_store_check_keeps_its_state_and_sees_another_process(
     settings = Settings.load(tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
     with MemoryService(settings=settings) as warm, MemoryService(settings=settings) as other:
         warm.remember("the falcon build agent", scope="global")
-        reconciler = warm.index.reconciler
-        reads: list[str] = []
-        state = reconciler._state
-
-        def counted(store: str) -> object:
-            reads.append(store)
-            return state(store)
-
-        monkeypatch.setattr(reconciler, "_state", counted)
+        reads = count_state_reads(warm, monkeypatch)
 
         def recall(query: str) -> list[str]:
             return [h.text for h in warm.recall(query, stores=[GLOBAL_STORE], mode="keyword").hits]

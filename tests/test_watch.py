@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import count_state_reads
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -459,3 +460,31 @@ def test_services_dropped_without_close_leave_no_fd_to_the_collector(tmp_home: P
         del svc
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_watched_store_keeps_its_state_row_until_the_feed_has_news(
+    tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read of a store the feed vouches for keeps the store's state row while its connection
+    # writes nothing; news (here another process's write) read it again, with the new count.
+    with (
+        MemoryService(settings=_settings(tmp_home)) as svc,
+        MemoryService(settings=_settings(tmp_home)) as other,
+    ):
+        _facts(svc)
+        _warm(svc)
+        reconciler = svc.index.reconciler
+        reads = count_state_reads(svc, monkeypatch)
+        assert _feed(svc).status("global") == "verified"
+        for _ in range(3):
+            assert reconciler.reconcile("global").unchanged == 5
+        assert len(reads) <= 1  # the row the last check read, kept
+        reads.clear()
+        other.remember("the kestrel deploy agent", store="global")
+        reconciler.reconcile("global")
+        assert "global" in reads  # the row as the other process left it
+        reads.clear()
+        for _ in range(3):
+            assert reconciler.reconcile("global").unchanged == 6
+        assert len(reads) <= 1
+        assert _ids(svc, "kestrel")

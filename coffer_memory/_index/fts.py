@@ -313,8 +313,8 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
         "list[tuple[int, float]]",
         db.rows(
             f"SELECT rowid, {_bm25()} AS s FROM documents_words "
-            f"WHERE documents_words MATCH ?{only} ORDER BY s, rowid LIMIT ?",
-            (match, *only_params, limit),
+            f"WHERE documents_words MATCH ?{only} ORDER BY s, rowid LIMIT {int(limit)}",  # see _ranked_per_store
+            (match, *only_params),
         ),
     )
 
@@ -474,9 +474,12 @@ def _ranked_per_store(
     seen = 0
     # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
     # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
+    # The limit written into the statement: bound as a parameter, it made SQLite prepare the
+    # statement again on every run (~30 k instructions), as a value that may change its plan.
     with db.cursor(
-        f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? ORDER BY s, rowid LIMIT ?",
-        (_any_of(terms), wanted),
+        f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? "
+        f"ORDER BY s, rowid LIMIT {int(wanted)}",
+        (_any_of(terms),),
     ) as cursor:
         lacking = limit * len(rows)
         while lacking:

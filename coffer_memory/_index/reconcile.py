@@ -56,7 +56,7 @@ from .._store.versions import bump_version
 from .._store.watch import FolderFeed
 from . import read_checks, segments
 from .db import DAMAGE, IndexDB
-from .read_checks import MISSING, PATHS_KEPT, arm, from_feed
+from .read_checks import MISSING, PATHS_KEPT, arm, from_feed, from_feed_kept
 from .reindex import Reindexer, stat_columns
 from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
@@ -153,6 +153,14 @@ class Reconciler:
             return None
         return json.loads(rows[0][0]), float(rows[0][1]), int(rows[0][2])
 
+    def _keep_state(self, store: str, key: tuple[object, int]) -> tuple[dict[str, int], float, int] | None:
+        """``_state(store)``, kept in ``_states`` as read under ``key`` (connection, total changes)."""
+        if len(self._states) >= PATHS_KEPT:
+            self._states.clear()
+        state = self._state(store)
+        self._states[store] = (key, state)
+        return state
+
     def _save_state(self, store: str, dirs: dict[str, int], last_full: float, count: int) -> None:
         self.db.conn.execute(
             "INSERT INTO store_state (resource_name, dirs, last_full_scan, file_count) VALUES (?, ?, ?, ?) "
@@ -192,6 +200,9 @@ class Reconciler:
             sp = self._paths[store] = self.reindexer.paths(store)
         # A store the inotify feed watches is checked by its news (``read_checks.from_feed``): folder mtimes
         # alone (``read_checks.quick``) miss an in-place edit.
+        fed = from_feed_kept(self, sp) if self.feed is not None and not full else None
+        if fed is not None:
+            return fed
         watched = self.feed is not None and self.feed.status(store) != "off"
         quick = None if full or watched else read_checks.quick(self, sp)
         if quick is not None:
