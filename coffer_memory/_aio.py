@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import contextvars
 import functools
@@ -65,69 +66,109 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
             future.set_exception(value)
 
 
+class _Lanes:
+    """What a pool's threads share: the idle threads' inboxes (most recently idle last), the calls
+    waiting for a thread (oldest first), and the stop flag. The threads hold this, not the pool."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.idle: list[queue.SimpleQueue[_Job | None]] = []
+        self.backlog: collections.deque[_Job] = collections.deque()
+        self.closed = False
+        self.started = 0
+
+    def stop(self) -> None:
+        """No call is taken any more; each idle thread ends now, each busy one after the backlog."""
+        with self.guard:
+            self.closed = True
+            idle, self.idle = self.idle, []
+        for inbox in idle:
+            inbox.put(None)
+
+
 class _Threads:
-    """``max_threads`` threads taking calls in order from one queue, each answer handed to its
-    event loop with one ``call_soon_threadsafe``.
+    """Up to ``count`` threads running calls in order, each answer handed to its event loop with
+    one ``call_soon_threadsafe``.
 
     What ``loop.run_in_executor`` does with a ``ThreadPoolExecutor``, without its second future
     per call (a ``concurrent.futures.Future`` with its condition, chained to the asyncio one) and
     its idle-thread semaphore: 20-30 us less CPU a call (docs/benchmarks.md, "REST beside its
-    limit, session 9"). The threads start together on first use; idle ones cost nothing. They
-    do not hold the interpreter open, but at exit the calls already queued still run, as an
-    executor's do; a pool dropped without ``shutdown`` stops its threads too.
+    limit, session 9"). A call goes to the thread that went idle last, and a thread starts only
+    when every started one is busy: a server with one or two requests in flight keeps running
+    them on the same one or two threads, whose reader connections and CPU caches are warm (one
+    shared queue woke the threads in turn, and each recall ran on a cold connection: 10-20% more
+    CPU a request, docs/benchmarks.md, "REST, session 10"). Threads do not hold the interpreter
+    open, but at exit the calls already queued still run, as an executor's do; a pool dropped
+    without ``shutdown`` stops its threads too.
     """
 
     def __init__(self, count: int, name: str) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        # The threads hold the queue, not this object, so that dropping it stops them.
-        self._threads = [
-            threading.Thread(target=_work, args=(self._jobs,), name=f"{name}_{i}", daemon=True)
-            for i in range(count)
-        ]
-        self._stop = weakref.finalize(self, _stop, self._jobs, count)
-        self._closing = threading.Lock()  # no call queued behind the stop marks
-        self._closed = False
-        for thread in self._threads:
-            thread.start()
+        self._count = count
+        self._name = name
+        self._lanes = _Lanes()
+        self._threads: list[threading.Thread] = []
+        # The threads hold the lanes, not this object, so that dropping it stops them.
+        self._stop = weakref.finalize(self, self._lanes.stop)
         _running.add(self)
 
     def submit(self, fn: Callable[[], R]) -> asyncio.Future[R]:
         """Queue ``fn``; the future of the running loop that gets its answer."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        with self._closing:
-            if self._closed:  # a caller racing close(): refused, as an executor does
+        job: _Job = (loop, future, fn)
+        lanes = self._lanes
+        with lanes.guard:
+            if lanes.closed:  # a caller racing close(): refused, as an executor does
                 raise RuntimeError("cannot run a call: the facade's threads were stopped")
-            self._jobs.put((loop, future, fn))
+            if lanes.idle:
+                lanes.idle.pop().put(job)
+            elif lanes.started < self._count:
+                lanes.started += 1
+                thread = threading.Thread(
+                    target=_work,
+                    args=(lanes, job),
+                    name=f"{self._name}_{len(self._threads)}",
+                    daemon=True,
+                )
+                try:
+                    thread.start()
+                except BaseException:
+                    lanes.started -= 1
+                    raise
+                self._threads.append(thread)
+            else:
+                lanes.backlog.append(job)
         return future
 
     def shutdown(self) -> None:
         """Run what is queued, then stop every thread."""
         _running.discard(self)
-        with self._closing:
-            self._closed = True
-            self._stop()
-        for thread in self._threads:
+        self._stop()
+        for thread in list(self._threads):
             thread.join()
 
 
-def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
-    while (job := jobs.get()) is not None:
+def _work(lanes: _Lanes, job: _Job | None) -> None:
+    inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+    while job is not None:
         loop, future, fn = job
-        if future.cancelled():  # cancelled while queued: never started, as with an executor
-            continue
-        try:
-            answer = (True, fn())
-        except BaseException as exc:  # handed to the awaiting caller, as an executor does
-            answer = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
-            loop.call_soon_threadsafe(_settle, future, *answer)
-        del job, future, answer  # not kept alive until the next call
-
-
-def _stop(jobs: queue.SimpleQueue[_Job | None], count: int) -> None:
-    for _ in range(count):
-        jobs.put(None)
+        if not future.cancelled():  # cancelled while queued: never started, as with an executor
+            try:
+                answer = (True, fn())
+            except BaseException as exc:  # handed to the awaiting caller, as an executor does
+                answer = (False, exc)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+                loop.call_soon_threadsafe(_settle, future, *answer)
+            del answer
+        del job, future, loop, fn  # not kept alive until the next call
+        with lanes.guard:
+            if lanes.backlog:
+                job = lanes.backlog.popleft()
+                continue
+            if lanes.closed:
+                return
+            lanes.idle.append(inbox)
+        job = inbox.get()
 
 
 _running: weakref.WeakSet[_Threads] = weakref.WeakSet()

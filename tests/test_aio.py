@@ -108,7 +108,11 @@ def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) ->
 
     async def main() -> list[threading.Thread]:
         asvc = AsyncMemoryService(svc, max_threads=3)
-        assert await asvc.run(lambda: 1) == 1
+        gate = threading.Event()
+        calls = [asyncio.ensure_future(asvc.run(gate.wait, 10)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert await asyncio.gather(*calls) == [True] * 3
         return [t for t in _async_threads() if t not in others]
 
     threads = asyncio.run(main())  # the facade is gone once main returns
@@ -127,3 +131,37 @@ def test_a_call_racing_close_is_refused_not_left_waiting() -> None:
             pool.submit(lambda: 1)
 
     asyncio.run(main())
+
+
+def test_calls_one_at_a_time_stay_on_one_thread(svc: MemoryService) -> None:
+    # The thread that went idle last takes the next call: its reader connection is the warm one.
+    async def main() -> set[str]:
+        async with AsyncMemoryService(svc, max_threads=4) as asvc:
+            names = set()
+            for _ in range(20):
+                names.add(await asvc.run(lambda: threading.current_thread().name))
+                await asyncio.sleep(0.001)  # the thread is back waiting before the next call
+            return names
+
+    assert len(asyncio.run(main())) == 1
+
+
+def test_a_thread_starts_only_when_every_started_one_is_busy(svc: MemoryService) -> None:
+    others = set(threading.enumerate())
+    gate = threading.Event()
+
+    async def main() -> tuple[int, int, set[str]]:
+        async with AsyncMemoryService(svc, max_threads=4) as asvc:
+            await asvc.run(lambda: None)
+            alone = len([t for t in _async_threads() if t not in others])
+            busy = [asyncio.ensure_future(asvc.run(gate.wait, 10)) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            two = len([t for t in _async_threads() if t not in others])
+            gate.set()
+            await asyncio.gather(*busy)
+            names = {await asvc.run(lambda: threading.current_thread().name) for _ in range(5)}
+            return alone, two, names
+
+    alone, two, names = asyncio.run(main())
+    assert (alone, two) == (1, 2)
+    assert len(names) == 1  # one call at a time again: back on one thread
