@@ -55,6 +55,39 @@ class _InThread(Generic[P, R]):
         return call
 
 
+class _Recall(_InThread[P, R]):
+    """``recall``: a keyword one (asked for, or no mode asked) takes one of the facade's recall
+    slots on the caller's loop first (``AsyncMemoryService.max_recalls``)."""
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _Recall[P, R]: ...
+    @overload
+    def __get__(self, obj: AsyncMemoryService, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(
+        self, obj: AsyncMemoryService | None, owner: type[Any]
+    ) -> _Recall[P, R] | Callable[P, Coroutine[Any, Any, R]]:
+        if obj is None:
+            return self
+        method = self.method
+
+        @functools.wraps(method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if kwargs.get("mode") not in (None, "keyword"):  # grep and vectors mostly wait, not compute
+                return await obj.run(method, obj.sync, *args, **kwargs)
+            async with obj._recall_slots():
+                return await obj.run(method, obj.sync, *args, **kwargs)
+
+        return call
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity, where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on macOS and Windows
+        return os.cpu_count() or 1
+
+
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
 
@@ -152,23 +185,23 @@ def _work(lanes: _Lanes, job: _Job | None) -> None:
     inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
     while job is not None:
         loop, future, fn = job
+        answer: tuple[bool, Any] | None = None
         if not future.cancelled():  # cancelled while queued: never started, as with an executor
             try:
                 answer = (True, fn())
             except BaseException as exc:  # handed to the awaiting caller, as an executor does
                 answer = (False, exc)
+        # Idle again before the caller hears the answer: its next call comes to this thread.
+        with lanes.guard:
+            queued = lanes.backlog.popleft() if lanes.backlog else None
+            wait = queued is None and not lanes.closed
+            if wait:
+                lanes.idle.append(inbox)
+        if answer is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
                 loop.call_soon_threadsafe(_settle, future, *answer)
-            del answer
-        del job, future, loop, fn  # not kept alive until the next call
-        with lanes.guard:
-            if lanes.backlog:
-                job = lanes.backlog.popleft()
-                continue
-            if lanes.closed:
-                return
-            lanes.idle.append(inbox)
-        job = inbox.get()
+        del job, loop, future, fn, answer  # not kept alive until the next call
+        job = inbox.get() if wait else queued
 
 
 _running: weakref.WeakSet[_Threads] = weakref.WeakSet()
@@ -185,18 +218,47 @@ class AsyncMemoryService:
 
     ``service=None`` opens ``MemoryService()`` (``$COFFER_HOME``) and closes it in ``close()``;
     a service passed in stays the caller's to close. ``max_threads`` bounds how many calls run
-    at once (the rest wait in order). Use ``async with`` or ``await close()``.
+    at once (the rest wait in order). ``max_recalls`` bounds the keyword recalls (the mode asked
+    for, or no mode) that run at once; by default as many as the CPUs this process may run on
+    (``usable_cpus``). Use ``async with`` or ``await close()``.
+
+    Why bound recalls: a keyword recall computes from start to end (SQLite and Python, nothing to
+    wait for), so more of them at once than CPUs only take turns on those CPUs and on the GIL:
+    each finishes later and costs more (GIL hand-overs, colder caches). On a server process kept
+    on one CPU (``coffer-api --pin-workers``) with two requests in flight, running them one after
+    the other gave the first its answer in half the time and cost 0.88x the CPU a request
+    (docs/benchmarks.md, "REST, session 10"). The others wait in order on the event loop, not in
+    a thread; every other call (grep and vector recalls, writes, listings) is not held back.
     """
 
     def __init__(
-        self, service: MemoryService | None = None, *, max_threads: int = DEFAULT_MAX_THREADS
+        self,
+        service: MemoryService | None = None,
+        *,
+        max_threads: int = DEFAULT_MAX_THREADS,
+        max_recalls: int | None = None,
     ) -> None:
+        if max_recalls is not None and max_recalls < 1:
+            raise ValueError("max_recalls must be at least 1")
         self._owned = service is None
         self.sync = service if service is not None else MemoryService()
         """The wrapped synchronous service (its properties and context managers live there)."""
         self.max_threads = max_threads
+        self.max_recalls = max_recalls
         self._pool: _Threads | None = None
         self._guard = threading.Lock()
+        # Per event loop: an asyncio.Semaphore belongs to the loop it first waited on.
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _recall_slots(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:  # counted at the first recall: a server pins its process before that
+            slots = asyncio.Semaphore(self.max_recalls or usable_cpus())
+            self._slots[loop] = slots
+        return slots
 
     def _threads(self) -> _Threads:
         pool = self._pool
@@ -248,7 +310,7 @@ class AsyncMemoryService:
     audit = _InThread(MemoryService.audit)
     project_optout = _InThread(MemoryService.project_optout)
     remember = _InThread(MemoryService.remember)
-    recall = _InThread(MemoryService.recall)
+    recall = _Recall(MemoryService.recall)
     list_facts = _InThread(MemoryService.list_facts)
     get_fact = _InThread(MemoryService.get_fact)
     edit_fact = _InThread(MemoryService.edit_fact)

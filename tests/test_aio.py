@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from coffer_memory import AsyncMemoryService, MemoryNotFound, MemoryService
-from coffer_memory._aio import _Threads
+from coffer_memory._aio import _Threads, usable_cpus
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -165,3 +165,41 @@ def test_a_thread_starts_only_when_every_started_one_is_busy(svc: MemoryService)
     alone, two, names = asyncio.run(main())
     assert (alone, two) == (1, 2)
     assert len(names) == 1  # one call at a time again: back on one thread
+
+
+def test_keyword_recalls_beyond_the_bound_wait_on_the_loop(svc: MemoryService) -> None:
+    # A keyword recall computes from start to end: a second one at once would only take turns
+    # with it. It waits for a slot on the loop, not in a thread; a grep recall does not wait.
+    svc.remember("the deploy runbook lives in ops/", store="global")
+    others = set(threading.enumerate())
+
+    def started() -> int:
+        return len([t for t in _async_threads() if t not in others])
+
+    async def main() -> tuple[int, int, list[int]]:
+        async with AsyncMemoryService(svc, max_threads=4, max_recalls=1) as asvc:
+            with svc.index.lock:  # the first recall stops in its reconcile-on-read until released
+                first = asyncio.ensure_future(asvc.recall("deploy", stores=["global"]))
+                second = asyncio.ensure_future(asvc.recall("deploy", stores=["global"], mode="keyword"))
+                await asyncio.sleep(0.1)
+                waiting = started()
+                grep = asyncio.ensure_future(asvc.recall("deploy", stores=["global"], mode="grep"))
+                await asyncio.sleep(0.1)
+                beside = started()
+            found = await asyncio.gather(first, second, grep)
+            return waiting, beside, [len(r.hits) for r in found]
+
+    waiting, beside, hits = asyncio.run(main())
+    assert (waiting, beside) == (1, 2)
+    assert hits == [1, 1, 1]
+
+
+def test_recalls_at_once_default_to_the_cpus_the_process_may_use(svc: MemoryService) -> None:
+    async def main() -> int:
+        async with AsyncMemoryService(svc) as asvc:
+            await asvc.recall("anything", stores=["global"])
+            return asvc._recall_slots()._value
+
+    assert asyncio.run(main()) == usable_cpus()
+    with pytest.raises(ValueError, match="max_recalls"):
+        AsyncMemoryService(svc, max_recalls=0)
