@@ -31,10 +31,15 @@ DEFAULT_MAX_THREADS = min(8, (os.cpu_count() or 1) + 4)
 
 
 class _InThread(Generic[P, R]):
-    """Turns a ``MemoryService`` method into an async method of the facade (typed like it)."""
+    """Turns a ``MemoryService`` method into an async method of the facade (typed like it).
 
-    def __init__(self, method: Callable[Concatenate[MemoryService, P], R]) -> None:
+    ``slotted`` (``recall``): a keyword call (that mode asked for, or none) first takes one of the
+    facade's recall slots on the caller's loop (``AsyncMemoryService.max_recalls``).
+    """
+
+    def __init__(self, method: Callable[Concatenate[MemoryService, P], R], *, slotted: bool = False) -> None:
         self.method = method
+        self.slotted = slotted
         self.__doc__ = method.__doc__
 
     @overload
@@ -47,32 +52,11 @@ class _InThread(Generic[P, R]):
         if obj is None:
             return self
         method = self.method
+        slotted = self.slotted
 
         @functools.wraps(method)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            return await obj.run(method, obj.sync, *args, **kwargs)
-
-        return call
-
-
-class _Recall(_InThread[P, R]):
-    """``recall``: a keyword one (asked for, or no mode asked) takes one of the facade's recall
-    slots on the caller's loop first (``AsyncMemoryService.max_recalls``)."""
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _Recall[P, R]: ...
-    @overload
-    def __get__(self, obj: AsyncMemoryService, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
-    def __get__(
-        self, obj: AsyncMemoryService | None, owner: type[Any]
-    ) -> _Recall[P, R] | Callable[P, Coroutine[Any, Any, R]]:
-        if obj is None:
-            return self
-        method = self.method
-
-        @functools.wraps(method)
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            if kwargs.get("mode") not in (None, "keyword"):  # grep and vectors mostly wait, not compute
+            if not slotted or kwargs.get("mode") not in (None, "keyword"):  # grep, vectors: mostly waits
                 return await obj.run(method, obj.sync, *args, **kwargs)
             async with obj._recall_slots():
                 return await obj.run(method, obj.sync, *args, **kwargs)
@@ -310,7 +294,7 @@ class AsyncMemoryService:
     audit = _InThread(MemoryService.audit)
     project_optout = _InThread(MemoryService.project_optout)
     remember = _InThread(MemoryService.remember)
-    recall = _Recall(MemoryService.recall)
+    recall = _InThread(MemoryService.recall, slotted=True)
     list_facts = _InThread(MemoryService.list_facts)
     get_fact = _InThread(MemoryService.get_fact)
     edit_fact = _InThread(MemoryService.edit_fact)
