@@ -112,11 +112,11 @@ class _Threads:
     its idle-thread semaphore: 20-30 us less CPU a call (docs/benchmarks.md, "REST beside its
     limit, session 9"). A call goes to the thread that went idle last, and a thread starts only
     when every started one is busy: a server with one or two requests in flight keeps running
-    them on the same one or two threads, whose reader connections and CPU caches are warm (one
-    shared queue woke the threads in turn, and each recall ran on a cold connection: 10-20% more
-    CPU a request, docs/benchmarks.md, "REST, session 10"). Threads do not hold the interpreter
-    open, but at exit the calls already queued still run, as an executor's do; a pool dropped
-    without ``shutdown`` stops its threads too.
+    them on the same one or two threads, whose reader connections and CPU caches are warm. One
+    shared queue woke the threads in turn, each recall on another connection: with one client a
+    request now costs 0.76-0.93 of the CPU it did (docs/benchmarks.md, "REST, session 10").
+    Threads do not hold the interpreter open, but at exit the calls already queued still run, as
+    an executor's do; a pool dropped without ``shutdown`` stops its threads too.
     """
 
     def __init__(self, count: int, name: str) -> None:
@@ -210,9 +210,10 @@ class AsyncMemoryService:
     wait for), so more of them at once than CPUs only take turns on those CPUs and on the GIL:
     each finishes later and costs more (GIL hand-overs, colder caches). On a server process kept
     on one CPU (``coffer-api --pin-workers``) with two requests in flight, running them one after
-    the other gave the first its answer in half the time and cost 0.88x the CPU a request
-    (docs/benchmarks.md, "REST, session 10"). The others wait in order on the event loop, not in
-    a thread; every other call (grep and vector recalls, writes, listings) is not held back.
+    the other answered at p50 4.5 ms instead of 7.2 at 0.88x the CPU a request (within the noise
+    in a run at load 16; docs/benchmarks.md, "REST, session 10"). The others wait in order on the
+    event loop, not in a thread; every other call (grep and vector recalls, writes, listings) is
+    not held back.
     """
 
     def __init__(
