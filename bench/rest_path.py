@@ -17,7 +17,7 @@ a mean mostly measures the neighbours), in one process over one store:
   queries, interleaved in ``--rounds`` rounds: what a server pays on average. A minimum is the
   best case of one query with warm caches; served figures are means over many queries, so set
   them beside these (a served request of session 9 looked 2 ms dearer than the in-process minimum,
-  but only 0.3-0.8 ms dearer than this mean).
+  but 0.4-1.2 ms dearer than this mean).
 
     .venv/bin/python bench/rest_path.py --home DIR [--n 2000] [--rounds 2]   (DIR: bench/rest.py --home)
 """
