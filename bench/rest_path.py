@@ -16,8 +16,8 @@ a mean mostly measures the neighbours), in one process over one store:
 - the mean CPU of ``svc.recall`` (and with ``reply``) and of the limit's answer over ``bench/rest.py``'s
   queries, interleaved in ``--rounds`` rounds: what a server pays on average. A minimum is the
   best case of one query with warm caches; served figures are means over many queries, so set
-  them beside these (a served request of session 9 looked 2 ms dearer than the in-process minimum,
-  but 0.4-1.2 ms dearer than this mean).
+  them beside these (session 9 read a served request as 2 ms dearer than the in-process minimum;
+  session 10 found it 0.4-1.2 ms dearer than this mean).
 
     .venv/bin/python bench/rest_path.py --home DIR [--n 2000] [--rounds 2]   (DIR: bench/rest.py --home)
 """
