@@ -19,15 +19,22 @@ Printed: every round's p50, p95, req/s and server CPU per request (all the serve
 and of it the event loop threads) with the 1-minute load average, then per round the ratios
 coffer / limit at ``--concurrency`` clients. Targets (issue #15): >= 500 req/s, p50 <= 5 ms.
 
+``--fixed`` also serves both with the recall taken out, which prices the serving path alone:
+``coffer fixed`` is coffer's app served as coffer-api serves it (the same protocol, workers,
+pinning, guard, shortcut, thread hop and encoding of the answer), whose service answers every
+recall with one result computed at start-up; ``raw fixed`` is the limit's raw ASGI app answering
+the bytes of that result. Their difference is what coffer's serving costs beyond uvicorn's own.
+
     .venv/bin/python bench/rest_limit.py [--home DIR] [--facts 10000] [--requests 2000]
         [--concurrency 4] [--rounds 2] [--workers 2] [--pinned] [--threaded-limit]
-        [--before DIR] [--client raw|httpx] [--json out.json]
+        [--fixed] [--before DIR] [--client raw|httpx] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -94,14 +101,20 @@ class LimitApp:
         out = {"hits": hits, "mode": "keyword", "fallback": False, "stores": ["global"]}
         return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
 
+    @staticmethod
+    async def lifespan(receive: Any, send: Any) -> None:
+        """Answer uvicorn's start-up and shutdown."""
+        while True:
+            message = await receive()
+            kind = message["type"].rsplit(".", 1)[1]
+            await send({"type": f"lifespan.{kind}.complete"})
+            if kind == "shutdown":
+                return
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                kind = message["type"].rsplit(".", 1)[1]
-                await send({"type": f"lifespan.{kind}.complete"})
-                if kind == "shutdown":
-                    return
+            await self.lifespan(receive, send)
+            return
         body = b"[]"
         if scope["path"] == RECALL_PATH:
             query = dict(parse_qsl(scope["query_string"].decode("latin-1")))["query"]
@@ -114,30 +127,82 @@ class LimitApp:
         await send({"type": "http.response.body", "body": body})
 
 
-def limit_app() -> LimitApp:
+class FixedApp:
+    """A raw ASGI app answering every request with the same JSON bytes (``raw fixed``)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await LimitApp.lifespan(receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+def fixed_result(home: str) -> tuple[Any, Any]:
+    """A service over ``home`` and its result for the bench's first query."""
+    from coffer_memory import MemoryService
+
+    svc = MemoryService(home)
+    return svc, svc.recall(queries(1)[0], stores=["global"], limit=10)
+
+
+def fixed_apps(kind: str, home: str) -> Any:
+    """``coffer fixed`` (coffer's app, each recall answered by one result computed here) or
+    ``raw fixed`` (that result's bytes from a raw ASGI app)."""
+    from coffer_memory_fastapi import create_app
+    from coffer_memory_fastapi.reply import reply
+    from coffer_memory_fastapi.schemas import RECALL
+
+    svc, result = fixed_result(home)
+    if kind == "raw":
+        body = bytes(reply(RECALL, result).body)
+        svc.close()
+        return FixedApp(body)
+    # The one stand-in: the core's recall. Everything between the socket and it is coffer-api's.
+    svc.facts.recall = lambda *args, **kwargs: result  # type: ignore[method-assign]
+    return create_app(svc)
+
+
+def limit_app() -> Any:
     """The app of one limit worker process (uvicorn's factory; pins the process first if asked)."""
     spec = json.loads(os.environ[SPEC_ENV])
     if spec["pin"]:
         from coffer_memory_fastapi.cpus import pin_to_one_cpu
 
         pin_to_one_cpu(f"limit-{spec['supervisor']}")
+    if spec.get("fixed"):
+        return fixed_apps(spec["fixed"], spec["home"])
     return LimitApp(spec["db"], spec["threaded"])
 
 
-def serve_limit(db: str, port: int, workers: int, pin: bool, threaded: bool) -> None:
+def serve_limit(
+    db: str, port: int, workers: int, pin: bool, threaded: bool, fixed: str | None = None, home: str = ""
+) -> None:
     """Serve ``limit_app`` as ``coffer-api`` serves its app (coffer_memory_fastapi/cli.py)."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from coffer_memory_fastapi.cli import listening_socket
+    from coffer_memory_fastapi.cli import HTTP_PROTOCOL, listening_socket
 
-    os.environ[SPEC_ENV] = json.dumps({"db": db, "pin": pin, "threaded": threaded, "supervisor": os.getpid()})
+    spec = {
+        "db": db,
+        "pin": pin,
+        "threaded": threaded,
+        "supervisor": os.getpid(),
+        "fixed": fixed,
+        "home": home,
+    }
+    os.environ[SPEC_ENV] = json.dumps(spec)
     serve: dict[str, Any] = {
         "host": "127.0.0.1",
         "port": port,
         "log_level": "warning",
         "access_log": False,
-        "http": "httptools",
+        "http": HTTP_PROTOCOL if fixed == "coffer" else "httptools",
     }
     if workers == 1:
         uvicorn.run(limit_app(), **serve)
@@ -160,9 +225,17 @@ def limit_db(home: Path, path: Path) -> Path:
 
 
 def load_limit(
-    db: Path, qs: list[str], concurrency: int, client: str, workers: int, pin: bool, threaded: bool
+    db: Path,
+    qs: list[str],
+    concurrency: int,
+    client: str,
+    workers: int,
+    pin: bool,
+    threaded: bool,
+    fixed: tuple[str, Path] | None = None,
 ) -> dict[str, Any]:
-    """Start the limit server, run ``bench/rest.py``'s loads, stop it."""
+    """Start the limit server (``fixed``: a fixed-answer server, ``coffer`` or ``raw``, over
+    that home), run ``bench/rest.py``'s loads, stop it."""
     port = free_port()
     cmd = [sys.executable, os.path.abspath(__file__), "--serve-limit", str(db), "--port", str(port)]
     cmd += [
@@ -170,6 +243,7 @@ def load_limit(
         str(workers),
         *(["--pinned"] if pin else []),
         *(["--threaded-limit"] if threaded else []),
+        *(["--serve-fixed", fixed[0], "--home", str(fixed[1])] if fixed else []),
     ]
     proc = subprocess.Popen(cmd, cwd=db.parent)
     return measure(proc, f"http://127.0.0.1:{port}", qs, concurrency, client)
@@ -219,14 +293,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pinned", action="store_true", help="also serve both with each worker on one CPU")
     parser.add_argument("--threaded-limit", action="store_true", help="also a limit with coffer's thread hop")
+    parser.add_argument(
+        "--fixed", action="store_true", help="also both servers with a fixed answer (the serving path alone)"
+    )
     parser.add_argument("--before", default=None, help="also serve the coffer code in this source tree")
     parser.add_argument("--client", choices=["httpx", "raw"], default="raw")
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--serve-limit", default=None, metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-fixed", choices=["coffer", "raw"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_limit:
-        serve_limit(args.serve_limit, args.port, args.workers, args.pinned, args.threaded_limit)
+        serve_limit(
+            args.serve_limit,
+            args.port,
+            args.workers,
+            args.pinned,
+            args.threaded_limit,
+            args.serve_fixed,
+            args.home or "",
+        )
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="coffer-bench-rest-limit-"))
@@ -266,6 +352,16 @@ def main(argv: list[str] | None = None) -> int:
             db, qs, args.concurrency, args.client, args.workers, False, True
         )
         pairs.append(("coffer", "limit threaded"))
+    if args.fixed:
+        for kind in ("coffer", "raw"):
+            for pin in (False, True) if args.pinned else (False,):
+                name = f"{kind} fixed" + (" pinned" if pin else "")
+                serve[name] = functools.partial(
+                    load_limit, db, qs, args.concurrency, args.client, args.workers, pin, False, (kind, home)
+                )
+        pairs.append(("coffer fixed", "raw fixed"))
+        if args.pinned:
+            pairs.append(("coffer fixed pinned", "raw fixed pinned"))
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in serve}
     try:
         for _ in range(args.rounds):

@@ -12,9 +12,14 @@ a mean mostly measures the neighbours), in one process over one store:
   parsing, the thread hop, the recall, the response) beside ``svc.recall`` alone, with and without
   ``RecallShortcut`` (without it, FastAPI's route answers: its parameters, dependencies, middleware);
 - the limit's answer to the same query (``bench/rest_limit.py``: ``bench/limit.py``'s FTS5 query over
-  the same facts, then its JSON), which is all the limit server does besides HTTP.
+  the same facts, then its JSON), which is all the limit server does besides HTTP;
+- the mean CPU of ``svc.recall`` (and with ``reply``) and of the limit's answer over ``bench/rest.py``'s
+  queries, interleaved in ``--rounds`` rounds: what a server pays on average. A minimum is the
+  best case of one query with warm caches; served figures are means over many queries, so set
+  them beside these (session 9 read a served request as 2 ms dearer than the in-process minimum;
+  session 10 found it 0.4-1.2 ms dearer than this mean).
 
-    .venv/bin/python bench/rest_path.py --home DIR [--n 2000]   (DIR: a home from bench/rest.py --home)
+    .venv/bin/python bench/rest_path.py --home DIR [--n 2000] [--rounds 2]   (DIR: bench/rest.py --home)
 """
 
 from __future__ import annotations
@@ -195,6 +200,39 @@ async def run(home: str, n: int) -> list[list[Any]]:
     return rows
 
 
+def means(home: str, rounds: int) -> list[list[Any]]:
+    """Mean wall and CPU per call over ``bench/rest.py``'s queries, the three steps interleaved
+    in each round (rows: step, round, microseconds)."""
+    from rest import queries
+
+    from coffer_memory_fastapi.reply import reply
+    from coffer_memory_fastapi.schemas import RECALL
+
+    qs = queries(2000)
+    rows: list[list[Any]] = []
+    with MemoryService(home) as svc, tempfile.TemporaryDirectory() as tmp:
+        limit = LimitApp(str(limit_db(Path(home), Path(tmp) / "limit.db")), threaded=False)
+        steps: list[tuple[str, Callable[[str], Any]]] = [
+            ("svc.recall", lambda q: svc.recall(q, stores=["global"], limit=10)),
+            (
+                "reply(RECALL, svc.recall(...))",
+                lambda q: reply(RECALL, svc.recall(q, stores=["global"], limit=10)),
+            ),
+            ("the limit's answer", limit.answer),
+        ]
+        for _, step in steps:  # warm-up: pages, statements, connections
+            for q in qs[:200]:
+                step(q)
+        for i in range(rounds):
+            for name, step in steps:
+                t0, c0 = time.perf_counter(), time.process_time()
+                for q in qs:
+                    step(q)
+                wall, cpu = (time.perf_counter() - t0) / len(qs), (time.process_time() - c0) / len(qs)
+                rows.append([name, i + 1, wall * 1e6, cpu * 1e6, os.getloadavg()[0]])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(
@@ -206,11 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--n", type=int, default=2000, help="single requests per figure (the minimum is kept)"
     )
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the mean figures")
     args = parser.parse_args(argv)
     print_environment(environment(args.home))
     rows = asyncio.run(run(args.home, args.n))
     headers = ["step", f"min wall us (of {args.n})", "min CPU us"]
     print(table(headers, rows, title="REST recall request, in process"))
+    headers = ["step", "round", "mean wall us", "mean CPU us", "load avg"]
+    print(table(headers, means(args.home, args.rounds), title="mean over 2,000 queries, interleaved"))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import contextvars
 import functools
@@ -30,10 +31,15 @@ DEFAULT_MAX_THREADS = min(8, (os.cpu_count() or 1) + 4)
 
 
 class _InThread(Generic[P, R]):
-    """Turns a ``MemoryService`` method into an async method of the facade (typed like it)."""
+    """Turns a ``MemoryService`` method into an async method of the facade (typed like it).
 
-    def __init__(self, method: Callable[Concatenate[MemoryService, P], R]) -> None:
+    ``slotted`` (``recall``): a keyword call (that mode asked for, or none) first takes one of the
+    facade's recall slots on the caller's loop (``AsyncMemoryService.max_recalls``).
+    """
+
+    def __init__(self, method: Callable[Concatenate[MemoryService, P], R], *, slotted: bool = False) -> None:
         self.method = method
+        self.slotted = slotted
         self.__doc__ = method.__doc__
 
     @overload
@@ -46,12 +52,24 @@ class _InThread(Generic[P, R]):
         if obj is None:
             return self
         method = self.method
+        slotted = self.slotted
 
         @functools.wraps(method)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            return await obj.run(method, obj.sync, *args, **kwargs)
+            if not slotted or kwargs.get("mode") not in (None, "keyword"):  # grep, vectors: mostly waits
+                return await obj.run(method, obj.sync, *args, **kwargs)
+            async with obj._recall_slots():
+                return await obj.run(method, obj.sync, *args, **kwargs)
 
         return call
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity, where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on macOS and Windows
+        return os.cpu_count() or 1
 
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
@@ -65,69 +83,109 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
             future.set_exception(value)
 
 
+class _Lanes:
+    """What a pool's threads share: the idle threads' inboxes (most recently idle last), the calls
+    waiting for a thread (oldest first), and the stop flag. The threads hold this, not the pool."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.idle: list[queue.SimpleQueue[_Job | None]] = []
+        self.backlog: collections.deque[_Job] = collections.deque()
+        self.closed = False
+        self.started = 0
+
+    def stop(self) -> None:
+        """No call is taken any more; each idle thread ends now, each busy one after the backlog."""
+        with self.guard:
+            self.closed = True
+            idle, self.idle = self.idle, []
+        for inbox in idle:
+            inbox.put(None)
+
+
 class _Threads:
-    """``max_threads`` threads taking calls in order from one queue, each answer handed to its
-    event loop with one ``call_soon_threadsafe``.
+    """Up to ``count`` threads running calls in order, each answer handed to its event loop with
+    one ``call_soon_threadsafe``.
 
     What ``loop.run_in_executor`` does with a ``ThreadPoolExecutor``, without its second future
     per call (a ``concurrent.futures.Future`` with its condition, chained to the asyncio one) and
     its idle-thread semaphore: 20-30 us less CPU a call (docs/benchmarks.md, "REST beside its
-    limit, session 9"). The threads start together on first use; idle ones cost nothing. They
-    do not hold the interpreter open, but at exit the calls already queued still run, as an
-    executor's do; a pool dropped without ``shutdown`` stops its threads too.
+    limit, session 9"). A call goes to the thread that went idle last, and a thread starts only
+    when every started one is busy: a server with one or two requests in flight keeps running
+    them on the same one or two threads, whose reader connections and CPU caches are warm. One
+    shared queue woke the threads in turn, each recall on another connection: with one client a
+    request now costs 0.76-0.93 of the CPU it did (docs/benchmarks.md, "REST, session 10").
+    Threads do not hold the interpreter open, but at exit the calls already queued still run, as
+    an executor's do; a pool dropped without ``shutdown`` stops its threads too.
     """
 
     def __init__(self, count: int, name: str) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        # The threads hold the queue, not this object, so that dropping it stops them.
-        self._threads = [
-            threading.Thread(target=_work, args=(self._jobs,), name=f"{name}_{i}", daemon=True)
-            for i in range(count)
-        ]
-        self._stop = weakref.finalize(self, _stop, self._jobs, count)
-        self._closing = threading.Lock()  # no call queued behind the stop marks
-        self._closed = False
-        for thread in self._threads:
-            thread.start()
+        self._count = count
+        self._name = name
+        self._lanes = _Lanes()
+        self._threads: list[threading.Thread] = []
+        # The threads hold the lanes, not this object, so that dropping it stops them.
+        self._stop = weakref.finalize(self, self._lanes.stop)
         _running.add(self)
 
     def submit(self, fn: Callable[[], R]) -> asyncio.Future[R]:
         """Queue ``fn``; the future of the running loop that gets its answer."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        with self._closing:
-            if self._closed:  # a caller racing close(): refused, as an executor does
+        job: _Job = (loop, future, fn)
+        lanes = self._lanes
+        with lanes.guard:
+            if lanes.closed:  # a caller racing close(): refused, as an executor does
                 raise RuntimeError("cannot run a call: the facade's threads were stopped")
-            self._jobs.put((loop, future, fn))
+            if lanes.idle:
+                lanes.idle.pop().put(job)
+            elif lanes.started < self._count:
+                lanes.started += 1
+                thread = threading.Thread(
+                    target=_work,
+                    args=(lanes, job),
+                    name=f"{self._name}_{len(self._threads)}",
+                    daemon=True,
+                )
+                try:
+                    thread.start()
+                except BaseException:
+                    lanes.started -= 1
+                    raise
+                self._threads.append(thread)
+            else:
+                lanes.backlog.append(job)
         return future
 
     def shutdown(self) -> None:
         """Run what is queued, then stop every thread."""
         _running.discard(self)
-        with self._closing:
-            self._closed = True
-            self._stop()
-        for thread in self._threads:
+        self._stop()
+        for thread in list(self._threads):
             thread.join()
 
 
-def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
-    while (job := jobs.get()) is not None:
+def _work(lanes: _Lanes, job: _Job | None) -> None:
+    inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+    while job is not None:
         loop, future, fn = job
-        if future.cancelled():  # cancelled while queued: never started, as with an executor
-            continue
-        try:
-            answer = (True, fn())
-        except BaseException as exc:  # handed to the awaiting caller, as an executor does
-            answer = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
-            loop.call_soon_threadsafe(_settle, future, *answer)
-        del job, future, answer  # not kept alive until the next call
-
-
-def _stop(jobs: queue.SimpleQueue[_Job | None], count: int) -> None:
-    for _ in range(count):
-        jobs.put(None)
+        answer: tuple[bool, Any] | None = None
+        if not future.cancelled():  # cancelled while queued: never started, as with an executor
+            try:
+                answer = (True, fn())
+            except BaseException as exc:  # handed to the awaiting caller, as an executor does
+                answer = (False, exc)
+        # Idle again before the caller hears the answer: its next call comes to this thread.
+        with lanes.guard:
+            queued = lanes.backlog.popleft() if lanes.backlog else None
+            wait = queued is None and not lanes.closed
+            if wait:
+                lanes.idle.append(inbox)
+        if answer is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+                loop.call_soon_threadsafe(_settle, future, *answer)
+        del job, loop, future, fn, answer  # not kept alive until the next call
+        job = inbox.get() if wait else queued
 
 
 _running: weakref.WeakSet[_Threads] = weakref.WeakSet()
@@ -144,18 +202,48 @@ class AsyncMemoryService:
 
     ``service=None`` opens ``MemoryService()`` (``$COFFER_HOME``) and closes it in ``close()``;
     a service passed in stays the caller's to close. ``max_threads`` bounds how many calls run
-    at once (the rest wait in order). Use ``async with`` or ``await close()``.
+    at once (the rest wait in order). ``max_recalls`` bounds the keyword recalls (the mode asked
+    for, or no mode) that run at once; by default as many as the CPUs this process may run on
+    (``usable_cpus``). Use ``async with`` or ``await close()``.
+
+    Why bound recalls: a keyword recall computes from start to end (SQLite and Python, nothing to
+    wait for), so more of them at once than CPUs only take turns on those CPUs and on the GIL:
+    each finishes later and costs more (GIL hand-overs, colder caches). On a server process kept
+    on one CPU (``coffer-api --pin-workers``) with two requests in flight, running them one after
+    the other answered at p50 4.5 ms instead of 7.2 at 0.88x the CPU a request (within the noise
+    in a run at load 16; docs/benchmarks.md, "REST, session 10"). The others wait in order on the
+    event loop, not in a thread; every other call (grep and vector recalls, writes, listings) is
+    not held back.
     """
 
     def __init__(
-        self, service: MemoryService | None = None, *, max_threads: int = DEFAULT_MAX_THREADS
+        self,
+        service: MemoryService | None = None,
+        *,
+        max_threads: int = DEFAULT_MAX_THREADS,
+        max_recalls: int | None = None,
     ) -> None:
+        if max_recalls is not None and max_recalls < 1:
+            raise ValueError("max_recalls must be at least 1")
         self._owned = service is None
         self.sync = service if service is not None else MemoryService()
         """The wrapped synchronous service (its properties and context managers live there)."""
         self.max_threads = max_threads
+        self.max_recalls = max_recalls
         self._pool: _Threads | None = None
         self._guard = threading.Lock()
+        # Per event loop: an asyncio.Semaphore belongs to the loop it first waited on.
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _recall_slots(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:  # counted at the first recall: a server pins its process before that
+            slots = asyncio.Semaphore(self.max_recalls or usable_cpus())
+            self._slots[loop] = slots
+        return slots
 
     def _threads(self) -> _Threads:
         pool = self._pool
@@ -207,7 +295,7 @@ class AsyncMemoryService:
     audit = _InThread(MemoryService.audit)
     project_optout = _InThread(MemoryService.project_optout)
     remember = _InThread(MemoryService.remember)
-    recall = _InThread(MemoryService.recall)
+    recall = _InThread(MemoryService.recall, slotted=True)
     list_facts = _InThread(MemoryService.list_facts)
     get_fact = _InThread(MemoryService.get_fact)
     edit_fact = _InThread(MemoryService.edit_fact)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from coffer_memory import AsyncMemoryService, MemoryNotFound, MemoryService
-from coffer_memory._aio import _Threads
+from coffer_memory._aio import _Threads, usable_cpus
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -108,7 +108,11 @@ def test_a_facade_dropped_without_close_stops_its_threads(svc: MemoryService) ->
 
     async def main() -> list[threading.Thread]:
         asvc = AsyncMemoryService(svc, max_threads=3)
-        assert await asvc.run(lambda: 1) == 1
+        gate = threading.Event()
+        calls = [asyncio.ensure_future(asvc.run(gate.wait, 10)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert await asyncio.gather(*calls) == [True] * 3
         return [t for t in _async_threads() if t not in others]
 
     threads = asyncio.run(main())  # the facade is gone once main returns
@@ -127,3 +131,75 @@ def test_a_call_racing_close_is_refused_not_left_waiting() -> None:
             pool.submit(lambda: 1)
 
     asyncio.run(main())
+
+
+def test_calls_one_at_a_time_stay_on_one_thread(svc: MemoryService) -> None:
+    # The thread that went idle last takes the next call: its reader connection is the warm one.
+    async def main() -> set[str]:
+        async with AsyncMemoryService(svc, max_threads=4) as asvc:
+            names = set()
+            for _ in range(20):
+                names.add(await asvc.run(lambda: threading.current_thread().name))
+                await asyncio.sleep(0.001)  # the thread is back waiting before the next call
+            return names
+
+    assert len(asyncio.run(main())) == 1
+
+
+def test_a_thread_starts_only_when_every_started_one_is_busy(svc: MemoryService) -> None:
+    others = set(threading.enumerate())
+    gate = threading.Event()
+
+    async def main() -> tuple[int, int, set[str]]:
+        async with AsyncMemoryService(svc, max_threads=4) as asvc:
+            await asvc.run(lambda: None)
+            alone = len([t for t in _async_threads() if t not in others])
+            busy = [asyncio.ensure_future(asvc.run(gate.wait, 10)) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            two = len([t for t in _async_threads() if t not in others])
+            gate.set()
+            await asyncio.gather(*busy)
+            names = {await asvc.run(lambda: threading.current_thread().name) for _ in range(5)}
+            return alone, two, names
+
+    alone, two, names = asyncio.run(main())
+    assert (alone, two) == (1, 2)
+    assert len(names) == 1  # one call at a time again: back on one thread
+
+
+def test_keyword_recalls_beyond_the_bound_wait_on_the_loop(svc: MemoryService) -> None:
+    # A keyword recall computes from start to end: a second one at once would only take turns
+    # with it. It waits for a slot on the loop, not in a thread; a grep recall does not wait.
+    svc.remember("the deploy runbook lives in ops/", store="global")
+    others = set(threading.enumerate())
+
+    def started() -> int:
+        return len([t for t in _async_threads() if t not in others])
+
+    async def main() -> tuple[int, int, list[int]]:
+        async with AsyncMemoryService(svc, max_threads=4, max_recalls=1) as asvc:
+            with svc.index.lock:  # the first recall stops in its reconcile-on-read until released
+                first = asyncio.ensure_future(asvc.recall("deploy", stores=["global"]))
+                second = asyncio.ensure_future(asvc.recall("deploy", stores=["global"], mode="keyword"))
+                await asyncio.sleep(0.1)
+                waiting = started()
+                grep = asyncio.ensure_future(asvc.recall("deploy", stores=["global"], mode="grep"))
+                await asyncio.sleep(0.1)
+                beside = started()
+            found = await asyncio.gather(first, second, grep)
+            return waiting, beside, [len(r.hits) for r in found]
+
+    waiting, beside, hits = asyncio.run(main())
+    assert (waiting, beside) == (1, 2)
+    assert hits == [1, 1, 1]
+
+
+def test_recalls_at_once_default_to_the_cpus_the_process_may_use(svc: MemoryService) -> None:
+    async def main() -> int:
+        async with AsyncMemoryService(svc) as asvc:
+            await asvc.recall("anything", stores=["global"])
+            return asvc._recall_slots()._value
+
+    assert asyncio.run(main()) == usable_cpus()
+    with pytest.raises(ValueError, match="max_recalls"):
+        AsyncMemoryService(svc, max_recalls=0)
