@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory import _retrieval as retrieval_mod
-from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory import _grep_recall as grep_recall_mod
+from coffer_memory._grep_recall import MACHINE_LINE as _MACHINE_LINE
 from coffer_memory.plugins import GrepBackend, GrepMatch, get_plugin_manager, hookimpl
 from coffer_memory.plugins.builtin import grep as grep_module
 from coffer_memory.plugins.builtin.grep import MAX_LINES_PER_FILE, PythonGrepBackend, RipgrepBackend
@@ -225,7 +225,7 @@ def test_grep_recall_keeps_every_file_past_the_line_bound(
 ) -> None:
     """With many matching lines, the built-in backends still rank every matching file (the line
     bound cut files in the order rg's threads printed them, so which ones was left to chance)."""
-    monkeypatch.setattr(retrieval_mod, "GREP_MAX_LINES", 3)
+    monkeypatch.setattr(grep_recall_mod, "GREP_MAX_LINES", 3)
     with MemoryService(settings=Settings.load(tmp_home)) as svc:
         for i in range(12):
             svc.remember(f"deploy note {i}" + (" rollback" if i == 11 else ""), cwd=repo)

@@ -18,7 +18,7 @@ import pytest
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
-from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory._grep_recall import MACHINE_LINE as _MACHINE_LINE
 from coffer_memory._store.lock import store_lock
 from coffer_memory._store.paths import lock_path
 from coffer_memory._store.watch import FolderFeed
