@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
+
 from ._index.db import IndexDB
 from ._index.english import grep_words
 from ._index.filters import FactFilter
@@ -67,18 +69,16 @@ def grep_patterns(query: str) -> list[str]:
     return [phrase, *(t for t in terms if t != phrase.lower())]
 
 
+@attrs.frozen
 class GrepRecall:
     """One grep recall over several stores, with the collaborators its caller owns: the index,
-    the backend, a path's documents key, the documents rows of paths, and the hit maker."""
+    the backend, a path's documents key, the documents rows of ids, and the hit maker."""
 
-    def __init__(
-        self, db: IndexDB, backend: GrepBackend, key: Callable[[str], str], docs: Docs, hit: Hit
-    ) -> None:
-        self.db = db
-        self.backend = backend
-        self.key = key
-        self.docs = docs
-        self.hit = hit
+    db: IndexDB
+    backend: GrepBackend
+    key: Callable[[str], str]
+    docs: Docs
+    hit: Hit
 
     def stores(
         self, stores: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None = None
