@@ -405,7 +405,9 @@ class PythonGrepBackend:
         folded = text.lower()
         # A file with another hard link may change through it with no event for this name: kept,
         # a vouched search would trust its text without looking at the file.
-        keep = time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS and st.st_nlink == 1
+        keep = (
+            time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS and st.st_nlink == 1
+        )
         if keep or kept is not None:
             with self._keep:
                 self._drop(path)  # a text not kept anew is stale all the same
@@ -473,6 +475,65 @@ def _read_regular(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+class AutoGrepBackend:
+    """What ``grep_backend = "auto"`` searches with where ripgrep is the best backend found: rg
+    for a process's first grep, the pure-Python backend's kept texts from its second on.
+
+    A one-shot process (the ``coffer`` CLI) reads every file once either way, and rg reads them
+    on several threads. A long-lived one (a server, an MCP session) had rg read every file again
+    for each recall (120-180 ms of rg's CPU at 10k files); kept texts cost one ``lstat`` per
+    file, none while an inotify feed vouches for them, and a ``find`` per pattern in one buffer.
+    The answers are rg's (``tests/test_grep_files.py``).
+    """
+
+    def __init__(self, first: RipgrepBackend) -> None:
+        self.first = first
+        self.kept: PythonGrepBackend | None = None
+        self._searched = False
+        self._guard = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """rg's name: what a user chose it for (``coffer doctor`` says so)."""
+        return self.first.name
+
+    @property
+    def priority(self) -> int:
+        """rg's priority."""
+        return self.first.priority
+
+    def available(self) -> bool:
+        """Whether rg is found."""
+        return self.first.available()
+
+    def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
+        """rg's matching lines."""
+        return self.first.search(folders, patterns, max_lines=max_lines)
+
+    def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
+        """rg's ``held`` the first time, the kept texts' after (their feed armed at once: this
+        process searches again)."""
+        with self._guard:
+            kept = self.kept
+            if kept is None and self._searched:
+                kept = self.kept = PythonGrepBackend(arm_after=1)
+            self._searched = True
+        if kept is None:
+            return self.first.held(folders, patterns, skip=skip)
+        return kept.held(folders, patterns, skip=skip)
+
+    def close(self) -> None:
+        """Release the kept texts' inotify fd."""
+        with self._guard:
+            if self.kept is not None:
+                self.kept.close()
+
+
+def auto_backend(best: GrepBackend) -> GrepBackend:
+    """The backend ``auto`` searches with: ``AutoGrepBackend`` over the built-in rg, else ``best``."""
+    return AutoGrepBackend(best) if isinstance(best, RipgrepBackend) else best
 
 
 @hookimpl
