@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from itertools import accumulate
@@ -21,6 +22,8 @@ from ..._store.watch import FolderFeed, under, walkable
 # walks (one lstat per file) again. A write through a hard link made after that walk, outside the
 # watched folders, raises no event: the reconciler's periodic full scan has the same bound.
 REWALK_NS = 60_000_000_000
+# The patterns whose members a Corpus keeps (an int32 per member holding one).
+KEPT_PATTERNS = 256
 
 
 class Corpus:
@@ -32,7 +35,7 @@ class Corpus:
     listing, or after a kept text changed, builds a new one.
     """
 
-    __slots__ = ("changes", "data", "listing", "members", "odd", "starts")
+    __slots__ = ("_holders", "changes", "data", "listing", "members", "odd", "starts")
 
     def __init__(
         self, changes: int, listing: list[str], members: list[str], blocks: list[bytes], odd: list[str]
@@ -43,27 +46,42 @@ class Corpus:
         self.data = b"\0".join(blocks) + b"\0" if blocks else b""
         self.starts = list(accumulate((len(b) + 1 for b in blocks), initial=0))
         self.odd = odd
+        self._holders: dict[bytes, array[int]] = {}
 
     def masks(self, patterns: Sequence[bytes]) -> dict[int, int]:
-        """Per member holding any pattern, its index and a bit per pattern it holds.
-
-        One ``find`` per (pattern, member holding it): after a hit the search goes on from the
-        next member's block, so a common word costs one call per file that has it.
-        """
+        """Per member holding any pattern, its index and a bit per pattern it holds."""
         found: dict[int, int] = {}
-        data, starts, get = self.data, self.starts, found.get
+        get = found.get
         for bit, pattern in enumerate(patterns):
             flag = 1 << bit
-            if not pattern or b"\0" in pattern:  # every block holds "", none a NUL across blocks
-                for i in range(len(self.members)):
-                    if pattern in data[starts[i] : starts[i + 1] - 1]:
-                        found[i] = get(i, 0) | flag
-                continue
+            for i in self.holders(pattern):
+                found[i] = get(i, 0) | flag
+        return found
+
+    def holders(self, pattern: bytes) -> array[int]:
+        """The indexes of the members holding ``pattern``, kept for the buffer's life (a
+        store's common words come back recall after recall; a scan of the buffer for one costs
+        about 1 ms per MB).
+
+        One ``find`` per member holding it: after a hit the search goes on from the next
+        member's block, so a common word costs one call per file that has it.
+        """
+        found = self._holders.get(pattern)
+        if found is not None:
+            return found
+        data, starts = self.data, self.starts
+        out: list[int] = []
+        if not pattern or b"\0" in pattern:  # every block holds "", none a NUL across blocks
+            out = [i for i in range(len(self.members)) if pattern in data[starts[i] : starts[i + 1] - 1]]
+        else:
             at = data.find(pattern)
             while at != -1:
                 i = bisect_right(starts, at) - 1
-                found[i] = get(i, 0) | flag
+                out.append(i)
                 at = data.find(pattern, starts[i + 1])
+        if len(self._holders) >= KEPT_PATTERNS:
+            self._holders.clear()
+        found = self._holders[pattern] = array("i", out)
         return found
 
 
