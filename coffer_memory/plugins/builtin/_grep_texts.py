@@ -105,6 +105,10 @@ class Watched:
         self._files: dict[str, set[str]] = {}  # folder -> its visible *.md paths
         self._built: dict[str, int] = {}  # folder -> the epoch its files were walked at
         self._walked: dict[str, int] = {}  # parent -> when (time.monotonic_ns) its last walk started
+        # The last listing given per (parent, names), the same list while no file came or went
+        # (a search compares it with its buffer's by identity); ``_changes`` counts the news.
+        self._listed: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int], list[str]]] = {}
+        self._changes = 0
 
     def listing(self, parent: str, names: Sequence[str]) -> list[str] | None:
         """The files of ``names`` under ``parent`` when the feed vouches for all of them, else None."""
@@ -119,6 +123,8 @@ class Watched:
             if news is None or epoch is None:
                 return None
             files, trees = news
+            if files or trees:
+                self._changes += 1
             for rel in files:
                 path = f"{parent}/{rel}"
                 self._forget(path)
@@ -147,12 +153,16 @@ class Watched:
                             held.add(f"{dirpath}/{name}")
             if feed.epoch(parent) != epoch:  # a rewatch failed: walk again
                 return None
+            if any(self._built.get(f"{parent}/{name}") != epoch for name in names):
+                return None
+            key = (parent, tuple(names))
+            listed = self._listed.get(key)
+            if listed is not None and listed[0] == (self._changes, epoch):
+                return listed[1]
             out: list[str] = []
             for name in names:
-                folder = f"{parent}/{name}"
-                if self._built.get(folder) != epoch:
-                    return None
-                out.extend(self._files[folder])
+                out.extend(self._files[f"{parent}/{name}"])
+            self._listed[key] = ((self._changes, epoch), out)
             return out
 
     def start(self, parent: str, names: Sequence[str]) -> int | None:
@@ -177,6 +187,7 @@ class Watched:
             return
         with self._guard:
             assert self._feed is not None
+            self._changes += 1
             for name, files in walked.items():
                 self._files[f"{parent}/{name}"] = files
                 self._built[f"{parent}/{name}"] = epoch
@@ -191,3 +202,4 @@ class Watched:
                 self._feed = None
             self._files.clear()
             self._built.clear()
+            self._listed.clear()

@@ -276,7 +276,11 @@ class PythonGrepBackend:
     ) -> Corpus:
         """The buffer of ``listing``'s kept texts: the last one while no kept text changed."""
         corpus = self._corpora.get(key)
-        if corpus is not None and corpus.changes == self._changes and corpus.listing == listing:
+        if (
+            corpus is not None
+            and corpus.changes == self._changes
+            and (corpus.listing is listing or corpus.listing == listing)
+        ):
             return corpus
         changes = self._changes  # before reading the texts: a change meanwhile builds anew
         kept = self._texts
