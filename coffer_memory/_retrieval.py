@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import logging
-import math
-import os
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +22,11 @@ from ._fusion import (
     rrf_merge,
     rrf_order,
 )
+from ._grep_recall import GrepRecall
 from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
-from ._index.english import grep_words
 from ._index.filters import FactFilter
-from ._index.fts import ChunkHit, best_documents, best_per_document, keyword_terms, search_chunks
+from ._index.fts import ChunkHit, best_documents, best_per_document, search_chunks
 from ._index.keys import chunk_id, chunk_of_vec_id
 from ._index.reindex import strip_header
 from ._index.session import neighbours
@@ -38,7 +35,7 @@ from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
 from ._query_vectors import QueryVectors, Rows, Scans
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
-from ._store.paths import StorePaths, is_recall_rel, scope_of
+from ._store.paths import StorePaths, scope_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import GrepBackend, Vector
@@ -49,7 +46,6 @@ NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
-GREP_MAX_LINES = 50_000
 # The Path and source of each hit's file, by store and path string: the same files come back
 # recall after recall.
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
@@ -72,24 +68,6 @@ def _file_path(path: str) -> Path:
             _DIRS.clear()
         folder = _DIRS[parent] = Path(parent)
     return _CHILD(folder, name)
-
-
-# Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
-# like "kind" or "agent" must not match every file through them.
-_MACHINE_LINE = re.compile(
-    r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
-)
-
-
-def _term_weights(found: Iterable[set[int]], n: int) -> list[float]:
-    """An idf-like weight per pattern from the files that matched: a term in every file weighs
-    least. (A grep sees only the matching files, so they stand in for the whole store.)"""
-    files = list(found)
-    df = [0] * n
-    for seen in files:
-        for i in seen:
-            df[i] += 1
-    return [math.log(1.0 + (len(files) + 1) / (d + 0.5)) for d in df]
 
 
 class KnowledgeRetrieval:
@@ -514,94 +492,6 @@ class KnowledgeRetrieval:
     def _grep_stores(
         self, stores: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None = None
     ) -> list[list[MemoryHit]]:
-        """Each store's grep hits, from one search over all their folders (one rg process)."""
-        phrase = " ".join(query.split())
-        # A question is rarely in a file verbatim: its words (CJK bigrams, question words cut
-        # out) are searched too, and a file ranks by how many of them it holds. Single CJK
-        # characters would match most files: three times slower at 1k facts, for little gain.
-        # English words as their stems (english.grep_words): grep sees substrings, not inflections.
-        terms = [
-            t for t in grep_words(keyword_terms(query, characters=False, written=True)) if t != phrase.lower()
-        ]
-        patterns = [phrase, *terms]
-        folders = [folder for sp in stores for folder in sp.recall_dirs()]
-        roots = [str(sp.root) + os.sep for sp in stores]
-        per_store: list[dict[str, set[int]]] = [{} for _ in stores]
-        last: tuple[str, dict[str, set[int]] | None] = ("", None)  # a file's lines come together
-        for key, seen in self._grep_files(folders, patterns, len(stores)):
-            if key != last[0]:
-                last = (key, None)
-                for root, per_file in zip(roots, per_store, strict=True):
-                    if key.startswith(root) and is_recall_rel(key[len(root) :]):
-                        last = (key, per_file)
-                        break
-            if last[1] is not None:
-                last[1].setdefault(key, set()).update(seen)
-        return [
-            self._grep_ranked(sp, per_file, patterns, limit, where)
-            for sp, per_file in zip(stores, per_store, strict=True)
-        ]
-
-    def _grep_files(
-        self, folders: Sequence[Path], patterns: Sequence[str], stores: int
-    ) -> Iterable[tuple[str, Iterable[int]]]:
-        """(file, patterns held) pairs, machine lines left out; a file may come more than once.
-
-        A backend with ``held`` (both built-ins) answers per file; any other's lines are folded
-        here, at most ``GREP_MAX_LINES`` per store searched.
-        """
-        backend = self.grep
-        resolve = getattr(backend, "resolve", None)  # the index's DeferredGrepBackend
-        held = getattr(resolve() if callable(resolve) else backend, "held", None)
-        if callable(held):
-            found: dict[str, frozenset[int]] = held(folders, patterns, skip=_MACHINE_LINE)
-            return found.items()
-        matches = backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores))
-        return ((str(m.path), m.patterns) for m in matches if not _MACHINE_LINE.match(m.line))
-
-    def _grep_ranked(
-        self,
-        sp: StorePaths,
-        per_file: dict[str, set[int]],
-        patterns: Sequence[str],
-        limit: int,
-        where: FactFilter | None,
-    ) -> list[MemoryHit]:
-        """One store's files ranked by the patterns they hold (rarer ones weigh more), then
-        newest first, then by path (so the order does not depend on the order files came in).
-
-        Index rows are read a score at a time, best first, until ``limit`` files have one: a
-        common word matches thousands of files, and all their rows were a fifth of a recall.
-        """
-        weights = _term_weights(per_file.values(), len(patterns))
-        total = sum(weights[1:]) or 1.0
-        by_score: dict[float, list[str]] = {}
-        for path, seen in per_file.items():
-            # The whole phrase counts 1; each term found adds its share of 1, rarer terms more.
-            score = (1.0 if 0 in seen else 0.0) + sum(weights[i] for i in sorted(seen) if i) / total
-            by_score.setdefault(score, []).append(path)
-        ranked: list[tuple[float, DocRow]] = []
-        for score in sorted(by_score, reverse=True):
-            # Files the filter rules out have no row here, so the limit counts matching ones.
-            docs = self._docs(sp.name, paths=by_score[score], where=where).values()
-            ranked += [(score, d) for d in sorted(docs, key=lambda d: (-d.updated_at.timestamp(), d.path))]
-            if len(ranked) >= limit:
-                break
-        return [
-            self._hit(sp, doc, self._passage(sp.name, doc.id, patterns), score)
-            for score, doc in ranked[:limit]
-        ]
-
-    def _passage(self, store: str, document_id: str, patterns: Sequence[str]) -> str:
-        """The first chunk of a document holding any pattern (else its first chunk)."""
-        rows = self.db.rows(
-            "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
-            "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
-            (document_id, store),
-        )
-        lowered = [p.lower() for p in patterns]
-        for (text,) in rows:
-            folded = text.lower()
-            if any(p in folded for p in lowered):
-                return str(text)
-        return str(rows[0][0]) if rows else ""
+        """Each store's grep hits, from one search over all their folders (``_grep_recall``)."""
+        grep = GrepRecall(self.db, self.grep, self._key, self._docs, self._hit)
+        return grep.stores(stores, query, limit, where)

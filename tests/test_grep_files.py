@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory import _retrieval as retrieval_mod
-from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory import _grep_recall as grep_recall_mod
+from coffer_memory._grep_recall import MACHINE_LINE as _MACHINE_LINE
 from coffer_memory.plugins import GrepBackend, GrepMatch, get_plugin_manager, hookimpl
 from coffer_memory.plugins.builtin import grep as grep_module
 from coffer_memory.plugins.builtin.grep import MAX_LINES_PER_FILE, PythonGrepBackend, RipgrepBackend
@@ -225,7 +225,7 @@ def test_grep_recall_keeps_every_file_past_the_line_bound(
 ) -> None:
     """With many matching lines, the built-in backends still rank every matching file (the line
     bound cut files in the order rg's threads printed them, so which ones was left to chance)."""
-    monkeypatch.setattr(retrieval_mod, "GREP_MAX_LINES", 3)
+    monkeypatch.setattr(grep_recall_mod, "GREP_MAX_LINES", 3)
     with MemoryService(settings=Settings.load(tmp_home)) as svc:
         for i in range(12):
             svc.remember(f"deploy note {i}" + (" rollback" if i == 11 else ""), cwd=repo)
@@ -249,3 +249,79 @@ def test_equal_scores_are_ordered_newest_first_then_by_path(tmp_home: Path, repo
             hits = svc.recall("same words", cwd=repo, mode="grep", limit=20).hits
             assert [h.path.name for h in hits[:4]] == ["a.md", "b.md", "c.md", "d.md"], name
             assert len({(h.score, h.time) for h in hits[:4]}) == 1 and len(hits) == 5, name
+
+
+@pytest.mark.skipif(not RipgrepBackend().available(), reason="compares with ripgrep")
+def test_auto_greps_kept_texts_after_the_first_search_with_rgs_answers(
+    tmp_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default backend greps with rg once, then searches the texts it keeps (their feed armed
+    at once): its hits stay a pure rg service's through edits by hand (in place keeping size and
+    mtime too), a new file and a deleted one."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # keep every text, as an old file's
+    texts = ["Deploy the API at 10:30", "café and 部署 notes", "the deploy agent", "$HOME later deploy"]
+    with MemoryService(settings=Settings.load(tmp_home)) as svc:
+        facts = [svc.remember(t, cwd=repo) for t in texts]
+        svc.remember("a global deploy note", scope="global")
+    auto = MemoryService(settings=Settings.load(tmp_home))
+    rg = MemoryService(settings=Settings.load(tmp_home, grep_backend="ripgrep"))
+
+    def same() -> list[list[tuple[str, float, str]]]:
+        answers = []
+        for svc in (auto, rg):
+            answers.append(
+                [
+                    [(h.id, h.score, h.text) for h in svc.recall(q, cwd=repo, mode="grep", limit=5).hits]
+                    for q in QUERIES
+                ]
+            )
+        assert answers[0] == answers[1]
+        return answers[0]
+
+    try:
+        assert same()[0]
+        backend = auto.index.retrieval.grep.resolve()  # type: ignore[attr-defined]
+        assert isinstance(backend, grep_module.AutoGrepBackend) and backend.kept is not None
+        assert rg.index.retrieval.grep.resolve().name == backend.name == "ripgrep"  # type: ignore[attr-defined]
+        store = facts[0].path.parent.parent.parent
+        assert backend.kept._watched.listing(str(store), ["knowledge", "journal"]) is not None  # vouched
+        path = facts[1].path
+        st = path.stat()
+        data = path.read_bytes().replace("café".encode(), b"rollb")  # "café" is 5 bytes
+        assert len(data) == st.st_size
+        path.write_bytes(data)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert facts[1].fact.id not in [i for i, _, _ in same()[2]]
+        (path.parent / "by-hand.md").write_text("café deploy written by hand\n")
+        facts[0].path.unlink()
+        after = same()
+        assert facts[0].fact.id not in [i for i, _, _ in after[0]] and any(
+            "by hand" in t for _, _, t in after[2]
+        )
+    finally:
+        auto.close()
+        rg.close()
+
+
+def test_a_walk_never_searches_a_kept_text_its_file_no_longer_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pure-Python backend searches its kept texts in one buffer: a file edited so recently that
+    its new text is not kept, or swapped for a symlink or a FIFO, must not answer with its old text."""
+    monkeypatch.setattr(grep_module, "RACY_NS", 0)  # the first search keeps every text
+    notes = [tmp_path / f"n{i}.md" for i in range(3)]
+    for note in notes:
+        note.write_text("the deploy runs at noon\n")
+    backend = PythonGrepBackend()
+    assert len(backend.held([tmp_path], ["deploy"], skip=_MACHINE_LINE)) == 3
+    monkeypatch.setattr(grep_module, "RACY_NS", 10**18)  # nothing is old enough to keep now
+    notes[0].write_text("the rollback runs at noon\n")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere.md"
+    elsewhere.write_text("deploy outside\n")
+    notes[1].unlink()
+    notes[1].symlink_to(elsewhere)
+    notes[2].unlink()
+    os.mkfifo(notes[2])
+    held = backend.held([tmp_path], ["deploy", "rollback"], skip=_MACHINE_LINE)
+    assert held == {str(notes[0]): frozenset({1})}
+    backend.close()

@@ -19,10 +19,11 @@ from conftest import count_state_reads
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
-from coffer_memory._retrieval import _MACHINE_LINE
+from coffer_memory._grep_recall import MACHINE_LINE as _MACHINE_LINE
 from coffer_memory._store.lock import store_lock
 from coffer_memory._store.paths import lock_path
 from coffer_memory._store.watch import FolderFeed
+from coffer_memory.plugins.builtin import _grep_texts
 from coffer_memory.plugins.builtin import grep as grep_module
 from coffer_memory.plugins.builtin.grep import PythonGrepBackend, RipgrepBackend
 
@@ -389,7 +390,7 @@ def test_python_grep_walks_again_when_its_vouching_grows_old(
         python.held(folders, ["deploy"], skip=_MACHINE_LINE)
     os.link(inbox / "f1.md", tmp_path / "outside.md")
     _sneaky_edit(tmp_path / "outside.md", "deploy", "heron!")
-    monkeypatch.setattr(grep_module, "REWALK_NS", 0)
+    monkeypatch.setattr(_grep_texts, "REWALK_NS", 0)
     held = python.held(folders, ["deploy", "heron"], skip=_MACHINE_LINE)
     assert held == rg.held(folders, ["deploy", "heron"], skip=_MACHINE_LINE)
     assert held[str(inbox / "f1.md")] == frozenset({1})

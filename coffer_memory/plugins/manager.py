@@ -191,10 +191,15 @@ class DeferredGrepBackend:
         self._guard = threading.Lock()
 
     def resolve(self) -> GrepBackend:
-        """The backend itself (looked up once)."""
+        """The backend itself (looked up once; ``auto``: ``AutoGrepBackend`` over rg)."""
         with self._guard:
             if self._backend is None:
-                self._backend = get_grep_backend(self._name)
+                backend = get_grep_backend(self._name)
+                if not self._name or self._name == "auto":
+                    from .builtin.grep import auto_backend
+
+                    backend = auto_backend(backend)
+                self._backend = backend
             return self._backend
 
     @property

@@ -17,8 +17,8 @@ from itertools import accumulate
 from pathlib import Path
 
 from ..._store.scan import utf8_name
-from ..._store.watch import FolderFeed, under, walkable
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
+from ._grep_texts import Corpus, Watched
 
 MAX_LINES_PER_FILE = 50
 # The pure-Python backend keeps files' texts up to these sizes (characters of the text; it keeps the
@@ -42,10 +42,6 @@ RG_SEARCH_FLAGS = (
 )
 # A file whose ctime is this recent may change again unseen within the same clock tick.
 RACY_NS = 2_000_000_000
-# The feed vouches for kept texts at most this long after the walk that verified it; then a search
-# walks (one lstat per file) again. A write through a hard link made after that walk, outside the
-# watched folders, raises no event: the reconciler's periodic full scan has the same bound.
-REWALK_NS = 60_000_000_000
 
 
 Held = dict[str, frozenset[int]]
@@ -177,21 +173,26 @@ class PythonGrepBackend:
     A file's text is kept (lowercased too) while its size, times and inode stay the same, so a
     later search of an unchanged file costs one ``lstat`` instead of open, read, decode and
     lowercase; a file changed within ``RACY_NS`` is not kept (an edit in the same clock tick
-    would look unchanged). At most ``CACHE_CHARS`` characters are kept.
+    would look unchanged). At most ``CACHE_CHARS`` characters are kept. ``held`` searches the
+    kept texts of a store in one buffer (``Corpus``) and, from the ``arm_after``-th search of
+    a store on, skips the ``lstat`` while an inotify feed vouches for the files (``Watched``).
     """
 
     name = "python"
     priority = 10
 
-    def __init__(self) -> None:
+    def __init__(self, *, arm_after: int = 2) -> None:
         self._texts: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
         self._chars = 0
-        self._watched = _Watched(self._forget)
+        self._watched = Watched(self._forget, arm_after)
         self._keep = threading.Lock()  # keeping a text against forgetting one
         self._forgotten = 0  # texts forgotten on the feed's word so far
-        # Per kept file and ``skip``: its lowercased lines that ``skip`` leaves, or None when
-        # the file has more lines than MAX_LINES_PER_FILE (then the first matching ones count).
-        self._visible: dict[tuple[str, re.Pattern[str]], tuple[str, str | None]] = {}
+        self._changes = 0  # texts kept, forgotten or dropped so far: a Corpus is of one count
+        # Per kept file: the ``skip`` and the folded text its searchable bytes were made of, and
+        # those bytes (its lowercased lines ``skip`` leaves, UTF-8), or None when the file has
+        # more lines than MAX_LINES_PER_FILE (then the first matching ones count).
+        self._visible: dict[str, tuple[re.Pattern[str], str, bytes | None]] = {}
+        self._corpora: dict[tuple[str, tuple[str, ...], re.Pattern[str]], Corpus] = {}
 
     def available(self) -> bool:
         """Always true."""
@@ -231,44 +232,92 @@ class PythonGrepBackend:
 
         The same as folding ``search``'s lines, without splitting out lines: a file of at most
         ``MAX_LINES_PER_FILE`` lines holds a pattern when its lowercased text without the
-        skipped lines does (kept beside the file's text, so a later search of an unchanged
-        file is one ``lstat`` and a substring test per pattern).
+        skipped lines does. Those texts of a store's kept files are searched in one buffer
+        (``Corpus``), so a later search of unchanged files is one ``lstat`` per file (none while
+        the feed vouches for them) and a ``find`` per pattern and file holding it.
         """
         lowered = [p.lower() for p in patterns]
+        encoded = [p.encode("utf-8", "surrogatepass") for p in lowered]
         found: Held = {}
+        sets: dict[int, frozenset[int]] = {}  # one frozenset per combination of patterns
         groups: dict[str, list[str]] = {}
         for folder in folders:
             parent, name = os.path.split(os.path.abspath(folder))
             groups.setdefault(parent, []).append(name)
         for parent, names in groups.items():
+            fresh: dict[str, tuple[str, str]] = {}  # texts this search read and did not keep
             listing = self._watched.listing(parent, names)
             if listing is None:
                 epoch = self._watched.start(parent, names)
-                walked = {name: self._held_walk(f"{parent}/{name}", lowered, skip, found) for name in names}
+                walked = {name: self._walk(f"{parent}/{name}", fresh) for name in names}
                 self._watched.finish(parent, walked, epoch)
-                continue
+                listing = [path for files in walked.values() for path in files]
+            corpus = self._corpus((parent, tuple(names), skip), listing, skip)
+            members = corpus.members
+            for i, mask in corpus.masks(encoded).items():
+                seen = sets.get(mask)
+                if seen is None:
+                    seen = sets[mask] = frozenset(b for b in range(len(encoded)) if mask >> b & 1)
+                found[members[i]] = seen
             kept = self._texts
-            for path in listing:  # the feed vouches for every kept text here: no lstat
+            for path in corpus.odd:
                 entry = kept.get(path)
-                texts = (
-                    (entry[1], entry[2]) if entry is not None else self._text(path, path.rsplit("/", 1)[1])
-                )
-                if texts is not None:
-                    self._hold(path, *texts, lowered, skip, found)
+                texts = (entry[1], entry[2]) if entry is not None else fresh.get(path)
+                if texts is None:
+                    texts = self._text(path, path.rsplit("/", 1)[1])
+                if texts is not None and any(p in texts[1] for p in lowered):
+                    seen = self._held_in(path, *texts, lowered, encoded, skip)
+                    if seen:
+                        found[path] = seen
         return found
 
-    def _hold(
-        self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str], found: Held
-    ) -> None:
-        for p in lowered:
-            if p in folded:
-                seen = self._held_in(path, text, folded, lowered, skip)
-                if seen:
-                    found[path] = seen
-                return
+    def _corpus(
+        self, key: tuple[str, tuple[str, ...], re.Pattern[str]], listing: list[str], skip: re.Pattern[str]
+    ) -> Corpus:
+        """The buffer of ``listing``'s kept texts: the last one while no kept text changed."""
+        corpus = self._corpora.get(key)
+        if (
+            corpus is not None
+            and corpus.changes == self._changes
+            and (corpus.listing is listing or corpus.listing == listing)
+        ):
+            return corpus
+        changes = self._changes  # before reading the texts: a change meanwhile builds anew
+        kept = self._texts
+        members: list[str] = []
+        blocks: list[bytes] = []
+        odd: list[str] = []
+        for path in listing:
+            entry = kept.get(path)
+            block = self._searchable(path, entry, skip) if entry is not None else None
+            if block is None:
+                odd.append(path)
+            else:
+                members.append(path)
+                blocks.append(block)
+        corpus = self._corpora[key] = Corpus(changes, listing, members, blocks, odd)
+        return corpus
 
-    def _held_walk(self, folder: str, lowered: Sequence[str], skip: re.Pattern[str], found: Held) -> set[str]:
-        """``held`` over one folder by walking it, one ``lstat`` per file; the visible ``*.md`` paths."""
+    def _searchable(
+        self, path: str, entry: tuple[tuple[int, int, int, int], str, str], skip: re.Pattern[str]
+    ) -> bytes | None:
+        """A kept file's lowercased lines that ``skip`` leaves, UTF-8 (None past
+        ``MAX_LINES_PER_FILE`` lines); kept beside its text."""
+        made = self._visible.get(path)
+        if made is not None and made[0] is skip and made[1] is entry[2]:
+            return made[2]
+        lines = entry[1].splitlines()
+        block = None
+        if len(lines) <= MAX_LINES_PER_FILE:
+            block = "\n".join(line for line in lines if not skip.match(line)).lower().encode()
+        with self._keep:
+            if self._texts.get(path) is entry:
+                self._visible[path] = (skip, entry[2], block)
+        return block
+
+    def _walk(self, folder: str, fresh: dict[str, tuple[str, str]]) -> set[str]:
+        """The visible ``*.md`` paths under ``folder``, one ``lstat`` per file: a kept text that
+        no longer matches its file is read again; texts read and not kept go into ``fresh``."""
         kept = self._texts
         visible: set[str] = set()
         for dirpath, dirnames, filenames in os.walk(folder):
@@ -282,17 +331,19 @@ class PythonGrepBackend:
                 # The kept text's check inline: this loop runs once per file of every store.
                 entry = kept.get(path)
                 try:
-                    st = os.stat(path, follow_symlinks=False)
+                    st: os.stat_result | None = os.stat(path, follow_symlinks=False)
                 except OSError:
-                    continue
-                if entry is not None and entry[0] == _stat_key(st):
-                    text, folded = entry[1], entry[2]
-                else:
-                    texts = self._text(path, name)
-                    if texts is None:
+                    st = None
+                if entry is not None:
+                    if st is not None and entry[0] == _stat_key(st):
                         continue
-                    text, folded = texts
-                self._hold(path, text, folded, lowered, skip, found)
+                    with self._keep:
+                        self._drop(path)  # the buffer must not search it
+                if st is None:
+                    continue
+                texts = self._text(path, name)
+                if texts is not None and path not in kept:
+                    fresh[path] = texts
         return visible
 
     def close(self) -> None:
@@ -303,24 +354,37 @@ class PythonGrepBackend:
         """Drop the kept text of a file the feed says changed."""
         with self._keep:
             self._forgotten += 1
-            old = self._texts.pop(path, None)
-            if old is not None:
-                self._chars -= len(old[1])
+            self._changes += 1
+            self._drop(path)
+
+    def _drop(self, path: str) -> None:
+        """Drop a kept text (the caller holds ``_keep``)."""
+        old = self._texts.pop(path, None)
+        if old is not None:
+            self._chars -= len(old[1])
+            self._visible.pop(path, None)
+            self._changes += 1
 
     def _held_in(
-        self, path: str, text: str, folded: str, lowered: Sequence[str], skip: re.Pattern[str]
+        self,
+        path: str,
+        text: str,
+        folded: str,
+        lowered: Sequence[str],
+        encoded: Sequence[bytes],
+        skip: re.Pattern[str],
     ) -> frozenset[int]:
-        kept = self._visible.get((path, skip))
-        if kept is None or kept[0] is not folded:
+        """The patterns a file outside the buffer holds (not kept, or a long one)."""
+        entry = self._texts.get(path)
+        if entry is not None and entry[2] is folded:
+            block = self._searchable(path, entry, skip)
+        else:
             lines = text.splitlines()
-            visible = None
+            block = None
             if len(lines) <= MAX_LINES_PER_FILE:
-                visible = "\n".join(line for line in lines if not skip.match(line)).lower()
-            kept = (folded, visible)
-            if self._texts.get(path, (None, None, None))[2] is folded:  # only beside a kept text
-                self._visible[(path, skip)] = kept
-        if kept[1] is not None:
-            return frozenset(i for i, p in enumerate(lowered) if p in kept[1])
+                block = "\n".join(line for line in lines if not skip.match(line)).lower().encode()
+        if block is not None:
+            return frozenset(i for i, p in enumerate(encoded) if p in block)
         found = _matching_lines(text, folded, lowered)
         return frozenset(i for _, line, which in found if not skip.match(line) for i in which)
 
@@ -345,127 +409,23 @@ class PythonGrepBackend:
         folded = text.lower()
         # A file with another hard link may change through it with no event for this name: kept,
         # a vouched search would trust its text without looking at the file.
-        if time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS and st.st_nlink == 1:
+        keep = (
+            time.time_ns() - st.st_ctime_ns > RACY_NS and len(text) <= CACHE_FILE_CHARS and st.st_nlink == 1
+        )
+        if keep or kept is not None:
             with self._keep:
+                self._drop(path)  # a text not kept anew is stale all the same
                 # A text read before the feed said its file changed must not outlive that news: a
                 # vouched search trusts kept texts without looking at the file.
-                if forgotten != self._forgotten:
-                    return text, folded
-                if self._chars + len(text) > CACHE_CHARS:
-                    self._texts.clear()
-                    self._visible.clear()
-                    self._chars = 0
-                old = self._texts.pop(path, None)
-                self._chars += len(text) - (len(old[1]) if old is not None else 0)
-                self._texts[path] = (key, text, folded)
+                if keep and forgotten == self._forgotten:
+                    if self._chars + len(text) > CACHE_CHARS:
+                        self._texts.clear()
+                        self._visible.clear()
+                        self._chars = 0
+                    self._chars += len(text)
+                    self._texts[path] = (key, text, folded)
+                    self._changes += 1
         return text, folded
-
-
-class _Watched:
-    """The visible ``*.md`` files of the folders a ``PythonGrepBackend`` searched, kept while an
-    inotify feed (``_store/watch.py``) vouches for them, so that a search trusts each kept text
-    without its ``lstat`` and re-reads only the files the feed named.
-
-    A folder's parent is armed on its second search (a short-lived process such as the CLI
-    searches once and never watches) and vouched for from the end of the walk that follows; an
-    overflow, a failed watch, the parent moved or a fork make the next search walk again.
-    """
-
-    def __init__(self, forget: Callable[[str], None]) -> None:
-        self._forget = forget
-        self._feed: FolderFeed | None = None
-        self._guard = threading.Lock()
-        self._searches: dict[str, int] = {}  # parent -> walks so far
-        self._tops: dict[str, frozenset[str]] = {}  # parent -> the folder names armed under it
-        self._files: dict[str, set[str]] = {}  # folder -> its visible *.md paths
-        self._built: dict[str, int] = {}  # folder -> the epoch its files were walked at
-        self._walked: dict[str, int] = {}  # parent -> when (time.monotonic_ns) its last walk started
-
-    def listing(self, parent: str, names: Sequence[str]) -> list[str] | None:
-        """The files of ``names`` under ``parent`` when the feed vouches for all of them, else None."""
-        with self._guard:
-            feed = self._feed
-            if feed is None or parent not in self._tops:
-                return None
-            if time.monotonic_ns() - self._walked.get(parent, 0) > REWALK_NS:
-                return None
-            news = feed.news(parent)
-            epoch = feed.epoch(parent)
-            if news is None or epoch is None:
-                return None
-            files, trees = news
-            for rel in files:
-                path = f"{parent}/{rel}"
-                self._forget(path)
-                held = self._files.get(f"{parent}/{rel.split('/', 1)[0]}")
-                if held is not None:
-                    if os.path.lexists(path) and not os.path.isdir(path):
-                        held.add(path)
-                    else:
-                        held.discard(path)
-            for tree in sorted(trees):
-                feed.rewatch(parent, tree)  # before the walk: what changes after it is news again
-                folder = f"{parent}/{tree}"
-                held = self._files.get(f"{parent}/{tree.split('/', 1)[0]}")
-                if held is None:
-                    continue
-                for path in [p for p in held if under(p, folder)]:
-                    held.discard(path)
-                    self._forget(path)
-                if not walkable(parent, tree):
-                    continue
-                for dirpath, dirnames, filenames in os.walk(folder):
-                    dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-                    for name in filenames:
-                        if not name.startswith(".") and name.endswith(".md"):
-                            self._forget(f"{dirpath}/{name}")
-                            held.add(f"{dirpath}/{name}")
-            if feed.epoch(parent) != epoch:  # a rewatch failed: walk again
-                return None
-            out: list[str] = []
-            for name in names:
-                folder = f"{parent}/{name}"
-                if self._built.get(folder) != epoch:
-                    return None
-                out.extend(self._files[folder])
-            return out
-
-    def start(self, parent: str, names: Sequence[str]) -> int | None:
-        """Before a walk of ``names`` under ``parent``: arm it from its second walk on; the epoch the
-        walk then verifies, or None."""
-        with self._guard:
-            self._walked[parent] = time.monotonic_ns()
-            self._searches[parent] = walks = self._searches.get(parent, 0) + 1
-            if walks < 2:
-                return None
-            if self._feed is None:
-                self._feed = FolderFeed()
-            tops = self._tops.get(parent, frozenset()) | frozenset(names)
-            if self._feed.status(parent) == "off" or tops != self._tops.get(parent):
-                self._tops[parent] = tops
-                self._feed.arm(parent, parent, tops, accept=lambda rel: rel.endswith(".md"))
-            return self._feed.epoch(parent)
-
-    def finish(self, parent: str, walked: dict[str, set[str]], epoch: int | None) -> None:
-        """After the walk: keep its files; the feed vouches from now on if nothing moved meanwhile."""
-        if epoch is None:
-            return
-        with self._guard:
-            assert self._feed is not None
-            for name, files in walked.items():
-                self._files[f"{parent}/{name}"] = files
-                self._built[f"{parent}/{name}"] = epoch
-            self._feed.verify(parent, epoch)
-
-    def close(self) -> None:
-        """Release the feed's fd, and the listings it vouched for (a new feed counts its epochs
-        from 1 again: one of them must not pass for the closed feed's)."""
-        with self._guard:
-            if self._feed is not None:
-                self._feed.close()
-                self._feed = None
-            self._files.clear()
-            self._built.clear()
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -519,6 +479,65 @@ def _read_regular(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+class AutoGrepBackend:
+    """What ``grep_backend = "auto"`` searches with where ripgrep is the best backend found: rg
+    for a process's first grep, the pure-Python backend's kept texts from its second on.
+
+    A one-shot process (the ``coffer`` CLI) reads every file once either way, and rg reads them
+    on several threads. A long-lived one (a server, an MCP session) had rg read every file again
+    for each recall (120-180 ms of rg's CPU at 10k files); kept texts cost one ``lstat`` per
+    file, none while an inotify feed vouches for them, and a ``find`` per pattern in one buffer.
+    The answers are rg's (``tests/test_grep_files.py``).
+    """
+
+    def __init__(self, first: RipgrepBackend) -> None:
+        self.first = first
+        self.kept: PythonGrepBackend | None = None
+        self._searched = False
+        self._guard = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """rg's name: what a user chose it for (``coffer doctor`` says so)."""
+        return self.first.name
+
+    @property
+    def priority(self) -> int:
+        """rg's priority."""
+        return self.first.priority
+
+    def available(self) -> bool:
+        """Whether rg is found."""
+        return self.first.available()
+
+    def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
+        """rg's matching lines."""
+        return self.first.search(folders, patterns, max_lines=max_lines)
+
+    def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
+        """rg's ``held`` the first time, the kept texts' after (their feed armed at once: this
+        process searches again)."""
+        with self._guard:
+            kept = self.kept
+            if kept is None and self._searched:
+                kept = self.kept = PythonGrepBackend(arm_after=1)
+            self._searched = True
+        if kept is None:
+            return self.first.held(folders, patterns, skip=skip)
+        return kept.held(folders, patterns, skip=skip)
+
+    def close(self) -> None:
+        """Release the kept texts' inotify fd."""
+        with self._guard:
+            if self.kept is not None:
+                self.kept.close()
+
+
+def auto_backend(best: GrepBackend) -> GrepBackend:
+    """The backend ``auto`` searches with: ``AutoGrepBackend`` over the built-in rg, else ``best``."""
+    return AutoGrepBackend(best) if isinstance(best, RipgrepBackend) else best
 
 
 @hookimpl
