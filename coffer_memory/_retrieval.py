@@ -367,27 +367,21 @@ class KnowledgeRetrieval:
         )
         return {str(r[0]): str(r[1]) for r in rows}
 
-    def _docs(
-        self,
-        store: str,
-        ids: Sequence[str] = (),
-        paths: Sequence[str] = (),
-        where: FactFilter | None = None,
-    ) -> dict[str, DocRow]:
-        column, values = ("id", ids) if ids else ("path", [self._key(p) for p in paths])
-        if not values:
+    def _docs(self, store: str, ids: Sequence[str], where: FactFilter | None = None) -> dict[str, DocRow]:
+        """The rows of the documents ``ids`` of ``store`` (those ``where`` keeps), by id."""
+        if not ids:
             return {}
-        marks = ",".join("?" * len(values))
+        marks = ",".join("?" * len(ids))
         only, only_params = where.sql("d") if where is not None else ("1", [])
         rows = self.db.rows(
-            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents d WHERE kind = 'memory' AND resource_name = ? AND {column} IN ({marks}) AND {only}",
-            (store, *values, *only_params),
+            f"SELECT id, path, title, coalesce(description, ''), updated_at FROM documents d WHERE kind = 'memory' AND resource_name = ? AND id IN ({marks}) AND {only}",
+            (store, *ids, *only_params),
         )
         out = {}
         home = f"{self.db.home}/"  # what str(db.file(key)) gives, without a Path per row
         for r in rows:
             doc = doc_row(home, r)
-            out[doc.id if ids else doc.path] = doc
+            out[doc.id] = doc
         return out
 
     def _key(self, path: str) -> str:
