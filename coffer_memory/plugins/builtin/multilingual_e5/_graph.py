@@ -71,13 +71,17 @@ def _node(op: str, inputs: Iterable[str], outputs: Iterable[str], domain: str = 
     return _field(1, body + (_text(7, domain) if domain else b""))
 
 
-def _tensor(name: str, array: Any) -> bytes:
+def _tensor(name: str, array: Any) -> list[bytes]:
+    """An initializer as pieces (its header, then its data): the model is assembled once, so the
+    13 MB of weights are copied into it once, not once per level of nesting."""
     import numpy as np
 
     kind = {np.dtype(np.float32): _FLOAT, np.dtype(np.uint8): _UINT8, np.dtype(np.int64): _INT64}[array.dtype]
     data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-    body = b"".join(_int(1, d) for d in array.shape) + _int(2, kind) + _text(8, name) + _field(9, data)
-    return _field(5, body)
+    head = b"".join(_int(1, d) for d in array.shape) + _int(2, kind) + _text(8, name)
+    data_key = _varint(9 << 3 | 2) + _varint(len(data))
+    body_len = len(head) + len(data_key) + len(data)
+    return [_varint(5 << 3 | 2) + _varint(body_len) + head + data_key, data]
 
 
 def _value(number: int, name: str, dims: list[int | str]) -> bytes:
@@ -90,10 +94,10 @@ class _Builder:
     def __init__(self, weights: ModelFile) -> None:
         self.weights = weights
         self.nodes: list[bytes] = []
-        self.initializers: list[bytes] = []
+        self.initializers: list[bytes] = []  # pieces, see _tensor
 
     def constant(self, name: str, array: Any) -> str:
-        self.initializers.append(_tensor(name, array))
+        self.initializers.extend(_tensor(name, array))
         return name
 
     def floats(self, name: str) -> str:
@@ -163,10 +167,14 @@ def encoder_model(weights: ModelFile) -> bytes:
         g.node("Add", [x, p + "fo"], p + "res2")
         x = g.layer_norm(p + "res2", p + "oln", p + "x2", eps)
     g.node("ReduceMean", [x, "axis0"], "pooled", keepdims=0)
-    graph = b"".join(g.nodes) + _text(2, "e5") + b"".join(g.initializers)
-    graph += _value(11, "emb", ["tokens", hidden]) + _value(12, "pooled", [hidden])
+    io = _value(11, "emb", ["tokens", hidden]) + _value(12, "pooled", [hidden])
+    graph = [*g.nodes, _text(2, "e5"), *g.initializers, io]
     opsets = _field(8, _int(2, OPSET)) + _field(8, _text(1, MS) + _int(2, 1))
-    return _int(1, IR_VERSION) + opsets + _text(2, "coffer-memory") + _field(7, graph)
+    model = bytearray(_int(1, IR_VERSION) + opsets + _text(2, "coffer-memory"))
+    model += _varint(7 << 3 | 2) + _varint(sum(map(len, graph)))
+    for piece in graph:
+        model += piece
+    return bytes(model)
 
 
 def embeddings(weights: ModelFile) -> Any:
