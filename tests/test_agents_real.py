@@ -121,15 +121,21 @@ class World:
 
     def journal_after(self, marker: str) -> str:
         """The project's journal once it holds ``marker``: distillation runs detached, after the agent."""
+        return self.journal_after_count(marker, 1)
+
+    def journal_after_count(self, marker: str, count: int) -> str:
+        """The project's journal once it holds ``marker`` ``count`` times."""
         deadline = time.monotonic() + RUN_TIMEOUT
         text = ""
         while time.monotonic() < deadline:
             text = "".join(p.read_text() for p in self.coffer_home.glob("memory/projects/*/journal/*.md"))
-            if marker in text:
+            if text.count(marker) >= count:
                 break
             time.sleep(0.5)
         log = self.coffer_home / "logs" / "hook.log"
-        assert marker in text, log.read_text() if log.exists() else "no journal entry and no hook.log"
+        assert text.count(marker) >= count, (
+            log.read_text() if log.exists() else "no journal entry, no hook.log"
+        )
         return text
 
 
@@ -319,9 +325,10 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
     config_file = w.home / ".config" / "opencode" / "opencode.json"
     # The tool call reports a nearly full context window: OpenCode compacts the session after it.
     fake_model = FakeModel(
-        reply="All done.", call_tool="coffer__remember", call_args={"text": FACT}, overflow_tokens=60_000
+        reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}, overflow_tokens=60_000
     )
     with fake_model as fake:
+        w.use_model(fake)
         config = json.loads(config_file.read_text())
         limit = {"context": 64_000, "output": 8_000}
         config["provider"] = {
@@ -353,6 +360,12 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
         results = [str(m.get("content")) for t in turns for m in t["messages"] if m.get("role") == "tool"]
         assert any("emembered" in r for r in results)
         assert any(FACT in fact for fact in w.facts())
+        # session.idle handed the session to distillation (OpenCode has no session-end event),
+        # which read it from OpenCode's database and asked the same fake model.
+        journal = w.journal_after("QZX4")
+        assert journal.count("· agent · session ses_") == 1
+        [first] = distilled_conversations(fake)
+        assert "where does the deploy script live?" in first
 
         # A continued session (its start compacted away above, its tool call kept): the plugin's
         # bundle is in the system prompt once, never repeated in the messages; its tools stay.
@@ -365,6 +378,18 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
         system = system_text(continued)
         assert system.count("QZX1") == 1 and system.count("QZX2") == 1, system
         assert "QZX1" not in history
+        # The continued session is distilled again for the turns it added only.
+        w.journal_after_count("· agent · session ses_", 2)
+        [grown] = distilled_conversations(fake)
+        assert "and the tests?" in grown and "where does the deploy script live?" not in grown
+
+
+def distilled_conversations(fake: FakeModel) -> list[str]:
+    """The turns each distillation request asked the model to extract from (not its context)."""
+    prompts = [
+        str(b["messages"][-1]["content"]) for b in fake.model_requests() if '"insights"' in json.dumps(b)
+    ]
+    return [p[p.index("Conversation (") :] for p in prompts]
 
 
 # -- Resume, compaction and clear ----------------------------------------------------------------

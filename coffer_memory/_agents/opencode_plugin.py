@@ -1,4 +1,4 @@
-"""The OpenCode plugin coffer installs: OpenCode's stand-in for a SessionStart hook.
+"""The OpenCode plugin coffer installs: OpenCode's stand-in for the SessionStart and SessionEnd hooks.
 
 OpenCode runs no shell hooks; it loads every ``.js`` file of ``<config>/plugins/`` as a plugin
 (documented at https://opencode.ai/docs/plugins/). Coffer's plugin runs ``coffer-hook --agent
@@ -7,6 +7,13 @@ and adds the bundle to the system prompt of each of the session's model requests
 ``experimental.chat.system.transform``. The bundle is asked for once per session, and again
 after OpenCode compacted the session (its ``session.compacted`` event), as Claude Code's
 SessionStart runs again with ``source: compact``.
+
+OpenCode has no session-end event either; its ``session.idle`` event (the session answered its
+prompt; ``opencode run`` fires it just before it exits) stands in for one: the plugin runs
+``coffer-hook`` with a SessionEnd payload, detached and not waited for, and coffer distills the
+turns the session added from OpenCode's database (``_transcripts.opencode``), incrementally as for
+the other agents. A session is handed off at most once per ``END_EVERY_SECONDS`` (the terminal UI
+idles after every answer); subagent sessions (``parentID``) are not sessions of their own.
 
 The plugin must never break OpenCode: a missing ``coffer-hook``, a timeout, bad output or any
 exception means no rules, never an error.
@@ -18,17 +25,21 @@ import json
 import shlex
 
 PLUGIN_FILENAME = "coffer-memory.js"
+# OpenCode's terminal UI goes idle after every answer: distilling each one would cost a model call
+# per prompt, so a session is handed off at most this often (its first idle at once).
+END_EVERY_SECONDS = 600
 MARKER = "// coffer-memory:"
 """The first line of the plugin (with ``coffer-hook`` in it, it marks the file as coffer's)."""
 
 _TEMPLATE = """\
-{marker} OpenCode's session-start rules, the bundle coffer-hook gives Claude Code and Codex.
+{marker} OpenCode's session hooks: the rules coffer-hook gives Claude Code and Codex, and distillation.
 // Written by `coffer agents install opencode`, removed by `coffer agents uninstall opencode`;
 // edits are overwritten. Any failure (no coffer-hook, timeout, bad output) means no rules, never an error.
-import {{ execFile }} from "node:child_process";
+import {{ execFile, spawn }} from "node:child_process";
 
 const HOOK = {argv};
 const TIMEOUT_MS = {timeout_ms};
+const END_EVERY_MS = {end_every_ms};
 
 function sessionContext(cwd, sessionID, source) {{
   return new Promise((resolve) => {{
@@ -52,9 +63,44 @@ function sessionContext(cwd, sessionID, source) {{
   }});
 }}
 
+// coffer-hook hands the session to a detached distillation and returns; it runs detached itself
+// and is not waited for, so `opencode run` exits at once and the hand-off outlives it.
+function sessionEnd(cwd, sessionID) {{
+  try {{
+    const payload = {{ hook_event_name: "SessionEnd", session_id: sessionID, cwd, reason: "idle" }};
+    const options = {{ detached: true, stdio: ["pipe", "ignore", "ignore"], windowsHide: true }};
+    const child = spawn(HOOK[0], HOOK.slice(1), options);
+    const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS);
+    timer.unref?.();
+    child.on("error", () => clearTimeout(timer));
+    child.on("exit", () => clearTimeout(timer));
+    child.stdin?.on("error", () => {{}});
+    child.stdin?.end(JSON.stringify(payload));
+    child.unref();
+  }} catch {{}}
+}}
+
 export const CofferMemory = async ({{ directory }}) => {{
   const bundles = new Map();
   const sources = new Map();
+  const ended = new Map();
+  const pending = new Map();
+  const subagents = new Set();
+  // The session went idle (its prompt answered): distill what it added, at most once per
+  // END_EVERY_MS per session; an idle within that is handed off when the interval is over.
+  const idle = (id) => {{
+    if (!id || subagents.has(id) || pending.has(id)) return;
+    const handOff = () => {{
+      pending.delete(id);
+      ended.set(id, Date.now());
+      sessionEnd(directory, id);
+    }};
+    const wait = (ended.get(id) ?? -Infinity) + END_EVERY_MS - Date.now();
+    if (wait <= 0) return handOff();
+    const timer = setTimeout(handOff, wait);
+    timer.unref?.();
+    pending.set(id, timer);
+  }};
   return {{
     "experimental.chat.system.transform": async (input, output) => {{
       try {{
@@ -66,8 +112,10 @@ export const CofferMemory = async ({{ directory }}) => {{
     }},
     event: async ({{ event }}) => {{
       try {{
+        const id = String(event?.properties?.sessionID ?? "");
+        if (event?.type === "session.created" && event.properties?.info?.parentID) subagents.add(id);
+        if (event?.type === "session.idle") idle(id);
         if (event?.type !== "session.compacted") return;
-        const id = String(event.properties?.sessionID ?? "");
         bundles.delete(id);
         sources.set(id, "compact");
       }} catch {{}}
@@ -77,10 +125,17 @@ export const CofferMemory = async ({{ directory }}) => {{
 """
 
 
-def render_plugin(hook_command: str, timeout_seconds: int) -> str:
+def render_plugin(
+    hook_command: str, timeout_seconds: int, end_every_seconds: float = END_EVERY_SECONDS
+) -> str:
     """The plugin's source for one ``coffer-hook`` command line (as installed for hooks).
 
     The argv goes in as a JSON array (a valid JavaScript literal): no shell is involved.
     """
     argv = json.dumps(shlex.split(hook_command), ensure_ascii=False)
-    return _TEMPLATE.format(marker=MARKER, argv=argv, timeout_ms=timeout_seconds * 1000)
+    return _TEMPLATE.format(
+        marker=MARKER,
+        argv=argv,
+        timeout_ms=timeout_seconds * 1000,
+        end_every_ms=int(end_every_seconds * 1000),
+    )
