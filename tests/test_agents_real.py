@@ -503,3 +503,51 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
         stream(session, "/clear", "after clear")
         after = turns()[-1]
         assert "third prompt" not in json.dumps(after["messages"]) and rules_seen(after) == (1, 1)
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> None:
+    """``--fork-session`` copies the conversation (the rules in it) under a new session id.
+
+    Claude Code 2.1.197 runs the fork's SessionStart with ``source: resume`` and the *parent's*
+    session id and transcript; only its SessionEnd names the fork's own id. A fork resumed or
+    forked again later must still count as holding the rules it was given."""
+    w = world
+    claude = install(w, "claude-code", "claude")
+    with FakeModel(reply="All done.") as fake:
+        agent_env = {
+            "ANTHROPIC_BASE_URL": fake.url,
+            "ANTHROPIC_API_KEY": "not-a-secret",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+
+        def last_turn() -> dict[str, Any]:
+            body: dict[str, Any] = [b for b in fake.model_requests() if b.get("tools")][-1]
+            return body
+
+        projects = w.home / ".claude" / "projects"
+        w.run([claude, "-p", "first prompt QZXA"], agent_env)
+        session = newest_session(projects, "*.jsonl")
+        w.run([claude, "-p", "forked prompt", "--resume", session, "--fork-session"], agent_env)
+        assert rules_seen(last_turn()) == (1, 0)
+        fork = newest_session(projects, "*.jsonl")
+        assert fork != session
+
+        # A rule added, then the fork resumed: a note of the new rule, not the whole bundle again.
+        w.coffer("memory", "rules", "--add", NEW_RULE, "--cwd", str(w.repo))
+        w.run([claude, "-p", "fork resumed", "--resume", fork], agent_env)
+        assert rules_seen(last_turn()) == (1, 1)
+
+        # A fork of the fork (--continue picks the newest session, the fork): the same.
+        w.coffer(
+            "memory",
+            "rules",
+            "--add",
+            "Tag releases from main only (project rule QZX6).",
+            "--cwd",
+            str(w.repo),
+        )
+        w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
+        text = json.dumps(last_turn()["messages"], ensure_ascii=False)
+        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)
