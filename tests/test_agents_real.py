@@ -276,18 +276,23 @@ def test_codex_runs_coffers_hook_and_tools_and_its_sessions_are_distilled(world:
 
 
 # -- Claude Code -------------------------------------------------------------------------------
+def claude_env(fake: FakeModel) -> dict[str, str]:
+    """What Claude Code needs to talk to the fake model, offline."""
+    return {
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "not-a-secret",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
 @needs("claude", "@anthropic-ai/claude-code")
 def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}) as fake:
         w.use_model(fake)
-        agent_env = {
-            "ANTHROPIC_BASE_URL": fake.url,
-            "ANTHROPIC_API_KEY": "not-a-secret",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        agent_env = claude_env(fake)
         remember = "mcp__coffer__coffer__remember"
         w.run([claude, "-p", "where does the deploy script live?", "--allowedTools", remember], agent_env)
         turns = [b for b in fake.model_requests() if "system" in b and b.get("tools")]
@@ -452,12 +457,7 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply="All done.") as fake:
-        agent_env = {
-            "ANTHROPIC_BASE_URL": fake.url,
-            "ANTHROPIC_API_KEY": "not-a-secret",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        agent_env = claude_env(fake)
 
         def turns() -> list[dict[str, Any]]:
             return [b for b in fake.model_requests() if b.get("tools")]
@@ -515,12 +515,7 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply="All done.") as fake:
-        agent_env = {
-            "ANTHROPIC_BASE_URL": fake.url,
-            "ANTHROPIC_API_KEY": "not-a-secret",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        agent_env = claude_env(fake)
 
         def last_turn() -> dict[str, Any]:
             body: dict[str, Any] = [b for b in fake.model_requests() if b.get("tools")][-1]
