@@ -9,6 +9,7 @@ real OpenCode runs it in ``tests/test_agents_real.py``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -70,11 +71,13 @@ def drive(plugin_source: str, tmp_path: Path, directory: Path, *steps: str) -> l
     module.write_text(plugin_source)
     driver = tmp_path / "driver.mjs"
     driver.write_text(DRIVER)
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # Node's os.tmpdir(), where SessionEnd payloads pass
     proc = subprocess.run(
         [NODE, str(driver), str(module), str(directory), *steps],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
     )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -214,13 +217,18 @@ def test_an_idle_session_is_handed_to_distillation_once_per_interval(tmp_path: P
     hook, log = recording_hook(tmp_path)
     repo = tmp_path / "repo"
     # A subagent's session (task tool) is part of its parent's, never a session of its own.
+    # s1's later idles fall in the interval: one of them is left waiting, handed off as Node exits
+    # (OpenCode's terminal UI quit before the interval was over).
     steps = ("idle:s1", "child:s9", "idle:s9", "idle:s1", "idle:s2", "idle:s1")
     assert drive(render_plugin(str(hook), 10), tmp_path, repo, *steps) == []
-    payloads = payloads_when(log, 2)
+    payloads = payloads_when(log, 3)
     assert sorted((p["hook_event_name"], p["session_id"], p["cwd"]) for p in payloads) == [
+        ("SessionEnd", "s1", str(repo)),
         ("SessionEnd", "s1", str(repo)),
         ("SessionEnd", "s2", str(repo)),
     ]
+    assert {p["reason"] for p in payloads} == {"idle"}
+    assert not list((tmp_path / "tmp").iterdir())  # the payload files are gone
 
 
 @needs_node

@@ -13,7 +13,8 @@ prompt; ``opencode run`` fires it just before it exits) stands in for one: the p
 ``coffer-hook`` with a SessionEnd payload, detached and not waited for, and coffer distills the
 turns the session added from OpenCode's database (``_transcripts.opencode``), incrementally as for
 the other agents. A session is handed off at most once per ``END_EVERY_SECONDS`` (the terminal UI
-idles after every answer); subagent sessions (``parentID``) are not sessions of their own.
+idles after every answer), and an idle left waiting is handed off when OpenCode exits; subagent
+sessions (``parentID``) are not sessions of their own.
 
 The plugin must never break OpenCode: a missing ``coffer-hook``, a timeout, bad output or any
 exception means no rules, never an error.
@@ -36,6 +37,9 @@ _TEMPLATE = """\
 // Written by `coffer agents install opencode`, removed by `coffer agents uninstall opencode`;
 // edits are overwritten. Any failure (no coffer-hook, timeout, bad output) means no rules, never an error.
 import {{ execFile, spawn }} from "node:child_process";
+import {{ closeSync, openSync, unlinkSync, writeFileSync }} from "node:fs";
+import {{ tmpdir }} from "node:os";
+import {{ join }} from "node:path";
 
 const HOOK = {argv};
 const TIMEOUT_MS = {timeout_ms};
@@ -64,20 +68,31 @@ function sessionContext(cwd, sessionID, source) {{
 }}
 
 // coffer-hook hands the session to a detached distillation and returns; it runs detached itself
-// and is not waited for, so `opencode run` exits at once and the hand-off outlives it.
+// and is not waited for. All of it is synchronous, so it works from the exit handler too: the
+// payload goes in a private temporary file given to coffer-hook as its stdin (the name is removed
+// at once; the open file stays readable).
 function sessionEnd(cwd, sessionID) {{
+  let fd = null;
   try {{
     const payload = {{ hook_event_name: "SessionEnd", session_id: sessionID, cwd, reason: "idle" }};
-    const options = {{ detached: true, stdio: ["pipe", "ignore", "ignore"], windowsHide: true }};
+    const unique = `${{process.pid}}-${{Date.now()}}-${{Math.random().toString(36).slice(2)}}`;
+    const file = join(tmpdir(), `coffer-session-end-${{unique}}.json`);
+    writeFileSync(file, JSON.stringify(payload), {{ mode: 0o600, flag: "wx" }});
+    try {{
+      fd = openSync(file, "r");
+    }} finally {{
+      unlinkSync(file);
+    }}
+    const options = {{ detached: true, stdio: [fd, "ignore", "ignore"], windowsHide: true }};
     const child = spawn(HOOK[0], HOOK.slice(1), options);
-    const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS);
-    timer.unref?.();
-    child.on("error", () => clearTimeout(timer));
-    child.on("exit", () => clearTimeout(timer));
-    child.stdin?.on("error", () => {{}});
-    child.stdin?.end(JSON.stringify(payload));
+    child.on("error", () => {{}});
     child.unref();
-  }} catch {{}}
+  }} catch {{
+  }} finally {{
+    try {{
+      if (fd !== null) closeSync(fd);
+    }} catch {{}}
+  }}
 }}
 
 export const CofferMemory = async ({{ directory }}) => {{
@@ -86,21 +101,28 @@ export const CofferMemory = async ({{ directory }}) => {{
   const ended = new Map();
   const pending = new Map();
   const subagents = new Set();
+  const handOff = (id) => {{
+    clearTimeout(pending.get(id));
+    pending.delete(id);
+    ended.set(id, Date.now());
+    sessionEnd(directory, id);
+  }};
   // The session went idle (its prompt answered): distill what it added, at most once per
-  // END_EVERY_MS per session; an idle within that is handed off when the interval is over.
+  // END_EVERY_MS per session; an idle within that is handed off when the interval is over, or
+  // when OpenCode exits first (quitting the terminal UI).
   const idle = (id) => {{
     if (!id || subagents.has(id) || pending.has(id)) return;
-    const handOff = () => {{
-      pending.delete(id);
-      ended.set(id, Date.now());
-      sessionEnd(directory, id);
-    }};
     const wait = (ended.get(id) ?? -Infinity) + END_EVERY_MS - Date.now();
-    if (wait <= 0) return handOff();
-    const timer = setTimeout(handOff, wait);
+    if (wait <= 0) return handOff(id);
+    const timer = setTimeout(() => handOff(id), wait);
     timer.unref?.();
     pending.set(id, timer);
   }};
+  try {{
+    process.on("exit", () => {{
+      for (const id of [...pending.keys()]) handOff(id);
+    }});
+  }} catch {{}}
   return {{
     "experimental.chat.system.transform": async (input, output) => {{
       try {{
