@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give
+from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give, transcript_root
 
 HOOK = str(Path(sys.executable).parent / "coffer-hook")
 CLAUDE_ID = "414881a2-2932-4d25-ae0b-4a203cfc296c"
@@ -246,6 +246,17 @@ def test_a_forked_session_resumed_later_gets_a_note_not_the_bundle_again(
     ended(ruled, other, other_file, repo)
     whole = given(ruled, "claude-code", {**claude("resume", repo, other), "transcript_path": str(other_file)})
     assert whole is not None and RULE in whole and NEW_RULE in whole
+
+
+def test_a_transcripts_root_is_its_first_message(tmp_path: Path) -> None:
+    path = transcript(tmp_path, CLAUDE_ID, "first prompt", "second prompt")
+    assert transcript_root(str(path)) == ROOT_UUID
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text('{"type": "user", "uuid": "torn\n' + "".join(lines[1:]))  # a torn line is skipped
+    assert transcript_root(str(path)) == ROOT_UUID
+    path.write_text("".join(lines[:1]) + "".join(lines[2:]))  # no first message: its reply is not one
+    assert transcript_root(str(path)) is None
+    assert transcript_root(str(tmp_path / "missing.jsonl")) is None and transcript_root(None) is None
 
 
 def test_an_opted_out_repository_gets_nothing_and_nothing_is_recorded(ruled: Path, repo: Path) -> None:

@@ -38,6 +38,8 @@ RECORD_MAX_AGE_SECONDS = 30 * 24 * 3600
 MAX_RECORD_BYTES = 256 * 1024
 MAX_ROOT_LINES = 64
 """The first message of a transcript is among its first lines (after mode and queue lines)."""
+MAX_ROOT_BYTES = 1 << 20
+"""Read no further looking for it: the hook has a deadline of a few seconds."""
 ROOT_KEY = "root:"
 RESUME = "resume"
 NOTE_HEADER = "# Coffer memory rules: changed since they were given earlier in this session\n"
@@ -89,7 +91,7 @@ def transcript_root(path: str | None) -> str | None:
         with open(path, "rb") as handle:
             for _ in range(MAX_ROOT_LINES):
                 line = handle.readline(MAX_RECORD_BYTES)
-                if not line:
+                if not line or handle.tell() > MAX_ROOT_BYTES:
                     return None
                 if b'"uuid"' not in line:
                     continue
