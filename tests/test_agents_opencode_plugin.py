@@ -195,20 +195,22 @@ def test_a_failing_coffer_hook_means_no_rules_and_no_error(tmp_path: Path, scrip
 
 
 def recording_hook(tmp_path: Path) -> tuple[Path, Path]:
-    """A stand-in ``coffer-hook`` that appends each stdin payload to a log (one JSON a line)."""
-    log, hook = tmp_path / "payloads.jsonl", tmp_path / "coffer-hook"
-    write(hook, f"#!/bin/sh\ncat >> '{log}'\necho >> '{log}'\n")
+    """A stand-in ``coffer-hook`` that keeps each stdin payload in a file of its own (hooks of
+    several sessions run at once), in the folder it returns."""
+    folder, hook = tmp_path / "payloads", tmp_path / "coffer-hook"
+    folder.mkdir()
+    write(hook, f'#!/bin/sh\nf=$(mktemp \'{folder}/.part.XXXXXX\')\ncat > "$f"\nmv "$f" "$f.json"\n')
     hook.chmod(0o755)
-    return hook, log
+    return hook, folder
 
 
-def payloads_when(log: Path, count: int) -> list[dict[str, Any]]:
+def payloads_when(folder: Path, count: int) -> list[dict[str, Any]]:
     """The payloads the hook got, once it got ``count`` (the plugin does not wait for the hook)."""
     deadline = time.monotonic() + 60  # a bound on the detached hook, not a timing assertion
     while True:
-        lines = log.read_text().splitlines() if log.exists() else []
-        if len(lines) >= count or time.monotonic() > deadline:
-            return [json.loads(line) for line in lines]
+        files = sorted(folder.glob("*.json"))
+        if len(files) >= count or time.monotonic() > deadline:
+            return [json.loads(f.read_text()) for f in files]
         time.sleep(0.1)
 
 
