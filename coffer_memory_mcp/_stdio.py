@@ -298,6 +298,12 @@ def _serve_fast(args: Any, snapshot: Snapshot) -> int:
     while not isinstance(item := lines.get(), _Built):
         if item is _EOF:
             ended = True
+            if session.version is not None and not any(_request(line) for line in session.waiting):
+                # The client is gone and no request of its waits for an answer: nothing is left
+                # for the SDK to do. A client that waits for the exit (a probe) is not kept ~2 s.
+                # (Before an initialize, a server that cannot start still says so: exit 1.)
+                _debug("end of stdin with nothing to answer: exiting before the SDK")
+                return 0
         else:
             assert isinstance(item, str)
             session.take(item)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_configs import codex_config, codex_hooks, isolated_agent_homes, read_json, write
+from agent_configs import codex_config, codex_hooks, isolated_agent_homes, opencode_json, read_json, write
 
 from coffer_memory import InvalidInput, MemoryService, __version__
 from coffer_memory._agents.codex_trust import hook_hash
@@ -133,6 +133,42 @@ def test_status_passes_the_entrys_env(svc: MemoryService, homes: AgentHomes, tmp
     assert status.mcp_check is not None and status.mcp_check.ok and status.working
     assert status.mcp_check.server == "named-by-entry 9"
     assert svc.agent_status("claude-code").mcp_check is None  # only started when asked
+
+
+# Answers only once the other agent's server has started too: probed one after the other, the
+# first gives up (exit 3) before the second starts.
+BARRIER = """\
+import pathlib, time
+folder = pathlib.Path(os.environ["BARRIER_DIR"])
+(folder / os.environ["FAKE_NAME"]).touch()
+deadline = time.monotonic() + 30
+while not (folder / os.environ["OTHER_NAME"]).exists():
+    if time.monotonic() > deadline:
+        sys.exit("the other server never started")
+    time.sleep(0.05)
+"""
+BARRIER_SERVER = FAKE_SERVER.replace("import json, os, sys\n", "import json, os, sys\n" + BARRIER)
+
+
+def test_distinct_servers_of_several_agents_are_probed_at_the_same_time(
+    svc: MemoryService, homes: AgentHomes, tmp_path: Path
+) -> None:
+    svc.install_agent("claude-code")
+    svc.install_agent("opencode")
+    server = script(tmp_path / "bin", BARRIER_SERVER)
+    folder = tmp_path / "barrier"
+    folder.mkdir()
+    register(homes, server, {"BARRIER_DIR": str(folder), "FAKE_NAME": "claude", "OTHER_NAME": "opencode"})
+    config = read_json(opencode_json(homes))
+    environment = {"BARRIER_DIR": str(folder), "FAKE_NAME": "opencode", "OTHER_NAME": "claude"}
+    config["mcp"]["coffer"].update(command=[str(server)], environment=environment)
+    opencode_json(homes).write_text(json.dumps(config))
+    checks = {s.name: s.mcp_check for s in svc.agents(check_mcp=True, timeout=60)}
+    assert checks["codex"] is None
+    assert {name: (c.ok, c.server) for name, c in checks.items() if c is not None} == {
+        "claude-code": (True, "claude 9"),
+        "opencode": (True, "opencode 9"),
+    }
 
 
 def test_a_server_that_is_not_coffers_is_reported(

@@ -9,9 +9,11 @@ real OpenCode runs it in ``tests/test_agents_real.py``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,9 @@ NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 # Calls the plugin's hooks as OpenCode does. argv: plugin, directory, then steps: "ask:<session>"
-# (a model request: prints its system prompt) or "compact:<session>" (the session.compacted event).
+# (a model request: prints its system prompt), "compact:<session>" (the session.compacted event),
+# "idle:<session>" (session.idle), "child:<session>" (session.created of a subagent's session) or
+# "sleep:<ms>" (OpenCode's terminal UI staying open).
 DRIVER = """\
 const [plugin, directory, ...steps] = process.argv.slice(2);
 const { CofferMemory } = await import(plugin);
@@ -38,6 +42,13 @@ for (const step of steps) {
   const [kind, sessionID] = step.split(":");
   if (kind === "compact") {
     await hooks.event({ event: { type: "session.compacted", properties: { sessionID } } });
+  } else if (kind === "idle") {
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID } } });
+  } else if (kind === "child") {
+    const info = { id: sessionID, parentID: "ses_parent", directory };
+    await hooks.event({ event: { type: "session.created", properties: { sessionID, info } } });
+  } else if (kind === "sleep") {
+    await new Promise((resolve) => setTimeout(resolve, Number(sessionID)));
   } else {
     const output = { system: ["OpenCode's own prompt"] };
     await hooks["experimental.chat.system.transform"]({ sessionID, model: {} }, output);
@@ -60,11 +71,13 @@ def drive(plugin_source: str, tmp_path: Path, directory: Path, *steps: str) -> l
     module.write_text(plugin_source)
     driver = tmp_path / "driver.mjs"
     driver.write_text(DRIVER)
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # Node's os.tmpdir(), where SessionEnd payloads pass
     proc = subprocess.run(
         [NODE, str(driver), str(module), str(directory), *steps],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
     )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -179,3 +192,68 @@ def test_a_failing_coffer_hook_means_no_rules_and_no_error(tmp_path: Path, scrip
         hook.chmod(0o755)
     # drive() asserts Node exits 0 with nothing on stderr.
     assert drive(render_plugin(str(hook), 1), tmp_path, tmp_path, "ask:s1") == [["OpenCode's own prompt"]]
+
+
+def recording_hook(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in ``coffer-hook`` that keeps each stdin payload in a file of its own (hooks of
+    several sessions run at once), in the folder it returns."""
+    folder, hook = tmp_path / "payloads", tmp_path / "coffer-hook"
+    folder.mkdir()
+    write(hook, f'#!/bin/sh\nf=$(mktemp \'{folder}/.part.XXXXXX\')\ncat > "$f"\nmv "$f" "$f.json"\n')
+    hook.chmod(0o755)
+    return hook, folder
+
+
+def payloads_when(folder: Path, count: int) -> list[dict[str, Any]]:
+    """The payloads the hook got, once it got ``count`` (the plugin does not wait for the hook)."""
+    deadline = time.monotonic() + 60  # a bound on the detached hook, not a timing assertion
+    while True:
+        files = sorted(folder.glob("*.json"))
+        if len(files) >= count or time.monotonic() > deadline:
+            return [json.loads(f.read_text()) for f in files]
+        time.sleep(0.1)
+
+
+@needs_node
+def test_an_idle_session_is_handed_to_distillation_once_per_interval(tmp_path: Path) -> None:
+    hook, log = recording_hook(tmp_path)
+    repo = tmp_path / "repo"
+    # A subagent's session (task tool) is part of its parent's, never a session of its own.
+    # s1's later idles fall in the interval: one of them is left waiting, handed off as Node exits
+    # (OpenCode's terminal UI quit before the interval was over).
+    steps = ("idle:s1", "child:s9", "idle:s9", "idle:s1", "idle:s2", "idle:s1")
+    assert drive(render_plugin(str(hook), 10), tmp_path, repo, *steps) == []
+    payloads = payloads_when(log, 3)
+    assert sorted((p["hook_event_name"], p["session_id"], p["cwd"]) for p in payloads) == [
+        ("SessionEnd", "s1", str(repo)),
+        ("SessionEnd", "s1", str(repo)),
+        ("SessionEnd", "s2", str(repo)),
+    ]
+    assert {p["reason"] for p in payloads} == {"idle"}
+    assert not list((tmp_path / "tmp").iterdir())  # the payload files are gone
+
+
+@needs_node
+def test_an_idle_within_the_interval_is_handed_off_when_it_is_over(tmp_path: Path) -> None:
+    """The terminal UI left open: the answers after the first hand-off are not lost."""
+    hook, log = recording_hook(tmp_path)
+    plugin = render_plugin(str(hook), 10, end_every_seconds=0.5)
+    drive(plugin, tmp_path, tmp_path, "idle:s1", "idle:s1", "idle:s1", "sleep:2000")
+    assert [p["session_id"] for p in payloads_when(log, 2)] == ["s1", "s1"]
+
+
+@needs_node
+@pytest.mark.parametrize(
+    "script",
+    [None, "#!/bin/sh\nexec sleep 5\n", "#!/bin/sh\nexit 3\n"],
+    ids=["missing", "hanging", "failing"],
+)
+def test_a_failing_coffer_hook_at_session_end_is_no_error(tmp_path: Path, script: str | None) -> None:
+    hook = tmp_path / "coffer-hook"
+    if script is not None:
+        write(hook, script)
+        hook.chmod(0o755)
+    # drive() asserts Node exits 0 with nothing on stderr; it does not wait for a hanging hook.
+    assert drive(render_plugin(str(hook), 1), tmp_path, tmp_path, "idle:s1", "ask:s1") == [
+        ["OpenCode's own prompt"]
+    ]

@@ -121,15 +121,21 @@ class World:
 
     def journal_after(self, marker: str) -> str:
         """The project's journal once it holds ``marker``: distillation runs detached, after the agent."""
+        return self.journal_after_count(marker, 1)
+
+    def journal_after_count(self, marker: str, count: int) -> str:
+        """The project's journal once it holds ``marker`` ``count`` times."""
         deadline = time.monotonic() + RUN_TIMEOUT
         text = ""
         while time.monotonic() < deadline:
             text = "".join(p.read_text() for p in self.coffer_home.glob("memory/projects/*/journal/*.md"))
-            if marker in text:
+            if text.count(marker) >= count:
                 break
             time.sleep(0.5)
         log = self.coffer_home / "logs" / "hook.log"
-        assert marker in text, log.read_text() if log.exists() else "no journal entry and no hook.log"
+        assert text.count(marker) >= count, (
+            log.read_text() if log.exists() else "no journal entry, no hook.log"
+        )
         return text
 
 
@@ -270,18 +276,23 @@ def test_codex_runs_coffers_hook_and_tools_and_its_sessions_are_distilled(world:
 
 
 # -- Claude Code -------------------------------------------------------------------------------
+def claude_env(fake: FakeModel) -> dict[str, str]:
+    """What Claude Code needs to talk to the fake model, offline."""
+    return {
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "not-a-secret",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
 @needs("claude", "@anthropic-ai/claude-code")
 def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}) as fake:
         w.use_model(fake)
-        agent_env = {
-            "ANTHROPIC_BASE_URL": fake.url,
-            "ANTHROPIC_API_KEY": "not-a-secret",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        agent_env = claude_env(fake)
         remember = "mcp__coffer__coffer__remember"
         w.run([claude, "-p", "where does the deploy script live?", "--allowedTools", remember], agent_env)
         turns = [b for b in fake.model_requests() if "system" in b and b.get("tools")]
@@ -319,9 +330,10 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
     config_file = w.home / ".config" / "opencode" / "opencode.json"
     # The tool call reports a nearly full context window: OpenCode compacts the session after it.
     fake_model = FakeModel(
-        reply="All done.", call_tool="coffer__remember", call_args={"text": FACT}, overflow_tokens=60_000
+        reply=distill_or_reply, call_tool="coffer__remember", call_args={"text": FACT}, overflow_tokens=60_000
     )
     with fake_model as fake:
+        w.use_model(fake)
         config = json.loads(config_file.read_text())
         limit = {"context": 64_000, "output": 8_000}
         config["provider"] = {
@@ -353,6 +365,12 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
         results = [str(m.get("content")) for t in turns for m in t["messages"] if m.get("role") == "tool"]
         assert any("emembered" in r for r in results)
         assert any(FACT in fact for fact in w.facts())
+        # session.idle handed the session to distillation (OpenCode has no session-end event),
+        # which read it from OpenCode's database and asked the same fake model.
+        journal = w.journal_after("QZX4")
+        assert journal.count("· agent · session ses_") == 1
+        [first] = distilled_conversations(fake)
+        assert "where does the deploy script live?" in first
 
         # A continued session (its start compacted away above, its tool call kept): the plugin's
         # bundle is in the system prompt once, never repeated in the messages; its tools stay.
@@ -365,6 +383,18 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
         system = system_text(continued)
         assert system.count("QZX1") == 1 and system.count("QZX2") == 1, system
         assert "QZX1" not in history
+        # The continued session is distilled again for the turns it added only.
+        w.journal_after_count("· agent · session ses_", 2)
+        [grown] = distilled_conversations(fake)
+        assert "and the tests?" in grown and "where does the deploy script live?" not in grown
+
+
+def distilled_conversations(fake: FakeModel) -> list[str]:
+    """The turns each distillation request asked the model to extract from (not its context)."""
+    prompts = [
+        str(b["messages"][-1]["content"]) for b in fake.model_requests() if '"insights"' in json.dumps(b)
+    ]
+    return [p[p.index("Conversation (") :] for p in prompts]
 
 
 # -- Resume, compaction and clear ----------------------------------------------------------------
@@ -427,12 +457,7 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply="All done.") as fake:
-        agent_env = {
-            "ANTHROPIC_BASE_URL": fake.url,
-            "ANTHROPIC_API_KEY": "not-a-secret",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        agent_env = claude_env(fake)
 
         def turns() -> list[dict[str, Any]]:
             return [b for b in fake.model_requests() if b.get("tools")]
@@ -478,3 +503,46 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
         stream(session, "/clear", "after clear")
         after = turns()[-1]
         assert "third prompt" not in json.dumps(after["messages"]) and rules_seen(after) == (1, 1)
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> None:
+    """``--fork-session`` copies the conversation (the rules in it) under a new session id.
+
+    Claude Code 2.1.197 runs the fork's SessionStart with ``source: resume`` and the *parent's*
+    session id and transcript; only its SessionEnd names the fork's own id. A fork resumed or
+    forked again later must still count as holding the rules it was given."""
+    w = world
+    claude = install(w, "claude-code", "claude")
+    with FakeModel(reply="All done.") as fake:
+        agent_env = claude_env(fake)
+
+        def last_turn() -> dict[str, Any]:
+            body: dict[str, Any] = [b for b in fake.model_requests() if b.get("tools")][-1]
+            return body
+
+        projects = w.home / ".claude" / "projects"
+        w.run([claude, "-p", "first prompt QZXA"], agent_env)
+        session = newest_session(projects, "*.jsonl")
+        w.run([claude, "-p", "forked prompt", "--resume", session, "--fork-session"], agent_env)
+        assert rules_seen(last_turn()) == (1, 0)
+        fork = newest_session(projects, "*.jsonl")
+        assert fork != session
+
+        # A rule added, then the fork resumed: a note of the new rule, not the whole bundle again.
+        w.coffer("memory", "rules", "--add", NEW_RULE, "--cwd", str(w.repo))
+        w.run([claude, "-p", "fork resumed", "--resume", fork], agent_env)
+        assert rules_seen(last_turn()) == (1, 1)
+
+        # A fork of the fork (--continue picks the newest session, the fork): the same.
+        w.coffer(
+            "memory",
+            "rules",
+            "--add",
+            "Tag releases from main only (project rule QZX6).",
+            "--cwd",
+            str(w.repo),
+        )
+        w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
+        text = json.dumps(last_turn()["messages"], ensure_ascii=False)
+        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)

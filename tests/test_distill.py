@@ -230,6 +230,20 @@ def test_unknown_session_and_agent(svc: MemoryService, samples: AgentSamples) ->
     assert svc.find_session(samples.expected[0].session_id).agent == samples.expected[0].agent
 
 
+def test_a_live_claim_holds_the_whole_session(tmp_path: Path) -> None:
+    """Two ends of one session read it at different lengths (different contents): the second
+    cannot claim until the first is finished or released."""
+    a, b = Ledger(tmp_path / "ledger.db"), Ledger(tmp_path / "ledger.db")
+    assert a.claim("codex", "s", "short") and not b.claim("codex", "s", "longer")
+    assert b.claim("codex", "other-session", "longer")
+    a.release("codex", "s", "short")
+    assert b.claim("codex", "s", "longer") and not a.claim("codex", "s", "short")
+    b.finish("codex", "s", "longer", store=None, insights=0, prompt_tokens=0, completion_tokens=0)
+    assert a.claim("codex", "s", "short")
+    a.close()
+    b.close()
+
+
 def test_two_ledgers_never_both_claim(tmp_path: Path) -> None:
     a, b = Ledger(tmp_path / "ledger.db"), Ledger(tmp_path / "ledger.db")
     assert a.claim("codex", "s", "sha") and not b.claim("codex", "s", "sha")

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ import apsw
 import pytest
 import test_distill
 from agent_samples import AgentSamples
-from http_scripted import ScriptedServer, answer, serve
+from http_scripted import ScriptedServer, answer, fail, serve
 
 from coffer_memory import MemoryService
 from coffer_memory._scope import project_id_for
@@ -171,8 +172,9 @@ def insight_counts(samples: AgentSamples, home: Path) -> dict[str, int]:
     return {n: names.count(n) for n in sorted(set(names))}
 
 
-def run_session_end(home: Path, session_id: str, transcript: Path, cwd: Path, runs: int) -> None:
-    """What Claude Code does at the end of each ``claude -p`` run: SessionEnd, reason ``other``."""
+def start_session_end(home: Path, session_id: str, transcript: Path, cwd: Path) -> None:
+    """What Claude Code does at the end of each ``claude -p`` run: SessionEnd, reason ``other``
+    (``coffer-hook`` starts the distillation in a detached process and returns)."""
     stdin = json.dumps(
         {
             "session_id": session_id,
@@ -188,6 +190,10 @@ def run_session_end(home: Path, session_id: str, transcript: Path, cwd: Path, ru
         [hook, "--agent", "claude-code"], input=stdin, env=env, capture_output=True, timeout=30
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+
+
+def wait_distilled(home: Path, session_id: str, runs: int) -> None:
+    """Wait until the ledger holds ``runs`` finished distillations of the session."""
     ledger = Ledger(home / "ledger.db")
     deadline = time.monotonic() + 60  # a bound on the background worker, not a timing assertion
     try:
@@ -200,6 +206,12 @@ def run_session_end(home: Path, session_id: str, transcript: Path, cwd: Path, ru
         ledger.close()
     log = home / "logs" / "hook.log"
     raise AssertionError(f"run {runs} did not finish: {log.read_text() if log.exists() else 'no log'}")
+
+
+def run_session_end(home: Path, session_id: str, transcript: Path, cwd: Path, runs: int) -> None:
+    """One SessionEnd, waited for until the session's ``runs``-th distillation is done."""
+    start_session_end(home, session_id, transcript, cwd)
+    wait_distilled(home, session_id, runs)
 
 
 def test_claude_session_continued_twice_is_distilled_once_per_turn(
@@ -322,3 +334,65 @@ def test_sweep_distills_a_grown_session_for_its_new_turns(
         assert [i.name for i in grown.insights] == ["insight-mark-grown"]
         assert session_id not in {r.session_id for r in svc.sweep("claude-code", min_idle_seconds=0).results}
     assert insight_counts(samples, home) == {"insight-mark-grown": 1, "insight-mark-swept": 1}
+
+
+# How long the model holds the first distillation's answer, waiting for a racing one: a barrier,
+# not a timing assertion (the racing request arrives at once when two ends send the same turns).
+HOLD_SECONDS = 4.0
+
+
+class HeldFirst:
+    """A model that holds its first request until a second one arrives (or ``HOLD_SECONDS``),
+    so two distillations of one session overlap for sure if both send to the model."""
+
+    def __init__(self, first: Any = one_insight_per_mark) -> None:
+        self.first = first
+        self.arrived = threading.Event()
+        self.raced = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: Any) -> Any:
+        with self._lock:
+            is_first = not self.arrived.is_set()
+            self.arrived.set()
+        if not is_first:
+            self.raced.set()
+            return one_insight_per_mark(body)
+        self.raced.wait(HOLD_SECONDS)
+        return self.first(body)
+
+
+def race_two_session_ends(home: Path, samples: AgentSamples, llm: ScriptedServer, model: HeldFirst) -> str:
+    """Two ``coffer-hook`` SessionEnds of one session in flight at once: the first is asking the
+    model about turn ONE when the session has grown by turn TWO and ends again."""
+    session_id, source = session_in_project(home, samples, "claude-code")
+    llm.default = model
+    claude_turns(source, "MARK-ONE", minute=1)
+    start_session_end(home, session_id, source, samples.project_dir)
+    assert model.arrived.wait(60), "the first distillation never asked the model"
+    claude_turns(source, "MARK-TWO", minute=2)  # claude -p --continue ran meanwhile
+    start_session_end(home, session_id, source, samples.project_dir)
+    return session_id
+
+
+def test_two_session_ends_racing_distill_each_turn_once(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    session_id = race_two_session_ends(home, samples, llm, HeldFirst())
+    wait_distilled(home, session_id, runs=2)
+    assert insight_counts(samples, home) == {"insight-mark-one": 1, "insight-mark-two": 1}
+    sent = [sorted(set(MARK.findall(sent_conversation(r.body)))) for r in llm.requests]
+    assert sent == [["MARK-ONE"], ["MARK-TWO"]]
+    assert not (home / "logs" / "hook.log").exists()
+
+
+def test_racing_session_end_sends_the_turns_of_a_distillation_that_failed(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """The first distillation's model call fails: its claim is released and the waiting second
+    end sends the first one's turns with its own, so nothing is lost."""
+    session_id = race_two_session_ends(home, samples, llm, HeldFirst(first=fail(500)))
+    wait_distilled(home, session_id, runs=1)
+    assert insight_counts(samples, home) == {"insight-mark-one": 1, "insight-mark-two": 1}
+    sent = [sorted(set(MARK.findall(sent_conversation(r.body)))) for r in llm.requests]
+    assert sent == [["MARK-ONE"], ["MARK-ONE", "MARK-TWO"]]

@@ -5,7 +5,8 @@ The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0,
 only the paths are placeholders. What they showed, and what the hook must do:
 
 - Claude Code: ``claude -p --resume <id>`` and ``--continue`` send ``resume`` with the session's id
-  (``--fork-session`` too, with the parent's id); ``/compact`` sends ``compact`` with the same id and
+  (``--fork-session`` too, with the parent's id: only its SessionEnd names the fork's own id);
+  ``/compact`` sends ``compact`` with the same id and
   two more keys; ``/clear`` ends the session (SessionEnd ``clear``) and sends ``clear`` with a new id.
 - Codex: ``codex exec resume <id>`` sends ``resume`` with the same id; an automatic compaction sends
   ``compact`` (right after ``resume`` when a resumed session is compacted before its first turn);
@@ -27,11 +28,12 @@ from typing import Any
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give
+from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give, transcript_root
 
 HOOK = str(Path(sys.executable).parent / "coffer-hook")
 CLAUDE_ID = "414881a2-2932-4d25-ae0b-4a203cfc296c"
 CLAUDE_CLEARED_ID = "09f4b1e4-8365-4643-8c44-76e14e84a39a"
+ROOT_UUID = "a49feb67-05d0-4c4c-a68e-947c777e15db"
 CODEX_ID = "01a23517-4b10-7c82-a1c6-89fb4b12ed29"
 RULE = "Run make lint before every commit."
 NEW_RULE = "Squash fixups before merging."
@@ -195,6 +197,66 @@ def test_a_new_session_prunes_records_unused_for_a_month(ruled: Path, repo: Path
     assert old.exists()
     given(ruled, "codex", codex("startup", repo, "new-session"))
     assert not old.exists() and kept.exists() and len(records(ruled)) == 3
+
+
+def transcript(folder: Path, session: str, *prompts: str, root: str = ROOT_UUID) -> Path:
+    """A Claude Code transcript (``<session>.jsonl``) whose conversation starts at ``ROOT_UUID``:
+    a fork's file copies its parent's lines, message ids and all, under its own session id."""
+    path = folder / f"{session}.jsonl"
+    lines = [{"type": "mode", "mode": "default", "sessionId": session}]
+    parent = None
+    for index, prompt in enumerate(prompts):
+        uuid = root if index == 0 else f"{index:08d}-0000-4000-8000-000000000000"
+        message = {"role": "user", "content": prompt}
+        lines.append(
+            {"parentUuid": parent, "type": "user", "message": message, "uuid": uuid, "sessionId": session}
+        )
+        parent = uuid
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def ended(home: Path, session: str, path: Path, cwd: Path) -> None:
+    """Claude Code's SessionEnd of one ``claude -p`` run."""
+    body = {"session_id": session, "transcript_path": str(path), "cwd": str(cwd)}
+    assert given(home, "claude-code", {**body, "hook_event_name": "SessionEnd", "reason": "other"}) is None
+
+
+def test_a_forked_session_resumed_later_gets_a_note_not_the_bundle_again(
+    ruled: Path, repo: Path, tmp_path: Path
+) -> None:
+    """As the real Claude Code does it (``test_agents_real``): the fork's SessionStart names the
+    parent; the fork's own id appears first at its SessionEnd."""
+    fork = "7d0f4d7e-8a43-4d0c-9a55-2f6f1c1e4a10"
+    first = given(ruled, "claude-code", claude("startup", repo))
+    assert first is not None
+    parent_file = transcript(tmp_path, CLAUDE_ID, "first prompt")
+    ended(ruled, CLAUDE_ID, parent_file, repo)
+    # claude -p --resume <parent> --fork-session: a resume of the parent, then the fork's end.
+    started = {**claude("resume", repo), "transcript_path": str(parent_file)}
+    assert given(ruled, "claude-code", started) is None
+    ended(ruled, fork, transcript(tmp_path, fork, "first prompt", "forked prompt"), repo)
+    add_rule(ruled, repo)
+    resumed = {**claude("resume", repo, fork), "transcript_path": str(tmp_path / f"{fork}.jsonl")}
+    note = given(ruled, "claude-code", resumed)
+    assert note is not None and note.startswith(NOTE_HEADER) and NEW_RULE in note and RULE not in note
+    # An unrelated session with no record of its own still gets the whole bundle.
+    other = "5b1e2c3d-0000-4000-8000-000000000001"
+    other_file = transcript(tmp_path, other, "x", root="0c4e9a1b-0000-4000-8000-000000000002")
+    ended(ruled, other, other_file, repo)
+    whole = given(ruled, "claude-code", {**claude("resume", repo, other), "transcript_path": str(other_file)})
+    assert whole is not None and RULE in whole and NEW_RULE in whole
+
+
+def test_a_transcripts_root_is_its_first_message(tmp_path: Path) -> None:
+    path = transcript(tmp_path, CLAUDE_ID, "first prompt", "second prompt")
+    assert transcript_root(str(path)) == ROOT_UUID
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text('{"type": "user", "uuid": "torn\n' + "".join(lines[1:]))  # a torn line is skipped
+    assert transcript_root(str(path)) == ROOT_UUID
+    path.write_text("".join(lines[:1]) + "".join(lines[2:]))  # no first message: its reply is not one
+    assert transcript_root(str(path)) is None
+    assert transcript_root(str(tmp_path / "missing.jsonl")) is None and transcript_root(None) is None
 
 
 def test_an_opted_out_repository_gets_nothing_and_nothing_is_recorded(ruled: Path, repo: Path) -> None:

@@ -331,6 +331,19 @@ def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> No
     assert answered[0][0] == answered[1][0]
 
 
+def test_eof_with_every_request_answered_exits_before_the_sdk(peers: Any) -> None:
+    """A probe (``coffer agents status``) asks for the tools, closes stdin and waits for the exit:
+    with nothing left to answer the server does not first import the SDK (held here, never let go)."""
+    peer = peers()
+    for message in (initialize(), INITIALIZED, request(1, "tools/list")):
+        peer.send(message)
+    assert sorted(peer.answers(2)) == [0, 1]
+    assert peer.proc.stdin is not None
+    peer.proc.stdin.close()
+    assert peer.proc.wait(PROBE_TIMEOUT) == 0
+    assert "exiting before the SDK" in peer.stderr() and "the SDK server is ready" not in peer.stderr()
+
+
 def test_a_server_that_cannot_start_answers_every_request_with_its_error(peers: Any, tmp_path: Path) -> None:
     if _handshake.load_snapshot()[0] is None:
         pytest.skip(

@@ -14,6 +14,15 @@ So each bundle given is recorded per (agent, session id) in ``<home>/cache/`` (t
 write, never in the agent's folders), and on ``resume`` the hook gives nothing when the rules are
 unchanged, a short note of what changed when they differ, and the whole bundle when it has no
 record of that session (or the note would be longer than the bundle).
+
+A fork (``claude --resume <id> --fork-session``, ``--continue --fork-session``) copies the
+conversation, the rules in it, under a new session id, yet Claude Code (2.1.197) runs its
+SessionStart as a ``resume`` of the *parent* (the parent's id and transcript); only its SessionEnd
+names the fork. A fork resumed or forked again later would find no record of its own and get the
+whole bundle again. So the bundle given on a start is also recorded under the transcript's *root*
+(the id of its first message, which a resume and a fork keep), and a SessionEnd whose session has
+no record of its own inherits the record of its root: the fork then counts as holding what its
+start gave it, as a resumed session does.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ RECORD_PREFIX = "hook-session-"
 RECORD_MAX_AGE_SECONDS = 30 * 24 * 3600
 """A record unused this long is removed: a session resumed after that gets the whole bundle."""
 MAX_RECORD_BYTES = 256 * 1024
+MAX_ROOT_LINES = 64
+"""The first message of a transcript is among its first lines (after mode and queue lines)."""
+MAX_ROOT_BYTES = 1 << 20
+"""Read no further looking for it: the hook has a deadline of a few seconds."""
+ROOT_KEY = "root:"
 RESUME = "resume"
 NOTE_HEADER = "# Coffer memory rules: changed since they were given earlier in this session\n"
 NOTE_INTRO = (
@@ -65,6 +79,52 @@ def save_given(home: Path, agent: str, session_id: str, bundle: str, *, prune: b
     write_home_cache(home, record_name(agent, session_id), json.dumps(record, ensure_ascii=False).encode())
     if prune:
         prune_home_cache(home, RECORD_PREFIX, RECORD_MAX_AGE_SECONDS)
+
+
+def transcript_root(path: str | None) -> str | None:
+    """The id of a JSONL transcript's first message (``uuid`` with no ``parentUuid``), or None.
+
+    A resumed session appends to its file and a forked one copies it: both keep this id."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            for _ in range(MAX_ROOT_LINES):
+                line = handle.readline(MAX_RECORD_BYTES)
+                if not line or handle.tell() > MAX_ROOT_BYTES:
+                    return None
+                if b'"uuid"' not in line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a line longer than the read, or one being written
+                    continue
+                if isinstance(row, dict) and row.get("parentUuid") is None:
+                    uuid = row.get("uuid")
+                    return uuid if isinstance(uuid, str) and uuid else None
+    except OSError:
+        return None
+    return None
+
+
+def save_root_given(home: Path, agent: str, transcript: str | None, bundle: str) -> None:
+    """Record ``bundle`` under the root of ``transcript`` too (for forks of it, see above)."""
+    root = transcript_root(transcript)
+    if root is not None:
+        save_given(home, agent, ROOT_KEY + root, bundle, prune=False)
+
+
+def inherit_given(home: Path, agent: str, session_id: str, transcript: str | None) -> bool:
+    """At a session's end: a session with no record of its own (a fork) takes its root's record.
+    True when a record was written."""
+    if load_given(home, agent, session_id) is not None:
+        return False
+    root = transcript_root(transcript)
+    bundle = None if root is None else load_given(home, agent, ROOT_KEY + root)
+    if bundle is None:
+        return False
+    save_given(home, agent, session_id, bundle, prune=False)
+    return True
 
 
 def _lines(bundle: str) -> list[tuple[str, str]]:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import copy
 import os
 import shlex
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 from .._config import DEFAULT_HOME
@@ -61,8 +64,28 @@ def registered_mcp(spec: AgentSpec, session: EditSession) -> Launch | None:
     return spec.mcp_launch(value) if setting.ours is None or setting.ours(value) else None
 
 
-CheckCache = dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], McpCheck]
-"""Checks already made in one call, by argv and env: agents that run the same server share one."""
+class CheckCache:
+    """The checks of one call, by argv and env: agents that run the same server share one check,
+    also when their statuses are built at the same time (the first asks, the others wait for it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._checks: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Future[McpCheck]] = {}
+
+    def check(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> McpCheck:
+        """The check of this server, made now unless it was made (or is being made) already."""
+        key = (tuple(argv), tuple(sorted(env.items())))
+        with self._lock:
+            future = self._checks.get(key)
+            ours = future is None
+            if future is None:
+                future = self._checks[key] = Future()
+        if ours:
+            try:
+                future.set_result(check_mcp_server(argv, env, timeout=timeout))
+            except BaseException as exc:  # check_mcp_server reports failures; this is a bug's way out
+                future.set_exception(exc)
+        return future.result()
 
 
 def check_registered_mcp(
@@ -76,11 +99,7 @@ def check_registered_mcp(
     if launch is None:
         return None
     argv, env = launch
-    key = (tuple(argv), tuple(sorted(env.items())))
-    cache = {} if cache is None else cache
-    if key not in cache:
-        cache[key] = check_mcp_server(argv, env, timeout=timeout)
-    check = cache[key]
+    check = (CheckCache() if cache is None else cache).check(argv, env, timeout)
     if check.ok and EXPECTED_TOOL not in check.tools:
         return McpCheck(
             check.command,

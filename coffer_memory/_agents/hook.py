@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._home import HomeLayout
-from .given import RESUME, load_given, save_given, to_give
+from .given import RESUME, inherit_given, load_given, save_given, save_root_given, to_give
 
 DEFAULT_DEADLINE_SECONDS = 3.0
 MAX_STDIN_BYTES = 1 << 20
@@ -186,6 +186,8 @@ def record_given(agent: str, payload: dict[str, Any], home: Path, bundle: str) -
     session = _session_id(payload)
     if session is not None:
         save_given(home, agent, session, bundle, prune=payload.get("source") != RESUME)
+        transcript = payload.get("transcript_path")
+        save_root_given(home, agent, transcript if isinstance(transcript, str) else None, bundle)
 
 
 def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> None:
@@ -197,6 +199,9 @@ def session_end(agent: str, payload: dict[str, Any], home: Path, timeout: float)
     body: dict[str, Any] = {"cwd": cwd}
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript:
+        # A fork's first SessionEnd is the first time coffer sees its id (its start named the
+        # parent): it takes the record of the rules its start gave (see ``given``).
+        _logged(home, agent, "SessionEnd", inherit_given, home, agent, session_id, transcript)
         if not os.path.isfile(transcript):
             # Not a session: `claude mcp list` and other one-shot commands fire SessionEnd with a
             # transcript that was never written. Nothing to distill, nothing worth a log line.
@@ -282,7 +287,7 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
         pass
 
 
-def _logged(home: Path, agent: str, event: str, step: Callable[..., None], *args: Any) -> None:
+def _logged(home: Path, agent: str, event: str, step: Callable[..., object], *args: Any) -> None:
     """Run ``step``; a failure is logged and the hook goes on: the rules are printed already, and a
     missing record only means a resumed session gets them whole."""
     try:

@@ -205,6 +205,7 @@ def check_mcp_server(
             session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             session.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
             listed = session.answer(2, "tools/list").get("tools") or []
+            answered = time.monotonic() - started  # not counting the time the server takes to exit
         except _Failed as exc:
             _stop(proc)
             detail = _stderr_tail(stderr)
@@ -221,4 +222,4 @@ def check_mcp_server(
         else ""
     )
     tools = tuple(t["name"] for t in listed if isinstance(t, dict) and isinstance(t.get("name"), str))
-    return McpCheck(command, ok=True, server=name or None, tools=tools, seconds=time.monotonic() - started)
+    return McpCheck(command, ok=True, server=name or None, tools=tools, seconds=answered)

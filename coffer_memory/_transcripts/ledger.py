@@ -8,9 +8,12 @@ covered and a digest per turn (see ``increment``). The ledger lives in ``<home>/
 forgetting the ledger would distill every past session a second time into the journal.
 
 A distillation first *claims* its key (a row with ``status = 'running'``) in an immediate
-transaction, so two processes never distill the same content at once; the claim becomes
-``done`` after the journal writes, or is released when the model fails. A claim left by a
-process that died is taken over after ``STALE_CLAIM_SECONDS``.
+transaction; the claim becomes ``done`` after the journal writes, or is released when the model
+fails. A claim holds the whole *session*, not only its content: two SessionEnds of one session
+read the transcript at different lengths (different keys), and both would otherwise send the turns
+neither has seen done. So no claim is taken while another live claim of the session is running,
+and the turns to send are worked out only once the claim is held. A claim left by a process that
+died is taken over after ``STALE_CLAIM_SECONDS``.
 """
 
 from __future__ import annotations
@@ -127,25 +130,36 @@ class Ledger:
         return [Distilled(str(r[0]), int(r[1] or 0), tuple(str(r[2] or "").split())) for r in rows]
 
     def claim(self, agent: str, session_id: str, content_sha256: str) -> bool:
-        """Take the key for a distillation; False when it is done or another live process holds it."""
+        """Take the session for distilling this content; False when the content is done or a
+        live claim of the session (any content, any process or thread) is running."""
         now = _now()
         stale = (now - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
         with self._lock:
             db = self._db()
             # IMMEDIATE: take the write lock before reading, so two processes cannot both see
-            # the key free (a deferred transaction would fail to upgrade instead of waiting).
+            # the session free (a deferred transaction would fail to upgrade instead of waiting).
             db.execute("BEGIN IMMEDIATE")
             try:
-                row = db.execute(
-                    "SELECT status, claimed_at FROM distilled_sessions "
-                    "WHERE agent = ? AND session_id = ? AND content_sha256 = ?",
+                done = db.execute(
+                    "SELECT 1 FROM distilled_sessions WHERE agent = ? AND session_id = ? "
+                    "AND content_sha256 = ? AND status = 'done'",
                     (agent, session_id, content_sha256),
                 ).fetchone()
-                if row is not None and (row[0] == "done" or row[1] > stale):
+                running = db.execute(
+                    "SELECT 1 FROM distilled_sessions WHERE agent = ? AND session_id = ? "
+                    "AND status = 'running' AND claimed_at > ?",
+                    (agent, session_id, stale),
+                ).fetchone()
+                if done is not None or running is not None:
                     db.execute("ROLLBACK")
                     return False
+                # Claims of dead processes go: they would keep the session busy for no one.
                 db.execute(
-                    "INSERT OR REPLACE INTO distilled_sessions "
+                    "DELETE FROM distilled_sessions WHERE agent = ? AND session_id = ? AND status = 'running'",
+                    (agent, session_id),
+                )
+                db.execute(
+                    "INSERT INTO distilled_sessions "
                     "(agent, session_id, content_sha256, status, claimed_at, owner) VALUES (?, ?, ?, 'running', ?, ?)",
                     (agent, session_id, content_sha256, now.isoformat(), self.owner),
                 )
@@ -157,7 +171,8 @@ class Ledger:
         return True
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
-        """Drop a claim that did not finish (the model failed): the next attempt retries."""
+        """Drop a claim that did not finish (the model failed): the next attempt retries.
+        A no-op once the claim is finished (``done``) or when another owner holds it."""
         with self._lock:
             self._db().execute(
                 "DELETE FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ? "

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,10 +32,11 @@ from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
 from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
 from .increment import message_digest, undistilled
-from .ledger import Ledger, LedgerEntry
+from .ledger import STALE_CLAIM_SECONDS, Ledger, LedgerEntry
 from .models import DistillResult, SessionSummary, SweepResult, Transcript
 
 if TYPE_CHECKING:
+    from ..plugins.hookspecs import LLM
     from .listing import SessionLister, SessionPage
     from .scrub import ScrubbedTranscript
 
@@ -42,6 +45,10 @@ if TYPE_CHECKING:
 
 DEFAULT_SWEEP_LIMIT = 20
 DEFAULT_MIN_IDLE_SECONDS = 600
+# A session end waits for the session's running distillation (the previous end of a continued
+# session) rather than skipping its own turns; past the stale age a dead claim is taken over.
+END_WAIT_SECONDS = STALE_CLAIM_SECONDS + 30.0
+CLAIM_POLL_SECONDS = 0.25
 
 Progress = Callable[[DistillResult], None]
 
@@ -148,7 +155,12 @@ class Transcripts:
         return self._distill(transcript, cwd=cwd, dry_run=dry_run)
 
     def _distill(
-        self, transcript: Transcript, *, cwd: str | os.PathLike[str] | None, dry_run: bool
+        self,
+        transcript: Transcript,
+        *,
+        cwd: str | os.PathLike[str] | None,
+        dry_run: bool,
+        wait_seconds: float = 0.0,
     ) -> DistillResult:
         summary = transcript.summary
         key = (summary.agent, summary.session_id, content_sha256(transcript))
@@ -167,13 +179,50 @@ class Transcripts:
         llm = self.models.llm()
         if llm is None:  # checked first: without a model nothing is written, not even ledger.db
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
-        if not dry_run and self.ledger.is_done(*key):
-            return result("already_distilled", store=store)
+        if not dry_run:
+            busy = self._claim(key, wait_seconds)
+            if busy is not None:
+                return result(busy, store=store)
+        try:
+            # Worked out under the claim: a claim of the same session that finished while this
+            # one waited has covered turns this one must not send again.
+            return self._distill_claimed(transcript, key, git.toplevel, store, llm, dry_run=dry_run)
+        finally:
+            if not dry_run:  # a no-op once finished: a failure leaves the turns for the next attempt
+                self.ledger.release(*key)
+
+    def _claim(self, key: tuple[str, str, str], wait_seconds: float) -> str | None:
+        """Claim the session for ``key``; None when claimed, else the status to return."""
+        deadline = time.monotonic() + max(wait_seconds, 0.0)
+        while True:
+            if self.ledger.is_done(*key):
+                return "already_distilled"
+            if self.ledger.claim(*key):
+                return None
+            if time.monotonic() >= deadline:
+                return "in_progress"
+            time.sleep(CLAIM_POLL_SECONDS)
+
+    def _distill_claimed(
+        self,
+        transcript: Transcript,
+        key: tuple[str, str, str],
+        toplevel: Path,
+        store: str,
+        llm: LLM,
+        *,
+        dry_run: bool,
+    ) -> DistillResult:
+        summary = transcript.summary
+
+        def result(status: Any, **kw: Any) -> DistillResult:
+            return DistillResult(summary.agent, summary.session_id, status, store=store, **kw)
+
         increment = undistilled(transcript.messages, self.ledger.distilled(summary.agent, summary.session_id))
         digests = [message_digest(m) for m in transcript.messages]
         detail = increment.describe()
         if not increment.new:  # rewritten to turns all distilled before: nothing to ask the model
-            if not dry_run and self.ledger.claim(*key):
+            if not dry_run:
                 self.ledger.finish(
                     *key,
                     store=store,
@@ -182,7 +231,7 @@ class Transcripts:
                     completion_tokens=0,
                     message_digests=digests,
                 )
-            return result("already_distilled", store=store, detail=detail)
+            return result("already_distilled", detail=detail)
         from .scrub import scrub_transcript
 
         # Only the new turns are scrubbed and sent; the context turns were distilled already.
@@ -190,25 +239,17 @@ class Transcripts:
         context = scrub_transcript(attrs.evolve(transcript, messages=increment.context, dropped={}))
         counts = dict(scrubbed.report.counts)
         if not scrubbed.messages:
-            return result("empty", store=store, scrubbed=counts, detail=detail)
-        if not dry_run and not self.ledger.claim(*key):
-            return result("already_distilled" if self.ledger.is_done(*key) else "in_progress", store=store)
+            return result("empty", scrubbed=counts, detail=detail)
         try:
             completion = llm.complete(
-                build_prompt(scrubbed.messages, project=git.toplevel.name, context=context.messages),
+                build_prompt(scrubbed.messages, project=toplevel.name, context=context.messages),
                 json_schema=INSIGHTS_SCHEMA,
                 max_tokens=max(self.settings.llm.max_tokens, 2000),
             )
             insights = parse_insights(completion.text)
         except (LLMOutputInvalid, LLMUnavailable) as exc:
-            if not dry_run:
-                self.ledger.release(*key)
             status = "invalid_output" if isinstance(exc, LLMOutputInvalid) else "no_model"
-            return result(status, store=store, scrubbed=counts, detail=exc.message)
-        except BaseException:
-            if not dry_run:
-                self.ledger.release(*key)
-            raise
+            return result(status, scrubbed=counts, detail=exc.message)
         usage: dict[str, Any] = {
             "prompt_tokens": completion.usage.prompt_tokens,
             "completion_tokens": completion.usage.completion_tokens,
@@ -216,25 +257,18 @@ class Transcripts:
         # The model's answer is scrubbed too: a secret it echoed must not reach the journal.
         insights = [_rescrub(i) for i in insights]
         paths: list[str] = []
-        try:
-            for insight in insights:  # a dry run goes through the same transaction, writing nothing
-                write = self.lanes.journal_append(
-                    insight.journal_text(),
-                    cwd=git.toplevel,
-                    actor="agent",
-                    origin_session_id=summary.session_id,
-                    dry_run=dry_run,
-                )
-                if str(write.path) not in paths:
-                    paths.append(str(write.path))
-        except BaseException:
-            if not dry_run:
-                self.ledger.release(*key)
-            raise
-        if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
-            return result(
-                "dry_run", store=store, insights=tuple(insights), scrubbed=counts, detail=detail, **usage
+        for insight in insights:  # a dry run goes through the same transaction, writing nothing
+            write = self.lanes.journal_append(
+                insight.journal_text(),
+                cwd=toplevel,
+                actor="agent",
+                origin_session_id=summary.session_id,
+                dry_run=dry_run,
             )
+            if str(write.path) not in paths:
+                paths.append(str(write.path))
+        if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
+            return result("dry_run", insights=tuple(insights), scrubbed=counts, detail=detail, **usage)
         self.ledger.finish(
             *key,
             store=store,
@@ -244,20 +278,25 @@ class Transcripts:
             message_digests=digests,
         )
         return result(
-            "distilled",
-            store=store,
-            insights=tuple(insights),
-            paths=tuple(paths),
-            scrubbed=counts,
-            detail=detail,
-            **usage,
+            "distilled", insights=tuple(insights), paths=tuple(paths), scrubbed=counts, detail=detail, **usage
         )
 
     def end_session(
-        self, agent: str, session_id: str, *, cwd: str | os.PathLike[str] | None = None
+        self,
+        agent: str,
+        session_id: str,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        wait_seconds: float = END_WAIT_SECONDS,
     ) -> DistillResult:
-        """What the SessionEnd hook and REST route run: distill the session that just ended."""
-        return self.distill_session(agent, session_id, cwd=cwd)
+        """What the SessionEnd hook and REST route run: distill the session that just ended.
+
+        Another distillation of the same session still running (the previous SessionEnd of a
+        continued session) is waited for, up to ``wait_seconds``, so this one sends only the
+        turns that one did not cover; ``in_progress`` when it is still running then.
+        """
+        transcript = self._load(agent, session_id)
+        return self._distill(transcript, cwd=cwd, dry_run=False, wait_seconds=wait_seconds)
 
     def sweep(
         self,
