@@ -20,7 +20,7 @@ from coffer_memory import _recall_rows as recall_rows
 from coffer_memory import _scope as scope_mod
 from coffer_memory._index import reindex as reindex_module
 from coffer_memory._index.db import IndexDB
-from coffer_memory._index.fts import best_documents, best_per_document, search_chunks_many
+from coffer_memory._index.fts import best_documents, best_per_document, search_chunks, search_chunks_many
 from coffer_memory._index.snapshot import reading
 from coffer_memory._store.paths import GLOBAL_STORE
 
@@ -113,6 +113,34 @@ def test_a_reused_rowid_is_never_served_the_old_text(warm: MemoryService, tmp_ho
         got = _hits(warm.recall(query, stores=[GLOBAL_STORE], mode="keyword"))
         assert got == _fresh(tmp_home, query, stores=[GLOBAL_STORE])
     assert "newcomer" in warm.recall("newcomer", stores=[GLOBAL_STORE]).hits[0].text
+
+
+def test_a_reused_rowid_is_never_counted_with_the_old_tokens(warm: MemoryService) -> None:
+    """Coverage's postings (per token, the rows holding it) are let go with the kept rows: a
+    rowid given again to a text without the old one's words holds only the new words (checked
+    against the plain per-store search, which tokenizes each candidate's text afresh)."""
+    db = warm.index.reader_db
+    query = "deploy redis cache zeppelin"
+
+    warm.remember("deploy redis cache migrations invoice", title="old", scope="global")
+    last = db.scalar("SELECT max(rowid) FROM documents_fts")
+    with reading(db) as kept:  # the old row's tokens kept
+        assert best_documents(db, [GLOBAL_STORE], query, 10, kept) == _plain_best(db, query, 10)
+    doc = db.scalar("SELECT document_id FROM chunks WHERE rowid = ?", (last,))
+    db.file(db.scalar("SELECT path FROM documents WHERE id = ?", (doc,))).unlink()
+    warm.recall("deploy", stores=[GLOBAL_STORE], mode="keyword")  # the delete is indexed
+    warm.remember("zeppelin deploy", title="new", scope="global")
+    assert db.scalar("SELECT max(rowid) FROM documents_fts") == last  # SQLite gave the rowid again
+    with reading(db) as kept:
+        got = best_documents(db, [GLOBAL_STORE], query, 10, kept)
+    assert got == _plain_best(db, query, 10)
+    assert doc not in got[GLOBAL_STORE]
+
+
+def _plain_best(db: IndexDB, query: str, limit: int) -> dict[str, dict[str, tuple[str, float]]]:
+    """``best_documents`` of the global store from ``search_chunks`` (coverage without postings)."""
+    chunks = search_chunks(db, GLOBAL_STORE, query, 4 * limit)
+    return {GLOBAL_STORE: best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)}
 
 
 def test_a_session_neighbour_added_later_lends_at_once(warm: MemoryService, tmp_home: Path) -> None:
