@@ -116,9 +116,9 @@ def test_a_reused_rowid_is_never_served_the_old_text(warm: MemoryService, tmp_ho
 
 
 def test_a_reused_rowid_is_never_counted_with_the_old_tokens(warm: MemoryService) -> None:
-    """Coverage's postings (per token, the rows holding it) are let go with the kept rows: a
-    rowid given again to a text without the old one's words holds only the new words (checked
-    against the plain per-store search, which tokenizes each candidate's text afresh)."""
+    """The tokens coverage keeps per rowid are let go when the index changes: a rowid given again
+    to a text without the old one's words holds only the new words (checked against the plain
+    per-store search, which looks each candidate's tokens up by its text)."""
     db = warm.index.reader_db
     query = "deploy redis cache zeppelin"
 

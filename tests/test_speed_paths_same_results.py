@@ -118,29 +118,6 @@ def test_coverage_scores_equal_the_per_text_reference() -> None:
         )
 
 
-def test_coverage_from_kept_postings_equals_the_per_text_reference() -> None:
-    """Rows kept from call to call (``Postings``: per token the rows holding it), some read
-    between calls and some never read (no text), give the reference's scores."""
-    conn = apsw.Connection(":memory:")
-    r = random.Random(16)
-    texts: dict[int, tuple[str, str, str]] = {}
-    postings = coverage.Postings()
-    read: set[int] = set()
-    for _ in range(400):
-        fresh = range(len(texts), len(texts) + r.randint(0, 6))  # a kept row's text never changes
-        for i in fresh:
-            texts[i] = ("c", " ".join(r.choice(VOCABULARY) for _ in range(r.randint(0, 8))), "s")
-        now = [i for i in fresh if r.random() < 0.95]  # now and then a row the keeper could not read
-        postings.read(now)
-        read.update(now)
-        rowids = r.sample(range(len(texts)), min(len(texts), r.randint(0, 12)))
-        ranked = [(i, -r.choice([1.0, 2.0, r.uniform(0.1, 9.0)])) for i in rowids]
-        known = {i: texts[i] for i in rowids if i in read}
-        terms = [r.choice(VOCABULARY) for _ in range(r.randint(1, 4))]
-        got = by_coverage(conn, terms, ranked, texts, postings=postings)
-        assert got == _reference(conn, terms, ranked, known), (terms, [texts[i] for i in rowids])
-
-
 @pytest.mark.parametrize("separator_works", [True, False])
 def test_coverage_scores_hold_when_a_text_carries_the_separator(separator_works: bool) -> None:
     conn = apsw.Connection(":memory:")

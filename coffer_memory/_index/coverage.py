@@ -13,9 +13,7 @@ without segmenting every candidate again.
 from __future__ import annotations
 
 import unicodedata
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 
 import apsw
@@ -127,15 +125,15 @@ def by_coverage(
     ranked: Sequence[tuple[int, float]],
     texts: Mapping[int, Sequence[str]],
     weight: float = COVERAGE_WEIGHT,
-    postings: Postings | None = None,
+    by_row: dict[int, tuple[str, Tokens]] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` (rowid, bm25: lower is better) re-scored by the share of ``terms`` each row's
     text (``texts[rowid][1]``) holds, best first; rowid breaks ties as in the search. A query of
     one term is unchanged.
 
-    ``postings`` are the kept ``Postings`` of a caller whose rowids keep their texts
-    (``snapshot.reading``'s dict): every row of ``ranked`` must have been ``Postings.read``."""
-    return by_coverage_lists(conn, terms, [ranked], texts, weight, postings)[0]
+    ``by_row`` keeps each row's compared text and tokens by rowid, for a caller whose rowids keep
+    their texts (``snapshot.reading``'s dict): fewer lookups than by the text itself."""
+    return by_coverage_lists(conn, terms, [ranked], texts, weight, by_row)[0]
 
 
 def by_coverage_lists(
@@ -144,7 +142,7 @@ def by_coverage_lists(
     lists: Sequence[Sequence[tuple[int, float]]],
     texts: Mapping[int, Sequence[str]],
     weight: float = COVERAGE_WEIGHT,
-    postings: Postings | None = None,
+    by_row: dict[int, tuple[str, Tokens]] | None = None,
 ) -> list[list[tuple[int, float]]]:
     """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms:
     the terms are looked up once, and the rows of every list tokenized in one batch."""
@@ -154,20 +152,20 @@ def by_coverage_lists(
     wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
     if len(wanted) < 2:
         return [list(ranked) for ranked in lists]
+    if by_row is None:
+        rowids = [rowid for ranked in lists for rowid, _ in ranked]
+        compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
+    else:
+        missing = [rowid for ranked in lists for rowid, _ in ranked if rowid not in by_row]
+        if missing:
+            if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
+                by_row.clear()
+                missing = [rowid for ranked in lists for rowid, _ in ranked]
+            by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
+        compared = by_row
     n = len(wanted)
     # The factor of each possible share, worked out as the per-row expression works it out.
     factors = [1.0 + weight * share / n for share in range(n + 1)]
-    if postings is not None:
-        postings.take(tokenize, texts)
-        shares = postings.shares(wanted, [rowid for ranked in lists for rowid, _ in ranked])
-        out = []
-        for ranked in lists:
-            scored = [(rowid, score * factors[shares[rowid]]) for rowid, score in ranked]
-            scored.sort(key=_BY_SCORE)
-            out.append(scored)
-        return out
-    rowids = [rowid for ranked in lists for rowid, _ in ranked]
-    compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
     keys = _single_tokens(wanted)
     out = []
     for ranked in lists:
@@ -176,74 +174,13 @@ def by_coverage_lists(
                 (rowid, score * factors[len(compared[rowid][1].keys() & keys)]) for rowid, score in ranked
             ]
         else:
-            found = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
+            shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
             scored = [
-                (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, found, strict=True)
+                (rowid, score * factors[share]) for (rowid, score), share in zip(ranked, shares, strict=True)
             ]
         scored.sort(key=_BY_SCORE)
         out.append(scored)
     return out
-
-
-class Postings:
-    """Per index token, the rowids of the rows holding it, and each row's text as compared: the
-    rows a reader keeps (``fts.ChunkRows``), added as they are read (``read``) and tokenized at
-    the next re-scoring (``take``).
-
-    A row's share is then a lookup in each query token's rows, a few tables that recalls share,
-    instead of lookups in each candidate's own dict of tokens: ~80 such dicts a recall, each
-    cold in the CPU caches (1.4 us a row against 0.21 us warm, session 10). The rows go with
-    their keeper (a new ``ChunkRows`` whenever the index changes), so a rowid given again to
-    another text is never counted with the old text's tokens."""
-
-    __slots__ = ("_pending", "rows_of", "texts")
-
-    def __init__(self) -> None:
-        self._pending: list[int] = []
-        # Rowids as the keys of a dict, not a set: a dict of ints is never tracked by the garbage
-        # collector; thousands of kept sets were, and the collections that walked them (and
-        # each rowid in them) added ~500 cache misses a recall (cachegrind, 1k facts).
-        self.rows_of: defaultdict[str, dict[int, None]] = defaultdict(dict)
-        self.texts: dict[int, str] = {}
-
-    def read(self, rowids: Iterable[int]) -> None:
-        """Rows whose text the keeper has just read (each once: a kept row's text never changes)."""
-        self._pending.extend(rowids)
-
-    def take(self, tokenize: apsw.FTS5Tokenizer, texts: Mapping[int, Sequence[str]]) -> None:
-        """The tokens of the rows read since the last call, from their texts (``texts[rowid][1]``)."""
-        pending = self._pending
-        if not pending:
-            return
-        self._pending = []
-        rows_of = self.rows_of
-        for rowid, (text, words) in zip(pending, _compared(tokenize, _texts(texts, pending)), strict=True):
-            self.texts[rowid] = text
-            for token in words:
-                rows_of[token][rowid] = None
-
-    def shares(self, wanted: Sequence[_Wanted], rowids: Iterable[int]) -> dict[int, int]:
-        """How many of the ``wanted`` terms each of ``rowids`` holds (all of a term's Latin tokens,
-        and its CJK pieces as substrings of the compared text), by rowid."""
-        rows = set(rowids)
-        rows_of = self.rows_of
-        found: list[int] = []  # a rowid once per term it holds
-        for latin, cjk in wanted:
-            held: AbstractSet[int] = rows
-            for token in latin:  # a dict view & a set looks the smaller one up in the other
-                held = rows_of.get(token, _NONE).keys() & held
-            if cjk:
-                texts = self.texts
-                found += [rowid for rowid in held if all(c in texts.get(rowid, "") for c in cjk)]
-            else:
-                found += held
-        out = dict.fromkeys(rows, 0)
-        for rowid in found:
-            out[rowid] += 1
-        return out
-
-
-_NONE: dict[int, None] = {}  # the rows of a token no row holds (never written)
 
 
 def _texts(texts: Mapping[int, Sequence[str]], rowids: Sequence[int]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import attrs
 
 from .cjk import CJK_RUN, has_cjk, query_terms
-from .coverage import Postings, by_coverage, by_coverage_lists
+from .coverage import by_coverage, by_coverage_lists
 from .db import IndexDB
 from .english import without_clitic
 from .keys import document_id_of_chunk, store_scope
@@ -325,17 +325,14 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
 KEPT_TEXT_CHARS = 2_000_000
 _CONTENT = "fts.content"  # ``reading``'s key of the chunk rows kept
 _STORE_COUNTS = "fts.store_counts"  # and of the stores' file counts
+_COVERAGE = "fts.coverage"  # and of each row's tokens as coverage compares them
 
 
 class ChunkRows(dict[int, tuple[str, str, str, str]]):
     """Chunk rows by FTS rowid: (chunk id, text, store, document id), with the characters of text
-    they hold and their tokens as coverage compares them (kept and let go with the rows)."""
+    they hold."""
 
     chars = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.postings = Postings()
 
 
 def search_words_many(
@@ -416,7 +413,8 @@ def _scored_per_store(
     (``_ranked_per_store``), re-scored by coverage, best first."""
     content = _kept_rows(kept if kept is not None else {})
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)  # their chunk rows read
-    scored = by_coverage_lists(db.conn, terms, list(ranked.values()), content, postings=content.postings)
+    by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
+    scored = by_coverage_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
     return content, dict(zip(ranked, scored, strict=True))
 
 
@@ -445,7 +443,6 @@ def _read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> No
     # int and three str, as apsw gives them, and the document id (a hit is one per document)
     content.update((r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows)
     content.chars += sum(len(r[2]) for r in rows)
-    content.postings.read([r[0] for r in rows])
 
 
 def _ranked_per_store(
