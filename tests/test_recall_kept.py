@@ -121,7 +121,6 @@ def test_a_reused_rowid_is_never_counted_with_the_old_tokens(warm: MemoryService
     per-store search, which looks each candidate's tokens up by its text)."""
     db = warm.index.reader_db
     query = "deploy redis cache zeppelin"
-
     warm.remember("deploy redis cache migrations invoice", title="old", scope="global")
     last = db.scalar("SELECT max(rowid) FROM documents_fts")
     with reading(db) as kept:  # the old row's tokens kept
@@ -138,7 +137,7 @@ def test_a_reused_rowid_is_never_counted_with_the_old_tokens(warm: MemoryService
 
 
 def _plain_best(db: IndexDB, query: str, limit: int) -> dict[str, dict[str, tuple[str, float]]]:
-    """``best_documents`` of the global store from ``search_chunks`` (coverage without postings)."""
+    """``best_documents`` of the global store from ``search_chunks`` (no rows kept between calls)."""
     chunks = search_chunks(db, GLOBAL_STORE, query, 4 * limit)
     return {GLOBAL_STORE: best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)}
 
