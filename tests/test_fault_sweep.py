@@ -4,10 +4,18 @@ failed before its fix. Real homes, real index files, real processes where a proc
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from coffer_memory import MemoryNotFound, MemoryService
 from coffer_memory._config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_rebuild_by_another_process_never_hides_a_fact_from_a_running_reader(tmp_home: Path) -> None:
@@ -43,3 +51,68 @@ def test_a_rebuild_by_another_process_never_hides_a_fact_from_a_running_reader(t
         assert seen == [(True, True)]
         assert [h.id for h in reader.recall("kiln3q", stores=["global"], mode="keyword").hits] == [ids[3]]
         assert not reader.doctor().index_mismatches
+
+
+# A child that cannot grow any file past 2 KiB (RLIMIT_FSIZE, SIGXFSZ ignored: writes fail with
+# EFBIG): a fact file fits, the index's write-ahead log (a 4 KiB page a frame) does not.
+_FULL_INDEX_CHILD = r"""
+import json, resource, signal, sys
+from coffer_memory import CofferError, MemoryService
+
+home, fact_id, other_id = sys.argv[1], sys.argv[2], sys.argv[3]
+with MemoryService(home) as svc:
+    _ = svc.db
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+    out = {}
+    for step, call in [
+        ("recall", lambda: len(svc.recall("walnut", stores=["global"], mode="keyword").hits)),
+        ("get", lambda: svc.get_fact(fact_id, store="global").fact.body),
+        ("edit", lambda: svc.edit_fact(fact_id, body="The pecan tray is red.", store="global").receipt.index_pending),
+        ("delete", lambda: svc.delete_fact(other_id, store="global").receipt.index_pending),
+    ]:
+        try:
+            out[step] = ["ok", call()]
+        except CofferError as exc:
+            out[step] = ["typed", exc.code]
+        except Exception as exc:
+            out[step] = ["raw", type(exc).__name__]
+print(json.dumps(out))
+"""
+
+
+def test_an_index_that_cannot_grow_never_fails_a_read_or_an_edit_with_a_raw_error(tmp_home: Path) -> None:
+    """The reconcile a read runs first wrote to a full index and its apsw IOError ended the read,
+    and ``edit_fact`` (which reconciles before it finds the file): a disk full for the derived
+    index only is no reason to refuse the truth. Reads answer from the index as it stands; the
+    edit and the delete are made, their receipts saying the index is pending (the delete's file
+    was gone and the caller was told it failed); once there is room all agrees again."""
+    with MemoryService(tmp_home) as svc:
+        fact = svc.remember("The walnut tray is blue.", title="tray", scope="global").fact
+        other = svc.remember("The hazel jar is empty.", title="jar", scope="global").fact
+        path = svc.get_fact(fact.id, store="global").path
+    # An edit made outside coffer: the next read has something to write to the index.
+    path.write_text(path.read_text().replace("walnut tray is blue", "walnut tray is green"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _FULL_INDEX_CHILD, str(tmp_home), fact.id, other.id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["recall"] == ["ok", 1]
+    assert got["get"] == ["ok", "The walnut tray is green."]
+    assert got["edit"] == ["ok", True]
+    assert got["delete"] == ["ok", True]
+    with MemoryService(tmp_home) as svc:
+        assert svc.get_fact(fact.id, store="global").fact.body == "The pecan tray is red."
+        assert [h.id for h in svc.recall("pecan", stores=["global"], mode="keyword").hits] == [fact.id]
+        assert not svc.recall("walnut", stores=["global"], mode="keyword").hits
+        assert not svc.recall("hazel", stores=["global"], mode="keyword").hits
+        with pytest.raises(MemoryNotFound):
+            svc.get_fact(other.id, store="global")
+        report = svc.doctor()
+        assert not report.index_mismatches and not report.broken
