@@ -116,3 +116,37 @@ def test_an_index_that_cannot_grow_never_fails_a_read_or_an_edit_with_a_raw_erro
             svc.get_fact(other.id, store="global")
         report = svc.doctor()
         assert not report.index_mismatches and not report.broken
+
+
+_CLAIMING_CHILD = r"""
+import sys, time
+from pathlib import Path
+from coffer_memory._transcripts.ledger import Ledger
+
+ledger = Ledger(Path(sys.argv[1]))
+print(ledger.claim("claude-code", "s1", "sha-a"), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_distil_claim_of_a_killed_process_is_taken_over_at_once(tmp_path: Path) -> None:
+    """A SessionEnd distil killed mid-way (SIGKILL, OOM, the machine's shutdown) left its claim
+    'running': every later end of that session answered ``in_progress`` and the sweep skipped it
+    for ten minutes. A claim whose process, on this machine, is gone is taken over at once; a live
+    one still holds the session."""
+    from coffer_memory._transcripts.ledger import Ledger
+
+    path = tmp_path / "ledger.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CLAIMING_CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "True\n"
+        ledger = Ledger(path)
+        assert not ledger.claim("claude-code", "s1", "sha-b")  # its process runs: the claim holds
+    finally:
+        child.kill()
+        child.wait()
+    assert ledger.claim("claude-code", "s1", "sha-b")
+    ledger.close()
