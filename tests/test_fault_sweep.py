@@ -150,3 +150,20 @@ def test_a_distil_claim_of_a_killed_process_is_taken_over_at_once(tmp_path: Path
         child.wait()
     assert ledger.claim("claude-code", "s1", "sha-b")
     ledger.close()
+
+
+def test_a_grep_walk_that_ends_after_close_keeps_nothing(tmp_path: Path) -> None:
+    """A service closed while another thread's grep recall walked its store: the walk's end
+    asserted the inotify feed was still there and the recall died with a bare AssertionError.
+    It now keeps nothing (no feed vouches for it) and the next search walks again."""
+    from coffer_memory.plugins.builtin._grep_texts import Watched
+
+    parent = tmp_path / "store"
+    (parent / "knowledge").mkdir(parents=True)
+    (parent / "knowledge" / "a.md").write_text("hello\n")
+    watched = Watched(forget=lambda path: None, arm_after=1)
+    epoch = watched.start(str(parent), ["knowledge"])
+    assert epoch is not None
+    watched.close()
+    watched.finish(str(parent), {"knowledge": {str(parent / "knowledge" / "a.md")}}, epoch)
+    assert watched.listing(str(parent), ["knowledge"]) is None
