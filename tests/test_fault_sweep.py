@@ -167,3 +167,42 @@ def test_a_grep_walk_that_ends_after_close_keeps_nothing(tmp_path: Path) -> None
     watched.close()
     watched.finish(str(parent), {"knowledge": {str(parent / "knowledge" / "a.md")}}, epoch)
     assert watched.listing(str(parent), ["knowledge"]) is None
+
+
+_TRUNCATING_CHILD = r"""
+import json, os, sys
+from coffer_memory import MemoryService
+
+home = sys.argv[1]
+with MemoryService(home) as svc:
+    for i in range(120):
+        svc.remember(f"Fact {i}: the heron{i}q nests by the weir. " + "reed " * 80, title=f"h{i}", scope="global")
+with MemoryService(home) as svc:  # the first service checkpointed its log into index.db on close
+    for _ in range(2):
+        assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
+    with open(os.path.join(home, "index.db"), "r+b") as f:  # another program cuts the file short
+        f.truncate(8192)
+    hits = [h.title for h in svc.recall("heron7q", stores=["global"], mode="keyword").hits]
+    added = svc.remember("The egret nests by the mill.", title="egret", scope="global").fact.id
+    found = [h.id for h in svc.recall("egret", stores=["global"], mode="keyword").hits] == [added]
+    print(json.dumps({"hits": hits, "found": found, "repairs": len(svc.doctor().index_repairs)}))
+"""
+
+
+def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_home: Path) -> None:
+    """index.db is memory-mapped: truncated by another program (a backup restore, ``cp`` over
+    it, a sync tool) while a server ran, the server's next read touched a page past the new end
+    and the process died of SIGBUS (coffer-api exited -7 on the next request, taking every client
+    with it). A file that shrank under the process is now taken for damage before a read: moved
+    aside and rebuilt from the files."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TRUNCATING_CHILD, str(tmp_home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    got = json.loads(proc.stdout)
+    assert got == {"hits": ["h7"], "found": True, "repairs": 1}

@@ -47,6 +47,7 @@ class _Shared:
 
     generation: int = 0
     damaged: str | None = None
+    size: int = 0  # the largest size of the file seen (``IndexDB._cut_short``)
 
 
 _shared: dict[str, _Shared] = {}
@@ -209,6 +210,7 @@ class IndexDB:
         with _shared_guard:
             self.shared.generation += 1
             self.shared.damaged = None
+            self.shared.size = 0
 
     def _prune_damaged(self) -> None:
         kept = sorted(
@@ -288,7 +290,7 @@ class IndexDB:
             with self.conn:
                 yield self.conn
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._current().execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
         except BaseException:
@@ -298,10 +300,30 @@ class IndexDB:
         self.conn.execute("COMMIT")
 
     def _current(self) -> apsw.Connection:
-        """The connection, reopened first when another connection of this process replaced the file."""
-        if self.generation != self.shared.generation and self.conn.get_autocommit():
-            self.repair()
+        """The connection, reopened first when another connection of this process replaced the
+        file, or after moving the file aside when another program cut it short."""
+        if self.conn.get_autocommit():
+            if self.generation != self.shared.generation:
+                self.repair()
+            elif (size := self._cut_short()) is not None:
+                self.shared.damaged = f"the file was cut short to {size} bytes while in use"
+                self.repair()
         return self.conn
+
+    def _cut_short(self) -> int | None:
+        """The file's size when it shrank under this process, else None. SQLite never shrinks it
+        (no VACUUM here), and it is memory-mapped: a read of a page past a new end is SIGBUS, the
+        process's death (a server's, with every client), where a read call finds damage instead.
+        A file replaced (another inode) is no matter: this connection reads the one it opened."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        if st.st_ino != self._ino or st.st_size >= self.shared.size:
+            if st.st_ino == self._ino:
+                self.shared.size = st.st_size
+            return None
+        return st.st_size
 
     def current(self) -> apsw.Connection:
         """The connection to read with, reopened first when another connection replaced the file."""
