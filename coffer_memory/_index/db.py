@@ -240,9 +240,19 @@ class IndexDB:
             self.shared.damaged = _describe(exc)
 
     def needs_repair(self) -> bool:
-        """True when SQLite reported damage on a connection to this file, or another connection
-        of this process replaced the file (this one must reopen)."""
+        """True when SQLite reported damage on a connection to this file, another program cut
+        it short, or another connection of this process replaced the file (this one must reopen)."""
+        self._check_size()
         return self.shared.damaged is not None or self.generation != self.shared.generation
+
+    def _check_size(self) -> bool:
+        """Take a file cut short under this process for damage (outside a transaction); True then."""
+        if self.generation == self.shared.generation and self.conn.get_autocommit():
+            size = self._cut_short()
+            if size is not None:
+                self.shared.damaged = f"the file was cut short to {size} bytes while in use"
+                return True
+        return False
 
     def repair(self) -> None:
         """Reopen: move the file aside first if it is damaged (outside a transaction only)."""
@@ -302,12 +312,8 @@ class IndexDB:
     def _current(self) -> apsw.Connection:
         """The connection, reopened first when another connection of this process replaced the
         file, or after moving the file aside when another program cut it short."""
-        if self.conn.get_autocommit():
-            if self.generation != self.shared.generation:
-                self.repair()
-            elif (size := self._cut_short()) is not None:
-                self.shared.damaged = f"the file was cut short to {size} bytes while in use"
-                self.repair()
+        if self.conn.get_autocommit() and (self._check_size() or self.generation != self.shared.generation):
+            self.repair()
         return self.conn
 
     def _cut_short(self) -> int | None:
