@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,38 @@ def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_h
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     got = json.loads(proc.stdout)
     assert got == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inotify feed is Linux only")
+def test_a_fact_replaced_by_a_folder_of_its_name_leaves_no_row_behind(tmp_home: Path) -> None:
+    """``knowledge/inbox/x.md`` deleted and a folder ``x.md/`` made in its place while the inotify
+    feed vouched for the store: the feed named both, the file's news was dropped as lying under
+    the new folder, and the folder's scan looked only below it. The file's row stayed: keyword
+    recall served its text (no file holds it) until the next full scan, and doctor reported the
+    mismatch. The other way round, the new file was not indexed until then."""
+    settings = Settings.load(
+        tmp_home,
+        reconcile_full_scan_max_files=2,
+        reconcile_full_scan_seconds=3600,
+        reconcile_watch_full_scan_seconds=3600,
+    )
+    with MemoryService(settings=settings) as svc:
+        paths = [
+            svc.remember(f"Fact {i}: the ibis{i}q wades.", title=f"i{i}", scope="global").path
+            for i in range(4)
+        ]
+        svc.recall("anything", stores=["global"])
+        svc.reindex("global")  # a full scan of a store known to be large arms the feed
+        feed = svc.index.reconciler.feed
+        assert feed is not None and feed.status("global") == "verified"
+        paths[2].unlink()
+        paths[2].mkdir()
+        (paths[2] / "inner.md").write_text("The ibis2q roosts inside.\n")
+        assert [h.title for h in svc.recall("ibis2q", stores=["global"], mode="keyword").hits] == ["inner"]
+        assert not svc.store_admin.doctor().index_mismatches
+        # And back: the folder goes, a file takes its name (its news was dropped the same way).
+        shutil.rmtree(paths[2])
+        paths[2].write_text("The ibis2q flies off.\n")
+        hits = svc.recall("ibis2q", stores=["global"], mode="keyword").hits
+        assert [h.text for h in hits] == ["The ibis2q flies off."]
+        assert not svc.store_admin.doctor().index_mismatches
