@@ -247,3 +247,57 @@ def test_a_fact_replaced_by_a_folder_of_its_name_leaves_no_row_behind(tmp_home: 
         hits = svc.recall("ibis2q", stores=["global"], mode="keyword").hits
         assert [h.text for h in hits] == ["The ibis2q flies off."]
         assert not svc.store_admin.doctor().index_mismatches
+
+
+_NO_ROOM_CHILD = r"""
+import json, resource, signal, sys
+from coffer_memory import CofferError, MemoryService
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+try:
+    with MemoryService(sys.argv[1]) as svc:
+        svc.recall("kiln", stores=["global"], mode="keyword")
+    print(json.dumps(["ok"]))
+except CofferError as exc:
+    print(json.dumps(["typed", exc.code]))
+except Exception as exc:
+    print(json.dumps(["raw", type(exc).__name__]))
+"""
+
+
+def test_an_index_that_cannot_be_opened_for_want_of_room_is_a_typed_error(tmp_home: Path) -> None:
+    """Opening the index needs room (its shared-memory file is 32 KiB): under a small file size
+    limit (``ulimit -f 8``) or on a full disk every command failed with a raw apsw IOError, which
+    the CLI printed as 'unexpected IOError'. It is INDEX_UNAVAILABLE, naming the file."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_ROOM_CHILD, str(tmp_home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert json.loads(proc.stdout) == ["typed", "INDEX_UNAVAILABLE"], proc.stderr[-2000:]
+
+
+def test_the_cli_prints_no_traceback_when_a_write_leaves_the_index_pending(tmp_home: Path) -> None:
+    """Under a small file size limit (``ulimit -f 8``: index.db cannot be opened) ``coffer
+    remember`` made the fact durable and said so, with exit 0, and then printed the indexing
+    warning's whole traceback on stderr (Python's last-resort log handler). A warning is one line."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COFFER_HOME": str(tmp_home)}
+    command = (
+        f"ulimit -f 8; exec {sys.executable} -m coffer_memory remember 'The loom is oiled.' --store global"
+    )
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "the next read indexes it" in proc.stderr
+    with MemoryService(tmp_home) as svc:
+        assert [h.title for h in svc.recall("loom", stores=["global"], mode="keyword").hits] == [
+            "The loom is oiled."
+        ]

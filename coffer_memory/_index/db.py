@@ -24,6 +24,7 @@ from typing import Any
 import apsw
 import attrs
 
+from .._errors import IndexUnavailable
 from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import store_lock
@@ -127,6 +128,10 @@ class IndexDB:
                     return
             except DAMAGE as exc:
                 problem = _describe(exc)
+            except (apsw.IOError, apsw.FullError) as exc:  # no room for its -shm or -wal file
+                self._close_quietly()
+                reason = f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
+                raise IndexUnavailable("sqlite", reason) from None
             self._close_quietly()
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
