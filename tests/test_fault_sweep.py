@@ -19,6 +19,16 @@ from coffer_memory._config import Settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _child(code: str, *args: str) -> object:
+    """Run ``code`` in a fresh Python process; what it printed as JSON (its exit status 0)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    return json.loads(proc.stdout)
+
+
 def test_a_rebuild_by_another_process_never_hides_a_fact_from_a_running_reader(tmp_home: Path) -> None:
     """``reindex --rebuild`` dropped a store's rows and committed before indexing the files again:
     a long-lived process reading meanwhile (a server, coffer-mcp) answered MEMORY_NOT_FOUND for
@@ -94,16 +104,8 @@ def test_an_index_that_cannot_grow_never_fails_a_read_or_an_edit_with_a_raw_erro
         path = svc.get_fact(fact.id, store="global").path
     # An edit made outside coffer: the next read has something to write to the index.
     path.write_text(path.read_text().replace("walnut tray is blue", "walnut tray is green"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _FULL_INDEX_CHILD, str(tmp_home), fact.id, other.id],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = _child(_FULL_INDEX_CHILD, str(tmp_home), fact.id, other.id)
+    assert isinstance(got, dict)
     assert got["recall"] == ["ok", 1]
     assert got["get"] == ["ok", "The walnut tray is green."]
     assert got["edit"] == ["ok", True]
@@ -201,17 +203,7 @@ def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_h
     with it). A file that shrank under the process is now taken for damage before a read: moved
     aside and rebuilt from the files before the read answers (a grep recall answered nothing
     while the state kept from before the damage said the store was indexed)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _TRUNCATING_CHILD, str(tmp_home)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    got = json.loads(proc.stdout)
-    assert got == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
+    assert _child(_TRUNCATING_CHILD, str(tmp_home)) == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inotify feed is Linux only")
@@ -272,15 +264,7 @@ def test_an_index_that_cannot_be_opened_for_want_of_room_is_a_typed_error(tmp_ho
     the CLI printed as 'unexpected IOError'. It is INDEX_UNAVAILABLE, naming the file."""
     with MemoryService(tmp_home) as svc:
         svc.remember("The kiln runs hot.", title="kiln", scope="global")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _NO_ROOM_CHILD, str(tmp_home)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert json.loads(proc.stdout) == ["typed", "INDEX_UNAVAILABLE"], proc.stderr[-2000:]
+    assert _child(_NO_ROOM_CHILD, str(tmp_home)) == ["typed", "INDEX_UNAVAILABLE"]
 
 
 def test_the_cli_prints_no_traceback_when_a_write_leaves_the_index_pending(tmp_home: Path) -> None:
