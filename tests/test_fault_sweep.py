@@ -285,3 +285,23 @@ def test_the_cli_prints_no_traceback_when_a_write_leaves_the_index_pending(tmp_h
         assert [h.title for h in svc.recall("loom", stores=["global"], mode="keyword").hits] == [
             "The loom is oiled."
         ]
+
+
+def test_an_index_another_process_replaced_with_a_smaller_one_is_not_taken_for_cut_short(
+    tmp_home: Path,
+) -> None:
+    """The size check counts per file (inode): another process moving a damaged index aside and
+    building a small new one must not look, to this process's next connection, like the big
+    file it knew cut short (a spurious repair would move the good new index aside)."""
+    with MemoryService(tmp_home) as big:
+        for i in range(60):
+            big.remember(f"Fact {i}: the marten{i}q hunts. " + "pine " * 60, title=f"m{i}", scope="global")
+    with MemoryService(tmp_home) as big:  # this process has seen the big file whole
+        assert big.recall("marten3q", stores=["global"], mode="keyword").hits
+    # Another process replaces the file with a new, smaller index (as its repair would).
+    with MemoryService(settings=Settings.load(tmp_home / "elsewhere")) as other:
+        other.remember("One fact.", title="one", scope="global")
+    os.replace(tmp_home / "elsewhere" / "index.db", tmp_home / "index.db")
+    with MemoryService(tmp_home) as later:  # a new connection of this process
+        assert later.recall("marten3q", stores=["global"], mode="keyword").hits
+        assert not later.doctor().index_repairs

@@ -48,7 +48,7 @@ class _Shared:
 
     generation: int = 0
     damaged: str | None = None
-    size: int = 0  # the largest size of the file seen (``IndexDB._cut_short``)
+    seen: tuple[int, int] = (0, 0)  # (inode, largest size) of the file seen (``IndexDB._cut_short``)
 
 
 _shared: dict[str, _Shared] = {}
@@ -215,7 +215,7 @@ class IndexDB:
         with _shared_guard:
             self.shared.generation += 1
             self.shared.damaged = None
-            self.shared.size = 0
+            self.shared.seen = (0, 0)
 
     def _prune_damaged(self) -> None:
         kept = sorted(
@@ -330,9 +330,11 @@ class IndexDB:
             st = os.stat(self.path)
         except OSError:
             return None
-        if st.st_ino != self._ino or st.st_size >= self.shared.size:
-            if st.st_ino == self._ino:
-                self.shared.size = st.st_size
+        if st.st_ino != self._ino:
+            return None
+        ino, size = self.shared.seen
+        if ino != st.st_ino or st.st_size >= size:  # another process's new file counts from its size
+            self.shared.seen = (st.st_ino, st.st_size)
             return None
         return st.st_size
 
