@@ -17,7 +17,7 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
     │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
-    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down)
+    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, or no room to open index.db)
     │   └── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -234,7 +234,8 @@ class StorageFull(CofferError):
 class IndexUnavailable(CofferError):
     """A shared index backend (``[index] backend``, e.g. PostgreSQL) cannot be reached or failed;
     ``backend`` names it and ``reason`` says what its driver reported. Nothing was written: a write
-    takes the backend's lock before it touches a file."""
+    takes the backend's lock before it touches a file. Also the local index (``backend`` "sqlite")
+    when ``index.db`` cannot be opened for want of room (a full disk, a file size limit)."""
 
     code = "INDEX_UNAVAILABLE"
 

@@ -301,6 +301,12 @@ class IndexHandle:
             self.reconciler.reconcile(store)
             if self._shared is not None:
                 self._shared.refresh(store)
+        except (apsw.FullError, apsw.IOError) as exc:
+            # The derived index cannot take writes (a full disk, a file size limit): the read
+            # answers from it as it stands, the next read tries again; the files are the truth.
+            log.warning(
+                "could not bring the index of %s up to date (%s); answering from it as it is", store, exc
+            )
         finally:
             self.lock.release()
 

@@ -284,15 +284,18 @@ class Stores:
                 with self.writer.transaction(name) as tx:
                     for junk in stale_temp_files((sp.root,)):
                         tx.discard_temp(junk)
-                if rebuild:
-                    self.index.reindexer.remove_store(name)
                 step: Progress | None = None
                 if progress is not None:
 
                     def step(done: int, total: int, _name: str = name) -> None:
                         progress(_name, done, total)
 
-                reports.append(self.index.reconciler.reconcile(name, full=True, progress=step))
+                reconciler = self.index.reconciler
+                reports.append(
+                    reconciler.rebuild(name, progress=step)
+                    if rebuild
+                    else reconciler.reconcile(name, full=True, progress=step)
+                )
             segments.settle(self.index.db, most=1)
         return reports
 

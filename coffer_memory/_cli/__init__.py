@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -145,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    _warnings_on_one_line()
     try:
         status = _run(args)
     except CofferError as exc:
@@ -165,6 +167,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unexpected {type(exc).__name__}: {first} (details: see {where})", file=sys.stderr)
         return 1
     return int(status or 0)
+
+
+class _OneLine(logging.Handler):
+    """The library's warnings on stderr as their message alone: Python's last-resort handler
+    printed a warning's traceback too (an index write that failed after the fact was durable)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(record.getMessage(), file=sys.stderr)  # sys.stderr as it is now, as lastResort does
+        except Exception:
+            self.handleError(record)
+
+
+def _warnings_on_one_line() -> None:
+    logger = logging.getLogger("coffer_memory")
+    if not any(isinstance(h, _OneLine) for h in logger.handlers):
+        logger.addHandler(_OneLine(logging.WARNING))
 
 
 def _log_unexpected(args: argparse.Namespace) -> Path:

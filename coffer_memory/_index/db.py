@@ -24,6 +24,7 @@ from typing import Any
 import apsw
 import attrs
 
+from .._errors import IndexUnavailable
 from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import store_lock
@@ -47,6 +48,7 @@ class _Shared:
 
     generation: int = 0
     damaged: str | None = None
+    seen: tuple[int, int] = (0, 0)  # (inode, largest size) of the file seen (``IndexDB._cut_short``)
 
 
 _shared: dict[str, _Shared] = {}
@@ -126,6 +128,10 @@ class IndexDB:
                     return
             except DAMAGE as exc:
                 problem = _describe(exc)
+            except (apsw.IOError, apsw.FullError) as exc:  # no room for its -shm or -wal file
+                self._close_quietly()
+                reason = f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
+                raise IndexUnavailable("sqlite", reason) from None
             self._close_quietly()
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
@@ -209,6 +215,7 @@ class IndexDB:
         with _shared_guard:
             self.shared.generation += 1
             self.shared.damaged = None
+            self.shared.seen = (0, 0)
 
     def _prune_damaged(self) -> None:
         kept = sorted(
@@ -238,9 +245,19 @@ class IndexDB:
             self.shared.damaged = _describe(exc)
 
     def needs_repair(self) -> bool:
-        """True when SQLite reported damage on a connection to this file, or another connection
-        of this process replaced the file (this one must reopen)."""
+        """True when SQLite reported damage on a connection to this file, another program cut
+        it short, or another connection of this process replaced the file (this one must reopen)."""
+        self._check_size()
         return self.shared.damaged is not None or self.generation != self.shared.generation
+
+    def _check_size(self) -> bool:
+        """Take a file cut short under this process for damage (outside a transaction); True then."""
+        if self.generation == self.shared.generation and self.conn.get_autocommit():
+            size = self._cut_short()
+            if size is not None:
+                self.shared.damaged = f"the file was cut short to {size} bytes while in use"
+                return True
+        return False
 
     def repair(self) -> None:
         """Reopen: move the file aside first if it is damaged (outside a transaction only)."""
@@ -288,7 +305,7 @@ class IndexDB:
             with self.conn:
                 yield self.conn
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._current().execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
         except BaseException:
@@ -298,10 +315,28 @@ class IndexDB:
         self.conn.execute("COMMIT")
 
     def _current(self) -> apsw.Connection:
-        """The connection, reopened first when another connection of this process replaced the file."""
-        if self.generation != self.shared.generation and self.conn.get_autocommit():
+        """The connection, reopened first when another connection of this process replaced the
+        file, or after moving the file aside when another program cut it short."""
+        if self.conn.get_autocommit() and (self._check_size() or self.generation != self.shared.generation):
             self.repair()
         return self.conn
+
+    def _cut_short(self) -> int | None:
+        """The file's size when it shrank under this process, else None. SQLite never shrinks it
+        (no VACUUM here), and it is memory-mapped: a read of a page past a new end is SIGBUS, the
+        process's death (a server's, with every client), where a read call finds damage instead.
+        A file replaced (another inode) is no matter: this connection reads the one it opened."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        if st.st_ino != self._ino:
+            return None
+        ino, size = self.shared.seen
+        if ino != st.st_ino or st.st_size >= size:  # another process's new file counts from its size
+            self.shared.seen = (st.st_ino, st.st_size)
+            return None
+        return st.st_size
 
     def current(self) -> apsw.Connection:
         """The connection to read with, reopened first when another connection replaced the file."""

@@ -346,10 +346,18 @@ def reconcile_news(rec: Reconciling, sp: StorePaths, files: set[str], trees: set
     )
     for tree in sorted(trees):
         rec.feed.rewatch(sp.name, tree)  # before the scan: what changes after it is news again
-        tree_files = scan_markdown(sp.root, (sp.root / tree,), odd, linked)[0] if walkable(root, tree) else {}
+        if walkable(root, tree):
+            tree_files = scan_markdown(sp.root, (sp.root / tree,), odd, linked)[0]
+        else:  # no folder now: maybe a file took its name (its news was dropped above)
+            st = recall_stat(root, tree, odd, linked) if not os.path.isdir(f"{root}/{tree}") else None
+            tree_files = {tree: st} if st is not None else {}
         tree_prefix = rec._prefix(sp.root / tree)
-        rows = rec._rows_under(sp.name, tree_prefix)
-        rec._apply(sp, tree_files, rows, tally, broken=rec._broken_under(sp.name, tree_prefix))
+        # With the rows under it, the row of a file the folder took the name of (its news was
+        # dropped above as lying under the folder): it is gone.
+        same = [prefix + tree]
+        rows = {**rows_of(rec, sp.name, same), **rec._rows_under(sp.name, tree_prefix)}
+        broken = {**rows_of(rec, sp.name, same, "broken_files"), **rec._broken_under(sp.name, tree_prefix)}
+        rec._apply(sp, tree_files, rows, tally, broken=broken)
         found.update(tree_files)
     rec.feed.relink(sp.name, linked | same_inodes(rec, sp, linked, found), files, trees)
     warn_odd(sp.name, odd)

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+import apsw
 import attrs
 
 from .._config import Settings
@@ -187,6 +188,27 @@ class Reconciler:
                     raise
                 self.db.note_damage(exc)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def rebuild(self, store: str, *, progress: Progress | None = None) -> ReindexReport:
+        """Drop ``store``'s index rows and index its files again, in one transaction: a process
+        reading the store meanwhile (a server, coffer-mcp) keeps the rows from before until the
+        commit, where a commit between the two answered MEMORY_NOT_FOUND for facts on disk and
+        recalled nothing. A damaged index is moved aside and rebuilt as ``reconcile`` does.
+        """
+        if not self.db.needs_repair():
+            conn = self.db.conn
+            try:
+                with store_lock(lock_path(self.settings.home, store)), self.db.transaction():
+                    self.reindexer.remove_store(store)
+                    if self.db.conn is conn:  # else damage met there was repaired: start over below
+                        return self._reconcile(store, full=True, progress=progress)
+            except DAMAGE as exc:
+                self.db.note_damage(exc)
+            except apsw.SQLError:
+                if self.db.conn is conn:
+                    raise  # only the COMMIT on the connection a repair put in its place is expected
+        self.reindexer.remove_store(store)
+        return self.reconcile(store, full=True, progress=progress)
 
     def repair(self) -> None:
         """Reopen the index, moving it aside first if it was found damaged (service lock held)."""

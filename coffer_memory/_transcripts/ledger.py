@@ -72,6 +72,21 @@ class LedgerEntry:
     completion_tokens: int
 
 
+def _owner_gone(owner: str) -> bool:
+    """True when a claim's owner is a process of this machine that no longer runs (killed
+    mid-distil: its claim would hold the session for ``STALE_CLAIM_SECONDS`` for no one)."""
+    head, at, host = owner.rpartition("@")
+    if not at or host != os.uname().nodename:
+        return False  # another machine's process (a shared home), or a claim from before owners had one
+    try:
+        os.kill(int(head.split("-", 1)[0]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, ValueError):
+        return False
+    return False
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -83,8 +98,9 @@ class Ledger:
         self.path = path
         self._conn: apsw.Connection | None = None
         self._lock = threading.Lock()
-        # Claims are released or finished only by the ledger (process) that took them.
-        self.owner = f"{os.getpid()}-{uuid.uuid4().hex}"
+        # Claims are released or finished only by the ledger (process) that took them. The pid and
+        # machine say whether that process still runs (``_owner_gone``).
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex}@{os.uname().nodename}"
 
     def _db(self) -> apsw.Connection:
         if self._conn is None:
@@ -145,12 +161,15 @@ class Ledger:
                     "AND content_sha256 = ? AND status = 'done'",
                     (agent, session_id, content_sha256),
                 ).fetchone()
-                running = db.execute(
-                    "SELECT 1 FROM distilled_sessions WHERE agent = ? AND session_id = ? "
-                    "AND status = 'running' AND claimed_at > ?",
-                    (agent, session_id, stale),
-                ).fetchone()
-                if done is not None or running is not None:
+                running = [
+                    str(row[0])
+                    for row in db.execute(
+                        "SELECT owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
+                        "AND status = 'running' AND claimed_at > ?",
+                        (agent, session_id, stale),
+                    )
+                ]
+                if done is not None or not all(map(_owner_gone, running)):
                     db.execute("ROLLBACK")
                     return False
                 # Claims of dead processes go: they would keep the session busy for no one.

@@ -186,7 +186,8 @@ class Watched:
         if epoch is None:
             return
         with self._guard:
-            assert self._feed is not None
+            if self._feed is None:  # closed while the walk ran: nothing vouches for what it found
+                return
             self._changes += 1
             for name, files in walked.items():
                 self._files[f"{parent}/{name}"] = files

@@ -1,0 +1,307 @@
+"""What the fault sweep (bench/fault_sweep.py) found, pinned deterministically: each test here
+failed before its fix. Real homes, real index files, real processes where a process matters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coffer_memory import MemoryNotFound, MemoryService
+from coffer_memory._config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child(code: str, *args: str) -> object:
+    """Run ``code`` in a fresh Python process; what it printed as JSON (its exit status 0)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    return json.loads(proc.stdout)
+
+
+def test_a_rebuild_by_another_process_never_hides_a_fact_from_a_running_reader(tmp_home: Path) -> None:
+    """``reindex --rebuild`` dropped a store's rows and committed before indexing the files again:
+    a long-lived process reading meanwhile (a server, coffer-mcp) answered MEMORY_NOT_FOUND for
+    facts on disk and recalled nothing (bench/fault_sweep.py: a REST edit refused with 404 while
+    the CLI rebuilt; with 300 facts two reads in three missed). A reader now sees the rows from
+    before the rebuild until it commits.
+    """
+    # Every store counts as large and its full scan is never due: the reader answers from the
+    # state it read last (what a server does between full scans).
+    settings = Settings.load(tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+    seen: list[tuple[bool, bool]] = []
+    with MemoryService(settings=settings) as reader, MemoryService(settings=settings) as rebuilder:
+        ids = [
+            reader.remember(f"Fact {i}: the kiln{i}q runs hot.", title=f"kiln {i}", scope="global").fact.id
+            for i in range(6)
+        ]
+        for _ in range(2):  # the first read after its own writes scans; the next one keeps the state
+            assert reader.recall("kiln3q", stores=["global"], mode="keyword").hits
+
+        def during(store: str, done: int, total: int) -> None:
+            if store != "global" or seen:
+                return
+            try:
+                found = reader.get_fact(ids[3], store="global").fact.id == ids[3]
+            except MemoryNotFound:
+                found = False
+            hits = [h.id for h in reader.recall("kiln3q", stores=["global"], mode="keyword").hits]
+            seen.append((found, ids[3] in hits))
+
+        rebuilder.reindex("global", rebuild=True, progress=during)
+        assert seen == [(True, True)]
+        assert [h.id for h in reader.recall("kiln3q", stores=["global"], mode="keyword").hits] == [ids[3]]
+        assert not reader.doctor().index_mismatches
+
+
+# A child that cannot grow any file past 2 KiB (RLIMIT_FSIZE, SIGXFSZ ignored: writes fail with
+# EFBIG): a fact file fits, the index's write-ahead log (a 4 KiB page a frame) does not.
+_FULL_INDEX_CHILD = r"""
+import json, resource, signal, sys
+from coffer_memory import CofferError, MemoryService
+
+home, fact_id, other_id = sys.argv[1], sys.argv[2], sys.argv[3]
+with MemoryService(home) as svc:
+    _ = svc.db
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+    out = {}
+    for step, call in [
+        ("recall", lambda: len(svc.recall("walnut", stores=["global"], mode="keyword").hits)),
+        ("get", lambda: svc.get_fact(fact_id, store="global").fact.body),
+        ("edit", lambda: svc.edit_fact(fact_id, body="The pecan tray is red.", store="global").receipt.index_pending),
+        ("delete", lambda: svc.delete_fact(other_id, store="global").receipt.index_pending),
+    ]:
+        try:
+            out[step] = ["ok", call()]
+        except CofferError as exc:
+            out[step] = ["typed", exc.code]
+        except Exception as exc:
+            out[step] = ["raw", type(exc).__name__]
+print(json.dumps(out))
+"""
+
+
+def test_an_index_that_cannot_grow_never_fails_a_read_or_an_edit_with_a_raw_error(tmp_home: Path) -> None:
+    """The reconcile a read runs first wrote to a full index and its apsw IOError ended the read,
+    and ``edit_fact`` (which reconciles before it finds the file): a disk full for the derived
+    index only is no reason to refuse the truth. Reads answer from the index as it stands; the
+    edit and the delete are made, their receipts saying the index is pending (the delete's file
+    was gone and the caller was told it failed); once there is room all agrees again."""
+    with MemoryService(tmp_home) as svc:
+        fact = svc.remember("The walnut tray is blue.", title="tray", scope="global").fact
+        other = svc.remember("The hazel jar is empty.", title="jar", scope="global").fact
+        path = svc.get_fact(fact.id, store="global").path
+    # An edit made outside coffer: the next read has something to write to the index.
+    path.write_text(path.read_text().replace("walnut tray is blue", "walnut tray is green"))
+    got = _child(_FULL_INDEX_CHILD, str(tmp_home), fact.id, other.id)
+    assert isinstance(got, dict)
+    assert got["recall"] == ["ok", 1]
+    assert got["get"] == ["ok", "The walnut tray is green."]
+    assert got["edit"] == ["ok", True]
+    assert got["delete"] == ["ok", True]
+    with MemoryService(tmp_home) as svc:
+        assert svc.get_fact(fact.id, store="global").fact.body == "The pecan tray is red."
+        assert [h.id for h in svc.recall("pecan", stores=["global"], mode="keyword").hits] == [fact.id]
+        assert not svc.recall("walnut", stores=["global"], mode="keyword").hits
+        assert not svc.recall("hazel", stores=["global"], mode="keyword").hits
+        with pytest.raises(MemoryNotFound):
+            svc.get_fact(other.id, store="global")
+        report = svc.doctor()
+        assert not report.index_mismatches and not report.broken
+
+
+_CLAIMING_CHILD = r"""
+import sys, time
+from pathlib import Path
+from coffer_memory._transcripts.ledger import Ledger
+
+ledger = Ledger(Path(sys.argv[1]))
+print(ledger.claim("claude-code", "s1", "sha-a"), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_distil_claim_of_a_killed_process_is_taken_over_at_once(tmp_path: Path) -> None:
+    """A SessionEnd distil killed mid-way (SIGKILL, OOM, the machine's shutdown) left its claim
+    'running': every later end of that session answered ``in_progress`` and the sweep skipped it
+    for ten minutes. A claim whose process, on this machine, is gone is taken over at once; a live
+    one still holds the session."""
+    from coffer_memory._transcripts.ledger import Ledger
+
+    path = tmp_path / "ledger.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CLAIMING_CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "True\n"
+        ledger = Ledger(path)
+        assert not ledger.claim("claude-code", "s1", "sha-b")  # its process runs: the claim holds
+    finally:
+        child.kill()
+        child.wait()
+    assert ledger.claim("claude-code", "s1", "sha-b")
+    ledger.close()
+
+
+def test_a_grep_walk_that_ends_after_close_keeps_nothing(tmp_path: Path) -> None:
+    """A service closed while another thread's grep recall walked its store: the walk's end
+    asserted the inotify feed was still there and the recall died with a bare AssertionError.
+    It now keeps nothing (no feed vouches for it) and the next search walks again."""
+    from coffer_memory.plugins.builtin._grep_texts import Watched
+
+    parent = tmp_path / "store"
+    (parent / "knowledge").mkdir(parents=True)
+    (parent / "knowledge" / "a.md").write_text("hello\n")
+    watched = Watched(forget=lambda path: None, arm_after=1)
+    epoch = watched.start(str(parent), ["knowledge"])
+    assert epoch is not None
+    watched.close()
+    watched.finish(str(parent), {"knowledge": {str(parent / "knowledge" / "a.md")}}, epoch)
+    assert watched.listing(str(parent), ["knowledge"]) is None
+
+
+_TRUNCATING_CHILD = r"""
+import json, os, sys
+from coffer_memory import MemoryService
+from coffer_memory._config import Settings
+
+home = sys.argv[1]
+with MemoryService(home) as svc:
+    for i in range(120):
+        svc.remember(f"Fact {i}: the heron{i}q nests by the weir. " + "reed " * 80, title=f"h{i}", scope="global")
+# The first service checkpointed its log into index.db on close. This one reads as a server does
+# between full scans (every store counts as large: a read trusts the state it read last).
+settings = Settings.load(home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+with MemoryService(settings=settings) as svc:
+    for _ in range(2):
+        assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
+    with open(os.path.join(home, "index.db"), "r+b") as f:  # another program cuts the file short
+        f.truncate(8192)
+    hits = [h.title for mode in ("grep", "keyword") for h in svc.recall("heron7q", stores=["global"], mode=mode).hits]
+    added = svc.remember("The egret nests by the mill.", title="egret", scope="global").fact.id
+    found = [h.id for h in svc.recall("egret", stores=["global"], mode="keyword").hits] == [added]
+    print(json.dumps({"hits": hits, "found": found, "repairs": len(svc.doctor().index_repairs)}))
+"""
+
+
+def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_home: Path) -> None:
+    """index.db is memory-mapped: truncated by another program (a backup restore, ``cp`` over
+    it, a sync tool) while a server ran, the server's next read touched a page past the new end
+    and the process died of SIGBUS (coffer-api exited -7 on the next request, taking every client
+    with it). A file that shrank under the process is now taken for damage before a read: moved
+    aside and rebuilt from the files before the read answers (a grep recall answered nothing
+    while the state kept from before the damage said the store was indexed)."""
+    assert _child(_TRUNCATING_CHILD, str(tmp_home)) == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inotify feed is Linux only")
+def test_a_fact_replaced_by_a_folder_of_its_name_leaves_no_row_behind(tmp_home: Path) -> None:
+    """``knowledge/inbox/x.md`` deleted and a folder ``x.md/`` made in its place while the inotify
+    feed vouched for the store: the feed named both, the file's news was dropped as lying under
+    the new folder, and the folder's scan looked only below it. The file's row stayed: keyword
+    recall served its text (no file holds it) until the next full scan, and doctor reported the
+    mismatch. The other way round, the new file was not indexed until then."""
+    settings = Settings.load(
+        tmp_home,
+        reconcile_full_scan_max_files=2,
+        reconcile_full_scan_seconds=3600,
+        reconcile_watch_full_scan_seconds=3600,
+    )
+    with MemoryService(settings=settings) as svc:
+        paths = [
+            svc.remember(f"Fact {i}: the ibis{i}q wades.", title=f"i{i}", scope="global").path
+            for i in range(4)
+        ]
+        svc.recall("anything", stores=["global"])
+        svc.reindex("global")  # a full scan of a store known to be large arms the feed
+        feed = svc.index.reconciler.feed
+        assert feed is not None and feed.status("global") == "verified"
+        paths[2].unlink()
+        paths[2].mkdir()
+        (paths[2] / "inner.md").write_text("The ibis2q roosts inside.\n")
+        assert [h.title for h in svc.recall("ibis2q", stores=["global"], mode="keyword").hits] == ["inner"]
+        assert not svc.store_admin.doctor().index_mismatches
+        # And back: the folder goes, a file takes its name (its news was dropped the same way).
+        shutil.rmtree(paths[2])
+        paths[2].write_text("The ibis2q flies off.\n")
+        hits = svc.recall("ibis2q", stores=["global"], mode="keyword").hits
+        assert [h.text for h in hits] == ["The ibis2q flies off."]
+        assert not svc.store_admin.doctor().index_mismatches
+
+
+_NO_ROOM_CHILD = r"""
+import json, resource, signal, sys
+from coffer_memory import CofferError, MemoryService
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+try:
+    with MemoryService(sys.argv[1]) as svc:
+        svc.recall("kiln", stores=["global"], mode="keyword")
+    print(json.dumps(["ok"]))
+except CofferError as exc:
+    print(json.dumps(["typed", exc.code]))
+except Exception as exc:
+    print(json.dumps(["raw", type(exc).__name__]))
+"""
+
+
+def test_an_index_that_cannot_be_opened_for_want_of_room_is_a_typed_error(tmp_home: Path) -> None:
+    """Opening the index needs room (its shared-memory file is 32 KiB): under a small file size
+    limit (``ulimit -f 8``) or on a full disk every command failed with a raw apsw IOError, which
+    the CLI printed as 'unexpected IOError'. It is INDEX_UNAVAILABLE, naming the file."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    assert _child(_NO_ROOM_CHILD, str(tmp_home)) == ["typed", "INDEX_UNAVAILABLE"]
+
+
+def test_the_cli_prints_no_traceback_when_a_write_leaves_the_index_pending(tmp_home: Path) -> None:
+    """Under a small file size limit (``ulimit -f 8``: index.db cannot be opened) ``coffer
+    remember`` made the fact durable and said so, with exit 0, and then printed the indexing
+    warning's whole traceback on stderr (Python's last-resort log handler). A warning is one line."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COFFER_HOME": str(tmp_home)}
+    command = (
+        f"ulimit -f 8; exec {sys.executable} -m coffer_memory remember 'The loom is oiled.' --store global"
+    )
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "the next read indexes it" in proc.stderr
+    with MemoryService(tmp_home) as svc:
+        assert [h.title for h in svc.recall("loom", stores=["global"], mode="keyword").hits] == [
+            "The loom is oiled."
+        ]
+
+
+def test_an_index_another_process_replaced_with_a_smaller_one_is_not_taken_for_cut_short(
+    tmp_home: Path,
+) -> None:
+    """The size check counts per file (inode): another process moving a damaged index aside and
+    building a small new one must not look, to this process's next connection, like the big
+    file it knew cut short (a spurious repair would move the good new index aside)."""
+    with MemoryService(tmp_home) as big:
+        for i in range(60):
+            big.remember(f"Fact {i}: the marten{i}q hunts. " + "pine " * 60, title=f"m{i}", scope="global")
+    with MemoryService(tmp_home) as big:  # this process has seen the big file whole
+        assert big.recall("marten3q", stores=["global"], mode="keyword").hits
+    # Another process replaces the file with a new, smaller index (as its repair would).
+    with MemoryService(settings=Settings.load(tmp_home / "elsewhere")) as other:
+        other.remember("One fact.", title="one", scope="global")
+    os.replace(tmp_home / "elsewhere" / "index.db", tmp_home / "index.db")
+    with MemoryService(tmp_home) as later:  # a new connection of this process
+        assert later.recall("marten3q", stores=["global"], mode="keyword").hits
+        assert not later.doctor().index_repairs
