@@ -118,6 +118,7 @@ class KnowledgeRetrieval:
             raise InvalidInput(
                 f"mode {chosen!r} is not enabled (retrieval_modes = {self.settings.memory.retrieval_modes})",
                 field="mode",
+                enabled=list(self.settings.memory.retrieval_modes),
             )
         return chosen
 

@@ -159,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: writes are atomic and the index rebuilds, so one line will do
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # never a raw traceback: one line here, the traceback in a log file
         where = _log_unexpected(args)
         first = (str(exc).splitlines() or [""])[0]

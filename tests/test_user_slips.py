@@ -1,0 +1,129 @@
+"""Slips a user makes at the prompt or in a script (an unset shell variable, a string where a list
+goes, Ctrl-C): a clear typed error or message, and nothing deleted or half-done. Real processes
+and temp homes, as in ``test_first_run.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_first_run import SCRIPTS, one_error, run
+
+from coffer_memory import InvalidInput, MemoryService
+
+
+def _facts(home: Path, *where: str, cwd: Path | None = None) -> list[str]:
+    proc = run("facts", "list", "--json", *where, home=home, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return [item["fact"]["id"] for item in json.loads(proc.stdout)["items"]]
+
+
+@pytest.mark.parametrize("command", [("facts", "rm"), ("facts", "show"), ("facts", "edit")])
+def test_an_empty_fact_id_is_invalid_input_not_the_only_fact(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """``coffer facts rm "$ID"`` with ``ID`` unset: the empty string was a prefix of every id, so
+    in a store of one fact it named that fact and ``rm`` deleted it."""
+    home = tmp_path / "home"
+    assert run("remember", "--global", "the only fact", home=home).returncode == 0
+    [kept] = _facts(home, "--global")
+    extra = ("--title", "new") if command[-1] == "edit" else ()
+    proc = run(*command, "", "--global", *extra, home=home)
+    assert "fact id is empty" in one_error(proc, "error: INVALID_INPUT: ")
+    assert _facts(home, "--global") == [kept]
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_store_name_is_invalid_input_not_the_only_store(tmp_path: Path, value: str) -> None:
+    """``--store "$STORE"`` with ``STORE`` unset matched every store by prefix: with one store,
+    ``coffer stores delete "" --yes`` deleted it."""
+    home = tmp_path / "home"
+    assert run("remember", "--global", "keep me", home=home).returncode == 0
+    proc = run("stores", "delete", value, "--yes", home=home)
+    assert "store name is empty" in one_error(proc, "error: INVALID_INPUT: ")
+    proc = run("facts", "list", "--store", value, home=home)
+    assert "store name is empty" in one_error(proc, "error: INVALID_INPUT: ")
+    assert len(_facts(home, "--global")) == 1
+
+
+def test_a_mode_that_is_not_enabled_hints_at_the_command_that_enables_it(tmp_path: Path, repo: Path) -> None:
+    """``mode 'hybrid' is not enabled`` said what was wrong but not how to turn it on."""
+    home = tmp_path / "home"
+    proc = run("--home", str(home), "recall", "deploy", "--mode", "hybrid", home=home)
+    assert proc.returncode == 1
+    error, tip = proc.stderr.splitlines()
+    assert (
+        error == "error: INVALID_INPUT: mode 'hybrid' is not enabled (retrieval_modes = ['grep', 'keyword'])"
+    )
+    command = f"coffer --home {home} config set memory.retrieval_modes grep,keyword,hybrid"
+    assert (
+        tip
+        == f"hint: {command} (vector and hybrid recall need an embedder: pip install 'coffer-memory[vector]')"
+    )
+    assert run(*command.split()[1:], home=home).returncode == 0
+    made = run("remember", "--json", "deploy with make release", home=home, cwd=repo)
+    store = json.loads(made.stdout)["store"]
+    assert run("stores", "config", store, "retrieval_modes", "keyword", home=home).returncode == 0
+    proc = run("recall", "deploy", "--mode", "grep", home=home, cwd=repo)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == f"hint: coffer stores config {store} retrieval_modes keyword,grep"
+    assert run(*f"stores config {store} retrieval_modes keyword,grep".split(), home=home).returncode == 0
+    assert run("recall", "deploy", "--mode", "grep", home=home, cwd=repo).returncode == 0
+
+
+def test_ctrl_c_during_a_reindex_is_one_line_and_status_130(tmp_path: Path) -> None:
+    """Ctrl-C printed a KeyboardInterrupt traceback of thirty lines; the index stays usable."""
+    home = tmp_path / "home"
+    inbox = home / "memory" / "global" / "knowledge" / "inbox"
+    inbox.mkdir(parents=True)
+    for i in range(4000):
+        (inbox / f"f{i}.md").write_text(f"---\ntitle: fact {i}\n---\n\nword{i} deploy release staging\n")
+    proc = subprocess.Popen(
+        [str(SCRIPTS / "coffer"), "reindex", "--rebuild"],
+        env={**os.environ, "COFFER_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # Python ignores SIGINT in a child started with it ignored (a background job): restore it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    db = home / "index.db"
+    while not db.exists() and proc.poll() is None:  # interrupt it once it is at work
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the reindex finished before the interrupt reached it")
+    assert proc.returncode == 130, err
+    assert err.decode().splitlines()[-1] == "interrupted", err
+    assert b"Traceback" not in err
+    found = run("recall", "word3999", "--store", "global", home=home)
+    assert found.returncode == 0 and "fact 3999" in found.stdout, found.stderr
+
+
+def test_a_text_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
+    """``remember(123)`` and ``remember(b"...")`` said "memory rejected: text is empty"."""
+    with MemoryService(tmp_path / "home") as svc:
+        for text in (123, b"deploy with make release", None):
+            with pytest.raises(InvalidInput, match="text must be a string") as caught:
+                svc.remember(text, scope="global")  # type: ignore[arg-type]
+            assert caught.value.details["field"] == "text"
+    assert not (tmp_path / "home" / "memory").exists()
+
+
+def test_one_store_name_given_as_a_string_is_invalid_input(tmp_path: Path) -> None:
+    """``recall(q, stores="global")`` searched the stores 'g', 'l', 'o'... and said store 'g' was
+    not found; ``export_memory(stores="global")`` the same."""
+    with MemoryService(tmp_path / "home") as svc:
+        svc.remember("deploy with make release", scope="global")
+        with pytest.raises(InvalidInput, match="stores must be a list of store names") as caught:
+            svc.recall("deploy", stores="global")
+        assert caught.value.details["field"] == "stores"
+        with pytest.raises(InvalidInput, match="stores must be a list of store names"):
+            svc.export_memory(tmp_path / "out.zip", stores="global")
+        assert [h.store for h in svc.recall("deploy", stores=["global"]).hits] == ["global"]
+    assert not (tmp_path / "out.zip").exists()
