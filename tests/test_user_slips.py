@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_first_run import SCRIPTS, one_error, run
@@ -127,3 +128,17 @@ def test_one_store_name_given_as_a_string_is_invalid_input(tmp_path: Path) -> No
             svc.export_memory(tmp_path / "out.zip", stores="global")
         assert [h.store for h in svc.recall("deploy", stores=["global"]).hits] == ["global"]
     assert not (tmp_path / "out.zip").exists()
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PATCH", "PUT", "POST"])
+def test_a_change_to_a_path_with_a_trailing_slash_is_not_redirected(client: Any, method: str) -> None:
+    """``DELETE /memory_stores/global/facts/`` (a fact id that came out empty) was answered with a
+    307 to ``DELETE /memory_stores/global/facts``, which a client following redirects (httpx's
+    TestClient, requests) obeyed: every fact of the store was deleted."""
+    api = "/api/v1/memory_stores/global"
+    made = client.post(f"{api}/facts", json={"text": "keep me"})
+    assert made.status_code == 201, made.text
+    r = client.request(method, f"{api}/facts/", json={} if method != "DELETE" else None)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND", r.text
+    assert "trailing '/'" in r.json()["error"]["message"]
+    assert client.get(f"{api}/facts/").json()["items"][0]["text"] == "keep me"  # reads keep the redirect
