@@ -142,3 +142,14 @@ def test_a_change_to_a_path_with_a_trailing_slash_is_not_redirected(client: Any,
     assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND", r.text
     assert "trailing '/'" in r.json()["error"]["message"]
     assert client.get(f"{api}/facts/").json()["items"][0]["text"] == "keep me"  # reads keep the redirect
+
+
+def test_deleting_the_global_store_is_refused_before_asking_for_yes(tmp_path: Path) -> None:
+    """Without ``--yes`` it said "pass --yes to confirm"; with ``--yes`` it said the global store
+    cannot be deleted: the first answer sent the user into the second."""
+    home = tmp_path / "home"
+    assert run("remember", "--global", "keep me", home=home).returncode == 0
+    for extra in ((), ("--yes",)):
+        line = one_error(run("stores", "delete", "global", *extra, home=home), "error: INVALID_INPUT: ")
+        assert line.endswith("the global store cannot be deleted; clear it instead"), line
+    assert len(_facts(home, "--global")) == 1
