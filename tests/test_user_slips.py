@@ -106,13 +106,17 @@ def test_ctrl_c_during_a_reindex_is_one_line_and_status_130(tmp_path: Path) -> N
     assert found.returncode == 0 and "fact 3999" in found.stdout, found.stderr
 
 
-def test_a_text_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
-    """``remember(123)`` and ``remember(b"...")`` said "memory rejected: text is empty"."""
+def test_a_text_or_query_that_is_not_a_string_is_invalid_input(tmp_path: Path) -> None:
+    """``remember(123)`` and ``remember(b"...")`` said "memory rejected: text is empty", and
+    ``recall(5)`` "query is empty"."""
     with MemoryService(tmp_path / "home") as svc:
         for text in (123, b"deploy with make release", None):
             with pytest.raises(InvalidInput, match="text must be a string") as caught:
                 svc.remember(text, scope="global")  # type: ignore[arg-type]
             assert caught.value.details["field"] == "text"
+        for query in (5, b"deploy", None):
+            with pytest.raises(InvalidInput, match="query must be a string"):
+                svc.recall(query, stores=["global"])  # type: ignore[arg-type]
     assert not (tmp_path / "home" / "memory").exists()
 
 
