@@ -157,3 +157,17 @@ def test_deleting_the_global_store_is_refused_before_asking_for_yes(tmp_path: Pa
         line = one_error(run("stores", "delete", "global", *extra, home=home), "error: INVALID_INPUT: ")
         assert line.endswith("the global store cannot be deleted; clear it instead"), line
     assert len(_facts(home, "--global")) == 1
+
+
+def test_a_bad_setting_says_where_it_came_from(tmp_path: Path) -> None:
+    """``COFFER_MEMORY_DEFAULT_MODE=hybird coffer recall x`` said "invalid settings:
+    memory.default_mode: ..." with no word of the variable that set it."""
+    home = tmp_path / "home"
+    proc = run("recall", "x", home=home, env={"COFFER_MEMORY_DEFAULT_MODE": "hybird"})
+    line = one_error(proc, "error: INVALID_INPUT: invalid settings: memory.default_mode: ")
+    assert line.endswith("(settings from: COFFER_MEMORY_DEFAULT_MODE)"), line
+    home.mkdir()
+    (home / "config.toml").write_text('[memory]\ndefault_mode = "vector"\n')
+    proc = run("recall", "x", home=home, env={"COFFER_MEMORY_RETRIEVAL_MODES": "grep,keyword"})
+    line = one_error(proc, "error: INVALID_INPUT: invalid settings: memory.default_mode 'vector' ")
+    assert line.endswith(f"(settings from: {home / 'config.toml'}, COFFER_MEMORY_RETRIEVAL_MODES)"), line
