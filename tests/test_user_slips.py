@@ -171,3 +171,12 @@ def test_a_bad_setting_says_where_it_came_from(tmp_path: Path) -> None:
     proc = run("recall", "x", home=home, env={"COFFER_MEMORY_RETRIEVAL_MODES": "grep,keyword"})
     line = one_error(proc, "error: INVALID_INPUT: invalid settings: memory.default_mode 'vector' ")
     assert line.endswith(f"(settings from: {home / 'config.toml'}, COFFER_MEMORY_RETRIEVAL_MODES)"), line
+
+
+def test_a_service_used_after_close_opens_its_index_again(tmp_path: Path) -> None:
+    """docs/api.md says so: a closed service is not a dead one."""
+    svc = MemoryService(tmp_path / "home")
+    svc.remember("deploy with make release", scope="global")
+    svc.close()
+    assert [h.text for h in svc.recall("deploy", stores=["global"]).hits] == ["deploy with make release"]
+    svc.close()
