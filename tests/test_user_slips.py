@@ -180,3 +180,19 @@ def test_a_service_used_after_close_opens_its_index_again(tmp_path: Path) -> Non
     svc.close()
     assert [h.text for h in svc.recall("deploy", stores=["global"]).hits] == ["deploy with make release"]
     svc.close()
+
+
+def test_a_codex_config_that_is_not_toml_says_where_in_words(tmp_path: Path) -> None:
+    """An array left open at the end of ``config.toml`` was reported as tomlkit's "Unexpected
+    character: '\\x00' at line 1 col 0"."""
+    codex = tmp_path / "codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text('model = "o4"\nbad = [\n')
+    proc = run(
+        "agents", "install", "codex", "--no-check", home=tmp_path / "home", env={"CODEX_HOME": str(codex)}
+    )
+    line = one_error(proc, "error: AGENT_CONFIG_INVALID: ")
+    assert line.endswith(
+        "config.toml: is not valid TOML (Invalid value (at end of document)); nothing was written"
+    )
+    assert (codex / "config.toml").read_text() == 'model = "o4"\nbad = [\n'
