@@ -196,3 +196,17 @@ def test_a_codex_config_that_is_not_toml_says_where_in_words(tmp_path: Path) -> 
         "config.toml: is not valid TOML (Invalid value (at end of document)); nothing was written"
     )
     assert (codex / "config.toml").read_text() == 'model = "o4"\nbad = [\n'
+
+
+@pytest.mark.parametrize("label", ["global", "Global", "project-0CN67023MCKFM6S6F2Z9YD0618"])
+def test_a_label_that_looks_like_a_store_name_is_refused(tmp_path: Path, repo: Path, label: str) -> None:
+    """A project store labelled "global" showed as "global" in every list, yet ``--store global``
+    still named the global store: ``coffer clear --store global --yes`` meant for the project
+    would have emptied the global store."""
+    home = tmp_path / "home"
+    assert run("remember", "p fact", home=home, cwd=repo).returncode == 0
+    name = json.loads(run("stores", "list", "--json", home=home).stdout)[0]["name"]
+    assert name.startswith("project-")
+    line = one_error(run("stores", "label", name, label, home=home), "error: INVALID_INPUT: ")
+    assert line.endswith("looks like a store name; choose another"), line
+    assert run("stores", "label", name, "acme", home=home).returncode == 0
