@@ -210,3 +210,12 @@ def test_a_label_that_looks_like_a_store_name_is_refused(tmp_path: Path, repo: P
     line = one_error(run("stores", "label", name, label, home=home), "error: INVALID_INPUT: ")
     assert line.endswith("looks like a store name; choose another"), line
     assert run("stores", "label", name, "acme", home=home).returncode == 0
+
+
+def test_a_cwd_that_is_a_file_is_not_called_missing(tmp_path: Path, repo: Path) -> None:
+    """``--cwd README.md`` (a file inside the repository) said "no such directory"."""
+    proc = run("remember", "x", "--cwd", str(repo / "README.md"), home=tmp_path / "home")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[0].endswith("/README.md': not a directory"), proc.stderr
+    proc = run("remember", "x", "--cwd", str(repo / "gone"), home=tmp_path / "home")
+    assert proc.stderr.splitlines()[0].endswith("/gone': no such directory"), proc.stderr
