@@ -219,3 +219,15 @@ def test_a_cwd_that_is_a_file_is_not_called_missing(tmp_path: Path, repo: Path) 
     assert proc.stderr.splitlines()[0].endswith("/README.md': not a directory"), proc.stderr
     proc = run("remember", "x", "--cwd", str(repo / "gone"), home=tmp_path / "home")
     assert proc.stderr.splitlines()[0].endswith("/gone': no such directory"), proc.stderr
+
+
+def test_a_session_no_agent_has_is_not_said_to_be_missing_from_opencode_alone(tmp_path: Path) -> None:
+    """Without ``--agent`` every agent's sessions are searched, yet the error named the last one
+    looked in: "session 'nope' not found in opencode sessions"."""
+    for args in (("transcripts", "show", "nope"), ("distill", "nope")):
+        line = one_error(run(*args, home=tmp_path / "home"), "error: SESSION_NOT_FOUND: ")
+        assert line.endswith("session 'nope' not found in any agent's sessions"), line
+    line = one_error(
+        run("distill", "nope", "--agent", "codex", home=tmp_path / "home"), "error: SESSION_NOT_FOUND: "
+    )
+    assert line.endswith("session 'nope' not found in codex sessions"), line
