@@ -231,3 +231,14 @@ def test_a_session_no_agent_has_is_not_said_to_be_missing_from_opencode_alone(tm
         run("distill", "nope", "--agent", "codex", home=tmp_path / "home"), "error: SESSION_NOT_FOUND: "
     )
     assert line.endswith("session 'nope' not found in codex sessions"), line
+
+
+def test_the_help_names_every_exit_status_the_cli_page_lists(tmp_path: Path) -> None:
+    """A script author reading ``coffer --help`` learns what the exit statuses mean, the same
+    ones docs/cli.md's table lists (130 for Ctrl-C is new)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    table = page.split("## Exit status and errors", 1)[1].split("\n\n", 2)[1]
+    statuses = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
+    assert statuses == ["0", "1", "2", "130"]
+    helped = " ".join(run("--help", home=tmp_path / "home").stdout.split())
+    assert all(f" {status} " in helped for status in statuses), helped

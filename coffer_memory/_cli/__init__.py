@@ -86,7 +86,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = argparse.ArgumentParser(
-        prog="coffer", description="Shared local-first memory for coding agents."
+        prog="coffer",
+        description="Shared local-first memory for coding agents.",
+        epilog="`coffer COMMAND --help` describes a command. Exit status: 0 done, 1 a coffer error "
+        "(one 'error: CODE: message' line on stderr), 2 a usage error, 130 interrupted.",
     )
     parser.add_argument(
         "--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)"
