@@ -272,6 +272,7 @@ class Settings(_Section):
         present, then ``COFFER_*`` environment variables (see ``env_overrides``), then ``overrides``."""
         base = home_path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
         data = read_config_file(base)
+        data_from_file = bool(data)
         for section, value in env_overrides(os.environ).items():
             if isinstance(value, dict) and isinstance(data.get(section), dict):
                 data[section] = {**data[section], **value}
@@ -286,7 +287,16 @@ class Settings(_Section):
         try:
             return cls.model_validate(data)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise InvalidInput(f"invalid settings: {validation_problems(exc)}", field="settings") from exc
+            # Name where the values came from: a variable set long ago is easy to forget.
+            cfg = base / CONFIG_FILENAME
+            sources = [
+                *([str(cfg)] if data_from_file else []),
+                *(v for v in setting_keys().values() if os.environ.get(v)),
+            ]
+            where = f" (settings from: {', '.join(sources)})" if sources else ""
+            raise InvalidInput(
+                f"invalid settings: {validation_problems(exc)}{where}", field="settings"
+            ) from exc
 
 
 def validation_problems(exc: ValueError) -> str:

@@ -34,7 +34,7 @@ from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.scan import scan_markdown
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
-from ._targets import PathLike, Targets
+from ._targets import PathLike, Targets, store_list
 from .vocabulary import (
     ACTORS,
     MAX_DESCRIPTION_CHARS,
@@ -76,7 +76,9 @@ def _follow_body(old: MemoryFact, new_body: str | None) -> str:
 def validate_text(text: object, limit: int, *, any_store: bool = False) -> str:
     """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``
     (``any_store``: ``limit`` is the highest any store allows, checked before the store is known)."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise InvalidInput("text must be a string", field="text")
+    if not text.strip():
         raise MemoryRejected("empty")
     if len(text.strip()) > limit:
         raise MemoryRejected("too_long", length=len(text.strip()), limit=limit, any_store=any_store)
@@ -297,7 +299,7 @@ class Facts:
         """
         where = FactFilter.of(tags, since, until)
         if stores is not None:
-            targets = [self.targets.of_store(s) for s in stores]
+            targets = [self.targets.of_store(s) for s in store_list(stores)]
         else:
             targets = self.targets.recall(cwd)
         unique: dict[str, Target] = {}
@@ -314,6 +316,9 @@ class Facts:
                 f"mode {mode!r} is not enabled in store {paths[0].name} "
                 f"(retrieval_modes = {own.retrieval_modes})",
                 field="mode",
+                enabled=list(own.retrieval_modes),
+                store=paths[0].name,
+                mode=mode,
             )
         present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
         for sp in present:

@@ -96,7 +96,9 @@ class KnowledgeRetrieval:
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
+            raise InvalidInput("query must be a string", field="query")
+        if not query.strip():
             raise InvalidInput("query is empty", field="query")
         if "\x00" in query:
             raise InvalidInput("query contains a NUL character", field="query")
@@ -118,6 +120,7 @@ class KnowledgeRetrieval:
             raise InvalidInput(
                 f"mode {chosen!r} is not enabled (retrieval_modes = {self.settings.memory.retrieval_modes})",
                 field="mode",
+                enabled=list(self.settings.memory.retrieval_modes),
             )
         return chosen
 

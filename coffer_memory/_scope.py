@@ -227,7 +227,7 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
     """Like ``find_git``, but raises ``ScopeUnresolved`` outside a repository."""
     path = os.fspath(cwd)
     if "\x00" in path or not os.path.isdir(path):
-        raise ScopeUnresolved(path, "no such directory")
+        raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
         raise ScopeUnresolved(path)

@@ -111,6 +111,13 @@ class Stores:
             raise InvalidInput(f"label must be 1 to {MAX_LABEL_CHARS} characters", field="label")
         if any(ord(c) < 32 for c in label):
             raise InvalidInput("label must not contain control characters", field="label")
+        shape = label.strip().casefold()
+        if shape == GLOBAL_STORE or (shape.startswith("project-") and len(shape) == len("project-") + 26):
+            # `--store global` names the global store whatever the labels say: such a label could
+            # never be used, and a `clear --store global` meant for this store would hit that one.
+            raise InvalidInput(
+                f"label {label.strip()!r} looks like a store name; choose another", field="label"
+            )
         with self.index.lock:
             self._write_label(name, label.strip())
             self.index.db.conn.execute(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
@@ -39,6 +40,15 @@ PathLike = str | os.PathLike[str]
 
 log = logging.getLogger("coffer_memory")
 _PATHS_KEPT = 1024
+
+
+def store_list(stores: Iterable[str]) -> list[str]:
+    """The store names of ``stores``; one name given as a string is refused, not read letter by letter."""
+    if isinstance(stores, str | bytes):
+        raise InvalidInput(
+            f"stores must be a list of store names, not a string: stores=[{stores!r}]", field="stores"
+        )
+    return list(stores)
 
 
 class Targets:

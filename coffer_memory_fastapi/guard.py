@@ -18,6 +18,9 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   ``403 ORIGIN_NOT_ALLOWED`` unless it is the user following a link to a page outside ``/api/``
   (``Sec-Fetch-Mode: navigate``). Clients that are not browsers send no such header.
 
+A change (POST, PUT, PATCH, DELETE) to a path ending in ``/`` is ``404 NOT_FOUND``, not
+redirected to the path without it (see ``_CHANGING_METHODS``).
+
 A request carrying two ``Host`` (or two ``Origin``) headers is refused as a foreign one: this
 check would read one and Starlette (links, redirects, CORS) the other.
 
@@ -56,6 +59,10 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 """Host names served by default, with any port (besides the address a connection arrived at)."""
 
 _BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
+# Starlette answers a path with a stray trailing '/' by a 307 to the path without it, and a 307
+# keeps the method: ``DELETE .../facts/`` (an id that came out empty) would become ``DELETE
+# .../facts``, which clears the store. Reads keep the redirect; changes are refused instead.
+_CHANGING_METHODS = frozenset({"POST", *_BODY_METHODS})
 # Sec-Fetch-Site values of a request made by another site's page ("none": typed by the user).
 _OTHER_SITE = frozenset({b"cross-site", b"same-site"})
 UI_COOKIE = "coffer_ui"
@@ -245,6 +252,11 @@ class RequestGuard:
                 "UNAUTHORIZED",
                 "a bearer token is required: Authorization: Bearer <token>",
                 headers={"WWW-Authenticate": "Bearer"},
+            ), False
+        path = _split_root(scope)[1]
+        if method in _CHANGING_METHODS and path.endswith("/") and path != "/":
+            return _refuse(
+                "NOT_FOUND", f"no {method} route ends with a trailing '/': {path} (is an id in it empty?)"
             ), False
         if method == "POST" or (method in _BODY_METHODS and has_body):
             if not _is_json(content_type):

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import stat
+import tomllib
 from abc import ABC, abstractmethod
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -257,6 +258,16 @@ class JsonDoc(ConfigDoc):
         return self._canon(self.data) != self._loaded
 
 
+def _toml_problem(text: str, exc: TOMLKitError) -> str:
+    """What is wrong with ``text``: tomllib's words where it refuses it too (tomlkit says
+    "Unexpected character: '\\x00' at line 1 col 0" for an array left open at the end)."""
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as problem:
+        return str(problem)
+    return str(exc)
+
+
 class TomlDoc(ConfigDoc):
     """A TOML file edited through tomlkit, which keeps comments, order and layout."""
 
@@ -266,7 +277,7 @@ class TomlDoc(ConfigDoc):
         try:
             self.doc = tomlkit.parse(text)
         except TOMLKitError as exc:
-            raise AgentConfigInvalid(str(path), f"is not valid TOML ({exc})") from exc
+            raise AgentConfigInvalid(str(path), f"is not valid TOML ({_toml_problem(text, exc)})") from exc
         self.data = self.doc
         self._text = text
 

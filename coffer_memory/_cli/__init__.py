@@ -87,7 +87,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from .. import __version__
 
     parser = argparse.ArgumentParser(
-        prog="coffer", description="Shared local-first memory for coding agents."
+        prog="coffer",
+        description="Shared local-first memory for coding agents.",
+        epilog="`coffer COMMAND --help` describes a command. Exit status: 0 done, 1 a coffer error "
+        "(one 'error: CODE: message' line on stderr), 2 a usage error, 130 interrupted.",
     )
     parser.add_argument(
         "--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)"
@@ -161,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: writes are atomic and the index rebuilds, so one line will do
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # never a raw traceback: one line here, the traceback in a log file
         where = _log_unexpected(args)
         first = (str(exc).splitlines() or [""])[0]

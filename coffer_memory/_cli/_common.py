@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -113,7 +114,10 @@ def resolve_store_name(svc: MemoryService, value: str) -> str:
 
     Exact names pass through untouched (the service validates them); a value that matches no
     store is passed on too, so the service reports MEMORY_STORE_NOT_FOUND as for any bad name.
+    An empty value (an unset shell variable) is refused: as a prefix it would match every store.
     """
+    if not value.strip():
+        raise InvalidInput("store name is empty", field="store")
     if value == "global" or (value.startswith("project-") and len(value) == len("project-") + ULID_LENGTH):
         return value
     stores = svc.stores()
@@ -141,7 +145,11 @@ def resolve_store_args(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def resolve_fact_id(svc: MemoryService, value: str, args: argparse.Namespace) -> str:
-    """The fact id ``value`` names: a full id (any case) or a unique prefix of one in the target store."""
+    """The fact id ``value`` names: a full id (any case) or a unique prefix of one in the target store.
+
+    An empty value (an unset shell variable) is refused: as a prefix it would match every fact."""
+    if not value.strip():
+        raise InvalidInput("fact id is empty", field="fact_id")
     upper = value.upper()
     if len(value) >= ULID_LENGTH:
         return upper
@@ -161,7 +169,9 @@ def resolve_fact_id(svc: MemoryService, value: str, args: argparse.Namespace) ->
 
 
 def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
-    """A next step for errors a user can fix with an option (printed after the error line)."""
+    """A next step for errors a user can fix with an option or a setting (printed after the error line)."""
+    if exc.code == "INVALID_INPUT" and "enabled" in exc.details:
+        return _enable_mode_hint(exc.details, args)
     if exc.code != "SCOPE_UNRESOLVED":
         return None
     if hasattr(args, "global_"):
@@ -169,6 +179,21 @@ def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
     if hasattr(args, "store"):
         return "hint: run it inside a git repository, or pass --store NAME (see `coffer stores list`)"
     return "hint: run it inside a git repository, or pass --cwd DIR of one"
+
+
+def _enable_mode_hint(details: dict[str, Any], args: argparse.Namespace) -> str:
+    """The command that turns on the recall mode asked for: the home's setting, or the store's own
+    when a store's ``retrieval_modes`` left it out."""
+    wanted = details.get("mode") or getattr(args, "mode", None) or ""
+    modes = ",".join([*details["enabled"], *([wanted] if wanted else [])])
+    home = f"--home {shlex.quote(args.home)} " if getattr(args, "home", None) else ""
+    if details.get("store"):
+        line = f"hint: coffer {home}stores config {details['store']} retrieval_modes {modes}"
+    else:
+        line = f"hint: coffer {home}config set memory.retrieval_modes {modes}"
+    if wanted in ("vector", "hybrid"):
+        line += " (vector and hybrid recall need an embedder: pip install 'coffer-memory[vector]')"
+    return line
 
 
 def add_group(parent: Any, name: str, help_text: str) -> Any:

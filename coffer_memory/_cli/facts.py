@@ -7,9 +7,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidInput
+from .._errors import InvalidInput, StoreNotDeletable
 from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
+from .._store.paths import GLOBAL_STORE
 from . import stores as stores_cli
 from ._common import (
     FILE,
@@ -186,6 +187,8 @@ def cmd_stores_label(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_stores_delete(svc: MemoryService, args: argparse.Namespace) -> None:
     if not args.yes:
         info = svc.store_info(args.store_name)
+        if info.name == GLOBAL_STORE:  # refused with --yes too: asking for it would mislead
+            raise StoreNotDeletable(info.name)
         raise InvalidInput(
             f"delete removes {info.name} ({info.display_name}, {info.fact_count} facts, every lane) "
             f"and its folder {info.store_dir}; pass --yes to confirm",

@@ -28,7 +28,7 @@ from .._store.files import sha256_bytes, write_outside_store
 from .._store.paths import GLOBAL_STORE, store_name_for_project
 from .._store.writer import Writer
 from .._stores import Stores
-from .._targets import PathLike, Targets
+from .._targets import PathLike, Targets, store_list
 from . import archive, basic_memory, claude_code, mcp_memory, rules_files
 from .apply import Applier, Progress
 from .common import Plan
@@ -71,7 +71,7 @@ class Porting:
         """The export of ``stores`` (default: every store) as bytes, and its report."""
         if format not in EXPORT_FORMATS:
             raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}", field="format")
-        names = list(dict.fromkeys(stores)) if stores is not None else self.stores.names()
+        names = list(dict.fromkeys(store_list(stores))) if stores is not None else self.stores.names()
         snapshot = []
         for name in names:
             sp = self.targets.paths(name)

@@ -5,6 +5,7 @@ A component of ``MemoryService`` (also reachable as ``svc.transcripts``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -119,13 +120,10 @@ class Transcripts:
         """A session by id, looked up in every agent's files unless ``agent`` is given."""
         agents = [require_agent(agent)] if agent is not None else list(AGENTS)
         lister = self._lister()
-        for index, name in enumerate(agents):
-            try:
+        for name in agents:
+            with contextlib.suppress(SessionNotFound):
                 return lister.find(name, session_id)
-            except SessionNotFound:
-                if index == len(agents) - 1:
-                    raise
-        raise SessionNotFound(agent, session_id)  # unreachable: AGENTS is never empty
+        raise SessionNotFound(agent, session_id)  # agent None: "not found in any agent's sessions"
 
     def _load(self, agent: str, session_id: str) -> Transcript:
         return self._lister().load(require_agent(agent), session_id)
