@@ -37,6 +37,7 @@ states it. ``--closed`` keeps the closed loops beside them.
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import random
@@ -346,6 +347,24 @@ def serve_and_load(
     return measure(proc, base, qs, concurrency, client, **loads)
 
 
+def worker_split(port: int) -> str:
+    """How the server's established connections on ``port`` are spread over its processes (e.g.
+    ``3:1``: one process serves three, another one), from ``ss``; "" where ``ss`` is missing."""
+    try:
+        out = subprocess.run(
+            ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    per_pid = collections.Counter(
+        line.split("pid=")[1].split(",")[0] for line in out.splitlines() if "pid=" in line
+    )
+    return ":".join(str(n) for n in sorted(per_pid.values(), reverse=True))
+
+
 def open_label(rate: float, concurrency: int) -> str:
     """The result label of an open-loop load."""
     return f"open {rate:g}/s ({concurrency} clients)"
@@ -374,8 +393,11 @@ def measure(
         ):
             loads.append((label, functools.partial(closed_figures, base, qs, conc, client)))
     params = [recall_params(q) for q in qs]
+    split = functools.partial(worker_split, int(base.rsplit(":", 1)[1]))
     for i, rate in enumerate(rates):
-        run = functools.partial(open_loop, base, params, rate, concurrency, arrivals, SEED + i)
+        run = functools.partial(
+            open_loop, base, params, rate, concurrency, arrivals, SEED + i, connected=split
+        )
         loads.append((open_label(rate, concurrency), lambda run=run, rate=rate: open_figures(run(), rate)))
     try:
         wait_ready(base, proc)

@@ -363,7 +363,7 @@ def report(
     ]
     if opened:
         heads = ["code", "round", "offered/s", "achieved/s", "p50 ms", "p99 ms", "sent->answer p50"]
-        heads += ["p99", "behind p50 ms", "p99", "max", "sent free", "free: late p99 ms"]
+        heads += ["p99", "behind p50 ms", "p99", "max", "sent free", "free: late p99 ms", "conns/process"]
         print(
             table(
                 heads, opened, title="open loop: behind = sent - intended start; free = client idle when due"
@@ -397,7 +397,7 @@ def targets_met(fig: dict[str, Any]) -> bool:
 
 
 OPEN_KEYS = ["offered", "rps", "p50", "p99", "service_p50", "service_p99", "behind_p50", "behind_p99"]
-OPEN_KEYS += ["behind_max", "free_share", "late_free_p99"]
+OPEN_KEYS += ["behind_max", "free_share", "late_free_p99", "split"]
 
 
 def label_is_closed(label: str) -> bool:

@@ -29,6 +29,7 @@ import re
 import select
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -114,12 +115,14 @@ def open_loop(
     arrivals: str = "uniform",
     seed: int = 0,
     timeline: bool = False,
+    connected: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Send one request per ``params`` at ``rate`` requests/s in total from ``concurrency`` clients;
     the times of each (lists of seconds: ``latency`` from the intended start, ``service`` from the
     send, ``behind`` send - intended, ``late_free`` behind for sends that found their client
     free), ``wall`` (first intended start to last answer), ``non_200``; with ``timeline`` also
-    each request's (intended start, latency, behind) in seconds from the run's start."""
+    each request's (intended start, latency, behind) in seconds from the run's start; with
+    ``connected``, what it answers once every client is connected (before the first send)."""
     host, _, port = base.removeprefix("http://").partition(":")
     r = random.Random(seed)
     interval = concurrency / rate
@@ -130,6 +133,14 @@ def open_loop(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         due = schedule(len(mine), interval, arrivals, r)
         clients.append(_Client(sock, [request_bytes(host, port, p) for p in mine], due))
+    # Every client's first request, so that each connection is accepted by a server process.
+    for c in clients:
+        c.sock.sendall(request_bytes(host, port, params[0]))
+    for c in clients:
+        while not c.receive():
+            pass
+        c.done.clear()
+    seen = connected() if connected is not None else None
     start = time.perf_counter() + 0.01
     for c in clients:
         c.due = [start + t for t in c.due]
@@ -158,6 +169,7 @@ def open_loop(
         out["late_free"] += [s - i for s, i, f in zip(c.sent, c.due, c.free, strict=True) if f]
         out["non_200"] += c.bad
     out["wall"] = max(c.done[-1] for c in clients) - start
+    out["connected"] = seen
     if timeline:  # (intended start from the run's start, latency, behind) of every request
         out["timeline"] = [
             (i - start, d - i, s - i) for c in clients for i, s, d in zip(c.due, c.sent, c.done, strict=True)
@@ -185,4 +197,5 @@ def figures(result: dict[str, Any], rate: float) -> dict[str, Any]:
         "behind_max": ms(max(result["behind"])),
         "late_free_p99": pct("late_free", 99),
         "free_share": len(result["late_free"]) / n,
+        "split": result.get("connected") or "",
     }

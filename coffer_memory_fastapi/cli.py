@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import inspect
 import json
 import os
@@ -239,10 +240,13 @@ def listening_socket(config: uvicorn.Config) -> socket.socket:
 
 def worker_app() -> FastAPI:
     """The app of one ``coffer-api --workers N`` process (uvicorn calls it in each worker)."""
+    from . import balance
     from .app import create_app
     from .cpus import pin_to_one_cpu
 
     spec = json.loads(os.environ.pop(WORKER_ENV))  # not passed on to the git or rg it runs
+    # uvicorn builds the app in its running loop, before that loop starts serving the socket.
+    balance.install(asyncio.get_running_loop(), Path(spec["operations"]) / "connections")
     if spec.get("pin"):  # before any thread starts: the threads to come inherit the CPU
         pin_to_one_cpu(f"{spec['supervisor']}-{Path(spec['operations']).name}")
     threading.Thread(

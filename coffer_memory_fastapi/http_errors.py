@@ -12,12 +12,15 @@ request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Parser
 except ImportError:  # pragma: no cover - uvicorn's own fallback when httptools is missing
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Parser  # type: ignore[assignment]
+
+from . import balance
 
 MAX_HEADERS = 100
 """Headers one request may carry (browsers send about 20)."""
@@ -33,6 +36,18 @@ class EnvelopeProtocol(_Parser):
     """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope."""
 
     _header_bytes = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A client connected: counted for ``coffer-api --workers N``'s balance (``balance.Tally``)."""
+        super().connection_made(transport)
+        if balance.current is not None:
+            balance.current.opened()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The client's connection ended: no longer counted."""
+        if balance.current is not None:
+            balance.current.closed()
+        super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         """A new request: its headers' tally starts again."""
