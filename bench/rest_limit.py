@@ -2,9 +2,10 @@
 
 ``bench/rest.py`` serves coffer-api and loads it; this script serves, in alternate rounds on the
 same machine and load, coffer-api and a **limit server**: the uvicorn configuration coffer-api
-uses (``--workers N`` processes sharing one listening socket with ``TCP_NODELAY``, httptools, no
-access log, 127.0.0.1, warning log level; ``--pinned``: each worker on one CPU as with
-``--pin-workers``) serving a raw ASGI app whose one route runs the keyword limit of
+uses (``--workers N`` processes sharing one listening socket with ``TCP_NODELAY`` and sharing
+connections out as coffer-api's workers do, ``coffer_memory_fastapi.balance``, where the coffer
+served has it; httptools, no access log, 127.0.0.1, warning log level; ``--pinned``: each worker
+on one CPU as with ``--pin-workers``) serving a raw ASGI app whose one route runs the keyword limit of
 ``bench/limit.py`` (``limit_keyword``: one bm25 MATCH on a plain FTS5 word table, then the
 matched texts) over the same 10,000 facts, on a SQLite file built by ``bench/limit.py``'s
 ``limit_rebuild`` from this home's fact files with coffer's own schema (WAL, one connection per
@@ -182,6 +183,19 @@ def fixed_apps(kind: str, home: str) -> Any:
     return create_app(svc)
 
 
+try:  # the limit's protocol: plain httptools, its connections counted where coffer counts them
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from coffer_memory_fastapi.balance import CountedConnections
+
+    class LimitProtocol(CountedConnections, HttpToolsProtocol):
+        """uvicorn's httptools protocol, counted for ``balance`` as coffer-api's protocol is."""
+
+    LIMIT_PROTOCOL = "rest_limit:LimitProtocol"
+except ImportError:  # an older coffer (--before) without it
+    LIMIT_PROTOCOL = "httptools"
+
+
 def limit_app() -> Any:
     """The app of one limit worker process (uvicorn's factory; pins the process first if asked)."""
     spec = json.loads(os.environ[SPEC_ENV])
@@ -189,6 +203,13 @@ def limit_app() -> Any:
         from coffer_memory_fastapi.cpus import pin_to_one_cpu
 
         pin_to_one_cpu(f"limit-{spec['supervisor']}")
+    if spec.get("connections"):  # the workers share connections out as coffer-api's do
+        try:
+            from coffer_memory_fastapi import balance
+        except ImportError:  # an older coffer (--before) without it: asyncio's own accepting
+            pass
+        else:
+            balance.install(asyncio.get_running_loop(), Path(spec["connections"]))
     if spec.get("fixed"):
         return fixed_apps(spec["fixed"], spec["home"])
     return LimitApp(spec["db"], spec["threaded"])
@@ -217,13 +238,15 @@ def serve_limit(
         "port": port,
         "log_level": "warning",
         "access_log": False,
-        "http": HTTP_PROTOCOL if fixed == "coffer" else "httptools",
+        "http": HTTP_PROTOCOL if fixed == "coffer" else LIMIT_PROTOCOL,
     }
     if workers == 1:
         uvicorn.run(limit_app(), **serve)
         return
-    config = uvicorn.Config("rest_limit:limit_app", factory=True, workers=workers, **serve)
-    Multiprocess(config, sockets=[listening_socket(config)]).run()
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-limit-") as shared:
+        os.environ[SPEC_ENV] = json.dumps({**spec, "connections": os.path.join(shared, "connections")})
+        config = uvicorn.Config("rest_limit:limit_app", factory=True, workers=workers, **serve)
+        Multiprocess(config, sockets=[listening_socket(config)]).run()
 
 
 # -- the run ---------------------------------------------------------------------------------------

@@ -131,6 +131,23 @@ def accept_in_turn(loop: asyncio.AbstractEventLoop, tally: Tally) -> bool:
     return True
 
 
+class CountedConnections(asyncio.Protocol):
+    """A mixin for a uvicorn HTTP protocol (before it in the bases): its connections are counted
+    in this process's tally, once ``install`` made one."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """A client connected."""
+        super().connection_made(transport)
+        if current is not None:
+            current.opened()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The client's connection ended."""
+        if current is not None:
+            current.closed()
+        super().connection_lost(exc)
+
+
 def install(loop: asyncio.AbstractEventLoop, folder: Path) -> Tally | None:
     """In a worker process: a tally in ``folder`` (the workers' shared one) and ``loop`` accepting
     in turn with it; None where the loop cannot (then nothing changes)."""

@@ -12,7 +12,6 @@ request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 try:
@@ -32,22 +31,11 @@ _BODY = json.dumps(
 ).encode()
 
 
-class EnvelopeProtocol(_Parser):
-    """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope."""
+class EnvelopeProtocol(balance.CountedConnections, _Parser):
+    """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope (and
+    its connections counted for ``coffer-api --workers N``, ``balance``)."""
 
     _header_bytes = 0
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """A client connected: counted for ``coffer-api --workers N``'s balance (``balance.Tally``)."""
-        super().connection_made(transport)
-        if balance.current is not None:
-            balance.current.opened()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """The client's connection ended: no longer counted."""
-        if balance.current is not None:
-            balance.current.closed()
-        super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         """A new request: its headers' tally starts again."""
