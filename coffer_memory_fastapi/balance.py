@@ -18,6 +18,7 @@ does not hold it up longer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import socket
@@ -76,7 +77,11 @@ class Tally:
         """How many connections this worker holds beyond the least busy live sibling (0 without one)."""
         least: int | None = None
         for entry in os.scandir(self.folder):
-            if entry.name == self.name or not entry.name.isdigit() or not self._alive(int(entry.name)):
+            if entry.name == self.name or not entry.name.isdigit():
+                continue
+            if not self._alive(int(entry.name)):  # a worker that died: uvicorn started another
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
                 continue
             try:
                 count = int(Path(entry.path).read_bytes())
@@ -152,6 +157,8 @@ def install(loop: asyncio.AbstractEventLoop, folder: Path) -> Tally | None:
     """In a worker process: a tally in ``folder`` (the workers' shared one) and ``loop`` accepting
     in turn with it; None where the loop cannot (then nothing changes)."""
     global current
+    if not hasattr(os, "pwrite"):  # Windows (whose os.kill would end the sibling it asks about)
+        return None
     tally = Tally(folder)
     if not accept_in_turn(loop, tally):
         tally.close()

@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -21,7 +22,7 @@ STUCK = 30.0  # a bound on a loaded machine, not an assertion about speed
 class Counting(asyncio.Protocol):
     """Counts the connections the loop accepted."""
 
-    made: list[asyncio.BaseTransport] = []
+    made: ClassVar[list[asyncio.BaseTransport]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         Counting.made.append(transport)
@@ -68,8 +69,8 @@ def test_excess_counts_only_live_siblings_and_a_closed_tally_leaves(tmp_path: Pa
     mine.closed()
     assert mine.excess() == 0 and sibling.excess() == 1
     assert (tmp_path / "2").read_bytes().strip() == b"3"
-    dead.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "2"]  # the dead one's file went
+    dead.close()  # (a worker closing its own tally, as at the end of a test)
     mine.close()
     sibling.close()
 
