@@ -245,8 +245,6 @@ def worker_app() -> FastAPI:
     from .cpus import pin_to_one_cpu
 
     spec = json.loads(os.environ.pop(WORKER_ENV))  # not passed on to the git or rg it runs
-    # uvicorn builds the app in its running loop, before that loop starts serving the socket.
-    balance.install(asyncio.get_running_loop(), Path(spec["operations"]) / "connections")
     if spec.get("pin"):  # before any thread starts: the threads to come inherit the CPU
         pin_to_one_cpu(f"{spec['supervisor']}-{Path(spec['operations']).name}")
     threading.Thread(
@@ -255,12 +253,16 @@ def worker_app() -> FastAPI:
         name="coffer-orphan",
         daemon=True,
     ).start()
-    return create_app(
+    app = create_app(
         token=spec["token"],
         allowed_hosts=spec["hosts"],
         cors_origins=spec["cors"],
         operations_dir=Path(spec["operations"]),
     )
+    # uvicorn builds the app in its running loop, before that loop starts serving the socket.
+    # Counted only now: the siblings leave connections to a worker that is about to take them.
+    balance.install(asyncio.get_running_loop(), Path(spec["operations"]) / "connections")
+    return app
 
 
 def _stop_with_supervisor(supervisor: int, operations: str, every_s: float = 1.0) -> None:

@@ -234,15 +234,22 @@ def test_connections_made_together_are_shared_out_between_the_workers(tmp_home: 
             f"GET /api/v1/memory_stores HTTP/1.1\r\nHost: {host}:{port}\r\n"
             f"Authorization: Bearer {TOKEN}\r\n\r\n"
         ).encode()
+        # Each worker's open connections, as it publishes them for the others. The server answers
+        # once one worker does: wait until the second one serves too (a loaded machine is slow).
+        deadline = time.monotonic() + STUCK
+        while (
+            len(published := list((tmp_home.parent / "tmp").glob("coffer-api-operations-*/connections/*")))
+            < 2
+        ):
+            assert time.monotonic() < deadline, "the second worker did not start"
+            time.sleep(0.05)
         clients = [socket.create_connection((host, int(port)), timeout=STUCK) for _ in range(4)]
         try:
             for client in clients:
                 client.sendall(request)
             for client in clients:
                 assert client.recv(65536).startswith(b"HTTP/1.1 200")
-            # Each worker's open connections, as it published them for the others.
-            (folder,) = (tmp_home.parent / "tmp").glob("coffer-api-operations-*/connections")
-            counts = sorted(int(p.read_bytes()) for p in folder.iterdir())
+            counts = sorted(int(p.read_bytes()) for p in published)
             assert counts == [2, 2]
         finally:
             for client in clients:
