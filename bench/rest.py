@@ -21,14 +21,24 @@ and after alike). Each row carries the 1-minute load average at its start.
 the answer read by its Content-Length) instead of httpx: the load generator shares the two cores
 with the server, and httpx costs about 1 ms of CPU per request, a fifth of the machine's work.
 
+Those two loads are closed loops: each client sends when its last answer came, so with 4 clients
+throughput and latency are tied (Little's law: mean latency = 4 / throughput; p50 <= 5 ms needs
+~800 req/s). ``--rates 300,500,700`` runs open loops instead (``bench/rest_open.py``, the raw
+client's requests on a fixed schedule from ``--concurrency`` clients, ``--arrivals uniform`` or
+``poisson``), with latency from each request's intended start: "p50 at 500 req/s" as issue #15
+states it. ``--closed`` keeps the closed loops beside them.
+
     .venv/bin/python bench/rest.py [--facts 10000] [--requests 2000] [--concurrency 4]
                                    [--before DIR] [--variant NAME=PATH ...] [--server-variant NAME=ARGS ...]
                                    [--server-args ARGS] [--client httpx|raw] [--rounds 2] [--json out.json]
+                                   [--rates R,R,...] [--arrivals uniform|poisson] [--closed]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import os
 import random
 import re
@@ -40,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -48,6 +59,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import httpx
 from _common import environment, ms, print_environment, summary, table, write_json
+from rest_open import ARRIVALS, open_loop
+from rest_open import figures as open_figures
 
 from coffer_memory import MemoryService
 
@@ -276,6 +289,12 @@ def run_load(
     return latencies, time.perf_counter() - start, failures[0]
 
 
+def closed_figures(base: str, qs: list[str], concurrency: int, client: str) -> dict[str, Any]:
+    """One closed-loop load's figures (ms; ``rps`` what it achieved)."""
+    lat, wall, bad = run_load(base, qs, concurrency, client)
+    return {**summary([ms(x) for x in lat]), "rps": len(lat) / wall, "non_200": bad, "wall_s": wall}
+
+
 def verdict(ok: bool) -> str:
     """'met' or 'NOT met'."""
     return "met" if ok else "NOT met"
@@ -299,10 +318,16 @@ def cpu_seconds(pid: int, *, loop_only: bool = False) -> float:
 
 
 def serve_and_load(
-    home: Path, qs: list[str], concurrency: int, pythonpath: str | None, server_args: list[str], client: str
+    home: Path,
+    qs: list[str],
+    concurrency: int,
+    pythonpath: str | None,
+    server_args: list[str],
+    client: str,
+    **loads: Any,
 ) -> dict[str, Any]:
     """Start coffer-api on ``home`` (with ``pythonpath`` first on the path and ``server_args``), run
-    both loads with ``client``, stop it."""
+    the loads with ``client`` (``loads``: ``measure``'s rates, arrivals, closed), stop it."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [
@@ -319,45 +344,85 @@ def serve_and_load(
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     proc = subprocess.Popen(cmd, env=env, cwd=home)  # not this checkout: PYTHONPATH must come first
-    return measure(proc, base, qs, concurrency, client)
+    return measure(proc, base, qs, concurrency, client, **loads)
+
+
+def worker_split(port: int) -> str:
+    """How the server's established connections on ``port`` are spread over its processes (e.g.
+    ``3:1``: one process serves three, another one), from ``ss``; "" where ``ss`` is missing."""
+    try:
+        out = subprocess.run(
+            ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    per_pid = collections.Counter(
+        line.split("pid=")[1].split(",")[0] for line in out.splitlines() if "pid=" in line
+    )
+    return ":".join(str(n) for n in sorted(per_pid.values(), reverse=True))
+
+
+def open_label(rate: float, concurrency: int) -> str:
+    """The result label of an open-loop load."""
+    return f"open {rate:g}/s ({concurrency} clients)"
 
 
 def measure(
-    proc: subprocess.Popen[bytes], base: str, qs: list[str], concurrency: int, client: str
+    proc: subprocess.Popen[bytes],
+    base: str,
+    qs: list[str],
+    concurrency: int,
+    client: str,
+    rates: tuple[float, ...] = (),
+    arrivals: str = "uniform",
+    closed: bool = True,
 ) -> dict[str, Any]:
-    """Once the server ``proc`` answers at ``base``, warm it, run both loads, stop it; the figures."""
+    """Once the server ``proc`` answers at ``base``, warm it, run the loads, stop it; the figures.
+
+    ``closed``: 1 client, then ``concurrency`` clients, each sending when its last answer came;
+    ``rates``: then an open-loop load at each rate (``rest_open.open_loop``, ``arrivals``)."""
     results: dict[str, Any] = {}
-    try:
-        wait_ready(base, proc)
-        run_load(base, queries(100), 1, client)  # warm-up: index pages, plan cache, connections
-        run_load(base, queries(200), concurrency * 2, client)  # every worker's threads and connections
+    loads: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    if closed:
         for label, conc in (
             ("sequential (1 client)", 1),
             (f"concurrent ({concurrency} clients)", concurrency),
         ):
-            load = os.getloadavg()[0]
+            loads.append((label, functools.partial(closed_figures, base, qs, conc, client)))
+    params = [recall_params(q) for q in qs]
+    split = functools.partial(worker_split, int(base.rsplit(":", 1)[1]))
+    for i, rate in enumerate(rates):
+        run = functools.partial(
+            open_loop, base, params, rate, concurrency, arrivals, SEED + i, connected=split
+        )
+        loads.append((open_label(rate, concurrency), lambda run=run, rate=rate: open_figures(run(), rate)))
+    try:
+        wait_ready(base, proc)
+        run_load(base, queries(100), 1, client)  # warm-up: index pages, plan cache, connections
+        run_load(base, queries(200), concurrency * 2, client)  # every worker's threads and connections
+        for label, load in loads:
+            loadavg = os.getloadavg()[0]
             cpu0, own0, loop0 = (
                 cpu_seconds(proc.pid),
                 time.process_time(),
                 cpu_seconds(proc.pid, loop_only=True),
             )
-            lat, wall, bad = run_load(base, qs, conc, client)
+            fig = load()
             cpu1, own1, loop1 = (
                 cpu_seconds(proc.pid),
                 time.process_time(),
                 cpu_seconds(proc.pid, loop_only=True),
             )
-            fig = summary([ms(x) for x in lat])
             results[label] = {
                 **fig,
-                "rps": len(lat) / wall,
-                "loadavg": load,
-                "non_200": bad,
-                "wall_s": wall,
+                "loadavg": loadavg,
                 # Where the time goes: CPU per request in the server and in this load generator.
-                "server_cpu_ms": ms((cpu1 - cpu0) / len(lat)),
-                "loop_cpu_ms": ms((loop1 - loop0) / len(lat)),
-                "client_cpu_ms": ms((own1 - own0) / len(lat)),
+                "server_cpu_ms": ms((cpu1 - cpu0) / fig["n"]),
+                "loop_cpu_ms": ms((loop1 - loop0) / fig["n"]),
+                "client_cpu_ms": ms((own1 - own0) / fig["n"]),
             }
     finally:
         proc.terminate()
@@ -431,6 +496,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the load generator's HTTP client (raw: plain sockets, little CPU)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="alternations of before and after")
+    parser.add_argument("--rates", default=None, metavar="R,R,...", help="open loop at these total rates")
+    parser.add_argument("--arrivals", choices=list(ARRIVALS), default="uniform", help="open-loop schedule")
+    parser.add_argument("--closed", action="store_true", help="with --rates: the closed loops too")
     parser.add_argument("--home", default=None, help="keep the built home here (reused when it exists)")
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--in-process", action="store_true", help="time svc.recall from threads, no HTTP")
@@ -462,12 +530,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.before:
         variants.insert(0, ("before", pythonpath(args.before), common))
     qs = queries(args.requests)
+    rates = tuple(float(r) for r in (args.rates or "").split(",") if r.strip())
+    loads = {"rates": rates, "arrivals": args.arrivals, "closed": args.closed or not rates}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
     try:
         for _ in range(args.rounds):
             for name, path, extra in variants:
                 print(f"serving {name} ...", flush=True)
-                runs[name].append(serve_and_load(home, qs, args.concurrency, path, extra, args.client))
+                runs[name].append(
+                    serve_and_load(home, qs, args.concurrency, path, extra, args.client, **loads)
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -516,12 +588,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     conc_label = f"concurrent ({args.concurrency} clients)"
     for name, rounds in runs.items():
-        best = max(rounds, key=lambda res: res[conc_label]["rps"])[conc_label]
-        print(
-            f"{name}: {args.concurrency} clients {best['rps']:.0f} req/s (target >= {TARGET_RPS:.0f}: "
-            f"{verdict(best['rps'] >= TARGET_RPS)}), p50 {best['p50']:.2f} ms "
-            f"(target <= {TARGET_P50_MS:.0f}: {verdict(best['p50'] <= TARGET_P50_MS)})"
-        )
+        if conc_label in rounds[0]:
+            best = max(rounds, key=lambda res: res[conc_label]["rps"])[conc_label]
+            print(
+                f"{name}: {args.concurrency} clients {best['rps']:.0f} req/s (target >= {TARGET_RPS:.0f}: "
+                f"{verdict(best['rps'] >= TARGET_RPS)}), p50 {best['p50']:.2f} ms "
+                f"(target <= {TARGET_P50_MS:.0f}: {verdict(best['p50'] <= TARGET_P50_MS)})"
+            )
+        for rate in rates:
+            figs = [res[open_label(rate, args.concurrency)] for res in rounds]
+            achieved = ", ".join(f"{f['rps']:.0f}" for f in figs)
+            p50s = ", ".join(f"{f['p50']:.2f}" for f in figs)
+            print(
+                f"{name}: {rate:g} req/s offered: achieved {achieved}, "
+                f"p50 from the intended start {p50s} ms "
+                f"(target <= {TARGET_P50_MS:.0f} at {TARGET_RPS:.0f} req/s)"
+            )
     write_json(
         args.json,
         {"environment": env_info, "facts": args.facts, "build_seconds": build_seconds, "runs": runs},

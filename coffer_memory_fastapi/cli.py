@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import inspect
 import json
 import os
@@ -239,6 +240,7 @@ def listening_socket(config: uvicorn.Config) -> socket.socket:
 
 def worker_app() -> FastAPI:
     """The app of one ``coffer-api --workers N`` process (uvicorn calls it in each worker)."""
+    from . import balance
     from .app import create_app
     from .cpus import pin_to_one_cpu
 
@@ -251,12 +253,16 @@ def worker_app() -> FastAPI:
         name="coffer-orphan",
         daemon=True,
     ).start()
-    return create_app(
+    app = create_app(
         token=spec["token"],
         allowed_hosts=spec["hosts"],
         cors_origins=spec["cors"],
         operations_dir=Path(spec["operations"]),
     )
+    # uvicorn builds the app in its running loop, before that loop starts serving the socket.
+    # Counted only now: the siblings leave connections to a worker that is about to take them.
+    balance.install(asyncio.get_running_loop(), Path(spec["operations"]) / "connections")
+    return app
 
 
 def _stop_with_supervisor(supervisor: int, operations: str, every_s: float = 1.0) -> None:

@@ -19,6 +19,8 @@ try:
 except ImportError:  # pragma: no cover - uvicorn's own fallback when httptools is missing
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Parser  # type: ignore[assignment]
 
+from . import balance
+
 MAX_HEADERS = 100
 """Headers one request may carry (browsers send about 20)."""
 MAX_HEADER_BYTES = 64 * 1024
@@ -29,8 +31,9 @@ _BODY = json.dumps(
 ).encode()
 
 
-class EnvelopeProtocol(_Parser):
-    """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope."""
+class EnvelopeProtocol(balance.CountedConnections, _Parser):
+    """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope (and
+    its connections counted for ``coffer-api --workers N``, ``balance``)."""
 
     _header_bytes = 0
 
