@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -134,26 +133,3 @@ def test_a_broken_model_file_is_refused(tmp_path: Path) -> None:
         ModelFile(other)
     with pytest.raises(WeightsUnreadable):
         ModelFile(tmp_path / "missing.bin")
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
-def test_a_query_runs_on_two_threads_only_where_the_process_may_use_two_cpus() -> None:
-    """Two intra-op threads that never spin where the process may run on two CPUs or more; one in
-    a process held to one CPU (its affinity, as ``taskset`` or a container sets it)."""
-    import subprocess
-    import sys
-
-    script = (
-        "import os, sys, onnxruntime as ort\n"
-        "from coffer_memory.plugins.builtin.multilingual_e5._query_engine import session_options\n"
-        "cpus = int(sys.argv[1])\n"
-        "os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cpus])\n"
-        "o = session_options(ort)\n"
-        "print(o.intra_op_num_threads, o.get_session_config_entry('session.intra_op.allow_spinning'))\n"
-    )
-    available = len(os.sched_getaffinity(0))
-    for cpus, threads in ((1, 1), (available, min(2, available))):
-        out = subprocess.run(
-            [sys.executable, "-c", script, str(cpus)], capture_output=True, text=True, check=True
-        )
-        assert out.stdout.split() == [str(threads), "0"]

