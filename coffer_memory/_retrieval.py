@@ -33,9 +33,10 @@ from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
-from ._query_vectors import QueryVectors, Rows, Scans
+from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
 from ._store.paths import StorePaths, scope_of
+from ._vector_rows import chunk_texts
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import GrepBackend, Vector
@@ -194,21 +195,34 @@ class KnowledgeRetrieval:
         soon = self.query_vectors.soon(query, background=True, scans=scans)
         keyword = self._keyword_lists(present, query, limit * 2, where)
         qvec, nearest = soon()
+        vectors = self.vectors
+        searched = [
+            sp
+            for sp in present
+            if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
+        ]
         lists: list[list[MemoryHit]] = []
-        fallback = False
-        for sp, words in zip(present, keyword, strict=True):
-            if qvec is None or self.vectors is None or self.vectors.existing_table(sp.name) is None:
-                # keyword answers, and says so
-                lists.append(self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where))
-                fallback = True
-            else:
-                vector = self._vector(sp, qvec, limit * 2, where, nearest.get(sp.name))
-                fused = fuse_modes(words, vector, limit * 2)
-                lists.append(self._lend(sp, "hybrid", fused, limit, where))
+        # What follows the embedding is on the path the caller waits for: one read transaction,
+        # the stores' vector rows read together, rows of earlier recalls taken from ``kept``.
+        with reading(self.db) as kept:
+            found = (
+                self._vector_lists(searched, qvec, limit * 2, where, nearest, kept)
+                if qvec is not None
+                else {}
+            )
+            for sp, words in zip(present, keyword, strict=True):
+                vector = found.get(sp.name)
+                if vector is None:  # keyword answers, and says so
+                    lists.append(
+                        self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where)
+                    )
+                else:
+                    fused = fuse_modes(words, vector, limit * 2)
+                    lists.append(self._lend(sp, "hybrid", fused, limit, where, kept))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),
             mode="hybrid",
-            fallback=fallback,
+            fallback=len(found) < len(present),
             stores=tuple(p.name for p in paths),
         )
 
@@ -257,7 +271,9 @@ class KnowledgeRetrieval:
             # vectors unavailable here: keyword answers, and says so
             return self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where), True
         if chosen == "vector":
-            return self._lend(sp, chosen, self._vector(sp, qvec, limit, where), limit, where), False
+            with reading(self.db) as kept:  # rows of earlier recalls, as in ``_hybrid``
+                hits = self._vector_lists([sp], qvec, limit, where, {}, kept)[sp.name]
+                return self._lend(sp, chosen, hits, limit, where, kept), False
         fused = fuse_modes(
             self.keyword(sp, query, limit * 2, where), self._vector(sp, qvec, limit * 2, where), limit * 2
         )
@@ -284,11 +300,20 @@ class KnowledgeRetrieval:
         return lend(scored, near) if near else None
 
     def _lend(
-        self, sp: StorePaths, mode: str, hits: Sequence[MemoryHit], limit: int, where: FactFilter | None
+        self,
+        sp: StorePaths,
+        mode: str,
+        hits: Sequence[MemoryHit],
+        limit: int,
+        where: FactFilter | None,
+        kept: dict[Any, Any] | None = None,
     ) -> list[MemoryHit]:
         """``hits`` re-ranked by ``_lent`` (neighbours that ``where`` rules out are left out), the
-        first ``limit``; the same list cut to ``limit`` when no hit has a session."""
-        ranked = self._lent(sp.name, [(h.id, h.score) for h in hits]) if mode in NEIGHBOUR_MODES else None
+        first ``limit``; the same list cut to ``limit`` when no hit has a session. With ``kept``
+        (``snapshot.reading``'s dict) rows read before come from it, and a store without a fact of
+        an agent session is not asked for neighbours."""
+        lends = mode in NEIGHBOUR_MODES and (kept is None or with_sessions(self.db, [sp.name], kept))
+        ranked = self._lent(sp.name, [(h.id, h.score) for h in hits], kept) if lends else None
         if ranked is None:
             return list(hits[:limit])
         held = {h.id: h for h in hits}
@@ -300,8 +325,13 @@ class KnowledgeRetrieval:
             part = ranked[start : start + limit - len(out)]
             start += len(part)
             new = [i for i, _ in part if i not in held]
-            docs = self._docs(sp.name, ids=new, where=where) if new else {}
-            texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
+            if kept is not None and where is None:
+                rows = doc_rows(self.db, {sp.name: new}, kept) if new else {}
+                docs = {i: row for (_, i), row in rows.items()}
+                texts = chunk_texts(self.db, [chunk_id(sp.name, i, 0) for i in docs], kept)
+            else:
+                docs = self._docs(sp.name, ids=new, where=where) if new else {}
+                texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
             for fact_id, score in part:
                 if fact_id in held:
                     out.append(attrs.evolve(held[fact_id], score=score))
@@ -329,8 +359,43 @@ class KnowledgeRetrieval:
         where: FactFilter | None = None,
         scanned: Rows | None = None,
     ) -> list[MemoryHit]:
-        """The store's nearest documents; ``scanned``: its first ``limit * 4`` nearest rows,
-        when the worker found them beside the embedding (``_scans``)."""
+        """The store's nearest documents (``_vector_lists`` of one store)."""
+        with reading(self.db) as kept:
+            return self._vector_lists([sp], qvec, limit, where, {sp.name: scanned} if scanned else {}, kept)[
+                sp.name
+            ]
+
+    def _vector_lists(
+        self,
+        stores: Sequence[StorePaths],
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None,
+        scanned: Nearest,
+        kept: dict[Any, Any],
+    ) -> dict[str, list[MemoryHit]]:
+        """Each store's nearest documents, by store; ``scanned``: a store's first ``limit * 4``
+        nearest rows, when the worker found them beside the embedding (``_scans``). The rows of
+        every store's documents are read together, those of earlier recalls taken from ``kept``
+        (``snapshot.reading``'s dict)."""
+        best = {
+            sp.name: self._nearest_documents(sp, qvec, limit, where, scanned.get(sp.name)) for sp in stores
+        }
+        docs = doc_rows(self.db, {store: list(found) for store, found in best.items()}, kept)
+        texts = chunk_texts(self.db, [full for found in best.values() for full, _ in found.values()], kept)
+        return {
+            sp.name: [
+                self._hit(sp, docs[sp.name, doc_id], texts.get(full, ""), score)
+                for doc_id, (full, score) in best[sp.name].items()
+                if (sp.name, doc_id) in docs
+            ][:limit]
+            for sp in stores
+        }
+
+    def _nearest_documents(
+        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None, scanned: Rows | None
+    ) -> dict[str, tuple[str, float]]:
+        """The ``limit`` documents of the store nearest ``qvec``: id -> (full chunk id, score)."""
         assert self.vectors is not None
         best: dict[str, tuple[str, float]] = {}
         # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
@@ -351,14 +416,7 @@ class KnowledgeRetrieval:
                         break
             if len(best) == limit or len(nearest) < k:
                 break
-        docs = self._docs(sp.name, ids=list(best))
-        texts = self._chunk_texts([full for full, _ in best.values()])
-        hits = [
-            self._hit(sp, docs[doc_id], texts.get(full, ""), score)
-            for doc_id, (full, score) in best.items()
-            if doc_id in docs
-        ]
-        return hits[:limit]
+        return best
 
     def _chunk_texts(self, ids: Sequence[str]) -> dict[str, str]:
         if not ids:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import attrs
 
@@ -25,7 +25,7 @@ from ._index.filters import FactFilter
 from ._index.fts import keyword_terms
 from ._index.vec import VecIndex
 from ._models import MemoryHit
-from ._query_vectors import Rows, Scans
+from ._query_vectors import Nearest, Scans
 from ._recall_rows import DocRow
 from ._retrieval import KnowledgeRetrieval
 from ._store.paths import StorePaths
@@ -92,20 +92,24 @@ class SharedRetrieval(KnowledgeRetrieval):
         """The local matrices only when the backend keeps no vectors (else it answers)."""
         return {} if self.backend.vectors else super()._scans(present, k)
 
-    def _vector(
+    def _vector_lists(
         self,
-        sp: StorePaths,
+        stores: Sequence[StorePaths],
         qvec: Vector,
         limit: int,
-        where: FactFilter | None = None,
-        scanned: Rows | None = None,
-    ) -> list[MemoryHit]:
-        """The backend's nearest documents of one store when it keeps vectors, else the local ones."""
+        where: FactFilter | None,
+        scanned: Nearest,
+        kept: dict[Any, Any],
+    ) -> dict[str, list[MemoryHit]]:
+        """The backend's nearest documents of each store when it keeps vectors, else the local ones."""
         if not self.backend.vectors or self.vectors is None:
-            return super()._vector(sp, qvec, limit, where, scanned)
+            return super()._vector_lists(stores, qvec, limit, where, scanned, kept)
         model = self.vectors.embedder.model_id
-        found = self.backend.nearest([sp.name], qvec, model, limit, **_bounds(where))
-        return [self._backend_hit(sp, h) for h in found.get(sp.name, [])]
+        out = {}
+        for sp in stores:
+            found = self.backend.nearest([sp.name], qvec, model, limit, **_bounds(where))
+            out[sp.name] = [self._backend_hit(sp, h) for h in found.get(sp.name, [])]
+        return out
 
     def _by_coverage(self, terms: list[str], hits: Sequence[BackendHit]) -> list[BackendHit]:
         """The same coverage re-scoring as the SQLite keyword path (``_index/coverage.py``), so both

@@ -15,8 +15,12 @@ import pytest
 from conftest import example_embedder
 
 from coffer_memory import MemoryService, Settings
+from coffer_memory import _query_vectors as query_vectors
+from coffer_memory._index import vec
+from coffer_memory._index.vec import Matrix
 from coffer_memory._retrieval import KnowledgeRetrieval
 from coffer_memory.plugins import get_plugin_manager, hookimpl
+from coffer_memory.plugins.hookspecs import Vector
 
 WORDS = ["deploy", "rollback", "cache", "queue", "billing", "auth", "token", "retry", "backup", "shard"]
 
@@ -84,6 +88,43 @@ def test_the_worker_scan_answers_as_the_calling_threads_scan(
                 assert [(h.store, h.id, h.score) for h in first.hits] == [
                     (h.store, h.id, h.score) for h in again.hits
                 ]
+
+
+def test_the_calling_thread_scans_a_store_beside_the_worker(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the vector is there the worker scans the first store and the calling thread, its
+    keyword half done, the last: the worker's scan here waits (at most 5 s) until the calling
+    thread has scanned one, and the answer is the calling thread's own scan's."""
+    scanned: list[tuple[str, str]] = []
+    caller_scanned = threading.Event()
+    scan = vec.nearest
+
+    def nearest(matrix: Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
+        name = threading.current_thread().name
+        if name.startswith("coffer-recall"):
+            caller_scanned.wait(5)
+        else:
+            caller_scanned.set()
+        scanned.append((name, matrix.ids[0]))
+        return scan(matrix, vector, k)
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        for i in range(40):
+            svc.remember(
+                f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} note {i}",
+                scope="project" if i % 2 else "global",
+                cwd=repo,
+            )
+        svc.recall("warm", cwd=repo, mode="hybrid")
+        monkeypatch.setattr(query_vectors, "nearest", nearest)
+        svc.retrieval.clear_query_cache()
+        first = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
+        monkeypatch.setattr(query_vectors, "nearest", scan)
+        again = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")  # kept vector: one thread
+    assert sorted(name.startswith("coffer-recall") for name, _ in scanned) == [False, True]
+    assert len({first_id for _, first_id in scanned}) == 2  # two stores, one each
+    assert [(h.store, h.id, h.score) for h in first.hits] == [(h.store, h.id, h.score) for h in again.hits]
 
 
 def test_the_worker_thread_ends_with_the_service(plugin: _Plugin, tmp_path: Path) -> None:
