@@ -113,6 +113,21 @@ def test_servers_refuse_a_port_out_of_range(tmp_path: Path, name: str) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_coffer_api_on_a_port_in_use_says_so_and_exits_3(tmp_path: Path, workers: str) -> None:
+    # docs/rest.md promises one line and status 3 (uvicorn's) for a port that another process holds.
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        proc = server("coffer-api", "--port", port, "--workers", workers, home=tmp_path / "home")
+    assert proc.returncode == 3, proc.stderr
+    assert "address already in use" in proc.stderr.lower()
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("name", ["coffer", "coffer-api", "coffer-mcp"])
 def test_every_command_says_its_version(tmp_path: Path, name: str) -> None:
     from coffer_memory import __version__
