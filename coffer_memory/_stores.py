@@ -15,7 +15,7 @@ import attrs
 
 from ._config import Settings
 from ._doctor import run_doctor
-from ._errors import InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
+from ._errors import CofferError, InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
 from ._index import segments
 from ._index.tally import Progress
 from ._indexing import IndexHandle
@@ -310,13 +310,17 @@ class Stores:
         """Reconcile every store once (what servers run at start-up).
 
         Picks up what was written but never indexed, e.g. journal files appended while
-        nothing read their store, and retries pending embeddings. Failures are logged.
+        nothing read their store, and retries pending embeddings. Failures are logged: a typed
+        one (the shared index down or misconfigured) as its one line, which every request
+        answers too; anything else with its traceback (a bug).
         """
         reports = []
         for name in self.names():
             try:
                 with self.index.lock:
                     reports.append(self.index.reconciler.reconcile(name))
+            except CofferError as exc:
+                log.warning("start-up sweep of %s skipped: %s: %s", name, exc.code, exc.message)
             except Exception:
                 log.exception("start-up sweep of %s failed", name)
         return reports

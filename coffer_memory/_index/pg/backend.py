@@ -33,7 +33,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
-from ..._errors import IndexUnavailable
+from ..._errors import IndexUnavailable, InvalidInput
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
 from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
@@ -41,7 +41,7 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .schema import TS_CONFIG, SchemaTooNew, migrate
-from .text import escape_like, storable, tsquery_terms
+from .text import escape_like, scrub, storable, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -136,7 +136,18 @@ class PostgresIndex:
         # One direct connection first: a server that refuses is said at once, where the pool
         # would retry until its timeout.
         self._url = url
-        psycopg.connect(url, connect_timeout=10, autocommit=True).close()
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(url)
+            # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
+            # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
+            timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+            psycopg.connect(url, autocommit=True, **timeout).close()
+        except psycopg.ProgrammingError as exc:  # libpq could not read the URL: the user's typo
+            raise InvalidInput(
+                f"the PostgreSQL URL is not a connection string libpq reads ({scrub(_first_line(exc), url)}): "
+                "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')",
+                field="index.url",
+            ) from None
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
@@ -191,17 +202,21 @@ class PostgresIndex:
         says why: the server's refusal when a direct connection fails too, else every pooled
         connection being busy (the pool's own message says neither)."""
         if not isinstance(exc, PoolTimeout):
-            return _unavailable(exc)
+            return self._said(exc)
         try:
             psycopg.connect(self._url, connect_timeout=5).close()
         except psycopg.Error as refused:
-            return _unavailable(refused)
+            return self._said(refused)
         return IndexUnavailable(
             "postgresql",
             f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
             "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
             "still reconnecting after the server ended its sessions)",
         )
+
+    def _said(self, exc: BaseException) -> IndexUnavailable:
+        """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
+        return IndexUnavailable("postgresql", scrub(_first_line(exc), getattr(self, "_url", "")))
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -267,7 +282,7 @@ class PostgresIndex:
             ).fetchone()
             why = None if row is not None and row[0] else "its session no longer holds it"
         except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
-            why = f"its connection ended: {_first_line(exc)}"
+            why = f"its connection ended: {scrub(_first_line(exc), self._url)}"
         if why is not None:
             raise IndexUnavailable(
                 "postgresql",

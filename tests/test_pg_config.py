@@ -1,0 +1,175 @@
+"""A team member's PostgreSQL configuration gone wrong: a URL with a typo, a server that does not
+answer. Each face (CLI, REST, MCP, as subprocesses) says it in one typed line, without a
+traceback and without the URL's password, in its answer and in its logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from conftest import wait_for_port
+
+from coffer_memory import MemoryService
+
+psycopg = pytest.importorskip(
+    "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
+)
+SCRIPTS = Path(sys.executable).parent
+PASSWORD = "Hunter2-s3cret"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def home_with_a_fact(tmp_path: Path) -> Path:
+    """A home whose global store has a fact (a server's start-up sweep reads it)."""
+    home = tmp_path / "home"
+    with MemoryService(home) as svc:
+        svc.remember("the release train leaves on Thursdays", store="global")
+    return home
+
+
+def environment(home: Path, url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "COFFER_HOME": str(home),
+        "COFFER_INDEX_BACKEND": "postgresql",
+        "COFFER_PG_URL": url,
+    }
+
+
+def typo_url(pg_admin_url: str) -> str:
+    """The test server's URL with the scheme mistyped and a password (libpq repeats such a URL)."""
+    parts = urlsplit(pg_admin_url)
+    return f"postgresq://{parts.username}:{PASSWORD}@{parts.hostname}:{parts.port}/coffer"
+
+
+def logs_of(home: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in (home / "logs").glob("*") if p.is_file())
+
+
+def test_the_cli_says_a_mistyped_url_is_invalid_without_its_password(
+    pg_admin_url: str, home_with_a_fact: Path
+) -> None:
+    """It said 'unexpected ProgrammingError: missing "=" after "postgresq://coffer:<the password>@..."',
+    and wrote the password with a traceback into logs/errors.log."""
+    env = environment(home_with_a_fact, typo_url(pg_admin_url))
+    for args in (["recall", "release train"], ["remember", "a second fact", "--store", "global"], ["doctor"]):
+        run = subprocess.run(
+            [str(SCRIPTS / "coffer"), *args], env=env, capture_output=True, text=True, timeout=300
+        )
+        said = run.stdout + run.stderr
+        assert run.returncode != 0, args
+        assert "INVALID_INPUT" in said and "postgresql://user:password@host:port/database" in said, said
+        assert "postgresq://coffer:***@" in said and PASSWORD not in said, said
+        assert "Traceback" not in said
+    assert PASSWORD not in logs_of(home_with_a_fact)
+
+
+def _rest(home: Path, url: str) -> tuple[list[httpx.Response], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
+        env=environment(home, url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port("127.0.0.1", port, 120)
+        base = f"http://127.0.0.1:{port}/api/v1/memory_stores/global"
+        answers = [
+            httpx.get(f"{base}/recall", params={"query": "release"}, timeout=60),
+            httpx.post(f"{base}/facts", json={"text": "a second fact"}, timeout=60),
+        ]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    return answers, err.decode(errors="replace")
+
+
+@pytest.mark.timeout(300)
+def test_rest_answers_a_mistyped_url_as_invalid_input_and_logs_no_traceback(
+    pg_admin_url: str, home_with_a_fact: Path
+) -> None:
+    """REST answered 500 INTERNAL ("ProgrammingError"), and its log held a traceback with the password."""
+    answers, err = _rest(home_with_a_fact, typo_url(pg_admin_url))
+    for answer in answers:
+        assert answer.status_code == 422, answer.text  # INVALID_INPUT, as every face maps it
+        error = answer.json()["error"]
+        assert error["code"] == "INVALID_INPUT" and error["details"] == {"field": "index.url"}
+        assert PASSWORD not in answer.text
+    assert "Traceback" not in err and PASSWORD not in err, err
+    assert "start-up sweep of global skipped: INVALID_INPUT" in err
+
+
+@pytest.mark.timeout(300)
+def test_rest_started_while_the_server_is_down_logs_one_line_not_a_traceback(
+    pg_admin_url: str, home_with_a_fact: Path
+) -> None:
+    """The start-up sweep met INDEX_UNAVAILABLE and logged it with a traceback."""
+    down = f"postgresql://coffer:{PASSWORD}@127.0.0.1:{_free_port()}/coffer"
+    answers, err = _rest(home_with_a_fact, down)
+    assert [a.status_code for a in answers] == [503, 503]
+    assert "start-up sweep of global skipped: INDEX_UNAVAILABLE" in err, err
+    assert "Traceback" not in err and PASSWORD not in err
+
+
+@pytest.mark.timeout(300)
+def test_an_mcp_tool_answers_a_mistyped_url_without_its_password(
+    pg_admin_url: str, home_with_a_fact: Path
+) -> None:
+    proc = subprocess.Popen(
+        [str(SCRIPTS / "coffer-mcp")],
+        env=environment(home_with_a_fact, typo_url(pg_admin_url)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"method": "notifications/initialized"},
+        {
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
+        },
+    ]
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" not in message:
+                continue
+            for line in proc.stdout:
+                got = json.loads(line)
+                if got.get("id") == message["id"]:
+                    break
+    finally:
+        _, err = proc.communicate(timeout=60)
+    result = got["result"]
+    said = "\n".join(block["text"] for block in result["content"] if block.get("type") == "text")
+    assert result["isError"] is True and said.startswith("INVALID_INPUT: "), said
+    assert PASSWORD not in said and "postgresq://coffer:***@" in said
+    stderr = err.decode(errors="replace")
+    assert "Traceback" not in stderr and PASSWORD not in stderr
