@@ -97,9 +97,13 @@ def _free_port() -> int:
 
 
 class PgServer:
-    """A server started with initdb + pg_ctl; ``url(db)`` connects as the superuser ``coffer``."""
+    """A server started with initdb + pg_ctl; ``url(db)`` connects as the superuser ``coffer``.
 
-    def __init__(self) -> None:
+    With ``password``, the server asks every role for its password (``scram-sha-256``, as a
+    team's server does) and ``coffer``'s is ``password``; else it trusts every local login."""
+
+    def __init__(self, password: str | None = None) -> None:
+        self.password = password
         self.prefix: list[str] = []
         user = None
         if os.geteuid() == 0:
@@ -121,12 +125,17 @@ class PgServer:
             shutil.chown(self.root, user=user)
         self.data = self.root / "data"
         self.port = _free_port()
+        auth = ["-A", "trust"]
+        if password is not None:
+            secret = self.root / "password"
+            secret.write_text(password + "\n")
+            secret.chmod(0o644)  # the server's user reads it; the folder is a throwaway
+            auth = ["-A", "scram-sha-256", "--pwfile", str(secret)]
         self._run(
             initdb,
             "-D",
             str(self.data),
-            "-A",
-            "trust",
+            *auth,
             "-U",
             "coffer",
             "-E",
@@ -158,7 +167,8 @@ class PgServer:
 
     def url(self, database: str = "postgres") -> str:
         """A libpq URL of ``database`` on this server."""
-        return f"postgresql://coffer@127.0.0.1:{self.port}/{database}"
+        login = "coffer" if self.password is None else f"coffer:{self.password}"
+        return f"postgresql://{login}@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
         """Stop the server and delete its folder."""

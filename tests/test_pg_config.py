@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -173,3 +174,68 @@ def test_an_mcp_tool_answers_a_mistyped_url_without_its_password(
     assert PASSWORD not in said and "postgresq://coffer:***@" in said
     stderr = err.decode(errors="replace")
     assert "Traceback" not in stderr and PASSWORD not in stderr
+
+
+# -- a server that asks for passwords, as a team's does ---------------------------------------------
+ADMIN_PASSWORD = "admin-Pw9"
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[str]:
+    """The admin URL of a server of its own that asks every role for its password (scram-sha-256)."""
+    from pg_server import PgServer, PgUnavailable
+
+    try:
+        server = PgServer(password=ADMIN_PASSWORD)
+    except PgUnavailable as exc:
+        pytest.skip(f"NO POSTGRESQL: the PostgreSQL tests did not run: {exc}")
+    try:
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE member LOGIN PASSWORD '{PASSWORD}'")
+            conn.execute("CREATE DATABASE team")  # owned by the superuser: member may not create in it
+            conn.execute("GRANT CONNECT ON DATABASE team TO member")
+        yield server.url()
+    finally:
+        server.stop()
+
+
+def _url(guarded: str, login: str, database: str = "team", port: int | None = None) -> str:
+    parts = urlsplit(guarded)
+    return f"postgresql://{login}@{parts.hostname}:{port or parts.port}/{database}"
+
+
+# The URL of each mistake and the words of what the one line tells the member to do.
+MISTAKES = {
+    "wrong password": (lambda g: _url(g, "member:not-the-password"), "check the user name and password"),
+    "no password": (lambda g: _url(g, "member"), "put the password in the URL"),
+    "wrong database": (lambda g: _url(g, f"member:{PASSWORD}", "taem"), "correct the name in the URL"),
+    # The server does not tell a stranger which roles exist: it is told as a wrong password.
+    "unknown role": (lambda g: _url(g, f"memebr:{PASSWORD}"), "check the user name and password"),
+    "server not there": (
+        lambda g: _url(g, f"member:{PASSWORD}", port=_free_port()),
+        "check the host and port",
+    ),
+    "no CREATE right": (lambda g: _url(g, f"member:{PASSWORD}"), "start coffer once as the database's owner"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_each_bad_configuration_is_one_line_saying_what_to_do(
+    mistake: str, guarded: str, home_with_a_fact: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each said only the server's refusal (or, for a role without CREATE, two warnings about
+    extensions first); none said what to change."""
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    make, advice = MISTAKES[mistake]
+    env = {**environment(home_with_a_fact, make(guarded)), "PGPASSFILE": str(home_with_a_fact / "no-pgpass")}
+    run = subprocess.run(
+        [str(SCRIPTS / "coffer"), "recall", "release train"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = (run.stdout + run.stderr).strip().splitlines()
+    assert run.returncode != 0
+    assert len(lines) == 1 and lines[0].startswith("error: INDEX_UNAVAILABLE: "), lines
+    assert advice in lines[0] and PASSWORD not in lines[0], lines

@@ -41,7 +41,7 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .schema import TS_CONFIG, SchemaTooNew, migrate
-from .text import escape_like, scrub, storable, tsquery_terms
+from .text import advised, escape_like, scrub, storable, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -216,7 +216,7 @@ class PostgresIndex:
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
-        return IndexUnavailable("postgresql", scrub(_first_line(exc), getattr(self, "_url", "")))
+        return IndexUnavailable("postgresql", advised(scrub(_first_line(exc), getattr(self, "_url", ""))))
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager

@@ -77,8 +77,9 @@ class Extensions(NamedTuple):
     role: str = ""
 
 
-def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
-    """Whether extension ``name`` is (or could be made) installed in this database."""
+def _extension(conn: psycopg.Connection[Any], name: str, without: str, missing: list[str]) -> bool:
+    """Whether extension ``name`` is (or could be made) installed in this database; if not, the
+    warning to log goes into ``missing``."""
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone():
         return True
     try:
@@ -86,7 +87,8 @@ def _extension(conn: psycopg.Connection[Any], name: str, without: str) -> bool:
             conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
         return True
     except psycopg.Error as exc:  # not installed on the server, or no right to create it
-        log.warning("%s is not available (%s): %s", name, str(exc).strip(), without)
+        # One line (the server's HINT folded in): a start-up warning, not a paragraph.
+        missing.append(f"{name} is not available ({' '.join(str(exc).split())}): {without}")
         return False
 
 
@@ -139,6 +141,7 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
     are there. A database already at this version is only read (a read-only role opens it);
     one at a newer version raises ``SchemaTooNew`` (this coffer would write rows it no longer
     reads the same way, and mark the schema older again)."""
+    missing: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         current = _current(conn)
@@ -148,9 +151,12 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
                 f"{SCHEMA_VERSION}: upgrade coffer-memory on this host (pip install -U 'coffer-memory[postgresql]')"
             )
         found = Extensions(
-            trigram=_extension(conn, "pg_trgm", "substring recall scans without an index"),
+            trigram=_extension(conn, "pg_trgm", "substring recall scans without an index", missing),
             vectors=_extension(
-                conn, "vector", "vectors stay in each machine's local index (PostgreSQL is keyword-only)"
+                conn,
+                "vector",
+                "vectors stay in each machine's local index (PostgreSQL is keyword-only)",
+                missing,
             ),
         )
         if current != SCHEMA_VERSION or not _settled(conn, found):
@@ -167,4 +173,8 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
                 (str(SCHEMA_VERSION),),
             )
         writable, role = _writable(conn)
+    # Said once the schema is settled: a start that fails (a role that may not create the tables)
+    # says that one line, not first two warnings about what it would have done without them.
+    for warning in missing:
+        log.warning("%s", warning)
     return found._replace(writable=writable, role=role)

@@ -58,3 +58,43 @@ def tsquery_terms(terms: Sequence[str]) -> list[str]:
         spaced = " ".join(_PUNCT.sub(" ", term).split())
         out.extend(dict.fromkeys(t for t in (term, spaced) if t))
     return out
+
+
+# What to do about a server's refusal, by the words of its message (libpq gives connection
+# failures no SQLSTATE): the member reads one line and knows which part of the URL to fix.
+_ADVICE = (
+    (
+        "password authentication failed",
+        "check the user name and password in the URL (COFFER_PG_URL, "
+        "the keyring's index.credential_ref, or PGPASSWORD / ~/.pgpass)",
+    ),
+    (
+        "no password supplied",
+        "put the password in the URL (COFFER_PG_URL, the keyring's "
+        "index.credential_ref) or in PGPASSWORD / ~/.pgpass",
+    ),
+    (
+        "does not exist",
+        "correct the name in the URL, or have the database and roles created as docs/team.md ('Roles') shows",
+    ),
+    ("Connection refused", "is PostgreSQL running there? check the host and port in the URL"),
+    (
+        "no pg_hba.conf entry",
+        "the server does not let this user reach this database from here: "
+        "its administrator adds a line to pg_hba.conf",
+    ),
+    (
+        "permission denied for schema",
+        "this role may not create coffer's tables: start coffer once as "
+        "the database's owner, which creates them (docs/team.md, 'Roles'), or GRANT CREATE ON SCHEMA "
+        "public to this role",
+    ),
+)
+
+
+def advised(message: str) -> str:
+    """``message`` (a server's refusal), followed by what to do about it when that is known."""
+    for words, advice in _ADVICE:
+        if words in message:
+            return f"{message}: {advice}"
+    return message
