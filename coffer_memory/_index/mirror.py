@@ -139,15 +139,19 @@ class SharedIndex:
 
     def _push(self, store: str, keys: set[str]) -> None:
         """Read ``keys`` under the backend's lock of ``store`` and sync them; once more when the
-        backend failed (the connection holding the lock broke: the second takes it afresh)."""
+        backend failed after the lock was taken (the connection holding it broke: the second
+        takes it afresh). Not when the lock itself could not be had: the backend tried that
+        again already, and a server that is down would make each request wait twice as long."""
         for last in (False, True):
+            locked = False
             try:
                 with self.backend.write_lock(store):
+                    locked = True
                     docs, removed = self._read(store, keys)
                     self.backend.sync(store, docs, removed)
                 return
             except IndexUnavailable:
-                if last:
+                if last or not locked:
                     raise
 
     def _read(self, store: str, keys: Iterable[str]) -> tuple[list[IndexedDoc], list[str]]:
