@@ -180,6 +180,26 @@ def test_an_older_coffer_refuses_a_database_a_newer_one_migrated(
     assert row == (newer,)
 
 
+def test_a_running_process_refuses_to_write_once_a_newer_coffer_migrated_the_database(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The version was read at start only: a member running when the owner's upgraded coffer
+    migrated the database went on writing rows (and files) the newer version reads otherwise."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("written before the upgrade", store="global")
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # what the newer coffer's migration leaves
+            conn.execute(
+                "UPDATE coffer_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+            )
+        before = facts_on_disk(tmp_home)
+        with pytest.raises(IndexUnavailable, match="upgrade coffer-memory on this host"):
+            svc.remember("written by the stale process", store="global")
+        assert facts_on_disk(tmp_home) == before
+    with psycopg.connect(pg_url) as conn:
+        paths = [str(r[0]) for r in conn.execute("SELECT path FROM coffer_documents").fetchall()]
+    assert len(paths) == 1 and "stale" not in paths[0]
+
+
 def test_a_database_at_this_version_is_opened_without_ddl(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

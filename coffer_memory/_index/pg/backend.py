@@ -40,7 +40,7 @@ from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
-from .schema import TS_CONFIG, SchemaTooNew, migrate
+from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
 from .text import advised, escape_like, scrub, storable, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
@@ -246,6 +246,8 @@ class PostgresIndex:
                 conn, key = self.retrying()(self._lock, store)
             except _DOWN as exc:
                 raise self.unavailable(exc) from None
+            except SchemaTooNew as exc:  # a newer coffer migrated the database since this one started
+                raise IndexUnavailable("postgresql", str(exc)) from None
             stack.callback(self.pool.putconn, conn)
             with self._guard:
                 self._held[store] = _Held(conn, key, me)
@@ -294,7 +296,11 @@ class PostgresIndex:
         conn = self.pool.getconn()
         try:
             (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
+            current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
+            if current > SCHEMA_VERSION:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                raise SchemaTooNew(current)
         except BaseException:
             self.pool.putconn(conn)
             raise

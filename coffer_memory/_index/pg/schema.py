@@ -109,6 +109,17 @@ def _fold_words(conn: psycopg.Connection[Any]) -> None:
 class SchemaTooNew(Exception):
     """The database was migrated by a newer coffer-memory than this one (the message says so)."""
 
+    def __init__(self, current: int) -> None:
+        super().__init__(
+            f"the database's coffer schema is version {current}, newer than this coffer-memory's "
+            f"{SCHEMA_VERSION}: upgrade coffer-memory on this host (pip install -U 'coffer-memory[postgresql]')"
+        )
+
+
+# Read with each write's lock (no round trip of its own): a process that was running when a newer
+# coffer migrated the database refuses to write rows the newer version reads otherwise.
+CURRENT_VERSION = "(SELECT value FROM coffer_meta WHERE key = 'schema_version')"
+
 
 def _current(conn: psycopg.Connection[Any]) -> int | None:
     """The database's schema version; None before coffer's tables exist."""
@@ -146,10 +157,7 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         current = _current(conn)
         if current is not None and current > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"the database's coffer schema is version {current}, newer than this coffer-memory's "
-                f"{SCHEMA_VERSION}: upgrade coffer-memory on this host (pip install -U 'coffer-memory[postgresql]')"
-            )
+            raise SchemaTooNew(current)
         found = Extensions(
             trigram=_extension(conn, "pg_trgm", "substring recall scans without an index", missing),
             vectors=_extension(
