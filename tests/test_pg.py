@@ -43,6 +43,25 @@ def test_a_fragment_of_a_word_is_found_as_a_substring(index_backend: str, tmp_ho
         assert titles(svc, "bernet") == ["Kubernetes manifests live in infra/k8s"]
 
 
+def test_a_part_of_a_path_host_or_dotted_name_is_a_word(index_backend: str, tmp_home: Path) -> None:
+    """PostgreSQL's parser keeps ``kv/team/payments`` whole: ``payments`` found only the fact that
+    has the word alone (SQLite's tokenizer splits the path, and found both)."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("Secrets live in Vault under kv/team/payments", store="global")
+        svc.remember("The payments service retries webhooks", store="global")
+        svc.remember("The entry point is src/app/main.py", store="global")
+        svc.remember("The main branch is protected", store="global")
+        assert sorted(titles(svc, "payments")) == [
+            "Secrets live in Vault under kv/team/payments",
+            "The payments service retries webhooks",
+        ]
+        assert sorted(titles(svc, "main")) == [
+            "The entry point is src/app/main.py",
+            "The main branch is protected",
+        ]
+        assert titles(svc, "src/app/main.py")[:1] == ["The entry point is src/app/main.py"]
+
+
 def test_tags_and_time_filter_inside_the_query(index_backend: str, tmp_home: Path) -> None:
     with MemoryService(tmp_home) as svc:
         svc.remember("release notes go in CHANGES.md", store="global", tags=["release"])

@@ -200,6 +200,27 @@ def test_a_running_process_refuses_to_write_once_a_newer_coffer_migrated_the_dat
     assert len(paths) == 1 and "stale" not in paths[0]
 
 
+def test_words_written_before_schema_5_get_the_parts_of_paths(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows a coffer before schema 5 wrote keep ``kv/team/payments`` as one word: the migration
+    writes their words again, as a fresh push writes them."""
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        svc.remember("Secrets live in Vault under kv/team/payments", store="global")
+        svc.remember("The payments service retries webhooks", store="global")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        fresh = conn.execute("SELECT path, position, words::text FROM coffer_chunks ORDER BY 1, 2").fetchall()
+        conn.execute("UPDATE coffer_chunks SET words = to_tsvector('english', text)")  # as schema 4 wrote it
+        conn.execute("UPDATE coffer_meta SET value = '4' WHERE key = 'schema_version'")
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        assert len(texts(svc, "payments")) == 2
+    with psycopg.connect(pg_url) as conn:
+        assert (
+            conn.execute("SELECT path, position, words::text FROM coffer_chunks ORDER BY 1, 2").fetchall()
+            == fresh
+        )
+
+
 def test_a_database_at_this_version_is_opened_without_ddl(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

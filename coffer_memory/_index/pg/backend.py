@@ -41,7 +41,7 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
-from .text import advised, escape_like, scrub, storable, tsquery_terms
+from .text import advised, escape_like, scrub, storable, tsquery_terms, with_parts
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -392,7 +392,7 @@ class PostgresIndex:
                 "INSERT INTO coffer_chunks (store, path, position, text, words) "
                 f"VALUES (%s, %s, %s, %s, to_tsvector('{TS_CONFIG}', %s))",
                 [
-                    (store, d.path, position, clean, index_text(clean))
+                    (store, d.path, position, clean, index_text(with_parts(clean)))
                     for d in docs
                     for position, clean in enumerate(map(storable, d.chunks))
                 ],

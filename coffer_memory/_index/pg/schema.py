@@ -10,6 +10,7 @@ import psycopg
 
 from ..cjk import index_text
 from ..hant import fold
+from .text import with_parts
 
 log = logging.getLogger("coffer_memory.postgresql")
 # The text search configuration of the word index: stemming like SQLite's porter tokenizer.
@@ -17,7 +18,8 @@ TS_CONFIG = "english"
 # 2: coffer_vectors (when pgvector is there); 3: words of traditional Han folded; 4: coffer_meta's
 # folder_id binds the database to one memory folder (``binding``): a coffer older than 4 does not
 # check it, so it refuses the database as too new instead of removing the rows of other folders.
-SCHEMA_VERSION = 4
+# 5: a chunk's words hold the parts of paths, hosts and dotted names (``text.with_parts``).
+SCHEMA_VERSION = 5
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
 
@@ -96,13 +98,24 @@ def _fold_words(conn: psycopg.Connection[Any]) -> None:
     """3: a chunk's words see traditional Han characters as their simplified forms, as the SQLite
     word index does (``index/hant.py``): the rows whose text holds one are written again."""
     rows = conn.execute("SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '[^\\x01-\\x7f]'")
-    changed = [(index_text(t), s, p, n) for s, p, n, t in rows.fetchall() if fold(t) != t]
-    if changed:
+    _rewrite(conn, [(s, p, n, t) for s, p, n, t in rows.fetchall() if fold(t) != t])
+
+
+def _split_words(conn: psycopg.Connection[Any]) -> None:
+    """5: a chunk's words hold the parts of the paths, hosts and dotted names in it, as SQLite's
+    do (``text.with_parts``): the rows whose text holds one are written again."""
+    rows = conn.execute(r"SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '\w[./@:\\]+\w'")
+    _rewrite(conn, rows.fetchall())
+
+
+def _rewrite(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None:
+    """The words of these (store, path, position, text) chunks, as this version writes them."""
+    if rows:
         with conn.cursor() as cur:
             cur.executemany(
                 f"UPDATE coffer_chunks SET words = to_tsvector('{TS_CONFIG}', %s) "
                 "WHERE store = %s AND path = %s AND position = %s",
-                changed,
+                [(index_text(with_parts(t)), s, p, n) for s, p, n, t in rows],
             )
 
 
@@ -171,6 +184,8 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
             conn.execute(_TABLES)
             if current is not None and current < 3:
                 _fold_words(conn)
+            if current is not None and current < 5:
+                _split_words(conn)
             if found.trigram:
                 conn.execute(_TRIGRAMS)
             if found.vectors:

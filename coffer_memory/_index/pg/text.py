@@ -41,6 +41,19 @@ def storable(text: str) -> str:
     return text
 
 
+# Tokens PostgreSQL's parser keeps whole where SQLite's tokenizer splits them: paths
+# (``kv/team/payments``, ``src/app/main.py``), hosts and dotted names, e-mail addresses.
+_JOINED = re.compile(r"\w+(?:[./@:\\]+\w+)+")
+
+
+def with_parts(text: str) -> str:
+    """``text`` followed by the parts of each token PostgreSQL's parser would keep whole
+    (``kv/team/payments`` -> ``kv team payments``), so a recall of ``payments`` finds it, as on
+    SQLite; the whole token stays too (a query of the whole path still matches it)."""
+    parts = [" ".join(_PUNCT.sub(" ", m.group()).split()) for m in _JOINED.finditer(text)]
+    return f"{text}\n{' '.join(parts)}" if parts else text
+
+
 def escape_like(term: str) -> str:
     """``term`` as a LIKE pattern's literal text (backslash is the escape character)."""
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
