@@ -39,6 +39,16 @@ def end_sessions(url: str) -> None:
         )
 
 
+def two_homes(tmp_path: Path) -> list[Path]:
+    """Alice's and Bob's homes, each with ``memory`` a link to one shared folder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("alice", "bob"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "memory").symlink_to(shared)
+    return [tmp_path / "alice", tmp_path / "bob"]
+
+
 def facts_on_disk(home: Path) -> list[str]:
     return sorted(p.name for p in (home / "memory").rglob("*.md"))
 
@@ -344,13 +354,7 @@ def test_a_read_while_the_server_is_down_waits_for_the_pool_once(
     """A member whose folder got another member's fact pushes it on its next read. With the
     server down, that push waited for a pooled connection twice (2 x 10 s on REST and MCP,
     where the documentation says at most 10 s) before the read said INDEX_UNAVAILABLE."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    homes = []
-    for name in ("alice", "bob"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "memory").symlink_to(shared)
-        homes.append(tmp_path / name)
+    homes = two_homes(tmp_path)
     url = own_server.url()
     with member(homes[0], url, monkeypatch) as alice, member(homes[1], url, monkeypatch) as bob:
         alice.remember("the ferry leaves at noon", store="global")
@@ -364,3 +368,24 @@ def test_a_read_while_the_server_is_down_waits_for_the_pool_once(
         assert pool.get_stats().get("requests_errors", 0) - before == 1  # one wait of the pool's
         _pg_ctl(own_server, "start")
         assert sorted(texts(bob, "ferry")) == ["the ferry leaves at noon", "the ferry returns at six"]
+
+
+def test_tables_dropped_while_processes_run_are_made_again_and_filled_from_the_files(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/team.md: the files are the truth, the index is rebuilt from them. Tables dropped
+    under running processes made every request of theirs fail with the driver's UndefinedTable
+    (REST 500 INTERNAL, MCP 'failed unexpectedly') until each process was restarted."""
+    homes = two_homes(tmp_path)
+    with member(homes[0], pg_url, monkeypatch) as alice, member(homes[1], pg_url, monkeypatch) as bob:
+        alice.remember("the lighthouse is painted every spring", store="global")
+        assert texts(bob, "lighthouse") == ["the lighthouse is painted every spring"]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP TABLE coffer_chunks, coffer_documents, coffer_stores, coffer_meta CASCADE")
+        texts(bob, "lighthouse")  # the tables are made again; this read may find them still empty
+        assert texts(bob, "lighthouse") == ["the lighthouse is painted every spring"]
+        alice.remember("the lighthouse keeper retires in June", store="global")
+        assert len(texts(bob, "lighthouse")) == 2
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM coffer_documents").fetchone() == (2,)
+        assert conn.execute("SELECT count(*) FROM coffer_meta WHERE key = 'folder_id'").fetchone() == (1,)

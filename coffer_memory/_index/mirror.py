@@ -79,9 +79,15 @@ class SharedIndex:
         self.backend = backend
         self.reindexer = reindexer
         self._compared: set[str] = set()
+        self._generation = 0
 
     def refresh(self, store: str) -> None:
-        """After a local reconcile: compare the whole store once per process, then push what changed."""
+        """After a local reconcile: compare the whole store once per process (and again once the
+        backend's tables were made anew: ``generation``), then push what changed."""
+        generation = getattr(self.backend, "generation", 0)
+        if generation != self._generation:
+            self._compared.clear()
+            self._generation = generation
         if store not in self._compared:
             self._compare(store)
             self._compared.add(store)

@@ -59,6 +59,9 @@ _DOWN = (psycopg.OperationalError, PoolTimeout)
 """What the driver raises when the server is down or unreachable (not a bad query: that is a bug)."""
 _REFUSED = (*_DOWN, psycopg.errors.InsufficientPrivilege)
 """... and when the role may not do what was asked (a read-only member pushing rows)."""
+_GONE = psycopg.errors.UndefinedTable
+"""What a statement meets once an administrator dropped coffer's tables (docs/team.md: the files
+are the truth, the index is rebuilt from them)."""
 # A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
 # is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
 # restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
@@ -84,10 +87,16 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        index = args[0]
         try:
-            return method(*args, **kwargs)
+            try:
+                return method(*args, **kwargs)
+            except _GONE:  # the tables were dropped (to rebuild the index): made again, asked again
+                if not isinstance(index, PostgresIndex) or not hasattr(index, "pool"):
+                    raise
+                index.recreate()
+                return method(*args, **kwargs)
         except _REFUSED as exc:
-            index = args[0]
             raise (
                 index.unavailable(exc) if isinstance(index, PostgresIndex) else _unavailable(exc)
             ) from None
@@ -186,6 +195,22 @@ class PostgresIndex:
         self._indexed: set[tuple[str, int]] = set()  # (model, width) whose HNSW index is settled
         self._builds: dict[tuple[str, int], threading.Thread] = {}  # HNSW builds under way here
         self._iterating: weakref.WeakSet[Conn] = weakref.WeakSet()  # connections told to iterate
+        # How many times the tables were made again while this process ran: the mirror compares
+        # every store anew (and so pushes every document) when it changes.
+        self.generation = 0
+
+    def recreate(self) -> None:
+        """Create the tables again after they were dropped while this process ran (to rebuild the
+        index from the files, or by mistake), and bind the database to this folder again; the
+        next read of each store pushes its documents (``generation``)."""
+        with self.pool.connection() as conn:
+            found = migrate(conn)
+            self.folder_id = bind(conn, self.memory_dir, writable=found.writable) if self.memory_dir else None
+        vec.log.warning("coffer's tables were gone from the database: created again, filled from the files")
+        with self._guard:
+            self.trigram, self.vectors, self.writable = found.trigram, found.vectors, found.writable
+            self._indexed.clear()  # the HNSW indexes went with the table
+            self.generation += 1
 
     def retrying(self) -> Retrying:
         """Tries of a statement on a connection that may have broken (see ``READ_ATTEMPTS``)."""
@@ -243,8 +268,12 @@ class PostgresIndex:
         self._own_folder()
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
-                conn, key = self.retrying()(self._lock, store)
-            except _DOWN as exc:
+                try:
+                    conn, key = self.retrying()(self._lock, store)
+                except _GONE:
+                    self.recreate()
+                    conn, key = self.retrying()(self._lock, store)
+            except _REFUSED as exc:
                 raise self.unavailable(exc) from None
             except SchemaTooNew as exc:  # a newer coffer migrated the database since this one started
                 raise IndexUnavailable("postgresql", str(exc)) from None
