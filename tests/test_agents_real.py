@@ -546,3 +546,58 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
         w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
         text = json.dumps(last_turn()["messages"], ensure_ascii=False)
         assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)
+
+
+# -- A project-level entry named coffer wins over coffer's user-level one -----------------------
+STALE_MCP = "/old/venv/bin/coffer-mcp"
+
+
+def shadowed_status(w: World, agent: str) -> str:
+    """``coffer agents status`` run in the repository: it must say the agent runs another server."""
+    proc = subprocess.run(
+        [str(SCRIPTS / "coffer"), "agents", "status", agent, "--no-check"],
+        cwd=w.repo,
+        env=w.env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert proc.returncode == 1 and f"{STALE_MCP}; remove that entry" in proc.stdout, proc.stdout
+    return proc.stdout
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_uses_a_local_scope_entry_and_status_says_so(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    # What docs/mcp.md's `claude mcp add coffer -- coffer-mcp` leaves, from an environment since gone.
+    w.run([claude, "mcp", "add", "coffer", "--", STALE_MCP])
+    got = w.run([claude, "mcp", "get", "coffer"]).stdout
+    assert "Local config" in got and STALE_MCP in got  # Claude Code's own view: the stale entry wins
+    assert "local scope for" in shadowed_status(w, "claude-code")
+
+
+@needs("codex", "@openai/codex")
+def test_codex_uses_a_trusted_projects_entry_and_status_says_so(world: World) -> None:
+    w = world
+    codex = install(w, "codex", "codex")
+    (w.repo / ".codex").mkdir()
+    (w.repo / ".codex" / "config.toml").write_text(f'[mcp_servers.coffer]\ncommand = "{STALE_MCP}"\n')
+    with (w.home / ".codex" / "config.toml").open("a") as out:
+        out.write(f'\n[projects."{w.repo.resolve()}"]\ntrust_level = "trusted"\n')
+    got = json.loads(w.run([codex, "mcp", "get", "coffer", "--json"]).stdout)
+    assert got["transport"]["command"] == STALE_MCP
+    assert "trusted project config" in shadowed_status(w, "codex")
+
+
+@needs("opencode", "opencode-ai")
+def test_opencode_merges_a_project_entry_and_status_says_so(world: World) -> None:
+    w = world
+    opencode = install(w, "opencode", "opencode")
+    (w.repo / "opencode.json").write_text(
+        json.dumps({"mcp": {"coffer": {"type": "local", "command": [STALE_MCP]}}})
+    )
+    agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    got = json.loads(w.run([opencode, "debug", "config"], agent_env).stdout)
+    assert got["mcp"]["coffer"]["command"] == [STALE_MCP]
+    assert "project config" in shadowed_status(w, "opencode")
