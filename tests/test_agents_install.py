@@ -418,6 +418,34 @@ def test_codex_inline_tables_are_extended_inline(svc: MemoryService, homes: Agen
     unchanged(before)
 
 
+def test_codex_passes_the_api_key_variables_coffer_reads_on_to_coffer_mcp(
+    svc: MemoryService, homes: AgentHomes
+) -> None:
+    """Codex starts MCP servers with HOME, PATH and a few more, not its environment: the keys that
+    coffer's [llm] and [embedding] read from the environment must be named in ``env_vars``
+    (checked with the real Codex in tests/test_agents_real.py). Claude Code and OpenCode pass
+    their whole environment on, so their entries name nothing."""
+    before = write_codex(homes)
+    write_claude(homes)
+    config = svc.home / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[llm]\nprovider = "openai"\nmodel = "m"\napi_key_env = "OPENROUTER_API_KEY"\n')
+    svc.install_agent("codex")
+    svc.install_agent("claude-code")
+    entry = tomllib.loads(codex_config(homes).read_text())["mcp_servers"]["coffer"]
+    assert entry["env_vars"] == ["OPENROUTER_API_KEY"]
+    assert "env_vars" not in json.dumps(json.loads(homes.claude_json.read_text()))
+    assert svc.agent_status("codex").up_to_date
+    # Another key in the config: the entry is out of date until installed again.
+    config.write_text(config.read_text() + '[embedding]\napi_key_env = "EMBED_KEY"\n')
+    assert not svc.agent_status("codex").up_to_date
+    assert svc.install_agent("codex").changed == (codex_config(homes),)
+    entry = tomllib.loads(codex_config(homes).read_text())["mcp_servers"]["coffer"]
+    assert entry["env_vars"] == ["EMBED_KEY", "OPENROUTER_API_KEY"]
+    svc.uninstall_agent("codex")
+    unchanged(before)
+
+
 def test_broken_toml_is_refused_and_left_untouched(svc: MemoryService, homes: AgentHomes) -> None:
     before = write_codex(homes, "[features\nhooks = true\n")
     with pytest.raises(AgentConfigInvalid, match="not valid TOML") as err:

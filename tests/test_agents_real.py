@@ -601,3 +601,66 @@ def test_opencode_merges_a_project_entry_and_status_says_so(world: World) -> Non
     got = json.loads(w.run([opencode, "debug", "config"], agent_env).stdout)
     assert got["mcp"]["coffer"]["command"] == [STALE_MCP]
     assert "project config" in shadowed_status(w, "opencode")
+
+
+# -- Codex passes an MCP server only the variables it is told to --------------------------------
+def codex_app_server_lists_mcp(w: World, codex: str, env: dict[str, str]) -> dict[str, Any]:
+    """Ask ``codex app-server`` for its MCP servers' status, as a client would (it starts them)."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"clientInfo": {"name": "t", "version": "1"}},
+        },
+        {"jsonrpc": "2.0", "method": "initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "mcpServerStatus/list", "params": {}},
+    ]
+    proc = subprocess.Popen(
+        [codex, "app-server"],
+        cwd=w.repo,
+        env={**w.env, **env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+    proc.stdin.flush()
+    try:
+        for raw in proc.stdout:
+            message = json.loads(raw)
+            if message.get("id") == 2:
+                answer: dict[str, Any] = message
+                return answer
+        raise AssertionError("codex app-server ended without answering mcpServerStatus/list")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs("codex", "@openai/codex")
+def test_codex_gives_coffer_mcp_the_api_key_coffers_config_names(world: World, tmp_path: Path) -> None:
+    """Codex starts MCP servers with HOME, PATH and a few more only: the key coffer's [llm] reads
+    from the environment was missing in coffer-mcp (recall and distillation from Codex without
+    it) until the entry named it in ``env_vars``."""
+    w = world
+    (w.coffer_home / "config.toml").write_text(
+        '[llm]\nprovider = "openai"\nmodel = "m"\napi_key_env = "QZX_LLM_KEY"\n'
+    )
+    codex = install(w, "codex", "codex")
+    # A coffer-mcp that records the environment it was started with, then runs the real one.
+    spy = tmp_path / "spy" / "coffer-mcp"
+    spy.parent.mkdir()
+    seen = tmp_path / "mcp-env.txt"
+    spy.write_text(f'#!/bin/sh\nenv > {seen}\nexec {SCRIPTS / "coffer-mcp"} "$@"\n')
+    spy.chmod(0o755)
+    config = w.home / ".codex" / "config.toml"
+    config.write_text(config.read_text().replace(str(SCRIPTS / "coffer-mcp"), str(spy)))
+    answer = codex_app_server_lists_mcp(w, codex, {"QZX_LLM_KEY": "not-a-secret", "QZX_OTHER": "x"})
+    [server] = [s for s in answer["result"]["data"] if s["name"] == "coffer"]
+    assert set(server["tools"]) == TOOLS
+    env = seen.read_text()
+    assert "QZX_LLM_KEY=not-a-secret" in env
+    assert "QZX_OTHER" not in env  # what Codex does with the rest of its environment
