@@ -163,6 +163,10 @@ class Setting:
     """The setting is left out when the user already set any of these keys."""
     otherwise: str = ""
     """What the user's own value of an ``unless`` key means for coffer (said by ``agents status``)."""
+    owns: tuple[str, ...] | None = None
+    """For an entry (a table): the keys coffer writes. The user's other keys in coffer's entry
+    (Codex's ``startup_timeout_sec``, ``enabled_tools``, OpenCode's ``timeout``, ...) are kept by
+    install and do not make it "out of date"; ``None``: the whole value is coffer's."""
 
 
 @attrs.frozen
@@ -293,7 +297,12 @@ SPECS: dict[str, AgentSpec] = {
         install=(
             # User scope: top-level mcpServers of ~/.claude.json, what `claude mcp add -s user` writes.
             Setting(
-                "mcp", lambda h: h.claude_json, ("mcpServers", MCP_SERVER_NAME), _claude_mcp, _is_coffer_mcp
+                "mcp",
+                lambda h: h.claude_json,
+                ("mcpServers", MCP_SERVER_NAME),
+                _claude_mcp,
+                _is_coffer_mcp,
+                owns=("type", "command", "args", "env"),
             ),
         ),
         native_memory=(Setting("native_memory", _claude_settings, ("autoMemoryEnabled",), _false),),
@@ -315,7 +324,14 @@ SPECS: dict[str, AgentSpec] = {
                 unless=(("features", "hooks"), ("features", "codex_hooks")),
                 otherwise="while it is false Codex runs no hooks, coffer's SessionStart included",
             ),
-            Setting("mcp", _codex_config, ("mcp_servers", MCP_SERVER_NAME), _codex_mcp, _is_coffer_mcp),
+            Setting(
+                "mcp",
+                _codex_config,
+                ("mcp_servers", MCP_SERVER_NAME),
+                _codex_mcp,
+                _is_coffer_mcp,
+                owns=("command", "args", "env", "env_vars"),
+            ),
         ),
         native_memory=(
             Setting("native_memory", _codex_config, ("features", "memories"), _false),
@@ -334,6 +350,7 @@ SPECS: dict[str, AgentSpec] = {
                 ("mcp", MCP_SERVER_NAME),
                 _opencode_mcp,
                 _is_coffer_mcp,
+                owns=("type", "command", "enabled", "environment"),
             ),
         ),
         native_memory=(),
