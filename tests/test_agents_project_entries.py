@@ -11,6 +11,7 @@ is what ``claude mcp add coffer -- coffer-mcp`` (local scope, the default) leave
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,21 @@ def test_claude_local_scope_entry_is_reported_from_the_project_and_its_subfolder
     own = json.loads(homes.claude_json.read_text())["mcpServers"]["coffer"]
     claude_local_scope(homes, repo, own)
     assert status(cli, "claude-code", repo)[0] == 0
+
+
+def test_claude_local_scope_entry_of_the_main_checkout_counts_in_its_worktrees(
+    cli: CliRunner, homes: AgentHomes, tmp_path: Path
+) -> None:
+    # `claude mcp add` run in a worktree (2.1.197) writes the entry under the main checkout's path.
+    repo = make_repo(tmp_path / "shop")
+    worktree = tmp_path / "shop-feature"
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "-q", "-b", "feature", str(worktree)], check=True
+    )
+    assert cli("agents", "install", "claude-code", "--no-check").returncode == 0
+    claude_local_scope(homes, repo.resolve(), {"type": "stdio", "command": STALE, "args": [], "env": {}})
+    code, text, _ = status(cli, "claude-code", worktree)
+    assert code == 1 and f"runs {STALE}" in text
 
 
 def test_claude_project_mcp_json_counts_once_approved(

@@ -552,11 +552,11 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
 STALE_MCP = "/old/venv/bin/coffer-mcp"
 
 
-def shadowed_status(w: World, agent: str) -> str:
+def shadowed_status(w: World, agent: str, cwd: Path | None = None) -> str:
     """``coffer agents status`` run in the repository: it must say the agent runs another server."""
     proc = subprocess.run(
         [str(SCRIPTS / "coffer"), "agents", "status", agent, "--no-check"],
-        cwd=w.repo,
+        cwd=cwd or w.repo,
         env=w.env,
         capture_output=True,
         text=True,
@@ -571,10 +571,30 @@ def test_claude_code_uses_a_local_scope_entry_and_status_says_so(world: World) -
     w = world
     claude = install(w, "claude-code", "claude")
     # What docs/mcp.md's `claude mcp add coffer -- coffer-mcp` leaves, from an environment since gone.
-    w.run([claude, "mcp", "add", "coffer", "--", STALE_MCP])
+    # Run in a worktree of the repository, as a CLI started there would: Claude Code keys the
+    # entry by the main checkout, so it counts in the main checkout and in every worktree.
+    worktree = w.repo.parent / "shop-feature"
+    subprocess.run(
+        ["git", "-C", str(w.repo), "worktree", "add", "-q", "-b", "feature", str(worktree)], check=True
+    )
+    for where in (worktree, w.repo):
+        proc = subprocess.run(
+            [
+                claude,
+                "mcp",
+                *(["add", "coffer", "--", STALE_MCP] if where == worktree else ["get", "coffer"]),
+            ],
+            cwd=where,
+            env=w.env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        assert proc.returncode == 0, proc.stderr
     got = w.run([claude, "mcp", "get", "coffer"]).stdout
     assert "Local config" in got and STALE_MCP in got  # Claude Code's own view: the stale entry wins
     assert "local scope for" in shadowed_status(w, "claude-code")
+    assert "local scope for" in shadowed_status(w, "claude-code", worktree)
 
 
 @needs("codex", "@openai/codex")

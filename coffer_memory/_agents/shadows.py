@@ -120,13 +120,17 @@ def _differs(agent: str, entry: object, own: object) -> bool:
     return spec.mcp_launch(entry) is None or spec.mcp_launch(entry) != spec.mcp_launch(own)
 
 
-def _claude(homes: AgentHomes, dirs: list[Path]) -> Iterator[tuple[Path, str, object]]:
+def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Path, str, object]]:
     config = _load_json(homes.claude_json)
     projects = config.get("projects") if isinstance(config, dict) else None
     projects = projects if isinstance(projects, dict) else {}
     settings = _load_json(homes.claude / "settings.json")
     approve_all = isinstance(settings, dict) and settings.get("enableAllProjectMcpServers") is True
-    for d in dirs:  # local scope wins over an approved .mcp.json
+    # Claude Code keys local scope by the repository's main checkout, for its worktrees too
+    # (`claude mcp add` in a worktree writes under the main checkout's path).
+    git = find_git(cwd)
+    keys = [*dirs, *([git.toplevel] if git is not None and git.toplevel not in dirs else [])]
+    for d in keys:  # local scope wins over an approved .mcp.json
         local = projects.get(str(d))
         servers = local.get("mcpServers") if isinstance(local, dict) else None
         if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
@@ -219,7 +223,7 @@ def mcp_shadows(agent: str, homes: AgentHomes, cwd: str | os.PathLike[str]) -> t
         return ()
     dirs = _dirs(path)
     if agent == CLAUDE_CODE:
-        found = list(_claude(homes, dirs))
+        found = list(_claude(homes, dirs, path))
     elif agent == CODEX:
         found = list(_codex(homes, dirs, path))
     elif agent == OPENCODE:
