@@ -13,6 +13,7 @@ import importlib.metadata
 import json
 import os
 import queue
+import signal
 import stat
 import subprocess
 import sys
@@ -329,6 +330,19 @@ def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> No
         assert [a["id"] for a in answers] == [0, 1]
         assert not answers[1]["result"]["isError"]
     assert answered[0][0] == answered[1][0]
+
+
+def test_ctrl_c_while_the_sdk_imports_ends_without_a_traceback(peers: Any) -> None:
+    """Ctrl-C in the terminal of ``claude -p`` / ``codex exec`` / ``opencode run`` sends SIGINT to
+    their MCP servers too. Before, one that came while the SDK was being imported (held here)
+    left a KeyboardInterrupt traceback in the agent's MCP log."""
+    peer = peers()
+    for message in (initialize(), INITIALIZED, remember(1, "Interrupted before the SDK was ready.")):
+        peer.send(message)
+    assert sorted(peer.answers(1)) == [0]  # the handshake was answered; the call waits for the SDK
+    peer.proc.send_signal(signal.SIGINT)
+    assert peer.proc.wait(PROBE_TIMEOUT) == 130
+    assert "Traceback" not in peer.stderr() and "KeyboardInterrupt" not in peer.stderr(), peer.stderr()
 
 
 def test_eof_with_every_request_answered_exits_before_the_sdk(peers: Any) -> None:
