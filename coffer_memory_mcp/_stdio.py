@@ -345,6 +345,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # servers too (one process group): end as the shell expects, without a traceback in the
         # agent's MCP log, also while the SDK is still being imported.
         return 130
+    except BaseException as exc:
+        if not _client_gone(exc):
+            raise
+        # The agent closed its end of our stdout (it quit, or was killed, while we answered):
+        # nobody is left to answer. Writes are atomic, so nothing is half done; end quietly.
+        _debug(f"the client closed stdout: {exc!r}")
+        return 0
+
+
+def _client_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is only broken pipes (the SDK's task group wraps them in groups)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_client_gone(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
 
 
 def _main(argv: Sequence[str] | None) -> int:

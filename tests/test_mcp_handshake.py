@@ -345,6 +345,39 @@ def test_ctrl_c_while_the_sdk_imports_ends_without_a_traceback(peers: Any) -> No
     assert "Traceback" not in peer.stderr() and "KeyboardInterrupt" not in peer.stderr(), peer.stderr()
 
 
+def test_a_client_that_closed_our_stdout_ends_the_server_quietly(
+    tmp_path: Path, recorded: Path | None
+) -> None:
+    """An agent that quits (or is killed) while a call is being answered closes the pipe the server
+    writes to. Before, both paths ended with status 1 and a BrokenPipeError traceback."""
+    for name, env in (("fast", {}), ("plain", {"COFFER_MCP_FAST_HANDSHAKE": "0"})):
+        home = tmp_path / name
+        if recorded is not None:
+            cached = _handshake.cache_file(str(home))
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(recorded.read_bytes())
+        err = tmp_path / f"{name}.err"
+        with err.open("wb") as err_file:
+            proc = subprocess.Popen(
+                [str(SCRIPTS / "coffer-mcp")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_file,
+                env={**os.environ, "COFFER_HOME": str(home), **env},
+            )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(initialize()).encode() + b"\n" + json.dumps(INITIALIZED).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        proc.stdout.close()  # the agent is gone; its end of the pipe with it
+        for n in range(1, 4):
+            call = request(n, "tools/call", {"name": "coffer__recall", "arguments": {"query": "x"}})
+            proc.stdin.write(json.dumps(call).encode() + b"\n")
+        proc.stdin.close()
+        assert proc.wait(PROBE_TIMEOUT) == 0, err.read_text()
+        assert "Traceback" not in err.read_text(), err.read_text()
+
+
 def test_eof_with_every_request_answered_exits_before_the_sdk(peers: Any) -> None:
     """A probe (``coffer agents status``) asks for the tools, closes stdin and waits for the exit:
     with nothing left to answer the server does not first import the SDK (held here, never let go)."""
