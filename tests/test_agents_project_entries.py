@@ -92,11 +92,19 @@ def test_claude_project_mcp_json_counts_once_approved(
     (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": "coffer-mcp"}}}))
     # Claude Code runs a project server only after the user approved it.
     assert status(cli, "claude-code", repo)[0] == 0
+    # A repository's shared settings cannot approve it (Claude Code 2.1.197 ignores this)...
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
+    assert status(cli, "claude-code", repo)[0] == 0
+    # ...the user's own local settings of the project can: what the approval dialog writes.
+    (repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    code, text, _ = status(cli, "claude-code", repo)
+    assert code == 1 and ".mcp.json" in text and "runs coffer-mcp" in text
+    (repo / ".claude" / "settings.local.json").unlink()
     config = json.loads(homes.claude_json.read_text())
     config["projects"] = {str(repo): {"enabledMcpjsonServers": ["coffer"]}}
     homes.claude_json.write_text(json.dumps(config))
-    code, text, _ = status(cli, "claude-code", repo)
-    assert code == 1 and ".mcp.json" in text and "runs coffer-mcp" in text
+    assert status(cli, "claude-code", repo)[0] == 1
 
 
 def test_codex_project_config_counts_when_the_project_is_trusted(

@@ -684,3 +684,19 @@ def test_codex_gives_coffer_mcp_the_api_key_coffers_config_names(world: World, t
     env = seen.read_text()
     assert "QZX_LLM_KEY=not-a-secret" in env
     assert "QZX_OTHER" not in env  # what Codex does with the rest of its environment
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_uses_an_approved_mcp_json_entry_and_status_says_so(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": STALE_MCP}}}))
+    (w.repo / ".claude").mkdir()
+    # The repository's shared settings cannot approve a .mcp.json server: coffer's entry is used.
+    (w.repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
+    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    w.coffer("agents", "status", "claude-code", "--no-check", "--cwd", str(w.repo))
+    # The user's local settings of the project can (what Claude Code's approval writes).
+    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    assert "Project config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    assert "project scope, approved" in shadowed_status(w, "claude-code")

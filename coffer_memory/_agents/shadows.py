@@ -120,12 +120,23 @@ def _differs(agent: str, entry: object, own: object) -> bool:
     return spec.mcp_launch(entry) is None or spec.mcp_launch(entry) != spec.mcp_launch(own)
 
 
+def _approved(layers: list[object]) -> bool:
+    """Whether any of these Claude Code settings approves the project's ``coffer`` server."""
+    for layer in layers:
+        if not isinstance(layer, dict):
+            continue
+        names = layer.get("enabledMcpjsonServers")
+        if layer.get("enableAllProjectMcpServers") is True or (
+            isinstance(names, list) and MCP_SERVER_NAME in names
+        ):
+            return True
+    return False
+
+
 def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Path, str, object]]:
     config = _load_json(homes.claude_json)
     projects = config.get("projects") if isinstance(config, dict) else None
     projects = projects if isinstance(projects, dict) else {}
-    settings = _load_json(homes.claude / "settings.json")
-    approve_all = isinstance(settings, dict) and settings.get("enableAllProjectMcpServers") is True
     # Claude Code keys local scope by the repository's main checkout, for its worktrees too
     # (`claude mcp add` in a worktree writes under the main checkout's path).
     git = find_git(cwd)
@@ -136,13 +147,18 @@ def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Pa
         if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
             yield homes.claude_json, f"local scope for {d}", servers[MCP_SERVER_NAME]
             return
+    # A .mcp.json server runs once approved: in the user's settings, the project's own
+    # .claude/settings.local.json, or (older builds) the project's record in .claude.json. A
+    # shared .claude/settings.json of the repository cannot approve it (checked: 2.1.197).
+    layers = [
+        _load_json(homes.claude / "settings.json"),
+        *(_load_json(d / ".claude" / "settings.local.json") for d in keys),
+        *(projects.get(str(d)) for d in keys),
+    ]
     for d in dirs:
         dot_mcp = _load_json(d / ".mcp.json")
         servers = dot_mcp.get("mcpServers") if isinstance(dot_mcp, dict) else None
-        if not isinstance(servers, dict) or MCP_SERVER_NAME not in servers:
-            continue
-        approved = [p.get("enabledMcpjsonServers") for p in projects.values() if isinstance(p, dict)]
-        if approve_all or any(isinstance(a, list) and MCP_SERVER_NAME in a for a in approved):
+        if isinstance(servers, dict) and MCP_SERVER_NAME in servers and _approved(layers):
             yield d / ".mcp.json", "project scope, approved", servers[MCP_SERVER_NAME]
             return
 
