@@ -338,6 +338,30 @@ def _record(home: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer-mcp``: on stdio with a fitting snapshot, the handshake before the SDK import."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C in the terminal of `claude -p`, `codex exec` or `opencode run` reaches their MCP
+        # servers too (one process group): end as the shell expects, without a traceback in the
+        # agent's MCP log, also while the SDK is still being imported.
+        return 130
+    except BaseException as exc:
+        if not _client_gone(exc):
+            raise
+        # The agent closed its end of our stdout (it quit, or was killed, while we answered):
+        # nobody is left to answer. Writes are atomic, so nothing is half done; end quietly.
+        _debug(f"the client closed stdout: {exc!r}")
+        return 0
+
+
+def _client_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is only broken pipes (the SDK's task group wraps them in groups)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_client_gone(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.transport != "stdio" or os.environ.get(OFF_ENV) == "0":
         reason = "not stdio" if args.transport != "stdio" else f"{OFF_ENV}=0"

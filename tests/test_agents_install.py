@@ -418,6 +418,70 @@ def test_codex_inline_tables_are_extended_inline(svc: MemoryService, homes: Agen
     unchanged(before)
 
 
+def test_codex_passes_the_api_key_variables_coffer_reads_on_to_coffer_mcp(
+    svc: MemoryService, homes: AgentHomes
+) -> None:
+    """Codex starts MCP servers with HOME, PATH and a few more, not its environment: the keys that
+    coffer's [llm] and [embedding] read from the environment must be named in ``env_vars``
+    (checked with the real Codex in tests/test_agents_real.py). Claude Code and OpenCode pass
+    their whole environment on, so their entries name nothing."""
+    before = write_codex(homes)
+    write_claude(homes)
+    config = svc.home / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[llm]\nprovider = "openai"\nmodel = "m"\napi_key_env = "OPENROUTER_API_KEY"\n')
+    svc.install_agent("codex")
+    svc.install_agent("claude-code")
+    entry = tomllib.loads(codex_config(homes).read_text())["mcp_servers"]["coffer"]
+    assert entry["env_vars"] == ["OPENROUTER_API_KEY"]
+    assert "env_vars" not in json.dumps(json.loads(homes.claude_json.read_text()))
+    assert svc.agent_status("codex").up_to_date
+    # Another key in the config: the entry is out of date until installed again.
+    config.write_text(config.read_text() + '[embedding]\napi_key_env = "EMBED_KEY"\n')
+    assert not svc.agent_status("codex").up_to_date
+    assert svc.install_agent("codex").changed == (codex_config(homes),)
+    entry = tomllib.loads(codex_config(homes).read_text())["mcp_servers"]["coffer"]
+    assert entry["env_vars"] == ["EMBED_KEY", "OPENROUTER_API_KEY"]
+    svc.uninstall_agent("codex")
+    unchanged(before)
+
+
+def test_keys_the_user_added_to_coffers_mcp_entry_stay(
+    svc: MemoryService, homes: AgentHomes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex documents per-server keys (``startup_timeout_sec``, ``enabled_tools``, per-tool
+    ``approval_mode``), OpenCode a ``timeout``: before, status called an entry holding one "out of
+    date" and the next install dropped it."""
+    write_codex(homes)
+    write_opencode(homes)
+    svc.install_agent("codex")
+    svc.install_agent("opencode")
+    config = codex_config(homes)
+    lines = config.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("env = {COFFER_HOME")) + 1
+    mine = 'startup_timeout_sec = 30  # mine\n\n[mcp_servers.coffer.tools.coffer__remember]\napproval_mode = "approve"\n'
+    config.write_text("".join([*lines[:at], mine, *lines[at:]]))
+    config_json = read_json(opencode_json(homes))
+    config_json["mcp"]["coffer"]["timeout"] = 20000
+    opencode_json(homes).write_text(json.dumps(config_json, indent=2))
+    for agent in ("codex", "opencode"):
+        assert svc.agent_status(agent).up_to_date
+        assert svc.install_agent(agent).changed == ()
+    # coffer moved: its keys are updated, the user's stay.
+    moved = Path("/opt/other venv/bin")
+    monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
+    svc.install_agent("codex")
+    svc.install_agent("opencode")
+    entry = tomllib.loads(config.read_text())["mcp_servers"]["coffer"]
+    assert entry["command"] == str(moved / "coffer-mcp") and entry["startup_timeout_sec"] == 30
+    assert entry["tools"] == {"coffer__remember": {"approval_mode": "approve"}}
+    oc_entry = read_json(opencode_json(homes))["mcp"]["coffer"]
+    assert oc_entry["command"] == [str(moved / "coffer-mcp")] and oc_entry["timeout"] == 20000
+    # Uninstall removes the whole entry, the user's keys in it too: it was coffer's.
+    svc.uninstall_agent("codex")
+    assert "coffer" not in tomllib.loads(config.read_text()).get("mcp_servers", {})
+
+
 def test_broken_toml_is_refused_and_left_untouched(svc: MemoryService, homes: AgentHomes) -> None:
     before = write_codex(homes, "[features\nhooks = true\n")
     with pytest.raises(AgentConfigInvalid, match="not valid TOML") as err:

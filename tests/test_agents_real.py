@@ -546,3 +546,157 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
         w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
         text = json.dumps(last_turn()["messages"], ensure_ascii=False)
         assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)
+
+
+# -- A project-level entry named coffer wins over coffer's user-level one -----------------------
+STALE_MCP = "/old/venv/bin/coffer-mcp"
+
+
+def shadowed_status(w: World, agent: str, cwd: Path | None = None) -> str:
+    """``coffer agents status`` run in the repository: it must say the agent runs another server."""
+    proc = subprocess.run(
+        [str(SCRIPTS / "coffer"), "agents", "status", agent, "--no-check"],
+        cwd=cwd or w.repo,
+        env=w.env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert proc.returncode == 1 and f"{STALE_MCP}; remove that entry" in proc.stdout, proc.stdout
+    return proc.stdout
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_uses_a_local_scope_entry_and_status_says_so(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    # What docs/mcp.md's `claude mcp add coffer -- coffer-mcp` leaves, from an environment since gone.
+    # Run in a worktree of the repository, as a CLI started there would: Claude Code keys the
+    # entry by the main checkout, so it counts in the main checkout and in every worktree.
+    worktree = w.repo.parent / "shop-feature"
+    subprocess.run(
+        ["git", "-C", str(w.repo), "worktree", "add", "-q", "-b", "feature", str(worktree)], check=True
+    )
+    for where in (worktree, w.repo):
+        proc = subprocess.run(
+            [
+                claude,
+                "mcp",
+                *(["add", "coffer", "--", STALE_MCP] if where == worktree else ["get", "coffer"]),
+            ],
+            cwd=where,
+            env=w.env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        assert proc.returncode == 0, proc.stderr
+    got = w.run([claude, "mcp", "get", "coffer"]).stdout
+    assert "Local config" in got and STALE_MCP in got  # Claude Code's own view: the stale entry wins
+    assert "local scope for" in shadowed_status(w, "claude-code")
+    assert "local scope for" in shadowed_status(w, "claude-code", worktree)
+
+
+@needs("codex", "@openai/codex")
+def test_codex_uses_a_trusted_projects_entry_and_status_says_so(world: World) -> None:
+    w = world
+    codex = install(w, "codex", "codex")
+    (w.repo / ".codex").mkdir()
+    (w.repo / ".codex" / "config.toml").write_text(f'[mcp_servers.coffer]\ncommand = "{STALE_MCP}"\n')
+    with (w.home / ".codex" / "config.toml").open("a") as out:
+        out.write(f'\n[projects."{w.repo.resolve()}"]\ntrust_level = "trusted"\n')
+    got = json.loads(w.run([codex, "mcp", "get", "coffer", "--json"]).stdout)
+    assert got["transport"]["command"] == STALE_MCP
+    assert "trusted project config" in shadowed_status(w, "codex")
+
+
+@needs("opencode", "opencode-ai")
+def test_opencode_merges_a_project_entry_and_status_says_so(world: World) -> None:
+    w = world
+    opencode = install(w, "opencode", "opencode")
+    (w.repo / "opencode.json").write_text(
+        json.dumps({"mcp": {"coffer": {"type": "local", "command": [STALE_MCP]}}})
+    )
+    agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    got = json.loads(w.run([opencode, "debug", "config"], agent_env).stdout)
+    assert got["mcp"]["coffer"]["command"] == [STALE_MCP]
+    assert "project config" in shadowed_status(w, "opencode")
+
+
+# -- Codex passes an MCP server only the variables it is told to --------------------------------
+def codex_app_server_lists_mcp(w: World, codex: str, env: dict[str, str]) -> dict[str, Any]:
+    """Ask ``codex app-server`` for its MCP servers' status, as a client would (it starts them)."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"clientInfo": {"name": "t", "version": "1"}},
+        },
+        {"jsonrpc": "2.0", "method": "initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "mcpServerStatus/list", "params": {}},
+    ]
+    proc = subprocess.Popen(
+        [codex, "app-server"],
+        cwd=w.repo,
+        env={**w.env, **env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+    proc.stdin.flush()
+    try:
+        for raw in proc.stdout:
+            message = json.loads(raw)
+            if message.get("id") == 2:
+                answer: dict[str, Any] = message
+                return answer
+        raise AssertionError("codex app-server ended without answering mcpServerStatus/list")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs("codex", "@openai/codex")
+def test_codex_gives_coffer_mcp_the_api_key_coffers_config_names(world: World, tmp_path: Path) -> None:
+    """Codex starts MCP servers with HOME, PATH and a few more only: the key coffer's [llm] reads
+    from the environment was missing in coffer-mcp (recall and distillation from Codex without
+    it) until the entry named it in ``env_vars``."""
+    w = world
+    (w.coffer_home / "config.toml").write_text(
+        '[llm]\nprovider = "openai"\nmodel = "m"\napi_key_env = "QZX_LLM_KEY"\n'
+    )
+    codex = install(w, "codex", "codex")
+    # A coffer-mcp that records the environment it was started with, then runs the real one.
+    spy = tmp_path / "spy" / "coffer-mcp"
+    spy.parent.mkdir()
+    seen = tmp_path / "mcp-env.txt"
+    spy.write_text(f'#!/bin/sh\nenv > {seen}\nexec {SCRIPTS / "coffer-mcp"} "$@"\n')
+    spy.chmod(0o755)
+    config = w.home / ".codex" / "config.toml"
+    config.write_text(config.read_text().replace(str(SCRIPTS / "coffer-mcp"), str(spy)))
+    answer = codex_app_server_lists_mcp(w, codex, {"QZX_LLM_KEY": "not-a-secret", "QZX_OTHER": "x"})
+    [server] = [s for s in answer["result"]["data"] if s["name"] == "coffer"]
+    assert set(server["tools"]) == TOOLS
+    env = seen.read_text()
+    assert "QZX_LLM_KEY=not-a-secret" in env
+    assert "QZX_OTHER" not in env  # what Codex does with the rest of its environment
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_uses_an_approved_mcp_json_entry_and_status_says_so(world: World) -> None:
+    w = world
+    claude = install(w, "claude-code", "claude")
+    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": STALE_MCP}}}))
+    (w.repo / ".claude").mkdir()
+    # The repository's shared settings cannot approve a .mcp.json server: coffer's entry is used.
+    (w.repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
+    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    w.coffer("agents", "status", "claude-code", "--no-check", "--cwd", str(w.repo))
+    # The user's local settings of the project can (what Claude Code's approval writes).
+    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    assert "Project config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    assert "project scope, approved" in shadowed_status(w, "claude-code")

@@ -13,6 +13,7 @@ import importlib.metadata
 import json
 import os
 import queue
+import signal
 import stat
 import subprocess
 import sys
@@ -329,6 +330,52 @@ def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> No
         assert [a["id"] for a in answers] == [0, 1]
         assert not answers[1]["result"]["isError"]
     assert answered[0][0] == answered[1][0]
+
+
+def test_ctrl_c_while_the_sdk_imports_ends_without_a_traceback(peers: Any) -> None:
+    """Ctrl-C in the terminal of ``claude -p`` / ``codex exec`` / ``opencode run`` sends SIGINT to
+    their MCP servers too. Before, one that came while the SDK was being imported (held here)
+    left a KeyboardInterrupt traceback in the agent's MCP log."""
+    peer = peers()
+    for message in (initialize(), INITIALIZED, remember(1, "Interrupted before the SDK was ready.")):
+        peer.send(message)
+    assert sorted(peer.answers(1)) == [0]  # the handshake was answered; the call waits for the SDK
+    peer.proc.send_signal(signal.SIGINT)
+    assert peer.proc.wait(PROBE_TIMEOUT) == 130
+    assert "Traceback" not in peer.stderr() and "KeyboardInterrupt" not in peer.stderr(), peer.stderr()
+
+
+def test_a_client_that_closed_our_stdout_ends_the_server_quietly(
+    tmp_path: Path, recorded: Path | None
+) -> None:
+    """An agent that quits (or is killed) while a call is being answered closes the pipe the server
+    writes to. Before, both paths ended with status 1 and a BrokenPipeError traceback."""
+    for name, env in (("fast", {}), ("plain", {"COFFER_MCP_FAST_HANDSHAKE": "0"})):
+        home = tmp_path / name
+        if recorded is not None:
+            cached = _handshake.cache_file(str(home))
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(recorded.read_bytes())
+        err = tmp_path / f"{name}.err"
+        with err.open("wb") as err_file:
+            proc = subprocess.Popen(
+                [str(SCRIPTS / "coffer-mcp")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_file,
+                env={**os.environ, "COFFER_HOME": str(home), **env},
+            )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(initialize()).encode() + b"\n" + json.dumps(INITIALIZED).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        proc.stdout.close()  # the agent is gone; its end of the pipe with it
+        for n in range(1, 4):
+            call = request(n, "tools/call", {"name": "coffer__recall", "arguments": {"query": "x"}})
+            proc.stdin.write(json.dumps(call).encode() + b"\n")
+        proc.stdin.close()
+        assert proc.wait(PROBE_TIMEOUT) == 0, err.read_text()
+        assert "Traceback" not in err.read_text(), err.read_text()
 
 
 def test_eof_with_every_request_answered_exits_before_the_sdk(peers: Any) -> None:

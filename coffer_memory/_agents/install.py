@@ -136,6 +136,15 @@ def _read_or_none(path: Path) -> bytes | None:
 
 
 # -- editing -----------------------------------------------------------------------------------
+def _keep_users_keys(s: Setting, current: Any, wanted: Any) -> Any:
+    """``wanted`` plus the keys the user added to coffer's entry ``current`` (``Setting.owns``)."""
+    if s.owns is None or not isinstance(current, dict) or not isinstance(wanted, dict):
+        return wanted
+    if s.ours is None or not s.ours(current):
+        return wanted
+    return {**wanted, **{k: v for k, v in current.items() if k not in s.owns}}
+
+
 def _get(root: Any, path: KeyPath) -> tuple[bool, Any]:
     node = root
     for key in path:
@@ -365,6 +374,7 @@ class EditSession:
         wanted = s.value(self.commands)
         found, current = _get(doc.data, s.path)
         current = doc.plain(current) if found else None
+        wanted = _keep_users_keys(s, current, wanted)
         prior = rec.prior(s.part, s.path)
         if prior is None:
             if any(_get(doc.data, p)[0] for p in s.unless):

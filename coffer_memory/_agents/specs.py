@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._config import DEFAULT_HOME
+from .._config import DEFAULT_HOME, read_config_file
 from .._errors import InvalidInput
 from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from .opencode_plugin import PLUGIN_FILENAME, render_plugin
@@ -89,6 +89,26 @@ def mcp_env(home: Path | None = None) -> dict[str, str]:
     return {"COFFER_HOME": str(override)} if override is not None else {}
 
 
+def forwarded_env(home: Path | None = None) -> tuple[str, ...]:
+    """The environment variables coffer-mcp reads that an agent must pass on to it by name.
+
+    Codex starts an MCP server with a few variables only (``HOME``, ``PATH``, ``LANG``, ...), not
+    its own environment, so the API keys named by ``[embedding] api_key_env`` and ``[llm]
+    api_key_env`` in ``home``'s config.toml would be missing there; its ``env_vars`` passes them.
+    """
+    try:
+        config = read_config_file(Path(home if home is not None else DEFAULT_HOME).expanduser())
+    except InvalidInput:  # a broken config.toml: coffer-mcp reports it itself
+        return ()
+    names = set()
+    for section in ("embedding", "llm"):
+        table = config.get(section)
+        name = table.get("api_key_env") if isinstance(table, dict) else None
+        if isinstance(name, str) and name:
+            names.add(name)
+    return tuple(sorted(names))
+
+
 def is_coffer_hook(entry: object) -> bool:
     """Whether a hook entry is coffer's: its command's first word has the basename ``coffer-hook``."""
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
@@ -117,11 +137,15 @@ class Commands:
     hook: str
     mcp: str
     env: dict[str, str]
+    forward: tuple[str, ...] = ()
+    """Variables of the agent's environment the MCP entry passes on by name (Codex's ``env_vars``)."""
 
     @classmethod
     def of(cls, agent: str, home: Path | None) -> Commands:
         """The commands for ``agent`` with this coffer ``home``."""
-        return cls(hook=hook_command(agent, home), mcp=mcp_command(), env=mcp_env(home))
+        return cls(
+            hook=hook_command(agent, home), mcp=mcp_command(), env=mcp_env(home), forward=forwarded_env(home)
+        )
 
 
 # -- what each agent gets ----------------------------------------------------------------------
@@ -139,6 +163,10 @@ class Setting:
     """The setting is left out when the user already set any of these keys."""
     otherwise: str = ""
     """What the user's own value of an ``unless`` key means for coffer (said by ``agents status``)."""
+    owns: tuple[str, ...] | None = None
+    """For an entry (a table): the keys coffer writes. The user's other keys in coffer's entry
+    (Codex's ``startup_timeout_sec``, ``enabled_tools``, OpenCode's ``timeout``, ...) are kept by
+    install and do not make it "out of date"; ``None``: the whole value is coffer's."""
 
 
 @attrs.frozen
@@ -211,7 +239,9 @@ def _claude_mcp(c: Commands) -> dict[str, Any]:
 
 
 def _codex_mcp(c: Commands) -> dict[str, Any]:
-    return {"command": c.mcp, "args": [], **({"env": dict(c.env)} if c.env else {})}
+    entry: dict[str, Any] = {"command": c.mcp, "args": [], **({"env": dict(c.env)} if c.env else {})}
+    # Codex passes a server only the variables named here (the others run with their own env).
+    return {**entry, "env_vars": list(c.forward)} if c.forward else entry
 
 
 def _opencode_mcp(c: Commands) -> dict[str, Any]:
@@ -267,7 +297,12 @@ SPECS: dict[str, AgentSpec] = {
         install=(
             # User scope: top-level mcpServers of ~/.claude.json, what `claude mcp add -s user` writes.
             Setting(
-                "mcp", lambda h: h.claude_json, ("mcpServers", MCP_SERVER_NAME), _claude_mcp, _is_coffer_mcp
+                "mcp",
+                lambda h: h.claude_json,
+                ("mcpServers", MCP_SERVER_NAME),
+                _claude_mcp,
+                _is_coffer_mcp,
+                owns=("type", "command", "args", "env"),
             ),
         ),
         native_memory=(Setting("native_memory", _claude_settings, ("autoMemoryEnabled",), _false),),
@@ -289,7 +324,14 @@ SPECS: dict[str, AgentSpec] = {
                 unless=(("features", "hooks"), ("features", "codex_hooks")),
                 otherwise="while it is false Codex runs no hooks, coffer's SessionStart included",
             ),
-            Setting("mcp", _codex_config, ("mcp_servers", MCP_SERVER_NAME), _codex_mcp, _is_coffer_mcp),
+            Setting(
+                "mcp",
+                _codex_config,
+                ("mcp_servers", MCP_SERVER_NAME),
+                _codex_mcp,
+                _is_coffer_mcp,
+                owns=("command", "args", "env", "env_vars"),
+            ),
         ),
         native_memory=(
             Setting("native_memory", _codex_config, ("features", "memories"), _false),
@@ -308,6 +350,7 @@ SPECS: dict[str, AgentSpec] = {
                 ("mcp", MCP_SERVER_NAME),
                 _opencode_mcp,
                 _is_coffer_mcp,
+                owns=("type", "command", "enabled", "environment"),
             ),
         ),
         native_memory=(),

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._agents.homes import AGENTS
+from .._agents.homes import AGENTS, AgentHomes
 from .._agents.probe import DEFAULT_TIMEOUT_SECONDS
+from .._agents.shadows import mcp_shadows
 from .._agents.snippets import SNIPPET_CLIENTS, mcp_snippet
 from .._render import table
 from ._common import add_command, add_cwd, emit_json
@@ -26,12 +27,12 @@ def _yes(flag: bool, supported: bool = True) -> str:
     return "n/a" if not supported else "yes" if flag else "no"
 
 
-def _state(status: AgentStatus) -> str:
+def _state(status: AgentStatus, shadowed: bool) -> str:
     if not status.installed:
         return "not installed"
     if not status.up_to_date:
         return "installed, out of date: run `coffer agents install` again"
-    if not status.working:
+    if not status.working or shadowed:
         return "installed, but not working yet (see below)"
     return "installed"
 
@@ -52,8 +53,8 @@ def _mcp_line(status: AgentStatus) -> str:
     return line
 
 
-def _print_status(status: AgentStatus) -> None:
-    print(f"{status.label} ({status.name}): {_state(status)}")
+def _print_status(status: AgentStatus, shadowed: bool = False) -> None:
+    print(f"{status.label} ({status.name}): {_state(status, shadowed)}")
     print(f"  session hooks:   {_hooks_line(status)}")
     print(f"  MCP server:      {_mcp_line(status)}")
     native = "switched off by coffer" if status.disable_native_memory else "left alone"
@@ -102,14 +103,23 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
     print(table(("agent", "installed", "hooks", "mcp", "native memory off"), rows))
 
 
+def _shadow_notes(svc: MemoryService, status: AgentStatus, cwd: str | None) -> tuple[str, ...]:
+    """A note for each project-level entry that replaces coffer's MCP entry for a session in ``cwd``."""
+    homes = svc.agent_homes or AgentHomes.from_env()
+    return tuple(s.describe(status.label) for s in mcp_shadows(status.name, homes, cwd or "."))
+
+
 def cmd_status(svc: MemoryService, args: argparse.Namespace) -> int:
     status = svc.agent_status(args.agent, check_mcp=args.check, timeout=args.timeout)
     optout = svc.project_optout(args.cwd)
     if optout is not None:  # in the notes, so --json carries it too
         note = f"this project {optout.describe()}: no session-start bundle, no distillation"
         status = attrs.evolve(status, notes=(*status.notes, note))
-    emit_json(status) if args.json else _print_status(status)
-    return 0 if status.working or not status.installed else 1
+    # The agent runs another server in this project: coffer's entry, checked above, is not used.
+    shadows = _shadow_notes(svc, status, args.cwd)
+    status = attrs.evolve(status, notes=(*status.notes, *shadows))
+    emit_json(status) if args.json else _print_status(status, shadowed=bool(shadows))
+    return 0 if (status.working and not shadows) or not status.installed else 1
 
 
 def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
@@ -118,6 +128,9 @@ def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
         change = attrs.evolve(
             change, status=svc.agent_status(args.agent, check_mcp=True, timeout=args.timeout)
         )
+    # Run in a project that has its own `coffer` entry, the agent will not use the one just installed.
+    notes = (*change.status.notes, *_shadow_notes(svc, change.status, None))
+    change = attrs.evolve(change, status=attrs.evolve(change.status, notes=notes))
     emit_json(change) if args.json else _print_change(change, "installed")
     check = change.status.mcp_check
     return 1 if check is not None and not check.ok else 0
@@ -169,7 +182,7 @@ def register(sub: Any) -> None:
     p = add_command(asub, "status", "what coffer installed for one agent, and whether it works")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     _add_check(p, "start the registered MCP server and ask it for its tools (default)")
-    add_cwd(p, "directory whose repository's opt-out to show (default: .)")
+    add_cwd(p, "directory whose repository's opt-out and project MCP entries to show (default: .)")
     p.set_defaults(func=cmd_status)
 
     p = add_command(asub, "install", "add coffer's session hooks and MCP server to an agent's config")
