@@ -431,3 +431,22 @@ def test_session_context_refuses_a_cwd_that_is_not_a_folder(tmp_path: Path) -> N
         proc = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
         assert (proc.returncode, proc.stdout) == (1, ""), (command, proc.stdout)
         assert proc.stderr == f"error: INVALID_INPUT: cwd is not a directory: {str(missing)!r}\n", command
+
+
+def test_every_public_error_is_in_the_api_page_and_the_error_table() -> None:
+    """``InvalidCursor`` (code ``INVALID_CURSOR``, which a stale page raises), ``IndexUnavailable``,
+    ``StoreNotDeletable`` and ``StoreNotMergeable`` are exported, but a reader of api.md's Errors
+    or of the error table in concepts.md could not find them (nor the code ``INVALID_CURSOR``)."""
+    import coffer_memory
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    table = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8").split("## Errors", 1)[1]
+    errors = [
+        getattr(coffer_memory, name)
+        for name in coffer_memory.__all__
+        if isinstance(getattr(coffer_memory, name), type)
+        and issubclass(getattr(coffer_memory, name), Exception)
+    ]
+    assert [e.__name__ for e in errors if f"::: coffer_memory.{e.__name__}\n" not in api] == []
+    rows = [e for e in errors if e.__name__ != "CofferError"]  # the root is the paragraph above it
+    assert [e.__name__ for e in rows if f"| `{e.__name__}` | `{e.code}` |" not in table] == []
