@@ -450,3 +450,28 @@ def test_every_public_error_is_in_the_api_page_and_the_error_table() -> None:
     assert [e.__name__ for e in errors if f"::: coffer_memory.{e.__name__}\n" not in api] == []
     rows = [e for e in errors if e.__name__ != "CofferError"]  # the root is the paragraph above it
     assert [e.__name__ for e in rows if f"| `{e.__name__}` | `{e.code}` |" not in table] == []
+
+
+def test_a_relative_cwd_outside_a_repository_is_named_as_the_folder_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's ``remember(..., cwd=".")`` run outside a repository (a notebook's kernel often
+    is) said "cannot resolve a project scope for '.'", which does not say where '.' was."""
+    from coffer_memory import MemoryService, ScopeUnresolved
+
+    outside = tmp_path / "notes"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    with MemoryService(tmp_path / "home") as svc, pytest.raises(ScopeUnresolved) as caught:
+        svc.remember("This repo deploys via `make release`.", cwd=".")
+    assert (
+        str(caught.value)
+        == f"cannot resolve a project scope for '.' ({outside}): not inside a git repository"
+    )
+    assert caught.value.details == {"cwd": "."}
+    with MemoryService(tmp_path / "home") as svc, pytest.raises(ScopeUnresolved) as caught:
+        svc.remember("x", cwd=str(outside))
+    assert (
+        str(caught.value)
+        == f"cannot resolve a project scope for {str(outside)!r}: not inside a git repository"
+    )
