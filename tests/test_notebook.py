@@ -104,3 +104,16 @@ def test_an_empty_page_is_a_caption_not_a_broken_table(svc: MemoryService) -> No
     one = svc.list_facts(store="global")
     assert one._repr_markdown_().startswith("**1 item**\n\n| id |")
     assert "<caption>1 item</caption>" in one._repr_html_()
+
+
+def test_a_service_shows_the_home_it_works_on(tmp_path: Path) -> None:
+    """``svc`` as a cell's last expression showed ``<coffer_memory._service.MemoryService object at
+    0x7f...>``: which home a notebook was writing to could not be told from it."""
+    from coffer_memory import AsyncMemoryService
+
+    with MemoryService(tmp_path / "home") as svc:
+        assert repr(svc) == f"MemoryService(home={str(tmp_path / 'home')!r})"
+        assert (
+            repr(AsyncMemoryService(svc))
+            == f"AsyncMemoryService(MemoryService(home={str(tmp_path / 'home')!r}))"
+        )
