@@ -45,7 +45,8 @@ class Embedder:
         return True
 
     def embed_batch(self, texts):
-        return [[1.0] * 8 for _ in texts]
+        value = float("nan") if FAULT == "nan vectors" else 1.0
+        return [[value] * 8 for _ in texts]
 
 
 def embedder(settings):
@@ -162,3 +163,21 @@ def test_plugins_list_shows_a_plugin_whose_hook_fails(faulty: Callable[[str], No
     line = next(row for row in out.stdout.splitlines() if row.startswith("faulty "))
     assert "register_embedders failed: RuntimeError: embedder hook went wrong" in line
     assert "register_grep_backends failed: RuntimeError: grep hook went wrong" in line
+
+
+def test_an_embedder_returning_nan_is_refused_not_stored(
+    faulty: Callable[[str], None], tmp_home: Path
+) -> None:
+    """NaN vectors were stored and every vector and hybrid hit came back with score NaN (which
+    JSON cannot carry); they are an embedding failure now: keyword answers, with fallback=True."""
+    pytest.importorskip("sqlite_vec")
+    faulty("nan vectors")
+    tmp_home.mkdir()
+    (tmp_home / "config.toml").write_text(
+        '[memory]\nretrieval_modes = ["keyword", "vector", "hybrid"]\n[embedding]\nprovider = "faulty"\n'
+    )
+    with MemoryService(tmp_home) as svc:
+        svc.remember("zebra crossing rules", scope="global")
+        for mode in ("vector", "hybrid"):
+            res = svc.recall("zebra", stores=["global"], mode=mode)
+            assert res.fallback and [h.score == h.score for h in res.hits] == [True], (mode, res.hits)
