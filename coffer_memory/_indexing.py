@@ -492,6 +492,11 @@ class Models:
         """The configured internal model, or None (``[llm] provider = "none"``, the default)."""
         with self._guard:
             if not self._loaded:
-                self._llm = get_llm(self.settings.llm)
+                llm = get_llm(self.settings.llm)
+                if llm is not None:
+                    from ._llm import PluginLLM
+
+                    llm = PluginLLM(llm, plugin_of("register_llms", self.settings.llm.provider))
+                self._llm = llm
                 self._loaded = True
             return self._llm

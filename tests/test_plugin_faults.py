@@ -55,6 +55,23 @@ def embedder(settings):
     return Embedder()
 
 
+class Model:
+    name = model_id = "faulty-llm"
+
+    def available(self):
+        return True
+
+    def complete(self, messages, *, json_schema=None, max_tokens=None, temperature=0.0):
+        if FAULT == "complete raises":
+            raise RuntimeError("the model fell over")
+        return "not a Completion"
+
+
+@hookimpl
+def register_llms(register):
+    register("faulty", lambda settings: Model())
+
+
 @hookimpl
 def register_grep_backends(register):
     if FAULT == "hook raises":
@@ -181,3 +198,25 @@ def test_an_embedder_returning_nan_is_refused_not_stored(
         for mode in ("vector", "hybrid"):
             res = svc.recall("zebra", stores=["global"], mode=mode)
             assert res.fallback and [h.score == h.score for h in res.hits] == [True], (mode, res.hits)
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("complete raises", "the LLM 'faulty-llm' (plugin faulty) failed: RuntimeError: the model fell over"),
+        ("complete returns a str", "the LLM 'faulty-llm' (plugin faulty) returned str, not a Completion"),
+    ],
+)
+def test_an_llm_plugin_that_fails_skips_the_item_naming_the_plugin(
+    faulty: Callable[[str], None], fault: str, said: str, tmp_home: Path
+) -> None:
+    """``coffer organize`` stopped at the first item with "unexpected RuntimeError" (or
+    AttributeError: 'str' object has no attribute 'text'), naming no plugin."""
+    faulty(fault)
+    tmp_home.mkdir()
+    (tmp_home / "config.toml").write_text('[llm]\nprovider = "faulty"\nmodel = "m"\n')
+    with MemoryService(tmp_home) as svc:
+        svc.remember("Deploy with make ship.", scope="global")
+        report = svc.organize("global")
+        assert [(c.action, c.error) for c in report.changes] == [("skipped", f"LLM_UNAVAILABLE: {said}")]
+        assert svc.list_facts(store="global").items[0].fact.body == "Deploy with make ship."
