@@ -220,3 +220,31 @@ def test_an_llm_plugin_that_fails_skips_the_item_naming_the_plugin(
         report = svc.organize("global")
         assert [(c.action, c.error) for c in report.changes] == [("skipped", f"LLM_UNAVAILABLE: {said}")]
         assert svc.list_facts(store="global").items[0].fact.body == "Deploy with make ship."
+
+
+def test_a_misspelt_hook_is_reported_not_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner
+) -> None:
+    """``def register_embedder`` (the hook is ``register_embedders``) registered nothing, and
+    ``coffer plugins list`` said the plugin was ``ok``: pluggy keeps a hookimpl with no hookspec
+    without a word."""
+    source = (
+        "from coffer_memory.plugins import hookimpl\n\n\n"
+        "@hookimpl\ndef register_embedder(register):\n    register('typo', print)\n"
+    )
+    site = tmp_path / "site"
+    _install(site, "coffer_typo", source, "coffer-typo", "0.1", "typo")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    reload_plugins()
+    try:
+        info = next(p for p in plugin_infos() if p.name == "typo")
+        assert info.error is not None and info.error.startswith(
+            "register_embedder is not a coffer_memory hook (they are register_embedders, "
+        )
+        line = next(row for row in cli("plugins", "list").stdout.splitlines() if row.startswith("typo "))
+        assert "some hooks skipped: register_embedder is not a coffer_memory hook" in line
+    finally:
+        sys.modules.pop("coffer_typo", None)
+        monkeypatch.undo()
+        reload_plugins()

@@ -88,6 +88,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         _dists[ep.name] = (dist.name, dist.version) if dist is not None else (None, None)
         try:
             pm.register(ep.load(), name=ep.name)
+            _unknown_hooks(pm, ep.name)
         except Exception as exc:  # one broken plugin must not take every command down
             if pm.get_plugin(ep.name) is not None:
                 pm.unregister(name=ep.name)
@@ -95,6 +96,23 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             log.warning("skipping plugin %s (%s): %s", ep.name, ep.value, error)
             dist_name, version = _dists[ep.name]
             _failed[ep.name] = PluginInfo(ep.name, "entry point", (), version, dist_name, error)
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> None:
+    """Note the ``@hookimpl`` functions of plugin ``name`` that implement no hook of ours.
+
+    pluggy keeps them without a word, so ``def register_embedder`` (the hook is
+    ``register_embedders``) registered nothing and ``coffer plugins list`` said ``ok``. The
+    plugin's other hooks stay (it may be written for a newer coffer-memory with more hooks).
+    """
+    from .hookspecs import CofferHookSpecs
+
+    known = sorted(h for h in dir(CofferHookSpecs) if h.startswith("register_"))
+    for caller in pm.get_hookcallers(pm.get_plugin(name)) or ():
+        if not caller.has_spec():
+            why = f"{caller.name} is not a coffer_memory hook (they are {', '.join(known)})"
+            _hook_errors[name, caller.name] = why
+            log.warning("plugin %s: %s", name, why)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
