@@ -237,6 +237,9 @@ class AsyncMemoryService:
             weakref.WeakKeyDictionary()
         )
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sync!r})"
+
     def _recall_slots(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)

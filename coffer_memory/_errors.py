@@ -138,8 +138,12 @@ class ScopeUnresolved(CofferError):
 
     code = "SCOPE_UNRESOLVED"
 
-    def __init__(self, cwd: str, reason: str = "not inside a git repository") -> None:
-        super().__init__(f"cannot resolve a project scope for {cwd!r}: {reason}", cwd=cwd)
+    def __init__(
+        self, cwd: str, reason: str = "not inside a git repository", *, folder: str | None = None
+    ) -> None:
+        # ``folder``: what a relative ``cwd`` ('.') stood for, which a notebook's reader may not know.
+        shown = f"{cwd!r} ({folder})" if folder and folder != cwd else repr(cwd)
+        super().__init__(f"cannot resolve a project scope for {shown}: {reason}", cwd=cwd)
         self.cwd = cwd
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ._errors import CofferError, InvalidInput
 from ._index.db import IndexDB
 from ._index.english import grep_words
 from ._index.filters import FactFilter
@@ -27,6 +28,7 @@ from ._index.snapshot import in_list, reading
 from ._models import MemoryHit
 from ._recall_rows import DocRow
 from ._store.paths import StorePaths, is_recall_rel
+from .plugins.manager import plugin_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import GrepBackend
@@ -124,15 +126,27 @@ class GrepRecall:
         """
         backend = self.backend
         resolve = getattr(backend, "resolve", None)  # the index's DeferredGrepBackend
-        held = getattr(resolve() if callable(resolve) else backend, "held", None)
-        if callable(held):
-            found: dict[str, frozenset[int]] = held(folders, patterns, skip=MACHINE_LINE)
-            return found.items()
-        per_file: dict[str, set[int]] = {}
-        for m in backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores)):
-            if not MACHINE_LINE.match(m.line):
-                per_file.setdefault(str(m.path), set()).update(m.patterns)
-        return ((path, frozenset(seen)) for path, seen in per_file.items())
+        chosen = resolve() if callable(resolve) else backend
+        try:
+            held = getattr(chosen, "held", None)
+            if callable(held):
+                found: dict[str, frozenset[int]] = held(folders, patterns, skip=MACHINE_LINE)
+                return list(found.items())
+            per_file: dict[str, set[int]] = {}
+            for m in backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores)):
+                if not MACHINE_LINE.match(m.line):
+                    per_file.setdefault(str(m.path), set()).update(m.patterns)
+            return [(path, frozenset(seen)) for path, seen in per_file.items()]
+        except CofferError:
+            raise
+        except Exception as exc:  # a plugin's bug (a raise, a wrong type) said as such, with its name
+            name = str(getattr(chosen, "name", "?"))
+            raise InvalidInput(
+                f"the grep backend {name!r} (plugin {plugin_of('register_grep_backends', name)}) failed: "
+                f'{type(exc).__name__}: {exc}; fix or remove the plugin, or set grep_backend = "auto"',
+                field="grep_backend",
+                backend=name,
+            ) from exc
 
     def _ranked(
         self,

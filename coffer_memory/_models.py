@@ -269,7 +269,7 @@ class Page(Generic[T]):
         keys = rows[0].keys() if rows else ()
         columns = tuple(c for c in _ITEM_COLUMNS if c in keys) or tuple(keys)
         more = "; more with next_cursor" if self.next_cursor else ""
-        return rows, columns, f"{len(rows)} items{more}"
+        return rows, columns, f"{len(rows)} item{'' if len(rows) == 1 else 's'}{more}"
 
     def _repr_html_(self) -> str:
         return notebook.html_table(*self._display())

@@ -57,7 +57,9 @@ def cell(value: Any) -> str:
 
 
 def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], caption: str = "") -> str:
-    """An HTML table of ``columns`` of ``rows``, every cell escaped."""
+    """An HTML table of ``columns`` of ``rows``, every cell escaped; with no column, the caption."""
+    if not columns:  # an empty listing of unknown items: a table with no column is not a table
+        return f"<p><strong>{html.escape(caption)}</strong></p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(cell(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
@@ -77,6 +79,8 @@ def md_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], caption:
     def fmt(value: Any) -> str:
         return md_escape(cell(value)).replace("|", "\\|")
 
+    if not columns:  # as in html_table: "|  |" then "|" is not a table
+        return f"**{md_escape(caption)}**"
     lines = [f"**{md_escape(caption)}**", ""] if caption else []
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "---|" * len(columns))

@@ -11,12 +11,14 @@ done, scans the last stores meanwhile.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from ._errors import EmbeddingUnavailable
 from ._index.vec import Matrix, VecIndex, nearest
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -36,7 +38,12 @@ Scans = Mapping[str, tuple[Matrix, int]]
 def embed_one(embedder: Embedder, query: str) -> Vector:
     """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
     embed_query = getattr(embedder, "embed_query", None)
-    return embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+    vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+    if not math.isfinite(float(sum(vector))):  # NaN scores for every hit otherwise: keyword answers
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned a query vector holding NaN or infinity"
+        )
+    return vector
 
 
 class _Shares:

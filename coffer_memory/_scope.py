@@ -230,7 +230,7 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
-        raise ScopeUnresolved(path)
+        raise ScopeUnresolved(path, folder=os.path.abspath(path))
     return info
 
 

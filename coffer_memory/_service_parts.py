@@ -259,6 +259,9 @@ class ServiceParts:
             transcripts.close()
         self.index.close()
 
+    def __repr__(self) -> str:  # a notebook shows it for ``svc``: the home it works on, not an address
+        return f"{type(self).__name__}(home={str(self.home)!r})"
+
     def __enter__(self) -> Self:
         return self
 

@@ -5,7 +5,9 @@ machine gives a clear answer."""
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -247,28 +249,36 @@ def test_the_recall_page_offers_only_the_modes_this_home_enables(tmp_path: Path)
 
 # -- the pages' Python examples run as written ------------------------------------------------------
 # Blocks that need what a temp home cannot hold (past agent sessions, a Claude Code folder, an
-# earlier organizer run, pandas) or are signatures to read, not programs; each named by a phrase.
+# earlier organizer run) or are signatures to read, not programs (those are held to the code by
+# test_the_signature_blocks_match_the_code); each named by a phrase.
+_SIGNATURES = ("@hookspec", "(Protocol)")
 _NOT_RUNNABLE = (
-    "@hookspec",
-    "(Protocol)",
-    "Vector = Sequence[float]",
+    *_SIGNATURES,
     "svc.list_transcripts(",
     "audit_events(limit=3)[1]",
     'import_memory(kind="claude-code")',
-    "pd.",
     "project-0CN6...",
 )
+# Pages whose blocks are the cells of one session (a later block uses what an earlier one made):
+# they run as one program.
+_SESSIONS = ("notebooks.md",)
+
+
+def _blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
 
 def _python_examples() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
-        blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
-        found += [
+        runnable = [
             (f"{page.name}#{n}", code)
-            for n, code in enumerate(blocks)
+            for n, code in enumerate(_blocks(page))
             if not any(phrase in code for phrase in _NOT_RUNNABLE)
         ]
+        if page.name in _SESSIONS:
+            runnable = [(page.name, "\n".join(code for _, code in runnable))]
+        found += runnable
     return found
 
 
@@ -277,9 +287,13 @@ def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
     """Each example in a real process, from a folder that is a git repository holding another one
     (``cwd="."`` and ``cwd="acme-api"`` both name a repository, as the pages assume), with its own
     home; ``/tmp/`` paths land in a temp folder. A fragment that uses ``svc`` gets one."""
+    if "import pandas" in code and importlib.util.find_spec("pandas") is None:
+        code = code.split("import pandas")[0]  # pandas is not a dependency: the cells before it
     make_repo(tmp_path)
     make_repo(tmp_path / "acme-api")
     code = code.replace("/tmp/", f"{tmp_path}/")
+    if "async def main(" in code and "asyncio.run(" not in code:  # defined for the reader to run
+        code += "\n\nimport asyncio\n\nasyncio.run(main())\n"
     if "svc." in code and "svc =" not in code and " as svc" not in code:
         code = (
             "from datetime import UTC, datetime\nfrom coffer_memory import MemoryService\nsvc = MemoryService()\n"
@@ -290,6 +304,48 @@ def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, f"{where}:\n{proc.stderr}"
+
+
+def _signatures(source: str, where: str) -> dict[str, str]:
+    """Each function's, protocol member's and alias's signature in ``source``, by name, as text.
+    A read-only property reads as the attribute it stands for (``name: str``)."""
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        owner = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+        for item in members:
+            if isinstance(item, ast.FunctionDef):
+                returns = ast.unparse(item.returns) if item.returns else "None"
+                if any(ast.unparse(d) == "property" for d in item.decorator_list):
+                    found[owner + item.name] = returns
+                else:
+                    found[owner + item.name] = f"({ast.unparse(item.args)}) -> {returns}"
+            elif isinstance(item, ast.AnnAssign):
+                found[owner + ast.unparse(item.target)] = ast.unparse(item.annotation)
+            elif isinstance(item, ast.Assign) and not owner and where == "page":
+                found[ast.unparse(item.targets[0])] = ast.unparse(item.value)
+    return found
+
+
+@pytest.mark.parametrize("page", ["plugins.md", "llm.md"])
+def test_the_signature_blocks_match_the_code(page: str) -> None:
+    """The hookspec and protocol blocks are copies of coffer_memory/plugins/hookspecs.py for the
+    reader; the examples test leaves them out, so nothing held them to the code."""
+    from coffer_memory.plugins import hookspecs
+
+    code = _signatures(Path(hookspecs.__file__).read_text(encoding="utf-8"), "code")
+    code |= {k.removeprefix("CofferHookSpecs."): v for k, v in code.items()}
+    shown: dict[str, str] = {}
+    for block in _blocks(ROOT / "docs" / page):
+        if any(phrase in block for phrase in _SIGNATURES):
+            shown |= _signatures(block, "page")
+    assert shown
+    source = Path(hookspecs.__file__).read_text(encoding="utf-8")
+    aliases = {k: v for k, v in shown.items() if "." not in k and k not in code}
+    assert {k: v for k, v in shown.items() if k not in aliases} == {
+        k: code.get(k) for k in shown if k not in aliases
+    }
+    assert all(f"{name} = {value}" in source for name, value in aliases.items()), aliases
 
 
 def test_export_refuses_to_print_a_zip_on_a_terminal(tmp_path: Path) -> None:
@@ -375,3 +431,47 @@ def test_session_context_refuses_a_cwd_that_is_not_a_folder(tmp_path: Path) -> N
         proc = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
         assert (proc.returncode, proc.stdout) == (1, ""), (command, proc.stdout)
         assert proc.stderr == f"error: INVALID_INPUT: cwd is not a directory: {str(missing)!r}\n", command
+
+
+def test_every_public_error_is_in_the_api_page_and_the_error_table() -> None:
+    """``InvalidCursor`` (code ``INVALID_CURSOR``, which a stale page raises), ``IndexUnavailable``,
+    ``StoreNotDeletable`` and ``StoreNotMergeable`` are exported, but a reader of api.md's Errors
+    or of the error table in concepts.md could not find them (nor the code ``INVALID_CURSOR``)."""
+    import coffer_memory
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    table = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8").split("## Errors", 1)[1]
+    errors = [
+        getattr(coffer_memory, name)
+        for name in coffer_memory.__all__
+        if isinstance(getattr(coffer_memory, name), type)
+        and issubclass(getattr(coffer_memory, name), Exception)
+    ]
+    assert [e.__name__ for e in errors if f"::: coffer_memory.{e.__name__}\n" not in api] == []
+    rows = [e for e in errors if e.__name__ != "CofferError"]  # the root is the paragraph above it
+    assert [e.__name__ for e in rows if f"| `{e.__name__}` | `{e.code}` |" not in table] == []
+
+
+def test_a_relative_cwd_outside_a_repository_is_named_as_the_folder_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's ``remember(..., cwd=".")`` run outside a repository (a notebook's kernel often
+    is) said "cannot resolve a project scope for '.'", which does not say where '.' was."""
+    from coffer_memory import MemoryService, ScopeUnresolved
+
+    outside = tmp_path / "notes"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    with MemoryService(tmp_path / "home") as svc, pytest.raises(ScopeUnresolved) as caught:
+        svc.remember("This repo deploys via `make release`.", cwd=".")
+    assert (
+        str(caught.value)
+        == f"cannot resolve a project scope for '.' ({outside}): not inside a git repository"
+    )
+    assert caught.value.details == {"cwd": "."}
+    with MemoryService(tmp_path / "home") as svc, pytest.raises(ScopeUnresolved) as caught:
+        svc.remember("x", cwd=str(outside))
+    assert (
+        str(caught.value)
+        == f"cannot resolve a project scope for {str(outside)!r}: not inside a git repository"
+    )

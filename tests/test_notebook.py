@@ -92,3 +92,28 @@ def test_pandas_dataframe_has_one_column_per_field(filled: MemoryService) -> Non
     assert frame.shape == (2, 8) and "score" in frame.columns
     facts = pd.DataFrame(filled.list_facts(store="global").to_records())
     assert facts.shape == (2, 12) and set(facts["title"]) >= {"How to deploy"}
+
+
+def test_an_empty_page_is_a_caption_not_a_broken_table(svc: MemoryService) -> None:
+    """An empty page showed ``|  |`` and ``|`` under its caption: a Markdown table with no column
+    (and an HTML table with an empty header row); one item was captioned "1 items"."""
+    empty = svc.list_facts(store="global")
+    assert empty._repr_markdown_() == "**0 items**"
+    assert empty._repr_html_() == "<p><strong>0 items</strong></p>"
+    svc.remember("Deploy with make ship.", scope="global")
+    one = svc.list_facts(store="global")
+    assert one._repr_markdown_().startswith("**1 item**\n\n| id |")
+    assert "<caption>1 item</caption>" in one._repr_html_()
+
+
+def test_a_service_shows_the_home_it_works_on(tmp_path: Path) -> None:
+    """``svc`` as a cell's last expression showed ``<coffer_memory._service.MemoryService object at
+    0x7f...>``: which home a notebook was writing to could not be told from it."""
+    from coffer_memory import AsyncMemoryService
+
+    with MemoryService(tmp_path / "home") as svc:
+        assert repr(svc) == f"MemoryService(home={str(tmp_path / 'home')!r})"
+        assert (
+            repr(AsyncMemoryService(svc))
+            == f"AsyncMemoryService(MemoryService(home={str(tmp_path / 'home')!r}))"
+        )

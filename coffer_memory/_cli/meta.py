@@ -24,7 +24,13 @@ def cmd_plugins_list(args: argparse.Namespace) -> None:
             p.source,
             ", ".join(h.removeprefix("register_") for h in p.hooks) or "-",
             p.version or "-",
-            f"failed to load, skipped: {p.error}" if p.error else "ok",
+            (
+                "ok"
+                if not p.error
+                else f"failed to load, skipped: {p.error}"
+                if not p.hooks
+                else f"some hooks skipped: {p.error}"
+            ),
         )
         for p in infos
     ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import logging
+import math
 import secrets
 import threading
 import time
@@ -60,6 +61,16 @@ def to_blob(vector: Vector) -> bytes:
     if tobytes is not None and getattr(vector, "dtype", None) is not None and str(vector.dtype) == "float32":  # type: ignore[attr-defined]
         return bytes(tobytes())
     return array.array("f", (float(x) for x in vector)).tobytes()
+
+
+def finite_blob(vector: Vector, model_id: str) -> bytes:
+    """``to_blob``, refusing a vector holding NaN or infinity (a plugin normalising an all-zero row
+    divides by zero): stored, it made every score of the store NaN, which JSON cannot carry.
+    The sum is NaN or infinite exactly when an element is (float32 values cannot overflow it)."""
+    blob = to_blob(vector)
+    if not math.isfinite(sum(array.array("f", blob))):
+        raise EmbeddingUnavailable(f"embedder {model_id} returned a vector holding NaN or infinity")
+    return blob
 
 
 class VecIndex:
@@ -163,7 +174,8 @@ class VecIndex:
                 )
             self.db.conn.execute(f"DELETE FROM {table} WHERE chunk_id = ?", (chunk,))
             self.db.conn.execute(
-                f"INSERT INTO {table} (chunk_id, embedding) VALUES (?, ?)", (chunk, to_blob(vector))
+                f"INSERT INTO {table} (chunk_id, embedding) VALUES (?, ?)",
+                (chunk, finite_blob(vector, self.embedder.model_id)),
             )
 
     def delete(self, store: str, chunks: Sequence[str]) -> None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from .._errors import InvalidInput
+from .._errors import EmbeddingUnavailable, InvalidInput
 
 if TYPE_CHECKING:
     import pluggy
@@ -68,6 +68,9 @@ _pm: pluggy.PluginManager | None = None
 _lock = threading.RLock()
 _dists: dict[str, tuple[str | None, str | None]] = {}  # entry-point name -> (distribution, version)
 _failed: dict[str, PluginInfo] = {}
+_hook_errors: dict[tuple[str, str], str] = {}  # (plugin, hook) -> why its registrations were skipped
+_owners: dict[tuple[str, str], str] = {}  # (hook, registered name) -> the plugin that registered it
+T = TypeVar("T")
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -85,6 +88,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         _dists[ep.name] = (dist.name, dist.version) if dist is not None else (None, None)
         try:
             pm.register(ep.load(), name=ep.name)
+            _unknown_hooks(pm, ep.name)
         except Exception as exc:  # one broken plugin must not take every command down
             if pm.get_plugin(ep.name) is not None:
                 pm.unregister(name=ep.name)
@@ -92,6 +96,23 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             log.warning("skipping plugin %s (%s): %s", ep.name, ep.value, error)
             dist_name, version = _dists[ep.name]
             _failed[ep.name] = PluginInfo(ep.name, "entry point", (), version, dist_name, error)
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> None:
+    """Note the ``@hookimpl`` functions of plugin ``name`` that implement no hook of ours.
+
+    pluggy keeps them without a word, so ``def register_embedder`` (the hook is
+    ``register_embedders``) registered nothing and ``coffer plugins list`` said ``ok``. The
+    plugin's other hooks stay (it may be written for a newer coffer-memory with more hooks).
+    """
+    from .hookspecs import CofferHookSpecs
+
+    known = sorted(h for h in dir(CofferHookSpecs) if h.startswith("register_"))
+    for caller in pm.get_hookcallers(pm.get_plugin(name)) or ():
+        if not caller.has_spec():
+            why = f"{caller.name} is not a coffer_memory hook (they are {', '.join(known)})"
+            _hook_errors[name, caller.name] = why
+            log.warning("plugin %s: %s", name, why)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -107,6 +128,8 @@ def get_plugin_manager() -> pluggy.PluginManager:
             pm.add_hookspecs(hookspecs.CofferHookSpecs)
             _dists.clear()
             _failed.clear()
+            _hook_errors.clear()
+            _owners.clear()
             _load_entry_points(pm)
             _pm = pm
         return _pm
@@ -136,6 +159,13 @@ def plugin_infos() -> list[PluginInfo]:
     from .._version import __version__
 
     pm = _hook_manager(None)
+    for collect in (
+        get_grep_backends,
+        get_embedder_factories,
+        get_llm_factories,
+        get_index_backend_factories,
+    ):
+        collect()  # registration only (no model loads): a plugin whose hook fails is listed so
     infos = []
     for name, plugin in pm.list_name_plugin():
         if plugin is None:
@@ -145,21 +175,82 @@ def plugin_infos() -> list[PluginInfo]:
             infos.append(PluginInfo(name, "builtin", hooks, __version__, "coffer-memory"))
         elif name in _dists:
             dist, version = _dists[name]
-            infos.append(PluginInfo(name, "entry point", hooks, version, dist))
+            infos.append(PluginInfo(name, "entry point", hooks, version, dist, _errors_of(name)))
         else:
-            infos.append(PluginInfo(name, "registered", hooks))
+            infos.append(PluginInfo(name, "registered", hooks, error=_errors_of(name)))
     return infos + list(_failed.values())
 
 
-def get_grep_backends() -> dict[str, GrepBackend]:
-    """Every registered grep backend by name."""
-    found: dict[str, GrepBackend] = {}
+def _errors_of(plugin: str) -> str | None:
+    return "; ".join(why for (name, _), why in sorted(_hook_errors.items()) if name == plugin) or None
 
-    def register(backend: GrepBackend) -> None:
-        found[backend.name] = backend
 
-    _hook_manager("register_grep_backends").hook.register_grep_backends(register=register)
+def _skipped(hook: str) -> str:
+    """What to add to an "unknown name" error: the plugins whose ``hook`` failed (it may be theirs)."""
+    why = [
+        f"plugin {plugin} was skipped: {reason}"
+        for (plugin, h), reason in sorted(_hook_errors.items())
+        if h == hook
+    ]
+    return f" ({'; '.join(why)})" if why else ""
+
+
+def plugin_of(hook: str, name: str) -> str | None:
+    """The plugin that registered ``name`` through ``hook`` (None if nothing did, or not yet)."""
+    return _owners.get((hook, name))
+
+
+def _registered(hook: str, check: Callable[..., tuple[str, T]]) -> dict[str, T]:
+    """What the plugins register through ``hook``, by name, each plugin called on its own.
+
+    One pluggy call ran every plugin in one go: a plugin that raised, or registered a value of the
+    wrong kind, failed every caller (keyword recall too, when the embedders were asked for) with an
+    error that did not say which plugin it was. Here such a plugin's registrations are left out,
+    the others' stand, and the warning (and ``coffer plugins list``) names it. ``check`` turns
+    ``register``'s arguments into (name, value) or raises TypeError.
+    """
+    caller = getattr(_hook_manager(hook).hook, hook)
+    found: dict[str, T] = {}
+    for impl in reversed(caller.get_hookimpls()):  # pluggy's own order: the last registered first
+        staged: dict[str, T] = {}
+
+        def register(*args: Any, _staged: dict[str, T] = staged) -> None:
+            name, value = check(*args)
+            _staged[name] = value
+
+        try:
+            impl.function(**{arg: register for arg in impl.argnames})
+        except Exception as exc:  # a broken plugin must not take the others down
+            why = f"{hook} failed: {type(exc).__name__}: {exc}"
+            _hook_errors[impl.plugin_name, hook] = why
+            log.warning("skipping what plugin %s registers: %s", impl.plugin_name, why)
+            continue
+        _hook_errors.pop((impl.plugin_name, hook), None)
+        for name, value in staged.items():
+            found[name] = value
+            _owners[(hook, name)] = impl.plugin_name
     return found
+
+
+def _named_factory(name: object, factory: object = None) -> tuple[str, Any]:
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise TypeError(f"register(name, factory) takes a name and a callable, not ({name!r}, {factory!r})")
+    return name, factory
+
+
+def _grep_backend(backend: object) -> tuple[str, GrepBackend]:
+    from .hookspecs import GrepBackend
+
+    if not isinstance(backend, GrepBackend) or not isinstance(backend.name, str):
+        raise TypeError(
+            f"register(backend) takes a GrepBackend (name, priority, available, search), not {backend!r}"
+        )
+    return backend.name, backend
+
+
+def get_grep_backends() -> dict[str, GrepBackend]:
+    """Every registered grep backend by name (a plugin whose hook fails is skipped and logged)."""
+    return _registered("register_grep_backends", _grep_backend)
 
 
 def get_grep_backend(name: str | None = None) -> GrepBackend:
@@ -168,7 +259,8 @@ def get_grep_backend(name: str | None = None) -> GrepBackend:
     if name and name != "auto":
         if name not in backends:
             raise InvalidInput(
-                f"unknown grep backend {name!r}; known: {sorted(backends)}", field="grep_backend"
+                f"unknown grep backend {name!r}; known: {sorted(backends)}{_skipped('register_grep_backends')}",
+                field="grep_backend",
             )
         return backends[name]
     usable = [b for b in backends.values() if b.available()]
@@ -229,13 +321,7 @@ class DeferredGrepBackend:
 
 def get_embedder_factories() -> dict[str, EmbedderFactory]:
     """Every registered embedder factory by name."""
-    found: dict[str, EmbedderFactory] = {}
-
-    def register(name: str, factory: EmbedderFactory) -> None:
-        found[name] = factory
-
-    _hook_manager("register_embedders").hook.register_embedders(register=register)
-    return found
+    return _registered("register_embedders", _named_factory)
 
 
 def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
@@ -255,22 +341,26 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
                     return embedder
         return None
     if settings.provider not in factories:
-        raise InvalidInput(
-            f"unknown embedding provider {settings.provider!r}; known: auto, none, {', '.join(sorted(factories))}",
-            field="embedding.provider",
-        )
-    return factories[settings.provider](settings)
+        known = f"unknown embedding provider {settings.provider!r}; known: auto, none, {', '.join(sorted(factories))}"
+        if skipped := _skipped("register_embedders"):  # likely the broken plugin's: degrade, not fail
+            raise EmbeddingUnavailable(known + skipped, provider=settings.provider)
+        raise InvalidInput(known, field="embedding.provider")
+    factory = factories[settings.provider]
+    try:
+        return factory(settings)
+    except Exception as exc:  # the plugin's bug: vector recall degrades, recall stays up
+        plugin = plugin_of("register_embedders", settings.provider)
+        raise EmbeddingUnavailable(
+            f"the embedding provider {settings.provider!r} (plugin {plugin}) failed to start: "
+            f"{type(exc).__name__}: {exc}",
+            provider=settings.provider,
+            plugin=plugin,
+        ) from exc
 
 
 def get_llm_factories() -> dict[str, LLMFactory]:
     """Every registered LLM factory by name."""
-    found: dict[str, LLMFactory] = {}
-
-    def register(name: str, factory: LLMFactory) -> None:
-        found[name] = factory
-
-    _hook_manager("register_llms").hook.register_llms(register=register)
-    return found
+    return _registered("register_llms", _named_factory)
 
 
 def get_llm(settings: LLMSettings) -> LLM | None:
@@ -285,7 +375,8 @@ def get_llm(settings: LLMSettings) -> LLM | None:
     factories = get_llm_factories()
     if settings.provider not in factories:
         raise InvalidInput(
-            f"unknown llm provider {settings.provider!r}; known: none, {', '.join(sorted(factories))}",
+            f"unknown llm provider {settings.provider!r}; known: none, {', '.join(sorted(factories))}"
+            f"{_skipped('register_llms')}",
             field="llm.provider",
         )
     return factories[settings.provider](settings)
@@ -293,13 +384,7 @@ def get_llm(settings: LLMSettings) -> LLM | None:
 
 def get_index_backend_factories() -> dict[str, IndexBackendFactory]:
     """Every registered shared index backend factory by name."""
-    found: dict[str, IndexBackendFactory] = {}
-
-    def register(name: str, factory: IndexBackendFactory) -> None:
-        found[name] = factory
-
-    _hook_manager("register_index_backends").hook.register_index_backends(register=register)
-    return found
+    return _registered("register_index_backends", _named_factory)
 
 
 def get_index_backend(settings: Settings) -> IndexBackend | None:
@@ -311,7 +396,8 @@ def get_index_backend(settings: Settings) -> IndexBackend | None:
     factories = get_index_backend_factories()
     if name not in factories:
         raise InvalidInput(
-            f"unknown index backend {name!r}; known: sqlite, {', '.join(sorted(factories))}",
+            f"unknown index backend {name!r}; known: sqlite, {', '.join(sorted(factories))}"
+            f"{_skipped('register_index_backends')}",
             field="index.backend",
         )
     return factories[name](settings)
