@@ -105,6 +105,7 @@ def test_errors_exit_nonzero_with_the_code(cli: CliRunner, tmp_home: Path, tmp_p
     assert "--store NAME" in out.stderr and "--global" not in out.stderr
     out = cli("remember", "   ", "--global")
     assert out.returncode == 1 and "MEMORY_REJECTED" in out.stderr
+    tmp_home.mkdir()  # a refused remember made no home; reads on a missing one are refused
     out = cli("facts", "list", "--store", "../etc")
     assert out.returncode == 1 and "MEMORY_STORE_NOT_FOUND" in out.stderr
     out = cli("recall", "x", "--mode", "vector")
@@ -233,6 +234,7 @@ def test_bash_completion_registers_and_completes_subcommands(cli: CliRunner, tmp
 
 
 def _config(cli: CliRunner, *args: str) -> dict[str, dict[str, object]]:
+    Path(os.environ["COFFER_HOME"]).mkdir(exist_ok=True)  # a read needs a home
     out = cli("config", "list", "--json", *args)
     assert out.returncode == 0, out.stderr
     return {row["key"]: row for row in json.loads(out.stdout)}
