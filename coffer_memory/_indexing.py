@@ -32,9 +32,10 @@ from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
 from ._models import Page
 from ._retrieval import KnowledgeRetrieval
-from ._store.audit import AuditEvent, AuditLog, parse_when
+from ._store.audit import AuditEvent, AuditLog
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
+from ._store.when import parse_when
 from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm
 from .vocabulary import MAX_AUDIT_LIMIT
 

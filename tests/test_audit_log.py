@@ -13,7 +13,8 @@ import pytest
 
 from coffer_memory import InvalidCursor, InvalidInput, MemoryService, MemoryStoreNotFound
 from coffer_memory._home import HomeLayout
-from coffer_memory._store.audit import AuditLog, parse_when
+from coffer_memory._store.audit import AuditLog
+from coffer_memory._store.when import parse_when
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

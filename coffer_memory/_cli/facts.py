@@ -11,6 +11,7 @@ from .._errors import InvalidInput, StoreNotDeletable
 from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
 from .._store.paths import GLOBAL_STORE
+from .._store.when import FORMS
 from . import stores as stores_cli
 from ._common import (
     FILE,
@@ -79,8 +80,8 @@ def add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tag", dest="tags", action="append", help="only facts with this tag (repeatable: all must match)"
     )
-    p.add_argument("--since", help="only facts updated at or after this ISO date or time (UTC if no zone)")
-    p.add_argument("--until", help="only facts updated before this ISO date or time (UTC if no zone)")
+    p.add_argument("--since", help=f"only facts updated at or after this time: {FORMS}")
+    p.add_argument("--until", help=f"only facts updated before this time: {FORMS}")
 
 
 def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
