@@ -32,7 +32,7 @@ from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
 from ._models import Page
 from ._retrieval import KnowledgeRetrieval
-from ._store.audit import AuditEvent, AuditLog
+from ._store.audit import EVENTS, AuditEvent, AuditLog
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
 from ._store.when import parse_when
@@ -402,6 +402,15 @@ class IndexHandle:
         events, more = self.audit_log.read(
             store=store, event=event, since=low, until=high, limit=limit, before=before
         )
+        # A typo found nothing and would say "(no events)"; an older coffer's name that the log
+        # holds is still read (it found events).
+        unknown = event is not None and event not in EVENTS and not events and not cursor
+        if unknown and not self.audit_log.read(event=event, limit=1)[0]:
+            raise InvalidInput(
+                f"unknown event {event!r}; the events are: {', '.join(EVENTS)}",
+                field="event",
+                events=list(EVENTS),
+            )
         next_cursor = None
         if more:
             bounds = [low and low.isoformat(), high and high.isoformat()]

@@ -38,6 +38,25 @@ from .lock import store_lock
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 """A segment holds about 30,000 events before the next one starts (a read scans newest first)."""
 _BLOCK = 64 * 1024
+# Every event coffer records (docs/concepts.md "The audit log" lists them; tests/test_audit_log.py
+# holds the code's audit calls to this list). A filter on any other name is refused, unless the
+# log holds events of that name (written by an older coffer).
+EVENTS = (
+    "memory_added",
+    "memory_updated",
+    "memory_deleted",
+    "memory_cleared",
+    "memory_organized",
+    "memory_reorganized",
+    "store_configured",
+    "store_moved",
+    "store_merged",
+    "store_deleted",
+    "agent_hook_installed",
+    "agent_hook_uninstalled",
+    "agent_native_memory_disabled",
+    "agent_native_memory_restored",
+)
 
 
 @attrs.frozen
