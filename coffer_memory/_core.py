@@ -402,7 +402,9 @@ class Facts:
         if more:
             position: tuple[str | None, ...] = (rows[limit - 1][2], rows[limit - 1][0])
             if relative and where_filter is not None:
-                position += tuple(b.isoformat() if b else None for b in (where_filter.since, where_filter.until))
+                position += tuple(
+                    b.isoformat() if b else None for b in (where_filter.since, where_filter.until)
+                )
             next_cursor = encode_cursor(home, query, name, version, position)
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 

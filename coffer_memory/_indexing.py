@@ -48,6 +48,8 @@ log = logging.getLogger("coffer_memory")
 SCAN_POLL_SECONDS = 0.02
 # Audit cursors are signed like the others; the log is append-only, so their "version" never moves.
 AUDIT_CURSOR_STORE = "audit"
+# Set on the log record of the vector problem warning, which a report that says it leaves out.
+VECTOR_PROBLEM = "coffer_vector_problem"
 # The extra that brings each built-in embedder's packages (pyproject.toml).
 _EXTRAS = {"multilingual-e5": "vector", "minilm": "minilm"}
 
@@ -202,8 +204,8 @@ class IndexHandle:
     def _vector_index(self, db: IndexDB) -> VecIndex | None:
         """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
         embedder, problem = self._vector_setup(db)
-        if problem is not None:
-            log.warning("%s", problem)
+        if problem is not None:  # ``coffer doctor`` says it in its report: it leaves this line out
+            log.warning("%s", problem, extra={VECTOR_PROBLEM: True})
         return VecIndex(db, embedder) if embedder is not None else None
 
     @property

@@ -139,13 +139,17 @@ class MemoryService(LaneCalls):
         """Reconcile every store once (what servers run at start-up)."""
         return self.store_admin.startup_sweep()
 
-    def doctor(self) -> DoctorReport:
+    def doctor(self, *, progress: Callable[[str, int, int], None] | None = None) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
-        runs, and start every installed agent's MCP server to see that it answers."""
+        runs, and start every installed agent's MCP server to see that it answers.
+
+        Each store is first brought up to date as any read does; ``progress(store, done, total)``
+        is called while that re-indexes files (re-embedding what an interrupted run left, say).
+        """
         from ._doctor import check_agents
         from ._optout import optout_for_roots
 
-        report = self.store_admin.doctor()
+        report = self.store_admin.doctor(progress=progress)
         agents = check_agents(self.integrations.agents)
         exclude = self.settings.projects.exclude
         opted_out = tuple(

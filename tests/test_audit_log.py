@@ -275,7 +275,16 @@ def test_an_unknown_event_name_is_refused_with_the_valid_ones(svc: MemoryService
     AuditLog(svc.settings.home).append("memory_legacy_event", "global", None, {}, at=T0)
     assert [e.event for e in svc.audit(event="memory_legacy_event").items] == ["memory_legacy_event"]
     proc = subprocess.run(
-        [sys.executable, "-m", "coffer_memory", "--home", str(svc.settings.home), "audit", "--event", "memory_add"],
+        [
+            sys.executable,
+            "-m",
+            "coffer_memory",
+            "--home",
+            str(svc.settings.home),
+            "audit",
+            "--event",
+            "memory_add",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -295,7 +304,9 @@ def test_every_event_the_code_records_is_in_the_list() -> None:
     source = "\n".join(p.read_text() for p in root.rglob("*.py"))
     named = set(re.findall(r"\"((?:memory|store|agent)_[a-z_]+)\"", source))
     written = {n for n in named if re.search(rf"(audit|_retire|external)[^\n]*\n?[^\n]*\"{n}\"", source)}
-    written |= {f"agent_native_memory_{x}" for x in ("disabled", "restored")}  # f"agent_native_memory_{event}"
+    written |= {
+        f"agent_native_memory_{x}" for x in ("disabled", "restored")
+    }  # f"agent_native_memory_{event}"
     assert written <= set(EVENTS), written - set(EVENTS)
     assert {"memory_added", "store_deleted", "agent_hook_installed", "store_merged"} <= written
     docs = (root.parent / "docs" / "concepts.md").read_text()

@@ -234,7 +234,6 @@ def test_bash_completion_registers_and_completes_subcommands(cli: CliRunner, tmp
 
 
 def _config(cli: CliRunner, *args: str) -> dict[str, dict[str, object]]:
-    Path(os.environ["COFFER_HOME"]).mkdir(exist_ok=True)  # a read needs a home
     out = cli("config", "list", "--json", *args)
     assert out.returncode == 0, out.stderr
     return {row["key"]: row for row in json.loads(out.stdout)}
@@ -243,6 +242,7 @@ def _config(cli: CliRunner, *args: str) -> dict[str, dict[str, object]]:
 def test_config_shows_each_value_and_its_source(
     cli: CliRunner, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_home.mkdir()  # a read on a named home that does not exist is refused
     rows = _config(cli)
     assert set(rows) == {"home", *setting_keys()}
     assert rows["home"]["source"] == "environment" and rows["home"]["value"] == str(tmp_home)

@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
     p = add_command(sub, "audit", "what coffer (and edits outside it) changed, newest first")
     add_store(p, "only events of this store ('global', 'project-<ULID>', a label or a unique prefix)")
     p.add_argument(
-        "--event", help="only this event, e.g. memory_added, memory_updated, store_deleted (a typo is refused)"
+        "--event",
+        help="only this event, e.g. memory_added, memory_updated, store_deleted (a typo is refused)",
     )
     p.add_argument("--since", help="only events at or after this time: " + WHEN_HELP)
     p.add_argument("--until", help="only events before this time: " + WHEN_HELP)
