@@ -425,6 +425,29 @@ class Facts:
             raise MemoryNotFound(name, fact_id)
         return db.file(path)
 
+    def session_facts(self, session_id: str, stores: Iterable[str]) -> list[FactRecord]:
+        """The knowledge facts of ``stores`` remembered with ``origin_session_id`` ``session_id``,
+        oldest first (by id: creation order)."""
+        out: list[FactRecord] = []
+        for name in stores:
+            sp = self.targets.paths(name)
+            if not sp.root.is_dir():
+                continue
+            self.index.refresh(name)
+            db = self.index.reader_db
+            prefix = db.key(sp.knowledge) + "/"
+            rows = db.rows(
+                "SELECT path FROM documents WHERE resource_name = ? AND origin_session = ? "
+                "AND path >= ? AND path < ? ORDER BY id",
+                (name, session_id, prefix, prefix + "\U0010ffff"),
+            )
+            for (path,) in rows:
+                try:
+                    out.append(self.record(name, db.file(path)))
+                except (OSError, FactParseError):
+                    continue  # changed under us; the next reconcile fixes the index
+        return out
+
     def get_fact(
         self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> FactRecord:

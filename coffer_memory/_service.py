@@ -27,12 +27,13 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from ._service_lanes import LaneCalls
+from ._store.paths import GLOBAL_STORE
 from ._targets import PathLike
 from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS, Scope
 
 if TYPE_CHECKING:  # the components below are imported when first used (``_service_parts.component``)
     from ._agents.install import AgentChange, AgentStatus
-    from ._models import DoctorReport, LaneWrite, Page, ReindexReport, StoreInfo
+    from ._models import DoctorReport, FactRecord, LaneWrite, Page, ReindexReport, StoreInfo
     from ._optout import OptOut
     from ._organize.models import OrganizeReport, ReorgReport
     from ._porting import ExportReport, ImportReport
@@ -223,8 +224,25 @@ class MemoryService(LaneCalls):
     def forget_session(
         self, session_id: str, *, cwd: str | os.PathLike[str] | None = None, store: str | None = None
     ) -> list[LaneWrite]:
-        """Delete every journal entry distilled from ``session_id`` in a project store."""
+        """Delete every journal entry distilled from ``session_id`` in a project store.
+
+        Only journal entries go: facts remembered with that ``origin_session_id`` stay (see
+        ``session_facts``), and so do the ledger row (a sweep must not distill the session again),
+        the audit log and the consolidation log (history of what was done).
+        """
         return self.transcripts.forget_session(session_id, cwd=cwd, store=store)
+
+    def session_facts(
+        self, session_id: str, *, cwd: str | os.PathLike[str] | None = None, store: str | None = None
+    ) -> list[FactRecord]:
+        """The facts remembered with ``origin_session_id`` ``session_id`` (``remember(...,
+        origin_session_id=...)``, the MCP tool's ``session_id``) in the project store of ``cwd``
+        (or ``store``) and in the global store, oldest first: what ``forget_session`` keeps."""
+        from ._transcripts.service import check_session_id
+
+        check_session_id(session_id)
+        project = self.targets.project(store=store, cwd=cwd).store
+        return self.facts.session_facts(session_id, dict.fromkeys([project, GLOBAL_STORE]))
 
     def distilled_sessions(
         self, agent: str | None = None, session_id: str | None = None
