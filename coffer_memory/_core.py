@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from ._models import (
 from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read_bytes, render_fact
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.scan import scan_markdown
+from ._store.when import is_duration
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets, store_list
@@ -348,15 +350,30 @@ class Facts:
         where_filter = FactFilter.of(tags, since, until)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
-        query = ("facts",) if where_filter is None else ("facts", repr(where_filter))
+        # A duration ago ("7d") is resolved on the first page and its bounds kept in the cursor, so
+        # the pages are of one window; the cursor is bound to the filter as given.
+        relative = is_duration(since) or is_duration(until)
+        query: tuple[str, ...] = ("facts",)
+        if where_filter is not None:
+            query = ("facts", repr((where_filter.tags, since, until)) if relative else repr(where_filter))
         sp = self.targets.paths(name)
         if sp.root.is_dir():  # first: an outside edit it finds advances the version a cursor holds
             self.index.refresh(name)
         version = self.writer.version(name)
         home = self.settings.home
         after = decode_cursor(home, cursor, query, name, version) if cursor else None
-        if after is not None and (len(after) != 2 or not all(isinstance(v, str) for v in after)):
+        if after is not None and (
+            len(after) != (4 if relative else 2)
+            or not all(isinstance(v, str) for v in after[:2])
+            or not all(v is None or isinstance(v, str) for v in after[2:])
+        ):
             raise InvalidInput("cursor is malformed", field="cursor")
+        if after is not None and relative and where_filter is not None:
+            try:
+                low, high = (datetime.fromisoformat(v) if v else None for v in after[2:])
+            except ValueError:
+                raise InvalidInput("cursor is malformed", field="cursor") from None
+            where_filter = attrs.evolve(where_filter, since=low, until=high)
         if not sp.root.is_dir():
             return Page(items=(), next_cursor=None, target=target)
         db = self.index.reader_db
@@ -381,11 +398,14 @@ class Facts:
             except (OSError, FactParseError):
                 continue  # changed under us; the next reconcile fixes the index
         more = len(rows) > limit
-        next_cursor = (
-            encode_cursor(home, query, name, version, (rows[limit - 1][2], rows[limit - 1][0]))
-            if more
-            else None
-        )
+        next_cursor = None
+        if more:
+            position: tuple[str | None, ...] = (rows[limit - 1][2], rows[limit - 1][0])
+            if relative and where_filter is not None:
+                position += tuple(
+                    b.isoformat() if b else None for b in (where_filter.since, where_filter.until)
+                )
+            next_cursor = encode_cursor(home, query, name, version, position)
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
     def _find(self, name: str, fact_id: str, *, reader: bool = False) -> Path:
@@ -404,6 +424,29 @@ class Facts:
         if path is None or not sp.is_knowledge_file(db.file(path)):
             raise MemoryNotFound(name, fact_id)
         return db.file(path)
+
+    def session_facts(self, session_id: str, stores: Iterable[str]) -> list[FactRecord]:
+        """The knowledge facts of ``stores`` remembered with ``origin_session_id`` ``session_id``,
+        oldest first (by id: creation order)."""
+        out: list[FactRecord] = []
+        for name in stores:
+            sp = self.targets.paths(name)
+            if not sp.root.is_dir():
+                continue
+            self.index.refresh(name)
+            db = self.index.reader_db
+            prefix = db.key(sp.knowledge) + "/"
+            rows = db.rows(
+                "SELECT path FROM documents WHERE resource_name = ? AND origin_session = ? "
+                "AND path >= ? AND path < ? ORDER BY id",
+                (name, session_id, prefix, prefix + "\U0010ffff"),
+            )
+            for (path,) in rows:
+                try:
+                    out.append(self.record(name, db.file(path)))
+                except (OSError, FactParseError):
+                    continue  # changed under us; the next reconcile fixes the index
+        return out
 
     def get_fact(
         self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"

@@ -34,10 +34,14 @@ if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall d
     from .plugins.hookspecs import GrepBackend
 
 GREP_MAX_LINES = 50_000
-# Frontmatter lines that every fact has ("kind: knowledge", "actor: agent"...): a query word
-# like "kind" or "agent" must not match every file through them.
+# What grep leaves out of a line (the match at its start is cut): frontmatter that every fact
+# has, so that a query word like "kind", "tags", "created" or "agent" does not match every file.
+# Key lines whose values nobody wrote as text (times, ids, tags: the keyword index holds none of
+# them) go whole; of a title or description line only the key, for its value is indexed text.
 MACHINE_LINE = re.compile(
-    r"^\s*(kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at):"
+    r"^[ \t]*(?:"
+    r"(?:kind|metadata|actor|origin_session_id|created_at|updated_at|superseded_by|superseded_at|tags|id)"
+    r":[^\n]*|(?:title|name|description):)"
 )
 KEPT_ORDER = "grep.order"  # per store: documents path -> (minus its update time, id), in reading's dict
 # Per tuple of store roots: each file's store (its index in the tuple) and documents path, or
@@ -119,7 +123,8 @@ class GrepRecall:
     def _files(
         self, folders: Sequence[Any], patterns: Sequence[str], stores: int
     ) -> Iterable[tuple[str, frozenset[int]]]:
-        """(file, patterns held) pairs, machine lines left out, each file once.
+        """(file, patterns held) pairs, what ``MACHINE_LINE`` cuts left out, each file once; a
+        file holding no pattern in what is left is not there.
 
         A backend with ``held`` (both built-ins) answers per file; any other's lines are folded
         here, at most ``GREP_MAX_LINES`` per store searched.
@@ -132,10 +137,13 @@ class GrepRecall:
             if callable(held):
                 found: dict[str, frozenset[int]] = held(folders, patterns, skip=MACHINE_LINE)
                 return list(found.items())
+            lowered = [p.lower() for p in patterns]
             per_file: dict[str, set[int]] = {}
             for m in backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores)):
-                if not MACHINE_LINE.match(m.line):
-                    per_file.setdefault(str(m.path), set()).update(m.patterns)
+                rest = MACHINE_LINE.sub("", m.line, count=1).lower()
+                seen = {i for i in m.patterns if lowered[i] in rest}
+                if seen:
+                    per_file.setdefault(str(m.path), set()).update(seen)
             return [(path, frozenset(seen)) for path, seen in per_file.items()]
         except CofferError:
             raise

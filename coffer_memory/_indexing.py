@@ -32,9 +32,10 @@ from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
 from ._models import Page
 from ._retrieval import KnowledgeRetrieval
-from ._store.audit import AuditEvent, AuditLog, parse_when
+from ._store.audit import EVENTS, AuditEvent, AuditLog
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
+from ._store.when import parse_when
 from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm, plugin_of
 from .vocabulary import MAX_AUDIT_LIMIT
 
@@ -47,6 +48,8 @@ log = logging.getLogger("coffer_memory")
 SCAN_POLL_SECONDS = 0.02
 # Audit cursors are signed like the others; the log is append-only, so their "version" never moves.
 AUDIT_CURSOR_STORE = "audit"
+# Set on the log record of the vector problem warning, which a report that says it leaves out.
+VECTOR_PROBLEM = "coffer_vector_problem"
 # The extra that brings each built-in embedder's packages (pyproject.toml).
 _EXTRAS = {"multilingual-e5": "vector", "minilm": "minilm"}
 
@@ -213,8 +216,8 @@ class IndexHandle:
     def _vector_index(self, db: IndexDB) -> VecIndex | None:
         """Vector support when a vector mode is enabled and an embedder and sqlite-vec are here."""
         embedder, problem = self._vector_setup(db)
-        if problem is not None:
-            log.warning("%s", problem)
+        if problem is not None:  # ``coffer doctor`` says it in its report: it leaves this line out
+            log.warning("%s", problem, extra={VECTOR_PROBLEM: True})
         return VecIndex(db, embedder) if embedder is not None else None
 
     @property
@@ -413,6 +416,15 @@ class IndexHandle:
         events, more = self.audit_log.read(
             store=store, event=event, since=low, until=high, limit=limit, before=before
         )
+        # A typo found nothing and would say "(no events)"; an older coffer's name that the log
+        # holds is still read (it found events).
+        unknown = event is not None and event not in EVENTS and not events and not cursor
+        if unknown and not self.audit_log.read(event=event, limit=1)[0]:
+            raise InvalidInput(
+                f"unknown event {event!r}; the events are: {', '.join(EVENTS)}",
+                field="event",
+                events=list(EVENTS),
+            )
         next_cursor = None
         if more:
             bounds = [low and low.isoformat(), high and high.isoformat()]

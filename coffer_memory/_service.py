@@ -27,12 +27,13 @@ from typing import IO, TYPE_CHECKING, Any
 import attrs
 
 from ._service_lanes import LaneCalls
+from ._store.paths import GLOBAL_STORE
 from ._targets import PathLike
 from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS, Scope
 
 if TYPE_CHECKING:  # the components below are imported when first used (``_service_parts.component``)
     from ._agents.install import AgentChange, AgentStatus
-    from ._models import DoctorReport, LaneWrite, Page, ReindexReport, StoreInfo
+    from ._models import DoctorReport, FactRecord, LaneWrite, Page, ReindexReport, StoreInfo
     from ._optout import OptOut
     from ._organize.models import OrganizeReport, ReorgReport
     from ._porting import ExportReport, ImportReport
@@ -139,13 +140,17 @@ class MemoryService(LaneCalls):
         """Reconcile every store once (what servers run at start-up)."""
         return self.store_admin.startup_sweep()
 
-    def doctor(self) -> DoctorReport:
+    def doctor(self, *, progress: Callable[[str, int, int], None] | None = None) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
-        runs, and start every installed agent's MCP server to see that it answers."""
+        runs, and start every installed agent's MCP server to see that it answers.
+
+        Each store is first brought up to date as any read does; ``progress(store, done, total)``
+        is called while that re-indexes files (re-embedding what an interrupted run left, say).
+        """
         from ._doctor import check_agents
         from ._optout import optout_for_roots
 
-        report = self.store_admin.doctor()
+        report = self.store_admin.doctor(progress=progress)
         agents = check_agents(self.integrations.agents)
         exclude = self.settings.projects.exclude
         opted_out = tuple(
@@ -219,8 +224,25 @@ class MemoryService(LaneCalls):
     def forget_session(
         self, session_id: str, *, cwd: str | os.PathLike[str] | None = None, store: str | None = None
     ) -> list[LaneWrite]:
-        """Delete every journal entry distilled from ``session_id`` in a project store."""
+        """Delete every journal entry distilled from ``session_id`` in a project store.
+
+        Only journal entries go: facts remembered with that ``origin_session_id`` stay (see
+        ``session_facts``), and so do the ledger row (a sweep must not distill the session again),
+        the audit log and the consolidation log (history of what was done).
+        """
         return self.transcripts.forget_session(session_id, cwd=cwd, store=store)
+
+    def session_facts(
+        self, session_id: str, *, cwd: str | os.PathLike[str] | None = None, store: str | None = None
+    ) -> list[FactRecord]:
+        """The facts remembered with ``origin_session_id`` ``session_id`` (``remember(...,
+        origin_session_id=...)``, the MCP tool's ``session_id``) in the project store of ``cwd``
+        (or ``store``) and in the global store, oldest first: what ``forget_session`` keeps."""
+        from ._transcripts.service import check_session_id
+
+        check_session_id(session_id)
+        project = self.targets.project(store=store, cwd=cwd).store
+        return self.facts.session_facts(session_id, dict.fromkeys([project, GLOBAL_STORE]))
 
     def distilled_sessions(
         self, agent: str | None = None, session_id: str | None = None

@@ -6,6 +6,7 @@ keeps a derived copy (still read for stores written before ``store.json`` existe
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -325,9 +326,15 @@ class Stores:
                 log.exception("start-up sweep of %s failed", name)
         return reports
 
-    def doctor(self) -> DoctorReport:
-        """Compare the index with the files, list broken files, say which grep backend runs."""
+    def doctor(self, *, progress: Callable[[str, int, int], None] | None = None) -> DoctorReport:
+        """Compare the index with the files, list broken files, say which grep backend runs.
+
+        The stores are reconciled first as a read would, with ``progress`` on what that indexes.
+        """
         with self.index.lock:
+            if progress is not None:
+                for name in self.names():
+                    self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
             infos = self.stores()
             report = run_doctor(
                 self.settings.home, self.index, [self.targets.paths(i.name) for i in infos], infos

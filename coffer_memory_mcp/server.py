@@ -294,8 +294,14 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             list[Annotated[str, json_items(MemoryFact, "tags")]] | None,
             Field(max_length=MAX_TAGS, description="Only facts with all these tags."),
         ] = None,
-        since: Annotated[str | None, Field(description="Only facts updated since (ISO date/time).")] = None,
-        until: Annotated[str | None, Field(description="Only facts updated before (ISO date/time).")] = None,
+        since: Annotated[
+            str | None,
+            Field(description="Only facts updated since (ISO 8601, or 7d ago)."),
+        ] = None,
+        until: Annotated[
+            str | None,
+            Field(description="Only facts updated before (ISO 8601, or 7d ago)."),
+        ] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)

@@ -13,7 +13,8 @@ import pytest
 
 from coffer_memory import InvalidCursor, InvalidInput, MemoryService, MemoryStoreNotFound
 from coffer_memory._home import HomeLayout
-from coffer_memory._store.audit import AuditLog, parse_when
+from coffer_memory._store.audit import AuditLog
+from coffer_memory._store.when import parse_when
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -257,3 +258,56 @@ def test_rest_reads_the_log_with_the_same_filters(client, service: MemoryService
     )
     other = client.get("/api/v1/audit", params={"limit": 2, "cursor": body["next_cursor"]})
     assert other.json()["error"]["code"] == "INVALID_CURSOR"
+
+
+def test_an_unknown_event_name_is_refused_with_the_valid_ones(svc: MemoryService, tmp_path: Path) -> None:
+    """``coffer audit --event memory_add`` printed "(no events)", as if nothing had been added
+    (new-user pass, session 11). An older coffer's name the log holds is still read."""
+    from coffer_memory._store.audit import EVENTS
+
+    svc.remember("a fact", scope="global")
+    with pytest.raises(InvalidInput) as err:
+        svc.audit(event="memory_add")
+    assert err.value.field == "event" and err.value.details["events"] == list(EVENTS)
+    assert "unknown event 'memory_add'; the events are: memory_added, memory_updated" in err.value.message
+    assert svc.audit(event="memory_added").items
+    assert svc.audit(event="store_merged").items == ()  # a real name with no events yet is no error
+    AuditLog(svc.settings.home).append("memory_legacy_event", "global", None, {}, at=T0)
+    assert [e.event for e in svc.audit(event="memory_legacy_event").items] == ["memory_legacy_event"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coffer_memory",
+            "--home",
+            str(svc.settings.home),
+            "audit",
+            "--event",
+            "memory_add",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("error: INVALID_INPUT: unknown event 'memory_add'; the events are: ")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_every_event_the_code_records_is_in_the_list() -> None:
+    """The list the refusal names is the code's: every literal event name passed to an audit call."""
+    import re
+
+    from coffer_memory._store.audit import EVENTS
+
+    root = Path(__file__).parent.parent / "coffer_memory"
+    source = "\n".join(p.read_text() for p in root.rglob("*.py"))
+    named = set(re.findall(r"\"((?:memory|store|agent)_[a-z_]+)\"", source))
+    written = {n for n in named if re.search(rf"(audit|_retire|external)[^\n]*\n?[^\n]*\"{n}\"", source)}
+    written |= {
+        f"agent_native_memory_{x}" for x in ("disabled", "restored")
+    }  # f"agent_native_memory_{event}"
+    assert written <= set(EVENTS), written - set(EVENTS)
+    assert {"memory_added", "store_deleted", "agent_hook_installed", "store_merged"} <= written
+    docs = (root.parent / "docs" / "concepts.md").read_text()
+    assert all(f"`{e}`" in docs for e in EVENTS), [e for e in EVENTS if f"`{e}`" not in docs]

@@ -105,6 +105,7 @@ def test_errors_exit_nonzero_with_the_code(cli: CliRunner, tmp_home: Path, tmp_p
     assert "--store NAME" in out.stderr and "--global" not in out.stderr
     out = cli("remember", "   ", "--global")
     assert out.returncode == 1 and "MEMORY_REJECTED" in out.stderr
+    tmp_home.mkdir()  # a refused remember made no home; reads on a missing one are refused
     out = cli("facts", "list", "--store", "../etc")
     assert out.returncode == 1 and "MEMORY_STORE_NOT_FOUND" in out.stderr
     out = cli("recall", "x", "--mode", "vector")
@@ -241,6 +242,7 @@ def _config(cli: CliRunner, *args: str) -> dict[str, dict[str, object]]:
 def test_config_shows_each_value_and_its_source(
     cli: CliRunner, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_home.mkdir()  # a read on a named home that does not exist is refused
     rows = _config(cli)
     assert set(rows) == {"home", *setting_keys()}
     assert rows["home"]["source"] == "environment" and rows["home"]["value"] == str(tmp_home)

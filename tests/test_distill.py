@@ -221,6 +221,43 @@ def test_forget_session_removes_what_it_produced(svc: MemoryService, samples: Ag
     assert gone.session_id not in {r.session_id for r in svc.sweep(limit=100).results}
 
 
+def test_forget_session_says_exactly_what_it_leaves(
+    svc: MemoryService, samples: AgentSamples, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/transcripts.md said forget-session deletes "what a session produced"; it deletes the
+    distilled journal entries only. The facts an agent remembered in that session (MCP
+    ``session_id``), the ledger row and the logs stay: the command names them (new-user pass)."""
+    e = next(x for x in samples.expected if x.project_path == str(samples.project_dir))
+    svc.distill_session(e.agent, e.session_id)
+    kept = svc.remember(
+        "Deploys go through make release.", cwd=samples.project_dir, origin_session_id=e.session_id
+    )
+    glob = svc.remember("The user prefers uv.", scope="global", origin_session_id=e.session_id)
+    svc.remember("Unrelated fact.", cwd=samples.project_dir, origin_session_id="another-session")
+    assert [r.fact.id for r in svc.session_facts(e.session_id, cwd=samples.project_dir)] == [
+        kept.fact.id,
+        glob.fact.id,
+    ]
+    home = ["--home", str(svc.settings.home)]
+    capsys.readouterr()
+    assert cli_main([*home, "forget-session", e.session_id, "--cwd", str(samples.project_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"removed session {e.session_id} entries from ")
+    assert out[1].startswith("kept: 2 fact(s) remembered in this session; `coffer facts rm ID --store STORE`")
+    assert out[2].split()[:2] == [kept.fact.id, project_store(samples)]
+    assert out[3].split()[:2] == [glob.fact.id, "global"]
+    assert (
+        out[4]
+        == "kept: the ledger row (so the session is not distilled again), the audit and consolidation logs"
+    )
+    assert kept.path.exists() and glob.path.exists()  # facts are the user's to delete, one by one
+    assert not any(e.session_id in j.origin_session_ids for j in svc.journal(cwd=samples.project_dir))
+    assert svc.distilled_sessions(e.agent, e.session_id)  # the ledger row stays
+    assert cli_main([*home, "forget-session", e.session_id, "--cwd", str(samples.project_dir)]) == 0
+    again = capsys.readouterr().out
+    assert f"no journal entries came from session {e.session_id}" in again and "kept: 2 fact(s)" in again
+
+
 def test_unknown_session_and_agent(svc: MemoryService, samples: AgentSamples) -> None:
     with pytest.raises(SessionNotFound) as info:
         svc.distill_session("codex", "no-such-session")

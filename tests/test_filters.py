@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,11 @@ def test_since_and_until_filter_on_updated_at(svc: MemoryService) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field", "words"),
     [
-        ({"since": "yesterday"}, "since", "not an ISO 8601"),
+        (
+            {"since": "yesterday"},
+            "since",
+            "since must be an ISO 8601 date or time (UTC if no zone), or a duration",
+        ),
         # real times outside what a fact can carry: said so, not "not an ISO 8601 date"
         ({"since": "9999-12-31T23:00:00-14:00"}, "since", "within the years 1970 to 9999"),
         ({"until": "0001-01-01"}, "until", "within the years 1970 to 9999"),
@@ -310,3 +314,85 @@ def test_mcp_remember_and_recall_with_tags(svc: MemoryService, repo: Path) -> No
     made, found, _ = asyncio.run(run())
     assert made["tags"] == ["infra"]
     assert [h["id"] for h in found["hits"]] == [made["id"]]
+
+
+# -- durations ago: the forms `audit --since` takes, on every face (new-user pass, session 11) ---------
+def titles(page: Any) -> list[str]:
+    return sorted(r.fact.title for r in page.items)
+
+
+def test_since_and_until_take_durations_ago_as_the_audit_does(svc: MemoryService) -> None:
+    now = datetime.now(UTC)
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    for name, ago in (
+        ("fresh", timedelta(minutes=5)),
+        ("hours", timedelta(hours=5)),
+        ("old", timedelta(days=10)),
+    ):
+        hand_written(svc, name, f"backup report {name}", (now - ago).strftime(stamp))
+    svc.reindex()
+    for since, expected in (
+        ("30m", ["fresh"]),
+        ("12h", ["fresh", "hours"]),
+        ("7d", ["fresh", "hours"]),
+        ("2w", ["fresh", "hours", "old"]),
+    ):
+        for mode in ("keyword", "grep"):
+            res = svc.recall("backup report", stores=["global"], mode=mode, since=since)
+            assert sorted(h.title for h in res.hits) == expected, (since, mode)
+        assert sorted(titles(svc.list_facts(store="global", since=since))) == expected, since
+        svc.audit(since=since)  # the same strings the audit log takes
+    # Both bounds count from one instant: "2h" to "1h" is a window, not "until before since".
+    assert titles(svc.list_facts(store="global", since="6h", until="1h")) == ["hours"]
+    with pytest.raises(InvalidInput) as err:
+        svc.list_facts(store="global", since="1h", until="2h")
+    assert err.value.field == "until"
+    for bad in ("7x", "-7d", "7 days", "d7"):
+        messages = []
+        for call in (svc.recall, svc.list_facts, svc.audit):
+            args = ("backup",) if call == svc.recall else ()
+            kwargs = {"store": "global"} if call == svc.list_facts else {}
+            with pytest.raises(InvalidInput) as err:
+                call(*args, since=bad, **kwargs)  # type: ignore[operator]
+            assert err.value.field == "since"
+            messages.append(err.value.message)
+        assert len(set(messages)) == 1 and "30m, 12h, 7d or 2w" in messages[0], messages
+
+
+def test_a_duration_ago_pages_through_one_window(svc: MemoryService) -> None:
+    """The bounds of "7d" are resolved on the first page and kept in the cursor: the next page is
+    of the same window (resolving again each page would move it, and a cursor bound to the
+    resolved times would be refused as another query's)."""
+    for i in range(5):
+        svc.remember(f"note {i}", title=f"n{i}", scope="global")
+    first = svc.list_facts(store="global", since="7d", limit=2)
+    assert first.next_cursor is not None
+    seen = titles(first)
+    cursor = first.next_cursor
+    while cursor:
+        page = svc.list_facts(store="global", since="7d", limit=2, cursor=cursor)
+        seen += titles(page)
+        cursor = page.next_cursor
+    assert sorted(seen) == [f"n{i}" for i in range(5)]
+    with pytest.raises(InvalidInput):  # bound to the filter as given
+        svc.list_facts(store="global", since="8d", limit=2, cursor=first.next_cursor)
+
+
+def test_cli_rest_and_mcp_faces_take_durations(cli: CliRunner, client: Any) -> None:
+    out = cli("remember", "Rotate keys quarterly.", "--global")
+    assert out.returncode == 0, out.stderr
+    res = cli("recall", "rotate", "--store", "global", "--since", "7d")
+    assert res.returncode == 0 and "Rotate keys" in res.stdout, res.stderr
+    assert "Rotate keys" in cli("facts", "list", "--global", "--since", "12h").stdout
+    for args in (("recall", "rotate", "--store", "global"), ("facts", "list", "--global"), ("audit",)):
+        bad = cli(*args, "--since", "7x")
+        assert bad.returncode == 1 and bad.stderr.startswith(
+            "error: INVALID_INPUT: since must be an ISO 8601"
+        ), args
+    base = "/api/v1/memory_stores/global"
+    client.post(f"{base}/facts", json={"text": "Backups run at 2am."})
+    hits = client.get(f"{base}/recall", params={"query": "backups", "since": "30m"}).json()["hits"]
+    assert [h["text"] for h in hits] == ["Backups run at 2am."]
+    assert client.get(f"{base}/facts", params={"since": "2w"}).json()["items"]
+    bad = client.get(f"{base}/recall", params={"query": "backups", "since": "7x"})
+    assert bad.status_code in (400, 422) and bad.json()["error"]["code"] == "INVALID_INPUT"

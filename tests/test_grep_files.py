@@ -56,6 +56,7 @@ def _corpus(root: Path) -> None:
         "indented-key.md": "   kind: deploy\nKind: deploy (not a key: capital K)\n",
         "crlf.md": "deploy on windows\r\nagain DEPLOY\r\n",
         "only-machine-deploy.md": "kind: deploy\nactor: café\n",
+        "title-key.md": "---\ntitle: Kind words\ndescription: of café\ntags: [deploy]\nid: agent\n---\n",
         "nested/deeper/n.md": "deep deploy 部署\n",
         "deploy folder/plain.md": "nothing here at all\n",
         "deploy folder/hit.md": "straße\n",
@@ -76,11 +77,13 @@ def _folded(
     backend: GrepBackend, folders: Sequence[Path], patterns: Sequence[str]
 ) -> dict[str, frozenset[int]]:
     """What retrieval made of ``search``'s lines before ``held``: per file, the union of the
-    patterns on its matching lines, key lines left out."""
+    patterns on its matching lines once frontmatter keys are cut, files holding none left out."""
     out: dict[str, set[int]] = {}
     for m in backend.search(folders, patterns, max_lines=1_000_000):
-        if not _MACHINE_LINE.match(m.line):
-            out.setdefault(str(m.path), set()).update(m.patterns)
+        rest = _MACHINE_LINE.sub("", m.line, count=1).lower()
+        seen = {i for i in m.patterns if patterns[i].lower() in rest}
+        if seen:
+            out.setdefault(str(m.path), set()).update(seen)
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -116,6 +119,7 @@ def test_both_backends_hold_the_same_patterns(tmp_path: Path) -> None:
     assert held[str(s / "machine-and-body.md")] == names("deploy", "agent", "kind", "10:30")
     assert held[str(s / "indented-key.md")] == names("deploy", "kind")  # "Kind:" is not a key line
     assert str(s / "only-machine-deploy.md") not in held
+    assert held[str(s / "title-key.md")] == names("kind", "café")  # a title's words, not its key nor tags
     assert held[str(s / "crlf.md")] == names("deploy")
     assert held[str(s / "nested" / "deeper" / "n.md")] == names("deploy", "部署")
     assert str(s / "deploy folder" / "plain.md") not in held  # the folder's name does not count
@@ -325,3 +329,29 @@ def test_a_walk_never_searches_a_kept_text_its_file_no_longer_has(
     held = backend.held([tmp_path], ["deploy", "rollback"], skip=_MACHINE_LINE)
     assert held == {str(notes[0]): frozenset({1})}
     backend.close()
+
+
+def test_grep_recall_searches_what_a_person_wrote_not_frontmatter(tmp_home: Path, repo: Path) -> None:
+    """A query word that is a frontmatter key ("tags", "title", "created", "id") or only in a
+    key's machine value (a tag, a date) matches no fact, as in keyword recall; a title's words
+    still match. The same through every backend (the new-user pass of session 11)."""
+    get_plugin_manager().register(_LinesOnlyPlugin(), name="lines-only-test")
+    try:
+        with MemoryService(settings=Settings.load(tmp_home)) as svc:
+            tagged = svc.remember("Deploys go through make release", cwd=repo, tags=["ops"])
+            svc.remember("The coffee machine is on floor two", title="Kitchen notes", cwd=repo)
+            (tagged.path.parent / "by-hand.md").write_text(
+                "---\nid: 01HANDWRITTEN\ntitle: Onboarding\n---\n\nAsk for a badge on day one.\n"
+            )
+            svc.reindex()
+        keys = ["tags", "title", "description", "created", "updated", "id", "2026", "ops", "null", "metadata"]
+        for name in ("ripgrep", "python", "lines-only"):
+            with MemoryService(settings=Settings.load(tmp_home, grep_backend=name)) as svc:
+                for word in keys:
+                    hits = svc.recall(word, cwd=repo, mode="grep").hits
+                    assert not hits, (name, word, [h.title for h in hits])
+                    assert not svc.recall(word, cwd=repo, mode="keyword").hits, (name, word)
+                for words, title in (("kitchen", "Kitchen notes"), ("onboarding", "Onboarding")):
+                    assert [h.title for h in svc.recall(words, cwd=repo, mode="grep").hits] == [title], name
+    finally:
+        get_plugin_manager().unregister(name="lines-only-test")

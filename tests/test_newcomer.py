@@ -424,6 +424,7 @@ def test_session_context_refuses_a_cwd_that_is_not_a_folder(tmp_path: Path) -> N
     """A mistyped ``--cwd`` printed the global bundle with exit status 0, as if the project had no
     rules; ``recall --cwd`` refuses the same path (the hook, run by an agent, still never fails)."""
     environ = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()  # a read on a named home that does not exist is refused first
     coffer = str(Path(sys.executable).parent / "coffer")
     missing = tmp_path / "no-such-folder"
     for command in ("session-context", "recall"):

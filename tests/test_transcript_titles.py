@@ -71,6 +71,7 @@ def test_the_listing_redacts_titles_as_show_does(svc: MemoryService, tokens: dic
 def test_the_cli_listing_redacts_titles(
     tmp_home: Path, tokens: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    tmp_home.mkdir(exist_ok=True)
     assert cli_main(["--home", str(tmp_home), "transcripts", "list", "--agent", "claude-code", "--json"]) == 0
     out = capsys.readouterr().out
     _assert_clean({s["session_id"]: s["title"] for s in json.loads(out)}, tokens)

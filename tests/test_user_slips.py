@@ -55,6 +55,7 @@ def test_an_empty_store_name_is_invalid_input_not_the_only_store(tmp_path: Path,
 def test_a_mode_that_is_not_enabled_hints_at_the_command_that_enables_it(tmp_path: Path, repo: Path) -> None:
     """``mode 'hybrid' is not enabled`` said what was wrong but not how to turn it on."""
     home = tmp_path / "home"
+    home.mkdir()  # a read on a named home that does not exist is refused first
     proc = run("--home", str(home), "recall", "deploy", "--mode", "hybrid", home=home)
     assert proc.returncode == 1
     error, tip = proc.stderr.splitlines()
@@ -163,10 +164,10 @@ def test_a_bad_setting_says_where_it_came_from(tmp_path: Path) -> None:
     """``COFFER_MEMORY_DEFAULT_MODE=hybird coffer recall x`` said "invalid settings:
     memory.default_mode: ..." with no word of the variable that set it."""
     home = tmp_path / "home"
+    home.mkdir()  # a read on a named home that does not exist is refused first
     proc = run("recall", "x", home=home, env={"COFFER_MEMORY_DEFAULT_MODE": "hybird"})
     line = one_error(proc, "error: INVALID_INPUT: invalid settings: memory.default_mode: ")
     assert line.endswith("(settings from: COFFER_MEMORY_DEFAULT_MODE)"), line
-    home.mkdir()
     (home / "config.toml").write_text('[memory]\ndefault_mode = "vector"\n')
     proc = run("recall", "x", home=home, env={"COFFER_MEMORY_RETRIEVAL_MODES": "grep,keyword"})
     line = one_error(proc, "error: INVALID_INPUT: invalid settings: memory.default_mode 'vector' ")
@@ -224,6 +225,7 @@ def test_a_cwd_that_is_a_file_is_not_called_missing(tmp_path: Path, repo: Path) 
 def test_a_session_no_agent_has_is_not_said_to_be_missing_from_opencode_alone(tmp_path: Path) -> None:
     """Without ``--agent`` every agent's sessions are searched, yet the error named the last one
     looked in: "session 'nope' not found in opencode sessions"."""
+    (tmp_path / "home").mkdir()  # a read on a named home that does not exist is refused first
     for args in (("transcripts", "show", "nope"), ("distill", "nope")):
         line = one_error(run(*args, home=tmp_path / "home"), "error: SESSION_NOT_FOUND: ")
         assert line.endswith("session 'nope' not found in any agent's sessions"), line

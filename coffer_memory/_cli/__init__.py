@@ -29,12 +29,13 @@ import importlib
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import CofferError
+from .._errors import CofferError, InvalidInput
 from ._common import DIRECTORY, hint, resolve_store_args
 
 COMMANDS: dict[str, str] = {
@@ -128,8 +129,64 @@ class _Only:
         return self._sub.add_parser(name, **kwargs) if name == self._command else _Skipped()
 
 
+CREATES_HOME = frozenset(
+    {
+        "remember",
+        "journal add",
+        "handoff save",
+        "memory rules --add",
+        "import",
+        "distill",
+        "agents install",
+        "agents native-memory",
+        "agents snippet",
+        "config set",
+    }
+)
+"""The commands that may create a home named by ``--home`` or ``$COFFER_HOME`` that does not
+exist: those that put something in it (and ``agents snippet``, whose MCP server will). Any other command on such a home is refused (a typo'd
+path must not become a new, empty home that answers every read with nothing)."""
+NO_HOME = frozenset({"plugins", "completion"})  # commands that never read a home
+
+
+def command_path(args: argparse.Namespace) -> str:
+    """The command run, with its subcommand (``"journal add"``, ``"memory rules --add"``)."""
+    words = [args.command]
+    sub = getattr(args, f"{args.command.replace('-', '_')}_command", None)
+    if sub:
+        words.append(sub)
+    if words == ["memory", "rules"] and getattr(args, "add", None) is not None:
+        words.append("--add")
+    return " ".join(words)
+
+
+def check_home(args: argparse.Namespace) -> None:
+    """Refuse a read on a named home that does not exist (``InvalidInput``, field ``home``).
+
+    The default home (``~/.coffer``, no ``--home`` and no ``$COFFER_HOME``) is created by any
+    command as before: there is no typo to catch, and a first ``coffer recall`` just finds nothing.
+    """
+    from .._config import home_path
+
+    named = args.home if args.home is not None else os.environ.get("COFFER_HOME") or None
+    if named is None or args.command in NO_HOME or command_path(args) in CREATES_HOME:
+        return
+    home = home_path(named)
+    if os.path.lexists(home):  # a folder, or what the service refuses as a home (a file...)
+        return
+    where = "--home" if args.home is not None else "$COFFER_HOME"
+    made = shlex.quote(str(home))
+    raise InvalidInput(
+        f"no coffer home at {home} ({where}); check the path, or create it with "
+        f"`mkdir -p {made}` or a command that writes (`coffer --home {made} remember ...`)",
+        field="home",
+        home=str(home),
+    )
+
+
 def _run(args: argparse.Namespace) -> Any:
     """Run the chosen command: commands about coffer itself open no store, the rest get a service."""
+    check_home(args)
     if hasattr(args, "run"):
         return args.run(args)
     from .._config import Settings

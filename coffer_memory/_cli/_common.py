@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -194,6 +196,31 @@ def _enable_mode_hint(details: dict[str, Any], args: argparse.Namespace) -> str:
     if wanted in ("vector", "hybrid"):
         line += " (vector and hybrid recall need an embedder: pip install 'coffer-memory[vector]')"
     return line
+
+
+@contextlib.contextmanager
+def progress_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(store, done, total)`` drawing one bar per store on stderr (none when
+    ``quiet``, e.g. with ``--json``), as ``reindex`` and ``doctor`` show long work."""
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(store: str, done: int, total: int) -> None:
+        bar = bars.get(store)
+        if bar is None:
+            bar = bars[store] = tqdm(
+                total=total, desc=store, unit="file", disable=quiet or None, file=sys.stderr, leave=True
+            )
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        yield progress
+    finally:
+        for bar in bars.values():
+            bar.close()
 
 
 def add_group(parent: Any, name: str, help_text: str) -> Any:

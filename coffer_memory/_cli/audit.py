@@ -6,13 +6,14 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .._render import table
+from .._store.when import FORMS
 from ..vocabulary import MAX_AUDIT_LIMIT
 from ._common import add_command, add_store, emit_json
 
 if TYPE_CHECKING:
     from .._service import MemoryService
 
-WHEN_HELP = "an ISO 8601 date or time (UTC if no zone), or a duration ago such as 30m, 2h or 7d"
+WHEN_HELP = FORMS
 # Detail keys shown in the table (the rest is in --json); paths last, they are long.
 _SHOWN = ("actor", "lane", "agent", "origin_session_id", "deleted", "merged", "created", "path")
 
@@ -52,7 +53,10 @@ def register(sub: Any) -> None:
     """Add ``coffer audit``."""
     p = add_command(sub, "audit", "what coffer (and edits outside it) changed, newest first")
     add_store(p, "only events of this store ('global', 'project-<ULID>', a label or a unique prefix)")
-    p.add_argument("--event", help="only this event, e.g. memory_added, memory_updated, store_deleted")
+    p.add_argument(
+        "--event",
+        help="only this event, e.g. memory_added, memory_updated, store_deleted (a typo is refused)",
+    )
     p.add_argument("--since", help="only events at or after this time: " + WHEN_HELP)
     p.add_argument("--until", help="only events before this time: " + WHEN_HELP)
     p.add_argument(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +11,7 @@ from .._errors import InvalidInput, StoreNotDeletable
 from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
 from .._store.paths import GLOBAL_STORE
+from .._store.when import FORMS
 from . import stores as stores_cli
 from ._common import (
     FILE,
@@ -20,6 +21,7 @@ from ._common import (
     add_target,
     emit_json,
     jsonable,
+    progress_bars,
     read_file,
     read_text,
     resolve_fact_id,
@@ -79,8 +81,8 @@ def add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tag", dest="tags", action="append", help="only facts with this tag (repeatable: all must match)"
     )
-    p.add_argument("--since", help="only facts updated at or after this ISO date or time (UTC if no zone)")
-    p.add_argument("--until", help="only facts updated before this ISO date or time (UTC if no zone)")
+    p.add_argument("--since", help=f"only facts updated at or after this time: {FORMS}")
+    p.add_argument("--until", help=f"only facts updated before this time: {FORMS}")
 
 
 def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -199,25 +201,8 @@ def cmd_stores_delete(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
-    from tqdm import tqdm
-
-    bars: dict[str, Any] = {}
-
-    def progress(store: str, done: int, total: int) -> None:
-        bar = bars.get(store)
-        if bar is None:
-            bar = bars[store] = tqdm(
-                total=total, desc=store, unit="file", disable=args.json or None, file=sys.stderr, leave=True
-            )
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    try:
+    with progress_bars(args.json) as progress:
         reports = svc.reindex(args.store, rebuild=args.rebuild, progress=progress)
-    finally:
-        for bar in bars.values():
-            bar.close()
     if args.json:
         emit_json(reports)
         return
@@ -230,9 +215,19 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
+    from .._indexing import VECTOR_PROBLEM
     from ..plugins.manager import plugin_infos
 
-    report = svc.doctor()
+    def unsaid(record: logging.LogRecord) -> bool:
+        return not getattr(record, VECTOR_PROBLEM, False)  # the report's vector line says it
+
+    logger = logging.getLogger("coffer_memory")
+    logger.addFilter(unsaid)
+    try:
+        with progress_bars(args.json) as progress:  # what an interrupted run left is indexed now
+            report = svc.doctor(progress=progress)
+    finally:
+        logger.removeFilter(unsaid)
     broken_plugins = [p for p in plugin_infos() if p.error]
     ok = report.ok and not broken_plugins
     if args.json:

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._agents.homes import AGENTS
+from .._render import shorten
 from ._common import add_command, add_cwd, add_group, add_store, emit_json
 
 if TYPE_CHECKING:
@@ -127,6 +128,15 @@ def cmd_forget(svc: MemoryService, args: argparse.Namespace) -> None:
         print(f"removed session {args.session_id} entries from {w.path}")
     if not writes:
         print(f"no journal entries came from session {args.session_id}")
+    # Say exactly what stays: a user asked to forget the session, and these are not forgotten.
+    kept = svc.session_facts(args.session_id, cwd=args.cwd, store=args.store)
+    if kept:
+        print(
+            f"kept: {len(kept)} fact(s) remembered in this session; `coffer facts rm ID --store STORE` deletes one:"
+        )
+        for r in kept:
+            print(f"  {r.fact.id}  {r.store}  {shorten(r.fact.title, 60)}")
+    print("kept: the ledger row (so the session is not distilled again), the audit and consolidation logs")
 
 
 def register(sub: Any) -> None:
@@ -162,7 +172,9 @@ def register(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="ask the model, show the insights, write nothing")
     p.set_defaults(func=cmd_distill)
 
-    p = add_command(sub, "forget-session", "delete the journal entries a session produced")
+    p = add_command(
+        sub, "forget-session", "delete the journal entries a session produced (its remembered facts stay)"
+    )
     p.add_argument("session_id", help="the session id")
     add_cwd(p)
     add_store(p, "the project store (name, label, repository folder name or unique prefix)")

@@ -14,6 +14,7 @@ import attrs
 
 from .._errors import InvalidInput
 from .._store.files import clean_tag, format_time, parse_time
+from .._store.when import FORMS, is_duration, parse_when
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 from .keys import KIND
 
@@ -39,22 +40,27 @@ def check_tags(tags: object, field: str = "tags") -> tuple[str, ...]:
     return tuple(out)
 
 
-def check_time(value: object, field: str) -> datetime | None:
-    """A ``since``/``until`` bound: a datetime (naive means UTC), a date (its midnight, UTC) or an
-    ISO 8601 string; ``InvalidInput`` otherwise."""
+def check_time(value: object, field: str, now: datetime | None = None) -> datetime | None:
+    """A ``since``/``until`` bound: a datetime (naive means UTC), a date (its midnight, UTC), an
+    ISO 8601 string, or a duration ago (``30m``, ``12h``, ``7d``, ``2w``) counted from ``now``;
+    ``InvalidInput`` otherwise. The forms are the audit log's (``when.parse_when``)."""
     if value is None:
         return None
     if isinstance(value, str) and not value.strip():
         return None
     if not isinstance(value, (str, date)):
-        raise InvalidInput(f"{field} must be a datetime or an ISO 8601 string", field=field)
-    parsed = parse_time(value)
+        raise InvalidInput(f"{field} must be a datetime or a string: {FORMS}", field=field)
+    if is_duration(value):
+        resolved = parse_when(str(value), field=field, now=now or datetime.now(UTC))
+        parsed = parse_time(resolved)
+    else:
+        parsed = parse_time(value)
     if parsed is None:
-        if isinstance(value, date) or _iso(value):
+        if isinstance(value, date) or is_duration(value) or _iso(str(value)):
             raise InvalidInput(
                 f"{field} must fall within the years 1970 to 9999 (UTC): {value!r}", field=field
             )
-        raise InvalidInput(f"{field} is not an ISO 8601 date or time: {value!r}", field=field)
+        raise InvalidInput(f"{field} must be {FORMS}: {value!r}", field=field)
     return parsed.astimezone(UTC)
 
 
@@ -76,10 +82,14 @@ class FactFilter:
     until: datetime | None = None
 
     @classmethod
-    def of(cls, tags: object = None, since: object = None, until: object = None) -> FactFilter | None:
-        """The validated filter, or None when nothing filters."""
+    def of(
+        cls, tags: object = None, since: object = None, until: object = None, *, now: datetime | None = None
+    ) -> FactFilter | None:
+        """The validated filter, or None when nothing filters. Durations ago (``7d``) count from
+        ``now``, the same instant for both bounds (the current time when not given)."""
         wanted = check_tags(tags) if tags is not None else ()
-        low, high = check_time(since, "since"), check_time(until, "until")
+        now = now or datetime.now(UTC)
+        low, high = check_time(since, "since", now), check_time(until, "until", now)
         if low is not None and high is not None and high <= low:
             raise InvalidInput("until must be later than since", field="until")
         if not wanted and low is None and high is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Literal
@@ -358,8 +358,9 @@ class Reindexer:
                 (document_rowid, tag),
             )
 
-    def flush_embeddings(self) -> int:
-        """Embed the queued documents' chunks in batches; returns how many documents got vectors.
+    def flush_embeddings(self, progress: Callable[[int], None] | None = None) -> int:
+        """Embed the queued documents' chunks in batches; returns how many documents got vectors
+        (``progress`` is told that count after each batch).
 
         Until its vectors are in, a document's row holds the empty-string sha256 sentinel, so
         a crash or an embedder failure leaves the keyword rows searchable and a later
@@ -394,6 +395,8 @@ class Reindexer:
                 return done
             done += len(batch)
             batch = []
+            if progress is not None:
+                progress(done)
         return done
 
     def _embed(self, batch: list[_PendingDoc]) -> None:

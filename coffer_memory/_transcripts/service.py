@@ -356,12 +356,7 @@ class Transcripts:
         the audit (``memory_deleted`` with the ``origin_session_id``) say what went. The ledger
         keeps its rows, so a sweep does not distill the session again.
         """
-        if (
-            not isinstance(session_id, str)
-            or not session_id.strip()
-            or len(session_id) > MAX_SESSION_ID_CHARS
-        ):
-            raise InvalidInput(f"session_id must be 1-{MAX_SESSION_ID_CHARS} characters", field="session_id")
+        check_session_id(session_id)
         target = self.targets.project(store=store, cwd=cwd)
         sp = self.targets.paths(target.store)
         writes: list[LaneWrite] = []
@@ -404,3 +399,9 @@ def _rescrub(insight: Insight) -> Insight:
         description=redact_secrets(insight.description),
         body=redact_secrets(insight.body),
     )
+
+
+def check_session_id(session_id: object) -> None:
+    """``InvalidInput`` unless ``session_id`` is 1 to ``MAX_SESSION_ID_CHARS`` characters."""
+    if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > MAX_SESSION_ID_CHARS:
+        raise InvalidInput(f"session_id must be 1-{MAX_SESSION_ID_CHARS} characters", field="session_id")

@@ -30,14 +30,16 @@ Since = Annotated[
     str | None,
     Query(
         max_length=TIME_CHARS,
-        description="Only facts updated at or after this ISO 8601 date or time (UTC if no zone).",
+        description="Only facts updated at or after this ISO 8601 date or time (UTC if no zone), "
+        "or a duration ago: 30m, 12h, 7d, 2w.",
     ),
 ]
 Until = Annotated[
     str | None,
     Query(
         max_length=TIME_CHARS,
-        description="Only facts updated before this ISO 8601 date or time (UTC if no zone).",
+        description="Only facts updated before this ISO 8601 date or time (UTC if no zone), "
+        "or a duration ago: 30m, 12h, 7d, 2w.",
     ),
 ]
 

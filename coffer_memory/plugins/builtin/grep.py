@@ -87,12 +87,13 @@ class RipgrepBackend:
         return _parse_lines(output, [p.lower() for p in patterns], max_lines) if output else []
 
     def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
-        """Per file, the patterns its matching lines hold, leaving out lines ``skip`` matches.
+        """Per file, the patterns its matching lines hold once ``skip``'s match at each line's
+        start is cut; a file holding none is left out.
 
-        The same as folding ``search``'s lines (``skip.match(line)`` lines left out), without a
-        Python object per line: rg prints each file's lines under one heading (``path NUL
-        line\nline\n\n``), the skipped lines are blanked in one regex pass over the whole
-        output, and each file's block is lowercased and searched once per pattern.
+        The same as folding ``search``'s lines (cut the same way), without a Python object per
+        line: rg prints each file's lines under one heading (``path NUL line\nline\n\n``), the
+        cut parts are blanked in one regex pass over the whole output, and each file's block is
+        lowercased and searched once per pattern.
         """
         output = self._run(folders, patterns, ["--heading", "--no-line-number"])
         if not output:
@@ -104,11 +105,13 @@ class RipgrepBackend:
         found: Held = {}
         for block in text.split("\n\n"):
             name, nul, lines = block.partition("\0")
-            # A file whose every line was skipped is not there; one whose lines match by rg's
-            # case folding but not Python's is, holding no pattern (as folding ``search`` gives).
-            if nul and lines.strip("\0\n"):
+            # A file whose patterns were all in cut parts is not there, nor one whose lines match
+            # by rg's case folding but not Python's (the pure-Python backend never finds those).
+            if nul:
                 folded = lines.lower()
-                found[name] = frozenset(i for i, p in enumerate(lowered) if p in folded)
+                seen = frozenset(i for i, p in enumerate(lowered) if p in folded)
+                if seen:
+                    found[name] = seen
         return found
 
     def _run(self, folders: Sequence[Path], patterns: Sequence[str], layout: Sequence[str]) -> bytes:
@@ -139,13 +142,12 @@ class RipgrepBackend:
 @cache
 def _blank_lines(skip: re.Pattern[str]) -> re.Pattern[str]:
     """``skip`` (matched at a line's start) as one pass over rg's headed output: after each line
-    break or file name's NUL, to the line's end (replace with ``\\1`` and a NUL). Starting
-    with that character lets the regex engine skip ahead to it (``^`` under MULTILINE or a
-    lookbehind tried every position: 4x slower). A match cannot run into the next line, for
-    every line rg prints holds a pattern (so is not all whitespace); the output never starts
-    with a skipped line, for it starts with a file name."""
+    break or file name's NUL (replace with ``\\1`` and a NUL: no pattern spans the cut).
+    Starting with that character lets the regex engine skip ahead to it (``^`` under MULTILINE
+    or a lookbehind tried every position: 4x slower). ``skip`` must not match a line break; the
+    output never starts with a line, for it starts with a file name."""
     body = skip.pattern.removeprefix("^")
-    return re.compile(f"([\\n\\0])(?:{body})[^\\n]*", skip.flags)
+    return re.compile(f"([\\n\\0])(?:{body})", skip.flags)
 
 
 def _parse_lines(output: bytes, lowered: Sequence[str], max_lines: int) -> list[GrepMatch]:
@@ -189,7 +191,7 @@ class PythonGrepBackend:
         self._forgotten = 0  # texts forgotten on the feed's word so far
         self._changes = 0  # texts kept, forgotten or dropped so far: a Corpus is of one count
         # Per kept file: the ``skip`` and the folded text its searchable bytes were made of, and
-        # those bytes (its lowercased lines ``skip`` leaves, UTF-8), or None when the file has
+        # those bytes (its lowercased lines less what ``skip`` cuts, UTF-8), or None when the file has
         # more lines than MAX_LINES_PER_FILE (then the first matching ones count).
         self._visible: dict[str, tuple[re.Pattern[str], str, bytes | None]] = {}
         self._corpora: dict[tuple[str, tuple[str, ...], re.Pattern[str]], Corpus] = {}
@@ -228,11 +230,12 @@ class PythonGrepBackend:
         return matches
 
     def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
-        """Per file, the patterns its matching lines hold, leaving out lines ``skip`` matches.
+        """Per file, the patterns its matching lines hold once ``skip``'s match at each line's
+        start is cut; a file holding none is left out.
 
         The same as folding ``search``'s lines, without splitting out lines: a file of at most
-        ``MAX_LINES_PER_FILE`` lines holds a pattern when its lowercased text without the
-        skipped lines does. Those texts of a store's kept files are searched in one buffer
+        ``MAX_LINES_PER_FILE`` lines holds a pattern when its lowercased text with the cut
+        parts left out does. Those texts of a store's kept files are searched in one buffer
         (``Corpus``), so a later search of unchanged files is one ``lstat`` per file (none while
         the feed vouches for them) and a ``find`` per pattern and file holding it.
         """
@@ -301,7 +304,7 @@ class PythonGrepBackend:
     def _searchable(
         self, path: str, entry: tuple[tuple[int, int, int, int], str, str], skip: re.Pattern[str]
     ) -> bytes | None:
-        """A kept file's lowercased lines that ``skip`` leaves, UTF-8 (None past
+        """A kept file's lowercased lines less what ``skip`` cuts, UTF-8 (None past
         ``MAX_LINES_PER_FILE`` lines); kept beside its text."""
         made = self._visible.get(path)
         if made is not None and made[0] is skip and made[1] is entry[2]:
@@ -309,7 +312,7 @@ class PythonGrepBackend:
         lines = entry[1].splitlines()
         block = None
         if len(lines) <= MAX_LINES_PER_FILE:
-            block = "\n".join(line for line in lines if not skip.match(line)).lower().encode()
+            block = _searched(lines, skip)
         with self._keep:
             if self._texts.get(path) is entry:
                 self._visible[path] = (skip, entry[2], block)
@@ -382,11 +385,14 @@ class PythonGrepBackend:
             lines = text.splitlines()
             block = None
             if len(lines) <= MAX_LINES_PER_FILE:
-                block = "\n".join(line for line in lines if not skip.match(line)).lower().encode()
+                block = _searched(lines, skip)
         if block is not None:
             return frozenset(i for i, p in enumerate(encoded) if p in block)
-        found = _matching_lines(text, folded, lowered)
-        return frozenset(i for _, line, which in found if not skip.match(line) for i in which)
+        held: set[int] = set()
+        for _, line, which in _matching_lines(text, folded, lowered):
+            rest = skip.sub("", line, count=1).lower()
+            held.update(i for i in which if lowered[i] in rest)
+        return frozenset(held)
 
     def _text(self, path: str, name: str) -> tuple[str, str] | None:
         """A regular file's text and its lowercased text (kept while the file is unchanged)."""
@@ -426,6 +432,13 @@ class PythonGrepBackend:
                     self._texts[path] = (key, text, folded)
                     self._changes += 1
         return text, folded
+
+
+def _searched(lines: Sequence[str], skip: re.Pattern[str]) -> bytes:
+    """The lowercased lines with ``skip``'s match at each one's start cut (UTF-8): what ``held``
+    searches of a short file."""
+    cut = skip.sub
+    return "\n".join(rest for line in lines if (rest := cut("", line, count=1))).lower().encode()
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
