@@ -49,6 +49,7 @@ EXPECTED = {
     "FactRecord",
     "IndexFolderMismatch",
     "IndexUnavailable",
+    "ServiceClosed",
     "InvalidCursor",
     "InvalidImport",
     "ExportReport",
