@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         ServiceClosed,
         SessionNotFound,
         StorageFull,
+        StorageNotWritable,
         StoreNotDeletable,
         StoreNotMergeable,
     )
@@ -108,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "ScopeUnresolved": "._errors",
     "SessionNotFound": "._errors",
     "StorageFull": "._errors",
+    "StorageNotWritable": "._errors",
     "StoreNotDeletable": "._errors",
     "chunk_markdown": "._index.chunking",
     "write_home_cache": "._store.durable",
@@ -224,6 +226,7 @@ __all__ = [
     "SessionSummary",
     "Settings",
     "StorageFull",
+    "StorageNotWritable",
     "StoreConfig",
     "StoreInfo",
     "StoreMerge",

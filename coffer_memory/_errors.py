@@ -21,6 +21,7 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
     │   └── ServiceClosed     INDEX_UNAVAILABLE        (a call on a MemoryService after close(), or cut off by it)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
+    ├── StorageNotWritable    STORAGE_NOT_WRITABLE     (.path: permissions or a read-only file system; nothing written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
 
@@ -229,6 +230,22 @@ class StorageFull(CofferError):
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"cannot write {path}: {reason}; nothing was written", path=path, reason=reason)
+        self.path = path
+
+
+class StorageNotWritable(CofferError):
+    """A store's folder or file cannot be changed by this process (no write permission, a
+    read-only file system): ``path`` names it, ``reason`` is the system's word. Nothing was
+    written; reads of the store still work."""
+
+    code = "STORAGE_NOT_WRITABLE"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"cannot change {path}: {reason} (this process may not write there); nothing was written",
+            path=path,
+            reason=reason,
+        )
         self.path = path
 
 

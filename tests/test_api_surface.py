@@ -35,6 +35,7 @@ EXPECTED = {
     "SessionPage",
     "SessionSummary",
     "StorageFull",
+    "StorageNotWritable",
     "StoreConfig",
     "StoreMerge",
     "StoreNotDeletable",
