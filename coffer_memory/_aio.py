@@ -16,12 +16,15 @@ import functools
 import os
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from ._errors import ServiceClosed
 from ._service import MemoryService
+from ._service_parts import CLOSE_WAIT_SECONDS
 from ._transcripts.listing import SessionPage
 
 P = ParamSpec("P")
@@ -70,6 +73,10 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity on macOS and Windows
         return os.cpu_count() or 1
+
+
+class _Stopped(RuntimeError):
+    """A call handed to threads that were stopped (by a ``close()`` it raced)."""
 
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
@@ -136,7 +143,7 @@ class _Threads:
         lanes = self._lanes
         with lanes.guard:
             if lanes.closed:  # a caller racing close(): refused, as an executor does
-                raise RuntimeError("cannot run a call: the facade's threads were stopped")
+                raise _Stopped("cannot run a call: the facade's threads were stopped")
             if lanes.idle:
                 lanes.idle.pop().put(job)
             elif lanes.started < self._count:
@@ -157,12 +164,22 @@ class _Threads:
                 lanes.backlog.append(job)
         return future
 
-    def shutdown(self) -> None:
-        """Run what is queued, then stop every thread."""
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Run what is queued, then stop every thread; wait up to ``timeout`` seconds for them
+        (None: as long as they take)."""
+        self.stop()
+        self.join(timeout)
+
+    def stop(self) -> None:
+        """Take no call any more: idle threads end now, busy ones after the backlog."""
         _running.discard(self)
         self._stop()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` seconds in all for the threads to end."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in list(self._threads):
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def _work(lanes: _Lanes, job: _Job | None) -> None:
@@ -232,6 +249,7 @@ class AsyncMemoryService:
         self.max_recalls = max_recalls
         self._pool: _Threads | None = None
         self._guard = threading.Lock()
+        self._closed = False
         # Per event loop: an asyncio.Semaphore belongs to the loop it first waited on.
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -260,20 +278,31 @@ class AsyncMemoryService:
     async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
         """Run any blocking call in this facade's threads (context variables go along)."""
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-        return await self._threads().submit(call)
+        try:
+            future = self._threads().submit(call)
+        except _Stopped:  # it took the threads a close() was stopping
+            if self._owned and self._closed:
+                raise ServiceClosed() from None
+            future = self._threads().submit(call)  # a later call starts them again
+        return await future
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = CLOSE_WAIT_SECONDS) -> None:
         """Let running calls finish and stop the threads (a later call starts them again); close
-        the service too if this facade opened it."""
-        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+        the service too if this facade opened it (``MemoryService.close``: calls after that fail
+        with ``ServiceClosed``). Waits up to ``timeout`` seconds (None: as long as they take) for
+        the calls running; closing twice does nothing more."""
+        await asyncio.get_running_loop().run_in_executor(None, self._shutdown, timeout)
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, timeout: float | None) -> None:
         with self._guard:
             pool, self._pool = self._pool, None
+            self._closed = True
         if pool is not None:
-            pool.shutdown()
+            pool.stop()
         if self._owned:
-            self.sync.close()
+            self.sync.close(timeout)  # waits for the running calls; the queued ones fail, typed
+        if pool is not None:
+            pool.join(timeout)
 
     async def __aenter__(self) -> AsyncMemoryService:
         return self

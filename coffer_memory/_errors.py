@@ -18,8 +18,10 @@ errors are mapped from ``code`` by the adapters, never here::
     │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, or no room to open index.db)
-    │   └── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
+    │   ├── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
+    │   └── ServiceClosed     INDEX_UNAVAILABLE        (a call on a MemoryService after close(), or cut off by it)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
+    ├── StorageNotWritable    STORAGE_NOT_WRITABLE     (.path: permissions or a read-only file system; nothing written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
 """
 
@@ -235,6 +237,22 @@ class StorageFull(CofferError):
         self.path = path
 
 
+class StorageNotWritable(CofferError):
+    """A store's folder or file cannot be changed by this process (no write permission, a
+    read-only file system): ``path`` names it, ``reason`` is the system's word. Nothing was
+    written; reads of the store still work."""
+
+    code = "STORAGE_NOT_WRITABLE"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"cannot change {path}: {reason} (this process may not write there); nothing was written",
+            path=path,
+            reason=reason,
+        )
+        self.path = path
+
+
 class IndexUnavailable(CofferError):
     """A shared index backend (``[index] backend``, e.g. PostgreSQL) cannot be reached or failed;
     ``backend`` names it and ``reason`` says what its driver reported. Nothing was written: a write
@@ -259,6 +277,15 @@ class IndexFolderMismatch(IndexUnavailable):
         self.details.update({k: v for k, v in (("bound_to", bound_to), ("folder_id", folder_id)) if v})
         self.bound_to = bound_to
         self.folder_id = folder_id
+
+
+class ServiceClosed(IndexUnavailable):
+    """The ``MemoryService`` was closed: a call started after ``close()``, or one still running when
+    ``close()`` stopped waiting for it and closed the index under it. Nothing was half-written (a
+    write is one transaction; a fact file is renamed into place whole): open a new service."""
+
+    def __init__(self) -> None:
+        super().__init__("service", "the memory service is closed; open a new MemoryService")
 
 
 class EmbeddingUnavailable(CofferError):

@@ -25,7 +25,7 @@ import attrs
 
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, EmbeddingUnavailable, InvalidInput
+from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -100,6 +100,7 @@ class IndexHandle:
         self._readers: dict[int, _Reader] = {}
         self._readers_guard = threading.Lock()
         self._owners = threading.local()  # each thread's _Owner
+        self._final = False  # closed for good (its service was closed): never opened again
         self.audit_log = AuditLog(settings.home)
 
     # -- opening ------------------------------------------------------------------------------
@@ -111,6 +112,8 @@ class IndexHandle:
             return db
         with self.lock:
             if self._db is None:
+                if self._final:
+                    raise ServiceClosed()
                 backend = get_index_backend(self.settings)
                 reindexer: type[Reindexer] = Reindexer
                 if backend is not None:  # its code imports the plugin surface (pluggy): only when set
@@ -274,29 +277,45 @@ class IndexHandle:
         """True while the index connection is open."""
         return self._db is not None
 
-    def close(self) -> None:
-        """Close the index connections (the next use opens them again)."""
-        with self.lock:
+    def close(self, *, final: bool = False, timeout: float | None = None) -> None:
+        """Close the index connections (the next use opens them again, unless ``final``: then it
+        fails with ``ServiceClosed``). A call holding the lock longer than ``timeout`` seconds (a
+        callback that does not return) does not hold close() up: the connections close under it,
+        its transaction rolls back and its next statement fails."""
+        self._final = self._final or final
+        held = self.lock.acquire(timeout=-1 if timeout is None else timeout)
+        if not held:
+            log.warning("close: a call holds the index lock after %ss; closing under it", timeout)
+        try:
+            self._close()
+        finally:
+            if held:
+                self.lock.release()
+
+    def _close(self) -> None:
+        with self._readers_guard:
+            readers, self._readers = self._readers, {}
+        # A reader inside a recall on another thread stays with that thread (its recall ends
+        # normally) until the next close; the rest of the index closes now.
+        busy = {ident: reader for ident, reader in readers.items() if not reader.close()}
+        if busy:
+            log.info("close: %d reader(s) busy in a recall on another thread stay open", len(busy))
             with self._readers_guard:
-                readers, self._readers = self._readers, {}
-            # A reader inside a recall on another thread stays with that thread (its recall ends
-            # normally) until the next close; the rest of the index closes now.
-            busy = {ident: reader for ident, reader in readers.items() if not reader.close()}
-            if busy:
-                log.info("close: %d reader(s) busy in a recall on another thread stay open", len(busy))
-                with self._readers_guard:
-                    for ident, reader in busy.items():
-                        self._readers.setdefault(ident, reader)
-            if self._reconciler is not None:
-                self._reconciler.close()  # its inotify fd
-            if self._grep is not None:
-                self._grep.close()  # the pure-Python backend's inotify fd
-            if self._db is not None:
+                for ident, reader in busy.items():
+                    self._readers.setdefault(ident, reader)
+        if self._reconciler is not None:
+            self._reconciler.close()  # its inotify fd
+        if self._grep is not None:
+            self._grep.close()  # the pure-Python backend's inotify fd
+        if self._db is not None:
+            try:
                 self._db.close()
-                self._db = None
-            if self._shared is not None:
-                self._shared.backend.close()
-                self._shared = None
+            except apsw.ThreadingViolationError:  # a call outlived close()'s wait, in a statement
+                log.warning("close: the index connection is busy in another thread; it stays open")
+            self._db = None
+        if self._shared is not None:
+            self._shared.backend.close()
+            self._shared = None
 
     def refresh(self, store: str) -> None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.

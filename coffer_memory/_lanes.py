@@ -85,16 +85,53 @@ class Lanes:
 
         ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
         """
-        body = validate_text(text, FACT_CHARS_CEILING, any_store=True)
+        write = self.journal_append_parts(
+            [(None, text)],
+            cwd=cwd,
+            store=store,
+            actor=actor,
+            origin_session_id=origin_session_id,
+            dry_run=dry_run,
+        )
+        assert write is not None  # an entry without a part is never left out
+        return write
+
+    def journal_append_parts(
+        self,
+        entries: list[tuple[str | None, str]],
+        *,
+        cwd: PathLike | None = None,
+        store: str | None = None,
+        actor: Actor = "agent",
+        origin_session_id: str | None = None,
+        dry_run: bool = False,
+    ) -> LaneWrite | None:
+        """Append entries (``(part, text)``) to today's journal file in one write, leaving out each
+        whose ``part`` (a name, or None) an entry of the journal already has; None when none is left.
+
+        What a distillation writes: its entries go in together (a kill leaves all or none of
+        them) and, named by session and turns, are never written twice when it runs again."""
+        texts = [(part, validate_text(text, FACT_CHARS_CEILING, any_store=True)) for part, text in entries]
         check_actor(actor)
         target = self.targets.project(store=store, cwd=cwd)
-        body = validate_text(body, self.facts.store_settings(target.store).max_fact_chars)
+        limit = self.facts.store_settings(target.store).max_fact_chars
+        bodies = [(part, validate_text(text, limit)) for part, text in texts]
         at = now_utc()
         period = at.date().isoformat()
         with self.writer.transaction(target.store, dry_run=dry_run) as tx:
+            # Read under the store's write lock; only named entries need it.
+            have = self._journal_parts(tx.paths.journal) if any(p for p, _ in bodies) else set()
+            data = b"".join(
+                fmt.journal_entry(
+                    tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id, part=part
+                )
+                for part, body in bodies
+                if part is None or part not in have
+            )
+            if not data:
+                return None
             path = tx.paths.journal_file(period)
-            entry = fmt.journal_entry(tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id)
-            receipt = tx.append(path, entry, header=fmt.journal_header(period))
+            receipt = tx.append(path, data, header=fmt.journal_header(period))
             if store is None and target.project_root is not None and not dry_run:
                 self.index.record_project_root(target.store, target.project_root)
                 self.targets.record_checkout(tx, target)
@@ -102,6 +139,24 @@ class Lanes:
                 "memory_added", None, lane="journal", path=str(path), origin_session_id=origin_session_id
             )
         return _lane_write(receipt, target)
+
+    def journal_has_parts(self, prefix: str, *, cwd: PathLike | None = None, store: str | None = None) -> int:
+        """How many entries of the journal have a ``part`` starting with ``prefix``."""
+        sp = self.targets.paths(self.targets.project(store=store, cwd=cwd).store)
+        return sum(1 for part in self._journal_parts(sp.journal) if part.startswith(prefix))
+
+    @staticmethod
+    def _journal_parts(folder: Path) -> set[str]:
+        if folder.is_symlink() or not folder.is_dir():
+            return set()
+        found: set[str] = set()
+        for path in folder.glob("*.md"):
+            try:
+                data, _ = read_bytes(path)  # never through a symlink
+            except OSError:
+                continue
+            found |= fmt.journal_parts(data.decode("utf-8", errors="replace"))
+        return found
 
     def journal(
         self, *, cwd: PathLike | None = None, store: str | None = None, limit: int = 30

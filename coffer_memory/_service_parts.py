@@ -31,6 +31,7 @@ closes only what was opened).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -41,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, overloa
 from ._checks import content_checks
 from ._config import Settings
 from ._core import Facts, WriteEvents
+from ._errors import ServiceClosed
+from ._gate import CallGate, gate_public_calls
 from ._home import check_home
 from ._indexing import IndexHandle, Models
 from ._models import ResolvedScope, Target
@@ -65,6 +68,8 @@ if TYPE_CHECKING:  # the components below are imported when first used (``compon
     from .plugins.hookspecs import LLM
 
 __all__ = ["ServiceParts", "component"]
+
+log = logging.getLogger("coffer_memory")
 
 T = TypeVar("T")
 
@@ -96,6 +101,9 @@ class component(Generic[OwnerT, T]):
         if owner is None:
             return self
         value: T | None = getattr(owner, self.slot, None)
+        gate: CallGate | None = getattr(owner, "_gate", None)
+        if gate is not None and gate.shut_down and not gate.inside():
+            raise ServiceClosed()  # closed: its components are not handed out (nor built again)
         if value is None:
             with owner._build_lock:
                 value = getattr(owner, self.slot, None)
@@ -110,12 +118,21 @@ class component(Generic[OwnerT, T]):
         return value
 
 
+# How long ``close()`` waits, by default, for the calls other threads are making.
+CLOSE_WAIT_SECONDS = 30.0
+
+
 class ServiceParts:
     """The parts of a ``MemoryService``: its components, their plumbing and their lifecycle."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        gate_public_calls(cls, skip=_UNGATED)
 
     def __init__(
         self, home: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
     ) -> None:
+        self._gate = CallGate()
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
         check_home(self.home)
@@ -249,15 +266,24 @@ class ServiceParts:
         return self.writer.locked(store)
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def close(self) -> None:
-        """Cancel pending auto-organize passes, close the ledger, then the index."""
+    def close(self, timeout: float | None = CLOSE_WAIT_SECONDS) -> None:
+        """Close the service: calls started from now on fail with ``ServiceClosed``; the calls other
+        threads are making are given up to ``timeout`` seconds (None: as long as they take) to
+        finish; then pending auto-organize passes are cancelled, the ledger and the index closed.
+        A call still running then fails with ``ServiceClosed`` if it needs the index again.
+        Closing twice does nothing."""
+        running = self._gate.shut(timeout)
+        if running is None:
+            return
+        if running:
+            log.warning("close: %d call(s) still running after %ss; closing under them", running, timeout)
         organizer = ServiceParts.organizer.built(self)
         if organizer is not None:
             organizer.close()
         transcripts = ServiceParts.transcripts.built(self)
         if transcripts is not None:
             transcripts.close()
-        self.index.close()
+        self.index.close(final=True, timeout=timeout)
 
     def __repr__(self) -> str:  # a notebook shows it for ``svc``: the home it works on, not an address
         return f"{type(self).__name__}(home={str(self.home)!r})"
@@ -269,3 +295,7 @@ class ServiceParts:
         self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
     ) -> None:
         self.close()
+
+
+_UNGATED = frozenset({"close"})
+gate_public_calls(ServiceParts, skip=_UNGATED)

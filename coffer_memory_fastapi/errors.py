@@ -41,6 +41,7 @@ STATUS: dict[str, int] = {
     "LLM_UNAVAILABLE": 503,
     "EMBEDDING_UNAVAILABLE": 503,
     "INDEX_UNAVAILABLE": 503,
+    "STORAGE_NOT_WRITABLE": 503,
     "INTERNAL": 500,
 }
 """HTTP status of every error code; a code not listed here is answered with 500."""
@@ -60,7 +61,8 @@ _DESCRIPTIONS: dict[int, str] = {
     "(empty or too long text) or SCOPE_UNRESOLVED (cwd is not in a git repository).",
     500: "INTERNAL: an unexpected failure.",
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
-    503: "LLM_UNAVAILABLE or INDEX_UNAVAILABLE: the organizer's model, or a shared index backend, could not answer.",
+    503: "LLM_UNAVAILABLE or INDEX_UNAVAILABLE: the organizer's model, or a shared index backend, could not answer; "
+    "STORAGE_NOT_WRITABLE: the server's process may not write the store's folder (nothing was written).",
 }
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -436,3 +437,85 @@ def test_codex_session_start_sweeps_past_sessions_in_the_background(
     ledger.close()
     assert done == codex_in_project
     assert not (tmp_home / "logs" / "hook.log").exists()
+
+
+# -- a distillation killed and run again -----------------------------------------------------------
+def _distill_cli(home: Path, session_id: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "COFFER_HOME": str(home)}
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "coffer"), "distill", session_id, "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _journal_text(home: Path, store: str) -> str:
+    with MemoryService(home) as svc:
+        folder = svc.paths(store).journal
+    return "".join(p.read_text() for p in sorted(folder.glob("*.md"))) if folder.is_dir() else ""
+
+
+def test_a_killed_distillation_run_again_leaves_each_entry_once(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """``coffer distill`` SIGKILLed while the model answers, after its journal write but before
+    its ledger records it (the ledger held by another process), and at once, then run to the end:
+    each insight is in the journal exactly once, whole, and the ledger says done. Before, the run
+    after a kill that came between the journal and the ledger wrote every entry a second time."""
+    write_llm_config(tmp_home, llm.url)
+    target = next(e for e in samples.expected if e.project_path == str(samples.project_dir))
+    store = project_store(samples)
+    ledger_path = tmp_home / "ledger.db"
+    asked, release = threading.Event(), threading.Event()
+    holder: list[apsw.Connection] = []
+
+    def model_waits(body: Any) -> Reply:  # kill 1: the model has the request and has not answered
+        asked.set()
+        release.wait(60)
+        return insights_from_prompt(body)
+
+    def ledger_held(body: Any) -> Reply:  # kill 2: the ledger is busy when the run wants to record
+        conn = apsw.Connection(str(ledger_path))
+        conn.execute("BEGIN EXCLUSIVE")
+        holder.append(conn)
+        return insights_from_prompt(body)
+
+    llm.script.extend([model_waits, ledger_held])
+    proc = _distill_cli(tmp_home, target.session_id)
+    assert asked.wait(60)
+    proc.kill()
+    proc.wait(60)
+    release.set()
+    assert "use-make-release" not in _journal_text(tmp_home, store)
+
+    proc = _distill_cli(tmp_home, target.session_id)
+    deadline = time.monotonic() + 60  # a bound on the child, not a timing assertion
+    while "use-make-release" not in _journal_text(tmp_home, store) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait(60)
+    holder[0].execute("ROLLBACK")
+    holder[0].close()
+    assert _journal_text(tmp_home, store).count("**use-make-release**") == 1
+
+    proc = _distill_cli(tmp_home, target.session_id)  # kill 3: wherever it is
+    time.sleep(0.3)
+    proc.kill()
+    proc.wait(60)
+
+    proc = _distill_cli(tmp_home, target.session_id)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["status"] in ("already_distilled", "distilled")
+    text = _journal_text(tmp_home, store)
+    assert text.count("**use-make-release**") == 1
+    assert text.count("**session-echo**") == 1
+    assert text.count(f"session {target.session_id}") == 2
+    with MemoryService(tmp_home) as svc:
+        (entry,) = svc.distilled_sessions(target.agent, target.session_id)
+        assert entry.status == "done"
+        journal = svc.journal(cwd=samples.project_dir)
+        assert sum(len(day.entries) for day in journal) == 2
+        assert not svc.doctor().index_mismatches

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,119 @@ def test_an_index_another_process_replaced_with_a_smaller_one_is_not_taken_for_c
     with MemoryService(tmp_home) as later:  # a new connection of this process
         assert later.recall("marten3q", stores=["global"], mode="keyword").hits
         assert not later.doctor().index_repairs
+
+
+def test_a_clock_set_back_does_not_stop_the_full_scan_of_a_large_store(tmp_home: Path) -> None:
+    """A process whose clock ran ahead (a machine booted with a wrong clock that NTP then set
+    back, or a clock set back by hand) recorded its last full scan of a store in the future. The
+    scan was due only once the clock caught up again: a large store (over
+    ``reconcile_full_scan_max_files``) missed every edit made in place (its folder's mtime does
+    not move) for as long as the clock had been ahead. A scan dated in the future is now due."""
+    import time
+
+    # Every store counts as large; its full scan is due at each read (0 s), unless dated ahead.
+    settings = Settings.load(
+        tmp_home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=0.0, reconcile_watch=False
+    )
+    with MemoryService(settings=settings) as svc:
+        ids = [
+            svc.remember(f"Fact {i}: the lark{i}q sings.", title=f"l{i}", scope="global").fact.id
+            for i in range(3)
+        ]
+        svc.reindex("global")
+        # What a process with its clock an hour ahead wrote at its last full scan.
+        svc.db.conn.execute(
+            "UPDATE store_state SET last_full_scan = ? WHERE resource_name = 'global'", (time.time() + 3600,)
+        )
+        path = svc.get_fact(ids[1], store="global").path
+        folder_mtime = path.parent.stat().st_mtime_ns
+        path.write_text(path.read_text().replace("lark1q sings", "lark1q is silent"))
+        assert path.parent.stat().st_mtime_ns == folder_mtime  # an edit in place
+        deadline = time.monotonic() + 30  # a due scan may run beside the reads: a bound, not a timing
+        while not (hits := svc.recall("silent", stores=["global"], mode="keyword").hits):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert [h.id for h in hits] == [ids[1]]
+
+
+_READ_ONLY_STORE_CHILD = r"""
+import json, os, sys
+from coffer_memory import CofferError, MemoryService
+
+home, fact_id = sys.argv[1], sys.argv[2]
+out = {}
+with MemoryService(home) as svc:
+    for step, call in [
+        ("recall", lambda: [h.id for h in svc.recall("kiln", stores=["global"], mode="keyword").hits]),
+        ("grep", lambda: [h.id for h in svc.recall("kiln", stores=["global"], mode="grep").hits]),
+        ("get", lambda: svc.get_fact(fact_id, store="global").fact.id),
+        ("remember", lambda: svc.remember("The loom is oiled.", title="loom", scope="global").fact.id),
+        ("edit", lambda: svc.edit_fact(fact_id, body="The kiln is cold.", store="global").fact.id),
+        ("delete", lambda: svc.delete_fact(fact_id, store="global").fact.id),
+    ]:
+        try:
+            out[step] = ["ok", call()]
+        except CofferError as exc:
+            out[step] = ["typed", exc.code, exc.details.get("path", "")]
+        except Exception as exc:
+            out[step] = ["raw", type(exc).__name__]
+print(json.dumps(out))
+"""
+
+
+def _as_another_user(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A folder for a home and the command prefix that runs a child as a user without root's
+    power over permissions (root reads and writes any file whatever its mode)."""
+    if os.geteuid() != 0:
+        return tmp_path, []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions cannot be tried")
+    base = Path(tempfile.mkdtemp(prefix="coffer-perm-"))  # tmp_path's parents are root's alone
+    os.chown(base, 65534, 65534)
+    return base, [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_a_store_folder_the_process_may_not_write_is_read_and_refuses_writes_typed(tmp_path: Path) -> None:
+    """A store whose folders this process may not write (a home restored with other owners, a
+    read-only bind mount of ``memory/``): reads answered, but ``remember`` died with a raw
+    PermissionError from its temp file (the CLI: 'unexpected PermissionError'), and so did edits
+    and deletes. Each is now STORAGE_NOT_WRITABLE naming the folder, and nothing is written."""
+    base, who = _as_another_user(tmp_path)
+    try:
+        home = base / "home"
+        code = (
+            "import sys\nfrom coffer_memory import MemoryService\n"
+            "with MemoryService(sys.argv[1]) as s:\n"
+            "    print(s.remember('The kiln runs hot.', title='kiln', scope='global').fact.id)\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(base)}
+        made = subprocess.run(
+            [*who, sys.executable, "-c", code, str(home)], capture_output=True, text=True, env=env, check=True
+        )
+        fact_id = made.stdout.strip()
+        before = sorted(str(p) for p in (home / "memory").rglob("*"))
+        for folder, _, _ in os.walk(home / "memory"):
+            os.chmod(folder, 0o555)
+        proc = subprocess.run(
+            [*who, sys.executable, "-c", _READ_ONLY_STORE_CHILD, str(home), fact_id],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        got = json.loads(proc.stdout)
+        assert got["recall"] == ["ok", [fact_id]] and got["grep"] == ["ok", [fact_id]]
+        assert got["get"] == ["ok", fact_id]
+        inbox = str(home / "memory" / "global" / "knowledge" / "inbox")
+        for step in ("remember", "edit", "delete"):  # the folder, or the file it could not remove
+            assert got[step][:2] == ["typed", "STORAGE_NOT_WRITABLE"], (step, got[step])
+            assert got[step][2].startswith(inbox), (step, got[step])
+        assert sorted(str(p) for p in (home / "memory").rglob("*")) == before
+    finally:
+        for folder, _, _ in os.walk(base):
+            os.chmod(folder, 0o755)
+        if who:
+            shutil.rmtree(base)

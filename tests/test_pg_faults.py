@@ -389,3 +389,71 @@ def test_tables_dropped_while_processes_run_are_made_again_and_filled_from_the_f
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM coffer_documents").fetchone() == (2,)
         assert conn.execute("SELECT count(*) FROM coffer_meta WHERE key = 'folder_id'").fetchone() == (1,)
+
+
+# -- a writer SIGKILLed while it holds the store's fence ---------------------------------------------
+_FENCED_WRITER = r"""
+import json, sys
+from coffer_memory import MemoryService
+from coffer_memory._config import Settings
+
+home, log, hold = sys.argv[1], sys.argv[2], sys.argv[3] == "hold"
+with MemoryService(settings=Settings.load(home, index={"backend": "postgresql"})) as svc, open(log, "a") as out:
+    for i in range(10_000):
+        if hold and i == 3:  # the store's file lock and advisory lock held, the file not yet written
+            with svc.writer.transaction("global") as tx:
+                print("holding", flush=True)
+                sys.stdin.readline()  # until killed
+        fid = svc.remember(f"Acknowledged fact {i}: the crane{i}q flies.", title=f"crane {i}", store="global").fact.id
+        out.write(json.dumps([i, fid]) + "\n")
+        out.flush()
+        if i == 3:
+            print("writing", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["holding the lock", "in a stream of writes"])
+def test_a_writer_killed_holding_the_fence_loses_no_acknowledged_write(
+    pg_url: str, tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A writer process (its store's file lock and PostgreSQL advisory lock held: the fence) is
+    SIGKILLed, holding the lock with nothing written yet, or somewhere in a stream of writes. The
+    server ends its session, so its lock goes with it: the next writer is not kept waiting, every
+    write the killed one reported done is on disk and in PostgreSQL, and a fresh start agrees."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("COFFER_PG_URL", pg_url)
+    log = tmp_path / "acks.jsonl"
+    hold = "hold" if where == "holding the lock" else "stream"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _FENCED_WRITER, str(tmp_home), str(log), hold],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == ("holding\n" if hold == "hold" else "writing\n")
+    child.send_signal(signal.SIGKILL)
+    child.wait(60)
+    acked = [json.loads(line) for line in log.read_text().splitlines(keepends=True) if line.endswith("\n")]
+    assert len(acked) >= 3
+    with member(tmp_home, pg_url, monkeypatch) as svc:
+        # The next writer gets the lock (a lock kept by a dead session would block it for good).
+        after = svc.remember(
+            "Written after the kill: the stork nests.", title="stork", store="global"
+        ).fact.id
+        for i, fid in acked:
+            assert svc.get_fact(fid, store="global").fact.body.startswith(f"Acknowledged fact {i}:")
+            assert f"Acknowledged fact {i}: the crane{i}q flies." in texts(svc, f"crane{i}q")
+        assert texts(svc, "stork nests") == ["Written after the kill: the stork nests."]
+        assert not svc.store_admin.doctor().index_mismatches
+        assert after
+    with psycopg.connect(pg_url) as conn:
+        paths = {r[0] for r in conn.execute("SELECT path FROM coffer_documents WHERE store = 'global'")}
+        locks = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()
+    on_disk = {f"knowledge/inbox/{name}" for name in facts_on_disk(tmp_home)}
+    assert on_disk <= paths  # every file, the killed writer's too, is in PostgreSQL
+    assert locks == (0,)  # nothing holds a store's lock any more

@@ -16,7 +16,7 @@ import pytest
 from conftest import poll
 from fastapi.testclient import TestClient
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, ServiceClosed
 from coffer_memory_fastapi import create_app
 
 API = "/api/v1/memory_stores"
@@ -431,7 +431,9 @@ def test_the_app_closes_only_a_service_it_opened(tmp_home: Path, monkeypatch: py
     with MemoryService(tmp_home) as mine:
         with TestClient(create_app(mine)) as c:
             assert c.get(f"{API}/global").json()["fact_count"] == 1
-        assert mine.get_fact(owned.list_facts(store="global").items[0].fact.id, store="global")
+        assert mine.get_fact(mine.list_facts(store="global").items[0].fact.id, store="global")
+    with pytest.raises(ServiceClosed):  # the owned service was closed with its app
+        owned.list_facts(store="global")
 
 
 # -- the console script ------------------------------------------------------------------------

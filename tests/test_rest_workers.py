@@ -361,3 +361,78 @@ def test_a_cpu_is_claimed_once_and_freed_with_its_process() -> None:
     assert said == f"{cpus[0]} [{cpus[0]}]"  # freed when its process ended
     for proc in (second, third):
         proc.communicate("")
+
+
+def _workers_of(pid: int) -> list[str]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [c for c in children if _running(c) and b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the workers are found through /proc")
+def test_a_worker_killed_mid_request_loses_no_acknowledged_write_and_is_replaced(
+    two_workers: tuple[str, int], tmp_home: Path
+) -> None:
+    """Four clients write facts (a new connection each) while one worker is SIGKILLed: the
+    requests it had in hand fail on the client's side (never reported done), the other worker
+    keeps answering, the supervisor starts a new worker, and every fact a 201 acknowledged is
+    there, by id and in recall, with the index agreeing with the files."""
+    import threading
+
+    base, pid = two_workers
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    acked: list[tuple[str, str]] = []
+    failed: list[str] = []
+    stop = threading.Event()
+    guard = threading.Lock()
+
+    def client(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            token = f"heron{n}x{i}q"
+            try:
+                r = httpx.post(
+                    f"{base}/api/v1/memory_stores/global/facts",
+                    headers=auth,
+                    json={"text": f"The {token} wades at dawn.", "title": token},
+                    timeout=STUCK,
+                )
+            except httpx.TransportError as exc:  # its worker was killed under it: not acknowledged
+                with guard:
+                    failed.append(type(exc).__name__)
+                continue
+            with guard:
+                if r.status_code == 201:
+                    acked.append((r.json()["fact"]["id"], token))
+                else:
+                    failed.append(f"{r.status_code} {r.text[:200]}")
+
+    first = _workers_of(pid)
+    assert len(first) == 2
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + STUCK
+    while len(acked) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(int(first[0]), signal.SIGKILL)
+    before_kill = len(acked)
+    while len(acked) < before_kill + 20 and time.monotonic() < deadline:  # the survivor answers
+        time.sleep(0.01)
+    stop.set()
+    for t in threads:
+        t.join(STUCK)
+    assert len(acked) >= before_kill + 20
+    assert all(not f[:3].isdigit() for f in failed), failed  # no 5xx: only connections cut
+    while time.monotonic() < deadline and len(_workers_of(pid)) < 2:  # the supervisor replaces it
+        time.sleep(0.1)
+    now = _workers_of(pid)
+    assert len(now) == 2 and first[0] not in now
+    for fid, token in acked:
+        r = httpx.get(f"{base}/api/v1/memory_stores/global/facts/{fid}", headers=auth, timeout=STUCK)
+        assert r.status_code == 200 and token in r.json()["text"], (fid, r.text[:200])
+    with MemoryService(tmp_home) as svc:
+        for fid, token in acked[:: max(1, len(acked) // 15)]:
+            assert [h.id for h in svc.recall(token, stores=["global"], mode="keyword").hits] == [fid]
+        report = svc.doctor()
+        assert not report.index_mismatches and not report.broken

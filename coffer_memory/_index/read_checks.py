@@ -97,6 +97,14 @@ def quick(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
     return unchanged_by(rec, sp, state)
 
 
+def scan_age(last_full: float) -> float:
+    """Seconds since a store's last full scan; a scan dated in the future (recorded while the
+    clock ran ahead, before it was set back) counts as long ago, so the next one is due at once
+    (it was not due again until the clock caught up: edits in place went unseen meanwhile)."""
+    age = time.time() - last_full
+    return age if age >= 0 else float("inf")
+
+
 def small(rec: Reconciling, state: tuple[dict[str, int], float, int]) -> bool:
     """True for a store whose every file a read checks (``small_unchanged``)."""
     return state[2] <= rec.settings.reconcile_full_scan_max_files
@@ -110,7 +118,7 @@ def unchanged_by(
     if state is None or small(rec, state):
         return None
     dirs, last_full, count = state
-    if time.time() - last_full >= rec.settings.reconcile_full_scan_seconds:
+    if scan_age(last_full) >= rec.settings.reconcile_full_scan_seconds:
         return None
     if changed_dirs(sp, dirs) or all(mtime == MISSING for mtime in dirs.values()):
         return None
@@ -231,7 +239,7 @@ def from_feed_kept(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
             rec.feed.lose(sp.name)  # its news are taken: the scans find them
             return None
         state = fresh
-    return from_feed(rec, sp, state[2], time.time() - state[1], news)
+    return from_feed(rec, sp, state[2], scan_age(state[1]), news)
 
 
 def from_feed(

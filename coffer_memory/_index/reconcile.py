@@ -242,7 +242,7 @@ class Reconciler:
         seen = state is not None  # the index knew this store: what changed, changed outside coffer
         if not full and state is not None:
             dirs, last_full, count = state
-            age = time.time() - last_full
+            age = read_checks.scan_age(last_full)
             due = age >= self.settings.reconcile_full_scan_seconds
             large = count > self.settings.reconcile_full_scan_max_files
             if large and self.feed is not None:

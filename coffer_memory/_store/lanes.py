@@ -62,18 +62,31 @@ def journal_header(period: str) -> bytes:
     ).encode()
 
 
-def journal_entry(text: str, *, at: datetime, actor: str, origin_session_id: str | None) -> bytes:
-    """One journal entry: a heading with time, actor and session, then the text."""
+def journal_entry(
+    text: str, *, at: datetime, actor: str, origin_session_id: str | None, part: str | None = None
+) -> bytes:
+    """One journal entry: a heading with time, actor, session and part, then the text.
+
+    ``part`` names a distilled entry for good (its session, the turns it came from and its place
+    in the model's answer): a distillation run again after a kill finds it and writes it once."""
     parts = [format_time(at), actor]
     if origin_session_id:
         parts.append(f"session {origin_session_id}")
+    if part:
+        parts.append(f"part {part}")
     return f"\n## {' · '.join(parts)}\n\n{text.strip()}\n".encode()
 
 
 _ENTRY_HEADING = re.compile(r"^## .*$", re.MULTILINE)
-_SESSION_TAG = re.compile(r" · session (\S+)$")
-# The heading journal_entry writes: time, actor, and the session when there is one.
-_COFFER_HEADING = re.compile(r"^## (\S+) · (\w+)(?: · session (\S+))?[ \t]*$", re.MULTILINE)
+_SESSION_TAG = re.compile(r" · session (\S+)(?: · part \S+)?$")
+# The heading journal_entry writes: time, actor, and the session and part when there are.
+_COFFER_HEADING = re.compile(r"^## (\S+) · (\w+)(?: · session (\S+))?(?: · part \S+)?[ \t]*$", re.MULTILINE)
+_PART_TAG = re.compile(r"^## \S+ · \w+(?: · session \S+)? · part (\S+)[ \t]*$", re.MULTILINE)
+
+
+def journal_parts(text: str) -> set[str]:
+    """The ``part`` names of the entries of a journal day file."""
+    return set(_PART_TAG.findall(text))
 
 
 def journal_entries(text: str) -> list[JournalEntry]:

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .._errors import InvalidInput, StorageFull
+from .._errors import InvalidInput, StorageFull, StorageNotWritable
 from .._models import WriteReceipt
 from . import lanes as fmt
 from .files import atomic_write, ensure_dir, now_utc, read_bytes, remove_file, sha256_bytes
@@ -99,6 +99,10 @@ def reject_unwritable(text: str, field: str, findings: dict[str, int]) -> str:
 
 def _folder_mtime(folder: Path) -> int:
     return os.stat(folder, follow_symlinks=False).st_mtime_ns
+
+
+# What the system answers a write this process may not make (permissions, a read-only mount).
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 def _storage_error(exc: OSError, path: Path) -> OSError | StorageFull:
@@ -369,12 +373,21 @@ class Writer:
         if dry_run:
             yield tx
             return
-        with self.locked(store):
-            try:
-                yield tx
-            finally:
-                if tx.receipts:
-                    self.bump(tx.store)
+        try:
+            with self.locked(store):
+                try:
+                    yield tx
+                finally:
+                    if tx.receipts:
+                        self.bump(tx.store)
+        except OSError as exc:
+            if exc.errno not in _NOT_WRITABLE:
+                raise
+            # A store folder (or home) this process may not write: typed, with the path it met.
+            where = Path(os.fsdecode(exc.filename)) if exc.filename else tx.paths.root
+            if where.name.startswith(".tmp-"):  # the temp file a write starts with: name its folder
+                where = where.parent
+            raise StorageNotWritable(str(where), os.strerror(exc.errno or 0)) from None
 
     def version(self, store: str) -> int:
         """The store's version: how many changes it saw (0 before the first; ``store.versions``)."""

@@ -6,6 +6,7 @@ A component of ``MemoryService`` (also reachable as ``svc.transcripts``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -230,6 +231,23 @@ class Transcripts:
                     message_digests=digests,
                 )
             return result("already_distilled", detail=detail)
+        # The name of this run's entries: the session and the turns sent. A run killed after its
+        # journal write and before the ledger recorded it wrote them already: record it now, ask
+        # the model nothing and write nothing again (a distillation is exactly once).
+        run = _run_name(summary.agent, summary.session_id, [message_digest(m) for m in increment.new])
+        written = 0 if dry_run else self.lanes.journal_has_parts(f"{run}-", cwd=toplevel)
+        if written:
+            self.ledger.finish(
+                *key,
+                store=store,
+                insights=written,
+                prompt_tokens=0,
+                completion_tokens=0,
+                message_digests=digests,
+            )
+            return result(
+                "already_distilled", detail=f"{detail}; its {written} journal entries were written before"
+            )
         from .scrub import scrub_transcript
 
         # Only the new turns are scrubbed and sent; the context turns were distilled already.
@@ -254,17 +272,16 @@ class Transcripts:
         }
         # The model's answer is scrubbed too: a secret it echoed must not reach the journal.
         insights = [_rescrub(i) for i in insights]
-        paths: list[str] = []
-        for insight in insights:  # a dry run goes through the same transaction, writing nothing
-            write = self.lanes.journal_append(
-                insight.journal_text(),
-                cwd=toplevel,
-                actor="agent",
-                origin_session_id=summary.session_id,
-                dry_run=dry_run,
-            )
-            if str(write.path) not in paths:
-                paths.append(str(write.path))
+        # One write for all (a kill leaves all or none), each entry named by the turns it came
+        # from; a dry run goes through the same transaction, writing nothing.
+        write = self.lanes.journal_append_parts(
+            [(f"{run}-{n}", insight.journal_text()) for n, insight in enumerate(insights, 1)],
+            cwd=toplevel,
+            actor="agent",
+            origin_session_id=summary.session_id,
+            dry_run=dry_run,
+        )
+        paths = [str(write.path)] if write is not None else []
         if dry_run:  # checked like a write (a linked journal fails here too); paths stay empty
             return result("dry_run", insights=tuple(insights), scrubbed=counts, detail=detail, **usage)
         self.ledger.finish(
@@ -405,3 +422,8 @@ def check_session_id(session_id: object) -> None:
     """``InvalidInput`` unless ``session_id`` is 1 to ``MAX_SESSION_ID_CHARS`` characters."""
     if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > MAX_SESSION_ID_CHARS:
         raise InvalidInput(f"session_id must be 1-{MAX_SESSION_ID_CHARS} characters", field="session_id")
+
+
+def _run_name(agent: str, session_id: str, digests: list[str]) -> str:
+    """A distillation's name, the same whenever the same turns of the same session are sent."""
+    return hashlib.sha256("\0".join([agent, session_id, *digests]).encode()).hexdigest()[:16]
