@@ -17,9 +17,10 @@ import pytest
 
 from coffer_memory import MemoryService
 from coffer_memory._index import coverage
-from coffer_memory._index.cjk import CJK_RUN, has_cjk
+from coffer_memory._index.cjk import CJK_RUN, has_cjk, index_text
 from coffer_memory._index.coverage import COVERAGE_WEIGHT, by_coverage
-from coffer_memory._index.fts import search_chunks, search_chunks_many
+from coffer_memory._index.fts import keyword_terms, search_chunks, search_chunks_many
+from coffer_memory._index.migrations import WORDS_TABLE
 from coffer_memory._index.reindex import Reindexer
 from coffer_memory._models import MemoryFact
 from coffer_memory._store import fastmeta
@@ -116,6 +117,60 @@ def test_coverage_scores_equal_the_per_text_reference() -> None:
             terms,
             texts,
         )
+
+
+def test_a_text_holds_a_one_token_term_as_the_word_index_finds_it() -> None:
+    """Coverage's tokens of a text (``_compared``) hold a term of one Latin token exactly when the
+    word index's MATCH of the term in the ``text`` column finds the row (NFKC, CJK runs glued to
+    Latin words, traditional characters, the header mark, diacritics): the equivalence that a
+    coverage counted by SQLite would rest on (docs/benchmarks.md, "Keyword recall at 1k, session
+    12"), and that keeps the re-scoring's terms the ones the search matched."""
+    conn = apsw.Connection(":memory:")
+    conn.execute(WORDS_TABLE)
+    r = random.Random(12)
+    words = [
+        *VOCABULARY,
+        "abc部署",
+        "部署abc",
+        "數據庫",
+        "Déploy",
+        "ﬁle",
+        "Ⅻ",
+        "x\u2063y",
+        "ＭＩＧＲＡＴＩＯＮ",
+        "ß",
+    ]
+    texts: dict[int, str] = {}
+    for rowid in range(1, 301):
+        texts[rowid] = " ".join(r.choice(words) for _ in range(r.randint(0, 8)))
+        context = " ".join(r.choice(words) for _ in range(r.randint(0, 3)))  # never counted
+        conn.execute(
+            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
+            (rowid, index_text(texts[rowid]), "deploy", index_text(context)),
+        )
+    tokenize = conn.fts5_tokenizer(*coverage._TOKENIZER)
+    coverage._words_cache.clear()  # tokenized here, not served from an earlier test's texts
+    try:
+        compared = dict(zip(texts, coverage._compared(tokenize, list(texts.values())), strict=True))
+    finally:
+        coverage._words_cache.clear()
+    terms = {t for word in words for t in [word, *keyword_terms(word, characters=False)]}
+    checked = 0
+    for term in sorted(terms):
+        wanted = coverage._wanted(tokenize, term)
+        if wanted is None or wanted[1] or len(wanted[0]) != 1:
+            continue
+        (token,) = wanted[0]
+        match = 'text : "' + term.replace('"', '""') + '"'
+        found = {
+            row
+            for (row,) in conn.execute(
+                "SELECT rowid FROM documents_words WHERE documents_words MATCH ?", (match,)
+            )
+        }
+        assert found == {row for row, (_, tokens) in compared.items() if token in tokens}, term
+        checked += 1
+    assert checked >= 20
 
 
 @pytest.mark.parametrize("separator_works", [True, False])
