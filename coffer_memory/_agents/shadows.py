@@ -29,7 +29,7 @@ from .._errors import AgentConfigInvalid
 from .._scope import find_git
 from .config_files import load_doc
 from .homes import CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
-from .specs import MCP_SERVER_NAME, agent_spec
+from .specs import CODEX_CONFIG, MCP_SERVER_NAME, agent_spec
 
 
 @attrs.frozen
@@ -171,7 +171,7 @@ def _toml(path: Path) -> dict[str, Any] | None:
 
 
 def _codex(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Path, str, object]]:
-    user = _toml(homes.codex / "config.toml") or {}
+    user = _toml(homes.codex / CODEX_CONFIG) or {}
     found = user.get("projects")
     projects: dict[str, Any] = found if isinstance(found, dict) else {}
     git = find_git(cwd)
@@ -183,10 +183,10 @@ def _codex(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Pat
     if not trusted:  # Codex ignores the .codex/ folder of a project it does not trust
         return
     for d in dirs:  # the nearest layer wins
-        layer = _toml(d / ".codex" / "config.toml") or {}
+        layer = _toml(d / ".codex" / CODEX_CONFIG) or {}
         servers = layer.get("mcp_servers")
         if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
-            yield d / ".codex" / "config.toml", "trusted project config", servers[MCP_SERVER_NAME]
+            yield d / ".codex" / CODEX_CONFIG, "trusted project config", servers[MCP_SERVER_NAME]
             return
 
 

@@ -24,6 +24,8 @@ from .registry import KeyPath
 HOOK_SCRIPT = "coffer-hook"
 MCP_SCRIPT = "coffer-mcp"
 MCP_SERVER_NAME = "coffer"
+CODEX_CONFIG = "config.toml"
+"""Codex's config file, in ``$CODEX_HOME`` and in a project's ``.codex/`` (not coffer's own)."""
 HOOK_TIMEOUT_SECONDS = 10
 """The agent kills a hook after this long; coffer-hook keeps its own, shorter deadline."""
 
@@ -231,7 +233,7 @@ def _claude_settings(h: AgentHomes) -> Path:
 
 
 def _codex_config(h: AgentHomes) -> Path:
-    return h.codex / "config.toml"
+    return h.codex / CODEX_CONFIG
 
 
 def _claude_mcp(c: Commands) -> dict[str, Any]:
