@@ -17,7 +17,7 @@ import attrs
 
 from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected
+from ._errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected, check_limit
 from ._index.filters import FactFilter, TimeBound, check_tags
 from ._indexing import IndexHandle
 from ._models import (
@@ -345,8 +345,7 @@ class Facts:
         ``tags`` (all must match), ``since`` and ``until`` (on ``updated_at``) filter inside the
         index query; a cursor is bound to its filter.
         """
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT}", field="limit")
+        check_limit(limit, MAX_LIST_LIMIT)
         where_filter = FactFilter.of(tags, since, until)
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store

@@ -159,6 +159,17 @@ class InvalidInput(CofferError):
         self.field = field
 
 
+def check_limit(limit: object, most: int) -> None:
+    """``limit`` is an int (a bool is not one) from 1 to ``most``, else InvalidInput saying what it is."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        shown = f"{type(limit).__name__} {limit!r}"
+    elif not 1 <= limit <= most:
+        shown = repr(limit)
+    else:
+        return
+    raise InvalidInput(f"limit must be an integer from 1 to {most}, not {shown}", field="limit")
+
+
 class InvalidCursor(InvalidInput):
     """A pagination cursor that is malformed, not ours, from another query or store, or stale.
 

@@ -25,7 +25,7 @@ import attrs
 
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed
+from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -409,8 +409,7 @@ class IndexHandle:
         or durations ago (``30m``, ``2h``, ``7d``). A cursor holds a position in the append-only
         log, so it never goes stale; it is bound to its filters.
         """
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_AUDIT_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_AUDIT_LIMIT}", field="limit")
+        check_limit(limit, MAX_AUDIT_LIMIT)
         if store is not None:  # a typo is an error; a deleted store's events stay readable
             store = StorePaths.of(self.settings.memory_dir, store).name
         now = datetime.now(UTC)

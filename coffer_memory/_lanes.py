@@ -14,7 +14,7 @@ from pathlib import Path
 from ._agents.context import session_context
 from ._config import Settings
 from ._core import Facts, check_actor, validate_text
-from ._errors import InvalidInput, MemoryNotFound
+from ._errors import InvalidInput, MemoryNotFound, check_limit
 from ._indexing import IndexHandle
 from ._models import (
     Actor,
@@ -162,8 +162,7 @@ class Lanes:
         self, *, cwd: PathLike | None = None, store: str | None = None, limit: int = 30
     ) -> list[JournalFile]:
         """The journal's day files, newest period first (at most ``limit``)."""
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_JOURNAL_DAYS:
-            raise InvalidInput(f"limit must be between 1 and {MAX_JOURNAL_DAYS}", field="limit")
+        check_limit(limit, MAX_JOURNAL_DAYS)
         sp = self.targets.paths(self.targets.project(store=store, cwd=cwd).store)
         if sp.journal.is_symlink() or not sp.journal.is_dir():
             return []

@@ -12,7 +12,7 @@ import attrs
 
 from . import vocabulary
 from ._config import Settings
-from ._errors import InvalidInput
+from ._errors import InvalidInput, check_limit
 from ._fusion import (
     NEIGHBOUR_DEPTH,
     NEIGHBOUR_NEXT_SHARE,
@@ -112,8 +112,7 @@ class KnowledgeRetrieval:
                 ) from None
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
+        check_limit(limit, MAX_LIMIT)
         chosen = mode or self.settings.memory.default_mode
         if chosen not in RETRIEVAL_MODES:
             raise InvalidInput(f"unknown mode {chosen!r}; one of {', '.join(RETRIEVAL_MODES)}", field="mode")

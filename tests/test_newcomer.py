@@ -476,3 +476,29 @@ def test_a_relative_cwd_outside_a_repository_is_named_as_the_folder_it_is(
         str(caught.value)
         == f"cannot resolve a project scope for {str(outside)!r}: not inside a git repository"
     )
+
+
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        ("5", "limit must be an integer from 1 to 200, not str '5'"),
+        (5.0, "limit must be an integer from 1 to 200, not float 5.0"),
+        (True, "limit must be an integer from 1 to 200, not bool True"),
+        (0, "limit must be an integer from 1 to 200, not 0"),
+    ],
+)
+def test_a_limit_that_is_not_an_integer_in_range_says_what_it_is(
+    limit: Any, said: str, tmp_path: Path
+) -> None:
+    """``recall(..., limit="5")`` (a value from a form or a notebook widget) answered "limit must
+    be between 1 and 200", which "5" is; ``limit=True`` was taken as 1."""
+    from coffer_memory import InvalidInput, MemoryService
+
+    with MemoryService(tmp_path / "home") as svc:
+        svc.remember("Deploy with make ship.", scope="global")
+        with pytest.raises(InvalidInput) as caught:
+            svc.recall("deploy", stores=["global"], limit=limit)
+        assert (str(caught.value), caught.value.field) == (said, "limit")
+        with pytest.raises(InvalidInput) as caught:
+            svc.list_facts(store="global", limit=limit)
+        assert str(caught.value) == said.replace("200", "500")

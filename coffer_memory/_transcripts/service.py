@@ -19,7 +19,7 @@ import attrs
 
 from .._agents.homes import AGENTS, AgentHomes, require_agent
 from .._config import Settings
-from .._errors import InvalidInput, SessionNotFound
+from .._errors import InvalidInput, SessionNotFound, check_limit
 from .._home import HomeLayout
 from .._indexing import Models
 from .._lanes import Lanes
@@ -328,8 +328,7 @@ class Transcripts:
         the last ``min_idle_seconds`` are left for later (they are probably still going on, and
         distilling them now would distill most of their content twice).
         """
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_SWEEP_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_SWEEP_LIMIT}", field="limit")
+        check_limit(limit, MAX_SWEEP_LIMIT)
         agents = [require_agent(agent)] if agent is not None else list(AGENTS)
         cutoff = datetime.now(UTC) - timedelta(seconds=max(min_idle_seconds, 0))
         lister = self._lister()
