@@ -369,6 +369,7 @@ class AsyncMemoryService:
     end_session = _InThread(MemoryService.end_session)
     sweep = _InThread(MemoryService.sweep)
     forget_session = _InThread(MemoryService.forget_session)
+    session_facts = _InThread(MemoryService.session_facts)
     distilled_sessions = _InThread(MemoryService.distilled_sessions)
     agents = _InThread(MemoryService.agents)
     agent_status = _InThread(MemoryService.agent_status)
