@@ -54,9 +54,11 @@ ENTRIES: Final = (
 """Every top-level entry of a home, folders with a trailing slash (the docs' home tree lists each)."""
 
 
-def check_home(home: Path) -> None:
+def check_home(home: Path) -> bool:
     """``InvalidInput`` (field ``home``) when coffer cannot keep its files in ``home``: it, or the
-    nearest folder above it that exists, must be a folder this process may write to.
+    nearest folder above it that exists, must be a folder this process may write to. False (no
+    error) for a home that exists with its ``memory`` folder and may be read, not written (a
+    read-only mount, another user's home): its memory is read, and writes fail typed.
 
     Only looks (creates nothing): a home that is a file, or sits on a read-only file system, failed
     later with an ``OSError`` from whichever file came first (the index, a lock, the audit log).
@@ -66,16 +68,22 @@ def check_home(home: Path) -> None:
         found = found.parent
     if not found.is_dir():
         why = f"{found} is not a folder"
+    elif found == home and not os.access(home, os.W_OK) and _readable(HomeLayout(home).memory):
+        return False
     elif not os.access(found, os.W_OK | os.X_OK):
         read_only = os.statvfs(found).f_flag & os.ST_RDONLY
         why = (
             f"{found} is on a read-only file system" if read_only else f"{found} is not writable by this user"
         )
     else:
-        return
+        return True
     from ._errors import InvalidInput
 
     raise InvalidInput(f"coffer home {home} cannot be used: {why}", field="home", home=str(home))
+
+
+def _readable(folder: Path) -> bool:
+    return folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)
 
 
 def audit_segment_stamp(at: datetime) -> str:

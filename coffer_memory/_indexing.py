@@ -86,8 +86,10 @@ class _Reader:
 class IndexHandle:
     """The index of one home, opened (and migrated) on first use. Thread-safe."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, index_path: Path | None = None) -> None:
         self.settings = settings
+        # Where index.db is: the home's, or a private one (a home this process may not write).
+        self.index_path = index_path if index_path is not None else settings.index_path
         self.lock = threading.RLock()
         self._db: IndexDB | None = None
         self._reindexer: Reindexer | None = None
@@ -120,7 +122,7 @@ class IndexHandle:
                     from ._index.mirror import MirroredReindexer
 
                     reindexer = MirroredReindexer
-                db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
+                db = IndexDB(self.index_path, busy_timeout_ms=self.settings.busy_timeout_ms, home=self.settings.home)
                 vectors = self._vector_index(db)
                 self._reindexer = reindexer(
                     db,
@@ -148,7 +150,7 @@ class IndexHandle:
         """A retrieval on a new reader connection (it never writes, so it needs no lock)."""
         _ = self.db  # the writer opens (and migrates) the file first
         assert self._grep is not None
-        db = IndexDB(self.settings.index_path, busy_timeout_ms=self.settings.busy_timeout_ms)
+        db = IndexDB(self.index_path, busy_timeout_ms=self.settings.busy_timeout_ms, home=self.settings.home)
         vectors = self._vectors
         # Vector tables are created by the writer; a reader looks them up on every search.
         own = VecIndex(db, vectors.embedder, cache_tables=False) if vectors is not None else None
@@ -512,8 +514,10 @@ def _as_given(bound: datetime | str | None) -> str | None:
 class Models:
     """Typed, lazy getters for the plugins a component may need (the internal LLM)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, index_path: Path | None = None) -> None:
         self.settings = settings
+        # Where index.db is: the home's, or a private one (a home this process may not write).
+        self.index_path = index_path if index_path is not None else settings.index_path
         self._llm: LLM | None = None
         self._loaded = False
         self._guard = threading.Lock()

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, overload
 
@@ -44,7 +46,7 @@ from ._config import Settings
 from ._core import Facts, WriteEvents
 from ._errors import ServiceClosed
 from ._gate import CallGate, gate_public_calls
-from ._home import check_home
+from ._home import INDEX_DB, check_home
 from ._indexing import IndexHandle, Models
 from ._models import ResolvedScope, Target
 from ._store.writer import Writer
@@ -135,9 +137,20 @@ class ServiceParts:
         self._gate = CallGate()
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
-        check_home(self.home)
+        self._private: tempfile.TemporaryDirectory[str] | None = None
+        if not check_home(self.home):
+            # A home this process may read, not write: its index goes to a private folder, built
+            # from the files by the first read; writes fail with STORAGE_NOT_WRITABLE.
+            self._private = tempfile.TemporaryDirectory(prefix="coffer-index-")
+            log.warning(
+                "coffer home %s is not writable by this process: reading it with a private index in %s",
+                self.home,
+                self._private.name,
+            )
         self._build_lock = threading.RLock()
-        self.index = IndexHandle(self.settings)
+        self.index = IndexHandle(
+            self.settings, index_path=Path(self._private.name) / INDEX_DB if self._private else None
+        )
         self.models = Models(self.settings)
         self.writer = Writer(
             self.home,
@@ -271,9 +284,10 @@ class ServiceParts:
         threads are making are given up to ``timeout`` seconds (None: as long as they take) to
         finish; then pending auto-organize passes are cancelled, the ledger and the index closed.
         A call still running then fails with ``ServiceClosed`` if it needs the index again.
-        Closing twice does nothing."""
+        Closing again is harmless: it closes what such a call kept open meanwhile."""
         running = self._gate.shut(timeout)
-        if running is None:
+        if running is None:  # closed before: close what a call that outlived that close left open
+            self.index.close(final=True, timeout=timeout)
             return
         if running:
             log.warning("close: %d call(s) still running after %ss; closing under them", running, timeout)
@@ -284,6 +298,8 @@ class ServiceParts:
         if transcripts is not None:
             transcripts.close()
         self.index.close(final=True, timeout=timeout)
+        if self._private is not None:
+            self._private.cleanup()
 
     def __repr__(self) -> str:  # a notebook shows it for ``svc``: the home it works on, not an address
         return f"{type(self).__name__}(home={str(self.home)!r})"

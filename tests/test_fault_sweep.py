@@ -4,13 +4,17 @@ failed before its fix. Real homes, real index files, real processes where a proc
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,8 +346,8 @@ def test_a_clock_set_back_does_not_stop_the_full_scan_of_a_large_store(tmp_home:
         assert [h.id for h in hits] == [ids[1]]
 
 
-_READ_ONLY_STORE_CHILD = r"""
-import json, os, sys
+_UNWRITABLE_CHILD = r"""
+import glob, json, os, sys, tempfile
 from coffer_memory import CofferError, MemoryService
 
 home, fact_id = sys.argv[1], sys.argv[2]
@@ -352,7 +356,9 @@ with MemoryService(home) as svc:
     for step, call in [
         ("recall", lambda: [h.id for h in svc.recall("kiln", stores=["global"], mode="keyword").hits]),
         ("grep", lambda: [h.id for h in svc.recall("kiln", stores=["global"], mode="grep").hits]),
+        ("list", lambda: [r.fact.id for r in svc.list_facts(store="global").items]),
         ("get", lambda: svc.get_fact(fact_id, store="global").fact.id),
+        ("doctor", lambda: [str(b) for b in svc.doctor().broken]),
         ("remember", lambda: svc.remember("The loom is oiled.", title="loom", scope="global").fact.id),
         ("edit", lambda: svc.edit_fact(fact_id, body="The kiln is cold.", store="global").fact.id),
         ("delete", lambda: svc.delete_fact(fact_id, store="global").fact.id),
@@ -363,6 +369,7 @@ with MemoryService(home) as svc:
             out[step] = ["typed", exc.code, exc.details.get("path", "")]
         except Exception as exc:
             out[step] = ["raw", type(exc).__name__]
+out["left"] = glob.glob(os.path.join(tempfile.gettempdir(), "coffer-index-*"))
 print(json.dumps(out))
 """
 
@@ -380,45 +387,66 @@ def _as_another_user(tmp_path: Path) -> tuple[Path, list[str]]:
     return base, [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+_SEED_CHILD = r"""
+import sys
+from coffer_memory import MemoryService
+with MemoryService(sys.argv[1]) as s:
+    print(s.remember('The kiln runs hot.', title='kiln', scope='global').fact.id)
+"""
+
+
+@contextlib.contextmanager
+def _unwritable(tmp_path: Path, frozen: str) -> Iterator[tuple[Path, str, Any, list[str]]]:
+    """A home with one fact (``kiln``) made by another user than root, whose folder ``frozen``
+    (``memory`` or the home itself, ``.``) and those below it are then made read-only; every
+    step run on it as that user: the home, the fact's id, each step's outcome and the home's
+    entries before. Everything is made writable again and removed afterwards."""
+    base, who = _as_another_user(tmp_path)
+    try:
+        home = base / "home"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(base), "TMPDIR": str(base)}
+        run = functools.partial(subprocess.run, capture_output=True, text=True, env=env, timeout=120)
+        made = run([*who, sys.executable, "-c", _SEED_CHILD, str(home)], check=True)
+        fact_id = made.stdout.strip()
+        before = sorted(str(p) for p in home.rglob("*"))
+        for folder, _, _ in os.walk(home / frozen):
+            os.chmod(folder, 0o555)
+        proc = run([*who, sys.executable, "-c", _UNWRITABLE_CHILD, str(home), fact_id])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        yield home, fact_id, {**json.loads(proc.stdout), "stderr": proc.stderr}, before
+    finally:
+        for folder, _, _ in os.walk(base):
+            os.chmod(folder, 0o755)
+        if who:
+            shutil.rmtree(base)
+
+
 def test_a_store_folder_the_process_may_not_write_is_read_and_refuses_writes_typed(tmp_path: Path) -> None:
     """A store whose folders this process may not write (a home restored with other owners, a
     read-only bind mount of ``memory/``): reads answered, but ``remember`` died with a raw
     PermissionError from its temp file (the CLI: 'unexpected PermissionError'), and so did edits
     and deletes. Each is now STORAGE_NOT_WRITABLE naming the folder, and nothing is written."""
-    base, who = _as_another_user(tmp_path)
-    try:
-        home = base / "home"
-        code = (
-            "import sys\nfrom coffer_memory import MemoryService\n"
-            "with MemoryService(sys.argv[1]) as s:\n"
-            "    print(s.remember('The kiln runs hot.', title='kiln', scope='global').fact.id)\n"
-        )
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(base)}
-        made = subprocess.run(
-            [*who, sys.executable, "-c", code, str(home)], capture_output=True, text=True, env=env, check=True
-        )
-        fact_id = made.stdout.strip()
-        before = sorted(str(p) for p in (home / "memory").rglob("*"))
-        for folder, _, _ in os.walk(home / "memory"):
-            os.chmod(folder, 0o555)
-        proc = subprocess.run(
-            [*who, sys.executable, "-c", _READ_ONLY_STORE_CHILD, str(home), fact_id],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        got = json.loads(proc.stdout)
+    with _unwritable(tmp_path, "memory") as (home, fact_id, got, before):
         assert got["recall"] == ["ok", [fact_id]] and got["grep"] == ["ok", [fact_id]]
         assert got["get"] == ["ok", fact_id]
         inbox = str(home / "memory" / "global" / "knowledge" / "inbox")
         for step in ("remember", "edit", "delete"):  # the folder, or the file it could not remove
             assert got[step][:2] == ["typed", "STORAGE_NOT_WRITABLE"], (step, got[step])
             assert got[step][2].startswith(inbox), (step, got[step])
-        assert sorted(str(p) for p in (home / "memory").rglob("*")) == before
-    finally:
-        for folder, _, _ in os.walk(base):
-            os.chmod(folder, 0o755)
-        if who:
-            shutil.rmtree(base)
+        assert sorted(str(p) for p in home.rglob("*")) == before
+
+
+def test_a_home_the_process_may_not_write_is_still_read(tmp_path: Path) -> None:
+    """A home this process may read but not write (another user's, a read-only mount, a backup
+    restored read-only) was refused whole: every command, recall included, failed with
+    INVALID_INPUT 'not writable by this user'. Its memory is now read through a private index
+    (built from the files, removed at close); writes are STORAGE_NOT_WRITABLE."""
+    with _unwritable(tmp_path, ".") as (home, fact_id, got, before):
+        assert got["recall"] == ["ok", [fact_id]] and got["grep"] == ["ok", [fact_id]]
+        assert got["list"] == ["ok", [fact_id]] and got["get"] == ["ok", fact_id]
+        assert got["doctor"] == ["ok", []]
+        for step in ("remember", "edit", "delete"):
+            assert got[step][:2] == ["typed", "STORAGE_NOT_WRITABLE"], (step, got[step])
+        assert got["left"] == []  # the private index went with the service
+        assert "not writable by this process" in got["stderr"]
+        assert sorted(str(p) for p in home.rglob("*")) == before

@@ -344,9 +344,10 @@ def test_components_are_built_once_on_first_use(tmp_path: Path) -> None:
     assert len({id(o) for o in seen}) == 1 and MemoryService.organizer.built(svc) is seen[0]
     assert MemoryService.lanes.built(svc) is svc.lanes  # the organizer was built with the lanes
     assert MemoryService.transcripts.built(svc) is None
-    svc.close()
+    lanes = svc.lanes
+    svc.close()  # a closed service hands out no component (ServiceClosed)
     other = MemoryService(home=tmp_path / "home")
-    assert other.lanes is not svc.lanes  # built per service, never shared
+    assert other.lanes is not lanes  # built per service, never shared
     other.close()
 
 

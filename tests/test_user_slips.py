@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_first_run import SCRIPTS, one_error, run
 
-from coffer_memory import InvalidInput, MemoryService
+from coffer_memory import InvalidInput, MemoryService, ServiceClosed
 
 
 def _facts(home: Path, *where: str, cwd: Path | None = None) -> list[str]:
@@ -174,13 +174,17 @@ def test_a_bad_setting_says_where_it_came_from(tmp_path: Path) -> None:
     assert line.endswith(f"(settings from: {home / 'config.toml'}, COFFER_MEMORY_RETRIEVAL_MODES)"), line
 
 
-def test_a_service_used_after_close_opens_its_index_again(tmp_path: Path) -> None:
-    """docs/api.md says so: a closed service is not a dead one."""
+def test_a_service_used_after_close_says_it_is_closed(tmp_path: Path) -> None:
+    """docs/api.md says so. A closed service used to open its index again on the next call (and
+    closed it under calls other threads were making, which failed with a raw apsw error): a call
+    after ``close()`` now fails with ``ServiceClosed``, and a second ``close()`` does nothing."""
     svc = MemoryService(tmp_path / "home")
     svc.remember("deploy with make release", scope="global")
     svc.close()
-    assert [h.text for h in svc.recall("deploy", stores=["global"]).hits] == ["deploy with make release"]
+    with pytest.raises(ServiceClosed, match="closed"):
+        svc.recall("deploy", stores=["global"])
     svc.close()
+    assert not svc.index.is_open
 
 
 def test_a_codex_config_that_is_not_toml_says_where_in_words(tmp_path: Path) -> None:

@@ -90,10 +90,10 @@ class IndexDB:
     A damaged or foreign file found on open is moved aside and replaced (see the module doc).
     """
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000, home: Path | None = None) -> None:
         ensure_dir(path.parent)
         self.path = path
-        self.home = path.parent
+        self.home = home if home is not None else path.parent  # documents' paths are relative to it
         self.closed = False
         self.busy_timeout_ms = busy_timeout_ms
         self.shared = _shared_state(path)

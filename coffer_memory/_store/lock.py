@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -30,6 +31,22 @@ def _path_lock(path: Path) -> _PathLock:
         return _locks.setdefault(str(path), _PathLock())
 
 
+def _lock_fd(path: Path) -> int | None:
+    """The lock file, opened to ``flock``; None in a home this process may not write, where it
+    only reads (its writes fail on their own files): a lock file that is there is still taken
+    (``flock`` needs no write access), so a writer of the home's owner is waited for."""
+    try:
+        ensure_dir(path.parent)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
 @contextmanager
 def store_lock(path: Path) -> Iterator[None]:
     """Hold the exclusive write lock at ``path`` for the duration of the block.
@@ -40,13 +57,13 @@ def store_lock(path: Path) -> Iterator[None]:
     entry = _path_lock(path)
     with entry.lock:
         if entry.depth == 0:
-            ensure_dir(path.parent)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
+            fd = _lock_fd(path)
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
             entry.fd = fd
         entry.depth += 1
         try:
