@@ -465,6 +465,27 @@ def test_hybrid_embeds_beside_the_keyword_search_and_falls_back_when_the_embedde
         assert vectors.paused()
 
 
+def test_a_back_off_dated_ahead_by_a_clock_set_back_does_not_keep_vectors_off(skewed: Settings) -> None:
+    """The embedding back-off is a wall-clock time shared by every process through the index. A
+    clock set back after a pause (NTP correcting a clock that ran ahead) left it an hour ahead,
+    and vector and hybrid recall answered from keyword (``fallback=True``) until the clock caught
+    up. A back-off never lasts longer than ``PAUSE_SECONDS``: one further ahead is over."""
+    import time
+
+    from coffer_memory._index.vec import PAUSE_KEY, PAUSE_SECONDS
+
+    with MemoryService(settings=skewed) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global")
+        vectors = svc.retrieval.vectors
+        assert vectors is not None
+        vectors.pause()
+        assert vectors.paused()  # a back-off as it is written: still on
+        svc.db.set_kv(PAUSE_KEY, repr(time.time() + PAUSE_SECONDS + 3600))  # written an hour ahead
+        assert not vectors.paused()
+        res = svc.recall("cache deploy", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.fact.id] and not res.fallback
+
+
 def _grep_corpus(root: Path) -> list[str]:
     """Files that exercise the line parsing: CRLF, colons, bytes that are not UTF-8, a name
     with spaces and a colon, many matching lines, a hidden file and a non-Markdown file."""

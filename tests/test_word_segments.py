@@ -191,10 +191,6 @@ def test_the_fts5_content_table_holds_what_the_trigram_table_gives(
     assert len(content) >= 6 and content == virtual
 
 
-def _scans() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("coffer-scan-")]
-
-
 def test_an_explicit_reindex_settles_the_word_index_into_one_segment(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     with MemoryService(settings=Settings.load(tmp_path / "home")) as svc:
@@ -208,7 +204,9 @@ def test_an_explicit_reindex_settles_the_word_index_into_one_segment(tmp_path: P
         assert _answers(db, stores) == before
 
 
-def test_a_background_scan_settles_what_single_writes_left(tmp_path: Path) -> None:
+def test_a_background_scan_settles_what_single_writes_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A long-lived process's due full scan of a larger store runs on a thread beside the reads;
     # it also merges the word index, so a server's recalls read one segment, not ten.
     repo = make_repo(tmp_path / "repo")
@@ -223,10 +221,19 @@ def test_a_background_scan_settles_what_single_writes_left(tmp_path: Path) -> No
             svc.remember(f"{WORDS[i]} served write {i}", cwd=repo)
         db = svc.index.db
         assert segments.segment_count(db) > segments.SETTLED
-        scanned = []
+        # Each scan thread is noted as it starts: one listed after the recall (threading.enumerate)
+        # could be over already on a loaded machine, and the test then failed with nothing wrong.
+        scanned: list[threading.Thread] = []
+        start = threading.Thread.start
+
+        def noted(thread: threading.Thread) -> None:
+            if thread.name.startswith("coffer-scan-"):
+                scanned.append(thread)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", noted)
         for _ in range(3):  # the first read's scan may run inline (no full scan on record yet)
             assert svc.recall("served write", cwd=repo, mode="keyword").hits
-            scanned += _scans()
             for thread in scanned:
                 thread.join(30)
         assert scanned  # the scan ran in the background, where it may write

@@ -96,11 +96,17 @@ class VecIndex:
     def paused(self) -> bool:
         """True while the shared back-off after an embedding failure runs (all processes see it)."""
         until = self.db.get_kv(PAUSE_KEY)
-        return until is not None and time.time() < float(until)
+        if until is None:
+            return False
+        left = float(until) - time.time()
+        # A back-off never lasts longer than PAUSE_SECONDS: more left means the clock was set back
+        # after the pause began, which would otherwise keep vector recall off until it caught up.
+        return 0 < left <= PAUSE_SECONDS
 
     def pause(self, seconds: float = PAUSE_SECONDS) -> None:
-        """Stop calling the embedder for ``seconds`` (reads answer from keyword meanwhile)."""
-        self.db.set_kv(PAUSE_KEY, repr(time.time() + seconds))
+        """Stop calling the embedder for ``seconds`` (at most ``PAUSE_SECONDS``; reads answer from
+        keyword meanwhile)."""
+        self.db.set_kv(PAUSE_KEY, repr(time.time() + min(seconds, PAUSE_SECONDS)))
 
     def resume(self) -> None:
         """End the back-off now."""
