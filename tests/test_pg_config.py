@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -79,7 +79,11 @@ def test_the_cli_says_a_mistyped_url_is_invalid_without_its_password(
     assert PASSWORD not in logs_of(home_with_a_fact)
 
 
-def _rest(home: Path, url: str) -> tuple[list[httpx.Response], str]:
+def _rest(
+    home: Path, url: str, before: Callable[[str], None] | None = None
+) -> tuple[list[httpx.Response], str]:
+    """Two requests (a recall, a remember) to a ``coffer-api`` on ``home``; ``before`` is given the
+    store's URL once the server listens."""
     port = _free_port()
     proc = subprocess.Popen(
         [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
@@ -90,6 +94,8 @@ def _rest(home: Path, url: str) -> tuple[list[httpx.Response], str]:
     try:
         wait_for_port("127.0.0.1", port, 120)
         base = f"http://127.0.0.1:{port}/api/v1/memory_stores/global"
+        if before is not None:
+            before(base)
         answers = [
             httpx.get(f"{base}/recall", params={"query": "release"}, timeout=60),
             httpx.post(f"{base}/facts", json={"text": "a second fact"}, timeout=60),
@@ -125,6 +131,33 @@ def test_rest_started_while_the_server_is_down_logs_one_line_not_a_traceback(
     assert [a.status_code for a in answers] == [503, 503]
     assert "start-up sweep of global skipped: INDEX_UNAVAILABLE" in err, err
     assert "Traceback" not in err and PASSWORD not in err
+
+
+@pytest.mark.timeout(300)
+def test_a_server_that_stops_under_rest_is_logged_in_single_lines_said_once(home_with_a_fact: Path) -> None:
+    """Each reconnection attempt of the pool logged libpq's refusal over two lines (the second a
+    tab-indented hint), again and again through each request's 10 s wait."""
+    from pg_server import PgServer, PgUnavailable
+    from test_pg_faults import _pg_ctl
+
+    try:
+        server = PgServer()
+    except PgUnavailable as exc:
+        pytest.skip(f"NO POSTGRESQL: {exc}")
+
+    def stop_the_server(base: str) -> None:
+        assert httpx.get(f"{base}/recall", params={"query": "release"}, timeout=60).status_code == 200
+        _pg_ctl(server, "-m", "fast", "stop")
+
+    try:
+        answers, err = _rest(home_with_a_fact, server.url(), before=stop_the_server)
+    finally:
+        server.stop()
+    assert [a.status_code for a in answers] == [503, 503]
+    lines = err.splitlines()
+    assert not [line for line in lines if line[:1].isspace()], err
+    pool = [line for line in lines if "error connecting in" in line]
+    assert pool and len(pool) == len(set(pool)), err
 
 
 @pytest.mark.timeout(300)

@@ -21,7 +21,9 @@ memory folder (``binding``): another home's folder is refused before it pushes o
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -70,6 +72,33 @@ are the truth, the index is rebuilt from them)."""
 READ_ATTEMPTS = 4
 # Seconds a request waits for a pooled connection before the server is said to be down.
 POOL_TIMEOUT = 10.0
+
+
+class _OneLine(logging.Filter):
+    """psycopg_pool's warnings as one line each, and each once a minute: with the server down,
+    every reconnection attempt of every pool logged libpq's two-line refusal ('Connection
+    refused', then a tab-indented hint), dozens of lines per request in a server's log."""
+
+    REPEAT_AFTER = 60.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = " ".join(record.getMessage().split())
+        now = time.monotonic()
+        with self._lock:
+            if now - self._said.get(message, -self.REPEAT_AFTER) < self.REPEAT_AFTER:
+                return False
+            self._said = {m: t for m, t in self._said.items() if now - t < self.REPEAT_AFTER}
+            self._said[message] = now
+        record.msg, record.args = message, None
+        return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_OneLine())
 
 
 def _transient(exc: BaseException) -> bool:
