@@ -255,7 +255,9 @@ def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None
     """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an ancestor."""
     if not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None:
         return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
-    out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
+    # The repository's config is not ours (cwd may name any folder): with log.showSignature set,
+    # `git log` runs its gpg.program for every signed commit it lists.
+    out = _git(worktree, "log", "--no-show-signature", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
     return None if out is None else [line for line in out.splitlines() if line]
 
 

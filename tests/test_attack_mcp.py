@@ -18,10 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import wait_for_port
+from conftest import git, wait_for_port
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
 from coffer_memory import MemoryService
@@ -224,3 +225,34 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# -- the repository a cwd names is the attacker's ---------------------------------------------------
+async def test_resume_in_a_repository_whose_config_names_a_program_runs_nothing(
+    svc: MemoryService, repo: Path, tmp_path: Path
+) -> None:
+    # `cwd` may name any folder (an agent told so by a page it read, or a checkout unpacked from an
+    # archive with its .git). The repository's own config is then the attacker's: with
+    # log.showSignature on, `git log` runs gpg.program for each signed commit it lists, and resume
+    # listed the commits since the handoff with `git log`.
+    marker = tmp_path / "ran"
+    program = tmp_path / "fake-gpg"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    program.chmod(0o755)
+    async with Client(build_server(svc)) as client:
+        ok(await client.call_tool("coffer__handoff", {"text": "Half-way.", "cwd": str(repo)}))
+        # A commit carrying a signature header (its content does not matter: gpg.program is run).
+        tree, parent = git(repo, "rev-parse", "HEAD^{tree}"), git(repo, "rev-parse", "HEAD")
+        commit = (
+            f"tree {tree}\nparent {parent}\nauthor a <a@b> 1700000000 +0000\n"
+            "committer a <a@b> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQ==\n"
+            " -----END PGP SIGNATURE-----\n\nsigned on the way\n"
+        )
+        (tmp_path / "commit").write_text(commit)
+        signed = git(repo, "hash-object", "-t", "commit", "-w", str(tmp_path / "commit"))
+        git(repo, "update-ref", "refs/heads/main", signed)
+        git(repo, "config", "log.showSignature", "true")
+        git(repo, "config", "gpg.program", str(program))
+        moved = ok(await client.call_tool("coffer__resume", {"cwd": str(repo)}))
+    assert moved["head_moved"] and any("signed on the way" in c for c in moved["new_commits"])
+    assert not marker.exists()
