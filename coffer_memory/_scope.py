@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from stat import S_ISDIR
+from stat import S_ISDIR, S_ISREG
 
 import attrs
 
@@ -39,11 +39,41 @@ def project_id_for(toplevel: str | os.PathLike[str]) -> str:
     return crockford_ulid(digest[:16])
 
 
+# HEAD, commondir and a .git file hold a line; a config a few KiB. A git file larger than this
+# is none of git's.
+_MAX_GIT_FILE_BYTES = 1 << 20
+
+
 def _read_text(path: Path) -> str | None:
+    """A small regular file's text, else None.
+
+    The folder a ``cwd`` names may be anyone's (an unpacked archive, a shared /tmp): a HEAD that
+    is a FIFO blocked the reading thread for ever (and with it every recall queued behind it), a
+    link to /dev/zero or a sparse terabyte was read whole. So: opened without blocking, read only
+    when it is a regular file, and never past ``_MAX_GIT_FILE_BYTES``.
+    """
     try:
-        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= _MAX_GIT_FILE_BYTES:
+            chunk = os.read(fd, _MAX_GIT_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > _MAX_GIT_FILE_BYTES:
+            return None
+        return b"".join(chunks).decode("utf-8", errors="surrogateescape").strip()
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _gitdir_from_file(dotgit: Path) -> Path | None:
@@ -212,7 +242,9 @@ def _find_git(cwd: str) -> GitInfo | None:
             return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
         if is_file:
             gitdir = _gitdir_from_file(dotgit)
-            if gitdir is None or not gitdir.is_dir():
+            # As for a .git folder: a gitdir without a HEAD file (a FIFO, say) is no repository,
+            # and git run in it would block on that HEAD.
+            if gitdir is None or not (gitdir / "HEAD").is_file():
                 continue
             return GitInfo(
                 toplevel=_main_toplevel(gitdir, candidate),

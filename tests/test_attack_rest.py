@@ -6,6 +6,8 @@ Raw bytes to a real ``coffer-api`` on 127.0.0.1 where a client library would tid
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -67,8 +69,6 @@ def raw_send(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
 
 
 def envelope(status: int, body: bytes, code: str) -> dict[str, Any]:
-    import json
-
     error: dict[str, Any] = json.loads(body)["error"]
     assert set(error) == {"code", "message", "details"} and error["code"] == code, (status, body)
     return error
@@ -237,3 +237,37 @@ def test_too_many_or_too_large_headers_are_refused_with_the_envelope(
     # Ordinary requests with a browser's share of headers are served, on the same server.
     usual = [(f"X-Usual{i}", "c" * 100) for i in range(40)]
     assert raw_get(served, f"{API}/global/recall?query=x", ("Host", "127.0.0.1"), *usual)[0] == 200
+
+
+# -- a cwd naming a folder someone else laid out --------------------------------------------------
+def test_a_cwd_whose_git_files_are_a_fifo_or_a_sparse_terabyte_neither_hangs_nor_fails(
+    served: int, tmp_path: Path
+) -> None:
+    # Any folder may be a cwd: an unpacked archive (tar keeps FIFOs), another user's folder in
+    # /tmp. A worktree's gitdir whose HEAD is a FIFO blocked the thread reading it for ever, and
+    # every later recall queued behind it; a sparse HEAD of a terabyte was read whole (a 500,
+    # MemoryError).
+    gitdir = tmp_path / "gitdir"
+    gitdir.mkdir()
+    fifo = gitdir / "HEAD"
+    os.mkfifo(fifo)
+    worktree = tmp_path / "fifo-checkout"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {gitdir}\n")
+    sparse = tmp_path / "sparse-checkout"
+    (sparse / ".git").mkdir(parents=True)
+    with (sparse / ".git" / "HEAD").open("wb") as head:
+        head.truncate(1 << 40)
+    try:
+        answers = [
+            raw_get(served, f"{API}/recall?query=deploys&cwd={cwd}", ("Host", "127.0.0.1"))
+            for cwd in (worktree, sparse, worktree)
+        ]
+    finally:  # before the fix: let the blocked reader see the end of the FIFO
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    for status, _, body in answers:
+        assert status == 200, body
+    # The FIFO is no HEAD, so no repository; the sparse HEAD is a file (a detached checkout).
+    assert json.loads(answers[0][2])["stores"] == json.loads(answers[2][2])["stores"] == ["global"]
+    assert json.loads(answers[1][2])["stores"][-1] == "global"
