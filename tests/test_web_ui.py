@@ -70,6 +70,7 @@ def page(c: TestClient, url: str, status: int = 200) -> str:
     assert r.headers["content-type"].startswith("text/html")
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'none'" in csp and "unsafe-inline" not in csp
+    assert "img-src 'none'" in csp  # should an image slip through the renderer, it still loads nothing
     return r.text
 
 
@@ -137,8 +138,8 @@ def test_hostile_markdown_is_inert_in_the_html(client: TestClient, filled: dict[
 
 
 # A Markdown image is fetched by the browser as soon as the page shows, from the page's own origin
-# (the CSP's img-src 'self' lets it): GET /api/v1/agents?check_mcp=true starts every registered
-# coffer-mcp, the request the guard refuses when another site's page makes it.
+# (the CSP's img-src 'self' let it; it is 'none' now): GET /api/v1/agents?check_mcp=true starts
+# every registered coffer-mcp, the request the guard refuses when another site's page makes it.
 LOADS_ITSELF = """Status ![status](/api/v1/agents?check_mcp=true "checked") and
 [![badge](/api/v1/export)](https://example.org/)
 """

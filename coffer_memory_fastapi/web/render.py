@@ -23,7 +23,7 @@ def _image_as_link(renderer: Any, tokens: Sequence[Token], idx: int, options: An
 
     The browser fetches an image by itself, with the page's origin: a fact holding
     ``![x](/api/v1/agents?check_mcp=true)`` started processes as soon as its page was shown (the
-    CSP's ``img-src 'self'`` allows exactly that address). A link runs only when clicked.
+    CSP's ``img-src 'self'`` allowed exactly that address). A link runs only when clicked.
     """
     token = tokens[idx]
     src = str(token.attrs.get("src", ""))
