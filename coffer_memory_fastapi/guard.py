@@ -78,8 +78,9 @@ _UNFRAMEABLE = (
     (b"x-content-type-options", b"nosniff"),
 )
 # An API answer holds memories: no browser or proxy cache may keep it on disk (the web view's
-# pages say the same themselves).
-_NOT_KEPT = ((b"cache-control", b"no-store"),)
+# pages say the same themselves); and it is text an agent wrote, which no browser may take for
+# another type than the one it is sent as (an export opened in a tab, a JSON body as a script).
+_API_HEADERS = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"))
 
 
 def split_authority(value: str) -> tuple[str, str | None] | None:
@@ -191,11 +192,12 @@ class RequestGuard:
         refusal, checks_body = self._check(scope)
         if refusal is None and checks_body:
             refusal, receive = await self._check_body(receive)
+        api = _split_root(scope)[1].startswith("/api/")
+        send = _adding(send, _API_HEADERS if api else _UNFRAMEABLE)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        api = _split_root(scope)[1].startswith("/api/")
-        await self.app(scope, receive, _adding(send, _NOT_KEPT if api else _UNFRAMEABLE))
+        await self.app(scope, receive, send)
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""

@@ -164,6 +164,24 @@ def test_no_page_of_the_server_can_be_framed(client: TestClient) -> None:
     assert redirect.status_code == 307 and redirect.headers["x-frame-options"] == "DENY"
 
 
+def test_every_api_answer_says_nosniff(client: TestClient) -> None:
+    # A fact's text comes back in JSON, JSONL and zip answers; only the pages said nosniff, so a
+    # browser was free to take an API answer for another type than the one it was sent as.
+    made = client.post(f"{API}/global/facts", json={"text": "<script>alert(1)</script> deploys"})
+    answers = {
+        "remember": made,
+        "fact": client.get(f"{API}/global/facts/{made.json()['fact']['id']}"),
+        "recall (shortcut)": client.get(f"{API}/global/recall", params={"query": "deploys"}),
+        "export": client.get("/api/v1/export", params={"format": "jsonl"}),
+        "not found": client.get(f"{API}/global/facts/01M8MJSG9PX20EC3PSBHZ6R372"),
+        "no route": client.get("/api/v1/nothing"),
+        "refused": client.post(f"{API}/global/facts", content=b"x", headers={"Content-Type": "text/plain"}),
+    }
+    assert {name: r.headers.get_list("x-content-type-options") for name, r in answers.items()} == {
+        name: ["nosniff"] for name in answers
+    }
+
+
 # -- bodies -------------------------------------------------------------------------------------
 def test_a_deeply_nested_body_with_a_surrogate_escape_is_invalid_input_not_a_500(client: TestClient) -> None:
     # The guard parses a body holding "\ud800" to find where it is; Python's json (and the walk
