@@ -57,7 +57,8 @@ def _read_text(path: Path) -> str | None:
     except (OSError, ValueError):
         return None
     try:
-        if not S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode) or st.st_size > _MAX_GIT_FILE_BYTES:
             return None
         chunks: list[bytes] = []
         size = 0
