@@ -271,9 +271,23 @@ def _git(worktree: Path, *args: str) -> str | None:
     return _run_git("-C", str(worktree), *args)
 
 
+# The repository's config is not ours (a cwd may name any folder). In a partial clone git fetches
+# a missing object from the "promisor" remote by itself, even for `rev-list`: through an `ext::`
+# URL (a shell command) or an ssh remote with core.sshCommand, that ran whatever the config said.
+# No transport at all (this overrides every protocol.*.allow), no lazy fetch (git >= 2.44), no prompt.
+_GIT_ENV = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
 def _run_git(*args: str) -> str | None:
     try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
+        proc = subprocess.run(
+            ["git", *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, **_GIT_ENV},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None

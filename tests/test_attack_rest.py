@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_for_port
+from conftest import git, wait_for_port
 from fastapi.testclient import TestClient
 
 from coffer_memory import MemoryService
@@ -289,3 +289,31 @@ def test_a_cwd_whose_git_files_are_a_fifo_or_a_sparse_terabyte_neither_hangs_nor
     # The FIFO is no HEAD, so no repository; the sparse HEAD is a file (a detached checkout).
     assert json.loads(answers[0][2])["stores"] == json.loads(answers[2][2])["stores"] == ["global"]
     assert json.loads(answers[1][2])["stores"][-1] == "global"
+
+
+def test_a_recall_in_a_partial_clone_whose_promisor_remote_is_a_command_runs_nothing(
+    served: int, tmp_path: Path, tmp_home: Path, repo: Path
+) -> None:
+    # A partial clone fetches a missing object from its promisor remote by itself, even for
+    # `git rev-list`, which resolving a new checkout runs once when the home knows a project (is
+    # it a clone or a move of one?). The repository's config is the attacker's (an unpacked
+    # archive): an `ext::` URL is a shell command, and it ran on a recall.
+    with MemoryService(tmp_home) as svc:
+        svc.remember("deploys go out on Tuesdays", cwd=repo)
+    marker = tmp_path / "ran"
+    checkout = tmp_path / "partial"
+    checkout.mkdir()
+    git(checkout, "init", "-q", "-b", "main")
+    for key, value in (
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.url", f"ext::sh -c touch% {marker}"),
+        ("protocol.ext.allow", "always"),
+    ):
+        git(checkout, "config", key, value)
+    (checkout / ".git" / "refs" / "heads" / "main").write_text("1" * 40 + "\n")  # not in the clone
+    status, _, body = raw_get(served, f"{API}/recall?query=deploys&cwd={checkout}", ("Host", "127.0.0.1"))
+    assert status == 200, body
+    assert json.loads(body)["stores"][-1] == "global"
+    assert not marker.exists()
