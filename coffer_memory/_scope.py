@@ -275,6 +275,7 @@ def _git(worktree: Path, *args: str) -> str | None:
 # a missing object from the "promisor" remote by itself, even for `rev-list`: through an `ext::`
 # URL (a shell command) or an ssh remote with core.sshCommand, that ran whatever the config said.
 # No transport at all (this overrides every protocol.*.allow), no lazy fetch (git >= 2.44), no prompt.
+# And no stdin: a config may include /dev/stdin, which is a terminal or a client's stream here.
 _GIT_ENV = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
 
 
@@ -282,6 +283,7 @@ def _run_git(*args: str) -> str | None:
     try:
         proc = subprocess.run(
             ["git", *args],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=10,

@@ -256,3 +256,61 @@ async def test_resume_in_a_repository_whose_config_names_a_program_runs_nothing(
         moved = ok(await client.call_tool("coffer__resume", {"cwd": str(repo)}))
     assert moved["head_moved"] and any("signed on the way" in c for c in moved["new_commits"])
     assert not marker.exists()
+
+
+def test_git_never_reads_the_protocol_stream_over_stdio(
+    peer: StdioPeer,  # noqa: F811
+    repo: Path,
+) -> None:
+    # Were git to inherit coffer-mcp's stdin, the client's JSON-RPC stream, a repository whose
+    # config includes /dev/stdin would make git read the next requests as config (lost, never
+    # answered) or wait for them: the stdio server keeps the stream on another descriptor.
+    git(repo, "config", "include.path", "/dev/stdin")
+    params = {"name": "coffer__resume", "arguments": {"cwd": str(repo)}}
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    answers = {answer["id"]: answer for answer in (peer.answer(), peer.answer()) if answer is not None}
+    assert set(answers) == {1, 2}, answers
+    assert answers[1]["result"]["structuredContent"]["head"] == git(repo, "rev-parse", "HEAD")
+
+
+def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path) -> None:
+    # Over HTTP (and in coffer-api) stdin is whatever started the server: a terminal, a pipe. git
+    # inherited it, so a repository whose config includes /dev/stdin read it as config: a terminal
+    # blocked each call until git's timeout, and what a pipe held broke git (HEAD unknown here).
+    git(repo, "config", "include.path", "/dev/stdin")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=env, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(b"not [[[ a config\n")
+    proc.stdin.close()
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        wait_for_port("127.0.0.1", port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            opened = http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                headers=accept,
+            )
+            session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            params = {"name": "coffer__resume", "arguments": {"cwd": str(repo)}}
+            called = http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params},
+                headers=session,
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    [data] = [line.removeprefix("data: ") for line in called.text.splitlines() if line.startswith("data: ")]
+    resumed = json.loads(data)["result"]["structuredContent"]
+    assert resumed["head"] == git(repo, "rev-parse", "HEAD")
