@@ -221,11 +221,29 @@ def test_browsers_own_loads_and_clients_without_fetch_metadata_are_served(client
     # A link to the web view followed from another site is the user's own navigation.
     page = client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
     assert page.status_code == 200
+    page = client.get(
+        "/ui",
+        headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+    )
+    assert page.status_code == 200
     # ...but an <img> or <iframe> load of a page is not.
     assert (
         client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}).status_code
         == 403
     )
+
+
+def test_a_page_another_site_frames_is_not_built(client: TestClient) -> None:
+    # A hidden <iframe src=".../ui/search?q=..."> is a navigation too (Sec-Fetch-Mode: navigate),
+    # so it passed as the user following a link: the recall ran, and the frame's load time told
+    # the framing page whether the memory holds a word (frame-ancestors stops only the display).
+    for dest in ("iframe", "frame", "object", "embed"):
+        framed = client.get(
+            "/ui/search?q=deploys",
+            headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest},
+        )
+        assert framed.status_code == 403, dest
+        assert framed.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
 
 
 def test_a_cross_site_request_with_an_allowed_origin_is_cors_business(tmp_home: Path) -> None:
