@@ -275,6 +275,31 @@ def test_too_many_or_too_large_headers_are_refused_with_the_envelope(
     assert raw_get(served, f"{API}/global/recall?query=x", ("Host", "127.0.0.1"), *usual)[0] == 200
 
 
+@pytest.mark.parametrize("where", ["header", "target"])
+def test_a_head_that_never_ends_is_refused_before_it_is_held(served: int, where: str) -> None:
+    # httptools keeps a header value (and the target) whole until it ends, and only then do the
+    # bounds above see it: a header that never ended was held in memory, megabyte after megabyte,
+    # before the token was checked. The server now answers 400 and closes while it is still coming.
+    start = b"GET /api/v1/memory_stores/global/recall?query=x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+    if where == "target":
+        start = b"GET /api/v1/memory_stores/global/recall?query="
+    answer, cut_off = b"", False
+    with socket.create_connection(("127.0.0.1", served), timeout=60) as sock:
+        try:
+            sock.sendall(start)
+            for _ in range(256):  # 16 MiB at the most
+                sock.sendall(b"a" * 65536)
+        except OSError:  # refused and closed while we were still sending
+            cut_off = True
+        with contextlib.suppress(OSError):  # the 400 may be lost to the reset: the close is the point
+            while chunk := sock.recv(65536):
+                answer += chunk
+    # Before, every byte was taken and nothing came back (the recv above waited in vain).
+    assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]
+    if answer:
+        envelope(400, answer.partition(b"\r\n\r\n")[2], "INVALID_INPUT")
+
+
 # -- a cwd naming a folder someone else laid out --------------------------------------------------
 def test_a_cwd_whose_git_files_are_a_fifo_or_a_sparse_terabyte_neither_hangs_nor_fails(
     served: int, tmp_path: Path
