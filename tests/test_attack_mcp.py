@@ -7,6 +7,7 @@ stdio where the SDK's client would never send such a request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -314,3 +315,32 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
     [data] = [line.removeprefix("data: ") for line in called.text.splitlines() if line.startswith("data: ")]
     resumed = json.loads(data)["result"]["structuredContent"]
     assert resumed["head"] == git(repo, "rev-parse", "HEAD")
+
+
+def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home: Path) -> None:
+    # httptools keeps a header value whole until it ends: one that never ended was held in memory,
+    # hundreds of megabytes, before the token was checked. Now: 400 and closed while it comes.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
+    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    answer, cut_off = b"", False
+    try:
+        wait_for_port("127.0.0.1", port)
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            try:
+                conn.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: ".encode())
+                for _ in range(256):  # 16 MiB at the most
+                    conn.sendall(b"a" * 65536)
+            except OSError:  # refused and closed while we were still sending
+                cut_off = True
+            with contextlib.suppress(OSError):  # the 400 may be lost to the reset
+                while chunk := conn.recv(65536):
+                    answer += chunk
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # Before, every byte was taken and nothing came back (the recv above waited in vain).
+    assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]
