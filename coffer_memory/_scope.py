@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from stat import S_ISDIR
+from stat import S_ISDIR, S_ISREG
 
 import attrs
 
@@ -39,11 +39,42 @@ def project_id_for(toplevel: str | os.PathLike[str]) -> str:
     return crockford_ulid(digest[:16])
 
 
+# HEAD, commondir and a .git file hold a line; a config a few KiB. A git file larger than this
+# is none of git's.
+_MAX_GIT_FILE_BYTES = 1 << 20
+
+
 def _read_text(path: Path) -> str | None:
+    """A small regular file's text, else None.
+
+    The folder a ``cwd`` names may be anyone's (an unpacked archive, a shared /tmp): a HEAD that
+    is a FIFO blocked the reading thread for ever (and with it every recall queued behind it), a
+    link to /dev/zero or a sparse terabyte was read whole. So: opened without blocking, read only
+    when it is a regular file, and never past ``_MAX_GIT_FILE_BYTES``.
+    """
     try:
-        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode) or st.st_size > _MAX_GIT_FILE_BYTES:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= _MAX_GIT_FILE_BYTES:
+            chunk = os.read(fd, _MAX_GIT_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > _MAX_GIT_FILE_BYTES:
+            return None
+        return b"".join(chunks).decode("utf-8", errors="surrogateescape").strip()
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _gitdir_from_file(dotgit: Path) -> Path | None:
@@ -212,7 +243,9 @@ def _find_git(cwd: str) -> GitInfo | None:
             return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
         if is_file:
             gitdir = _gitdir_from_file(dotgit)
-            if gitdir is None or not gitdir.is_dir():
+            # As for a .git folder: a gitdir without a HEAD file (a FIFO, say) is no repository,
+            # and git run in it would block on that HEAD.
+            if gitdir is None or not (gitdir / "HEAD").is_file():
                 continue
             return GitInfo(
                 toplevel=_main_toplevel(gitdir, candidate),
@@ -238,9 +271,25 @@ def _git(worktree: Path, *args: str) -> str | None:
     return _run_git("-C", str(worktree), *args)
 
 
+# The repository's config is not ours (a cwd may name any folder). In a partial clone git fetches
+# a missing object from the "promisor" remote by itself, even for `rev-list`: through an `ext::`
+# URL (a shell command) or an ssh remote with core.sshCommand, that ran whatever the config said.
+# No transport at all (this overrides every protocol.*.allow), no lazy fetch (git >= 2.44), no prompt.
+# And no stdin: a config may include /dev/stdin, which is a terminal or a client's stream here.
+_GIT_ENV = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
 def _run_git(*args: str) -> str | None:
     try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
+        proc = subprocess.run(
+            ["git", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, **_GIT_ENV},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -255,7 +304,9 @@ def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None
     """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an ancestor."""
     if not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None:
         return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
-    out = _git(worktree, "log", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
+    # The repository's config is not ours (cwd may name any folder): with log.showSignature set,
+    # `git log` runs its gpg.program for every signed commit it lists.
+    out = _git(worktree, "log", "--no-show-signature", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
     return None if out is None else [line for line in out.splitlines() if line]
 
 

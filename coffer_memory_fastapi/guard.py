@@ -16,7 +16,8 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   /api/v1/agents?check_mcp=true`` starts processes. A browser marks every request it sends with
   ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``) without an Origin is
   ``403 ORIGIN_NOT_ALLOWED`` unless it is the user following a link to a page outside ``/api/``
-  (``Sec-Fetch-Mode: navigate``). Clients that are not browsers send no such header.
+  (``Sec-Fetch-Mode: navigate`` at the top level: not into an ``<iframe>``). Clients that are
+  not browsers send no such header.
 
 A change (POST, PUT, PATCH, DELETE) to a path ending in ``/`` is ``404 NOT_FOUND``, not
 redirected to the path without it (see ``_CHANGING_METHODS``).
@@ -78,8 +79,9 @@ _UNFRAMEABLE = (
     (b"x-content-type-options", b"nosniff"),
 )
 # An API answer holds memories: no browser or proxy cache may keep it on disk (the web view's
-# pages say the same themselves).
-_NOT_KEPT = ((b"cache-control", b"no-store"),)
+# pages say the same themselves); and it is text an agent wrote, which no browser may take for
+# another type than the one it is sent as (an export opened in a tab, a JSON body as a script).
+_API_HEADERS = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"))
 
 
 def split_authority(value: str) -> tuple[str, str | None] | None:
@@ -191,15 +193,16 @@ class RequestGuard:
         refusal, checks_body = self._check(scope)
         if refusal is None and checks_body:
             refusal, receive = await self._check_body(receive)
+        api = _split_root(scope)[1].startswith("/api/")
+        send = _adding(send, _API_HEADERS if api else _UNFRAMEABLE)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        api = _split_root(scope)[1].startswith("/api/")
-        await self.app(scope, receive, _adding(send, _NOT_KEPT if api else _UNFRAMEABLE))
+        await self.app(scope, receive, send)
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
-        host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = None
+        host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = fetch_dest = None
         has_body = preflight = repeated_host = repeated_origin = False
         for key, raw in scope["headers"]:
             if key == b"host":
@@ -224,6 +227,8 @@ class RequestGuard:
                 fetch_site = raw
             elif key == b"sec-fetch-mode":
                 fetch_mode = raw
+            elif key == b"sec-fetch-dest":
+                fetch_dest = raw
         server = scope.get("server")
         if repeated_host:
             return _refuse("HOST_NOT_ALLOWED", "a request may carry one Host header, not several"), False
@@ -237,7 +242,11 @@ class RequestGuard:
             ), False
         if origin is not None and not self._origin_allowed(origin, host, server):
             return _refuse("ORIGIN_NOT_ALLOWED", f"Origin {origin!r} is not allowed", origin=origin), False
-        if origin is None and fetch_site in _OTHER_SITE and not self._followed_link(scope, fetch_mode):
+        if (
+            origin is None
+            and fetch_site in _OTHER_SITE
+            and not self._followed_link(scope, fetch_mode, fetch_dest)
+        ):
             return _refuse(
                 "ORIGIN_NOT_ALLOWED",
                 "a request another site's page made (Sec-Fetch-Site: "
@@ -280,10 +289,18 @@ class RequestGuard:
         )
 
     @staticmethod
-    def _followed_link(scope: Scope, fetch_mode: bytes | None) -> bool:
-        """A top-level navigation (a link the user followed) to a page outside ``/api/``."""
+    def _followed_link(scope: Scope, fetch_mode: bytes | None, fetch_dest: bytes | None) -> bool:
+        """A top-level navigation (a link the user followed) to a page outside ``/api/``.
+
+        An ``<iframe>`` (or ``<object>``, ``<embed>``) load is a navigation too, but a nested one
+        (``Sec-Fetch-Dest: iframe``): another site's page could run recalls through hidden frames
+        of ``/ui/search`` and time them (which words the memory holds); the frame itself is
+        refused by ``frame-ancestors`` only after the page was built. Browsers too old to send
+        ``Sec-Fetch-Dest`` send only the other two.
+        """
         return (
             fetch_mode == b"navigate"
+            and fetch_dest in (None, b"document")
             and scope["method"] in ("GET", "HEAD")
             and not _split_root(scope)[1].startswith("/api/")
         )

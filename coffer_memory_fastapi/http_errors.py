@@ -7,7 +7,8 @@ serves with this protocol so that answer is ``400`` with ``{"error": {"code": "I
 
 httptools itself bounds neither the number nor the size of a request's headers (h11 stops at
 16 KiB): a 200 KB header or 5,000 headers were taken and kept in memory. With httptools a
-request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused the same way.
+request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused the same way, and
+so is one that sends more than ``MAX_HEAD_BYTES`` before its headers end (a header that never ends).
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ MAX_HEADERS = 100
 MAX_HEADER_BYTES = 64 * 1024
 """Bytes of header names and values one request may carry (about nginx's default)."""
 
+MAX_HEAD_BYTES = 1024 * 1024
+"""Bytes one request may send before its headers end (request line, headers, framing). Past it the
+answer is 400 at once, while the client may still be sending (it may then see the connection reset
+instead); below it a head too large for the bounds above is read to its end and answered cleanly."""
+# httptools keeps a header (and the target) whole until it ends before calling on_header (on_url
+# appends), so neither bound above applied to one header that never ends: 300 MB of it were held
+# in memory, before any token check. h11 stops at 16 KiB itself.
+_COUNTS_HEAD = _Parser.__name__ == "HttpToolsProtocol"
+
 _BODY = json.dumps(
     {"error": {"code": "INVALID_INPUT", "message": "the request is not valid HTTP", "details": {}}}
 ).encode()
@@ -36,6 +46,29 @@ class EnvelopeProtocol(balance.CountedConnections, _Parser):
     its connections counted for ``coffer-api --workers N``, ``balance``)."""
 
     _header_bytes = 0
+    _head_bytes = 0  # bytes received since the request began, while its headers have not ended
+    _reading_head = True
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser, unless the request's head has gone past ``MAX_HEAD_BYTES``."""
+        if _COUNTS_HEAD and self._reading_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._reading_head = False  # answered once; the connection closes
+                if not self.transport.is_closing():
+                    self.send_400_response("the request's head is too large")
+                return
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        """The head ended: what follows is the body, which the app bounds."""
+        self._reading_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        """The request ended: the next one's head starts (on a kept-alive connection)."""
+        super().on_message_complete()
+        self._reading_head, self._head_bytes = True, 0
 
     def on_message_begin(self) -> None:
         """A new request: its headers' tally starts again."""

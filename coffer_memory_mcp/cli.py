@@ -226,7 +226,9 @@ def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_
         app = BearerTokenMiddleware(app, token)
     elif host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    from ._http_head import BoundedHead
+
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ stdio where the SDK's client would never send such a request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -18,10 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import wait_for_port
+from conftest import git, wait_for_port
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
 from coffer_memory import MemoryService
@@ -224,3 +226,121 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# -- the repository a cwd names is the attacker's ---------------------------------------------------
+async def test_resume_in_a_repository_whose_config_names_a_program_runs_nothing(
+    svc: MemoryService, repo: Path, tmp_path: Path
+) -> None:
+    # `cwd` may name any folder (an agent told so by a page it read, or a checkout unpacked from an
+    # archive with its .git). The repository's own config is then the attacker's: with
+    # log.showSignature on, `git log` runs gpg.program for each signed commit it lists, and resume
+    # listed the commits since the handoff with `git log`.
+    marker = tmp_path / "ran"
+    program = tmp_path / "fake-gpg"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    program.chmod(0o755)
+    async with Client(build_server(svc)) as client:
+        ok(await client.call_tool("coffer__handoff", {"text": "Half-way.", "cwd": str(repo)}))
+        # A commit carrying a signature header (its content does not matter: gpg.program is run).
+        tree, parent = git(repo, "rev-parse", "HEAD^{tree}"), git(repo, "rev-parse", "HEAD")
+        commit = (
+            f"tree {tree}\nparent {parent}\nauthor a <a@b> 1700000000 +0000\n"
+            "committer a <a@b> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQ==\n"
+            " -----END PGP SIGNATURE-----\n\nsigned on the way\n"
+        )
+        (tmp_path / "commit").write_text(commit)
+        signed = git(repo, "hash-object", "-t", "commit", "-w", str(tmp_path / "commit"))
+        git(repo, "update-ref", "refs/heads/main", signed)
+        git(repo, "config", "log.showSignature", "true")
+        git(repo, "config", "gpg.program", str(program))
+        moved = ok(await client.call_tool("coffer__resume", {"cwd": str(repo)}))
+    assert moved["head_moved"] and any("signed on the way" in c for c in moved["new_commits"])
+    assert not marker.exists()
+
+
+def test_git_never_reads_the_protocol_stream_over_stdio(
+    peer: StdioPeer,  # noqa: F811
+    repo: Path,
+) -> None:
+    # Were git to inherit coffer-mcp's stdin, the client's JSON-RPC stream, a repository whose
+    # config includes /dev/stdin would make git read the next requests as config (lost, never
+    # answered) or wait for them: the stdio server keeps the stream on another descriptor.
+    git(repo, "config", "include.path", "/dev/stdin")
+    params = {"name": "coffer__resume", "arguments": {"cwd": str(repo)}}
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    answers = {answer["id"]: answer for answer in (peer.answer(), peer.answer()) if answer is not None}
+    assert set(answers) == {1, 2}, answers
+    assert answers[1]["result"]["structuredContent"]["head"] == git(repo, "rev-parse", "HEAD")
+
+
+def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path) -> None:
+    # Over HTTP (and in coffer-api) stdin is whatever started the server: a terminal, a pipe. git
+    # inherited it, so a repository whose config includes /dev/stdin read it as config: a terminal
+    # blocked each call until git's timeout, and what a pipe held broke git (HEAD unknown here).
+    git(repo, "config", "include.path", "/dev/stdin")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=env, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(b"not [[[ a config\n")
+    proc.stdin.close()
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        wait_for_port("127.0.0.1", port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            opened = http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                headers=accept,
+            )
+            session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            params = {"name": "coffer__resume", "arguments": {"cwd": str(repo)}}
+            called = http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params},
+                headers=session,
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    [data] = [line.removeprefix("data: ") for line in called.text.splitlines() if line.startswith("data: ")]
+    resumed = json.loads(data)["result"]["structuredContent"]
+    assert resumed["head"] == git(repo, "rev-parse", "HEAD")
+
+
+def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home: Path) -> None:
+    # httptools keeps a header value whole until it ends: one that never ended was held in memory,
+    # hundreds of megabytes, before the token was checked. Now: 400 and closed while it comes.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
+    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    answer, cut_off = b"", False
+    try:
+        wait_for_port("127.0.0.1", port)
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            try:
+                conn.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: ".encode())
+                for _ in range(256):  # 16 MiB at the most
+                    conn.sendall(b"a" * 65536)
+            except OSError:  # refused and closed while we were still sending
+                cut_off = True
+            with contextlib.suppress(OSError):  # the 400 may be lost to the reset
+                while chunk := conn.recv(65536):
+                    answer += chunk
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # Before, every byte was taken and nothing came back (the recv above waited in vain).
+    assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]

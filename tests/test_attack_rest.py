@@ -6,6 +6,8 @@ Raw bytes to a real ``coffer-api`` on 127.0.0.1 where a client library would tid
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_for_port
+from conftest import git, wait_for_port
 from fastapi.testclient import TestClient
 
 from coffer_memory import MemoryService
@@ -67,8 +69,6 @@ def raw_send(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
 
 
 def envelope(status: int, body: bytes, code: str) -> dict[str, Any]:
-    import json
-
     error: dict[str, Any] = json.loads(body)["error"]
     assert set(error) == {"code", "message", "details"} and error["code"] == code, (status, body)
     return error
@@ -164,6 +164,24 @@ def test_no_page_of_the_server_can_be_framed(client: TestClient) -> None:
     assert redirect.status_code == 307 and redirect.headers["x-frame-options"] == "DENY"
 
 
+def test_every_api_answer_says_nosniff(client: TestClient) -> None:
+    # A fact's text comes back in JSON, JSONL and zip answers; only the pages said nosniff, so a
+    # browser was free to take an API answer for another type than the one it was sent as.
+    made = client.post(f"{API}/global/facts", json={"text": "<script>alert(1)</script> deploys"})
+    answers = {
+        "remember": made,
+        "fact": client.get(f"{API}/global/facts/{made.json()['fact']['id']}"),
+        "recall (shortcut)": client.get(f"{API}/global/recall", params={"query": "deploys"}),
+        "export": client.get("/api/v1/export", params={"format": "jsonl"}),
+        "not found": client.get(f"{API}/global/facts/01M8MJSG9PX20EC3PSBHZ6R372"),
+        "no route": client.get("/api/v1/nothing"),
+        "refused": client.post(f"{API}/global/facts", content=b"x", headers={"Content-Type": "text/plain"}),
+    }
+    assert {name: r.headers.get_list("x-content-type-options") for name, r in answers.items()} == {
+        name: ["nosniff"] for name in answers
+    }
+
+
 # -- bodies -------------------------------------------------------------------------------------
 def test_a_deeply_nested_body_with_a_surrogate_escape_is_invalid_input_not_a_500(client: TestClient) -> None:
     # The guard parses a body holding "\ud800" to find where it is; Python's json (and the walk
@@ -203,11 +221,29 @@ def test_browsers_own_loads_and_clients_without_fetch_metadata_are_served(client
     # A link to the web view followed from another site is the user's own navigation.
     page = client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
     assert page.status_code == 200
+    page = client.get(
+        "/ui",
+        headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+    )
+    assert page.status_code == 200
     # ...but an <img> or <iframe> load of a page is not.
     assert (
         client.get("/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}).status_code
         == 403
     )
+
+
+def test_a_page_another_site_frames_is_not_built(client: TestClient) -> None:
+    # A hidden <iframe src=".../ui/search?q=..."> is a navigation too (Sec-Fetch-Mode: navigate),
+    # so it passed as the user following a link: the recall ran, and the frame's load time told
+    # the framing page whether the memory holds a word (frame-ancestors stops only the display).
+    for dest in ("iframe", "frame", "object", "embed"):
+        framed = client.get(
+            "/ui/search?q=deploys",
+            headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest},
+        )
+        assert framed.status_code == 403, dest
+        assert framed.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
 
 
 def test_a_cross_site_request_with_an_allowed_origin_is_cors_business(tmp_home: Path) -> None:
@@ -237,3 +273,90 @@ def test_too_many_or_too_large_headers_are_refused_with_the_envelope(
     # Ordinary requests with a browser's share of headers are served, on the same server.
     usual = [(f"X-Usual{i}", "c" * 100) for i in range(40)]
     assert raw_get(served, f"{API}/global/recall?query=x", ("Host", "127.0.0.1"), *usual)[0] == 200
+
+
+@pytest.mark.parametrize("where", ["header", "target"])
+def test_a_head_that_never_ends_is_refused_before_it_is_held(served: int, where: str) -> None:
+    # httptools keeps a header value (and the target) whole until it ends, and only then do the
+    # bounds above see it: a header that never ended was held in memory, megabyte after megabyte,
+    # before the token was checked. The server now answers 400 and closes while it is still coming.
+    start = b"GET /api/v1/memory_stores/global/recall?query=x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+    if where == "target":
+        start = b"GET /api/v1/memory_stores/global/recall?query="
+    answer, cut_off = b"", False
+    with socket.create_connection(("127.0.0.1", served), timeout=60) as sock:
+        try:
+            sock.sendall(start)
+            for _ in range(256):  # 16 MiB at the most
+                sock.sendall(b"a" * 65536)
+        except OSError:  # refused and closed while we were still sending
+            cut_off = True
+        with contextlib.suppress(OSError):  # the 400 may be lost to the reset: the close is the point
+            while chunk := sock.recv(65536):
+                answer += chunk
+    # Before, every byte was taken and nothing came back (the recv above waited in vain).
+    assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]
+    if answer:
+        envelope(400, answer.partition(b"\r\n\r\n")[2], "INVALID_INPUT")
+
+
+# -- a cwd naming a folder someone else laid out --------------------------------------------------
+def test_a_cwd_whose_git_files_are_a_fifo_or_a_sparse_terabyte_neither_hangs_nor_fails(
+    served: int, tmp_path: Path
+) -> None:
+    # Any folder may be a cwd: an unpacked archive (tar keeps FIFOs), another user's folder in
+    # /tmp. A worktree's gitdir whose HEAD is a FIFO blocked the thread reading it for ever, and
+    # every later recall queued behind it; a sparse HEAD of a terabyte was read whole (a 500,
+    # MemoryError).
+    gitdir = tmp_path / "gitdir"
+    gitdir.mkdir()
+    fifo = gitdir / "HEAD"
+    os.mkfifo(fifo)
+    worktree = tmp_path / "fifo-checkout"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {gitdir}\n")
+    sparse = tmp_path / "sparse-checkout"
+    (sparse / ".git").mkdir(parents=True)
+    with (sparse / ".git" / "HEAD").open("wb") as head:
+        head.truncate(1 << 40)
+    try:
+        answers = [
+            raw_get(served, f"{API}/recall?query=deploys&cwd={cwd}", ("Host", "127.0.0.1"))
+            for cwd in (worktree, sparse, worktree)
+        ]
+    finally:  # before the fix: let the blocked reader see the end of the FIFO
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    for status, _, body in answers:
+        assert status == 200, body
+    # The FIFO is no HEAD, so no repository; the sparse HEAD is a file (a detached checkout).
+    assert json.loads(answers[0][2])["stores"] == json.loads(answers[2][2])["stores"] == ["global"]
+    assert json.loads(answers[1][2])["stores"][-1] == "global"
+
+
+def test_a_recall_in_a_partial_clone_whose_promisor_remote_is_a_command_runs_nothing(
+    served: int, tmp_path: Path, tmp_home: Path, repo: Path
+) -> None:
+    # A partial clone fetches a missing object from its promisor remote by itself, even for
+    # `git rev-list`, which resolving a new checkout runs once when the home knows a project (is
+    # it a clone or a move of one?). The repository's config is the attacker's (an unpacked
+    # archive): an `ext::` URL is a shell command, and it ran on a recall.
+    with MemoryService(tmp_home) as svc:
+        svc.remember("deploys go out on Tuesdays", cwd=repo)
+    marker = tmp_path / "ran"
+    checkout = tmp_path / "partial"
+    checkout.mkdir()
+    git(checkout, "init", "-q", "-b", "main")
+    for key, value in (
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.url", f"ext::sh -c touch% {marker}"),
+        ("protocol.ext.allow", "always"),
+    ):
+        git(checkout, "config", key, value)
+    (checkout / ".git" / "refs" / "heads" / "main").write_text("1" * 40 + "\n")  # not in the clone
+    status, _, body = raw_get(served, f"{API}/recall?query=deploys&cwd={checkout}", ("Host", "127.0.0.1"))
+    assert status == 200, body
+    assert json.loads(body)["stores"][-1] == "global"
+    assert not marker.exists()

@@ -70,6 +70,7 @@ def page(c: TestClient, url: str, status: int = 200) -> str:
     assert r.headers["content-type"].startswith("text/html")
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'none'" in csp and "unsafe-inline" not in csp
+    assert "img-src 'none'" in csp  # should an image slip through the renderer, it still loads nothing
     return r.text
 
 
@@ -134,6 +135,23 @@ def test_hostile_markdown_is_inert_in_the_html(client: TestClient, filled: dict[
     assert 'href="https://example.org/"' in body and 'rel="noopener noreferrer nofollow"' in body
     # Only our own script file, nothing inline, on any page.
     assert html.count("<script") == 1 and 'src="http://testserver/ui/static/app.js"' in html
+
+
+# A Markdown image is fetched by the browser as soon as the page shows, from the page's own origin
+# (the CSP's img-src 'self' let it; it is 'none' now): GET /api/v1/agents?check_mcp=true starts
+# every registered coffer-mcp, the request the guard refuses when another site's page makes it.
+LOADS_ITSELF = """Status ![status](/api/v1/agents?check_mcp=true "checked") and
+[![badge](/api/v1/export)](https://example.org/)
+"""
+
+
+def test_a_markdown_image_is_a_link_not_a_load(client: TestClient, svc: MemoryService) -> None:
+    fact = svc.remember(LOADS_ITSELF, title="Images", scope="global")
+    html = page(client, f"/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    body = html.split('class="md fact-body">', 1)[1].split("</article>", 1)[0]
+    assert "<img" not in body
+    assert '<a href="/api/v1/agents?check_mcp=true" rel="noopener noreferrer nofollow">status</a>' in body
+    assert ">badge</a>" in body  # the alt text stays readable
 
 
 def test_recall_box_shows_mode_store_and_score(client: TestClient, filled: dict[str, Any]) -> None:
@@ -359,6 +377,15 @@ def test_browser_runs_nothing_from_a_hostile_fact(served: str, browser: Any, fil
     assert browser.execute_script("return typeof window.__pwned") == "undefined"
     assert no_alert(browser)
     shot(browser, "hostile")
+
+
+@browser_only
+def test_browser_loads_nothing_a_fact_names(served: str, browser: Any, svc: MemoryService) -> None:
+    fact = svc.remember(LOADS_ITSELF, title="Images", scope="global")
+    browser.get(f"{served}/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert any(url.endswith("/ui/static/app.css") for url in loaded), loaded  # the list is real
+    assert not [url for url in loaded if "/api/" in url], loaded
 
 
 @browser_only

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
 from markupsafe import Markup
 
 # Only links a reader can follow without running anything; no javascript:, data: or vbscript:.
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
+# ammonia's tags less the one a browser loads a URL for by itself (see _image_as_link).
+_TAGS = set(nh3.ALLOWED_TAGS) - {"img"}
+
+
+def _image_as_link(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """``![alt](src)`` as a link to ``src`` the reader may follow, never an ``<img>``.
+
+    The browser fetches an image by itself, with the page's origin: a fact holding
+    ``![x](/api/v1/agents?check_mcp=true)`` started processes as soon as its page was shown (the
+    CSP's ``img-src 'self'`` allowed exactly that address). A link runs only when clicked.
+    """
+    token = tokens[idx]
+    src = str(token.attrs.get("src", ""))
+    alt = renderer.renderInlineAsText(token.children or [], options, env) or src
+    return f'<a href="{escapeHtml(src)}">{escapeHtml(alt)}</a>'
 
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     # html=False: raw HTML in a fact is shown as text, never passed through.
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    parser.add_render_rule("image", _image_as_link)
+    return parser
 
 
 def markdown(text: str | None) -> Markup:
@@ -25,7 +46,9 @@ def markdown(text: str | None) -> Markup:
     html = _parser().render(text)
     # Defence in depth: markdown-it already refuses javascript: links and escapes raw HTML; nh3
     # (ammonia) guarantees the output holds no script, event handler or unsafe URL either way.
-    cleaned = nh3.clean(html, url_schemes=set(URL_SCHEMES), link_rel="noopener noreferrer nofollow")
+    cleaned = nh3.clean(
+        html, tags=_TAGS, url_schemes=set(URL_SCHEMES), link_rel="noopener noreferrer nofollow"
+    )
     return Markup(cleaned)  # sanitised by nh3 just above
 
 

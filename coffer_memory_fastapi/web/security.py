@@ -8,7 +8,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "default-src 'none'",
         "script-src 'self'",
         "style-src 'self'",
-        "img-src 'self'",
+        "img-src 'none'",  # the pages show no image; a fact's is a link (render.py)
         "form-action 'self'",
         "base-uri 'none'",
         "frame-ancestors 'none'",
