@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from ._errors import ServiceClosed
+from ._errors import InvalidInput, ServiceClosed
 from ._service import MemoryService
 from ._service_parts import CLOSE_WAIT_SECONDS
 from ._transcripts.listing import SessionPage
@@ -214,6 +214,15 @@ def _finish_at_exit() -> None:
         pool.shutdown()
 
 
+def _check_count(value: object, name: str, *, optional: bool) -> None:
+    """``InvalidInput`` unless ``value`` is an integer of at least 1 (or None where ``optional``):
+    0 threads would leave every call waiting, and ``True`` is no count."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name} must be an integer of at least 1, not {value!r}", field=name)
+
+
 class AsyncMemoryService:
     """An async facade over a ``MemoryService``: ``await svc.recall(...)``, ``await svc.remember(...)``.
 
@@ -240,8 +249,8 @@ class AsyncMemoryService:
         max_threads: int = DEFAULT_MAX_THREADS,
         max_recalls: int | None = None,
     ) -> None:
-        if max_recalls is not None and max_recalls < 1:
-            raise ValueError("max_recalls must be at least 1")
+        _check_count(max_threads, "max_threads", optional=False)
+        _check_count(max_recalls, "max_recalls", optional=True)
         self._owned = service is None
         self.sync = service if service is not None else MemoryService()
         """The wrapped synchronous service (its properties and context managers live there)."""

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from coffer_memory import AsyncMemoryService, MemoryNotFound, MemoryService
+from coffer_memory import AsyncMemoryService, InvalidInput, MemoryNotFound, MemoryService
 from coffer_memory._aio import _Threads, usable_cpus
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -201,5 +201,15 @@ def test_recalls_at_once_default_to_the_cpus_the_process_may_use(svc: MemoryServ
             return asvc._recall_slots()._value
 
     assert asyncio.run(main()) == usable_cpus()
-    with pytest.raises(ValueError, match="max_recalls"):
-        AsyncMemoryService(svc, max_recalls=0)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("max_threads", 0), ("max_threads", -2), ("max_threads", 2.0), ("max_threads", True), ("max_recalls", 0)],
+)
+def test_a_bound_that_is_no_count_is_refused_typed(svc: MemoryService, argument: str, value: object) -> None:
+    """``max_threads=0`` made every call of the facade wait for ever (no thread ever started),
+    and ``max_recalls=0`` raised a bare ValueError; both are ``InvalidInput`` naming the argument."""
+    with pytest.raises(InvalidInput) as caught:
+        AsyncMemoryService(svc, **{argument: value})  # type: ignore[arg-type]
+    assert caught.value.details["field"] == argument and argument in str(caught.value)
