@@ -17,7 +17,8 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``) without an Origin is
   ``403 ORIGIN_NOT_ALLOWED`` unless it is the user following a link to a page outside ``/api/``
   (``Sec-Fetch-Mode: navigate`` at the top level: not into an ``<iframe>``). Clients that are
-  not browsers send no such header.
+  not browsers send no such header. A navigation a page of this origin started into ``/api/``
+  (a link in a fact the web view shows, clicked) is refused the same way.
 
 A change (POST, PUT, PATCH, DELETE) to a path ending in ``/`` is ``404 NOT_FOUND``, not
 redirected to the path without it (see ``_CHANGING_METHODS``).
@@ -251,6 +252,18 @@ class RequestGuard:
                 "ORIGIN_NOT_ALLOWED",
                 "a request another site's page made (Sec-Fetch-Site: "
                 f"{fetch_site.decode('latin-1') if fetch_site else ''}) is not served",
+            ), False
+        if (
+            fetch_site == b"same-origin"
+            and fetch_mode == b"navigate"
+            and _split_root(scope)[1].startswith("/api/")
+        ):
+            # A link in a page of this origin (the web view shows facts' own links): a fact holding
+            # [docs](/api/v1/agents?check_mcp=true) started processes when clicked. The view links
+            # nowhere into the API; an address typed by the user says Sec-Fetch-Site: none.
+            return _refuse(
+                "ORIGIN_NOT_ALLOWED",
+                "a link followed from a page into the API is not served; type the address, or use a client",
             ), False
         method = scope["method"]
         preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)

@@ -233,6 +233,23 @@ def test_browsers_own_loads_and_clients_without_fetch_metadata_are_served(client
     )
 
 
+def test_a_link_in_a_page_of_the_view_into_the_api_is_refused(client: TestClient) -> None:
+    # The web view renders a fact's own links; [x](/api/v1/agents?check_mcp=true) in a fact is a
+    # same-origin navigation when clicked, and the API started every registered coffer-mcp for it.
+    clicked = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    for path in ("/api/v1/agents?check_mcp=true", f"{API}/global/recall?query=x"):
+        r = client.get(path, headers=clicked)
+        assert r.status_code == 403, path
+        assert r.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
+    # The same address typed by the user, or fetched by the view's own script, is served.
+    typed = {**clicked, "Sec-Fetch-Site": "none"}
+    assert client.get(f"{API}/global/recall?query=x", headers=typed).status_code == 200
+    fetched = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+    assert client.get(f"{API}/global/recall?query=x", headers=fetched).status_code == 200
+    # A link between the view's own pages stays a link.
+    assert client.get("/ui", headers=clicked).status_code == 200
+
+
 def test_a_page_another_site_frames_is_not_built(client: TestClient) -> None:
     # A hidden <iframe src=".../ui/search?q=..."> is a navigation too (Sec-Fetch-Mode: navigate),
     # so it passed as the user following a link: the recall ran, and the frame's load time told
