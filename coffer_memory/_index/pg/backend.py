@@ -21,9 +21,7 @@ memory folder (``binding``): another home's folder is refused before it pushes o
 from __future__ import annotations
 
 import functools
-import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -42,6 +40,7 @@ from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
+from .failures import DOWN, GONE, REFUSED, first_line, transient, unavailable
 from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
 from .text import advised, escape_like, scrub, storable, tsquery_terms, with_parts
 
@@ -57,13 +56,6 @@ _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
 
 P = ParamSpec("P")
 R = TypeVar("R")
-_DOWN = (psycopg.OperationalError, PoolTimeout)
-"""What the driver raises when the server is down or unreachable (not a bad query: that is a bug)."""
-_REFUSED = (*_DOWN, psycopg.errors.InsufficientPrivilege)
-"""... and when the role may not do what was asked (a read-only member pushing rows)."""
-_GONE = psycopg.errors.UndefinedTable
-"""What a statement meets once an administrator dropped coffer's tables (docs/team.md: the files
-are the truth, the index is rebuilt from them)."""
 # A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
 # is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
 # restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
@@ -72,41 +64,6 @@ are the truth, the index is rebuilt from them)."""
 READ_ATTEMPTS = 4
 # Seconds a request waits for a pooled connection before the server is said to be down.
 POOL_TIMEOUT = 10.0
-
-
-class _OneLine(logging.Filter):
-    """psycopg_pool's warnings as one line each, and each once a minute: with the server down,
-    every reconnection attempt of every pool logged libpq's two-line refusal ('Connection
-    refused', then a tab-indented hint), dozens of lines per request in a server's log."""
-
-    REPEAT_AFTER = 60.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._said: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = " ".join(record.getMessage().split())
-        now = time.monotonic()
-        with self._lock:
-            if now - self._said.get(message, -self.REPEAT_AFTER) < self.REPEAT_AFTER:
-                return False
-            self._said = {m: t for m, t in self._said.items() if now - t < self.REPEAT_AFTER}
-            self._said[message] = now
-        record.msg, record.args = message, None
-        return True
-
-
-logging.getLogger("psycopg.pool").addFilter(_OneLine())
-
-
-def _transient(exc: BaseException) -> bool:
-    """A failure a second try may not meet: a connection that broke. Not a statement timeout (it
-    would only time out again), nor the pool's timeout (it waited for a connection already)."""
-    return isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, (psycopg.errors.QueryCanceled, PoolTimeout)
-    )
 
 
 def _reachable(method: Callable[P, R]) -> Callable[P, R]:
@@ -120,15 +77,13 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
         try:
             try:
                 return method(*args, **kwargs)
-            except _GONE:  # the tables were dropped (to rebuild the index): made again, asked again
+            except GONE:  # the tables were dropped (to rebuild the index): made again, asked again
                 if not isinstance(index, PostgresIndex) or not hasattr(index, "pool"):
                     raise
                 index.recreate()
                 return method(*args, **kwargs)
-        except _REFUSED as exc:
-            raise (
-                index.unavailable(exc) if isinstance(index, PostgresIndex) else _unavailable(exc)
-            ) from None
+        except REFUSED as exc:
+            raise (index.unavailable(exc) if isinstance(index, PostgresIndex) else unavailable(exc)) from None
 
     return wrapper
 
@@ -143,14 +98,6 @@ def _retried(method: Callable[P, R]) -> Callable[P, R]:
         return index.retrying()(method, *args, **kwargs)
 
     return _reachable(wrapper)
-
-
-def _unavailable(exc: BaseException) -> IndexUnavailable:
-    return IndexUnavailable("postgresql", _first_line(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class _Held:
@@ -182,7 +129,7 @@ class PostgresIndex:
             psycopg.connect(url, autocommit=True, **timeout).close()
         except psycopg.ProgrammingError as exc:  # libpq could not read the URL: the user's typo
             raise InvalidInput(
-                f"the PostgreSQL URL is not a connection string libpq reads ({scrub(_first_line(exc), url)}): "
+                f"the PostgreSQL URL is not a connection string libpq reads ({scrub(first_line(exc), url)}): "
                 "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')",
                 field="index.url",
             ) from None
@@ -246,7 +193,7 @@ class PostgresIndex:
         return Retrying(
             stop=stop_after_attempt(READ_ATTEMPTS),
             wait=wait_chain(wait_none(), wait_fixed(0.5), wait_fixed(1.0)),
-            retry=retry_if_exception(_transient),
+            retry=retry_if_exception(transient),
             before_sleep=lambda _: self.pool.check(),
             reraise=True,
         )
@@ -270,7 +217,7 @@ class PostgresIndex:
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
-        return IndexUnavailable("postgresql", advised(scrub(_first_line(exc), getattr(self, "_url", ""))))
+        return IndexUnavailable("postgresql", advised(scrub(first_line(exc), getattr(self, "_url", ""))))
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -299,10 +246,10 @@ class PostgresIndex:
             try:  # the server being down is said before the write touches a file
                 try:
                     conn, key = self.retrying()(self._lock, store)
-                except _GONE:
+                except GONE:
                     self.recreate()
                     conn, key = self.retrying()(self._lock, store)
-            except _REFUSED as exc:
+            except REFUSED as exc:
                 raise self.unavailable(exc) from None
             except SchemaTooNew as exc:  # a newer coffer migrated the database since this one started
                 raise IndexUnavailable("postgresql", str(exc)) from None
@@ -314,7 +261,7 @@ class PostgresIndex:
             finally:
                 with self._guard:
                     del self._held[store]
-                with suppress(*_DOWN):  # the session ended, and the server released its locks with it
+                with suppress(*DOWN):  # the session ended, and the server released its locks with it
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def _own_folder(self) -> None:
@@ -342,7 +289,7 @@ class PostgresIndex:
             ).fetchone()
             why = None if row is not None and row[0] else "its session no longer holds it"
         except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
-            why = f"its connection ended: {scrub(_first_line(exc), self._url)}"
+            why = f"its connection ended: {scrub(first_line(exc), self._url)}"
         if why is not None:
             raise IndexUnavailable(
                 "postgresql",
