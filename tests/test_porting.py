@@ -238,6 +238,27 @@ def test_an_oversize_member_is_refused(tmp_path: Path) -> None:
         _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "too_large")
 
 
+def test_an_export_with_many_files_imports_though_its_manifest_is_over_the_file_cap(tmp_path: Path) -> None:
+    # The manifest grows with the number of files (about 200 bytes each): an export of some 20,000
+    # facts had a manifest over the default 4 MiB max_file_bytes, and its own import refused it.
+    settings = Settings.load(tmp_path / "src", memory={"max_file_bytes": 2048})
+    with MemoryService(tmp_path / "src", settings=settings) as src:
+        for i in range(30):
+            src.remember(f"Fact number {i} of a long-lived store.", store=GLOBAL_STORE)
+        report = src.export_memory(tmp_path / "e.zip")
+    with zipfile.ZipFile(tmp_path / "e.zip") as zf:
+        assert zf.getinfo("manifest.json").file_size > 2048
+    settings = Settings.load(tmp_path / "dst", memory={"max_file_bytes": 2048})
+    with MemoryService(tmp_path / "dst", settings=settings) as dst:
+        assert dst.import_memory(tmp_path / "e.zip").counts == {"created": report.files}
+        assert dst.store_info(GLOBAL_STORE).fact_count == 30
+
+
+def test_an_oversize_manifest_is_still_refused(svc: MemoryService, tmp_path: Path) -> None:
+    manifest = {**_manifest(GOOD), "padding": "x" * (65 * 1024 * 1024)}
+    _refused(svc, _zip(tmp_path / "e.zip", GOOD, manifest), "too_large")
+
+
 def test_a_file_that_is_also_a_folder_is_refused(svc: MemoryService, tmp_path: Path) -> None:
     members = {"stores/global/rules": b"a file", "stores/global/rules/rules.md": b"- a rule\n"}
     _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "corrupt")
