@@ -519,3 +519,17 @@ def test_a_killed_distillation_run_again_leaves_each_entry_once(
         journal = svc.journal(cwd=samples.project_dir)
         assert sum(len(day.entries) for day in journal) == 2
         assert not svc.doctor().index_mismatches
+
+
+@pytest.mark.parametrize(("sort", "order"), [("last_activity_at", "desc"), ("started_at", "asc")])
+def test_cli_list_of_every_agent_is_one_sorted_list(
+    svc: MemoryService, samples: AgentSamples, tmp_home: Path, capsys: Any, sort: str, order: str
+) -> None:
+    # "coffer transcripts list: every agent, most recent first" printed Claude Code's sessions, then
+    # Codex's, then OpenCode's, each sorted on its own: the most recent session could be in the middle.
+    args = ["--home", str(tmp_home), "transcripts", "list", "--sort", sort, "--order", order, "--json"]
+    assert cli_main(args) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert len({s["agent"] for s in listed}) == 3
+    keys = [s[sort] for s in listed]
+    assert keys == sorted(keys, reverse=order == "desc")

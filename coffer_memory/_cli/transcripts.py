@@ -22,6 +22,8 @@ def _when(value: Any) -> str:
 
 
 def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    from .._transcripts.listing import sorted_sessions  # the parser is built on every run: load on use
+
     agents = [args.agent] if args.agent else list(AGENTS)
     rows: list[Any] = []
     for agent in agents:
@@ -34,6 +36,8 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
             limit=args.limit,
         )
         rows.extend(page.items)
+    # One list, not one block per agent: the most recent session first whichever agent had it.
+    rows = sorted_sessions(rows, args.sort, descending=args.order == "desc")
     if args.json:
         emit_json(rows)
         return
