@@ -324,7 +324,8 @@ def test_an_unrelated_400_is_not_a_downgrade() -> None:
 
 @pytest.mark.parametrize("status", [400, 401])
 @pytest.mark.parametrize(
-    "key", ["sk-proj-Tz4" + "fakeFAKEfake7Qx2Lm9Np3Rs6Vw8Yb1Cd5Fg0Hj4Kl7Mn2Pq", "local-key-" + "not-a-known-shape"]
+    "key",
+    ["sk-proj-Tz4" + "fakeFAKEfake7Qx2Lm9Np3Rs6Vw8Yb1Cd5Fg0Hj4Kl7Mn2Pq", "local-key-" + "not-a-known-shape"],
 )
 def test_an_error_body_that_repeats_the_api_key_does_not_carry_it_into_the_error(
     monkeypatch: pytest.MonkeyPatch, status: int, key: str
