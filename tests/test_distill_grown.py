@@ -293,7 +293,9 @@ def test_rewritten_transcript_sends_only_turns_the_ledger_has_not_seen(
         assert cut.status == "already_distilled"
         assert len(llm.requests) == calls
         # It said "turns 8-7 of 7; turns 1-6 were distilled before".
-        assert cut.detail is not None and re.fullmatch(r"no new turns: all \d+ were distilled before", cut.detail)
+        assert cut.detail is not None and re.fullmatch(
+            r"no new turns: all \d+ were distilled before", cut.detail
+        )
     assert insight_counts(samples, home) == {
         "insight-mark-changed": 1,
         "insight-mark-edit": 1,
