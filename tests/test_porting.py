@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from coffer_memory import AsyncMemoryService, InvalidImport, MemoryRejected, MemoryService, Settings
+from coffer_memory import (
+    AsyncMemoryService,
+    InvalidImport,
+    InvalidInput,
+    MemoryRejected,
+    MemoryService,
+    Settings,
+)
 from coffer_memory._cli import main
 from coffer_memory._store.paths import GLOBAL_STORE
 
@@ -327,6 +334,16 @@ def test_export_skips_symlinks_and_temp_files(filled: MemoryService, tmp_path: P
         names = zf.namelist()
     assert report.files == 3
     assert not any("link.md" in n or ".tmp-" in n for n in names)
+
+
+def test_an_export_into_a_folder_that_does_not_exist_is_refused(
+    filled: MemoryService, tmp_path: Path
+) -> None:
+    # A typo in -o's folder created the whole path (mode 0700) and wrote the export there.
+    with pytest.raises(InvalidInput) as info:
+        filled.export_memory(tmp_path / "no-such" / "deeper" / "backup.zip")
+    assert info.value.field == "dest" and "does not exist" in info.value.message
+    assert not (tmp_path / "no-such").exists()
 
 
 def test_the_async_facade_exports_and_imports(filled: MemoryService, tmp_path: Path) -> None:

@@ -97,22 +97,23 @@ class Porting:
         format: ExportFormat = "zip",
     ) -> ExportReport:
         """Write the export to a file (atomically, mode 0600) or a binary stream."""
+        if not isinstance(dest, str | os.PathLike):
+            data, report = self.export_bytes(stores=stores, format=format)
+            dest.write(data)
+            return report
+        path = Path(os.path.abspath(dest))
+        if path.is_dir():
+            raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
+        if not path.parent.is_dir():  # a typo in the folder would have created it, silently
+            raise InvalidInput(f"folder {path.parent} does not exist: create it first", field="dest")
         data, report = self.export_bytes(stores=stores, format=format)
-        if isinstance(dest, str | os.PathLike):
-            path = Path(os.path.abspath(dest))
-            if path.is_dir():
-                raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
-            try:
-                write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                    raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
-                raise InvalidInput(
-                    f"cannot write the export to {path}: {exc.strerror}", field="dest"
-                ) from None
-            return attrs.evolve(report, path=path)
-        dest.write(data)
-        return report
+        try:
+            write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
+            raise InvalidInput(f"cannot write the export to {path}: {exc.strerror}", field="dest") from None
+        return attrs.evolve(report, path=path)
 
     # -- import --------------------------------------------------------------------------------
     def detect(self, source: Path) -> ImportKind:
