@@ -346,6 +346,25 @@ def test_an_export_into_a_folder_that_does_not_exist_is_refused(
     assert not (tmp_path / "no-such").exists()
 
 
+def test_import_progress_covers_the_check_pass_too(filled: MemoryService, tmp_path: Path) -> None:
+    # The check pass (every entry's secret scan, before any write) took minutes on a 30,000-file
+    # archive with no progress at all: the bar started only with the writes.
+    filled.export_memory(tmp_path / "e.zip")
+    with MemoryService(tmp_path / "fresh") as fresh:
+        calls: list[tuple[int, int, bool]] = []
+
+        def progress(done: int, total: int, entry: object) -> None:
+            calls.append((done, total, fresh.settings.memory_dir.exists()))
+
+        report = fresh.import_memory(tmp_path / "e.zip", progress=progress)
+        steps = 2 * len(report.entries)
+        assert [(d, t) for d, t, _ in calls] == [(n, steps) for n in range(1, steps + 1)]
+        assert not any(wrote for _, _, wrote in calls[: steps // 2])  # checked before any write
+        dry: list[tuple[int, int]] = []
+        fresh.import_memory(tmp_path / "e.zip", dry_run=True, progress=lambda d, t, e: dry.append((d, t)))
+        assert dry == [(n, len(report.entries)) for n in range(1, len(report.entries) + 1)]
+
+
 def test_the_async_facade_exports_and_imports(filled: MemoryService, tmp_path: Path) -> None:
     async def run() -> None:
         out = tmp_path / "async.zip"
