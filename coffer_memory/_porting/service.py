@@ -119,7 +119,7 @@ class Porting:
         path = Path(os.path.abspath(dest))
         if path.is_dir():
             raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
-        if not path.parent.is_dir():  # a typo in the folder would have created it, silently
+        if not os.path.lexists(path.parent):  # a typo in the folder would have created it, silently
             raise InvalidInput(f"folder {path.parent} does not exist: create it first", field="dest")
         data, report = self.export_bytes(stores=stores, format=format)
         try:
