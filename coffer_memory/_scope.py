@@ -263,8 +263,33 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
+        broken = _dangling_dotgit(path)
+        if broken is not None:
+            dotgit, gitdir = broken
+            raise ScopeUnresolved(
+                path,
+                f"{dotgit} points to {gitdir}, which does not exist: if the repository's main "
+                "checkout was moved, run `git worktree repair <this worktree>` from its new place",
+                folder=os.path.abspath(path),
+            )
         raise ScopeUnresolved(path, folder=os.path.abspath(path))
     return info
+
+
+def _dangling_dotgit(cwd: str) -> tuple[Path, Path] | None:
+    """The nearest ``.git`` file above ``cwd`` whose gitdir is gone, with that gitdir: a linked
+    worktree whose main checkout moved (git itself fails there too). None when the nearest
+    ``.git`` is a folder or none is found."""
+    start = Path(os.path.realpath(cwd))
+    for candidate in (start, *start.parents):
+        dotgit = candidate / ".git"
+        if dotgit.is_dir():
+            return None
+        if dotgit.is_file():
+            gitdir = _gitdir_from_file(dotgit)
+            if gitdir is not None and not gitdir.exists():
+                return dotgit, gitdir
+    return None
 
 
 def _git(worktree: Path, *args: str) -> str | None:

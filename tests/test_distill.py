@@ -17,7 +17,7 @@ import apsw
 import pytest
 from agent_samples import FAKE_SECRETS, SECRET_CORES, AgentSamples, build
 from conftest import make_repo, poll
-from http_scripted import Reply, ScriptedServer, answer, serve
+from http_scripted import Reply, ScriptedServer, answer, fail, serve
 
 from coffer_memory import InvalidInput, MemoryService
 from coffer_memory._cli import main as cli_main
@@ -519,3 +519,35 @@ def test_a_killed_distillation_run_again_leaves_each_entry_once(
         journal = svc.journal(cwd=samples.project_dir)
         assert sum(len(day.entries) for day in journal) == 2
         assert not svc.doctor().index_mismatches
+
+
+@pytest.mark.parametrize(("sort", "order"), [("last_activity_at", "desc"), ("started_at", "asc")])
+def test_cli_list_of_every_agent_is_one_sorted_list(
+    svc: MemoryService, samples: AgentSamples, tmp_home: Path, capsys: Any, sort: str, order: str
+) -> None:
+    # "coffer transcripts list: every agent, most recent first" printed Claude Code's sessions, then
+    # Codex's, then OpenCode's, each sorted on its own: the most recent session could be in the middle.
+    args = ["--home", str(tmp_home), "transcripts", "list", "--sort", sort, "--order", order, "--json"]
+    assert cli_main(args) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert len({s["agent"] for s in listed}) == 3
+    keys = [s[sort] for s in listed]
+    assert keys == sorted(keys, reverse=order == "desc")
+
+
+def test_cli_distill_exits_1_when_the_configured_model_fails(
+    svc: MemoryService, samples: AgentSamples, llm: ScriptedServer, tmp_home: Path, capsys: Any
+) -> None:
+    # A refused key (HTTP 401) was reported as status no_model and the command exited 0, like a
+    # home with no model at all: a sweep run by cron looked fine while nothing was distilled.
+    target = next(e for e in samples.expected if e.project_path == str(samples.project_dir))
+    home = ["--home", str(tmp_home)]
+    llm.script.extend([fail(401, "Incorrect API key provided")] * 2)
+    assert cli_main([*home, "distill", target.session_id]) == 1
+    assert "HTTP 401" in capsys.readouterr().out
+    assert cli_main([*home, "distill", "--sweep", "--limit", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "HTTP 401" in out and "0 distilled" in out
+    (tmp_home / "config.toml").unlink()  # no model configured: a no-op that says so, exit 0
+    assert cli_main([*home, "distill", target.session_id]) == 0
+    assert "no_model" in capsys.readouterr().out

@@ -289,8 +289,13 @@ def test_rewritten_transcript_sends_only_turns_the_ledger_has_not_seen(
         lines = source.read_text().splitlines(keepends=True)
         source.write_text("".join(lines[:-2]))
         calls = len(llm.requests)
-        assert svc.distill_session("claude-code", session_id).status == "already_distilled"
+        cut = svc.distill_session("claude-code", session_id)
+        assert cut.status == "already_distilled"
         assert len(llm.requests) == calls
+        # It said "turns 8-7 of 7; turns 1-6 were distilled before".
+        assert cut.detail is not None and re.fullmatch(
+            r"no new turns: all \d+ were distilled before", cut.detail
+        )
     assert insight_counts(samples, home) == {
         "insight-mark-changed": 1,
         "insight-mark-edit": 1,

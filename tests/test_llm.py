@@ -322,6 +322,29 @@ def test_an_unrelated_400_is_not_a_downgrade() -> None:
     assert len(seen) == 1 and llm.json_level == "json_schema"
 
 
+@pytest.mark.parametrize("status", [400, 401])
+@pytest.mark.parametrize(
+    "key",
+    ["sk-proj-Tz4" + "fakeFAKEfake7Qx2Lm9Np3Rs6Vw8Yb1Cd5Fg0Hj4Kl7Mn2Pq", "local-key-" + "not-a-known-shape"],
+)
+def test_an_error_body_that_repeats_the_api_key_does_not_carry_it_into_the_error(
+    monkeypatch: pytest.MonkeyPatch, status: int, key: str
+) -> None:
+    # Some servers answer a refused key with the key itself ("Incorrect API key provided: ...");
+    # the message became LLMUnavailable's and was printed by `coffer distill` and kept in results.
+    monkeypatch.setenv("COFFER_TEST_LLM_KEY", key)
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        sent = request.headers["authorization"]
+        return api_error(status, f"Incorrect API key provided: {sent}. Key: {key}")
+
+    llm, _ = mock_llm(refuse, api_key_env="COFFER_TEST_LLM_KEY")
+    with pytest.raises(LLMUnavailable) as info:
+        llm.complete(ASK)
+    assert f"HTTP {status}" in info.value.message and "Incorrect API key provided" in info.value.message
+    assert key not in info.value.message and key not in str(info.value.to_dict())
+
+
 def test_reasoning_model_parameters_are_adapted_once() -> None:
     def reasoning_model(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from coffer_memory import AsyncMemoryService, InvalidImport, MemoryRejected, MemoryService, Settings
+from coffer_memory import (
+    AsyncMemoryService,
+    InvalidImport,
+    InvalidInput,
+    MemoryRejected,
+    MemoryService,
+    Settings,
+)
 from coffer_memory._cli import main
 from coffer_memory._store.paths import GLOBAL_STORE
 
@@ -238,6 +245,27 @@ def test_an_oversize_member_is_refused(tmp_path: Path) -> None:
         _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "too_large")
 
 
+def test_an_export_with_many_files_imports_though_its_manifest_is_over_the_file_cap(tmp_path: Path) -> None:
+    # The manifest grows with the number of files (about 200 bytes each): an export of some 20,000
+    # facts had a manifest over the default 4 MiB max_file_bytes, and its own import refused it.
+    settings = Settings.load(tmp_path / "src", memory={"max_file_bytes": 2048})
+    with MemoryService(tmp_path / "src", settings=settings) as src:
+        for i in range(30):
+            src.remember(f"Fact number {i} of a long-lived store.", store=GLOBAL_STORE)
+        report = src.export_memory(tmp_path / "e.zip")
+    with zipfile.ZipFile(tmp_path / "e.zip") as zf:
+        assert zf.getinfo("manifest.json").file_size > 2048
+    settings = Settings.load(tmp_path / "dst", memory={"max_file_bytes": 2048})
+    with MemoryService(tmp_path / "dst", settings=settings) as dst:
+        assert dst.import_memory(tmp_path / "e.zip").counts == {"created": report.files}
+        assert dst.store_info(GLOBAL_STORE).fact_count == 30
+
+
+def test_an_oversize_manifest_is_still_refused(svc: MemoryService, tmp_path: Path) -> None:
+    manifest = {**_manifest(GOOD), "padding": "x" * (65 * 1024 * 1024)}
+    _refused(svc, _zip(tmp_path / "e.zip", GOOD, manifest), "too_large")
+
+
 def test_a_file_that_is_also_a_folder_is_refused(svc: MemoryService, tmp_path: Path) -> None:
     members = {"stores/global/rules": b"a file", "stores/global/rules/rules.md": b"- a rule\n"}
     _refused(svc, _zip(tmp_path / "e.zip", members, _manifest(members)), "corrupt")
@@ -306,6 +334,35 @@ def test_export_skips_symlinks_and_temp_files(filled: MemoryService, tmp_path: P
         names = zf.namelist()
     assert report.files == 3
     assert not any("link.md" in n or ".tmp-" in n for n in names)
+
+
+def test_an_export_into_a_folder_that_does_not_exist_is_refused(
+    filled: MemoryService, tmp_path: Path
+) -> None:
+    # A typo in -o's folder created the whole path (mode 0700) and wrote the export there.
+    with pytest.raises(InvalidInput) as info:
+        filled.export_memory(tmp_path / "no-such" / "deeper" / "backup.zip")
+    assert info.value.field == "dest" and "does not exist" in info.value.message
+    assert not (tmp_path / "no-such").exists()
+
+
+def test_import_progress_covers_the_check_pass_too(filled: MemoryService, tmp_path: Path) -> None:
+    # The check pass (every entry's secret scan, before any write) took minutes on a 30,000-file
+    # archive with no progress at all: the bar started only with the writes.
+    filled.export_memory(tmp_path / "e.zip")
+    with MemoryService(tmp_path / "fresh") as fresh:
+        calls: list[tuple[int, int, bool]] = []
+
+        def progress(done: int, total: int, entry: object) -> None:
+            calls.append((done, total, fresh.settings.memory_dir.exists()))
+
+        report = fresh.import_memory(tmp_path / "e.zip", progress=progress)
+        steps = 2 * len(report.entries)
+        assert [(d, t) for d, t, _ in calls] == [(n, steps) for n in range(1, steps + 1)]
+        assert not any(wrote for _, _, wrote in calls[: steps // 2])  # checked before any write
+        dry: list[tuple[int, int]] = []
+        fresh.import_memory(tmp_path / "e.zip", dry_run=True, progress=lambda d, t, e: dry.append((d, t)))
+        assert dry == [(n, len(report.entries)) for n in range(1, len(report.entries) + 1)]
 
 
 def test_the_async_facade_exports_and_imports(filled: MemoryService, tmp_path: Path) -> None:

@@ -199,3 +199,23 @@ def test_the_session_start_hook_reads_a_moved_store_without_writing(
     assert (
         svc.paths(store).root / STORE_FILE
     ).read_bytes() == before  # read-only: the move is recorded later
+
+
+def test_cli_store_list_and_ambiguity_tell_two_same_named_repositories_apart(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    # Two checkouts named `api`: the ambiguity error listed "project-A (api); project-B (api)",
+    # and once one checkout was deleted `stores list` still showed its folder as the repository.
+    first, second = make_repo(tmp_path / "a" / "api"), make_repo(tmp_path / "b" / "api")
+    for repo in (first, second):
+        assert cli("remember", f"a fact of {repo.parent.name}", cwd=repo).returncode == 0
+    out = cli("stores", "config", "api")
+    assert out.returncode == 1 and "ambiguous" in out.stderr
+    assert str(first.resolve()) in out.stderr and str(second.resolve()) in out.stderr
+    shutil.rmtree(first)
+    table = cli("stores", "list", cwd=tmp_path).stdout
+    row = next(line for line in table.splitlines() if str(first.resolve()) in line)
+    assert "(missing)" in row
+    assert "(missing)" not in next(line for line in table.splitlines() if str(second.resolve()) in line)
+    listed = json.loads(cli("stores", "list", "--json", cwd=tmp_path).stdout)
+    assert {s["project_root"] for s in listed} == {str(first.resolve()), str(second.resolve())}

@@ -284,3 +284,20 @@ def test_resolve_scope_reports_root_and_branch(svc: MemoryService, tmp_path: Pat
     glob = svc.resolve_scope(scope="global")
     assert glob.store_name == "global" and glob.project_id == "0" * 26 and glob.branch is None
     assert not (svc.home / "memory").exists()
+
+
+def test_a_worktree_whose_main_checkout_moved_says_so(svc: MemoryService, tmp_path: Path) -> None:
+    # After `mv repo elsewhere` a linked worktree's .git file points into the old path: git itself
+    # fails there, and coffer said only "not inside a git repository" though .git is right there.
+    repo = make_repo(tmp_path / "repo")
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "feat/x", str(worktree))
+    (worktree / "sub").mkdir()
+    repo.rename(tmp_path / "moved")
+    with pytest.raises(ScopeUnresolved) as excinfo:
+        svc.save_handoff("where the work stands", cwd=worktree / "sub")
+    message = excinfo.value.message
+    assert str(worktree / ".git") in message and "does not exist" in message
+    assert "git worktree repair" in message
+    git(tmp_path / "moved", "worktree", "repair", str(worktree))  # the advice works
+    assert svc.save_handoff("where the work stands", cwd=worktree / "sub").path.name.startswith("feat-x-")

@@ -132,7 +132,15 @@ def resolve_store_name(svc: MemoryService, value: str) -> str:
         if len(matches) == 1:
             return matches[0].name
         if matches:
-            raise _ambiguous("store", value, [f"{s.name} ({s.display_name})" for s in matches])
+            # The repository's folder too: two checkouts named alike have the same display name.
+            raise _ambiguous(
+                "store",
+                value,
+                [
+                    f"{s.name} ({s.display_name}{f', {s.project_root}' if s.project_root else ''})"
+                    for s in matches
+                ],
+            )
     return value
 
 

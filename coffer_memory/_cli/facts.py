@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -163,11 +164,19 @@ def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
     emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
 
 
+def _root(root: str | None) -> str:
+    """A store's repository folder as listed; one that is gone is marked: the store is not lost, the
+    next command run in a moved or fresh checkout of it folds it in (see docs/projects.md)."""
+    if root is None:
+        return "-"
+    return root if os.path.isdir(root) else f"{root} (missing)"
+
+
 def stores_table(stores: Sequence[StoreInfo]) -> str:
     """Stores as a table: name, label, repository root, fact count, folder."""
     if not stores:
         return "(no stores yet)"
-    rows = [(s.name, s.label or "-", s.project_root or "-", s.fact_count, s.store_dir) for s in stores]
+    rows = [(s.name, s.label or "-", _root(s.project_root), s.fact_count, s.store_dir) for s in stores]
     return table(("store", "label", "repository", "facts", "folder"), rows)
 
 

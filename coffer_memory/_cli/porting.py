@@ -41,9 +41,12 @@ def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    bar = tqdm(unit="entry", disable=args.json or None, file=sys.stderr, leave=False)
+    bar = tqdm(unit="step", disable=args.json or None, file=sys.stderr, leave=False)
 
     def progress(done: int, total: int, _entry: ImportEntry) -> None:
+        # A real import checks every entry (first half of the steps), then writes them.
+        checking = args.dry_run or done <= total // 2
+        bar.set_description("checking" if checking else "writing", refresh=False)
         bar.total = total
         bar.update(done - bar.n)
 

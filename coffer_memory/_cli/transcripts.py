@@ -22,6 +22,8 @@ def _when(value: Any) -> str:
 
 
 def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
+    from .._transcripts.listing import sorted_sessions  # the parser is built on every run: load on use
+
     agents = [args.agent] if args.agent else list(AGENTS)
     rows: list[Any] = []
     for agent in agents:
@@ -34,6 +36,8 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
             limit=args.limit,
         )
         rows.extend(page.items)
+    # One list, not one block per agent: the most recent session first whichever agent had it.
+    rows = sorted_sessions(rows, args.sort, descending=args.order == "desc")
     if args.json:
         emit_json(rows)
         return
@@ -73,6 +77,12 @@ def _print_result(r: DistillResult) -> None:
         print(f"  - {insight.name}: {insight.description}")
 
 
+def _failed(svc: MemoryService, r: DistillResult) -> bool:
+    """A malformed answer, or a configured model that failed (a refused key, a server down): not
+    the no-op of a home without a model, which exits 0."""
+    return r.status == "invalid_output" or (r.status == "no_model" and svc.settings.llm.provider != "none")
+
+
 def cmd_distill(svc: MemoryService, args: argparse.Namespace) -> int:
     if args.sweep:
         return _sweep(svc, args)
@@ -85,7 +95,7 @@ def cmd_distill(svc: MemoryService, args: argparse.Namespace) -> int:
         emit_json(result)
     else:
         _print_result(result)
-    return 1 if result.status == "invalid_output" else 0
+    return 1 if _failed(svc, result) else 0
 
 
 def _tick(bar: Any) -> None:
@@ -106,17 +116,20 @@ def _sweep(svc: MemoryService, args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    status = 1 if any(_failed(svc, r) for r in result.results) else 0
     if args.json:
         emit_json(result)
-        return 0
+        return status
     for r in result.results:
         _print_result(r)
+    distilled = sum(r.status == "distilled" for r in result.results)
+    failed = sum(_failed(svc, r) for r in result.results)
     print(
-        f"{len(result.results)} distilled or tried of {result.considered} sessions; "
+        f"{distilled} distilled, {failed} failed, {len(result.results)} tried of {result.considered} sessions; "
         f"{result.skipped_active} still active, {result.remaining} left for the next run"
         + (f", {result.skipped_opted_out} in projects that opted out" if result.skipped_opted_out else "")
     )
-    return 0
+    return status
 
 
 def cmd_forget(svc: MemoryService, args: argparse.Namespace) -> None:

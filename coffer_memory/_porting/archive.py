@@ -40,6 +40,10 @@ STORES_DIR = "stores"
 # Caps on what an import reads: far above any real store, low enough that a zip bomb stops early.
 MAX_MEMBERS = 100_000
 MAX_TOTAL_BYTES = 1 << 30
+# The manifest grows with the number of files (about 200 bytes each), so it has its own cap, far
+# above the manifest of MAX_MEMBERS files: under ``max_file_bytes`` an export of some 20,000 files
+# could not be imported again.
+MAX_MANIFEST_BYTES = 64 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -223,10 +227,11 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
                 raise InvalidImport("symlink", f"{name} is a symbolic link", source=source, member=name)
             if name in seen:
                 raise InvalidImport("corrupt", f"{name} appears twice", source=source, member=name)
-            if info.file_size > max_file_bytes:
+            cap = MAX_MANIFEST_BYTES if name == MANIFEST else max_file_bytes
+            if info.file_size > cap:
                 raise InvalidImport(
                     "too_large",
-                    f"{name}: {info.file_size} bytes is over {max_file_bytes}",
+                    f"{name}: {info.file_size} bytes is over {cap}",
                     source=source,
                     member=name,
                 )
@@ -240,7 +245,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
             raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
         try:
             manifest = _check_manifest(
-                source, json.loads(_member(zf, seen[MANIFEST], source, max_file_bytes))
+                source, json.loads(_member(zf, seen[MANIFEST], source, MAX_MANIFEST_BYTES))
             )
         except ValueError:
             raise InvalidImport(

@@ -47,6 +47,21 @@ _TRANSCRIPTS = 5
 _TRANSCRIPT_HEAD = 64 * 1024
 
 
+def _two_passes(progress: Progress | None) -> tuple[Progress | None, Progress | None]:
+    """``progress`` split over the check pass and the write pass: steps 1..n, then n+1..2n of 2n."""
+    if progress is None:
+        return None, None
+    report = progress
+
+    def checked(done: int, total: int, entry: ImportEntry) -> None:
+        report(done, 2 * total, entry)
+
+    def written(done: int, total: int, entry: ImportEntry) -> None:
+        report(total + done, 2 * total, entry)
+
+    return checked, written
+
+
 class Porting:
     """Export and import for one home."""
 
@@ -97,22 +112,23 @@ class Porting:
         format: ExportFormat = "zip",
     ) -> ExportReport:
         """Write the export to a file (atomically, mode 0600) or a binary stream."""
+        if not isinstance(dest, str | os.PathLike):
+            data, report = self.export_bytes(stores=stores, format=format)
+            dest.write(data)
+            return report
+        path = Path(os.path.abspath(dest))
+        if path.is_dir():
+            raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
+        if not os.path.lexists(path.parent):  # a typo in the folder would have created it, silently
+            raise InvalidInput(f"folder {path.parent} does not exist: create it first", field="dest")
         data, report = self.export_bytes(stores=stores, format=format)
-        if isinstance(dest, str | os.PathLike):
-            path = Path(os.path.abspath(dest))
-            if path.is_dir():
-                raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
-            try:
-                write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                    raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
-                raise InvalidInput(
-                    f"cannot write the export to {path}: {exc.strerror}", field="dest"
-                ) from None
-            return attrs.evolve(report, path=path)
-        dest.write(data)
-        return report
+        try:
+            write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
+            raise InvalidInput(f"cannot write the export to {path}: {exc.strerror}", field="dest") from None
+        return attrs.evolve(report, path=path)
 
     # -- import --------------------------------------------------------------------------------
     def detect(self, source: Path) -> ImportKind:
@@ -157,7 +173,9 @@ class Porting:
 
         ``store``: for a coffer export, only that store; for the other kinds, the one store every
         entry goes to. ``source=None`` means Claude Code's folder (``kind="claude-code"``) or the
-        current directory (``kind="rules"``).
+        current directory (``kind="rules"``). ``progress(done, total, entry)`` is called after each
+        step: an import that writes checks every entry first (nothing is written until all pass),
+        then writes them, so ``total`` is twice the entries; a dry run only plans them.
         """
         if kind is not None and kind not in IMPORT_KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(IMPORT_KINDS)}", field="kind")
@@ -167,9 +185,13 @@ class Porting:
         kind = kind or self.detect(path)
         resolver = _Resolver(self.targets, self.stores)
         items, skipped = self._plan(path, kind, store, resolver)
+        write_progress = progress
         if not dry_run:  # the content checks raise in this pass, before any write
-            Applier(self.writer, dry_run=True).run(items)
-        entries = Applier(self.writer, dry_run=dry_run, progress=progress).run(items)
+            # It takes about as long as the writes (the secret scan of every text): the progress
+            # counts both passes, or a bar would sit at nothing for minutes on a large archive.
+            checks, write_progress = _two_passes(progress)
+            Applier(self.writer, dry_run=True, progress=checks).run(items)
+        entries = Applier(self.writer, dry_run=dry_run, progress=write_progress).run(items)
         if not dry_run:
             changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
             self._record_checkouts(resolver.checkouts, changed)

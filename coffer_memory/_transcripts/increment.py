@@ -61,6 +61,8 @@ class Increment:
         """A line saying what part of the session is distilled (None for the whole of it)."""
         if not self.partial:
             return None
+        if not self.new:  # "turns 8-7 of 7" said nothing
+            return f"no new turns: all {self.total} were distilled before"
         if self.rewritten:
             return (
                 f"the transcript was rewritten since it was last distilled: {len(self.new)} of "

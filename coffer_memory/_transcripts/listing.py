@@ -160,7 +160,7 @@ class SessionLister:
             and (after is None or (s.started_at is not None and s.started_at >= after))
             and (before is None or (s.started_at is not None and s.started_at < before))
         ]
-        ordered = _sorted(matches, sort, descending=order == "desc")
+        ordered = sorted_sessions(matches, sort, descending=order == "desc")
         return SessionPage(items=tuple(ordered[offset : offset + limit]), total=len(ordered))
 
     def find(self, agent: str, session_id: str) -> SessionSummary:
@@ -207,7 +207,7 @@ def _matches(summary: SessionSummary, needle: str) -> bool:
     )
 
 
-def _sorted(items: list[SessionSummary], field: str, *, descending: bool) -> list[SessionSummary]:
+def sorted_sessions(items: list[SessionSummary], field: str, *, descending: bool) -> list[SessionSummary]:
     """Sorted by ``field`` (ties by session id), items without a value last whatever the order."""
     present = [s for s in items if getattr(s, field) is not None]
     missing = [s for s in items if getattr(s, field) is None]

@@ -42,15 +42,29 @@ def retry_after(response: httpx.Response) -> float | None:
 
 
 def error_message(response: httpx.Response) -> str:
-    """The server's error message: ``error.message`` of an OpenAI-style body, else the body's start."""
+    """The server's error message: ``error.message`` of an OpenAI-style body, else the body's start;
+    the API key the request carried is cut out of it."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:300]
+        return _without_key(response, response.text[:300])
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error or body)[:300]
+        return _without_key(response, str(error.get("message") or error))
+    return _without_key(response, str(error or body)[:300])
+
+
+def _without_key(response: httpx.Response, message: str) -> str:
+    """``message`` without the request's bearer key: some servers answer a refused key with the key
+    itself ("Incorrect API key provided: ..."), and the message is shown, logged and kept in results."""
+    try:
+        header = response.request.headers.get("authorization", "")
+    except RuntimeError:  # a response built by hand has no request
+        return message
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or len(key.strip()) < 8:  # a key that short would blank ordinary words
+        return message
+    return message.replace(key.strip(), "[REDACTED:api_key]")
 
 
 def retry_wait(state: RetryCallState, max_seconds: float) -> float:
