@@ -325,8 +325,11 @@ class Facts:
         present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
         for sp in present:
             self.index.refresh(sp.name)
-        result = retrieval.recall(paths, query, mode, limit, where, present=present)
-        return attrs.evolve(result, targets=tuple(targets))
+        # ``mode`` is checked above: the result is made once, with its targets (an ``attrs.evolve``
+        # of it and a second check ran on every recall).
+        return retrieval.recall(
+            paths, query, mode, limit, where, present=present, checked=True, targets=tuple(targets)
+        )
 
     def list_facts(
         self,

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -32,7 +32,7 @@ from ._index.reindex import strip_header
 from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
-from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode
+from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode, Target
 from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
 from ._store.paths import StorePaths, scope_of
@@ -133,17 +133,22 @@ class KnowledgeRetrieval:
         where: FactFilter | None = None,
         *,
         present: Sequence[StorePaths] | None = None,
+        checked: bool = False,
+        targets: tuple[Target, ...] = (),
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists.
 
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
         ``present``: those of ``paths`` whose folder exists, when the caller has just looked.
+        ``checked``: the caller has just passed ``query``, ``mode`` and ``limit`` through ``check``
+        (``mode`` is what it returned). ``targets`` go into the result as they are.
         """
-        chosen = self.check(query, mode, limit)
+        chosen = cast(RetrievalMode, mode) if checked else self.check(query, mode, limit)
         if present is None:
             present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "hybrid":
-            return self._hybrid(paths, present, query, limit, where)
+            result = self._hybrid(paths, present, query, limit, where)
+            return attrs.evolve(result, targets=targets) if targets else result
         if chosen == "grep":
             lists = self._grep_stores(present, query, limit, where)
             return RecallResult(
@@ -151,6 +156,7 @@ class KnowledgeRetrieval:
                 mode=chosen,
                 fallback=False,
                 stores=tuple(p.name for p in paths),
+                targets=targets,
             )
         qvec = self._embed_query(query) if chosen == "vector" else None
         if chosen == "keyword" and where is None:
@@ -158,7 +164,11 @@ class KnowledgeRetrieval:
             # is a per-store rowid set: filtered recalls keep a query per store.)
             merged = self.keyword_fused(present, query, limit)
             return RecallResult(
-                hits=tuple(merged), mode=chosen, fallback=False, stores=tuple(p.name for p in paths)
+                hits=tuple(merged),
+                mode=chosen,
+                fallback=False,
+                stores=tuple(p.name for p in paths),
+                targets=targets,
             )
         side = self.side() if len(present) > 1 and self.side is not None else None
         if side is not None:
@@ -175,7 +185,11 @@ class KnowledgeRetrieval:
         fallback = any(fell_back for _, fell_back in results)
         merged = rrf_merge(lists, limit)
         return RecallResult(
-            hits=tuple(merged), mode=chosen, fallback=fallback, stores=tuple(p.name for p in paths)
+            hits=tuple(merged),
+            mode=chosen,
+            fallback=fallback,
+            stores=tuple(p.name for p in paths),
+            targets=targets,
         )
 
     def _hybrid(

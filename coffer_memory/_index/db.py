@@ -351,18 +351,10 @@ class IndexDB:
             self.note_damage(exc)
             raise
 
-    @contextmanager
-    def cursor(self, sql: str, params: Any = ()) -> Iterator[apsw.Cursor]:
+    def cursor(self, sql: str, params: Any = ()) -> _Rows:
         """A query's rows as they come, for a caller that may stop early (the statement is closed
         on leaving, so no read transaction stays open)."""
-        cursor = self._current().execute(sql, params)
-        try:
-            yield cursor
-        except DAMAGE as exc:  # met while stepping past the first row
-            self.note_damage(exc)
-            raise
-        finally:
-            cursor.close()
+        return _Rows(self, self._current().execute(sql, params))
 
     def scalar(self, sql: str, params: Any = ()) -> Any:
         """The first column of the first row, or ``None``."""
@@ -387,3 +379,22 @@ class IndexDB:
         then it stays open, and ``closed`` false)."""
         self.conn.close()
         self.closed = True
+
+
+class _Rows:
+    """``IndexDB.cursor``'s context: the cursor, closed on leaving; damage met while stepping is
+    noted. A class, not a ``contextmanager`` generator: each keyword recall steps one."""
+
+    __slots__ = ("_db", "_cursor")
+
+    def __init__(self, db: IndexDB, cursor: apsw.Cursor) -> None:
+        self._db = db
+        self._cursor = cursor
+
+    def __enter__(self) -> apsw.Cursor:
+        return self._cursor
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, DAMAGE):  # met while stepping past the first row
+            self._db.note_damage(exc)
+        self._cursor.close()

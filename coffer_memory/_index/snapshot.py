@@ -14,8 +14,8 @@ is a commit like any other.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import apsw
@@ -32,31 +32,52 @@ _kept: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-@contextmanager
-def reading(db: IndexDB) -> Iterator[dict[Any, Any]]:
+class reading:  # noqa: N801  (used as a function: ``with reading(db) as kept``)
     """One read transaction on ``db``, and the dict of rows kept while the index is unchanged.
 
     Inside a transaction the caller opened (it may have written, and may roll back) the dict is
-    a fresh one that is not kept.
+    a fresh one that is not kept. A class rather than a ``contextmanager`` generator: every
+    keyword recall enters one, and the generator's frame, wrapper and ``StopIteration`` cost
+    more than the transaction's own Python.
     """
-    conn = db.current()
-    if not conn.get_autocommit():
-        yield {}
-        return
-    conn.execute("BEGIN")
-    try:
-        # Read inside the transaction: the version and every later read see one snapshot.
-        version = (weakref.ref(conn), int(conn.execute("PRAGMA data_version").get), conn.total_changes())
-        kept = _kept.get(db)
-        if kept is None or kept[0] != version:
-            kept = _kept[db] = (version, {})
-        yield kept[1]
-    except BaseException:
-        with suppress(apsw.Error):  # a damaged file may refuse even this; the error is the news
-            conn.execute("ROLLBACK")
-        raise
-    if not conn.get_autocommit():  # a read transaction: COMMIT only ends it
-        conn.execute("COMMIT")
+
+    __slots__ = ("_db", "_conn")
+
+    def __init__(self, db: IndexDB) -> None:
+        self._db = db
+        self._conn: apsw.Connection | None = None
+
+    def __enter__(self) -> dict[Any, Any]:
+        db = self._db
+        conn = db.current()
+        if not conn.get_autocommit():
+            return {}
+        conn.execute("BEGIN")
+        self._conn = conn
+        try:
+            # Read inside the transaction: the version and every later read see one snapshot.
+            version = (weakref.ref(conn), int(conn.execute("PRAGMA data_version").get), conn.total_changes())
+            kept = _kept.get(db)
+            if kept is None or kept[0] != version:
+                kept = _kept[db] = (version, {})
+        except BaseException:
+            self._end(failed=True)
+            raise
+        return kept[1]
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self._conn is not None:
+            self._end(failed=kind is not None)
+
+    def _end(self, *, failed: bool) -> None:
+        conn = self._conn
+        assert conn is not None
+        self._conn = None
+        if failed:
+            with suppress(apsw.Error):  # a damaged file may refuse even this; the error is the news
+                conn.execute("ROLLBACK")
+        elif not conn.get_autocommit():  # a read transaction: COMMIT only ends it
+            conn.execute("COMMIT")
 
 
 def in_list(values: Sequence[T]) -> tuple[str, list[T]]:
