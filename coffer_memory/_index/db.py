@@ -385,7 +385,7 @@ class _Rows:
     """``IndexDB.cursor``'s context: the cursor, closed on leaving; damage met while stepping is
     noted. A class, not a ``contextmanager`` generator: each keyword recall steps one."""
 
-    __slots__ = ("_db", "_cursor")
+    __slots__ = ("_cursor", "_db")
 
     def __init__(self, db: IndexDB, cursor: apsw.Cursor) -> None:
         self._db = db

@@ -32,7 +32,7 @@ _kept: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-class reading:  # noqa: N801  (used as a function: ``with reading(db) as kept``)
+class reading:  # a lower-case name: used as a function, ``with reading(db) as kept``
     """One read transaction on ``db``, and the dict of rows kept while the index is unchanged.
 
     Inside a transaction the caller opened (it may have written, and may roll back) the dict is
@@ -41,7 +41,7 @@ class reading:  # noqa: N801  (used as a function: ``with reading(db) as kept``)
     more than the transaction's own Python.
     """
 
-    __slots__ = ("_db", "_conn")
+    __slots__ = ("_conn", "_db")
 
     def __init__(self, db: IndexDB) -> None:
         self._db = db
