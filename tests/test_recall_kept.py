@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -22,6 +23,7 @@ from coffer_memory._index import reindex as reindex_module
 from coffer_memory._index.db import IndexDB
 from coffer_memory._index.fts import best_documents, best_per_document, search_chunks, search_chunks_many
 from coffer_memory._index.snapshot import reading
+from coffer_memory._retrieval import KnowledgeRetrieval
 from coffer_memory._store.paths import GLOBAL_STORE
 
 WORDS = ["deploy", "redis", "cache", "migrations", "invoice", "exporter", "topic", "部署", "数据库"]
@@ -48,6 +50,32 @@ def warm(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryServ
         for word in WORDS:
             svc.recall(word + " deploy", stores=[GLOBAL_STORE], mode="keyword")
         yield svc
+
+
+def test_a_keyword_recall_checks_its_arguments_once_and_makes_one_result(
+    warm: MemoryService, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service checks query, mode and limit and hands the checked mode and the targets on: the
+    retrieval neither checks them again nor is its result copied to add the targets."""
+    checks: list[str] = []
+    made: list[RecallResult] = []
+    check, init = KnowledgeRetrieval.check, RecallResult.__init__
+
+    def counted_check(self: KnowledgeRetrieval, *args: Any) -> Any:
+        checks.append(args[0])
+        return check(self, *args)
+
+    def counted_init(self: RecallResult, *args: Any, **kwargs: Any) -> None:
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(KnowledgeRetrieval, "check", counted_check)
+    monkeypatch.setattr(RecallResult, "__init__", counted_init)
+    result = warm.recall("deploy redis", stores=[GLOBAL_STORE], mode="keyword")
+    assert checks == ["deploy redis"]
+    assert made == [result]
+    assert [t.store for t in result.targets] == [GLOBAL_STORE]
+    assert _hits(result) == _fresh(tmp_home, "deploy redis", stores=[GLOBAL_STORE])
 
 
 def test_reading_keeps_rows_while_the_index_is_unchanged(tmp_path: Path) -> None:
