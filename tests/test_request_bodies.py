@@ -19,6 +19,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +32,7 @@ OFFERED = 96 * 1024 * 1024
 GROWTH = 32 * 1024 * 1024
 """How much a server's peak memory may grow meanwhile (interpreter noise, one bounded body)."""
 _CHUNK = b"a" * 65536
+JSON = {"Content-Type": "application/json"}
 
 
 def _free_port() -> int:
@@ -149,3 +151,18 @@ def test_the_largest_valid_request_fits_the_bound(tmp_home: Path, repo: Path) ->
     [data] = [line.removeprefix("data: ") for line in called.text.splitlines() if line.startswith("data: ")]
     result = json.loads(data)["result"]
     assert not result.get("isError"), data[:300]
+
+
+def test_the_import_upload_has_its_own_larger_bound(svc: Any) -> None:
+    # The import takes an export as base64 (up to 64 MiB of it): a 2 MiB upload is read and judged
+    # as an export, while the same size is past the bound of every other route.
+    from fastapi.testclient import TestClient
+
+    from coffer_memory_fastapi import create_app
+
+    body = json.dumps({"content_base64": "A" * (2 * 1024 * 1024)})
+    with TestClient(create_app(svc)) as client:
+        fact = client.post("/api/v1/memory_stores/global/facts", content=body, headers=JSON)
+        upload = client.post("/api/v1/import", content=body, headers=JSON)
+    assert fact.status_code == 413 and fact.json()["error"]["details"] == {"limit": MAX_REQUEST_BODY_BYTES}
+    assert upload.status_code != 413 and upload.json()["error"]["code"] != "REQUEST_TOO_LARGE", upload.text
