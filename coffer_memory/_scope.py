@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISCHR, S_ISDIR, S_ISREG
 
 import attrs
 
@@ -303,6 +303,8 @@ def configs_readable(gitdir: Path) -> bool:
             st = os.stat(path)
         except (OSError, ValueError):
             continue  # git skips an include that is not there
+        if _empty_for_git(path, st):
+            continue
         if not S_ISREG(st.st_mode) or st.st_size > _MAX_GIT_FILE_BYTES:
             return False
         if depth >= _MAX_INCLUDE_DEPTH or path in seen:
@@ -313,6 +315,18 @@ def configs_readable(gitdir: Path) -> bool:
             return False
         pending += [(target, depth + 1) for target in targets]
     return True
+
+
+def _empty_for_git(path: Path, st: os.stat_result) -> bool:
+    """An include git reads as empty: ``/dev/null``, or its stdin (``/dev/stdin``, which
+    ``_run_git`` makes ``/dev/null``; stat here saw this process's own stdin)."""
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    if S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev:
+        return True
+    return os.path.realpath(path) == os.path.realpath("/dev/stdin")
 
 
 def _include_paths(config: Path) -> list[Path] | None:

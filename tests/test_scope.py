@@ -323,7 +323,7 @@ def test_a_config_including_a_fifo_is_never_opened_by_a_recall(
     assert head is None  # what only git can tell is unknown here, as without git
 
 
-@pytest.mark.parametrize("included", ["/dev/zero", "regular", "missing"])
+@pytest.mark.parametrize("included", ["/dev/zero", "/dev/null", "/dev/stdin", "regular", "missing"])
 def test_git_runs_only_where_every_included_config_is_a_small_regular_file(
     tmp_path: Path, included: str
 ) -> None:
@@ -333,6 +333,7 @@ def test_git_runs_only_where_every_included_config_is_a_small_regular_file(
     if included == "regular":
         (tmp_path / "x.inc").write_text("[user]\n\tname = someone\n")
     # Followed through a relative include of a regular file, in an includeIf with any condition.
+    # /dev/null and git's stdin (/dev/null too, whatever this process's stdin is) read as empty.
     git(checkout, "config", "includeIf.gitdir:/nowhere/.path", "../../nested.inc")
     expected = None if included == "/dev/zero" else git(checkout, "rev-parse", "HEAD")
     assert configs_readable(checkout / ".git") is (expected is not None)
