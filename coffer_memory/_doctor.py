@@ -23,6 +23,7 @@ from ._store.scan import OddFiles, printable, scan_markdown
 from .plugins.builtin.grep import find_ripgrep
 
 if TYPE_CHECKING:
+    from ._agents.homes import AgentHomes
     from ._agents.install import AgentStatus
 
 
@@ -103,9 +104,16 @@ def store_links(root: Path) -> list[Path]:
     return found
 
 
-def check_agents(list_agents: Callable[..., list[AgentStatus]] | None) -> dict[str, tuple[str, ...]]:
+def check_agents(
+    list_agents: Callable[..., list[AgentStatus]] | None,
+    homes: AgentHomes | None = None,
+    projects: Sequence[Path] = (),
+) -> dict[str, tuple[str, ...]]:
     """Every agent coffer is installed for: start its registered MCP server (each distinct one once)
-    and ask it ``initialize`` + ``tools/list``; hooks the agent has not trusted yet; stale entries.
+    and ask it ``initialize`` + ``tools/list``; hooks the agent has not trusted yet; stale entries;
+    a project's own ``coffer`` MCP entry that the agent runs instead of coffer's in one of
+    ``projects`` (the current directory, the repositories of the home's stores), as ``coffer
+    agents status`` reports it for one directory.
 
     ``list_agents`` is the service's ``agents`` method. Returns the report's ``agents`` and
     ``agent_problems`` fields.
@@ -122,9 +130,24 @@ def check_agents(list_agents: Callable[..., list[AgentStatus]] | None) -> dict[s
             )
         if status.installed and not status.up_to_date:
             found.append(f"{status.name}: out of date: run `coffer agents install {status.name}` again")
+        found += [f"{status.name}: {note}" for note in _shadow_notes(status, homes, projects)]
         problems += found
         check = status.mcp_check
         lines.append(
             f"{status.name}: " + (f"MCP server {check.summary()}" if check and check.ok else "not working")
         )
     return {"agents": tuple(lines), "agent_problems": tuple(problems)}
+
+
+def _shadow_notes(status: AgentStatus, homes: AgentHomes | None, projects: Sequence[Path]) -> list[str]:
+    """One note per project-level entry that replaces coffer's for ``status``'s agent, each entry
+    once (a project and a folder in it find the same), naming the project it was found from."""
+    from ._agents.homes import AgentHomes
+    from ._agents.shadows import mcp_shadows
+
+    homes = homes or AgentHomes.from_env()
+    found: dict[object, str] = {}
+    for project in projects:
+        for shadow in mcp_shadows(status.name, homes, project):
+            found.setdefault(shadow, shadow.describe(status.label, project))
+    return list(found.values())

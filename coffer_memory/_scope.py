@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISCHR, S_ISDIR, S_ISREG
 
 import attrs
 
@@ -114,6 +114,8 @@ def _branch(gitdir: Path) -> str | None:
         if ref == _REFTABLE_HEAD_STUB:
             # Only here a subprocess: parsing reftable files is git's job. None when this git
             # cannot read them (older than 2.45) or HEAD is detached.
+            if not configs_readable(gitdir):
+                return None
             return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
         return ref.removeprefix("refs/heads/")
     return None
@@ -293,7 +295,96 @@ def _dangling_dotgit(cwd: str) -> tuple[Path, Path] | None:
 
 
 def _git(worktree: Path, *args: str) -> str | None:
+    """``git -C worktree args``'s output; None when it fails, or when the repository's config
+    would have git read a file that is not a small regular one (``configs_readable``)."""
+    dotgit = worktree / ".git"
+    gitdir = dotgit if dotgit.is_dir() else _gitdir_from_file(dotgit)
+    if gitdir is None or not configs_readable(gitdir):
+        return None
     return _run_git("-C", str(worktree), *args)
+
+
+# git's own bound on nested includes (it refuses a deeper one itself).
+_MAX_INCLUDE_DEPTH = 10
+
+
+def configs_readable(gitdir: Path) -> bool:
+    """Whether every config file git reads in this repository is absent or a regular file of at
+    most ``_MAX_GIT_FILE_BYTES``: its ``config``, the worktree's ``config.worktree`` and every
+    file they include (``[include]`` and ``[includeIf]``, whatever the condition), followed.
+
+    The repository's config is not ours. ``git`` opens an included FIFO and waits for a writer
+    (every recall in a new checkout stalled until the 10 s timeout), reads a device or a sparse
+    terabyte whole. Such a repository gets no git run at all: its branch still comes from HEAD,
+    and what only git can tell (root commits, HEAD's commit) is unknown, as without git.
+    """
+    common = _read_text(gitdir / "commondir")
+    common_dir = gitdir if common is None else Path(os.path.realpath(gitdir / common))
+    pending = [(common_dir / "config", 0), (gitdir / "config.worktree", 0)]
+    seen: set[Path] = set()
+    while pending:
+        path, depth = pending.pop()
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue  # git skips an include that is not there
+        if _empty_for_git(path, st):
+            continue
+        if not S_ISREG(st.st_mode) or st.st_size > _MAX_GIT_FILE_BYTES:
+            return False
+        if depth >= _MAX_INCLUDE_DEPTH or path in seen:
+            continue
+        seen.add(path)
+        targets = _include_paths(path)
+        if targets is None:
+            return False
+        pending += [(target, depth + 1) for target in targets]
+    return True
+
+
+def _empty_for_git(path: Path, st: os.stat_result) -> bool:
+    """An include git reads as empty: ``/dev/null``, or its stdin (``/dev/stdin``, which
+    ``_run_git`` makes ``/dev/null``; stat here saw this process's own stdin)."""
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    if S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev:
+        return True
+    return os.path.realpath(path) == os.path.realpath("/dev/stdin")
+
+
+def _include_paths(config: Path) -> list[Path] | None:
+    """The files ``config`` includes, as git resolves them (None when git cannot read it).
+
+    git parses the file (``--no-includes``: this file alone), so quoting and continuation lines
+    cannot hide an include from this check. Run from ``/``: not inside the repository in question.
+    """
+    try:
+        proc = subprocess.run(
+            ["git", "config", "--file", str(config), "--no-includes", "-z", "--get-regexp", _INCLUDE_KEYS],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+            cwd="/",
+            env={**os.environ, **_GIT_ENV},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode not in (0, 1):  # 1: no include at all
+        return None
+    targets = []
+    for entry in proc.stdout.split(b"\0"):
+        _, newline, raw = entry.partition(b"\n")
+        if not newline or not raw:
+            continue
+        value = os.path.expanduser(raw.decode("utf-8", "surrogateescape"))
+        targets.append(Path(value) if os.path.isabs(value) else config.parent / value)
+    return targets
+
+
+_INCLUDE_KEYS = r"^include(if\..*)?\.path$"
 
 
 # The repository's config is not ours (a cwd may name any folder). In a partial clone git fetches

@@ -142,7 +142,9 @@ class MemoryService(LaneCalls):
 
     def doctor(self, *, progress: Callable[[str, int, int], None] | None = None) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
-        runs, and start every installed agent's MCP server to see that it answers.
+        runs, and start every installed agent's MCP server to see that it answers; a project's own
+        ``coffer`` MCP entry that an agent runs instead (in the current directory or a store's
+        repository) is a problem too.
 
         Each store is first brought up to date as any read does; ``progress(store, done, total)``
         is called while that re-indexes files (re-embedding what an interrupted run left, say).
@@ -151,7 +153,9 @@ class MemoryService(LaneCalls):
         from ._optout import optout_for_roots
 
         report = self.store_admin.doctor(progress=progress)
-        agents = check_agents(self.integrations.agents)
+        here = [Path(os.getcwd())] if os.path.isdir(".") else []
+        projects = dict.fromkeys([*here, *(Path(s.project_root) for s in report.stores if s.project_root)])
+        agents = check_agents(self.integrations.agents, self.agent_homes, list(projects))
         exclude = self.settings.projects.exclude
         opted_out = tuple(
             f"{s.name} ({o.describe()})"

@@ -75,6 +75,11 @@ MAX_TAGS: Final = 20
 """Tags one fact carries at most (and a filter names at most)."""
 MAX_TAG_CHARS: Final = 40
 """Characters of one tag (stored lowercased; no comma, no line break)."""
+MAX_REQUEST_BODY_BYTES: Final = 12 * MAX_HANDOFF_CHARS + 256 * 1024
+"""Bytes of one HTTP request body to ``coffer-api`` or ``coffer-mcp`` (an import upload has its own
+bound): the longest text any request carries, a handoff (longer than any store lets a fact be),
+every character written as a JSON escape pair (``\\ud83d\\ude00``, 12 bytes), with room for the
+other fields. About 1 MiB; past it the answer is ``413 REQUEST_TOO_LARGE``, the rest unread."""
 
 # -- error codes (the seed's names, plus ours) ---------------------------------------------------
 ERROR_CODES: Final = (

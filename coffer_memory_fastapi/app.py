@@ -112,5 +112,12 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "If-Match"],
             expose_headers=["ETag", "Location"],
         )
-    app.add_middleware(RequestGuard, hosts=hosts, cors_origins=cors, token=token, ui_prefix=web.UI_PREFIX)
+    app.add_middleware(
+        RequestGuard,
+        hosts=hosts,
+        cors_origins=cors,
+        token=token,
+        ui_prefix=web.UI_PREFIX,
+        body_limits={porting.IMPORT_PATH: porting.MAX_UPLOAD_BODY_BYTES},
+    )
     return app

@@ -32,6 +32,7 @@ STATUS: dict[str, int] = {
     "INVALID_CURSOR": 422,
     "SCOPE_UNRESOLVED": 422,
     "MEMORY_CONFLICT": 412,
+    "REQUEST_TOO_LARGE": 413,
     "AGENT_CONFIG_INVALID": 409,
     "UNAUTHORIZED": 401,
     "ORIGIN_NOT_ALLOWED": 403,
@@ -53,6 +54,7 @@ _DESCRIPTIONS: dict[int, str] = {
     "OPERATION_NOT_FOUND or SESSION_NOT_FOUND (no such past agent session).",
     409: "AGENT_CONFIG_INVALID: an agent config file (or agents.json) does not parse; it was not written.",
     412: "MEMORY_CONFLICT: If-Match does not match the file's current sha256; nothing was written.",
+    413: "REQUEST_TOO_LARGE: the request's body is larger than any valid request to the path (details.limit).",
     415: "UNSUPPORTED_MEDIA_TYPE: a POST (even with an empty body), or another request with a body, "
     "without Content-Type: application/json.",
     421: "HOST_NOT_ALLOWED: the Host header is not a loopback name, the bound address or an allowed host.",
@@ -73,11 +75,11 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def document_guard(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the request guard's refusals (403, 421; 415 where a body goes) to every operation."""
+    """Add the request guard's refusals (403, 421; 413 and 415 where a body goes) to every operation."""
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
     for item in schema.get("paths", {}).values():
         for method, operation in item.items():
-            statuses = (403, 415, 421) if method in ("post", "put", "patch", "delete") else (403, 421)
+            statuses = (403, 413, 415, 421) if method in ("post", "put", "patch", "delete") else (403, 421)
             responses = operation.setdefault("responses", {})
             for status in statuses:
                 responses.setdefault(str(status), {"description": _DESCRIPTIONS[status], "content": content})

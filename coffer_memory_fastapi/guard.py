@@ -30,12 +30,15 @@ Then the optional bearer token (scheme matched case-insensitively, value in cons
 browser cannot send that header, so the read-only web view (``ui_prefix``) also takes it once as
 ``?token=``: the answer is a redirect to the same page without it, setting an HttpOnly,
 SameSite=Strict cookie (an HMAC of the token, never the token) that only GETs of the pages accept.
-Then a
+Then the body's size: one declared (``Content-Length``) or sent (a chunked body, counted as it is
+read) past ``max_body`` bytes (``body_limits`` for some paths) is ``413 REQUEST_TOO_LARGE`` with
+``Connection: close``, the rest never read: a body of gigabytes, or a chunked one that never
+ended, was read into memory whole. Then a
 JSON body holding a lone surrogate (``"\\ud800"``), which no file can store: ``422 INVALID_INPUT``.
 Answers outside ``/api/`` (``/docs``, ``/redoc``, the web view) may not be framed by another page
 (``X-Frame-Options: DENY``, ``frame-ancestors 'none'``): a page framing ``/docs`` could lead a
 click onto "Try it out" of a DELETE.
-A pure ASGI middleware: one pass over the headers, the body is buffered only for that check.
+A pure ASGI middleware: one pass over the headers, the body is buffered (bounded) only for that check.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -54,6 +57,8 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
 
@@ -179,8 +184,12 @@ class RequestGuard:
         cors_origins: Iterable[str] = (),
         token: str | None = None,
         ui_prefix: str | None = None,
+        max_body: int = MAX_REQUEST_BODY_BYTES,
+        body_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
+        self.max_body = max_body
+        self.body_limits = dict(body_limits or {})
         self.hosts = hosts
         self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
         self.token = token.encode() if token else None
@@ -193,7 +202,7 @@ class RequestGuard:
             return
         refusal, checks_body = self._check(scope)
         if refusal is None and checks_body:
-            refusal, receive = await self._check_body(receive)
+            refusal, receive = await self._check_body(scope, receive)
         api = _split_root(scope)[1].startswith("/api/")
         send = _adding(send, _API_HEADERS if api else _UNFRAMEABLE)
         if refusal is not None:
@@ -205,6 +214,7 @@ class RequestGuard:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
         host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = fetch_dest = None
         has_body = preflight = repeated_host = repeated_origin = False
+        declared = 0
         for key, raw in scope["headers"]:
             if key == b"host":
                 repeated_host = repeated_host or host is not None
@@ -218,6 +228,7 @@ class RequestGuard:
                 content_type = raw.decode("latin-1")
             elif key == b"content-length":
                 has_body = raw.strip() not in (b"", b"0")
+                declared = int(raw) if raw.strip().isdigit() else 0  # the server parsed it already
             elif key == b"transfer-encoding":
                 has_body = True
             elif key == b"access-control-request-method":
@@ -276,6 +287,8 @@ class RequestGuard:
                 headers={"WWW-Authenticate": "Bearer"},
             ), False
         path = _split_root(scope)[1]
+        if declared > self._body_limit(scope):
+            return self._too_large(scope), False
         if method in _CHANGING_METHODS and path.endswith("/") and path != "/":
             return _refuse(
                 "NOT_FOUND", f"no {method} route ends with a trailing '/': {path} (is an id in it empty?)"
@@ -362,16 +375,35 @@ class RequestGuard:
         scheme, _, credentials = (authorization or b"").partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
 
-    async def _check_body(self, receive: Receive) -> tuple[JSONResponse | None, Receive]:
-        """Read the whole body, refuse it if it holds a lone surrogate, else replay it to the app."""
+    def _body_limit(self, scope: Scope) -> int:
+        return self.body_limits.get(_split_root(scope)[1], self.max_body)
+
+    def _too_large(self, scope: Scope) -> JSONResponse:
+        """``413``, closing the connection: the rest of the body is never read."""
+        limit = self._body_limit(scope)
+        return errors.envelope(
+            "REQUEST_TOO_LARGE",
+            f"a request body to {_split_root(scope)[1]} may hold at most {limit} bytes",
+            {"limit": limit},
+            headers={"Connection": "close"},
+        )
+
+    async def _check_body(self, scope: Scope, receive: Receive) -> tuple[JSONResponse | None, Receive]:
+        """Read the whole body (up to the path's limit, else ``413``), refuse it if it holds a lone
+        surrogate, else replay it to the app."""
+        limit = self._body_limit(scope)
         chunks: list[bytes] = []
         trailing: list[Message] = []
+        size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 trailing.append(message)
                 break
             chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > limit:
+                return self._too_large(scope), receive
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from coffer_memory import CofferError, MemoryService
 
 from ._args import TOKEN_ENV, build_parser
+from ._http_body import BoundedBody
 from .refusals import TypedRefusals, send_envelope
 from .server import build_server
 
@@ -221,7 +222,7 @@ async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None)
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
-    app: Any = TypedRefusals(server.streamable_http_app(host=host))
+    app: Any = BoundedBody(TypedRefusals(server.streamable_http_app(host=host)))
     if token:
         app = BearerTokenMiddleware(app, token)
     elif host not in ("127.0.0.1", "localhost", "::1"):

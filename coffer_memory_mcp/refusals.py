@@ -19,7 +19,7 @@ CODES = {
     403: "ORIGIN_NOT_ALLOWED",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
-    413: "INVALID_INPUT",
+    413: "REQUEST_TOO_LARGE",
     421: "HOST_NOT_ALLOWED",
 }
 """The error code of each plain-text refusal, by HTTP status."""

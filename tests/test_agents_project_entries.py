@@ -144,3 +144,30 @@ def test_opencode_project_config_is_merged_over_the_global_entry(
     (folder / "opencode.jsonc").write_text(json.dumps({"mcp": {"coffer": {**own, "enabled": False}}}))
     code, text, _ = status(cli, "opencode", repo)
     assert code == 1 and "runs no coffer-mcp" in text
+
+
+def test_doctor_reports_a_project_entry_from_anywhere_once(
+    cli: CliRunner, homes: AgentHomes, tmp_path: Path
+) -> None:
+    # `coffer agents status` reported the entry for its --cwd only; `coffer doctor` said "ok" while
+    # Claude Code ran a stale server in the repository of one of the home's stores.
+    repo = make_repo(tmp_path / "shop")
+    assert cli("agents", "install", "claude-code", "--no-check").returncode == 0
+    assert cli("remember", "deploys go out on Tuesdays", cwd=repo).returncode == 0
+    claude_local_scope(homes, repo.resolve(), {"type": "stdio", "command": STALE, "args": [], "env": {}})
+    (tmp_path / "elsewhere").mkdir()
+    for where in (tmp_path / "elsewhere", repo):  # from outside, and from inside (found twice: said once)
+        text = cli("doctor", cwd=where)
+        lines = [line for line in text.stdout.splitlines() if STALE in line]
+        assert text.returncode == 1 and "problems found" in text.stdout
+        assert lines == [
+            f"agent: claude-code: in {repo.resolve()} Claude Code uses the 'coffer' MCP entry of "
+            f"{homes.claude_json} (local scope for {repo.resolve()}) instead of coffer's: it runs {STALE}; "
+            "remove that entry to use coffer's"
+        ], text.stdout
+        report = json.loads(cli("doctor", "--json", cwd=where).stdout)
+        assert [p for p in report["agent_problems"] if STALE in p] == [lines[0].removeprefix("agent: ")]
+    # Once the entry is coffer's own command, the project is no problem.
+    own = json.loads(homes.claude_json.read_text())["mcpServers"]["coffer"]
+    claude_local_scope(homes, repo.resolve(), own)
+    assert not [line for line in cli("doctor", cwd=repo).stdout.splitlines() if "MCP entry of" in line]

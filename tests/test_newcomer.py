@@ -9,6 +9,7 @@ import ast
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import re
 import shlex
@@ -248,17 +249,109 @@ def test_the_recall_page_offers_only_the_modes_this_home_enables(tmp_path: Path)
 
 
 # -- the pages' Python examples run as written ------------------------------------------------------
-# Blocks that need what a temp home cannot hold (past agent sessions, a Claude Code folder, an
-# earlier organizer run) or are signatures to read, not programs (those are held to the code by
+# Blocks that are signatures to read, not programs (held to the code by
 # test_the_signature_blocks_match_the_code); each named by a phrase.
 _SIGNATURES = ("@hookspec", "(Protocol)")
-_NOT_RUNNABLE = (
-    *_SIGNATURES,
-    "svc.list_transcripts(",
-    "audit_events(limit=3)[1]",
-    'import_memory(kind="claude-code")',
-    "project-0CN6...",
-)
+_NOT_RUNNABLE = _SIGNATURES
+
+
+def _agent_sessions(tmp_path: Path) -> dict[str, str]:
+    """transcripts.md: past Claude Code, Codex and OpenCode sessions of ``acme-api`` (one about a
+    deploy script), in agent folders the block's environment points at."""
+    from agent_samples import write_all
+
+    return write_all(tmp_path / "agents", tmp_path / "acme-api")
+
+
+def _claude_folder_and_rules(tmp_path: Path) -> dict[str, str]:
+    """porting.md: Claude Code's folder (user instructions, ``acme-api``'s auto memory) and the
+    instruction files of ``~/src/acme-api``, where the block imports them from."""
+    from coffer_memory._porting.claude_code import encode_path
+
+    home, claude = tmp_path / "user", tmp_path / "user" / ".claude"
+    memory = claude / "projects" / encode_path(str((tmp_path / "acme-api").resolve())) / "memory"
+    memory.mkdir(parents=True)
+    (claude / "CLAUDE.md").write_text("# My preferences\n\nAnswer briefly.\n")
+    (memory / "MEMORY.md").write_text("# Memory index\n\n- [Deploys](deploys.md) — when\n")
+    (memory / "deploys.md").write_text("---\nname: Deploys\ntype: project\n---\n\nDeploy on Tuesdays.\n")
+    rules = make_repo(home / "src" / "acme-api")
+    (rules / "AGENTS.md").write_text("# Agents\n\nNever push to main.\n")
+    return {"CLAUDE_CONFIG_DIR": str(claude)}  # what ~/.claude stands for, as Claude Code reads it
+
+
+def _two_project_stores(tmp_path: Path) -> dict[str, str]:
+    """projects.md: two clones of one repository, ``first`` and ``second``, each with its store."""
+    from coffer_memory import MemoryService
+
+    with MemoryService(tmp_path / "home") as svc:
+        for name, text in (
+            ("first", "the staging database is called heron"),
+            ("second", "deploys on Tuesdays"),
+        ):
+            svc.remember(text, cwd=make_repo(tmp_path / name))
+    return {}
+
+
+def _organized_home(tmp_path: Path) -> dict[str, str]:
+    """organizer.md: its scratch home ``home``, in which ``acme-api``'s four items were organized
+    by a stand-in model on 127.0.0.1 answering as the page shows (the first item into a new topic,
+    then the page's own three answers), and then a run with nothing to do."""
+    from http_scripted import ScriptedServer, answer
+
+    from coffer_memory import MemoryService, Settings
+
+    page = (ROOT / "docs" / "organizer.md").read_text(encoding="utf-8")
+    shown = [
+        json.loads(line)
+        for block in re.findall(r"```json\n(.*?)```", page, re.S)
+        for line in block.splitlines()
+        if line.startswith('{"action"')
+    ]
+    first = {
+        "action": "create",
+        "slug": "deploy",
+        "title": "Deploying",
+        "description": "How releases go out.",
+    }
+    first["body"] = "Releases go out with `make release`, which tags and pushes."
+    unused = dict.fromkeys(("target", "slug", "title", "description", "body", "rule"), "")
+    server = ScriptedServer(answer("{}"))
+    server.script.extend(answer(json.dumps({**unused, **reply})) for reply in [first, *shown])
+    repo = tmp_path / "acme-api"
+    llm = {"provider": "openai", "base_url": server.url, "model": "stand-in"}
+    try:
+        with MemoryService(settings=Settings.load(tmp_path / "home", llm=llm)) as svc:
+            store = svc.remember(
+                "Releases go out with `make release`, which tags and pushes.", cwd=repo
+            ).store
+            svc.organize(store)
+            svc.remember("Deploy on Tuesdays, after the standup.", title="deploy day", cwd=repo)
+            svc.remember(
+                "Never force-push to main; open a revert PR instead.",
+                title="never force-push to main",
+                cwd=repo,
+            )
+            svc.remember(
+                "Production runs PostgreSQL 16; the orders database lives on db-7.",
+                title="postgres",
+                cwd=repo,
+            )
+            assert svc.organize(store).count("merged") == 1
+            svc.organize(store)  # nothing to organize
+    finally:
+        server.close()
+    return {}
+
+
+# Blocks that read what the pages made before them (past agent sessions, a Claude Code folder, an
+# organizer run, two stores of one repository): made for them first, each named by a phrase; what
+# a setup returns joins the block's environment.
+_SETUPS = {
+    "svc.list_transcripts(": _agent_sessions,
+    'import_memory(kind="claude-code")': _claude_folder_and_rules,
+    'resolve_store(cwd="first")': _two_project_stores,
+    "audit_events(limit=3)[1]": _organized_home,
+}
 # Pages whose blocks are the cells of one session (a later block uses what an earlier one made):
 # they run as one program.
 _SESSIONS = ("notebooks.md",)
@@ -300,10 +393,18 @@ def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
             + code
         )
     environ = {**os.environ, "HOME": str(tmp_path / "user"), "COFFER_HOME": str(tmp_path / "home")}
+    for phrase, setup in _SETUPS.items():
+        if phrase in code:
+            environ.update(setup(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, f"{where}:\n{proc.stderr}"
+    if "audit_events(limit=3)[1]" in code:  # the page prints the event of the run it showed
+        shown = "memory_organized {'merged': 1, 'created': 1, 'rules_appended': 1, 'rules_split': 0, 'skipped': 0,"
+        assert shown in (ROOT / "docs" / "organizer.md").read_text() and proc.stdout.startswith(shown), (
+            proc.stdout
+        )
 
 
 def _signatures(source: str, where: str) -> dict[str, str]:

@@ -96,15 +96,18 @@ def test_a_nul_byte_in_a_hand_edited_file_does_not_stop_recall_of_its_store(
     pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL refuses NUL in text: one such file failed every push of its store, so every
-    recall of the store answered the driver's raw DataError."""
+    recall of the store answered the driver's raw DataError. A NUL byte in the file makes it a
+    binary file, broken and found by no mode (session 13: grep skipped it, keyword found it); a
+    NUL that YAML's ``\\0`` escape puts in a title or tag is stored without it."""
     with member(tmp_home, pg_url, monkeypatch) as svc:
         fact = svc.remember("the otter guards the staging key", store="global")
         inbox = fact.path.parent
         (inbox / "pasted.md").write_bytes(b"---\ntitle: pasted\n---\na zebra \x00 crossing\n")
         (inbox / "escaped.md").write_bytes(b'---\ntitle: "nul \\0 title"\ntags: ["a\\0b"]\n---\nan okapi\n')
         assert texts(svc, "otter") == ["the otter guards the staging key"]
-        assert texts(svc, "zebra crossing") == ["a zebra \ufffd crossing"]
+        assert texts(svc, "zebra crossing") == []
         assert texts(svc, "okapi") == ["an okapi"]
+        assert [b.path.name for b in svc.doctor().broken] == ["pasted.md"]
 
 
 def test_user_text_in_tsquery_syntax_is_words_not_operators(

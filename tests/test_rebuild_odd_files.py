@@ -243,3 +243,29 @@ def test_a_rebuild_killed_mid_way_leaves_an_index_the_next_read_completes(tmp_ho
         svc.reindex(rebuild=True)
         assert _rows(svc.index.db.conn) == after_kill
         assert len(after_kill["documents"]) == BATCH + 600
+
+
+# -- a binary file named .md ----------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["ripgrep", "python"])
+def test_a_binary_md_file_is_found_by_no_mode_and_reported_broken(tmp_home: Path, backend: str) -> None:
+    # A file holding a NUL byte (an image or a database saved as .md): the word index took its
+    # words, so keyword recall returned it, while ripgrep takes it for binary and skips it. Both
+    # modes now skip it, and doctor names it. Bytes that are not UTF-8 alone (a Latin-1 file)
+    # still make a fact both modes find, read with U+FFFD for them.
+    from coffer_memory import Settings
+
+    with MemoryService(settings=Settings.load(tmp_home, grep_backend=backend)) as svc:
+        inbox = svc.remember("deploys go out on Tuesdays", store="global").path.parent
+        binary = inbox / "blob.md"
+        binary.write_bytes(b"---\ntitle: blob\n---\ndeploys \x00\x01\xff\xfe deploys\n")
+        (inbox / "latin.md").write_bytes(b"deploys to the caf\xe9 server\n")
+        found = {
+            mode: sorted(h.path.name for h in svc.recall("deploys", stores=["global"], mode=mode).hits)
+            for mode in ("keyword", "grep")
+        }
+        assert found["keyword"] == found["grep"] == ["deploys-go-out-on-tuesdays.md", "latin.md"], found
+        [latin] = [f for f in svc.list_facts(store="global").items if f.path.name == "latin.md"]
+        assert latin.fact.body == "deploys to the caf\ufffd server"
+        report = svc.doctor()
+    assert [(b.path, b.error) for b in report.broken] == [(binary, "binary, not text: a NUL byte at offset 28")]
+    assert not report.ok

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from conftest import git, make_repo
 from ulid import ULID
 
 from coffer_memory import MemoryService, ScopeUnresolved
-from coffer_memory._scope import find_git, project_id_for, require_git
+from coffer_memory._scope import configs_readable, find_git, head_commit, project_id_for, require_git
 from coffer_memory._store.paths import validate_store_name
 
 CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -301,3 +302,56 @@ def test_a_worktree_whose_main_checkout_moved_says_so(svc: MemoryService, tmp_pa
     assert "git worktree repair" in message
     git(tmp_path / "moved", "worktree", "repair", str(worktree))  # the advice works
     assert svc.save_handoff("where the work stands", cwd=worktree / "sub").path.name.startswith("feat-x-")
+
+
+# -- a repository config that includes what git would block on ------------------------------------
+def test_a_config_including_a_fifo_is_never_opened_by_a_recall(
+    svc: MemoryService, repo: Path, tmp_path: Path
+) -> None:
+    # Any folder may be a cwd, its .git/config anyone's. git opens an included FIFO and waits for a
+    # writer: a recall in a new checkout (which asks git for its root commits once the home knows a
+    # project) stalled until git's 10 s timeout. Here a writer stands ready at the FIFO, so before
+    # the fix git was fed and the recall went on; the point is that nobody opens it any more.
+    svc.remember("deploys go out on Tuesdays", cwd=repo)
+    fifo = tmp_path / "included.fifo"
+    os.mkfifo(fifo)
+    checkout = make_repo(tmp_path / "checkout")
+    git(checkout, "config", "include.path", str(fifo))
+    opened = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # returns once a reader opens the FIFO
+        opened.set()
+        os.write(fd, b"[core]\n")
+        os.close(fd)
+
+    feeding = threading.Thread(target=writer, daemon=True)
+    feeding.start()
+    try:
+        found = svc.recall("deploys", cwd=checkout)
+        head = head_commit(checkout)
+        was_opened = opened.is_set()
+    finally:  # let our own writer go
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        feeding.join(timeout=10)
+        os.close(reader)
+    assert not was_opened, "git opened the included FIFO"
+    assert found.stores[-1] == "global" and len(found.stores) == 2  # its project store, and global
+    assert head is None  # what only git can tell is unknown here, as without git
+
+
+@pytest.mark.parametrize("included", ["/dev/zero", "/dev/null", "/dev/stdin", "regular", "missing"])
+def test_git_runs_only_where_every_included_config_is_a_small_regular_file(
+    tmp_path: Path, included: str
+) -> None:
+    checkout = make_repo(tmp_path / "checkout")
+    nested = tmp_path / "nested.inc"
+    nested.write_text(f"[include]\n\tpath = {included if included.startswith('/') else 'x.inc'}\n")
+    if included == "regular":
+        (tmp_path / "x.inc").write_text("[user]\n\tname = someone\n")
+    # Followed through a relative include of a regular file, in an includeIf with any condition.
+    # /dev/null and git's stdin (/dev/null too, whatever this process's stdin is) read as empty.
+    git(checkout, "config", "includeIf.gitdir:/nowhere/.path", "../../nested.inc")
+    expected = None if included == "/dev/zero" else git(checkout, "rev-parse", "HEAD")
+    assert configs_readable(checkout / ".git") is (expected is not None)
+    assert head_commit(checkout) == expected

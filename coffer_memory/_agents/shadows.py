@@ -42,11 +42,13 @@ class McpShadow:
     command: str | None
     """What it runs, or None when it runs nothing (disabled, or a remote server)."""
 
-    def describe(self, label: str) -> str:
-        """One line for ``coffer agents status``: what wins and how to fix it."""
+    def describe(self, label: str, project: str | os.PathLike[str] | None = None) -> str:
+        """One line for ``coffer agents status`` (``coffer doctor`` names the ``project``): what
+        wins and how to fix it."""
         runs = f"runs {self.command}" if self.command else "runs no coffer-mcp (disabled or remote)"
+        where = "this project" if project is None else os.fspath(project)
         return (
-            f"in this project {label} uses the '{MCP_SERVER_NAME}' MCP entry of {self.file} "
+            f"in {where} {label} uses the '{MCP_SERVER_NAME}' MCP entry of {self.file} "
             f"({self.where}) instead of coffer's: it {runs}; remove that entry to use coffer's"
         )
 

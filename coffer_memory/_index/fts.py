@@ -13,6 +13,7 @@ from .cjk import CJK_RUN, has_cjk, query_terms
 from .coverage import by_coverage, by_coverage_lists
 from .db import IndexDB
 from .english import without_clitic
+from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import document_id_of_chunk, store_scope
 from .snapshot import in_list
 
@@ -290,8 +291,19 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
     found = ChunkRows()
     _read_content(db, found, [r for r, _ in ranked])
-    ranked = by_coverage(db.conn, terms, ranked, found)
+    ranked = _floor_scaled(db, terms, [by_coverage(db.conn, terms, ranked, found)])[0]
     return [ChunkHit(found[r][0], found[r][1], -score) for r, score in ranked if r in found]
+
+
+def _floor_scaled(
+    db: IndexDB, terms: Sequence[str], lists: list[list[tuple[int, float]]]
+) -> list[list[tuple[int, float]]]:
+    """``lists`` of (rowid, bm25) with ``idf_floor.floor_scale``'s factor applied (one for all)."""
+    scores = [score for ranked in lists for _, score in ranked]
+    scale = floor_scale(db, "documents_words", terms, scores, MOST_PER_FLOORED_WORD)
+    if scale == 1.0:
+        return lists
+    return [[(rowid, score * scale) for rowid, score in ranked] for ranked in lists]
 
 
 def _any_of(terms: Sequence[str]) -> str:
@@ -415,7 +427,7 @@ def _scored_per_store(
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)  # their chunk rows read
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
     scored = by_coverage_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
-    return content, dict(zip(ranked, scored, strict=True))
+    return content, dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
 
 
 def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
@@ -578,7 +590,10 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
             f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 LIMIT ?",
             (plan.match, store, *only_params, limit),
         )
-        hits = [ChunkHit(chunk_id=r[0], text=r[1], score=-float(r[2])) for r in rows]
+        scale = floor_scale(
+            db, "documents_fts", plan.fts_terms, [r[2] for r in rows], MOST_PER_FLOORED_TRIGRAM
+        )
+        hits = [ChunkHit(chunk_id=r[0], text=r[1], score=-float(r[2]) * scale) for r in rows]
     if hits or not plan.short_terms:
         return hits
     clauses = " + ".join("(text LIKE ? ESCAPE '\\')" for _ in plan.short_terms)

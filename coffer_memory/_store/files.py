@@ -294,12 +294,19 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
 def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
     """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
 
-    Raises ``FactParseError`` when the frontmatter is not a YAML mapping, uses aliases, nests
-    too deep or is longer than ``MAX_FRONTMATTER_CHARS``. A header exactly as ``render_fact``
-    writes it is read without YAML (``fastmeta``); the results are the same.
+    Raises ``FactParseError`` when the file holds a NUL byte (binary), or the frontmatter is not
+    a YAML mapping, uses aliases, nests too deep or is longer than ``MAX_FRONTMATTER_CHARS``. A
+    header exactly as ``render_fact`` writes it is read without YAML (``fastmeta``); the results
+    are the same.
     """
     from .fastmeta import split_rendered  # it imports PyYAML's resolver: loaded on the first parse
 
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        # A binary file named .md: no write path makes one (a NUL is refused), grep takes it for
+        # binary and skips it, and the word index took its words: both modes now skip it, and
+        # doctor names it. Bytes that are not UTF-8 alone stay a fact, read with U+FFFD for them.
+        raise FactParseError(f"binary, not text: a NUL byte at offset {nul}")
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]

@@ -29,6 +29,9 @@ from ..errors import error_responses
 router = APIRouter(tags=["import-export"])
 # About 48 MiB of archive; larger homes are exported and imported with the CLI.
 MAX_UPLOAD_CHARS = 64 * 1024 * 1024
+MAX_UPLOAD_BODY_BYTES = MAX_UPLOAD_CHARS + 64 * 1024
+"""The import's body: the base64 text and room for the other fields (the request guard bounds it)."""
+IMPORT_PATH = "/api/v1/import"
 _CHUNK = 64 * 1024
 _MEDIA = {"zip": "application/zip", "jsonl": "application/x-ndjson"}
 
@@ -120,7 +123,7 @@ def export_stores(
     return StreamingResponse(_chunks(out.getvalue()), media_type=_MEDIA[format], headers=headers)
 
 
-@router.post("/api/v1/import", response_model=ImportReportOut, responses=error_responses(404))
+@router.post(IMPORT_PATH, response_model=ImportReportOut, responses=error_responses(404))
 def import_export(body: ImportIn, svc: Service) -> ImportReportOut:
     """Import an uploaded coffer export (idempotent: a second upload writes nothing)."""
     try:
