@@ -272,3 +272,73 @@ def test_each_bad_configuration_is_one_line_saying_what_to_do(
     assert run.returncode != 0
     assert len(lines) == 1 and lines[0].startswith("error: INDEX_UNAVAILABLE: "), lines
     assert advice in lines[0] and PASSWORD not in lines[0], lines
+
+
+# -- a URL's password in messages: its field replaced, nothing else -----------------------------------
+# Passwords the substring replacement got wrong: one character (every 'a' of the message became
+# '***'), the user name (the name was hidden), percent-encoded, and '@' and ':' unencoded (libpq
+# reads the part after '@' as the host, and named it in its message).
+ODD_PASSWORDS = {
+    "one character": "a",
+    "the user name": "member",
+    "percent-encoded": "p%40ss%3Aw%2F",
+    "@ and :": "p@ss:w",
+}
+NOT_READ = "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')"
+
+
+@pytest.mark.parametrize("kind", list(ODD_PASSWORDS))
+def test_a_url_password_of_any_length_or_form_is_redacted_by_its_field(kind: str, guarded: str) -> None:
+    from coffer_memory import IndexUnavailable, InvalidInput
+    from coffer_memory._index.pg.backend import PostgresIndex
+
+    password = ODD_PASSWORDS[kind]
+    port = urlsplit(guarded).port
+    typo = f"postgresq://member:{password}@127.0.0.1:{port}/team"
+    with pytest.raises(InvalidInput) as caught:
+        PostgresIndex(typo)
+    assert str(caught.value) == (
+        'the PostgreSQL URL is not a connection string libpq reads (missing "=" after '
+        f'"postgresq://member:***@127.0.0.1:{port}/team" in connection info string): {NOT_READ}'
+    )
+    closed = _free_port()
+    wrong = f"postgresql://member:{password}@127.0.0.1:{port}/team"
+    if kind == "@ and :":  # libpq would read the host 'ss' and port 'w@127.0.0.1:...': refused as written
+        for url in (wrong, f"postgresql://member:{password}@127.0.0.1:{closed}/team"):
+            with pytest.raises(InvalidInput) as caught:
+                PostgresIndex(url)
+            shown = url.replace(password, "***")
+            assert str(caught.value) == (
+                f"libpq reads the PostgreSQL URL {shown} another way than it is written: percent-encode "
+                f"'@', ':' and '/' in the user name and password (%40, %3A, %2F); {NOT_READ}"
+            )
+        return
+    with pytest.raises(IndexUnavailable) as caught:
+        PostgresIndex(f"postgresql://member:{password}@127.0.0.1:{closed}/team")
+    assert str(caught.value) == (
+        f'the postgresql index is unavailable: connection failed: connection to server at "127.0.0.1", '
+        f"port {closed} failed: Connection refused: is PostgreSQL running there? check the host and port in the URL"
+    )
+    with pytest.raises(IndexUnavailable) as caught:  # the server refuses the password: the name stays
+        PostgresIndex(wrong)
+    assert str(caught.value) == (
+        f'the postgresql index is unavailable: connection failed: connection to server at "127.0.0.1", '
+        f'port {port} failed: FATAL:  password authentication failed for user "member": check the user '
+        "name and password in the URL (COFFER_PG_URL, the keyring's index.credential_ref, or PGPASSWORD / ~/.pgpass)"
+    )
+
+
+def test_a_password_percent_encoded_as_a_url_holds_it_still_connects(guarded: str, tmp_path: Path) -> None:
+    """The check that libpq reads the URL as written refuses no password written right."""
+    from coffer_memory._index.pg.backend import PostgresIndex
+
+    with psycopg.connect(guarded, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS oddpw")
+        conn.execute("DROP ROLE IF EXISTS oddpw")
+        conn.execute("CREATE ROLE oddpw LOGIN PASSWORD 'p@ss:w/ %'")
+        conn.execute("CREATE DATABASE oddpw OWNER oddpw")
+    port = urlsplit(guarded).port
+    index = PostgresIndex(
+        f"postgresql://oddpw:p%40ss%3Aw%2F%20%25@127.0.0.1:{port}/oddpw", memory_dir=tmp_path
+    )
+    index.close()

@@ -33,7 +33,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
-from ..._errors import IndexUnavailable, InvalidInput
+from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
 from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
@@ -41,8 +41,9 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .failures import DOWN, GONE, REFUSED, first_line, transient, unavailable
+from .redact import refuse_ambiguous, scrub, unreadable
 from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
-from .text import advised, escape_like, scrub, storable, tsquery_terms, with_parts
+from .text import advised, escape_like, storable, tsquery_terms, with_parts
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -123,16 +124,16 @@ class PostgresIndex:
         self._url = url
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
-            # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
-            # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
-            timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        except psycopg.ProgrammingError:  # libpq could not read the URL: the user's typo
+            raise unreadable(url) from None
+        refuse_ambiguous(url, given)
+        # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
+        # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
+        timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        try:
             psycopg.connect(url, autocommit=True, **timeout).close()
-        except psycopg.ProgrammingError as exc:  # libpq could not read the URL: the user's typo
-            raise InvalidInput(
-                f"the PostgreSQL URL is not a connection string libpq reads ({scrub(first_line(exc), url)}): "
-                "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')",
-                field="index.url",
-            ) from None
+        except psycopg.ProgrammingError:
+            raise unreadable(url) from None
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
