@@ -342,3 +342,45 @@ def test_a_password_percent_encoded_as_a_url_holds_it_still_connects(guarded: st
         f"postgresql://oddpw:p%40ss%3Aw%2F%20%25@127.0.0.1:{port}/oddpw", memory_dir=tmp_path
     )
     index.close()
+
+
+# -- a server older than the index needs --------------------------------------------------------------
+def test_a_server_older_than_the_index_needs_is_refused_in_one_line_before_any_table(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """An old server started, and failed a statement later (``hashtextextended`` on the first
+    write, ``AS MATERIALIZED`` on the first vector recall) with a syntax error. The real server's
+    ``server_version_num`` against a threshold one above it, then equal to it."""
+    from coffer_memory import IndexUnavailable
+    from coffer_memory._index.pg.backend import PostgresIndex
+    from coffer_memory._index.pg.schema import MIN_SERVER_VERSION
+
+    with psycopg.connect(pg_url) as conn:
+        found = int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0])  # type: ignore[index]
+    assert found >= MIN_SERVER_VERSION >= 120000  # the test server is one the index runs on
+    parts = urlsplit(pg_url)
+    with pytest.raises(IndexUnavailable) as caught:
+        PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=found + 1)
+    major, minor = divmod(found, 10000)
+    assert str(caught.value) == (
+        f"the postgresql index is unavailable: PostgreSQL {major}.{minor} at {parts.hostname}:{parts.port} "
+        f"is too old for coffer's index, which needs PostgreSQL {major}.{minor + 1} or later: upgrade the "
+        "server (docs/team.md, 'Set-up')"
+    )
+    with psycopg.connect(pg_url) as conn:  # refused before anything was created or bound
+        assert conn.execute("SELECT to_regclass('coffer_meta')").fetchone() == (None,)
+    assert not (tmp_path / "folder.json").exists()
+    PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=found).close()
+    PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=(found // 10000) * 10000).close()
+
+
+def test_server_versions_are_named_as_postgresql_names_its_releases() -> None:
+    from coffer_memory._index.pg.schema import release
+
+    assert [release(n) for n in (90624, 110022, 120000, 160002, 180003)] == [
+        "9.6.24",
+        "11.22",
+        "12",
+        "16.2",
+        "18.3",
+    ]

@@ -42,7 +42,15 @@ from . import vectors as vec
 from .binding import bind, same_folder
 from .failures import DOWN, GONE, REFUSED, first_line, transient, unavailable
 from .redact import refuse_ambiguous, scrub, unreadable
-from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
+from .schema import (
+    CURRENT_VERSION,
+    MIN_SERVER_VERSION,
+    SCHEMA_VERSION,
+    TS_CONFIG,
+    SchemaTooNew,
+    migrate,
+    too_old,
+)
 from .text import advised, escape_like, storable, tsquery_terms, with_parts
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
@@ -118,9 +126,17 @@ class PostgresIndex:
     vectors = False
 
     @_reachable
-    def __init__(self, url: str, *, pool_size: int = 4, memory_dir: Path | None = None) -> None:
-        # One direct connection first: a server that refuses is said at once, where the pool
-        # would retry until its timeout.
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        memory_dir: Path | None = None,
+        min_server_version: int = MIN_SERVER_VERSION,
+    ) -> None:
+        # One direct connection first: a server that refuses, or is older than the index needs
+        # (``min_server_version``, a ``server_version_num``), is said at once, where the pool
+        # would retry until its timeout and an old server would fail a statement in the middle.
         self._url = url
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
@@ -131,9 +147,12 @@ class PostgresIndex:
         # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
         timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
         try:
-            psycopg.connect(url, autocommit=True, **timeout).close()
+            with psycopg.connect(url, autocommit=True, **timeout) as first:
+                old = too_old(first, min_server_version)
         except psycopg.ProgrammingError:
             raise unreadable(url) from None
+        if old is not None:
+            raise IndexUnavailable("postgresql", old)
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
