@@ -40,7 +40,7 @@ from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
-from .failures import DOWN, GONE, REFUSED, first_line, transient, unavailable
+from .failures import DOWN, GONE, REFUSED, Outage, first_line, transient, unavailable
 from .redact import refuse_ambiguous, scrub, unreadable
 from .schema import (
     CURRENT_VERSION,
@@ -83,6 +83,9 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         index = args[0]
+        outage = getattr(index, "outage", None)
+        if isinstance(outage, Outage):  # the server known to be down: said at once
+            outage.check()
         try:
             try:
                 return method(*args, **kwargs)
@@ -166,6 +169,7 @@ class PostgresIndex:
             reconnect_timeout=POOL_TIMEOUT,
         )
         self.pool.open(wait=True, timeout=30)
+        self.outage = Outage(self._probe, self.pool.check)
         try:
             with self.pool.connection() as conn:
                 found = migrate(conn)
@@ -219,21 +223,32 @@ class PostgresIndex:
         )
 
     def unavailable(self, exc: BaseException) -> IndexUnavailable:
-        """The typed error for the driver's ``exc``. When the pool gave no connection in time, it
-        says why: the server's refusal when a direct connection fails too, else every pooled
-        connection being busy (the pool's own message says neither)."""
-        if not isinstance(exc, PoolTimeout):
+        """The typed error for the driver's ``exc``. When the pool gave no connection in time (or
+        a connection broke), it says why: the server's refusal when a direct connection fails
+        too, and then every request is told so at once (``outage``) until the server is back;
+        else every pooled connection being busy (the pool's own message says neither)."""
+        outage: Outage | None = getattr(self, "outage", None)  # None: the start's own connection failed
+        if not isinstance(exc, PoolTimeout) and (outage is None or not transient(exc)):
             return self._said(exc)
         try:
-            psycopg.connect(self._url, connect_timeout=5).close()
+            self._probe()
         except psycopg.Error as refused:
-            return self._said(refused)
+            said = self._said(refused)
+            if outage is not None:
+                outage.begin(said.reason)
+            return said
+        if not isinstance(exc, PoolTimeout):
+            return self._said(exc)
         return IndexUnavailable(
             "postgresql",
             f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
             "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
             "still reconnecting after the server ended its sessions)",
         )
+
+    def _probe(self) -> None:
+        """One direct connection, closed at once: ``psycopg.Error`` while the server refuses."""
+        psycopg.connect(self._url, connect_timeout=5).close()
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
@@ -262,6 +277,7 @@ class PostgresIndex:
                 "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
             )
         self._own_folder()
+        self.outage.check()  # the server known to be down: said at once, before a file is touched
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
                 try:
@@ -626,5 +642,7 @@ class PostgresIndex:
         return list(best.values())
 
     def close(self) -> None:
-        """Close the pool (its connections release any advisory lock they held)."""
+        """Close the pool (its connections release any advisory lock they held) and stop asking
+        whether a server that was down is back."""
+        self.outage.close()
         self.pool.close()
