@@ -35,7 +35,6 @@ from ._index.vec import VecIndex, paused_in
 from ._models import MemoryFact, Page
 from ._retrieval import KnowledgeRetrieval
 from ._store.audit import EVENTS, AuditEvent, AuditLog
-from ._store.files import parse_fact, render_fact
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
 from ._store.when import parse_when
@@ -397,12 +396,16 @@ class IndexHandle:
         reader = self.reader_db  # the last committed state, without the lock
         if paused_in(reader):
             return []
-        written = parse_fact(render_fact(fact), store=store, relpath="ahead.md", mtime=0).fact
-        chunks = indexed_chunks(written.title, written.description, written.body)
+        # Title, description and body as ``render_fact`` writes them and ``parse_fact`` reads them
+        # back (a round trip through both cost a remember a third more CPU: YAML quoting); were
+        # they read otherwise, the write would embed them again under the lock, nothing worse.
+        chunks = indexed_chunks(
+            " ".join(fact.title.split()), " ".join(fact.description.split()), fact.body.strip("\n")
+        )
         context = ""
-        if written.origin_session_id and SESSION_CONTEXT_LINES > 0:
+        if fact.origin_session_id and SESSION_CONTEXT_LINES > 0:
             if existing is None:
-                context = appended_context(reader, store, written.origin_session_id, SESSION_CONTEXT_LINES)
+                context = appended_context(reader, store, fact.origin_session_id, SESSION_CONTEXT_LINES)
             else:
                 context = context_lines(reader, store, [existing], SESSION_CONTEXT_LINES).get(existing, "")
         return self.reindexer.texts_of(chunks, context)
