@@ -384,3 +384,30 @@ def test_server_versions_are_named_as_postgresql_names_its_releases() -> None:
         "16.2",
         "18.3",
     ]
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "shown"),
+    [
+        ("postgresql://u:a@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://member:member@h:5432/member", "postgresql://member:***@h:5432/member"),
+        ("postgresql://u:p%40ss%3Aw@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p@ss:w@h:5/db", "postgresql://u:***@h:5/db"),
+        ("postgres://u:@h/db", "postgres://u:***@h/db"),
+        (
+            "postgresql://u@h/db?password=a&sslmode=require",
+            "postgresql://u@h/db?password=***&sslmode=require",
+        ),
+        ("postgresql://a@a/a", "postgresql://a@a/a"),
+        ("host=h user=u password=a dbname=db", "host=h user=u password=*** dbname=db"),
+        ("host=h password='a b\\' c' user=u", "host=h password=*** user=u"),
+    ],
+)
+def test_a_connection_string_is_shown_with_its_password_field_replaced_and_nothing_else(
+    conninfo: str, shown: str
+) -> None:
+    from coffer_memory._index.pg.redact import redact, scrub
+
+    assert redact(conninfo) == shown
+    said = f'connection to server at "h" failed for {conninfo}: a'
+    assert scrub(said, conninfo) == f'connection to server at "h" failed for {shown}: a'

@@ -69,14 +69,15 @@ def redact(conninfo: str) -> str:
 
 
 def scrub(text: str, conninfo: str) -> str:
-    """``text`` (an error message, a log line) with ``conninfo`` in it, and any ``password=`` pair,
-    shown redacted. Nothing else in ``text`` changes: libpq's messages about a connection name its
-    host, port, user and database, never its password (``refuse_ambiguous`` sees to it that these
-    are what the URL says they are)."""
+    """``text`` (an error message, a log line) with ``conninfo`` in it shown redacted. Nothing
+    else in ``text`` changes: libpq's messages about a connection name its host, port, user and
+    database, never its password (``refuse_ambiguous`` sees to it that these are what the URL says
+    they are), and its messages about a string it cannot read are made from the redacted string
+    (``unreadable``)."""
     for form in dict.fromkeys((conninfo, conninfo.strip())):
         if form:
             text = text.replace(form, redact(form))
-    return _PAIR.sub(lambda m: m.group(1) + SHOWN, text)
+    return text
 
 
 def unreadable(conninfo: str) -> InvalidInput:
