@@ -358,9 +358,9 @@ class IndexHandle:
 
     @property
     def embeds(self) -> bool:
-        """Whether writes here embed what they index (a vector mode, an embedder, sqlite-vec)."""
-        _ = self.db
-        return self._vectors is not None
+        """Whether writes here embed what they index (a vector mode, an embedder, sqlite-vec), as
+        far as the index, if open, says: this does not open it."""
+        return self._db is not None and self._vectors is not None
 
     @contextmanager
     def embedding_ahead(self, store: str, fact: MemoryFact, *, existing: str | None = None) -> Iterator[None]:
@@ -371,8 +371,14 @@ class IndexHandle:
         is matched by text, so a fact that changed meanwhile (another write, a content check) is
         embedded again under the lock as it is written. ``existing``: the id of the fact an edit
         rewrites (its session context is its predecessor's); None for a new fact. Nothing is
-        embedded ahead without vectors, or while their back-off after a failure runs."""
-        texts = self._texts_ahead(store, fact, existing)
+        embedded ahead without vectors, while their back-off after a failure runs, or before the
+        index is open: the write opens it, as it did, after the file is durable (a write must
+        succeed though the index cannot open: its receipt says the indexing is pending)."""
+        try:
+            texts = self._texts_ahead(store, fact, existing) if self.embeds else []
+        except Exception:  # the reader could not answer: the write embeds under the lock, as it did
+            log.debug("no embedding ahead of the write to %s", store, exc_info=True)
+            texts = []
         if not texts:
             yield
             return
@@ -389,10 +395,7 @@ class IndexHandle:
             yield
 
     def _texts_ahead(self, store: str, fact: MemoryFact, existing: str | None) -> list[str]:
-        """The texts ``fact`` will be embedded as once written (none without vectors, or paused)."""
-        _ = self.db  # opens the index (and its vectors) on first use
-        if self._vectors is None:
-            return []
+        """The texts ``fact`` will be embedded as once written (none while vectors are paused)."""
         reader = self.reader_db  # the last committed state, without the lock
         if paused_in(reader):
             return []
