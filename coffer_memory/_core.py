@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import attrs
 
 from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected, check_limit
+from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected, check_limit
 from ._index.filters import FactFilter, TimeBound, check_tags
 from ._indexing import IndexHandle
 from ._models import (
@@ -200,11 +201,26 @@ class Facts:
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         body = self._validate(body, name)
+        findings: dict[str, int] = {}
+        body = self.writer.check(body, "text", findings)
+        title = self.writer.check(title, "title", findings) if title else _default_title(body)
+        description = self.writer.check(description, "description", findings) if description else None
+        at = now_utc()
+        draft = MemoryFact(
+            id="",
+            title=title,
+            description=description or _default_description(body),
+            body=body,
+            actor=actor,
+            origin_session_id=origin_session_id,
+            created_at=at,
+            updated_at=at,
+            tags=clean_tags,
+        )
         # No reconcile here: a write needs none, and the next read catches up with outside edits.
-        with self.writer.transaction(name) as tx:
-            body = tx.check(body, "text")
-            title = tx.check(title, "title") if title else _default_title(body)
-            description = tx.check(description, "description") if description else None
+        # Embedded before the lock (``embedding_ahead``): reads wait for it, not for the embedder.
+        with self.index.embedding_ahead(name, draft), self.writer.transaction(name) as tx:
+            tx.findings.update(findings)
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
                 self.targets.record_checkout(tx, target)
@@ -230,16 +246,8 @@ class Facts:
                     tail = f"-{next(suffixes)}"
                     candidate = slug[: MAX_SLUG_CHARS - len(tail)].rstrip("-_") + tail
                 path = sp.inbox_file(candidate)
-                fact = MemoryFact(
-                    id=fact_id_for(name, sp.relative(path), stamp),
-                    title=title,
-                    description=description or _default_description(body),
-                    body=body,
-                    actor=actor,
-                    origin_session_id=origin_session_id,
-                    created_at=stamp,
-                    updated_at=stamp,
-                    tags=clean_tags,
+                fact = attrs.evolve(
+                    draft, id=fact_id_for(name, sp.relative(path), stamp), created_at=stamp, updated_at=stamp
                 )
                 try:
                     receipt = tx.create(path, render_fact(fact))
@@ -410,14 +418,16 @@ class Facts:
             next_cursor = encode_cursor(home, query, name, version, position)
         return Page(items=tuple(items), next_cursor=next_cursor, target=target)
 
-    def _find(self, name: str, fact_id: str, *, reader: bool = False) -> Path:
-        """The file of a fact: on the writer connection (lock held), or on this thread's reader."""
+    def _find(self, name: str, fact_id: str, *, reader: bool = False, refresh: bool = True) -> Path:
+        """The file of a fact: on the writer connection (lock held), or on this thread's reader;
+        ``refresh`` False: as the index stands (no reconcile, which takes the lock)."""
         if not isinstance(fact_id, str) or len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:
             raise MemoryNotFound(name, str(fact_id))
         sp = self.targets.paths(name)
         if not sp.root.is_dir():
             raise MemoryNotFound(name, fact_id)
-        self.index.refresh(name)
+        if refresh:
+            self.index.refresh(name)
         db = self.index.reader_db if reader else self.index.db
         path = db.scalar(
             "SELECT path FROM documents WHERE kind = 'memory' AND resource_name = ? AND id = ?",
@@ -485,17 +495,13 @@ class Facts:
         new_body = self._validate(body, name) if body is not None else None
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
-        with self.writer.transaction(name) as tx:
-            new_body = tx.check(new_body, "text") if new_body is not None else None
-            title = tx.check(title, "title") if title else title
-            description = tx.check(description, "description") if description else description
-            path = self._find(name, fact_id)
-            data, st = read_bytes(path)
-            parsed = parse_fact(data, store=name, relpath=tx.paths.relative(path), mtime=st.st_mtime)
-            if expected_sha256 is not None and expected_sha256 != parsed.sha256:
-                raise MemoryConflict(name, fact_id, expected_sha256, parsed.sha256)
-            old = parsed.fact
-            fact = attrs.evolve(
+        findings: dict[str, int] = {}
+        new_body = self.writer.check(new_body, "text", findings) if new_body is not None else None
+        title = self.writer.check(title, "title", findings) if title else title
+        description = self.writer.check(description, "description", findings) if description else description
+
+        def edited(old: MemoryFact) -> MemoryFact:
+            return attrs.evolve(
                 old,
                 body=new_body if new_body is not None else old.body,
                 title=title or old.title,
@@ -504,6 +510,19 @@ class Facts:
                 updated_at=now_utc(),
                 tags=new_tags if new_tags is not None else old.tags,
             )
+
+        # The fact as it reads now, edited, is embedded before the lock (``embedding_ahead``); the
+        # compare-and-swap is made under it, and a fact changed meanwhile is embedded as written.
+        draft = self._draft(name, fact_id, edited, expected_sha256)
+        ahead = self.index.embedding_ahead(name, draft, existing=fact_id) if draft else nullcontext()
+        with ahead, self.writer.transaction(name) as tx:
+            tx.findings.update(findings)
+            path = self._find(name, fact_id)
+            data, st = read_bytes(path)
+            parsed = parse_fact(data, store=name, relpath=tx.paths.relative(path), mtime=st.st_mtime)
+            if expected_sha256 is not None and expected_sha256 != parsed.sha256:
+                raise MemoryConflict(name, fact_id, expected_sha256, parsed.sha256)
+            fact = edited(parsed.fact)
             receipt = tx.write(path, render_fact(fact, parsed.extra, with_created=parsed.has_created_at))
             tx.audit(
                 "memory_updated",
@@ -523,6 +542,20 @@ class Facts:
             receipt=receipt,
             created=False,
         )
+
+    def _draft(
+        self, name: str, fact_id: str, edited: Callable[[MemoryFact], MemoryFact], expected: str | None
+    ) -> MemoryFact | None:
+        """The fact ``fact_id`` as it reads now with an edit applied, to embed ahead; None when
+        nothing is embedded here, it cannot be read or its sha is not ``expected`` (the edit under
+        the lock says why). Read as the index stands: the lock is not taken for it."""
+        if not self.index.embeds:
+            return None
+        try:
+            record = self.record(name, self._find(name, fact_id, reader=True, refresh=False))
+        except (CofferError, OSError, FactParseError):
+            return None
+        return edited(record.fact) if expected is None or expected == record.sha256 else None
 
     def delete_fact(
         self,

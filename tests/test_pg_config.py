@@ -272,3 +272,142 @@ def test_each_bad_configuration_is_one_line_saying_what_to_do(
     assert run.returncode != 0
     assert len(lines) == 1 and lines[0].startswith("error: INDEX_UNAVAILABLE: "), lines
     assert advice in lines[0] and PASSWORD not in lines[0], lines
+
+
+# -- a URL's password in messages: its field replaced, nothing else -----------------------------------
+# Passwords the substring replacement got wrong: one character (every 'a' of the message became
+# '***'), the user name (the name was hidden), percent-encoded, and '@' and ':' unencoded (libpq
+# reads the part after '@' as the host, and named it in its message).
+ODD_PASSWORDS = {
+    "one character": "a",
+    "the user name": "member",
+    "percent-encoded": "p%40ss%3Aw%2F",
+    "@ and :": "p@ss:w",
+}
+NOT_READ = "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')"
+
+
+@pytest.mark.parametrize("kind", list(ODD_PASSWORDS))
+def test_a_url_password_of_any_length_or_form_is_redacted_by_its_field(kind: str, guarded: str) -> None:
+    from coffer_memory import IndexUnavailable, InvalidInput
+    from coffer_memory._index.pg.backend import PostgresIndex
+
+    password = ODD_PASSWORDS[kind]
+    port = urlsplit(guarded).port
+    typo = f"postgresq://member:{password}@127.0.0.1:{port}/team"
+    with pytest.raises(InvalidInput) as caught:
+        PostgresIndex(typo)
+    assert str(caught.value) == (
+        'the PostgreSQL URL is not a connection string libpq reads (missing "=" after '
+        f'"postgresq://member:***@127.0.0.1:{port}/team" in connection info string): {NOT_READ}'
+    )
+    closed = _free_port()
+    wrong = f"postgresql://member:{password}@127.0.0.1:{port}/team"
+    if kind == "@ and :":  # libpq would read the host 'ss' and port 'w@127.0.0.1:...': refused as written
+        for url in (wrong, f"postgresql://member:{password}@127.0.0.1:{closed}/team"):
+            with pytest.raises(InvalidInput) as caught:
+                PostgresIndex(url)
+            shown = url.replace(password, "***")
+            assert str(caught.value) == (
+                f"libpq reads the PostgreSQL URL {shown} another way than it is written: percent-encode "
+                f"'@', ':' and '/' in the user name and password (%40, %3A, %2F); {NOT_READ}"
+            )
+        return
+    with pytest.raises(IndexUnavailable) as caught:
+        PostgresIndex(f"postgresql://member:{password}@127.0.0.1:{closed}/team")
+    assert str(caught.value) == (
+        f'the postgresql index is unavailable: connection failed: connection to server at "127.0.0.1", '
+        f"port {closed} failed: Connection refused: is PostgreSQL running there? check the host and port in the URL"
+    )
+    with pytest.raises(IndexUnavailable) as caught:  # the server refuses the password: the name stays
+        PostgresIndex(wrong)
+    assert str(caught.value) == (
+        f'the postgresql index is unavailable: connection failed: connection to server at "127.0.0.1", '
+        f'port {port} failed: FATAL:  password authentication failed for user "member": check the user '
+        "name and password in the URL (COFFER_PG_URL, the keyring's index.credential_ref, or PGPASSWORD / ~/.pgpass)"
+    )
+
+
+def test_a_password_percent_encoded_as_a_url_holds_it_still_connects(guarded: str, tmp_path: Path) -> None:
+    """The check that libpq reads the URL as written refuses no password written right."""
+    from coffer_memory._index.pg.backend import PostgresIndex
+
+    with psycopg.connect(guarded, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS oddpw")
+        conn.execute("DROP ROLE IF EXISTS oddpw")
+        conn.execute("CREATE ROLE oddpw LOGIN PASSWORD 'p@ss:w/ %'")
+        conn.execute("CREATE DATABASE oddpw OWNER oddpw")
+    port = urlsplit(guarded).port
+    index = PostgresIndex(
+        f"postgresql://oddpw:p%40ss%3Aw%2F%20%25@127.0.0.1:{port}/oddpw", memory_dir=tmp_path
+    )
+    index.close()
+
+
+# -- a server older than the index needs --------------------------------------------------------------
+def test_a_server_older_than_the_index_needs_is_refused_in_one_line_before_any_table(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """An old server started, and failed a statement later (``hashtextextended`` on the first
+    write, ``AS MATERIALIZED`` on the first vector recall) with a syntax error. The real server's
+    ``server_version_num`` against a threshold one above it, then equal to it."""
+    from coffer_memory import IndexUnavailable
+    from coffer_memory._index.pg.backend import PostgresIndex
+    from coffer_memory._index.pg.schema import MIN_SERVER_VERSION
+
+    with psycopg.connect(pg_url) as conn:
+        found = int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0])  # type: ignore[index]
+    assert found >= MIN_SERVER_VERSION >= 120000  # the test server is one the index runs on
+    parts = urlsplit(pg_url)
+    with pytest.raises(IndexUnavailable) as caught:
+        PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=found + 1)
+    major, minor = divmod(found, 10000)
+    assert str(caught.value) == (
+        f"the postgresql index is unavailable: PostgreSQL {major}.{minor} at {parts.hostname}:{parts.port} "
+        f"is too old for coffer's index, which needs PostgreSQL {major}.{minor + 1} or later: upgrade the "
+        "server (docs/team.md, 'Set-up')"
+    )
+    with psycopg.connect(pg_url) as conn:  # refused before anything was created or bound
+        assert conn.execute("SELECT to_regclass('coffer_meta')").fetchone() == (None,)
+    assert not (tmp_path / "folder.json").exists()
+    PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=found).close()
+    PostgresIndex(pg_url, memory_dir=tmp_path, min_server_version=(found // 10000) * 10000).close()
+
+
+def test_server_versions_are_named_as_postgresql_names_its_releases() -> None:
+    from coffer_memory._index.pg.schema import release
+
+    assert [release(n) for n in (90624, 110022, 120000, 160002, 180003)] == [
+        "9.6.24",
+        "11.22",
+        "12",
+        "16.2",
+        "18.3",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "shown"),
+    [
+        ("postgresql://u:a@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://member:member@h:5432/member", "postgresql://member:***@h:5432/member"),
+        ("postgresql://u:p%40ss%3Aw@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p@ss:w@h:5/db", "postgresql://u:***@h:5/db"),
+        ("postgres://u:@h/db", "postgres://u:***@h/db"),
+        (
+            "postgresql://u@h/db?password=a&sslmode=require",
+            "postgresql://u@h/db?password=***&sslmode=require",
+        ),
+        ("postgresql://a@a/a", "postgresql://a@a/a"),
+        ("host=h user=u password=a dbname=db", "host=h user=u password=*** dbname=db"),
+        ("host=h password='a b\\' c' user=u", "host=h password=*** user=u"),
+    ],
+)
+def test_a_connection_string_is_shown_with_its_password_field_replaced_and_nothing_else(
+    conninfo: str, shown: str
+) -> None:
+    from coffer_memory._index.pg.redact import redact, scrub
+
+    assert redact(conninfo) == shown
+    said = f'connection to server at "h" failed for {conninfo}: a'
+    assert scrub(said, conninfo) == f'connection to server at "h" failed for {shown}: a'

@@ -267,6 +267,19 @@ def own_server() -> Iterator[PgServer]:
     server.stop()
 
 
+def back(svc: MemoryService) -> None:
+    """Once the server started again: wait for the index's probe (every second) to find it up;
+    until then requests are told at once that the server is down. A bound on a loaded machine,
+    not a timing."""
+    import time
+
+    outage = svc.index._shared.backend.outage  # type: ignore[union-attr]
+    for _ in range(1200):
+        if not outage.down:
+            return
+        time.sleep(0.05)
+
+
 def _pg_ctl(s: PgServer, *args: str) -> None:
     import subprocess
 
@@ -296,6 +309,7 @@ def test_a_server_restarted_or_stopped_is_recovered_from_and_a_stop_writes_nothi
         assert "couldn't get a connection" not in str(caught.value)  # the pool's words said no reason
         assert facts_on_disk(tmp_home) == before
         _pg_ctl(own_server, "start")
+        back(svc)
         assert len(texts(svc, "harbour")) == 2
         svc.remember("written once it is back", store="global")
 
@@ -370,6 +384,7 @@ def test_a_read_while_the_server_is_down_waits_for_the_pool_once(
             texts(bob, "ferry")
         assert pool.get_stats().get("requests_errors", 0) - before == 1  # one wait of the pool's
         _pg_ctl(own_server, "start")
+        back(bob)
         assert sorted(texts(bob, "ferry")) == ["the ferry leaves at noon", "the ferry returns at six"]
 
 
@@ -460,3 +475,55 @@ def test_a_writer_killed_holding_the_fence_loses_no_acknowledged_write(
     on_disk = {f"knowledge/inbox/{name}" for name in facts_on_disk(tmp_home)}
     assert on_disk <= paths  # every file, the killed writer's too, is in PostgreSQL
     assert locks == (0,)  # nothing holds a store's lock any more
+
+
+@pytest.mark.timeout(300)
+def test_while_the_server_is_down_requests_fail_at_once_and_recover_on_their_own(
+    own_server: PgServer, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the server down, every request (each REST or MCP call) waited the pool's 10 s for a
+    connection before INDEX_UNAVAILABLE. Now the first finds the server down, the others are told
+    at once (no request to the pool), and once the server is back requests succeed again with
+    no restart."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from coffer_memory_fastapi import create_app
+
+    url = own_server.url()
+    with member(tmp_home, url, monkeypatch) as svc, TestClient(create_app(svc)) as client:
+        svc.remember("the lighthouse keeper logs the tides", store="global")
+        assert texts(svc, "lighthouse") == ["the lighthouse keeper logs the tides"]
+        _pg_ctl(own_server, "-m", "fast", "stop")
+        pool = svc.index._shared.backend.pool  # type: ignore[union-attr]
+        with pytest.raises(IndexUnavailable, match="refused"):
+            texts(svc, "lighthouse")  # the request that finds the server down waits for the pool once
+        asked = pool.get_stats().get("requests_num", 0)
+        before = facts_on_disk(tmp_home)
+        for _ in range(3):
+            with pytest.raises(
+                IndexUnavailable, match=r"Connection refused.*\(down since .* UTC; asked again"
+            ):
+                texts(svc, "lighthouse")
+            with pytest.raises(IndexUnavailable, match="down since"):
+                svc.remember("written while the server is down", store="global")
+            answer = client.get("/api/v1/memory_stores/global/recall", params={"query": "lighthouse"})
+            assert answer.status_code == 503 and answer.json()["error"]["code"] == "INDEX_UNAVAILABLE"
+            assert "down since" in answer.json()["error"]["message"]
+        assert pool.get_stats().get("requests_num", 0) == asked  # none of them asked the pool
+        assert facts_on_disk(tmp_home) == before
+        _pg_ctl(own_server, "start")
+        for _ in range(1200):  # a bound on the probe's next round on a loaded machine, not a timing
+            try:
+                found = texts(svc, "lighthouse")
+                break
+            except IndexUnavailable as exc:
+                assert "down since" in str(exc)  # told at once until the probe finds the server
+                time.sleep(0.05)
+        assert found == ["the lighthouse keeper logs the tides"]
+        svc.remember("the lighthouse keeper also logs the wind", store="global")
+        assert sorted(texts(svc, "lighthouse")) == [
+            "the lighthouse keeper also logs the wind",
+            "the lighthouse keeper logs the tides",
+        ]

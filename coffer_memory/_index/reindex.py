@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -29,6 +30,9 @@ from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex
+
+if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
+    from ..plugins.hookspecs import Vector
 
 Outcome = Literal["added", "updated", "unchanged"]
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -113,6 +117,8 @@ class Reindexer:
         # Session facts a bulk load wrote with empty keyword context: their predecessor may come
         # later in the load, so the context is written at its end (``_write_contexts``).
         self._context_due: set[tuple[str, str]] = set()
+        # Vectors this thread's write computed before it took the lock (``ahead``), by text.
+        self._ahead = threading.local()
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -399,15 +405,49 @@ class Reindexer:
                 progress(done)
         return done
 
+    @staticmethod
+    def texts_of(chunks: Sequence[str], context: str = "") -> list[str]:
+        """The texts a document of these chunks is embedded as: one per window of each chunk
+        (``vector_windows``), the first led by its session ``context`` when it has one."""
+        windows = [vector_windows(text) for text in chunks]
+        if context and windows and windows[0]:
+            windows[0][0] = f"{context}\n{windows[0][0]}"
+        return [w for per_chunk in windows for w in per_chunk]
+
+    @contextmanager
+    def ahead(self, found: Mapping[str, Vector] | Exception) -> Iterator[None]:
+        """While the block runs, this thread's embeddings take their vectors from ``found`` (text
+        -> vector, computed before the write took the lock: keyword reads wait for the lock, and
+        the embedder may take seconds) and ask the embedder only for texts it lacks, so a fact
+        that changed between the two is embedded as it is written. ``found`` an exception: the
+        embedding failed before the lock, and fails again here (not asked twice)."""
+        self._ahead.found = found
+        try:
+            yield
+        finally:
+            self._ahead.found = None
+
+    def _vectors_of(self, texts: list[str]) -> list[Vector]:
+        """The vectors of ``texts``: those computed ahead (``ahead``), the others from the embedder."""
+        assert self.vectors is not None
+        found: Mapping[str, Vector] | Exception | None = getattr(self._ahead, "found", None)
+        if isinstance(found, Exception):
+            raise found
+        known = found or {}
+        missing = [t for t in texts if t not in known]
+        asked = self.vectors.embedder.embed_batch(missing) if missing else []
+        if len(asked) != len(missing):
+            raise EmbeddingUnavailable(f"embedder returned {len(asked)} vectors for {len(missing)} texts")
+        rest = iter(asked)
+        return [known[t] if t in known else next(rest) for t in texts]
+
     def _embed(self, batch: list[_PendingDoc]) -> None:
         assert self.vectors is not None
         # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
         windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
         self._with_session_context(batch, windows)
         texts = [w for per_doc in windows for per_chunk in per_doc for w in per_chunk]
-        vectors = self.vectors.embedder.embed_batch(texts) if texts else []
-        if len(vectors) != len(texts):
-            raise EmbeddingUnavailable(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        vectors = self._vectors_of(texts)
         rows = iter(vectors)
         with self.db.transaction():
             for doc, per_doc in zip(batch, windows, strict=True):

@@ -120,10 +120,29 @@ def context_lines(db: IndexDB, store: str, ids: Sequence[str], lines: int) -> di
     its session, header left out; ids without such a fact are left out."""
     out = {}
     for fact_id, text in predecessors(db, store, ids).items():
-        found = strip_header(text).strip().splitlines()
-        if found:
-            out[fact_id] = "\n".join(found[-lines:])[-CONTEXT_CHARS:]
+        context = _context(text, lines)
+        if context:
+            out[fact_id] = context
     return out
+
+
+def _context(text: str, lines: int) -> str:
+    """The last ``lines`` lines (at most ``CONTEXT_CHARS``) of a fact's last chunk, header left out."""
+    found = strip_header(text).strip().splitlines()
+    return "\n".join(found[-lines:])[-CONTEXT_CHARS:] if found else ""
+
+
+def appended_context(db: IndexDB, store: str, session: str, lines: int) -> str:
+    """The context a fact remembered now in ``session`` would be embedded with: the last lines of
+    the session's latest fact in ``store`` (ids grow with time), ``""`` when it has none."""
+    rows = db.rows(
+        "SELECT (SELECT f.text FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid "
+        "WHERE k.resource_name = d.resource_name AND k.document_id = d.id ORDER BY k.position DESC LIMIT 1) "
+        "FROM documents d WHERE d.kind = ? AND d.resource_name = ? AND d.origin_session = ? "
+        "ORDER BY d.id DESC LIMIT 1",
+        (KIND, store, session),
+    )
+    return _context(str(rows[0][0]), lines) if rows and rows[0][0] is not None else ""
 
 
 def write_word_contexts(

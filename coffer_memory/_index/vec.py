@@ -73,6 +73,18 @@ def finite_blob(vector: Vector, model_id: str) -> bytes:
     return blob
 
 
+def paused_in(db: IndexDB) -> bool:
+    """True while the shared back-off after an embedding failure runs, as ``db`` (the writer's
+    connection, or a reader's) sees it."""
+    until = db.get_kv(PAUSE_KEY)
+    if until is None:
+        return False
+    left = float(until) - time.time()
+    # A back-off never lasts longer than PAUSE_SECONDS: more left means the clock was set back
+    # after the pause began, which would otherwise keep vector recall off until it caught up.
+    return 0 < left <= PAUSE_SECONDS
+
+
 class VecIndex:
     """Per-store vec0 tables in the index database."""
 
@@ -95,13 +107,7 @@ class VecIndex:
 
     def paused(self) -> bool:
         """True while the shared back-off after an embedding failure runs (all processes see it)."""
-        until = self.db.get_kv(PAUSE_KEY)
-        if until is None:
-            return False
-        left = float(until) - time.time()
-        # A back-off never lasts longer than PAUSE_SECONDS: more left means the clock was set back
-        # after the pause began, which would otherwise keep vector recall off until it caught up.
-        return 0 < left <= PAUSE_SECONDS
+        return paused_in(self.db)
 
     def pause(self, seconds: float = PAUSE_SECONDS) -> None:
         """Stop calling the embedder for ``seconds`` (at most ``PAUSE_SECONDS``; reads answer from

@@ -3,7 +3,8 @@
 Every mutation of a memory file goes through ``Writer.transaction``:
 
     lock (this process's index lock + the store's inter-process flock + a shared index's lock)
-      -> content checks (NUL and lone surrogates, secrets: the hook point)
+      -> content checks (NUL and lone surrogates, secrets: the hook point; a caller that
+         prepares its text before the lock runs them there, ``Writer.check``)
       -> the shared lock checked still held (the fence), then
          atomic write | O_APPEND append | delete, never through a symlink
       -> re-index the touched documents (recall files only)
@@ -132,9 +133,7 @@ class Transaction:
     # -- content ------------------------------------------------------------------------------
     def check(self, text: str, field: str = "text") -> str:
         """Run the content checks over one text (raises before anything is written)."""
-        for check in self._writer.checks:
-            text = check(text, field, self.findings)
-        return text
+        return self._writer.check(text, field, self.findings)
 
     def read(self, path: Path) -> bytes | None:
         """The file's bytes as this transaction sees them (pending bytes in a dry run); None if absent."""
@@ -355,6 +354,14 @@ class Writer:
         self.lock = lock
         self.sink = sink
         self.checks: tuple[ContentCheck, ...] = (reject_unwritable, *checks)
+
+    def check(self, text: str, field: str, findings: dict[str, int]) -> str:
+        """Run the content checks over one text, counting what they found into ``findings``:
+        outside a transaction too (they need no lock), for a write that prepares its text before
+        it takes the lock; ``Transaction.findings.update`` then puts the counts on its receipt."""
+        for check in self.checks:
+            text = check(text, field, findings)
+        return text
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""

@@ -33,16 +33,25 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
-from ..._errors import IndexUnavailable, InvalidInput
+from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
 from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
-from .failures import DOWN, GONE, REFUSED, first_line, transient, unavailable
-from .schema import CURRENT_VERSION, SCHEMA_VERSION, TS_CONFIG, SchemaTooNew, migrate
-from .text import advised, escape_like, scrub, storable, tsquery_terms, with_parts
+from .failures import DOWN, GONE, REFUSED, Outage, first_line, transient, unavailable
+from .redact import refuse_ambiguous, scrub, unreadable
+from .schema import (
+    CURRENT_VERSION,
+    MIN_SERVER_VERSION,
+    SCHEMA_VERSION,
+    TS_CONFIG,
+    SchemaTooNew,
+    migrate,
+    too_old,
+)
+from .text import advised, escape_like, storable, tsquery_terms, with_parts
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -74,6 +83,9 @@ def _reachable(method: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         index = args[0]
+        outage = getattr(index, "outage", None)
+        if isinstance(outage, Outage):  # the server known to be down: said at once
+            outage.check()
         try:
             try:
                 return method(*args, **kwargs)
@@ -117,22 +129,33 @@ class PostgresIndex:
     vectors = False
 
     @_reachable
-    def __init__(self, url: str, *, pool_size: int = 4, memory_dir: Path | None = None) -> None:
-        # One direct connection first: a server that refuses is said at once, where the pool
-        # would retry until its timeout.
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        memory_dir: Path | None = None,
+        min_server_version: int = MIN_SERVER_VERSION,
+    ) -> None:
+        # One direct connection first: a server that refuses, or is older than the index needs
+        # (``min_server_version``, a ``server_version_num``), is said at once, where the pool
+        # would retry until its timeout and an old server would fail a statement in the middle.
         self._url = url
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
-            # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
-            # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
-            timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
-            psycopg.connect(url, autocommit=True, **timeout).close()
-        except psycopg.ProgrammingError as exc:  # libpq could not read the URL: the user's typo
-            raise InvalidInput(
-                f"the PostgreSQL URL is not a connection string libpq reads ({scrub(first_line(exc), url)}): "
-                "write it as postgresql://user:password@host:port/database (docs/team.md, 'Set-up')",
-                field="index.url",
-            ) from None
+        except psycopg.ProgrammingError:  # libpq could not read the URL: the user's typo
+            raise unreadable(url) from None
+        refuse_ambiguous(url, given)
+        # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
+        # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
+        timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        try:
+            with psycopg.connect(url, autocommit=True, **timeout) as first:
+                old = too_old(first, min_server_version)
+        except psycopg.ProgrammingError:
+            raise unreadable(url) from None
+        if old is not None:
+            raise IndexUnavailable("postgresql", old)
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
@@ -146,6 +169,7 @@ class PostgresIndex:
             reconnect_timeout=POOL_TIMEOUT,
         )
         self.pool.open(wait=True, timeout=30)
+        self.outage = Outage(self._probe, self.pool.check)
         try:
             with self.pool.connection() as conn:
                 found = migrate(conn)
@@ -199,21 +223,32 @@ class PostgresIndex:
         )
 
     def unavailable(self, exc: BaseException) -> IndexUnavailable:
-        """The typed error for the driver's ``exc``. When the pool gave no connection in time, it
-        says why: the server's refusal when a direct connection fails too, else every pooled
-        connection being busy (the pool's own message says neither)."""
-        if not isinstance(exc, PoolTimeout):
+        """The typed error for the driver's ``exc``. When the pool gave no connection in time (or
+        a connection broke), it says why: the server's refusal when a direct connection fails
+        too, and then every request is told so at once (``outage``) until the server is back;
+        else every pooled connection being busy (the pool's own message says neither)."""
+        outage: Outage | None = getattr(self, "outage", None)  # None: the start's own connection failed
+        if not isinstance(exc, PoolTimeout) and (outage is None or not transient(exc)):
             return self._said(exc)
         try:
-            psycopg.connect(self._url, connect_timeout=5).close()
+            self._probe()
         except psycopg.Error as refused:
-            return self._said(refused)
+            said = self._said(refused)
+            if outage is not None:
+                outage.begin(said.reason)
+            return said
+        if not isinstance(exc, PoolTimeout):
+            return self._said(exc)
         return IndexUnavailable(
             "postgresql",
             f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
             "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
             "still reconnecting after the server ended its sessions)",
         )
+
+    def _probe(self) -> None:
+        """One direct connection, closed at once: ``psycopg.Error`` while the server refuses."""
+        psycopg.connect(self._url, connect_timeout=5).close()
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
@@ -242,6 +277,7 @@ class PostgresIndex:
                 "DELETE on the coffer_ tables: see docs/team.md, 'Roles')",
             )
         self._own_folder()
+        self.outage.check()  # the server known to be down: said at once, before a file is touched
         with ExitStack() as stack:
             try:  # the server being down is said before the write touches a file
                 try:
@@ -606,5 +642,7 @@ class PostgresIndex:
         return list(best.values())
 
     def close(self) -> None:
-        """Close the pool (its connections release any advisory lock they held)."""
+        """Close the pool (its connections release any advisory lock they held) and stop asking
+        whether a server that was down is back."""
+        self.outage.close()
         self.pool.close()

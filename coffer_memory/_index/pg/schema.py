@@ -20,6 +20,9 @@ TS_CONFIG = "english"
 # check it, so it refuses the database as too new instead of removing the rows of other folders.
 # 5: a chunk's words hold the parts of paths, hosts and dotted names (``text.with_parts``).
 SCHEMA_VERSION = 5
+# The oldest server the index runs on (``server_version_num``): 12 for ``WITH ... AS MATERIALIZED``
+# (vector recall); 11 for ``hashtextextended`` (every write's lock key), 9.5 for ``ON CONFLICT``.
+MIN_SERVER_VERSION = 120000
 # Taken by every process that opens the index, so two never create the tables at once.
 _MIGRATION_LOCK = 0x636F66666572  # "coffer"
 
@@ -117,6 +120,28 @@ def _rewrite(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None
                 "WHERE store = %s AND path = %s AND position = %s",
                 [(index_text(with_parts(t)), s, p, n) for s, p, n, t in rows],
             )
+
+
+def release(number: int) -> str:
+    """A ``server_version_num`` as PostgreSQL names its releases: ``160002`` -> ``16.2``,
+    ``120000`` -> ``12``, and before 10 three parts (``90624`` -> ``9.6.24``)."""
+    if number >= 100000:
+        return f"{number // 10000}.{number % 10000}" if number % 10000 else str(number // 10000)
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
+def too_old(conn: psycopg.Connection[Any], needed: int = MIN_SERVER_VERSION) -> str | None:
+    """Why the server of ``conn`` is too old for the index (one line naming the version found and
+    the one needed), or None. The version is the one the server reported as the connection
+    started (no round trip)."""
+    found = conn.info.server_version
+    if found >= needed:
+        return None
+    where = f"{conn.info.host}:{conn.info.port}" if conn.info.host else "the server"
+    return (
+        f"PostgreSQL {release(found)} at {where} is too old for coffer's index, which needs "
+        f"PostgreSQL {release(needed)} or later: upgrade the server (docs/team.md, 'Set-up')"
+    )
 
 
 class SchemaTooNew(Exception):

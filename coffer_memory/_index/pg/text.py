@@ -4,28 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from urllib.parse import unquote
 
 _PUNCT = re.compile(r"[^\w]+")
-# Where a connection string keeps its password: a URL's user info (whatever its scheme, so a
-# typo in the scheme still counts), a ``password=`` query parameter or ``key=value`` pair.
-_URL_PASSWORD = re.compile(r"^\s*[A-Za-z][\w+.-]*:/*[^:@/\s]*:(.*)@")
-_KEY_PASSWORD = re.compile(r"(?:^|[\s?&])password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)")
-
-
-def scrub(text: str, url: str) -> str:
-    """``text`` (an error message, a log line) with the password of the connection string ``url``
-    as ``***``, in every form the driver may echo (as written, percent-decoded, unquoted).
-
-    libpq repeats a connection string it cannot parse, password and all."""
-    found = [m.group(1) for m in _KEY_PASSWORD.finditer(url)]
-    head = _URL_PASSWORD.match(url.split("?", 1)[0] if "@" in url.split("?", 1)[0] else "")
-    if head is not None:
-        found.append(head.group(1))
-    secrets = {form for raw in found for form in (raw, raw.strip("'"), unquote(raw)) if form}
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def storable(text: str) -> str:
