@@ -34,7 +34,7 @@ from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.scan import scan_markdown
 from ._store.when import is_duration
-from ._store.writer import Writer
+from ._store.writer import Transaction, Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets, store_list
 from .vocabulary import (
@@ -118,6 +118,23 @@ def check_session_id(value: object) -> str | None:
     return value
 
 
+def _tag_list(tags: object) -> object:
+    """``tags`` as a list when it is an iterable of them (read twice: checked, then scrubbed);
+    anything else is left for ``check_tags`` to refuse."""
+    if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
+        return tags
+    return list(tags)
+
+
+def _checked_tags(tx: Transaction, raw: object, clean: tuple[str, ...]) -> tuple[str, ...]:
+    """The tags after the content checks, run on each tag as given (lowercasing first would hide
+    a key's shape, ``AKIA…`` among them, and leave most of it on disk: a tag is up to 40
+    characters, room for a whole token); a redacted tag is checked again as a tag."""
+    assert isinstance(raw, list)  # _tag_list made it one, and check_tags accepted it
+    checked = [tx.check(t, "tags") for t in raw]
+    return clean if checked == raw else check_tags(checked)
+
+
 def check_actor(actor: object) -> None:
     """``InvalidInput`` unless ``actor`` is agent or user."""
     if actor not in ACTORS:
@@ -192,7 +209,8 @@ class Facts:
         ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
         """
         body = self._validate(text)
-        clean_tags = check_tags(tags)
+        tag_list = _tag_list(tags)
+        clean_tags = check_tags(tag_list)
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
         check_actor(actor)
@@ -205,6 +223,9 @@ class Facts:
             body = tx.check(body, "text")
             title = tx.check(title, "title") if title else _default_title(body)
             description = tx.check(description, "description") if description else None
+            clean_tags = _checked_tags(tx, tag_list, clean_tags)
+            if origin_session_id is not None:
+                origin_session_id = tx.check(origin_session_id, "origin_session_id")
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
                 self.targets.record_checkout(tx, target)
@@ -476,7 +497,8 @@ class Facts:
 
         ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
         """
-        new_tags = check_tags(tags) if tags is not None else None
+        tag_list = _tag_list(tags) if tags is not None else None
+        new_tags = check_tags(tag_list) if tag_list is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         new_body = self._validate(body, name) if body is not None else None
@@ -486,6 +508,8 @@ class Facts:
             new_body = tx.check(new_body, "text") if new_body is not None else None
             title = tx.check(title, "title") if title else title
             description = tx.check(description, "description") if description else description
+            if new_tags is not None:
+                new_tags = _checked_tags(tx, tag_list, new_tags)
             path = self._find(name, fact_id)
             data, st = read_bytes(path)
             parsed = parse_fact(data, store=name, relpath=tx.paths.relative(path), mtime=st.st_mtime)

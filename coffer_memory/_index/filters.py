@@ -30,7 +30,7 @@ def check_tags(tags: object, field: str = "tags") -> tuple[str, ...]:
         tag = clean_tag(raw)
         if tag is None:
             raise InvalidInput(
-                f"tag {raw!r} is not a tag: 1 to {MAX_TAG_CHARS} characters, no comma or line break",
+                f"tag {_shown(raw)} is not a tag: 1 to {MAX_TAG_CHARS} characters, no comma or line break",
                 field=field,
             )
         if tag not in out:
@@ -38,6 +38,17 @@ def check_tags(tags: object, field: str = "tags") -> tuple[str, ...]:
     if len(out) > MAX_TAGS:
         raise InvalidInput(f"at most {MAX_TAGS} tags", field=field)
     return tuple(out)
+
+
+def _shown(raw: object) -> str:
+    """A refused tag as an error message may show it: secrets redacted (a message is logged and
+    sent back whole: ``tags=["password=hunter2, prod"]`` echoed the password), at most 80 characters."""
+    if not isinstance(raw, str):
+        return f"of type {type(raw).__name__}"
+    from .._transcripts.secrets import redact_secrets  # its patterns cost start-up; only a refusal needs them
+
+    text = redact_secrets(raw)
+    return repr(text if len(text) <= 80 else text[:79] + "…")
 
 
 def check_time(value: object, field: str, now: datetime | None = None) -> datetime | None:
