@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._home import HomeLayout
+from .._jsontext import loads as json_loads
 from .given import RESUME, inherit_given, load_given, save_given, save_root_given, to_give
 
 DEFAULT_DEADLINE_SECONDS = 3.0
@@ -97,7 +98,7 @@ def read_payload(stream: Any) -> dict[str, Any]:
     if len(raw) > MAX_STDIN_BYTES:
         raise HookError("stdin payload larger than 1 MiB")
     try:
-        payload = json.loads(raw or b"null")
+        payload = json_loads(raw or b"null")
     except ValueError as exc:
         raise HookError(f"stdin is not JSON: {exc}") from None
     if not isinstance(payload, dict):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._errors import InvalidImport, MemoryStoreNotFound
+from .._jsontext import loads as json_loads
 from .._store.files import FactParseError, format_time, parse_fact, read_bytes, sha256_bytes
 from .._store.paths import StorePaths, is_recall_rel, validate_store_name
 from .._version import __version__
@@ -41,6 +42,13 @@ STORES_DIR = "stores"
 MAX_MEMBERS = 100_000
 MAX_TOTAL_BYTES = 1 << 30
 _DRIVE = re.compile(r"^[A-Za-z]:")
+# Control characters (a line break in a file name splits every line-based listing of it) and the
+# bidirectional controls that make a name read as another (``a\u202egnp.md`` shows as ``adm.png``).
+_ODD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# A file system's name and path limits (NAME_MAX; far below PATH_MAX with the home in front):
+# past them the write failed with a raw ``OSError`` once the import had begun.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -153,10 +161,14 @@ def write_jsonl(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, by
 # -- import -----------------------------------------------------------------------------------
 def _unsafe(name: str) -> bool:
     """Whether an archive member name could land outside its folder (zip-slip) or is not portable."""
-    if not name or "\x00" in name or "\\" in name or name.startswith("/") or _DRIVE.match(name):
+    if not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) or _ODD_CHARS.search(name):
+        return True
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
         return True
     parts = name.rstrip("/").split("/")
-    return any(p in ("", ".", "..") for p in parts)
+    return any(
+        p in ("", ".", "..") or len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for p in parts
+    )
 
 
 def _store_path(source: str, member: str, store: str, rel: str) -> tuple[str, str]:
@@ -240,7 +252,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
             raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
         try:
             manifest = _check_manifest(
-                source, json.loads(_member(zf, seen[MANIFEST], source, max_file_bytes))
+                source, json_loads(_member(zf, seen[MANIFEST], source, max_file_bytes))
             )
         except ValueError:
             raise InvalidImport(
@@ -352,7 +364,7 @@ def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json_loads(line)
         except ValueError as exc:
             raise InvalidImport("bad_json", f"line {number}: {exc}", source=source, line=number) from None
         if not isinstance(value, dict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ from .._agents.homes import AgentHomes
 from .._config import Settings
 from .._core import Facts
 from .._errors import InvalidImport, InvalidInput, StorageFull
+from .._jsontext import loads as json_loads
 from .._models import Target
 from .._scope import find_git, project_id_for
 from .._store.files import sha256_bytes, write_outside_store
@@ -261,7 +261,7 @@ def _first_line(path: Path) -> dict[str, object]:
     try:
         with path.open("rb") as handle:
             line = handle.readline(_TRANSCRIPT_HEAD)
-        value = json.loads(line)
+        value = json_loads(line)
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -282,7 +282,7 @@ def _transcript_cwds(folder: Path) -> list[str]:
             continue
         for line in head.splitlines():
             try:
-                cwd = json.loads(line).get("cwd")
+                cwd = json_loads(line).get("cwd")
             except (ValueError, AttributeError):
                 continue
             if isinstance(cwd, str) and cwd not in found:

@@ -19,7 +19,6 @@ The database is never written: see ``connect_readonly``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -31,6 +30,7 @@ from typing import Any
 import attrs
 
 from .._agents.homes import OPENCODE
+from .._jsontext import loads as json_loads
 from .models import Message, Role, SessionSummary, Transcript
 from .readers import (
     BaseReader,
@@ -354,7 +354,7 @@ def _as_dict(value: object) -> dict[str, Any]:
 
 def _json_object(data: object) -> dict[str, Any]:
     try:
-        value = json.loads(data) if isinstance(data, str | bytes) else None
+        value = json_loads(data) if isinstance(data, str | bytes) else None
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -13,7 +13,6 @@ Readers never write: files are opened for reading, SQLite read-only (see ``openc
 
 from __future__ import annotations
 
-import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._jsontext import loads as json_loads
 from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
@@ -156,7 +156,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw)
+                row = json_loads(raw)
             except ValueError:  # JSONDecodeError and UnicodeDecodeError both derive from it
                 continue
             if isinstance(row, dict):
@@ -166,7 +166,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 def read_json(path: Path) -> dict[str, Any] | None:
     """One JSON object file, or ``None`` when it does not parse or is not an object."""
     try:
-        value = json.loads(path.read_bytes())
+        value = json_loads(path.read_bytes())
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
