@@ -316,13 +316,16 @@ TABLE_ROW: Final = re.compile(
 )
 # ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
 CONFIG_SET: Final = re.compile(
-    r"\b(?=[sc])(?:(?:set|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
+    r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
-# Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
-# ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
+# Passwords a command takes without a key: ``mysql -pX``, ``sshpass -p X``, ``docker login -u
+# me -p X``, ``requirepass X`` (Redis), ``echo X | docker login --password-stdin``,
+# ``gh auth login --with-token <<< X``.
 BARE_PASSWORDS: Final = re.compile(
-    r"(?=[mrbe \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+    r"(?=[mrbesdphnco \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
+    r"|\bsshpass[ \t]+-p[ \t]*"
+    r"|\b(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+"
     r"|^[ \t]*(?:requirepass|masterauth|rpcpassword|bindpw)[ \t]+"
     r"|\becho[ \t]+(?=[^\n]{0,300}--password-stdin)"
     r"|--with-token[ \t]*<<<[ \t]*)"
