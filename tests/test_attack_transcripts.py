@@ -4,6 +4,8 @@ Claude Code's memory, instead of a ``RecursionError`` that hid every session of 
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 from agent_samples import CLAUDE_D, AgentSamples, build
@@ -23,3 +25,26 @@ def test_a_line_nested_too_deep_is_skipped_not_fatal(tmp_path: Path) -> None:
     lister = SessionLister(samples.homes())
     assert lister.find("claude-code", CLAUDE_D).message_count == count
     assert len(lister.load("claude-code", CLAUDE_D).messages) >= 1
+
+
+def test_a_fifo_or_a_device_named_like_a_transcript_is_skipped(tmp_path: Path) -> None:
+    """A FIFO named ``*.jsonl`` blocked the listing for ever (and every REST call behind it);
+    a link to ``/dev/zero`` was read without end. Both are files the reader cannot read."""
+    samples: AgentSamples = build(tmp_path / "agents")
+    expected = {s.session_id for s in SessionLister(samples.homes()).all_sessions("claude-code")}
+    folder = Path(SessionLister(samples.homes()).find("claude-code", CLAUDE_D).source_path).parent
+    os.mkfifo(folder / "fifo-session.jsonl")
+    (folder / "zero-session.jsonl").symlink_to("/dev/zero")
+    found: list[set[str]] = []
+    worker = threading.Thread(
+        target=lambda: found.append(
+            {s.session_id for s in SessionLister(samples.homes()).all_sessions("claude-code")}
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(60)  # a bound for a hang, not a timing assertion
+    if worker.is_alive():  # unblock the reader so that the test process can end
+        with open(folder / "fifo-session.jsonl", "wb"):
+            pass
+    assert found == [expected]

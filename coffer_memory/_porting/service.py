@@ -24,7 +24,7 @@ from .._errors import InvalidImport, InvalidInput, StorageFull
 from .._jsontext import loads as json_loads
 from .._models import Target
 from .._scope import find_git, project_id_for
-from .._store.files import sha256_bytes, write_outside_store
+from .._store.files import open_regular, sha256_bytes, write_outside_store
 from .._store.paths import GLOBAL_STORE, store_name_for_project
 from .._store.writer import Writer
 from .._stores import Stores
@@ -259,7 +259,7 @@ class _Resolver:
 
 def _first_line(path: Path) -> dict[str, object]:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             line = handle.readline(_TRANSCRIPT_HEAD)
         value = json_loads(line)
     except (OSError, ValueError):
@@ -276,7 +276,7 @@ def _transcript_cwds(folder: Path) -> list[str]:
     found: list[str] = []
     for path in files:
         try:
-            with path.open("rb") as handle:
+            with open_regular(path) as handle:
                 head = handle.read(_TRANSCRIPT_HEAD)
         except OSError:
             continue

@@ -31,6 +31,7 @@ import attrs
 
 from .._agents.homes import OPENCODE
 from .._jsontext import loads as json_loads
+from .._store.files import open_regular
 from .models import Message, Role, SessionSummary, Transcript
 from .readers import (
     BaseReader,
@@ -70,7 +71,7 @@ def is_default_title(title: str | None) -> bool:
 
 def _is_wal(path: Path) -> bool:
     """Whether the database file's header says WAL mode (bytes 18 and 19 are 2)."""
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         header = handle.read(20)
     return len(header) == 20 and header[18] == 2 and header[19] == 2
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import attrs
 
 from .._jsontext import loads as json_loads
+from .._store.files import open_regular
 from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
@@ -151,7 +152,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
     Agents append to these files while we read them, so a half-written last line is normal.
     """
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for raw in handle:
             if not raw.strip():
                 continue
@@ -166,7 +167,8 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 def read_json(path: Path) -> dict[str, Any] | None:
     """One JSON object file, or ``None`` when it does not parse or is not an object."""
     try:
-        value = json_loads(path.read_bytes())
+        with open_regular(path) as handle:
+            value = json_loads(handle.read())
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
