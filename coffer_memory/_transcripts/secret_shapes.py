@@ -319,18 +319,22 @@ CONFIG_SET: Final = re.compile(
     r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
-# Passwords a command takes without a key: ``mysql -pX``, ``sshpass -p X``, ``docker login -u
-# me -p X``, ``requirepass X`` (Redis), ``echo X | docker login --password-stdin``,
-# ``gh auth login --with-token <<< X``.
+# Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
+# ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
 BARE_PASSWORDS: Final = re.compile(
-    r"(?=[mrbesdphnco \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
-    r"|\bsshpass[ \t]+-p[ \t]*"
-    r"|\b(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+"
+    r"(?=[mrbe \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
     r"|^[ \t]*(?:requirepass|masterauth|rpcpassword|bindpw)[ \t]+"
     r"|\becho[ \t]+(?=[^\n]{0,300}--password-stdin)"
     r"|--with-token[ \t]*<<<[ \t]*)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)",
     re.MULTILINE,
+)
+# ``sshpass -p X``, ``docker login -u me -p X`` (podman, helm registry, …): run only on a text
+# that says ``sshpass`` or ``login`` (a plain substring test is far cheaper than this scan).
+LOGIN_PASSWORDS: Final = re.compile(
+    r"(?<![\w-])(?:sshpass[ \t]+-p[ \t]*"
+    r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # Prose: ``the password is hunter2``, ``API key: …`` (``secrets`` asks the value to look generated).
 PROSE_SECRET: Final = re.compile(

@@ -18,6 +18,7 @@ from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_shapes import (
     BARE_PASSWORDS,
     CONFIG_SET,
+    LOGIN_PASSWORDS,
     PROSE_SECRET,
     TABLE_ROW,
     URL,
@@ -117,7 +118,7 @@ _CLI_FLAG = re.compile(r"(?<![\w-])(?P<pre>--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,60}
 # Password hashes (crypt(3), htpasswd, /etc/shadow, Django): crackable offline, so as good as
 # the password to whoever holds a list of them. Each form by its own prefix.
 _PASSWORD_HASH = re.compile(
-    r"(?<![\w$])(?:\$(?:2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}"
+    r"(?=[$p])(?<![\w$])(?:\$(?:2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}"
     r"|(?:1|5|6|apr1)\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}"
     r"|y\$[./A-Za-z0-9]{1,32}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}"
     r"|argon2(?:id|i|d)\$v=\d+\$m=\d+,t=\d+,p=\d+\$[A-Za-z0-9+/]{11,}\$[A-Za-z0-9+/]{16,})"
@@ -131,11 +132,12 @@ _PUTTY_PRIVATE = re.compile(
 )
 # A ``Cookie:`` or ``Set-Cookie:`` header: each value is a session, as good as a password.
 _COOKIE = re.compile(
-    r"(?<![\w-])(?P<pre>(?:set-)?cookie[\"']?[ \t]*:[ \t]*)(?P<val>[^\n\"'`]{1,4096})", re.IGNORECASE
+    r"(?=[sScC])(?<![\w-])(?P<pre>(?:set-)?cookie[\"']?[ \t]*:[ \t]*)(?P<val>[^\n\"'`]{1,4096})",
+    re.IGNORECASE,
 )
 # ``.npmrc``'s ``_auth=``, Docker's ``"auth": "…"``: base64 of ``user:password`` (see _basic_auth_b64).
 _AUTH_B64 = re.compile(
-    r"(?<![\w.-])(?P<pre>[\"']?_?auth[\"']?[ \t]*[:=][ \t]*)(?P<val>[\"']?[A-Za-z0-9+/]{8,1024}={0,2}[\"']?)(?![\w+/=])",
+    r"(?=[\"'_aA])(?<![\w.-])(?P<pre>[\"']?_?auth[\"']?[ \t]*[:=][ \t]*)(?P<val>[\"']?[A-Za-z0-9+/]{8,1024}={0,2}[\"']?)(?![\w+/=])",
     re.IGNORECASE,
 )
 _COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,128})=(?P<val>[^\s;,]{1,4096})")
@@ -411,6 +413,8 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = TABLE_ROW.sub(named(), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
+    if "sshpass" in text or "login" in text:
+        text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
     return PROSE_SECRET.sub(named(strict=True), text)
 
 
@@ -542,9 +546,13 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     text = _URL_USER_TOKEN.sub(url_user, text)
     text = _JWT.sub(whole("jwt"), text)
-    text = _PASSWORD_HASH.sub(whole("password_hash"), text)
-    text = _PUTTY_PRIVATE.sub(whole("private_key"), text)
-    text = _COOKIE.sub(lambda m: _redact_cookies(m, c), text)
+    # Each rule below only when its words are in the text: a substring test costs far less than a scan.
+    if "$" in text or "pbkdf2_" in text:
+        text = _PASSWORD_HASH.sub(whole("password_hash"), text)
+    if "Private-Lines:" in text:
+        text = _PUTTY_PRIVATE.sub(whole("private_key"), text)
+    if "ookie" in text or "OOKIE" in text:  # Cookie, Set-Cookie, COOKIE
+        text = _COOKIE.sub(lambda m: _redact_cookies(m, c), text)
 
     def basic_b64(m: re.Match[str]) -> str:
         if not _basic_auth_b64(m["val"]):
@@ -553,7 +561,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         quote = m["val"][0] if m["val"][0] in "\"'" else ""
         return m["pre"] + quote + redacted("basic_auth") + quote
 
-    text = _AUTH_B64.sub(basic_b64, text)
+    if "auth" in text or "Auth" in text or "AUTH" in text:  # ``_auth=``, ``"auth":``
+        text = _AUTH_B64.sub(basic_b64, text)
 
     parts: list[str] = []
     pos = 0
