@@ -4,13 +4,21 @@ Claude Code's memory, instead of a ``RecursionError`` that hid every session of 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from agent_samples import CLAUDE_D, AgentSamples, build
+from conftest import make_repo
+from http_scripted import answer, serve
 
+from coffer_memory import MemoryService
 from coffer_memory._transcripts.listing import SessionLister
+
+USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -48,3 +56,80 @@ def test_a_fifo_or_a_device_named_like_a_transcript_is_skipped(tmp_path: Path) -
         with open(folder / "fifo-session.jsonl", "wb"):
             pass
     assert found == [expected]
+
+
+def _surrogate_session(samples: AgentSamples) -> str:
+    """A Claude Code session in the sample project whose turns and title hold lone surrogates."""
+    session_id = "5e55a0a0-1111-4222-8333-444455556666"
+    folder = Path(samples.env["CLAUDE_CONFIG_DIR"]) / "projects" / "-attack-surrogates"
+    folder.mkdir(parents=True)
+    base = {"cwd": str(samples.project_dir), "sessionId": session_id, "timestamp": "2026-11-22T17:00:00.000Z"}
+    lines = [
+        {
+            **base,
+            "type": "user",
+            "uuid": "u1",
+            "message": {"role": "user", "content": "fix the deploy \ud800 script"},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "u2",
+            "parentUuid": "u1",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "done \udfff, it uses make release"}],
+            },
+        },
+    ]
+    (folder / f"{session_id}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return session_id
+
+
+@pytest.fixture
+def surrogate_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[AgentSamples, str]:
+    samples = build(tmp_path / "agents", project_dir=make_repo(tmp_path / "work" / "demo-repo"))
+    for key, value in samples.env.items():
+        if key != "HOME":
+            monkeypatch.setenv(key, value)
+    return samples, _surrogate_session(samples)
+
+
+def test_lone_surrogates_in_a_transcript_are_replaced_not_a_500(
+    client: Any, surrogate_samples: tuple[AgentSamples, str]
+) -> None:
+    """JSON's ``"\\ud800"`` in an agent's file: the scrubbed view was a REST ``500`` (no JSON
+    answer can carry a lone surrogate)."""
+    _, session_id = surrogate_samples
+    listed = client.get("/api/v1/agents/claude-code/transcripts")
+    assert listed.status_code == 200, listed.text
+    shown = client.get(f"/api/v1/agents/claude-code/transcripts/{session_id}")
+    assert shown.status_code == 200, shown.text
+    body = shown.json()
+    assert body["session"]["title"] == "fix the deploy \ufffd script"
+    assert [m["text"] for m in body["messages"]] == [
+        "fix the deploy \ufffd script",
+        "done \ufffd, it uses make release",
+    ]
+
+
+def test_a_transcript_with_lone_surrogates_distills(
+    tmp_home: Path, surrogate_samples: tuple[AgentSamples, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its distillation wrote what the model said about it; the surrogate reached the write and
+    was ``INVALID_INPUT`` there, so the session could never be distilled."""
+    _, session_id = surrogate_samples
+    insight = {
+        "name": "use-make-release",
+        "description": "Release with make release.",
+        "body": "It runs the checks.",
+    }
+    for server in serve(monkeypatch, answer(json.dumps({"insights": [insight]}), usage=USAGE)):
+        tmp_home.mkdir(parents=True, exist_ok=True)
+        (tmp_home / "config.toml").write_text(
+            f'[llm]\nprovider = "openai"\nmodel = "test-chat"\nbase_url = "{server.url}"\nmax_retries = 0\n'
+        )
+        with MemoryService(tmp_home) as svc:
+            result = svc.distill_session("claude-code", session_id)
+        assert result.status == "distilled", result
+        assert server.requests and all(b"\\ud800" not in seen.raw.lower() for seen in server.requests)
