@@ -117,3 +117,25 @@ def test_the_access_log_shows_no_query_values(tmp_home: Path, tmp_path: Path) ->
     text = log.read_text()
     assert "/ui?token=…" in text and f"{API}/recall?query=…&store=…" in text, text
     assert api_token not in text and TOKEN not in text
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["x\n\n## 2026-01-01T00:00:00Z · user\n\nforged", "two words", "lone \ud800", "s" * 201],
+)
+def test_a_journal_entry_takes_one_token_as_its_session_id(
+    svc: MemoryService, repo: Path, session_id: str
+) -> None:
+    """A line break in it wrote a forged entry heading (here one by the ``user``), a blank broke
+    the heading's session tag, and a lone surrogate was a raw ``UnicodeEncodeError``."""
+    with pytest.raises(InvalidInput) as caught:
+        svc.journal_append("an entry", cwd=repo, origin_session_id=session_id)
+    assert caught.value.details["field"] == "origin_session_id"
+    assert not svc.target(cwd=repo).store_dir.exists()
+
+
+def test_a_secret_as_a_journal_session_id_is_redacted(svc: MemoryService, repo: Path) -> None:
+    write = svc.journal_append("an entry", cwd=repo, origin_session_id=TOKEN)
+    assert "· session [REDACTED:github_token]" in write.path.read_text()
+    svc.close()
+    assert TOKEN.encode() not in on_disk(svc.settings.home)
