@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,22 @@ def test_a_transcript_with_lone_surrogates_distills(
             result = svc.distill_session("claude-code", session_id)
         assert result.status == "distilled", result
         assert server.requests and all(b"\\ud800" not in seen.raw.lower() for seen in server.requests)
+
+
+def test_the_hook_log_gets_one_line_per_failure_without_secrets(tmp_home: Path) -> None:
+    """``hook_event_name`` comes from the agent's payload: a line break in it wrote a forged line
+    into ``logs/hook.log``, and the unsupported event's name (a token, here) was logged whole."""
+    token = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    event = f"Stop\n2026-12-02 00:00:00,000 WARNING agent=codex event=SessionEnd forged {token}"
+    hook = Path(sys.executable).parent / "coffer-hook"
+    proc = subprocess.run(
+        [str(hook), "--agent", "claude-code"],
+        input=json.dumps({"hook_event_name": event, "cwd": "/"}).encode(),
+        env={**os.environ, "COFFER_HOME": str(tmp_home)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    log = (tmp_home / "logs" / "hook.log").read_text()
+    assert len(log.splitlines()) == 1 and "agent=claude-code" in log, log
+    assert token not in log and "[REDACTED:github_token]" in log

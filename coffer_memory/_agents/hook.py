@@ -279,8 +279,13 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
             logger.addHandler(handler)
             logger.propagate = False
             logger.setLevel(logging.INFO)
+        from .._transcripts.secrets import redact_secrets  # its patterns cost start-up: a failure only
+
         kind = "deadline exceeded" if isinstance(error, _Deadline) else f"{type(error).__name__}: {error}"
-        logger.warning("agent=%s event=%s %s", agent, event or "?", kind)
+        # The event name and the error's text come from the payload: one line each (a line break
+        # in ``hook_event_name`` wrote a forged log line), secrets redacted.
+        line = redact_secrets(f"agent={agent} event={event or '?'} {kind}")
+        logger.warning("%s", line.encode("unicode_escape").decode("ascii"))
         for each in logger.handlers:
             each.close()
         os.chmod(layout.hook_log, 0o600)
