@@ -154,3 +154,20 @@ def test_the_hook_log_gets_one_line_per_failure_without_secrets(tmp_home: Path) 
     log = (tmp_home / "logs" / "hook.log").read_text()
     assert len(log.splitlines()) == 1 and "agent=claude-code" in log, log
     assert token not in log and "[REDACTED:github_token]" in log
+
+
+def test_a_transcript_named_in_another_encoding_leaves_the_listing_whole(
+    client: Any, surrogate_samples: tuple[AgentSamples, str]
+) -> None:
+    """A Claude Code file whose name is not UTF-8 (``ab\\xffcd.jsonl``) made the agent's whole
+    listing a REST ``500``: its session id was no text. It is left out; the others are listed."""
+    samples, session_id = surrogate_samples
+    folder = os.path.join(samples.env["CLAUDE_CONFIG_DIR"].encode(), b"projects", b"-attack-surrogates")
+    line = {"type": "user", "cwd": "/x", "uuid": "b1", "timestamp": "2026-11-22T17:00:00.000Z"}
+    line["message"] = {"role": "user", "content": "a session in a file named in Latin-1"}
+    with open(os.path.join(folder, b"ab\xffcd.jsonl"), "w") as handle:
+        handle.write(json.dumps(line) + "\n")
+    listed = client.get("/api/v1/agents/claude-code/transcripts", params={"limit": 100})
+    assert listed.status_code == 200, listed.text
+    ids = {item["session_id"] for item in listed.json()["items"]}
+    assert session_id in ids and CLAUDE_D in ids
