@@ -101,3 +101,16 @@ def test_the_cli_answers_a_deep_import_with_its_code(cli: CliRunner, tmp_path: P
     out = cli("import", str(source), "--json")
     assert out.returncode != 0 and "Traceback" not in out.stderr + out.stdout
     assert "INVALID_INPUT" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("version", [True, 0, -1, 1.0, "1"])
+def test_a_format_version_that_is_no_version_is_unknown_format(
+    svc: MemoryService, tmp_path: Path, version: object
+) -> None:
+    """``"format_version": true`` was read as version 1 (a bool is an int), and so were 0 and -1."""
+    source = tmp_path / "odd.zip"
+    with zipfile.ZipFile(source, "w") as z:
+        z.writestr("manifest.json", json.dumps({**MANIFEST, "format_version": version, "files": []}))
+    with pytest.raises(InvalidImport) as caught:
+        svc.import_memory(source)
+    assert caught.value.details["reason"] == "unknown_format"

@@ -187,10 +187,10 @@ def _check_manifest(source: str, manifest: object) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise InvalidImport("unknown_format", "not a coffer export (no coffer manifest)", source=source)
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
         raise InvalidImport(
             "unknown_format",
-            f"coffer export format {version!r} is newer than this coffer reads ({FORMAT_VERSION})",
+            f"coffer export format {version!r} is not one this coffer reads (1 to {FORMAT_VERSION})",
             source=source,
         )
     return manifest
