@@ -139,7 +139,8 @@ def test_a_transcript_with_lone_surrogates_distills(
 
 def test_the_hook_log_gets_one_line_per_failure_without_secrets(tmp_home: Path) -> None:
     """``hook_event_name`` comes from the agent's payload: a line break in it wrote a forged line
-    into ``logs/hook.log``, and the unsupported event's name (a token, here) was logged whole."""
+    into ``logs/hook.log``, and the unsupported event's name (a token, here) was logged whole.
+    Only the events the hook handles are named in the log."""
     token = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
     event = f"Stop\n2026-12-02 00:00:00,000 WARNING agent=codex event=SessionEnd forged {token}"
     hook = Path(sys.executable).parent / "coffer-hook"
@@ -153,7 +154,7 @@ def test_the_hook_log_gets_one_line_per_failure_without_secrets(tmp_home: Path) 
     assert (proc.returncode, proc.stdout) == (0, b"")
     log = (tmp_home / "logs" / "hook.log").read_text()
     assert len(log.splitlines()) == 1 and "agent=claude-code" in log, log
-    assert token not in log and "[REDACTED:github_token]" in log
+    assert token not in log and "forged" not in log and "event=other" in log
 
 
 def test_a_transcript_named_in_another_encoding_leaves_the_listing_whole(

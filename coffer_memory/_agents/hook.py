@@ -279,12 +279,12 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
             logger.addHandler(handler)
             logger.propagate = False
             logger.setLevel(logging.INFO)
-        from .._transcripts.secrets import redact_secrets  # its patterns cost start-up: a failure only
-
         kind = "deadline exceeded" if isinstance(error, _Deadline) else f"{type(error).__name__}: {error}"
-        # The event name and the error's text come from the payload: one line each (a line break
-        # in ``hook_event_name`` wrote a forged log line), secrets redacted.
-        line = redact_secrets(f"agent={agent} event={event or '?'} {kind}")
+        # The event name comes from the payload: only the two the hook handles are named (a line
+        # break in ``hook_event_name`` wrote a forged log line, and its text was logged whole),
+        # and the line is escaped, so a failure is one line whatever its text holds.
+        shown = event if event in ("SessionStart", "SessionEnd") else ("?" if not event else "other")
+        line = f"agent={agent} event={shown} {kind}"
         logger.warning("%s", line.encode("unicode_escape").decode("ascii"))
         for each in logger.handlers:
             each.close()
@@ -349,7 +349,8 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)
         else:
-            raise HookError(f"unsupported hook event {event!r}")
+            # Not its text: the payload is the agent's, and the log is no place for what it holds.
+            raise HookError(f"unsupported hook event ({len(event)} characters)")
     except (Exception, _Deadline) as exc:
         log_failure(home, agent, event, exc)
     finally:
