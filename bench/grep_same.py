@@ -40,7 +40,9 @@ def main() -> None:
         print(f"built {args.dir}/1k and {args.dir}/300 with {os.path.dirname(coffer_memory.__file__)}")
     else:
         count = keyword_same.run(args.built, args.out, args.at, "grep", {"grep_backend": args.backend})
-        print(f"{count} grep recalls ({args.backend}) with {os.path.dirname(coffer_memory.__file__)} -> {args.out}")
+        print(
+            f"{count} grep recalls ({args.backend}) with {os.path.dirname(coffer_memory.__file__)} -> {args.out}"
+        )
 
 
 if __name__ == "__main__":

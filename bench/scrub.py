@@ -7,6 +7,15 @@ process (``time.process_time``: on a shared machine, wall time mostly measures t
 per message and in MB/s over the whole corpus; the seed is fixed, so runs compare.
 
     .venv/bin/python bench/scrub.py [--messages 300] [--repeats 3] [--json out.json]
+
+``--quality`` measures what ``redact_secrets`` catches instead, on the labelled set of
+``bench/_scrub_labelled.py`` (secrets in some 60 formats, and hashes, ids, code and prose that
+hold none): recall (secrets whose every character is gone), precision (of the texts it changed,
+those that held a secret), and the names of the misses and false alarms. ``--fixtures DIR`` adds
+the samples of ``/work/shared/fixtures/agents/tools/gen_samples.py DIR``: each planted secret its
+README lists, searched for in every sample file before and after redaction.
+
+    .venv/bin/python bench/scrub.py --quality [--fixtures DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
+from _scrub_labelled import cases, score
 
 from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
 
@@ -147,14 +157,63 @@ def run(messages: int, repeats: int) -> dict[str, object]:
     return results
 
 
+def planted(fixtures: str) -> list[str]:
+    """The fake secrets the sample generator's README lists (backquoted, 12+ characters), and the
+    first lines of its PEM blocks (a block is redacted whole, its BEGIN line included)."""
+    with open(os.path.join(fixtures, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    section = readme.split("## Fake secrets", 1)[1].split("\n## ", 1)[0]
+    found = [part for part in section.split("`")[1::2] if len(part) >= 12]
+    return [*found, "BEGIN RSA PRIVATE KEY", "BEGIN OPENSSH PRIVATE KEY"]
+
+
+def fixture_leaks(fixtures: str) -> dict[str, list[int]]:
+    """For each planted secret: the sample files that hold it before, and after, redaction."""
+    texts = []
+    for dirpath, _dirs, files in os.walk(fixtures):
+        for name in sorted(files):
+            if name != "README.md":
+                with open(os.path.join(dirpath, name), "rb") as handle:
+                    texts.append(handle.read().decode("utf-8", "replace"))
+    redacted = [redact_secrets(t) for t in texts]
+    return {s: [sum(s in t for t in texts), sum(s in t for t in redacted)] for s in planted(fixtures)}
+
+
+def quality(fixtures: str | None) -> dict[str, object]:
+    out: dict[str, object] = {"labelled": score(redact_secrets, cases(random.Random(SEED)))}
+    if fixtures:
+        out["fixtures"] = fixture_leaks(fixtures)
+    return out
+
+
+def print_quality(out: dict[str, object]) -> None:
+    s: dict[str, object] = out["labelled"]  # type: ignore[assignment]
+    print(
+        f"labelled set: {s['positives']} texts with a secret, {s['negatives']} without; "
+        f"recall {s['recall']:.3f}, precision {s['precision']:.3f}"
+    )
+    print(f"  missed: {', '.join(s['missed']) or '-'}")  # type: ignore[arg-type]
+    print(f"  false alarms: {', '.join(s['false_alarms']) or '-'}")  # type: ignore[arg-type]
+    leaks: dict[str, list[int]] = out.get("fixtures", {})  # type: ignore[assignment]
+    for secret, (before, after) in leaks.items():
+        print(f"  fixture secret {secret[:12]}…: in {before} sample files, {after} after redaction")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
+    parser.add_argument("--quality", action="store_true", help="recall and precision on the labelled set")
+    parser.add_argument("--fixtures", help="with --quality: a folder gen_samples.py wrote")
     args = parser.parse_args()
     env = environment()
     print_environment(env)
+    if args.quality:
+        result = quality(args.fixtures)
+        write_json(args.json, {"environment": env, "quality": result})
+        print_quality(result)
+        return
     out = run(args.messages, args.repeats)
     write_json(args.json, {"environment": env, "results": out})
     rows = [[k, v["n"], v["p50"], v["p95"], v["max"], v["mb_per_s"]] for k, v in out.items()]  # type: ignore[index]

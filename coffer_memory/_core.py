@@ -119,6 +119,25 @@ def check_session_id(value: object) -> str | None:
     return value
 
 
+def _tag_list(tags: object) -> object:
+    """``tags`` as a list when it is an iterable of them (read twice: checked, then scrubbed);
+    anything else is left for ``check_tags`` to refuse."""
+    if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
+        return tags
+    return list(tags)
+
+
+def _checked_tags(
+    writer: Writer, findings: dict[str, int], raw: object, clean: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The tags after the content checks, run on each tag as given (lowercasing first would hide
+    a key's shape, ``AKIA…`` among them, and leave most of it on disk: a tag is up to 40
+    characters, room for a whole token); a redacted tag is checked again as a tag."""
+    assert isinstance(raw, list)  # _tag_list made it one, and check_tags accepted it
+    checked = [writer.check(t, "tags", findings) for t in raw]
+    return clean if checked == raw else check_tags(checked)
+
+
 def check_actor(actor: object) -> None:
     """``InvalidInput`` unless ``actor`` is agent or user."""
     if actor not in ACTORS:
@@ -193,7 +212,8 @@ class Facts:
         ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
         """
         body = self._validate(text)
-        clean_tags = check_tags(tags)
+        tag_list = _tag_list(tags)
+        clean_tags = check_tags(tag_list)
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
         check_actor(actor)
@@ -205,6 +225,9 @@ class Facts:
         body = self.writer.check(body, "text", findings)
         title = self.writer.check(title, "title", findings) if title else _default_title(body)
         description = self.writer.check(description, "description", findings) if description else None
+        clean_tags = _checked_tags(self.writer, findings, tag_list, clean_tags)
+        if origin_session_id is not None:
+            origin_session_id = self.writer.check(origin_session_id, "origin_session_id", findings)
         at = now_utc()
         draft = MemoryFact(
             id="",
@@ -489,7 +512,8 @@ class Facts:
 
         ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
         """
-        new_tags = check_tags(tags) if tags is not None else None
+        tag_list = _tag_list(tags) if tags is not None else None
+        new_tags = check_tags(tag_list) if tag_list is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
         new_body = self._validate(body, name) if body is not None else None
@@ -499,6 +523,8 @@ class Facts:
         new_body = self.writer.check(new_body, "text", findings) if new_body is not None else None
         title = self.writer.check(title, "title", findings) if title else title
         description = self.writer.check(description, "description", findings) if description else description
+        if new_tags is not None:
+            new_tags = _checked_tags(self.writer, findings, tag_list, new_tags)
 
         def edited(old: MemoryFact) -> MemoryFact:
             return attrs.evolve(

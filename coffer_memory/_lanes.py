@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._agents.context import session_context
 from ._config import Settings
-from ._core import Facts, check_actor, validate_text
+from ._core import Facts, check_actor, check_session_id, validate_text
 from ._errors import InvalidInput, MemoryNotFound, check_limit
 from ._indexing import IndexHandle
 from ._models import (
@@ -113,6 +113,10 @@ class Lanes:
         them) and, named by session and turns, are never written twice when it runs again."""
         texts = [(part, validate_text(text, FACT_CHARS_CEILING, any_store=True)) for part, text in entries]
         check_actor(actor)
+        # One token, as for a fact's: a line break in it wrote a forged entry heading of its own
+        # (``x\n\n## <time> · user``), a blank broke the heading's session tag, and a lone
+        # surrogate was a raw UnicodeEncodeError.
+        origin_session_id = check_session_id(origin_session_id)
         target = self.targets.project(store=store, cwd=cwd)
         limit = self.facts.store_settings(target.store).max_fact_chars
         bodies = [(part, validate_text(text, limit)) for part, text in texts]
@@ -121,6 +125,8 @@ class Lanes:
         with self.writer.transaction(target.store, dry_run=dry_run) as tx:
             # Read under the store's write lock; only named entries need it.
             have = self._journal_parts(tx.paths.journal) if any(p for p, _ in bodies) else set()
+            if origin_session_id is not None:  # a secret pasted as the session id, as in a fact's
+                origin_session_id = tx.check(origin_session_id, "origin_session_id")
             data = b"".join(
                 fmt.journal_entry(
                     tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id, part=part

@@ -119,12 +119,16 @@ class Stores:
             raise InvalidInput(
                 f"label {label.strip()!r} looks like a store name; choose another", field="label"
             )
+        label = label.strip()
+        findings: dict[str, int] = {}
+        for check in self.writer.checks:  # a label is shown everywhere: a token typed in is redacted too
+            label = check(label, "label", findings)
         with self.index.lock:
-            self._write_label(name, label.strip())
+            self._write_label(name, label)
             self.index.db.conn.execute(
                 "INSERT INTO memory_store_labels (store_name, label) VALUES (?, ?) "
                 "ON CONFLICT(store_name) DO UPDATE SET label = excluded.label",
-                (name, label.strip()),
+                (name, label),
             )
         return self.store_info(name)
 

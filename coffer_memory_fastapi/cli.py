@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import inspect
 import json
+import logging
 import os
 import shutil
 import signal
@@ -102,6 +104,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _QueryValuesHidden(logging.Filter):
+    """``--access-log`` lines without the values of a query string (``?token=…&query=…``):
+    ``/ui?token=<token>`` wrote the API token to the log, and a recall's ``?query=`` whatever an
+    agent searched for, a pasted secret included. The path and the keys stay, for debugging."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn's access record: (client address, method, path with query, HTTP version, status)
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            path, _, query = args[2].partition("?")
+            hidden = "&".join(
+                f"{part.split('=', 1)[0]}=…" if "=" in part else "…" for part in query.split("&")
+            )
+            record.args = (args[0], args[1], f"{path}?{hidden}", args[3], args[4])
+        return True
+
+
+def _access_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with ``_QueryValuesHidden`` on its access log handler
+    (given to every worker: each configures its logging from it)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["query_values_hidden"] = {"()": f"{__name__}._QueryValuesHidden"}
+    config["handlers"]["access"].setdefault("filters", []).append("query_values_hidden")
+    return config
+
+
 def ui_url(host: str, port: int, token: str | None) -> str:
     """The address of the web view for a server bound to ``host:port`` (token passed once)."""
     name = "127.0.0.1" if host in _WILDCARDS else host
@@ -165,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "port": args.port,
         "log_level": args.log_level,
         "access_log": args.access_log,
+        "log_config": _access_log_config(),
         "http": HTTP_PROTOCOL,
     }
     try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns

@@ -29,6 +29,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
 from .._errors import AgentConfigInvalid
+from .._jsontext import loads as json_loads
 from .._store.files import ensure_dir, fsync_dir, write_outside_store
 from .json_splice import JsonStyle, splice
 
@@ -185,7 +186,7 @@ class JsonDoc(ConfigDoc):
         if not text.strip():
             return {}  # an empty file holds nothing we could lose
         try:
-            data = json.loads(text)
+            data = json_loads(text)
         except json.JSONDecodeError as exc:
             raise AgentConfigInvalid(
                 str(path), f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

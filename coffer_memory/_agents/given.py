@@ -32,6 +32,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from .._jsontext import loads as json_loads
+
 RECORD_PREFIX = "hook-session-"
 RECORD_MAX_AGE_SECONDS = 30 * 24 * 3600
 """A record unused this long is removed: a session resumed after that gets the whole bundle."""
@@ -61,7 +63,7 @@ def load_given(home: Path, agent: str, session_id: str) -> str | None:
 
     try:
         with home_cache_path(home, record_name(agent, session_id)).open("rb") as handle:
-            record = json.loads(handle.read(MAX_RECORD_BYTES))
+            record = json_loads(handle.read(MAX_RECORD_BYTES))
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("session_id") != session_id:
@@ -96,7 +98,7 @@ def transcript_root(path: str | None) -> str | None:
                 if b'"uuid"' not in line:
                     continue
                 try:
-                    row = json.loads(line)
+                    row = json_loads(line)
                 except ValueError:  # a line longer than the read, or one being written
                     continue
                 if isinstance(row, dict) and row.get("parentUuid") is None:

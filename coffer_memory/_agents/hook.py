@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._home import HomeLayout
+from .._jsontext import loads as json_loads
 from .given import RESUME, inherit_given, load_given, save_given, save_root_given, to_give
 
 DEFAULT_DEADLINE_SECONDS = 3.0
@@ -97,7 +98,7 @@ def read_payload(stream: Any) -> dict[str, Any]:
     if len(raw) > MAX_STDIN_BYTES:
         raise HookError("stdin payload larger than 1 MiB")
     try:
-        payload = json.loads(raw or b"null")
+        payload = json_loads(raw or b"null")
     except ValueError as exc:
         raise HookError(f"stdin is not JSON: {exc}") from None
     if not isinstance(payload, dict):
@@ -279,7 +280,12 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
             logger.propagate = False
             logger.setLevel(logging.INFO)
         kind = "deadline exceeded" if isinstance(error, _Deadline) else f"{type(error).__name__}: {error}"
-        logger.warning("agent=%s event=%s %s", agent, event or "?", kind)
+        # The event name comes from the payload: only the two the hook handles are named (a line
+        # break in ``hook_event_name`` wrote a forged log line, and its text was logged whole),
+        # and the line is escaped, so a failure is one line whatever its text holds.
+        shown = event if event in ("SessionStart", "SessionEnd") else ("?" if not event else "other")
+        line = f"agent={agent} event={shown} {kind}"
+        logger.warning("%s", line.encode("unicode_escape").decode("ascii"))
         for each in logger.handlers:
             each.close()
         os.chmod(layout.hook_log, 0o600)
@@ -343,7 +349,8 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)
         else:
-            raise HookError(f"unsupported hook event {event!r}")
+            # Not its text: the payload is the agent's, and the log is no place for what it holds.
+            raise HookError(f"unsupported hook event ({len(event)} characters)")
     except (Exception, _Deadline) as exc:
         log_failure(home, agent, event, exc)
     finally:

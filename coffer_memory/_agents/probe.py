@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import attrs
 
+from .._jsontext import loads as json_loads
 from ..vocabulary import MCP_PROBE_TIMEOUT_SECONDS
 
 DEFAULT_TIMEOUT_SECONDS = MCP_PROBE_TIMEOUT_SECONDS
@@ -109,7 +110,7 @@ class _Session:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
+                message = json_loads(line)
             except ValueError:
                 raise _Failed(
                     f"the server wrote something that is not JSON-RPC to stdout: {line[:120]!r}"

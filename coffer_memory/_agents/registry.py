@@ -25,6 +25,7 @@ import attrs
 
 from .._errors import AgentConfigInvalid
 from .._home import AGENTS_JSON
+from .._jsontext import loads as json_loads
 from .config_files import write_atomic
 
 REGISTRY_FILENAME = AGENTS_JSON
@@ -163,7 +164,7 @@ class AgentRegistry:
         except (OSError, UnicodeDecodeError) as exc:
             raise _fail(self.path, f"cannot be read ({exc})") from exc
         try:
-            raw = json.loads(text) if text.strip() else {}
+            raw = json_loads(text) if text.strip() else {}
         except json.JSONDecodeError as exc:
             raise _fail(self.path, f"is not valid JSON ({exc.msg}, line {exc.lineno})") from exc
         agents = raw.get("agents", {}) if isinstance(raw, dict) else None

@@ -26,11 +26,11 @@ def check_tags(tags: object, field: str = "tags") -> tuple[str, ...]:
     if isinstance(tags, str) or not isinstance(tags, Iterable):
         raise InvalidInput("tags must be a list of strings", field=field)
     out: list[str] = []
-    for raw in tags:
+    for position, raw in enumerate(tags, start=1):
         tag = clean_tag(raw)
         if tag is None:
             raise InvalidInput(
-                f"tag {raw!r} is not a tag: 1 to {MAX_TAG_CHARS} characters, no comma or line break",
+                f"tag {_shown(position, raw)} is not a tag: 1 to {MAX_TAG_CHARS} characters, no comma or line break",
                 field=field,
             )
         if tag not in out:
@@ -38,6 +38,14 @@ def check_tags(tags: object, field: str = "tags") -> tuple[str, ...]:
     if len(out) > MAX_TAGS:
         raise InvalidInput(f"at most {MAX_TAGS} tags", field=field)
     return tuple(out)
+
+
+def _shown(position: int, raw: object) -> str:
+    """A refused tag as an error message names it: by position and length, never its text (a
+    message is logged and sent back whole: ``tags=["password=hunter2, prod"]`` echoed the password)."""
+    if not isinstance(raw, str):
+        return f"#{position} (of type {type(raw).__name__})"
+    return f"#{position} ({len(raw)} characters)"
 
 
 def check_time(value: object, field: str, now: datetime | None = None) -> datetime | None:

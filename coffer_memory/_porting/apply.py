@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .._jsontext import loads as json_loads
 from .._models import MemoryFact
 from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
 from .._store.paths import MAX_SLUG_CHARS, slugify
@@ -136,7 +137,7 @@ class Applier:
         if match is None:
             return None
         try:
-            meta = json.loads(match.group(1))
+            meta = json_loads(match.group(1))
         except ValueError:
             return None
         return (meta, text[match.end() :]) if isinstance(meta, dict) else None

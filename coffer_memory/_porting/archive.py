@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._errors import InvalidImport, MemoryStoreNotFound
+from .._jsontext import loads as json_loads
 from .._store.files import FactParseError, format_time, parse_fact, read_bytes, sha256_bytes
 from .._store.paths import StorePaths, is_recall_rel, validate_store_name
 from .._version import __version__
@@ -45,6 +46,13 @@ MAX_TOTAL_BYTES = 1 << 30
 # could not be imported again.
 MAX_MANIFEST_BYTES = 64 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
+# Control characters (a line break in a file name splits every line-based listing of it) and the
+# bidirectional controls that make a name read as another (``a\u202egnp.md`` shows as ``adm.png``).
+_ODD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# A file system's name and path limits (NAME_MAX; far below PATH_MAX with the home in front):
+# past them the write failed with a raw ``OSError`` once the import had begun.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -157,10 +165,14 @@ def write_jsonl(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, by
 # -- import -----------------------------------------------------------------------------------
 def _unsafe(name: str) -> bool:
     """Whether an archive member name could land outside its folder (zip-slip) or is not portable."""
-    if not name or "\x00" in name or "\\" in name or name.startswith("/") or _DRIVE.match(name):
+    if not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) or _ODD_CHARS.search(name):
+        return True
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
         return True
     parts = name.rstrip("/").split("/")
-    return any(p in ("", ".", "..") for p in parts)
+    return any(
+        p in ("", ".", "..") or len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for p in parts
+    )
 
 
 def _store_path(source: str, member: str, store: str, rel: str) -> tuple[str, str]:
@@ -179,10 +191,10 @@ def _check_manifest(source: str, manifest: object) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise InvalidImport("unknown_format", "not a coffer export (no coffer manifest)", source=source)
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
         raise InvalidImport(
             "unknown_format",
-            f"coffer export format {version!r} is newer than this coffer reads ({FORMAT_VERSION})",
+            f"coffer export format {version!r} is not one this coffer reads (1 to {FORMAT_VERSION})",
             source=source,
         )
     return manifest
@@ -245,7 +257,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
             raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
         try:
             manifest = _check_manifest(
-                source, json.loads(_member(zf, seen[MANIFEST], source, MAX_MANIFEST_BYTES))
+                source, json_loads(_member(zf, seen[MANIFEST], source, MAX_MANIFEST_BYTES))
             )
         except ValueError:
             raise InvalidImport(
@@ -357,7 +369,7 @@ def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json_loads(line)
         except ValueError as exc:
             raise InvalidImport("bad_json", f"line {number}: {exc}", source=source, line=number) from None
         if not isinstance(value, dict):

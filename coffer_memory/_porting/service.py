@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,9 +21,10 @@ from .._agents.homes import AgentHomes
 from .._config import Settings
 from .._core import Facts
 from .._errors import InvalidImport, InvalidInput, StorageFull
+from .._jsontext import loads as json_loads
 from .._models import Target
 from .._scope import find_git, project_id_for
-from .._store.files import sha256_bytes, write_outside_store
+from .._store.files import open_regular, sha256_bytes, write_outside_store
 from .._store.paths import GLOBAL_STORE, store_name_for_project
 from .._store.writer import Writer
 from .._stores import Stores
@@ -281,9 +281,9 @@ class _Resolver:
 
 def _first_line(path: Path) -> dict[str, object]:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             line = handle.readline(_TRANSCRIPT_HEAD)
-        value = json.loads(line)
+        value = json_loads(line)
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -298,13 +298,13 @@ def _transcript_cwds(folder: Path) -> list[str]:
     found: list[str] = []
     for path in files:
         try:
-            with path.open("rb") as handle:
+            with open_regular(path) as handle:
                 head = handle.read(_TRANSCRIPT_HEAD)
         except OSError:
             continue
         for line in head.splitlines():
             try:
-                cwd = json.loads(line).get("cwd")
+                cwd = json_loads(line).get("cwd")
             except (ValueError, AttributeError):
                 continue
             if isinstance(cwd, str) and cwd not in found:

@@ -118,7 +118,8 @@ class SessionLister:
             if key != cache.key:
                 # Titles are redacted here, once, so that no listing, search or lookup (CLI,
                 # REST, MCP) ever shows a secret that ``show`` would redact.
-                cache.sessions = [_titled(s) for s in reader.resolve([entry[1] for entry in fresh.values()])]
+                resolved = reader.resolve([entry[1] for entry in fresh.values()])
+                cache.sessions = [_titled(s) for s in resolved if _nameable(s)]
                 cache.key = key
             cache.entries = fresh  # sources that vanished are dropped here
             return list(cache.sessions)
@@ -177,6 +178,18 @@ class SessionLister:
             return self.reader(agent).load(summary)
         except (OSError, SourceUnavailable) as exc:
             raise SessionNotFound(agent, session_id) from exc
+
+
+def _nameable(summary: SessionSummary) -> bool:
+    """Whether a session's id and file path are text: a file named in another encoding than UTF-8
+    gives neither, so no face can name or show the session, and it made the agent's whole listing
+    a REST ``500`` (no JSON answer can carry the lone surrogates Python reads such a name as)."""
+    try:
+        summary.session_id.encode("utf-8")
+        summary.source_path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _titled(summary: SessionSummary) -> SessionSummary:

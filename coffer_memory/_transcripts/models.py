@@ -13,6 +13,21 @@ from .. import vocabulary
 Role = Literal["user", "assistant"]
 
 
+def unicode_text(value: str) -> str:
+    """``value`` with each lone surrogate (JSON's ``"\\ud800"``, which agents' files may hold)
+    made U+FFFD: no file or JSON answer can carry one, so a transcript holding one was a REST
+    ``500`` to show, and its distillation an ``INVALID_INPUT`` at the write."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def _unicode_or_none(value: str | None) -> str | None:
+    return None if value is None else unicode_text(value)
+
+
 @attrs.frozen
 class SessionSummary:
     """One past agent session, as listed (a read-only projection; nothing is persisted)."""
@@ -20,8 +35,8 @@ class SessionSummary:
     agent: str
     """``claude-code``, ``codex`` or ``opencode``."""
     session_id: str
-    title: str | None
-    project_path: str | None
+    title: str | None = attrs.field(converter=_unicode_or_none)
+    project_path: str | None = attrs.field(converter=_unicode_or_none)
     """The session's working directory (the real cwd, never decoded from a folder name)."""
     message_count: int
     started_at: datetime | None
@@ -39,7 +54,7 @@ class Message:
     """
 
     role: Role
-    text: str
+    text: str = attrs.field(converter=unicode_text)
     timestamp: datetime | None = None
 
 

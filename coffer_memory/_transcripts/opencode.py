@@ -19,7 +19,6 @@ The database is never written: see ``connect_readonly``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -31,6 +30,8 @@ from typing import Any
 import attrs
 
 from .._agents.homes import OPENCODE
+from .._jsontext import loads as json_loads
+from .._store.files import open_regular
 from .models import Message, Role, SessionSummary, Transcript
 from .readers import (
     BaseReader,
@@ -70,7 +71,7 @@ def is_default_title(title: str | None) -> bool:
 
 def _is_wal(path: Path) -> bool:
     """Whether the database file's header says WAL mode (bytes 18 and 19 are 2)."""
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         header = handle.read(20)
     return len(header) == 20 and header[18] == 2 and header[19] == 2
 
@@ -354,7 +355,7 @@ def _as_dict(value: object) -> dict[str, Any]:
 
 def _json_object(data: object) -> dict[str, Any]:
     try:
-        value = json.loads(data) if isinstance(data, str | bytes) else None
+        value = json_loads(data) if isinstance(data, str | bytes) else None
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

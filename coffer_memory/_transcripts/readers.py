@@ -13,7 +13,6 @@ Readers never write: files are opened for reading, SQLite read-only (see ``openc
 
 from __future__ import annotations
 
-import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -23,6 +22,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from .._jsontext import loads as json_loads
+from .._store.files import open_regular
 from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
@@ -151,12 +152,12 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
     Agents append to these files while we read them, so a half-written last line is normal.
     """
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for raw in handle:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw)
+                row = json_loads(raw)
             except ValueError:  # JSONDecodeError and UnicodeDecodeError both derive from it
                 continue
             if isinstance(row, dict):
@@ -166,7 +167,8 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 def read_json(path: Path) -> dict[str, Any] | None:
     """One JSON object file, or ``None`` when it does not parse or is not an object."""
     try:
-        value = json.loads(path.read_bytes())
+        with open_regular(path) as handle:
+            value = json_loads(handle.read())
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

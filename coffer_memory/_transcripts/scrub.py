@@ -16,6 +16,12 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``private_key``: PEM private key blocks (``-----BEGIN [RSA|EC|DSA|OPENSSH|ENCRYPTED|PGP|...]
      PRIVATE KEY[ BLOCK]-----``), the whole block through its END line; an unterminated BEGIN
      runs to the end of the text. Also works on JSON-escaped blocks (``\\n`` inside a string).
+     Also a PuTTY key file's ``Private-Lines: N`` lines and its ``Private-MAC:``.
+   - ``password_hash``: crypt(3) hashes (``$2b$`` bcrypt, ``$1$ $5$ $6$ $apr1$ $y$``,
+     ``$argon2id$…``) and Django's ``pbkdf2_sha256$…``, cracked offline (``/etc/shadow``,
+     ``htpasswd``: the user and other fields are kept).
+   - ``cookie``: each value of a ``Cookie:``/``Set-Cookie:`` header that is 12+ characters with
+     letters and digits or looks generated (``theme=dark`` and ``Path=/`` are kept).
    - ``url_credentials``: the userinfo of ``scheme://user:pass@host`` (scheme and host are kept;
      also JSON-escaped ``https:\\/\\/``), and a random-looking ``scheme://<token>@host``.
    - ``jwt``: three base64url segments, the first starting ``eyJ``.
@@ -46,13 +52,15 @@ Pipeline for one message (``scrub_text``), in this order:
      Azure key whose own ``/`` splits it over path segments is found as one window.
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
      ``Authorization:`` (or ``Proxy-Authorization:``) header, by scheme; also a bare
-     ``Bearer <16+ chars>``.
+     ``Bearer <16+ chars>``; ``basic_auth`` also for base64 of ``user:password`` after
+     ``_auth=`` (``.npmrc``) or ``"auth":`` (Docker's ``config.json``).
    - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``; also
-     ``mysql -pX``, ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
+     ``mysql -pX``, ``sshpass -p X``, ``docker|podman|… login … -p X``,
+     ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
      ``--with-token <<< X``.
    - Values named by their surroundings, kind from the name as for assignments: XML elements
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
-     (``| db password | X |``), ``config set KEY X`` commands (``aws configure set``, ``npm config
+     (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
      set``), and prose (``the password is X``, ``token = X``) when X has letters and digits or
      looks generated. A bare ``pwd``/``pass`` key counts as ``password`` unless its value is a path
      (``PWD=/home/x`` is the shell's folder).

@@ -316,7 +316,7 @@ TABLE_ROW: Final = re.compile(
 )
 # ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
 CONFIG_SET: Final = re.compile(
-    r"\b(?=[sc])(?:(?:set|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
+    r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
@@ -328,6 +328,13 @@ BARE_PASSWORDS: Final = re.compile(
     r"|--with-token[ \t]*<<<[ \t]*)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)",
     re.MULTILINE,
+)
+# ``sshpass -p X``, ``docker login -u me -p X`` (podman, helm registry, …): run only on a text
+# that says ``sshpass`` or ``login`` (a plain substring test is far cheaper than this scan).
+LOGIN_PASSWORDS: Final = re.compile(
+    r"(?<![\w-])(?:sshpass[ \t]+-p[ \t]*"
+    r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # Prose: ``the password is hunter2``, ``API key: …`` (``secrets`` asks the value to look generated).
 PROSE_SECRET: Final = re.compile(

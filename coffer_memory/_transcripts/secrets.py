@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -16,6 +18,7 @@ from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_shapes import (
     BARE_PASSWORDS,
     CONFIG_SET,
+    LOGIN_PASSWORDS,
     PROSE_SECRET,
     TABLE_ROW,
     URL,
@@ -112,6 +115,33 @@ _ASSIGNMENT = re.compile(
 _CLI_FLAG = re.compile(r"(?<![\w-])(?P<pre>--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,60})[ \t]+)" + _VALUE)
 
 # A full stop may end the sentence after it, not start a file extension (``….txt``).
+# Password hashes (crypt(3), htpasswd, /etc/shadow, Django): crackable offline, so as good as
+# the password to whoever holds a list of them. Each form by its own prefix.
+_PASSWORD_HASH = re.compile(
+    r"(?=[$p])(?<![\w$])(?:\$(?:2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}"
+    r"|(?:1|5|6|apr1)\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}"
+    r"|y\$[./A-Za-z0-9]{1,32}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}"
+    r"|argon2(?:id|i|d)\$v=\d+\$m=\d+,t=\d+,p=\d+\$[A-Za-z0-9+/]{11,}\$[A-Za-z0-9+/]{16,})"
+    r"|pbkdf2_sha(?:1|256|512)\$\d{1,9}\$[A-Za-z0-9./+]{4,}\$[A-Za-z0-9./+]{20,}={0,2})"
+    r"(?![./A-Za-z0-9$])"
+)
+# A PuTTY key file's private part: ``Private-Lines: N``, N lines of base64, then its MAC.
+_PUTTY_PRIVATE = re.compile(
+    r"^Private-Lines:[ \t]*\d+[ \t]*\n(?:[A-Za-z0-9+/=]{1,128}(?:\n|$))+(?:Private-(?:MAC|Hash):[^\n]*)?",
+    re.MULTILINE,
+)
+# A ``Cookie:`` or ``Set-Cookie:`` header: each value is a session, as good as a password.
+_COOKIE = re.compile(
+    r"(?=[sScC])(?<![\w-])(?P<pre>(?:set-)?cookie[\"']?[ \t]*:[ \t]*)(?P<val>[^\n\"'`]{1,4096})",
+    re.IGNORECASE,
+)
+# ``.npmrc``'s ``_auth=``, Docker's ``"auth": "…"``: base64 of ``user:password`` (see _basic_auth_b64).
+_AUTH_B64 = re.compile(
+    r"(?=[\"'_aA])(?<![\w.-])(?P<pre>[\"']?_?auth[\"']?[ \t]*[:=][ \t]*)(?P<val>[\"']?[A-Za-z0-9+/]{8,1024}={0,2}[\"']?)(?![\w+/=])",
+    re.IGNORECASE,
+)
+_COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,128})=(?P<val>[^\s;,]{1,4096})")
+
 _AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Za-z0-9+/=_-])")
 _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
 
@@ -120,6 +150,9 @@ def word_set(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
+_COOKIE_ATTRIBUTES: Final = word_set(
+    "path domain expires max-age samesite secure httponly priority partitioned version"
+)
 _KEY_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SECRET_KEY_PREFIXES: Final = frozenset(
     {
@@ -169,7 +202,12 @@ _TEMPLATE = re.compile(r"\$\{.*|\$\(.*|\{.*|<.*|\[.*\]|….*|\.\.\..*")
 # A variable reference: ``$NAME``, ``%NAME%``, a YAML tag ``!name``.
 _VARIABLE = re.compile(r"\$(?P<name>[A-Za-z_]\w*)|%(?P<win>[A-Za-z_]\w*)%|!(?P<tag>[a-z_]+)")
 _FIRST_WORD_END = re.compile(r"[\[\]|, ]")
-_CODE_REFERENCE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?P<call>[ \t]*[(\[].*)?")
+_CODE_REFERENCE = re.compile(r"[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*(?P<call>[ \t]*[(\[].*)?")
+_NAME_SEPARATOR = re.compile(r"\.|::")  # ``settings.token``, Rust's ``std::env::var``
+# Words of code that start an expression: ``const token = await getToken()``, ``let key = new Key()``.
+_EXPRESSION_WORDS: Final = word_set(
+    "await new yield typeof async function lambda require import return self this super not"
+)
 _CODE_ROOTS: Final = word_set(
     "os process env environ self this config cfg conf settings args opts options secrets vars "
     "ctx context params props request req app st input inputs credentials creds"
@@ -275,9 +313,11 @@ def _is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool 
         return True  # ``password: Optional[str]``, ``token: str | None``
     if quoted:
         return False
+    if low in _EXPRESSION_WORDS or (v[0] == "*" and _looks_like_name(v[1:])):
+        return True  # ``token = await getToken()``; a YAML alias ``password: *db_password``
     ref = _CODE_REFERENCE.fullmatch(v)
     name = v.split("(", 1)[0].split("[", 1)[0]
-    if ref is not None and all(_looks_like_name(part) for part in name.split(".")):
+    if ref is not None and all(_looks_like_name(part) for part in _NAME_SEPARATOR.split(name)):
         if ref["call"] or call:
             return True  # ``os.environ["X"]``, ``getenv("X")``, ``read_secret()``
         if "." in v and (v.split(".", 1)[0].lower() in _CODE_ROOTS or v.count(".") > 1):
@@ -373,6 +413,8 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = TABLE_ROW.sub(named(), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
+    if "sshpass" in text or "login" in text:
+        text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
     return PROSE_SECRET.sub(named(strict=True), text)
 
 
@@ -445,6 +487,31 @@ def _redact_url(url: str, c: Counter[str]) -> str:
     return head + rest
 
 
+def _redact_cookies(m: re.Match[str], c: Counter[str]) -> str:
+    """A cookie header with each value that looks made up redacted (``theme=dark`` is kept)."""
+
+    def pair(p: re.Match[str]) -> str:
+        value = p["val"]
+        if p["name"].lower() in _COOKIE_ATTRIBUTES or MARKER_START.match(value) or len(value) < 12:
+            return p.group()
+        if not (_has_letter_and_digit(value) or _looks_random(value)):
+            return p.group()
+        c["cookie"] += 1
+        return p["name"] + "=" + redacted("cookie")
+
+    return m["pre"] + _COOKIE_PAIR.sub(pair, m["val"])
+
+
+def _basic_auth_b64(value: str) -> bool:
+    """``value`` is base64 of ``user:password`` (npm's ``_auth=``, Docker's ``"auth":``)."""
+    try:
+        plain = base64.b64decode(value.strip("\"'`"), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    user, sep, password = plain.partition(":")
+    return bool(sep and user and password) and plain.isprintable()
+
+
 def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]`` (see the module docstring).
 
@@ -479,6 +546,23 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     text = _URL_USER_TOKEN.sub(url_user, text)
     text = _JWT.sub(whole("jwt"), text)
+    # Each rule below only when its words are in the text: a substring test costs far less than a scan.
+    if "$" in text or "pbkdf2_" in text:
+        text = _PASSWORD_HASH.sub(whole("password_hash"), text)
+    if "Private-Lines:" in text:
+        text = _PUTTY_PRIVATE.sub(whole("private_key"), text)
+    if "ookie" in text or "OOKIE" in text:  # Cookie, Set-Cookie, COOKIE
+        text = _COOKIE.sub(lambda m: _redact_cookies(m, c), text)
+
+    def basic_b64(m: re.Match[str]) -> str:
+        if not _basic_auth_b64(m["val"]):
+            return m.group()
+        c["basic_auth"] += 1
+        quote = m["val"][0] if m["val"][0] in "\"'" else ""
+        return m["pre"] + quote + redacted("basic_auth") + quote
+
+    if "auth" in text or "Auth" in text or "AUTH" in text:  # ``_auth=``, ``"auth":``
+        text = _AUTH_B64.sub(basic_b64, text)
 
     parts: list[str] = []
     pos = 0
