@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -37,6 +37,9 @@ from ._store.when import is_duration
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets, store_list
+
+if TYPE_CHECKING:
+    from ._retrieval import KnowledgeRetrieval
 from .vocabulary import (
     ACTORS,
     MAX_DESCRIPTION_CHARS,
@@ -300,6 +303,28 @@ class Facts:
         carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
         """
         where = FactFilter.of(tags, since, until)
+        # This thread's reader connection: the search (a grep scan too) runs without the lock.
+        retrieval = self.index.retrieval
+        # A hybrid recall's query embedding (most of its time) starts on the worker thread now,
+        # beside the targets and read checks below; the scan waits for the checks' matrices.
+        retrieval.begin(query, mode, limit)
+        try:
+            result = self._recall(retrieval, query, where, cwd, stores, mode, limit)
+        finally:  # an embedding the recall did not take up (it failed, or chose another mode)
+            retrieval.query_vectors.drop()
+        return result
+
+    def _recall(
+        self,
+        retrieval: KnowledgeRetrieval,
+        query: str,
+        where: FactFilter | None,
+        cwd: PathLike | None,
+        stores: Iterable[str] | None,
+        mode: str | None,
+        limit: int,
+    ) -> RecallResult:
+        """``recall`` once its query's embedding has begun."""
         if stores is not None:
             targets = [self.targets.of_store(s) for s in store_list(stores)]
         else:
@@ -309,8 +334,6 @@ class Facts:
             unique.setdefault(t.store, t)
         targets = list(unique.values())
         paths = [self.targets.paths(t.store) for t in targets]
-        # This thread's reader connection: the search (a grep scan too) runs without the lock.
-        retrieval = self.index.retrieval
         own = self.store_settings(paths[0].name) if paths else self.settings.memory
         mode = retrieval.check(query, mode or own.default_mode, limit)
         if mode not in own.retrieval_modes:

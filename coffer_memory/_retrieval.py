@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,17 @@ class KnowledgeRetrieval:
     def _embed_query(self, query: str) -> Vector | None:
         """The query's vector (kept for recent queries), or None when the embedder cannot run."""
         return self.query_vectors.soon(query, background=False)()[0]
+
+    def begin(self, query: str, mode: str | None, limit: int) -> None:
+        """Start embedding the query of a hybrid recall on the worker thread, before the caller
+        resolves its targets and brings the stores' indexes up to date (``QueryVectors.start``);
+        nothing for another mode or arguments ``check`` refuses (the recall's own check says so)."""
+        try:
+            chosen = self.check(query, mode, limit)
+        except InvalidInput:
+            return
+        if chosen == "hybrid":
+            self.query_vectors.start(query)
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
@@ -192,18 +204,20 @@ class KnowledgeRetrieval:
         # filtered scan is a query of the index).
         scans = (lambda: self._scans(present, limit * 2 * 4)) if where is None else None
         soon = self.query_vectors.soon(query, background=True, scans=scans)
-        keyword = self._keyword_lists(present, query, limit * 2, where)
-        qvec, nearest = soon()
         vectors = self.vectors
-        searched = [
-            sp
-            for sp in present
-            if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
-        ]
         lists: list[list[MemoryHit]] = []
-        # What follows the embedding is on the path the caller waits for: one read transaction,
-        # the stores' vector rows read together, rows of earlier recalls taken from ``kept``.
-        with reading(self.db) as kept:
+        # Both halves read in one read transaction, begun before the wait for the vector: what
+        # follows the embedding is on the path the caller waits for. The stores' vector rows are
+        # read together, rows of earlier recalls taken from ``kept``. A failed embedding's back-off
+        # (a write) waits for the transaction's end.
+        with self._settled(), reading(self.db) as kept:
+            keyword = self._keyword_lists(present, query, limit * 2, where, kept)
+            qvec, nearest = soon()
+            searched = [
+                sp
+                for sp in present
+                if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
+            ]
             found = (
                 self._vector_lists(searched, qvec, limit * 2, where, nearest, kept)
                 if qvec is not None
@@ -225,6 +239,14 @@ class KnowledgeRetrieval:
             stores=tuple(p.name for p in paths),
         )
 
+    @contextmanager
+    def _settled(self) -> Iterator[None]:
+        """Runs ``QueryVectors.settle`` when the block ends, however it ends."""
+        try:
+            yield
+        finally:
+            self.query_vectors.settle()
+
     def _scans(self, present: Sequence[StorePaths], k: int) -> Scans:
         """The in-memory matrices of the stores that have one, with the ``k`` rows ``_vector``
         asks them for first."""
@@ -234,15 +256,20 @@ class KnowledgeRetrieval:
         return {store: (matrix, k) for store, matrix in held.items() if matrix is not None}
 
     def _keyword_lists(
-        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+        self,
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+        kept: dict[Any, Any],
     ) -> list[list[MemoryHit]]:
         """Each store's ``keyword`` hits; without a filter from one word-index MATCH for all the
-        stores, with the rows an unchanged index gave earlier recalls (as ``keyword_fused``)."""
+        stores, with the rows an unchanged index gave earlier recalls (``kept``, the dict of the
+        caller's ``snapshot.reading``, as ``keyword_fused``)."""
         if where is not None:  # a filter is a per-store rowid set: a query per store
             return [self.keyword(sp, query, limit, where) for sp in present]
-        with reading(self.db) as kept:
-            found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
-            docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
+        found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
+        docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
         return [
             [
                 self._hit(sp, docs[sp.name, i], text, score)

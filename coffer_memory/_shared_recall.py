@@ -73,7 +73,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         return rrf_merge(lent, limit)
 
     def _keyword_lists(
-        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+        self,
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+        kept: dict[Any, Any],
     ) -> list[list[MemoryHit]]:
         """Each store's backend ``keyword`` hits (the local word index is not the one searched)."""
         return [self.keyword(sp, query, limit, where) for sp in present]
