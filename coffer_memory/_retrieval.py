@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +19,7 @@ from ._fusion import (
     NEIGHBOUR_NEXT_SHARE,
     NEIGHBOUR_PREV_SHARE,
     fuse_modes,
+    fused_scores,
     lend,
     rrf_merge,
     rrf_order,
@@ -43,6 +44,9 @@ if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall d
     from .plugins.hookspecs import GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
+# A store's (id, score) pairs, best first; and the call making hits of chosen pairs by store.
+Scored = list[tuple[str, float]]
+MakeHits = Callable[[Mapping[str, Scored]], dict[str, list[MemoryHit]]]
 # The modes in which a hit lends score to its session neighbours (``_fusion.lend``).
 NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
@@ -218,20 +222,43 @@ class KnowledgeRetrieval:
                 for sp in present
                 if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
             ]
-            found = (
-                self._vector_lists(searched, qvec, limit * 2, where, nearest, kept)
+            found, make = (
+                self._vector_found(searched, qvec, limit * 2, where, nearest, kept)
                 if qvec is not None
+                else ({}, None)
+            )
+            fused: dict[str, Scored] = {}
+            for sp, words in zip(present, keyword, strict=True):
+                if sp.name in found:
+                    # Without a fact of an agent session in the store ``_lend`` keeps the first
+                    # ``limit``: no more are made hits.
+                    many = limit * 2 if with_sessions(self.db, [sp.name], kept) else limit
+                    fused[sp.name] = fused_scores([(h.id, h.score) for h in words], found[sp.name], many)
+            # Hits are made of the fused vector hits only (their texts read in one query); a hit
+            # in both lists is the vector list's, as in ``fuse_modes``.
+            near = {store: {i for i, _ in pairs} for store, pairs in found.items()}
+            made = (
+                make(
+                    {store: [(i, s) for i, s in pairs if i in near[store]] for store, pairs in fused.items()}
+                )
+                if make is not None
                 else {}
             )
             for sp, words in zip(present, keyword, strict=True):
-                vector = found.get(sp.name)
-                if vector is None:  # keyword answers, and says so
+                pairs = fused.get(sp.name)
+                if pairs is None:  # keyword answers, and says so
                     lists.append(
                         self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where)
                     )
-                else:
-                    fused = fuse_modes(words, vector, limit * 2)
-                    lists.append(self._lend(sp, "hybrid", fused, limit, where, kept))
+                    continue
+                of_vector = {h.id: h for h in made[sp.name]}
+                of_words: dict[str, MemoryHit] = {}
+                for hit in words:
+                    of_words.setdefault(hit.id, hit)
+                hits = [
+                    of_vector[i] if i in of_vector else attrs.evolve(of_words[i], score=s) for i, s in pairs
+                ]
+                lists.append(self._lend(sp, "hybrid", hits, limit, where, kept))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),
             mode="hybrid",
@@ -400,23 +427,51 @@ class KnowledgeRetrieval:
         scanned: Nearest,
         kept: dict[Any, Any],
     ) -> dict[str, list[MemoryHit]]:
-        """Each store's nearest documents, by store; ``scanned``: a store's first ``limit * 4``
-        nearest rows, when the worker found them beside the embedding (``_scans``). The rows of
-        every store's documents are read together, those of earlier recalls taken from ``kept``
-        (``snapshot.reading``'s dict)."""
+        """Each store's nearest documents, by store (``_vector_found``'s, every one made a hit)."""
+        scores, make = self._vector_found(stores, qvec, limit, where, scanned, kept)
+        return make(scores)
+
+    def _vector_found(
+        self,
+        stores: Sequence[StorePaths],
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None,
+        scanned: Nearest,
+        kept: dict[Any, Any],
+    ) -> tuple[dict[str, Scored], MakeHits]:
+        """Each store's nearest documents as (id, score), best first, by store, and the call that
+        makes hits of the (id, score) pairs it is given, with their texts read then (for every
+        store in one query): a hybrid recall makes hits only of those its fusion keeps.
+
+        ``scanned``: a store's first ``limit * 4`` nearest rows, when the worker found them beside
+        the embedding (``_scans``). The rows of every store's documents are read together, those
+        of earlier recalls taken from ``kept`` (``snapshot.reading``'s dict)."""
         best = {
             sp.name: self._nearest_documents(sp, qvec, limit, where, scanned.get(sp.name)) for sp in stores
         }
         docs = doc_rows(self.db, {store: list(found) for store, found in best.items()}, kept)
-        texts = chunk_texts(self.db, [full for found in best.values() for full, _ in found.values()], kept)
-        return {
-            sp.name: [
-                self._hit(sp, docs[sp.name, doc_id], texts.get(full, ""), score)
-                for doc_id, (full, score) in best[sp.name].items()
-                if (sp.name, doc_id) in docs
-            ][:limit]
-            for sp in stores
+        scores = {
+            store: [(doc_id, score) for doc_id, (_, score) in found.items() if (store, doc_id) in docs][
+                :limit
+            ]
+            for store, found in best.items()
         }
+        of_name = {sp.name: sp for sp in stores}
+
+        def make(chosen: Mapping[str, Scored]) -> dict[str, list[MemoryHit]]:
+            texts = chunk_texts(
+                self.db, [best[store][i][0] for store, pairs in chosen.items() for i, _ in pairs], kept
+            )
+            return {
+                store: [
+                    self._hit(of_name[store], docs[store, i], texts.get(best[store][i][0], ""), score)
+                    for i, score in pairs
+                ]
+                for store, pairs in chosen.items()
+            }
+
+        return scores, make
 
     def _nearest_documents(
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None, scanned: Rows | None

@@ -18,6 +18,7 @@ from conftest import example_embedder
 
 from coffer_memory import MemoryService, MemoryStoreNotFound, Settings
 from coffer_memory import _query_vectors as query_vectors
+from coffer_memory import _retrieval as retrieval_module
 from coffer_memory._index import vec
 from coffer_memory._index.vec import Matrix
 from coffer_memory._models import MemoryHit
@@ -402,3 +403,27 @@ def test_an_embedding_failing_after_a_commit_elsewhere_still_answers(
         assert [h.id for h in res.hits] == [fact.id] and res.fallback
         vectors = svc.retrieval.vectors
         assert vectors is not None and vectors.paused()
+
+
+def test_a_hybrid_recall_makes_hits_only_of_the_vector_hits_its_fusion_keeps(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each store's vector half finds ``2 * limit`` documents; without a fact of an agent session
+    in the store its fusion keeps ``limit``, and only the vector hits among those are made hits
+    (their texts read): at most ``limit`` texts a store, where every vector hit's were read."""
+    asked: list[int] = []
+    texts = retrieval_module.chunk_texts
+
+    def chunk_texts(db: object, ids: Sequence[str], kept: dict[Any, Any]) -> dict[str, str]:
+        asked.append(len(ids))
+        return texts(db, ids, kept)  # type: ignore[arg-type]
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        _two_stores(svc, repo, 80, 3)
+        monkeypatch.setattr(retrieval_module, "chunk_texts", chunk_texts)
+        for limit in (3, 5):
+            asked.clear()
+            svc.retrieval.clear_query_cache()
+            res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid", limit=limit)
+            assert not res.fallback and len(res.hits) == limit
+            assert asked and all(n <= 2 * limit for n in asked), asked
