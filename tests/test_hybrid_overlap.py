@@ -427,3 +427,32 @@ def test_a_hybrid_recall_makes_hits_only_of_the_vector_hits_its_fusion_keeps(
             res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid", limit=limit)
             assert not res.fallback and len(res.hits) == limit
             assert asked and all(n <= 2 * limit for n in asked), asked
+
+
+def test_the_scan_takes_the_matrices_the_read_checks_left(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding begins before the read checks, but the scan takes each store's matrix after
+    them: a fact written into the store's folder by hand is indexed by this recall's check and is
+    in the matrix it scans, and the recall finds it as a fresh service does."""
+    rows: list[int] = []
+    scan = vec.nearest
+
+    def nearest(matrix: Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
+        rows.append(len(matrix.ids))
+        return scan(matrix, vector, k)
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        for i in range(12):
+            svc.remember(f"{WORDS[i % 10]} note {i}", scope="global")
+        svc.recall("warm", stores=["global"], mode="hybrid")
+        inbox = svc.targets.paths("global").inbox
+        (inbox / "by-hand.md").write_text("shard backup replica written by hand\n")
+        monkeypatch.setattr(query_vectors, "nearest", nearest)
+        svc.retrieval.clear_query_cache()
+        res = svc.recall("replica written by hand", stores=["global"], mode="hybrid", limit=3)
+    assert rows == [13]
+    assert not res.fallback and "written by hand" in res.hits[0].text
+    with MemoryService(settings=_settings(tmp_path)) as fresh:
+        again = fresh.recall("replica written by hand", stores=["global"], mode="hybrid", limit=3)
+    assert [(h.id, h.score) for h in again.hits] == [(h.id, h.score) for h in res.hits]
