@@ -303,28 +303,6 @@ class Facts:
         carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
         """
         where = FactFilter.of(tags, since, until)
-        # This thread's reader connection: the search (a grep scan too) runs without the lock.
-        retrieval = self.index.retrieval
-        # A hybrid recall's query embedding (most of its time) starts on the worker thread now,
-        # beside the targets and read checks below; the scan waits for the checks' matrices.
-        retrieval.begin(query, mode, limit)
-        try:
-            result = self._recall(retrieval, query, where, cwd, stores, mode, limit)
-        finally:  # an embedding the recall did not take up (it failed, or chose another mode)
-            retrieval.query_vectors.drop()
-        return result
-
-    def _recall(
-        self,
-        retrieval: KnowledgeRetrieval,
-        query: str,
-        where: FactFilter | None,
-        cwd: PathLike | None,
-        stores: Iterable[str] | None,
-        mode: str | None,
-        limit: int,
-    ) -> RecallResult:
-        """``recall`` once its query's embedding has begun."""
         if stores is not None:
             targets = [self.targets.of_store(s) for s in store_list(stores)]
         else:
@@ -334,7 +312,29 @@ class Facts:
             unique.setdefault(t.store, t)
         targets = list(unique.values())
         paths = [self.targets.paths(t.store) for t in targets]
+        # This thread's reader connection: the search (a grep scan too) runs without the lock.
+        retrieval = self.index.retrieval
         own = self.store_settings(paths[0].name) if paths else self.settings.memory
+        # A hybrid recall's query embedding (most of its time) begins on the worker thread now,
+        # beside the checks and the stores' reconcile below; the scan waits for their matrices.
+        retrieval.begin(query, mode or own.default_mode, limit)
+        try:
+            result = self._recall(retrieval, own, paths, query, where, mode, limit)
+        finally:  # an embedding the recall did not take up (it failed a check)
+            retrieval.query_vectors.drop()
+        return attrs.evolve(result, targets=tuple(targets))
+
+    def _recall(
+        self,
+        retrieval: KnowledgeRetrieval,
+        own: MemoryStoreConfig,
+        paths: list[StorePaths],
+        query: str,
+        where: FactFilter | None,
+        mode: str | None,
+        limit: int,
+    ) -> RecallResult:
+        """``recall`` once its query's embedding has begun."""
         mode = retrieval.check(query, mode or own.default_mode, limit)
         if mode not in own.retrieval_modes:
             raise InvalidInput(
@@ -348,8 +348,7 @@ class Facts:
         present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
         for sp in present:
             self.index.refresh(sp.name)
-        result = retrieval.recall(paths, query, mode, limit, where, present=present)
-        return attrs.evolve(result, targets=tuple(targets))
+        return retrieval.recall(paths, query, mode, limit, where, present=present)
 
     def list_facts(
         self,

@@ -325,13 +325,24 @@ def test_the_query_embedding_begins_before_the_read_checks(
 
 
 def test_a_recall_that_fails_its_checks_lets_the_begun_embedding_go(
-    plugin: _Plugin, tmp_path: Path, repo: Path
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A hybrid recall that begins embedding and then fails a check (an unknown store) raises as
-    before, leaves the worker free (it scans nothing for it), and the next recall answers."""
+    """A hybrid recall that begins embedding and then fails (its store's reconcile raises) raises
+    as before, leaves the worker free (it scans nothing for it), and the next recalls answer.
+    A recall naming an unknown store fails before it begins anything (a fresh home stays
+    untouched: ``test_stores.py``)."""
     with MemoryService(settings=_settings(tmp_path)) as svc:
         fact = svc.remember("the cache is warmed before each deploy", scope="global").fact
         svc.recall("warm", stores=["global"], mode="hybrid")
+        refresh = svc.index.refresh
+
+        def failing(store: str) -> None:
+            raise OSError("disk gone")
+
+        monkeypatch.setattr(svc.index, "refresh", failing)
+        with pytest.raises(OSError):
+            svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        monkeypatch.setattr(svc.index, "refresh", refresh)
         with pytest.raises(MemoryStoreNotFound):
             svc.recall("warmed cache", stores=["global", "nosuchstore"], mode="hybrid")
         res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
