@@ -128,7 +128,7 @@ class QueryVectors:
         self.drop()
 
     def start(self, query: str) -> None:
-        """Begin embedding ``query`` on the worker thread now, before the recall's targets and read
+        """Begin embedding ``query`` on the worker thread now, before the recall's mode and read
         checks: the hybrid recall of the same query (``soon``) takes it up and gives it the stores
         to scan then. Nothing happens for a kept query or a paused embedder; a started embedding
         that no recall takes up is let go by ``drop`` (the recall's end) or the next ``soon``."""

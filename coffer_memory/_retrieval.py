@@ -102,7 +102,7 @@ class KnowledgeRetrieval:
 
     def begin(self, query: str, mode: str | None, limit: int) -> None:
         """Start embedding the query of a hybrid recall on the worker thread, before the caller
-        resolves its targets and brings the stores' indexes up to date (``QueryVectors.start``);
+        checks the mode and brings the stores' indexes up to date (``QueryVectors.start``);
         nothing for another mode or arguments ``check`` refuses (the recall's own check says so)."""
         try:
             chosen = self.check(query, mode, limit)

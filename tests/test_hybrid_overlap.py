@@ -293,8 +293,8 @@ def test_close_while_another_thread_is_inside_a_recall(tmp_path: Path) -> None:
 def test_the_query_embedding_begins_before_the_read_checks(
     plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A hybrid recall hands its query to the worker before it resolves its targets and brings
-    the stores' indexes up to date: each store's read check here waits (at most 5 s) for the
+    """A hybrid recall hands its query to the worker before it checks the mode and brings the
+    stores' indexes up to date: each store's read check here waits (at most 5 s) for the
     worker's embedding to begin, and finds it begun. The answer is the one of a kept vector."""
     began = threading.Event()
     embed_batch = plugin.embedder.embed_batch
