@@ -353,14 +353,21 @@ class Facts:
                 store=paths[0].name,
                 mode=mode,
             )
-        present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
-        for sp in present:
-            self.index.refresh(sp.name)
-        # ``mode`` is checked above: the result is made once, with its targets (an ``attrs.evolve``
-        # of it and a second check ran on every recall).
-        return retrieval.recall(
-            paths, query, mode, limit, where, present=present, checked=True, targets=tuple(targets)
-        )
+        # A hybrid recall's query embedding (most of its time) begins on the worker thread now,
+        # beside the stores' reconcile below; the scan waits for their matrices. It begins only
+        # once the arguments are checked: a refused recall embeds nothing.
+        retrieval.begin(query, mode)
+        try:
+            present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
+            for sp in present:
+                self.index.refresh(sp.name)
+            # ``mode`` is checked above: the result is made once, with its targets (an
+            # ``attrs.evolve`` of it and a second check ran on every recall).
+            return retrieval.recall(
+                paths, query, mode, limit, where, present=present, checked=True, targets=tuple(targets)
+            )
+        finally:  # an embedding the recall did not take up (a reconcile failed, say)
+            retrieval.query_vectors.drop()
 
     def list_facts(
         self,

@@ -26,13 +26,13 @@ NEIGHBOUR_PREV_SHARE = 0.3
 NEIGHBOUR_DEPTH = 2
 
 
-def _normalised(hits: Sequence[MemoryHit]) -> dict[str, float]:
-    """Each hit's score scaled to 0..1 within its list (min-max; a list of equal scores is all 1)."""
-    if not hits:
+def _normalised(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Each id's score scaled to 0..1 within its list (min-max; a list of equal scores is all 1)."""
+    if not scored:
         return {}
-    low = min(h.score for h in hits)
-    span = max(h.score for h in hits) - low
-    return {h.id: (h.score - low) / span if span > 0 else 1.0 for h in hits}
+    low = min(score for _, score in scored)
+    span = max(score for _, score in scored) - low
+    return {i: (score - low) / span if span > 0 else 1.0 for i, score in scored}
 
 
 def fuse_modes(
@@ -45,17 +45,34 @@ def fuse_modes(
 
     A hit missing from a list gets 0 there. Unlike rank fusion this keeps how far apart the
     hits of a list are: a keyword hit far ahead of the rest stays ahead. The hit's score is the
-    fused value.
+    fused value (``fused_scores``); a hit in both lists is the vector list's.
     """
-    scaled = (_normalised(vector), _normalised(keyword))
-    weights = (1.0 - keyword_weight, keyword_weight)
     first: dict[str, MemoryHit] = {}
     for hits in (vector, keyword):
         for hit in hits:
             first.setdefault(hit.id, hit)
-    fused = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in first}
+    fused = fused_scores(
+        [(h.id, h.score) for h in keyword], [(h.id, h.score) for h in vector], limit, keyword_weight
+    )
+    return [attrs.evolve(first[i], score=score) for i, score in fused]
+
+
+def fused_scores(
+    keyword: Sequence[tuple[str, float]],
+    vector: Sequence[tuple[str, float]],
+    limit: int,
+    keyword_weight: float = KEYWORD_WEIGHT,
+) -> list[tuple[str, float]]:
+    """``fuse_modes`` of (id, score) lists: the first ``limit`` ids and their fused scores, best
+    first (equal scores in the order ids first appear, the vector list's first), so that a
+    caller makes hits only of those it keeps."""
+    scaled = (_normalised(vector), _normalised(keyword))
+    weights = (1.0 - keyword_weight, keyword_weight)
+    ids = dict.fromkeys(i for i, _ in vector)
+    ids.update(dict.fromkeys(i for i, _ in keyword))
+    fused = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in ids}
     order = sorted(fused, key=lambda i: fused[i], reverse=True)[:limit]
-    return [attrs.evolve(first[i], score=fused[i]) for i in order]
+    return [(i, fused[i]) for i in order]
 
 
 def rrf_order(

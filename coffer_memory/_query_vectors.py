@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -33,6 +34,9 @@ Rows = list[tuple[str, float]]
 Nearest = dict[str, Rows]
 # What the worker scans once the vector is there: store -> (its matrix, how many rows).
 Scans = Mapping[str, tuple[Matrix, int]]
+# The most the worker waits, its query embedded, for the stores to scan (``_Shares.fill``): a
+# safety bound only, every recall that begins an embedding fills or drops it.
+FILL_WAIT_SECONDS = 2.0
 
 
 def embed_one(embedder: Embedder, query: str) -> Vector:
@@ -51,12 +55,25 @@ class _Shares:
     calling thread (once it has finished its keyword half and the vector is there) from the last,
     so that two cores scan two stores (numpy's product releases the GIL)."""
 
-    def __init__(self, scans: Scans) -> None:
-        self._left = list(scans.items())
+    def __init__(self) -> None:
+        self._left: list[tuple[str, tuple[Matrix, int]]] = []
         self._lock = threading.Lock()
+        self.begun = threading.Event()  # the worker has taken the query up
+        self._filled = threading.Event()
+
+    def fill(self, scans: Scans) -> None:
+        """The stores to scan, given once the recall's read checks are done (a reconcile on read
+        changes the matrices); ``{}`` when no recall takes the embedding up."""
+        with self._lock:
+            self._left.extend(scans.items())
+        self._filled.set()
 
     def scan(self, vector: Vector, *, last: bool) -> Nearest:
-        """The nearest rows of each store this thread takes, until none is left."""
+        """The nearest rows of each store this thread takes, until none is left. The worker
+        (not ``last``) first waits for ``fill``: an embedding begun before the read checks may
+        end before them (a fast embedder); a recall that fails fills ``{}`` (``QueryVectors.drop``)."""
+        if not last:
+            self._filled.wait(FILL_WAIT_SECONDS)
         found: Nearest = {}
         while True:
             with self._lock:
@@ -74,6 +91,7 @@ def _embed_and_scan(
 ) -> tuple[Vector, Nearest]:
     """The query's vector (also given to ``ready`` at once) and the nearest rows of the stores
     this thread takes from ``shares``."""
+    shares.begun.set()
     try:
         vector = embed_one(embedder, query)
     except BaseException as exc:
@@ -99,10 +117,42 @@ class QueryVectors:
         self.vectors = vectors
         self._pool = pool
         self._kept: OrderedDict[str, Vector] = OrderedDict()
+        # The embedding ``start`` began on the worker: its query, the stores it will scan, the
+        # vector as soon as it is there, and the worker's whole answer.
+        self._started: tuple[str, _Shares, Future[Vector], Future[tuple[Vector, Nearest]]] | None = None
+        self._pause_due = False  # a background embedding failed inside the caller's read transaction
 
     def clear(self) -> None:
         """Forget the kept vectors."""
         self._kept.clear()
+        self.drop()
+
+    def start(self, query: str) -> None:
+        """Begin embedding ``query`` on the worker thread now, before the recall's mode and read
+        checks: the hybrid recall of the same query (``soon``) takes it up and gives it the stores
+        to scan then. Nothing happens for a kept query or a paused embedder; a started embedding
+        that no recall takes up is let go by ``drop`` (the recall's end) or the next ``soon``."""
+        vectors = self.vectors
+        if vectors is None or query in self._kept or vectors.paused():
+            return
+        if self._started is not None and self._started[0] == query:
+            return
+        self.drop()
+        shares = _Shares()
+        ready: Future[Vector] = Future()
+        future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
+        self._started = (query, shares, ready, future)
+        # The worker's first steps (a tokenizer, a lookup) are Python: they need the GIL, which
+        # this thread's checks would hold in turns of the switch interval (5 ms). Let the worker
+        # take the query up first; it releases the GIL in the engine's run.
+        shares.begun.wait(sys.getswitchinterval())
+
+    def drop(self) -> None:
+        """Let go of an embedding ``start`` began that no recall took up (its recall failed, or
+        was of another mode in the end): the worker scans nothing for it."""
+        started, self._started = self._started, None
+        if started is not None:
+            started[1].fill({})
 
     def soon(
         self, query: str, *, background: bool, scans: Callable[[], Scans] | None = None
@@ -111,22 +161,33 @@ class QueryVectors:
         rows the worker found meanwhile (``scans()``, asked for only when the worker embeds).
 
         With ``background`` an unkept query is embedded on the worker thread, so the caller can
-        run the keyword search beside it; the call then waits for the worker.
+        run the keyword search beside it; the call then waits for the worker. The caller may wait
+        inside a read transaction: a failed embedding's back-off (a write) is then left to
+        ``settle``, called once the transaction is over.
         """
         vectors = self.vectors
+        started, self._started = self._started, None
+        kept = self._kept.get(query)
+        if started is not None and (started[0] != query or kept is not None):
+            started[1].fill({})
+            started = None
         if vectors is None:
             return lambda: (None, {})
-        kept = self._kept.get(query)
         if kept is not None:
             self._kept.move_to_end(query)
             return lambda: (kept, {})
-        if vectors.paused():
-            return lambda: (None, {})
-        if not background:
-            return lambda: (self._keep(query, lambda: embed_one(vectors.embedder, query)), {})
-        shares = _Shares(_asked(scans))
-        ready: Future[Vector] = Future()
-        future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
+        if started is not None:
+            _, shares, ready, future = started  # ``start`` checked the back-off
+        else:
+            if vectors.paused():
+                return lambda: (None, {})
+            if not background:
+                return lambda: (self._keep(query, lambda: embed_one(vectors.embedder, query)), {})
+            shares = _Shares()
+            ready = Future()
+            future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
+        # The matrices are asked for after the worker has the query: it embeds meanwhile.
+        shares.fill(_asked(scans))
         found: Nearest = {}
 
         def result() -> Vector:
@@ -136,16 +197,26 @@ class QueryVectors:
             found.update(mine)
             return vector
 
-        return lambda: (self._keep(query, result), found)
+        return lambda: (self._keep(query, result, later=background), found)
 
-    def _keep(self, query: str, compute: Callable[[], Vector]) -> Vector | None:
-        """``compute()``'s vector, kept; None (and the shared back-off) when it fails."""
+    def settle(self) -> None:
+        """Start the shared back-off a failed background embedding left for later (``soon``)."""
+        if self._pause_due and self.vectors is not None:
+            self._pause_due = False
+            self.vectors.pause()
+
+    def _keep(self, query: str, compute: Callable[[], Vector], *, later: bool = False) -> Vector | None:
+        """``compute()``'s vector, kept; None (and the shared back-off, or with ``later`` its
+        note for ``settle``) when it fails."""
         assert self.vectors is not None
         try:
             vector = compute()
         except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
             log.warning("query embedding failed, answering from keyword: %s", exc)
-            self.vectors.pause()
+            if later:
+                self._pause_due = True
+            else:
+                self.vectors.pause()
             return None
         self._kept[query] = vector
         if len(self._kept) > QUERY_CACHE_SIZE:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +19,7 @@ from ._fusion import (
     NEIGHBOUR_NEXT_SHARE,
     NEIGHBOUR_PREV_SHARE,
     fuse_modes,
+    fused_scores,
     lend,
     rrf_merge,
     rrf_order,
@@ -42,6 +44,9 @@ if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall d
     from .plugins.hookspecs import GrepBackend, Vector
 
 log = logging.getLogger("coffer_memory._retrieval")
+# A store's (id, score) pairs, best first; and the call making hits of chosen pairs by store.
+Scored = list[tuple[str, float]]
+MakeHits = Callable[[Mapping[str, Scored]], dict[str, list[MemoryHit]]]
 # The modes in which a hit lends score to its session neighbours (``_fusion.lend``).
 NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
@@ -94,6 +99,13 @@ class KnowledgeRetrieval:
     def _embed_query(self, query: str) -> Vector | None:
         """The query's vector (kept for recent queries), or None when the embedder cannot run."""
         return self.query_vectors.soon(query, background=False)()[0]
+
+    def begin(self, query: str, mode: str) -> None:
+        """Start embedding the query of a hybrid recall on the worker thread, before the caller
+        brings the stores' indexes up to date (``QueryVectors.start``); nothing for another mode.
+        ``query`` and ``mode`` have passed ``check``."""
+        if mode == "hybrid":
+            self.query_vectors.start(query)
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
@@ -206,38 +218,71 @@ class KnowledgeRetrieval:
         # filtered scan is a query of the index).
         scans = (lambda: self._scans(present, limit * 2 * 4)) if where is None else None
         soon = self.query_vectors.soon(query, background=True, scans=scans)
-        keyword = self._keyword_lists(present, query, limit * 2, where)
-        qvec, nearest = soon()
         vectors = self.vectors
-        searched = [
-            sp
-            for sp in present
-            if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
-        ]
         lists: list[list[MemoryHit]] = []
-        # What follows the embedding is on the path the caller waits for: one read transaction,
-        # the stores' vector rows read together, rows of earlier recalls taken from ``kept``.
-        with reading(self.db) as kept:
-            found = (
-                self._vector_lists(searched, qvec, limit * 2, where, nearest, kept)
+        # Both halves read in one read transaction, begun before the wait for the vector: what
+        # follows the embedding is on the path the caller waits for. The stores' vector rows are
+        # read together, rows of earlier recalls taken from ``kept``. A failed embedding's back-off
+        # (a write) waits for the transaction's end.
+        with self._settled(), reading(self.db) as kept:
+            keyword = self._keyword_lists(present, query, limit * 2, where, kept)
+            qvec, nearest = soon()
+            searched = [
+                sp
+                for sp in present
+                if qvec is not None and vectors is not None and vectors.existing_table(sp.name) is not None
+            ]
+            found, make = (
+                self._vector_found(searched, qvec, limit * 2, where, nearest, kept)
                 if qvec is not None
+                else ({}, None)
+            )
+            fused: dict[str, Scored] = {}
+            for sp, words in zip(present, keyword, strict=True):
+                if sp.name in found:
+                    # Without a fact of an agent session in the store ``_lend`` keeps the first
+                    # ``limit``: no more are made hits.
+                    many = limit * 2 if with_sessions(self.db, [sp.name], kept) else limit
+                    fused[sp.name] = fused_scores([(h.id, h.score) for h in words], found[sp.name], many)
+            # Hits are made of the fused vector hits only (their texts read in one query); a hit
+            # in both lists is the vector list's, as in ``fuse_modes``.
+            near = {store: {i for i, _ in pairs} for store, pairs in found.items()}
+            made = (
+                make(
+                    {store: [(i, s) for i, s in pairs if i in near[store]] for store, pairs in fused.items()}
+                )
+                if make is not None
                 else {}
             )
             for sp, words in zip(present, keyword, strict=True):
-                vector = found.get(sp.name)
-                if vector is None:  # keyword answers, and says so
+                pairs = fused.get(sp.name)
+                if pairs is None:  # keyword answers, and says so
                     lists.append(
                         self._lend(sp, "keyword", self.keyword(sp, query, limit, where), limit, where)
                     )
-                else:
-                    fused = fuse_modes(words, vector, limit * 2)
-                    lists.append(self._lend(sp, "hybrid", fused, limit, where, kept))
+                    continue
+                of_vector = {h.id: h for h in made[sp.name]}
+                of_words: dict[str, MemoryHit] = {}
+                for hit in words:
+                    of_words.setdefault(hit.id, hit)
+                hits = [
+                    of_vector[i] if i in of_vector else attrs.evolve(of_words[i], score=s) for i, s in pairs
+                ]
+                lists.append(self._lend(sp, "hybrid", hits, limit, where, kept))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),
             mode="hybrid",
             fallback=len(found) < len(present),
             stores=tuple(p.name for p in paths),
         )
+
+    @contextmanager
+    def _settled(self) -> Iterator[None]:
+        """Runs ``QueryVectors.settle`` when the block ends, however it ends."""
+        try:
+            yield
+        finally:
+            self.query_vectors.settle()
 
     def _scans(self, present: Sequence[StorePaths], k: int) -> Scans:
         """The in-memory matrices of the stores that have one, with the ``k`` rows ``_vector``
@@ -248,15 +293,20 @@ class KnowledgeRetrieval:
         return {store: (matrix, k) for store, matrix in held.items() if matrix is not None}
 
     def _keyword_lists(
-        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+        self,
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+        kept: dict[Any, Any],
     ) -> list[list[MemoryHit]]:
         """Each store's ``keyword`` hits; without a filter from one word-index MATCH for all the
-        stores, with the rows an unchanged index gave earlier recalls (as ``keyword_fused``)."""
+        stores, with the rows an unchanged index gave earlier recalls (``kept``, the dict of the
+        caller's ``snapshot.reading``, as ``keyword_fused``)."""
         if where is not None:  # a filter is a per-store rowid set: a query per store
             return [self.keyword(sp, query, limit, where) for sp in present]
-        with reading(self.db) as kept:
-            found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
-            docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
+        found = best_documents(self.db, [sp.name for sp in present], query, limit, kept)
+        docs = doc_rows(self.db, {store: list(best) for store, best in found.items()}, kept)
         return [
             [
                 self._hit(sp, docs[sp.name, i], text, score)
@@ -387,23 +437,51 @@ class KnowledgeRetrieval:
         scanned: Nearest,
         kept: dict[Any, Any],
     ) -> dict[str, list[MemoryHit]]:
-        """Each store's nearest documents, by store; ``scanned``: a store's first ``limit * 4``
-        nearest rows, when the worker found them beside the embedding (``_scans``). The rows of
-        every store's documents are read together, those of earlier recalls taken from ``kept``
-        (``snapshot.reading``'s dict)."""
+        """Each store's nearest documents, by store (``_vector_found``'s, every one made a hit)."""
+        scores, make = self._vector_found(stores, qvec, limit, where, scanned, kept)
+        return make(scores)
+
+    def _vector_found(
+        self,
+        stores: Sequence[StorePaths],
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None,
+        scanned: Nearest,
+        kept: dict[Any, Any],
+    ) -> tuple[dict[str, Scored], MakeHits]:
+        """Each store's nearest documents as (id, score), best first, by store, and the call that
+        makes hits of the (id, score) pairs it is given, with their texts read then (for every
+        store in one query): a hybrid recall makes hits only of those its fusion keeps.
+
+        ``scanned``: a store's first ``limit * 4`` nearest rows, when the worker found them beside
+        the embedding (``_scans``). The rows of every store's documents are read together, those
+        of earlier recalls taken from ``kept`` (``snapshot.reading``'s dict)."""
         best = {
             sp.name: self._nearest_documents(sp, qvec, limit, where, scanned.get(sp.name)) for sp in stores
         }
         docs = doc_rows(self.db, {store: list(found) for store, found in best.items()}, kept)
-        texts = chunk_texts(self.db, [full for found in best.values() for full, _ in found.values()], kept)
-        return {
-            sp.name: [
-                self._hit(sp, docs[sp.name, doc_id], texts.get(full, ""), score)
-                for doc_id, (full, score) in best[sp.name].items()
-                if (sp.name, doc_id) in docs
-            ][:limit]
-            for sp in stores
+        scores = {
+            store: [(doc_id, score) for doc_id, (_, score) in found.items() if (store, doc_id) in docs][
+                :limit
+            ]
+            for store, found in best.items()
         }
+        of_name = {sp.name: sp for sp in stores}
+
+        def make(chosen: Mapping[str, Scored]) -> dict[str, list[MemoryHit]]:
+            texts = chunk_texts(
+                self.db, [best[store][i][0] for store, pairs in chosen.items() for i, _ in pairs], kept
+            )
+            return {
+                store: [
+                    self._hit(of_name[store], docs[store, i], texts.get(best[store][i][0], ""), score)
+                    for i, score in pairs
+                ]
+                for store, pairs in chosen.items()
+            }
+
+        return scores, make
 
     def _nearest_documents(
         self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None, scanned: Rows | None

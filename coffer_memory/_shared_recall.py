@@ -10,7 +10,7 @@ stays on the local index. The modes and their fusion are ``KnowledgeRetrieval``'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -27,7 +27,7 @@ from ._index.vec import VecIndex
 from ._models import MemoryHit
 from ._query_vectors import Nearest, Scans
 from ._recall_rows import DocRow
-from ._retrieval import KnowledgeRetrieval
+from ._retrieval import KnowledgeRetrieval, MakeHits, Scored
 from ._store.paths import StorePaths
 from .plugins.hookspecs import BackendHit, GrepBackend, IndexBackend, Vector
 
@@ -73,7 +73,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         return rrf_merge(lent, limit)
 
     def _keyword_lists(
-        self, present: Sequence[StorePaths], query: str, limit: int, where: FactFilter | None
+        self,
+        present: Sequence[StorePaths],
+        query: str,
+        limit: int,
+        where: FactFilter | None,
+        kept: dict[Any, Any],
     ) -> list[list[MemoryHit]]:
         """Each store's backend ``keyword`` hits (the local word index is not the one searched)."""
         return [self.keyword(sp, query, limit, where) for sp in present]
@@ -104,6 +109,40 @@ class SharedRetrieval(KnowledgeRetrieval):
         """The backend's nearest documents of each store when it keeps vectors, else the local ones."""
         if not self.backend.vectors or self.vectors is None:
             return super()._vector_lists(stores, qvec, limit, where, scanned, kept)
+        return self._backend_nearest(stores, qvec, limit, where)
+
+    def _vector_found(
+        self,
+        stores: Sequence[StorePaths],
+        qvec: Vector,
+        limit: int,
+        where: FactFilter | None,
+        scanned: Nearest,
+        kept: dict[Any, Any],
+    ) -> tuple[dict[str, Scored], MakeHits]:
+        """``_vector_lists``'s as (id, score) pairs, and the call making hits of chosen pairs (the
+        first hit of an id, with the pair's score)."""
+        if not self.backend.vectors or self.vectors is None:
+            return super()._vector_found(stores, qvec, limit, where, scanned, kept)
+        found = self._backend_nearest(stores, qvec, limit, where)
+        first: dict[str, dict[str, MemoryHit]] = {store: {} for store in found}
+        for store, hits in found.items():
+            for hit in hits:
+                first[store].setdefault(hit.id, hit)
+
+        def make(chosen: Mapping[str, Scored]) -> dict[str, list[MemoryHit]]:
+            return {
+                store: [attrs.evolve(first[store][i], score=score) for i, score in pairs]
+                for store, pairs in chosen.items()
+            }
+
+        return {store: [(h.id, h.score) for h in hits] for store, hits in found.items()}, make
+
+    def _backend_nearest(
+        self, stores: Sequence[StorePaths], qvec: Vector, limit: int, where: FactFilter | None
+    ) -> dict[str, list[MemoryHit]]:
+        """The backend's nearest documents of each store, of this embedder's model."""
+        assert self.vectors is not None
         model = self.vectors.embedder.model_id
         out = {}
         for sp in stores:

@@ -10,14 +10,18 @@ import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 from conftest import example_embedder
 
-from coffer_memory import MemoryService, Settings
+from coffer_memory import MemoryService, MemoryStoreNotFound, Settings
 from coffer_memory import _query_vectors as query_vectors
+from coffer_memory import _retrieval as retrieval_module
 from coffer_memory._index import vec
 from coffer_memory._index.vec import Matrix
+from coffer_memory._models import MemoryHit
 from coffer_memory._retrieval import KnowledgeRetrieval
 from coffer_memory.plugins import get_plugin_manager, hookimpl
 from coffer_memory.plugins.hookspecs import Vector
@@ -65,6 +69,18 @@ def _settings(tmp_path: Path) -> Settings:
     )
 
 
+def _two_stores(svc: MemoryService, repo: Path, n: int, step: int) -> None:
+    """``n`` facts of two words each, alternating between the project and the global store, and
+    a first hybrid recall (the reader, its worker and the matrices made)."""
+    for i in range(n):
+        svc.remember(
+            f"{WORDS[i % 10]} {WORDS[(i * step) % 10]} note {i}",
+            scope="project" if i % 2 else "global",
+            cwd=repo,
+        )
+    svc.recall("warm", cwd=repo, mode="hybrid")
+
+
 def _workers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("coffer-recall")]
 
@@ -95,29 +111,33 @@ def test_the_calling_thread_scans_a_store_beside_the_worker(
 ) -> None:
     """Once the vector is there the worker scans the first store and the calling thread, its
     keyword half done, the last: the worker's scan here waits (at most 5 s) until the calling
-    thread has scanned one, and the answer is the calling thread's own scan's."""
+    thread has scanned one, and the answer is the calling thread's own scan's. (The keyword half
+    here waits, at most 5 s, for the worker to take its store: the test's embedder and stores are
+    so small that the calling thread could otherwise reach both stores first.)"""
     scanned: list[tuple[str, str]] = []
-    caller_scanned = threading.Event()
+    caller_scanned, worker_took = threading.Event(), threading.Event()
     scan = vec.nearest
+    keyword_lists = KnowledgeRetrieval._keyword_lists
 
     def nearest(matrix: Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
         name = threading.current_thread().name
         if name.startswith("coffer-recall"):
+            worker_took.set()
             caller_scanned.wait(5)
         else:
             caller_scanned.set()
         scanned.append((name, matrix.ids[0]))
         return scan(matrix, vector, k)
 
+    def keyword_half(self: KnowledgeRetrieval, *args: Any) -> list[list[MemoryHit]]:
+        found = keyword_lists(self, *args)
+        worker_took.wait(5)
+        return found
+
     with MemoryService(settings=_settings(tmp_path)) as svc:
-        for i in range(40):
-            svc.remember(
-                f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} note {i}",
-                scope="project" if i % 2 else "global",
-                cwd=repo,
-            )
-        svc.recall("warm", cwd=repo, mode="hybrid")
+        _two_stores(svc, repo, 40, 3)
         monkeypatch.setattr(query_vectors, "nearest", nearest)
+        monkeypatch.setattr(KnowledgeRetrieval, "_keyword_lists", keyword_half)
         svc.retrieval.clear_query_cache()
         first = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
         monkeypatch.setattr(query_vectors, "nearest", scan)
@@ -268,3 +288,182 @@ def test_close_while_another_thread_is_inside_a_recall(tmp_path: Path) -> None:
     svc.close()
     reader = seen["reader"]
     assert isinstance(reader, KnowledgeRetrieval) and reader.db.closed
+
+
+def test_the_query_embedding_begins_before_the_read_checks(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid recall hands its query to the worker once its arguments pass, before it brings the
+    stores' indexes up to date: each store's read check here waits (at most 5 s) for the
+    worker's embedding to begin, and finds it begun. The answer is the one of a kept vector."""
+    began = threading.Event()
+    embed_batch = plugin.embedder.embed_batch
+
+    def embedding(texts: Sequence[str]) -> list[list[float]]:
+        if threading.current_thread().name.startswith("coffer-recall"):
+            began.set()
+        return list(embed_batch(texts))
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        _two_stores(svc, repo, 20, 7)
+        refresh = svc.index.refresh
+        seen: list[bool] = []
+
+        def checked(store: str) -> None:
+            seen.append(began.wait(5))
+            refresh(store)
+
+        monkeypatch.setattr(svc.index, "refresh", checked)
+        monkeypatch.setattr(plugin.embedder, "embed_batch", embedding)
+        svc.retrieval.clear_query_cache()
+        first = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
+        monkeypatch.setattr(svc.index, "refresh", refresh)
+        again = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")  # its vector kept
+    assert seen == [True, True]
+    assert not first.fallback
+    assert [(h.store, h.id, h.score) for h in first.hits] == [(h.store, h.id, h.score) for h in again.hits]
+
+
+def test_a_recall_that_fails_its_checks_lets_the_begun_embedding_go(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid recall that begins embedding and then fails (its store's reconcile raises) raises
+    as before, leaves the worker free (it scans nothing for it), and the next recalls answer.
+    A recall naming an unknown store fails before it begins anything (a fresh home stays
+    untouched: ``test_stores.py``)."""
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global").fact
+        svc.recall("warm", stores=["global"], mode="hybrid")
+        refresh = svc.index.refresh
+
+        def failing(store: str) -> None:
+            raise OSError("disk gone")
+
+        monkeypatch.setattr(svc.index, "refresh", failing)
+        with pytest.raises(OSError):
+            svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        monkeypatch.setattr(svc.index, "refresh", refresh)
+        with pytest.raises(MemoryStoreNotFound):
+            svc.recall("warmed cache", stores=["global", "nosuchstore"], mode="hybrid")
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.id] and not res.fallback
+        other = svc.recall("deploy", stores=["global"], mode="hybrid")
+        assert [h.id for h in other.hits] == [fact.id] and not other.fallback
+
+
+def test_both_halves_of_a_hybrid_recall_read_in_one_transaction(
+    plugin: _Plugin, tmp_path: Path, repo: Path
+) -> None:
+    """The keyword half and the vector half read one snapshot, in one read transaction begun
+    before the wait for the vector (its BEGIN is off the path after the embedding)."""
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        _two_stores(svc, repo, 20, 7)
+        conn = svc.retrieval.db.current()
+        statements: list[str] = []
+
+        def trace(_cursor: object, sql: str, _bindings: object) -> bool:
+            statements.append(sql.strip().split()[0].upper())
+            return True
+
+        svc.retrieval.clear_query_cache()
+        conn.exec_trace = trace
+        try:
+            res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
+        finally:
+            conn.exec_trace = None
+    assert not res.fallback and res.hits
+    assert statements.count("BEGIN") == 1 and statements.count("COMMIT") == 1
+
+
+def test_an_embedding_failing_after_a_commit_elsewhere_still_answers(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's embedding fails after another connection committed, while the recall holds
+    its read transaction: the back-off (a write) waits for the transaction's end, so the recall
+    answers from keyword and the back-off starts (written inside the stale snapshot, it would
+    fail with SQLITE_BUSY_SNAPSHOT)."""
+    keyword_done = threading.Event()
+    keyword_lists = KnowledgeRetrieval._keyword_lists
+
+    def keyword_half(self: KnowledgeRetrieval, *args: Any) -> list[list[MemoryHit]]:
+        try:
+            return keyword_lists(self, *args)
+        finally:
+            keyword_done.set()
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        fact = svc.remember("the cache is warmed before each deploy", scope="global").fact
+        svc.recall("warm", stores=["global"], mode="hybrid")
+        index = svc.settings.home / "index.db"
+
+        def failing(texts: Sequence[str]) -> list[list[float]]:
+            keyword_done.wait(5)
+            other = apsw.Connection(str(index))
+            try:
+                other.execute(
+                    "INSERT INTO kv (key, value) VALUES ('elsewhere', '1') "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+                )
+            finally:
+                other.close()
+            raise RuntimeError("engine gone")
+
+        monkeypatch.setattr(KnowledgeRetrieval, "_keyword_lists", keyword_half)
+        monkeypatch.setattr(plugin.embedder, "embed_batch", failing)
+        res = svc.recall("warmed cache", stores=["global"], mode="hybrid")
+        assert [h.id for h in res.hits] == [fact.id] and res.fallback
+        vectors = svc.retrieval.vectors
+        assert vectors is not None and vectors.paused()
+
+
+def test_a_hybrid_recall_makes_hits_only_of_the_vector_hits_its_fusion_keeps(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each store's vector half finds ``2 * limit`` documents; without a fact of an agent session
+    in the store its fusion keeps ``limit``, and only the vector hits among those are made hits
+    (their texts read): at most ``limit`` texts a store, where every vector hit's were read."""
+    asked: list[int] = []
+    texts = retrieval_module.chunk_texts
+
+    def chunk_texts(db: object, ids: Sequence[str], kept: dict[Any, Any]) -> dict[str, str]:
+        asked.append(len(ids))
+        return texts(db, ids, kept)  # type: ignore[arg-type]
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        _two_stores(svc, repo, 80, 3)
+        monkeypatch.setattr(retrieval_module, "chunk_texts", chunk_texts)
+        for limit in (3, 5):
+            asked.clear()
+            svc.retrieval.clear_query_cache()
+            res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid", limit=limit)
+            assert not res.fallback and len(res.hits) == limit
+            assert asked and all(n <= 2 * limit for n in asked), asked
+
+
+def test_the_scan_takes_the_matrices_the_read_checks_left(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding begins before the read checks, but the scan takes each store's matrix after
+    them: a fact written into the store's folder by hand is indexed by this recall's check and is
+    in the matrix it scans, and the recall finds it as a fresh service does."""
+    rows: list[int] = []
+    scan = vec.nearest
+
+    def nearest(matrix: Matrix, vector: Vector, k: int) -> list[tuple[str, float]]:
+        rows.append(len(matrix.ids))
+        return scan(matrix, vector, k)
+
+    with MemoryService(settings=_settings(tmp_path)) as svc:
+        for i in range(12):
+            svc.remember(f"{WORDS[i % 10]} note {i}", scope="global")
+        svc.recall("warm", stores=["global"], mode="hybrid")
+        inbox = svc.targets.paths("global").inbox
+        (inbox / "by-hand.md").write_text("shard backup replica written by hand\n")
+        monkeypatch.setattr(query_vectors, "nearest", nearest)
+        svc.retrieval.clear_query_cache()
+        res = svc.recall("replica written by hand", stores=["global"], mode="hybrid", limit=3)
+    assert rows == [13]
+    assert not res.fallback and "written by hand" in res.hits[0].text
+    with MemoryService(settings=_settings(tmp_path)) as fresh:
+        again = fresh.recall("replica written by hand", stores=["global"], mode="hybrid", limit=3)
+    assert [(h.id, h.score) for h in again.hits] == [(h.id, h.score) for h in res.hits]
