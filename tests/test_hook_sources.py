@@ -273,3 +273,16 @@ def test_a_note_longer_than_the_bundle_gives_the_bundle() -> None:
     assert to_give("compact", after, after) == after
     small = before + "- one more\n"
     assert to_give("resume", small, before) == changes_note(before, small)
+
+
+def test_a_session_start_naming_a_fifo_as_its_transcript_gives_the_rules_at_once(
+    ruled: Path, repo: Path, tmp_path: Path
+) -> None:
+    """The payload's ``transcript_path`` is read for its first message's id (the record that
+    forks inherit): a FIFO there blocked the hook on ``open`` until the agent's hook deadline,
+    and the session started without its rules. It is not a transcript: no root, rules given."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    assert transcript_root(str(fifo)) is None
+    note = given(ruled, "claude-code", {**claude("startup", repo), "transcript_path": str(fifo)})
+    assert note is not None and RULE in note

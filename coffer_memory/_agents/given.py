@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from .._jsontext import loads as json_loads
+from .._store.files import open_regular
 
 RECORD_PREFIX = "hook-session-"
 RECORD_MAX_AGE_SECONDS = 30 * 24 * 3600
@@ -90,7 +91,9 @@ def transcript_root(path: str | None) -> str | None:
     if not path:
         return None
     try:
-        with open(path, "rb") as handle:
+        # Only a regular file: a FIFO named in the payload blocked the hook on open until the
+        # agent's deadline, and the session started without its rules.
+        with open_regular(path) as handle:
             for _ in range(MAX_ROOT_LINES):
                 line = handle.readline(MAX_RECORD_BYTES)
                 if not line or handle.tell() > MAX_ROOT_BYTES:
