@@ -172,3 +172,23 @@ def test_a_transcript_named_in_another_encoding_leaves_the_listing_whole(
     assert listed.status_code == 200, listed.text
     ids = {item["session_id"] for item in listed.json()["items"]}
     assert session_id in ids and CLAUDE_D in ids
+
+
+def test_a_line_past_the_record_cap_is_skipped_without_being_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transcript of one endless line was read into memory whole (``for line in handle``). A
+    line past ``MAX_RECORD_BYTES`` is now read through in bounded pieces and skipped; the
+    records before and after it are read as before (the cap is lowered here to keep the file
+    small)."""
+    from coffer_memory._transcripts import readers
+
+    monkeypatch.setattr(readers, "MAX_RECORD_BYTES", 1000)
+    path = tmp_path / "s.jsonl"
+    long = json.dumps({"type": "user", "text": "x" * 5000})
+    edge = json.dumps({"n": 3, "pad": "y" * (1000 - 20)})
+    path.write_text("\n".join([json.dumps({"n": 1}), long, json.dumps({"n": 2}), edge, ""]))
+    assert len(edge) + 1 <= 1000
+    assert [row.get("n") for row in readers.iter_jsonl(path)] == [1, 2, 3]
+    path.write_text(json.dumps({"n": 1}) + "\n" + long)  # the long line last, with no newline
+    assert [row.get("n") for row in readers.iter_jsonl(path)] == [1]

@@ -28,6 +28,9 @@ from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
 TITLE_MAX_CHARS = 80
+# The longest JSON Lines record read: far above an agent's longest turn (a pasted screenshot's
+# base64 is a few MiB), so that a file of one endless line is not read into memory whole.
+MAX_RECORD_BYTES = 64 << 20
 
 
 class SourceUnavailable(Exception):
@@ -148,12 +151,17 @@ def file_signature(path: Path) -> tuple[int, int] | None:
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON Lines file, skipping blank, broken and non-object lines.
+    """The JSON objects of a JSON Lines file, skipping blank, broken and non-object lines, and
+    lines longer than ``MAX_RECORD_BYTES``.
 
     Agents append to these files while we read them, so a half-written last line is normal.
     """
     with open_regular(path) as handle:
-        for raw in handle:
+        while raw := handle.readline(MAX_RECORD_BYTES + 1):
+            if len(raw) > MAX_RECORD_BYTES:  # skipped to its end, never held whole
+                while raw and not raw.endswith(b"\n"):
+                    raw = handle.readline(1 << 20)
+                continue
             if not raw.strip():
                 continue
             try:
