@@ -114,3 +114,32 @@ def test_a_format_version_that_is_no_version_is_unknown_format(
     with pytest.raises(InvalidImport) as caught:
         svc.import_memory(source)
     assert caught.value.details["reason"] == "unknown_format"
+
+
+def test_a_zip_bomb_is_refused_from_its_headers(svc: MemoryService, tmp_path: Path) -> None:
+    """Members that unpack to over 100 times the archive (past 64 MiB) are a zip bomb: refused as
+    too_large before anything is unpacked (a ~100 KB archive claimed 80 MB of memory, up to the
+    1 GiB total cap, while its members were read and checked). A real export, compressed as
+    coffer compresses it, imports."""
+    body = FACT + b"\n" * 3_900_000  # each member under the 4 MiB file cap, nearly all newlines
+    members = {f"knowledge/inbox/f{i}.md": body for i in range(20)}
+    files = [
+        {"path": f"stores/global/{rel}", "sha256": hashlib.sha256(d).hexdigest()}
+        for rel, d in members.items()
+    ]
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        z.writestr("manifest.json", json.dumps({**MANIFEST, "files": files}))
+        for rel, data in members.items():
+            z.writestr(f"stores/global/{rel}", data)
+    assert bomb.stat().st_size * 100 < 20 * len(body)
+    with pytest.raises(InvalidImport) as caught:
+        svc.import_memory(bomb)
+    assert caught.value.details["reason"] == "too_large" and "zip bomb" in caught.value.message
+    assert nothing_written(svc)
+    for i in range(3):
+        svc.remember(f"fact number {i} about the deploy window", scope="global")
+    svc.export_memory(tmp_path / "real.zip")
+    with MemoryService(tmp_path / "other") as other:
+        report = other.import_memory(tmp_path / "real.zip")
+    assert [e.action for e in report.entries].count("created") >= 3

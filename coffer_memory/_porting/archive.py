@@ -45,6 +45,11 @@ MAX_TOTAL_BYTES = 1 << 30
 # above the manifest of MAX_MEMBERS files: under ``max_file_bytes`` an export of some 20,000 files
 # could not be imported again.
 MAX_MANIFEST_BYTES = 64 << 20
+# Text compresses 3-10x; an archive whose members unpack to more than this many times its own size
+# (past BOMB_FLOOR_BYTES) is a zip bomb: refused from its headers, before a byte is unpacked (the
+# members of a 1 MB archive could otherwise claim the whole MAX_TOTAL_BYTES of memory).
+MAX_UNPACK_RATIO = 100
+BOMB_FLOOR_BYTES = 64 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # Control characters (a line break in a file name splits every line-based listing of it) and the
 # bidirectional controls that make a name read as another (``a\u202egnp.md`` shows as ``adm.png``).
@@ -252,6 +257,14 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
         if total > MAX_TOTAL_BYTES:
             raise InvalidImport(
                 "too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source
+            )
+        packed = max(path.stat().st_size, 1)
+        if total > BOMB_FLOOR_BYTES and total > MAX_UNPACK_RATIO * packed:
+            raise InvalidImport(
+                "too_large",
+                f"{total} bytes unpacked from {packed} is over {MAX_UNPACK_RATIO} times the archive "
+                "(a zip bomb, not an export of text)",
+                source=source,
             )
         if MANIFEST not in seen:
             raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
