@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -199,13 +200,41 @@ class QueryPlan:
         return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.fts_terms)
 
 
+# Comparison and range characters never join the parts of a name, but they glue a version to
+# its package in what people paste (``python>=3.11``, ``node^20``, ``a,b``): a word is split at
+# them, so each part is searched on its own, not as a phrase the fact would have to spell out.
+_OPERATORS = re.compile("[<>=^~|,;]+")
+
+
 def _words(query: str) -> list[str]:
     words = []
-    for raw in unicodedata.normalize("NFKC", query).split():
+    text = unicodedata.normalize("NFKC", query)
+    for raw in (_OPERATORS.sub(" ", text) if _OPERATORS.search(text) else text).split():
         word = raw.strip(_EDGE_PUNCT).lower()
         if word:
             words.append(word)
     return words
+
+
+# A lower-case letter or digit before an upper-case one, or an acronym before a capitalised
+# word: where a camelCase or PascalCase name joins its words (``maxRetries``, ``OOMKilled``).
+_CAMEL_JOIN = re.compile("[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
+_CAMEL_PART = re.compile("[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _camel_phrases(query: str) -> list[str]:
+    """The words of each camelCase or PascalCase name in ``query``, as one phrase each
+    (``maxRetries`` -> ``max retries``): the word index keeps the name as one token, so a
+    question naming it in another case than the fact (``max_retries``, ``HARBOR_LOG_LEVEL``,
+    "max retries") found nothing. A name whose parts are not all two characters or more
+    (``iPhone``) is left alone."""
+    phrases = []
+    for name in re.findall("[A-Za-z0-9]+", unicodedata.normalize("NFKC", query)):
+        if _CAMEL_JOIN.search(name):
+            parts = _CAMEL_PART.findall(name)
+            if len(parts) > 1 and all(len(p) > 1 for p in parts):
+                phrases.append(" ".join(parts).lower())
+    return phrases
 
 
 def plan_query(query: str) -> QueryPlan:
@@ -253,8 +282,9 @@ MIXED_WORD_WEIGHT = 3
 
 def keyword_terms(query: str, *, characters: bool = True, written: bool = False) -> list[str]:
     """The search terms of a query: words (English clitics off, ``english.without_clitic``) minus
-    stopwords, CJK runs as the tokens of their pieces (question words and particles cut out, see
-    ``cjk.query_terms``; ``written``: CJK pieces also as the query writes them, for grep). With
+    stopwords, camelCase names also as their words (``_camel_phrases``), CJK runs as the tokens of
+    their pieces (question words and particles cut out, see ``cjk.query_terms``; ``written``: CJK
+    pieces also as the query writes them, for grep). With
     CJK tokens (``characters``), the other words come ``MIXED_WORD_WEIGHT`` times."""
     words: list[str] = []
     runs: list[str] = []
@@ -263,6 +293,8 @@ def keyword_terms(query: str, *, characters: bool = True, written: bool = False)
         words += [
             w for w in (without_clitic(p.strip(_EDGE_PUNCT)) for p in CJK_RUN.sub(" ", word).split()) if w
         ]
+    if _CAMEL_JOIN.search(query):
+        words += _camel_phrases(query)
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
     cjk_terms = query_terms(runs, characters=characters, written=written)
@@ -579,6 +611,8 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
             (plan.match, store, *only_params, limit),
         )
         hits = [ChunkHit(chunk_id=r[0], text=r[1], score=-float(r[2])) for r in rows]
+    if not hits:
+        hits = _near_words(db, store, plan.fts_terms, limit, within)
     if hits or not plan.short_terms:
         return hits
     clauses = " + ".join("(text LIKE ? ESCAPE '\\')" for _ in plan.short_terms)
@@ -589,3 +623,54 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
         (*params, store, *only_params, limit),
     )
     return [ChunkHit(chunk_id=r[0], text=r[1], score=float(r[2])) for r in rows]
+
+
+# A word of a query that nothing holds, neither as a word nor as a substring, is most often
+# mistyped (``migraton``), spelled the other side of the Atlantic (``colors`` for ``colours``,
+# ``license`` for ``licence``) or written as one word where the fact has two (``oomkilled``,
+# ``maxretries`` for ``OOM-killed``, ``max_retries``). Such a query found nothing at all. Its
+# words of four letters or more are then looked up by their trigrams: a chunk counts when one of
+# its words, or two adjacent words written together, holds at least ``NEAR_SHARE`` of a query
+# word's trigrams (two at the least). Only a recall that found nothing else pays for it.
+NEAR_SHARE = 0.5
+_NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
+_NEAR_GRAMS = 64  # the most trigrams asked for (a long query of unknown words)
+_NEAR_ROWS = 200  # candidate chunks read, by bm25 of their trigrams
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+def _trigrams(word: str) -> set[str]:
+    return {word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1)}
+
+
+def _near_words(
+    db: IndexDB, store: str, terms: Sequence[str], limit: int, within: Within = None
+) -> list[ChunkHit]:
+    """Chunks holding a near spelling of a query word (see ``NEAR_SHARE``), the nearest first."""
+    words = list(
+        dict.fromkeys(w for t in terms if not has_cjk(t) for w in _ALNUM.findall(t) if len(w) >= _NEAR_MIN)
+    )
+    if not words:
+        return []
+    grams = [_trigrams(w) for w in words]
+    asked = list(dict.fromkeys(g for gs in grams for g in sorted(gs)))[:_NEAR_GRAMS]
+    only, only_params = _within(within)
+    rows = db.rows(
+        "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
+        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 LIMIT {_NEAR_ROWS}",
+        (" OR ".join('"' + g.replace('"', '""') + '"' for g in asked), store, *only_params),
+    )
+    scored = []
+    for chunk, text, bm25 in rows:
+        parts = _ALNUM.findall(unicodedata.normalize("NFKC", str(text)).lower())
+        seen = [_trigrams(p) for p in parts]
+        seen += [_trigrams(a + b) for a, b in itertools.pairwise(parts)]
+        near = 0.0
+        for gs in grams:
+            share = max((len(gs & s) for s in seen), default=0)
+            if share >= 2 and share >= NEAR_SHARE * len(gs):
+                near += share / len(gs)
+        if near:
+            scored.append((near, -float(bm25), str(chunk), str(text)))
+    scored.sort(key=lambda r: (-r[0], -r[1]))
+    return [ChunkHit(chunk_id=c, text=t, score=n) for n, _, c, t in scored[:limit]]
