@@ -55,7 +55,7 @@ def test_a_camel_case_name_is_also_searched_as_its_words(query: str, written: st
     assert written in terms  # and as written, for a fact that writes it so
 
 
-@pytest.mark.parametrize("query", ["iPhone", "IPv6", "getX", "plain words only"])
+@pytest.mark.parametrize("query", ["iPhone", "IPv6", "getX", "PostgreSQL", "MySQL", "plain words only"])
 def test_a_name_with_a_one_letter_part_is_not_split(query: str) -> None:
     assert keyword_terms(query) == keyword_terms(query.lower())
 

@@ -225,17 +225,23 @@ _CAMEL_JOIN = re.compile("[A-Z](?:(?<=[a-z0-9][A-Z])|(?<=[A-Z][A-Z])(?=[a-z]))")
 _CAMEL_PART = re.compile("[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+def _product(name: str, parts: Sequence[str]) -> bool:
+    """A capitalised word and an acronym (``PostgreSQL``, ``MySQL``, ``GraphQL``): a product's
+    name, written as one word in every fact that names it."""
+    return name[0].isupper() and parts[-1].isupper() and not parts[0].isupper()
+
+
 def _camel_phrases(query: str) -> list[str]:
     """The words of each camelCase or PascalCase name in ``query``, as one phrase each
     (``maxRetries`` -> ``max retries``): the word index keeps the name as one token, so a
     question naming it in another case than the fact (``max_retries``, ``HARBOR_LOG_LEVEL``,
     "max retries") found nothing. A name whose parts are not all two characters or more
-    (``iPhone``) is left alone."""
+    (``iPhone``), or a product's name (``_product``), is left alone."""
     phrases = []
     for name in re.findall("[A-Za-z0-9]+", unicodedata.normalize("NFKC", query)):
         if _CAMEL_JOIN.search(name):
             parts = _CAMEL_PART.findall(name)
-            if len(parts) > 1 and all(len(p) > 1 for p in parts):
+            if len(parts) > 1 and all(len(p) > 1 for p in parts) and not _product(name, parts):
                 phrases.append(" ".join(parts).lower())
     return phrases
 
