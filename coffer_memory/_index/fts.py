@@ -644,7 +644,7 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
 NEAR_SHARE = 0.5
 _NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
 _NEAR_GRAMS = 64  # the most trigrams asked for (a long query of unknown words)
-_NEAR_ROWS = 200  # candidate chunks read, by bm25 of their trigrams
+_NEAR_ROWS = 200  # the most candidate chunks read, by bm25 of their trigrams (twice the limit, 50 at least)
 _ALNUM = re.compile(r"[^\W_]+")
 
 
@@ -666,19 +666,31 @@ def _near_words(
     only, only_params = _within(within)
     rows = db.rows(
         "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
-        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 LIMIT {_NEAR_ROWS}",
+        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 "
+        f"LIMIT {min(_NEAR_ROWS, max(50, 2 * int(limit)))}",
         (" OR ".join('"' + g.replace('"', '""') + '"' for g in asked), store, *only_params),
     )
     scored = []
+    kept: dict[str, set[str]] = {}  # the trigrams of each word met, for the rows after
+
+    def near_share(gs: set[str], parts: list[str]) -> float:
+        shares = [len(gs & (kept.get(p) or kept.setdefault(p, _trigrams(p)))) for p in parts]
+        best = max(shares, default=0)
+        for i in range(len(parts) - 1):  # two words written as one: only beside a word that shares
+            if shares[i] or shares[i + 1]:
+                pair = parts[i] + parts[i + 1]
+                best = max(best, len(gs & (kept.get(pair) or kept.setdefault(pair, _trigrams(pair)))))
+        return best / len(gs) if best >= 2 and best >= NEAR_SHARE * len(gs) else 0.0
+
     for chunk, text, bm25 in rows:
-        parts = _ALNUM.findall(unicodedata.normalize("NFKC", str(text)).lower())
-        seen = [_trigrams(p) for p in parts]
-        seen += [_trigrams(a + b) for a, b in itertools.pairwise(parts)]
+        folded = unicodedata.normalize("NFKC", str(text)).lower()
+        # The trigrams anywhere in the text bound what one of its words can hold: most candidates
+        # (a common trigram's rows) fall short here, before their words are cut up.
+        wanted = [gs for gs in grams if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))]
         near = 0.0
-        for gs in grams:
-            share = max((len(gs & s) for s in seen), default=0)
-            if share >= 2 and share >= NEAR_SHARE * len(gs):
-                near += share / len(gs)
+        if wanted:
+            parts = _ALNUM.findall(folded)
+            near = sum(near_share(gs, parts) for gs in wanted)
         if near:
             scored.append((near, -float(bm25), str(chunk), str(text)))
     scored.sort(key=lambda r: (-r[0], -r[1]))
