@@ -114,6 +114,14 @@ def test_a_word_near_nothing_still_finds_nothing(memory: tuple[MemoryService, di
     assert not svc.recall("xylophone quartz", stores=["global"], mode="keyword").hits
 
 
+def test_two_words_that_share_trigrams_by_chance_are_no_near_spelling(svc: MemoryService) -> None:
+    svc.remember("Set the Argo Rollout image back to the previous tag.", store="global")
+    # "outage" has half of its trigrams (out, age) in "rolloutimage": two words written together
+    # are long and share trigrams by chance; they are not a spelling of it
+    assert not svc.recall("outage", stores=["global"], mode="keyword").hits
+    assert svc.recall("rolloutimage", stores=["global"], mode="keyword").hits
+
+
 def test_near_spellings_keep_to_the_filter(svc: MemoryService) -> None:
     tagged = svc.remember("The colour palette is in theme.ts.", store="global", tags=["ui"]).fact.id
     svc.remember("The colours of the status page are set by ops.", store="global", tags=["ops"])
