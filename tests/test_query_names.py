@@ -120,6 +120,9 @@ def test_two_words_that_share_trigrams_by_chance_are_no_near_spelling(svc: Memor
     # are long and share trigrams by chance; they are not a spelling of it
     assert not svc.recall("outage", stores=["global"], mode="keyword").hits
     assert svc.recall("rolloutimage", stores=["global"], mode="keyword").hits
+    # and a short word is no spelling of a longer one it shares a part with
+    svc.remember("Keep the release notes short.", store="global")
+    assert not svc.recall("zookeeprr", stores=["global"], mode="keyword").hits
 
 
 def test_near_spellings_keep_to_the_filter(svc: MemoryService) -> None:

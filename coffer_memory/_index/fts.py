@@ -638,12 +638,14 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
 # mistyped (``migraton``), spelled the other side of the Atlantic (``colors`` for ``colours``,
 # ``license`` for ``licence``) or written as one word where the fact has two (``oomkilled``,
 # ``maxretries`` for ``OOM-killed``, ``max_retries``). Such a query found nothing at all. Its
-# words of four letters or more are then looked up by their trigrams: a chunk counts when the
-# trigrams of one of its words, or of two adjacent words written together, and of a query word
-# have a Dice coefficient of ``NEAR_DICE`` or more (two trigrams shared at the least). Dice, not
-# the share of the query word's trigrams: a long pair of words holds many trigrams by chance
-# (``outage`` shares half of its own with ``rolloutimage``, Dice 0.29; ``colors`` and
-# ``colours`` 0.44). Only a recall that found nothing else pays for it.
+# words of four letters or more are then looked up by their trigrams: a chunk counts when one
+# of its words, or two adjacent words written together, holds ``NEAR_SHARE`` of a query word's
+# trigrams (two at the least) and the two sets of trigrams have a Dice coefficient of
+# ``NEAR_DICE`` or more. Both: a long pair of words holds half of a word's trigrams by chance
+# (``outage``: out and age in ``rolloutimage``, Dice 0.29), and a short word has a high Dice
+# with any word it is part of (``keep`` in ``zookeeprr``: 0.44, but 2 of 7 trigrams);
+# ``colors`` and ``colours`` are 0.5 and 0.44. Only a recall that found nothing else pays for it.
+NEAR_SHARE = 0.5
 NEAR_DICE = 0.4
 _NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
 _NEAR_GRAMS = 64  # the most trigrams asked for (a long query of unknown words)
@@ -658,7 +660,7 @@ def _trigrams(word: str) -> set[str]:
 def _near_words(
     db: IndexDB, store: str, terms: Sequence[str], limit: int, within: Within = None
 ) -> list[ChunkHit]:
-    """Chunks holding a near spelling of a query word (see ``NEAR_DICE``), the nearest first."""
+    """Chunks holding a near spelling of a query word (see ``NEAR_SHARE``), the nearest first."""
     words = list(
         dict.fromkeys(w for t in terms if not has_cjk(t) for w in _ALNUM.findall(t) if len(w) >= _NEAR_MIN)
     )
@@ -679,18 +681,19 @@ def _near_words(
     def near(gs: set[str], parts: list[str]) -> float:
         """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') trigrams."""
         best = 0.0
+        least = max(2, NEAR_SHARE * len(gs))
         shares = []
         for i, part in enumerate(parts):
             found = kept.get(part) or kept.setdefault(part, _trigrams(part))
             shares.append(len(gs & found))
-            if shares[i] >= 2:
+            if shares[i] >= least:
                 best = max(best, 2 * shares[i] / (len(gs) + len(found)))
         for i in range(len(parts) - 1):  # two words written as one: only beside a word that shares
             if shares[i] or shares[i + 1]:
                 pair = parts[i] + parts[i + 1]
                 found = kept.get(pair) or kept.setdefault(pair, _trigrams(pair))
                 shared = len(gs & found)
-                if shared >= 2:
+                if shared >= least:
                     best = max(best, 2 * shared / (len(gs) + len(found)))
         return best if best >= NEAR_DICE else 0.0
 
@@ -698,8 +701,7 @@ def _near_words(
         folded = unicodedata.normalize("NFKC", str(text)).lower()
         # The trigrams anywhere in the text bound what one of its words can hold: most candidates
         # (a common trigram's rows) fall short here, before their words are cut up.
-        # (Dice >= 0.4 needs a quarter of the query word's trigrams in the word compared.)
-        wanted = [gs for gs in grams if sum(g in folded for g in gs) >= max(2, len(gs) / 4)]
+        wanted = [gs for gs in grams if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))]
         score = 0.0
         if wanted:
             parts = _ALNUM.findall(folded)
