@@ -123,6 +123,9 @@ def test_two_words_that_share_trigrams_by_chance_are_no_near_spelling(svc: Memor
     # and a short word is no spelling of a longer one it shares a part with
     svc.remember("Keep the release notes short.", store="global")
     assert not svc.recall("zookeeprr", stores=["global"], mode="keyword").hits
+    # nor are two words that share an ending
+    svc.remember("something", store="global")
+    assert not svc.recall("nothing-like-it", stores=["global"], mode="keyword").hits
 
 
 def test_near_spellings_keep_to_the_filter(svc: MemoryService) -> None:

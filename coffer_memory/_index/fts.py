@@ -644,7 +644,10 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
 # ``NEAR_DICE`` or more. Both: a long pair of words holds half of a word's trigrams by chance
 # (``outage``: out and age in ``rolloutimage``, Dice 0.29), and a short word has a high Dice
 # with any word it is part of (``keep`` in ``zookeeprr``: 0.44, but 2 of 7 trigrams);
-# ``colors`` and ``colours`` are 0.5 and 0.44. Only a recall that found nothing else pays for it.
+# ``colors`` and ``colours`` are 0.5 and 0.44. And the word must begin as the query word does
+# (its first three letters): words that share an ending are not spellings of each other
+# (``nothing`` holds 3 of the 5 trigrams of ``something``, Dice 0.5), and a typo is rarely in
+# the first letters. Only a recall that found nothing else pays for it.
 NEAR_SHARE = 0.5
 NEAR_DICE = 0.4
 _NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
@@ -678,22 +681,24 @@ def _near_words(
     scored = []
     kept: dict[str, set[str]] = {}  # the trigrams of each word met, for the rows after
 
-    def near(gs: set[str], parts: list[str]) -> float:
-        """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') trigrams."""
+    def near(word: str, gs: set[str], parts: list[str]) -> float:
+        """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') trigrams,
+        among the words that begin as ``word`` does."""
         best = 0.0
         least = max(2, NEAR_SHARE * len(gs))
+        start = word[:TRIGRAM]
         shares = []
         for i, part in enumerate(parts):
             found = kept.get(part) or kept.setdefault(part, _trigrams(part))
             shares.append(len(gs & found))
-            if shares[i] >= least:
+            if shares[i] >= least and part.startswith(start):
                 best = max(best, 2 * shares[i] / (len(gs) + len(found)))
         for i in range(len(parts) - 1):  # two words written as one: only beside a word that shares
-            if shares[i] or shares[i + 1]:
+            if (shares[i] or shares[i + 1]) and parts[i].startswith(start[: len(parts[i])]):
                 pair = parts[i] + parts[i + 1]
                 found = kept.get(pair) or kept.setdefault(pair, _trigrams(pair))
                 shared = len(gs & found)
-                if shared >= least:
+                if shared >= least and pair.startswith(start):
                     best = max(best, 2 * shared / (len(gs) + len(found)))
         return best if best >= NEAR_DICE else 0.0
 
@@ -701,11 +706,15 @@ def _near_words(
         folded = unicodedata.normalize("NFKC", str(text)).lower()
         # The trigrams anywhere in the text bound what one of its words can hold: most candidates
         # (a common trigram's rows) fall short here, before their words are cut up.
-        wanted = [gs for gs in grams if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))]
+        wanted = [
+            (w, gs)
+            for w, gs in zip(words, grams, strict=True)
+            if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))
+        ]
         score = 0.0
         if wanted:
             parts = _ALNUM.findall(folded)
-            score = sum(near(gs, parts) for gs in wanted)
+            score = sum(near(w, gs, parts) for w, gs in wanted)
         if score:
             scored.append((score, -float(bm25), str(chunk), str(text)))
     scored.sort(key=lambda r: (-r[0], -r[1]))
