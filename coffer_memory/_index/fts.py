@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -200,13 +201,50 @@ class QueryPlan:
         return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.fts_terms)
 
 
+# Comparison and range characters never join the parts of a name, but they glue a version to
+# its package in what people paste (``python>=3.11``, ``node^20``, ``a,b``): a word is split at
+# them, so each part is searched on its own, not as a phrase the fact would have to spell out.
+_OPERATORS = re.compile("[<>=^~|,;]+")
+_OPERATOR = re.compile("[<>=^~|,;]")  # the check: three times faster than with the "+"
+
+
 def _words(query: str) -> list[str]:
     words = []
-    for raw in unicodedata.normalize("NFKC", query).split():
+    text = unicodedata.normalize("NFKC", query)
+    for raw in (_OPERATORS.sub(" ", text) if _OPERATOR.search(text) else text).split():
         word = raw.strip(_EDGE_PUNCT).lower()
         if word:
             words.append(word)
     return words
+
+
+# A lower-case letter or digit before an upper-case one, or an acronym before a capitalised
+# word: where a camelCase or PascalCase name joins its words (``maxRetries``, ``OOMKilled``).
+# Written to start at the upper-case letter, so that a search skips to one in C: 0.3 us against
+# 1.2 us for a question (the plain alternation was tried at every character).
+_CAMEL_JOIN = re.compile("[A-Z](?:(?<=[a-z0-9][A-Z])|(?<=[A-Z][A-Z])(?=[a-z]))")
+_CAMEL_PART = re.compile("[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _product(name: str, parts: Sequence[str]) -> bool:
+    """A capitalised word and an acronym (``PostgreSQL``, ``MySQL``, ``GraphQL``): a product's
+    name, written as one word in every fact that names it."""
+    return name[0].isupper() and parts[-1].isupper() and not parts[0].isupper()
+
+
+def _camel_phrases(query: str) -> list[str]:
+    """The words of each camelCase or PascalCase name in ``query``, as one phrase each
+    (``maxRetries`` -> ``max retries``): the word index keeps the name as one token, so a
+    question naming it in another case than the fact (``max_retries``, ``HARBOR_LOG_LEVEL``,
+    "max retries") found nothing. A name whose parts are not all two characters or more
+    (``iPhone``), or a product's name (``_product``), is left alone."""
+    phrases = []
+    for name in re.findall("[A-Za-z0-9]+", unicodedata.normalize("NFKC", query)):
+        if _CAMEL_JOIN.search(name):
+            parts = _CAMEL_PART.findall(name)
+            if len(parts) > 1 and all(len(p) > 1 for p in parts) and not _product(name, parts):
+                phrases.append(" ".join(parts).lower())
+    return phrases
 
 
 def plan_query(query: str) -> QueryPlan:
@@ -254,8 +292,9 @@ MIXED_WORD_WEIGHT = 3
 
 def keyword_terms(query: str, *, characters: bool = True, written: bool = False) -> list[str]:
     """The search terms of a query: words (English clitics off, ``english.without_clitic``) minus
-    stopwords, CJK runs as the tokens of their pieces (question words and particles cut out, see
-    ``cjk.query_terms``; ``written``: CJK pieces also as the query writes them, for grep). With
+    stopwords, camelCase names also as their words (``_camel_phrases``), CJK runs as the tokens of
+    their pieces (question words and particles cut out, see ``cjk.query_terms``; ``written``: CJK
+    pieces also as the query writes them, for grep). With
     CJK tokens (``characters``), the other words come ``MIXED_WORD_WEIGHT`` times."""
     words: list[str] = []
     runs: list[str] = []
@@ -264,6 +303,8 @@ def keyword_terms(query: str, *, characters: bool = True, written: bool = False)
         words += [
             w for w in (without_clitic(p.strip(_EDGE_PUNCT)) for p in CJK_RUN.sub(" ", word).split()) if w
         ]
+    if _CAMEL_JOIN.search(query):
+        words += _camel_phrases(query)
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
     cjk_terms = query_terms(runs, characters=characters, written=written)
@@ -594,6 +635,8 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
             db, "documents_fts", plan.fts_terms, [r[2] for r in rows], MOST_PER_FLOORED_TRIGRAM
         )
         hits = [ChunkHit(chunk_id=r[0], text=r[1], score=-float(r[2]) * scale) for r in rows]
+    if not hits:
+        hits = _near_words(db, store, plan.fts_terms, limit, within)
     if hits or not plan.short_terms:
         return hits
     clauses = " + ".join("(text LIKE ? ESCAPE '\\')" for _ in plan.short_terms)
@@ -604,3 +647,90 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
         (*params, store, *only_params, limit),
     )
     return [ChunkHit(chunk_id=r[0], text=r[1], score=float(r[2])) for r in rows]
+
+
+# A word of a query that nothing holds, neither as a word nor as a substring, is most often
+# mistyped (``migraton``), spelled the other side of the Atlantic (``colors`` for ``colours``,
+# ``license`` for ``licence``) or written as one word where the fact has two (``oomkilled``,
+# ``maxretries`` for ``OOM-killed``, ``max_retries``). Such a query found nothing at all. Its
+# words of four letters or more are then looked up by their trigrams: a chunk counts when one
+# of its words, or two adjacent words written together, holds ``NEAR_SHARE`` of a query word's
+# trigrams (two at the least) and the two sets of trigrams have a Dice coefficient of
+# ``NEAR_DICE`` or more. Both: a long pair of words holds half of a word's trigrams by chance
+# (``outage``: out and age in ``rolloutimage``, Dice 0.29), and a short word has a high Dice
+# with any word it is part of (``keep`` in ``zookeeprr``: 0.44, but 2 of 7 trigrams);
+# ``colors`` and ``colours`` are 0.5 and 0.44. And the word must begin as the query word does
+# (its first three letters): words that share an ending are not spellings of each other
+# (``nothing`` holds 3 of the 5 trigrams of ``something``, Dice 0.5), and a typo is rarely in
+# the first letters. Only a recall that found nothing else pays for it.
+NEAR_SHARE = 0.5
+NEAR_DICE = 0.4
+_NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
+_NEAR_GRAMS = 64  # the most trigrams asked for (a long query of unknown words)
+_NEAR_ROWS = 200  # the most candidate chunks read, by bm25 of their trigrams (twice the limit, 50 at least)
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+def _trigrams(word: str) -> set[str]:
+    return {word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1)}
+
+
+def _near_words(
+    db: IndexDB, store: str, terms: Sequence[str], limit: int, within: Within = None
+) -> list[ChunkHit]:
+    """Chunks holding a near spelling of a query word (see ``NEAR_SHARE``), the nearest first."""
+    words = list(
+        dict.fromkeys(w for t in terms if not has_cjk(t) for w in _ALNUM.findall(t) if len(w) >= _NEAR_MIN)
+    )
+    if not words:
+        return []
+    grams = [_trigrams(w) for w in words]
+    asked = list(dict.fromkeys(g for gs in grams for g in sorted(gs)))[:_NEAR_GRAMS]
+    only, only_params = _within(within)
+    rows = db.rows(
+        "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
+        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 "
+        f"LIMIT {min(_NEAR_ROWS, max(50, 2 * int(limit)))}",
+        (" OR ".join('"' + g.replace('"', '""') + '"' for g in asked), store, *only_params),
+    )
+    scored = []
+    kept: dict[str, set[str]] = {}  # the trigrams of each word met, for the rows after
+
+    def near(word: str, gs: set[str], parts: list[str]) -> float:
+        """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') trigrams,
+        among the words that begin as ``word`` does."""
+        best = 0.0
+        least = max(2, NEAR_SHARE * len(gs))
+        start = word[:TRIGRAM]
+        shares = []
+        for i, part in enumerate(parts):
+            found = kept.get(part) or kept.setdefault(part, _trigrams(part))
+            shares.append(len(gs & found))
+            if shares[i] >= least and part.startswith(start):
+                best = max(best, 2 * shares[i] / (len(gs) + len(found)))
+        for i in range(len(parts) - 1):  # two words written as one: only beside a word that shares
+            if (shares[i] or shares[i + 1]) and parts[i].startswith(start[: len(parts[i])]):
+                pair = parts[i] + parts[i + 1]
+                found = kept.get(pair) or kept.setdefault(pair, _trigrams(pair))
+                shared = len(gs & found)
+                if shared >= least and pair.startswith(start):
+                    best = max(best, 2 * shared / (len(gs) + len(found)))
+        return best if best >= NEAR_DICE else 0.0
+
+    for chunk, text, bm25 in rows:
+        folded = unicodedata.normalize("NFKC", str(text)).lower()
+        # The trigrams anywhere in the text bound what one of its words can hold: most candidates
+        # (a common trigram's rows) fall short here, before their words are cut up.
+        wanted = [
+            (w, gs)
+            for w, gs in zip(words, grams, strict=True)
+            if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))
+        ]
+        score = 0.0
+        if wanted:
+            parts = _ALNUM.findall(folded)
+            score = sum(near(w, gs, parts) for w, gs in wanted)
+        if score:
+            scored.append((score, -float(bm25), str(chunk), str(text)))
+    scored.sort(key=lambda r: (-r[0], -r[1]))
+    return [ChunkHit(chunk_id=c, text=t, score=n) for n, _, c, t in scored[:limit]]
