@@ -527,9 +527,11 @@ class IndexHandle:
 
     def indexed_stores(self) -> list[str]:
         """The stores the index has scanned (a folder removed by hand is still among them)."""
-        return [
-            str(r[0]) for r in self.db.rows("SELECT resource_name FROM store_state ORDER BY resource_name")
-        ]
+        # The calling thread's reader: ``audit`` asks without the lock, and the writer connection
+        # may be inside a write on another thread (apsw's ThreadingViolationError, a REST 500).
+        _ = self.db  # opened (and migrated) first, as before
+        rows = self.reader_db.rows("SELECT resource_name FROM store_state ORDER BY resource_name")
+        return [str(r[0]) for r in rows]
 
     def _import_legacy_audit(self, db: IndexDB) -> None:
         """Move the audit rows an older coffer kept in index.db into the audit log (once)."""

@@ -311,3 +311,36 @@ def test_every_event_the_code_records_is_in_the_list() -> None:
     assert {"memory_added", "store_deleted", "agent_hook_installed", "store_merged"} <= written
     docs = (root.parent / "docs" / "concepts.md").read_text()
     assert all(f"`{e}`" in docs for e in EVENTS), [e for e in EVENTS if f"`{e}`" not in docs]
+
+
+def test_the_audit_of_every_store_reads_beside_a_busy_writer_connection(tmp_home: Path) -> None:
+    """``audit()`` without a store lists the stores the index knows. It asked the writer
+    connection without the lock: while a write on another thread was inside a statement there it
+    raised apsw's ThreadingViolationError, a REST 500 that the schemathesis run met. Here a
+    thread holds the lock, as a write does, and stays inside a statement on the writer
+    connection for two seconds: the audit answers once the write is done."""
+    import threading
+
+    with MemoryService(tmp_home) as svc:
+        svc.remember("the deploy window is Tuesday", scope="global")
+        conn = svc.index.db.conn
+        inside = threading.Event()
+
+        def hold() -> int:
+            inside.set()
+            threading.Event().wait(2)
+            return 1
+
+        def write() -> None:
+            with svc.index.lock:
+                conn.execute("SELECT hold_writer()").fetchall()
+
+        conn.create_scalar_function("hold_writer", hold, 0)
+        busy = threading.Thread(target=write)
+        busy.start()
+        try:
+            assert inside.wait(10)
+            page = svc.audit()
+        finally:
+            busy.join(30)
+        assert [e.event for e in page.items][-1] == "memory_added"
