@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from .._jsontext import loads as json_loads
-from .._store.files import open_regular
+from .._store.scan import open_regular
 
 RECORD_PREFIX = "hook-session-"
 RECORD_MAX_AGE_SECONDS = 30 * 24 * 3600

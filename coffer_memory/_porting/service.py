@@ -24,8 +24,9 @@ from .._errors import InvalidImport, InvalidInput, StorageFull
 from .._jsontext import loads as json_loads
 from .._models import Target
 from .._scope import find_git, project_id_for
-from .._store.files import open_regular, sha256_bytes, write_outside_store
+from .._store.files import sha256_bytes, write_outside_store
 from .._store.paths import GLOBAL_STORE, store_name_for_project
+from .._store.scan import open_regular
 from .._store.writer import Writer
 from .._stores import Stores
 from .._targets import PathLike, Targets, store_list

@@ -7,7 +7,6 @@ target must not exist), fsync of the folder. New files are 0600, new folders 070
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import os
@@ -16,7 +15,7 @@ import stat
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import attrs
 
@@ -351,25 +350,6 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         has_frontmatter=bool(meta),
         has_created_at=bool(created),
     )
-
-
-def open_regular(path: str | Path) -> BinaryIO:
-    """``path`` opened for reading in binary, if it is a regular file (a link to one is followed).
-
-    Opened non-blocking and checked first: a FIFO named ``*.jsonl`` among an agent's transcripts
-    blocked the session listing for ever, and a link to ``/dev/zero`` was read without end. Anything
-    else raises ``OSError``, which the readers of agent files treat as a file they cannot read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({odd_kind(mode)})", str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:

@@ -6,13 +6,14 @@ stale-temp sweep walk folders without reading a file.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 TEMP_PREFIX = ".tmp-"  # hidden, so scans and grep never see a half-written file
 
@@ -30,6 +31,25 @@ _KINDS = {
 def odd_kind(mode: int) -> str:
     """Why a ``*.md`` entry is not read: ``not a regular file (a FIFO)`` and the like."""
     return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'unknown type')})"
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading in binary, if it is a regular file (a link to one is followed).
+
+    Opened non-blocking and checked first: a FIFO named ``*.jsonl`` among an agent's transcripts
+    blocked the session listing for ever, and a link to ``/dev/zero`` was read without end. Anything
+    else raises ``OSError``, which the readers of agent files treat as a file they cannot read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({odd_kind(mode)})", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 BAD_NAME = "file name is not valid UTF-8"

@@ -31,7 +31,7 @@ import attrs
 
 from .._agents.homes import OPENCODE
 from .._jsontext import loads as json_loads
-from .._store.files import open_regular
+from .._store.scan import open_regular
 from .models import Message, Role, SessionSummary, Transcript
 from .readers import (
     BaseReader,

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import attrs
 
 from .._jsontext import loads as json_loads
-from .._store.files import open_regular
+from .._store.scan import open_regular
 from .models import SessionSummary, Transcript
 from .secrets import redact_secrets
 
