@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import attrs
 
+from . import near
 from .cjk import CJK_RUN, has_cjk, query_terms
 from .coverage import by_coverage, by_coverage_lists
 from .db import IndexDB
@@ -649,88 +650,18 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
     return [ChunkHit(chunk_id=r[0], text=r[1], score=float(r[2])) for r in rows]
 
 
-# A word of a query that nothing holds, neither as a word nor as a substring, is most often
-# mistyped (``migraton``), spelled the other side of the Atlantic (``colors`` for ``colours``,
-# ``license`` for ``licence``) or written as one word where the fact has two (``oomkilled``,
-# ``maxretries`` for ``OOM-killed``, ``max_retries``). Such a query found nothing at all. Its
-# words of four letters or more are then looked up by their trigrams: a chunk counts when one
-# of its words, or two adjacent words written together, holds ``NEAR_SHARE`` of a query word's
-# trigrams (two at the least) and the two sets of trigrams have a Dice coefficient of
-# ``NEAR_DICE`` or more. Both: a long pair of words holds half of a word's trigrams by chance
-# (``outage``: out and age in ``rolloutimage``, Dice 0.29), and a short word has a high Dice
-# with any word it is part of (``keep`` in ``zookeeprr``: 0.44, but 2 of 7 trigrams);
-# ``colors`` and ``colours`` are 0.5 and 0.44. And the word must begin as the query word does
-# (its first three letters): words that share an ending are not spellings of each other
-# (``nothing`` holds 3 of the 5 trigrams of ``something``, Dice 0.5), and a typo is rarely in
-# the first letters. Only a recall that found nothing else pays for it.
-NEAR_SHARE = 0.5
-NEAR_DICE = 0.4
-_NEAR_MIN = 4  # shorter words have one or two trigrams: any word sharing one would do
-_NEAR_GRAMS = 64  # the most trigrams asked for (a long query of unknown words)
-_NEAR_ROWS = 200  # the most candidate chunks read, by bm25 of their trigrams (twice the limit, 50 at least)
-_ALNUM = re.compile(r"[^\W_]+")
-
-
-def _trigrams(word: str) -> set[str]:
-    return {word[i : i + TRIGRAM] for i in range(len(word) - TRIGRAM + 1)}
-
-
 def _near_words(
     db: IndexDB, store: str, terms: Sequence[str], limit: int, within: Within = None
 ) -> list[ChunkHit]:
-    """Chunks holding a near spelling of a query word (see ``NEAR_SHARE``), the nearest first."""
-    words = list(
-        dict.fromkeys(w for t in terms if not has_cjk(t) for w in _ALNUM.findall(t) if len(w) >= _NEAR_MIN)
-    )
-    if not words:
+    """Chunks holding a near spelling of a query word (``near.py``), the nearest first."""
+    asked = near.NearQuery.of(terms, TRIGRAM)
+    if asked is None:
         return []
-    grams = [_trigrams(w) for w in words]
-    asked = list(dict.fromkeys(g for gs in grams for g in sorted(gs)))[:_NEAR_GRAMS]
     only, only_params = _within(within)
     rows = db.rows(
         "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
         f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 "
-        f"LIMIT {min(_NEAR_ROWS, max(50, 2 * int(limit)))}",
-        (" OR ".join('"' + g.replace('"', '""') + '"' for g in asked), store, *only_params),
+        f"LIMIT {min(near.NEAR_ROWS, max(50, 2 * int(limit)))}",
+        (asked.match, store, *only_params),
     )
-    scored = []
-    kept: dict[str, set[str]] = {}  # the trigrams of each word met, for the rows after
-
-    def near(word: str, gs: set[str], parts: list[str]) -> float:
-        """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') trigrams,
-        among the words that begin as ``word`` does."""
-        best = 0.0
-        least = max(2, NEAR_SHARE * len(gs))
-        start = word[:TRIGRAM]
-        shares = []
-        for i, part in enumerate(parts):
-            found = kept.get(part) or kept.setdefault(part, _trigrams(part))
-            shares.append(len(gs & found))
-            if shares[i] >= least and part.startswith(start):
-                best = max(best, 2 * shares[i] / (len(gs) + len(found)))
-        for i in range(len(parts) - 1):  # two words written as one: only beside a word that shares
-            if (shares[i] or shares[i + 1]) and parts[i].startswith(start[: len(parts[i])]):
-                pair = parts[i] + parts[i + 1]
-                found = kept.get(pair) or kept.setdefault(pair, _trigrams(pair))
-                shared = len(gs & found)
-                if shared >= least and pair.startswith(start):
-                    best = max(best, 2 * shared / (len(gs) + len(found)))
-        return best if best >= NEAR_DICE else 0.0
-
-    for chunk, text, bm25 in rows:
-        folded = unicodedata.normalize("NFKC", str(text)).lower()
-        # The trigrams anywhere in the text bound what one of its words can hold: most candidates
-        # (a common trigram's rows) fall short here, before their words are cut up.
-        wanted = [
-            (w, gs)
-            for w, gs in zip(words, grams, strict=True)
-            if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))
-        ]
-        score = 0.0
-        if wanted:
-            parts = _ALNUM.findall(folded)
-            score = sum(near(w, gs, parts) for w, gs in wanted)
-        if score:
-            scored.append((score, -float(bm25), str(chunk), str(text)))
-    scored.sort(key=lambda r: (-r[0], -r[1]))
-    return [ChunkHit(chunk_id=c, text=t, score=n) for n, _, c, t in scored[:limit]]
+    return [ChunkHit(chunk_id=c, text=t, score=n) for n, c, t in asked.scored(rows, limit)]
