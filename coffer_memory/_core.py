@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -242,7 +241,7 @@ class Facts:
         )
         # No reconcile here: a write needs none, and the next read catches up with outside edits.
         # Embedded before the lock (``embedding_ahead``): reads wait for it, not for the embedder.
-        with self.index.embedding_ahead(name, draft), self.writer.transaction(name) as tx:
+        with self.index.embedding_ahead(name, lambda: [draft]), self.writer.transaction(name) as tx:
             tx.findings.update(findings)
             if target.project_root is not None and store is None:
                 self.index.record_project_root(name, target.project_root)
@@ -546,9 +545,11 @@ class Facts:
 
         # The fact as it reads now, edited, is embedded before the lock (``embedding_ahead``); the
         # compare-and-swap is made under it, and a fact changed meanwhile is embedded as written.
-        draft = self._draft(name, fact_id, edited, expected_sha256)
-        ahead = self.index.embedding_ahead(name, draft, existing=fact_id) if draft else nullcontext()
-        with ahead, self.writer.transaction(name) as tx:
+        def planned() -> list[MemoryFact]:
+            draft = self._draft(name, fact_id, edited, expected_sha256)
+            return [draft] if draft is not None else []
+
+        with self.index.embedding_ahead(name, planned, existing=fact_id), self.writer.transaction(name) as tx:
             tx.findings.update(findings)
             path = self._find(name, fact_id)
             data, st = read_bytes(path)
@@ -582,8 +583,6 @@ class Facts:
         """The fact ``fact_id`` as it reads now with an edit applied, to embed ahead; None when
         nothing is embedded here, it cannot be read or its sha is not ``expected`` (the edit under
         the lock says why). Read as the index stands: the lock is not taken for it."""
-        if not self.index.embeds:
-            return None
         try:
             record = self.record(name, self._find(name, fact_id, reader=True, refresh=False))
         except (CofferError, OSError, FactParseError):

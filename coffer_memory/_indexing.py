@@ -14,8 +14,8 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,16 +23,15 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import attrs
 
+from ._ahead import Planned, embedding_ahead
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
 from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
-from ._index.reindex import SESSION_CONTEXT_LINES, Reindexer
-from ._index.rows import indexed_chunks
-from ._index.session import appended_context, context_lines
-from ._index.vec import VecIndex, paused_in
-from ._models import MemoryFact, Page
+from ._index.reindex import Reindexer
+from ._index.vec import VecIndex
+from ._models import Page
 from ._retrieval import KnowledgeRetrieval
 from ._store.audit import EVENTS, AuditEvent, AuditLog
 from ._store.lock import store_lock
@@ -43,7 +42,7 @@ from .vocabulary import MAX_AUDIT_LIMIT
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from ._index.mirror import SharedIndex
-    from .plugins.hookspecs import LLM, Embedder, IndexBackend, Vector
+    from .plugins.hookspecs import LLM, Embedder, IndexBackend
 
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
@@ -362,56 +361,20 @@ class IndexHandle:
         far as the index, if open, says: this does not open it."""
         return self._db is not None and self._vectors is not None
 
-    @contextmanager
-    def embedding_ahead(self, store: str, fact: MemoryFact, *, existing: str | None = None) -> Iterator[None]:
-        """Embed ``fact`` as it is about to be written, before the write takes the lock, and let
-        the write's indexing (on this thread, inside the block) take those vectors: the lock is
-        then held for the file and the rows, not for the embedder (seconds for a remote provider,
-        and every keyword recall's reconcile waits for the lock). What the write finally indexes
-        is matched by text, so a fact that changed meanwhile (another write, a content check) is
-        embedded again under the lock as it is written. ``existing``: the id of the fact an edit
-        rewrites (its session context is its predecessor's); None for a new fact. Nothing is
-        embedded ahead without vectors, while their back-off after a failure runs, or before the
-        index is open: the write opens it, as it did, after the file is durable (a write must
-        succeed though the index cannot open: its receipt says the indexing is pending)."""
-        try:
-            texts = self._texts_ahead(store, fact, existing) if self.embeds else []
-        except Exception:  # the reader could not answer: the write embeds under the lock, as it did
-            log.debug("no embedding ahead of the write to %s", store, exc_info=True)
-            texts = []
-        if not texts:
-            yield
-            return
-        assert self._vectors is not None
-        found: dict[str, Vector] | Exception
-        try:
-            vectors = self._vectors.embedder.embed_batch(texts)
-            if len(vectors) != len(texts):
-                raise EmbeddingUnavailable(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
-            found = dict(zip(texts, vectors, strict=True))
-        except Exception as exc:  # said under the lock, where a failure pauses the embedder for all
-            found = exc
-        with self.reindexer.ahead(found):
-            yield
+    @property
+    def vectors(self) -> VecIndex | None:
+        """The writer's vector index (None before the index opens, or without vectors)."""
+        return self._vectors
 
-    def _texts_ahead(self, store: str, fact: MemoryFact, existing: str | None) -> list[str]:
-        """The texts ``fact`` will be embedded as once written (none while vectors are paused)."""
-        reader = self.reader_db  # the last committed state, without the lock
-        if paused_in(reader):
-            return []
-        # Title, description and body as ``render_fact`` writes them and ``parse_fact`` reads them
-        # back (a round trip through both cost a remember a third more CPU: YAML quoting); were
-        # they read otherwise, the write would embed them again under the lock, nothing worse.
-        chunks = indexed_chunks(
-            " ".join(fact.title.split()), " ".join(fact.description.split()), fact.body.strip("\n")
-        )
-        context = ""
-        if fact.origin_session_id and SESSION_CONTEXT_LINES > 0:
-            if existing is None:
-                context = appended_context(reader, store, fact.origin_session_id, SESSION_CONTEXT_LINES)
-            else:
-                context = context_lines(reader, store, [existing], SESSION_CONTEXT_LINES).get(existing, "")
-        return self.reindexer.texts_of(chunks, context)
+    def wants_vectors(self) -> bool:
+        """Whether this home embeds what it indexes once open (a vector mode is enabled)."""
+        return not self._final and bool({"vector", "hybrid"} & set(self.settings.memory.retrieval_modes))
+
+    def embedding_ahead(
+        self, store: str, planned: Callable[[], Iterable[Planned]], *, existing: str | None = None
+    ) -> AbstractContextManager[None]:
+        """Embed what a write is about to index before it takes the lock (``_ahead``)."""
+        return embedding_ahead(self, store, planned, existing=existing)
 
     # -- the Writer's sink --------------------------------------------------------------------
     def write_lock(self, store: str) -> AbstractContextManager[None]:

@@ -122,21 +122,46 @@ class Lanes:
         bodies = [(part, validate_text(text, limit)) for part, text in texts]
         at = now_utc()
         period = at.date().isoformat()
-        with self.writer.transaction(target.store, dry_run=dry_run) as tx:
-            # Read under the store's write lock; only named entries need it.
-            have = self._journal_parts(tx.paths.journal) if any(p for p, _ in bodies) else set()
-            if origin_session_id is not None:  # a secret pasted as the session id, as in a fact's
-                origin_session_id = tx.check(origin_session_id, "origin_session_id")
-            data = b"".join(
-                fmt.journal_entry(
-                    tx.check(body), at=at, actor=actor, origin_session_id=origin_session_id, part=part
-                )
-                for part, body in bodies
-                if part is None or part not in have
+        # The content checks run before the lock, each entry's findings kept apart: an entry the
+        # journal has already is not written, and what it held is not counted.
+        session_findings: dict[str, int] = {}
+        if origin_session_id is not None:  # a secret pasted as the session id, as in a fact's
+            origin_session_id = self.writer.check(origin_session_id, "origin_session_id", session_findings)
+        checked = []
+        for part, body in bodies:
+            found: dict[str, int] = {}
+            entry = fmt.journal_entry(
+                self.writer.check(body, "text", found),
+                at=at,
+                actor=actor,
+                origin_session_id=origin_session_id,
+                part=part,
             )
+            checked.append((part, entry, found))
+        sp = self.targets.paths(target.store)
+        path = sp.journal_file(period)
+
+        def to_write() -> list[tuple[bytes, dict[str, int]]]:
+            # Read under the store's write lock (and once before it, to embed ahead).
+            have = self._journal_parts(sp.journal) if any(p for p, _, _ in checked) else set()
+            return [(entry, found) for part, entry, found in checked if part is None or part not in have]
+
+        def planned() -> list[tuple[Path, bytes]]:  # the day file as the append will leave it
+            data = b"".join(entry for entry, _ in to_write())
+            before = read_bytes(path)[0] if os.path.lexists(path) else fmt.journal_header(period)
+            return [(path, before + data)] if data and not dry_run else []
+
+        with (
+            self.index.embedding_ahead(target.store, planned),
+            self.writer.transaction(target.store, dry_run=dry_run) as tx,
+        ):
+            written = to_write()
+            data = b"".join(entry for entry, _ in written)
             if not data:
                 return None
-            path = tx.paths.journal_file(period)
+            for found in [session_findings, *(f for _, f in written)]:
+                for kind, n in found.items():
+                    tx.findings[kind] = tx.findings.get(kind, 0) + n
             receipt = tx.append(path, data, header=fmt.journal_header(period))
             if store is None and target.project_root is not None and not dry_run:
                 self.index.record_project_root(target.store, target.project_root)

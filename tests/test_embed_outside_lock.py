@@ -253,3 +253,155 @@ def test_a_session_fact_is_embedded_ahead_with_the_line_before_it(
         with_context = [t for t in gated.texts if "advisory lock, slowly" in t]
         assert len(with_context) == 1 and with_context[0].startswith("which lock does the migration take?\n")
     assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+# -- every other write that indexes: the first write, lanes, the organizer, imports -----------
+def answered_while_held(gated: Gated, write: Callable[[], Any], read: Callable[[], Any]) -> tuple[Any, Any]:
+    """Run ``write`` on a thread until it holds the gate, then ``read`` on another: the read must
+    be answered while the write's embedder is still held. Returns (read's answer, write's)."""
+    gated.gate.clear()
+    writer, wrote = in_thread(write)
+    try:
+        assert gated.held.wait(BOUND), "the write never embedded"
+        reader, found = in_thread(read)
+        reader.join(BOUND)
+        assert not reader.is_alive(), "the keyword recall waited for the embedding"
+        assert writer.is_alive() and not gated.gate.is_set()  # the embedder still runs
+    finally:
+        gated.gate.set()
+    writer.join(BOUND)
+    assert not writer.is_alive() and not isinstance(wrote[0], BaseException), wrote
+    assert not isinstance(found[0], BaseException), found
+    return found[0], wrote[0]
+
+
+def test_a_services_first_write_embeds_before_the_lock(gated: Gated, tmp_home: Path, tmp_path: Path) -> None:
+    """A service whose index is not open yet opened it under the write's lock and then embedded
+    there: the first write of every process (a CLI ``remember``, a hook) held keyword reads."""
+    with service(tmp_home) as svc:
+        svc.remember("the otters sleep holding hands", store="global")
+    with service(tmp_home) as svc:
+        assert not svc.index.is_open
+        found, _ = answered_while_held(
+            gated,
+            lambda: svc.remember("the otters swim slowly at dawn", store="global"),
+            lambda: svc.recall("otters", stores=["global"], mode="keyword"),
+        )
+        assert [h.text for h in found.hits] == ["the otters sleep holding hands"]
+        assert sum("swim slowly" in t for t in gated.texts) == 1
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_journal_append_embeds_its_day_file_before_the_lock(
+    gated: Gated, tmp_home: Path, repo: Path, tmp_path: Path
+) -> None:
+    """A journal append re-indexes its whole day file: that file as the append leaves it is
+    embedded ahead, and an append that lands in between is embedded under the lock as written."""
+    with service(tmp_home) as svc:
+        store = svc.journal_append("the kestrel hovers over the verge", cwd=repo).store
+        found, _ = answered_while_held(
+            gated,
+            lambda: svc.journal_append("the kestrel dives slowly", cwd=repo),
+            lambda: svc.recall("kestrel", cwd=repo, mode="keyword"),
+        )
+        assert [h.text for h in found.hits if "kestrel" in h.text] == [
+            "the kestrel hovers over the verge"
+        ] or all("dives slowly" not in h.text for h in found.hits)
+        texts = [t for t in gated.texts if "dives slowly" in t]
+        assert len(texts) == 1, texts  # embedded once, before the lock
+        hits = svc.recall("kestrel dives slowly", cwd=repo, mode="vector").hits
+        assert "dives slowly" in hits[0].text
+    assert vectors_of(tmp_home, store) == vectors_of(rebuilt_all(tmp_home, tmp_path), store)
+
+
+def test_a_journal_append_that_another_append_overtook_indexes_the_file_as_written(
+    gated: Gated, tmp_home: Path, repo: Path, tmp_path: Path
+) -> None:
+    """While one append embeds ahead, another lands first: the day file the first one writes is
+    not the one it embedded, and what differs is embedded under the lock."""
+    with service(tmp_home) as svc:
+        store = svc.journal_append("the plover runs along the tideline", cwd=repo).store
+        gated.gate.clear()
+        first, done = in_thread(lambda: svc.journal_append("the plover stops slowly", cwd=repo))
+        assert gated.held.wait(BOUND)
+        svc.journal_append("the plover calls at dusk", cwd=repo)  # overtakes the first
+        gated.gate.set()
+        first.join(BOUND)
+        assert not first.is_alive() and not isinstance(done[0], BaseException), done
+        text = svc.journal(cwd=repo)[0].text
+        assert text.index("calls at dusk") < text.index("stops slowly")
+    assert vectors_of(tmp_home, store) == vectors_of(rebuilt_all(tmp_home, tmp_path), store)
+
+
+def test_an_organizer_topic_is_embedded_before_the_lock(gated: Gated, tmp_home: Path, tmp_path: Path) -> None:
+    """The organizer writes the topic document the model drafted: it is embedded before the
+    write takes the lock (the model's answer is known by then)."""
+    from scripted_llm import ScriptedLLM, installed, item_of
+
+    def script(messages: Any) -> dict[str, Any]:  # the coot's item is left (an empty body)
+        body = "the moorhen nests in the reeds and feeds slowly" if "moorhen" in item_of(messages)[1] else ""
+        return {"action": "create", "target": "", "slug": "moorhen", "title": "Moorhen",
+                "description": "", "body": body, "rule": ""}  # fmt: skip
+
+    settings = Settings.load(
+        tmp_home,
+        embedding={"provider": "gated"},
+        llm={"provider": "scripted"},
+        memory={"retrieval_modes": ["keyword", "vector", "hybrid"], "default_mode": "keyword"},
+    )
+    with MemoryService(settings=settings) as svc, installed(ScriptedLLM(script)):
+        svc.remember("the coot dives for weed", store="global")
+        svc.remember("a moorhen by the pond", title="moorhen note", store="global")
+        found, report = answered_while_held(
+            gated,
+            lambda: svc.organize("global"),
+            lambda: svc.recall("coot", stores=["global"], mode="keyword"),
+        )
+        assert [h.text for h in found.hits] == ["the coot dives for weed"]
+        assert (report.count("created"), report.skipped) == (1, 1)
+        assert sum("feeds slowly" in t for t in gated.texts) == 1
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_an_import_embeds_what_its_check_pass_planned_before_the_lock(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """An import writes what its check pass (a dry run) planned: those files are embedded
+    before each write takes the lock, and keyword reads are answered meanwhile."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"note{i}.md").write_text(f"# Grebe {i}\n\nthe grebe {i} dives slowly under the ice\n")
+    with service(tmp_home) as svc:
+        svc.remember("the grebe courts on the lake", store="global")
+        found, report = answered_while_held(
+            gated,
+            lambda: svc.import_memory(folder, kind="basic-memory", store="global"),
+            lambda: svc.recall("grebe", stores=["global"], mode="keyword"),
+        )
+        assert [h.text for h in found.hits] == ["the grebe courts on the lake"]
+        assert report.counts == {"created": 3}
+        for i in range(3):
+            assert sum(f"grebe {i} dives slowly" in t for t in gated.texts) == 1
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def vectors_of(home: Path, store: str) -> dict[str, bytes]:
+    """Every vector of ``store`` in ``home``'s index, by chunk id."""
+    import apsw
+    import sqlite_vec
+
+    conn = apsw.Connection(str(home / "index.db"))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    table = next(conn.execute("SELECT table_name FROM vec_stores WHERE resource_name = ?", (store,)))[0]
+    return {str(c): bytes(e) for c, e in conn.execute(f"SELECT chunk_id, embedding FROM {table}")}
+
+
+def rebuilt_all(home: Path, tmp_path: Path) -> Path:
+    """A home holding a copy of ``home``'s files, its index computed from them, from nothing."""
+    fresh = tmp_path / "rebuilt-all"
+    shutil.copytree(home / "memory", fresh / "memory")
+    with service(fresh) as svc:
+        svc.reindex(rebuild=True)
+    return fresh

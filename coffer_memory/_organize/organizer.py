@@ -149,7 +149,11 @@ def _apply(
     )
     verb = "merged" if action == "merge" else "created"
     change = PlannedChange(verb, item, target, unified(before, after, sp.relative(target)))
-    with t.writer.transaction(sp.name, dry_run=dry_run) as tx:
+    planned = [] if dry_run else [(target, after)]  # embedded before the lock (``_ahead``)
+    with (
+        t.index.embedding_ahead(sp.name, lambda: planned),
+        t.writer.transaction(sp.name, dry_run=dry_run) as tx,
+    ):
         if tx.read(item) != item_bytes:
             raise _Skip("the inbox item changed while the LLM was thinking")
         if tx.read(target) != before:

@@ -68,7 +68,8 @@ class _Workspace:
     def write(self, name: str, data: bytes) -> None:
         path = self.path(name)
         self._remember_original(path)
-        with self._tx() as tx:
+        planned = [] if self.preview is not None else [(path, data)]  # embedded before the lock
+        with self.t.index.embedding_ahead(self.sp.name, lambda: planned), self._tx() as tx:
             if tx.read(path) is not None:
                 tx.archive(path, replaced_by=self.sp.relative(path))
             tx.write(path, data)

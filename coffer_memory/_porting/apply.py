@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,33 +46,70 @@ class _Imported:
     has_created: bool
 
 
+# Items a run that writes applies under one hold of the store's lock (see ``Applier.run``).
+TRANSACTION_ITEMS = 128
+
+
 class Applier:
     """Applies a plan to the stores of one home (``dry_run``: plans only, writes nothing)."""
 
-    def __init__(self, writer: Writer, *, dry_run: bool, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        *,
+        dry_run: bool,
+        progress: Progress | None = None,
+        ahead: Callable[[str, list[tuple[Path, bytes]]], AbstractContextManager[None]] | None = None,
+    ) -> None:
         self.writer = writer
         self.dry_run = dry_run
         self.progress = progress
+        # ``ahead(store, files)`` is entered before each transaction that writes: it embeds the
+        # files a dry run planned for its items before the lock (``_ahead``).
+        self.ahead = ahead
+        # A dry run's planned files, by store, one list per item (what ``ahead`` is handed).
+        self.planned: dict[str, list[list[tuple[Path, bytes]]]] = {}
         self._seen: dict[str, dict[tuple[str, str], _Imported]] = {}
 
-    def run(self, items: Iterable[Item]) -> list[ImportEntry]:
-        """Apply ``items`` (grouped by store, in order); one entry per item."""
+    def run(self, items: Iterable[Item], plan: Applier | None = None) -> list[ImportEntry]:
+        """Apply ``items`` (grouped by store, in order); one entry per item. ``plan``: the dry
+        run of the same items before this one, whose files are embedded ahead of each write.
+
+        A dry run plans each store in one transaction (an item sees what those before it planned);
+        a run that writes takes its lock for ``TRANSACTION_ITEMS`` items at a time, so reads go on
+        between them and what is embedded ahead is held for that many items, not for the import.
+        """
         by_store: dict[str, list[Item]] = {}
         for item in items:
             by_store.setdefault(item.store, []).append(item)
         total = sum(len(v) for v in by_store.values())
         entries: list[ImportEntry] = []
         for store, group in by_store.items():
-            with self.writer.transaction(store, dry_run=self.dry_run) as tx:
-                for item in group:
-                    before = dict(tx.findings)
-                    entry = self._apply(tx, item)
-                    found = {k: n - before.get(k, 0) for k, n in tx.findings.items() if n > before.get(k, 0)}
-                    entry = attrs.evolve(entry, findings=tuple(sorted(found.items())))
-                    entries.append(entry)
-                    if self.progress is not None:
-                        self.progress(len(entries), total, entry)
+            step = len(group) if self.dry_run else TRANSACTION_ITEMS
+            for start in range(0, len(group), step):
+                part = group[start : start + step]
+                planned = plan.planned.get(store, []) if plan is not None else []
+                files = [f for per_item in planned[start : start + len(part)] for f in per_item]
+                ahead = self.ahead(store, files) if self.ahead is not None and files else nullcontext()
+                with ahead, self.writer.transaction(store, dry_run=self.dry_run) as tx:
+                    for item in part:
+                        entries.append(self._apply_counted(tx, item))
+                        if self.progress is not None:
+                            self.progress(len(entries), total, entries[-1])
         return entries
+
+    def _apply_counted(self, tx: Transaction, item: Item) -> ImportEntry:
+        """``_apply`` with the findings of this item on its entry (and, in a dry run, its files
+        noted in ``planned``)."""
+        before, receipts = dict(tx.findings), len(tx.receipts)
+        entry = self._apply(tx, item)
+        found = {k: n - before.get(k, 0) for k, n in tx.findings.items() if n > before.get(k, 0)}
+        if self.dry_run:
+            pending = tx.pending
+            self.planned.setdefault(tx.store, []).append(
+                [(r.path, d) for r in tx.receipts[receipts:] if (d := pending.get(r.path)) is not None]
+            )
+        return attrs.evolve(entry, findings=tuple(sorted(found.items())))
 
     def _apply(self, tx: Transaction, item: Item) -> ImportEntry:
         if isinstance(item, FileItem):

@@ -187,12 +187,20 @@ class Porting:
         resolver = _Resolver(self.targets, self.stores)
         items, skipped = self._plan(path, kind, store, resolver)
         write_progress = progress
+        plan: Applier | None = None  # the check pass: what the writing pass embeds ahead
         if not dry_run:  # the content checks raise in this pass, before any write
             # It takes about as long as the writes (the secret scan of every text): the progress
             # counts both passes, or a bar would sit at nothing for minutes on a large archive.
             checks, write_progress = _two_passes(progress)
-            Applier(self.writer, dry_run=True, progress=checks).run(items)
-        entries = Applier(self.writer, dry_run=dry_run, progress=write_progress).run(items)
+            plan = Applier(self.writer, dry_run=True, progress=checks)
+            plan.run(items)
+        index = self.facts.index
+        entries = Applier(
+            self.writer,
+            dry_run=dry_run,
+            progress=write_progress,
+            ahead=lambda name, files: index.embedding_ahead(name, lambda: files),
+        ).run(items, plan=plan)
         if not dry_run:
             changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
             self._record_checkouts(resolver.checkouts, changed)

@@ -10,7 +10,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -378,17 +378,28 @@ class Transcripts:
         writes: list[LaneWrite] = []
         if not sp.journal.is_dir():
             return writes
-        with self.writer.transaction(target.store) as tx:
+
+        def kept(read: Callable[[Path], bytes | None]) -> Iterator[tuple[Path, bytes, int]]:
+            """Each day file holding entries of the session: its bytes without them, how many went."""
             for path in sorted(sp.journal.glob("*.md")):
-                data = tx.read(path)  # None for a symlink: never followed
+                data = read(path)  # None for a symlink: never followed
                 if data is None:
                     continue
                 text, removed = drop_session_entries(
                     data.decode("utf-8", errors="surrogateescape"), session_id
                 )
-                if not removed:
-                    continue
-                receipt = tx.write(path, text.encode("utf-8", errors="surrogateescape"))
+                if removed:
+                    yield path, text.encode("utf-8", errors="surrogateescape"), removed
+
+        def planned() -> list[tuple[Path, bytes]]:  # read before the lock too, to embed ahead
+            return [(path, data) for path, data, _ in kept(self.writer.dry_run(target.store).read)]
+
+        with (
+            self.lanes.index.embedding_ahead(target.store, planned),
+            self.writer.transaction(target.store) as tx,
+        ):
+            for path, data, removed in kept(tx.read):
+                receipt = tx.write(path, data)
                 tx.log("forgot", f"{removed} journal entries of session {session_id} in {path.name}")
                 tx.audit("memory_deleted", None, lane="journal", path=str(path), origin_session_id=session_id)
                 writes.append(

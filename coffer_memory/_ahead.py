@@ -1,0 +1,136 @@
+"""Embedding ahead of the lock: every write that indexes a recall file embeds it first.
+
+A write holds the service's lock (and the store's file lock) for the file and its index rows.
+The embedder may take seconds (a remote provider), and every keyword recall's reconcile waits for
+that lock, so a write works out what it is about to index before it takes the lock and embeds
+that here; under the lock the re-indexer takes those vectors by text (``Reindexer.ahead``) and
+asks the embedder only for texts it lacks. What was predicted is never trusted: a document that
+changed meanwhile (another write, a content check, an append in between) has other texts, and
+only those are embedded under the lock, as written. A prediction that fails costs nothing but
+that: the write embeds under the lock, as it always could.
+
+What a write predicts (``Planned``): a fact as drafted (``remember``, ``edit_fact``), or the bytes
+a recall file will hold (journal appends, organizer and reorg topics, imports). Both become
+the texts the re-indexer embeds through the same parsing and chunking it uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._errors import EmbeddingUnavailable
+from ._index.db import IndexDB
+from ._index.reindex import SESSION_CONTEXT_LINES
+from ._index.rows import indexed_chunks
+from ._index.session import appended_context, context_lines
+from ._index.vec import paused_in
+from ._models import MemoryFact
+from ._store.files import parse_fact
+
+if TYPE_CHECKING:
+    from ._indexing import IndexHandle
+    from .plugins.hookspecs import Vector
+
+log = logging.getLogger("coffer_memory.ahead")
+
+# A fact as drafted, or (path, bytes) of a file about to be written whole.
+Planned = MemoryFact | tuple[Path, bytes]
+
+
+@contextmanager
+def embedding_ahead(
+    index: IndexHandle, store: str, planned: Callable[[], Iterable[Planned]], *, existing: str | None = None
+) -> Iterator[None]:
+    """Embed what ``planned()`` says a write will index, before the write takes the lock, and
+    let the write's indexing (on this thread, inside the block) take those vectors.
+
+    ``planned`` is called only when the write would embed (a vector mode, an embedder, sqlite-vec,
+    no back-off after a failure), so a keyword-only home pays nothing for it. ``existing``: the id
+    of the fact a drafted edit rewrites (its session context is its predecessor's). The index is
+    opened here when it is not yet (a service's first write): opening takes the lock for that
+    alone, and a failure to open is the write's to meet, after its file is durable, as before.
+    """
+    texts: list[str] = []
+    try:
+        if index.wants_vectors():
+            _ = index.db  # opened here on a service's first write, not under the write's lock
+        if index.embeds:
+            reader = index.reader_db  # the last committed state, without the lock
+            if not paused_in(reader):
+                texts = _texts(index, reader, store, planned(), existing)
+    except Exception:  # the prediction could not be made: the write embeds under the lock
+        log.debug("no embedding ahead of the write to %s", store, exc_info=True)
+        texts = []
+    if not texts:
+        yield
+        return
+    with index.reindexer.ahead(_embedded(index, texts)):
+        yield
+
+
+def _embedded(index: IndexHandle, texts: list[str]) -> dict[str, Vector] | Exception:
+    """``texts`` embedded in the configured batch size, by text; the failure, if one: it is said
+    under the lock, where a failure pauses the embedder for every writer (``Reindexer``)."""
+    vectors = index.vectors
+    assert vectors is not None
+    unique = list(dict.fromkeys(texts))
+    step = max(1, index.settings.embedding.batch_size)
+    found: dict[str, Vector] = {}
+    try:
+        for at in range(0, len(unique), step):
+            batch = unique[at : at + step]
+            got = vectors.embedder.embed_batch(batch)
+            if len(got) != len(batch):
+                raise EmbeddingUnavailable(f"embedder returned {len(got)} vectors for {len(batch)} texts")
+            found.update(zip(batch, got, strict=True))
+    except Exception as exc:
+        return exc
+    return found
+
+
+def _texts(
+    index: IndexHandle, reader: IndexDB, store: str, planned: Iterable[Planned], existing: str | None
+) -> list[str]:
+    """The texts the re-indexer will embed for ``planned`` (files that are not recall files
+    index nothing, so they embed nothing)."""
+    paths = index.reindexer.paths(store)
+    out: list[str] = []
+    for item in planned:
+        if isinstance(item, MemoryFact):
+            # Title, description and body as ``render_fact`` writes them and ``parse_fact`` reads
+            # them back (a round trip through both cost a remember a third more CPU: YAML
+            # quoting); were they read otherwise, the write would embed them again, nothing worse.
+            fact, known = item, existing
+            title, description, body = (
+                " ".join(fact.title.split()),
+                " ".join(fact.description.split()),
+                fact.body.strip("\n"),
+            )
+        else:
+            path, data = item
+            if not paths.is_recall_file(path):
+                continue
+            fact = parse_fact(data, store=store, relpath=paths.relative(path), mtime=0).fact
+            title, description, body = fact.title, fact.description, fact.body
+            known = fact.id if fact.origin_session_id and _indexed(reader, store, fact.id) else None
+        out += index.reindexer.texts_of(
+            indexed_chunks(title, description, body), _context(reader, store, fact, known)
+        )
+    return out
+
+
+def _context(reader: IndexDB, store: str, fact: MemoryFact, existing: str | None) -> str:
+    """The session context ``fact`` is embedded with (``SESSION_CONTEXT_LINES``)."""
+    if not fact.origin_session_id or SESSION_CONTEXT_LINES <= 0:
+        return ""
+    if existing is None:
+        return appended_context(reader, store, fact.origin_session_id, SESSION_CONTEXT_LINES)
+    return context_lines(reader, store, [existing], SESSION_CONTEXT_LINES).get(existing, "")
+
+
+def _indexed(reader: IndexDB, store: str, fact_id: str) -> bool:
+    return bool(reader.rows("SELECT 1 FROM documents WHERE resource_name = ? AND id = ?", (store, fact_id)))
