@@ -20,18 +20,16 @@ memory folder (``binding``): another home's folder is refused before it pushes o
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
+from psycopg_pool import ConnectionPool
 
 from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
@@ -40,7 +38,8 @@ from ..cjk import index_text
 from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
-from .failures import DOWN, GONE, REFUSED, Outage, first_line, transient, unavailable
+from .failures import DOWN, GONE, REFUSED, first_line, start_outage
+from .reach import POOL_TIMEOUT, Reaching, reachable, retried
 from .redact import refuse_ambiguous, scrub, unreadable
 from .schema import (
     CURRENT_VERSION,
@@ -51,7 +50,7 @@ from .schema import (
     migrate,
     too_old,
 )
-from .text import advised, escape_like, storable, tsquery_terms, with_parts
+from .text import escape_like, storable, tsquery_terms, with_parts
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -61,55 +60,6 @@ ANALYZE_AFTER = 1000
 Conn = vec.Conn
 Only = vec.Only
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-# A read (or a write's lock) whose connection broke (the server restarted, or ended the session)
-# is asked again at once on a fresh connection, then twice more over 1.5 s: long enough for a
-# restart on a quiet server. Connections are not checked as they leave the pool (a round trip on
-# every request: 5-81% of a keyword recall, ``bench/pg.py --check-sizes``); after a failure the
-# pool's idle connections are checked, so the next try does not meet another ended one.
-READ_ATTEMPTS = 4
-# Seconds a request waits for a pooled connection before the server is said to be down.
-POOL_TIMEOUT = 10.0
-
-
-def _reachable(method: Callable[P, R]) -> Callable[P, R]:
-    """``method`` with the server being down or unreachable, or refusing the role, reported as
-    ``IndexUnavailable``, a typed error every face answers (REST 503), instead of the driver's
-    exception."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        index = args[0]
-        outage = getattr(index, "outage", None)
-        if isinstance(outage, Outage):  # the server known to be down: said at once
-            outage.check()
-        try:
-            try:
-                return method(*args, **kwargs)
-            except GONE:  # the tables were dropped (to rebuild the index): made again, asked again
-                if not isinstance(index, PostgresIndex) or not hasattr(index, "pool"):
-                    raise
-                index.recreate()
-                return method(*args, **kwargs)
-        except REFUSED as exc:
-            raise (index.unavailable(exc) if isinstance(index, PostgresIndex) else unavailable(exc)) from None
-
-    return wrapper
-
-
-def _retried(method: Callable[P, R]) -> Callable[P, R]:
-    """A read (``_reachable``) tried again on a broken connection (see ``READ_ATTEMPTS``)."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        index = args[0]
-        assert isinstance(index, PostgresIndex)
-        return index.retrying()(method, *args, **kwargs)
-
-    return _reachable(wrapper)
 
 
 class _Held:
@@ -122,13 +72,13 @@ class _Held:
         self.depth = 1
 
 
-class PostgresIndex:
+class PostgresIndex(Reaching):
     """The ``postgresql`` index backend (see the module docstring)."""
 
     name = "postgresql"
     vectors = False
 
-    @_reachable
+    @reachable
     def __init__(
         self,
         url: str,
@@ -149,11 +99,18 @@ class PostgresIndex:
         # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
         # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
         timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        # A start that found the server down (or not answering) tells the next ones at once.
+        starting = start_outage(url)
+        starting.check()
         try:
             with psycopg.connect(url, autocommit=True, **timeout) as first:
                 old = too_old(first, min_server_version)
         except psycopg.ProgrammingError:
             raise unreadable(url) from None
+        except DOWN as exc:
+            said = self._said(exc)
+            starting.begin(said.reason)
+            raise said from None
         if old is not None:
             raise IndexUnavailable("postgresql", old)
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -169,7 +126,7 @@ class PostgresIndex:
             reconnect_timeout=POOL_TIMEOUT,
         )
         self.pool.open(wait=True, timeout=30)
-        self.outage = Outage(self._probe, self.pool.check)
+        self._reach(url)
         try:
             with self.pool.connection() as conn:
                 found = migrate(conn)
@@ -203,7 +160,7 @@ class PostgresIndex:
         """Create the tables again after they were dropped while this process ran (to rebuild the
         index from the files, or by mistake), and bind the database to this folder again; the
         next read of each store pushes its documents (``generation``)."""
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             found = migrate(conn)
             self.folder_id = bind(conn, self.memory_dir, writable=found.writable) if self.memory_dir else None
         vec.log.warning("coffer's tables were gone from the database: created again, filled from the files")
@@ -211,48 +168,6 @@ class PostgresIndex:
             self.trigram, self.vectors, self.writable = found.trigram, found.vectors, found.writable
             self._indexed.clear()  # the HNSW indexes went with the table
             self.generation += 1
-
-    def retrying(self) -> Retrying:
-        """Tries of a statement on a connection that may have broken (see ``READ_ATTEMPTS``)."""
-        return Retrying(
-            stop=stop_after_attempt(READ_ATTEMPTS),
-            wait=wait_chain(wait_none(), wait_fixed(0.5), wait_fixed(1.0)),
-            retry=retry_if_exception(transient),
-            before_sleep=lambda _: self.pool.check(),
-            reraise=True,
-        )
-
-    def unavailable(self, exc: BaseException) -> IndexUnavailable:
-        """The typed error for the driver's ``exc``. When the pool gave no connection in time (or
-        a connection broke), it says why: the server's refusal when a direct connection fails
-        too, and then every request is told so at once (``outage``) until the server is back;
-        else every pooled connection being busy (the pool's own message says neither)."""
-        outage: Outage | None = getattr(self, "outage", None)  # None: the start's own connection failed
-        if not isinstance(exc, PoolTimeout) and (outage is None or not transient(exc)):
-            return self._said(exc)
-        try:
-            self._probe()
-        except psycopg.Error as refused:
-            said = self._said(refused)
-            if outage is not None:
-                outage.begin(said.reason)
-            return said
-        if not isinstance(exc, PoolTimeout):
-            return self._said(exc)
-        return IndexUnavailable(
-            "postgresql",
-            f"no pooled connection within {POOL_TIMEOUT:g} s though the server accepts connections "
-            "(every one busy: raise [index] pool_size or the server's max_connections; or the pool "
-            "still reconnecting after the server ended its sessions)",
-        )
-
-    def _probe(self) -> None:
-        """One direct connection, closed at once: ``psycopg.Error`` while the server refuses."""
-        psycopg.connect(self._url, connect_timeout=5).close()
-
-    def _said(self, exc: BaseException) -> IndexUnavailable:
-        """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
-        return IndexUnavailable("postgresql", advised(scrub(first_line(exc), getattr(self, "_url", ""))))
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -334,7 +249,7 @@ class PostgresIndex:
 
     def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
         """A pooled connection holding the store's advisory lock, and the lock's key."""
-        conn = self.pool.getconn()
+        conn = self._getconn()
         try:
             (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
             row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
@@ -355,11 +270,11 @@ class PostgresIndex:
         if held is not None and held.owner == threading.get_ident():
             yield held.conn
             return
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             yield conn
 
     # -- writing ----------------------------------------------------------------------------
-    @_reachable
+    @reachable
     def sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
         """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
         version = self._sync(store, docs, removed)
@@ -439,7 +354,7 @@ class PostgresIndex:
                 ],
             )
 
-    @_reachable
+    @reachable
     def drop_store(self, store: str) -> None:
         """Forget every row of ``store`` (its folder is gone: not because the folder was swapped)."""
         self._own_folder()
@@ -448,11 +363,11 @@ class PostgresIndex:
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
 
     # -- reading ----------------------------------------------------------------------------
-    @_retried
+    @retried
     def digests(self, store: str, model: str | None = None) -> dict[str, str]:
         """path -> sha256 of every document of ``store``; with ``model``, ``""`` for a document
         holding no vectors of that model."""
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             if model is None or not self.vectors:
                 rows = conn.execute("SELECT path, sha256 FROM coffer_documents WHERE store = %s", (store,))
             else:
@@ -464,10 +379,10 @@ class PostgresIndex:
                 )
             return {str(p): str(s) for p, s in rows.fetchall()}
 
-    @_retried
+    @retried
     def version(self, store: str) -> int:
         """How many syncs changed ``store``."""
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             return self._version(conn, store)
 
     @staticmethod
@@ -475,7 +390,7 @@ class PostgresIndex:
         row = conn.execute("SELECT version FROM coffer_stores WHERE name = %s", (store,)).fetchone()
         return int(row[0]) if row else 0
 
-    @_retried
+    @retried
     def search(
         self,
         stores: Sequence[str],
@@ -489,7 +404,7 @@ class PostgresIndex:
         """Best documents per store: words first, then substrings (see the module docstring)."""
         only = self._filter(tags, since, until)
         out: dict[str, list[BackendHit]] = {}
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             for store in dict.fromkeys(stores):
                 rows = self._words(conn, store, query, limit, only)
                 if not rows:
@@ -497,7 +412,7 @@ class PostgresIndex:
                 out[store] = self._best(rows, limit)
         return out
 
-    @_retried
+    @retried
     def nearest(
         self,
         stores: Sequence[str],
@@ -514,7 +429,7 @@ class PostgresIndex:
         only = self._filter(tags, since, until)
         query = vec.floats(vector)
         out: dict[str, list[BackendHit]] = {}
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             for store in dict.fromkeys(stores):
                 out[store] = self._nearest(conn, store, query, model, limit, only) if self.vectors else []
         return out
@@ -553,7 +468,7 @@ class PostgresIndex:
     def _build(self, model: str, width: int) -> None:
         settled = False
         try:
-            with self.pool.connection() as conn:
+            with self._pooled() as conn:
                 settled = vec.ensure_index(conn, model, width)
         except psycopg.Error as exc:  # the pool closed (PoolClosed) or the server went away
             vec.log.warning("HNSW index of %s not built (%s); searches scan every vector", model, exc)

@@ -54,24 +54,46 @@ class _OneLine(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_OneLine())
 
 
+# Seconds the probe's direct connection may take: libpq's least (it rounds less up to 2). A server
+# that answers refuses at once; only a host that answers nothing (a dropped route, a firewall that
+# discards, a server stopped mid-handshake) costs this, and only the probe pays it.
+PROBE_CONNECT_TIMEOUT = 2
+# Seconds a request told "down" waits for the probe round it wakes: a refusal (or a server back)
+# is known within a millisecond or two on a LAN, so the first request after the server's start is
+# served; a host that answers nothing costs each request this much, not a connect timeout.
+PROMPT_SECONDS = 0.25
+
+
 class Outage:
     """The server known to be down: while it is, every request is answered the refusal at once,
     where each waited the pool's timeout (10 s) for a connection the pool could not make; a
-    thread of its own asks the server again every ``PROBE_SECONDS`` and ends the outage once a
-    connection is made, so requests recover with no restart.
+    thread of its own asks the server again every ``PROBE_SECONDS``, and at once when a request
+    wakes it (``check``), and ends the outage once a connection is made, so requests recover
+    with no restart and without waiting for the next round.
 
     ``probe`` makes one connection (raising ``psycopg.Error`` while the server refuses);
-    ``recovered`` runs once it succeeded (the pool's idle connections checked)."""
+    ``recovered`` runs once it succeeded (the pool's idle connections checked). ``idle_stop``:
+    seconds without a ``check`` after which the watcher stops and the outage is forgotten (an
+    outage of a start that nobody retries; None: it lasts until the server is back or ``close``).
+    """
 
     PROBE_SECONDS = 1.0
 
-    def __init__(self, probe: Callable[[], None], recovered: Callable[[], None]) -> None:
+    def __init__(
+        self, probe: Callable[[], None], recovered: Callable[[], None], *, idle_stop: float | None = None
+    ) -> None:
         self._probe = probe
         self._recovered = recovered
+        self._idle_stop = idle_stop
         self._lock = threading.Lock()
+        self._round_done = threading.Condition(self._lock)
+        self._rounds = 0  # probe rounds finished, so a request waits for one that began after it
+        self._probing = False  # a round under way (its answer may predate the request)
+        self._asked = time.monotonic()
         self._reason: str | None = None
         self._since = ""
         self._closed = threading.Event()
+        self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
 
     @property
@@ -79,13 +101,31 @@ class Outage:
         """Whether the server is known to be down (no probe succeeded since it was found so)."""
         return self._reason is not None
 
-    def check(self) -> None:
-        """``IndexUnavailable`` at once while the server is known to be down."""
+    def error(self) -> IndexUnavailable | None:
+        """What a request is told while the server is known to be down (None: it is not)."""
         reason, since = self._reason, self._since
-        if reason is not None:
-            raise IndexUnavailable(
-                "postgresql", f"{reason} (down since {since}; asked again every {self.PROBE_SECONDS:g} s)"
-            )
+        if reason is None:
+            return None
+        return IndexUnavailable(
+            "postgresql", f"{reason} (down since {since}; asked again every {self.PROBE_SECONDS:g} s)"
+        )
+
+    def check(self) -> None:
+        """``IndexUnavailable`` while the server is known to be down, after a probe round this
+        call woke (at most ``PROMPT_SECONDS``): a server back by now is served at once."""
+        if self._reason is None:
+            return
+        with self._lock:
+            self._asked = time.monotonic()
+            if self._reason is not None and self._watcher is not None:
+                wanted = self._rounds + (2 if self._probing else 1)  # a round begun after this call
+                self._wake.set()
+                self._round_done.wait_for(
+                    lambda: self._reason is None or self._rounds >= wanted, timeout=PROMPT_SECONDS
+                )
+        error = self.error()
+        if error is not None:
+            raise error
 
     def begin(self, reason: str) -> None:
         """The server refused a connection for ``reason``: requests fail at once from now on,
@@ -96,32 +136,74 @@ class Outage:
             if self._reason is None:
                 self._since = datetime.now(UTC).strftime("%H:%M:%S UTC")
             self._reason = reason
+            self._asked = time.monotonic()
             if self._watcher is None:
+                self._probing = False
+                self._wake.clear()
                 self._watcher = threading.Thread(target=self._watch, name="coffer-pg-probe", daemon=True)
                 self._watcher.start()
 
     def _watch(self) -> None:
-        while not self._closed.wait(self.PROBE_SECONDS):
+        while True:
+            self._wake.wait(self.PROBE_SECONDS)
+            with self._lock:
+                self._wake.clear()
+                idle = self._idle_stop is not None and time.monotonic() - self._asked > self._idle_stop
+                if self._closed.is_set() or idle:
+                    self._reason = None if idle else self._reason
+                    self._watcher = None
+                    self._round_done.notify_all()
+                    return
+                self._probing = True
             try:
                 self._probe()
+                up = True
             except psycopg.Error:
-                continue
-            with suppress(psycopg.Error):  # the pool closed meanwhile: nothing to check
-                self._recovered()
+                up = False
+            if up:
+                with suppress(psycopg.Error):  # the pool closed meanwhile: nothing to check
+                    self._recovered()
             with self._lock:
-                self._reason, self._watcher = None, None
-            log.info("PostgreSQL accepts connections again")
-            return
-        with self._lock:
-            self._watcher = None
+                self._probing = False
+                self._rounds += 1
+                if up:
+                    self._reason, self._watcher = None, None
+                self._round_done.notify_all()
+            if up:
+                log.info("PostgreSQL accepts connections again")
+                return
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the watcher (the index closes)."""
         with self._lock:
             self._closed.set()
+            self._wake.set()
             watcher = self._watcher
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout)
+
+
+_STARTS: dict[str, Outage] = {}
+_STARTS_LOCK = threading.Lock()
+# A start's outage is forgotten after this long without a request (its watcher stops probing).
+START_IDLE_SECONDS = 60.0
+
+
+def start_outage(url: str) -> Outage:
+    """The outage of starting an index on ``url``, shared by every start in this process: a start
+    that found the server down (refusing, or not answering within the connect timeout) tells the
+    next ones at once, where each waited that timeout again, until a probe connects."""
+    with _STARTS_LOCK:
+        outage = _STARTS.get(url)
+        if outage is None:
+            outage = _STARTS[url] = Outage(lambda: probe(url), lambda: None, idle_stop=START_IDLE_SECONDS)
+        return outage
+
+
+def probe(url: str) -> None:
+    """One direct connection to ``url``, closed at once: ``psycopg.Error`` while the server
+    refuses, or answers nothing within ``PROBE_CONNECT_TIMEOUT``."""
+    psycopg.connect(url, connect_timeout=PROBE_CONNECT_TIMEOUT).close()
 
 
 def transient(exc: BaseException) -> bool:
