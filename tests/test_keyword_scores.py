@@ -1,6 +1,5 @@
-"""Keyword scores where FTS5's bm25 floors every term's idf (a home of a fact or two), on SQLite.
-
-PostgreSQL ranks with ts_rank, which has no such floor (``tests/test_pg.py``).
+"""Keyword scores where FTS5's bm25 floors every term's idf (a home of a fact or two), on SQLite,
+and the same scale on PostgreSQL, whose ts_rank has no idf (``_index/pg/words.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 
 
 def test_a_one_fact_home_gives_keyword_scores_that_do_not_read_as_zero(
@@ -40,3 +39,53 @@ def test_a_term_with_a_real_idf_keeps_bm25s_scores(svc: MemoryService) -> None:
     )
     [hit] = svc.recall("chromium", stores=["global"], mode="keyword").hits
     assert hit.score == pytest.approx(raw[0][0]) and 0.1 < hit.score < 10
+
+
+FACTS = (
+    "the harbour master logs the tides every morning",
+    "deploy with make release after the standup on Tuesday",
+    "Postgres runs version 16 in production",
+)
+QUERIES = ("harbour", "tides morning", "deploy release", "harbour deploy", "postgres production version")
+
+
+def scores(
+    home: Path, facts: int, backend: str, pg_admin_url: str = ""
+) -> dict[str, list[tuple[str, float]]]:
+    """Each query's keyword hits (text, score) in a home of the first ``facts`` of FACTS (on
+    PostgreSQL, in a database of its own)."""
+    index: dict[str, str] = {"backend": backend}
+    if backend == "postgresql":
+        from pg_server import create_database
+
+        index["url"] = create_database(pg_admin_url, f"scores_{home.name.replace('-', '_')}")
+    with MemoryService(settings=Settings.load(home, index=index)) as svc:
+        for text in FACTS[:facts]:
+            svc.remember(text, store="global")
+        return {
+            q: [(h.text, h.score) for h in svc.recall(q, stores=["global"], mode="keyword").hits]
+            for q in QUERIES
+        }
+
+
+def test_postgresql_scores_a_small_store_on_sqlites_scale(pg_admin_url: str, tmp_path: Path) -> None:
+    """ts_rank scored a one-fact store's hits about 0.02 a word where SQLite's bm25, its idf
+    floor lifted, scores about 1: now a query whose every word is in half the store's chunks or
+    more is scaled on PostgreSQL too, by one factor, so both backends say the same of the same
+    facts. A store where a word has a real idf keeps ts_rank's scores (bm25's differ there)."""
+    for facts in (1, 2):
+        lite = scores(tmp_path / f"sqlite-{facts}", facts, "sqlite")
+        pg = scores(tmp_path / f"pg-{facts}", facts, "postgresql", pg_admin_url)
+        for query in QUERIES:
+            # The same facts found; their order may differ (bm25's length normalisation is not
+            # ts_rank's), so the scores are compared best with best.
+            assert sorted(t for t, _ in pg[query]) == sorted(t for t, _ in lite[query]), (facts, query)
+            for want, got in zip(
+                sorted(s for _, s in lite[query]), sorted(s for _, s in pg[query]), strict=True
+            ):
+                if want >= 0.5:  # a query with a word in no chunk is floored on neither backend
+                    assert 2 / 3 < got / want < 3 / 2, (facts, query, lite[query], pg[query])
+        assert [s for _, s in lite["harbour"]] == pytest.approx([s for _, s in pg["harbour"]], rel=0.1)
+    pg = scores(tmp_path / "pg-3", 3, "postgresql", pg_admin_url)
+    [(_, score)] = pg["harbour"]
+    assert score < 0.1  # one chunk of three holds it: a real idf, ts_rank's score as it was

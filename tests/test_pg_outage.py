@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_pg_faults
 from pg_server import PgServer
-from test_pg_faults import _pg_ctl, member, own_server, texts  # noqa: F401  (own_server: a fixture)
+from test_pg_faults import _pg_ctl, member, texts
 
 from coffer_memory import IndexUnavailable
 
@@ -20,6 +21,8 @@ psycopg = pytest.importorskip(
     "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
 )
 from coffer_memory._index.pg.reach import POOL_TIMEOUT  # noqa: E402  (imports psycopg)
+
+own_server = test_pg_faults.own_server  # a server of the test's own, to stop and start (a fixture)
 
 
 class Blackhole:
@@ -81,7 +84,7 @@ def test_a_host_that_answers_nothing_costs_the_first_request_of_a_start_only(
 def test_a_start_against_a_stopped_server_is_told_at_once_and_served_once_it_starts(
     own_server: PgServer,
     tmp_home: Path,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A port nobody listens on: the first request of the start is refused, the next ones are
     told at once that the server is down, and the first request after the server started is
@@ -107,7 +110,7 @@ def test_a_start_against_a_stopped_server_is_told_at_once_and_served_once_it_sta
 def test_a_stop_is_told_without_the_pools_wait_and_the_start_is_served_at_once(
     own_server: PgServer,
     tmp_home: Path,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The pool's connections found broken and dropped, a request waited the pool's 10 s for one
     it could not make before the server was said to be down; and once the server was back,

@@ -13,7 +13,7 @@ that is not floored keeps bm25's scores as they are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .db import IndexDB
 
@@ -38,9 +38,16 @@ def floor_scale(
     if not terms or not scores or max(abs(s) for s in scores) > most_per_term * len(terms):
         return 1.0
     [(rows,)] = db.rows(f"SELECT count(*) FROM {table}_docsize")
-    for term in terms:
+
+    def holding(term: str) -> int:
         phrase = '"' + term.replace('"', '""') + '"'
-        [(holding,)] = db.rows(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (phrase,))
-        if rows - holding > holding:  # log((N - n + 0.5) / (n + 0.5)) > 0: a real idf
-            return 1.0
-    return 1.0 / IDF_FLOOR
+        return int(db.rows(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (phrase,))[0][0])
+
+    return 1.0 / IDF_FLOOR if all_floored(rows, map(holding, terms)) else 1.0
+
+
+def all_floored(rows: int, holding: Iterable[int]) -> bool:
+    """Whether bm25 floors the idf of every term: each held by half the ``rows`` or more, where
+    ``log((N - n + 0.5) / (n + 0.5))`` is 0 or less. Read lazily: the first term with a real idf
+    answers. The PostgreSQL index scales ``ts_rank`` under the same condition (``pg.words``)."""
+    return all(rows - n <= n for n in holding)

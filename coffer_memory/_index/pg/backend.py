@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,8 @@ from ..._errors import IndexUnavailable
 from ...plugins.hookspecs import BackendHit, IndexedDoc, Vector
 from ..chunking import MAX_WINDOWS
 from ..cjk import index_text
-from ..fts import keyword_terms, plan_query
 from . import vectors as vec
+from . import words
 from .binding import bind, same_folder
 from .failures import DOWN, GONE, REFUSED, first_line, start_outage
 from .reach import POOL_TIMEOUT, Reaching, reachable, retried
@@ -50,10 +50,9 @@ from .schema import (
     migrate,
     too_old,
 )
-from .text import escape_like, storable, tsquery_terms, with_parts
+from .text import storable, with_parts
+from .words import CHUNKS_PER_DOC
 
-# Chunks read per document wanted: a document's best chunk is usually among them.
-CHUNKS_PER_DOC = 4
 # A sync of at least this many documents refreshes the planner's statistics at once (autovacuum
 # would, later: until then a filled table is planned as if empty).
 ANALYZE_AFTER = 1000
@@ -406,10 +405,7 @@ class PostgresIndex(Reaching):
         out: dict[str, list[BackendHit]] = {}
         with self._pooled() as conn:
             for store in dict.fromkeys(stores):
-                rows = self._words(conn, store, query, limit, only)
-                if not rows:
-                    rows = self._substrings(conn, store, query, limit, only)
-                out[store] = self._best(rows, limit)
+                out[store] = words.search(conn, store, query, limit, only)
         return out
 
     @retried
@@ -449,7 +445,7 @@ class PostgresIndex(Reaching):
         hits: list[BackendHit] = []
         for k in (limit * CHUNKS_PER_DOC, limit * CHUNKS_PER_DOC * MAX_WINDOWS):
             rows = vec.nearest_chunks(conn, store, query, model, k, only)
-            hits = self._best(rows, limit)
+            hits = words.best(rows, limit)
             if len(hits) == limit or len(rows) < k:
                 break
         return hits
@@ -501,60 +497,6 @@ class PostgresIndex(Reaching):
             parts.append(" AND d.updated_at < %s")
             params.append(until)
         return "".join(parts), params
-
-    _SELECT = (
-        "SELECT d.id, d.path, d.title, d.updated_at, c.text, {score} AS score "
-        "FROM coffer_chunks c JOIN coffer_documents d ON d.store = c.store AND d.path = c.path "
-    )
-
-    def _words(self, conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
-        where, params = only
-        terms = tsquery_terms(keyword_terms(query))
-        if not terms:
-            return []
-        tsquery = " || ".join([f"plainto_tsquery('{TS_CONFIG}', %s)"] * len(terms))
-        # Rank the chunks alone and join the documents for the best few only: joining every match
-        # first took twice as long at 100k facts. A filter needs the documents inside.
-        join = " JOIN coffer_documents d ON d.store = c.store AND d.path = c.path" if where else ""
-        sql = (
-            f"WITH q AS (SELECT {tsquery} AS q), top AS ("
-            "SELECT c.store, c.path, c.position, c.text, ts_rank(c.words, q.q, 1) AS score "
-            f"FROM coffer_chunks c{join}, q WHERE c.store = %s AND c.words @@ q.q{where} "
-            "ORDER BY score DESC, c.path, c.position LIMIT %s) "
-            "SELECT d.id, d.path, d.title, d.updated_at, top.text, top.score FROM top "
-            "JOIN coffer_documents d ON d.store = top.store AND d.path = top.path "
-            "ORDER BY top.score DESC, top.path, top.position"
-        )
-        return conn.execute(sql, (*terms, store, *params, limit * CHUNKS_PER_DOC)).fetchall()
-
-    def _substrings(
-        self, conn: Conn, store: str, query: str, limit: int, only: Only
-    ) -> list[tuple[Any, ...]]:
-        where, params = only
-        plan = plan_query(query)
-        terms = [*plan.fts_terms, *plan.short_terms]
-        if not terms:
-            return []
-        # Each term found counts one; shorter passages first among equals (as on SQLite).
-        count = " + ".join(["(c.text ILIKE %s)::int"] * len(terms))
-        likes = [f"%{escape_like(t)}%" for t in terms]
-        any_of = " OR ".join(["c.text ILIKE %s"] * len(terms))
-        sql = self._SELECT.format(score=f"({count})") + (
-            f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"
-        )
-        return conn.execute(sql, (*likes, store, *likes, *params, limit * CHUNKS_PER_DOC)).fetchall()
-
-    @staticmethod
-    def _best(rows: Sequence[tuple[Any, ...]], limit: int) -> list[BackendHit]:
-        """The first (best) chunk of each document, for the first ``limit`` documents."""
-        best: dict[str, BackendHit] = {}
-        for doc_id, path, title, updated_at, text, score in rows:
-            if path not in best:
-                when = updated_at.astimezone(UTC)
-                best[path] = BackendHit(str(doc_id), str(path), str(title), when, str(text), float(score))
-                if len(best) == limit:
-                    break
-        return list(best.values())
 
     def close(self) -> None:
         """Close the pool (its connections release any advisory lock they held) and stop asking
