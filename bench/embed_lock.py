@@ -1,11 +1,12 @@
 """Writes that embed, beside keyword reads: how long a keyword recall takes while another thread
-remembers facts through an embedder taking ``--delay`` seconds a batch, and the CPU time of a
-remember itself with the docs' hash embedder (no delay).
+remembers facts (``--write journal``: appends journal entries) through an embedder taking
+``--delay`` seconds a batch, the same recall with no write beside it (the limit), and the CPU
+time of a remember itself with the docs' hash embedder (no delay).
 
 The code measured is the ``coffer_memory`` Python imports: put an older tree first on
 ``PYTHONPATH`` to measure it (``git archive <rev> coffer_memory | tar -x -C /tmp/old``).
 
-    .venv/bin/python bench/embed_lock.py [--delay 0.2] [--writes 25] [--remembers 300]
+    .venv/bin/python bench/embed_lock.py [--delay 0.2] [--writes 25] [--remembers 300] [--write journal]
 """
 
 from __future__ import annotations
@@ -51,8 +52,22 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": round(cuts[49], 3), "p95": round(cuts[94], 3)}
 
 
-def recall_beside_writes(delay: float, writes: int) -> dict[str, Any]:
-    """Keyword recall wall ms (p50, p95) while ``writes`` remembers embed on another thread."""
+def _repo(root: Path) -> Path:
+    """A git checkout with one commit (the journal belongs to a project store)."""
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+           "GIT_COMMITTER_EMAIL": "b@b", "HOME": str(root), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    repo = root / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=repo, env=env, check=True)
+    return repo
+
+
+def recall_beside_writes(delay: float, writes: int, write: str = "remember") -> dict[str, Any]:
+    """Keyword recall wall ms (p50, p95) while ``writes`` remembers (or journal appends) embed on
+    another thread, and the same recall alone before them (the limit: no lock to wait for)."""
     base = _hash_embedder()
 
     class Slow(base):  # type: ignore[misc, valid-type]
@@ -62,27 +77,52 @@ def recall_beside_writes(delay: float, writes: int) -> dict[str, Any]:
 
     _register("slow", lambda: Slow(64))
     walls: list[float] = []
+    alone: list[float] = []
     with tempfile.TemporaryDirectory() as home:
-        settings = Settings.load(Path(home), embedding={"provider": "slow"}, memory=MODES)
+        repo = _repo(Path(home))
+        settings = Settings.load(Path(home) / "home", embedding={"provider": "slow"}, memory=MODES)
         with MemoryService(settings=settings) as svc:
             for i in range(20):
-                svc.remember(f"harbour fact {i}", store="global")
+                if write == "journal":
+                    svc.journal_append(f"harbour entry {i}", cwd=repo)
+                else:
+                    svc.remember(f"harbour fact {i}", store="global")
+
+            def recall() -> float:
+                start = time.perf_counter()
+                if write == "journal":
+                    svc.recall("harbour", cwd=repo, mode="keyword")
+                else:
+                    svc.recall("harbour", stores=["global"], mode="keyword")
+                return (time.perf_counter() - start) * 1000
+
+            for _ in range(50):
+                alone.append(recall())
             done = threading.Event()
 
-            def write() -> None:
+            def writer() -> None:
                 for i in range(writes):
-                    svc.remember(f"the harbour master logs tide {i}", store="global")
+                    if write == "journal":
+                        svc.journal_append(f"the harbour master logs tide {i}", cwd=repo)
+                    else:
+                        svc.remember(f"the harbour master logs tide {i}", store="global")
                 done.set()
 
-            writer = threading.Thread(target=write)
-            writer.start()
+            thread = threading.Thread(target=writer)
+            thread.start()
             while not done.is_set():
-                start = time.perf_counter()
-                svc.recall("harbour", stores=["global"], mode="keyword")
-                walls.append((time.perf_counter() - start) * 1000)
+                walls.append(recall())
                 time.sleep(0.01)
-            writer.join()
-    return {"recalls": len(walls), **_quantiles(walls)}
+            thread.join()
+    beside = _quantiles(walls)
+    limit = _quantiles(alone)
+    return {
+        "write": write,
+        "recalls": len(walls),
+        **beside,
+        "alone": limit,
+        "ratio_p50": round(beside["p50"] / limit["p50"], 2),
+    }
 
 
 def remember_cpu(count: int) -> dict[str, Any]:
@@ -107,12 +147,15 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2, help="seconds the slow embedder takes a batch")
     parser.add_argument("--writes", type=int, default=25, help="remembers beside the recalls")
     parser.add_argument("--remembers", type=int, default=300, help="remembers timed for CPU")
+    parser.add_argument(
+        "--write", choices=["remember", "journal"], default="remember", help="the writes beside"
+    )
     args = parser.parse_args()
     print(
         json.dumps(
             {
                 "code": str(Path(coffer_memory.__file__).parent),
-                "keyword_recall_wall_ms": recall_beside_writes(args.delay, args.writes),
+                "keyword_recall_wall_ms": recall_beside_writes(args.delay, args.writes, args.write),
                 "remember_cpu_ms": remember_cpu(args.remembers),
             }
         )
