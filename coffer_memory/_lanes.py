@@ -147,9 +147,11 @@ class Lanes:
             return [(entry, found) for part, entry, found in checked if part is None or part not in have]
 
         def planned() -> list[tuple[Path, bytes]]:  # the day file as the append will leave it
+            if dry_run:
+                return []
             data = b"".join(entry for entry, _ in to_write())
             before = read_bytes(path)[0] if os.path.lexists(path) else fmt.journal_header(period)
-            return [(path, before + data)] if data and not dry_run else []
+            return [(path, before + data)] if data else []
 
         with (
             self.index.embedding_ahead(target.store, planned),

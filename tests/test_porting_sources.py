@@ -348,3 +348,38 @@ def test_cli_import_of_an_mcp_graph_shows_a_dry_run(
     out = capsys.readouterr().out
     assert "created (dry run)" in out and "mcp-memory import" in out and "would write 2 file(s)" in out
     assert not (svc.settings.memory_dir / "global").exists()
+
+
+def test_two_imports_of_one_folder_at_once_write_each_note_once(tmp_home: Path, tmp_path: Path) -> None:
+    """An import holds the store's lock for 128 entries at a time (reads go on between): a second
+    import of the same folder running meanwhile must still find what the first wrote, and write
+    each note once between them (both in one process here, as two requests of a server)."""
+    import threading
+
+    from coffer_memory import Settings
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(300):
+        (folder / f"note{i:03d}.md").write_text(f"# Heron {i}\n\nthe heron {i} stands in the shallows\n")
+    reports: list[object] = []
+    with (
+        MemoryService(settings=Settings.load(tmp_home)) as first,
+        MemoryService(settings=Settings.load(tmp_home)) as second,
+    ):
+
+        def run(svc: MemoryService) -> None:
+            try:
+                reports.append(svc.import_memory(folder, kind="basic-memory", store=GLOBAL_STORE))
+            except BaseException as exc:
+                reports.append(exc)
+
+        threads = [threading.Thread(target=run, args=(svc,)) for svc in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not any(t.is_alive() for t in threads)
+        assert not any(isinstance(r, BaseException) for r in reports), reports
+        titles = [r.fact.title for r in first.list_facts(store=GLOBAL_STORE, limit=500).items]
+    assert sorted(titles) == sorted(f"Heron {i}" for i in range(300))

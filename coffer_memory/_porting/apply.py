@@ -86,16 +86,23 @@ class Applier:
         entries: list[ImportEntry] = []
         for store, group in by_store.items():
             step = len(group) if self.dry_run else TRANSACTION_ITEMS
+            expected: int | None = None  # the store's version after this run's last hold of its lock
             for start in range(0, len(group), step):
                 part = group[start : start + step]
                 planned = plan.planned.get(store, []) if plan is not None else []
                 files = [f for per_item in planned[start : start + len(part)] for f in per_item]
                 ahead = self.ahead(store, files) if self.ahead is not None and files else nullcontext()
                 with ahead, self.writer.transaction(store, dry_run=self.dry_run) as tx:
+                    if expected is not None and self.writer.version(store) != expected:
+                        # Another writer changed the store between two holds of its lock (another
+                        # import of the same source, say): what was imported is read again.
+                        self._seen.pop(store, None)
                     for item in part:
                         entries.append(self._apply_counted(tx, item))
                         if self.progress is not None:
                             self.progress(len(entries), total, entries[-1])
+                    if not self.dry_run:  # the transaction's end advances the version once if it wrote
+                        expected = self.writer.version(store) + (1 if tx.receipts else 0)
         return entries
 
     def _apply_counted(self, tx: Transaction, item: Item) -> ImportEntry:
