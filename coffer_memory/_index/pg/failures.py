@@ -60,8 +60,11 @@ logging.getLogger("psycopg.pool").addFilter(_OneLine())
 PROBE_CONNECT_TIMEOUT = 2
 # Seconds a request told "down" waits for the probe round it wakes: a refusal (or a server back)
 # is known within a millisecond or two on a LAN, so the first request after the server's start is
-# served; a host that answers nothing costs each request this much, not a connect timeout.
-PROMPT_SECONDS = 0.25
+# served; a host that answers nothing costs each request this much, not a connect timeout. Once
+# the probe connected, the request waits on (up to RECOVERY_SECONDS) while the pool's idle
+# connections are checked, rather than be told "down" by a server that is up.
+PROMPT_SECONDS = 0.5
+RECOVERY_SECONDS = 10.0
 
 
 class Outage:
@@ -89,6 +92,7 @@ class Outage:
         self._round_done = threading.Condition(self._lock)
         self._rounds = 0  # probe rounds finished, so a request waits for one that began after it
         self._probing = False  # a round under way (its answer may predate the request)
+        self._recovering = False  # the probe connected: the pool is being checked
         self._asked = time.monotonic()
         self._reason: str | None = None
         self._since = ""
@@ -123,6 +127,8 @@ class Outage:
                 self._round_done.wait_for(
                     lambda: self._reason is None or self._rounds >= wanted, timeout=PROMPT_SECONDS
                 )
+                if self._recovering:
+                    self._round_done.wait_for(lambda: self._reason is None, timeout=RECOVERY_SECONDS)
         error = self.error()
         if error is not None:
             raise error
@@ -161,10 +167,12 @@ class Outage:
             except psycopg.Error:
                 up = False
             if up:
+                with self._lock:
+                    self._recovering = True
                 with suppress(psycopg.Error):  # the pool closed meanwhile: nothing to check
                     self._recovered()
             with self._lock:
-                self._probing = False
+                self._probing = self._recovering = False
                 self._rounds += 1
                 if up:
                     self._reason, self._watcher = None, None
