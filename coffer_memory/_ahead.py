@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ._errors import EmbeddingUnavailable
 from ._index.db import IndexDB
@@ -32,8 +32,34 @@ from ._models import MemoryFact
 from ._store.files import parse_fact
 
 if TYPE_CHECKING:
-    from ._indexing import IndexHandle
+    from ._config import Settings
+    from ._index.reindex import Reindexer
+    from ._index.vec import VecIndex
     from .plugins.hookspecs import Vector
+
+
+class IndexHandle(Protocol):
+    """What embedding ahead asks of ``_indexing.IndexHandle`` (which imports this module)."""
+
+    settings: Settings
+
+    @property
+    def db(self) -> IndexDB: ...
+
+    @property
+    def embeds(self) -> bool: ...
+
+    @property
+    def reader_db(self) -> IndexDB: ...
+
+    @property
+    def reindexer(self) -> Reindexer: ...
+
+    @property
+    def vectors(self) -> VecIndex | None: ...
+
+    def wants_vectors(self) -> bool: ...
+
 
 log = logging.getLogger("coffer_memory.ahead")
 
