@@ -245,6 +245,10 @@ def _find_git(cwd: str) -> GitInfo | None:
             return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
         if is_file:
             gitdir = _gitdir_from_file(dotgit)
+            if gitdir is not None and not gitdir.exists():
+                # A worktree whose main checkout moved: git stops here too. Going on up would land
+                # in an enclosing repository's store, a different project's memory.
+                return None
             # As for a .git folder: a gitdir without a HEAD file (a FIFO, say) is no repository,
             # and git run in it would block on that HEAD.
             if gitdir is None or not (gitdir / "HEAD").is_file():
@@ -265,17 +269,30 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
-        broken = _dangling_dotgit(path)
-        if broken is not None:
-            dotgit, gitdir = broken
-            raise ScopeUnresolved(
-                path,
-                f"{dotgit} points to {gitdir}, which does not exist: if the repository's main "
-                "checkout was moved, run `git worktree repair <this worktree>` from its new place",
-                folder=os.path.abspath(path),
-            )
-        raise ScopeUnresolved(path, folder=os.path.abspath(path))
+        raise broken_checkout(path) or ScopeUnresolved(path, folder=os.path.abspath(path))
     return info
+
+
+def broken_checkout(cwd: str | os.PathLike[str]) -> ScopeUnresolved | None:
+    """The error for a ``cwd`` in a linked worktree whose main checkout moved (its ``.git`` file
+    points at a gitdir that is gone), saying how to repair it; None when ``cwd`` is not in one.
+
+    Every call that resolves a project from a folder raises it there (``remember``, the lanes,
+    ``recall``): searching or writing the global store instead would answer from another store
+    without a word."""
+    path = os.fspath(cwd)
+    if "\x00" in path:
+        return None
+    broken = _dangling_dotgit(path)
+    if broken is None:
+        return None
+    dotgit, gitdir = broken
+    return ScopeUnresolved(
+        path,
+        f"{dotgit} points to {gitdir}, which does not exist: if the repository's main "
+        "checkout was moved, run `git worktree repair <this worktree>` from its new place",
+        folder=os.path.abspath(path),
+    )
 
 
 def _dangling_dotgit(cwd: str) -> tuple[Path, Path] | None:
