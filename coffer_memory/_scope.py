@@ -29,7 +29,7 @@ class GitInfo:
     toplevel: Path  # canonical toplevel of the MAIN repository (shared by all worktrees)
     worktree: Path  # canonical toplevel of this checkout
     gitdir: Path  # this worktree's git dir (holds its HEAD)
-    branch: str | None  # None on a detached HEAD
+    branch: str | None  # None on a detached HEAD; mid-rebase, the branch being rebased
 
 
 def project_id_for(toplevel: str | os.PathLike[str]) -> str:
@@ -118,7 +118,37 @@ def _branch(gitdir: Path) -> str | None:
                 return None
             return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
         return ref.removeprefix("refs/heads/")
+    return _rebasing(gitdir)
+
+
+# Where a rebase keeps the branch it rebases while HEAD is detached (the merge backend, the
+# default, and the apply backend), in the worktree's own gitdir.
+_REBASE_DIRS = ("rebase-merge", "rebase-apply")
+
+
+def _rebasing(gitdir: Path) -> str | None:
+    """The branch a rebase in progress in this worktree is rebasing, or None.
+
+    A rebase detaches HEAD until it ends: what was saved or resumed then (a handoff written while
+    a conflict is resolved) belongs to that branch, as ``git status`` says, not to a detached HEAD.
+    ``head-name`` holds ``refs/heads/<branch>`` (``detached HEAD`` when a detached HEAD is rebased).
+    """
+    for folder in _REBASE_DIRS:
+        name = _read_text(gitdir / folder / "head-name")
+        if name and name.startswith("refs/heads/") and len(name) > len("refs/heads/"):
+            return name.removeprefix("refs/heads/")
     return None
+
+
+def detached_key(gitdir: Path) -> str:
+    """What a detached HEAD's handoff is saved under: one scene per checkout (never a branch name:
+    a ref name holds no space), so the detached HEADs of two worktrees do not share one.
+
+    ``detached HEAD (worktree <name>)`` in a linked worktree (its name under ``.git/worktrees``),
+    ``detached HEAD (main checkout)`` otherwise."""
+    if _read_text(gitdir / "commondir") is not None:  # a linked worktree's own gitdir
+        return f"detached HEAD (worktree {gitdir.name})"
+    return "detached HEAD (main checkout)"
 
 
 def _reftable(gitdir: Path) -> bool:
@@ -185,7 +215,14 @@ def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
     gitdir = str(info.gitdir)
     head = os.path.join(gitdir, "HEAD")
     tables = (os.path.join(gitdir, "reftable", "tables.list"),) if _reftable(Path(gitdir)) else ()
-    return tuple(dict.fromkeys((cwd, *folders, os.path.join(worktree, ".git"), head, *tables)))
+    # A detached HEAD's branch is a rebase's, while its folder is there.
+    rebases = tuple(os.path.join(gitdir, d) for d in _REBASE_DIRS) if _detached(info.gitdir) else ()
+    return tuple(dict.fromkeys((cwd, *folders, os.path.join(worktree, ".git"), head, *tables, *rebases)))
+
+
+def _detached(gitdir: Path) -> bool:
+    head = _read_text(gitdir / "HEAD")
+    return not (head and head.startswith("ref:"))
 
 
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
