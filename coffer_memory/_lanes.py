@@ -18,6 +18,7 @@ from ._config import Settings
 from ._core import Facts, check_actor, check_session_id, validate_text
 from ._errors import InvalidInput, MemoryNotFound, check_limit
 from ._indexing import IndexHandle
+from ._localtime import local_day
 from ._models import (
     Actor,
     ConsolidationLog,
@@ -93,7 +94,8 @@ class Lanes:
         origin_session_id: str | None = None,
         dry_run: bool = False,
     ) -> LaneWrite:
-        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once.
+        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (the local day, ``_localtime``) and
+        index that file at once.
 
         ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
         """
@@ -133,7 +135,7 @@ class Lanes:
         limit = self.facts.store_settings(target.store).max_fact_chars
         bodies = [(part, validate_text(text, limit)) for part, text in texts]
         at = now_utc()
-        period = at.date().isoformat()
+        period = local_day(at)  # the writer's local day (``_localtime``), as its heading says
         with self.writer.transaction(target.store, dry_run=dry_run) as tx:
             # Read under the store's write lock; only named entries need it.
             have = self._journal_parts(tx.paths.journal) if any(p for p, _ in bodies) else set()

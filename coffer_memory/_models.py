@@ -10,6 +10,7 @@ import attrs
 
 from . import _notebook as notebook
 from . import vocabulary
+from ._localtime import local_text
 from .vocabulary import MemoryScope as MemoryScope
 
 # Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
@@ -476,7 +477,7 @@ class ResumeResult:
         if self.scene is None:
             return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
         lines = [
-            f"Handoff for branch {self.branch!r}, saved {self.scene.updated_at.isoformat()}:",
+            f"Handoff for branch {self.branch!r}, saved {local_text(self.scene.updated_at)}:",
             "",
             self.scene.text,
         ]
