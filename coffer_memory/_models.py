@@ -409,7 +409,9 @@ class JournalEntry:
     belongs to the entry before it.
     """
 
-    at: datetime = attrs.field(metadata=about("When the entry was written (UTC)."))
+    at: datetime = attrs.field(
+        metadata=about("When the entry was written, with the UTC offset its heading states.")
+    )
     actor: str = attrs.field(metadata=about("Who wrote it: agent or user."))
     origin_session_id: str | None = attrs.field(
         metadata=about("The agent session a distilled entry came from (null for one written by hand).")
