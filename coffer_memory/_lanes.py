@@ -11,11 +11,14 @@ import os
 from datetime import date, datetime
 from pathlib import Path
 
+import attrs
+
 from ._agents.context import session_context
 from ._config import Settings
 from ._core import Facts, check_actor, check_session_id, validate_text
 from ._errors import InvalidInput, MemoryNotFound, check_limit
 from ._indexing import IndexHandle
+from ._localtime import local_day
 from ._models import (
     Actor,
     ConsolidationLog,
@@ -28,7 +31,7 @@ from ._models import (
     WriteReceipt,
 )
 from ._optout import optout_for
-from ._scope import commits_since, head_commit
+from ._scope import commits_since, detached_key, find_git, head_commit
 from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
 from ._store.rules import read_rules, rules_files
@@ -58,6 +61,16 @@ def _lane_write(receipt: WriteReceipt, target: Target | None = None) -> LaneWrit
     )
 
 
+def _handoff_branch(target: Target) -> str:
+    """The branch a handoff of ``target`` is saved under: its branch (mid-rebase, the branch being
+    rebased), else one key per checkout for a detached HEAD (``_scope.detached_key``)."""
+    if target.branch:
+        return target.branch
+    assert target.worktree is not None  # resolved from cwd
+    git = find_git(target.worktree)
+    return detached_key(git.gitdir) if git is not None else "detached HEAD (main checkout)"
+
+
 class Lanes:
     """Journal, handoff, rules, consolidation log, INDEX.md and tombstones of every store."""
 
@@ -81,7 +94,8 @@ class Lanes:
         origin_session_id: str | None = None,
         dry_run: bool = False,
     ) -> LaneWrite:
-        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once.
+        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (the local day, ``_localtime``) and
+        index that file at once.
 
         ``dry_run`` runs the same checks and returns the receipt it would write, writing nothing.
         """
@@ -121,7 +135,7 @@ class Lanes:
         limit = self.facts.store_settings(target.store).max_fact_chars
         bodies = [(part, validate_text(text, limit)) for part, text in texts]
         at = now_utc()
-        period = at.date().isoformat()
+        period = local_day(at)  # the writer's local day (``_localtime``), as its heading says
         # The content checks run before the lock, each entry's findings kept apart: an entry the
         # journal has already is not written, and what it held is not counted.
         session_findings: dict[str, int] = {}
@@ -229,9 +243,10 @@ class Lanes:
             raise InvalidInput("handoff text is empty", field="text")
         if len(text) > MAX_HANDOFF_CHARS:
             raise InvalidInput(f"handoff text is longer than {MAX_HANDOFF_CHARS} characters", field="text")
-        target = self.targets.project(cwd=cwd, lane="handoff")
+        resolved = self.targets.project(cwd=cwd, lane="handoff")
+        branch = _handoff_branch(resolved)
+        target = attrs.evolve(resolved, branch=branch)  # the write says what it was saved under
         assert target.worktree is not None and target.project_root is not None  # resolved from cwd
-        branch = target.branch or "HEAD"
         with self.writer.transaction(target.store) as tx:
             path = tx.paths.handoff_file(branch)
             head = head_commit(target.worktree)
@@ -247,7 +262,7 @@ class Lanes:
         """The handoff of this project and branch, and whether HEAD has moved since it was written."""
         target = self.targets.project(cwd=cwd, lane="handoff")
         assert target.worktree is not None  # resolved from cwd
-        store, branch = target.store, target.branch or "HEAD"
+        store, branch = target.store, _handoff_branch(target)
         path = self.targets.paths(store).handoff_file(branch)
         scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
         head = head_commit(target.worktree)

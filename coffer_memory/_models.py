@@ -10,6 +10,7 @@ import attrs
 
 from . import _notebook as notebook
 from . import vocabulary
+from ._localtime import local_text
 from .vocabulary import MemoryScope as MemoryScope
 
 # Defined in ``vocabulary``; kept here for the many modules that import them from ``models``.
@@ -408,7 +409,9 @@ class JournalEntry:
     belongs to the entry before it.
     """
 
-    at: datetime = attrs.field(metadata=about("When the entry was written (UTC)."))
+    at: datetime = attrs.field(
+        metadata=about("When the entry was written, with the UTC offset its heading states.")
+    )
     actor: str = attrs.field(metadata=about("Who wrote it: agent or user."))
     origin_session_id: str | None = attrs.field(
         metadata=about("The agent session a distilled entry came from (null for one written by hand).")
@@ -476,7 +479,7 @@ class ResumeResult:
         if self.scene is None:
             return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
         lines = [
-            f"Handoff for branch {self.branch!r}, saved {self.scene.updated_at.isoformat()}:",
+            f"Handoff for branch {self.branch!r}, saved {local_text(self.scene.updated_at)}:",
             "",
             self.scene.text,
         ]

@@ -29,7 +29,7 @@ class GitInfo:
     toplevel: Path  # canonical toplevel of the MAIN repository (shared by all worktrees)
     worktree: Path  # canonical toplevel of this checkout
     gitdir: Path  # this worktree's git dir (holds its HEAD)
-    branch: str | None  # None on a detached HEAD
+    branch: str | None  # None on a detached HEAD; mid-rebase, the branch being rebased
 
 
 def project_id_for(toplevel: str | os.PathLike[str]) -> str:
@@ -118,7 +118,37 @@ def _branch(gitdir: Path) -> str | None:
                 return None
             return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
         return ref.removeprefix("refs/heads/")
+    return _rebasing(gitdir)
+
+
+# Where a rebase keeps the branch it rebases while HEAD is detached (the merge backend, the
+# default, and the apply backend), in the worktree's own gitdir.
+_REBASE_DIRS = ("rebase-merge", "rebase-apply")
+
+
+def _rebasing(gitdir: Path) -> str | None:
+    """The branch a rebase in progress in this worktree is rebasing, or None.
+
+    A rebase detaches HEAD until it ends: what was saved or resumed then (a handoff written while
+    a conflict is resolved) belongs to that branch, as ``git status`` says, not to a detached HEAD.
+    ``head-name`` holds ``refs/heads/<branch>`` (``detached HEAD`` when a detached HEAD is rebased).
+    """
+    for folder in _REBASE_DIRS:
+        name = _read_text(gitdir / folder / "head-name")
+        if name and name.startswith("refs/heads/") and len(name) > len("refs/heads/"):
+            return name.removeprefix("refs/heads/")
     return None
+
+
+def detached_key(gitdir: Path) -> str:
+    """What a detached HEAD's handoff is saved under: one scene per checkout (never a branch name:
+    a ref name holds no space), so the detached HEADs of two worktrees do not share one.
+
+    ``detached HEAD (worktree <name>)`` in a linked worktree (its name under ``.git/worktrees``),
+    ``detached HEAD (main checkout)`` otherwise."""
+    if _read_text(gitdir / "commondir") is not None:  # a linked worktree's own gitdir
+        return f"detached HEAD (worktree {gitdir.name})"
+    return "detached HEAD (main checkout)"
 
 
 def _reftable(gitdir: Path) -> bool:
@@ -185,7 +215,14 @@ def _watched(cwd: str, info: GitInfo) -> tuple[str, ...] | None:
     gitdir = str(info.gitdir)
     head = os.path.join(gitdir, "HEAD")
     tables = (os.path.join(gitdir, "reftable", "tables.list"),) if _reftable(Path(gitdir)) else ()
-    return tuple(dict.fromkeys((cwd, *folders, os.path.join(worktree, ".git"), head, *tables)))
+    # A detached HEAD's branch is a rebase's, while its folder is there.
+    rebases = tuple(os.path.join(gitdir, d) for d in _REBASE_DIRS) if _detached(info.gitdir) else ()
+    return tuple(dict.fromkeys((cwd, *folders, os.path.join(worktree, ".git"), head, *tables, *rebases)))
+
+
+def _detached(gitdir: Path) -> bool:
+    head = _read_text(gitdir / "HEAD")
+    return not (head and head.startswith("ref:"))
 
 
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
@@ -245,6 +282,10 @@ def _find_git(cwd: str) -> GitInfo | None:
             return GitInfo(toplevel=candidate, worktree=candidate, gitdir=dotgit, branch=_branch(dotgit))
         if is_file:
             gitdir = _gitdir_from_file(dotgit)
+            if gitdir is not None and not gitdir.exists():
+                # A worktree whose main checkout moved: git stops here too. Going on up would land
+                # in an enclosing repository's store, a different project's memory.
+                return None
             # As for a .git folder: a gitdir without a HEAD file (a FIFO, say) is no repository,
             # and git run in it would block on that HEAD.
             if gitdir is None or not (gitdir / "HEAD").is_file():
@@ -265,17 +306,30 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
-        broken = _dangling_dotgit(path)
-        if broken is not None:
-            dotgit, gitdir = broken
-            raise ScopeUnresolved(
-                path,
-                f"{dotgit} points to {gitdir}, which does not exist: if the repository's main "
-                "checkout was moved, run `git worktree repair <this worktree>` from its new place",
-                folder=os.path.abspath(path),
-            )
-        raise ScopeUnresolved(path, folder=os.path.abspath(path))
+        raise broken_checkout(path) or ScopeUnresolved(path, folder=os.path.abspath(path))
     return info
+
+
+def broken_checkout(cwd: str | os.PathLike[str]) -> ScopeUnresolved | None:
+    """The error for a ``cwd`` in a linked worktree whose main checkout moved (its ``.git`` file
+    points at a gitdir that is gone), saying how to repair it; None when ``cwd`` is not in one.
+
+    Every call that resolves a project from a folder raises it there (``remember``, the lanes,
+    ``recall``): searching or writing the global store instead would answer from another store
+    without a word."""
+    path = os.fspath(cwd)
+    if "\x00" in path:
+        return None
+    broken = _dangling_dotgit(path)
+    if broken is None:
+        return None
+    dotgit, gitdir = broken
+    return ScopeUnresolved(
+        path,
+        f"{dotgit} points to {gitdir}, which does not exist: if the repository's main "
+        "checkout was moved, run `git worktree repair <this worktree>` from its new place",
+        folder=os.path.abspath(path),
+    )
 
 
 def _dangling_dotgit(cwd: str) -> tuple[Path, Path] | None:

@@ -180,7 +180,8 @@ class LaneCalls(ServiceParts):
         origin_session_id: str | None = None,
         dry_run: bool = False,
     ) -> LaneWrite:
-        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` (UTC) and index that file at once."""
+        """Append an entry to today's ``journal/<YYYY-MM-DD>.md`` and index that file at once. The
+        day is the local one (``TZ``, else the system's zone), as the entry's heading says."""
         return self.lanes.journal_append(
             text, cwd=cwd, store=store, actor=actor, origin_session_id=origin_session_id, dry_run=dry_run
         )

@@ -22,7 +22,16 @@ import attrs
 
 from ._errors import InvalidInput
 from ._models import MemoryScope, ResolvedScope, Target
-from ._scope import GitInfo, find_git, folder_git, project_id_for, remote_urls, require_git, root_commits
+from ._scope import (
+    GitInfo,
+    broken_checkout,
+    find_git,
+    folder_git,
+    project_id_for,
+    remote_urls,
+    require_git,
+    root_commits,
+)
 from ._store.identity import (
     StoreIdentity,
     find_landing,
@@ -129,10 +138,19 @@ class Targets:
     def project(
         self, *, store: str | None = None, cwd: PathLike | None = None, lane: str = "journal"
     ) -> Target:
-        """A project store's target (the journal lane belongs to project stores)."""
+        """A project store's target (the journal lane belongs to project stores).
+
+        The global store has no journal: every face (Python, CLI, REST) answers ``InvalidInput``
+        there, with what to do instead, rather than an empty journal that reads as "nothing
+        happened"."""
         target = self.resolve(store=store, cwd=cwd, scope="project")
         if target.store == GLOBAL_STORE:
-            raise InvalidInput(f"the {lane} lane belongs to project stores", field="store")
+            raise InvalidInput(
+                f"the global store has no {lane}: the {lane} lane belongs to project stores; name a "
+                "project store (`coffer stores list` lists them) or give a cwd inside the project's "
+                "git repository",
+                field="store",
+            )
         return target
 
     def find_project(self, cwd: PathLike | None = None) -> list[Target]:
@@ -143,14 +161,17 @@ class Targets:
     def recall(self, cwd: PathLike | None = None) -> list[Target]:
         """The targets recall searches from ``cwd``: the project's (inside a git repo), then global.
 
-        A ``cwd`` that is not a directory is ``InvalidInput``: searching only the global store
-        for a mistyped path would answer as if the project had no memory."""
+        A ``cwd`` that is not a directory is ``InvalidInput``, and one in a worktree whose main
+        checkout moved ``ScopeUnresolved`` (as for ``remember``): searching only the global store
+        would answer as if the project had no memory."""
         folder = cwd if cwd is not None else os.getcwd()
         is_dir, git = folder_git(folder)  # one stat of the folder answers both
         if not is_dir:
             if cwd is not None:
                 raise InvalidInput(f"cwd is not a directory: {os.fspath(cwd)!r}", field="cwd")
             git = find_git(folder)
+        if git is None and (broken := broken_checkout(folder)) is not None:
+            raise broken
         found = [self._of_git(git)] if git is not None else []
         return [*found, self.of_store(GLOBAL_STORE)]
 

@@ -33,6 +33,10 @@ SCOPE_HINT = (
 BRANCH_HINT = (
     ". Pass cwd= with a directory inside the project: a handoff belongs to one branch of one project."
 )
+RECALL_HINT = (
+    ". Nothing was searched: recall does not fall back to the global store alone from a checkout it "
+    "cannot read. Repair the checkout as said, or pass cwd= with a directory of another project."
+)
 SCOPED_TOOLS = frozenset({"coffer__remember", "coffer__list_memory"})
 """The tools with a ``scope`` argument: only their SCOPE_UNRESOLVED may suggest scope='global'."""
 
@@ -50,7 +54,7 @@ def error_result(code: str, message: str, details: dict[str, Any] | None = None)
 
 def core_error(tool: str, exc: CofferError) -> CallToolResult:
     """A core error as a tool error (``SCOPE_UNRESOLVED`` says how to get out of it)."""
-    hint = SCOPE_HINT if tool in SCOPED_TOOLS else BRANCH_HINT
+    hint = SCOPE_HINT if tool in SCOPED_TOOLS else RECALL_HINT if tool == "coffer__recall" else BRANCH_HINT
     message = exc.message + (hint if isinstance(exc, ScopeUnresolved) else "")
     log.info("%s failed: %s: %s", tool, exc.code, message)
     return error_result(exc.code, message, exc.details)

@@ -145,7 +145,8 @@ HANDOFF = JsonShape(
     "The handoff ``coffer__handoff`` saved.",
     ("store", "branch", "path", "replaced", "sha256=after_sha256"),
     extra={
-        "branch": JsonExtra(str, "The git branch the handoff was saved for ('HEAD' when detached)."),
+        # Short: the five tools' schemas are held under 14,000 characters (tests/test_mcp.py).
+        "branch": JsonExtra(str, "Its branch (mid-rebase the rebased one, else 'detached HEAD (...)')"),
         "replaced": JsonExtra(bool, "True when an earlier handoff of this branch was replaced."),
     },
     base=_Out,
@@ -164,7 +165,7 @@ def resume_out(res: ResumeResult) -> Out:
 
 def handoff_out(res: LaneWrite) -> Out:
     """``coffer__handoff``'s structured content (the write's target says which branch)."""
-    branch = (res.target.branch if res.target is not None else None) or "HEAD"
+    branch = res.target.branch if res.target is not None else None  # save_handoff sets it
     return HANDOFF.dump(res, branch=branch, replaced=res.before_sha256 is not None)
 
 

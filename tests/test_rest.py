@@ -268,7 +268,8 @@ def test_recall_errors(client: TestClient, tmp_path: Path) -> None:
 # -- lanes -------------------------------------------------------------------------------------
 def test_lane_reads_on_an_empty_store_are_200(client: TestClient, service: MemoryService, repo: Path) -> None:
     for name in (project_store(service, repo), "global"):
-        assert client.get(f"{API}/{name}/journal").json() == {"files": []}
+        if name != "global":  # the global store has no journal: 422 (tests/test_lane_faces.py)
+            assert client.get(f"{API}/{name}/journal").json() == {"files": []}
         assert client.get(f"{API}/{name}/handoff").json() == {"scenes": []}
         log = client.get(f"{API}/{name}/consolidation-log")
         assert log.status_code == 200 and log.json()["text"] is None

@@ -96,6 +96,22 @@ def test_store_page_shows_the_four_lanes_and_the_changelog(
     assert "measure recall on the big corpus" in html
     assert "folded two WAL notes into one" in html
     assert str(filled["fact"].path) in html
+    # Times as the CLI shows them: the server's local time with the offset stated (a handoff's
+    # time is written with its local offset, which "%H:%M UTC" labelled UTC).
+    from coffer_memory._localtime import local_text
+
+    scene = handoff_time(filled)
+    assert f">{local_text(scene, 'minutes')}</time>" in html and " UTC</time>" not in html
+
+
+def handoff_time(filled: dict[str, Any]) -> Any:
+    """The ``updated_at`` of the store's one handoff, read from its file."""
+    from coffer_memory._store.lanes import read_handoff
+
+    (path,) = (Path(filled["fact"].path).parents[2] / "handoff").glob("*.md")
+    scene = read_handoff(path)
+    assert scene is not None
+    return scene.updated_at
 
 
 def test_the_knowledge_lane_pages_with_the_cursor(

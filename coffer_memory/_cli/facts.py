@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidInput, StoreNotDeletable
+from .._localtime import local_text
 from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
 from .._store.paths import GLOBAL_STORE
@@ -94,7 +95,7 @@ def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
     rows = [
         (
             r.fact.id,
-            r.fact.updated_at.strftime("%Y-%m-%d %H:%M"),
+            local_text(r.fact.updated_at, "minutes"),
             shorten(r.fact.title, 40),
             shorten(r.fact.body, 50),
         )
@@ -114,7 +115,7 @@ def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
     print(record.fact.body)
     print(
         f"\n-- {record.path}\n   sha256 {record.sha256}   actor {record.fact.actor}   "
-        f"updated {record.fact.updated_at.isoformat()}"
+        f"updated {local_text(record.fact.updated_at)}"
     )
     if record.fact.tags:
         print(f"   tags {', '.join(record.fact.tags)}")

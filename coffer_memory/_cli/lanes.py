@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidInput
+from .._localtime import local_text
 from .._render import table
 from ._common import add_command, add_cwd, add_group, add_store, add_target, emit_json, read_text, target
 
@@ -53,7 +54,7 @@ def cmd_handoff_show(svc: MemoryService, args: argparse.Namespace) -> None:
         print("(no handoffs)")
     for scene in scenes:
         head = scene.head[:12] if scene.head else "no commit"
-        print(f"=== {scene.branch}  saved {scene.updated_at.isoformat()} at {head}\n{scene.text}\n")
+        print(f"=== {scene.branch}  saved {local_text(scene.updated_at)} at {head}\n{scene.text}\n")
 
 
 def cmd_handoff_rm(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._agents.homes import AGENTS
+from .._localtime import local_text
 from .._render import shorten
 from ._common import add_command, add_cwd, add_group, add_store, emit_json
 
@@ -18,7 +19,7 @@ AGENT_HELP = "only this agent's sessions (default: every agent)"
 
 
 def _when(value: Any) -> str:
-    return value.astimezone().strftime("%Y-%m-%d %H:%M") if value is not None else "-"
+    return local_text(value, "minutes") if value is not None else "-"
 
 
 def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .._localtime import local_stamp
 from .._models import HandoffScene, JournalEntry
 from .files import atomic_write, format_time, parse_time, read_bytes, yaml_scalar
 from .paths import INDEX_MD, StorePaths
@@ -65,11 +66,12 @@ def journal_header(period: str) -> bytes:
 def journal_entry(
     text: str, *, at: datetime, actor: str, origin_session_id: str | None, part: str | None = None
 ) -> bytes:
-    """One journal entry: a heading with time, actor, session and part, then the text.
+    """One journal entry: a heading with time (local, with its offset: ``_localtime``), actor,
+    session and part, then the text.
 
     ``part`` names a distilled entry for good (its session, the turns it came from and its place
     in the model's answer): a distillation run again after a kill finds it and writes it once."""
-    parts = [format_time(at), actor]
+    parts = [local_stamp(at), actor]
     if origin_session_id:
         parts.append(f"session {origin_session_id}")
     if part:
@@ -150,9 +152,10 @@ def demote_headings(markdown: str) -> str:
 
 
 def render_handoff(branch: str, text: str, *, updated_at: datetime, head: str | None) -> bytes:
-    """A handoff scene: frontmatter (branch, updated_at, head) and free Markdown."""
+    """A handoff scene: frontmatter (branch, updated_at in local time with its offset, head) and
+    free Markdown."""
     return (
-        f"---\nbranch: {yaml_scalar(branch)}\nupdated_at: {format_time(updated_at)}\n"
+        f"---\nbranch: {yaml_scalar(branch)}\nupdated_at: {local_stamp(updated_at)}\n"
         f"head: {yaml_scalar(head)}\n---\n\n{text.strip()}\n"
     ).encode()
 

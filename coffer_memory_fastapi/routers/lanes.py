@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from coffer_memory import MemoryScope
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 
 from ..deps import AsyncService, clean
@@ -43,9 +42,8 @@ async def delete_rules(name: str, svc: AsyncService) -> Response:
 async def get_journal(
     name: str, svc: AsyncService, limit: Annotated[int, Query(ge=1, le=MAX_JOURNAL_DAYS)] = 30
 ) -> Response:
-    """Journal day files, newest first (the global store has no journal: an empty list)."""
-    if (await svc.target(store=name)).scope is MemoryScope.GLOBAL:
-        return reply(JOURNAL, None, files=[])
+    """Journal day files, newest first. The global store has no journal: 422 INVALID_INPUT (field
+    ``store``), as in Python and the CLI, never an empty list that reads as "nothing happened"."""
     files = [JOURNAL_FILE.dump(f) for f in await svc.journal(store=name, limit=limit)]
     return reply(JOURNAL, None, files=files)
 

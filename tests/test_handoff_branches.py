@@ -1,0 +1,116 @@
+"""Which branch a handoff is saved under when HEAD is detached: mid-rebase (a real ``git rebase``
+stopped on a conflict, in a linked worktree and in the main checkout), and a plain detached HEAD
+(one scene per checkout, never a literal ``HEAD`` shared by all of them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import GIT_ENV, git, make_repo
+
+from coffer_memory import MemoryService
+
+
+def _conflicting(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose ``main`` and a worktree's ``feature`` changed the same line."""
+    repo = make_repo(tmp_path / "repo")
+    worktree = tmp_path / "wt-feature"
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(worktree))
+    (worktree / "README.md").write_text("feature\n")
+    git(worktree, "commit", "-q", "-am", "feature edits the readme")
+    (repo / "README.md").write_text("main\n")
+    git(repo, "commit", "-q", "-am", "main edits the readme")
+    return repo, worktree
+
+
+def _rebase_stops(worktree: Path, *extra: str) -> None:
+    env = {**os.environ, **GIT_ENV, "HOME": str(worktree), "GIT_EDITOR": "true"}
+    proc = subprocess.run(
+        ["git", "rebase", *extra, "main"], cwd=worktree, env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode != 0 and "CONFLICT" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD") == "HEAD"  # detached, as git leaves it
+
+
+@pytest.mark.parametrize("backend", ["--merge", "--apply"])
+def test_a_handoff_written_mid_rebase_belongs_to_the_branch_being_rebased(
+    svc: MemoryService, tmp_path: Path, backend: str
+) -> None:
+    """A handoff saved while a rebase waits on a conflict was saved under ``HEAD``, where no
+    resume on the branch ever found it. ``rebase-merge/head-name`` (``rebase-apply/`` for the
+    apply backend) in the worktree's own gitdir names the branch."""
+    repo, worktree = _conflicting(tmp_path)
+    before = svc.save_handoff("Feature: the readme says feature.", cwd=worktree)
+    _rebase_stops(worktree, backend)
+    gitdir = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    state = "rebase-merge" if backend == "--merge" else "rebase-apply"
+    assert (gitdir / state / "head-name").read_text().strip() == "refs/heads/feature"
+
+    assert svc.resolve_scope(worktree).branch == "feature"
+    mid = svc.resume(cwd=worktree)
+    assert mid.branch == "feature" and mid.scene is not None and mid.scene.path == before.path
+    saved = svc.save_handoff("Rebasing feature on main: README.md conflicts; keep both lines.", cwd=worktree)
+    assert saved.path == before.path and saved.target is not None and saved.target.branch == "feature"
+    assert [s.branch for s in svc.handoffs(cwd=repo)] == ["feature"]
+    assert svc.resume(cwd=repo).scene is None  # main's own scene is another one
+
+    git(worktree, "rebase", "--abort")
+    after = svc.resume(cwd=worktree)
+    assert after.branch == "feature" and after.scene is not None and "keep both lines" in after.scene.text
+
+
+def test_a_rebase_in_the_main_checkout_is_read_from_its_own_gitdir(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """Worktree-aware both ways: the main checkout's rebase state is under ``.git/``, a linked
+    worktree's under ``.git/worktrees/<name>/``; neither names the other's branch."""
+    repo, worktree = _conflicting(tmp_path)
+    git(repo, "checkout", "-q", "-b", "topic", "main~1")
+    (repo / "README.md").write_text("topic\n")
+    git(repo, "commit", "-q", "-am", "topic edits the readme")
+    _rebase_stops(repo)
+    assert svc.resolve_scope(repo).branch == "topic"
+    assert svc.resolve_scope(worktree).branch == "feature"
+    assert svc.save_handoff("Topic mid-rebase.", cwd=repo).target.branch == "topic"  # type: ignore[union-attr]
+
+
+def test_each_detached_checkout_keeps_its_own_scene(svc: MemoryService, tmp_path: Path) -> None:
+    """A plain detached HEAD was saved as branch ``HEAD``: the detached HEADs of every worktree of
+    the repository shared (and overwrote) one scene. Now it is one scene per checkout, under a key
+    no branch can have (a ref name holds no space)."""
+    repo, worktree = _conflicting(tmp_path)
+    git(repo, "checkout", "-q", "--detach")
+    git(worktree, "checkout", "-q", "--detach")
+    here = svc.save_handoff("Bisecting the slow test in the main checkout.", cwd=repo)
+    there = svc.save_handoff("Trying the old parser in the worktree.", cwd=worktree)
+    assert here.path != there.path
+    keys = {here.target.branch, there.target.branch}  # type: ignore[union-attr]
+    assert keys == {"detached HEAD (main checkout)", "detached HEAD (worktree wt-feature)"}
+    assert "HEAD" not in keys and all(" " in k for k in keys)
+    assert svc.resume(cwd=repo).scene.text.startswith("Bisecting")  # type: ignore[union-attr]
+    assert svc.resume(cwd=worktree).scene.text.startswith("Trying")  # type: ignore[union-attr]
+    assert svc.resume(cwd=worktree).branch == "detached HEAD (worktree wt-feature)"
+    # Back on a branch, the branch's own scene is the one resumed.
+    git(worktree, "checkout", "-q", "feature")
+    assert svc.resume(cwd=worktree).branch == "feature" and svc.resume(cwd=worktree).scene is None
+
+
+def test_mcp_handoff_names_the_rebased_branch(svc: MemoryService, tmp_path: Path) -> None:
+    from mcp import Client
+
+    from coffer_memory_mcp import build_server
+
+    _, worktree = _conflicting(tmp_path)
+    _rebase_stops(worktree)
+
+    async def save() -> dict[str, object]:
+        async with Client(build_server(svc)) as client:
+            result = await client.call_tool("coffer__handoff", {"text": "mid-rebase", "cwd": str(worktree)})
+        assert not result.is_error and result.structured_content is not None
+        return dict(result.structured_content)
+
+    assert anyio.run(save)["branch"] == "feature"
