@@ -13,9 +13,10 @@ import os
 import re
 import stat
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -25,6 +26,7 @@ from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 from .durable import CACHE_FOLDER as CACHE_FOLDER
 from .durable import DIR_MODE as DIR_MODE
 from .durable import FILE_MODE as FILE_MODE
+from .durable import atomic_stream
 from .durable import atomic_write as atomic_write
 from .durable import ensure_dir as ensure_dir
 from .durable import fsync_dir as fsync_dir
@@ -127,6 +129,12 @@ def write_outside_store(path: Path, data: bytes, *, mode: int, temp_prefix: str)
     The one durable-write routine of the package, shared so that no other module renames files.
     """
     atomic_write(path, data, mode=mode, temp_prefix=temp_prefix)
+
+
+def stream_outside_store(path: Path, *, mode: int, temp_prefix: str) -> AbstractContextManager[BinaryIO]:
+    """``write_outside_store`` for a file written piece by piece (an export): a handle on a temp
+    file beside ``path``, renamed over it durably when the block ends, removed when it raises."""
+    return atomic_stream(path, mode=mode, temp_prefix=temp_prefix)
 
 
 def remove_file(path: Path) -> None:

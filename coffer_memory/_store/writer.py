@@ -135,6 +135,10 @@ class Transaction:
         """Run the content checks over one text (raises before anything is written)."""
         return self._writer.check(text, field, self.findings)
 
+    def check_bytes(self, data: bytes, field: str = "text") -> bytes:
+        """Run the content checks over a file restored byte for byte (``Writer.check_bytes``)."""
+        return self._writer.check_bytes(data, field, self.findings)
+
     def read(self, path: Path) -> bytes | None:
         """The file's bytes as this transaction sees them (pending bytes in a dry run); None if absent."""
         if path in self._pending:
@@ -354,6 +358,7 @@ class Writer:
         self.lock = lock
         self.sink = sink
         self.checks: tuple[ContentCheck, ...] = (reject_unwritable, *checks)
+        self._text_checks = tuple(checks)
 
     def check(self, text: str, field: str, findings: dict[str, int]) -> str:
         """Run the content checks over one text, counting what they found into ``findings``:
@@ -362,6 +367,18 @@ class Writer:
         for check in self.checks:
             text = check(text, field, findings)
         return text
+
+    def check_bytes(self, data: bytes, field: str, findings: dict[str, int]) -> bytes:
+        """The checks over a whole file restored byte for byte (a coffer export): a NUL byte is
+        ``InvalidInput``; bytes that are not UTF-8 are kept as they are (the other checks see them
+        escaped, and a redaction leaves them in place), so such a file round-trips."""
+        nul = data.find(b"\x00")
+        if nul >= 0:
+            raise InvalidInput(f"{field} holds a NUL byte at offset {nul} (binary, not text)", field=field)
+        text = data.decode("utf-8", "surrogateescape")
+        for check in self._text_checks:
+            text = check(text, field, findings)
+        return text.encode("utf-8", "surrogateescape")
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
