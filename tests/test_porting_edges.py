@@ -289,3 +289,29 @@ def test_a_nul_byte_refuses_the_export_naming_the_file(svc: MemoryService, tmp_p
     (svc.paths(GLOBAL_STORE).inbox / "binary.md").write_bytes(b"half\x00binary\n")
     error = _export_refused(svc, tmp_path / "e.zip", "not_text")
     assert error.member == f"{INBOX}/binary.md"
+
+
+# -- 1b. an import syncs each folder once, audits in one write ---------------------------------
+def test_an_import_fsyncs_each_file_once_and_audits_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each file cost three fsyncs (the file, its folder, one audit line): 25 s for 1,000 files.
+    members = {f"{INBOX}/fact-{i}.md": f"fact {i}\n".encode() for i in range(40)}
+    source = _zip(tmp_path / "e.zip", members)
+    with MemoryService(tmp_path / "h") as svc:
+        svc.remember("warm up: the store and its folders exist", store=GLOBAL_STORE)
+        synced: list[int] = []
+        real = os.fsync
+
+        def counting(fd: int) -> None:
+            synced.append(fd)
+            real(fd)
+
+        monkeypatch.setattr(os, "fsync", counting)
+        report = svc.import_memory(source)
+        monkeypatch.setattr(os, "fsync", real)
+        assert report.counts == {"created": 40}
+        assert len(synced) <= 40 + 5  # one per file, one per folder, the audit, the version
+        added = svc.audit_events(event="memory_added", limit=100)
+        paths = {e["details"]["path"] for e in added if e["details"].get("imported_from") == "coffer"}
+        assert paths == {str(svc.paths(GLOBAL_STORE).inbox / f"fact-{i}.md") for i in range(40)}

@@ -103,7 +103,7 @@ class Applier:
         total = sum(len(v) for v in by_store.values())
         entries: list[ImportEntry] = []
         for store, group in by_store.items():
-            with self.writer.transaction(store, dry_run=self.dry_run) as tx:
+            with self.writer.transaction(store, dry_run=self.dry_run, bulk=True) as tx:
                 for item in group:
                     before = dict(tx.findings)
                     entry = self._apply(tx, item)

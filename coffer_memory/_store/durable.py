@@ -73,13 +73,15 @@ def atomic_write(
     mode: int = FILE_MODE,
     temp_prefix: str = TEMP_PREFIX,
     before_commit: Callable[[], None] | None = None,
+    sync_dir: bool = True,
 ) -> None:
     """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
 
     With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
     if ``path`` exists, so concurrent creators can never replace each other's file.
     ``before_commit`` runs between the temp file's fsync and the rename: when it raises, the
-    temp file is removed and ``path`` is left as it was (the Writer's lock fence).
+    temp file is removed and ``path`` is left as it was (the Writer's lock fence). ``sync_dir=False``
+    leaves the folder's fsync to the caller (a bulk write syncs each folder once, at its end).
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
@@ -102,7 +104,8 @@ def atomic_write(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
