@@ -3,9 +3,11 @@
 The facts are seeded as fact files in the global store (as a user or a sync tool would put them)
 and indexed once; then ``export_memory`` (zip, JSONL), ``import_memory`` of the zip into a fresh
 home (dry run, first run, second run that writes nothing) and of an MCP ``memory.jsonl`` with as
-many entities are timed once each. Figures are seconds in this process.
+many entities are timed ``--repeat`` times each (fresh homes), with the physical limit of a
+restore measured in the same run: the same files written, fsync'ed and renamed, each folder
+fsync'ed once. Figures are seconds in this process: median, p95, per file and times the floor.
 
-    .venv/bin/python bench/porting.py [--facts 1000]
+    .venv/bin/python bench/porting.py [--facts 1000] [--repeat 3] [--skip-mcp]
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import environment, print_environment, table
+from _common import environment, percentile, print_environment, table
 from filters import SEED, WORDS  # the same seeded developer vocabulary
 
 from coffer_memory import MemoryService
@@ -60,28 +64,67 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def durable_floor(folder: Path, files: list[tuple[str, bytes]]) -> float:
+    """Seconds to write ``files`` as durably as an import must: each to a temp file, fsync'ed,
+    renamed into place, then each folder fsync'ed once (the physical limit of a restore)."""
+    start = time.perf_counter()
+    folders: set[Path] = set()
+    for rel, data in files:
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(".tmp-" + path.name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        folders.add(path.parent)
+    for each in folders:
+        fd = os.open(each, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--facts", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each step (fresh homes)")
+    parser.add_argument("--skip-mcp", action="store_true", help="time the coffer steps only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coffer-bench-porting-") as tmp:
         print_environment(environment(tmp))
         root = Path(tmp)
-        rows: list[list[object]] = []
+        times: dict[str, list[float]] = {}
+        notes: dict[str, str] = {}
+
+        def record(step: str, seconds: float, note: str) -> None:
+            times.setdefault(step, []).append(seconds)
+            notes[step] = note
+
         with MemoryService(root / "source") as svc:
             seed(svc, args.facts)
-            seconds, report = timed(lambda: svc.export_memory(root / "e.zip"))
-            rows.append(["export zip", seconds, f"{report.files} files, {report.size} bytes"])
-            seconds, report = timed(lambda: svc.export_memory(root / "e.jsonl", format="jsonl"))
-            rows.append(["export jsonl", seconds, f"{report.files} files, {report.size} bytes"])
-        with MemoryService(root / "fresh") as fresh:
-            for label, dry in (
-                ("import zip, dry run", True),
-                ("import zip", False),
-                ("import zip again", False),
-            ):
-                seconds, result = timed(lambda dry=dry: fresh.import_memory(root / "e.zip", dry_run=dry))
-                rows.append([label, seconds, f"{result.counts}"])
+            for _ in range(args.repeat):
+                seconds, report = timed(lambda: svc.export_memory(root / "e.zip"))
+                record("export zip", seconds, f"{report.files} files, {report.size} bytes")
+                seconds, report = timed(lambda: svc.export_memory(root / "e.jsonl", format="jsonl"))
+                record("export jsonl", seconds, f"{report.files} files, {report.size} bytes")
+        with zipfile.ZipFile(root / "e.zip") as zf:
+            members = [(n, zf.read(n)) for n in zf.namelist() if n != "manifest.json"]
+        for run in range(args.repeat):
+            record("floor: durable write of the files", durable_floor(root / f"floor-{run}", members), "")
+            with MemoryService(root / f"fresh-{run}") as fresh:
+                for label, dry in (
+                    ("import zip, dry run", True),
+                    ("import zip", False),
+                    ("import zip again", False),
+                ):
+                    seconds, result = timed(lambda dry=dry: fresh.import_memory(root / "e.zip", dry_run=dry))
+                    record(label, seconds, f"{result.counts}")
         graph = root / "memory.jsonl"
         rng = random.Random(SEED)
         with graph.open("w") as handle:
@@ -93,12 +136,35 @@ def main() -> None:
                     )
                     + "\n"
                 )
-        with MemoryService(root / "graph") as svc:
-            seconds, result = timed(lambda: svc.import_memory(graph))
-            rows.append(["import mcp-memory", seconds, f"{result.counts}"])
-            seconds, result = timed(lambda: svc.import_memory(graph))
-            rows.append(["import mcp-memory again", seconds, f"{result.counts}"])
-        print(table(["step", "seconds", "result"], rows, digits=2))
+        for run in range(0 if args.skip_mcp else args.repeat):
+            with MemoryService(root / f"graph-{run}") as svc:
+                seconds, result = timed(lambda: svc.import_memory(graph))
+                record("import mcp-memory", seconds, f"{result.counts}")
+                seconds, result = timed(lambda: svc.import_memory(graph))
+                record("import mcp-memory again", seconds, f"{result.counts}")
+        floor = statistics.median(times["floor: durable write of the files"])
+        rows: list[list[object]] = []
+        for step, values in times.items():
+            median = statistics.median(values)
+            rows.append(
+                [
+                    step,
+                    median,
+                    percentile(values, 95),
+                    1000 * median / max(len(members), 1),
+                    median / floor,
+                    notes[step],
+                ]
+            )
+        print(
+            table(
+                ["step", "median s", "p95 s", "ms per file", "x floor", "result"],
+                rows,
+                digits=2,
+                title=f"{args.repeat} run(s) each; floor = each file written, fsync'ed and renamed, "
+                "each folder fsync'ed once",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── InvalidCursor     INVALID_CURSOR           (.reason: malformed | forged | other_query | stale)
     │   ├── StoreNotDeletable INVALID_INPUT            (.store: the global store)
     │   ├── StoreNotMergeable INVALID_INPUT            (.reason: same_store | global | link)
-    │   └── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
+    │   ├── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
+    │   └── InvalidExport     INVALID_INPUT            (.reason, .member, .limit: an export import would refuse)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
     ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, or no room to open index.db)
     │   ├── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
@@ -209,19 +210,50 @@ class InvalidImport(InvalidInput):
 
     ``reason`` is one of ``unknown_format``, ``corrupt``, ``unsafe_path`` (zip-slip: absolute or
     ``..`` member names), ``symlink``, ``too_large``, ``bad_json`` (with ``line``), ``checksum``
-    (a file that does not match the export's manifest) or ``not_found``.
+    (a file that does not match the export's manifest), ``collision`` (two members that differ
+    only by case or Unicode normalisation: ``member`` and ``other``), ``not_text`` (a NUL byte or
+    a lone surrogate in ``member``), ``not_regular`` (a FIFO, socket or device) or ``not_found``.
     """
 
     def __init__(
-        self, reason: str, message: str, *, source: str, member: str | None = None, line: int | None = None
+        self,
+        reason: str,
+        message: str,
+        *,
+        source: str,
+        member: str | None = None,
+        line: int | None = None,
+        other: str | None = None,
     ) -> None:
         if source not in message:  # say which file, once
             message = f"{source}: {message}"
-        super().__init__(message, field="source", reason=reason, source=source, member=member, line=line)
+        super().__init__(
+            message, field="source", reason=reason, source=source, member=member, line=line, other=other
+        )
         self.reason = reason
         self.source = source
         self.member = member
         self.line = line
+        self.other = other
+
+
+class InvalidExport(InvalidInput):
+    """An export coffer will not write, because its own import would refuse it; nothing is written.
+
+    ``reason``: ``too_large`` (``limit`` is the limit it would pass: a file over ``[memory]
+    max_file_bytes``, more members, bytes or manifest bytes than import reads, or a zip packed over
+    its ratio), ``not_text`` (a file holding a NUL byte), ``unsafe_path`` (a file name import
+    refuses) or ``collision`` (two names that are one file on macOS or Windows). ``member`` names
+    the file, as ``stores/<store>/<path>``, when one is to blame.
+    """
+
+    def __init__(
+        self, reason: str, message: str, *, member: str | None = None, limit: int | None = None
+    ) -> None:
+        super().__init__(message, field="stores", reason=reason, member=member, limit=limit)
+        self.reason = reason
+        self.member = member
+        self.limit = limit
 
 
 class AgentConfigInvalid(CofferError):

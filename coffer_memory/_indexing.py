@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -418,6 +418,10 @@ class IndexHandle:
     ) -> None:
         """Append one event to the audit log (a file: it needs no index and survives its loss)."""
         self.audit_log.append(event, store, document_id, details)
+
+    def audit_many(self, store: str, events: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -> None:
+        """Append a bulk change's ``(event, document_id, details)`` events in one durable write."""
+        self.audit_log.append_many([(event, store, doc, details) for event, doc, details in events])
 
     def audit_page(
         self,

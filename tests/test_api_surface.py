@@ -52,6 +52,7 @@ EXPECTED = {
     "IndexUnavailable",
     "ServiceClosed",
     "InvalidCursor",
+    "InvalidExport",
     "InvalidImport",
     "ExportReport",
     "ImportEntry",

@@ -71,3 +71,16 @@ def test_the_routes_are_documented(client: TestClient) -> None:
         "application/zip",
         "application/x-ndjson",
     }
+
+
+def test_an_export_its_import_would_refuse_is_422_naming_the_file(
+    client: TestClient, svc: MemoryService
+) -> None:
+    # It was downloaded, and refused on the way back in.
+    svc.remember("a fact", store="global")
+    (svc.paths("global").inbox / "binary.md").write_bytes(b"half\x00binary\n")
+    response = client.get("/api/v1/export")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "INVALID_INPUT" and error["details"]["reason"] == "not_text"
+    assert error["details"]["member"] == "stores/global/knowledge/inbox/binary.md"

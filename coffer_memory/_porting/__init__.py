@@ -2,8 +2,9 @@
 
 Sources, one module each: a coffer export (``archive``), Claude Code's memory (``claude_code``),
 agents' instruction files (``rules_files``), the MCP reference memory server's knowledge graph
-(``mcp_memory``) and a basic-memory folder (``basic_memory``). Every write goes through the
-Writer's transaction (``apply``); ``Porting`` (``svc.porting``) ties them together.
+(``mcp_memory``) and a basic-memory folder (``basic_memory``). The export is written by
+``export``, within the limits ``archive`` reads. Every write goes through the Writer's
+transaction (``apply``); ``Porting`` (``svc.porting``) ties them together.
 """
 
 from .models import EXPORT_FORMATS, IMPORT_KINDS, ExportReport, ImportEntry, ImportReport

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from .._errors import InvalidImport, InvalidInput
 from .._jsontext import loads as json_loads
 from .._models import MemoryFact
 from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
@@ -26,9 +27,13 @@ from .._store.rules import IMPORT_MARK
 from .._store.scan import scan_markdown
 from .._store.writer import Transaction, Writer
 from ..vocabulary import MAX_TAGS
+from .archive import STORES_DIR
 from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem
 
 Progress = Callable[[int, int, ImportEntry], None]
+# What the content checks answered for one text of one store: the text to write (None: as it
+# was) and what they found.
+_Checked = tuple[str | bytes | None, dict[str, int]]
 _RULE_HEAD = re.compile(r"\A" + re.escape(IMPORT_MARK) + r"(\{.*?\}) -->\n")
 
 
@@ -50,8 +55,34 @@ class _Imported:
 TRANSACTION_ITEMS = 128
 
 
+class CheckMemo:
+    """The content checks' answers within one import, by store, field and text.
+
+    An import runs its writes twice, as a dry run (every check raises there, before any write)
+    and then for real: the secret scan of the second pass repeated the first's, half of a large
+    import's time. With one memo for both passes each text is scanned once.
+    """
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[str, str, str | bytes], _Checked] = {}
+
+    def get(self, store: str, field: str, value: str | bytes) -> _Checked | None:
+        """What the checks answered for ``value``, or None when it was not checked yet."""
+        return self._done.get((store, field, value))
+
+    def put(
+        self, store: str, field: str, value: str | bytes, result: str | bytes, found: dict[str, int]
+    ) -> None:
+        """Keep the checks' answer (the text itself only when they changed it)."""
+        self._done[(store, field, value)] = (None if result == value else result, found)
+
+
 class Applier:
-    """Applies a plan to the stores of one home (``dry_run``: plans only, writes nothing)."""
+    """Applies a plan to the stores of one home (``dry_run``: plans only, writes nothing).
+
+    ``source`` names the import in errors; ``memo`` carries the checks' answers from a dry run
+    to the real run of the same plan.
+    """
 
     def __init__(
         self,
@@ -60,6 +91,8 @@ class Applier:
         dry_run: bool,
         progress: Progress | None = None,
         ahead: Callable[[str, list[tuple[Path, bytes]]], AbstractContextManager[None]] | None = None,
+        source: str = "",
+        memo: CheckMemo | None = None,
     ) -> None:
         self.writer = writer
         self.dry_run = dry_run
@@ -69,6 +102,8 @@ class Applier:
         self.ahead = ahead
         # A dry run's planned files, by store, one list per item (what ``ahead`` is handed).
         self.planned: dict[str, list[list[tuple[Path, bytes]]]] = {}
+        self.source = source
+        self.memo = memo if memo is not None else CheckMemo()
         self._seen: dict[str, dict[tuple[str, str], _Imported]] = {}
 
     def run(self, items: Iterable[Item], plan: Applier | None = None) -> list[ImportEntry]:
@@ -92,7 +127,7 @@ class Applier:
                 planned = plan.planned.get(store, []) if plan is not None else []
                 files = [f for per_item in planned[start : start + len(part)] for f in per_item]
                 ahead = self.ahead(store, files) if self.ahead is not None and files else nullcontext()
-                with ahead, self.writer.transaction(store, dry_run=self.dry_run) as tx:
+                with ahead, self.writer.transaction(store, dry_run=self.dry_run, bulk=True) as tx:
                     if expected is not None and self.writer.version(store) != expected:
                         # Another writer changed the store between two holds of its lock (another
                         # import of the same source, say): what was imported is read again.
@@ -118,6 +153,30 @@ class Applier:
             )
         return attrs.evolve(entry, findings=tuple(sorted(found.items())))
 
+    def _check(self, tx: Transaction, value: str | bytes, field: str, where: str) -> Any:
+        """``value`` through the content checks (once per import); text that is not text a store
+        can hold (a NUL, a lone surrogate) is ``InvalidImport`` naming ``where``."""
+        done = self.memo.get(tx.store, field, value)
+        if done is None:
+            found: dict[str, int] = {}
+            try:
+                if isinstance(value, bytes):
+                    result: str | bytes = self.writer.check_bytes(value, field, found)
+                else:
+                    result = self.writer.check(value, field, found)
+            except InvalidImport:
+                raise
+            except InvalidInput as exc:
+                raise InvalidImport(
+                    "not_text", f"{where}: {exc.message}", source=self.source, member=where
+                ) from None
+            self.memo.put(tx.store, field, value, result, found)
+            done = (result, found)
+        changed, found = done
+        for kind, n in found.items():
+            tx.findings[kind] = tx.findings.get(kind, 0) + n
+        return value if changed is None else changed
+
     def _apply(self, tx: Transaction, item: Item) -> ImportEntry:
         if isinstance(item, FileItem):
             return self._file(tx, item)
@@ -131,10 +190,8 @@ class Applier:
         source = f"{item.store}/{item.relpath}"
         if not os.path.isdir(path) and tx.read(path) == item.data:  # restored before: no checks needed
             return ImportEntry("unchanged", source, item.store, path, item.relpath)
-        try:
-            data = tx.check(item.data.decode("utf-8"), "text").encode("utf-8")
-        except UnicodeDecodeError:
-            return ImportEntry("skipped", source, item.store, path, item.relpath, reason="not UTF-8 text")
+        # Bytes that are not UTF-8 are restored as they are (the export carries them): a round trip.
+        data: bytes = self._check(tx, item.data, "text", f"{STORES_DIR}/{source}")
         if os.path.isdir(path):
             return ImportEntry("conflict", source, item.store, path, item.relpath, reason="a folder is here")
         existing = tx.read(path)
@@ -152,7 +209,7 @@ class Applier:
     def _rule(self, tx: Transaction, item: RuleItem) -> ImportEntry:
         prov = item.provenance
         path = tx.paths.rules_file(item.slug)
-        text = tx.check(item.text.strip(), "text") + "\n"
+        text = self._check(tx, item.text.strip(), "text", prov.path) + "\n"
         head = json.dumps(prov.to_meta(_body_sha(text)), ensure_ascii=False, sort_keys=True)
         data = f"{IMPORT_MARK}{head} -->\n{text}".encode()
         existing = tx.read(path)
@@ -232,9 +289,10 @@ class Applier:
         old = known.get(key)
         if old is not None and old.meta.get("sha256") == prov.sha256:  # before the checks: the common case
             return attrs.evolve(entry, action="unchanged", path=old.path)
-        body = tx.check(item.body.strip("\n"), "text")
-        title = tx.check(" ".join(item.title.split()) or "memory", "title")
-        description = tx.check(item.description, "description") if item.description else None
+        where = f"{prov.path} ({prov.original_id})"
+        body = self._check(tx, item.body.strip("\n"), "text", where)
+        title = self._check(tx, " ".join(item.title.split()) or "memory", "title", where)
+        description = self._check(tx, item.description, "description", where) if item.description else None
         if not body.strip():
             return attrs.evolve(entry, action="skipped", reason="empty")
         meta = prov.to_meta(_body_sha(body))
@@ -291,4 +349,4 @@ def _tags(tags: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tags))[:MAX_TAGS]
 
 
-__all__ = ["Applier", "Progress", "Provenance"]
+__all__ = ["Applier", "CheckMemo", "Progress", "Provenance"]

@@ -1,4 +1,5 @@
-"""The coffer export format: a zip of the truth files with a manifest, or JSONL; written and read here.
+"""The coffer export format: a zip of the truth files with a manifest, or JSONL; read here (and
+written by ``export``, within the limits set here).
 
 Zip layout::
 
@@ -9,7 +10,9 @@ JSONL: a ``manifest`` record first, then one ``file`` record per truth file with
 lane, size, sha256 and content (text, or base64 when it is not UTF-8); a fact file also carries
 its parsed fields (``fact``). Reading refuses, before anything is written, a corrupt archive,
 member names that climb out of their folder (zip-slip), symbolic links, oversize members, files
-that do not match the manifest and broken JSON lines: each is an ``InvalidImport``.
+that do not match the manifest, broken JSON lines, a source that is not a regular file (a FIFO
+would block the read for ever) and two names that are one file on macOS or Windows (they differ
+only by case or Unicode normalisation): each is an ``InvalidImport``.
 """
 
 from __future__ import annotations
@@ -17,21 +20,20 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import os
 import re
 import stat
+import unicodedata
 import zipfile
-from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from .._errors import InvalidImport, MemoryStoreNotFound
 from .._jsontext import loads as json_loads
-from .._store.files import FactParseError, format_time, parse_fact, read_bytes, sha256_bytes
-from .._store.paths import StorePaths, is_recall_rel, validate_store_name
-from .._version import __version__
+from .._store.files import FactParseError, read_bytes, sha256_bytes
+from .._store.paths import validate_store_name
+from .._store.scan import odd_kind, open_regular
 from .models import FileItem
 
 FORMAT = "coffer-export"
@@ -60,115 +62,14 @@ MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 1024
 
 
-# -- export -----------------------------------------------------------------------------------
-def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
-    """Every regular, visible file of a store as ``(path in store, bytes)``, sorted; symbolic links,
-    hidden entries (temp files of a writer among them) and files over ``max_bytes`` are left out."""
-    if not sp.root.is_dir() or sp.root.is_symlink():
-        return
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(sp.root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in filenames:
-            path = Path(dirpath) / name
-            if name.startswith(".") or not stat.S_ISREG(os.lstat(path).st_mode):
-                continue
-            found.append(sp.relative(path))
-    for rel in sorted(found):
-        try:
-            data, _ = read_bytes(sp.root / rel, max_bytes=max_bytes)
-        except (OSError, FactParseError):  # gone since the walk, or over the cap
-            continue
-        yield rel, data
-
-
-def lane_of(relpath: str) -> str:
-    """The lane a store-relative path belongs to (``store`` for ``store.json``)."""
-    head = relpath.split("/", 1)[0]
-    if head in ("knowledge", "journal", "rules", "handoff", "superseded"):
-        return head
-    if relpath == "consolidation-log.md":
-        return "consolidation-log"
-    return "store" if relpath == "store.json" else "other"
-
-
-def _manifest(stores: list[dict[str, Any]], files: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "coffer_version": __version__,
-        "created_at": format_time(datetime.now(UTC)),
-        "stores": stores,
-        "files": files,
-    }
-
-
-def write_zip(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, bytes]]]]) -> int:
-    """Write the zip export of ``(store, files)`` pairs to ``out``; returns the number of files."""
-    stores: list[dict[str, Any]] = []
-    files: list[dict[str, Any]] = []
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for store, entries in snapshot:
-            stores.append({"name": store, "files": len(entries)})
-            for rel, data in entries:
-                member = f"{STORES_DIR}/{store}/{rel}"
-                info = zipfile.ZipInfo(member, date_time=datetime.now(UTC).timetuple()[:6])
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = (stat.S_IFREG | 0o600) << 16
-                zf.writestr(info, data)
-                files.append(
-                    {"path": member, "store": store, "size": len(data), "sha256": sha256_bytes(data)}
-                )
-        manifest = json.dumps(_manifest(stores, files), indent=2, ensure_ascii=False).encode()
-        zf.writestr(MANIFEST, manifest)
-    return len(files)
-
-
-def _fact_fields(store: str, rel: str, data: bytes) -> dict[str, Any] | None:
-    if not (rel.startswith("knowledge/") and is_recall_rel(rel)):
-        return None
-    try:
-        parsed = parse_fact(data, store=store, relpath=rel, mtime=0)
-    except FactParseError:
-        return None
-    record = parsed.fact.to_record()
-    record["extra"] = {k: v for k, v in parsed.extra.items() if isinstance(k, str)}
-    plain: dict[str, Any] = json.loads(json.dumps(record, default=str))  # dates as ISO text
-    return plain
-
-
-def write_jsonl(out: IO[bytes], snapshot: Iterable[tuple[str, list[tuple[str, bytes]]]]) -> int:
-    """Write the JSONL export of ``(store, files)`` pairs to ``out``; returns the number of files."""
-    lines: list[dict[str, Any]] = []
-    stores: list[dict[str, Any]] = []
-    for store, entries in snapshot:
-        stores.append({"name": store, "files": len(entries)})
-        for rel, data in entries:
-            record: dict[str, Any] = {
-                "record": "file",
-                "store": store,
-                "path": rel,
-                "lane": lane_of(rel),
-                "size": len(data),
-                "sha256": sha256_bytes(data),
-            }
-            try:
-                record["content"] = data.decode("utf-8")
-            except UnicodeDecodeError:
-                record["content_base64"] = base64.b64encode(data).decode()
-            fact = _fact_fields(store, rel, data)
-            if fact is not None:
-                record["fact"] = fact
-            lines.append(record)
-    head = {"record": "manifest", **_manifest(stores, [])}
-    del head["files"]
-    for record in (head, *lines):
-        out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
-    return len(lines)
-
-
 # -- import -----------------------------------------------------------------------------------
-def _unsafe(name: str) -> bool:
+def fold(rel: str) -> str:
+    """A path as a case- and normalisation-insensitive file system sees it (APFS, NTFS): two paths
+    with one ``fold`` are one file there."""
+    return unicodedata.normalize("NFC", rel).casefold()
+
+
+def unsafe_name(name: str) -> bool:
     """Whether an archive member name could land outside its folder (zip-slip) or is not portable."""
     if not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) or _ODD_CHARS.search(name):
         return True
@@ -187,7 +88,7 @@ def _store_path(source: str, member: str, store: str, rel: str) -> tuple[str, st
         raise InvalidImport(
             "corrupt", f"{member}: {store!r} is not a store name", source=source, member=member
         ) from None
-    if _unsafe(rel) or any(p.startswith(".") for p in rel.split("/")):
+    if unsafe_name(rel) or any(p.startswith(".") for p in rel.split("/")):
         raise InvalidImport("unsafe_path", f"{member}: unsafe path {rel!r}", source=source, member=member)
     return name, rel
 
@@ -205,20 +106,58 @@ def _check_manifest(source: str, manifest: object) -> dict[str, Any]:
     return manifest
 
 
+def open_source(path: Path) -> BinaryIO:
+    """The import source opened for reading: ``not_regular`` for a FIFO, a socket or a device (a
+    FIFO blocked the import for ever, a device was read without end), ``not_found`` when it cannot
+    be read."""
+    try:
+        return open_regular(path)
+    except OSError as exc:
+        raise unreadable(path, exc) from None
+
+
+def unreadable(path: Path, exc: OSError) -> InvalidImport:
+    """Why an import source could not be read: ``not_regular`` or ``not_found``."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return InvalidImport(
+            "not_regular", f"{path} is {odd_kind(mode)}: import reads files", source=str(path)
+        )
+    return InvalidImport("not_found", f"cannot read {path}: {exc.strerror or exc}", source=str(path))
+
+
 def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
-    """``items``, refused (``corrupt``) when two name one path, or one's path is another's folder:
-    restoring either would fail half-way."""
-    paths = {(i.store, i.relpath) for i in items}
-    if len(paths) != len(items):
-        raise InvalidImport("corrupt", "a file appears twice", source=source)
-    for store, rel in sorted(paths):
-        parts = rel.split("/")
+    """``items``, refused when two name one file (``corrupt``; ``collision`` when they differ only
+    by case or Unicode normalisation, one file on macOS or Windows), or one's path is another's
+    folder (``corrupt``): restoring either would fail half-way, or merge two files into one."""
+    named: dict[tuple[str, str], str] = {}
+    exact: set[str] = set()
+    for item in items:
+        member = f"{STORES_DIR}/{item.store}/{item.relpath}"
+        if member in exact:
+            raise InvalidImport("corrupt", f"{member} appears twice", source=source, member=member)
+        exact.add(member)
+        other = named.setdefault((item.store, fold(item.relpath)), member)
+        if other != member:
+            # Refused, not merged: keeping either file would drop the other's content unseen.
+            raise InvalidImport(
+                "collision",
+                f"{other} and {member} differ only by case or Unicode normalisation: they would "
+                "be one file on macOS or Windows",
+                source=source,
+                member=member,
+                other=other,
+            )
+    for store, key in sorted(named):
+        parts = key.split("/")
         for n in range(1, len(parts)):
-            folder = "/".join(parts[:n])
-            if (store, folder) in paths:
-                member = f"{store}/{folder}"
+            folder = named.get((store, "/".join(parts[:n])))
+            if folder is not None:
                 raise InvalidImport(
-                    "corrupt", f"{member} is both a file and a folder", source=source, member=member
+                    "corrupt", f"{folder} is both a file and a folder", source=source, member=folder
                 )
     return items
 
@@ -226,11 +165,13 @@ def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
 def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
     """The manifest and files of a zip export, every member checked before any is returned."""
     source = str(path)
+    handle = open_source(path)
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+        handle.close()
         raise InvalidImport("corrupt", f"not a readable zip archive: {exc}", source=source) from None
-    with zf:
+    with handle, zf:
         infos = zf.infolist()
         if len(infos) > MAX_MEMBERS:
             raise InvalidImport("too_large", f"more than {MAX_MEMBERS} members", source=source)
@@ -238,7 +179,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
         total = 0
         for info in infos:
             name = info.filename
-            if _unsafe(name):
+            if unsafe_name(name):
                 raise InvalidImport("unsafe_path", f"unsafe member name {name!r}", source=source, member=name)
             if stat.S_ISLNK(info.external_attr >> 16):
                 raise InvalidImport("symlink", f"{name} is a symbolic link", source=source, member=name)
@@ -258,7 +199,7 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
             raise InvalidImport(
                 "too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source
             )
-        packed = max(path.stat().st_size, 1)
+        packed = max(os.fstat(handle.fileno()).st_size, 1)
         if total > BOMB_FLOOR_BYTES and total > MAX_UNPACK_RATIO * packed:
             raise InvalidImport(
                 "too_large",
@@ -377,7 +318,7 @@ def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]
     except FactParseError:
         raise InvalidImport("too_large", f"over {max_bytes} bytes", source=source) from None
     except OSError as exc:
-        raise InvalidImport("not_found", f"cannot read: {exc.strerror or exc}", source=source) from None
+        raise unreadable(path, exc) from None
     for number, line in enumerate(io.BytesIO(data), start=1):
         if not line.strip():
             continue

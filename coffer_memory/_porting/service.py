@@ -9,8 +9,12 @@ then, unless ``dry_run``, for real.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
@@ -24,14 +28,14 @@ from .._errors import InvalidImport, InvalidInput, StorageFull
 from .._jsontext import loads as json_loads
 from .._models import Target
 from .._scope import find_git, project_id_for
-from .._store.files import sha256_bytes, write_outside_store
+from .._store.files import stream_outside_store
 from .._store.paths import GLOBAL_STORE, store_name_for_project
-from .._store.scan import open_regular
+from .._store.scan import odd_kind, open_regular
 from .._store.writer import Writer
 from .._stores import Stores
 from .._targets import PathLike, Targets, store_list
-from . import archive, basic_memory, claude_code, mcp_memory, rules_files
-from .apply import Applier, Progress
+from . import archive, basic_memory, claude_code, export, mcp_memory, rules_files
+from .apply import Applier, CheckMemo, Progress
 from .common import Plan
 from .models import (
     EXPORT_FORMATS,
@@ -85,25 +89,9 @@ class Porting:
         self, *, stores: Iterable[str] | None = None, format: ExportFormat = "zip"
     ) -> tuple[bytes, ExportReport]:
         """The export of ``stores`` (default: every store) as bytes, and its report."""
-        if format not in EXPORT_FORMATS:
-            raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}", field="format")
-        names = list(dict.fromkeys(store_list(stores))) if stores is not None else self.stores.names()
-        snapshot = []
-        for name in names:
-            sp = self.targets.paths(name)
-            with self.writer.locked(sp.name):  # one store's files as of one moment
-                snapshot.append((sp.name, list(archive.truth_files(sp, self.max_file_bytes))))
         out = io.BytesIO()
-        count = (archive.write_zip if format == "zip" else archive.write_jsonl)(out, snapshot)
-        data = out.getvalue()
-        report = ExportReport(
-            format=format,
-            stores=tuple(n for n, _ in snapshot),
-            files=count,
-            size=len(data),
-            sha256=sha256_bytes(data),
-        )
-        return data, report
+        report = self.export_memory(out, stores=stores, format=format)
+        return out.getvalue(), report
 
     def export_memory(
         self,
@@ -112,30 +100,56 @@ class Porting:
         stores: Iterable[str] | None = None,
         format: ExportFormat = "zip",
     ) -> ExportReport:
-        """Write the export to a file (atomically, mode 0600) or a binary stream."""
+        """Write the export to a file (streamed to a temp file beside it, renamed over it when
+        complete, mode 0600) or a binary stream (written once complete). ``InvalidExport`` (and
+        nothing written) when this coffer's import would refuse it."""
+        if format not in EXPORT_FORMATS:
+            raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}", field="format")
         if not isinstance(dest, str | os.PathLike):
-            data, report = self.export_bytes(stores=stores, format=format)
-            dest.write(data)
+            with tempfile.TemporaryFile() as spool:  # a refused export writes nothing to ``dest``
+                report = self._export(spool, stores, format, None)
+                spool.seek(0)
+                shutil.copyfileobj(spool, dest, 1 << 20)
             return report
         path = Path(os.path.abspath(dest))
         if path.is_dir():
             raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
         if not os.path.lexists(path.parent):  # a typo in the folder would have created it, silently
             raise InvalidInput(f"folder {path.parent} does not exist: create it first", field="dest")
-        data, report = self.export_bytes(stores=stores, format=format)
         try:
-            write_outside_store(path, data, mode=0o600, temp_prefix=".tmp-coffer-export-")
+            with stream_outside_store(path, mode=0o600, temp_prefix=".tmp-coffer-export-") as handle:
+                report = self._export(handle, stores, format, path.parent)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise StorageFull(str(path), os.strerror(exc.errno or 0)) from None
             raise InvalidInput(f"cannot write the export to {path}: {exc.strerror}", field="dest") from None
         return attrs.evolve(report, path=path)
 
+    def _export(
+        self, out: IO[bytes], stores: Iterable[str] | None, format: ExportFormat, spool: Path | None
+    ) -> ExportReport:
+        """Stream the export to ``out`` (seekable and readable) and read it back for its sha256."""
+        names = list(dict.fromkeys(store_list(stores))) if stores is not None else self.stores.names()
+        paths = [self.targets.paths(name) for name in names]
+        if format == "zip":
+            written = export.write_zip(out, paths, self.writer.locked, self.max_file_bytes)
+        else:
+            written = export.write_jsonl(out, paths, self.writer.locked, self.max_file_bytes, spool)
+        out.flush()
+        size = out.seek(0, os.SEEK_END)
+        out.seek(0)
+        digest = hashlib.sha256()
+        while chunk := out.read(1 << 20):
+            digest.update(chunk)
+        return ExportReport(
+            format=format, stores=written.stores, files=written.files, size=size, sha256=digest.hexdigest()
+        )
+
     # -- import --------------------------------------------------------------------------------
     def detect(self, source: Path) -> ImportKind:
         """The kind of an import source, told from its name and content (``InvalidImport`` if none fits)."""
         if source.is_file():
-            with source.open("rb") as handle:
+            with archive.open_source(source) as handle:
                 head = handle.read(4)
             if head.startswith(b"PK"):
                 return "coffer"
@@ -188,17 +202,20 @@ class Porting:
         items, skipped = self._plan(path, kind, store, resolver)
         write_progress = progress
         plan: Applier | None = None  # the check pass: what the writing pass embeds ahead
+        memo = CheckMemo()  # each text is scanned once, in the first pass
         if not dry_run:  # the content checks raise in this pass, before any write
-            # It takes about as long as the writes (the secret scan of every text): the progress
-            # counts both passes, or a bar would sit at nothing for minutes on a large archive.
+            # The secret scan of every text is done here: the progress counts both passes, or a
+            # bar would sit at nothing for minutes on a large archive.
             checks, write_progress = _two_passes(progress)
-            plan = Applier(self.writer, dry_run=True, progress=checks)
+            plan = Applier(self.writer, dry_run=True, progress=checks, source=str(path), memo=memo)
             plan.run(items)
         index = self.facts.index
         entries = Applier(
             self.writer,
             dry_run=dry_run,
             progress=write_progress,
+            source=str(path),
+            memo=memo,
             ahead=lambda name, files: index.embedding_ahead(name, lambda: files),
         ).run(items, plan=plan)
         if not dry_run:
@@ -213,8 +230,14 @@ class Porting:
         if source is not None:
             # The source the user names may be a link (dotfiles often are); links inside it are skipped.
             path = Path(os.path.realpath(os.path.expanduser(os.fspath(source))))
-            if not path.exists():
-                raise InvalidImport("not_found", "does not exist", source=str(path))
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                raise InvalidImport("not_found", "does not exist", source=str(path)) from None
+            if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO blocked the read for ever
+                raise InvalidImport(
+                    "not_regular", f"{path} is {odd_kind(mode)}: import reads files", source=str(path)
+                )
             return path
         if kind == "claude-code":
             return AgentHomes.from_env().claude
@@ -229,7 +252,7 @@ class Porting:
                 raise InvalidImport(
                     "unknown_format", "a coffer export is a .zip or .jsonl file", source=str(path)
                 )
-            with path.open("rb") as handle:
+            with archive.open_source(path) as handle:
                 zipped = handle.read(4).startswith(b"PK")
             _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit)
             return [f for f in files if store is None or f.store == store], []

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from fnmatch import fnmatch
 from pathlib import Path
@@ -177,17 +177,32 @@ class AuditLog:
         at: datetime | None = None,
     ) -> AuditEvent:
         """Append one event (durable when this returns)."""
+        return self.append_many([(event, store, document_id, details)], at=at)[0]
+
+    def append_many(
+        self,
+        events: Sequence[tuple[str, str | None, str | None, Mapping[str, Any]]],
+        *,
+        at: datetime | None = None,
+    ) -> list[AuditEvent]:
+        """Append ``(event, store, document_id, details)`` events in one write, one fsync (a bulk
+        change's events; durable when this returns)."""
         with store_lock(self.layout.audit_lock):  # the time is taken in turn: the file stays in time order
-            record = AuditEvent(
-                at=at or datetime.now(UTC),
-                event=event,
-                store=store,
-                document_id=document_id,
-                details=dict(details),
-            )
-            line = json.dumps(record.to_dict(), ensure_ascii=False, default=str, separators=(",", ":"))
-            self._append_lines([line.encode("utf-8") + b"\n"], record.at)
-        return record
+            when = at or datetime.now(UTC)
+            records = [
+                AuditEvent(at=when, event=event, store=store, document_id=document_id, details=dict(details))
+                for event, store, document_id, details in events
+            ]
+            lines = [
+                json.dumps(r.to_dict(), ensure_ascii=False, default=str, separators=(",", ":")).encode(
+                    "utf-8"
+                )
+                + b"\n"
+                for r in records
+            ]
+            if lines:
+                self._append_lines(lines, when)
+        return records
 
     def import_events(self, events: list[AuditEvent]) -> int:
         """Append older events (index.db's audit rows from before this log) in a segment of their own.

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .._home import CACHE_DIR
 from .scan import TEMP_PREFIX
@@ -45,11 +46,17 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
-def _create_temp(folder: Path, temp_prefix: str) -> tuple[int, str]:
+def _create_temp(folder: Path, temp_prefix: str, *, readable: bool = False) -> tuple[int, str]:
     """A new, empty temp file in ``folder`` (0600, opened for writing), as ``tempfile.mkstemp`` makes
     one: importing ``tempfile`` (``random``, ``shutil``) cost coffer-hook ~5 ms per session start.
     The pid in the name lets a later reindex remove a killed writer's temp file at once."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    flags = (
+        (os.O_RDWR if readable else os.O_WRONLY)
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+    )
     while True:
         name = os.path.join(folder, f"{temp_prefix}{os.getpid()}-{os.urandom(6).hex()}.part")
         try:
@@ -66,13 +73,15 @@ def atomic_write(
     mode: int = FILE_MODE,
     temp_prefix: str = TEMP_PREFIX,
     before_commit: Callable[[], None] | None = None,
+    sync_dir: bool = True,
 ) -> None:
     """Durably write ``data`` to ``path``: temp + fsync + rename + fsync(dir).
 
     With ``overwrite=False`` the file is linked into place and ``FileExistsError`` is raised
     if ``path`` exists, so concurrent creators can never replace each other's file.
     ``before_commit`` runs between the temp file's fsync and the rename: when it raises, the
-    temp file is removed and ``path`` is left as it was (the Writer's lock fence).
+    temp file is removed and ``path`` is left as it was (the Writer's lock fence). ``sync_dir=False``
+    leaves the folder's fsync to the caller (a bulk write syncs each folder once, at its end).
     Memory files go through ``store.writer``; other callers use ``write_outside_store``.
     """
     ensure_dir(path.parent)
@@ -91,6 +100,29 @@ def atomic_write(
         else:
             os.link(tmp, path)
             os.unlink(tmp)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_stream(path: Path, *, mode: int = FILE_MODE, temp_prefix: str = TEMP_PREFIX) -> Iterator[BinaryIO]:
+    """A temp file beside ``path`` (``mode``), opened for writing and reading; when the block ends
+    it is fsync'ed and renamed over ``path``, then the folder fsync'ed: a large file written piece
+    by piece, as durably as ``atomic_write``. When the block raises, the temp file is removed and
+    ``path`` is left as it was."""
+    fd, tmp = _create_temp(path.parent, temp_prefix, readable=True)  # a zip writer reads back
+    try:
+        if mode != FILE_MODE:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "r+b") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import os
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
@@ -85,9 +84,12 @@ class ImportReportOut(BaseModel):
         )
 
 
-def _chunks(data: bytes) -> Iterator[bytes]:
-    for start in range(0, len(data), _CHUNK):
-        yield data[start : start + _CHUNK]
+def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
+    """The export, read back from its temp file (closed, and so removed, at the end)."""
+    with spool:
+        spool.seek(0)
+        while chunk := spool.read(_CHUNK):
+            yield chunk
 
 
 _DOWNLOAD: dict[int | str, dict[str, Any]] = {
@@ -113,14 +115,18 @@ def export_stores(
     format: Annotated[Literal["zip", "jsonl"], Query(description="zip (default) or jsonl.")] = "zip",
 ) -> StreamingResponse:
     """Download the truth files of the stores: a zip with a manifest, or JSONL."""
-    out = io.BytesIO()
-    report = svc.export_memory(out, stores=store, format=format)
+    out = tempfile.TemporaryFile(prefix="coffer-export-")  # noqa: SIM115  (closed by _chunks)
+    try:
+        report = svc.export_memory(out, stores=store, format=format)
+    except BaseException:
+        out.close()
+        raise
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     headers = {
         "Content-Disposition": f'attachment; filename="coffer-export-{stamp}.{format}"',
         "X-Coffer-Sha256": report.sha256,
     }
-    return StreamingResponse(_chunks(out.getvalue()), media_type=_MEDIA[format], headers=headers)
+    return StreamingResponse(_chunks(out), media_type=_MEDIA[format], headers=headers)
 
 
 @router.post(IMPORT_PATH, response_model=ImportReportOut, responses=error_responses(404))
