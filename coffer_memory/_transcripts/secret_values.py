@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Final
 
 from .scrub_markers import MARKER_START
+from .secret_shapes import AWS_DOC_EXAMPLE
 
 
 def word_set(words: str) -> frozenset[str]:
@@ -94,7 +95,7 @@ def secret_kind_for_key(key: str) -> str | None:
     prev = words[-2] if len(words) > 1 else ""
     if last == "key" and prev == "access" and "secret" in words[:-2]:
         return "aws_secret_access_key"
-    if last.endswith(("password", "passwd", "passphrase")) or (last in ("pass", "pwd") and prev):
+    if last.endswith(("password", "passwd", "passphrase")) or (last in ("pass", "pwd", "pw") and prev):
         return "password"
     if last.endswith("token"):
         return "token"
@@ -167,8 +168,8 @@ def is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool =
     v = value.strip()
     if len(v) < 3 or not any(c.isalnum() for c in v) or (v.isdigit() and len(v) <= 3):
         return True  # too short to be a credential, or a count (``{"token": 3}``)
-    if MARKER_START.match(v) or _TEMPLATE.fullmatch(v):
-        return True  # ours, or ``${VAR}``, ``${{ secrets.X }}``, ``{{ x }}``, ``<token>``, ``[PAD]``
+    if MARKER_START.match(v) or _TEMPLATE.fullmatch(v) or AWS_DOC_EXAMPLE.fullmatch(v):
+        return True  # ours, ``${VAR}``, ``${{ secrets.X }}``, ``{{ x }}``, ``<token>``, ``[PAD]``, AWS's docs
     variable = _VARIABLE.fullmatch(v)
     if variable is not None and not looks_random(variable["name"] or variable["win"] or variable["tag"]):
         return True  # ``$DB_PASSWORD``, ``%API_KEY%``, ``!vault`` (but ``$aB3dE5fG7hJ9k`` is a value)
@@ -197,3 +198,34 @@ def is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool =
         return False
     # ``Token: see above``: after a colon, prose is likelier than a password.
     return low in _PROSE_WORDS or (" " in low and low.split(" ", 1)[0] in _PROSE_WORDS)
+
+
+# Words that end ``the password is …`` without being one: states, judgements, places.
+_PREDICATE_WORDS: Final = word_set(
+    "required wrong incorrect invalid correct right strong weak long short empty blank unset "
+    "same different new old good bad fine okay secure insecure safe unsafe optional mandatory "
+    "needed necessary known unknown public private hidden visible there gone none null nil "
+    "too mine yours ours theirs what which whatever valid expired compromised leaked rotated "
+    "reset changed hashed encrypted stored generated random temporary permanent default simple "
+    "complex easy hard obvious trivial unique shared common weird broken fixed disabled enabled "
+    "active inactive working ignored irrelevant unused useless plaintext cleartext lost "
+    "elsewhere somewhere unchanged different fine great terrible awful correct nothing something "
+    "ready done enough sensitive case-sensitive sent attached above below later stale fresh "
+    "lowercase uppercase numeric"
+)
+_PREDICATE_SUFFIXES: Final = (
+    "ed", "ing", "ly", "ble", "ive", "ous", "ful", "less", "ent", "ant", "ic", "al", "ary", "ory",
+)  # fmt: skip
+_WORD_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9!@#$%^&*_+=~-]{3,63}")
+
+
+def word_password(value: str) -> bool:
+    """A word that ends ``the password is …`` reads as the password (``swordfish``,
+    ``Marmalade``), unless it reads as a state or a judgement (``required``, ``expired``,
+    ``case-sensitive``) or names a variable or a placeholder."""
+    low = value.lower()
+    if _WORD_PASSWORD.fullmatch(value) is None or low in _PREDICATE_WORDS or low in _PROSE_WORDS:
+        return False
+    if low in _PLACEHOLDER_WORDS or secret_kind_for_key(value) is not None:
+        return False
+    return has_letter_and_digit(value) or not low.endswith(_PREDICATE_SUFFIXES)

@@ -15,6 +15,7 @@ from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_shapes import (
+    AWS_DOC_EXAMPLE,
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
@@ -43,6 +44,7 @@ from .secret_values import (
     looks_random,
     mixed_case_and_digits,
     secret_kind_for_key,
+    word_password,
     word_set,
 )
 
@@ -50,11 +52,15 @@ from .secret_values import (
 # 2. Secrets
 # --------------------------------------------------------------------------------------------
 
+# The header's words may be broken over lines (a wrapped paste: ``BEGIN RSA PRIVATE\nKEY``).
+_PEM_LABEL = r"(?:[A-Z0-9]{1,12}\s{1,4}){0,3}PRIVATE\s{1,4}KEY(?:\s{1,4}BLOCK)?-{5}"
 _PEM = re.compile(
-    r"-{5}BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}"
-    r".*?(?:-{5}END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}|\Z)",
-    re.DOTALL,
+    r"-{5}BEGIN\s{1,4}" + _PEM_LABEL + r".*?(?:-{5}END\s{1,4}" + _PEM_LABEL + r"|\Z)", re.DOTALL
 )
+# The tail of a key whose BEGIN line is in another message or segment: the base64 lines
+# (maybe quoted, ``> ``, or in string quotes) just before its END line (see _redact_pem_tails).
+_PEM_END = re.compile(r"^[ \t>\"'#]*-{5}END\s{1,4}" + _PEM_LABEL, re.MULTILINE)
+_PEM_BODY_LINE = re.compile(r"[ \t>\"'#]*[A-Za-z0-9+/=]{16,}(?:\\n)?[\"',+]*[ \t]*\r?")
 
 # ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
 _URL_CREDENTIALS = re.compile(
@@ -91,7 +97,7 @@ _VALUE = r"""(?=(?P<val>"(?:[^"\\\n]|\\.){0,1024}"|'(?:[^'\\\n]|\\.){0,1024}'|`[
 # A key naming a secret has one of these in it (see secret_kind_for_key): checking it first
 # keeps the value lookahead from running after every ``word:`` of the text.
 # (The class test before the words rejects most characters at the cost of one test, not six.)
-_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pw|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
 _KEY_START = r"(?<![A-Za-z0-9_$./])"  # not inside a word, a dotted name or a path
 
 # A key naming a secret and its separator, glued inside another value (see _value_of).
@@ -221,13 +227,12 @@ _PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
 def _redact_named(text: str, c: Counter[str]) -> str:
     """Values named by their surroundings rather than by ``key=value``: XML elements and
     key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
-    commands take bare (``mysql -pX``), and prose (``the password is X``, when X looks made up)."""
+    commands take bare (``mysql -pX``), and prose (``the password is X``, see _prose_secret)."""
 
-    def named(*, strict: bool = False, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+    def named(*, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
         def repl(m: re.Match[str]) -> str:
             kind = fixed or secret_kind_for_key(m["key"].replace(" ", "_"))
-            value = m["val"].strip("\"'`")
-            if kind is None or (strict and not (has_letter_and_digit(value) or looks_random(value))):
+            if kind is None:
                 return m.group()
             prefix = m.string[m.start() : m.start("val")]
             out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
@@ -242,12 +247,48 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    return PROSE_SECRET.sub(named(strict=True), text)
+    return PROSE_SECRET.sub(lambda m: _prose_secret(m, c), text)
+
+
+_CLAUSE_GOES_ON = re.compile(r"[ \t]*(?:\n|$)|[ \t]+(?:but|and|so|please|-)(?:[ \t]|$)")
+
+
+def _prose_secret(m: re.Match[str], c: Counter[str]) -> str:
+    """``the password is X``: X is redacted if it looks generated, if it has a letter and a digit
+    after a verb (``is hunter2``), or, for a password, if it is a word that ends the clause after
+    a verb (``is swordfish.``, ``was 'marmalade'``) and reads as no state or judgement (``is
+    required.``)."""
+    key = m["key"].lower()
+    kind = "password" if key == "pw" else secret_kind_for_key(key.replace(" ", "_").replace("-", "_"))
+    value = m["val"]
+    bare = value.rstrip(".!?:")
+    if kind is None or not bare:
+        return m.group()
+    after = m.string[m.end("val") :]
+    if m["q"]:
+        if not after.startswith(m["q"]):
+            return m.group()
+        after = after[1:]
+    # A quoted word is set apart as a value; a bare one must end its clause (``is swordfish.``).
+    ends_clause = (
+        bool(m["q"])
+        or bare != value
+        or after[:1] in (",", ";", ")")
+        or _CLAUSE_GOES_ON.match(after) is not None
+    )
+    made_up = looks_random(bare) or (m["verb"] is not None and has_letter_and_digit(bare))
+    # Only a password is a word people choose; tokens and keys are generated.
+    chosen = kind == "password" and m["verb"] is not None and ends_clause and word_password(bare)
+    if not (made_up or chosen):
+        return m.group()
+    prefix = m.string[m.start() : m.start("val")]
+    out = _redact_value(prefix, value, kind, c, after_colon=False)
+    return m.group() if out is None else out
 
 
 def _aws_secret_like(s: str) -> bool:
     """A 40-character base64 string that is random enough to be an AWS secret, not a path."""
-    if not mixed_case_and_digits(s) or entropy(s) < 4.1:
+    if not mixed_case_and_digits(s) or entropy(s) < 4.1 or AWS_DOC_EXAMPLE.fullmatch(s):
         return False
     # ``src/components/Header/NavBar2Item``, ``/global/facts/01ARZ…``: a path.
     return sum(len(w) for w in WORDISH.findall(s)) < len(s) / 2 and not PATH_WORD.search(s)
@@ -339,6 +380,26 @@ def _basic_auth_b64(value: str) -> bool:
     return bool(sep and user and password) and plain.isprintable()
 
 
+def _redact_pem_tails(text: str, c: Counter[str]) -> str:
+    """``text`` with each END line of a private key left after _PEM, and the base64 lines just
+    before it, redacted: walking back line by line keeps this linear in the text."""
+    out: list[str] = []
+    pos = 0
+    for m in _PEM_END.finditer(text):
+        start = m.start()
+        while start > pos:
+            line_start = text.rfind("\n", pos, start - 1) + 1
+            if line_start < pos or _PEM_BODY_LINE.fullmatch(text, line_start, start - 1) is None:
+                break
+            start = line_start
+        if start == m.start():
+            continue  # an END line alone holds nothing
+        c["private_key"] += 1
+        out += (text[pos:start], redacted("private_key"))
+        pos = m.end()
+    return "".join(out) + text[pos:]
+
+
 def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]`` (see the module docstring).
 
@@ -356,6 +417,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return repl
 
     text = _PEM.sub(whole("private_key"), text)
+    if "-----END" in text:
+        text = _redact_pem_tails(text, c)
 
     def url(m: re.Match[str]) -> str:
         if is_not_a_secret(m["pw"], quoted=True, after_colon=False):
@@ -416,6 +479,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         scheme = (m["scheme"] or "").lower()
         if not scheme and m["val"].lower() in ("bearer", "basic", "token", "digest"):
             return m.group()
+        if m["val"].isalpha() and m["val"][1:].islower():
+            return m.group()  # a word: ``an Authorization: Basic header``, ``Authorization: required``
         kind = {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "authorization")
         out = _redact_value(m["pre"], m["val"], kind, c, after_colon=False)
         return m.group() if out is None else out
@@ -453,8 +518,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
             kind = secret_kind_for_key(m["key"])
-            if kind is None and m["key"].lower() in ("pwd", "pass") and not _PATH_VALUE.match(value):
-                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``; but ``PWD=/home/x`` is a folder
+            if kind is None and m["key"].lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
+                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``, ``pw=``; but ``PWD=/home/x`` is a folder
             if kind is None or not value:
                 return None
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
