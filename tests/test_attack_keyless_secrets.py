@@ -52,6 +52,8 @@ def test_a_secret_without_a_key_name_is_redacted(text: str, secret: str) -> None
         "the password is in the DB_PASSWORD variable",
         "the password is DB_PASSWORD.",
         "pw is short for password",
+        "if (password is nullptr)",
+        "the password was truthy",
         "PW_DIR=/var/lib/pw",
         "the API wants an Authorization: Basic header",
         "send Authorization: Bearer tokens only over TLS",

@@ -211,7 +211,7 @@ _PREDICATE_WORDS: Final = word_set(
     "active inactive working ignored irrelevant unused useless plaintext cleartext lost "
     "elsewhere somewhere unchanged different fine great terrible awful correct nothing something "
     "ready done enough sensitive case-sensitive sent attached above below later stale fresh "
-    "lowercase uppercase numeric"
+    "lowercase uppercase numeric unicode ascii truthy falsy nullptr"
 )
 _PREDICATE_SUFFIXES: Final = (
     "ed", "ing", "ly", "ble", "ive", "ous", "ful", "less", "ent", "ant", "ic", "al", "ary", "ory",
@@ -226,6 +226,6 @@ def word_password(value: str) -> bool:
     low = value.lower()
     if _WORD_PASSWORD.fullmatch(value) is None or low in _PREDICATE_WORDS or low in _PROSE_WORDS:
         return False
-    if low in _PLACEHOLDER_WORDS or secret_kind_for_key(value) is not None:
+    if low in _PLACEHOLDER_WORDS or low in _TYPE_WORDS or secret_kind_for_key(value) is not None:
         return False
     return has_letter_and_digit(value) or not low.endswith(_PREDICATE_SUFFIXES)
