@@ -29,6 +29,7 @@ BODY = "\n".join(("MIIEowIBAAKCAQEA7q" + "x" * 46, "Zm9vYmFyYmF6cXV4" * 4, "c2Vj
         (f"ssh in with pw: {PW}", PW),
         (f"SMTP_PW={PW}", PW),
         (f'{{"pw": "{PW}"}}', PW),
+        ("Authorization: Bearer qwertyuiopasdfghjklzxcvbnm", "qwertyuiopasdfghjklzxcvbnm"),
     ],
 )
 def test_a_secret_without_a_key_name_is_redacted(text: str, secret: str) -> None:

@@ -479,7 +479,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         scheme = (m["scheme"] or "").lower()
         if not scheme and m["val"].lower() in ("bearer", "basic", "token", "digest"):
             return m.group()
-        if m["val"].isalpha() and m["val"][1:].islower():
+        if len(m["val"]) <= 15 and m["val"].isalpha() and m["val"][1:].islower():
             return m.group()  # a word: ``an Authorization: Basic header``, ``Authorization: required``
         kind = {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "authorization")
         out = _redact_value(m["pre"], m["val"], kind, c, after_colon=False)
