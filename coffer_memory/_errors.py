@@ -32,7 +32,7 @@ import unicodedata
 from typing import Any, ClassVar
 
 ECHO_LIMIT = 64
-"""The most characters of a caller's id or name an error message repeats (``shown``)."""
+"""The most characters of a caller's id or name an error message repeats (``safe_echo``)."""
 
 # Terminal escape sequences whole (CSI ``ESC [ … m``, OSC ``ESC ] … BEL``, two-character ``ESC x``).
 _TERMINAL_ESCAPE = re.compile(
@@ -40,22 +40,18 @@ _TERMINAL_ESCAPE = re.compile(
 )
 
 
-def shown(value: object, limit: int = ECHO_LIMIT) -> str:
-    """``value`` as an error may repeat it: secrets redacted, terminal escapes and other control
-    or format characters (bidi overrides, zero-width) removed, and cut to ``limit`` characters.
+def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as an error message may repeat it: terminal escapes and other control or format
+    characters (bidi overrides, zero-width) removed, and cut to ``limit`` characters (``…`` last).
 
     An id or a name a caller sent is echoed so that they can see which one was meant; it may be
-    a pasted token, a terminal escape or a megabyte, and every face (a terminal, a log, an agent's
-    context) shows it.
+    a terminal escape or a megabyte, and every face (a terminal, a log, an agent's context) shows
+    it. (Secrets are not looked for here: the patterns live above this layer.)
     """
-    text = str(value)[: limit * 4]
-    if len(text) > 12:
-        from ._transcripts.secrets import redact_secrets  # the error path only: its patterns cost start-up
-
-        text = redact_secrets(text)
-    text = _TERMINAL_ESCAPE.sub("", text)
+    head = str(value)[: limit * 4 + 1]
+    text = _TERMINAL_ESCAPE.sub("", head)
     text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
-    return text if len(text) <= limit and len(str(value)) <= limit * 4 else text[: limit - 1] + "…"
+    return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
 
 
 class CofferError(Exception):
@@ -80,8 +76,8 @@ class MemoryStoreNotFound(CofferError):
 
     def __init__(self, store: str) -> None:
         super().__init__(
-            f"memory store {shown(store)!r} not found: store names are 'global' or 'project-<26-char ULID>'",
-            store=shown(store),
+            f"memory store {safe_echo(store)!r} not found: store names are 'global' or 'project-<26-char ULID>'",
+            store=safe_echo(store),
         )
         self.store = store
 
@@ -93,9 +89,9 @@ class MemoryNotFound(CofferError):
 
     def __init__(self, store: str, fact_id: str) -> None:
         super().__init__(
-            f"memory {shown(fact_id)!r} not found in store {shown(store)!r}",
-            store=shown(store),
-            fact_id=shown(fact_id),
+            f"memory {safe_echo(fact_id)!r} not found in store {safe_echo(store)!r}",
+            store=safe_echo(store),
+            fact_id=safe_echo(fact_id),
         )
         self.store = store
         self.fact_id = fact_id
@@ -107,11 +103,11 @@ class SessionNotFound(CofferError):
     code = "SESSION_NOT_FOUND"
 
     def __init__(self, agent: str | None, session_id: str) -> None:
-        where = f"{shown(agent)} sessions" if agent else "any agent's sessions"
+        where = f"{safe_echo(agent)} sessions" if agent else "any agent's sessions"
         super().__init__(
-            f"session {shown(session_id)!r} not found in {where}",
-            agent=None if agent is None else shown(agent),
-            session_id=shown(session_id),
+            f"session {safe_echo(session_id)!r} not found in {where}",
+            agent=None if agent is None else safe_echo(agent),
+            session_id=safe_echo(session_id),
         )
         self.agent = agent
         self.session_id = session_id
@@ -160,10 +156,10 @@ class MemoryConflict(CofferError):
 
     def __init__(self, store: str, fact_id: str, expected_sha256: str, actual_sha256: str) -> None:
         super().__init__(
-            f"memory {shown(fact_id)!r} changed since it was read (expected sha256 {expected_sha256[:12]}…, "
+            f"memory {safe_echo(fact_id)!r} changed since it was read (expected sha256 {expected_sha256[:12]}…, "
             f"found {actual_sha256[:12]}…); nothing was written",
-            store=shown(store),
-            fact_id=shown(fact_id),
+            store=safe_echo(store),
+            fact_id=safe_echo(fact_id),
             expected_sha256=expected_sha256,
             actual_sha256=actual_sha256,
         )

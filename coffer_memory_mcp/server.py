@@ -34,8 +34,15 @@ from pydantic import Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 import coffer_memory
-from coffer_memory import CofferError, InvalidInput, MemoryFact, MemoryService, json_field, json_items
-from coffer_memory._errors import shown
+from coffer_memory import (
+    CofferError,
+    InvalidInput,
+    MemoryFact,
+    MemoryService,
+    json_field,
+    json_items,
+    safe_echo,
+)
 from coffer_memory.vocabulary import (
     MAX_LIST_LIMIT,
     MAX_PATH_CHARS,
@@ -245,14 +252,14 @@ class CofferServer(MCPServer[Any]):
             raise
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        """Read a resource; a URI no resource takes is named bounded and clean (``shown``): the
+        """Read a resource; a URI no resource takes is named bounded and clean (``safe_echo``): the
         SDK repeated it whole, terminal escapes and megabytes included."""
         try:
             return await super().read_resource(uri, context)
         except ResourceNotFoundError as exc:
             if not str(exc).startswith("Unknown resource: "):
                 raise
-            raise ResourceNotFoundError(f"Unknown resource: {shown(uri, 200)}") from None
+            raise ResourceNotFoundError(f"Unknown resource: {safe_echo(uri, 200)}") from None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
