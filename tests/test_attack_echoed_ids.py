@@ -81,3 +81,14 @@ def test_safe_echo_keeps_a_plain_id_and_cuts_a_long_one() -> None:
     assert safe_echo("a" * 64) == "a" * 64
     assert safe_echo("a" * 65) == "a" * 63 + "…"
     assert safe_echo("a\x1b[31mb\u200bc") == "abc"
+
+
+def test_a_usage_error_repeats_what_was_typed_bounded_and_clean(cli: Any) -> None:
+    # argparse printed an unrecognised argument raw: an OSC escape retitled the terminal.
+    for args in (
+        ("facts", "show", "--global", "x", ESCAPES + "A" * 5000),
+        ("no-such" + ESCAPES + "B" * 5000,),
+    ):
+        r = cli(*args)
+        assert r.returncode == 2 and "error:" in r.stderr
+        assert len(r.stderr) < 2500 and not any(c in r.stderr for c in "\x1b\x07\x00\x9b\u202e")
