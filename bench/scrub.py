@@ -10,7 +10,8 @@ per message and in MB/s over the whole corpus; the seed is fixed, so runs compar
 
 ``--quality`` measures what ``redact_secrets`` catches instead, on the labelled set of
 ``bench/_scrub_labelled.py`` (secrets in some 60 formats, and hashes, ids, code and prose that
-hold none): recall (secrets whose every character is gone), precision (of the texts it changed,
+hold none), and the held-out set of ``bench/_scrub_heldout.py`` (written before the session-14
+rules for keyless secrets, never tuned on): recall (secrets whose every character is gone), precision (of the texts it changed,
 those that held a secret), and the names of the misses and false alarms. ``--fixtures DIR`` adds
 the samples of ``/work/shared/fixtures/agents/tools/gen_samples.py DIR``: each planted secret its
 README lists, searched for in every sample file before and after redaction.
@@ -34,6 +35,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, table, write_json
+from _scrub_heldout import heldout
 from _scrub_labelled import cases, score
 
 from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
@@ -180,20 +182,24 @@ def fixture_leaks(fixtures: str) -> dict[str, list[int]]:
 
 
 def quality(fixtures: str | None) -> dict[str, object]:
-    out: dict[str, object] = {"labelled": score(redact_secrets, cases(random.Random(SEED)))}
+    out: dict[str, object] = {
+        "labelled": score(redact_secrets, cases(random.Random(SEED))),
+        "heldout": score(redact_secrets, heldout(random.Random(SEED))),
+    }
     if fixtures:
         out["fixtures"] = fixture_leaks(fixtures)
     return out
 
 
 def print_quality(out: dict[str, object]) -> None:
-    s: dict[str, object] = out["labelled"]  # type: ignore[assignment]
-    print(
-        f"labelled set: {s['positives']} texts with a secret, {s['negatives']} without; "
-        f"recall {s['recall']:.3f}, precision {s['precision']:.3f}"
-    )
-    print(f"  missed: {', '.join(s['missed']) or '-'}")  # type: ignore[arg-type]
-    print(f"  false alarms: {', '.join(s['false_alarms']) or '-'}")  # type: ignore[arg-type]
+    for name in ("labelled", "heldout"):
+        s: dict[str, object] = out[name]  # type: ignore[assignment]
+        print(
+            f"{name} set: {s['positives']} texts with a secret, {s['negatives']} without; "
+            f"recall {s['recall']:.3f}, precision {s['precision']:.3f}"
+        )
+        print(f"  missed: {', '.join(s['missed']) or '-'}")  # type: ignore[arg-type]
+        print(f"  false alarms: {', '.join(s['false_alarms']) or '-'}")  # type: ignore[arg-type]
     leaks: dict[str, list[int]] = out.get("fixtures", {})  # type: ignore[assignment]
     for secret, (before, after) in leaks.items():
         print(f"  fixture secret {secret[:12]}…: in {before} sample files, {after} after redaction")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         StorageNotWritable,
         StoreNotDeletable,
         StoreNotMergeable,
+        safe_echo,
     )
     from ._index.chunking import chunk_markdown
     from ._models import (
@@ -109,6 +110,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryStoreNotFound": "._errors",
     "ScopeUnresolved": "._errors",
     "SessionNotFound": "._errors",
+    "safe_echo": "._errors",
     "StorageFull": "._errors",
     "StorageNotWritable": "._errors",
     "StoreNotDeletable": "._errors",
@@ -244,6 +246,7 @@ __all__ = [
     "json_field",
     "json_items",
     "redact_secrets",
+    "safe_echo",
     "write_home_cache",
 ]
 

@@ -28,7 +28,31 @@ errors are mapped from ``code`` by the adapters, never here::
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, ClassVar
+
+ECHO_LIMIT = 64
+"""The most characters of a caller's id or name an error message repeats (``safe_echo``)."""
+
+# Terminal escape sequences whole (CSI ``ESC [ … m``, OSC ``ESC ] … BEL``, two-character ``ESC x``).
+_TERMINAL_ESCAPE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_]?)|\x9b[0-?]*[ -/]*[@-~]?"
+)
+
+
+def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as an error message may repeat it: terminal escapes and other control or format
+    characters (bidi overrides, zero-width) removed, and cut to ``limit`` characters (``…`` last).
+
+    An id or a name a caller sent is echoed so that they can see which one was meant; it may be
+    a terminal escape or a megabyte, and every face (a terminal, a log, an agent's context) shows
+    it. (Secrets are not looked for here: the patterns live above this layer.)
+    """
+    head = str(value)[: limit * 4 + 1]
+    text = _TERMINAL_ESCAPE.sub("", head)
+    text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
+    return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
 
 
 class CofferError(Exception):
@@ -53,8 +77,8 @@ class MemoryStoreNotFound(CofferError):
 
     def __init__(self, store: str) -> None:
         super().__init__(
-            f"memory store {store!r} not found: store names are 'global' or 'project-<26-char ULID>'",
-            store=store,
+            f"memory store {safe_echo(store)!r} not found: store names are 'global' or 'project-<26-char ULID>'",
+            store=safe_echo(store),
         )
         self.store = store
 
@@ -65,7 +89,11 @@ class MemoryNotFound(CofferError):
     code = "MEMORY_NOT_FOUND"
 
     def __init__(self, store: str, fact_id: str) -> None:
-        super().__init__(f"memory {fact_id!r} not found in store {store!r}", store=store, fact_id=fact_id)
+        super().__init__(
+            f"memory {safe_echo(fact_id)!r} not found in store {safe_echo(store)!r}",
+            store=safe_echo(store),
+            fact_id=safe_echo(fact_id),
+        )
         self.store = store
         self.fact_id = fact_id
 
@@ -76,8 +104,12 @@ class SessionNotFound(CofferError):
     code = "SESSION_NOT_FOUND"
 
     def __init__(self, agent: str | None, session_id: str) -> None:
-        where = f"{agent} sessions" if agent else "any agent's sessions"
-        super().__init__(f"session {session_id!r} not found in {where}", agent=agent, session_id=session_id)
+        where = f"{safe_echo(agent)} sessions" if agent else "any agent's sessions"
+        super().__init__(
+            f"session {safe_echo(session_id)!r} not found in {where}",
+            agent=None if agent is None else safe_echo(agent),
+            session_id=safe_echo(session_id),
+        )
         self.agent = agent
         self.session_id = session_id
 
@@ -125,10 +157,10 @@ class MemoryConflict(CofferError):
 
     def __init__(self, store: str, fact_id: str, expected_sha256: str, actual_sha256: str) -> None:
         super().__init__(
-            f"memory {fact_id!r} changed since it was read (expected sha256 {expected_sha256[:12]}…, "
+            f"memory {safe_echo(fact_id)!r} changed since it was read (expected sha256 {expected_sha256[:12]}…, "
             f"found {actual_sha256[:12]}…); nothing was written",
-            store=store,
-            fact_id=fact_id,
+            store=safe_echo(store),
+            fact_id=safe_echo(fact_id),
             expected_sha256=expected_sha256,
             actual_sha256=actual_sha256,
         )

@@ -58,6 +58,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from coffer_memory import safe_echo
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
@@ -249,11 +250,13 @@ class RequestGuard:
         if host is None or not self.hosts.allows(host, server):
             return _refuse(
                 "HOST_NOT_ALLOWED",
-                f"Host {host!r} is not served here; allow it with --allowed-host",
-                host=host,
+                f"Host {safe_echo(host)!r} is not served here; allow it with --allowed-host",
+                host=None if host is None else safe_echo(host),
             ), False
         if origin is not None and not self._origin_allowed(origin, host, server):
-            return _refuse("ORIGIN_NOT_ALLOWED", f"Origin {origin!r} is not allowed", origin=origin), False
+            return _refuse(
+                "ORIGIN_NOT_ALLOWED", f"Origin {safe_echo(origin)!r} is not allowed", origin=safe_echo(origin)
+            ), False
         if (
             origin is None
             and fetch_site in _OTHER_SITE
@@ -262,7 +265,7 @@ class RequestGuard:
             return _refuse(
                 "ORIGIN_NOT_ALLOWED",
                 "a request another site's page made (Sec-Fetch-Site: "
-                f"{fetch_site.decode('latin-1') if fetch_site else ''}) is not served",
+                f"{safe_echo(fetch_site.decode('latin-1')) if fetch_site else ''}) is not served",
             ), False
         if (
             fetch_site == b"same-origin"
@@ -291,14 +294,15 @@ class RequestGuard:
             return self._too_large(scope), False
         if method in _CHANGING_METHODS and path.endswith("/") and path != "/":
             return _refuse(
-                "NOT_FOUND", f"no {method} route ends with a trailing '/': {path} (is an id in it empty?)"
+                "NOT_FOUND",
+                f"no {method} route ends with a trailing '/': {safe_echo(path, 200)} (is an id in it empty?)",
             ), False
         if method == "POST" or (method in _BODY_METHODS and has_body):
             if not _is_json(content_type):
                 return _refuse(
                     "UNSUPPORTED_MEDIA_TYPE",
-                    f"{method} needs Content-Type: application/json (got {content_type or 'none'})",
-                    content_type=content_type,
+                    f"{method} needs Content-Type: application/json (got {safe_echo(content_type or 'none')})",
+                    content_type=None if content_type is None else safe_echo(content_type),
                 ), False
             return None, has_body
         return None, False
@@ -383,7 +387,7 @@ class RequestGuard:
         limit = self._body_limit(scope)
         return errors.envelope(
             "REQUEST_TOO_LARGE",
-            f"a request body to {_split_root(scope)[1]} may hold at most {limit} bytes",
+            f"a request body to {safe_echo(_split_root(scope)[1], 200)} may hold at most {limit} bytes",
             {"limit": limit},
             headers={"Connection": "close"},
         )
@@ -442,12 +446,12 @@ class RefusingCors(CORSMiddleware):
         }
         return errors.envelope(
             "ORIGIN_NOT_ALLOWED",
-            f"a cross-origin request from {request_headers['origin']!r} may not use this "
+            f"a cross-origin request from {safe_echo(request_headers['origin'])!r} may not use this "
             + ", ".join(refused),
             {
-                "origin": request_headers["origin"],
+                "origin": safe_echo(request_headers["origin"]),
                 "refused": refused,
-                **{k: v for k, v in asked.items() if v},
+                **{k: safe_echo(v, 200) for k, v in asked.items() if v},
             },
             headers={k: v for k, v in response.headers.items() if k.startswith("access-control-")},
         )

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
@@ -34,7 +34,15 @@ from pydantic import Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 import coffer_memory
-from coffer_memory import CofferError, InvalidInput, MemoryFact, MemoryService, json_field, json_items
+from coffer_memory import (
+    CofferError,
+    InvalidInput,
+    MemoryFact,
+    MemoryService,
+    json_field,
+    json_items,
+    safe_echo,
+)
 from coffer_memory.vocabulary import (
     MAX_LIST_LIMIT,
     MAX_PATH_CHARS,
@@ -242,6 +250,16 @@ class CofferServer(MCPServer[Any]):
             if isinstance(exc.__cause__, ValidationError):
                 return invalid_arguments(name, exc.__cause__)
             raise
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """Read a resource; a URI no resource takes is named bounded and clean (``safe_echo``): the
+        SDK repeated it whole, terminal escapes and megabytes included."""
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as exc:
+            if not str(exc).startswith("Unknown resource: "):
+                raise
+            raise ResourceNotFoundError(f"Unknown resource: {safe_echo(uri, 200)}") from None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None

@@ -77,8 +77,8 @@ _OPENSSH = _pem("OPENSSH", "openssh", 4)
 _B62 = string.ascii_letters + string.digits
 # fmt: off
 FAKE_SECRETS: dict[str, str] = {
-    "aws_access_key": "AKIA" + "IOSFODNN7" + "EXAMPLE",
-    "aws_secret": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY",
+    "aws_access_key": "AKIA" + "IOSFODNN7" + "Q5ZT3WX",
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYq7Zt2Wd9Xm",
     "github_token": "gh" + "p_" + _chars("ghp", 36),
     "github_oauth": "gh" + "o_" + _chars("gho", 36),
     "github_pat": "github" + "_pat_" + "11" + _chars("pat1", 20, string.ascii_uppercase + string.digits)

@@ -85,6 +85,7 @@ EXPECTED = {
     "LLMSettings",
     "build_session_context",
     "redact_secrets",
+    "safe_echo",
     "JsonExtra",
     "JsonShape",
     "json_field",

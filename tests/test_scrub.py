@@ -49,12 +49,12 @@ def _jwt(rng: random.Random = _RNG) -> str:
 
 
 def _aws_secret() -> str:
-    # The AWS documentation's example pair, assembled from pieces.
-    return "wJalrXUtnFEMI/K7MDENG" + "/bPxRfiCY" + "EXAMPLEKEY"
+    # Shaped like the AWS documentation's example pair, which is left alone (docs/security.md).
+    return "wJalrXUtnFEMI/K7MDENG" + "/bPxRfiCY" + "q7Zt2Wd9Xm"
 
 
 def _aws_key_id() -> str:
-    return "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
+    return "AK" + "IA" + "IOSFODNN7" + "Q5ZT3WX"
 
 
 def _password() -> str:

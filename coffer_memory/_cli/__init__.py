@@ -33,9 +33,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .._errors import CofferError, InvalidInput
+from .._errors import CofferError, InvalidInput, safe_echo
 from ._common import DIRECTORY, hint, resolve_store_args
 
 COMMANDS: dict[str, str] = {
@@ -83,11 +83,21 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (and, as their class, its subcommands'), whose usage errors repeat what
+    was typed bounded and clean (``safe_echo``): an unrecognised argument holding a terminal
+    escape was printed raw, and whole."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the message, cleaned and cut to 1000 characters; exit 2."""
+        super().error(safe_echo(message, 1000))
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of ``coffer``: every command, or only those of ``command``'s module."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coffer",
         description="Shared local-first memory for coding agents.",
         epilog="`coffer COMMAND --help` describes a command. Exit status: 0 done, 1 a coffer error "

@@ -12,7 +12,7 @@ from typing import Final
 
 from .._markdown_fences import FENCE_CLOSE, fence_spans
 from .scrub_markers import ENCODED_MARKER, MARKER_LINE, removed_line
-from .secrets import word_set
+from .secret_values import word_set
 
 KEEP_CODE_MAX_LINES: Final = 15
 """A fenced code block with more lines than this is a pasted file, not a snippet."""

@@ -15,7 +15,9 @@ Pipeline for one message (``scrub_text``), in this order:
 
    - ``private_key``: PEM private key blocks (``-----BEGIN [RSA|EC|DSA|OPENSSH|ENCRYPTED|PGP|...]
      PRIVATE KEY[ BLOCK]-----``), the whole block through its END line; an unterminated BEGIN
-     runs to the end of the text. Also works on JSON-escaped blocks (``\\n`` inside a string).
+     runs to the end of the text. Also works on JSON-escaped blocks (``\\n`` inside a string)
+     and headers wrapped over lines; the base64 lines just before an END line are taken without
+     their BEGIN line (a key pasted over two messages).
      Also a PuTTY key file's ``Private-Lines: N`` lines and its ``Private-MAC:``.
    - ``password_hash``: crypt(3) hashes (``$2b$`` bcrypt, ``$1$ $5$ $6$ $apr1$ $y$``,
      ``$argon2id$…``) and Django's ``pbkdf2_sha256$…``, cracked offline (``/etc/shadow``,
@@ -61,9 +63,12 @@ Pipeline for one message (``scrub_text``), in this order:
    - Values named by their surroundings, kind from the name as for assignments: XML elements
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
      (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
-     set``), and prose (``the password is X``, ``token = X``) when X has letters and digits or
-     looks generated. A bare ``pwd``/``pass`` key counts as ``password`` unless its value is a path
-     (``PWD=/home/x`` is the shell's folder).
+     set``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     = X``) when X has letters and digits or looks generated, or, for a password, is a word that
+     ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
+     required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is
+     a path (``PWD=/home/x`` is the shell's folder). AWS's documentation keys (``…EXAMPLE``,
+     ``…EXAMPLEKEY``) are left alone: published, valid for nothing.
    - Key/value assignments whose key names a secret, in env, shell, YAML (including ``|``/``>``
      block scalars), JSON, TOML/INI, Python (also annotated ``key: str = "…"``), PHP ``=>``
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
@@ -146,12 +151,15 @@ Scrubbing is idempotent: scrubbing scrubbed text returns it unchanged and counts
 
 What it misses (known limits):
 
-- Secrets with no recognisable shape and no telling key: a password in plain prose that reads
-  as a word (``the db password is swordfish``; ``… is hunter2`` is caught), a hex or short random
-  API key of an unlisted vendor, a key name that does not say
-  ``secret``/``token``/``password``/``api key`` (``DB_PW=…``), and space-separated config
-  syntaxes other than the ones listed above (``AUTH x``).
-- Secrets glued to a word (``tokenghp_…``), split across lines, encoded (base64 of a key under
+- Secrets with no recognisable shape and no telling key: a password in prose with no verb
+  before it (``use password tangerine``; ``the db password is swordfish`` is caught), a word
+  password that does not end its clause (``the password is swordfish for now``), a hex or short
+  random API key of an unlisted vendor, a key name that does not say
+  ``secret``/``token``/``password``/``pw``/``api key`` (``DB_CODE=…``), and space-separated
+  config syntaxes other than the ones listed above (``AUTH x``).
+- Secrets glued to a word (``tokenghp_…``), split across lines other than a private key's
+  (whose header may be wrapped, and whose tail is caught before its END line without its BEGIN
+  line), encoded (base64 of a key under
   120 characters, URL-encoded) or obfuscated, and unquoted values with blanks outside
   line-start YAML (``PASSWORD=correct horse`` keeps ``horse``).
 - An unquoted value is cut at a parenthesis or ``,;&``, so ``password=ab(cd)`` keeps ``(cd)``;

@@ -202,7 +202,14 @@ def _discord(token: str) -> bool:
 
 
 # Shapes that ordinary text could take: the token must also pass this.
+# AWS's documentation keys (``AKIAIOSFODNN7EXAMPLE``, ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY``
+# and their siblings): published, valid for nothing, and quoted by every note about AWS setup.
+# Left alone by the scrubber and by ``remember``'s check alike (docs/security.md). A real key ends
+# this way by chance once in 32**7 (ids) or 64**10 (secrets).
+AWS_DOC_EXAMPLE: Final = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{9}EXAMPLE|[A-Za-z0-9+/]{30}EXAMPLEKEY")
+
 _CHECKS: Final[dict[str, Callable[[str], bool]]] = {
+    "aws_access_key_id": lambda s: not AWS_DOC_EXAMPLE.fullmatch(s),
     "openai_api_key": lambda s: not _KEBAB_WORDS.fullmatch(s),
     "twilio_api_key": lambda s: any(c.isdigit() for c in s[2:]) and any(c.isalpha() for c in s[2:]),
     "mailgun_key": lambda s: any(c.isdigit() for c in s[4:]) and any(c.isalpha() for c in s[4:]),
@@ -336,8 +343,15 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
-# Prose: ``the password is hunter2``, ``API key: …`` (``secrets`` asks the value to look generated).
+# Prose: ``the password is hunter2``, ``the db password for prod was changed to X``, ``API key:
+# …``, ``the API key X expired`` (no verb). ``secrets`` judges the value by what the sentence gives:
+# with a verb, a word that ends its clause may be a password (``is swordfish.``); without one,
+# only a value that looks generated is (see secrets._prose_secret).
 PROSE_SECRET: Final = re.compile(
-    r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
-    r"[ \t]+(?:is|was|=|->)[ \t]+[\"'`]?(?P<val>[^\s\"'`,;()]{4,256})"
+    r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|pw|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
+    r"(?:[ \t]+(?:for|of|on)[ \t]+(?:the[ \t]+)?[\w.-]{1,40})?"
+    r"(?P<verb>[ \t]+(?:(?:is|was|has[ \t]+been)(?:[ \t]+(?:now|changed[ \t]+to|set[ \t]+to))?|=|->"
+    r"|(?:changed|set|reset)[ \t]+to))?"
+    r"[ \t]+(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;()]{4,256})",
+    re.MULTILINE,
 )

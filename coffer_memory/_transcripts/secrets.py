@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_shapes import (
+    AWS_DOC_EXAMPLE,
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
@@ -35,16 +35,32 @@ from .secret_shapes import (
     vendor_kind,
     vendor_tokens,
 )
+from .secret_values import (
+    PATH_WORD,
+    WORDISH,
+    entropy,
+    has_letter_and_digit,
+    is_not_a_secret,
+    looks_random,
+    mixed_case_and_digits,
+    secret_kind_for_key,
+    word_password,
+    word_set,
+)
 
 # --------------------------------------------------------------------------------------------
 # 2. Secrets
 # --------------------------------------------------------------------------------------------
 
+# The header's words may be broken over lines (a wrapped paste: ``BEGIN RSA PRIVATE\nKEY``).
+_PEM_LABEL = r"(?:[A-Z0-9]{1,12}\s{1,4}){0,3}PRIVATE\s{1,4}KEY(?:\s{1,4}BLOCK)?-{5}"
 _PEM = re.compile(
-    r"-{5}BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}"
-    r".*?(?:-{5}END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-{5}|\Z)",
-    re.DOTALL,
+    r"-{5}BEGIN\s{1,4}" + _PEM_LABEL + r".*?(?:-{5}END\s{1,4}" + _PEM_LABEL + r"|\Z)", re.DOTALL
 )
+# The tail of a key whose BEGIN line is in another message or segment: the base64 lines
+# (maybe quoted, ``> ``, or in string quotes) just before its END line (see _redact_pem_tails).
+_PEM_END = re.compile(r"^[ \t>\"'#]*-{5}END\s{1,4}" + _PEM_LABEL, re.MULTILINE)
+_PEM_BODY_LINE = re.compile(r"[ \t>\"'#]*[A-Za-z0-9+/=]{16,}(?:\\n)?[\"',+]*[ \t]*\r?")
 
 # ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
 _URL_CREDENTIALS = re.compile(
@@ -78,10 +94,10 @@ _CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(
 # Bounded (a value longer than 1024 characters keeps its tail, unless it is an encoded blob),
 # since a lookahead is re-run from every key in a long run of ``a=b=c=...``.
 _VALUE = r"""(?=(?P<val>"(?:[^"\\\n]|\\.){0,1024}"|'(?:[^'\\\n]|\\.){0,1024}'|`[^`\n]{0,1024}`|["'`]?[^\s"'`,;&()]{1,1024}))"""
-# A key naming a secret has one of these in it (see _secret_kind_for_key): checking it first
+# A key naming a secret has one of these in it (see secret_kind_for_key): checking it first
 # keeps the value lookahead from running after every ``word:`` of the text.
 # (The class test before the words rejects most characters at the cost of one test, not six.)
-_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pwd|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+_KEY = r"(?P<key>(?=[A-Za-z0-9_.-]{0,80}?(?=[PpTtSsKkCc])(?i:pass|pw|token|secret|key|cred))[A-Za-z_][A-Za-z0-9_.-]{0,80})"
 _KEY_START = r"(?<![A-Za-z0-9_$./])"  # not inside a word, a dotted name or a path
 
 # A key naming a secret and its separator, glued inside another value (see _value_of).
@@ -146,192 +162,9 @@ _AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Z
 _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
 
 
-def word_set(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
 _COOKIE_ATTRIBUTES: Final = word_set(
     "path domain expires max-age samesite secure httponly priority partitioned version"
 )
-_KEY_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_SECRET_KEY_PREFIXES: Final = frozenset(
-    {
-        "access",
-        "account",
-        "admin",
-        "app",
-        "auth",
-        "client",
-        "encryption",
-        "license",
-        "master",
-        "service",
-        "session",
-        "shared",
-        "signing",
-        "subscription",
-        "webhook",
-        "sas",
-        "secret",
-    }
-)
-# Last words saying that a key naming a secret holds its value (``SECRET_KEY_BASE``,
-# ``password_b64``, ``token2``); any other last word (``secret_name``, ``token_count``,
-# ``SECRET_KEY_PREFIXES``) describes the secret instead.
-_HOLDER_WORDS: Final = word_set(
-    "value val values base data str string b64 base64 hex raw plain plaintext bytes bin enc "
-    "encrypted literal content contents"
-)
-_TYPE_WORDS: Final = word_set(
-    "str string bytes int integer bool boolean any none null optional secretstr secretbytes "
-    "number object unknown true false nil undefined char text list dict array map"
-)
-_PLACEHOLDER_WORDS: Final = word_set(
-    "redacted removed hidden masked secret secrets password passwords token tokens apikey "
-    "api_key changeme placeholder example todo tbd n/a na pass passwd pwd pw user username "
-    "foo bar baz"
-)
-_PROSE_WORDS: Final = word_set(
-    "the a an is are was were be see use set not no yes it its this that these those your my our "
-    "their from in on at to for of with and or missing here below above same unchanged empty "
-    "only also still now always never should must will can could would may might needs goes lives "
-    "stays comes stored kept"
-)
-# Templates and placeholders: ``${…}``, ``$(…)``, ``{…}``, ``<…>``, ``[…]``, ``…``.
-_TEMPLATE = re.compile(r"\$\{.*|\$\(.*|\{.*|<.*|\[.*\]|….*|\.\.\..*")
-# A variable reference: ``$NAME``, ``%NAME%``, a YAML tag ``!name``.
-_VARIABLE = re.compile(r"\$(?P<name>[A-Za-z_]\w*)|%(?P<win>[A-Za-z_]\w*)%|!(?P<tag>[a-z_]+)")
-_FIRST_WORD_END = re.compile(r"[\[\]|, ]")
-_CODE_REFERENCE = re.compile(r"[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*(?P<call>[ \t]*[(\[].*)?")
-_NAME_SEPARATOR = re.compile(r"\.|::")  # ``settings.token``, Rust's ``std::env::var``
-# Words of code that start an expression: ``const token = await getToken()``, ``let key = new Key()``.
-_EXPRESSION_WORDS: Final = word_set(
-    "await new yield typeof async function lambda require import return self this super not"
-)
-_CODE_ROOTS: Final = word_set(
-    "os process env environ self this config cfg conf settings args opts options secrets vars "
-    "ctx context params props request req app st input inputs credentials creds"
-)
-
-
-def _key_words(key: str) -> list[str]:
-    return [w.lower() for w in _KEY_WORDS.findall(key)]
-
-
-def _secret_kind_for_key(key: str) -> str | None:
-    """The kind of secret a key holds (``password``, ``token``, ...), or None if it holds none."""
-    words = _key_words(key)
-    if not words:
-        return None
-    last = words[-1]
-    prev = words[-2] if len(words) > 1 else ""
-    if last == "key" and prev == "access" and "secret" in words[:-2]:
-        return "aws_secret_access_key"
-    if last.endswith(("password", "passwd", "passphrase")) or (last in ("pass", "pwd") and prev):
-        return "password"
-    if last.endswith("token"):
-        return "token"
-    if last.endswith("secret"):
-        return "secret"
-    if last == "apikey" or (last == "key" and prev == "api"):
-        return "api_key"
-    if last == "privatekey" or (last == "key" and prev == "private"):
-        return "private_key"
-    if last in ("accesskey", "secretkey", "authkey", "signingkey") or (
-        last == "key" and prev in _SECRET_KEY_PREFIXES
-    ):
-        return "secret"
-    if last in ("credential", "credentials", "creds"):
-        return "credential"
-    if last in _HOLDER_WORDS or last.isdigit():
-        for word, kind in (("secret", "secret"), ("password", "password"), ("token", "token")):
-            if word in words:
-                return kind
-    return None
-
-
-def _has_letter_and_digit(s: str) -> bool:
-    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
-
-
-def _mixed_case_and_digits(s: str) -> bool:
-    return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
-
-
-_WORDISH = re.compile(r"[A-Z]?[a-z]{4,}")
-# A lowercase folder name; a leading or trailing slash alone proves nothing (one AWS secret in
-# 32 starts or ends with one).
-_PATH_WORD = re.compile(r"(?:^|/)[a-z]{4,}(?:/|$)")
-
-
-def _looks_random(s: str) -> bool:
-    """A generated token rather than a name from code, even where code would be (``aB3…(``):
-    mixed case and digits over 12+ characters, letters and digits over 20+, or mixed case over
-    16+ that is not made of words (``getUserAccessToken`` is)."""
-    if (len(s) >= 12 and _mixed_case_and_digits(s)) or (len(s) >= 20 and _has_letter_and_digit(s)):
-        return True
-    mixed = any(c.isupper() for c in s) and any(c.islower() for c in s)
-    return len(s) >= 16 and mixed and sum(len(w) for w in _WORDISH.findall(s)) < len(s) / 2
-
-
-_DIGIT_RUN = re.compile(r"\d+")
-
-
-def _looks_like_name(s: str) -> bool:
-    """A name from code (``get_password``, ``vault``, ``os``, ``accessToken``), not a value that
-    merely has an identifier's characters (``J422AUUL6M07``, ``uCukUpycMbCB``)."""
-    if _looks_random(s) or len(_DIGIT_RUN.findall(s)) >= 2:
-        return False  # names seldom mix digits in (``q4f4xnwrbf59``); ``sha256``, ``token2`` do not
-    if "_" in s or (s.isalpha() and s.islower() and len(s) <= 4):
-        return True
-    return sum(len(w) for w in _WORDISH.findall(s)) >= len(s) / 2
-
-
-def _entropy(s: str) -> float:
-    n = len(s)
-    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
-
-
-def _is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool = False) -> bool:
-    """True for assignment values that are references, placeholders or prose, not credentials.
-
-    ``call``: the value is directly followed by ``(`` or ``[`` in the text (``f(x)``, ``a[0]``).
-    """
-    v = value.strip()
-    if len(v) < 3 or not any(c.isalnum() for c in v) or (v.isdigit() and len(v) <= 3):
-        return True  # too short to be a credential, or a count (``{"token": 3}``)
-    if MARKER_START.match(v) or _TEMPLATE.fullmatch(v):
-        return True  # ours, or ``${VAR}``, ``${{ secrets.X }}``, ``{{ x }}``, ``<token>``, ``[PAD]``
-    variable = _VARIABLE.fullmatch(v)
-    if variable is not None and not _looks_random(variable["name"] or variable["win"] or variable["tag"]):
-        return True  # ``$DB_PASSWORD``, ``%API_KEY%``, ``!vault`` (but ``$aB3dE5fG7hJ9k`` is a value)
-    low = v.lower()
-    if low in _TYPE_WORDS or low in _PLACEHOLDER_WORDS or set(low) <= set("x*.-_ "):
-        return True
-    first = _FIRST_WORD_END.split(low, maxsplit=1)[0]
-    if first in _TYPE_WORDS and not quoted:
-        return True  # ``password: Optional[str]``, ``token: str | None``
-    if quoted:
-        return False
-    if low in _EXPRESSION_WORDS or (v[0] == "*" and _looks_like_name(v[1:])):
-        return True  # ``token = await getToken()``; a YAML alias ``password: *db_password``
-    ref = _CODE_REFERENCE.fullmatch(v)
-    name = v.split("(", 1)[0].split("[", 1)[0]
-    if ref is not None and all(_looks_like_name(part) for part in _NAME_SEPARATOR.split(name)):
-        if ref["call"] or call:
-            return True  # ``os.environ["X"]``, ``getenv("X")``, ``read_secret()``
-        if "." in v and (v.split(".", 1)[0].lower() in _CODE_ROOTS or v.count(".") > 1):
-            return True  # ``settings.DB_PASSWORD``, ``process.env.TOKEN``
-        # ``password=db_password``, ``token=GITHUB_TOKEN``: a variable named after a secret. A
-        # digit or a lone capitalised word (``MyPassword1``, ``SuperSecret``) reads as a value.
-        if "_" in v and not any(ch.isdigit() for ch in v) and _secret_kind_for_key(v) is not None:
-            return True
-    if not after_colon:
-        return False
-    # ``Token: see above``: after a colon, prose is likelier than a password.
-    return low in _PROSE_WORDS or (" " in low and low.split(" ", 1)[0] in _PROSE_WORDS)
-
-
 _TRAILING_PUNCT_CHARS = ")]}>.,:;" + " \t\n\r\f\v"
 
 
@@ -348,7 +181,7 @@ def _redact_value(
         # str.rstrip, not a ``[...]+$`` search: that regex is quadratic on long runs of those chars.
         inner = body.rstrip(_TRAILING_PUNCT_CHARS)
         trail = body[len(inner) :]
-    if _is_not_a_secret(inner, quoted=quoted, after_colon=after_colon, call=call and not trail):
+    if is_not_a_secret(inner, quoted=quoted, after_colon=after_colon, call=call and not trail):
         return None
     counts[kind] += 1
     return prefix + lead + redacted(kind) + trail
@@ -361,7 +194,7 @@ def _value_of(m: re.Match[str]) -> str:
     if value[:1] in "\"'`" and len(value) >= 2 and value[-1] == value[0]:
         return value  # a quoted string is one value
     for e in _EMBEDDED_KEY.finditer(m.string, m.start("val") + 1, m.end("val")):
-        if _secret_kind_for_key(e["key"]) is not None:
+        if secret_kind_for_key(e["key"]) is not None:
             return m.string[m.start("val") : e.start()]
     return value
 
@@ -394,13 +227,12 @@ _PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
 def _redact_named(text: str, c: Counter[str]) -> str:
     """Values named by their surroundings rather than by ``key=value``: XML elements and
     key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
-    commands take bare (``mysql -pX``), and prose (``the password is X``, when X looks made up)."""
+    commands take bare (``mysql -pX``), and prose (``the password is X``, see _prose_secret)."""
 
-    def named(*, strict: bool = False, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+    def named(*, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
         def repl(m: re.Match[str]) -> str:
-            kind = fixed or _secret_kind_for_key(m["key"].replace(" ", "_"))
-            value = m["val"].strip("\"'`")
-            if kind is None or (strict and not (_has_letter_and_digit(value) or _looks_random(value))):
+            kind = fixed or secret_kind_for_key(m["key"].replace(" ", "_"))
+            if kind is None:
                 return m.group()
             prefix = m.string[m.start() : m.start("val")]
             out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
@@ -415,15 +247,51 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    return PROSE_SECRET.sub(named(strict=True), text)
+    return PROSE_SECRET.sub(lambda m: _prose_secret(m, c), text)
+
+
+_CLAUSE_GOES_ON = re.compile(r"[ \t]*(?:\n|$)|[ \t]+(?:but|and|so|please|-)(?:[ \t]|$)")
+
+
+def _prose_secret(m: re.Match[str], c: Counter[str]) -> str:
+    """``the password is X``: X is redacted if it looks generated, if it has a letter and a digit
+    after a verb (``is hunter2``), or, for a password, if it is a word that ends the clause after
+    a verb (``is swordfish.``, ``was 'marmalade'``) and reads as no state or judgement (``is
+    required.``)."""
+    key = m["key"].lower()
+    kind = "password" if key == "pw" else secret_kind_for_key(key.replace(" ", "_").replace("-", "_"))
+    value = m["val"]
+    bare = value.rstrip(".!?:")
+    if kind is None or not bare:
+        return m.group()
+    after = m.string[m.end("val") :]
+    if m["q"]:
+        if not after.startswith(m["q"]):
+            return m.group()
+        after = after[1:]
+    # A quoted word is set apart as a value; a bare one must end its clause (``is swordfish.``).
+    ends_clause = (
+        bool(m["q"])
+        or bare != value
+        or after[:1] in (",", ";", ")")
+        or _CLAUSE_GOES_ON.match(after) is not None
+    )
+    made_up = looks_random(bare) or (m["verb"] is not None and has_letter_and_digit(bare))
+    # Only a password is a word people choose; tokens and keys are generated.
+    chosen = kind == "password" and m["verb"] is not None and ends_clause and word_password(bare)
+    if not (made_up or chosen):
+        return m.group()
+    prefix = m.string[m.start() : m.start("val")]
+    out = _redact_value(prefix, value, kind, c, after_colon=False)
+    return m.group() if out is None else out
 
 
 def _aws_secret_like(s: str) -> bool:
     """A 40-character base64 string that is random enough to be an AWS secret, not a path."""
-    if not _mixed_case_and_digits(s) or _entropy(s) < 4.1:
+    if not mixed_case_and_digits(s) or entropy(s) < 4.1 or AWS_DOC_EXAMPLE.fullmatch(s):
         return False
     # ``src/components/Header/NavBar2Item``, ``/global/facts/01ARZ…``: a path.
-    return sum(len(w) for w in _WORDISH.findall(s)) < len(s) / 2 and not _PATH_WORD.search(s)
+    return sum(len(w) for w in WORDISH.findall(s)) < len(s) / 2 and not PATH_WORD.search(s)
 
 
 def _redact_slashed_keys(path: str, c: Counter[str]) -> str:
@@ -465,7 +333,7 @@ def _redact_url(url: str, c: Counter[str]) -> str:
         return m.group() if out is None else out
 
     def assignment(m: re.Match[str]) -> str:
-        kind = _secret_kind_for_key(m["key"])
+        kind = secret_kind_for_key(m["key"])
         out = None
         if kind is not None:
             out = _redact_value(m["key"] + "=", m["val"], kind, c, after_colon=False)
@@ -494,7 +362,7 @@ def _redact_cookies(m: re.Match[str], c: Counter[str]) -> str:
         value = p["val"]
         if p["name"].lower() in _COOKIE_ATTRIBUTES or MARKER_START.match(value) or len(value) < 12:
             return p.group()
-        if not (_has_letter_and_digit(value) or _looks_random(value)):
+        if not (has_letter_and_digit(value) or looks_random(value)):
             return p.group()
         c["cookie"] += 1
         return p["name"] + "=" + redacted("cookie")
@@ -510,6 +378,26 @@ def _basic_auth_b64(value: str) -> bool:
         return False
     user, sep, password = plain.partition(":")
     return bool(sep and user and password) and plain.isprintable()
+
+
+def _redact_pem_tails(text: str, c: Counter[str]) -> str:
+    """``text`` with each END line of a private key left after _PEM, and the base64 lines just
+    before it, redacted: walking back line by line keeps this linear in the text."""
+    out: list[str] = []
+    pos = 0
+    for m in _PEM_END.finditer(text):
+        start = m.start()
+        while start > pos:
+            line_start = text.rfind("\n", pos, start - 1) + 1
+            if line_start < pos or _PEM_BODY_LINE.fullmatch(text, line_start, start - 1) is None:
+                break
+            start = line_start
+        if start == m.start():
+            continue  # an END line alone holds nothing
+        c["private_key"] += 1
+        out += (text[pos:start], redacted("private_key"))
+        pos = m.end()
+    return "".join(out) + text[pos:]
 
 
 def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
@@ -529,9 +417,11 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return repl
 
     text = _PEM.sub(whole("private_key"), text)
+    if "-----END" in text:
+        text = _redact_pem_tails(text, c)
 
     def url(m: re.Match[str]) -> str:
-        if _is_not_a_secret(m["pw"], quoted=True, after_colon=False):
+        if is_not_a_secret(m["pw"], quoted=True, after_colon=False):
             return m.group()
         c["url_credentials"] += 1
         return m["scheme"] + redacted("url_credentials") + "@"
@@ -539,7 +429,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     text = _URL_CREDENTIALS.sub(url, text)
 
     def url_user(m: re.Match[str]) -> str:
-        if not _looks_random(m["user"]):
+        if not looks_random(m["user"]):
             return m.group()
         c["url_credentials"] += 1
         return m["scheme"] + redacted("url_credentials") + "@"
@@ -577,7 +467,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     def blob(m: re.Match[str]) -> str:
         s = m.group()
-        if not _mixed_case_and_digits(s):
+        if not mixed_case_and_digits(s):
             return s
         c["encoded_blob"] += 1
         return ENCODED_MARKER
@@ -589,6 +479,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         scheme = (m["scheme"] or "").lower()
         if not scheme and m["val"].lower() in ("bearer", "basic", "token", "digest"):
             return m.group()
+        if len(m["val"]) <= 15 and m["val"].isalpha() and m["val"][1:].islower():
+            return m.group()  # a word: ``an Authorization: Basic header``, ``Authorization: required``
         kind = {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "authorization")
         out = _redact_value(m["pre"], m["val"], kind, c, after_colon=False)
         return m.group() if out is None else out
@@ -596,7 +488,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     text = _AUTH_HEADER.sub(auth, text)
 
     def bearer(m: re.Match[str]) -> str:
-        if not _has_letter_and_digit(m["val"]):
+        if not has_letter_and_digit(m["val"]):
             return m.group()
         c["bearer_token"] += 1
         return m["pre"] + redacted("bearer_token")
@@ -614,8 +506,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     text = _CURL_USER.sub(fixed("password"), text)
 
     def block(m: re.Match[str]) -> str:
-        kind = _secret_kind_for_key(m["key"])
-        if kind is None or _is_not_a_secret(m["val"].strip(), quoted=True, after_colon=False):
+        kind = secret_kind_for_key(m["key"])
+        if kind is None or is_not_a_secret(m["val"].strip(), quoted=True, after_colon=False):
             return m.group()
         c[kind] += 1
         tail = "\n" if m["val"].endswith("\n") else ""
@@ -625,9 +517,9 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
-            kind = _secret_kind_for_key(m["key"])
-            if kind is None and m["key"].lower() in ("pwd", "pass") and not _PATH_VALUE.match(value):
-                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``; but ``PWD=/home/x`` is a folder
+            kind = secret_kind_for_key(m["key"])
+            if kind is None and m["key"].lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
+                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``, ``pw=``; but ``PWD=/home/x`` is a folder
             if kind is None or not value:
                 return None
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
