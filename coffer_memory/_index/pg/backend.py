@@ -41,6 +41,7 @@ from ..fts import keyword_terms, plan_query
 from . import vectors as vec
 from .binding import bind, same_folder
 from .failures import DOWN, GONE, REFUSED, Outage, first_line, transient, unavailable
+from .near import near_rows
 from .redact import refuse_ambiguous, scrub, unreadable
 from .schema import (
     CURRENT_VERSION,
@@ -493,7 +494,9 @@ class PostgresIndex:
             for store in dict.fromkeys(stores):
                 rows = self._words(conn, store, query, limit, only)
                 if not rows:
-                    rows = self._substrings(conn, store, query, limit, only)
+                    rows = self._substrings(conn, store, query, limit, only) or near_rows(
+                        conn, self._SELECT, store, query, limit * CHUNKS_PER_DOC, only
+                    )
                 out[store] = self._best(rows, limit)
         return out
 
