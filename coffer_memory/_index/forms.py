@@ -1,22 +1,28 @@
-"""Other forms of a query's words, searched beside them.
+"""Other forms of a query's words, asked for when the word index holds them.
 
 A question writes words apart that a fact writes as one (``db pool`` for ``dbpool``, ``back up``
-for ``backups``, ``use auth token`` for ``useAuthToken``, ``node 18`` for ``node18``), or glues a
+for ``backups``, ``use auth token`` for ``useAuthToken``, ``node 18`` for ``node18``), glues a
 version to its name (``python3.11``, ``node22``, ``go1.22``) where the fact says "Python 3.11",
 or names a version without the ``v`` the fact gives it (``3.4`` for ``v3.4.0``). The word index
 keeps each as the fact wrote it, so the question's form finds only the facts holding its other
-words. ``with_forms`` adds the other forms as ``Alternative`` terms:
+words. ``with_forms`` asks the index's vocabulary (an ``fts5vocab`` table of the word index, in
+the reading connection's temp schema) which other forms it holds, and adds those as terms:
 
 - two adjacent content words joined, or a word and its particle (``dbpool``, ``login``), and
-  three adjacent words of which two are content words (``useauthtoken``);
-- a name with a version glued to it as the name and the version (``python``, ``3.11``);
-- a version in its other form (``3.4`` -> ``v3.4``, ``v2.3.1`` -> ``2.3.1``).
+  three adjacent words of which two are content words (``useauthtoken``), in a query of at most
+  ``_CONTENT_MAX`` content words: a name typed apart, not a sentence;
+- a name with a version glued to it that the index lacks, as the name and the version
+  (``python``, ``3.11``); ``base64``, which the index holds, stays whole;
+- a version in the other form that the index holds (``3.4`` -> ``v3.4``, ``v2.3.1`` -> ``2.3.1``).
 
-An alternative ranks by bm25 like any term (a form no fact holds adds nothing, and costs FTS5
-one lookup of a missing token), but does not count in coverage's share (``coverage.py``): a form
-the question did not write would lower every row's share, and change the ranking of every
-question with two words. Asking the index's vocabulary which forms it holds (``fts5vocab``) was
-tried and cost 15-30 us per form at 1k facts, a tenth of a recall.
+Only forms the index holds: a form no fact holds would still count in coverage's share of every
+row (``coverage.py``) and change the ranking of every question of two words or more. Searching
+every form as a term whose share does not count was tried: 7.6 % more instructions per keyword
+recall at 1k facts (``bench/keyword_instructions.py``; each missing token is a lookup in every
+segment), against 1.6 % for this lookup (a third of the bench's questions ask it, ~15 us per
+form). A joined word written apart the other way (``appendonly`` for "append-only") would need a
+lookup of every long word of every question: not done (the near-spelling fallback finds it when
+nothing else is found).
 """
 
 from __future__ import annotations
