@@ -47,6 +47,9 @@ _VERSION = re.compile(r"(v?)(\d+(?:\.\d+)+)")
 _HAS_DIGIT = re.compile("[0-9]")
 # Particles that make a verb of a noun written as one word (``log in``, ``back up``, ``sign up``).
 _PARTICLES = frozenset(["up", "in", "on", "out", "off", "down", "over"])
+# Stopwords that begin a name of three words (``useAuthToken``, ``getUserName``, ``isEnabledFor``,
+# ``toLocalTime``); a determiner or preposition does not (``the sso bridge``, ``for qa stored``).
+_PREFIXES = frozenset(["use", "get", "is", "has", "can", "to", "on", "should"])
 _tokenizers: list[apsw.FTS5Tokenizer] = []
 
 
@@ -58,8 +61,8 @@ def _plain_words(query: str) -> list[str]:
 
 def _joined(words: Sequence[str], stop: frozenset[str]) -> list[str]:
     """Two adjacent content words written together (or a word and its particle), and three
-    adjacent words of which two are content words (``use auth token``); none when the query has
-    more than ``_CONTENT_MAX`` content words."""
+    adjacent words, the last two content words and the first a content word or a name's prefix
+    (``use auth token``); none when the query has more than ``_CONTENT_MAX`` content words."""
     content = [w not in stop and _WORD.fullmatch(w) is not None for w in words]
     if sum(content) > _CONTENT_MAX:
         return []
@@ -67,14 +70,8 @@ def _joined(words: Sequence[str], stop: frozenset[str]) -> list[str]:
     for i in range(len(words) - 1):
         if content[i] and (content[i + 1] or words[i + 1] in _PARTICLES):
             out.append(words[i] + words[i + 1])
-        three = words[i : i + 3]
-        if (
-            len(three) == 3
-            and content[i + 1]
-            and (content[i] or content[i + 2])
-            and all(map(_WORD.fullmatch, three))
-        ):
-            out.append("".join(three))
+        if i + 2 < len(words) and content[i + 1] and content[i + 2] and (content[i] or words[i] in _PREFIXES):
+            out.append("".join(words[i : i + 3]))
     return [j for j in out if len(j) <= _JOINED_MAX and not j.isdigit()]
 
 
