@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import attrs
 
-from . import near
+from . import forms, near
 from .cjk import CJK_RUN, has_cjk, query_terms
 from .coverage import by_coverage, by_coverage_lists
 from .db import IndexDB
@@ -304,8 +304,8 @@ def keyword_terms(query: str, *, characters: bool = True, written: bool = False)
         words += [
             w for w in (without_clitic(p.strip(_EDGE_PUNCT)) for p in CJK_RUN.sub(" ", word).split()) if w
         ]
-    if _CAMEL_JOIN.search(query):
-        words += _camel_phrases(query)
+    if _CAMEL_JOIN.search(query if query.isascii() else unicodedata.normalize("NFKC", query)):
+        words += _camel_phrases(query)  # full-width names too (ＵｓｅｒＩｄ)
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
     terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
     cjk_terms = query_terms(runs, characters=characters, written=written)
@@ -327,7 +327,7 @@ def _within(within: Within) -> tuple[str, list[object]]:
 
 def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within = None) -> list[ChunkHit]:
     """Word-level bm25 over ``documents_words`` (porter stemming); texts come from documents_fts."""
-    terms = keyword_terms(query)
+    terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS)
     if not terms:
         return []
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
@@ -404,7 +404,7 @@ def search_words_many(
     ``kept`` is ``snapshot.reading``'s dict: chunk rows and store counts read by earlier recalls
     of an unchanged index are taken from it, and what this one reads goes into it.
     """
-    terms = keyword_terms(query)
+    terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
     out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
     if not terms:
         return out
@@ -427,7 +427,7 @@ def best_documents(
     """Each store's first ``limit`` documents, each with its best chunk's text and score: what
     ``best_per_document`` makes of ``search_chunks_many(db, stores, query, 4 * limit,
     docs=limit)``, without a ``ChunkHit`` per row (``kept`` as there)."""
-    terms = keyword_terms(query)
+    terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
     out: dict[str, dict[str, tuple[str, float]]] = {s: {} for s in stores}
     if terms:
         content, scored = _scored_per_store(db, list(out), terms, 4 * limit, kept)

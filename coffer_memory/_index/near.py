@@ -15,8 +15,12 @@ with any word it is part of (``keep`` in ``zookeeprr``: 0.44, but 2 of 7 trigram
 (``nothing`` holds 3 of the 5 trigrams of ``something``, Dice 0.5), and a typo is rarely in
 the first letters. Only a recall that found nothing else pays for it.
 
-The statement that reads the candidates is ``fts._near_words``'s; this module holds the words
-asked for and the scoring of what the statement found.
+A word with two adjacent letters swapped (``reveiw``) keeps few of its trigrams: the word with
+each pair swapped back is looked for as a substring too, and a word that is one of them counts as
+near as one letter in the word's length is far (``review``: 5/6).
+
+The statement that reads the candidates is ``fts._near_words``'s on SQLite, ``pg/near.py``'s on
+PostgreSQL; this module holds the words asked for and the scoring of what the statement found.
 """
 
 from __future__ import annotations
@@ -42,15 +46,23 @@ def _grams(word: str, size: int) -> set[str]:
     return {word[i : i + size] for i in range(len(word) - size + 1)}
 
 
+def _swaps(word: str) -> set[str]:
+    """``word`` with two adjacent letters swapped, each way it can be (``reveiw`` -> ``review``,
+    ...): a transposition keeps few of a word's trigrams (``reveiw`` shares one of four with
+    ``review``), so it is looked for as itself."""
+    return {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)} - {word}
+
+
 @attrs.frozen
 class NearQuery:
-    """The query words looked up by their ``size``-grams (the trigram index's), and the MATCH
-    expression asking for those grams."""
+    """The query words looked up by their ``size``-grams (the trigram index's) and as themselves
+    with two letters swapped, and the MATCH expression asking for those."""
 
     words: list[str]
     grams: list[set[str]]
+    swaps: list[set[str]]
     size: int
-    match: str
+    pieces: list[str]  # the grams and the swapped words, each a substring a candidate may hold
 
     @classmethod
     def of(cls, terms: Sequence[str], size: int) -> NearQuery | None:
@@ -63,9 +75,16 @@ class NearQuery:
         if not words:
             return None
         grams = [_grams(w, size) for w in words]
+        swaps = [_swaps(w) for w in words]
         asked = list(dict.fromkeys(g for gs in grams for g in sorted(gs)))[:_NEAR_GRAMS]
-        match = " OR ".join('"' + g.replace('"', '""') + '"' for g in asked)
-        return cls(words=words, grams=grams, size=size, match=match)
+        # The swapped words as substrings too: a row holding one ranks by its several trigrams.
+        asked += sorted({v for vs in swaps for v in vs})[:_NEAR_GRAMS]
+        return cls(words=words, grams=grams, swaps=swaps, size=size, pieces=asked)
+
+    @property
+    def match(self) -> str:
+        """The trigram index's MATCH expression of rows holding any of the pieces."""
+        return " OR ".join('"' + g.replace('"', '""') + '"' for g in self.pieces)
 
     def scored(self, rows: Iterable[tuple[Any, Any, Any]], limit: int) -> list[tuple[float, str, str]]:
         """(score, chunk id, text) of the ``(chunk_id, text, bm25)`` rows holding a near spelling,
@@ -74,10 +93,11 @@ class NearQuery:
         scored = []
         kept: dict[str, set[str]] = {}  # the grams of each word met, for the rows after
 
-        def near(word: str, gs: set[str], parts: list[str]) -> float:
+        def near(word: str, gs: set[str], swapped: set[str], parts: list[str]) -> float:
             """The best Dice coefficient of ``gs`` and a word's (or two adjacent words') grams,
-            among the words that begin as ``word`` does."""
-            best = 0.0
+            among the words that begin as ``word`` does; a word that is ``word`` with two letters
+            swapped (``swapped``) is as near as one letter in the word's length is far."""
+            best = 1.0 - 1.0 / len(word) if swapped.intersection(parts) else 0.0
             least = max(2, NEAR_SHARE * len(gs))
             start = word[:size]
             shares = []
@@ -100,14 +120,15 @@ class NearQuery:
             # The grams anywhere in the text bound what one of its words can hold: most candidates
             # (a common gram's rows) fall short here, before their words are cut up.
             wanted = [
-                (w, gs)
-                for w, gs in zip(self.words, self.grams, strict=True)
+                (w, gs, vs)
+                for w, gs, vs in zip(self.words, self.grams, self.swaps, strict=True)
                 if sum(g in folded for g in gs) >= max(2, NEAR_SHARE * len(gs))
+                or any(v in folded for v in vs)
             ]
             score = 0.0
             if wanted:
                 parts = _ALNUM.findall(folded)
-                score = sum(near(w, gs, parts) for w, gs in wanted)
+                score = sum(near(w, gs, vs, parts) for w, gs, vs in wanted)
             if score:
                 scored.append((score, -float(bm25), str(chunk), str(text)))
         scored.sort(key=lambda r: (-r[0], -r[1]))

@@ -23,6 +23,7 @@ from ...plugins.hookspecs import BackendHit
 from ..fts import keyword_terms, plan_query
 from ..idf_floor import all_floored
 from . import vectors as vec
+from .near import near_rows
 from .schema import TS_CONFIG
 from .text import escape_like, tsquery_terms
 
@@ -46,10 +47,13 @@ _SELECT = (
 
 
 def search(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[BackendHit]:
-    """The best documents of ``store`` for ``query``: words first, then substrings."""
+    """The best documents of ``store`` for ``query``: words first, then substrings, then near
+    spellings (``near.py``)."""
     rows = _words(conn, store, query, limit, only)
     if not rows:
-        rows = _substrings(conn, store, query, limit, only)
+        rows = _substrings(conn, store, query, limit, only) or near_rows(
+            conn, _SELECT, store, query, limit * CHUNKS_PER_DOC, only
+        )
     return best(rows, limit)
 
 
