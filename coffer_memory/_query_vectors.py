@@ -43,7 +43,10 @@ def embed_one(embedder: Embedder, query: str) -> Vector:
     """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
     embed_query = getattr(embedder, "embed_query", None)
     vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
-    if not math.isfinite(float(sum(vector))):  # NaN scores for every hit otherwise: keyword answers
+    # A numpy vector's own sum: the built-in one walks it element by element (70 us for 384,
+    # between the engine's run and the scan, on the path the caller waits for).
+    total = vector.sum() if callable(getattr(vector, "sum", None)) else sum(vector)  # type: ignore[union-attr]
+    if not math.isfinite(float(total)):  # NaN scores for every hit otherwise: keyword answers
         raise EmbeddingUnavailable(
             f"embedder {embedder.model_id} returned a query vector holding NaN or infinity"
         )
