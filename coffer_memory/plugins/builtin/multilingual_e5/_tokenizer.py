@@ -18,6 +18,7 @@ from ._weights import Vocabulary
 METASPACE = "\u2581"
 _SPACES = re.compile("  +")
 _UNREACHED = -1e30
+WORDS_KEPT = 8192  # words whose split ``encode`` keeps (a few hundred kB)
 
 
 class UnigramTokenizer:
@@ -40,14 +41,35 @@ class UnigramTokenizer:
         self._words_bound = not any(mark in p[1:] for p in pieces)
         self._unk = unk
         self._unk_score = min(vocabulary.scores) - 10.0
+        self._words: dict[str, list[int]] = {}
         self._table = str.maketrans({chr(code): out for code, out in vocabulary.normalise.items()})
 
     def encode(self, text: str) -> list[int]:
         """The piece ids of ``text`` (the engine stops at a NUL, as C strings do)."""
+        chars = self._normalised(text)
+        if self._words_bound:
+            # Every word start is on the best path (no piece reaches past one), so the split is
+            # each word's own split, kept for the words seen before (most of a question's words).
+            out: list[int] = []
+            for word in chars.split(METASPACE)[1:]:
+                ids = self._words.get(word)
+                if ids is None:
+                    if len(self._words) >= WORDS_KEPT:
+                        self._words.clear()
+                    ids = self._words[word] = self._split(METASPACE + word)
+                out.extend(ids)
+            return out
+        return self._split(chars)
+
+    def _normalised(self, text: str) -> str:
+        """``text`` as the search reads it: normalised, led by a metaspace, spaces made metaspaces."""
         text = _SPACES.sub(" ", text.split("\0", 1)[0].translate(self._table))
         if not text or text[0] != " ":
             text = METASPACE + text
-        chars = text.replace(" ", METASPACE)
+        return text.replace(" ", METASPACE)
+
+    def _split(self, chars: str) -> list[int]:
+        """The best split of ``chars`` (normalised) in one search."""
         data = chars.encode("utf-8", "surrogatepass")
         starts = [0]
         for char in chars:
