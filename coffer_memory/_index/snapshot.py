@@ -52,15 +52,11 @@ class reading:  # a lower-case name: used as a function, ``with reading(db) as k
         conn = db.current()
         if not conn.get_autocommit():
             return {}
+        conn.execute("BEGIN")
         self._conn = conn
         try:
-            # Read inside the transaction: the version and every later read see one snapshot. One
-            # call for both statements (a ROLLBACK where the BEGIN failed is an error suppressed).
-            version = (
-                weakref.ref(conn),
-                int(conn.execute("BEGIN; PRAGMA data_version").get),
-                conn.total_changes(),
-            )
+            # Read inside the transaction: the version and every later read see one snapshot.
+            version = (weakref.ref(conn), int(conn.execute("PRAGMA data_version").get), conn.total_changes())
             kept = _kept.get(db)
             if kept is None or kept[0] != version:
                 kept = _kept[db] = (version, {})
