@@ -56,23 +56,23 @@ MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 _PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
 _PATHS_KEPT = 4096
 _SCOPES: dict[str, str] = {}  # each store's scope, as a source names it
-# Each hit file's folder as a Path, and the way to a child of it without parsing the whole path
-# again (Python 3.11 and 3.12; a new file's ``Path`` was ~400 bytecodes of a first recall of it).
+# Each hit file's folder as a Path, and the way to a child of it without parsing it (3.11, 3.12).
 _DIRS: dict[str, Path] = {}
 _CHILD: Callable[[Path, str], Path] | None = getattr(Path, "_make_child_relpath", None)
 
 
-def _file_path(path: str) -> Path:
-    """``Path(path)`` of an absolute, normalised file path, its folder's ``Path`` kept."""
+def _file_path(path: str) -> tuple[Path, str]:
+    """``Path(path)`` and its ``str`` (``path`` itself when absolute and normalised: formatting a
+    new Path was ~70 k instructions of a first recall), its folder's ``Path`` kept."""
     parent, _, name = path.rpartition("/")
-    if _CHILD is None or not parent or not name or "/." in path or "//" in path:
-        return Path(path)
+    if _CHILD is None or not parent.startswith("/") or not name or "/." in path or "//" in path:
+        return (made := Path(path)), str(made)
     folder = _DIRS.get(parent)
     if folder is None:
         if len(_DIRS) >= _PATHS_KEPT:
             _DIRS.clear()
         folder = _DIRS[parent] = Path(parent)
-    return _CHILD(folder, name)
+    return _CHILD(folder, name), path
 
 
 class KnowledgeRetrieval:
@@ -541,13 +541,13 @@ class KnowledgeRetrieval:
         if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
             if len(_PATHS) >= _PATHS_KEPT:
                 _PATHS.clear()
-            path = _file_path(doc.path)
+            path, written = _file_path(doc.path)
             scope = _SCOPES.get(sp.name)
             if scope is None:
                 if len(_SCOPES) >= _PATHS_KEPT:
                     _SCOPES.clear()
                 scope = _SCOPES[sp.name] = scope_of(sp.name).value
-            held = _PATHS[key] = (path, f"{scope}:{path}")
+            held = _PATHS[key] = (path, f"{scope}:{written}")
         return MemoryHit(
             id=doc.id,
             text=strip_header(text),

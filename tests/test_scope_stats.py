@@ -105,10 +105,14 @@ def test_a_recall_from_a_folder_removed_after_a_warm_recall_is_refused(tmp_path:
         "/a/./c.md",
         "/a/b/.hidden.md",
         "rel/c.md",
+        "./rel/c.md",
         "/a b/é/c d.md",
     ],
 )
 def test_a_hit_file_path_is_the_path_pathlib_makes(path: str) -> None:
-    made = _file_path(path)
+    """The Path and the string a hit's ``source`` is written with: the one pathlib would print
+    (``path`` itself is used only where the two are the same)."""
+    made, written = _file_path(path)
     assert made == Path(path) and str(made) == str(Path(path)) and made.parts == Path(path).parts
-    assert _file_path(path) == made  # its folder kept
+    assert written == str(Path(path))
+    assert _file_path(path) == (made, written)  # its folder kept
