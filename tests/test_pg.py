@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import CliRunner, pgvector_missing
+from conftest import CliRunner, pgvector_absent
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -226,7 +226,7 @@ def test_the_postgresql_backend_is_registered_through_the_hook(
     monkeypatch.setenv("COFFER_PG_URL", pg_url)
     backend = get_index_backend(Settings.load(tmp_home, index={"backend": "postgresql"}))
     assert backend is not None and backend.name == "postgresql"
-    assert backend.vectors is (pgvector_missing(pg_url) is None)
+    assert backend.vectors is (pgvector_absent(pg_url) is None)
     backend.close()
 
 

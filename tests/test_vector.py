@@ -92,7 +92,7 @@ def test_auto_provider_picks_the_multilingual_model_and_none_disables() -> None:
     assert get_embedder(EmbeddingSettings(provider="none")) is None
 
 
-def test_vector_recall_finds_meaning_without_shared_words(index_backend: str, tmp_home: Path) -> None:
+def test_vector_recall_finds_meaning_without_shared_words(vector_index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         deploy = svc.remember(
             "This repo deploys via `make release`; never push tags by hand.", scope="global"
@@ -111,7 +111,7 @@ def test_vector_recall_finds_meaning_without_shared_words(index_backend: str, tm
         assert vec_rows(svc) == 3
 
 
-def test_edits_and_deletes_keep_vectors_in_step(index_backend: str, tmp_home: Path) -> None:
+def test_edits_and_deletes_keep_vectors_in_step(vector_index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         r = svc.remember("The staging database lives on host db-7.", scope="global")
         svc.remember("Lunch is at noon.", scope="global")
@@ -126,7 +126,7 @@ def test_edits_and_deletes_keep_vectors_in_step(index_backend: str, tmp_home: Pa
         }
 
 
-def test_outside_edits_and_rebuild_reembed(index_backend: str, tmp_home: Path) -> None:
+def test_outside_edits_and_rebuild_reembed(vector_index_backend: str, tmp_home: Path) -> None:
     with vector_service(tmp_home) as svc:
         svc.remember("seed fact about kubernetes clusters", scope="global")
         (svc.paths("global").knowledge / "hand.md").write_text(
@@ -216,7 +216,7 @@ DIALOGUE = [
 
 
 def test_a_long_chunk_gets_a_vector_per_line_and_is_found_by_its_best_one(
-    index_backend: str, tmp_home: Path
+    vector_index_backend: str, tmp_home: Path
 ) -> None:
     """One vector for a whole dialogue averages the one line that answers with the rest: each
     line of a long chunk is embedded on its own and the document scores by its best line,
