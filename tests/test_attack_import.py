@@ -117,7 +117,7 @@ def test_a_format_version_that_is_no_version_is_unknown_format(
 
 
 def test_a_zip_bomb_is_refused_from_its_headers(svc: MemoryService, tmp_path: Path) -> None:
-    """Members that unpack to over 100 times the archive (past 64 MiB) are a zip bomb: refused as
+    """Members that unpack to over 100 times their packed size (past 64 MiB) are a zip bomb: refused as
     too_large before anything is unpacked (a ~100 KB archive claimed 80 MB of memory, up to the
     1 GiB total cap, while its members were read and checked). A real export, compressed as
     coffer compresses it, imports."""

@@ -25,7 +25,7 @@ import re
 import stat
 import unicodedata
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -47,11 +47,21 @@ MAX_TOTAL_BYTES = 1 << 30
 # above the manifest of MAX_MEMBERS files: under ``max_file_bytes`` an export of some 20,000 files
 # could not be imported again.
 MAX_MANIFEST_BYTES = 64 << 20
-# Text compresses 3-10x; an archive whose members unpack to more than this many times its own size
-# (past BOMB_FLOOR_BYTES) is a zip bomb: refused from its headers, before a byte is unpacked (the
-# members of a 1 MB archive could otherwise claim the whole MAX_TOTAL_BYTES of memory).
+# Text compresses 3-10x; members that each unpack to more than this many times their compressed
+# size, and together past BOMB_FLOOR_BYTES, are a zip bomb: refused from the headers, before a
+# byte is unpacked (the members of a 1 MB archive could otherwise claim the whole MAX_TOTAL_BYTES of
+# memory). Judged per member, not against the archive's size: a member stored uncompressed (or
+# bytes zipfile skips) would raise that at will and carry the bomb past the check.
 MAX_UNPACK_RATIO = 100
 BOMB_FLOOR_BYTES = 64 << 20
+
+
+def bombed_bytes(infos: Iterable[zipfile.ZipInfo]) -> int:
+    """Unpacked bytes of the members that unpack to over ``MAX_UNPACK_RATIO`` times their
+    compressed size (past ``BOMB_FLOOR_BYTES`` in all, a zip bomb: import and export ask alike)."""
+    return sum(i.file_size for i in infos if i.file_size > MAX_UNPACK_RATIO * max(i.compress_size, 1))
+
+
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # Control characters (a line break in a file name splits every line-based listing of it) and the
 # bidirectional controls that make a name read as another (``a\u202egnp.md`` shows as ``adm.png``).
@@ -199,11 +209,11 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
             raise InvalidImport(
                 "too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source
             )
-        packed = max(os.fstat(handle.fileno()).st_size, 1)
-        if total > BOMB_FLOOR_BYTES and total > MAX_UNPACK_RATIO * packed:
+        bombed = bombed_bytes(infos)
+        if bombed > BOMB_FLOOR_BYTES:
             raise InvalidImport(
                 "too_large",
-                f"{total} bytes unpacked from {packed} is over {MAX_UNPACK_RATIO} times the archive "
+                f"{bombed} bytes unpacked from members compressed over {MAX_UNPACK_RATIO} times "
                 "(a zip bomb, not an export of text)",
                 source=source,
             )

@@ -147,11 +147,12 @@ class _Guard:
                 limit=archive.MAX_TOTAL_BYTES,
             )
 
-    def ratio(self, packed: int) -> None:
-        if self.total > archive.BOMB_FLOOR_BYTES and self.total > archive.MAX_UNPACK_RATIO * packed:
+    def ratio(self, bombed: int) -> None:
+        """``bombed``: ``archive.bombed_bytes`` of the members written."""
+        if bombed > archive.BOMB_FLOOR_BYTES:
             raise InvalidExport(
                 "too_large",
-                f"{self.total} bytes packed into {packed}: over {archive.MAX_UNPACK_RATIO} times, which "
+                f"{bombed} bytes of files that pack over {archive.MAX_UNPACK_RATIO} times, which "
                 "import takes for a zip bomb; export as JSONL (--format jsonl)",
                 limit=archive.MAX_UNPACK_RATIO,
             )
@@ -189,7 +190,7 @@ def write_zip(out: IO[bytes], stores: list[StorePaths], locked: Locked, max_byte
             )
         guard.grow(len(manifest))
         zf.writestr(MANIFEST, manifest)
-    guard.ratio(out.seek(0, os.SEEK_END))
+        guard.ratio(archive.bombed_bytes(zf.infolist()))
     return Written(tuple(s["name"] for s in listed), guard.files)
 
 
