@@ -15,8 +15,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import attrs
-
 from .._errors import EmbeddingUnavailable
 from .._models import MemoryFact
 from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
@@ -26,6 +24,7 @@ from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
+from .pending import NewRows, PendingDoc
 from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
@@ -57,34 +56,6 @@ SESSION_CONTEXT_LINES = 1
 KEYWORD_CONTEXT_LINES = 1
 
 
-@attrs.frozen
-class _PendingDoc:
-    """A document whose keyword rows are in but whose vectors are not (its row holds the sentinel)."""
-
-    store: str
-    document_id: str
-    sha256: str
-    chunks: tuple[str, ...]
-    session: bool = False  # the fact has an origin_session_id
-
-
-@attrs.define
-class _NewRows:
-    """Rows of files the index has no row for, written with one ``executemany`` per table.
-
-    Rowids are handed out as SQLite would (one past the largest), so the rows are those a
-    file-by-file insert gives (``tests/test_speed_paths_same_results.py`` compares them).
-    """
-
-    next_document: int
-    next_chunk: int
-    documents: list[tuple[object, ...]] = attrs.Factory(list)
-    tags: list[tuple[int, str]] = attrs.Factory(list)
-    chunks: list[tuple[object, ...]] = attrs.Factory(list)
-    fts: list[tuple[object, ...]] = attrs.Factory(list)
-    words: list[tuple[object, ...]] = attrs.Factory(list)
-
-
 class Reindexer:
     """Writes and removes index rows for memory files of one home."""
 
@@ -102,14 +73,14 @@ class Reindexer:
         self.batch_size = batch_size
         # Hand-written files over this are not read (one 50 MB file took 23 s and 839 MiB).
         self.max_file_bytes = max_file_bytes
-        self.pending: list[_PendingDoc] = []
+        self.pending: list[PendingDoc] = []
         self.embedding_failures = 0
         # Inside a bulk load's transaction, files get no savepoint of their own: FTS5 flushes its
         # pending terms on every savepoint, so each file would become a segment (2.5x slower).
         # Nothing is lost: a file that cannot be read or parsed fails before its first write.
         self.bulk = False
         self._vec_dropped: set[str] = set()
-        self._new: _NewRows | None = None
+        self._new: NewRows | None = None
         self._words_written = 0  # word-index rows a bulk load wrote (``segments.after_bulk_load``)
         # Facts whose predecessor in their session changed or went: their vectors hold the old
         # context. (store, id) -> content sha256; their rows hold the sentinel until re-embedded.
@@ -256,7 +227,7 @@ class Reindexer:
                 merge_step(self.db)
         if self.vectors is not None:
             self.pending.append(
-                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+                PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
             )
             if not defer_embedding:
                 self.flush_embeddings()
@@ -276,7 +247,7 @@ class Reindexer:
         self._drop_vectors_of(store)
         new = self._new
         if new is None:
-            new = self._new = _NewRows(
+            new = self._new = NewRows(
                 next_document=int(self.db.scalar("SELECT coalesce(max(rowid), 0) FROM documents")) + 1,
                 next_chunk=int(self.db.scalar("SELECT coalesce(max(rowid), 0) FROM chunks")) + 1,
             )
@@ -297,7 +268,7 @@ class Reindexer:
             self._context_due.add((store, fact.id))
         if self.vectors is not None:
             self.pending.append(
-                _PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
+                PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
             )
         return parsed
 
@@ -386,7 +357,7 @@ class Reindexer:
             docs = [d for d in docs if not d.session]
         docs += self._successors_of(docs)
         done = 0
-        batch: list[_PendingDoc] = []
+        batch: list[PendingDoc] = []
         for index, doc in enumerate(docs):
             batch.append(doc)
             size = sum(len(d.chunks) for d in batch)
@@ -441,7 +412,7 @@ class Reindexer:
         rest = iter(asked)
         return [known[t] if t in known else next(rest) for t in texts]
 
-    def _embed(self, batch: list[_PendingDoc]) -> None:
+    def _embed(self, batch: list[PendingDoc]) -> None:
         assert self.vectors is not None
         # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
         windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
@@ -476,7 +447,7 @@ class Reindexer:
             )
             self._stale[(store, fact_id)] = sha
 
-    def _successors_of(self, docs: list[_PendingDoc]) -> list[_PendingDoc]:
+    def _successors_of(self, docs: list[PendingDoc]) -> list[PendingDoc]:
         """The facts to embed again beside ``docs``: those after them in their sessions (their
         context is a line of the fact before) and those ``_delete_rows`` noted, from their rows."""
         in_sessions = [d for d in docs if d.session] if SESSION_CONTEXT_LINES > 0 else []
@@ -495,10 +466,10 @@ class Reindexer:
                 (fact_id, store),
             )
             if rows and (store, fact_id) not in queued:
-                out.append(_PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows), True))
+                out.append(PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows), True))
         return out
 
-    def _with_session_context(self, batch: list[_PendingDoc], windows: list[list[list[str]]]) -> None:
+    def _with_session_context(self, batch: list[PendingDoc], windows: list[list[list[str]]]) -> None:
         """Put the last line of the fact before it in its session in front of each fact's first
         window, as ``vector_windows`` does for a chunk's later windows (``session.py``)."""
         if SESSION_CONTEXT_LINES <= 0:
