@@ -116,7 +116,10 @@ def _branch(gitdir: Path) -> str | None:
             # cannot read them (older than 2.45) or HEAD is detached.
             if not configs_readable(gitdir):
                 return None
-            return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
+            # Detached in the tables (the stub stays): mid-rebase, the branch being rebased.
+            return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or _rebasing(
+                gitdir
+            )
         return ref.removeprefix("refs/heads/")
     return _rebasing(gitdir)
 
