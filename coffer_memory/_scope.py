@@ -116,9 +116,18 @@ def _branch(gitdir: Path) -> str | None:
             # cannot read them (older than 2.45) or HEAD is detached.
             if not configs_readable(gitdir):
                 return None
-            return _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD") or None
-        return ref.removeprefix("refs/heads/")
+            # Detached in the tables (the stub stays): mid-rebase, the branch being rebased.
+            name = _run_git("--git-dir", str(gitdir), "symbolic-ref", "--short", "-q", "HEAD")
+            return shown_branch(name) if name else _rebasing(gitdir)
+        return shown_branch(ref.removeprefix("refs/heads/"))
     return _rebasing(gitdir)
+
+
+def shown_branch(name: str) -> str:
+    """A branch name as coffer keeps it: each byte that is not UTF-8 (git takes any but a few; the
+    git files are read with ``surrogateescape``) as ``\\xNN``. A ref name holds no backslash, so
+    no other branch is named so, and the name is text that a file and JSON can hold."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 # Where a rebase keeps the branch it rebases while HEAD is detached (the merge backend, the
@@ -136,7 +145,7 @@ def _rebasing(gitdir: Path) -> str | None:
     for folder in _REBASE_DIRS:
         name = _read_text(gitdir / folder / "head-name")
         if name and name.startswith("refs/heads/") and len(name) > len("refs/heads/"):
-            return name.removeprefix("refs/heads/")
+            return shown_branch(name.removeprefix("refs/heads/"))
     return None
 
 
@@ -456,6 +465,7 @@ def _run_git(*args: str) -> str | None:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            errors="surrogateescape",  # a branch name need not be UTF-8 (``shown_branch``)
             timeout=10,
             check=False,
             env={**os.environ, **_GIT_ENV},

@@ -152,3 +152,25 @@ def test_a_broken_model_file_is_refused(tmp_path: Path) -> None:
         ModelFile(other)
     with pytest.raises(WeightsUnreadable):
         ModelFile(tmp_path / "missing.bin")
+
+
+def test_the_kept_words_stay_small_whatever_the_queries(
+    weights: ModelFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The word table was bounded in words, not in size: a server asked queries of one long word
+    each (up to MAX_QUERY_CHARS, 4096) kept every one, about 41 kB apiece measured with
+    tracemalloc, so 8192 of them held ~340 MB. A long word is split as before, and not kept."""
+    from coffer_memory.plugins.builtin.multilingual_e5 import _tokenizer
+    from coffer_memory.vocabulary import MAX_QUERY_CHARS
+
+    monkeypatch.setattr(_tokenizer, "WORDS_KEPT", 8)
+    tokenizer = UnigramTokenizer(weights.vocabulary, weights.shape.unk)
+    assert tokenizer._words_bound
+    long_words = [f"{n}" + "部署之前要做什么" * (MAX_QUERY_CHARS // 8 - 1) for n in range(8)]
+    for word in long_words:
+        text = "query: short " + word
+        assert tokenizer.encode(text) == tokenizer._split(tokenizer._normalised(text))
+    assert "short" in tokenizer._words  # short words are still kept
+    kept_chars = sum(len(word) for word in tokenizer._words)
+    kept_ids = sum(len(ids) for ids in tokenizer._words.values())
+    assert kept_chars <= 8 * 64 and kept_ids <= 8 * 64, (kept_chars, kept_ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -114,3 +115,50 @@ def test_mcp_handoff_names_the_rebased_branch(svc: MemoryService, tmp_path: Path
         return dict(result.structured_content)
 
     assert anyio.run(save)["branch"] == "feature"
+
+
+def test_a_branch_whose_name_is_not_utf8_keeps_its_scene(svc: MemoryService, tmp_path: Path) -> None:
+    """git takes any bytes but a few in a branch name; HEAD's bytes were read as lone surrogates,
+    and ``save_handoff`` and ``resume`` failed with a raw ``UnicodeEncodeError`` (the CLI said
+    "unexpected UnicodeEncodeError", MCP the same). Such a name is kept with ``\\xNN`` for each
+    byte that is not UTF-8 (a ref name holds no backslash: no branch can be named so), one scene
+    per branch, and JSON can carry it."""
+    import json
+
+    from conftest import GIT_ENV
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", os.fsdecode(b"caf\xe9"))
+    assert svc.resolve_scope(repo).branch == "caf\\xe9"
+    saved = svc.save_handoff("Latin-1 branch scene.", cwd=repo)
+    assert saved.target is not None and saved.target.branch == "caf\\xe9"
+    git(repo, "checkout", "-q", "-b", os.fsdecode(b"caf\xe8"))  # another byte: another scene
+    assert svc.save_handoff("Another one.", cwd=repo).path != saved.path
+    git(repo, "checkout", "-q", os.fsdecode(b"caf\xe9"))
+    scene = svc.resume(cwd=repo).scene
+    assert scene is not None and scene.text == "Latin-1 branch scene."
+    assert sorted(s.branch for s in svc.handoffs(cwd=repo)) == ["caf\\xe8", "caf\\xe9"]
+    coffer = Path(sys.executable).parent / "coffer"
+    env = {**os.environ, **GIT_ENV}
+    proc = subprocess.run(
+        [str(coffer), "--home", str(svc.settings.home), "resume", "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["branch"] == "caf\\xe9"
+
+
+@pytest.mark.parametrize("branch", ["\udce9", "a\ud800b"])
+def test_deleting_a_handoff_of_a_lone_surrogate_is_invalid_input(
+    svc: MemoryService, tmp_path: Path, branch: str
+) -> None:
+    from coffer_memory import InvalidInput
+
+    repo = make_repo(tmp_path / "repo")
+    with pytest.raises(InvalidInput) as caught:
+        svc.delete_handoff(branch, cwd=repo)
+    assert caught.value.field == "branch"

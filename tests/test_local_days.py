@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -118,3 +118,33 @@ def test_the_rule_reads_back_exactly(zone: str, tmp_path: Path) -> None:
     listed = json.loads(coffer(home, "UTC", "journal", "--json", cwd=repo))
     (again,) = listed[0]["entries"]
     assert datetime.fromisoformat(again["at"]) == entry.at
+
+
+def test_a_zone_whose_offset_has_seconds_keeps_the_instant_on_every_face(tmp_path: Path) -> None:
+    """A POSIX ``TZ`` may give an offset with seconds (``XST-5:30:15``): the heading and the
+    handoff held ``+05:30:15``, which JSON (Pydantic) writes as ``+05:30``, so REST and MCP
+    answered an instant 15 seconds off the one written. Such a zone's times are written in UTC;
+    the day is still the local one."""
+    from fastapi.testclient import TestClient
+
+    from coffer_memory import MemoryService
+    from coffer_memory_fastapi import create_app
+
+    repo = make_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    zone = "XST-5:30:15"
+    out = coffer(home, zone, "journal", "add", "Written at an odd offset.", "--json", cwd=repo)
+    path = Path(json.loads(out)["path"])
+    (entry,) = journal_entries(path.read_text())
+    local = entry.at.astimezone(timezone(timedelta(hours=5, minutes=30, seconds=15)))
+    assert path.stem == local.date().isoformat()  # the local day still
+    coffer(home, zone, "handoff", "save", "Odd offset scene.", cwd=repo)
+    (saved,) = (home / "memory" / "projects").glob("*/handoff/main.md")
+    scene = read_handoff(saved)
+    assert scene is not None
+    with MemoryService(home) as svc, TestClient(create_app(svc)) as client:
+        store = svc.resolve_scope(repo).store_name
+        (day,) = client.get(f"/api/v1/memory_stores/{store}/journal").json()["files"]
+        assert datetime.fromisoformat(day["entries"][0]["at"]) == entry.at
+        (listed,) = client.get(f"/api/v1/memory_stores/{store}/handoff").json()["scenes"]
+        assert datetime.fromisoformat(listed["updated_at"]) == scene.updated_at

@@ -70,3 +70,30 @@ def test_a_detached_head_has_no_branch(reftable_repo: Path) -> None:
 
 def test_the_resolved_scope_carries_the_branch(svc: MemoryService, reftable_repo: Path) -> None:
     assert svc.resolve_scope(cwd=reftable_repo).branch == "feature/login"
+
+
+def test_a_rebase_in_a_reftable_repo_names_the_rebased_branch(
+    svc: MemoryService, reftable_repo: Path
+) -> None:
+    """HEAD's file keeps its stub while a rebase detaches HEAD in the tables: the branch being
+    rebased was looked for only when the HEAD file itself was detached, so a handoff saved
+    mid-rebase in a reftable repository went to the detached checkout's scene."""
+    import os
+
+    from conftest import GIT_ENV
+
+    git(reftable_repo, "checkout", "-q", "-b", "main")
+    (reftable_repo / "README.md").write_text("main\n")
+    git(reftable_repo, "commit", "-q", "-am", "main edits the readme")
+    git(reftable_repo, "checkout", "-q", "-b", "topic", "main~1")
+    (reftable_repo / "README.md").write_text("topic\n")
+    git(reftable_repo, "commit", "-q", "-am", "topic edits the readme")
+    env = {**os.environ, **GIT_ENV, "HOME": str(reftable_repo), "GIT_EDITOR": "true"}
+    proc = subprocess.run(
+        ["git", "rebase", "main"], cwd=reftable_repo, env=env, capture_output=True, check=False
+    )
+    assert proc.returncode != 0  # stopped on the conflict, HEAD detached
+    assert (reftable_repo / ".git" / "HEAD").read_text().strip() == "ref: refs/heads/.invalid"
+    assert svc.resolve_scope(cwd=reftable_repo).branch == "topic"
+    saved = svc.save_handoff("Topic mid-rebase.", cwd=reftable_repo)
+    assert saved.target is not None and saved.target.branch == "topic"

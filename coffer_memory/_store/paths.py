@@ -33,6 +33,7 @@ _STORE_RE = re.compile(rf"^project-([0-7][{_CROCKFORD}]{{25}})$")
 INDEX_MD = "INDEX.md"
 _PERIOD_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_SLUG_CHARS = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def validate_store_name(name: object) -> str:
@@ -152,6 +153,10 @@ class StorePaths:
         """``handoff/<branch-slug>.md`` for a branch name (``feature/x`` -> ``feature-x``)."""
         if not isinstance(branch, str) or not branch.strip() or len(branch) > 250 or "\x00" in branch:
             raise InvalidInput(f"invalid branch name {branch!r}", field="branch")
+        if not branch.isascii() and _SURROGATE.search(branch):  # hashed below as UTF-8
+            raise InvalidInput(
+                "branch name contains a lone surrogate (not valid Unicode text)", field="branch"
+            )
         slug = slugify(branch, fallback="head")
         if slug != branch:  # "feature/x" and "feature-x" must not share a file
             slug = f"{slug}-{hashlib.sha256(branch.encode()).hexdigest()[:6]}"

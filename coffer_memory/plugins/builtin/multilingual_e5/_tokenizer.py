@@ -18,7 +18,11 @@ from ._weights import Vocabulary
 METASPACE = "\u2581"
 _SPACES = re.compile("  +")
 _UNREACHED = -1e30
-WORDS_KEPT = 8192  # words whose split ``encode`` keeps (a few hundred kB)
+# Words whose split ``encode`` keeps, and the longest word kept: a query may be one word of 4096
+# characters (~41 kB kept), so the table is bounded in size, not only in words: 8192 words of 64
+# emoji held 8.4 MB (tracemalloc); questions' own words, a few hundred kB.
+WORDS_KEPT = 8192
+WORD_CHARS_KEPT = 64
 
 
 class UnigramTokenizer:
@@ -54,9 +58,11 @@ class UnigramTokenizer:
             for word in chars.split(METASPACE)[1:]:
                 ids = self._words.get(word)
                 if ids is None:
-                    if len(self._words) >= WORDS_KEPT:
-                        self._words.clear()
-                    ids = self._words[word] = self._split(METASPACE + word)
+                    ids = self._split(METASPACE + word)
+                    if len(word) <= WORD_CHARS_KEPT:
+                        if len(self._words) >= WORDS_KEPT:
+                            self._words.clear()
+                        self._words[word] = ids
                 out.extend(ids)
             return out
         return self._split(chars)
