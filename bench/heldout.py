@@ -35,6 +35,11 @@ sets to each home as distractors (a store of 71 facts is too small for ranking t
 code it measured) adds the tags ``apart`` (the question writes apart what the fact joins),
 ``joined`` (the reverse), ``glued`` (a version glued to its name), ``transposed`` (two letters
 swapped) and ``synonym``.
+
+``asked_s15.jsonl`` (session 15: 52 facts of a made-up project ``marlin`` as developers write them,
+commands, config keys, error messages, versions, paths, Chinese, Japanese and Korean; 107
+questions) was written and split by fact with ``random.Random(15)`` before the code it measures
+was changed, and committed alone; its tags add ``command`` and ``config``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def _grams(word: str, size: int) -> set[str]:
     return {word[i : i + size] for i in range(len(word) - size + 1)}
 
 
-def _swaps(word: str) -> set[str]:
+def transpositions(word: str) -> set[str]:
     """``word`` with two adjacent letters swapped, each way it can be (``reveiw`` -> ``review``,
     ...): a transposition keeps few of a word's trigrams (``reveiw`` shares one of four with
     ``review``), so it is looked for as itself."""
@@ -75,7 +75,7 @@ class NearQuery:
         if not words:
             return None
         grams = [_grams(w, size) for w in words]
-        swaps = [_swaps(w) for w in words]
+        swaps = [transpositions(w) for w in words]
         asked = list(dict.fromkeys(g for gs in grams for g in sorted(gs)))[:_NEAR_GRAMS]
         # The swapped words as substrings too: a row holding one ranks by its several trigrams.
         asked += sorted({v for vs in swaps for v in vs})[:_NEAR_GRAMS]

@@ -20,8 +20,9 @@ from datetime import UTC
 from typing import Any
 
 from ...plugins.hookspecs import BackendHit
-from ..fts import keyword_terms, plan_query
+from ..fts import STOPWORDS, keyword_terms, plan_query
 from ..idf_floor import all_floored
+from . import forms
 from . import vectors as vec
 from .near import near_rows
 from .schema import TS_CONFIG
@@ -63,7 +64,7 @@ def _tsquery(terms: Sequence[str]) -> str:
 
 def _words(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
     where, params = only
-    words = keyword_terms(query)
+    words = forms.with_forms(conn, store, query, keyword_terms(query), STOPWORDS)
     terms = tsquery_terms(words)
     if not terms:
         return []
