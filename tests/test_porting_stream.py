@@ -4,17 +4,24 @@ Windows, a file already in the store under another case or normalisation."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import zipfile
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import pytest
 import test_porting
+from fastapi.testclient import TestClient
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryRejected, MemoryService, Settings
+from coffer_memory._cli import main
+from coffer_memory._errors import MEMBER_ECHO_LIMIT
 from coffer_memory._porting import export
 from coffer_memory._store.paths import GLOBAL_STORE
+from coffer_memory_fastapi import create_app
 
 filled = test_porting.filled  # a home with facts in two stores (7 files)
 
@@ -48,3 +55,63 @@ def test_a_zip_export_writes_each_member_once_without_seeking_back(
     with MemoryService(tmp_path / "fresh") as fresh:
         assert fresh.import_memory(tmp_path / "e.zip").written == 7
     assert GLOBAL_STORE in written.stores
+
+
+# -- 2. a secret refused names the file ---------------------------------------------------------
+TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+
+
+def _export_with_a_secret(tmp_path: Path, name: str) -> Path:
+    """An export of 30 facts, one of which (``name``) holds a token."""
+    settings = Settings.load(tmp_path / "a", security={"secrets": "allow"})
+    with MemoryService(tmp_path / "a", settings=settings) as a:
+        for i in range(30):
+            a.remember(f"fact number {i}", title=f"fact {i}", store=GLOBAL_STORE)
+        (a.paths(GLOBAL_STORE).inbox / name).write_text(f"---\ntitle: t\n---\n\nthe token is {TOKEN}\n")
+        a.export_memory(tmp_path / "e.zip")
+    return tmp_path / "e.zip"
+
+
+def _rejecting(home: Path) -> Path:
+    home.mkdir()
+    (home / "config.toml").write_text('[security]\nsecrets = "reject"\n')
+    return home
+
+
+def test_a_secret_refused_on_import_names_its_file_on_every_face(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # MemoryRejected said "it holds a secret": not which of 10,000 files.
+    archive_path = _export_with_a_secret(tmp_path, "leaky.md")
+    member = "stores/global/knowledge/inbox/leaky.md"
+    home = _rejecting(tmp_path / "b")
+    with MemoryService(home) as svc:
+        with pytest.raises(MemoryRejected) as info:
+            svc.import_memory(archive_path)
+        assert info.value.reason == "secret" and info.value.member == member
+        assert member in info.value.message and info.value.details["member"] == member
+        assert TOKEN not in info.value.message
+        with TestClient(create_app(svc)) as client:
+            upload = {"content_base64": base64.b64encode(archive_path.read_bytes()).decode()}
+            response = client.post("/api/v1/import", json=upload)
+        error = response.json()["error"]
+        assert error["code"] == "MEMORY_REJECTED" and error["details"]["member"] == member
+        assert member in error["message"]
+        assert not (svc.settings.memory_dir / GLOBAL_STORE).exists()  # nothing written
+    assert main(["--home", str(home), "import", str(archive_path)]) == 1
+    err = capsys.readouterr().err
+    assert "MEMORY_REJECTED" in err and member in err and "Traceback" not in err
+
+
+def test_the_name_of_a_refused_entry_is_bounded_and_cleaned(tmp_path: Path) -> None:
+    # Another tool's entry is named by its id, which the source chose: an escape, a megabyte.
+    graph = tmp_path / "memory.jsonl"
+    name = "\x1b[31mred\x1b]0;title\x07" + "x" * 100_000 + "-end"
+    entity = {"type": "entity", "name": name, "entityType": "t", "observations": [f"key {TOKEN}"]}
+    graph.write_text(json.dumps(entity) + "\n")
+    with MemoryService(_rejecting(tmp_path / "b")) as svc, pytest.raises(MemoryRejected) as info:
+        svc.import_memory(graph, kind="mcp-memory")
+    member = info.value.details["member"]
+    assert len(member) <= MEMBER_ECHO_LIMIT and member.endswith("-end)")
+    assert "\x1b" not in info.value.message and "\x07" not in info.value.message
+    assert len(info.value.message) < 400

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import InvalidImport, InvalidInput
+from .._errors import InvalidImport, InvalidInput, MemoryRejected
 from .._jsontext import loads as json_loads
 from .._models import MemoryFact
 from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
@@ -166,6 +166,14 @@ class Applier:
                     result = self.writer.check(value, field, found)
             except InvalidImport:
                 raise
+            except MemoryRejected as exc:  # a secret refused: which of thousands of entries holds it
+                raise MemoryRejected(
+                    exc.reason,
+                    length=exc.details.get("length"),
+                    limit=exc.limit,
+                    kinds=exc.details.get("kinds"),
+                    member=where,
+                ) from None
             except InvalidInput as exc:
                 raise InvalidImport(
                     "not_text", f"{where}: {exc.message}", source=self.source, member=where
