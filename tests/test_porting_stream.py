@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import test_porting
 from fastapi.testclient import TestClient
+from test_porting import tree_hash
 
-from coffer_memory import MemoryRejected, MemoryService, Settings
+from coffer_memory import InvalidImport, MemoryRejected, MemoryService, Settings
 from coffer_memory._cli import main
 from coffer_memory._errors import MEMBER_ECHO_LIMIT
 from coffer_memory._porting import export
@@ -24,6 +25,16 @@ from coffer_memory._store.paths import GLOBAL_STORE
 from coffer_memory_fastapi import create_app
 
 filled = test_porting.filled  # a home with facts in two stores (7 files)
+
+
+def _refused(svc: MemoryService, source: Path, reason: str, **kw: Any) -> InvalidImport:
+    """The import is refused with ``reason``, and nothing is written."""
+    before = tree_hash(svc.settings.memory_dir)
+    with pytest.raises(InvalidImport) as info:
+        svc.import_memory(source, **kw)
+    assert info.value.reason == reason and info.value.code == "INVALID_INPUT"
+    assert tree_hash(svc.settings.memory_dir) == before
+    return info.value
 
 
 class _Seeks(io.BytesIO):
@@ -115,3 +126,40 @@ def test_the_name_of_a_refused_entry_is_bounded_and_cleaned(tmp_path: Path) -> N
     assert len(member) <= MEMBER_ECHO_LIMIT and member.endswith("-end)")
     assert "\x1b" not in info.value.message and "\x07" not in info.value.message
     assert len(info.value.message) < 400
+
+
+# -- 4. a member that is, on macOS or Windows, a file already in the store -----------------------
+@pytest.mark.parametrize(
+    ("here", "member", "other"),
+    [
+        ("knowledge/inbox/Deploy.md", "knowledge/inbox/deploy.md", "knowledge/inbox/Deploy.md"),
+        # NFD here, NFC in the archive
+        ("knowledge/inbox/cafe\u0301.md", "knowledge/inbox/caf\u00e9.md", "knowledge/inbox/cafe\u0301.md"),
+        ("knowledge/Inbox/a.md", "knowledge/inbox/deploy.md", "knowledge/Inbox"),  # a folder of the path
+    ],
+)
+@pytest.mark.parametrize("fmt", ["zip", "jsonl"])
+def test_a_member_folding_onto_a_file_already_in_the_store_is_refused(
+    tmp_path: Path, here: str, member: str, other: str, fmt: str
+) -> None:
+    # It was imported as a second file: two on Linux, one on macOS and Windows.
+    with MemoryService(tmp_path / "a") as a:
+        (a.paths(GLOBAL_STORE).root / member).parent.mkdir(parents=True)
+        (a.paths(GLOBAL_STORE).root / member).write_text("---\ntitle: theirs\n---\n\ntheirs\n")
+        a.export_memory(tmp_path / f"e.{fmt}", format=fmt)
+    with MemoryService(tmp_path / "b") as b:
+        mine = b.paths(GLOBAL_STORE).root / here
+        mine.parent.mkdir(parents=True)
+        mine.write_text("---\ntitle: mine\n---\n\nmine\n")
+        for dry_run in (True, False):
+            info = _refused(b, tmp_path / f"e.{fmt}", "collision", dry_run=dry_run)
+            assert info.member == f"stores/global/{member}" and info.other == f"stores/global/{other}"
+            assert member in info.message and "already in the store" in info.message
+        assert mine.read_text() == "---\ntitle: mine\n---\n\nmine\n"
+
+
+def test_a_member_with_its_exact_name_in_the_store_is_not_a_collision(
+    filled: MemoryService, tmp_path: Path
+) -> None:
+    filled.export_memory(tmp_path / "e.zip")
+    assert filled.import_memory(tmp_path / "e.zip").counts == {"unchanged": 7}

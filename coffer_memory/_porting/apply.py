@@ -27,7 +27,7 @@ from .._store.rules import IMPORT_MARK
 from .._store.scan import scan_markdown
 from .._store.writer import Transaction, Writer
 from ..vocabulary import MAX_TAGS
-from .archive import STORES_DIR
+from .archive import STORES_DIR, fold
 from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem
 
 Progress = Callable[[int, int, ImportEntry], None]
@@ -105,6 +105,7 @@ class Applier:
         self.source = source
         self.memo = memo if memo is not None else CheckMemo()
         self._seen: dict[str, dict[tuple[str, str], _Imported]] = {}
+        self._folded: dict[str, dict[str, list[str]]] = {}
 
     def run(self, items: Iterable[Item], plan: Applier | None = None) -> list[ImportEntry]:
         """Apply ``items`` (grouped by store, in order); one entry per item. ``plan``: the dry
@@ -196,6 +197,7 @@ class Applier:
     def _file(self, tx: Transaction, item: FileItem) -> ImportEntry:
         path = tx.paths.resolve_relative(item.relpath)
         source = f"{item.store}/{item.relpath}"
+        self._refuse_folded(tx, item)
         if not os.path.isdir(path) and tx.read(path) == item.data:  # restored before: no checks needed
             return ImportEntry("unchanged", source, item.store, path, item.relpath)
         # Bytes that are not UTF-8 are restored as they are (the export carries them): a round trip.
@@ -212,6 +214,30 @@ class Applier:
         tx.create(path, data)
         tx.audit("memory_added", None, path=str(path), imported_from="coffer")
         return ImportEntry("created", source, item.store, path, item.relpath)
+
+    def _refuse_folded(self, tx: Transaction, item: FileItem) -> None:
+        """``collision`` when the store holds a file or folder whose path differs from the item's
+        only by case or Unicode normalisation: one file on macOS and Windows (where the import
+        overwrote it or failed half-way), two on Linux (where it made a second copy). Refused,
+        as two such members of one archive are: keeping either would drop the other unseen."""
+        folded = self._folded.get(tx.store)
+        if folded is None:
+            folded = self._folded[tx.store] = _folded_names(tx.paths.root)
+        parts = item.relpath.split("/")
+        for n in range(1, len(parts) + 1):
+            mine = "/".join(parts[:n])
+            here = folded.get(fold(mine), [mine])
+            if mine not in here:
+                member = f"{STORES_DIR}/{item.store}/{item.relpath}"
+                other = f"{STORES_DIR}/{item.store}/{here[0]}"
+                raise InvalidImport(
+                    "collision",
+                    f"{member} and {other}, already in the store, differ only by case or Unicode "
+                    "normalisation: they would be one file on macOS or Windows; rename one of them",
+                    source=self.source,
+                    member=member,
+                    other=other,
+                )
 
     # -- rules files ---------------------------------------------------------------------------
     def _rule(self, tx: Transaction, item: RuleItem) -> ImportEntry:
@@ -344,6 +370,19 @@ class Applier:
         tx.audit("memory_added", fact.id, path=str(path), imported_from=prov.source)
         known[key] = _Imported(path, meta, _body_sha(body), fact, {PROVENANCE_KEY: meta}, True)
         return attrs.evolve(entry, path=path)
+
+
+def _folded_names(root: Path) -> dict[str, list[str]]:
+    """Every visible file and folder under ``root``, by its path's ``fold``."""
+    found: dict[str, list[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        folder = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in [*dirnames, *filenames]:
+            if not name.startswith("."):
+                rel = name if folder == "." else f"{folder}/{name}"
+                found.setdefault(fold(rel), []).append(rel)
+    return found
 
 
 def _description(body: str) -> str:
