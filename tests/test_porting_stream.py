@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import tracemalloc
 import zipfile
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,7 +21,7 @@ from test_porting import tree_hash
 from coffer_memory import InvalidImport, MemoryRejected, MemoryService, Settings
 from coffer_memory._cli import main
 from coffer_memory._errors import MEMBER_ECHO_LIMIT
-from coffer_memory._porting import export
+from coffer_memory._porting import apply, export
 from coffer_memory._store.paths import GLOBAL_STORE
 from coffer_memory_fastapi import create_app
 
@@ -163,3 +164,47 @@ def test_a_member_with_its_exact_name_in_the_store_is_not_a_collision(
 ) -> None:
     filled.export_memory(tmp_path / "e.zip")
     assert filled.import_memory(tmp_path / "e.zip").counts == {"unchanged": 7}
+
+
+# -- 3. import reads one member at a time ---------------------------------------------------------
+def _words(size: int, seed: int) -> bytes:
+    """``size`` bytes of text (not a secret, compressed some 4 times)."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["deploy", "cache", "table", "index", "query", "staging", "token", "backup", "vpn", "api"]
+    out = bytearray(b"---\ntitle: big\n---\n\n")
+    while len(out) < size:
+        out += " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(12)).encode() + b"\n"
+    return bytes(out[:size]) + b"\n"
+
+
+@pytest.mark.parametrize("fmt", ["zip", "jsonl"])
+def test_an_import_holds_a_few_files_not_the_archive(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every member was read into memory first (and the secret-scan memo held each as a key): the
+    # import took the archive's size and more. Now it reads a member when it checks or writes it,
+    # and holds at most TRANSACTION_BYTES of them (set to one file here, so that an archive of a
+    # few MiB shows it; the default is 4 MiB) and what checking one file takes.
+    count, size = 48, 64 << 10
+    monkeypatch.setattr(apply, "TRANSACTION_BYTES", size)
+    with MemoryService(tmp_path / "a") as a:
+        a.remember("a first fact", store=GLOBAL_STORE)
+        a.export_memory(tmp_path / f"small.{fmt}", format=fmt)
+        folder = a.paths(GLOBAL_STORE).root / "knowledge" / "big"
+        folder.mkdir(parents=True)
+        for i in range(count):
+            (folder / f"f{i}.md").write_bytes(_words(size, i))
+        a.export_memory(tmp_path / f"e.{fmt}", format=fmt)
+    with MemoryService(tmp_path / "b") as b:
+        b.import_memory(tmp_path / f"small.{fmt}")  # the index opened, the modules loaded
+        tracemalloc.start()
+        try:
+            report = b.import_memory(tmp_path / f"e.{fmt}")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert report.counts == {"created": count, "unchanged": 1}
+        assert (b.paths(GLOBAL_STORE).root / "knowledge/big/f7.md").read_bytes() == _words(size, 7)
+    assert peak < count * size // 2
