@@ -208,3 +208,47 @@ def test_an_import_holds_a_few_files_not_the_archive(
         assert report.counts == {"created": count, "unchanged": 1}
         assert (b.paths(GLOBAL_STORE).root / "knowledge/big/f7.md").read_bytes() == _words(size, 7)
     assert peak < count * size // 2
+
+
+# -- round trips between machines ---------------------------------------------------------------
+def test_importing_again_after_the_checkout_moved_keeps_this_machines_store_json(
+    filled: MemoryService, tmp_path: Path
+) -> None:
+    # Restored on another machine, the project store was found by its clone there (store.json's
+    # project_root rewritten): each import of the same export again was a "conflict" on it.
+    project = next(n for n in filled.porting.stores.names() if n != GLOBAL_STORE)
+    source = filled.paths(project).root / "store.json"
+    exported = {**json.loads(source.read_text()), "remotes": ["example.com/acme/api"]}
+    source.write_text(json.dumps(exported, indent=2, sort_keys=True) + "\n")
+    filled.export_memory(tmp_path / "e.zip")
+    with MemoryService(tmp_path / "b") as b:
+        b.import_memory(tmp_path / "e.zip")
+        path = b.paths(project).root / "store.json"
+        here = {**exported, "project_root": str(tmp_path / "elsewhere"), "remotes": []}
+        path.write_text(json.dumps(here, indent=2, sort_keys=True) + "\n")
+        # The export knows a remote this machine's store.json does not: it is added, once.
+        first = b.import_memory(tmp_path / "e.zip")
+        assert first.counts == {"unchanged": 6, "updated": 1}
+        merged = json.loads(path.read_text())
+        assert merged == {**here, "remotes": exported["remotes"]} and exported["remotes"]
+        again = b.import_memory(tmp_path / "e.zip")
+        assert again.counts == {"unchanged": 7}
+        assert json.loads(path.read_text()) == merged
+
+
+def test_a_store_json_of_another_repository_is_a_conflict(filled: MemoryService, tmp_path: Path) -> None:
+    filled.export_memory(tmp_path / "e.zip")
+    with MemoryService(tmp_path / "b") as b:
+        b.import_memory(tmp_path / "e.zip")
+        project = next(n for n in b.porting.stores.names() if n != GLOBAL_STORE)
+        path = b.paths(project).root / "store.json"
+        other = {
+            "format": 1,
+            "project_root": "/x",
+            "remotes": ["example.com/x/y"],
+            "root_commits": ["f" * 40],
+        }
+        path.write_text(json.dumps(other) + "\n")
+        report = b.import_memory(tmp_path / "e.zip")
+        assert report.counts == {"unchanged": 6, "conflict": 1}
+        assert json.loads(path.read_text()) == other

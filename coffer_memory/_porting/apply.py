@@ -23,6 +23,7 @@ from .._errors import InvalidImport, InvalidInput, MemoryRejected
 from .._jsontext import loads as json_loads
 from .._models import MemoryFact
 from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
+from .._store.identity import STORE_FILE, StoreIdentity
 from .._store.paths import MAX_SLUG_CHARS, slugify
 from .._store.rules import IMPORT_MARK
 from .._store.scan import scan_markdown
@@ -244,6 +245,14 @@ class Applier:
         existing = tx.read(path)
         if existing == data:
             return ImportEntry("unchanged", source, item.store, path, item.relpath)
+        merged = _merged_identity(existing, data) if item.relpath == STORE_FILE else None
+        if merged is not None:  # the same repository: this machine's checkout and settings kept
+            entry = ImportEntry("unchanged", source, item.store, path, item.relpath)
+            if merged == existing:
+                return entry
+            tx.write(path, merged)
+            tx.audit("memory_updated", None, path=str(path), imported_from="coffer")
+            return attrs.evolve(entry, action="updated")
         if existing is not None or os.path.lexists(path):
             return ImportEntry(
                 "conflict", source, item.store, path, item.relpath, reason="a different file is here"
@@ -421,6 +430,27 @@ def _chunks(group: list[Item]) -> Iterator[tuple[int, list[Item]]]:
         size = grown
     if start < len(group):
         yield start, group[start:]
+
+
+def _merged_identity(here: bytes | None, imported: bytes) -> bytes | None:
+    """A project store's ``store.json`` here with what an export's adds (its repository's other
+    root commits, remotes and merged identities), or None when they are not of one repository.
+
+    An export restored on another machine, whose checkout then found the store (it moved), has
+    another ``project_root`` here: importing the export again was a ``conflict`` on it each time.
+    The checkout, label and settings of this machine are kept."""
+    if here is None:
+        return None
+    mine, theirs = StoreIdentity.from_bytes(here), StoreIdentity.from_bytes(imported)
+    if not mine.shares_repository(theirs.root_commits, theirs.remotes):
+        return None
+    merged = attrs.evolve(
+        mine,
+        root_commits=tuple(dict.fromkeys((*mine.root_commits, *theirs.root_commits))),
+        remotes=tuple(dict.fromkeys((*mine.remotes, *theirs.remotes))),
+        merged_identities=tuple(dict.fromkeys((*mine.merged_identities, *theirs.merged_identities))),
+    )
+    return here if merged == mine else merged.to_bytes()
 
 
 def _held(data: bytes) -> Callable[[], bytes]:
