@@ -129,9 +129,11 @@ class Applier:
         """Apply ``items`` (grouped by store, in order); one entry per item. ``plan``: the dry
         run of the same items before this one, whose files are embedded ahead of each write.
 
-        A dry run plans each store in one transaction (an item sees what those before it planned);
-        a run that writes takes its lock for ``TRANSACTION_ITEMS`` items at a time, so reads go on
-        between them and what is embedded ahead is held for that many items, not for the import.
+        A dry run plans each store in one transaction (an item sees what those before it planned),
+        but a coffer export's files (distinct paths, checked so already) as a run that writes
+        does: that run takes its lock for ``TRANSACTION_ITEMS`` items (and at most
+        ``TRANSACTION_BYTES`` of coffer files) at a time, so reads go on between them and what is
+        planned or embedded ahead is held for that many items, not for the import.
         """
         by_store: dict[str, list[Item]] = {}
         for item in items:
@@ -139,9 +141,7 @@ class Applier:
         total = sum(len(v) for v in by_store.values())
         entries: list[ImportEntry] = []
         for store, group in by_store.items():
-            # A dry run plans a store at once (an item sees what those before it planned), but
-            # for a coffer export's files, whose paths are distinct: held for the whole store, their
-            # planned bytes were the archive in memory.
+            # Held for the whole store, a coffer export's planned bytes were the archive in memory.
             whole = self.dry_run and not all(isinstance(i, FileItem) for i in group)
             expected: int | None = None  # the store's version after this run's last hold of its lock
             for start, part in [(0, group)] if whole else _chunks(group):
