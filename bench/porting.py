@@ -7,15 +7,20 @@ many entities are timed ``--repeat`` times each (fresh homes), with the physical
 restore measured in the same run: the same files written, fsync'ed and renamed, each folder
 fsync'ed once. Figures are seconds in this process: median, p95, per file and times the floor.
 
-    .venv/bin/python bench/porting.py [--facts 1000] [--repeat 3] [--skip-mcp]
+    .venv/bin/python bench/porting.py [--facts 1000] [--repeat 3] [--skip-mcp] [--export-only]
+
+``cpu s`` is the process's user and system time of the step (median): on a shared machine the
+wall clock swings with the load, the CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -23,6 +28,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +64,21 @@ def seed(svc: MemoryService, count: int) -> None:
     svc.reindex("global")
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
+CPU: dict[str, list[float]] = {}  # user + system seconds of each step, by step
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(fn: Callable[[], Any], step: str = "") -> tuple[float, Any]:
+    cpu, start = _cpu(), time.perf_counter()
     result = fn()
-    return time.perf_counter() - start, result
+    seconds = time.perf_counter() - start
+    if step:
+        CPU.setdefault(step, []).append(_cpu() - cpu)
+    return seconds, result
 
 
 def durable_floor(folder: Path, files: list[tuple[str, bytes]]) -> float:
@@ -95,6 +112,7 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each step (fresh homes)")
     parser.add_argument("--skip-mcp", action="store_true", help="time the coffer steps only")
+    parser.add_argument("--export-only", action="store_true", help="time the exports only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coffer-bench-porting-") as tmp:
         print_environment(environment(tmp))
@@ -109,13 +127,15 @@ def main() -> None:
         with MemoryService(root / "source") as svc:
             seed(svc, args.facts)
             for _ in range(args.repeat):
-                seconds, report = timed(lambda: svc.export_memory(root / "e.zip"))
+                seconds, report = timed(lambda: svc.export_memory(root / "e.zip"), "export zip")
                 record("export zip", seconds, f"{report.files} files, {report.size} bytes")
-                seconds, report = timed(lambda: svc.export_memory(root / "e.jsonl", format="jsonl"))
+                seconds, report = timed(
+                    lambda: svc.export_memory(root / "e.jsonl", format="jsonl"), "export jsonl"
+                )
                 record("export jsonl", seconds, f"{report.files} files, {report.size} bytes")
         with zipfile.ZipFile(root / "e.zip") as zf:
             members = [(n, zf.read(n)) for n in zf.namelist() if n != "manifest.json"]
-        for run in range(args.repeat):
+        for run in range(0 if args.export_only else args.repeat):
             record("floor: durable write of the files", durable_floor(root / f"floor-{run}", members), "")
             with MemoryService(root / f"fresh-{run}") as fresh:
                 for label, dry in (
@@ -123,7 +143,7 @@ def main() -> None:
                     ("import zip", False),
                     ("import zip again", False),
                 ):
-                    seconds, result = timed(lambda dry=dry: fresh.import_memory(root / "e.zip", dry_run=dry))
+                    seconds, result = timed(partial(fresh.import_memory, root / "e.zip", dry_run=dry), label)
                     record(label, seconds, f"{result.counts}")
         graph = root / "memory.jsonl"
         rng = random.Random(SEED)
@@ -136,13 +156,13 @@ def main() -> None:
                     )
                     + "\n"
                 )
-        for run in range(0 if args.skip_mcp else args.repeat):
+        for run in range(0 if args.skip_mcp or args.export_only else args.repeat):
             with MemoryService(root / f"graph-{run}") as svc:
-                seconds, result = timed(lambda: svc.import_memory(graph))
+                seconds, result = timed(lambda: svc.import_memory(graph), "import mcp-memory")
                 record("import mcp-memory", seconds, f"{result.counts}")
-                seconds, result = timed(lambda: svc.import_memory(graph))
+                seconds, result = timed(lambda: svc.import_memory(graph), "import mcp-memory again")
                 record("import mcp-memory again", seconds, f"{result.counts}")
-        floor = statistics.median(times["floor: durable write of the files"])
+        floor = statistics.median(times.get("floor: durable write of the files", [math.nan]))
         rows: list[list[object]] = []
         for step, values in times.items():
             median = statistics.median(values)
@@ -151,6 +171,7 @@ def main() -> None:
                     step,
                     median,
                     percentile(values, 95),
+                    statistics.median(CPU[step]) if step in CPU else math.nan,
                     1000 * median / max(len(members), 1),
                     median / floor,
                     notes[step],
@@ -158,7 +179,7 @@ def main() -> None:
             )
         print(
             table(
-                ["step", "median s", "p95 s", "ms per file", "x floor", "result"],
+                ["step", "median s", "p95 s", "cpu s", "ms per file", "x floor", "result"],
                 rows,
                 digits=2,
                 title=f"{args.repeat} run(s) each; floor = each file written, fsync'ed and renamed, "

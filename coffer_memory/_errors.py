@@ -8,7 +8,7 @@ errors are mapped from ``code`` by the adapters, never here::
     ├── MemoryStoreNotFound   MEMORY_STORE_NOT_FOUND   (.store)
     ├── MemoryNotFound        MEMORY_NOT_FOUND         (.store, .fact_id)
     ├── SessionNotFound       SESSION_NOT_FOUND        (.agent, .session_id)
-    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long" | "secret", .limit)
+    ├── MemoryRejected        MEMORY_REJECTED          (.reason: "empty" | "too_long" | "secret", .limit, .member)
     ├── MemoryConflict        MEMORY_CONFLICT          (.expected_sha256, .actual_sha256)
     ├── ScopeUnresolved       SCOPE_UNRESOLVED         (.cwd)
     ├── InvalidInput          INVALID_INPUT            (.field)
@@ -53,6 +53,20 @@ def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     text = _TERMINAL_ESCAPE.sub("", head)
     text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
     return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
+
+
+MEMBER_ECHO_LIMIT = 200
+"""The most characters of an import's file name an error repeats: a store's path in an archive
+(``stores/project-<26 characters>/knowledge/...``) is longer than ``ECHO_LIMIT`` before its name."""
+
+
+def _tail_echo(value: str, limit: int) -> str:
+    """``safe_echo`` for a path, whose end says which file: cut at the front (``…`` first)."""
+    tail = value[-4 * limit :]
+    text = safe_echo(tail, 4 * limit)
+    if len(text) <= limit and tail == value:
+        return text
+    return "…" + text.rstrip("…")[-(limit - 1) :]
 
 
 class CofferError(Exception):
@@ -118,6 +132,8 @@ class MemoryRejected(CofferError):
     """The text cannot become a fact: ``reason`` is ``"empty"``, ``"too_long"`` or ``"secret"``.
 
     ``secret``: ``[security] secrets = "reject"`` and the text holds one; ``kinds`` counts them.
+    ``member``: in an import, the entry refused (an archive's ``stores/<store>/<path>``, another
+    tool's file and id), cleaned and cut to ``MEMBER_ECHO_LIMIT`` characters.
     """
 
     code = "MEMORY_REJECTED"
@@ -130,6 +146,7 @@ class MemoryRejected(CofferError):
         limit: int | None = None,
         kinds: dict[str, int] | None = None,
         any_store: bool = False,
+        member: str | None = None,
     ) -> None:
         if reason == "too_long" and any_store:
             # Checked before the store is known (so nothing is resolved or provisioned for it):
@@ -145,9 +162,14 @@ class MemoryRejected(CofferError):
         details: dict[str, object] = {"length": length, "limit": limit}
         if kinds is not None:
             details["kinds"] = dict(kinds)
+        if member is not None:  # an import's file, out of thousands: said, bounded and cleaned
+            member = _tail_echo(member, MEMBER_ECHO_LIMIT)
+            message = f"{member}: {message}"
+            details["member"] = member
         super().__init__(message, reason=reason, **details)
         self.reason = reason
         self.limit = limit
+        self.member = member
 
 
 class MemoryConflict(CofferError):

@@ -11,29 +11,34 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from .._errors import InvalidImport, InvalidInput
+from .._errors import InvalidImport, InvalidInput, MemoryRejected
 from .._jsontext import loads as json_loads
 from .._models import MemoryFact
 from .._store.files import FactParseError, fact_id_for, now_utc, parse_fact, render_fact, sha256_bytes
+from .._store.identity import STORE_FILE, StoreIdentity
 from .._store.paths import MAX_SLUG_CHARS, slugify
 from .._store.rules import IMPORT_MARK
 from .._store.scan import scan_markdown
 from .._store.writer import Transaction, Writer
 from ..vocabulary import MAX_TAGS
-from .archive import STORES_DIR
+from .archive import STORES_DIR, fold
 from .models import PROVENANCE_KEY, FactItem, FileItem, ImportEntry, Item, Provenance, RuleItem
 
 Progress = Callable[[int, int, ImportEntry], None]
 # What the content checks answered for one text of one store: the text to write (None: as it
-# was) and what they found.
+# was; bytes: changed, and not kept, so checked again) and what they found.
+_AGAIN = b""
 _Checked = tuple[str | bytes | None, dict[str, int]]
+# The planned files of one item: each path, and what reads the bytes the write will hold.
+_Planned = list[tuple[Path, Callable[[], bytes]]]
 _RULE_HEAD = re.compile(r"\A" + re.escape(IMPORT_MARK) + r"(\{.*?\}) -->\n")
 
 
@@ -51,8 +56,10 @@ class _Imported:
     has_created: bool
 
 
-# Items a run that writes applies under one hold of the store's lock (see ``Applier.run``).
+# Items a run that writes applies under one hold of the store's lock (see ``Applier.run``), and
+# the bytes of a coffer export's files (a dry run holds them, and so does embedding ahead).
 TRANSACTION_ITEMS = 128
+TRANSACTION_BYTES = 4 << 20
 
 
 class CheckMemo:
@@ -64,17 +71,25 @@ class CheckMemo:
     """
 
     def __init__(self) -> None:
-        self._done: dict[tuple[str, str, str | bytes], _Checked] = {}
+        self._done: dict[tuple[str, str, str], _Checked] = {}
+
+    @staticmethod
+    def _key(value: str | bytes) -> str:
+        # A file's bytes by their sha256: the memo of a large archive would hold all of them.
+        return "b:" + sha256_bytes(value) if isinstance(value, bytes) else "s:" + value
 
     def get(self, store: str, field: str, value: str | bytes) -> _Checked | None:
-        """What the checks answered for ``value``, or None when it was not checked yet."""
-        return self._done.get((store, field, value))
+        """What the checks answered for ``value``, or None when it was not checked yet (or changed
+        bytes, which are not kept: checked again)."""
+        done = self._done.get((store, field, self._key(value)))
+        return None if done is None or isinstance(done[0], bytes) else done
 
     def put(
         self, store: str, field: str, value: str | bytes, result: str | bytes, found: dict[str, int]
     ) -> None:
-        """Keep the checks' answer (the text itself only when they changed it)."""
-        self._done[(store, field, value)] = (None if result == value else result, found)
+        """Keep the checks' answer (a text itself only when they changed it; bytes never)."""
+        changed = None if result == value else (_AGAIN if isinstance(value, bytes) else result)
+        self._done[(store, field, self._key(value))] = (changed, found)
 
 
 class Applier:
@@ -90,7 +105,8 @@ class Applier:
         *,
         dry_run: bool,
         progress: Progress | None = None,
-        ahead: Callable[[str, list[tuple[Path, bytes]]], AbstractContextManager[None]] | None = None,
+        ahead: Callable[[str, Callable[[], list[tuple[Path, bytes]]]], AbstractContextManager[None]]
+        | None = None,
         source: str = "",
         memo: CheckMemo | None = None,
     ) -> None:
@@ -98,21 +114,26 @@ class Applier:
         self.dry_run = dry_run
         self.progress = progress
         # ``ahead(store, files)`` is entered before each transaction that writes: it embeds the
-        # files a dry run planned for its items before the lock (``_ahead``).
+        # files a dry run planned for its items before the lock (``_ahead``), read by ``files()``
+        # only when it embeds.
         self.ahead = ahead
-        # A dry run's planned files, by store, one list per item (what ``ahead`` is handed).
-        self.planned: dict[str, list[list[tuple[Path, bytes]]]] = {}
+        # A dry run's planned files, by store, one list per item (what ``ahead`` reads); a coffer
+        # file's bytes are read again from the archive, not held.
+        self.planned: dict[str, list[_Planned]] = {}
         self.source = source
         self.memo = memo if memo is not None else CheckMemo()
         self._seen: dict[str, dict[tuple[str, str], _Imported]] = {}
+        self._folded: dict[str, dict[str, list[str]]] = {}
 
     def run(self, items: Iterable[Item], plan: Applier | None = None) -> list[ImportEntry]:
         """Apply ``items`` (grouped by store, in order); one entry per item. ``plan``: the dry
         run of the same items before this one, whose files are embedded ahead of each write.
 
-        A dry run plans each store in one transaction (an item sees what those before it planned);
-        a run that writes takes its lock for ``TRANSACTION_ITEMS`` items at a time, so reads go on
-        between them and what is embedded ahead is held for that many items, not for the import.
+        A dry run plans each store in one transaction (an item sees what those before it planned),
+        but a coffer export's files (distinct paths, checked so already) as a run that writes
+        does: that run takes its lock for ``TRANSACTION_ITEMS`` items (and at most
+        ``TRANSACTION_BYTES`` of coffer files) at a time, so reads go on between them and what is
+        planned or embedded ahead is held for that many items, not for the import.
         """
         by_store: dict[str, list[Item]] = {}
         for item in items:
@@ -120,13 +141,17 @@ class Applier:
         total = sum(len(v) for v in by_store.values())
         entries: list[ImportEntry] = []
         for store, group in by_store.items():
-            step = len(group) if self.dry_run else TRANSACTION_ITEMS
+            # Held for the whole store, a coffer export's planned bytes were the archive in memory.
+            whole = self.dry_run and not all(isinstance(i, FileItem) for i in group)
             expected: int | None = None  # the store's version after this run's last hold of its lock
-            for start in range(0, len(group), step):
-                part = group[start : start + step]
+            for start, part in [(0, group)] if whole else _chunks(group):
                 planned = plan.planned.get(store, []) if plan is not None else []
                 files = [f for per_item in planned[start : start + len(part)] for f in per_item]
-                ahead = self.ahead(store, files) if self.ahead is not None and files else nullcontext()
+                ahead = (
+                    self.ahead(store, partial(_read_planned, files))
+                    if self.ahead is not None and files
+                    else nullcontext()
+                )
                 with ahead, self.writer.transaction(store, dry_run=self.dry_run, bulk=True) as tx:
                     if expected is not None and self.writer.version(store) != expected:
                         # Another writer changed the store between two holds of its lock (another
@@ -147,11 +172,24 @@ class Applier:
         entry = self._apply(tx, item)
         found = {k: n - before.get(k, 0) for k, n in tx.findings.items() if n > before.get(k, 0)}
         if self.dry_run:
-            pending = tx.pending
-            self.planned.setdefault(tx.store, []).append(
-                [(r.path, d) for r in tx.receipts[receipts:] if (d := pending.get(r.path)) is not None]
-            )
+            written = [r.path for r in tx.receipts[receipts:]]
+            if isinstance(item, FileItem):  # read again from the source when embedded
+                self.planned.setdefault(tx.store, []).append(
+                    [(path, partial(self._file_bytes, tx.store, item)) for path in written]
+                )
+            else:
+                self.planned.setdefault(tx.store, []).append(
+                    [(path, _held(d)) for path in written if (d := tx.read(path)) is not None]
+                )
         return attrs.evolve(entry, findings=tuple(sorted(found.items())))
+
+    def _file_bytes(self, store: str, item: FileItem) -> bytes:
+        """The bytes a coffer file is written with (its own, or as the checks changed them)."""
+        data = item.data
+        if self.memo.get(store, "text", data) is not None:  # the checks left it as it is
+            return data
+        changed: bytes = self.writer.check_bytes(data, "text", {})
+        return changed
 
     def _check(self, tx: Transaction, value: str | bytes, field: str, where: str) -> Any:
         """``value`` through the content checks (once per import); text that is not text a store
@@ -166,6 +204,14 @@ class Applier:
                     result = self.writer.check(value, field, found)
             except InvalidImport:
                 raise
+            except MemoryRejected as exc:  # a secret refused: which of thousands of entries holds it
+                raise MemoryRejected(
+                    exc.reason,
+                    length=exc.details.get("length"),
+                    limit=exc.limit,
+                    kinds=exc.details.get("kinds"),
+                    member=where,
+                ) from None
             except InvalidInput as exc:
                 raise InvalidImport(
                     "not_text", f"{where}: {exc.message}", source=self.source, member=where
@@ -188,7 +234,9 @@ class Applier:
     def _file(self, tx: Transaction, item: FileItem) -> ImportEntry:
         path = tx.paths.resolve_relative(item.relpath)
         source = f"{item.store}/{item.relpath}"
-        if not os.path.isdir(path) and tx.read(path) == item.data:  # restored before: no checks needed
+        self._refuse_folded(tx, item)
+        here = None if os.path.isdir(path) else tx.read(path)
+        if here is not None and sha256_bytes(here) == item.sha256:  # restored before: nothing to read
             return ImportEntry("unchanged", source, item.store, path, item.relpath)
         # Bytes that are not UTF-8 are restored as they are (the export carries them): a round trip.
         data: bytes = self._check(tx, item.data, "text", f"{STORES_DIR}/{source}")
@@ -197,6 +245,14 @@ class Applier:
         existing = tx.read(path)
         if existing == data:
             return ImportEntry("unchanged", source, item.store, path, item.relpath)
+        merged = _merged_identity(existing, data) if item.relpath == STORE_FILE else None
+        if merged is not None:  # the same repository: this machine's checkout and settings kept
+            entry = ImportEntry("unchanged", source, item.store, path, item.relpath)
+            if merged == existing:
+                return entry
+            tx.write(path, merged)
+            tx.audit("memory_updated", None, path=str(path), imported_from="coffer")
+            return attrs.evolve(entry, action="updated")
         if existing is not None or os.path.lexists(path):
             return ImportEntry(
                 "conflict", source, item.store, path, item.relpath, reason="a different file is here"
@@ -204,6 +260,30 @@ class Applier:
         tx.create(path, data)
         tx.audit("memory_added", None, path=str(path), imported_from="coffer")
         return ImportEntry("created", source, item.store, path, item.relpath)
+
+    def _refuse_folded(self, tx: Transaction, item: FileItem) -> None:
+        """``collision`` when the store holds a file or folder whose path differs from the item's
+        only by case or Unicode normalisation: one file on macOS and Windows (where the import
+        overwrote it or failed half-way), two on Linux (where it made a second copy). Refused,
+        as two such members of one archive are: keeping either would drop the other unseen."""
+        folded = self._folded.get(tx.store)
+        if folded is None:
+            folded = self._folded[tx.store] = _folded_names(tx.paths.root)
+        parts = item.relpath.split("/")
+        for n in range(1, len(parts) + 1):
+            mine = "/".join(parts[:n])
+            here = folded.get(fold(mine), [mine])
+            if mine not in here:
+                member = f"{STORES_DIR}/{item.store}/{item.relpath}"
+                other = f"{STORES_DIR}/{item.store}/{here[0]}"
+                raise InvalidImport(
+                    "collision",
+                    f"{member} and {other}, already in the store, differ only by case or Unicode "
+                    "normalisation: they would be one file on macOS or Windows; rename one of them",
+                    source=self.source,
+                    member=member,
+                    other=other,
+                )
 
     # -- rules files ---------------------------------------------------------------------------
     def _rule(self, tx: Transaction, item: RuleItem) -> ImportEntry:
@@ -336,6 +416,62 @@ class Applier:
         tx.audit("memory_added", fact.id, path=str(path), imported_from=prov.source)
         known[key] = _Imported(path, meta, _body_sha(body), fact, {PROVENANCE_KEY: meta}, True)
         return attrs.evolve(entry, path=path)
+
+
+def _chunks(group: list[Item]) -> Iterator[tuple[int, list[Item]]]:
+    """``(start, items)``: at most ``TRANSACTION_ITEMS`` items, and of coffer files at most
+    ``TRANSACTION_BYTES`` (but one)."""
+    start, size = 0, 0
+    for n, item in enumerate(group):
+        grown = size + (item.size if isinstance(item, FileItem) else 0)
+        if n > start and (n - start >= TRANSACTION_ITEMS or grown > TRANSACTION_BYTES):
+            yield start, group[start:n]
+            start, grown = n, grown - size
+        size = grown
+    if start < len(group):
+        yield start, group[start:]
+
+
+def _merged_identity(here: bytes | None, imported: bytes) -> bytes | None:
+    """A project store's ``store.json`` here with what an export's adds (its repository's other
+    root commits, remotes and merged identities), or None when they are not of one repository.
+
+    An export restored on another machine, whose checkout then found the store (it moved), has
+    another ``project_root`` here: importing the export again was a ``conflict`` on it each time.
+    The checkout, label and settings of this machine are kept."""
+    if here is None:
+        return None
+    mine, theirs = StoreIdentity.from_bytes(here), StoreIdentity.from_bytes(imported)
+    if not mine.shares_repository(theirs.root_commits, theirs.remotes):
+        return None
+    merged = attrs.evolve(
+        mine,
+        root_commits=tuple(dict.fromkeys((*mine.root_commits, *theirs.root_commits))),
+        remotes=tuple(dict.fromkeys((*mine.remotes, *theirs.remotes))),
+        merged_identities=tuple(dict.fromkeys((*mine.merged_identities, *theirs.merged_identities))),
+    )
+    return here if merged == mine else merged.to_bytes()
+
+
+def _held(data: bytes) -> Callable[[], bytes]:
+    return lambda: data
+
+
+def _read_planned(files: _Planned) -> list[tuple[Path, bytes]]:
+    return [(path, read()) for path, read in files]
+
+
+def _folded_names(root: Path) -> dict[str, list[str]]:
+    """Every visible file and folder under ``root``, by its path's ``fold``."""
+    found: dict[str, list[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        folder = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in [*dirnames, *filenames]:
+            if not name.startswith("."):
+                rel = name if folder == "." else f"{folder}/{name}"
+                found.setdefault(fold(rel), []).append(rel)
+    return found
 
 
 def _description(body: str) -> str:

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import os
 import re
 import stat
 import unicodedata
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .._errors import InvalidImport, MemoryStoreNotFound
 from .._jsontext import loads as json_loads
-from .._store.files import FactParseError, read_bytes, sha256_bytes
+from .._store.files import sha256_bytes
 from .._store.paths import validate_store_name
 from .._store.scan import odd_kind, open_regular
 from .models import FileItem
@@ -172,8 +172,15 @@ def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
     return items
 
 
-def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
-    """The manifest and files of a zip export, every member checked before any is returned."""
+def read_zip(
+    path: Path, max_file_bytes: int, stack: ExitStack | None = None
+) -> tuple[dict[str, Any], list[FileItem]]:
+    """The manifest and files of a zip export, every member checked before any is returned.
+
+    Each member is read, checked against the manifest and let go: with ``stack``, the archive
+    stays open on it and each file's bytes are read again when its item is written (an import
+    holds a few files, not the archive); without, the items hold their bytes.
+    """
     source = str(path)
     handle = open_source(path)
     try:
@@ -181,77 +188,105 @@ def read_zip(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[File
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
         handle.close()
         raise InvalidImport("corrupt", f"not a readable zip archive: {exc}", source=source) from None
-    with handle, zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise InvalidImport("too_large", f"more than {MAX_MEMBERS} members", source=source)
-        seen: dict[str, zipfile.ZipInfo] = {}
-        total = 0
-        for info in infos:
-            name = info.filename
-            if unsafe_name(name):
-                raise InvalidImport("unsafe_path", f"unsafe member name {name!r}", source=source, member=name)
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise InvalidImport("symlink", f"{name} is a symbolic link", source=source, member=name)
-            if name in seen:
-                raise InvalidImport("corrupt", f"{name} appears twice", source=source, member=name)
-            cap = MAX_MANIFEST_BYTES if name == MANIFEST else max_file_bytes
-            if info.file_size > cap:
-                raise InvalidImport(
-                    "too_large",
-                    f"{name}: {info.file_size} bytes is over {cap}",
-                    source=source,
-                    member=name,
-                )
-            total += info.file_size
-            seen[name] = info
-        if total > MAX_TOTAL_BYTES:
-            raise InvalidImport(
-                "too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source
-            )
-        bombed = bombed_bytes(infos)
-        if bombed > BOMB_FLOOR_BYTES:
+    with ExitStack() as opened:
+        opened.enter_context(handle)
+        opened.enter_context(zf)
+        manifest, items = _zip_items(zf, source, max_file_bytes, keep=stack is None)
+        if stack is not None:
+            stack.push(opened.pop_all())
+    return manifest, items
+
+
+def _zip_items(
+    zf: zipfile.ZipFile, source: str, max_file_bytes: int, *, keep: bool
+) -> tuple[dict[str, Any], list[FileItem]]:
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise InvalidImport("too_large", f"more than {MAX_MEMBERS} members", source=source)
+    seen: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in infos:
+        name = info.filename
+        if unsafe_name(name):
+            raise InvalidImport("unsafe_path", f"unsafe member name {name!r}", source=source, member=name)
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InvalidImport("symlink", f"{name} is a symbolic link", source=source, member=name)
+        if name in seen:
+            raise InvalidImport("corrupt", f"{name} appears twice", source=source, member=name)
+        cap = MAX_MANIFEST_BYTES if name == MANIFEST else max_file_bytes
+        if info.file_size > cap:
             raise InvalidImport(
                 "too_large",
-                f"{bombed} bytes unpacked from members compressed over {MAX_UNPACK_RATIO} times "
-                "(a zip bomb, not an export of text)",
+                f"{name}: {info.file_size} bytes is over {cap}",
                 source=source,
+                member=name,
             )
-        if MANIFEST not in seen:
-            raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
-        try:
-            manifest = _check_manifest(
-                source, json_loads(_member(zf, seen[MANIFEST], source, MAX_MANIFEST_BYTES))
-            )
-        except ValueError:
-            raise InvalidImport(
-                "corrupt", "manifest.json is not JSON", source=source, member=MANIFEST
-            ) from None
-        listed = manifest.get("files")
-        if not isinstance(listed, list):
-            raise InvalidImport("corrupt", "manifest.json lists no files", source=source, member=MANIFEST)
-        items: list[FileItem] = []
-        for entry in listed:
-            member = entry.get("path") if isinstance(entry, dict) else None
-            if not isinstance(member, str) or member not in seen:
-                raise InvalidImport("corrupt", f"manifest names a missing member {member!r}", source=source)
-            parts = member.split("/", 2)
-            if len(parts) != 3 or parts[0] != STORES_DIR:
-                raise InvalidImport(
-                    "unsafe_path", f"{member} is outside stores/", source=source, member=member
-                )
-            store, rel = _store_path(source, member, parts[1], parts[2])
-            data = _member(zf, seen[member], source, max_file_bytes)
-            if sha256_bytes(data) != entry.get("sha256"):
-                raise InvalidImport(
-                    "checksum", f"{member} does not match the manifest", source=source, member=member
-                )
-            items.append(FileItem(store=store, relpath=rel, data=data))
-        extra = set(seen) - {MANIFEST} - {e["path"] for e in listed} - {n for n in seen if n.endswith("/")}
-        if extra:
-            first = sorted(extra)[0]
-            raise InvalidImport("corrupt", f"{first} is not in the manifest", source=source, member=first)
+        total += info.file_size
+        seen[name] = info
+    if total > MAX_TOTAL_BYTES:
+        raise InvalidImport("too_large", f"{total} bytes unpacked is over {MAX_TOTAL_BYTES}", source=source)
+    bombed = bombed_bytes(infos)
+    if bombed > BOMB_FLOOR_BYTES:
+        raise InvalidImport(
+            "too_large",
+            f"{bombed} bytes unpacked from members compressed over {MAX_UNPACK_RATIO} times "
+            "(a zip bomb, not an export of text)",
+            source=source,
+        )
+    if MANIFEST not in seen:
+        raise InvalidImport("unknown_format", "not a coffer export (no manifest.json)", source=source)
+    try:
+        manifest = _check_manifest(
+            source, json_loads(_member(zf, seen[MANIFEST], source, MAX_MANIFEST_BYTES))
+        )
+    except ValueError:
+        raise InvalidImport("corrupt", "manifest.json is not JSON", source=source, member=MANIFEST) from None
+    listed = manifest.get("files")
+    if not isinstance(listed, list):
+        raise InvalidImport("corrupt", "manifest.json lists no files", source=source, member=MANIFEST)
+    items: list[FileItem] = []
+    for entry in listed:
+        member = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(member, str) or member not in seen:
+            raise InvalidImport("corrupt", f"manifest names a missing member {member!r}", source=source)
+        parts = member.split("/", 2)
+        if len(parts) != 3 or parts[0] != STORES_DIR:
+            raise InvalidImport("unsafe_path", f"{member} is outside stores/", source=source, member=member)
+        store, rel = _store_path(source, member, parts[1], parts[2])
+        digest = str(entry.get("sha256"))
+        load = _zip_loader(zf, seen[member], source, max_file_bytes, digest)
+        data = load()  # checked now, whole; read again when written
+        items.append(FileItem(store, rel, _held(data) if keep else load, digest, len(data)))
+    extra = set(seen) - {MANIFEST} - {e["path"] for e in listed} - {n for n in seen if n.endswith("/")}
+    if extra:
+        first = sorted(extra)[0]
+        raise InvalidImport("corrupt", f"{first} is not in the manifest", source=source, member=first)
     return manifest, check_tree(source, items)
+
+
+def _held(data: bytes) -> Callable[[], bytes]:
+    """A loader of bytes already in memory."""
+    return lambda: data
+
+
+def _zip_loader(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int, digest: str
+) -> Callable[[], bytes]:
+    """A member's bytes, read from the archive and checked against the manifest at each call (the
+    archive changed since the check pass is ``checksum`` too)."""
+
+    def load() -> bytes:
+        data = _member(zf, info, source, limit)
+        if sha256_bytes(data) != digest:
+            raise InvalidImport(
+                "checksum",
+                f"{info.filename} does not match the manifest",
+                source=source,
+                member=info.filename,
+            )
+        return data
+
+    return load
 
 
 def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int) -> bytes:
@@ -276,60 +311,115 @@ def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int)
     return data
 
 
-def read_jsonl(path: Path, max_file_bytes: int) -> tuple[dict[str, Any], list[FileItem]]:
-    """The manifest and files of a JSONL export, every line checked before any is returned."""
+def read_jsonl(
+    path: Path, max_file_bytes: int, stack: ExitStack | None = None
+) -> tuple[dict[str, Any], list[FileItem]]:
+    """The manifest and files of a JSONL export, every line checked before any is returned.
+
+    As ``read_zip``: with ``stack`` the file stays open on it and each file's line is read again
+    when its item is written; without, the items hold their bytes.
+    """
     source = str(path)
     manifest: dict[str, Any] | None = None
     items: list[FileItem] = []
-    for number, record in json_lines(path, MAX_TOTAL_BYTES):
-        if manifest is None:
-            if record.get("record") != "manifest":
-                raise InvalidImport("unknown_format", "not a coffer export (no manifest line)", source=source)
-            manifest = _check_manifest(source, record)
-            continue
-        if record.get("record") != "file":
-            continue
-        where = f"line {number}"
-        store, rel = record.get("store"), record.get("path")
-        if not isinstance(store, str) or not isinstance(rel, str):
-            raise InvalidImport(
-                "corrupt", f"{where}: a file record needs store and path", source=source, line=number
-            )
-        store, rel = _store_path(source, where, store, rel)
-        try:
-            if "content_base64" in record:
-                data = base64.b64decode(str(record["content_base64"]), validate=True)
+    with ExitStack() as opened:
+        handle = opened.enter_context(_open_jsonl(path, MAX_TOTAL_BYTES))
+        for number, offset, record in _records(handle, source, _line_cap(max_file_bytes)):
+            if manifest is None:
+                if record.get("record") != "manifest":
+                    raise InvalidImport(
+                        "unknown_format", "not a coffer export (no manifest line)", source=source
+                    )
+                manifest = _check_manifest(source, record)
+                continue
+            if record.get("record") != "file":
+                continue
+            where = f"line {number}"
+            store, rel = record.get("store"), record.get("path")
+            if not isinstance(store, str) or not isinstance(rel, str):
+                raise InvalidImport(
+                    "corrupt", f"{where}: a file record needs store and path", source=source, line=number
+                )
+            store, rel = _store_path(source, where, store, rel)
+            data = _record_bytes(record, source, number, max_file_bytes)
+            if stack is None:
+                items.append(FileItem(store, rel, _held(data), sha256_bytes(data), len(data)))
             else:
-                data = str(record["content"]).encode("utf-8", "surrogatepass")
-        except (KeyError, binascii.Error, UnicodeEncodeError):
-            raise InvalidImport(
-                "corrupt", f"{where}: no readable content", source=source, line=number
-            ) from None
-        if len(data) > max_file_bytes:
-            raise InvalidImport(
-                "too_large", f"{where}: over {max_file_bytes} bytes", source=source, line=number
-            )
-        if sha256_bytes(data) != record.get("sha256"):
-            raise InvalidImport(
-                "checksum", f"{where}: content does not match its sha256", source=source, line=number
-            )
-        items.append(FileItem(store=store, relpath=rel, data=data))
-    if manifest is None:
-        raise InvalidImport("unknown_format", "empty file", source=source)
-    return manifest, check_tree(source, items)
+                load = _jsonl_loader(handle, source, number, offset, max_file_bytes)
+                items.append(FileItem(store, rel, load, sha256_bytes(data), len(data)))
+        if manifest is None:
+            raise InvalidImport("unknown_format", "empty file", source=source)
+        checked = check_tree(source, items)
+        if stack is not None:
+            stack.push(opened.pop_all())
+    return manifest, checked
 
 
-def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
-    object is ``InvalidImport`` (``bad_json``) with its number."""
-    source = str(path)
+def _record_bytes(record: dict[str, Any], source: str, number: int, max_file_bytes: int) -> bytes:
+    """The content of a JSONL file record, checked against its size cap and its sha256."""
+    where = f"line {number}"
     try:
-        data, _ = read_bytes(path, max_bytes=max_bytes)
-    except FactParseError:
-        raise InvalidImport("too_large", f"over {max_bytes} bytes", source=source) from None
+        if "content_base64" in record:
+            data = base64.b64decode(str(record["content_base64"]), validate=True)
+        else:
+            data = str(record["content"]).encode("utf-8", "surrogatepass")
+    except (KeyError, binascii.Error, UnicodeEncodeError):
+        raise InvalidImport("corrupt", f"{where}: no readable content", source=source, line=number) from None
+    if len(data) > max_file_bytes:
+        raise InvalidImport("too_large", f"{where}: over {max_file_bytes} bytes", source=source, line=number)
+    if sha256_bytes(data) != record.get("sha256"):
+        raise InvalidImport(
+            "checksum", f"{where}: content does not match its sha256", source=source, line=number
+        )
+    return data
+
+
+def _jsonl_loader(handle: BinaryIO, source: str, number: int, offset: int, limit: int) -> Callable[[], bytes]:
+    """The content of the file record on line ``number`` (at ``offset``), read and checked again."""
+
+    def load() -> bytes:
+        handle.seek(offset)
+        try:
+            record = json_loads(handle.readline(_line_cap(limit)))
+        except ValueError as exc:
+            raise InvalidImport("bad_json", f"line {number}: {exc}", source=source, line=number) from None
+        if not isinstance(record, dict):
+            raise InvalidImport("bad_json", f"line {number}: not a JSON object", source=source, line=number)
+        return _record_bytes(record, source, number, limit)
+
+    return load
+
+
+def _line_cap(max_file_bytes: int) -> int:
+    """The longest line a file record of at most ``max_file_bytes`` needs: its content escaped
+    (``\u0001`` is 6 characters a byte) or in base64, and its other fields."""
+    return 6 * max_file_bytes + (1 << 20)
+
+
+def _open_jsonl(path: Path, max_bytes: int) -> BinaryIO:
+    handle = open_source(path)
+    try:
+        size = os.fstat(handle.fileno()).st_size
     except OSError as exc:
+        handle.close()
         raise unreadable(path, exc) from None
-    for number, line in enumerate(io.BytesIO(data), start=1):
+    if size > max_bytes:
+        handle.close()
+        raise InvalidImport("too_large", f"over {max_bytes} bytes", source=str(path))
+    return handle
+
+
+def _records(handle: BinaryIO, source: str, cap: int) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """``(line number, offset, object)`` for each non-blank line, read one line at a time; a line
+    that is not a JSON object is ``InvalidImport`` (``bad_json``) with its number, one longer
+    than ``cap`` bytes ``too_large``."""
+    offset = 0
+    number = 0
+    while line := handle.readline(cap + 1):
+        number += 1
+        start, offset = offset, offset + len(line)
+        if len(line) > cap:
+            raise InvalidImport("too_large", f"line {number} is over {cap} bytes", source=source, line=number)
         if not line.strip():
             continue
         try:
@@ -338,4 +428,13 @@ def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]
             raise InvalidImport("bad_json", f"line {number}: {exc}", source=source, line=number) from None
         if not isinstance(value, dict):
             raise InvalidImport("bad_json", f"line {number}: not a JSON object", source=source, line=number)
-        yield number, value
+        yield number, start, value
+
+
+def json_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file of at most ``max_bytes``
+    (read one line at a time); a line that is not a JSON object is ``InvalidImport``
+    (``bad_json``) with its number."""
+    with _open_jsonl(path, max_bytes) as handle:
+        for number, _, value in _records(handle, str(path), max_bytes):
+            yield number, value

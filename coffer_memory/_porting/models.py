@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -37,11 +38,22 @@ class Provenance:
 
 @attrs.frozen
 class FileItem:
-    """A whole truth file to restore byte for byte (a coffer export)."""
+    """A whole truth file to restore byte for byte (a coffer export).
+
+    Its bytes are read when asked for (``data``), one member at a time, not held: an archive of
+    any size is imported in the memory of a few files. ``sha256`` is theirs, checked once already.
+    """
 
     store: str
     relpath: str
-    data: bytes
+    load: Callable[[], bytes] = attrs.field(eq=False, repr=False)
+    sha256: str
+    size: int
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes, read (and checked against ``sha256``) again at each call."""
+        return self.load()
 
 
 @attrs.frozen

@@ -16,6 +16,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
@@ -198,33 +199,34 @@ class Porting:
             store = self.targets.paths(store).name
         path = self._source_path(source, kind)
         kind = kind or self.detect(path)
-        resolver = _Resolver(self.targets, self.stores)
-        items, skipped = self._plan(path, kind, store, resolver)
-        write_progress = progress
-        plan: Applier | None = None  # the check pass: what the writing pass embeds ahead
-        memo = CheckMemo()  # each text is scanned once, in the first pass
-        if not dry_run:  # the content checks raise in this pass, before any write
-            # The secret scan of every text is done here: the progress counts both passes, or a
-            # bar would sit at nothing for minutes on a large archive.
-            checks, write_progress = _two_passes(progress)
-            plan = Applier(self.writer, dry_run=True, progress=checks, source=str(path), memo=memo)
-            plan.run(items)
-        index = self.facts.index
-        entries = Applier(
-            self.writer,
-            dry_run=dry_run,
-            progress=write_progress,
-            source=str(path),
-            memo=memo,
-            ahead=lambda name, files: index.embedding_ahead(name, lambda: files),
-        ).run(items, plan=plan)
-        if not dry_run:
-            changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
-            self._record_checkouts(resolver.checkouts, changed)
-            for name in changed:
-                self.facts.events.wrote(name)
-        entries += [ImportEntry("skipped", s.source, reason=s.reason) for s in skipped]
-        return ImportReport(kind=kind, source=str(path), dry_run=dry_run, entries=tuple(entries))
+        with ExitStack() as stack:  # a coffer export stays open: its files are read as written
+            resolver = _Resolver(self.targets, self.stores)
+            items, skipped = self._plan(path, kind, store, resolver, stack)
+            write_progress = progress
+            plan: Applier | None = None  # the check pass: what the writing pass embeds ahead
+            memo = CheckMemo()  # each text is scanned once, in the first pass
+            if not dry_run:  # the content checks raise in this pass, before any write
+                # The secret scan of every text is done here: the progress counts both passes, or a
+                # bar would sit at nothing for minutes on a large archive.
+                checks, write_progress = _two_passes(progress)
+                plan = Applier(self.writer, dry_run=True, progress=checks, source=str(path), memo=memo)
+                plan.run(items)
+            index = self.facts.index
+            entries = Applier(
+                self.writer,
+                dry_run=dry_run,
+                progress=write_progress,
+                source=str(path),
+                memo=memo,
+                ahead=index.embedding_ahead,
+            ).run(items, plan=plan)
+            if not dry_run:
+                changed = {e.store for e in entries if e.action in ("created", "updated") and e.store}
+                self._record_checkouts(resolver.checkouts, changed)
+                for name in changed:
+                    self.facts.events.wrote(name)
+            entries += [ImportEntry("skipped", s.source, reason=s.reason) for s in skipped]
+            return ImportReport(kind=kind, source=str(path), dry_run=dry_run, entries=tuple(entries))
 
     def _source_path(self, source: PathLike | None, kind: ImportKind | None) -> Path:
         if source is not None:
@@ -245,7 +247,9 @@ class Porting:
             return Path(os.getcwd())
         raise InvalidInput("name the file or folder to import", field="source")
 
-    def _plan(self, path: Path, kind: ImportKind, store: str | None, resolver: _Resolver) -> Plan:
+    def _plan(
+        self, path: Path, kind: ImportKind, store: str | None, resolver: _Resolver, stack: ExitStack
+    ) -> Plan:
         limit = self.max_file_bytes
         if kind == "coffer":
             if path.is_dir():
@@ -254,7 +258,7 @@ class Porting:
                 )
             with archive.open_source(path) as handle:
                 zipped = handle.read(4).startswith(b"PK")
-            _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit)
+            _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit, stack)
             return [f for f in files if store is None or f.store == store], []
         if kind == "claude-code":
             return claude_code.plan(path, resolver, store, limit)
