@@ -242,6 +242,20 @@ def test_an_export_of_two_names_one_file_system_folds_is_refused(svc: MemoryServ
     assert "Deploy.md" in error.message and "deploy.md" in error.message
 
 
+@pytest.mark.parametrize(("first", "second"), [("stra\u00dfe.md", "strasse.md"), ("\ufb01le.md", "file.md")])
+@pytest.mark.parametrize("build", [_zip, _jsonl])
+def test_names_only_full_case_folding_joins_are_two_files(
+    svc: MemoryService, tmp_path: Path, first: str, second: str, build: Any
+) -> None:
+    # APFS and NTFS fold case one character to one character: stra\u00dfe and strasse, the
+    # \ufb01 ligature and fi, are two files there; str.casefold's full folding made them one.
+    members = {f"{INBOX}/{first}": b"one\n", f"{INBOX}/{second}": b"two\n"}
+    svc.import_memory(build(tmp_path / "e.x", members))
+    inbox = svc.paths(GLOBAL_STORE).inbox
+    assert (inbox / first).read_bytes() == b"one\n" and (inbox / second).read_bytes() == b"two\n"
+    svc.export_memory(tmp_path / "again.zip")  # and an export of both is not refused either
+
+
 # -- 5. sources that are not regular files -----------------------------------------------------
 @pytest.mark.parametrize("kind", [None, "coffer", "mcp-memory", "rules", "basic-memory"])
 def test_a_fifo_is_refused_not_waited_on(svc: MemoryService, tmp_path: Path, kind: str | None) -> None:

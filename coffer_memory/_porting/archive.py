@@ -75,8 +75,27 @@ MAX_PATH_BYTES = 1024
 # -- import -----------------------------------------------------------------------------------
 def fold(rel: str) -> str:
     """A path as a case- and normalisation-insensitive file system sees it (APFS, NTFS): two paths
-    with one ``fold`` are one file there."""
-    return unicodedata.normalize("NFC", rel).casefold()
+    with one ``fold`` are one file there.
+
+    Those systems fold case one character to one character (Unicode's simple folding), so
+    ``straße`` and ``strasse`` stay two files; ``str.casefold`` is the full folding, which
+    expands ``ß`` to ``ss``: where it changes a path's length, the path is folded per character.
+    """
+    name = unicodedata.normalize("NFC", rel)
+    folded = name.casefold()
+    if len(folded) == len(name):  # every character folded to one: simple and full folding agree
+        return folded
+    return "".join(_fold_char(ch) for ch in name)
+
+
+def _fold_char(ch: str) -> str:
+    """One character's simple case folding (its full folding where that is one character, else its
+    lower case where that is, else itself)."""
+    full = ch.casefold()
+    if len(full) == 1:
+        return full
+    lower = ch.lower()
+    return lower if len(lower) == 1 else ch
 
 
 def unsafe_name(name: str) -> bool:
