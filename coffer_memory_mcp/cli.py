@@ -84,7 +84,7 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     """
     try:
         request = json.loads(line) if isinstance(line, str) else line
-    except ValueError:
+    except (ValueError, RecursionError):  # ``[[[…`` deeper than the parser follows killed the server
         return None
     if not isinstance(request, dict):
         return None
