@@ -20,7 +20,8 @@ it liked; a few hundred such clients held every connection a process may open. `
 does by default:
 
 - the **head** (request line and headers) must end within ``head_timeout`` seconds of the request's
-  first byte, one more second for every ``min_rate`` bytes received, at most ``head_timeout_max``;
+  first byte (of the connection's opening, for its first request: one that never sent a byte was
+  held too), one more second for every ``min_rate`` bytes received, at most ``head_timeout_max``;
 - the **body** must end within ``body_timeout`` seconds of the head's end, one more second for every
   ``min_rate`` bytes received (no maximum: a large import on a slow link is only held to the rate).
 
@@ -152,6 +153,12 @@ class ReadDeadlines:
         self._phase_bytes += len(data)
         super().data_received(data)  # type: ignore[misc]
         self._advance()
+
+    def connection_made(self, transport: Any) -> None:
+        """A new connection: its first request's head is timed from now (uvicorn held a connection
+        that never sent a byte for ever; its keep-alive timer starts only after an answer)."""
+        super().connection_made(transport)  # type: ignore[misc]
+        self._start("head")
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The connection ended: nothing more to time."""

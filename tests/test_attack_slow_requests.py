@@ -86,6 +86,14 @@ def test_a_head_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> Non
     assert "head" in error["message"]
 
 
+def test_a_connection_that_sends_nothing_is_closed(face: tuple[str, int]) -> None:
+    # uvicorn times the idle time after an answer only: a connection that never sent a byte was
+    # held open for ever (a few thousand of them hold every descriptor of the process).
+    _, port = face
+    answer = dribble(port, b"", b"")
+    refused(answer, 408, "REQUEST_TIMEOUT")
+
+
 def test_a_body_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> None:
     path, port = face
     body = json.dumps({"text": "x" * 10_000}).encode()
