@@ -212,6 +212,9 @@ class ReadDeadlines:
         self._deadline_timer = None
         if self._phase is None or self._transport().is_closing():
             return
+        if getattr(self._transport(), "get_protocol", lambda: self)() is not self:
+            self._phase = None  # upgraded (a WebSocket): the connection is another protocol's now
+            return
         flow = getattr(self, "flow", None)
         if time.monotonic() < self._deadline():
             self._schedule()
