@@ -34,6 +34,8 @@ from typing import Any, ClassVar
 
 ECHO_LIMIT = 64
 """The most characters of a caller's id or name an error message repeats (``safe_echo``)."""
+PATH_ECHO_LIMIT = 512
+"""The most characters of a caller's path an error message repeats (a real path fits whole)."""
 
 # Terminal escape sequences whole (CSI ``ESC [ … m``, OSC ``ESC ] … BEL``, two-character ``ESC x``).
 _TERMINAL_ESCAPE = re.compile(
@@ -208,9 +210,9 @@ class ScopeUnresolved(CofferError):
         self, cwd: str, reason: str = "not inside a git repository", *, folder: str | None = None
     ) -> None:
         # ``folder``: what a relative ``cwd`` ('.') stood for, which a notebook's reader may not know.
-        shown = repr(safe_echo(cwd, 200))
+        shown = repr(safe_echo(cwd, PATH_ECHO_LIMIT))
         if folder and folder != cwd:
-            shown += f" ({safe_echo(folder, 200)})"
+            shown += f" ({safe_echo(folder, PATH_ECHO_LIMIT)})"
         super().__init__(f"cannot resolve a project scope for {shown}: {reason}", cwd=cwd)
         self.cwd = cwd
 
@@ -291,7 +293,7 @@ class InvalidImport(InvalidInput):
         other: str | None = None,
     ) -> None:
         if source not in message:  # say which file, once
-            message = f"{safe_echo(source, 200)}: {message}"
+            message = f"{safe_echo(source, PATH_ECHO_LIMIT)}: {message}"
         super().__init__(
             message, field="source", reason=reason, source=source, member=member, line=line, other=other
         )

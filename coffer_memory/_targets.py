@@ -20,7 +20,7 @@ from pathlib import Path
 
 import attrs
 
-from ._errors import InvalidInput, safe_echo
+from ._errors import PATH_ECHO_LIMIT, InvalidInput, safe_echo
 from ._models import MemoryScope, ResolvedScope, Target
 from ._scope import (
     GitInfo,
@@ -171,7 +171,9 @@ class Targets:
         is_dir, git = folder_git(folder)  # one stat of the folder answers both
         if not is_dir:
             if cwd is not None:
-                raise InvalidInput(f"cwd is not a directory: {safe_echo(os.fspath(cwd))!r}", field="cwd")
+                raise InvalidInput(
+                    f"cwd is not a directory: {safe_echo(os.fspath(cwd), PATH_ECHO_LIMIT)!r}", field="cwd"
+                )
             git = find_git(folder)
         if git is None and (broken := broken_checkout(folder)) is not None:
             raise broken

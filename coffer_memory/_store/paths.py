@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import InvalidInput, MemoryStoreNotFound, safe_echo
+from .._errors import PATH_ECHO_LIMIT, InvalidInput, MemoryStoreNotFound, safe_echo
 from .._home import HomeLayout
 from .._scope import GLOBAL_PROJECT_ID
 from ..vocabulary import MemoryScope
@@ -191,10 +191,12 @@ class StorePaths:
     def resolve_relative(self, rel: str) -> Path:
         """The absolute path of a store-relative path, refusing traversal and absolute input."""
         if not rel or "\x00" in rel or rel.startswith(("/", "\\")):
-            raise InvalidInput(f"invalid path {safe_echo(rel)!r}", field="path")
+            raise InvalidInput(f"invalid path {safe_echo(rel, PATH_ECHO_LIMIT)!r}", field="path")
         candidate = Path(os.path.normpath(self.root / rel))
         if candidate == self.root or self.root not in candidate.parents:
-            raise InvalidInput(f"path {safe_echo(rel)!r} escapes store {self.name}", field="path")
+            raise InvalidInput(
+                f"path {safe_echo(rel, PATH_ECHO_LIMIT)!r} escapes store {self.name}", field="path"
+            )
         return candidate
 
     def is_recall_file(self, path: Path) -> bool:
