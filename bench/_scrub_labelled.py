@@ -115,6 +115,7 @@ def positives(r: RandomText) -> list[Case]:
         ("sendgrid", "SG" + "." + (s := r(22, B64URL) + "." + r(43, B64URL)), s),
         ("vault", "hv" + "s." + (s := r(90, B64URL)), s),
         ("telegram", f"{r(10, HEX[:10])}:AA{(s := r(33, B64URL))}", s),
+        *told_before_or_with_a_colon(r),
         # Known limits (see coffer_memory/_transcripts/scrub.py), kept in so that recall says so.
         ("limit_prose_word", "the db password is swordfish", "swordfish"),
         ("limit_prose_no_verb", f"the API key {(s := r(32))} expired", s),
@@ -122,6 +123,19 @@ def positives(r: RandomText) -> list[Case]:
         ("limit_glued", "token" + "gh" + "p_" + (s := r(36)), s),
     ]
     return out
+
+
+def told_before_or_with_a_colon(r: RandomText) -> list[Case]:
+    """Session 15 (attack7): a verb before the key, and ``is:`` (added before the rule for them)."""
+    said = {
+        "prose_use_symbol": ("use password hunter2x! to log in", "hunter2x"),
+        "prose_is_colon": ("the password is: swordfish9", "swordfish9"),
+        "prose_is_colon_word": ("the vpn password is: nightjar.", "nightjar"),
+        "prose_try_the": ("try the admin password {}", r(10)),
+        "prose_log_in_with": ("log in with password {} and change it", r(9)),
+        "prose_enter_quoted": ("enter password 'cormorant' when asked", "cormorant"),
+    }
+    return [(name, text.format(secret), secret) for name, (text, secret) in said.items()]
 
 
 def negatives(r: RandomText, rng: random.Random) -> list[Case]:
@@ -181,6 +195,13 @@ def negatives(r: RandomText, rng: random.Random) -> list[Case]:
         neg("slug", "feature/add-password-reset-flow"),
         neg("dollars", "price is $5 or $6 per seat"),
         neg("sql", "SELECT id FROM users WHERE password_hash = crypt($1, password_hash);"),
+        neg("use_password_auth", "use password authentication instead of keys"),
+        neg("use_password_managers", "we use password managers for everything"),
+        neg("use_password_hashing", "use password hashing with argon2id"),
+        neg("is_colon_required", "the password is: required"),
+        neg("try_password_reset", "try password reset first, then call support"),
+        neg("enter_password_twice", "enter password twice to confirm"),
+        neg("with_password_login", "sign in with password login disabled"),
         neg("long_ident", "test_remember_redacts_a_token_typed_as_a_tag_before_lowercasing_it"),
     ]
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from ._errors import InvalidInput, ServiceClosed
+from ._errors import InvalidInput, ServiceClosed, safe_echo
 from ._service import MemoryService
 from ._service_parts import CLOSE_WAIT_SECONDS
 from ._transcripts.listing import SessionPage
@@ -220,7 +220,7 @@ def _check_count(value: object, name: str, *, optional: bool) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{name} must be an integer of at least 1, not {value!r}", field=name)
+        raise InvalidInput(f"{name} must be an integer of at least 1, not {safe_echo(value)!r}", field=name)
 
 
 class AsyncMemoryService:

@@ -34,6 +34,8 @@ from typing import Any, ClassVar
 
 ECHO_LIMIT = 64
 """The most characters of a caller's id or name an error message repeats (``safe_echo``)."""
+PATH_ECHO_LIMIT = 512
+"""The most characters of a caller's path an error message repeats (a real path fits whole)."""
 
 # Terminal escape sequences whole (CSI ``ESC [ … m``, OSC ``ESC ] … BEL``, two-character ``ESC x``).
 _TERMINAL_ESCAPE = re.compile(
@@ -68,16 +70,46 @@ def _tail_echo(value: str, limit: int) -> str:
         return text
     return "…" + text.rstrip("…")[-(limit - 1) :]
 
+MESSAGE_LIMIT = 1000
+"""The most characters of an error's message (``CofferError`` cuts a longer one)."""
+DETAIL_LIMIT = 1024
+"""The most characters of one text in an error's details (a path fits whole)."""
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` without terminal escapes or control and format characters (a tab and a line break
+    are kept), cut to ``limit`` characters: the backstop under every message and detail."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    head = _TERMINAL_ESCAPE.sub("", text[: limit * 4 + 1])
+    head = "".join(c for c in head if c in "\t\n" or not unicodedata.category(c).startswith("C"))
+    return head if len(head) <= limit and len(text) <= limit * 4 else head[: limit - 1] + "…"
+
+
+def _bounded_detail(value: Any) -> Any:
+    if isinstance(value, str):
+        return _bounded(value, DETAIL_LIMIT)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+        return [_bounded_detail(v) for v in value[:100]]
+    return value
+
 
 class CofferError(Exception):
-    """Root of every error raised by coffer-memory."""
+    """Root of every error raised by coffer-memory.
+
+    Whatever a raise put in them, ``message`` is at most ``MESSAGE_LIMIT`` characters and each text
+    of ``details`` at most ``DETAIL_LIMIT``, with no terminal escape or control character: a value a
+    caller sent (a megabyte ``mode``, an escape that retitles the terminal) came back whole in the
+    error on every face. Raises that name a caller's value cut it further with ``safe_echo``.
+    """
 
     code: ClassVar[str] = "COFFER_ERROR"
 
     def __init__(self, message: str, **details: Any) -> None:
+        message = _bounded(message, MESSAGE_LIMIT)
         super().__init__(message)
         self.message = message
-        self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+        self.details: dict[str, Any] = {k: _bounded_detail(v) for k, v in details.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the wire envelope's inner object: ``{code, message, details}``."""
@@ -199,7 +231,9 @@ class ScopeUnresolved(CofferError):
         self, cwd: str, reason: str = "not inside a git repository", *, folder: str | None = None
     ) -> None:
         # ``folder``: what a relative ``cwd`` ('.') stood for, which a notebook's reader may not know.
-        shown = f"{cwd!r} ({folder})" if folder and folder != cwd else repr(cwd)
+        shown = repr(safe_echo(cwd, PATH_ECHO_LIMIT))
+        if folder and folder != cwd:
+            shown += f" ({safe_echo(folder, PATH_ECHO_LIMIT)})"
         super().__init__(f"cannot resolve a project scope for {shown}: {reason}", cwd=cwd)
         self.cwd = cwd
 
@@ -280,7 +314,7 @@ class InvalidImport(InvalidInput):
         other: str | None = None,
     ) -> None:
         if source not in message:  # say which file, once
-            message = f"{source}: {message}"
+            message = f"{safe_echo(source, PATH_ECHO_LIMIT)}: {message}"
         super().__init__(
             message, field="source", reason=reason, source=source, member=member, line=line, other=other
         )

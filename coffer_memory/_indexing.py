@@ -26,7 +26,7 @@ import attrs
 from ._ahead import Planned, embedding_ahead
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit
+from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit, safe_echo
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -469,7 +469,7 @@ class IndexHandle:
         unknown = event is not None and event not in EVENTS and not events and not cursor
         if unknown and not self.audit_log.read(event=event, limit=1)[0]:
             raise InvalidInput(
-                f"unknown event {event!r}; the events are: {', '.join(EVENTS)}",
+                f"unknown event {safe_echo(event)!r}; the events are: {', '.join(EVENTS)}",
                 field="event",
                 events=list(EVENTS),
             )

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from ._config import MemoryStoreConfig
-from ._errors import InvalidInput
+from ._errors import InvalidInput, safe_echo
 from ._store.identity import STORE_FILE, StoreIdentity, read_identity
 from ._store.paths import StorePaths
 from .vocabulary import RETRIEVAL_MODES
@@ -156,7 +156,7 @@ def updated_settings(
                 )
         elif key not in STORE_KEYS:
             known = ", ".join((*STORE_KEYS, *LEGACY_KEYS))
-            raise InvalidInput(f"unknown store setting {key!r}; one of {known}", field=key)
+            raise InvalidInput(f"unknown store setting {safe_echo(key)!r}; one of {known}", field=key)
         elif value is None:
             overrides.pop(key, None)
         else:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import attrs
 
-from ._errors import InvalidInput
+from ._errors import PATH_ECHO_LIMIT, InvalidInput, safe_echo
 from ._models import MemoryScope, ResolvedScope, Target
 from ._scope import (
     GitInfo,
@@ -55,7 +55,8 @@ def store_list(stores: Iterable[str]) -> list[str]:
     """The store names of ``stores``; one name given as a string is refused, not read letter by letter."""
     if isinstance(stores, str | bytes):
         raise InvalidInput(
-            f"stores must be a list of store names, not a string: stores=[{stores!r}]", field="stores"
+            f"stores must be a list of store names, not a string: stores=[{safe_echo(stores)!r}]",
+            field="stores",
         )
     return list(stores)
 
@@ -109,7 +110,9 @@ class Targets:
         if scope == "global":
             return self.of_store(GLOBAL_STORE)
         if scope not in SCOPES:
-            raise InvalidInput(f"scope must be 'global' or 'project', not {scope!r}", field="scope")
+            raise InvalidInput(
+                f"scope must be 'global' or 'project', not {safe_echo(scope)!r}", field="scope"
+            )
         return self._of_git(require_git(cwd if cwd is not None else os.getcwd()))
 
     def _of_git(self, git: GitInfo) -> Target:
@@ -168,7 +171,9 @@ class Targets:
         is_dir, git = folder_git(folder)  # one stat of the folder answers both
         if not is_dir:
             if cwd is not None:
-                raise InvalidInput(f"cwd is not a directory: {os.fspath(cwd)!r}", field="cwd")
+                raise InvalidInput(
+                    f"cwd is not a directory: {safe_echo(os.fspath(cwd), PATH_ECHO_LIMIT)!r}", field="cwd"
+                )
             git = find_git(folder)
         if git is None and (broken := broken_checkout(folder)) is not None:
             raise broken

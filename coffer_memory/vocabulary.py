@@ -103,7 +103,9 @@ REJECT_REASONS: Final = ("empty", "too_long", "secret")
 def require_agent(name: str) -> str:
     """``name`` if it is a supported agent; ``InvalidInput`` naming the known agents otherwise."""
     if name not in AGENTS:
-        from ._errors import InvalidInput
+        from ._errors import InvalidInput, safe_echo
 
-        raise InvalidInput(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}", field="agent")
+        raise InvalidInput(
+            f"unknown agent {safe_echo(name)!r}; known agents: {', '.join(AGENTS)}", field="agent"
+        )
     return name

@@ -48,7 +48,7 @@ def _request(line: str) -> dict[str, Any] | None:
     """The line as a JSON-RPC request (with an int or str id), or None."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not a request we read
         return None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None

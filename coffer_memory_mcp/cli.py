@@ -84,7 +84,7 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     """
     try:
         request = json.loads(line) if isinstance(line, str) else line
-    except ValueError:
+    except (ValueError, RecursionError):  # ``[[[…`` deeper than the parser follows killed the server
         return None
     if not isinstance(request, dict):
         return None
@@ -219,13 +219,18 @@ async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None)
         await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
 
 
+def http_app(server: MCPServer, host: str, token: str | None) -> Any:
+    """The ASGI app ``coffer-mcp --transport streamable-http`` serves (bounded body, typed refusals,
+    the token when one is set); uvicorn serves it with ``_http_head.BoundedHead``."""
+    app: Any = BoundedBody(TypedRefusals(server.streamable_http_app(host=host)))
+    return BearerTokenMiddleware(app, token) if token else app
+
+
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
-    app: Any = BoundedBody(TypedRefusals(server.streamable_http_app(host=host)))
-    if token:
-        app = BearerTokenMiddleware(app, token)
-    elif host not in ("127.0.0.1", "localhost", "::1"):
+    app = http_app(server, host, token)
+    if not token and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     from ._http_head import BoundedHead
 

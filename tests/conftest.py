@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -314,3 +315,25 @@ def count_state_reads(svc: MemoryService, monkeypatch: pytest.MonkeyPatch) -> li
 
     monkeypatch.setattr(reconciler, "_state", counted)
     return reads
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, http: Any = "auto") -> Iterator[int]:
+    """``app`` on a real uvicorn at 127.0.0.1:<free port> (its ``http`` protocol class), in a thread
+    of this process; yields the port."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=http))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -56,10 +56,12 @@ async def test_every_text_argument_with_a_lone_surrogate_is_invalid_input(
 class StdioPeer:
     """``coffer-mcp`` over stdio, driven line by line as a non-Python client would."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(
+        self, home: Path, argv: tuple[str, ...] = (sys.executable, "-m", "coffer_memory_mcp.cli")
+    ) -> None:
         env = {**os.environ, "COFFER_HOME": str(home)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "coffer_memory_mcp.cli"],
+            list(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -85,9 +87,17 @@ class StdioPeer:
         self.proc.wait(timeout=10)
 
 
-@pytest.fixture
-def peer(tmp_home: Path) -> Iterator[StdioPeer]:
-    p = StdioPeer(tmp_home)
+# ``coffer-mcp`` (the installed command, whose stdio loop answers the handshake itself) and the
+# SDK-only path ``python -m coffer_memory_mcp.cli``.
+COMMANDS = {
+    "coffer-mcp": (str(Path(sys.executable).parent / "coffer-mcp"),),
+    "cli": (sys.executable, "-m", "coffer_memory_mcp.cli"),
+}
+
+
+@pytest.fixture(params=list(COMMANDS))
+def peer(tmp_home: Path, request: pytest.FixtureRequest) -> Iterator[StdioPeer]:
+    p = StdioPeer(tmp_home, COMMANDS[request.param])
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     p.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
     assert p.answer() is not None
@@ -121,3 +131,15 @@ def test_over_stdio_a_lone_surrogate_is_answered_not_dropped(peer: StdioPeer, tm
         assert [r.fact.body.strip() for r in svc.list_facts(store="global").items] == [
             "still serving after that"
         ]
+
+
+def test_over_stdio_json_nested_too_deep_leaves_the_server_serving(peer: StdioPeer) -> None:
+    # ``[[[…`` 100,000 deep in a request: Python's json raised RecursionError in coffer-mcp's own
+    # reading of the line, and the server died with a traceback (every later request unanswered).
+    # It is now a line that does not parse, as any other (the SDK then drops it).
+    deep = "[" * 100_000 + "]" * 100_000
+    peer.send('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + deep + "}")
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 2, "the server stopped answering"
+    assert peer.proc.poll() is None

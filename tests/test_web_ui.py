@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import serve_in_thread
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -170,6 +170,36 @@ def test_a_markdown_image_is_a_link_not_a_load(client: TestClient, svc: MemorySe
     assert ">badge</a>" in body  # the alt text stays readable
 
 
+# An address that starts with two slashes (or a backslash for one: the URL standard reads it so)
+# names another host with no scheme: it reads like a link into the view and went to another site.
+OFF_SITE = """See [the docs](//evil.example/x), ![shot](//evil.example/i.png),
+[tabbed](	//evil.example/t), [ref][r] and [kept](https://example.org/) or [here](/ui).
+
+[r]: //evil.example/r
+"""
+
+
+def test_a_protocol_relative_link_is_text_not_a_link(client: TestClient, svc: MemoryService) -> None:
+    fact = svc.remember(OFF_SITE, title="Off site", scope="global")
+    html = page(client, f"/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    body = html.split('class="md fact-body">', 1)[1].split("</article>", 1)[0]
+    hrefs = re.findall(r'href="([^"]*)"', body)
+    assert hrefs == ["https://example.org/", "/ui"], hrefs  # before: four hrefs to //evil.example
+    assert "[the docs](//evil.example/x)" in body  # shown as it was written, as a javascript: link is
+
+
+def test_a_backslashed_address_to_another_host_is_dropped_by_the_sanitiser() -> None:
+    from coffer_memory_fastapi.web.render import names_another_host_without_a_scheme
+
+    assert names_another_host_without_a_scheme("//evil.example") and names_another_host_without_a_scheme(
+        "\\\\x"
+    )
+    assert names_another_host_without_a_scheme(" \t/\\evil.example")
+    assert not names_another_host_without_a_scheme("/ui/x") and not names_another_host_without_a_scheme(
+        "https://a"
+    )
+
+
 def test_recall_box_shows_mode_store_and_score(client: TestClient, filled: dict[str, Any]) -> None:
     html = page(client, "/ui/search?q=WAL+readers&mode=keyword")
     assert "SQLite runs in WAL mode" in html and 'class="mode">keyword<' in html
@@ -280,22 +310,8 @@ browser_only = pytest.mark.skipif(
 @contextlib.contextmanager
 def serve(app: FastAPI) -> Iterator[str]:
     """``app`` on a real uvicorn at 127.0.0.1:<free port>, in a thread of this process."""
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
+    with serve_in_thread(app) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -402,6 +418,23 @@ def test_browser_loads_nothing_a_fact_names(served: str, browser: Any, svc: Memo
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert any(url.endswith("/ui/static/app.css") for url in loaded), loaded  # the list is real
     assert not [url for url in loaded if "/api/" in url], loaded
+
+
+@browser_only
+def test_browser_finds_no_link_to_another_host_without_a_scheme(
+    served: str, browser: Any, svc: MemoryService
+) -> None:
+    from urllib.parse import urlsplit
+
+    from selenium.webdriver.common.by import By
+
+    fact = svc.remember(OFF_SITE, title="Off site", scope="global")
+    browser.get(f"{served}/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    body = browser.find_element(By.CSS_SELECTOR, "article.fact-body")
+    # The browser's own resolution of every link left: our host, or the one the fact named with a scheme.
+    hosts = {urlsplit(a.get_attribute("href") or "").hostname for a in body.find_elements(By.TAG_NAME, "a")}
+    assert hosts == {"127.0.0.1", "example.org"}, hosts
+    assert "//evil.example/x" in body.text
 
 
 @browser_only

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import InvalidInput
+from .._errors import InvalidInput, safe_echo
 from .specs import MCP_SERVER_NAME, mcp_command, mcp_env
 
 __all__ = ["SNIPPET_CLIENTS", "McpSnippet", "mcp_snippet"]
@@ -84,7 +84,7 @@ def mcp_snippet(client: str, home: Path | None = None) -> McpSnippet:
     """coffer's MCP entry for ``client`` (``claude-desktop``, ``cursor``, ``vscode``)."""
     if client not in _FORMATS:
         raise InvalidInput(
-            f"no MCP snippet for {client!r}: known clients are {', '.join(_FORMATS)}",
+            f"no MCP snippet for {safe_echo(client)!r}: known clients are {', '.join(_FORMATS)}",
             field="client",
             known=list(_FORMATS),
         )

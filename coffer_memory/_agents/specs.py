@@ -16,7 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from .._config import DEFAULT_HOME, read_config_file
-from .._errors import InvalidInput
+from .._errors import InvalidInput, safe_echo
 from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from .opencode_plugin import PLUGIN_FILENAME, render_plugin
 from .registry import KeyPath
@@ -59,7 +59,7 @@ def _home_override(home: Path | None) -> Path | None:
 def _check_agent(agent: str) -> None:
     if agent not in AGENTS:
         raise InvalidInput(
-            f"unknown agent {agent!r}: known agents are {', '.join(AGENTS)}",
+            f"unknown agent {safe_echo(agent)!r}: known agents are {', '.join(AGENTS)}",
             field="agent",
             known=list(AGENTS),
         )

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CofferError, InvalidInput
+from .._errors import CofferError, InvalidInput, safe_echo
 
 if TYPE_CHECKING:
     from .._models import FactRecord, MutationResult
@@ -25,7 +25,9 @@ def editor_command() -> list[str]:
     try:
         return shlex.split(value)
     except ValueError as exc:  # an unclosed quote
-        raise InvalidInput(f"cannot split the editor command {value!r}: {exc}", field="EDITOR") from None
+        raise InvalidInput(
+            f"cannot split the editor command {safe_echo(value)!r}: {exc}", field="EDITOR"
+        ) from None
 
 
 def render_for_editor(record: FactRecord) -> str:
@@ -85,7 +87,9 @@ def edit_in_editor(
         status = subprocess.run([*command, str(path)], check=False).returncode
     except OSError as exc:
         path.unlink()
-        raise InvalidInput(f"cannot start the editor {command[0]!r}: {exc}", field="EDITOR") from None
+        raise InvalidInput(
+            f"cannot start the editor {safe_echo(command[0])!r}: {exc}", field="EDITOR"
+        ) from None
     # Bytes that are not UTF-8 become lone surrogates, which the write checks refuse (the text is kept).
     edited = path.read_bytes().decode("utf-8", "surrogateescape")
     if status != 0 or edited == original:

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidInput
+from .._errors import PATH_ECHO_LIMIT, InvalidInput, safe_echo
 from .._localtime import local_text
 from .._render import table
 from ._common import add_command, add_cwd, add_group, add_store, add_target, emit_json, read_text, target
@@ -99,7 +99,9 @@ def cmd_session_context(svc: MemoryService, args: argparse.Namespace) -> None:
     # A mistyped --cwd would print the bundle without the project's rules, as recall would search
     # the global store alone: refused the same way (the hook, run by an agent, stays lenient).
     if args.cwd is not None and not os.path.isdir(args.cwd):
-        raise InvalidInput(f"cwd is not a directory: {os.fspath(args.cwd)!r}", field="cwd")
+        raise InvalidInput(
+            f"cwd is not a directory: {safe_echo(os.fspath(args.cwd), PATH_ECHO_LIMIT)!r}", field="cwd"
+        )
     bundle = svc.assemble_session_context(args.cwd)
     emit_json({"additional_context": bundle}) if args.json else print(bundle)
     optout = None if bundle else svc.project_optout(args.cwd)

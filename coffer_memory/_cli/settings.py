@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidInput
+from .._errors import InvalidInput, safe_echo
 from .._render import table
 from ._common import add_command, add_group, emit_json
 
@@ -44,7 +44,7 @@ def _check_key(key: str, keys: dict[str, str]) -> None:
     if key not in keys:
         close = difflib.get_close_matches(key, list(keys), n=3)
         also = f"; did you mean {' or '.join(close)}?" if close else "; `coffer config list` shows them all"
-        raise InvalidInput(f"unknown setting {key!r}{also}", field="key")
+        raise InvalidInput(f"unknown setting {safe_echo(key)!r}{also}", field="key")
 
 
 def _plain(value: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import InvalidInput
+from .._errors import InvalidInput, safe_echo
 from .._store.files import clean_tag, format_time, parse_time
 from .._store.when import FORMS, is_duration, parse_when
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
@@ -66,9 +66,9 @@ def check_time(value: object, field: str, now: datetime | None = None) -> dateti
     if parsed is None:
         if isinstance(value, date) or is_duration(value) or _iso(str(value)):
             raise InvalidInput(
-                f"{field} must fall within the years 1970 to 9999 (UTC): {value!r}", field=field
+                f"{field} must fall within the years 1970 to 9999 (UTC): {safe_echo(value)!r}", field=field
             )
-        raise InvalidInput(f"{field} must be {FORMS}: {value!r}", field=field)
+        raise InvalidInput(f"{field} must be {FORMS}: {safe_echo(value)!r}", field=field)
     return parsed.astimezone(UTC)
 
 

@@ -113,7 +113,11 @@ class Porting:
                 shutil.copyfileobj(spool, dest, 1 << 20)
             return report
         path = Path(os.path.abspath(dest))
-        if path.is_dir():
+        try:
+            folder = path.is_dir()  # a name past NAME_MAX or PATH_MAX is ENAMETOOLONG here, not False
+        except OSError as exc:
+            raise InvalidInput(f"cannot write the export to {path}: {exc.strerror}", field="dest") from None
+        if folder:
             raise InvalidInput(f"{path} is a folder: name the file to write the export to", field="dest")
         if not os.path.lexists(path.parent):  # a typo in the folder would have created it, silently
             raise InvalidInput(f"folder {path.parent} does not exist: create it first", field="dest")

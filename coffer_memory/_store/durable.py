@@ -133,10 +133,10 @@ def atomic_stream(path: Path, *, mode: int = FILE_MODE, temp_prefix: str = TEMP_
 def home_cache_path(home: str | os.PathLike[str] | None, name: str) -> Path:
     """``<home>/cache/<name>``; ``home`` None is ``$COFFER_HOME`` or ``~/.coffer``. ``InvalidInput``
     when ``name`` is not one plain file name or the home is empty."""
-    from .._errors import InvalidInput
+    from .._errors import InvalidInput, safe_echo
 
     if not name or name != os.path.basename(name) or name in (".", ".."):
-        raise InvalidInput(f"a cache file name, not a path: {name!r}", field="name")
+        raise InvalidInput(f"a cache file name, not a path: {safe_echo(name)!r}", field="name")
     base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
     if not os.fspath(base).strip():  # Path("") is the current folder
         raise InvalidInput("the home is empty: name a folder, or leave it out", field="home")

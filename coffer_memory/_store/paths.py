@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from .._errors import InvalidInput, MemoryStoreNotFound
+from .._errors import PATH_ECHO_LIMIT, InvalidInput, MemoryStoreNotFound, safe_echo
 from .._home import HomeLayout
 from .._scope import GLOBAL_PROJECT_ID
 from ..vocabulary import MemoryScope
@@ -136,23 +136,25 @@ class StorePaths:
     def inbox_file(self, slug: str) -> Path:
         """``knowledge/inbox/<slug>.md`` for a slug made by ``slugify``."""
         if slug != slugify(slug, fallback="") or not slug:
-            raise InvalidInput(f"invalid slug {slug!r}", field="slug")
+            raise InvalidInput(f"invalid slug {safe_echo(slug)!r}", field="slug")
         return self.inbox / f"{slug}.md"
 
     def journal_file(self, period: str) -> Path:
         """``journal/<YYYY-MM-DD>.md``; the period must be a real calendar date."""
         if not isinstance(period, str) or not _PERIOD_RE.fullmatch(period):
-            raise InvalidInput(f"journal period must be YYYY-MM-DD, not {period!r}", field="period")
+            raise InvalidInput(
+                f"journal period must be YYYY-MM-DD, not {safe_echo(period)!r}", field="period"
+            )
         try:
             date.fromisoformat(period)
         except ValueError:
-            raise InvalidInput(f"{period!r} is not a calendar date", field="period") from None
+            raise InvalidInput(f"{safe_echo(period)!r} is not a calendar date", field="period") from None
         return self.journal / f"{period}.md"
 
     def handoff_file(self, branch: str) -> Path:
         """``handoff/<branch-slug>.md`` for a branch name (``feature/x`` -> ``feature-x``)."""
         if not isinstance(branch, str) or not branch.strip() or len(branch) > 250 or "\x00" in branch:
-            raise InvalidInput(f"invalid branch name {branch!r}", field="branch")
+            raise InvalidInput(f"invalid branch name {safe_echo(branch)!r}", field="branch")
         if not branch.isascii() and _SURROGATE.search(branch):  # hashed below as UTF-8
             raise InvalidInput(
                 "branch name contains a lone surrogate (not valid Unicode text)", field="branch"
@@ -165,19 +167,21 @@ class StorePaths:
     def rules_file(self, slug: str = "rules") -> Path:
         """``rules/<slug>.md`` (``rules/rules.md`` by default)."""
         if slug != slugify(slug, fallback=""):
-            raise InvalidInput(f"invalid rules file name {slug!r}", field="slug")
+            raise InvalidInput(f"invalid rules file name {safe_echo(slug)!r}", field="slug")
         return self.rules / f"{slug}.md"
 
     def superseded_file(self, slug: str, stamp: str) -> Path:
         """``superseded/<slug>-<stamp>.md``: a retired topic version."""
         if slug != slugify(slug, fallback="") or not re.fullmatch(r"[0-9TZ]+", stamp):
-            raise InvalidInput(f"invalid tombstone name {slug!r}-{stamp!r}", field="slug")
+            raise InvalidInput(
+                f"invalid tombstone name {safe_echo(slug)!r}-{safe_echo(stamp)!r}", field="slug"
+            )
         return self.superseded / f"{slug}-{stamp}.md"
 
     def topic_file(self, slug: str) -> Path:
         """``knowledge/<slug>.md``: an organized topic document (never INDEX)."""
         if slug != slugify(slug, fallback="") or slug.lower() == "index":
-            raise InvalidInput(f"invalid topic name {slug!r}", field="slug")
+            raise InvalidInput(f"invalid topic name {safe_echo(slug)!r}", field="slug")
         return self.knowledge / f"{slug}.md"
 
     def relative(self, path: Path) -> str:
@@ -192,10 +196,12 @@ class StorePaths:
     def resolve_relative(self, rel: str) -> Path:
         """The absolute path of a store-relative path, refusing traversal and absolute input."""
         if not rel or "\x00" in rel or rel.startswith(("/", "\\")):
-            raise InvalidInput(f"invalid path {rel!r}", field="path")
+            raise InvalidInput(f"invalid path {safe_echo(rel, PATH_ECHO_LIMIT)!r}", field="path")
         candidate = Path(os.path.normpath(self.root / rel))
         if candidate == self.root or self.root not in candidate.parents:
-            raise InvalidInput(f"path {rel!r} escapes store {self.name}", field="path")
+            raise InvalidInput(
+                f"path {safe_echo(rel, PATH_ECHO_LIMIT)!r} escapes store {self.name}", field="path"
+            )
         return candidate
 
     def is_recall_file(self, path: Path) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from .._errors import InvalidInput
+from .._errors import InvalidInput, safe_echo
 
 DURATION = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -36,8 +36,10 @@ def parse_when(value: datetime | str | None, *, field: str, now: datetime | None
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            raise InvalidInput(f"{field} must be {FORMS}: {value!r}", field=field) from None
+            raise InvalidInput(f"{field} must be {FORMS}: {safe_echo(value)!r}", field=field) from None
         # In UTC here: a time that has no UTC form (year 9999 at -14:00) overflowed later, unexplained.
         return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # also a duration longer than the calendar ("800000d")
-        raise InvalidInput(f"{field} is outside the years 1 to 9999: {value!r}", field=field) from None
+        raise InvalidInput(
+            f"{field} is outside the years 1 to 9999: {safe_echo(value)!r}", field=field
+        ) from None

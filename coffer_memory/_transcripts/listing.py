@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 
 from .._agents.homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
-from .._errors import InvalidInput, SessionNotFound
+from .._errors import InvalidInput, SessionNotFound, safe_echo
 from ..vocabulary import MAX_TRANSCRIPT_LIST_LIMIT
 from .models import SessionSummary, Transcript
 from .readers import SourceScan, SourceUnavailable, TranscriptReader
@@ -88,7 +88,9 @@ class SessionLister:
         """The reader used for ``agent``; ``InvalidInput`` for an unknown agent name."""
         reader = self._readers.get(agent)
         if reader is None:
-            raise InvalidInput(f"unknown agent {agent!r}: expected one of {', '.join(AGENTS)}", field="agent")
+            raise InvalidInput(
+                f"unknown agent {safe_echo(agent)!r}: expected one of {', '.join(AGENTS)}", field="agent"
+            )
         return reader
 
     def all_sessions(self, agent: str) -> list[SessionSummary]:
@@ -199,13 +201,19 @@ def _titled(summary: SessionSummary) -> SessionSummary:
 
 def _check_page(sort: str, order: str, limit: int, offset: int) -> None:
     if sort not in SORT_FIELDS:
-        raise InvalidInput(f"sort must be one of {', '.join(SORT_FIELDS)}, got {sort!r}", field="sort")
+        raise InvalidInput(
+            f"sort must be one of {', '.join(SORT_FIELDS)}, got {safe_echo(sort)!r}", field="sort"
+        )
     if order not in ORDERS:
-        raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}", field="order")
+        raise InvalidInput(f"order must be 'asc' or 'desc', got {safe_echo(order)!r}", field="order")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
+        raise InvalidInput(
+            f"limit must be an integer from 1 to {MAX_LIMIT}, got {safe_echo(limit)!r}", field="limit"
+        )
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInput(f"offset must be a non-negative integer, got {offset!r}", field="offset")
+        raise InvalidInput(
+            f"offset must be a non-negative integer, got {safe_echo(offset)!r}", field="offset"
+        )
 
 
 def _aware(moment: datetime | None) -> datetime | None:

@@ -151,8 +151,10 @@ Scrubbing is idempotent: scrubbing scrubbed text returns it unchanged and counts
 
 What it misses (known limits):
 
-- Secrets with no recognisable shape and no telling key: a password in prose with no verb
-  before it (``use password tangerine``; ``the db password is swordfish`` is caught), a word
+- Secrets with no recognisable shape and no telling key: a bare word password after a verb
+  that comes before the key (``use password tangerine``: ``use password authentication`` reads
+  the same; ``use password hunter2x!``, ``enter password 'gannet'``, ``the password is:
+  swordfish9`` and ``the db password is swordfish`` are caught), a word
   password that does not end its clause (``the password is swordfish for now``), a hex or short
   random API key of an unlisted vendor, a key name that does not say
   ``secret``/``token``/``password``/``pw``/``api key`` (``DB_CODE=…``), and space-separated

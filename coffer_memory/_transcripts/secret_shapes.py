@@ -343,15 +343,21 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
-# Prose: ``the password is hunter2``, ``the db password for prod was changed to X``, ``API key:
-# …``, ``the API key X expired`` (no verb). ``secrets`` judges the value by what the sentence gives:
+# Prose: ``the password is hunter2``, ``the password is: X``, ``the db password for prod was
+# changed to X``, ``API key: …``, ``the API key X expired`` (no verb). ``secrets`` judges the value by what the sentence gives:
 # with a verb, a word that ends its clause may be a password (``is swordfish.``); without one,
 # only a value that looks generated is (see secrets._prose_secret).
 PROSE_SECRET: Final = re.compile(
     r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|pw|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
     r"(?:[ \t]+(?:for|of|on)[ \t]+(?:the[ \t]+)?[\w.-]{1,40})?"
-    r"(?P<verb>[ \t]+(?:(?:is|was|has[ \t]+been)(?:[ \t]+(?:now|changed[ \t]+to|set[ \t]+to))?|=|->"
+    r"(?P<verb>[ \t]+(?:(?:is|was|has[ \t]+been)(?:[ \t]+(?:now|changed[ \t]+to|set[ \t]+to))?:?|=|->"
     r"|(?:changed|set|reset)[ \t]+to))?"
     r"[ \t]+(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;()]{4,256})",
     re.MULTILINE,
+)
+# A verb before a password says the word after it is one: ``use password X``, ``try the admin
+# password X``, ``log in with password X`` (searched for in the text just before the key).
+TOLD_BEFORE: Final = re.compile(
+    r"(?i)\b(?:use|using|try|enter|type|with)[ \t]+(?:(?:the|a|this|that|your|my|our)[ \t]+)?"
+    r"(?:[\w.-]{1,40}[ \t]+)?$"
 )

@@ -219,13 +219,15 @@ _PREDICATE_SUFFIXES: Final = (
 _WORD_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9!@#$%^&*_+=~-]{3,63}")
 
 
-def word_password(value: str) -> bool:
+def word_password(value: str, *, quoted: bool = False) -> bool:
     """A word that ends ``the password is …`` reads as the password (``swordfish``,
     ``Marmalade``), unless it reads as a state or a judgement (``required``, ``expired``,
-    ``case-sensitive``) or names a variable or a placeholder."""
+    ``case-sensitive``) or names a variable or a placeholder. A ``quoted`` word is set apart as a
+    value, so an adjective's ending (``'cormorant'``) does not make it one; the listed words
+    still do (``'required'``)."""
     low = value.lower()
     if _WORD_PASSWORD.fullmatch(value) is None or low in _PREDICATE_WORDS or low in _PROSE_WORDS:
         return False
     if low in _PLACEHOLDER_WORDS or low in _TYPE_WORDS or secret_kind_for_key(value) is not None:
         return False
-    return has_letter_and_digit(value) or not low.endswith(_PREDICATE_SUFFIXES)
+    return has_letter_and_digit(value) or quoted or not low.endswith(_PREDICATE_SUFFIXES)

@@ -21,6 +21,7 @@ from .secret_shapes import (
     LOGIN_PASSWORDS,
     PROSE_SECRET,
     TABLE_ROW,
+    TOLD_BEFORE,
     URL,
     URL_PATH_ASSIGNMENT,
     URL_PATH_START,
@@ -276,9 +277,16 @@ def _prose_secret(m: re.Match[str], c: Counter[str]) -> str:
         or after[:1] in (",", ";", ")")
         or _CLAUSE_GOES_ON.match(after) is not None
     )
-    made_up = looks_random(bare) or (m["verb"] is not None and has_letter_and_digit(bare))
+    # ``use password X``: a verb before the key tells as much as one after it, but a bare word
+    # there is as often a noun (``use password authentication``), so only a quoted one counts.
+    told = kind == "password" and TOLD_BEFORE.search(m.string, max(0, m.start() - 80), m.start()) is not None
+    made_up = looks_random(bare) or ((m["verb"] is not None or told) and has_letter_and_digit(bare))
     # Only a password is a word people choose; tokens and keys are generated.
-    chosen = kind == "password" and m["verb"] is not None and ends_clause and word_password(bare)
+    chosen = (
+        kind == "password"
+        and word_password(bare, quoted=bool(m["q"]))
+        and ((m["verb"] is not None and ends_clause) or (told and bool(m["q"]) and ends_clause))
+    )
     if not (made_up or chosen):
         return m.group()
     prefix = m.string[m.start() : m.start("val")]

@@ -16,6 +16,31 @@ from markupsafe import Markup
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
 # ammonia's tags less the one a browser loads a URL for by itself (see _image_as_link).
 _TAGS = set(nh3.ALLOWED_TAGS) - {"img"}
+_URL_ATTRIBUTES = frozenset({"href", "src", "cite", "action", "formaction", "poster", "background"})
+
+
+def names_another_host_without_a_scheme(url: str) -> bool:
+    """Whether a browser resolves ``url`` to another host although it names no scheme: ``//host/x``
+    (protocol-relative), and ``\\\\host``, ``/\\host``, ``\\/host`` (a backslash is a slash in an
+    http(s) URL), after what the URL standard strips (leading blanks and controls; tabs and line
+    breaks anywhere). Such a link reads like one into the view and leaves for another site.
+    """
+    kept = url.lstrip("".join(map(chr, range(0x21)))).replace("\t", "").replace("\n", "").replace("\r", "")
+    return len(kept) >= 2 and kept[0] in "/\\" and kept[1] in "/\\"
+
+
+def _validate_link(url: str) -> bool:
+    """markdown-it's own check (no ``javascript:``, ``vbscript:``, ``file:``, ``data:`` but images),
+    and no address that names another host without a scheme: such a link stays text, as a
+    ``javascript:`` one does. An off-site link names its scheme (``https://…``)."""
+    return MarkdownIt.validateLink(_parser(), url) and not names_another_host_without_a_scheme(url)
+
+
+def _safe_url_attribute(element: str, attribute: str, value: str) -> str | None:
+    """nh3's filter: drop a URL attribute naming another host without a scheme (defence in depth)."""
+    if attribute in _URL_ATTRIBUTES and names_another_host_without_a_scheme(value):
+        return None
+    return value
 
 
 def _image_as_link(renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -36,6 +61,7 @@ def _parser() -> MarkdownIt:
     # html=False: raw HTML in a fact is shown as text, never passed through.
     parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
     parser.add_render_rule("image", _image_as_link)
+    parser.validateLink = _validate_link  # type: ignore[method-assign]
     return parser
 
 
@@ -47,7 +73,11 @@ def markdown(text: str | None) -> Markup:
     # Defence in depth: markdown-it already refuses javascript: links and escapes raw HTML; nh3
     # (ammonia) guarantees the output holds no script, event handler or unsafe URL either way.
     cleaned = nh3.clean(
-        html, tags=_TAGS, url_schemes=set(URL_SCHEMES), link_rel="noopener noreferrer nofollow"
+        html,
+        tags=_TAGS,
+        url_schemes=set(URL_SCHEMES),
+        link_rel="noopener noreferrer nofollow",
+        attribute_filter=_safe_url_attribute,
     )
     return Markup(cleaned)  # sanitised by nh3 just above
 

@@ -1,0 +1,248 @@
+"""Bounds on what one HTTP request may send, as mixins for uvicorn's protocols (``coffer-api`` and
+``coffer-mcp --transport streamable-http`` both use them): ``BoundedHead`` (how many headers, how
+many bytes before the headers end) and ``ReadDeadlines`` (how long the head and the body may take).
+
+**Size.** httptools (uvicorn's parser when installed) bounds neither the number nor the size of a
+request's headers, and keeps a header (and the target) whole until it ends: 5,000 headers, or one
+header that never ended (hundreds of megabytes), were kept in memory before any token check, and
+100,000 header lines of five bytes each fit in the 1 MiB bound the MCP face had. A request past
+``MAX_HEADERS`` headers, ``MAX_HEADER_BYTES`` of them, or ``MAX_HEAD_BYTES`` sent before its headers
+end is ``400 INVALID_INPUT`` with the error envelope and the connection closes. (h11, uvicorn's
+fallback, stops at 16 KiB of head itself.)
+
+**Time.**
+
+uvicorn bounds the idle time between two requests of a kept-alive connection (``timeout_keep_alive``)
+and nothing after a request's first byte: a client that sent its head, or its body, one byte a
+second (slowloris) held the connection, and the request's task waiting on the body, for as long as
+it liked; a few hundred such clients held every connection a process may open. ``coffer-api`` and
+``coffer-mcp --transport streamable-http`` now bound both, the way Apache's ``mod_reqtimeout``
+does by default:
+
+- the **head** (request line and headers) must end within ``head_timeout`` seconds of the request's
+  first byte (of the connection's opening, for its first request: one that never sent a byte was
+  held too), one more second for every ``min_rate`` bytes received, at most ``head_timeout_max``;
+- the **body** must end within ``body_timeout`` seconds of the head's end, one more second for every
+  ``min_rate`` bytes received (no maximum: a large import on a slow link is only held to the rate).
+
+Past a deadline the answer is ``408`` with the error envelope (``REQUEST_TIMEOUT``) when no answer
+has started, and the connection closes either way; the app reading the body sees the client gone.
+While uvicorn holds reading back (the app has not taken what arrived), the clock is not held
+against the client.
+
+The mixin relies only on what uvicorn's two protocols share: ``data_received``, ``transport``,
+``loop``, ``flow`` and ``cycle`` (a new ``RequestResponseCycle`` once a head has been parsed, whose
+``more_body`` turns false when its body has ended). It imports nothing from uvicorn, so either face
+may use it over httptools or h11.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+MAX_HEADERS = 100
+"""Headers one request may carry (browsers send about 20)."""
+MAX_HEADER_BYTES = 64 * 1024
+"""Bytes of header names and values one request may carry (about nginx's default)."""
+MAX_HEAD_BYTES = 1024 * 1024
+"""Bytes one request may send before its headers end (request line, headers, framing). Past it the
+answer is 400 at once, while the client may still be sending (it may then see the connection reset
+instead); below it a head too large for the bounds above is read to its end and answered cleanly."""
+
+
+def envelope_answer(status: str, code: str, message: str, default_headers: Any = ()) -> bytes:
+    """A whole HTTP/1.1 answer (``status`` as ``"400 Bad Request"``) carrying the error envelope,
+    closing the connection: what a protocol writes itself, before or instead of the app."""
+    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    head = [b"HTTP/1.1 " + status.encode() + b"\r\n"]
+    head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    head += [
+        b"content-type: application/json\r\n",
+        b"content-length: " + str(len(body)).encode() + b"\r\n",
+        b"connection: close\r\n\r\n",
+    ]
+    return b"".join(head) + body
+
+
+def _default_headers(protocol: Any) -> Any:
+    return getattr(getattr(protocol, "server_state", None), "default_headers", ())
+
+
+class BoundedHead:
+    """Mixin for a uvicorn HTTP protocol class refusing a head past the bounds above (``400``).
+
+    The counts use httptools' callbacks (``on_header`` per header, a long one may come in pieces);
+    over h11 they are never called and h11's own 16 KiB bound holds.
+    """
+
+    _header_bytes = 0
+    _head_bytes = 0  # bytes received since the request began, while its headers have not ended
+    _reading_head = True
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser, unless the request's head has gone past ``MAX_HEAD_BYTES``."""
+        if self._reading_head and getattr(self, "parser", None) is not None:  # httptools, not h11
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._reading_head = False  # answered once; the connection closes
+                if not self.transport.is_closing():  # type: ignore[attr-defined]
+                    self.send_400_response("the request's head is too large")
+                return
+        super().data_received(data)  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        """The head ended: what follows is the body, which the app bounds."""
+        self._reading_head = False
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        """The request ended: the next one's head starts (on a kept-alive connection)."""
+        super().on_message_complete()  # type: ignore[misc]
+        self._reading_head, self._head_bytes = True, 0
+
+    def on_message_begin(self) -> None:
+        """A new request: its headers' tally starts again."""
+        self._header_bytes = 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """Keep a header, unless the request is past ``MAX_HEADERS`` or ``MAX_HEADER_BYTES``: an
+        exception here ends the parse as one the parser refused, which ``send_400_response`` answers.
+        """
+        self._header_bytes += len(name) + len(value)
+        if len(self.headers) >= MAX_HEADERS or self._header_bytes > MAX_HEADER_BYTES:  # type: ignore[attr-defined]
+            raise ValueError("the request's headers are too many or too large")
+        super().on_header(name, value)  # type: ignore[misc]
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request that does not parse (``msg`` is uvicorn's text for it) and close."""
+        transport: Any = self.transport  # type: ignore[attr-defined]
+        answer = envelope_answer(
+            "400 Bad Request", "INVALID_INPUT", "the request is not valid HTTP", _default_headers(self)
+        )
+        transport.write(answer)
+        transport.close()
+
+
+class ReadDeadlines:
+    """Mixin for a uvicorn HTTP protocol class: ``class P(ReadDeadlines, HttpToolsProtocol)``."""
+
+    head_timeout: float = 20.0
+    """Seconds a request's head may take from its first byte (plus one per ``min_rate`` bytes)."""
+    head_timeout_max: float = 40.0
+    """The most seconds a head may take, however fast its bytes come."""
+    body_timeout: float = 20.0
+    """Seconds a request's body may take from the head's end (plus one per ``min_rate`` bytes)."""
+    min_rate: float = 500.0
+    """Bytes a second that earn one more second (``mod_reqtimeout``'s ``MinRate``)."""
+
+    # Per connection: what is being timed ("head", "body" or None), since when, the bytes it
+    # received, the cycle seen when the head began (a new one means the head was parsed), the timer.
+    _phase: str | None = None
+    _phase_start = 0.0
+    _phase_bytes = 0
+    _head_cycle: Any = None
+    _deadline_timer: Any = None
+
+    def data_received(self, data: bytes) -> None:
+        """Start timing a request's head at its first byte; count what the phase received."""
+        if self._phase is None and not self._transport().is_closing() and self._idle():
+            self._start("head")
+        self._phase_bytes += len(data)
+        super().data_received(data)  # type: ignore[misc]
+        self._advance()
+
+    def connection_made(self, transport: Any) -> None:
+        """A new connection: its first request's head is timed from now (uvicorn held a connection
+        that never sent a byte for ever; its keep-alive timer starts only after an answer)."""
+        super().connection_made(transport)  # type: ignore[misc]
+        self._start("head")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection ended: nothing more to time."""
+        self._stop()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    # -- phases ---------------------------------------------------------------------------------
+
+    def _transport(self) -> Any:
+        return getattr(self, "transport", None) or _CLOSED
+
+    def _cycle(self) -> Any:
+        return getattr(self, "cycle", None)
+
+    def _idle(self) -> bool:
+        """No request is being received: none yet, or the last one's body has ended."""
+        cycle = self._cycle()
+        return cycle is None or not cycle.more_body
+
+    def _start(self, phase: str) -> None:
+        self._stop()
+        self._phase, self._phase_start, self._phase_bytes = phase, time.monotonic(), 0
+        self._head_cycle = self._cycle()
+        self._schedule()
+
+    def _stop(self) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._phase, self._deadline_timer = None, None
+
+    def _advance(self) -> None:
+        """Move on when what was received ended the head (to the body) or the body (to nothing)."""
+        if self._phase == "head" and self._cycle() is not self._head_cycle:
+            self._start("body")
+        if self._phase == "body" and not self._cycle().more_body:
+            self._stop()
+
+    def _deadline(self) -> float:
+        if self._phase == "head":
+            allowed = min(self.head_timeout + self._phase_bytes / self.min_rate, self.head_timeout_max)
+        else:
+            allowed = self.body_timeout + self._phase_bytes / self.min_rate
+        return self._phase_start + allowed
+
+    def _schedule(self) -> None:
+        delay = max(self._deadline() - time.monotonic(), 0.05)
+        self._deadline_timer = self.loop.call_later(delay, self._check)  # type: ignore[attr-defined]
+
+    def _check(self) -> None:
+        """The deadline came: refuse the request, unless it earned more time or is held back by us."""
+        self._deadline_timer = None
+        if self._phase is None or self._transport().is_closing():
+            return
+        if getattr(self._transport(), "get_protocol", lambda: self)() is not self:
+            self._phase = None  # upgraded (a WebSocket): the connection is another protocol's now
+            return
+        flow = getattr(self, "flow", None)
+        if time.monotonic() < self._deadline():
+            self._schedule()
+        elif flow is not None and getattr(flow, "read_paused", False):
+            self._phase_start = time.monotonic()  # the app has not taken what came; not the client's fault
+            self._phase_bytes = 0
+            self._schedule()
+        else:
+            self._time_out()
+
+    def _time_out(self) -> None:
+        phase, self._phase = self._phase, None
+        cycle = self._cycle()
+        transport = self._transport()
+        if cycle is None or cycle is self._head_cycle or not cycle.response_started:
+            message = f"the request's {phase} did not arrive in time (it came too slowly)"
+            transport.write(
+                envelope_answer("408 Request Timeout", "REQUEST_TIMEOUT", message, _default_headers(self))
+            )
+        if cycle is not None and cycle is not self._head_cycle:
+            cycle.disconnected = True  # the app's answer, if any, goes nowhere
+        transport.close()
+
+
+class _Closed:
+    @staticmethod
+    def is_closing() -> bool:
+        return True
+
+
+_CLOSED = _Closed()

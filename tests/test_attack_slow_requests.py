@@ -1,0 +1,137 @@
+"""Slow and header-stuffed requests against a real uvicorn on 127.0.0.1, for both HTTP faces.
+
+uvicorn bounds the idle time between two requests and nothing after a request's first byte: a
+client sending its head or its body one byte at a time (slowloris) held the connection, and the
+REST request's task, as long as it liked. The servers here are started in this process with the
+faces' own protocol classes, their deadlines shortened (a class attribute) so that a test waits
+well under a second for what takes 20 s by default; nothing else differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import serve_in_thread
+
+from coffer_memory import MemoryService
+from coffer_memory_fastapi import create_app
+from coffer_memory_fastapi.http_errors import EnvelopeProtocol
+from coffer_memory_mcp._http_head import BoundedHead
+from coffer_memory_mcp.cli import http_app
+from coffer_memory_mcp.server import build_server
+
+
+class QuickRest(EnvelopeProtocol):
+    head_timeout = head_timeout_max = body_timeout = 0.5
+
+
+class QuickMcp(BoundedHead):
+    head_timeout = head_timeout_max = body_timeout = 0.5
+
+
+@pytest.fixture(params=["rest", "mcp"])
+def face(request: pytest.FixtureRequest, service: MemoryService) -> Iterator[tuple[str, int]]:
+    if request.param == "rest":
+        with serve_in_thread(create_app(service), QuickRest) as port:
+            yield "/api/v1/memory_stores/global/memories", port
+    else:
+        with serve_in_thread(http_app(build_server(service), "127.0.0.1", None), QuickMcp) as port:
+            yield "/mcp", port
+
+
+def dribble(port: int, start: bytes, more: bytes, bound_s: float = 30.0) -> bytes:
+    """Send ``start``, then ``more`` one byte every 50 ms, until the server answers or closes (or
+    ``bound_s`` passes: then b"" comes back, the request still held open by the server)."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(start)
+        deadline = time.monotonic() + bound_s
+        for byte in more:
+            if time.monotonic() > deadline:
+                break
+            if select.select([sock], [], [], 0.05)[0]:
+                break
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:  # closed while we were sending
+                break
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    return answer
+
+
+def refused(answer: bytes, status: int, code: str) -> dict[str, Any]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]
+    assert b"connection: close" in head.lower()
+    error: dict[str, Any] = json.loads(body)["error"]
+    assert error["code"] == code, error
+    return error
+
+
+def test_a_head_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> None:
+    path, port = face
+    start = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+    # Before: the server took byte after byte for as long as they came, and answered nothing.
+    answer = dribble(port, start, b"X-Slow: " + b"a" * 100_000)
+    error = refused(answer, 408, "REQUEST_TIMEOUT")
+    assert "head" in error["message"]
+
+
+def test_a_connection_that_sends_nothing_is_closed(face: tuple[str, int]) -> None:
+    # uvicorn times the idle time after an answer only: a connection that never sent a byte was
+    # held open for ever (a few thousand of them hold every descriptor of the process).
+    _, port = face
+    answer = dribble(port, b"", b"")
+    refused(answer, 408, "REQUEST_TIMEOUT")
+
+
+def test_a_body_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> None:
+    path, port = face
+    body = json.dumps({"text": "x" * 10_000}).encode()
+    start = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    answer = dribble(port, start, body)
+    error = refused(answer, 408, "REQUEST_TIMEOUT")
+    assert "body" in error["message"]
+
+
+def test_a_request_sent_at_once_is_served_on_the_same_server(face: tuple[str, int]) -> None:
+    path, port = face
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        time.sleep(1.5)  # longer than every deadline of the server: an idle served request is not cut
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert not answer.startswith(b"HTTP/1.1 408"), answer[:300]
+    assert answer.startswith(b"HTTP/1.1 "), answer[:300]
+
+
+def test_a_hundred_thousand_headers_are_refused(face: tuple[str, int]) -> None:
+    # Five bytes a header: 100,000 of them fit under the 1 MiB bound on a head, and the MCP face
+    # (httptools, which counts none) kept every one in memory before it answered.
+    path, port = face
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode() + b"a: b\r\n" * 100_000 + b"\r\n"
+    answer, cut_off = b"", False
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        try:
+            sock.sendall(request)
+        except OSError:
+            cut_off = True
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    assert cut_off or answer.startswith(b"HTTP/1.1 400 "), answer[:300]
+    if answer:
+        refused(answer, 400, "INVALID_INPUT")
