@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_plugins import _install
@@ -149,3 +150,17 @@ def test_a_batch_of_the_wrong_shape_is_said_naming_the_model(
     assert (res.fallback, len(res.hits)) == (True, 1)
     said = [r.getMessage() for r in caplog.records]
     assert any(query in m for m in said), said
+
+
+def test_doctor_names_the_embedder_in_use(shapeless: Callable[[str], None], tmp_home: Path, cli: Any) -> None:
+    """``coffer doctor`` said nothing of the embedder when it worked: a plugin's author could not
+    tell that vector recall ran on the plugin (only a failure was printed, as ``vector:``)."""
+    shapeless("")
+    with MemoryService(tmp_home) as svc:
+        svc.remember("zebra crossing rules", scope="global")
+        assert svc.doctor().embedder == "shapeless (model shapeless-8, 8 dimensions)"
+    out = cli("doctor")
+    assert out.returncode == 0 and "embedder:     shapeless (model shapeless-8, 8 dimensions)" in out.stdout
+    (tmp_home / "config.toml").write_text("")  # keyword recall only: no embedder
+    with MemoryService(tmp_home) as svc:
+        assert svc.doctor().embedder is None

@@ -250,6 +250,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     print(f"grep backend: {report.grep_backend}{where}{hint}")
     if report.shared_index:
         print(f"shared index: {report.shared_index}")
+    if report.embedder:
+        print(f"embedder:     {report.embedder}")
     print(stores_table(report.stores))
     for b in report.broken:
         print(f"broken: {b.path}: {b.error}")
