@@ -274,3 +274,24 @@ def test_a_global_fact_recall_showed_is_shown_edited_and_deleted_by_its_id(
     assert gone.returncode == 1 and "SCOPE_UNRESOLVED" in gone.stderr and "--global" in gone.stderr
     assert cli("facts", "rm", fid, cwd=repo).returncode == 0
     assert cli("facts", "list", "--global", "--json").stdout.count(fid) == 0
+
+
+def test_a_sweep_without_an_llm_says_so_once(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``coffer distill --sweep`` in a home with no LLM printed one "no_model ... (no LLM is
+    configured ...)" line per past session (20 by default) and then "0 distilled"."""
+    from agent_samples import build
+    from conftest import make_repo
+
+    written = build(tmp_path / "agents", project_dir=make_repo(tmp_path / "work" / "demo-repo"))
+    for key, value in written.env.items():
+        if key != "HOME":
+            monkeypatch.setenv(key, value)
+    out = cli("distill", "--sweep")
+    assert (out.returncode, out.stdout) == (
+        0,
+        "no LLM is configured ([llm] in config.toml, see docs/llm.md): nothing to distill\n",
+    )
+    shown = json.loads(cli("distill", "--sweep", "--json").stdout)  # the report stays whole
+    assert shown["results"] and {r["status"] for r in shown["results"]} <= {"no_model", "not_git"}
