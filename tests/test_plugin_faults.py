@@ -248,3 +248,33 @@ def test_a_misspelt_hook_is_reported_not_ignored(
         sys.modules.pop("coffer_typo", None)
         monkeypatch.undo()
         reload_plugins()
+
+
+def test_a_hook_of_the_wrong_signature_is_one_line_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pluggy refuses ``def register_embedders(register, extra)`` with a three-line message, which
+    split ``coffer plugins list``'s table (the status ran on over two more lines) and every
+    warning, ``coffer doctor``'s plugin line included."""
+    source = (
+        "from coffer_memory.plugins import hookimpl\n\n\n"
+        "@hookimpl\ndef register_embedders(register, extra):\n    register('two', print)\n"
+    )
+    site = tmp_path / "site"
+    _install(site, "coffer_twoargs", source, "coffer-twoargs", "0.1", "twoargs")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    try:
+        with caplog.at_level(logging.WARNING, "coffer_memory"):
+            reload_plugins()
+            get_grep_backends()  # loads the entry points
+        said = [r.getMessage() for r in caplog.records if "twoargs" in r.getMessage()]
+        assert said and all("\n" not in m for m in said), said
+        listed = cli("plugins", "list").stdout.splitlines()
+        [line] = [row for row in listed if "twoargs" in row or "hookimpl" in row or "hookspec" in row]
+        assert line.startswith("twoargs ") and "PluginValidationError: Plugin 'twoargs'" in line
+        assert "Argument(s) {'extra'} are declared in the hookimpl" in line
+    finally:
+        sys.modules.pop("coffer_twoargs", None)
+        monkeypatch.undo()
+        reload_plugins()

@@ -86,7 +86,7 @@ def failure_text(embedder: Embedder, exc: Exception) -> str:
     the model that raised it (``my model crashed`` alone named neither)."""
     if isinstance(exc, EmbeddingUnavailable) and embedder.model_id in str(exc):
         return str(exc)
-    return f"embedder {embedder.model_id}: {type(exc).__name__}: {exc}"
+    return f"embedder {embedder.model_id}: {type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def checked_width(vector: Vector, embedder: Embedder, what: str = "a vector") -> None:
