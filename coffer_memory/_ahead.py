@@ -22,12 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ._errors import EmbeddingUnavailable
 from ._index.db import IndexDB
 from ._index.reindex import SESSION_CONTEXT_LINES
 from ._index.rows import indexed_chunks
 from ._index.session import appended_context, context_lines
-from ._index.vec import paused_in
+from ._index.vec import embedded, paused_in
 from ._models import MemoryFact
 from ._store.files import parse_fact
 
@@ -109,9 +108,7 @@ def _embedded(index: IndexHandle, texts: list[str]) -> dict[str, Vector] | Excep
     try:
         for at in range(0, len(unique), step):
             batch = unique[at : at + step]
-            got = vectors.embedder.embed_batch(batch)
-            if len(got) != len(batch):
-                raise EmbeddingUnavailable(f"embedder returned {len(got)} vectors for {len(batch)} texts")
+            got = embedded(vectors.embedder, batch)
             found.update(zip(batch, got, strict=True))
     except Exception as exc:
         return exc

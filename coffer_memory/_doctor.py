@@ -75,7 +75,20 @@ def _check(
         links=tuple(link for sp in paths for link in store_links(sp.root)),
         vector_problem=index.vector_problem(),
         shared_index=shared_index(index),
+        embedder=embedder_in_use(index),
     )
+
+
+def embedder_in_use(index: IndexHandle) -> str | None:
+    """The embedder's provider, model and width, as ``coffer doctor`` prints it: a plugin's
+    author saw nothing saying that the plugin's embedder was the one in use."""
+    vectors = index.vectors
+    if vectors is None:
+        return None
+    embedder = vectors.embedder
+    provider = index.settings.embedding.provider
+    name = getattr(embedder, "name", provider) if provider == "auto" else provider
+    return f"{name} (model {embedder.model_id}, {embedder.dimensions} dimensions)"
 
 
 def shared_index(index: IndexHandle) -> str | None:

@@ -28,7 +28,7 @@ from ._index.snapshot import in_list, reading
 from ._models import MemoryHit
 from ._recall_rows import DocRow
 from ._store.paths import StorePaths, is_recall_rel
-from .plugins.manager import plugin_of
+from .plugins.manager import failure, plugin_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import GrepBackend
@@ -151,7 +151,7 @@ class GrepRecall:
             name = str(getattr(chosen, "name", "?"))
             raise InvalidInput(
                 f"the grep backend {name!r} (plugin {plugin_of('register_grep_backends', name)}) failed: "
-                f'{type(exc).__name__}: {exc}; fix or remove the plugin, or set grep_backend = "auto"',
+                f'{failure(exc)}; fix or remove the plugin, or set grep_backend = "auto"',
                 field="grep_backend",
                 backend=name,
             ) from exc

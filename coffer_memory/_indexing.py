@@ -37,7 +37,7 @@ from ._store.audit import EVENTS, AuditEvent, AuditLog
 from ._store.lock import store_lock
 from ._store.paths import StorePaths
 from ._store.when import parse_when
-from .plugins.manager import DeferredGrepBackend, get_embedder, get_index_backend, get_llm, plugin_of
+from .plugins.manager import DeferredGrepBackend, failure, get_embedder, get_index_backend, get_llm, plugin_of
 from .vocabulary import MAX_AUDIT_LIMIT
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -203,7 +203,7 @@ class IndexHandle:
         except Exception as exc:  # its available() raised
             return None, (
                 f"vector recall is enabled but the embedding provider {provider!r} (plugin "
-                f"{plugin_of('register_embedders', provider)}) failed: {type(exc).__name__}: {exc}; "
+                f"{plugin_of('register_embedders', provider)}) failed: {failure(exc)}; "
                 "recall answers from keyword"
             )
         if embedder is None or not usable:

@@ -197,7 +197,7 @@ class PluginLLM:
         except CofferError:
             raise
         except Exception as exc:
-            raise self._failed(f"failed: {type(exc).__name__}: {exc}") from exc
+            raise self._failed(f"failed: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
         if not isinstance(answer, Completion):
             raise self._failed(f"returned {type(answer).__name__}, not a Completion")
         return answer

@@ -374,6 +374,9 @@ class DoctorReport:
     """Why the enabled vector and hybrid modes answer from keyword (what is missing, what to install)."""
     shared_index: str | None = None
     """The shared index backend (``[index] backend``) and the memory folder it follows; None without one."""
+    embedder: str | None = None
+    """The embedder vector and hybrid recall use (provider, model id, dimensions), e.g.
+    ``hash (model hash-bow-64, 64 dimensions)``; None when no vector mode is on or none can run."""
 
     @property
     def ok(self) -> bool:

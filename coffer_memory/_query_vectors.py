@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ._errors import EmbeddingUnavailable
-from ._index.vec import Matrix, VecIndex, nearest
+from ._index.vec import Matrix, VecIndex, checked_width, embedded, failure_text, nearest
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import Embedder, Vector
@@ -42,11 +42,18 @@ FILL_WAIT_SECONDS = 2.0
 def embed_one(embedder: Embedder, query: str) -> Vector:
     """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
     embed_query = getattr(embedder, "embed_query", None)
-    vector = embed_query(query) if callable(embed_query) else embedder.embed_batch([query])[0]
+    vector = embed_query(query) if callable(embed_query) else embedded(embedder, [query])[0]
+    checked_width(vector, embedder, "a query vector")
     # A numpy vector's own sum: the built-in one walks it element by element (70 us for 384,
     # between the engine's run and the scan, on the path the caller waits for).
-    total = vector.sum() if callable(getattr(vector, "sum", None)) else sum(vector)  # type: ignore[union-attr]
-    if not math.isfinite(float(total)):  # NaN scores for every hit otherwise: keyword answers
+    try:
+        total = vector.sum() if callable(getattr(vector, "sum", None)) else sum(vector)  # type: ignore[union-attr]
+        finite = math.isfinite(float(total))
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned a query vector that is not all floats: {exc}"
+        ) from None
+    if not finite:  # NaN scores for every hit otherwise: keyword answers
         raise EmbeddingUnavailable(
             f"embedder {embedder.model_id} returned a query vector holding NaN or infinity"
         )
@@ -206,7 +213,9 @@ class QueryVectors:
         try:
             vector = compute()
         except Exception as exc:  # EmbeddingUnavailable or a plugin's own error: never raised to callers
-            log.warning("query embedding failed, answering from keyword: %s", exc)
+            log.warning(
+                "query embedding failed, answering from keyword: %s", failure_text(self.vectors.embedder, exc)
+            )
             self.vectors.pause()
             return None
         self._kept[query] = vector

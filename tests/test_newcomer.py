@@ -357,6 +357,16 @@ _SETUPS = {
 _SESSIONS = ("notebooks.md",)
 
 
+def _awaits_at_top(code: str) -> bool:
+    """Whether ``code`` awaits outside a function, as a notebook cell may."""
+    try:
+        compile(code, "<cells>", "exec")
+    except SyntaxError:
+        compile(code, "<cells>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        return True
+    return False
+
+
 def _blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
@@ -387,6 +397,12 @@ def test_the_python_examples_run(where: str, code: str, tmp_path: Path) -> None:
     code = code.replace("/tmp/", f"{tmp_path}/")
     if "async def main(" in code and "asyncio.run(" not in code:  # defined for the reader to run
         code += "\n\nimport asyncio\n\nasyncio.run(main())\n"
+    if where in _SESSIONS and _awaits_at_top(code):  # cells run in a running loop, as a kernel's do
+        code = (
+            f"import ast, asyncio\n\nasync def _cells():\n    found = eval(compile({code!r}, '<cells>', 'exec', "
+            "flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), {'__name__': '__main__'})\n    if asyncio.iscoroutine(found):\n        await found\n\n"
+            "asyncio.run(_cells())\n"
+        )
     if "svc." in code and "svc =" not in code and " as svc" not in code:
         code = (
             "from datetime import UTC, datetime\nfrom coffer_memory import MemoryService\nsvc = MemoryService()\n"

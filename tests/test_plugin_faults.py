@@ -3,6 +3,7 @@ it provides: the built-ins and keyword recall keep working, and every error name
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import sys
@@ -228,23 +229,44 @@ def test_a_misspelt_hook_is_reported_not_ignored(
     """``def register_embedder`` (the hook is ``register_embedders``) registered nothing, and
     ``coffer plugins list`` said the plugin was ``ok``: pluggy keeps a hookimpl with no hookspec
     without a word."""
-    source = (
-        "from coffer_memory.plugins import hookimpl\n\n\n"
-        "@hookimpl\ndef register_embedder(register):\n    register('typo', print)\n"
-    )
-    site = tmp_path / "site"
-    _install(site, "coffer_typo", source, "coffer-typo", "0.1", "typo")
-    monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
-    reload_plugins()
-    try:
+    with _one_hook(tmp_path, monkeypatch, "typo", "register_embedder(register)"):
+        reload_plugins()
         info = next(p for p in plugin_infos() if p.name == "typo")
         assert info.error is not None and info.error.startswith(
             "register_embedder is not a coffer_memory hook (they are register_embedders, "
         )
         line = next(row for row in cli("plugins", "list").stdout.splitlines() if row.startswith("typo "))
         assert "some hooks skipped: register_embedder is not a coffer_memory hook" in line
+
+
+@contextlib.contextmanager
+def _one_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, signature: str) -> Iterator[None]:
+    """A plugin ``name`` installed as a real distribution, with one ``@hookimpl def SIGNATURE``."""
+    source = f"from coffer_memory.plugins import hookimpl\n\n\n@hookimpl\ndef {signature}:\n    register('{name}', print)\n"
+    _install(tmp_path / "site", f"coffer_{name}", source, f"coffer-{name}", "0.1", name)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    try:
+        yield
     finally:
-        sys.modules.pop("coffer_typo", None)
+        sys.modules.pop(f"coffer_{name}", None)
         monkeypatch.undo()
         reload_plugins()
+
+
+def test_a_hook_of_the_wrong_signature_is_one_line_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pluggy refuses ``def register_embedders(register, extra)`` with a three-line message, which
+    split ``coffer plugins list``'s table (the status ran on over two more lines) and every
+    warning, ``coffer doctor``'s plugin line included."""
+    with _one_hook(tmp_path, monkeypatch, "twoargs", "register_embedders(register, extra)"):
+        with caplog.at_level(logging.WARNING, "coffer_memory"):
+            reload_plugins()
+            get_grep_backends()  # loads the entry points
+        said = [r.getMessage() for r in caplog.records if "twoargs" in r.getMessage()]
+        assert said and all("\n" not in m for m in said), said
+        listed = cli("plugins", "list").stdout.splitlines()
+        [line] = [row for row in listed if "twoargs" in row or "hookimpl" in row or "hookspec" in row]
+        assert line.startswith("twoargs ") and "PluginValidationError: Plugin 'twoargs'" in line
+        assert "Argument(s) {'extra'} are declared in the hookimpl" in line

@@ -248,3 +248,50 @@ def test_the_help_names_every_exit_status_the_cli_page_lists(tmp_path: Path) -> 
     assert statuses == ["0", "1", "2", "130"]
     helped = " ".join(run("--help", home=tmp_path / "home").stdout.split())
     assert all(f" {status} " in helped for status in statuses), helped
+
+
+def test_a_global_fact_recall_showed_is_shown_edited_and_deleted_by_its_id(
+    cli: Any, repo: Path, tmp_path: Path
+) -> None:
+    """Inside a repository ``recall`` lists global facts beside the project's, but ``facts show
+    ID`` of one said "not found in store 'project-…'", and outside a repository (where recall
+    searches the global store) it failed with SCOPE_UNRESOLVED: an id is unique, so without
+    --store or --global the project store is looked in first, then the global store."""
+    out = cli("remember", "--global", "The user prefers uv for Python envs.", "--json", cwd=repo)
+    fid = json.loads(out.stdout)["fact"]["id"]
+    project = json.loads(cli("remember", "Deploy with make release.", "--json", cwd=repo).stdout)
+    [hit] = [h for h in json.loads(cli("recall", "uv", "--json", cwd=repo).stdout)["hits"] if h["id"] == fid]
+    assert hit["store"] == "global"
+    shown = cli("facts", "show", fid, "--json", cwd=repo)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["store"] == "global", shown.stderr
+    assert cli("facts", "show", fid[:12], cwd=tmp_path).returncode == 0  # outside: the global store
+    edited = cli("facts", "edit", fid, "--title", "uv", cwd=repo)
+    assert edited.returncode == 0 and f"edited {fid} in global" in edited.stdout
+    assert cli("facts", "show", project["fact"]["id"], cwd=repo).returncode == 0  # the project's first
+    missing = cli("facts", "show", "01" + "Z" * 24, cwd=repo)
+    assert missing.returncode == 1 and f"not found in store '{project['store']}'" in missing.stderr
+    gone = cli("facts", "show", "01" + "Z" * 24, cwd=tmp_path)
+    assert gone.returncode == 1 and "SCOPE_UNRESOLVED" in gone.stderr and "--global" in gone.stderr
+    assert cli("facts", "rm", fid, cwd=repo).returncode == 0
+    assert cli("facts", "list", "--global", "--json").stdout.count(fid) == 0
+
+
+def test_a_sweep_without_an_llm_says_so_once(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``coffer distill --sweep`` in a home with no LLM printed one "no_model ... (no LLM is
+    configured ...)" line per past session (20 by default) and then "0 distilled"."""
+    from agent_samples import build
+    from conftest import make_repo
+
+    written = build(tmp_path / "agents", project_dir=make_repo(tmp_path / "work" / "demo-repo"))
+    for key, value in written.env.items():
+        if key != "HOME":
+            monkeypatch.setenv(key, value)
+    out = cli("distill", "--sweep")
+    assert (out.returncode, out.stdout) == (
+        0,
+        "no LLM is configured ([llm] in config.toml, see docs/llm.md): nothing to distill\n",
+    )
+    shown = json.loads(cli("distill", "--sweep", "--json").stdout)  # the report stays whole
+    assert shown["results"] and {r["status"] for r in shown["results"]} <= {"no_model", "not_git"}

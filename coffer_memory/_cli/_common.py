@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from .._errors import CofferError, InvalidInput, MemoryNotFound
+from .._errors import CofferError, InvalidInput, MemoryNotFound, ScopeUnresolved
 from .._models import FactRecord
 
 if TYPE_CHECKING:
@@ -154,28 +154,50 @@ def resolve_store_args(svc: MemoryService, args: argparse.Namespace) -> None:
         args.stores = [resolve_store_name(svc, v) for v in args.stores]
 
 
-def resolve_fact_id(svc: MemoryService, value: str, args: argparse.Namespace) -> str:
-    """The fact id ``value`` names: a full id (any case) or a unique prefix of one in the target store.
+def _fact_id_in(svc: MemoryService, value: str, where: dict[str, Any], *, check: bool = False) -> str:
+    """The fact id ``value`` names: a full id (any case) or a unique prefix of one in the store
+    ``where`` names; ``check``: a full id too must be there.
 
     An empty value (an unset shell variable) is refused: as a prefix it would match every fact."""
     if not value.strip():
         raise InvalidInput("fact id is empty", field="fact_id")
     upper = value.upper()
     if len(value) >= ULID_LENGTH:
+        if check:
+            svc.get_fact(upper, **where)  # MemoryNotFound when the store has no such fact
         return upper
     matches: list[str] = []
     cursor: str | None = None
     while True:  # every page: a prefix is only resolved when it is known to be unique
-        page = svc.list_facts(limit=500, cursor=cursor, **target(args))
+        page = svc.list_facts(limit=500, cursor=cursor, **where)
         matches += [f"{r.fact.id} ({r.fact.title})" for r in page.items if r.fact.id.startswith(upper)]
         cursor = page.next_cursor
         if cursor is None:
             break
     if not matches:
-        raise MemoryNotFound(svc.resolve_store(**target(args)), value)
+        raise MemoryNotFound(svc.resolve_store(**where), value)
     if len(matches) > 1:
         raise _ambiguous("fact id", value, matches)
     return matches[0].split(" ", 1)[0]
+
+
+def locate_fact(svc: MemoryService, value: str, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The fact id ``value`` names and its store (as ``target`` keyword arguments): the store
+    ``--store`` or ``--global`` names; without either, the project store of ``--cwd``, then the
+    global store, the two that ``recall`` searches. A global fact that ``recall`` showed inside
+    a repository was "not found in store 'project-…'" by ``facts show``, and outside one the
+    command failed with SCOPE_UNRESOLVED."""
+    where = target(args)
+    if where["store"] is not None or where["scope"] == "global":
+        return _fact_id_in(svc, value, where), where
+    try:
+        return _fact_id_in(svc, value, where, check=True), where
+    except (MemoryNotFound, ScopeUnresolved) as missed:
+        shared = {"store": None, "cwd": where["cwd"], "scope": "global"}
+        try:
+            return _fact_id_in(svc, value, shared, check=True), shared
+        except MemoryNotFound:
+            raise missed from None
 
 
 def hint(exc: CofferError, args: argparse.Namespace) -> str | None:

@@ -23,10 +23,10 @@ from ._common import (
     add_target,
     emit_json,
     jsonable,
+    locate_fact,
     progress_bars,
     read_file,
     read_text,
-    resolve_fact_id,
     target,
 )
 
@@ -107,7 +107,8 @@ def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_facts_show(svc: MemoryService, args: argparse.Namespace) -> None:
-    record = svc.get_fact(resolve_fact_id(svc, args.id, args), **target(args))
+    fact_id, where = locate_fact(svc, args.id, args)
+    record = svc.get_fact(fact_id, **where)
     if args.json:
         emit_json(record)
         return
@@ -125,12 +126,12 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
     body = read_text(args.text)
     if args.body_file:
         body = read_file(args.body_file, "body_file")
-    fact_id = resolve_fact_id(svc, args.id, args)
+    fact_id, where = locate_fact(svc, args.id, args)
     tags = [] if args.clear_tags else args.tags
     if body is None and args.title is None and args.description is None and tags is None:
         from ._editor import edit_in_editor
 
-        edited = edit_in_editor(svc, fact_id, args, target(args))
+        edited = edit_in_editor(svc, fact_id, args, where)
         if args.json:
             emit_json(edited)  # null: nothing changed, nothing written
         elif edited is None:
@@ -145,15 +146,14 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         description=args.description,
         expected_sha256=args.expect_sha256,
         tags=tags,
-        **target(args),
+        **where,
     )
     emit_json(result) if args.json else _print_mutation("edited", result)
 
 
 def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:
-    result = svc.delete_fact(
-        resolve_fact_id(svc, args.id, args), expected_sha256=args.expect_sha256, **target(args)
-    )
+    fact_id, where = locate_fact(svc, args.id, args)
+    result = svc.delete_fact(fact_id, expected_sha256=args.expect_sha256, **where)
     emit_json(result) if args.json else _print_mutation("deleted", result)
 
 
@@ -250,6 +250,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     print(f"grep backend: {report.grep_backend}{where}{hint}")
     if report.shared_index:
         print(f"shared index: {report.shared_index}")
+    if report.embedder:
+        print(f"embedder:     {report.embedder}")
     print(stores_table(report.stores))
     for b in report.broken:
         print(f"broken: {b.path}: {b.error}")

@@ -104,6 +104,10 @@ def _tick(bar: Any) -> None:
 
 
 def _sweep(svc: MemoryService, args: argparse.Namespace) -> int:
+    if svc.settings.llm.provider == "none" and not args.json:
+        # One line, as organize says it: the sweep printed a 'no_model' line per past session.
+        print("no LLM is configured ([llm] in config.toml, see docs/llm.md): nothing to distill")
+        return 0
     from tqdm import tqdm
 
     bar = tqdm(desc="distilling", unit="session", disable=args.json or None, file=sys.stderr)

@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .._errors import EmbeddingUnavailable
 from .._models import MemoryFact
 from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
 from .._store.paths import StorePaths
@@ -28,7 +27,7 @@ from .pending import NewRows, PendingDoc
 from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
-from .vec import VecIndex
+from .vec import VecIndex, embedded, failure_text
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from ..plugins.hookspecs import Vector
@@ -368,7 +367,10 @@ class Reindexer:
             except Exception as exc:
                 self.embedding_failures += 1
                 self.vectors.pause()
-                log.warning("embedding failed; keyword rows kept, retried on the next reconcile: %s", exc)
+                log.warning(
+                    "embedding failed; keyword rows kept, retried on the next reconcile: %s",
+                    failure_text(self.vectors.embedder, exc),
+                )
                 return done
             done += len(batch)
             batch = []
@@ -406,9 +408,7 @@ class Reindexer:
             raise found
         known = found or {}
         missing = [t for t in texts if t not in known]
-        asked = self.vectors.embedder.embed_batch(missing) if missing else []
-        if len(asked) != len(missing):
-            raise EmbeddingUnavailable(f"embedder returned {len(asked)} vectors for {len(missing)} texts")
+        asked = embedded(self.vectors.embedder, missing) if missing else []
         rest = iter(asked)
         return [known[t] if t in known else next(rest) for t in texts]
 

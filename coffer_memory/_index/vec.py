@@ -63,11 +63,57 @@ def to_blob(vector: Vector) -> bytes:
     return array.array("f", (float(x) for x in vector)).tobytes()
 
 
+def embedded(embedder: Embedder, texts: Sequence[str]) -> Sequence[Vector]:
+    """``embedder.embed_batch(texts)``, refused (``EmbeddingUnavailable`` naming the model) unless
+    it holds one row per text: a plugin's None or short list failed later with a bare
+    ``TypeError`` or ``IndexError`` that named no embedder."""
+    got = embedder.embed_batch(texts)
+    try:
+        count = len(got)
+    except TypeError:
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned {type(got).__name__} from embed_batch, not a list of vectors"
+        ) from None
+    if count != len(texts):
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned {count} vectors for {len(texts)} texts"
+        )
+    return got
+
+
+def failure_text(embedder: Embedder, exc: Exception) -> str:
+    """An embedding failure as a log line says it: a plugin's own exception with its type and
+    the model that raised it (``my model crashed`` alone named neither)."""
+    if isinstance(exc, EmbeddingUnavailable) and embedder.model_id in str(exc):
+        return str(exc)
+    return f"embedder {embedder.model_id}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def checked_width(vector: Vector, embedder: Embedder, what: str = "a vector") -> None:
+    """Refuse a row that is not a sequence of ``embedder.dimensions`` values: a query vector of
+    another width failed the vector search with numpy's broadcast error."""
+    try:
+        width = len(vector)
+    except TypeError:
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned {type(vector).__name__} as {what}, not a sequence of floats"
+        ) from None
+    if width != embedder.dimensions:
+        raise EmbeddingUnavailable(
+            f"embedder {embedder.model_id} returned {what} of {width} dimensions, expected {embedder.dimensions}"
+        )
+
+
 def finite_blob(vector: Vector, model_id: str) -> bytes:
     """``to_blob``, refusing a vector holding NaN or infinity (a plugin normalising an all-zero row
     divides by zero): stored, it made every score of the store NaN, which JSON cannot carry.
     The sum is NaN or infinite exactly when an element is (float32 values cannot overflow it)."""
-    blob = to_blob(vector)
+    try:
+        blob = to_blob(vector)
+    except (TypeError, ValueError) as exc:  # strings, None: "could not convert string to float"
+        raise EmbeddingUnavailable(
+            f"embedder {model_id} returned a vector that is not all floats: {exc}"
+        ) from None
     if not math.isfinite(sum(array.array("f", blob))):
         raise EmbeddingUnavailable(f"embedder {model_id} returned a vector holding NaN or infinity")
     return blob
@@ -179,11 +225,7 @@ class VecIndex:
         if rows:
             self._changed(store)
         for chunk, vector in rows:
-            if len(vector) != self.embedder.dimensions:
-                raise EmbeddingUnavailable(
-                    f"embedder {self.embedder.model_id} returned {len(vector)} dimensions, "
-                    f"expected {self.embedder.dimensions}"
-                )
+            checked_width(vector, self.embedder)
             self.db.conn.execute(f"DELETE FROM {table} WHERE chunk_id = ?", (chunk,))
             self.db.conn.execute(
                 f"INSERT INTO {table} (chunk_id, embedding) VALUES (?, ?)",

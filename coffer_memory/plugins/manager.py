@@ -73,6 +73,13 @@ _owners: dict[tuple[str, str], str] = {}  # (hook, registered name) -> the plugi
 T = TypeVar("T")
 
 
+def failure(exc: BaseException) -> str:
+    """A plugin's exception on one line, its type first: pluggy's ``PluginValidationError`` (a
+    hook's wrong signature) spans three lines, which split ``coffer plugins list``'s table and
+    every warning."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
     """Load the entry-point group; ``COFFER_LOAD_PLUGINS`` (comma-separated names) restricts it."""
     from importlib import metadata
@@ -92,7 +99,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         except Exception as exc:  # one broken plugin must not take every command down
             if pm.get_plugin(ep.name) is not None:
                 pm.unregister(name=ep.name)
-            error = f"{type(exc).__name__}: {exc}"
+            error = failure(exc)
             log.warning("skipping plugin %s (%s): %s", ep.name, ep.value, error)
             dist_name, version = _dists[ep.name]
             _failed[ep.name] = PluginInfo(ep.name, "entry point", (), version, dist_name, error)
@@ -221,7 +228,7 @@ def _registered(hook: str, check: Callable[..., tuple[str, T]]) -> dict[str, T]:
         try:
             impl.function(**{arg: register for arg in impl.argnames})
         except Exception as exc:  # a broken plugin must not take the others down
-            why = f"{hook} failed: {type(exc).__name__}: {exc}"
+            why = f"{hook} failed: {failure(exc)}"
             _hook_errors[impl.plugin_name, hook] = why
             log.warning("skipping what plugin %s registers: %s", impl.plugin_name, why)
             continue
@@ -351,8 +358,7 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
     except Exception as exc:  # the plugin's bug: vector recall degrades, recall stays up
         plugin = plugin_of("register_embedders", settings.provider)
         raise EmbeddingUnavailable(
-            f"the embedding provider {settings.provider!r} (plugin {plugin}) failed to start: "
-            f"{type(exc).__name__}: {exc}",
+            f"the embedding provider {settings.provider!r} (plugin {plugin}) failed to start: {failure(exc)}",
             provider=settings.provider,
             plugin=plugin,
         ) from exc

@@ -85,11 +85,13 @@ class PostgresIndex(Reaching):
         pool_size: int = 4,
         memory_dir: Path | None = None,
         min_server_version: int = MIN_SERVER_VERSION,
+        vectors_wanted: bool = True,
     ) -> None:
         # One direct connection first: a server that refuses, or is older than the index needs
         # (``min_server_version``, a ``server_version_num``), is said at once, where the pool
         # would retry until its timeout and an old server would fail a statement in the middle.
         self._url = url
+        self._vectors_wanted = vectors_wanted  # a missing pgvector is a warning only then
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError:  # libpq could not read the URL: the user's typo
@@ -128,7 +130,7 @@ class PostgresIndex(Reaching):
         self._reach(url)
         try:
             with self.pool.connection() as conn:
-                found = migrate(conn)
+                found = migrate(conn, vectors_wanted=vectors_wanted)
                 # Before anything is pushed or removed: this home's folder must be the one the
                 # database follows (``binding``). ``memory_dir`` None: a caller that never syncs.
                 folder = bind(conn, memory_dir, writable=found.writable) if memory_dir else None
@@ -160,7 +162,7 @@ class PostgresIndex(Reaching):
         index from the files, or by mistake), and bind the database to this folder again; the
         next read of each store pushes its documents (``generation``)."""
         with self._pooled() as conn:
-            found = migrate(conn)
+            found = migrate(conn, vectors_wanted=self._vectors_wanted)
             self.folder_id = bind(conn, self.memory_dir, writable=found.writable) if self.memory_dir else None
         vec.log.warning("coffer's tables were gone from the database: created again, filled from the files")
         with self._guard:

@@ -185,24 +185,28 @@ def _writable(conn: psycopg.Connection[Any]) -> tuple[bool, str]:
     return (bool(row[1]), str(row[0])) if row is not None else (False, "")
 
 
-def migrate(conn: psycopg.Connection[Any]) -> Extensions:
+def migrate(conn: psycopg.Connection[Any], *, vectors_wanted: bool = True) -> Extensions:
     """Create the tables (idempotent) and bring older rows up to this version; which extensions
     are there. A database already at this version is only read (a read-only role opens it);
     one at a newer version raises ``SchemaTooNew`` (this coffer would write rows it no longer
-    reads the same way, and mark the schema older again)."""
+    reads the same way, and mark the schema older again). Without ``vectors_wanted`` (a home
+    with no vector mode) a missing pgvector is logged at INFO: it was a warning on every command
+    of a keyword-only team."""
     missing: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         current = _current(conn)
         if current is not None and current > SCHEMA_VERSION:
             raise SchemaTooNew(current)
+        trigram = _extension(conn, "pg_trgm", "substring recall scans without an index", missing)
+        unwanted: list[str] = []
         found = Extensions(
-            trigram=_extension(conn, "pg_trgm", "substring recall scans without an index", missing),
+            trigram=trigram,
             vectors=_extension(
                 conn,
                 "vector",
                 "vectors stay in each machine's local index (PostgreSQL is keyword-only)",
-                missing,
+                missing if vectors_wanted else unwanted,
             ),
         )
         if current != SCHEMA_VERSION or not _settled(conn, found):
@@ -225,4 +229,6 @@ def migrate(conn: psycopg.Connection[Any]) -> Extensions:
     # says that one line, not first two warnings about what it would have done without them.
     for warning in missing:
         log.warning("%s", warning)
+    for line in unwanted:
+        log.info("%s", line)
     return found._replace(writable=writable, role=role)
