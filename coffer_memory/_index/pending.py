@@ -3,7 +3,19 @@ vectors are still to come, and the rows of files the index has no row for yet.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
+
+from .chunking import vector_windows
+from .session import context_lines
+
+if TYPE_CHECKING:
+    from .db import IndexDB
+
+# A fact of an agent session is embedded with the last line of the fact before it in front (a
+# reply alone does not say what it answers), as a long chunk's windows are (``chunking.py``).
+SESSION_CONTEXT_LINES = 1
 
 
 @attrs.frozen
@@ -32,3 +44,23 @@ class NewRows:
     chunks: list[tuple[object, ...]] = attrs.Factory(list)
     fts: list[tuple[object, ...]] = attrs.Factory(list)
     words: list[tuple[object, ...]] = attrs.Factory(list)
+
+
+def session_windows(db: IndexDB, batch: list[PendingDoc]) -> list[list[list[str]]]:
+    """The texts each document of ``batch`` is embedded as: one per window of each chunk
+    (``vector_windows``: the chunk itself unless long), the first led by the last line of the
+    fact before it in its session (as ``db`` holds it), as a chunk's later windows are."""
+    windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
+    if SESSION_CONTEXT_LINES <= 0:
+        return windows
+    by_store: dict[str, list[int]] = {}
+    for index, doc in enumerate(batch):
+        if doc.session:
+            by_store.setdefault(doc.store, []).append(index)
+    for store, indexes in by_store.items():
+        before = context_lines(db, store, [batch[i].document_id for i in indexes], SESSION_CONTEXT_LINES)
+        for i in indexes:
+            context = before.get(batch[i].document_id)
+            if context and windows[i] and windows[i][0]:
+                windows[i][0][0] = f"{context}\n{windows[i][0][0]}"
+    return windows
