@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Protocol
 from ._errors import EmbeddingUnavailable
 from ._index import later
 from ._index.db import IndexDB
-from ._index.pending import session_windows
+from ._index.pending import session_windows, stored_by_text
 from ._index.reindex import SESSION_CONTEXT_LINES
 from ._index.rows import indexed_chunks
 from ._index.session import appended_context, context_lines
-from ._index.vec import paused_in
+from ._index.vec import VecIndex, paused_in
 from ._models import MemoryFact
 from ._store.files import parse_fact
 from ._store.lock import store_lock
@@ -39,7 +39,6 @@ from ._store.paths import lock_path
 if TYPE_CHECKING:
     from ._config import Settings
     from ._index.reindex import Reindexer
-    from ._index.vec import VecIndex
     from .plugins.hookspecs import Vector
 
 
@@ -151,10 +150,28 @@ def _texts(
             fact = parse_fact(data, store=store, relpath=paths.relative(path), mtime=0).fact
             title, description, body = fact.title, fact.description, fact.body
             known = fact.id if fact.origin_session_id and _indexed(reader, store, fact.id) else None
-        out += index.reindexer.texts_of(
+        texts = index.reindexer.texts_of(
             indexed_chunks(title, description, body), _context(reader, store, fact, known)
         )
+        if not isinstance(item, MemoryFact):  # a file re-indexed: its unchanged texts keep their vectors
+            held = _held_texts(index, reader, store, item[0])
+            texts = [t for t in texts if t not in held]
+        out += texts
     return out
+
+
+def _held_texts(index: IndexHandle, reader: IndexDB, store: str, path: Path) -> set[str]:
+    """The texts whose vectors the index holds for the document at ``path`` (``stored_by_text``):
+    under the lock the re-index takes them from there, so they are not embedded ahead."""
+    vectors = index.vectors
+    doc_id = reader.scalar(
+        "SELECT id FROM documents WHERE resource_name = ? AND path = ?", (store, reader.key(path))
+    )
+    if vectors is None or doc_id is None:
+        return set()
+    return set(
+        stored_by_text(reader, VecIndex(reader, vectors.embedder, cache_tables=False), store, str(doc_id))
+    )
 
 
 def _context(reader: IndexDB, store: str, fact: MemoryFact, existing: str | None) -> str:

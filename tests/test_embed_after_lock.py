@@ -150,3 +150,26 @@ def test_a_remember_lands_while_a_merge_embeds_what_it_moved(
         assert "staging database" in hits[0].text
     assert vectors_of(tmp_home, dst) == vectors_of(rebuilt_all(tmp_home, tmp_path), dst)
     assert os.path.isdir(tmp_home / "memory")
+
+
+def test_a_journal_append_embeds_only_the_texts_that_changed(
+    gated: Gated, tmp_home: Path, repo: Path, tmp_path: Path
+) -> None:
+    """Appending one entry to a day of 200 re-indexes the day file; its unchanged chunks keep
+    their vectors (looked up by the text each was embedded from), so the embedder is given the
+    new entry's texts alone, and the vectors are those a rebuild computes. Before: every chunk of
+    the day was embedded again, ahead of the lock."""
+    with service(tmp_home) as svc:
+        entries = [
+            (None, f"entry {i}: the {FACTS[i % 4].split()[1]} were counted at mark {i}") for i in range(200)
+        ]
+        store = svc.lanes.journal_append_parts(entries, cwd=repo)
+        assert store is not None
+        chunks = len(vectors_of(tmp_home, store.store))
+        gated.texts.clear()
+        svc.journal_append("the weasel crossed the lane at noon", cwd=repo)
+        assert chunks >= 100, chunks  # the day is many chunks
+        assert gated.texts and all("weasel" in t for t in gated.texts), gated.texts
+        hits = svc.recall("weasel crossed the lane", cwd=repo, mode="vector").hits
+        assert "weasel" in hits[0].text
+    assert vectors_of(tmp_home, store.store) == vectors_of(rebuilt_all(tmp_home, tmp_path), store.store)

@@ -25,7 +25,7 @@ from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
-from .pending import NewRows, PendingDoc, session_windows
+from .pending import NewRows, PendingDoc, session_windows, stored_by_text
 from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
@@ -196,6 +196,9 @@ class Reindexer:
             self._write_tags(int(rowid), parsed.fact.tags, replace=True)
             return "unchanged", parsed
         fact = parsed.fact
+        if row and self.vectors is not None and not defer_embedding and not self.held():
+            # Its unchanged texts keep their vectors (``_vectors_of``): an append re-embedded them all.
+            self._ahead.kept = stored_by_text(self.db, self.vectors, store, row[0][0])
         with self._transaction():
             if row:
                 self._delete_rows(store, row[0][0])
@@ -246,7 +249,10 @@ class Reindexer:
                 PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
             )
             if not defer_embedding:
-                self.flush_embeddings()
+                try:
+                    self.flush_embeddings()
+                finally:
+                    self._ahead.kept = None
         return ("updated" if row else "added"), parsed
 
     def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> ParsedFile:
@@ -418,7 +424,8 @@ class Reindexer:
         found: Mapping[str, Vector] | Exception | None = getattr(self._ahead, "found", None)
         if isinstance(found, Exception):
             raise found
-        known = found or {}
+        kept: Mapping[str, Vector] | None = getattr(self._ahead, "kept", None)
+        known = {**kept, **(found or {})} if kept else found or {}
         missing = [t for t in texts if t not in known]
         asked = self.vectors.embedder.embed_batch(missing) if missing else []
         if len(asked) != len(missing):
