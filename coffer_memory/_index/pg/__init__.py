@@ -46,7 +46,10 @@ def build(settings: Settings) -> IndexBackend:
             field="index.backend",
         ) from exc
     return PostgresIndex(
-        database_url(settings), pool_size=settings.index.pool_size, memory_dir=settings.memory_dir
+        database_url(settings),
+        pool_size=settings.index.pool_size,
+        memory_dir=settings.memory_dir,
+        timeout=settings.index.timeout_seconds,
     )
 
 

@@ -38,6 +38,7 @@ from ..cjk import index_text
 from . import vectors as vec
 from . import words
 from .binding import bind, same_folder
+from .deadline import DEFAULT_TIMEOUT, TimedOut, bounded, connection_options, statement_timeout
 from .failures import DOWN, GONE, REFUSED, first_line, start_outage
 from .reach import POOL_TIMEOUT, Reaching, reachable, retried
 from .redact import refuse_ambiguous, scrub, unreadable
@@ -85,29 +86,38 @@ class PostgresIndex(Reaching):
         pool_size: int = 4,
         memory_dir: Path | None = None,
         min_server_version: int = MIN_SERVER_VERSION,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         # One direct connection first: a server that refuses, or is older than the index needs
         # (``min_server_version``, a ``server_version_num``), is said at once, where the pool
         # would retry until its timeout and an old server would fail a statement in the middle.
         self._url = url
+        self.timeout = timeout
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError:  # libpq could not read the URL: the user's typo
             raise unreadable(url) from None
         refuse_ambiguous(url, given)
-        # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
-        # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
-        timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        # The URL's own connect_timeout (and keepalives), when it sets them, are what the pool
+        # will use too: a bad value is said here, at once, not after the pool's 10 s of failed
+        # reconnections. Else ``timeout`` bounds the connecting (``deadline``).
+        options = connection_options(given, timeout)
         # A start that found the server down (or not answering) tells the next ones at once.
         starting = start_outage(url)
         starting.check()
         try:
-            with psycopg.connect(url, autocommit=True, **timeout) as first:
+            with psycopg.connect(url, autocommit=True, **options) as first, bounded(first, timeout):
                 old = too_old(first, min_server_version)
         except psycopg.ProgrammingError:
             raise unreadable(url) from None
-        except DOWN as exc:
-            said = self._said(exc)
+        except (*DOWN, TimedOut) as exc:
+            said = (
+                IndexUnavailable(
+                    "postgresql", f"the server did not answer within {timeout:g} s ([index] timeout_seconds)"
+                )
+                if isinstance(exc, TimedOut)
+                else self._said(exc)
+            )
             starting.begin(said.reason)
             raise said from None
         if old is not None:
@@ -117,7 +127,8 @@ class PostgresIndex(Reaching):
             min_size=1,
             max_size=max(2, pool_size),
             open=False,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **options},
+            configure=statement_timeout(timeout),
             timeout=POOL_TIMEOUT,
             # Reconnecting gives up as soon as a request would: the next request starts again at
             # once, where the pool's doubling delays let a server back after a minute's outage
@@ -127,7 +138,7 @@ class PostgresIndex(Reaching):
         self.pool.open(wait=True, timeout=30)
         self._reach(url)
         try:
-            with self.pool.connection() as conn:
+            with self.pool.connection() as conn, self._bounded(conn):
                 found = migrate(conn)
                 # Before anything is pushed or removed: this home's folder must be the one the
                 # database follows (``binding``). ``memory_dir`` None: a caller that never syncs.
@@ -211,7 +222,9 @@ class PostgresIndex(Reaching):
             finally:
                 with self._guard:
                     del self._held[store]
-                with suppress(*DOWN):  # the session ended, and the server released its locks with it
+                # The session ended (the server released its locks with it), or the server does
+                # not answer (the connection is cut: its session, and the lock, end with it).
+                with suppress(*DOWN, IndexUnavailable), self._bounded(conn):
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def _own_folder(self) -> None:
@@ -232,14 +245,17 @@ class PostgresIndex(Reaching):
             return
         high, low = (held.key >> 32) & 0xFFFFFFFF, held.key & 0xFFFFFFFF  # how pg_locks shows a bigint key
         try:
-            row = held.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
-                "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
-                (high, low),
-            ).fetchone()
+            with bounded(held.conn, self.timeout):
+                row = held.conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                    "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
+                    (high, low),
+                ).fetchone()
             why = None if row is not None and row[0] else "its session no longer holds it"
         except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
             why = f"its connection ended: {scrub(first_line(exc), self._url)}"
+        except TimedOut:  # cut: its session, and the lock, end with it
+            why = f"the server did not answer within {self.timeout:g} s"
         if why is not None:
             raise IndexUnavailable(
                 "postgresql",
@@ -250,15 +266,20 @@ class PostgresIndex(Reaching):
         """A pooled connection holding the store's advisory lock, and the lock's key."""
         conn = self._getconn()
         try:
-            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-            row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
-            current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
-            if current > SCHEMA_VERSION:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                raise SchemaTooNew(current)
+            with self._bounded(conn):
+                return self._locked(conn, store)
         except BaseException:
             self.pool.putconn(conn)
             raise
+
+    @staticmethod
+    def _locked(conn: psycopg.Connection[Any], store: str) -> tuple[psycopg.Connection[Any], int]:
+        (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+        row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
+        current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
+        if current > SCHEMA_VERSION:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            raise SchemaTooNew(current)
         return conn, int(key)
 
     @contextmanager
@@ -267,7 +288,8 @@ class PostgresIndex(Reaching):
         with self._guard:
             held = self._held.get(store)
         if held is not None and held.owner == threading.get_ident():
-            yield held.conn
+            with self._bounded(held.conn):
+                yield held.conn
             return
         with self._pooled() as conn:
             yield conn

@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
 from ..._errors import IndexUnavailable
+from .deadline import TimedOut, bounded
 from .failures import GONE, REFUSED, Outage, first_line, probe, transient, unavailable
 from .redact import scrub
 from .text import advised
@@ -85,6 +86,7 @@ class Reaching:
     pool: ConnectionPool[psycopg.Connection[Any]]
     outage: Outage
     _url: str
+    timeout: float  # seconds a statement waits for the server (``[index] timeout_seconds``)
 
     def _reach(self, url: str) -> None:
         """Set up what reaching ``url`` needs beside the pool (called as the index starts)."""
@@ -172,12 +174,29 @@ class Reaching:
 
     @contextmanager
     def _pooled(self) -> Iterator[psycopg.Connection[Any]]:
-        """``pool.connection()`` through ``_getconn``."""
+        """``pool.connection()`` through ``_getconn``, used within ``timeout`` (``_bounded``)."""
         conn = self._getconn()
         try:
-            yield conn
+            with self._bounded(conn):
+                yield conn
         finally:
             self.pool.putconn(conn)
+
+    @contextmanager
+    def _bounded(self, conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+        """``conn`` used for at most ``timeout`` seconds (``deadline``): a server that does not
+        answer by then is said as ``IndexUnavailable``, and when it accepts no connection either
+        the outage begins (``_answers``), so the next requests are told at once."""
+        try:
+            with bounded(conn, self.timeout):
+                yield conn
+        except TimedOut:
+            up = self._answers()
+            raise IndexUnavailable(
+                "postgresql",
+                f"the server did not answer within {self.timeout:g} s ([index] timeout_seconds)"
+                + ("" if up else "; it accepts no connection either"),
+            ) from None
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""
