@@ -173,3 +173,29 @@ def test_a_journal_append_embeds_only_the_texts_that_changed(
         hits = svc.recall("weasel crossed the lane", cwd=repo, mode="vector").hits
         assert "weasel" in hits[0].text
     assert vectors_of(tmp_home, store.store) == vectors_of(rebuilt_all(tmp_home, tmp_path), store.store)
+
+
+def test_another_service_on_the_home_recalls_and_writes_while_a_reindex_embeds(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """A second service on the same home (its own index lock, as another process has; the store's
+    file lock and index.db shared): its keyword recall finds the documents waiting for vectors,
+    leaves them to the reindex that claimed them, and answers; its remember lands. Before, both
+    waited for the store's file lock, which the reindex held while its embedder ran."""
+    with service(tmp_home) as svc, service(tmp_home) as other:
+        for text in FACTS:
+            svc.remember(text, store="global")
+        gated.held.clear()
+        gated.texts.clear()
+        found, _ = answered_while_held(
+            gated,
+            lambda: svc.reindex("global", rebuild=True),
+            lambda: (
+                other.remember("the voles dig under the hedge", store="global"),
+                other.recall("kingfisher", stores=["global"], mode="keyword"),
+            ),
+        )
+        assert [h.text for h in found[1].hits] == ["the kingfisher waits on a branch"]
+        assert sum("swim slowly" in t for t in gated.texts) == 1  # the other service left it
+        assert nearest(other, "the voles dig under the hedge")
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)

@@ -49,11 +49,16 @@ class _Watcher:
         token = next(self._ids)
         with self._cond:
             self._live[token] = conn
-            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            due = time.monotonic() + seconds
+            # The watcher is woken only for a deadline before every other: with one bound for
+            # all, the first after an idle spell (a request costs no thread switch).
+            first = not self._heap or due < self._heap[0][0]
+            heapq.heappush(self._heap, (due, token))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="coffer-pg-deadlines", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif first:
+                self._cond.notify()
         return token
 
     def remove(self, token: int) -> bool:
