@@ -38,7 +38,7 @@ from ..cjk import index_text
 from . import vectors as vec
 from . import words
 from .binding import bind, same_folder
-from .deadline import DEFAULT_TIMEOUT, TimedOut, bounded, connection_options, statement_timeout
+from .deadline import DEFAULT_TIMEOUT, TimedOut, bounded, connection_options
 from .failures import DOWN, GONE, REFUSED, first_line, start_outage
 from .reach import POOL_TIMEOUT, Reaching, reachable, retried
 from .redact import refuse_ambiguous, scrub, unreadable
@@ -128,7 +128,6 @@ class PostgresIndex(Reaching):
             max_size=max(2, pool_size),
             open=False,
             kwargs={"autocommit": True, **options},
-            configure=statement_timeout(timeout),
             timeout=POOL_TIMEOUT,
             # Reconnecting gives up as soon as a request would: the next request starts again at
             # once, where the pool's doubling delays let a server back after a minute's outage
@@ -138,7 +137,9 @@ class PostgresIndex(Reaching):
         self.pool.open(wait=True, timeout=30)
         self._reach(url)
         try:
-            with self.pool.connection() as conn, self._bounded(conn):
+            # Not bounded: a migration may build an index on a large table (the first connection
+            # above found the server answering).
+            with self.pool.connection() as conn:
                 found = migrate(conn)
                 # Before anything is pushed or removed: this home's folder must be the one the
                 # database follows (``binding``). ``memory_dir`` None: a caller that never syncs.
@@ -283,15 +284,16 @@ class PostgresIndex(Reaching):
         return conn, int(key)
 
     @contextmanager
-    def _connection(self, store: str) -> Iterator[psycopg.Connection[Any]]:
-        """The connection holding the store's lock in this thread, else one from the pool."""
+    def _connection(self, store: str, items: int = 0) -> Iterator[psycopg.Connection[Any]]:
+        """The connection holding the store's lock in this thread, else one from the pool; used
+        within its deadline (``_bounded``: ``items``, the documents a bulk push sends)."""
         with self._guard:
             held = self._held.get(store)
         if held is not None and held.owner == threading.get_ident():
-            with self._bounded(held.conn):
+            with self._bounded(held.conn, items):
                 yield held.conn
             return
-        with self._pooled() as conn:
+        with self._pooled(items) as conn:
             yield conn
 
     # -- writing ----------------------------------------------------------------------------
@@ -300,14 +302,14 @@ class PostgresIndex(Reaching):
         """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
         version = self._sync(store, docs, removed)
         if len(docs) >= ANALYZE_AFTER:  # a bulk fill: plan the next queries on fresh statistics
-            with self._connection(store) as conn:
+            with self._connection(store, len(docs)) as conn:
                 conn.execute(
                     "ANALYZE coffer_documents, coffer_chunks" + (", coffer_vectors" if self.vectors else "")
                 )
         return version
 
     def _sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
-        with self._connection(store) as conn, conn.transaction():
+        with self._connection(store, len(docs) + len(removed)) as conn, conn.transaction():
             known = dict(
                 conn.execute(
                     "SELECT path, sha256 FROM coffer_documents WHERE store = %s AND path = ANY(%s)",
@@ -486,7 +488,7 @@ class PostgresIndex(Reaching):
     def _build(self, model: str, width: int) -> None:
         settled = False
         try:
-            with self._pooled() as conn:
+            with self._pooled(bounded=False) as conn:  # minutes at 100k vectors, on its own thread
                 settled = vec.ensure_index(conn, model, width)
         except psycopg.Error as exc:  # the pool closed (PoolClosed) or the server went away
             vec.log.warning("HNSW index of %s not built (%s); searches scan every vector", model, exc)

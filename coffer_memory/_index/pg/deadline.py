@@ -6,9 +6,7 @@ acknowledges the packets, so neither TCP keepalives nor ``tcp_user_timeout`` end
 libpq has no timeout of its own for a statement. Each use of a connection is given a deadline
 (``[index] timeout_seconds``); one watcher thread per process shuts the socket of a connection
 whose deadline passed, so the waiting statement fails at once with the driver's "server closed
-the connection", which ``PostgresIndex`` then says as ``IndexUnavailable``. The server's own
-``statement_timeout`` (set to the same bound) ends a statement that is merely slow, server-side.
-A connection is made within ``connect_timeout`` (the same bound), and TCP keepalives and
+the connection", which ``PostgresIndex`` then says as ``IndexUnavailable``. A connection is made within ``connect_timeout`` (the same bound), and TCP keepalives and
 ``tcp_user_timeout`` notice a peer gone from the network.
 """
 
@@ -20,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -134,13 +132,3 @@ def connection_options(given: dict[str, Any], seconds: float) -> dict[str, Any]:
         "tcp_user_timeout": int(seconds * 1000),
     }
     return {k: v for k, v in options.items() if k not in given}
-
-
-def statement_timeout(seconds: float) -> Callable[[psycopg.Connection[Any]], None]:
-    """The pool's ``configure``: each new connection bounds its statements server-side too (a
-    ``SET``, where a startup ``options`` would be refused by a pooler such as PgBouncer)."""
-
-    def configure(conn: psycopg.Connection[Any]) -> None:
-        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
-
-    return configure
