@@ -189,7 +189,7 @@ def _indexed(reader: IndexDB, store: str, fact_id: str) -> bool:
 
 def embed_later(index: IndexHandle, store: str, progress: Callable[[int, int], None] | None = None) -> int:
     """Embed the documents of ``store`` that reconciles left with the sentinel (``Reindexer.holding``),
-    ``later.BATCH_DOCS`` at a time: each batch read and embedded without the lock, then, under it
+    ``[embedding] batch_size`` (at most ``later.BATCH_DOCS``) at a time: each batch read and embedded without the lock, then, under it
     (and the store's file lock), written for the documents that read the same there; a document
     that changed meanwhile waits for the reconcile that re-indexes it. Returns how many got their
     vectors; ``progress(done, total)`` after each batch. Nothing when another thread or process
@@ -198,7 +198,9 @@ def embed_later(index: IndexHandle, store: str, progress: Callable[[int, int], N
     if not index.embeds:
         return 0
     reader, reindexer = index.reader_db, index.reindexer
-    first = later.waiting(reader, store, 0)
+    # A batch is what the embedder is given at once (``[embedding] batch_size``), up to BATCH_DOCS.
+    size = max(1, min(later.BATCH_DOCS, index.settings.embedding.batch_size))
+    first = later.waiting(reader, store, 0, size)
     if not first or paused_in(reader):
         return 0
     total = later.count_waiting(reader, store)
@@ -232,7 +234,7 @@ def embed_later(index: IndexHandle, store: str, progress: Callable[[int, int], N
                 progress(min(done, total), total)
             if got < len(same):  # the embedder failed: it is paused, the rest keep the sentinel
                 break
-            batch = later.waiting(reader, store, batch[-1][0])
+            batch = later.waiting(reader, store, batch[-1][0], size)
     finally:
         with index.lock:
             later.release(index.db, store)

@@ -389,12 +389,9 @@ class Reconciler:
         vectors = self.reindexer.vectors
         # With an embedder, a file counts as done once its vectors are in: embedding is most of
         # the work (about 40 ms a fact), and a bar at 100% while it runs looked hung.
-        embedding = (
-            progress is not None
-            and vectors is not None
-            and not vectors.paused()
-            and not self.reindexer.held()
-        )
+        embedding = progress is not None and vectors is not None and not vectors.paused()
+        if embedding and self.reindexer.held():  # embedded after the lock: its caller says progress
+            progress = None
         with self.reindexer.bulk_load():
             for start in range(0, len(todo), BATCH):
                 batch = todo[start : start + BATCH]
