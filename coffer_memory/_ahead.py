@@ -17,23 +17,27 @@ the texts the re-indexer embeds through the same parsing and chunking it uses.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ._index import later
 from ._index.db import IndexDB
+from ._index.pending import session_windows, stored_by_text
 from ._index.reindex import SESSION_CONTEXT_LINES
 from ._index.rows import indexed_chunks
 from ._index.session import appended_context, context_lines
-from ._index.vec import embedded, paused_in
+from ._index.vec import VecIndex, embedded, paused_in
 from ._models import MemoryFact
 from ._store.files import parse_fact
+from ._store.lock import store_lock
+from ._store.paths import lock_path
 
 if TYPE_CHECKING:
     from ._config import Settings
     from ._index.reindex import Reindexer
-    from ._index.vec import VecIndex
     from .plugins.hookspecs import Vector
 
 
@@ -41,6 +45,7 @@ class IndexHandle(Protocol):
     """What embedding ahead asks of ``_indexing.IndexHandle`` (which imports this module)."""
 
     settings: Settings
+    lock: threading.RLock
 
     @property
     def db(self) -> IndexDB: ...
@@ -58,6 +63,8 @@ class IndexHandle(Protocol):
     def vectors(self) -> VecIndex | None: ...
 
     def wants_vectors(self) -> bool: ...
+
+    def embedded(self, store: str, keys: list[str]) -> None: ...
 
 
 log = logging.getLogger("coffer_memory.ahead")
@@ -140,10 +147,28 @@ def _texts(
             fact = parse_fact(data, store=store, relpath=paths.relative(path), mtime=0).fact
             title, description, body = fact.title, fact.description, fact.body
             known = fact.id if fact.origin_session_id and _indexed(reader, store, fact.id) else None
-        out += index.reindexer.texts_of(
+        texts = index.reindexer.texts_of(
             indexed_chunks(title, description, body), _context(reader, store, fact, known)
         )
+        if not isinstance(item, MemoryFact):  # a file re-indexed: its unchanged texts keep their vectors
+            held = _held_texts(index, reader, store, item[0])
+            texts = [t for t in texts if t not in held]
+        out += texts
     return out
+
+
+def _held_texts(index: IndexHandle, reader: IndexDB, store: str, path: Path) -> set[str]:
+    """The texts whose vectors the index holds for the document at ``path`` (``stored_by_text``):
+    under the lock the re-index takes them from there, so they are not embedded ahead."""
+    vectors = index.vectors
+    doc_id = reader.scalar(
+        "SELECT id FROM documents WHERE resource_name = ? AND path = ?", (store, reader.key(path))
+    )
+    if vectors is None or doc_id is None:
+        return set()
+    return set(
+        stored_by_text(reader, VecIndex(reader, vectors.embedder, cache_tables=False), store, str(doc_id))
+    )
 
 
 def _context(reader: IndexDB, store: str, fact: MemoryFact, existing: str | None) -> str:
@@ -157,3 +182,57 @@ def _context(reader: IndexDB, store: str, fact: MemoryFact, existing: str | None
 
 def _indexed(reader: IndexDB, store: str, fact_id: str) -> bool:
     return bool(reader.rows("SELECT 1 FROM documents WHERE resource_name = ? AND id = ?", (store, fact_id)))
+
+
+def embed_later(index: IndexHandle, store: str, progress: Callable[[int, int], None] | None = None) -> int:
+    """Embed the documents of ``store`` that reconciles left with the sentinel (``Reindexer.holding``),
+    ``[embedding] batch_size`` (at most ``later.BATCH_DOCS``) at a time: each batch read and embedded without the lock, then, under it
+    (and the store's file lock), written for the documents that read the same there; a document
+    that changed meanwhile waits for the reconcile that re-indexes it. Returns how many got their
+    vectors; ``progress(done, total)`` after each batch. Nothing when another thread or process
+    embeds the store's documents (``later.claim``): this one answers from the rows as they stand.
+    """
+    if not index.embeds:
+        return 0
+    reader, reindexer = index.reader_db, index.reindexer
+    # A batch is what the embedder is given at once (``[embedding] batch_size``), up to BATCH_DOCS.
+    size = max(1, min(later.BATCH_DOCS, index.settings.embedding.batch_size))
+    first = later.waiting(reader, store, 0, size)
+    if not first or paused_in(reader):
+        return 0
+    total = later.count_waiting(reader, store)
+    with index.lock:
+        if not later.claim(index.db, store):
+            return 0
+    done, batch = 0, first
+    try:
+        while batch:
+            docs = {key: later.read_doc(reader, reindexer, store, key) for _, key in batch}
+            texts = [
+                w
+                for per_doc in session_windows(reader, [d for d in docs.values() if d is not None])
+                for per_chunk in per_doc
+                for w in per_chunk
+            ]
+            found = _embedded(index, texts)
+            with index.lock, store_lock(lock_path(index.settings.home, store)):
+                if not later.claim(index.db, store):
+                    return done
+                same = [
+                    (key, doc)
+                    for key, doc in docs.items()
+                    if doc is not None and later.read_doc(index.db, reindexer, store, key) == doc
+                ]
+                with reindexer.ahead(found):
+                    got = reindexer.embed_docs([doc for _, doc in same])
+                index.embedded(store, [key for key, _ in same])
+            done += got
+            if progress is not None:
+                progress(min(done, total), total)
+            if got < len(same):  # the embedder failed: it is paused, the rest keep the sentinel
+                break
+            batch = later.waiting(reader, store, batch[-1][0], size)
+    finally:
+        with index.lock:
+            later.release(index.db, store)
+    return done

@@ -213,6 +213,9 @@ class IndexSettings(_Section):
     url_env: str = setting("COFFER_PG_URL", min_length=1)
     credential_ref: str | None = None
     pool_size: int = setting(4, ge=1, le=64)
+    # Seconds a statement, or the making of a connection, waits for PostgreSQL before
+    # INDEX_UNAVAILABLE says it did not answer (a server stopped, a peer that never replies).
+    timeout_seconds: float = setting(30.0, gt=0, le=3600)
 
     def _check(self) -> None:
         if self.url is not None and _has_password(self.url):

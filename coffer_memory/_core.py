@@ -17,7 +17,20 @@ import attrs
 
 from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected, check_limit
+from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, check_limit
+from ._fact_input import (
+    WriteEvents,
+    as_tag_list,
+    check_actor,
+    check_field,
+    check_session_id,
+    checked_tags,
+    default_description,
+    default_title,
+    follow_body,
+    next_suffix,
+    validate_text,
+)
 from ._index.filters import FactFilter, TimeBound, check_tags
 from ._indexing import IndexHandle
 from ._models import (
@@ -37,126 +50,19 @@ from ._store.when import is_duration
 from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets, store_list
-from .vocabulary import (
-    ACTORS,
-    MAX_DESCRIPTION_CHARS,
-    MAX_LIST_LIMIT,
-    MAX_SESSION_ID_CHARS,
-    MAX_TITLE_CHARS,
-    Scope,
-)
+from .vocabulary import MAX_DESCRIPTION_CHARS, MAX_LIST_LIMIT, MAX_TITLE_CHARS, Scope
 
-__all__ = ["Facts", "Scope", "WriteEvents", "check_actor", "check_field", "validate_text"]
+__all__ = [
+    "Facts",
+    "Scope",
+    "WriteEvents",
+    "check_actor",
+    "check_field",
+    "check_session_id",
+    "validate_text",
+]
 
 _ULID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-
-
-def _default_title(text: str) -> str:
-    first = text.strip().splitlines()[0].strip().lstrip("#").strip()
-    return first[:80].rstrip() or "memory"
-
-
-def _default_description(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= 200 else flat[:199].rstrip() + "…"
-
-
-def _next_suffix(folder: Path, slug: str) -> int:
-    """The first ``-N`` suffix above every ``<slug>-N.md`` already in ``folder``."""
-    pattern = re.compile(re.escape(slug) + r"-(\d+)\.md")
-    taken = [int(m.group(1)) for name in os.listdir(folder) if (m := pattern.fullmatch(name))]
-    return max(taken, default=1) + 1
-
-
-def _follow_body(old: MemoryFact, new_body: str | None) -> str:
-    """Keep a description the user wrote; re-derive one that was derived from the old body."""
-    if new_body is not None and old.description == _default_description(old.body):
-        return _default_description(new_body)
-    return old.description
-
-
-def validate_text(text: object, limit: int, *, any_store: bool = False) -> str:
-    """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``
-    (``any_store``: ``limit`` is the highest any store allows, checked before the store is known)."""
-    if not isinstance(text, str):
-        raise InvalidInput("text must be a string", field="text")
-    if not text.strip():
-        raise MemoryRejected("empty")
-    if len(text.strip()) > limit:
-        raise MemoryRejected("too_long", length=len(text.strip()), limit=limit, any_store=any_store)
-    return text.strip()
-
-
-def check_field(value: str | None, name: str, limit: int) -> str | None:
-    """A one-line title or description, flattened; ``InvalidInput`` when too long."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string", field=name)
-    flat = " ".join(value.split())
-    if len(flat) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters", field=name)
-    return flat
-
-
-# An agent session's id as agents and apps write them (UUIDs, ULIDs, "<app>-<n>"): one token of
-# printable ASCII, so it is stored in the frontmatter and shown by the audit as given.
-_SESSION_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:@+/=-]{{0,{MAX_SESSION_ID_CHARS - 1}}}")
-
-
-def check_session_id(value: object) -> str | None:
-    """``value`` as a session id (None stays None); ``InvalidInput`` unless it is one token of up
-    to ``MAX_SESSION_ID_CHARS`` letters, digits and ``. _ : @ + / = -``."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _SESSION_ID.fullmatch(value):
-        raise InvalidInput(
-            f"origin_session_id must be one to {MAX_SESSION_ID_CHARS} characters of letters, digits"
-            " and . _ : @ + / = - (starting with a letter or digit)",
-            field="origin_session_id",
-        )
-    return value
-
-
-def _tag_list(tags: object) -> object:
-    """``tags`` as a list when it is an iterable of them (read twice: checked, then scrubbed);
-    anything else is left for ``check_tags`` to refuse."""
-    if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
-        return tags
-    return list(tags)
-
-
-def _checked_tags(
-    writer: Writer, findings: dict[str, int], raw: object, clean: tuple[str, ...]
-) -> tuple[str, ...]:
-    """The tags after the content checks, run on each tag as given (lowercasing first would hide
-    a key's shape, ``AKIA…`` among them, and leave most of it on disk: a tag is up to 40
-    characters, room for a whole token); a redacted tag is checked again as a tag."""
-    assert isinstance(raw, list)  # _tag_list made it one, and check_tags accepted it
-    checked = [writer.check(t, "tags", findings) for t in raw]
-    return clean if checked == raw else check_tags(checked)
-
-
-def check_actor(actor: object) -> None:
-    """``InvalidInput`` unless ``actor`` is agent or user."""
-    if actor not in ACTORS:
-        raise InvalidInput("actor must be 'agent' or 'user'", field="actor")
-
-
-class WriteEvents:
-    """Listeners told after each new fact (the organizer re-arms its auto-organize timer here)."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[str], None]] = []
-
-    def subscribe(self, listener: Callable[[str], None]) -> None:
-        """Call ``listener(store)`` after every new fact."""
-        self._listeners.append(listener)
-
-    def wrote(self, store: str) -> None:
-        """A new fact landed in ``store``."""
-        for listener in self._listeners:
-            listener(store)
 
 
 class Facts:
@@ -211,7 +117,7 @@ class Facts:
         ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
         """
         body = self._validate(text)
-        tag_list = _tag_list(tags)
+        tag_list = as_tag_list(tags)
         clean_tags = check_tags(tag_list)
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
@@ -222,16 +128,16 @@ class Facts:
         body = self._validate(body, name)
         findings: dict[str, int] = {}
         body = self.writer.check(body, "text", findings)
-        title = self.writer.check(title, "title", findings) if title else _default_title(body)
+        title = self.writer.check(title, "title", findings) if title else default_title(body)
         description = self.writer.check(description, "description", findings) if description else None
-        clean_tags = _checked_tags(self.writer, findings, tag_list, clean_tags)
+        clean_tags = checked_tags(self.writer, findings, tag_list, clean_tags)
         if origin_session_id is not None:
             origin_session_id = self.writer.check(origin_session_id, "origin_session_id", findings)
         at = now_utc()
         draft = MemoryFact(
             id="",
             title=title,
-            description=description or _default_description(body),
+            description=description or default_description(body),
             body=body,
             actor=actor,
             origin_session_id=origin_session_id,
@@ -275,7 +181,7 @@ class Facts:
                     receipt = tx.create(path, render_fact(fact))
                 except FileExistsError:
                     if attempt == 0:  # jump past the suffixes taken already, not one by one
-                        suffixes = iter(range(_next_suffix(sp.inbox, slug), 10**9))
+                        suffixes = iter(range(next_suffix(sp.inbox, slug), 10**9))
                     continue
                 break
             else:  # pragma: no cover - a thousand racing writers with one title
@@ -518,7 +424,7 @@ class Facts:
 
         ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
         """
-        tag_list = _tag_list(tags) if tags is not None else None
+        tag_list = as_tag_list(tags) if tags is not None else None
         new_tags = check_tags(tag_list) if tag_list is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
@@ -530,14 +436,14 @@ class Facts:
         title = self.writer.check(title, "title", findings) if title else title
         description = self.writer.check(description, "description", findings) if description else description
         if new_tags is not None:
-            new_tags = _checked_tags(self.writer, findings, tag_list, new_tags)
+            new_tags = checked_tags(self.writer, findings, tag_list, new_tags)
 
         def edited(old: MemoryFact) -> MemoryFact:
             return attrs.evolve(
                 old,
                 body=new_body if new_body is not None else old.body,
                 title=title or old.title,
-                description=description if description is not None else _follow_body(old, new_body),
+                description=description if description is not None else follow_body(old, new_body),
                 actor=actor,
                 updated_at=now_utc(),
                 tags=new_tags if new_tags is not None else old.tags,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import attrs
 
-from ._ahead import Planned, embedding_ahead
+from ._ahead import Planned, embed_later, embedding_ahead
 from ._config import Settings
 from ._cursor import decode_cursor, encode_cursor
 from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit, safe_echo
@@ -135,6 +135,7 @@ class IndexHandle:
                     max_file_bytes=self.settings.memory.max_file_bytes,
                 )
                 self._reconciler = Reconciler(db, self._reindexer, self.settings, self.lock, self.audit_log)
+                self._reconciler.after = self._embed_after_read
                 if backend is not None:
                     from ._index.mirror import MirroredReindexer, SharedIndex
 
@@ -348,6 +349,27 @@ class IndexHandle:
             )
         finally:
             self.lock.release()
+        self._embed_after_read(store)
+
+    def _embed_after_read(self, store: str) -> None:
+        """What a reconcile left to embed, embedded after the lock (``embed_later``); a failure
+        is the next read's to retry: this read answers from the rows as they stand."""
+        try:
+            self.embed_later(store)
+        except Exception:
+            log.warning("could not embed what the index of %s waits for", store, exc_info=True)
+
+    def embed_later(self, store: str, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed the documents of ``store`` that reconciles left waiting, the embedder running
+        without the lock (``_ahead.embed_later``); how many got their vectors."""
+        return embed_later(self, store, progress)
+
+    def embedded(self, store: str, keys: list[str]) -> None:
+        """Documents of ``store`` that got their vectors (lock held): the shared backend gets them."""
+        if self._shared is not None and keys:
+            for key in keys:
+                self._shared.reindexer._note(store, key)
+            self._shared.flush(store)
 
     @property
     def backend(self) -> IndexBackend | None:

@@ -221,7 +221,8 @@ class Stores:
         with self.writer.locked(first), self.writer.locked(second):
             if not src.root.is_dir():  # another process merged it while this one waited
                 return StoreMerge(source=src.name, into=dst.name, dry_run=False, already_merged=True)
-            with self.writer.transaction(dst.name) as tx:
+            # The moved files are embedded after the locks (``embed_later`` below), not under them.
+            with self.index.reindexer.holding(), self.writer.transaction(dst.name) as tx:
                 done = self._fold(tx, src)
                 tx.audit(
                     "store_merged",
@@ -232,6 +233,7 @@ class Stores:
                     journal_entries=done.journal_entries,
                 )
             self._retire(src.name, "store_merged", into=dst.name)
+        self.index.embed_later(dst.name)
         return attrs.evolve(done, retired=True)
 
     def _fold(self, tx: Transaction, src: StorePaths) -> StoreMerge:
@@ -309,6 +311,10 @@ class Stores:
                     else reconciler.reconcile(name, full=True, progress=step)
                 )
             segments.settle(self.index.db, most=1)
+        # Embedded after the lock (``IndexHandle.embed_later``): writes and reads of other threads
+        # and processes go on while the embedder runs, as they wait for the scan alone.
+        for name in names:
+            self.index.embed_later(name, functools.partial(progress, name) if progress is not None else None)
         return reports
 
     def startup_sweep(self) -> list[ReindexReport]:
@@ -324,6 +330,7 @@ class Stores:
             try:
                 with self.index.lock:
                     reports.append(self.index.reconciler.reconcile(name))
+                self.index.embed_later(name)
             except CofferError as exc:
                 log.warning("start-up sweep of %s skipped: %s: %s", name, exc.code, exc.message)
             except Exception:
@@ -335,10 +342,12 @@ class Stores:
 
         The stores are reconciled first as a read would, with ``progress`` on what that indexes.
         """
-        with self.index.lock:
-            if progress is not None:
-                for name in self.names():
+        if progress is not None:
+            for name in self.names():
+                with self.index.lock:
                     self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
+                self.index.embed_later(name, functools.partial(progress, name))
+        with self.index.lock:
             infos = self.stores()
             report = run_doctor(
                 self.settings.home, self.index, [self.targets.paths(i.name) for i in infos], infos

@@ -40,6 +40,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
@@ -108,6 +110,8 @@ class Reconciler:
         self._states: dict[str, tuple[tuple[object, int], tuple[dict[str, int], float, int] | None]] = {}
         # inotify, for long-lived processes (it opens nothing before a larger store's full scan)
         self.feed = FolderFeed() if lock is not None and settings.reconcile_watch else None
+        # Called with a store once a background scan let the lock go (its owner embeds then).
+        self.after: Callable[[str], object] | None = None
 
     def close(self) -> None:
         """Release the inotify fd (the index connection is closed by its owner)."""
@@ -138,6 +142,8 @@ class Reconciler:
                         return
                     self.reconcile(store, full=True)
                     segments.settle(self.db)  # what single writes left: every MATCH reads each segment
+                if self.after is not None:  # what it indexed is embedded after the lock
+                    self.after(store)
             except Exception:
                 log.exception("background full scan of %s failed", store)
             finally:
@@ -175,8 +181,16 @@ class Reconciler:
 
         A damaged index (met here or reported by an earlier query) is moved aside first and
         the store rebuilt from its files. The caller holds the service lock, outside any
-        transaction.
+        transaction. In a service (``lock`` given) nothing is embedded here: the documents keep
+        the sentinel, for the caller to embed after it lets the lock go (``_ahead.embed_later``).
         """
+        with self._holding():
+            return self._reconcile_once(store, full=full, progress=progress)
+
+    def _holding(self) -> AbstractContextManager[None]:
+        return self.reindexer.holding() if self.lock is not None else nullcontext()
+
+    def _reconcile_once(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
         for attempt in range(2):
             if self.db.needs_repair():
                 self.repair()
@@ -195,6 +209,10 @@ class Reconciler:
         commit, where a commit between the two answered MEMORY_NOT_FOUND for facts on disk and
         recalled nothing. A damaged index is moved aside and rebuilt as ``reconcile`` does.
         """
+        with self._holding():
+            return self._rebuild(store, progress=progress)
+
+    def _rebuild(self, store: str, *, progress: Progress | None) -> ReindexReport:
         if not self.db.needs_repair():
             conn = self.db.conn
             try:
@@ -372,6 +390,8 @@ class Reconciler:
         # With an embedder, a file counts as done once its vectors are in: embedding is most of
         # the work (about 40 ms a fact), and a bar at 100% while it runs looked hung.
         embedding = progress is not None and vectors is not None and not vectors.paused()
+        if embedding and self.reindexer.held():  # embedded after the lock: its caller says progress
+            progress = None
         with self.reindexer.bulk_load():
             for start in range(0, len(todo), BATCH):
                 batch = todo[start : start + BATCH]

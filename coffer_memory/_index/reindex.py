@@ -23,7 +23,8 @@ from .cjk import index_text
 from .db import DAMAGE, IndexDB
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
-from .pending import NewRows, PendingDoc
+from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
+from .pending import NewRows, PendingDoc, session_windows, stored_by_text
 from .rows import indexed_chunks, metadata_json, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
@@ -47,9 +48,6 @@ def stat_columns(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 log = logging.getLogger("coffer_memory.reindex")
-# A fact of an agent session is embedded with the last line of the fact before it in front (a
-# reply alone does not say what it answers), as a long chunk's windows are (``chunking.py``).
-SESSION_CONTEXT_LINES = 1
 # The same line goes into the ``context`` column of the fact's first word-index row, which bm25
 # weighs at ``fts.CONTEXT_WEIGHT``: a reply is found by the words of what it answers.
 KEYWORD_CONTEXT_LINES = 1
@@ -89,6 +87,8 @@ class Reindexer:
         self._context_due: set[tuple[str, str]] = set()
         # Vectors this thread's write computed before it took the lock (``ahead``), by text.
         self._ahead = threading.local()
+        # This thread's reconcile leaves what it indexes to be embedded after the lock (``holding``).
+        self._held = threading.local()
 
     def _transaction(self) -> AbstractContextManager[object]:
         if self.bulk and not self.db.conn.get_autocommit():
@@ -120,6 +120,22 @@ class Reindexer:
                 self._context_due.clear()
             self._vec_dropped.clear()
             self._new = None  # rows of a load that failed went with its transaction
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """While the block runs, this thread's indexing embeds nothing: documents keep the
+        sentinel, and the facts after changed ones in their sessions get it (their context
+        changed), for ``embed_later`` to embed after the caller lets the lock go."""
+        before = getattr(self._held, "on", False)
+        self._held.on = True
+        try:
+            yield
+        finally:
+            self._held.on = before
+
+    def held(self) -> bool:
+        """Whether this thread's indexing leaves the embedding for after the lock (``holding``)."""
+        return bool(getattr(self._held, "on", False))
 
     def paths(self, store: str) -> StorePaths:
         """The store's paths."""
@@ -179,6 +195,9 @@ class Reindexer:
             self._write_tags(int(rowid), parsed.fact.tags, replace=True)
             return "unchanged", parsed
         fact = parsed.fact
+        if row and self.vectors is not None and not defer_embedding and not self.held():
+            # Its unchanged texts keep their vectors (``_vectors_of``): an append re-embedded them all.
+            self._ahead.kept = stored_by_text(self.db, self.vectors, store, row[0][0])
         with self._transaction():
             if row:
                 self._delete_rows(store, row[0][0])
@@ -229,7 +248,10 @@ class Reindexer:
                 PendingDoc(store, fact.id, parsed.sha256, tuple(chunks), bool(fact.origin_session_id))
             )
             if not defer_embedding:
-                self.flush_embeddings()
+                try:
+                    self.flush_embeddings()
+                finally:
+                    self._ahead.kept = None
         return ("updated" if row else "added"), parsed
 
     def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> ParsedFile:
@@ -349,6 +371,9 @@ class Reindexer:
             self._stale.clear()
             return 0
         docs, self.pending = self.pending, []
+        if self.held():  # rows keep the sentinel, the facts after them in their sessions get it
+            self._successors_of(docs)
+            return 0
         if self.bulk and SESSION_CONTEXT_LINES > 0:
             # A session fact is embedded with a line of the fact before it, which a later batch
             # of the load may bring: they wait for the load's end, so each is embedded once.
@@ -362,15 +387,7 @@ class Reindexer:
             size = sum(len(d.chunks) for d in batch)
             if size < self.batch_size and index + 1 < len(docs):
                 continue
-            try:
-                self._embed(batch)
-            except Exception as exc:
-                self.embedding_failures += 1
-                self.vectors.pause()
-                log.warning(
-                    "embedding failed; keyword rows kept, retried on the next reconcile: %s",
-                    failure_text(self.vectors.embedder, exc),
-                )
+            if self.embed_docs(batch) < len(batch):  # failed: the embedder is paused
                 return done
             done += len(batch)
             batch = []
@@ -406,7 +423,8 @@ class Reindexer:
         found: Mapping[str, Vector] | Exception | None = getattr(self._ahead, "found", None)
         if isinstance(found, Exception):
             raise found
-        known = found or {}
+        kept: Mapping[str, Vector] | None = getattr(self._ahead, "kept", None)
+        known = {**kept, **(found or {})} if kept else found or {}
         missing = [t for t in texts if t not in known]
         asked = embedded(self.vectors.embedder, missing) if missing else []
         rest = iter(asked)
@@ -414,9 +432,7 @@ class Reindexer:
 
     def _embed(self, batch: list[PendingDoc]) -> None:
         assert self.vectors is not None
-        # One vector per window of each chunk (``vector_windows``: the chunk itself unless long).
-        windows = [[vector_windows(text) for text in doc.chunks] for doc in batch]
-        self._with_session_context(batch, windows)
+        windows = session_windows(self.db, batch)
         texts = [w for per_doc in windows for per_chunk in per_doc for w in per_chunk]
         vectors = self._vectors_of(texts)
         rows = iter(vectors)
@@ -434,6 +450,23 @@ class Reindexer:
                     "UPDATE documents SET content_sha256 = ? WHERE kind = ? AND resource_name = ? AND id = ?",
                     (doc.sha256, KIND, doc.store, doc.document_id),
                 )
+
+    def embed_docs(self, batch: list[PendingDoc]) -> int:
+        """Embed ``batch`` now (``embed_later``, under the lock); how many got vectors (none when
+        the embedder failed: it is paused, as ``flush_embeddings`` does)."""
+        if self.vectors is None or not batch:
+            return 0
+        try:
+            self._embed(batch)
+        except Exception as exc:
+            self.embedding_failures += 1
+            self.vectors.pause()
+            log.warning(
+                "embedding failed; keyword rows kept, retried on the next reconcile: %s",
+                failure_text(self.vectors.embedder, exc),
+            )
+            return 0
+        return len(batch)
 
     def _mark_stale(self, store: str, found: dict[str, tuple[str, str]], skip: set[str]) -> None:
         """Give successors found by ``session.successors`` the sentinel and note them in ``_stale``
@@ -468,24 +501,6 @@ class Reindexer:
             if rows and (store, fact_id) not in queued:
                 out.append(PendingDoc(store, fact_id, sha, tuple(str(r[0]) for r in rows), True))
         return out
-
-    def _with_session_context(self, batch: list[PendingDoc], windows: list[list[list[str]]]) -> None:
-        """Put the last line of the fact before it in its session in front of each fact's first
-        window, as ``vector_windows`` does for a chunk's later windows (``session.py``)."""
-        if SESSION_CONTEXT_LINES <= 0:
-            return
-        by_store: dict[str, list[int]] = {}
-        for index, doc in enumerate(batch):
-            if doc.session:
-                by_store.setdefault(doc.store, []).append(index)
-        for store, indexes in by_store.items():
-            before = context_lines(
-                self.db, store, [batch[i].document_id for i in indexes], SESSION_CONTEXT_LINES
-            )
-            for i in indexes:
-                context = before.get(batch[i].document_id)
-                if context and windows[i] and windows[i][0]:
-                    windows[i][0][0] = f"{context}\n{windows[i][0][0]}"
 
     def _keyword_context(self, store: str, fact: MemoryFact) -> str:
         """The ``context`` of a fact's first word-index row as ``index_file`` writes it: its
@@ -531,8 +546,8 @@ class Reindexer:
 
     def pending_paths(self, store: str) -> list[Path]:
         """Files whose documents still wait for their vectors (the empty-sha256 sentinel)."""
-        if self.vectors is None or self.vectors.paused():
-            return []
+        if self.vectors is None or self.vectors.paused() or self.held():
+            return []  # held: embedded after the lock (``embed_later``), not re-indexed under it
         rows = self.db.rows(
             "SELECT path FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,)
         )

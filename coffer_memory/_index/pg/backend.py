@@ -38,6 +38,7 @@ from ..cjk import index_text
 from . import vectors as vec
 from . import words
 from .binding import bind, same_folder
+from .deadline import DEFAULT_TIMEOUT, TimedOut, bounded, connection_options
 from .failures import DOWN, GONE, REFUSED, first_line, start_outage
 from .reach import POOL_TIMEOUT, Reaching, reachable, retried
 from .redact import refuse_ambiguous, scrub, unreadable
@@ -86,30 +87,41 @@ class PostgresIndex(Reaching):
         memory_dir: Path | None = None,
         min_server_version: int = MIN_SERVER_VERSION,
         vectors_wanted: bool = True,
+
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         # One direct connection first: a server that refuses, or is older than the index needs
         # (``min_server_version``, a ``server_version_num``), is said at once, where the pool
         # would retry until its timeout and an old server would fail a statement in the middle.
         self._url = url
         self._vectors_wanted = vectors_wanted  # a missing pgvector is a warning only then
+
+        self.timeout = timeout
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError:  # libpq could not read the URL: the user's typo
             raise unreadable(url) from None
         refuse_ambiguous(url, given)
-        # The URL's own connect_timeout, when it sets one, is what the pool will use too: a
-        # bad value is said here, at once, not after the pool's 10 s of failed reconnections.
-        timeout: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 10}
+        # The URL's own connect_timeout (and keepalives), when it sets them, are what the pool
+        # will use too: a bad value is said here, at once, not after the pool's 10 s of failed
+        # reconnections. Else ``timeout`` bounds the connecting (``deadline``).
+        options = connection_options(given, timeout)
         # A start that found the server down (or not answering) tells the next ones at once.
         starting = start_outage(url)
         starting.check()
         try:
-            with psycopg.connect(url, autocommit=True, **timeout) as first:
+            with psycopg.connect(url, autocommit=True, **options) as first, bounded(first, timeout):
                 old = too_old(first, min_server_version)
         except psycopg.ProgrammingError:
             raise unreadable(url) from None
-        except DOWN as exc:
-            said = self._said(exc)
+        except (*DOWN, TimedOut) as exc:
+            said = (
+                IndexUnavailable(
+                    "postgresql", f"the server did not answer within {timeout:g} s ([index] timeout_seconds)"
+                )
+                if isinstance(exc, TimedOut)
+                else self._said(exc)
+            )
             starting.begin(said.reason)
             raise said from None
         if old is not None:
@@ -119,7 +131,7 @@ class PostgresIndex(Reaching):
             min_size=1,
             max_size=max(2, pool_size),
             open=False,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **options},
             timeout=POOL_TIMEOUT,
             # Reconnecting gives up as soon as a request would: the next request starts again at
             # once, where the pool's doubling delays let a server back after a minute's outage
@@ -129,6 +141,8 @@ class PostgresIndex(Reaching):
         self.pool.open(wait=True, timeout=30)
         self._reach(url)
         try:
+            # Not bounded: a migration may build an index on a large table (the first connection
+            # above found the server answering).
             with self.pool.connection() as conn:
                 found = migrate(conn, vectors_wanted=vectors_wanted)
                 # Before anything is pushed or removed: this home's folder must be the one the
@@ -213,7 +227,9 @@ class PostgresIndex(Reaching):
             finally:
                 with self._guard:
                     del self._held[store]
-                with suppress(*DOWN):  # the session ended, and the server released its locks with it
+                # The session ended (the server released its locks with it), or the server does
+                # not answer (the connection is cut: its session, and the lock, end with it).
+                with suppress(*DOWN, IndexUnavailable), self._bounded(conn):
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def _own_folder(self) -> None:
@@ -234,14 +250,17 @@ class PostgresIndex(Reaching):
             return
         high, low = (held.key >> 32) & 0xFFFFFFFF, held.key & 0xFFFFFFFF  # how pg_locks shows a bigint key
         try:
-            row = held.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
-                "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
-                (high, low),
-            ).fetchone()
+            with bounded(held.conn, self.timeout):
+                row = held.conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                    "pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)",
+                    (high, low),
+                ).fetchone()
             why = None if row is not None and row[0] else "its session no longer holds it"
         except psycopg.Error as exc:  # the connection is gone, and the lock went with its session
             why = f"its connection ended: {scrub(first_line(exc), self._url)}"
+        except TimedOut:  # cut: its session, and the lock, end with it
+            why = f"the server did not answer within {self.timeout:g} s"
         if why is not None:
             raise IndexUnavailable(
                 "postgresql",
@@ -252,26 +271,33 @@ class PostgresIndex(Reaching):
         """A pooled connection holding the store's advisory lock, and the lock's key."""
         conn = self._getconn()
         try:
-            (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-            row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
-            current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
-            if current > SCHEMA_VERSION:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                raise SchemaTooNew(current)
+            with self._bounded(conn):
+                return self._locked(conn, store)
         except BaseException:
             self.pool.putconn(conn)
             raise
+
+    @staticmethod
+    def _locked(conn: psycopg.Connection[Any], store: str) -> tuple[psycopg.Connection[Any], int]:
+        (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+        row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
+        current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
+        if current > SCHEMA_VERSION:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            raise SchemaTooNew(current)
         return conn, int(key)
 
     @contextmanager
-    def _connection(self, store: str) -> Iterator[psycopg.Connection[Any]]:
-        """The connection holding the store's lock in this thread, else one from the pool."""
+    def _connection(self, store: str, items: int = 0) -> Iterator[psycopg.Connection[Any]]:
+        """The connection holding the store's lock in this thread, else one from the pool; used
+        within its deadline (``_bounded``: ``items``, the documents a bulk push sends)."""
         with self._guard:
             held = self._held.get(store)
         if held is not None and held.owner == threading.get_ident():
-            yield held.conn
+            with self._bounded(held.conn, items):
+                yield held.conn
             return
-        with self._pooled() as conn:
+        with self._pooled(items) as conn:
             yield conn
 
     # -- writing ----------------------------------------------------------------------------
@@ -280,14 +306,14 @@ class PostgresIndex(Reaching):
         """Upsert changed ``docs``, drop ``removed``; the store's version after (see IndexBackend)."""
         version = self._sync(store, docs, removed)
         if len(docs) >= ANALYZE_AFTER:  # a bulk fill: plan the next queries on fresh statistics
-            with self._connection(store) as conn:
+            with self._connection(store, len(docs)) as conn:
                 conn.execute(
                     "ANALYZE coffer_documents, coffer_chunks" + (", coffer_vectors" if self.vectors else "")
                 )
         return version
 
     def _sync(self, store: str, docs: Sequence[IndexedDoc], removed: Sequence[str]) -> int:
-        with self._connection(store) as conn, conn.transaction():
+        with self._connection(store, len(docs) + len(removed)) as conn, conn.transaction():
             known = dict(
                 conn.execute(
                     "SELECT path, sha256 FROM coffer_documents WHERE store = %s AND path = ANY(%s)",
@@ -466,7 +492,7 @@ class PostgresIndex(Reaching):
     def _build(self, model: str, width: int) -> None:
         settled = False
         try:
-            with self._pooled() as conn:
+            with self._pooled(bounded=False) as conn:  # minutes at 100k vectors, on its own thread
                 settled = vec.ensure_index(conn, model, width)
         except psycopg.Error as exc:  # the pool closed (PoolClosed) or the server went away
             vec.log.warning("HNSW index of %s not built (%s); searches scan every vector", model, exc)

@@ -14,7 +14,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chain, wait_fixed, wait_none
 
 from ..._errors import IndexUnavailable
+from .deadline import TimedOut, bounded
 from .failures import GONE, REFUSED, Outage, first_line, probe, transient, unavailable
 from .redact import scrub
 from .text import advised
@@ -40,6 +41,9 @@ POOL_TIMEOUT = 10.0
 # Seconds a request waits for a pooled connection before it asks the server directly whether it
 # is up (``_getconn``): a server that went down is said after this, not after ``POOL_TIMEOUT``.
 POOL_FIRST_WAIT = 0.5
+# A bulk push (``sync`` of a reindex's documents) gets one more ``[index] timeout_seconds`` for
+# each this many documents it sends.
+ITEMS_PER_TIMEOUT = 500
 
 
 def reachable(method: Callable[P, R]) -> Callable[P, R]:
@@ -85,6 +89,7 @@ class Reaching:
     pool: ConnectionPool[psycopg.Connection[Any]]
     outage: Outage
     _url: str
+    timeout: float  # seconds a statement waits for the server (``[index] timeout_seconds``)
 
     def _reach(self, url: str) -> None:
         """Set up what reaching ``url`` needs beside the pool (called as the index starts)."""
@@ -171,13 +176,33 @@ class Reaching:
         return self.pool.getconn(timeout=POOL_TIMEOUT - POOL_FIRST_WAIT)
 
     @contextmanager
-    def _pooled(self) -> Iterator[psycopg.Connection[Any]]:
-        """``pool.connection()`` through ``_getconn``."""
+    def _pooled(self, items: int = 0, *, bounded: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """``pool.connection()`` through ``_getconn``, used within its deadline (``_bounded``)
+        unless not ``bounded`` (an index build that may take minutes)."""
         conn = self._getconn()
         try:
-            yield conn
+            with self._bounded(conn, items) if bounded else nullcontext(conn):
+                yield conn
         finally:
             self.pool.putconn(conn)
+
+    @contextmanager
+    def _bounded(self, conn: psycopg.Connection[Any], items: int = 0) -> Iterator[psycopg.Connection[Any]]:
+        """``conn`` used for at most ``timeout`` seconds (``deadline``), once more for each
+        ``ITEMS_PER_TIMEOUT`` of ``items`` a bulk push sends: a server that does not answer by
+        then is said as ``IndexUnavailable``, and when it accepts no connection either the outage
+        begins (``_answers``), so the next requests are told at once."""
+        seconds = self.timeout * (1 + items // ITEMS_PER_TIMEOUT)
+        try:
+            with bounded(conn, seconds):
+                yield conn
+        except TimedOut:
+            up = self._answers()
+            raise IndexUnavailable(
+                "postgresql",
+                f"the server did not answer within {seconds:g} s ([index] timeout_seconds)"
+                + ("" if up else "; it accepts no connection either"),
+            ) from None
 
     def _said(self, exc: BaseException) -> IndexUnavailable:
         """``exc``'s first line as ``IndexUnavailable``, never with the URL's password in it."""

@@ -1,0 +1,127 @@
+"""Documents left to be embedded after the lock (``Reindexer.holding``): which they are, as their
+files read now, and who is embedding them.
+
+A reconcile in a service indexes keyword rows under the lock and leaves each new or changed
+document with the empty-sha256 sentinel; its caller embeds them once it let the lock go
+(``_ahead.embed_later``), a batch at a time: read here without the lock, embedded, then read
+again under the lock and written only when unchanged (``read_doc`` gives an equal document).
+
+One thread of one process embeds a store's waiting documents at a time (``claim``): another
+reader that finds them waiting answers from the rows as they stand instead of embedding them too.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .._store.files import FactParseError, parse_fact, read_bytes
+from .pending import PendingDoc
+from .rows import indexed_chunks
+
+if TYPE_CHECKING:
+    from .db import IndexDB
+    from .reindex import Reindexer
+
+# Documents per batch: each is embedded without the lock, then written under it.
+BATCH_DOCS = 128
+# A claim not renewed for this long is taken over (its holder hung or its host is unreachable).
+CLAIM_SECONDS = 300.0
+_CLAIM_KEY = "embedding_after:"
+
+
+def waiting(db: IndexDB, store: str, after: int, limit: int = BATCH_DOCS) -> list[tuple[int, str]]:
+    """``(rowid, documents.path)`` of up to ``limit`` documents of ``store`` holding the sentinel,
+    past rowid ``after``."""
+    rows = db.rows(
+        "SELECT rowid, path FROM documents WHERE resource_name = ? AND content_sha256 = '' AND rowid > ? "
+        "ORDER BY rowid LIMIT ?",
+        (store, after, limit),
+    )
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def count_waiting(db: IndexDB, store: str) -> int:
+    """How many documents of ``store`` hold the sentinel."""
+    return int(
+        db.scalar("SELECT count(*) FROM documents WHERE resource_name = ? AND content_sha256 = ''", (store,))
+    )
+
+
+def read_doc(db: IndexDB, reindexer: Reindexer, store: str, key: str) -> PendingDoc | None:
+    """The document at ``key`` as its file reads now, when ``db`` holds it with the sentinel and
+    with rows of exactly that content (else None: the next reconcile re-indexes a changed file)."""
+    row = db.rows(
+        "SELECT id FROM documents WHERE resource_name = ? AND path = ? AND content_sha256 = ''", (store, key)
+    )
+    if not row:
+        return None
+    path = db.file(key)
+    try:
+        data, st = read_bytes(path, max_bytes=reindexer.max_file_bytes)
+        parsed = parse_fact(
+            data, store=store, relpath=reindexer.paths(store).relative(path), mtime=st.st_mtime
+        )
+    except (OSError, FactParseError):
+        return None
+    fact = parsed.fact
+    if fact.id != row[0][0]:
+        return None
+    chunks = tuple(indexed_chunks(fact.title, fact.description, fact.body))
+    held = db.rows(
+        "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+        "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
+        (fact.id, store),
+    )
+    if tuple(str(r[0]) for r in held) != chunks:
+        return None
+    return PendingDoc(store, fact.id, parsed.sha256, chunks, bool(fact.origin_session_id))
+
+
+def _me() -> str:
+    return f"{socket.gethostname()} {os.getpid()} {threading.get_ident()}"
+
+
+def _alive(who: str) -> bool:
+    """Whether the claimer ``who`` (host, pid, thread) may still be at work."""
+    host, pid, thread = who.rsplit(" ", 2)
+    if host != socket.gethostname():
+        return True  # another machine's: only its age says
+    if int(pid) == os.getpid():
+        return int(thread) in {t.ident for t in threading.enumerate()}
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(db: IndexDB, store: str) -> bool:
+    """Claim (or renew the claim of) embedding ``store``'s waiting documents; False when another
+    thread or process holds a live claim. Writer connection, under the lock."""
+    key = _CLAIM_KEY + store
+    held = db.get_kv(key)
+    me = _me()
+    if held:
+        who, _, at = held.rpartition(" ")
+        try:
+            live = who != me and time.time() - float(at) < CLAIM_SECONDS and _alive(who)
+        except ValueError:  # not a claim this code wrote: taken over
+            live = False
+        if live:
+            return False
+    db.set_kv(key, f"{me} {time.time()}")
+    return True
+
+
+def release(db: IndexDB, store: str) -> None:
+    """Give up this thread's claim on ``store`` (writer connection, under the lock)."""
+    key = _CLAIM_KEY + store
+    held = db.get_kv(key)
+    if held is not None and held.rpartition(" ")[0] == _me():
+        db.conn.execute("DELETE FROM kv WHERE key = ?", (key,))

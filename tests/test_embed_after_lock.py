@@ -1,0 +1,201 @@
+"""A reconcile embeds what it indexed after it lets the lock go: ``reindex`` (and its rebuild),
+the reconcile-on-read of files edited by hand, and ``merge_stores`` index their keyword rows under
+the lock, then embed a batch at a time without it (``_ahead.embed_later``). A write or a keyword
+recall on another thread is answered while the embedder still runs.
+
+Before: each held the service's lock (and the store's file lock) for the whole embedding, so a
+``remember`` beside a ``reindex`` of N facts waited for N embeddings.
+
+The embedder is the gated example plugin of ``test_embed_outside_lock`` (a text holding
+``slowly`` waits at its gate until the test opens it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from test_embed_outside_lock import (  # the gated embedder plugin and its helpers
+    BOUND,
+    Gated,
+    answered_while_held,
+    gated,
+    in_thread,
+    rebuilt,
+    rebuilt_all,
+    service,
+    vectors,
+    vectors_of,
+)
+
+from coffer_memory import MemoryService
+from tests.test_project_identity import _clone
+
+pytest.importorskip("sqlite_vec")
+__all__ = ["gated"]  # the fixture, imported for pytest to find
+
+FACTS = [
+    "the otters sleep holding hands",
+    "the herons stand in the shallows",
+    "the otters swim slowly at dawn",
+    "the kingfisher waits on a branch",
+]
+
+
+def nearest(svc: MemoryService, text: str) -> bool:
+    """Whether a vector recall of ``text`` finds it first in the global store."""
+    return svc.recall(text, stores=["global"], mode="vector").hits[0].text == text
+
+
+def test_a_remember_lands_while_a_reindex_embeds(gated: Gated, tmp_home: Path, tmp_path: Path) -> None:
+    with service(tmp_home) as svc:
+        for text in FACTS:
+            svc.remember(text, store="global")
+        gated.held.clear()
+        _, wrote = answered_while_held(
+            gated,
+            lambda: svc.reindex("global", rebuild=True),
+            lambda: svc.remember("the otters float on their backs", store="global"),
+        )
+        assert wrote[0].store == "global"
+        found = svc.recall("otters", stores=["global"], mode="keyword").hits
+        assert len(found) == 3
+        assert nearest(svc, "the otters swim slowly at dawn")
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_keyword_recall_is_answered_while_a_reindex_embeds(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    with service(tmp_home) as svc:
+        for text in FACTS:
+            svc.remember(text, store="global")
+        gated.held.clear()
+        found, _ = answered_while_held(
+            gated,
+            lambda: svc.reindex(rebuild=True),
+            lambda: svc.recall("kingfisher", stores=["global"], mode="keyword"),
+        )
+        assert [h.text for h in found.hits] == ["the kingfisher waits on a branch"]
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_remember_lands_while_a_read_embeds_a_file_edited_by_hand(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """A recall finds a fact written by hand; its reconcile indexes it under the lock and embeds
+    it after: a remember on another thread, and a keyword recall on a third (the first recall
+    is embedding the store's waiting facts: it answers from the rows as they stand), go on."""
+    with service(tmp_home) as svc:
+        first = svc.remember(FACTS[0], store="global")
+        by_hand = first.path.parent / "by-hand.md"
+        by_hand.write_text("the otters dive slowly for clams\n", encoding="utf-8")
+        gated.held.clear()
+        gated.gate.clear()
+        reader, read = in_thread(lambda: svc.recall("clams", stores=["global"], mode="hybrid"))
+        try:
+            assert gated.held.wait(BOUND), "the read never embedded the file"
+            wrote = svc.remember("the otters juggle pebbles", store="global")  # beside the embedding
+            keyword = svc.recall("pebbles clams", stores=["global"], mode="keyword").hits
+            assert reader.is_alive() and not gated.gate.is_set()  # the embedder still runs
+        finally:
+            gated.gate.set()
+        reader.join(BOUND)
+        assert not reader.is_alive() and not isinstance(read[0], BaseException), read
+        assert wrote.created
+        assert {h.text for h in keyword} == {"the otters juggle pebbles", "the otters dive slowly for clams"}
+        assert sum("dive slowly" in t for t in gated.texts) == 1  # embedded once, after the lock
+        hits = svc.recall("dive slowly for clams", stores=["global"], mode="vector").hits
+        assert "dive slowly" in hits[0].text
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_fact_edited_while_a_reindex_embeds_it_keeps_its_new_vectors(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """The reindex embedded a fact as it read before the edit; under the lock it reads it again,
+    finds it changed and leaves it to the reconcile that indexes the edit: the vectors in the
+    end are those of the files as they are."""
+    with service(tmp_home) as svc:
+        ids = [svc.remember(text, store="global").fact.id for text in FACTS]
+        gated.held.clear()
+        gated.gate.clear()
+        worker, done = in_thread(lambda: svc.reindex("global", rebuild=True))
+        try:
+            assert gated.held.wait(BOUND)
+            svc.edit_fact(ids[2], title="Otters at noon", body="the otters swim fast at noon", store="global")
+        finally:
+            gated.gate.set()
+        worker.join(BOUND)
+        assert not worker.is_alive() and not isinstance(done[0], BaseException), done
+        assert nearest(svc, "the otters swim fast at noon")
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_remember_lands_while_a_merge_embeds_what_it_moved(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    with service(tmp_home) as svc:
+        a, b = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+        src = svc.remember("the staging database sleeps slowly", cwd=a).store
+        dst = svc.remember("deploys go out on tuesdays", cwd=b).store
+        gated.held.clear()
+        _, wrote = answered_while_held(
+            gated,
+            lambda: svc.merge_stores(src, dst),
+            lambda: svc.remember("the global store takes this one", store="global"),
+        )
+        assert wrote.retired
+        hits = svc.recall("staging database", cwd=b, mode="vector").hits
+        assert "staging database" in hits[0].text
+    assert vectors_of(tmp_home, dst) == vectors_of(rebuilt_all(tmp_home, tmp_path), dst)
+    assert os.path.isdir(tmp_home / "memory")
+
+
+def test_a_journal_append_embeds_only_the_texts_that_changed(
+    gated: Gated, tmp_home: Path, repo: Path, tmp_path: Path
+) -> None:
+    """Appending one entry to a day of 200 re-indexes the day file; its unchanged chunks keep
+    their vectors (looked up by the text each was embedded from), so the embedder is given the
+    new entry's texts alone, and the vectors are those a rebuild computes. Before: every chunk of
+    the day was embedded again, ahead of the lock."""
+    with service(tmp_home) as svc:
+        entries = [
+            (None, f"entry {i}: the {FACTS[i % 4].split()[1]} were counted at mark {i}") for i in range(200)
+        ]
+        store = svc.lanes.journal_append_parts(entries, cwd=repo)
+        assert store is not None
+        chunks = len(vectors_of(tmp_home, store.store))
+        gated.texts.clear()
+        svc.journal_append("the weasel crossed the lane at noon", cwd=repo)
+        assert chunks >= 100, chunks  # the day is many chunks
+        assert gated.texts and all("weasel" in t for t in gated.texts), gated.texts
+        hits = svc.recall("weasel crossed the lane", cwd=repo, mode="vector").hits
+        assert "weasel" in hits[0].text
+    assert vectors_of(tmp_home, store.store) == vectors_of(rebuilt_all(tmp_home, tmp_path), store.store)
+
+
+def test_another_service_on_the_home_recalls_and_writes_while_a_reindex_embeds(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """A second service on the same home (its own index lock, as another process has; the store's
+    file lock and index.db shared): its keyword recall finds the documents waiting for vectors,
+    leaves them to the reindex that claimed them, and answers; its remember lands. Before, both
+    waited for the store's file lock, which the reindex held while its embedder ran."""
+    with service(tmp_home) as svc, service(tmp_home) as other:
+        for text in FACTS:
+            svc.remember(text, store="global")
+        gated.held.clear()
+        gated.texts.clear()
+        found, _ = answered_while_held(
+            gated,
+            lambda: svc.reindex("global", rebuild=True),
+            lambda: (
+                other.remember("the voles dig under the hedge", store="global"),
+                other.recall("kingfisher", stores=["global"], mode="keyword"),
+            ),
+        )
+        assert [h.text for h in found[1].hits] == ["the kingfisher waits on a branch"]
+        assert sum("swim slowly" in t for t in gated.texts) == 1  # the other service left it
+        assert nearest(other, "the voles dig under the hedge")
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)

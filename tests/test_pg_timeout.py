@@ -1,0 +1,87 @@
+"""A PostgreSQL server that stops answering in the middle of a connection: its processes stopped
+with SIGSTOP (the kernel still takes and acknowledges the packets, so TCP keepalives never end
+the wait). A recall on the shared index waited forever; now it is told ``INDEX_UNAVAILABLE``
+within ``[index] timeout_seconds`` (plus the probe's connect timeout), the next requests at once,
+and once the server runs again the requests are served."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import test_pg_faults
+from pg_server import PgServer
+from test_embed_outside_lock import in_thread
+from test_pg_faults import back, texts
+
+from coffer_memory import IndexUnavailable, MemoryService, Settings
+
+pytest.importorskip(
+    "psycopg", reason="PostgreSQL tests need psycopg: pip install 'coffer-memory[postgresql]'"
+)
+
+own_server = test_pg_faults.own_server  # a server of the test's own, to stop and start (a fixture)
+BOUND = 90.0  # seconds: a bound on a hang on a loaded machine, not a timing
+
+
+def _server_pids(server: PgServer) -> list[int]:
+    """The postmaster's pid and those of its children (the backends, the checkpointer, ...)."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == postmaster:
+                children.append(int(entry))
+    return [postmaster, *children]
+
+
+@contextmanager
+def stopped(server: PgServer) -> Iterator[None]:
+    """The whole server stopped (SIGSTOP) for the block, then let run again (SIGCONT)."""
+    pids = _server_pids(server)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.timeout(300)
+def test_a_recall_on_a_server_that_stopped_answering_is_told_and_recovers(
+    own_server: PgServer, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COFFER_PG_URL", own_server.url())
+    settings = Settings.load(tmp_home, index={"backend": "postgresql", "timeout_seconds": 2})
+    with MemoryService(settings=settings) as svc:
+        svc.remember("the lock keeper sleeps at noon", store="global")
+        assert texts(svc, "keeper") == ["the lock keeper sleeps at noon"]
+        with stopped(own_server):
+            reader, found = in_thread(lambda: texts(svc, "keeper"))
+            reader.join(BOUND)
+            assert not reader.is_alive(), "the recall waited on a server that does not answer"
+            assert isinstance(found[0], IndexUnavailable), found
+            assert "did not answer within 2 s" in found[0].message, found[0].message
+            with pytest.raises(IndexUnavailable, match="down since"):  # the next one at once
+                texts(svc, "keeper")
+        back(svc)
+        assert texts(svc, "keeper") == ["the lock keeper sleeps at noon"]
+        svc.remember("the lock keeper wakes at one", store="global")
+        assert len(texts(svc, "keeper")) == 2
+
+
+def test_the_timeout_is_a_setting_with_a_range() -> None:
+    from coffer_memory import InvalidInput
+
+    assert Settings.load(Path("/nonexistent-home"), index={"timeout_seconds": 5}).index.timeout_seconds == 5
+    with pytest.raises((InvalidInput, ValueError)):
+        Settings.load(Path("/nonexistent-home"), index={"timeout_seconds": 0})
