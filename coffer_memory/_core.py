@@ -17,7 +17,8 @@ import attrs
 
 from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, MemoryRejected, check_limit
+from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, check_limit
+from ._fact_checks import check_actor, check_field, check_session_id, checked_tags, tags_of, validate_text
 from ._index.filters import FactFilter, TimeBound, check_tags
 from ._indexing import IndexHandle
 from ._models import (
@@ -31,6 +32,7 @@ from ._models import (
     Target,
 )
 from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read_bytes, render_fact
+from ._store.looks import Looks
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.scan import scan_markdown
 from ._store.when import is_duration
@@ -38,10 +40,8 @@ from ._store.writer import Writer
 from ._store_config import FACT_CHARS_CEILING, store_settings
 from ._targets import PathLike, Targets, store_list
 from .vocabulary import (
-    ACTORS,
     MAX_DESCRIPTION_CHARS,
     MAX_LIST_LIMIT,
-    MAX_SESSION_ID_CHARS,
     MAX_TITLE_CHARS,
     Scope,
 )
@@ -73,74 +73,6 @@ def _follow_body(old: MemoryFact, new_body: str | None) -> str:
     if new_body is not None and old.description == _default_description(old.body):
         return _default_description(new_body)
     return old.description
-
-
-def validate_text(text: object, limit: int, *, any_store: bool = False) -> str:
-    """A fact or journal text, stripped: ``MemoryRejected`` when empty or longer than ``limit``
-    (``any_store``: ``limit`` is the highest any store allows, checked before the store is known)."""
-    if not isinstance(text, str):
-        raise InvalidInput("text must be a string", field="text")
-    if not text.strip():
-        raise MemoryRejected("empty")
-    if len(text.strip()) > limit:
-        raise MemoryRejected("too_long", length=len(text.strip()), limit=limit, any_store=any_store)
-    return text.strip()
-
-
-def check_field(value: str | None, name: str, limit: int) -> str | None:
-    """A one-line title or description, flattened; ``InvalidInput`` when too long."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string", field=name)
-    flat = " ".join(value.split())
-    if len(flat) > limit:
-        raise InvalidInput(f"{name} is longer than {limit} characters", field=name)
-    return flat
-
-
-# An agent session's id as agents and apps write them (UUIDs, ULIDs, "<app>-<n>"): one token of
-# printable ASCII, so it is stored in the frontmatter and shown by the audit as given.
-_SESSION_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:@+/=-]{{0,{MAX_SESSION_ID_CHARS - 1}}}")
-
-
-def check_session_id(value: object) -> str | None:
-    """``value`` as a session id (None stays None); ``InvalidInput`` unless it is one token of up
-    to ``MAX_SESSION_ID_CHARS`` letters, digits and ``. _ : @ + / = -``."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _SESSION_ID.fullmatch(value):
-        raise InvalidInput(
-            f"origin_session_id must be one to {MAX_SESSION_ID_CHARS} characters of letters, digits"
-            " and . _ : @ + / = - (starting with a letter or digit)",
-            field="origin_session_id",
-        )
-    return value
-
-
-def _tag_list(tags: object) -> object:
-    """``tags`` as a list when it is an iterable of them (read twice: checked, then scrubbed);
-    anything else is left for ``check_tags`` to refuse."""
-    if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
-        return tags
-    return list(tags)
-
-
-def _checked_tags(
-    writer: Writer, findings: dict[str, int], raw: object, clean: tuple[str, ...]
-) -> tuple[str, ...]:
-    """The tags after the content checks, run on each tag as given (lowercasing first would hide
-    a key's shape, ``AKIA…`` among them, and leave most of it on disk: a tag is up to 40
-    characters, room for a whole token); a redacted tag is checked again as a tag."""
-    assert isinstance(raw, list)  # _tag_list made it one, and check_tags accepted it
-    checked = [writer.check(t, "tags", findings) for t in raw]
-    return clean if checked == raw else check_tags(checked)
-
-
-def check_actor(actor: object) -> None:
-    """``InvalidInput`` unless ``actor`` is agent or user."""
-    if actor not in ACTORS:
-        raise InvalidInput("actor must be 'agent' or 'user'", field="actor")
 
 
 class WriteEvents:
@@ -211,7 +143,7 @@ class Facts:
         ``tags`` are stored lowercased in the frontmatter (see ``vocabulary.MAX_TAGS``).
         """
         body = self._validate(text)
-        tag_list = _tag_list(tags)
+        tag_list = tags_of(tags)
         clean_tags = check_tags(tag_list)
         title = check_field(title, "title", MAX_TITLE_CHARS)
         description = check_field(description, "description", MAX_DESCRIPTION_CHARS)
@@ -224,7 +156,7 @@ class Facts:
         body = self.writer.check(body, "text", findings)
         title = self.writer.check(title, "title", findings) if title else _default_title(body)
         description = self.writer.check(description, "description", findings) if description else None
-        clean_tags = _checked_tags(self.writer, findings, tag_list, clean_tags)
+        clean_tags = checked_tags(self.writer, findings, tag_list, clean_tags)
         if origin_session_id is not None:
             origin_session_id = self.writer.check(origin_session_id, "origin_session_id", findings)
         at = now_utc()
@@ -330,10 +262,11 @@ class Facts:
         carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
         """
         where = FactFilter.of(tags, since, until)
+        looks = Looks()  # each store folder and the index file looked at once (``_store/looks.py``)
         if stores is not None:
             targets = [self.targets.of_store(s) for s in store_list(stores)]
         else:
-            targets = self.targets.recall(cwd)
+            targets = self.targets.recall(cwd, looks)
         unique: dict[str, Target] = {}
         for t in targets:
             unique.setdefault(t.store, t)
@@ -357,13 +290,20 @@ class Facts:
         # once the arguments are checked: a refused recall embeds nothing.
         retrieval.begin(query, mode)
         try:
-            present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
+            present = [sp for sp in paths if looks.is_dir(sp.name, sp.root)]
             for sp in present:
-                self.index.refresh(sp.name)
-            # ``mode`` is checked above: the result is made once, with its targets (an
-            # ``attrs.evolve`` of it and a second check ran on every recall).
+                self.index.refresh(sp.name, looks)
+            # ``mode`` is checked above: the result is made once, with its targets.
             return retrieval.recall(
-                paths, query, mode, limit, where, present=present, checked=True, targets=tuple(targets)
+                paths,
+                query,
+                mode,
+                limit,
+                where,
+                present=present,
+                checked=True,
+                targets=tuple(targets),
+                looks=looks,
             )
         finally:  # an embedding the recall did not take up (a reconcile failed, say)
             retrieval.query_vectors.drop()
@@ -518,7 +458,7 @@ class Facts:
 
         ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
         """
-        tag_list = _tag_list(tags) if tags is not None else None
+        tag_list = tags_of(tags) if tags is not None else None
         new_tags = check_tags(tag_list) if tag_list is not None else None
         target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
         name = target.store
@@ -530,7 +470,7 @@ class Facts:
         title = self.writer.check(title, "title", findings) if title else title
         description = self.writer.check(description, "description", findings) if description else description
         if new_tags is not None:
-            new_tags = _checked_tags(self.writer, findings, tag_list, new_tags)
+            new_tags = checked_tags(self.writer, findings, tag_list, new_tags)
 
         def edited(old: MemoryFact) -> MemoryFact:
             return attrs.evolve(

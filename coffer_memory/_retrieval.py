@@ -37,6 +37,7 @@ from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_hits import _file_path as _file_path  # where tests have always found it
 from ._recall_hits import make_hit
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
+from ._store.looks import Looks
 from ._store.paths import StorePaths
 from ._vector_rows import chunk_texts
 
@@ -125,13 +126,15 @@ class KnowledgeRetrieval:
         present: Sequence[StorePaths] | None = None,
         checked: bool = False,
         targets: tuple[Target, ...] = (),
+        looks: Looks | None = None,
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists.
 
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
         ``present``: those of ``paths`` whose folder exists, when the caller has just looked.
         ``checked``: the caller has just passed ``query``, ``mode`` and ``limit`` through ``check``
-        (``mode`` is what it returned). ``targets`` go into the result as they are.
+        (``mode`` is what it returned). ``targets`` go into the result as they are. ``looks``:
+        what the caller's read saw before (``_store/looks.py``).
         """
         chosen = cast(RetrievalMode, mode) if checked else self.check(query, mode, limit)
         if present is None:
@@ -152,7 +155,9 @@ class KnowledgeRetrieval:
         if chosen == "keyword" and where is None:
             # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
             # is a per-store rowid set: filtered recalls keep a query per store.)
-            merged = self.keyword_fused(present, query, limit)
+            merged = self.keyword_fused(
+                present, query, limit, sized=looks is not None and looks.index_checked
+            )
             return RecallResult(
                 hits=tuple(merged),
                 mode=chosen,
@@ -524,15 +529,18 @@ class KnowledgeRetrieval:
         within = where.chunk_rowids(sp.name) if where is not None else None
         return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4, within), limit)
 
-    def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
+    def keyword_fused(
+        self, paths: Sequence[StorePaths], query: str, limit: int, *, sized: bool = False
+    ) -> list[MemoryHit]:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
         stores, building hits only for those that survive the fusion.
 
         Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
         earlier recalls (chunk texts, documents, session neighbours) are taken from there.
+        ``sized``: the caller checked the index file's size a moment ago (``IndexDB.current``).
         """
         names = [sp.name for sp in paths]
-        with reading(self.db) as kept:
+        with reading(self.db, sized) as kept:
             found = best_documents(self.db, names, query, limit, kept)
             # Lending needs session neighbours: none in stores without a session fact.
             near = (
