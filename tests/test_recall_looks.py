@@ -15,22 +15,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_watch import _settings  # stores of more than two files watched, full scans an hour away
 
 from coffer_memory import MemoryService
-from coffer_memory._config import Settings
 from coffer_memory._store.watch import FolderFeed
-
-HOUR = 3600.0
-
-
-def _settings(home: Path, **extra: object) -> Settings:
-    # Stores of more than two files are watched by the feed (as a 1k store is by default).
-    values: dict[str, object] = {
-        "reconcile_full_scan_max_files": 2,
-        "reconcile_full_scan_seconds": HOUR,
-        "reconcile_watch_full_scan_seconds": HOUR,
-    }
-    return Settings.load(home, **{**values, **extra})
 
 
 def _stats(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
