@@ -73,8 +73,10 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
 def _floor_scaled(
     db: IndexDB, terms: Sequence[str], lists: list[list[tuple[int, float]]]
 ) -> list[list[tuple[int, float]]]:
-    """``lists`` of (rowid, bm25) with ``idf_floor.floor_scale``'s factor applied (one for all)."""
-    scores = [score for ranked in lists for _, score in ranked]
+    """``lists`` of (rowid, bm25), each in score order, with ``idf_floor.floor_scale``'s factor
+    applied (one for all). The factor hangs on the scores' extremes only: each list's first and
+    last score stand for all of it (a list of every score was ~50 k instructions a recall)."""
+    scores = [score for ranked in lists if ranked for score in (ranked[0][1], ranked[-1][1])]
     scale = floor_scale(db, "documents_words", terms, scores, MOST_PER_FLOORED_WORD)
     if scale == 1.0:
         return lists
