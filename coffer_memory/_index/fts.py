@@ -9,7 +9,7 @@ from typing import Any, cast
 import attrs
 
 from . import forms, near
-from .coverage import by_coverage, by_coverage_lists
+from .coverage import scored_lists
 from .db import IndexDB
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import document_id_of_chunk, store_scope
@@ -66,21 +66,21 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
     found = ChunkRows()
     _read_content(db, found, [r for r, _ in ranked])
-    ranked = _floor_scaled(db, terms, [by_coverage(db.conn, terms, ranked, found)])[0]
-    return [ChunkHit(found[r][0], found[r][1], -score) for r, score in ranked if r in found]
+    scored = _floor_scaled(db, terms, scored_lists(db.conn, terms, [ranked], found))[0]
+    return [ChunkHit(found[r][0], found[r][1], -score) for score, r in scored if r in found]
 
 
 def _floor_scaled(
-    db: IndexDB, terms: Sequence[str], lists: list[list[tuple[int, float]]]
-) -> list[list[tuple[int, float]]]:
-    """``lists`` of (rowid, bm25), each in score order, with ``idf_floor.floor_scale``'s factor
+    db: IndexDB, terms: Sequence[str], lists: list[list[tuple[float, int]]]
+) -> list[list[tuple[float, int]]]:
+    """``lists`` of (bm25, rowid), each in score order, with ``idf_floor.floor_scale``'s factor
     applied (one for all). The factor hangs on the scores' extremes only: each list's first and
     last score stand for all of it (a list of every score was ~50 k instructions a recall)."""
-    scores = [score for ranked in lists if ranked for score in (ranked[0][1], ranked[-1][1])]
+    scores = [score for ranked in lists if ranked for score in (ranked[0][0], ranked[-1][0])]
     scale = floor_scale(db, "documents_words", terms, scores, MOST_PER_FLOORED_WORD)
     if scale == 1.0:
         return lists
-    return [[(rowid, score * scale) for rowid, score in ranked] for ranked in lists]
+    return [[(score * scale, rowid) for score, rowid in ranked] for ranked in lists]
 
 
 def _any_of(terms: Sequence[str]) -> str:
@@ -146,7 +146,7 @@ def search_words_many(
     content, scored = _scored_per_store(db, list(out), terms, limit, kept)
     for store, rows in scored.items():
         ids: set[str] = set()
-        for rowid, score in rows:
+        for score, rowid in rows:
             if docs is not None and len(ids) >= docs:
                 break
             found = content.get(rowid)
@@ -169,7 +169,7 @@ def best_documents(
         get = content.get
         for store, rows in scored.items():
             best = out[store]  # ``best_per_document``, with each row's document id kept beside it
-            for rowid, score in rows:
+            for score, rowid in rows:
                 found = get(rowid)
                 if found is not None and found[3] not in best:
                     best[found[3]] = (found[1], -score)
@@ -197,13 +197,13 @@ def best_per_document(chunks: Iterable[tuple[str, str, float]], limit: int) -> d
 
 def _scored_per_store(
     db: IndexDB, stores: list[str], terms: Sequence[str], limit: int, kept: dict[Any, Any] | None
-) -> tuple[ChunkRows, dict[str, list[tuple[int, float]]]]:
+) -> tuple[ChunkRows, dict[str, list[tuple[float, int]]]]:
     """The chunk rows read, and each store's first ``limit`` rows as its own MATCH ranks them
-    (``_ranked_per_store``), re-scored by coverage, best first."""
+    (``_ranked_per_store``), re-scored by coverage, best first, as (score, rowid)."""
     content = _kept_rows(kept if kept is not None else {})
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)  # their chunk rows read
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
-    scored = by_coverage_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
+    scored = scored_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
     return content, dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
 
 
