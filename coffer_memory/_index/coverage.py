@@ -130,21 +130,7 @@ def by_coverage(
 
     ``by_row`` keeps each row's compared text and tokens by rowid, for a caller whose rowids keep
     their texts (``snapshot.reading``'s dict): fewer lookups than by the text itself."""
-    return by_coverage_lists(conn, terms, [ranked], texts, weight, by_row)[0]
-
-
-def by_coverage_lists(
-    conn: apsw.Connection,
-    terms: Sequence[str],
-    lists: Sequence[Sequence[tuple[int, float]]],
-    texts: Mapping[int, Sequence[str]],
-    weight: float = COVERAGE_WEIGHT,
-    by_row: dict[int, tuple[str, Tokens]] | None = None,
-) -> list[list[tuple[int, float]]]:
-    """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms:
-    the terms are looked up once, and the rows of every list tokenized in one batch."""
-    scored = scored_lists(conn, terms, lists, texts, weight, by_row)
-    return [[(rowid, score) for score, rowid in ranked] for ranked in scored]
+    return [(rowid, score) for score, rowid in scored_lists(conn, terms, [ranked], texts, weight, by_row)[0]]
 
 
 def scored_lists(
@@ -155,9 +141,10 @@ def scored_lists(
     weight: float = COVERAGE_WEIGHT,
     by_row: dict[int, tuple[str, Tokens]] | None = None,
 ) -> list[list[tuple[float, int]]]:
-    """``by_coverage_lists`` as (score, rowid) pairs, the order they sort in: Python compares
-    tuples whose first item is a float faster than it sorts by a key (a key tuple per row was
-    most of the two sorts' ~110 k instructions a recall)."""
+    """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms
+    (looked up once, the rows of every list tokenized in one batch), as (score, rowid) pairs, the
+    order they sort in: Python compares tuples whose first item is a float faster than it sorts
+    by a key (a key tuple per row was most of the two sorts' ~110 k instructions a recall)."""
     if len(terms) < 2 or weight <= 0:
         return [[(score, rowid) for rowid, score in ranked] for ranked in lists]
     tokenize = conn.fts5_tokenizer(*_TOKENIZER)
