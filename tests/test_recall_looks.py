@@ -118,3 +118,33 @@ def test_a_store_moved_away_and_copied_back_is_seen_by_the_next_recall(tmp_home:
             time.sleep(0.01)
         hits = svc.recall("kestr1", cwd=repo, mode="keyword").hits
         assert [h.path for h in hits] == [fact]
+
+
+@pytest.mark.skipif(not FolderFeed.supported(), reason="inotify is Linux only")
+def test_the_feed_is_read_once_a_recall_and_again_by_the_next(
+    tmp_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed's queue is read by the first store's check and not again by the second's in the
+    same recall; the next recall reads it again, so an in-place edit of the second store (size and
+    mtime kept: only the feed tells) made between two recalls is found by the second."""
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        _, global_ = _two_watched_stores(svc, repo)
+        assert svc.recall("falcon", cwd=repo, mode="keyword").hits
+        feed = svc.index.reconciler.feed
+        assert feed is not None
+        reads: list[int] = []
+        drain = feed._drain
+
+        def counted() -> None:
+            reads.append(1)
+            drain()
+
+        monkeypatch.setattr(feed, "_drain", counted)
+        fact = next((global_ / "knowledge" / "inbox").glob("*.md"))
+        st = fact.stat()
+        data = fact.read_bytes().replace(b"falcon", b"kestr1")
+        fact.write_bytes(data)
+        os.utime(fact, ns=(st.st_atime_ns, st.st_mtime_ns))
+        hits = svc.recall("kestr1", cwd=repo, mode="keyword").hits
+        assert [h.path for h in hits] == [fact]
+        assert len(reads) == 1  # two stores checked, one read of the queue

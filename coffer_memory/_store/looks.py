@@ -5,9 +5,10 @@ store's folder three times (the target's check that its store is there, the reca
 check, the inotify feed's check of the folder's identity), the global store's twice, and the
 index file three times (the writer's cut-short check in each store's reconcile, the reader's
 before its read). A ``Looks`` lives for one call (a recall) and carries the answers from the step
-that took them to the steps after it: each store folder is stat'ed once, and the index file's size
-once. Nothing is kept between calls: the next recall looks again, so an edit, a moved store or a
-file cut short is seen exactly as before.
+that took them to the steps after it: each store folder is stat'ed once, the index file's size
+once, and the inotify feed's queue is read once for all the stores (it was read per store). Nothing
+is kept between calls: the next recall looks again, so an edit, a moved store or a file cut short
+is seen exactly as before.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ _NOT_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 class Looks:
-    """The stat of each store folder one call took (``None``: not there), and whether the index
-    file's size was checked in this call with nothing written since (``index_checked``)."""
+    """The stat of each store folder one call took (``None``: not there), whether the index
+    file's size was checked in this call with nothing written since (``index_checked``), and the
+    inotify feed whose queue this call has read (``drained``: the feed's ``news`` of a second
+    store does not read it again)."""
 
-    __slots__ = ("folders", "index_checked")
+    __slots__ = ("drained", "folders", "index_checked")
 
     def __init__(self) -> None:
         self.folders: dict[str, tuple[str, os.stat_result | None]] = {}
         self.index_checked = False
+        self.drained: object | None = None
 
     def is_dir(self, store: str, root: Path) -> bool:
         """Whether ``root`` (the folder of ``store``) is a directory, as ``Path.is_dir`` says; stat'ed

@@ -358,10 +358,14 @@ class FolderFeed:
     def news(self, store: str, looks: Looks | None = None) -> tuple[set[str], set[str]] | None:
         """The recall files and the folders of ``store`` changed since the last call, or None when
         the feed cannot vouch for it. Reads the queue first. ``looks``: the read's ``Looks``; the
-        stat of the store folder it took is the identity check's (else the folder is stat'ed)."""
+        stat of the store folder it took is the identity check's (else the folder is stat'ed), and
+        the queue is read once for all the stores it reads (what comes after is the next read's)."""
         with self._guard:
-            self._owned()
-            self._drain()
+            if looks is None or looks.drained is not self:
+                self._owned()
+                self._drain()
+                if looks is not None:
+                    looks.drained = self
             watched = self._stores.get(store)
             if watched is None or not watched.verified or watched.lost:
                 return None
