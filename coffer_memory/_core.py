@@ -44,6 +44,7 @@ from ._models import (
     Target,
 )
 from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read_bytes, render_fact
+from ._store.looks import Looks
 from ._store.paths import MAX_SLUG_CHARS, StorePaths, slugify
 from ._store.scan import scan_markdown
 from ._store.when import is_duration
@@ -236,10 +237,11 @@ class Facts:
         carrying every one of ``tags`` and updated in ``[since, until)`` are searched.
         """
         where = FactFilter.of(tags, since, until)
+        looks = Looks()  # each store folder and the index file looked at once (``_store/looks.py``)
         if stores is not None:
             targets = [self.targets.of_store(s) for s in store_list(stores)]
         else:
-            targets = self.targets.recall(cwd)
+            targets = self.targets.recall(cwd, looks)
         unique: dict[str, Target] = {}
         for t in targets:
             unique.setdefault(t.store, t)
@@ -263,13 +265,20 @@ class Facts:
         # once the arguments are checked: a refused recall embeds nothing.
         retrieval.begin(query, mode)
         try:
-            present = [sp for sp in paths if sp.root.is_dir()]  # one stat per store for the whole recall
+            present = [sp for sp in paths if looks.is_dir(sp.name, sp.root)]
             for sp in present:
-                self.index.refresh(sp.name)
-            # ``mode`` is checked above: the result is made once, with its targets (an
-            # ``attrs.evolve`` of it and a second check ran on every recall).
+                self.index.refresh(sp.name, looks)
+            # ``mode`` is checked above: the result is made once, with its targets.
             return retrieval.recall(
-                paths, query, mode, limit, where, present=present, checked=True, targets=tuple(targets)
+                paths,
+                query,
+                mode,
+                limit,
+                where,
+                present=present,
+                checked=True,
+                targets=tuple(targets),
+                looks=looks,
             )
         finally:  # an embedding the recall did not take up (a reconcile failed, say)
             retrieval.query_vectors.drop()

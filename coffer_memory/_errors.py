@@ -70,6 +70,7 @@ def _tail_echo(value: str, limit: int) -> str:
         return text
     return "…" + text.rstrip("…")[-(limit - 1) :]
 
+
 MESSAGE_LIMIT = 1000
 """The most characters of an error's message (``CofferError`` cuts a longer one)."""
 DETAIL_LIMIT = 1024

@@ -35,6 +35,7 @@ from ._models import Page
 from ._retrieval import KnowledgeRetrieval
 from ._store.audit import EVENTS, AuditEvent, AuditLog
 from ._store.lock import store_lock
+from ._store.looks import Looks
 from ._store.paths import StorePaths
 from ._store.when import parse_when
 from .plugins.manager import DeferredGrepBackend, failure, get_embedder, get_index_backend, get_llm, plugin_of
@@ -323,22 +324,27 @@ class IndexHandle:
             self._shared.backend.close()
             self._shared = None
 
-    def refresh(self, store: str) -> None:
+    def refresh(self, store: str, looks: Looks | None = None) -> None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
 
         Readers never wait for a background full scan: while one holds the lock they skip this
         and read the last committed state (the scan itself brings the index up to date), unless
         the inotify feed has news of ``store`` (the scan may have passed that file before its edit).
+        ``looks``: the read's ``Looks`` (``_store/looks.py``), with what it saw before this; not
+        used after a wait for the lock (what it saw may have changed meanwhile).
         """
         # Asked before any wait: a reader that first waited a poll interval lost 20 ms to every
         # scan, and at 10k facts a scan holds the lock ~5% of the time (about the p95 of a server).
         acquired = self.lock.acquire(blocking=False)
+        if not acquired and looks is not None:
+            looks.index_checked = False  # checked before the wait: the reader checks again
+            looks = None
         while not acquired:
             if self.reconciler.scanning() and not self.reconciler.has_news(store):
                 return
             acquired = self.lock.acquire(timeout=SCAN_POLL_SECONDS)
         try:
-            self.reconciler.reconcile(store)
+            self.reconciler.reconcile(store, looks=looks)
             if self._shared is not None:
                 self._shared.refresh(store)
         except (apsw.FullError, apsw.IOError) as exc:

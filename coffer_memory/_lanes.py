@@ -15,8 +15,9 @@ import attrs
 
 from ._agents.context import session_context
 from ._config import Settings
-from ._core import Facts, check_actor, check_session_id, validate_text
+from ._core import Facts
 from ._errors import InvalidInput, MemoryNotFound, check_limit
+from ._fact_input import check_actor, check_session_id, validate_text
 from ._indexing import IndexHandle
 from ._localtime import local_day
 from ._models import (

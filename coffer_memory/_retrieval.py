@@ -29,14 +29,16 @@ from ._index.db import IndexDB
 from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, best_documents, best_per_document, search_chunks
 from ._index.keys import chunk_id, chunk_of_vec_id
-from ._index.reindex import strip_header
 from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode, Target
 from ._query_vectors import Nearest, QueryVectors, Rows, Scans
+from ._recall_hits import _file_path as _file_path  # where tests have always found it
+from ._recall_hits import make_hit
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
-from ._store.paths import StorePaths, scope_of
+from ._store.looks import Looks
+from ._store.paths import StorePaths
 from ._vector_rows import chunk_texts
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -51,28 +53,6 @@ NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
 KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
-# The Path and source of each hit's file, by store and path string: the same files come back
-# recall after recall.
-_PATHS: dict[tuple[str, str], tuple[Path, str]] = {}
-_PATHS_KEPT = 4096
-_SCOPES: dict[str, str] = {}  # each store's scope, as a source names it
-# Each hit file's folder as a Path, and the way to a child of it without parsing it (3.11, 3.12).
-_DIRS: dict[str, Path] = {}
-_CHILD: Callable[[Path, str], Path] | None = getattr(Path, "_make_child_relpath", None)
-
-
-def _file_path(path: str) -> tuple[Path, str]:
-    """``Path(path)`` and its ``str`` (``path`` itself when absolute and normalised: formatting a
-    new Path was ~70 k instructions of a first recall), its folder's ``Path`` kept."""
-    parent, _, name = path.rpartition("/")
-    if _CHILD is None or not parent.startswith("/") or not name or "/." in path or "//" in path:
-        return (made := Path(path)), str(made)
-    folder = _DIRS.get(parent)
-    if folder is None:
-        if len(_DIRS) >= _PATHS_KEPT:
-            _DIRS.clear()
-        folder = _DIRS[parent] = Path(parent)
-    return _CHILD(folder, name), path
 
 
 class KnowledgeRetrieval:
@@ -146,13 +126,15 @@ class KnowledgeRetrieval:
         present: Sequence[StorePaths] | None = None,
         checked: bool = False,
         targets: tuple[Target, ...] = (),
+        looks: Looks | None = None,
     ) -> RecallResult:
         """Search every store in ``paths`` with one mode and fuse the per-store lists.
 
         ``where`` (tags, time) is applied inside each store's index query, before the limit.
         ``present``: those of ``paths`` whose folder exists, when the caller has just looked.
         ``checked``: the caller has just passed ``query``, ``mode`` and ``limit`` through ``check``
-        (``mode`` is what it returned). ``targets`` go into the result as they are.
+        (``mode`` is what it returned). ``targets`` go into the result as they are. ``looks``:
+        what the caller's read saw before (``_store/looks.py``).
         """
         chosen = cast(RetrievalMode, mode) if checked else self.check(query, mode, limit)
         if present is None:
@@ -173,7 +155,9 @@ class KnowledgeRetrieval:
         if chosen == "keyword" and where is None:
             # One MATCH for every store: cheaper than a query (or a thread) per store. (A filter
             # is a per-store rowid set: filtered recalls keep a query per store.)
-            merged = self.keyword_fused(present, query, limit)
+            merged = self.keyword_fused(
+                present, query, limit, sized=looks is not None and looks.index_checked
+            )
             return RecallResult(
                 hits=tuple(merged),
                 mode=chosen,
@@ -536,28 +520,7 @@ class KnowledgeRetrieval:
         return self.db.key(Path(path))
 
     def _hit(self, sp: StorePaths, doc: DocRow, text: str, score: float) -> MemoryHit:
-        key = (sp.name, doc.path)
-        held = _PATHS.get(key)
-        if held is None:  # a Path and a source per hit were a fifth of a keyword recall's Python
-            if len(_PATHS) >= _PATHS_KEPT:
-                _PATHS.clear()
-            path, written = _file_path(doc.path)
-            scope = _SCOPES.get(sp.name)
-            if scope is None:
-                if len(_SCOPES) >= _PATHS_KEPT:
-                    _SCOPES.clear()
-                scope = _SCOPES[sp.name] = scope_of(sp.name).value
-            held = _PATHS[key] = (path, f"{scope}:{written}")
-        return MemoryHit(
-            id=doc.id,
-            text=strip_header(text),
-            score=score,
-            source=held[1],
-            time=doc.updated_at,
-            store=sp.name,
-            path=held[0],
-            title=doc.title,
-        )
+        return make_hit(sp.name, doc, text, score)
 
     def keyword(
         self, sp: StorePaths, query: str, limit: int, where: FactFilter | None = None
@@ -566,15 +529,18 @@ class KnowledgeRetrieval:
         within = where.chunk_rowids(sp.name) if where is not None else None
         return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4, within), limit)
 
-    def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
+    def keyword_fused(
+        self, paths: Sequence[StorePaths], query: str, limit: int, *, sized: bool = False
+    ) -> list[MemoryHit]:
         """``rrf_merge`` of each store's ``keyword`` hits, from one word-index MATCH for all
         stores, building hits only for those that survive the fusion.
 
         Its reads share one snapshot (``snapshot.reading``), and the rows an unchanged index gave
         earlier recalls (chunk texts, documents, session neighbours) are taken from there.
+        ``sized``: the caller checked the index file's size a moment ago (``IndexDB.current``).
         """
         names = [sp.name for sp in paths]
-        with reading(self.db) as kept:
+        with reading(self.db, sized) as kept:
             found = best_documents(self.db, names, query, limit, kept)
             # Lending needs session neighbours: none in stores without a session fact.
             near = (

@@ -65,9 +65,12 @@ class SharedRetrieval(KnowledgeRetrieval):
         """The backend's keyword hits of one store, best first, one per document."""
         return self._search([sp], query, limit, where)[0]
 
-    def keyword_fused(self, paths: Sequence[StorePaths], query: str, limit: int) -> list[MemoryHit]:
+    def keyword_fused(
+        self, paths: Sequence[StorePaths], query: str, limit: int, *, sized: bool = False
+    ) -> list[MemoryHit]:
         """``rrf_merge`` of each store's keyword hits, each list lending to session neighbours as
-        the SQLite path does (the neighbours are found in the local index)."""
+        the SQLite path does (the neighbours are found in the local index; ``sized`` is not used:
+        each of those reads checks the index file itself)."""
         found = self._search(paths, query, limit, None)
         lent = [self._lend(sp, "keyword", hits, limit, None) for sp, hits in zip(paths, found, strict=True)]
         return rrf_merge(lent, limit)

@@ -40,6 +40,7 @@ from ._store.identity import (
     read_identity,
     repository_matches,
 )
+from ._store.looks import Looks
 from ._store.paths import GLOBAL_STORE, StorePaths, scope_of, store_name_for_project
 from ._store.paths import project_id_of as _project_id_of
 from ._store.writer import Transaction, Writer
@@ -115,12 +116,21 @@ class Targets:
             )
         return self._of_git(require_git(cwd if cwd is not None else os.getcwd()))
 
-    def _of_git(self, git: GitInfo) -> Target:
+    def _of_git(self, git: GitInfo, looks: Looks | None = None) -> Target:
+        """The target of a checkout; ``looks``: the call's ``Looks``, which keeps the stat of the
+        store folder looked at here for the steps after (the recall's "present" check, the feed)."""
         held = self._of_checkout.get(id(git))
-        if held is not None and held[0] is git and held[1].store_dir.is_dir():
-            return held[1]  # the checkout's own store, still there
+        if held is not None and held[0] is git:
+            there = (
+                held[1].store_dir.is_dir()
+                if looks is None
+                else looks.is_dir(held[1].store, held[1].store_dir)
+            )
+            if there:
+                return held[1]  # the checkout's own store, still there
         name = store_name_for_project(project_id_for(git.toplevel))
-        own = self.paths(name).root.is_dir()
+        root = self.paths(name).root
+        own = root.is_dir() if looks is None else looks.is_dir(name, root)
         if not own:
             name = self._landing(name, git) or name
         target = Target(
@@ -161,8 +171,9 @@ class Targets:
         git = find_git(cwd if cwd is not None else os.getcwd())
         return [self._of_git(git)] if git is not None else []
 
-    def recall(self, cwd: PathLike | None = None) -> list[Target]:
-        """The targets recall searches from ``cwd``: the project's (inside a git repo), then global.
+    def recall(self, cwd: PathLike | None = None, looks: Looks | None = None) -> list[Target]:
+        """The targets recall searches from ``cwd``: the project's (inside a git repo), then global
+        (``looks``: see ``_of_git``).
 
         A ``cwd`` that is not a directory is ``InvalidInput``, and one in a worktree whose main
         checkout moved ``ScopeUnresolved`` (as for ``remember``): searching only the global store
@@ -177,7 +188,7 @@ class Targets:
             git = find_git(folder)
         if git is None and (broken := broken_checkout(folder)) is not None:
             raise broken
-        found = [self._of_git(git)] if git is not None else []
+        found = [self._of_git(git, looks)] if git is not None else []
         return [*found, self.of_store(GLOBAL_STORE)]
 
     # -- repository identity ------------------------------------------------------------------

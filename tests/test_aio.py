@@ -205,7 +205,13 @@ def test_recalls_at_once_default_to_the_cpus_the_process_may_use(svc: MemoryServ
 
 @pytest.mark.parametrize(
     ("argument", "value"),
-    [("max_threads", 0), ("max_threads", -2), ("max_threads", 2.0), ("max_threads", True), ("max_recalls", 0)],
+    [
+        ("max_threads", 0),
+        ("max_threads", -2),
+        ("max_threads", 2.0),
+        ("max_threads", True),
+        ("max_recalls", 0),
+    ],
 )
 def test_a_bound_that_is_no_count_is_refused_typed(svc: MemoryService, argument: str, value: object) -> None:
     """``max_threads=0`` made every call of the facade wait for ever (no thread ever started),

@@ -23,6 +23,7 @@ from coffer_memory._index import vec
 from coffer_memory._index.vec import Matrix
 from coffer_memory._models import MemoryHit
 from coffer_memory._retrieval import KnowledgeRetrieval
+from coffer_memory._store.looks import Looks
 from coffer_memory.plugins import get_plugin_manager, hookimpl
 from coffer_memory.plugins.hookspecs import Vector
 
@@ -309,9 +310,9 @@ def test_the_query_embedding_begins_before_the_read_checks(
         refresh = svc.index.refresh
         seen: list[bool] = []
 
-        def checked(store: str) -> None:
+        def checked(store: str, looks: Looks | None = None) -> None:
             seen.append(began.wait(5))
-            refresh(store)
+            refresh(store, looks)
 
         monkeypatch.setattr(svc.index, "refresh", checked)
         monkeypatch.setattr(plugin.embedder, "embed_batch", embedding)
@@ -336,7 +337,7 @@ def test_a_recall_that_fails_its_checks_lets_the_begun_embedding_go(
         svc.recall("warm", stores=["global"], mode="hybrid")
         refresh = svc.index.refresh
 
-        def failing(store: str) -> None:
+        def failing(store: str, looks: Looks | None = None) -> None:
             raise OSError("disk gone")
 
         monkeypatch.setattr(svc.index, "refresh", failing)

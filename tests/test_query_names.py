@@ -86,7 +86,9 @@ def test_operators_split_a_word(query: str, terms: list[str]) -> None:
     assert keyword_terms(query) == terms
 
 
-def test_a_version_constraint_finds_the_fact_of_its_package(memory: tuple[MemoryService, dict[str, str]]) -> None:
+def test_a_version_constraint_finds_the_fact_of_its_package(
+    memory: tuple[MemoryService, dict[str, str]],
+) -> None:
     assert _first(memory, "python>=3.11") == "python"
     assert _first(memory, "python^3.11") == "python"
 

@@ -267,5 +267,7 @@ def test_a_binary_md_file_is_found_by_no_mode_and_reported_broken(tmp_home: Path
         [latin] = [f for f in svc.list_facts(store="global").items if f.path.name == "latin.md"]
         assert latin.fact.body == "deploys to the caf\ufffd server"
         report = svc.doctor()
-    assert [(b.path, b.error) for b in report.broken] == [(binary, "binary, not text: a NUL byte at offset 28")]
+    assert [(b.path, b.error) for b in report.broken] == [
+        (binary, "binary, not text: a NUL byte at offset 28")
+    ]
     assert not report.ok

@@ -244,10 +244,12 @@ class IndexDB:
         if self.generation == self.shared.generation:
             self.shared.damaged = _describe(exc)
 
-    def needs_repair(self) -> bool:
+    def needs_repair(self, check_size: bool = True) -> bool:
         """True when SQLite reported damage on a connection to this file, another program cut
-        it short, or another connection of this process replaced the file (this one must reopen)."""
-        self._check_size()
+        it short, or another connection of this process replaced the file (this one must reopen).
+        ``check_size`` False: the caller's read checked the size a moment ago (``_store/looks.py``)."""
+        if check_size:
+            self._check_size()
         return self.shared.damaged is not None or self.generation != self.shared.generation
 
     def _check_size(self) -> bool:
@@ -314,10 +316,13 @@ class IndexDB:
             raise
         self.conn.execute("COMMIT")
 
-    def _current(self) -> apsw.Connection:
+    def _current(self, sized: bool = False) -> apsw.Connection:
         """The connection, reopened first when another connection of this process replaced the
-        file, or after moving the file aside when another program cut it short."""
-        if self.conn.get_autocommit() and (self._check_size() or self.generation != self.shared.generation):
+        file, or after moving the file aside when another program cut it short (``sized``: the
+        caller's read checked the file's size a moment ago, see ``_store/looks.py``)."""
+        if self.conn.get_autocommit() and (
+            (not sized and self._check_size()) or self.generation != self.shared.generation
+        ):
             self.repair()
         return self.conn
 
@@ -338,9 +343,10 @@ class IndexDB:
             return None
         return st.st_size
 
-    def current(self) -> apsw.Connection:
-        """The connection to read with, reopened first when another connection replaced the file."""
-        return self._current()
+    def current(self, sized: bool = False) -> apsw.Connection:
+        """The connection to read with, reopened first when another connection replaced the file
+        (``sized``: see ``_current``)."""
+        return self._current(sized)
 
     def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """All rows of a query."""

@@ -19,6 +19,7 @@ from typing import Protocol
 from .._config import Settings
 from .._models import ReindexReport
 from .._store.lock import store_lock
+from .._store.looks import Looks
 from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, scan_markdown, utf8_name
 from .._store.watch import FolderFeed, recall_stat, under, walkable
@@ -209,7 +210,7 @@ def small_unchanged(rec: Reconciling, sp: StorePaths, dirs: dict[str, int]) -> b
     return matched == len(expected) and seen == dirs
 
 
-def from_feed_kept(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
+def from_feed_kept(rec: Reconciling, sp: StorePaths, looks: Looks | None = None) -> ReindexReport | None:
     """``from_feed`` of a store the feed vouches for, with its state row as the last check read it
     while this connection wrote nothing (``total_changes``), or None to let ``reconcile`` work it
     out (its own checks, the feed's news kept). Every read of a watched store runs this: the
@@ -218,7 +219,8 @@ def from_feed_kept(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
 
     A kept row stands for what the feed's silence vouches for: no file of the store changed, so
     neither did its file count; a newer full scan by another process (a later ``last_full_scan``)
-    only brings the background safety net forward. With news the row is read again.
+    only brings the background safety net forward. With news the row is read again. ``looks``:
+    the read's ``Looks``, whose stat of the store folder the feed's identity check takes.
     """
     assert rec.feed is not None
     conn = rec.db.conn
@@ -230,7 +232,7 @@ def from_feed_kept(rec: Reconciling, sp: StorePaths) -> ReindexReport | None:
     state = held[1] if held is not None and held[0] == key else rec._keep_state(sp.name, key)
     if state is None or state[2] <= rec.settings.reconcile_full_scan_max_files:
         return None  # never armed for a store this small, or no state: the scans decide
-    news = rec.feed.news(sp.name)
+    news = rec.feed.news(sp.name, looks)
     if news is None:
         return None
     if news[0] or news[1]:  # another process may have moved the count: the row as it is now

@@ -53,6 +53,7 @@ from .._models import ReindexReport
 from .._store.audit import AuditLog
 from .._store.files import FactParseError
 from .._store.lock import store_lock
+from .._store.looks import Looks
 from .._store.paths import StorePaths, is_recall_rel, lock_path
 from .._store.scan import FileStat, OddFiles, file_stat, list_folder, scan_markdown
 from .._store.versions import bump_version
@@ -176,27 +177,40 @@ class Reconciler:
             (store, json.dumps(dirs, sort_keys=True), last_full, count),
         )
 
-    def reconcile(self, store: str, *, full: bool = False, progress: Progress | None = None) -> ReindexReport:
+    def reconcile(
+        self, store: str, *, full: bool = False, progress: Progress | None = None, looks: Looks | None = None
+    ) -> ReindexReport:
         """Reconcile ``store``; ``full=True`` forces the full stat scan.
 
         A damaged index (met here or reported by an earlier query) is moved aside first and
         the store rebuilt from its files. The caller holds the service lock, outside any
         transaction. In a service (``lock`` given) nothing is embedded here: the documents keep
         the sentinel, for the caller to embed after it lets the lock go (``_ahead.embed_later``).
+        ``looks``: the read's ``Looks`` (``_store/looks.py``): the store folder's stat
+        taken before, and whether this read checked the index file's size with nothing written
+        since (then it is not checked again; it is after a reconcile that wrote).
         """
         with self._holding():
-            return self._reconcile_once(store, full=full, progress=progress)
+            return self._reconcile_once(store, full=full, progress=progress, looks=looks)
 
     def _holding(self) -> AbstractContextManager[None]:
         return self.reindexer.holding() if self.lock is not None else nullcontext()
 
-    def _reconcile_once(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
+    def _reconcile_once(
+        self, store: str, *, full: bool, progress: Progress | None, looks: Looks | None
+    ) -> ReindexReport:
         for attempt in range(2):
-            if self.db.needs_repair():
+            if self.db.needs_repair(check_size=looks is None or not looks.index_checked):
                 self.repair()
                 full = True
+            conn = self.db.conn
+            sized = conn.get_autocommit()  # the size is checked outside a transaction only
+            changes = conn.total_changes()
             try:
-                return self._reconcile(store, full=full, progress=progress)
+                report = self._reconcile(store, full=full, progress=progress, looks=looks)
+                if looks is not None:  # the reader reads right after: its check is this one
+                    looks.index_checked = sized and self.db.conn is conn and conn.total_changes() == changes
+                return report
             except DAMAGE as exc:
                 if attempt:
                     raise
@@ -232,7 +246,9 @@ class Reconciler:
         """Reopen the index, moving it aside first if it was found damaged (service lock held)."""
         self.reindexer.repair_index()
 
-    def _reconcile(self, store: str, *, full: bool, progress: Progress | None) -> ReindexReport:
+    def _reconcile(
+        self, store: str, *, full: bool, progress: Progress | None, looks: Looks | None = None
+    ) -> ReindexReport:
         sp = self._paths.get(store)
         if sp is None:
             if len(self._paths) >= PATHS_KEPT:
@@ -240,7 +256,7 @@ class Reconciler:
             sp = self._paths[store] = self.reindexer.paths(store)
         # A store the inotify feed watches is checked by its news (``read_checks.from_feed``): folder mtimes
         # alone (``read_checks.quick``) miss an in-place edit.
-        fed = from_feed_kept(self, sp) if self.feed is not None and not full else None
+        fed = from_feed_kept(self, sp, looks) if self.feed is not None and not full else None
         if fed is not None:
             return fed
         watched = self.feed is not None and self.feed.status(store) != "off"

@@ -41,15 +41,16 @@ class reading:  # a lower-case name: used as a function, ``with reading(db) as k
     more than the transaction's own Python.
     """
 
-    __slots__ = ("_conn", "_db")
+    __slots__ = ("_conn", "_db", "_sized")
 
-    def __init__(self, db: IndexDB) -> None:
+    def __init__(self, db: IndexDB, sized: bool = False) -> None:
         self._db = db
+        self._sized = sized  # the caller's read checked the file's size a moment ago (``IndexDB.current``)
         self._conn: apsw.Connection | None = None
 
     def __enter__(self) -> dict[Any, Any]:
         db = self._db
-        conn = db.current()
+        conn = db.current(self._sized)
         if not conn.get_autocommit():
             return {}
         conn.execute("BEGIN")

@@ -38,6 +38,7 @@ from functools import cache
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING, Any
 
+from .looks import Looks
 from .paths import is_recall_rel
 from .scan import BAD_NAME, FileStat, OddFiles, file_stat, odd_kind, utf8_name
 
@@ -354,19 +355,25 @@ class FolderFeed:
         del self._stores[store]
 
     # -- reading --------------------------------------------------------------------------------
-    def news(self, store: str) -> tuple[set[str], set[str]] | None:
+    def news(self, store: str, looks: Looks | None = None) -> tuple[set[str], set[str]] | None:
         """The recall files and the folders of ``store`` changed since the last call, or None when
-        the feed cannot vouch for it. Reads the queue first."""
+        the feed cannot vouch for it. Reads the queue first. ``looks``: the read's ``Looks``; the
+        stat of the store folder it took is the identity check's (else the folder is stat'ed), and
+        the queue is read once for all the stores it reads (what comes after is the next read's)."""
         with self._guard:
-            self._owned()
-            self._drain()
+            if looks is None or looks.drained is not self:
+                self._owned()
+                self._drain()
+                if looks is not None:
+                    looks.drained = self
             watched = self._stores.get(store)
             if watched is None or not watched.verified or watched.lost:
                 return None
             if not watched.lost:
+                seen = looks.folder(store, watched.root) if looks is not None else None
                 try:
-                    st = os.stat(watched.root)
-                    watched.lost = (st.st_dev, st.st_ino) != watched.identity
+                    st = os.stat(watched.root) if seen is None else seen[0]
+                    watched.lost = st is None or (st.st_dev, st.st_ino) != watched.identity
                 except OSError:
                     watched.lost = True
             if watched.lost:

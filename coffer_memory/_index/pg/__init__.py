@@ -50,7 +50,6 @@ def build(settings: Settings) -> IndexBackend:
         pool_size=settings.index.pool_size,
         memory_dir=settings.memory_dir,
         vectors_wanted=bool({"vector", "hybrid"} & set(settings.memory.retrieval_modes)),
-
         timeout=settings.index.timeout_seconds,
     )
 

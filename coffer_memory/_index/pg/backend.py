@@ -87,7 +87,6 @@ class PostgresIndex(Reaching):
         memory_dir: Path | None = None,
         min_server_version: int = MIN_SERVER_VERSION,
         vectors_wanted: bool = True,
-
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         # One direct connection first: a server that refuses, or is older than the index needs

@@ -1,0 +1,41 @@
+"""A hit made by ``_recall_hits.new_hit`` is the hit ``MemoryHit(...)`` makes."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attrs
+import pytest
+
+from coffer_memory import MemoryHit
+from coffer_memory._recall_hits import _FIELDS, _SETTERS, new_hit
+
+
+def test_a_hit_made_through_its_slots_equals_the_one_attrs_makes() -> None:
+    assert _SETTERS is not None  # the fast way is the one in use with today's MemoryHit
+    at = datetime(2026, 12, 3, 4, 5, 6, tzinfo=UTC)
+    values = (
+        "01JABCDEFGHJKMNPQRSTVWXYZ0",
+        "the text",
+        -1.25,
+        "global:/h/f.md",
+        at,
+        "global",
+        Path("/h/f.md"),
+        "t",
+    )
+    made, called = new_hit(*values), MemoryHit(*values)
+    assert type(made) is MemoryHit
+    assert made == called and hash(made) == hash(called) and repr(made) == repr(called)
+    assert attrs.asdict(made) == attrs.asdict(called)
+    assert pickle.loads(pickle.dumps(made)) == called
+    assert tuple(getattr(made, name) for name in _FIELDS) == values
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.score = 0.0  # type: ignore[misc]
+
+
+def test_the_fast_way_is_taken_only_for_the_fields_it_sets() -> None:
+    """A field added to MemoryHit (or a validator) would be left unset: the module checks them."""
+    assert tuple(f.name for f in attrs.fields(MemoryHit)) == _FIELDS
