@@ -7,11 +7,15 @@ recall (``_shared_recall.py``) call them; nothing here reads the index.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 
 from ._models import MemoryHit
+
+T = TypeVar("T")
 
 RRF_K = 60
 # Hybrid's share for the keyword list (the vector list gets the rest). Chosen on LoCoMo's dev
@@ -85,6 +89,22 @@ def rrf_order(
         for rank, key in enumerate(keys, start=1):
             fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
     return sorted(fused, key=fused.__getitem__, reverse=True)[:limit]
+
+
+def rrf_disjoint(lists: Sequence[Sequence[T]], limit: int) -> list[T]:
+    """``rrf_order`` of lists that share no key, none twice in one list (each store's own ids):
+    a key's sum is then its own ``1 / (k + rank)``, equal only for keys of one rank, which keep
+    the order of their lists. So the keys by rank, the lists in turn at each rank; without a
+    dict, a float per key and a sort (a keyword recall fuses its stores so)."""
+    out: list[T] = []
+    live = [keys for keys in lists if keys]
+    start = 0
+    while live and len(out) < limit:
+        end = min(map(len, live))
+        out.extend(itertools.chain.from_iterable(zip(*(keys[start:end] for keys in live), strict=True)))
+        start = end
+        live = [keys for keys in live if len(keys) > end]
+    return out[:limit]
 
 
 def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:

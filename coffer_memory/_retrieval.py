@@ -20,6 +20,7 @@ from ._fusion import (
     fuse_modes,
     fused_scores,
     lend,
+    rrf_disjoint,
     rrf_merge,
     rrf_order,
 )
@@ -559,11 +560,9 @@ class KnowledgeRetrieval:
                     docs.update(doc_rows(self.db, more, kept))
         lists = [[(name, i) for i in best[name] if (name, i) in docs] for name in names]
         of_name = {sp.name: sp for sp in paths}
-        hits = []
-        for key in rrf_order(lists, limit):
-            text, score = best[key[0]][key[1]]
-            hits.append(self._hit(of_name[key[0]], docs[key], text, score))
-        return hits
+        # Each list is one store's ids (a dict's keys): no key in two lists when no store is twice.
+        fused = rrf_disjoint(lists, limit) if len(of_name) == len(names) else rrf_order(lists, limit)
+        return [make_hit(store, docs[store, i], *best[store][i]) for store, i in fused]
 
     def _lent_best(
         self, store: str, best: dict[str, tuple[str, float]], limit: int, kept: dict[Any, Any]
