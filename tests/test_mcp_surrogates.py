@@ -76,7 +76,9 @@ class StdioPeer:
     def answer(self) -> dict[str, Any] | None:
         """The next line the server writes, or None if it says nothing within a generous bound."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        # A bound for a hung server, not a measurement: a first call that opens the index took
+        # over 60 s once under a load of 16 (test_git_never_reads_the_protocol_stream_over_stdio).
+        ready, _, _ = select.select([self.proc.stdout], [], [], 180)
         if not ready:
             return None
         answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
