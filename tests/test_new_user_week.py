@@ -1,0 +1,45 @@
+"""What a new user met in a week of use (session 16's newuser7), each fixed and kept fixed.
+
+Each test failed on the code before its fix (the docstring says what it saw then).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import CliRunner, make_repo
+
+from coffer_memory import MemoryService
+
+
+def test_an_empty_title_or_description_in_an_edit_is_derived_from_the_text(svc: MemoryService) -> None:
+    """``edit_fact(title="")`` kept the old title and still rewrote the file (a new
+    ``updated_at``); ``description=""`` wrote an empty description, where ``remember`` derives
+    both from the text when they are empty."""
+    r = svc.remember(
+        "Deploy with make ship.\nStaging needs the VPN.", title="Deploying", description="How we ship", scope="global"
+    )
+    edited = svc.edit_fact(r.fact.id, title="", description="  ", scope="global")
+    assert edited.fact.title == "Deploy with make ship."
+    assert edited.fact.description == "Deploy with make ship. Staging needs the VPN."
+    again = svc.get_fact(r.fact.id, scope="global").fact
+    assert (again.title, again.description) == (edited.fact.title, edited.fact.description)
+    # A new body with an empty title: the title of the new text.
+    edited = svc.edit_fact(r.fact.id, body="# Ship it\n\nwith make ship", title="", scope="global")
+    assert edited.fact.title == "Ship it"
+    # None keeps what the fact has.
+    kept = svc.edit_fact(r.fact.id, body="other text", scope="global")
+    assert kept.fact.title == "Ship it"
+
+
+def test_the_cli_edit_with_an_empty_title_takes_it_from_the_text(cli: CliRunner, tmp_path: Path) -> None:
+    """``coffer facts edit ID --title ""`` printed "edited" and kept the title."""
+    repo = make_repo(tmp_path / "acme")
+    out = cli("remember", "The API listens on port 8421.", "--title", "port", "--json", cwd=repo)
+    assert out.returncode == 0, out.stderr
+
+    fact_id = json.loads(out.stdout)["fact"]["id"]
+    res = cli("facts", "edit", fact_id, "--title", "", "--json", cwd=repo)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["fact"]["title"] == "The API listens on port 8421."
