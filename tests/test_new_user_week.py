@@ -43,3 +43,17 @@ def test_the_cli_edit_with_an_empty_title_takes_it_from_the_text(cli: CliRunner,
     res = cli("facts", "edit", fact_id, "--title", "", "--json", cwd=repo)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["fact"]["title"] == "The API listens on port 8421."
+
+
+def test_an_id_of_bytes_that_are_not_utf8_is_named_in_the_error(cli: CliRunner, tmp_path: Path) -> None:
+    """``coffer facts show $'\\xff\\xfe'`` said ``memory '' not found``: the undecodable bytes of
+    the argument (surrogate escapes) were dropped as control characters. They read as ``\\xNN`` now,
+    as a branch name's do."""
+    repo = make_repo(tmp_path / "acme")
+    assert cli("remember", "A fact, so that the home exists.", cwd=repo).returncode == 0
+    res = cli("facts", "show", "\udcff\udcfe", cwd=repo)
+    assert res.returncode == 1
+    # The message quotes the id as Python's repr does, so each backslash shows doubled there.
+    assert "MEMORY_NOT_FOUND: memory '\\\\xff\\\\xfe' not found" in res.stderr
+    res = cli("facts", "show", "ab\udce9", "--json", cwd=repo)
+    assert json.loads(res.stderr)["error"]["details"]["fact_id"] == "ab\\xe9"
