@@ -57,3 +57,15 @@ def test_an_id_of_bytes_that_are_not_utf8_is_named_in_the_error(cli: CliRunner, 
     assert "MEMORY_NOT_FOUND: memory '\\\\xff\\\\xfe' not found" in res.stderr
     res = cli("facts", "show", "ab\udce9", "--json", cwd=repo)
     assert json.loads(res.stderr)["error"]["details"]["fact_id"] == "ab\\xe9"
+
+
+def test_the_consolidation_log_header_says_it_logs_deletes_too(svc: MemoryService, tmp_path: Path) -> None:
+    """A store whose only log lines were ``deleted: ...`` had a log headed "One line per change the
+    organizer made to this store", which no organizer had touched."""
+    repo = make_repo(tmp_path / "acme")
+    svc.journal_append("Shipped the billing migration.", cwd=repo)
+    day = svc.journal(cwd=repo)[0].period
+    svc.delete_journal(day, cwd=repo)
+    text = svc.consolidation_log(cwd=repo).text
+    assert text is not None and f"deleted: journal/{day}" in text
+    assert "and per lane file deleted" in text.splitlines()[2]
