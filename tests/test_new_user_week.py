@@ -6,6 +6,7 @@ Each test failed on the code before its fix (the docstring says what it saw then
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import CliRunner, make_repo
@@ -69,3 +70,20 @@ def test_the_consolidation_log_header_says_it_logs_deletes_too(svc: MemoryServic
     text = svc.consolidation_log(cwd=repo).text
     assert text is not None and f"deleted: journal/{day}" in text
     assert "and per lane file deleted" in text.splitlines()[2]
+
+
+def test_tiny_keyword_scores_read_as_numbers_beside_the_others(svc: MemoryService) -> None:
+    """In a store of many like facts a keyword recall's tail scored ``4.125e-06`` beside ``52.26``
+    at the top, in the CLI's table and the notebook's: exponent form, which reads as larger at a
+    glance. Scores keep four significant digits and are written out."""
+    from coffer_memory._render import hits_table
+
+    for i in range(40):
+        svc.remember(f"Service {i} listens on port {8000 + i}.", title=f"service-{i}", scope="global")
+    res = svc.recall("service 42 port 8042", stores=["global"], limit=20)
+    assert any(0 < h.score < 1e-4 for h in res.hits), [h.score for h in res.hits]  # the case itself
+    shown = hits_table(res.hits) + res._repr_markdown_() + res._repr_html_()
+    assert not re.search(r"\d[eE][-+]\d", shown), shown
+    tiny = min(h.score for h in res.hits if h.score > 0)
+    digits = f"{tiny:.3e}".split("e")[0].replace(".", "").rstrip("0")  # 7.125e-06: "7125"
+    assert re.search(rf"\b0\.0000+{digits}\b", shown), (tiny, shown)
