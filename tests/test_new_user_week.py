@@ -87,3 +87,18 @@ def test_tiny_keyword_scores_read_as_numbers_beside_the_others(svc: MemoryServic
     tiny = min(h.score for h in res.hits if h.score > 0)
     digits = f"{tiny:.3e}".split("e")[0].replace(".", "").rstrip("0")  # 7.125e-06: "7125"
     assert re.search(rf"\b0\.0000+{digits}\b", shown), (tiny, shown)
+
+
+def test_a_labelled_store_is_still_named_by_its_repository_folder(cli: CliRunner, tmp_path: Path) -> None:
+    """Once ``coffer stores label`` gave a store a label, its repository folder's name (which
+    ``--store`` and every ``stores`` command take, says their help) was MEMORY_STORE_NOT_FOUND:
+    the folder name was only matched as the display name, which the label replaces."""
+    repo = make_repo(tmp_path / "acme")
+    assert cli("remember", "Deploy with make release.", cwd=repo).returncode == 0
+    name = json.loads(cli("stores", "list", "--json").stdout)[0]["name"]
+    assert cli("stores", "label", name, "billing").returncode == 0
+    by_folder = cli("stores", "config", "acme", "max_fact_chars", "4000")
+    assert by_folder.returncode == 0, by_folder.stderr
+    assert cli("stores", "config", "billing", "--json").returncode == 0  # the label, as before
+    listed = cli("facts", "list", "--store", "acme", "--json", cwd=tmp_path)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)["items"]) == 1

@@ -127,6 +127,8 @@ def resolve_store_name(svc: MemoryService, value: str) -> str:
     for matches in (
         [s for s in stores if s.label is not None and s.label.casefold() == folded],
         [s for s in stores if s.display_name.casefold() == folded],
+        # The repository's folder name even when a label replaced it as the display name.
+        [s for s in stores if s.project_root is not None and Path(s.project_root).name.casefold() == folded],
         [s for s in stores if s.name.startswith(value) or s.name.removeprefix("project-").startswith(upper)],
     ):
         if len(matches) == 1:
