@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import CliRunner, make_repo
+from conftest import CliRunner, git, make_repo
 
 from coffer_memory import MemoryService
 
@@ -102,3 +102,16 @@ def test_a_labelled_store_is_still_named_by_its_repository_folder(cli: CliRunner
     assert cli("stores", "config", "billing", "--json").returncode == 0  # the label, as before
     listed = cli("facts", "list", "--store", "acme", "--json", cwd=tmp_path)
     assert listed.returncode == 0 and len(json.loads(listed.stdout)["items"]) == 1
+
+
+def test_a_worktree_whose_main_checkout_moved_gets_no_misleading_hint(cli: CliRunner, tmp_path: Path) -> None:
+    """In a linked worktree whose main checkout moved, ``coffer recall`` said what to run (``git
+    worktree repair``) and then ``hint: run it inside a git repository, or pass --cwd DIR of one``,
+    though it was run inside one."""
+    main = make_repo(tmp_path / "acme-api")
+    assert cli("remember", "Deploy with make release.", cwd=main).returncode == 0
+    git(main, "worktree", "add", "-q", str(tmp_path / "acme-login"), "-b", "feature/login")
+    main.rename(tmp_path / "acme")
+    res = cli("recall", "deploy", cwd=tmp_path / "acme-login")
+    assert res.returncode == 1 and "git worktree repair" in res.stderr
+    assert "hint:" not in res.stderr and "run it inside a git repository" not in res.stderr

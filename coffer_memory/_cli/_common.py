@@ -206,8 +206,8 @@ def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
     """A next step for errors a user can fix with an option or a setting (printed after the error line)."""
     if exc.code == "INVALID_INPUT" and "enabled" in exc.details:
         return _enable_mode_hint(exc.details, args)
-    if exc.code != "SCOPE_UNRESOLVED":
-        return None
+    if exc.code != "SCOPE_UNRESOLVED" or "git worktree repair" in exc.message:
+        return None  # a worktree whose main checkout moved: the message says what to run
     if hasattr(args, "global_"):
         return "hint: run it inside a git repository, or pass --global or --store NAME (see `coffer stores list`)"
     if hasattr(args, "store"):
