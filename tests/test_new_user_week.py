@@ -115,3 +115,32 @@ def test_a_worktree_whose_main_checkout_moved_gets_no_misleading_hint(cli: CliRu
     res = cli("recall", "deploy", cwd=tmp_path / "acme-login")
     assert res.returncode == 1 and "git worktree repair" in res.stderr
     assert "hint:" not in res.stderr and "run it inside a git repository" not in res.stderr
+
+
+def test_the_async_facade_takes_a_home_path_as_memory_service_does(tmp_path: Path) -> None:
+    """``AsyncMemoryService("/path/to/home")``, written as one writes ``MemoryService(home)``,
+    failed at the first call with ``AttributeError: 'str' object has no attribute '_gate'``. A
+    path opens a service of the facade's own there (closed with it); anything else is refused at
+    once, by name."""
+    import asyncio
+
+    import pytest
+
+    from coffer_memory import AsyncMemoryService, InvalidInput, ServiceClosed
+
+    home = tmp_path / "home"
+
+    async def use(where: str | Path) -> str:
+        asvc = AsyncMemoryService(where)
+        await asvc.remember("Backups run at 02:00 UTC.", scope="global")
+        hits = await asvc.recall("backups", stores=["global"])
+        await asvc.close()
+        with pytest.raises(ServiceClosed):  # its own service: closed with the facade
+            await asvc.recall("backups", stores=["global"])
+        return hits.hits[0].text
+
+    assert asyncio.run(use(str(home))) == "Backups run at 02:00 UTC."
+    assert asyncio.run(use(home)) == "Backups run at 02:00 UTC."
+    assert (home / "memory" / "global" / "knowledge" / "inbox").is_dir()
+    with pytest.raises(InvalidInput, match="service must be a MemoryService or a coffer home's path, not int"):
+        AsyncMemoryService(42)  # type: ignore[arg-type]
