@@ -226,8 +226,9 @@ def _check_count(value: object, name: str, *, optional: bool) -> None:
 class AsyncMemoryService:
     """An async facade over a ``MemoryService``: ``await svc.recall(...)``, ``await svc.remember(...)``.
 
-    ``service=None`` opens ``MemoryService()`` (``$COFFER_HOME``) and closes it in ``close()``;
-    a service passed in stays the caller's to close. ``max_threads`` bounds how many calls run
+    ``service=None`` opens ``MemoryService()`` (``$COFFER_HOME``), and a home's path
+    ``MemoryService(path)``, and closes it in ``close()``; a service passed in stays the caller's
+    to close. ``max_threads`` bounds how many calls run
     at once (the rest wait in order). ``max_recalls`` bounds the keyword recalls (the mode asked
     for, or no mode) that run at once; by default as many as the CPUs this process may run on
     (``usable_cpus``). Use ``async with`` or ``await close()``.
@@ -244,15 +245,21 @@ class AsyncMemoryService:
 
     def __init__(
         self,
-        service: MemoryService | None = None,
+        service: MemoryService | str | os.PathLike[str] | None = None,
         *,
         max_threads: int = DEFAULT_MAX_THREADS,
         max_recalls: int | None = None,
     ) -> None:
         _check_count(max_threads, "max_threads", optional=False)
         _check_count(max_recalls, "max_recalls", optional=True)
-        self._owned = service is None
-        self.sync = service if service is not None else MemoryService()
+        if service is not None and not isinstance(service, MemoryService | str | os.PathLike):
+            raise InvalidInput(
+                f"service must be a MemoryService or a coffer home's path, not {type(service).__name__}",
+                field="service",
+            )
+        # A home's path opens a service of its own there, as MemoryService(home) does.
+        self._owned = not isinstance(service, MemoryService)
+        self.sync = service if isinstance(service, MemoryService) else MemoryService(service)
         """The wrapped synchronous service (its properties and context managers live there)."""
         self.max_threads = max_threads
         self.max_recalls = max_recalls

@@ -431,7 +431,9 @@ class Facts:
     ) -> MutationResult:
         """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it.
 
-        ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them.
+        ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them. An empty
+        ``title`` or ``description`` is derived from the text again, as ``remember`` does; ``None``
+        keeps it.
         """
         tag_list = as_tag_list(tags) if tags is not None else None
         new_tags = check_tags(tag_list) if tag_list is not None else None
@@ -448,11 +450,15 @@ class Facts:
             new_tags = checked_tags(self.writer, findings, tag_list, new_tags)
 
         def edited(old: MemoryFact) -> MemoryFact:
+            body = new_body if new_body is not None else old.body
             return attrs.evolve(
                 old,
-                body=new_body if new_body is not None else old.body,
-                title=title or old.title,
-                description=description if description is not None else follow_body(old, new_body),
+                body=body,
+                # An empty title or description is derived from the text again, as remember does.
+                title=old.title if title is None else title or default_title(body),
+                description=follow_body(old, new_body)
+                if description is None
+                else description or default_description(body),
                 actor=actor,
                 updated_at=now_utc(),
                 tags=new_tags if new_tags is not None else old.tags,

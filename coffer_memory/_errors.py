@@ -53,8 +53,19 @@ def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """
     head = str(value)[: limit * 4 + 1]
     text = _TERMINAL_ESCAPE.sub("", head)
-    text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
+    text = "".join(_shown(c) for c in text if not unicodedata.category(c).startswith("C") or _undecoded(c))
     return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
+
+
+def _undecoded(c: str) -> bool:
+    """A byte that was not UTF-8 in a command-line argument or a file name (Python's
+    ``surrogateescape``): shown as ``\\xNN``, as a branch name's are, not dropped (an id of such bytes
+    only would read as ``''``)."""
+    return "\udc80" <= c <= "\udcff"
+
+
+def _shown(c: str) -> str:
+    return f"\\x{ord(c) - 0xDC00:02x}" if _undecoded(c) else c
 
 
 MEMBER_ECHO_LIMIT = 200

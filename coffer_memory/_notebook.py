@@ -8,6 +8,7 @@ text, never runs it.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +43,16 @@ def record_of(item: Any) -> dict[str, Any]:
     return fields(item) if attrs.has(type(item)) else {"value": item}
 
 
+def score_text(score: float) -> str:
+    """A score with four significant digits and never in exponent form, so that scores side by
+    side compare at a glance (``4.125e-06`` reads ``0.000004125``, beside ``52.26``)."""
+    text = f"{score:.4g}"
+    if "e" not in text or not math.isfinite(score):
+        return text
+    fixed = f"{score:.{max(0, 3 - math.floor(math.log10(abs(score))))}f}"
+    return fixed.rstrip("0").rstrip(".") if "." in fixed else fixed
+
+
 def cell(value: Any) -> str:
     """A value as one short line of text."""
     if value is None:
@@ -49,7 +60,7 @@ def cell(value: Any) -> str:
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return score_text(value)
     if isinstance(value, list | tuple):
         return ", ".join(cell(v) for v in value)
     text = " ".join(str(value).split())

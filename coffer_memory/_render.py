@@ -6,6 +6,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ._models import MemoryHit, StoreInfo
+from ._notebook import score_text
 
 
 def width(text: str) -> int:
@@ -44,7 +45,7 @@ def hits_table(hits: Sequence[MemoryHit], *, text_width: int = 60) -> str:
     if not hits:
         return "(no hits)"
     rows = [
-        (i, f"{h.score:.4g}", h.source.split(":", 1)[0], shorten(h.title, 28), shorten(h.text, text_width))
+        (i, score_text(h.score), h.source.split(":", 1)[0], shorten(h.title, 28), shorten(h.text, text_width))
         for i, h in enumerate(hits, start=1)
     ]
     return table(("#", "score", "scope", "title", "text"), rows)

@@ -135,7 +135,8 @@ class LaneCalls(ServiceParts):
         tags: Iterable[str] | None = None,
     ) -> MutationResult:
         """Rewrite a fact (compare-and-swap on ``expected_sha256``) and re-index it; ``tags``
-        replaces its tags (``None`` keeps them)."""
+        replaces its tags (``None`` keeps them). An empty ``title`` or ``description`` is derived
+        from the text again, as ``remember`` does (``None`` keeps it)."""
         return self.facts.edit_fact(
             fact_id,
             body=body,

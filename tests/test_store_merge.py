@@ -300,11 +300,15 @@ def test_cli_merge_asks_for_yes(cli: CliRunner, tmp_path: Path, tmp_home: Path) 
     before = tree_hash(tmp_home / "memory")
     asked = cli("stores", "merge", src, dst)
     assert asked.returncode == 1 and "dry run: merging" in asked.stdout and "--yes" in asked.stderr
+    assert "  would move knowledge/inbox/alpha-fact.md" in asked.stdout
+    assert f"merged_identities and retire {src}" in asked.stdout
     assert tree_hash(tmp_home / "memory") == before
     looked = cli("stores", "merge", src, dst, "--dry-run", "--json")
     assert looked.returncode == 0 and json.loads(looked.stdout)["moved"] == ["knowledge/inbox/alpha-fact.md"]
     done = cli("stores", "merge", "first", "second", "--yes")  # repository folder names work too
-    assert done.returncode == 0 and "move knowledge/inbox/alpha-fact.md" in done.stdout
+    # What a merge did is said in the past tense (it said "move ... and retire", as if still to do).
+    assert done.returncode == 0 and "  moved knowledge/inbox/alpha-fact.md" in done.stdout
+    assert f"merged_identities and retired {src}" in done.stdout
     again = cli("stores", "merge", src, dst, "--yes")
     assert again.returncode == 0 and "merged into" in again.stdout and "already" in again.stdout
     recalled = cli("recall", "alpha", "--json", cwd=a)

@@ -127,6 +127,8 @@ def resolve_store_name(svc: MemoryService, value: str) -> str:
     for matches in (
         [s for s in stores if s.label is not None and s.label.casefold() == folded],
         [s for s in stores if s.display_name.casefold() == folded],
+        # The repository's folder name even when a label replaced it as the display name.
+        [s for s in stores if s.project_root is not None and Path(s.project_root).name.casefold() == folded],
         [s for s in stores if s.name.startswith(value) or s.name.removeprefix("project-").startswith(upper)],
     ):
         if len(matches) == 1:
@@ -204,8 +206,8 @@ def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
     """A next step for errors a user can fix with an option or a setting (printed after the error line)."""
     if exc.code == "INVALID_INPUT" and "enabled" in exc.details:
         return _enable_mode_hint(exc.details, args)
-    if exc.code != "SCOPE_UNRESOLVED":
-        return None
+    if exc.code != "SCOPE_UNRESOLVED" or "git worktree repair" in exc.message:
+        return None  # a worktree whose main checkout moved: the message says what to run
     if hasattr(args, "global_"):
         return "hint: run it inside a git repository, or pass --global or --store NAME (see `coffer stores list`)"
     if hasattr(args, "store"):

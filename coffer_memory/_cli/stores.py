@@ -27,17 +27,22 @@ def merge_lines(m: StoreMerge) -> list[str]:
     """A merge report as lines of text (what moved, what was kept beside, what was skipped)."""
     if m.already_merged:
         return [f"{m.source} was merged into {m.into} already: nothing to do"]
-    would = "would " if m.dry_run else ""
+    # What a dry run would do, in the future; what a merge did, in the past.
+    move, keep, add, skip, record, retire = (
+        ("would move", "would keep", "would add", "would skip", "would record", "retire")
+        if m.dry_run
+        else ("moved", "kept", "added", "skipped", "recorded", "retired")
+    )
     lines = [f"{'dry run: ' if m.dry_run else ''}merging {m.source} into {m.into}"]
-    lines += [f"  {would}move {rel}" for rel in m.moved]
-    lines += [f"  {would}keep {rel} beside the other as {kept}" for rel, kept in m.siblings]
+    lines += [f"  {move} {rel}" for rel in m.moved]
+    lines += [f"  {keep} {rel} beside the other as {kept}" for rel, kept in m.siblings]
     if m.journal_entries:
-        lines.append(f"  {would}add {m.journal_entries} journal entries to days both stores have")
+        entries = "entry" if m.journal_entries == 1 else "entries"
+        lines.append(f"  {add} {m.journal_entries} journal {entries} to days both stores have")
     if m.unchanged:
         lines.append(f"  {len(m.unchanged)} files already in place")
-    lines += [f"  skip {reason}" for reason in m.skipped]
-    verb = "would record" if m.dry_run else "recorded"
-    lines.append(f"  {verb} {m.source} in {m.into}'s merged_identities and retire {m.source}")
+    lines += [f"  {skip} {reason}" for reason in m.skipped]
+    lines.append(f"  {record} {m.source} in {m.into}'s merged_identities and {retire} {m.source}")
     return lines
 
 

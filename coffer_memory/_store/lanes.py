@@ -19,7 +19,7 @@ from .files import atomic_write, format_time, parse_time, read_bytes, yaml_scala
 from .paths import INDEX_MD, StorePaths
 
 RULES_HEADER = "# Rules\n"
-LOG_HEADER = "# Consolidation log\n\nOne line per change the organizer made to this store.\n\n"
+LOG_HEADER = "# Consolidation log\n\nOne line per change to this store by the organizer, and per lane file deleted.\n\n"
 
 
 def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
