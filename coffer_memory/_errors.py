@@ -43,9 +43,18 @@ _TERMINAL_ESCAPE = re.compile(
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
 def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """``value`` as an error message may repeat it: terminal escapes and other control or format
-    characters (bidi overrides, zero-width) removed, and cut to ``limit`` characters (``…`` last).
+    characters (bidi overrides, zero-width) removed, a lone surrogate (a byte that was not UTF-8)
+    written as ``\\xff``, and cut to ``limit`` characters (``…`` last).
 
     An id or a name a caller sent is echoed so that they can see which one was meant; it may be
     a terminal escape or a megabyte, and every face (a terminal, a log, an agent's context) shows
@@ -53,6 +62,9 @@ def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """
     head = str(value)[: limit * 4 + 1]
     text = _TERMINAL_ESCAPE.sub("", head)
+    # A byte that is not UTF-8 (an argument or a file name, decoded with surrogateescape) is a lone
+    # surrogate: shown as ``\xff``, not dropped ("memory '' not found" named nothing).
+    text = _SURROGATE.sub(_escaped, text)
     text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
     return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
 

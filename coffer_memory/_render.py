@@ -39,12 +39,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def score_text(score: float) -> str:
+    """A recall score as the table prints it: four decimals, never an exponent (``.4g`` printed a
+    keyword score of a large store as ``2.834e-06``, and its neighbour as ``0.1234``)."""
+    return f"{score:.4f}"
+
+
 def hits_table(hits: Sequence[MemoryHit], *, text_width: int = 60) -> str:
     """Recall hits as a table: rank, score, scope, title, text."""
     if not hits:
         return "(no hits)"
     rows = [
-        (i, f"{h.score:.4g}", h.source.split(":", 1)[0], shorten(h.title, 28), shorten(h.text, text_width))
+        (i, score_text(h.score), h.source.split(":", 1)[0], shorten(h.title, 28), shorten(h.text, text_width))
         for i, h in enumerate(hits, start=1)
     ]
     return table(("#", "score", "scope", "title", "text"), rows)
