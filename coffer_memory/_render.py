@@ -40,9 +40,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def score_text(score: float) -> str:
-    """A recall score as the table prints it: four decimals, never an exponent (``.4g`` printed a
-    keyword score of a large store as ``2.834e-06``, and its neighbour as ``0.1234``)."""
-    return f"{score:.4f}"
+    """A recall score as the table prints it: four significant digits, never an exponent (``.4g``
+    alone printed a tiny keyword score as ``2.834e-06``); a score that would take one is written
+    with four decimals (``0.0000``, ``12345.6789``)."""
+    text = f"{score:.4g}"
+    return f"{score:.4f}" if "e" in text else text
 
 
 def hits_table(hits: Sequence[MemoryHit], *, text_width: int = 60) -> str:
