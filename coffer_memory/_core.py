@@ -42,6 +42,7 @@ from ._models import (
     Page,
     RecallResult,
     Target,
+    WriteReceipt,
 )
 from ._store.files import FactParseError, fact_id_for, now_utc, parse_fact, read_bytes, render_fact
 from ._store.looks import Looks
@@ -433,7 +434,8 @@ class Facts:
 
         ``tags`` replaces the fact's tags (``[]`` removes them); ``None`` keeps them. An empty
         ``title`` or ``description`` is derived from the text again, as ``remember`` does; ``None``
-        keeps it.
+        keeps it. An edit that changes nothing writes nothing: its ``before_sha256`` and
+        ``after_sha256`` are the same.
         """
         tag_list = as_tag_list(tags) if tags is not None else None
         new_tags = check_tags(tag_list) if tag_list is not None else None
@@ -478,21 +480,30 @@ class Facts:
             if expected_sha256 is not None and expected_sha256 != parsed.sha256:
                 raise MemoryConflict(name, fact_id, expected_sha256, parsed.sha256)
             fact = edited(parsed.fact)
-            receipt = tx.write(path, render_fact(fact, parsed.extra, with_created=parsed.has_created_at))
-            tx.audit(
-                "memory_updated",
-                fact.id,
-                actor=actor,
-                path=str(path),
-                before_sha256=receipt.before_sha256,
-                after_sha256=receipt.after_sha256,
-            )
+            receipt: WriteReceipt | None = None
+            before: str | None = parsed.sha256
+            after: str | None = parsed.sha256
+            # Nothing to change (the same text, title, description and tags): the file
+            # is not rewritten, and the result says so (before and after alike).
+            if attrs.evolve(fact, actor=parsed.fact.actor, updated_at=parsed.fact.updated_at) == parsed.fact:
+                fact = parsed.fact
+            else:
+                receipt = tx.write(path, render_fact(fact, parsed.extra, with_created=parsed.has_created_at))
+                before, after = receipt.before_sha256, receipt.after_sha256
+                tx.audit(
+                    "memory_updated",
+                    fact.id,
+                    actor=actor,
+                    path=str(path),
+                    before_sha256=receipt.before_sha256,
+                    after_sha256=receipt.after_sha256,
+                )
         return MutationResult(
             fact=fact,
             store=name,
             path=path,
-            before_sha256=receipt.before_sha256,
-            after_sha256=receipt.after_sha256,
+            before_sha256=before,
+            after_sha256=after,
             target=target,
             receipt=receipt,
             created=False,

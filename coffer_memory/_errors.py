@@ -45,7 +45,8 @@ _TERMINAL_ESCAPE = re.compile(
 
 def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """``value`` as an error message may repeat it: terminal escapes and other control or format
-    characters (bidi overrides, zero-width) removed, and cut to ``limit`` characters (``…`` last).
+    characters (bidi overrides, zero-width) removed, a lone surrogate (a byte that was not UTF-8)
+    written as ``\\xff``, and cut to ``limit`` characters (``…`` last).
 
     An id or a name a caller sent is echoed so that they can see which one was meant; it may be
     a terminal escape or a megabyte, and every face (a terminal, a log, an agent's context) shows
@@ -53,7 +54,7 @@ def safe_echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """
     head = str(value)[: limit * 4 + 1]
     text = _TERMINAL_ESCAPE.sub("", head)
-    text = "".join(_shown(c) for c in text if not unicodedata.category(c).startswith("C") or _undecoded(c))
+    text = "".join(_shown(c) for c in text if not unicodedata.category(c).startswith("C") or _surrogate(c))
     return text if len(text) <= limit and len(head) <= limit * 4 else text[: limit - 1] + "…"
 
 
@@ -64,8 +65,16 @@ def _undecoded(c: str) -> bool:
     return "\udc80" <= c <= "\udcff"
 
 
+def _surrogate(c: str) -> bool:
+    return "\ud800" <= c <= "\udfff"
+
+
 def _shown(c: str) -> str:
-    return f"\\x{ord(c) - 0xDC00:02x}" if _undecoded(c) else c
+    """A lone surrogate written out (``\\xNN`` for an undecoded byte, else ``\\uNNNN``): as text it
+    cannot be printed or encoded, and dropped it would name nothing."""
+    if _undecoded(c):
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return f"\\u{ord(c):04x}" if _surrogate(c) else c
 
 
 MEMBER_ECHO_LIMIT = 200

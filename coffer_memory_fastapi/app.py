@@ -15,6 +15,7 @@ from fastapi_offline import FastAPIOffline
 from coffer_memory import AsyncMemoryService, MemoryService, __version__
 
 from . import errors, web
+from .deps import KnownQuery
 from .guard import HostRule, RefusingCors, RequestGuard
 from .operations import Operations
 from .routers import agents, audit, facts, lanes, operations, porting, recall, resources, stores, transcripts
@@ -91,7 +92,7 @@ def create_app(
         porting.router,
     )
     for router in routers:
-        app.include_router(router)
+        app.include_router(router, dependencies=[KnownQuery])  # an unknown query parameter: 422
     app.state.route_methods = errors.route_methods(r for router in routers for r in router.routes)
     web.install(app)  # the read-only pages at /ui, outside the OpenAPI document
 

@@ -6,8 +6,10 @@ import os
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 
-from coffer_memory import AsyncMemoryService, InvalidInput, MemoryService
+from coffer_memory import AsyncMemoryService, InvalidInput, MemoryService, safe_echo
 
 from .operations import Operations
 
@@ -35,6 +37,45 @@ Service = Annotated[MemoryService, Depends(_service)]
 # reads there use per-thread reader connections, so requests do not queue behind one lock.
 AsyncService = Annotated[AsyncMemoryService, Depends(_async_service)]
 Ops = Annotated[Operations, Depends(_operations)]
+
+
+_TAKES: dict[int, tuple[APIRoute, frozenset[str]]] = {}
+MAX_LISTED = 10  # unknown parameters named in the error at most
+
+
+def _query_params(dependant: Dependant) -> set[str]:
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_params(sub)
+    return names
+
+
+def _query_names(route: APIRoute) -> frozenset[str]:
+    held = _TAKES.get(id(route))
+    if held is None or held[0] is not route:
+        held = _TAKES[id(route)] = (route, frozenset(_query_params(route.dependant)))
+    return held[1]
+
+
+async def known_query(request: Request) -> None:
+    """``INVALID_INPUT`` for a query parameter the route does not take: FastAPI ignored it, so a
+    misspelt filter (``?serch=``, ``?tags=``) listed or searched everything (the MCP tools and the
+    JSON bodies refuse an unknown argument already)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    takes = _query_names(route)
+    unknown = sorted({k for k in request.query_params if k not in takes})
+    if unknown:
+        listed = ", ".join(repr(safe_echo(u)) for u in unknown[:MAX_LISTED])
+        said = f"it takes {', '.join(sorted(takes))}" if takes else "it takes no query parameter"
+        raise InvalidInput(
+            f"{request.method} {route.path} takes no query parameter {listed}; {said}",
+            field=safe_echo(unknown[0]),
+        )
+
+
+KnownQuery = Depends(known_query)
 
 
 def clean(value: str | None, field: str) -> str | None:

@@ -6,7 +6,7 @@ layers and the router: about as much CPU as the rest of the HTTP path together (
 "REST, session 7"). This middleware answers a ``GET`` of either recall route whose parameters are
 all plain and within the route's limits, by calling the same ``routers.recall.answer`` the routes
 call, so the body, status and headers are the route's. Every other request (another path or
-method, a mounted app, a missing, repeated or out-of-range parameter, anything FastAPI would
+method, a mounted app, a missing, repeated, unknown or out-of-range parameter, anything FastAPI would
 refuse or coerce) goes on to FastAPI unchanged, so each refusal stays FastAPI's own. It sits inside
 ``RequestGuard`` and the CORS middleware: their checks and headers apply as before.
 """
@@ -54,7 +54,7 @@ def recall_arguments(scope: Scope) -> tuple[Any, ...] | None:
     many: dict[str, list[str]] = {}
     for key, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
         if key not in known:
-            continue  # FastAPI ignores a parameter its route does not take
+            return None  # FastAPI refuses a parameter its route does not take (``deps.known_query``)
         if key in _LISTS:
             many.setdefault(key, []).append(value)
         elif key in one:

@@ -4,6 +4,10 @@ session 14): bounded, with terminal escapes, control and format characters remov
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -92,3 +96,27 @@ def test_a_usage_error_repeats_what_was_typed_bounded_and_clean(cli: Any) -> Non
         r = cli(*args)
         assert r.returncode == 2 and "error:" in r.stderr
         assert len(r.stderr) < 2500 and not any(c in r.stderr for c in "\x1b\x07\x00\x9b\u202e")
+
+
+def test_an_id_of_bytes_that_are_not_utf8_is_named_not_blank(tmp_home: Path, tmp_path: Path) -> None:
+    """``coffer facts show $'\\xff\\xfe'`` said "memory '' not found": the bytes, decoded with
+    surrogateescape, are lone surrogates, which safe_echo dropped as control characters. The
+    real command line, bytes and all (fixes16)."""
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "LC_ALL": "C.UTF-8"}
+    run = [sys.executable, "-m", "coffer_memory._cli"]
+    subprocess.run(
+        [*run, "remember", "--global", "a note"], env=env, cwd=tmp_path, check=True, capture_output=True
+    )
+    out = subprocess.run(
+        [*run, "facts", "show", "--global", b"\xff\xfe"], env=env, cwd=tmp_path, capture_output=True
+    )
+    err = out.stderr.decode("utf-8")
+    assert out.returncode == 1 and "MEMORY_NOT_FOUND" in err, err
+    assert "memory ''" not in err and "\\xff\\xfe" in err.replace("\\\\", "\\"), err
+    assert "Traceback" not in err
+
+
+def test_safe_echo_shows_undecodable_bytes_escaped() -> None:
+    assert safe_echo("\udcff\udcfe") == "\\xff\\xfe"
+    assert safe_echo("a\ud800b") == "a\\ud800b"
+    assert len(safe_echo("\udcff" * 1000)) == 64

@@ -19,7 +19,10 @@ def test_an_empty_title_or_description_in_an_edit_is_derived_from_the_text(svc: 
     ``updated_at``); ``description=""`` wrote an empty description, where ``remember`` derives
     both from the text when they are empty."""
     r = svc.remember(
-        "Deploy with make ship.\nStaging needs the VPN.", title="Deploying", description="How we ship", scope="global"
+        "Deploy with make ship.\nStaging needs the VPN.",
+        title="Deploying",
+        description="How we ship",
+        scope="global",
     )
     edited = svc.edit_fact(r.fact.id, title="", description="  ", scope="global")
     assert edited.fact.title == "Deploy with make ship."
@@ -142,5 +145,7 @@ def test_the_async_facade_takes_a_home_path_as_memory_service_does(tmp_path: Pat
     assert asyncio.run(use(str(home))) == "Backups run at 02:00 UTC."
     assert asyncio.run(use(home)) == "Backups run at 02:00 UTC."
     assert (home / "memory" / "global" / "knowledge" / "inbox").is_dir()
-    with pytest.raises(InvalidInput, match="service must be a MemoryService or a coffer home's path, not int"):
+    with pytest.raises(
+        InvalidInput, match="service must be a MemoryService or a coffer home's path, not int"
+    ):
         AsyncMemoryService(42)  # type: ignore[arg-type]

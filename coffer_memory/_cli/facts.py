@@ -148,7 +148,12 @@ def cmd_facts_edit(svc: MemoryService, args: argparse.Namespace) -> None:
         tags=tags,
         **where,
     )
-    emit_json(result) if args.json else _print_mutation("edited", result)
+    if args.json:
+        emit_json(result)
+    elif result.before_sha256 == result.after_sha256:
+        print(f"no changes to {fact_id}; nothing written")
+    else:
+        _print_mutation("edited", result)
 
 
 def cmd_facts_rm(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -14,6 +14,10 @@ from ._common import FILE, add_command, emit_json
 if TYPE_CHECKING:
     from .._service import MemoryService
 
+SHOWN_ENTRIES = 20
+"""The entries ``coffer import`` lists without ``--full`` (problems first)."""
+PROBLEMS = ("conflict", "skipped")
+
 
 def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.all and args.stores:
@@ -60,6 +64,10 @@ def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
         emit_json(report.to_record())
         return 0
     verb = "would write" if report.dry_run else "wrote"
+    shown = [e for e in report.entries if args.verbose or report.dry_run or e.action != "unchanged"]
+    # Problems first; at most SHOWN_ENTRIES rows unless --full (10k facts printed 10,001 lines).
+    shown.sort(key=lambda e: e.action not in PROBLEMS)
+    hidden = 0 if args.full else max(0, len(shown) - SHOWN_ENTRIES)
     rows = [
         (
             e.action
@@ -69,11 +77,14 @@ def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
             str(e.path) if e.path is not None else e.source,
             e.reason or (", ".join(f"{n} {k} redacted" for k, n in e.findings) if e.findings else ""),
         )
-        for e in report.entries
-        if args.verbose or report.dry_run or e.action != "unchanged"
+        for e in shown[: len(shown) - hidden]
     ]
     if rows:
         print(table(("action", "store", "file", "note"), rows))
+    if hidden:
+        problems = sum(1 for e in shown if e.action in PROBLEMS)
+        said = f", {problems} of them conflicts or skipped" if problems else ""
+        print(f"... and {hidden} more entries not listed ({len(shown)} in all{said}; --full lists every one)")
     counts = ", ".join(f"{n} {a}" for a, n in sorted(report.counts.items())) or "nothing found"
     print(f"{report.kind} import from {report.source}: {verb} {report.written} file(s) ({counts})")
     return 0
@@ -113,4 +124,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="show what would be written; write nothing")
     p.add_argument("-v", "--verbose", action="store_true", help="also list entries that were unchanged")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help=f"list every entry (default: the first {SHOWN_ENTRIES}, conflicts and skipped files first, then counts)",
+    )
     p.set_defaults(func=cmd_import)

@@ -19,7 +19,7 @@ import attrs
 
 from .._agents.homes import AGENTS, AgentHomes, require_agent
 from .._config import Settings
-from .._errors import InvalidInput, SessionNotFound, check_limit
+from .._errors import InvalidInput, SessionNotFound, check_limit, safe_echo
 from .._home import HomeLayout
 from .._indexing import Models
 from .._lanes import Lanes
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 # MemoryService (the CLI, the MCP server) never read a transcript.
 
 DEFAULT_SWEEP_LIMIT = 20
+LIST_FILTERS = ("search", "project", "started_after", "started_before", "sort", "order", "limit", "offset")
+"""The keyword arguments of ``list_transcripts`` (``SessionLister.list_sessions``'s)."""
+MAX_LISTED = 10  # unknown arguments named in the error at most
 DEFAULT_MIN_IDLE_SECONDS = 600
 # A session end waits for the session's running distillation (the previous end of a continued
 # session) rather than skipping its own turns; past the stale age a dead claim is taken over.
@@ -104,7 +107,15 @@ class Transcripts:
     # -- reading ------------------------------------------------------------------------------
     def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
         """Past sessions of ``agent``: ``search``, ``project``, ``started_after``/``started_before``,
-        ``sort`` (started_at | last_activity_at | message_count), ``order``, ``limit``, ``offset``."""
+        ``sort`` (started_at | last_activity_at | message_count), ``order``, ``limit``, ``offset``;
+        any other keyword is ``InvalidInput`` (it was a bare ``TypeError``)."""
+        unknown = sorted(set(filters) - set(LIST_FILTERS))
+        if unknown:
+            listed = ", ".join(repr(safe_echo(u)) for u in unknown[:MAX_LISTED])
+            raise InvalidInput(
+                f"list_transcripts takes no argument {listed}; it takes {', '.join(LIST_FILTERS)}",
+                field=safe_echo(unknown[0]),
+            )
         return self._lister().list_sessions(require_agent(agent), **filters)
 
     def transcript_summary(self, agent: str, session_id: str) -> SessionSummary:

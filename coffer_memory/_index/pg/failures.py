@@ -8,7 +8,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from datetime import UTC, datetime
 
 import psycopg
@@ -99,6 +98,7 @@ class Outage:
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._unexpected: str | None = None  # the last failure of a round that was no psycopg.Error
 
     @property
     def down(self) -> bool:
@@ -161,16 +161,11 @@ class Outage:
                     self._round_done.notify_all()
                     return
                 self._probing = True
-            try:
-                self._probe()
-                up = True
-            except psycopg.Error:
-                up = False
+            up = self._ask(self._probe, "probe")
             if up:
                 with self._lock:
                     self._recovering = True
-                with suppress(psycopg.Error):  # the pool closed meanwhile: nothing to check
-                    self._recovered()
+                self._ask(self._recovered, "check of the pooled connections")  # failing: served anyway
             with self._lock:
                 self._probing = self._recovering = False
                 self._rounds += 1
@@ -180,6 +175,23 @@ class Outage:
             if up:
                 log.info("PostgreSQL accepts connections again")
                 return
+
+    def _ask(self, step: Callable[[], None], what: str) -> bool:
+        """Run one step of a probe round; whether it succeeded. A ``psycopg.Error`` is the server
+        refusing (or, for the pool's check, the pool closed meanwhile); any other exception is
+        logged with its traceback (once per kind of failure) and taken as a refusal: it ended
+        the thread, and with it the outage's probing, and requests were told "down" for good."""
+        try:
+            step()
+        except psycopg.Error:
+            return False
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {first_line(exc)}"
+            if said != self._unexpected:
+                self._unexpected = said
+                log.error("the PostgreSQL %s failed unexpectedly (asked again)", what, exc_info=True)
+            return False
+        return True
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the watcher (the index closes)."""

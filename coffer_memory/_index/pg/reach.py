@@ -10,6 +10,7 @@ until a probe connects again.
 
 from __future__ import annotations
 
+import abc
 import functools
 import threading
 import time
@@ -83,8 +84,9 @@ def retried(method: Callable[P, R]) -> Callable[P, R]:
     return reachable(wrapper)
 
 
-class Reaching:
-    """The connection side of ``PostgresIndex`` (its pool, its outage, its URL)."""
+class Reaching(abc.ABC):
+    """The connection side of ``PostgresIndex`` (its pool, its outage, its URL); a subclass
+    says how its tables are made again (``recreate``)."""
 
     pool: ConnectionPool[psycopg.Connection[Any]]
     outage: Outage
@@ -98,9 +100,9 @@ class Reaching:
         self._probe_lock = threading.Lock()
         self._up_at = 0.0  # when a probe of ``_confirm_up`` last found the server up (monotonic)
 
+    @abc.abstractmethod
     def recreate(self) -> None:
         """Create the tables again after they were dropped (``PostgresIndex``)."""
-        raise NotImplementedError
 
     def retrying(self) -> Retrying:
         """Tries of a statement on a connection that may have broken (see ``READ_ATTEMPTS``)."""

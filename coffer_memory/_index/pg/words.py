@@ -48,14 +48,48 @@ _SELECT = (
 
 
 def search(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[BackendHit]:
-    """The best documents of ``store`` for ``query``: words first, then substrings, then near
-    spellings (``near.py``)."""
+    """The best documents of ``store`` for ``query``: words first (those the parser drops as whole
+    words, ``_dropped_words``), then substrings, then near spellings (``near.py``)."""
     rows = _words(conn, store, query, limit, only)
     if not rows:
-        rows = _substrings(conn, store, query, limit, only) or near_rows(
-            conn, _SELECT, store, query, limit * CHUNKS_PER_DOC, only
+        rows = (
+            _dropped_words(conn, store, query, limit, only)
+            or _substrings(conn, store, query, limit, only)
+            or near_rows(conn, _SELECT, store, query, limit * CHUNKS_PER_DOC, only)
         )
     return best(rows, limit)
+
+
+def _word_pattern(word: str) -> str:
+    """``word`` as a whole word in a PostgreSQL regular expression (``\\m``/``\\M``: its ends)."""
+    return r"\m" + re.sub(r"([^\w\s])", r"\\\1", word) + r"\M"
+
+
+def _dropped_words(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
+    """The chunks holding, as whole words, the query's words that PostgreSQL's parser drops (its
+    stop words: no tsvector holds them). FTS5 indexes every word, so on SQLite "the and of" finds
+    the facts with those words; here no word matched and the substring scan found "the" in
+    "theory" and "other", nearly every document. Ranked as the substring scan ranks."""
+    words = keyword_terms(query)
+    if not words:
+        return []
+    dropped = [
+        w
+        for (w,) in conn.execute(
+            f"SELECT w FROM unnest(%s::text[]) w WHERE numnode(plainto_tsquery('{TS_CONFIG}', w)) = 0",
+            (list(dict.fromkeys(words)),),
+        ).fetchall()
+    ]
+    if not dropped:
+        return []
+    where, params = only
+    patterns = [_word_pattern(w) for w in dropped]
+    count = " + ".join(["(c.text ~* %s)::int"] * len(patterns))
+    any_of = " OR ".join(["c.text ~* %s"] * len(patterns))
+    sql = _SELECT.format(score=f"({count})") + (
+        f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"
+    )
+    return conn.execute(sql, (*patterns, store, *patterns, *params, limit * CHUNKS_PER_DOC)).fetchall()
 
 
 def _tsquery(terms: Sequence[str]) -> str:
