@@ -31,6 +31,6 @@ def loads(data: str | bytes | bytearray) -> Any:
     except ValueError:  # an integer past int()'s digit limit: json raises no JSONDecodeError for it
         doc = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
         limit = sys.get_int_max_str_digits()
-        found = re.search(r"\d{%d,}" % (limit + 1), doc)
+        found = re.search(rf"\d{{{limit + 1},}}", doc)
         message = f"a number of more than {limit} digits"
         raise json.JSONDecodeError(message, doc, found.start() if found else 0) from None
