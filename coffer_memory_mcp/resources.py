@@ -22,8 +22,7 @@ from urllib.parse import quote, unquote
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
-from coffer_memory import CofferError, MemoryNotFound, MemoryService, MemoryStoreNotFound
-from coffer_memory._store.files import read_text
+from coffer_memory import CofferError, MemoryNotFound, MemoryService, MemoryStoreNotFound, read_fact_file
 
 __all__ = ["RESUME_PROMPT_DOC", "add_resources_and_prompts"]
 
@@ -88,7 +87,7 @@ def add_resources_and_prompts(server: MCPServer[Any], svc: MemoryService) -> Non
         def run() -> str:
             record = svc.get_fact(fact_id, store=store)
             try:
-                return read_text(record.path)
+                return read_fact_file(record.path)
             except OSError as exc:  # removed or replaced (a FIFO, a link) since it was found
                 raise MemoryNotFound(record.store, fact_id) from exc
 

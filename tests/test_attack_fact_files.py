@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from coffer_memory import MemoryService
-from coffer_memory._store.files import read_text
+from coffer_memory import MemoryService, read_fact_file
 from coffer_memory_mcp import build_server
 
 
@@ -61,9 +60,9 @@ def test_a_fact_file_replaced_by_a_fifo_is_refused_without_blocking(
     fifo = tmp_path / "fact.md"
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="FIFO"):
-        read_text(fifo)  # Path.read_text waited for a writer for ever
+        read_fact_file(fifo)  # Path.read_text waited for a writer for ever
     link = tmp_path / "link.md"
     link.symlink_to(tmp_path / "elsewhere.md")
     (tmp_path / "elsewhere.md").write_text("x")
     with pytest.raises(OSError):
-        read_text(link)
+        read_fact_file(link)

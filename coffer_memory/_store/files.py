@@ -444,7 +444,7 @@ def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes
         os.close(fd)
 
 
-def read_text(path: str | Path) -> str:
+def read_fact_file(path: str | Path) -> str:
     """A fact file's text as the indexer reads it: ``read_bytes`` (a regular file only, never
     through a symlink, never blocking on a FIFO), invalid UTF-8 replaced as ``parse_fact`` does.
 
