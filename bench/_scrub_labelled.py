@@ -116,6 +116,7 @@ def positives(r: RandomText) -> list[Case]:
         ("vault", "hv" + "s." + (s := r(90, B64URL)), s),
         ("telegram", f"{r(10, HEX[:10])}:AA{(s := r(33, B64URL))}", s),
         *told_before_or_with_a_colon(r),
+        *said_in_prose(r),
         # Known limits (see coffer_memory/_transcripts/scrub.py), kept in so that recall says so.
         ("limit_prose_word", "the db password is swordfish", "swordfish"),
         ("limit_prose_no_verb", f"the API key {(s := r(32))} expired", s),
@@ -136,6 +137,56 @@ def told_before_or_with_a_colon(r: RandomText) -> list[Case]:
         "prose_enter_quoted": ("enter password 'cormorant' when asked", "cormorant"),
     }
     return [(name, text.format(secret), secret) for name, (text, secret) in said.items()]
+
+
+def said_in_prose(r: RandomText) -> list[Case]:
+    """Session 16 (attack8): a key named by a phrase before a colon, a bare word after a verb
+    before the key, a value before ``as the password``, adverbs after ``is`` (added before the
+    rules for them; the held-out set was not looked at for these)."""
+    said = {
+        "prose_for_phrase_colon": ("Password for the prod replica: kestrel{}", r(3, "0123456789")),
+        "prose_for_phrase_word": ("password for the build box: quokka", "quokka"),
+        "prose_to_phrase_is": ("the password to the staging vpn is marmot", "marmot"),
+        "prose_use_word": ("just use password pelican for the demo", "pelican"),
+        "prose_use_word_end": ("ok, use password wombat.", "wombat"),
+        "prose_with_word": ("try logging in with password heron", "heron"),
+        "prose_as_the_password": ("use albatross as the password", "albatross"),
+        "prose_as_password_random": ("set {} as the admin password", r(11)),
+        "prose_set_to": ("I set the admin password to puffin", "puffin"),
+        "prose_changed_to": ("changed the root password to {}", r(10)),
+        "prose_is_still": ("the password is still gannet", "gannet"),
+        "prose_for_now": ("the db password is ocelot for now", "ocelot"),
+        "prose_you_need": ("the password you need is lynx-hollow", "lynx-hollow"),
+        "prose_user_on_host": ("password for root on db1: {}", r(8)),
+    }
+    return [(name, text.format(secret), secret) for name, (text, secret) in said.items()]
+
+
+def not_said_in_prose() -> list[Case]:
+    """Session 16 (attack8): phrasings next to ``said_in_prose`` that hold no secret."""
+    kept = {
+        "for_phrase_see": "Password for the staging db: see the team vault",
+        "for_phrase_rotated": "password for the admin account: rotated weekly",
+        "for_phrase_same": "password for the replica: same as prod",
+        "for_phrase_unknown": "Password for the wiki: unknown, ask ops",
+        "use_password_auth_end": "For the dashboard, use password auth.",
+        "use_password_login_end": "we now use password login",
+        "use_password_rotation": "use password rotation everywhere",
+        "with_password_protection": "ship it with password protection enabled",
+        "as_the_password_hash": "use bcrypt as the password hash",
+        "as_the_password_algo": "use argon2id as the password hashing algorithm",
+        "as_password_field": "use this as the password field",
+        "set_to_expire": "set the password to expire after 90 days",
+        "changed_to_something": "change the password to something stronger.",
+        "reset_to_default": "reset the password to default",
+        "is_also_required": "the password is also required",
+        "is_still_wrong": "the password is still wrong",
+        "for_now_required": "the password is required for now",
+        "you_need_in_vault": "the password you need is in the vault",
+        "you_chose_weak": "the password you chose is weak.",
+        "enter_password_below": "enter password below",
+    }
+    return [(f"neg_{name}", text, None) for name, text in kept.items()]
 
 
 def negatives(r: RandomText, rng: random.Random) -> list[Case]:
@@ -203,6 +254,7 @@ def negatives(r: RandomText, rng: random.Random) -> list[Case]:
         neg("enter_password_twice", "enter password twice to confirm"),
         neg("with_password_login", "sign in with password login disabled"),
         neg("long_ident", "test_remember_redacts_a_token_typed_as_a_tag_before_lowercasing_it"),
+        *not_said_in_prose(),
     ]
 
 

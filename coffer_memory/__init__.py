@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from ._service import MemoryService
     from ._store.audit import AuditEvent
     from ._store.durable import write_home_cache
+    from ._store.files import read_fact_file
     from ._store_config import StoreConfig
     from ._store_merge import StoreMerge
     from ._transcripts.ledger import LedgerEntry
@@ -116,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "StoreNotDeletable": "._errors",
     "chunk_markdown": "._index.chunking",
     "write_home_cache": "._store.durable",
+    "read_fact_file": "._store.files",
     "BrokenFile": "._models",
     "ClearResult": "._models",
     "ConsolidationLog": "._models",
@@ -245,6 +247,7 @@ __all__ = [
     "chunk_markdown",
     "json_field",
     "json_items",
+    "read_fact_file",
     "redact_secrets",
     "safe_echo",
     "write_home_cache",

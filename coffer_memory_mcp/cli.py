@@ -29,7 +29,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from coffer_memory import CofferError, MemoryService
+from coffer_memory import CofferError, MemoryService, safe_echo
 
 from ._args import TOKEN_ENV, build_parser
 from ._http_body import BoundedBody
@@ -66,10 +66,42 @@ class BearerTokenMiddleware:
 
 def _lone_surrogate_in(value: Any) -> bool:
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
     except UnicodeEncodeError:
         return True
     return False
+
+
+class _HugeNumber:
+    """A JSON integer longer than Python converts (``sys.get_int_max_str_digits``): pydantic
+    refuses it (``number out of range``) and ``json.loads`` raises, so the request was dropped."""
+
+    def __str__(self) -> str:
+        return "a number"
+
+
+def _int_or_huge(digits: str) -> int | _HugeNumber:
+    try:
+        return int(digits)
+    except ValueError:  # more digits than int() converts
+        return _HugeNumber()
+
+
+def _huge_number_in(value: Any) -> bool:
+    if isinstance(value, _HugeNumber):
+        return True
+    if isinstance(value, dict):
+        return any(_huge_number_in(v) for v in value.values())
+    return isinstance(value, list) and any(_huge_number_in(v) for v in value)
+
+
+def _why_refused(value: Any) -> str | None:
+    """What makes ``value`` no message the SDK reads, or None when it is only of the wrong shape."""
+    if _lone_surrogate_in(value):
+        return "contains a lone surrogate, which is not a character"
+    if _huge_number_in(value):
+        return f"holds a number of more than {sys.get_int_max_str_digits()} digits"
+    return None
 
 
 def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
@@ -77,13 +109,14 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     ``line`` is the line as read, or the message as parsed.
 
     The SDK's stdio transport parses with pydantic, which refuses a lone surrogate escape
-    (``"\\ud800"``) that Python's ``json`` reads, and a message that is JSON but not JSON-RPC
-    (``"params": "x"``, ``"jsonrpc": "1.0"``); the server then logs the line and never answers,
-    so the client waits forever. A ``tools/call`` with a lone surrogate gets an ``INVALID_INPUT``
-    tool error naming the argument, any other refused request a JSON-RPC error.
+    (``"\\ud800"``) that Python's ``json`` reads, an integer of more digits than Python converts
+    (``"limit": 111…`` of 5,000 digits, which ``json`` refuses too), and a message that is JSON but
+    not JSON-RPC (``"params": "x"``, ``"jsonrpc": "1.0"``); the server then logs the line and never
+    answers, so the client waits forever. A ``tools/call`` with such an argument gets an
+    ``INVALID_INPUT`` tool error naming it, any other refused request a JSON-RPC error.
     """
     try:
-        request = json.loads(line) if isinstance(line, str) else line
+        request = json.loads(line, parse_int=_int_or_huge) if isinstance(line, str) else line
     except (ValueError, RecursionError):  # ``[[[…`` deeper than the parser follows killed the server
         return None
     if not isinstance(request, dict):
@@ -91,17 +124,18 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     request_id = request.get("id")
     if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
         return None  # a notification or garbage: there is no one to answer
-    if not _lone_surrogate_in(request):
+    why = _why_refused(request)
+    if why is None:
         error = ErrorData(code=INVALID_REQUEST, message="the request is not valid JSON-RPC")
         return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
     params = request.get("params")
     arguments = params.get("arguments") if isinstance(params, dict) else None
     if request.get("method") != "tools/call" or not isinstance(arguments, dict):
-        error = ErrorData(code=INVALID_PARAMS, message="INVALID_INPUT: a lone surrogate is not a character")
+        error = ErrorData(code=INVALID_PARAMS, message=f"INVALID_INPUT: the request {why}")
         return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-    where = next((k for k, v in arguments.items() if _lone_surrogate_in([k, v])), "arguments")
-    where = where.encode("utf-8", "backslashreplace").decode("utf-8")
-    text = f"INVALID_INPUT: {where} contains a lone surrogate, which is not a character"
+    where = next((k for k, v in arguments.items() if _why_refused([k, v])), "arguments")
+    where = safe_echo(where.encode("utf-8", "backslashreplace").decode("utf-8"))
+    text = f"INVALID_INPUT: {where} {why}"
     result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     payload = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))

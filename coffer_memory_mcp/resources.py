@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
-from coffer_memory import CofferError, MemoryNotFound, MemoryService, MemoryStoreNotFound
+from coffer_memory import CofferError, MemoryNotFound, MemoryService, MemoryStoreNotFound, read_fact_file
 
 __all__ = ["RESUME_PROMPT_DOC", "add_resources_and_prompts"]
 
@@ -84,7 +84,14 @@ def add_resources_and_prompts(server: MCPServer[Any], svc: MemoryService) -> Non
         "One fact's Markdown file (frontmatter and body), by store and fact id.",
     )
     def fact(store: str, fact_id: str) -> str:
-        return _read(lambda: svc.get_fact(fact_id, store=store).path.read_text(encoding="utf-8"))
+        def run() -> str:
+            record = svc.get_fact(fact_id, store=store)
+            try:
+                return read_fact_file(record.path)
+            except OSError as exc:  # removed or replaced (a FIFO, a link) since it was found
+                raise MemoryNotFound(record.store, fact_id) from exc
+
+        return _read(run)
 
     @markdown(
         "coffer://{store}/rules",

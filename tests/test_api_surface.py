@@ -86,6 +86,7 @@ EXPECTED = {
     "build_session_context",
     "redact_secrets",
     "safe_echo",
+    "read_fact_file",
     "JsonExtra",
     "JsonShape",
     "json_field",

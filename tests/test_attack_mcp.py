@@ -141,6 +141,30 @@ def test_a_deeply_nested_request_does_not_end_the_server(
     assert peer.answer() == {"jsonrpc": "2.0", "id": 6, "result": {}}
 
 
+def test_a_number_longer_than_python_converts_is_answered_not_dropped(
+    peer: StdioPeer,  # noqa: F811
+) -> None:
+    # 5,000 digits: pydantic refuses the line ("number out of range") and Python's json raises
+    # ValueError past sys.get_int_max_str_digits(), so coffer read no id and the SDK dropped the
+    # request: the client waited for ever for its tool call.
+    digits = "1" * 5000
+    peer.send(
+        '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "coffer__recall", '
+        f'"arguments": {{"query": "x", "limit": {digits}}}}}}}'
+    )
+    answer = peer.answer()
+    assert answer is not None, "the request was never answered: the client waits for ever"
+    assert answer["id"] == 3 and answer["result"]["isError"] is True
+    assert answer["result"]["content"][0]["text"].startswith(
+        "INVALID_INPUT: limit holds a number of more than"
+    )
+    peer.send(f'{{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {{"_meta": {{"n": {digits}}}}}}}')
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 4 and answer["error"]["message"].startswith("INVALID_INPUT")
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 6, "result": {}}
+
+
 def test_a_call_in_flight_when_input_ends_is_still_answered(
     peer: StdioPeer,  # noqa: F811
     tmp_home: Path,

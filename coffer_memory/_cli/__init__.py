@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from .._errors import CofferError, InvalidInput, safe_echo
 from ._common import DIRECTORY, hint, resolve_store_args
+from ._terminal import inert, inert_stdout
 
 COMMANDS: dict[str, str] = {
     "remember": "facts",
@@ -218,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _warnings_on_one_line()
     try:
-        status = _run(args)
+        with inert_stdout():
+            status = _run(args)
     except CofferError as exc:
         if getattr(args, "json", False):
             json.dump({"error": exc.to_dict()}, sys.stderr, ensure_ascii=False)
@@ -248,7 +250,8 @@ class _OneLine(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(record.getMessage(), file=sys.stderr)  # sys.stderr as it is now, as lastResort does
+            message = record.getMessage()  # a file name in it may hold a terminal escape
+            print(inert(message) if sys.stderr.isatty() else message, file=sys.stderr)  # stderr as it is now
         except Exception:
             self.handleError(record)
 

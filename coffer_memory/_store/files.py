@@ -442,3 +442,15 @@ def read_bytes(path: str | Path, *, max_bytes: int | None = None) -> tuple[bytes
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def read_fact_file(path: str | Path) -> str:
+    """A fact file's text as the indexer reads it: ``read_bytes`` (a regular file only, never
+    through a symlink, never blocking on a FIFO), invalid UTF-8 replaced as ``parse_fact`` does.
+
+    For the faces that show a file whole (the web view's frontmatter, MCP's fact resource): they
+    read it with ``Path.read_text``, so a byte that is no UTF-8 was a raw ``UnicodeDecodeError``
+    (a 500 page) while every other face showed the fact, and a file swapped for a FIFO after the
+    fact was found blocked the reading thread for ever.
+    """
+    return read_bytes(path)[0].decode("utf-8", errors="replace")

@@ -152,10 +152,11 @@ Scrubbing is idempotent: scrubbing scrubbed text returns it unchanged and counts
 What it misses (known limits):
 
 - Secrets with no recognisable shape and no telling key: a bare word password after a verb
-  that comes before the key (``use password tangerine``: ``use password authentication`` reads
-  the same; ``use password hunter2x!``, ``enter password 'gannet'``, ``the password is:
-  swordfish9`` and ``the db password is swordfish`` are caught), a word
-  password that does not end its clause (``the password is swordfish for now``), a hex or short
+  before the key that reads as a noun (``use password sync``, kept as ``use password auth`` is;
+  ``use password tangerine``, ``Password for the staging db: hunter2``, ``set the root password
+  to X``, ``use X as the password`` and ``the password is swordfish for now`` are caught, see
+  ``coffer_memory._transcripts.secret_prose``), a word password that goes on into a clause
+  (``the password is swordfish because …``), a plural word after such a verb, a hex or short
   random API key of an unlisted vendor, a key name that does not say
   ``secret``/``token``/``password``/``pw``/``api key`` (``DB_CODE=…``), and space-separated
   config syntaxes other than the ones listed above (``AUTH x``).

@@ -343,6 +343,7 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
+_ADVERB = r"(?:[ \t]+(?:now|still|also|just|actually|simply|currently))?"
 # Prose: ``the password is hunter2``, ``the password is: X``, ``the db password for prod was
 # changed to X``, ``API key: …``, ``the API key X expired`` (no verb). ``secrets`` judges the value by what the sentence gives:
 # with a verb, a word that ends its clause may be a password (``is swordfish.``); without one,
@@ -350,7 +351,9 @@ LOGIN_PASSWORDS: Final = re.compile(
 PROSE_SECRET: Final = re.compile(
     r"(?i)\b(?=[past])(?P<key>password|passphrase|passwd|pw|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
     r"(?:[ \t]+(?:for|of|on)[ \t]+(?:the[ \t]+)?[\w.-]{1,40})?"
-    r"(?P<verb>[ \t]+(?:(?:is|was|has[ \t]+been)(?:[ \t]+(?:now|changed[ \t]+to|set[ \t]+to))?:?|=|->"
+    r"(?P<verb>[ \t]+(?:(?:is|was|has[ \t]+been)"
+    + _ADVERB
+    + r"(?:[ \t]+(?:changed[ \t]+to|set[ \t]+to))?:?|=|->"
     r"|(?:changed|set|reset)[ \t]+to))?"
     r"[ \t]+(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;()]{4,256})",
     re.MULTILINE,
@@ -360,4 +363,34 @@ PROSE_SECRET: Final = re.compile(
 TOLD_BEFORE: Final = re.compile(
     r"(?i)\b(?:use|using|try|enter|type|with)[ \t]+(?:(?:the|a|this|that|your|my|our)[ \t]+)?"
     r"(?:[\w.-]{1,40}[ \t]+)?$"
+)
+
+_PROSE_KEY = r"(?P<key>password|passphrase|passwd|pw|api[ _-]?key|access[ _]key|secret[ _]key|token|secret)"
+_PASSWORD_KEY = r"(?P<key>password|passphrase|passwd|pw)"
+_PROSE_VALUE = r"[ \t]+(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;()]{4,256})"
+# A key named by a phrase before its verb or a colon: ``Password for the staging db: X``, ``the
+# password to the vpn is X``, ``password for root on db1: X``, ``the password you need is X``
+# (``PROSE_SECRET`` takes one word after ``for``, and a verb, never a bare colon).
+PROSE_PHRASED: Final = re.compile(
+    r"(?i)\b(?=[past])" + _PROSE_KEY + r"(?:[ \t]+(?:for|of|on|to|at)(?:[ \t]+[\w.@/-]{1,40}){1,6}?"
+    r"|[ \t]+(?:you|we|i|they)[ \t]+(?:need|want|use|chose|picked|set|got))"
+    r"(?P<verb>:|[ \t]+(?:is|was|has[ \t]+been)"
+    + _ADVERB
+    + r"(?:[ \t]+(?:changed[ \t]+to|set[ \t]+to))?:?)"
+    + _PROSE_VALUE,
+    re.MULTILINE,
+)
+# ``set the admin password to X``, ``changed the root password for prod to X``.
+PASSWORD_SET_TO: Final = re.compile(
+    r"(?i)\b(?=[scru])(?:set|setting|change|changed|changing|reset|resetting|update|updated|updating)"
+    r"[ \t]+(?:(?:the|a|this|that|your|my|our|its)[ \t]+)?(?:[\w.@-]{1,40}[ \t]+)?"
+    + _PASSWORD_KEY
+    + r"(?:[ \t]+(?:for|of|on)(?:[ \t]+[\w.@/-]{1,40}){1,3}?)?(?P<verb>[ \t]+to)"
+    + _PROSE_VALUE
+)
+# A value before the key: ``use albatross as the password``, ``set X as the admin password``.
+VALUE_AS_PASSWORD: Final = re.compile(
+    r"(?i)\b(?=[uwstpc])(?:use|using|with|set|try|pick|picked|chose|choose)[ \t]+"
+    r"(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;()]{4,256}?)(?P=q)[ \t]+as[ \t]+"
+    r"(?:(?:the|a|an|your|my|our|its)[ \t]+)?(?:[\w.@-]{1,40}[ \t]+)?" + _PASSWORD_KEY + r"(?![\w-])"
 )

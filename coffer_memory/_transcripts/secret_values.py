@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Final
 
-from .scrub_markers import MARKER_START
+from .scrub_markers import MARKER_START, redacted
 from .secret_shapes import AWS_DOC_EXAMPLE
 
 
@@ -211,7 +211,7 @@ _PREDICATE_WORDS: Final = word_set(
     "active inactive working ignored irrelevant unused useless plaintext cleartext lost "
     "elsewhere somewhere unchanged different fine great terrible awful correct nothing something "
     "ready done enough sensitive case-sensitive sent attached above below later stale fresh "
-    "lowercase uppercase numeric unicode ascii truthy falsy nullptr"
+    "lowercase uppercase numeric unicode ascii truthy falsy nullptr expire rotate match plain"
 )
 _PREDICATE_SUFFIXES: Final = (
     "ed", "ing", "ly", "ble", "ive", "ous", "ful", "less", "ent", "ant", "ic", "al", "ary", "ory",
@@ -231,3 +231,25 @@ def word_password(value: str, *, quoted: bool = False) -> bool:
     if low in _PLACEHOLDER_WORDS or low in _TYPE_WORDS or secret_kind_for_key(value) is not None:
         return False
     return has_letter_and_digit(value) or quoted or not low.endswith(_PREDICATE_SUFFIXES)
+
+
+_TRAILING_PUNCT_CHARS = ")]}>.,:;" + " \t\n\r\f\v"
+
+
+def redact_value(
+    prefix: str, value: str, kind: str, counts: Counter[str], *, after_colon: bool, call: bool = False
+) -> str | None:
+    """``prefix`` + the redacted ``value`` (its quotes and trailing punctuation kept), or None."""
+    quoted = len(value) >= 2 and value[0] in "\"'`" and value[-1] == value[0]
+    if quoted:
+        inner, lead, trail = value[1:-1], value[0], value[-1]
+    else:
+        lead = value[0] if value[0] in "\"'`" else ""
+        body = value[len(lead) :]
+        # str.rstrip, not a ``[...]+$`` search: that regex is quadratic on long runs of those chars.
+        inner = body.rstrip(_TRAILING_PUNCT_CHARS)
+        trail = body[len(inner) :]
+    if is_not_a_secret(inner, quoted=quoted, after_colon=after_colon, call=call and not trail):
+        return None
+    counts[kind] += 1
+    return prefix + lead + redacted(kind) + trail

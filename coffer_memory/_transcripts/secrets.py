@@ -14,14 +14,13 @@ from collections.abc import Callable
 from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
+from .secret_prose import redact_prose
 from .secret_shapes import (
     AWS_DOC_EXAMPLE,
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
-    PROSE_SECRET,
     TABLE_ROW,
-    TOLD_BEFORE,
     URL,
     URL_PATH_ASSIGNMENT,
     URL_PATH_START,
@@ -45,8 +44,10 @@ from .secret_values import (
     looks_random,
     mixed_case_and_digits,
     secret_kind_for_key,
-    word_password,
     word_set,
+)
+from .secret_values import (
+    redact_value as _redact_value,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -166,26 +167,6 @@ _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![
 _COOKIE_ATTRIBUTES: Final = word_set(
     "path domain expires max-age samesite secure httponly priority partitioned version"
 )
-_TRAILING_PUNCT_CHARS = ")]}>.,:;" + " \t\n\r\f\v"
-
-
-def _redact_value(
-    prefix: str, value: str, kind: str, counts: Counter[str], *, after_colon: bool, call: bool = False
-) -> str | None:
-    """``prefix`` + the redacted ``value`` (its quotes and trailing punctuation kept), or None."""
-    quoted = len(value) >= 2 and value[0] in "\"'`" and value[-1] == value[0]
-    if quoted:
-        inner, lead, trail = value[1:-1], value[0], value[-1]
-    else:
-        lead = value[0] if value[0] in "\"'`" else ""
-        body = value[len(lead) :]
-        # str.rstrip, not a ``[...]+$`` search: that regex is quadratic on long runs of those chars.
-        inner = body.rstrip(_TRAILING_PUNCT_CHARS)
-        trail = body[len(inner) :]
-    if is_not_a_secret(inner, quoted=quoted, after_colon=after_colon, call=call and not trail):
-        return None
-    counts[kind] += 1
-    return prefix + lead + redacted(kind) + trail
 
 
 def _value_of(m: re.Match[str]) -> str:
@@ -248,50 +229,7 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    return PROSE_SECRET.sub(lambda m: _prose_secret(m, c), text)
-
-
-_CLAUSE_GOES_ON = re.compile(r"[ \t]*(?:\n|$)|[ \t]+(?:but|and|so|please|-)(?:[ \t]|$)")
-
-
-def _prose_secret(m: re.Match[str], c: Counter[str]) -> str:
-    """``the password is X``: X is redacted if it looks generated, if it has a letter and a digit
-    after a verb (``is hunter2``), or, for a password, if it is a word that ends the clause after
-    a verb (``is swordfish.``, ``was 'marmalade'``) and reads as no state or judgement (``is
-    required.``)."""
-    key = m["key"].lower()
-    kind = "password" if key == "pw" else secret_kind_for_key(key.replace(" ", "_").replace("-", "_"))
-    value = m["val"]
-    bare = value.rstrip(".!?:")
-    if kind is None or not bare:
-        return m.group()
-    after = m.string[m.end("val") :]
-    if m["q"]:
-        if not after.startswith(m["q"]):
-            return m.group()
-        after = after[1:]
-    # A quoted word is set apart as a value; a bare one must end its clause (``is swordfish.``).
-    ends_clause = (
-        bool(m["q"])
-        or bare != value
-        or after[:1] in (",", ";", ")")
-        or _CLAUSE_GOES_ON.match(after) is not None
-    )
-    # ``use password X``: a verb before the key tells as much as one after it, but a bare word
-    # there is as often a noun (``use password authentication``), so only a quoted one counts.
-    told = kind == "password" and TOLD_BEFORE.search(m.string, max(0, m.start() - 80), m.start()) is not None
-    made_up = looks_random(bare) or ((m["verb"] is not None or told) and has_letter_and_digit(bare))
-    # Only a password is a word people choose; tokens and keys are generated.
-    chosen = (
-        kind == "password"
-        and word_password(bare, quoted=bool(m["q"]))
-        and ((m["verb"] is not None and ends_clause) or (told and bool(m["q"]) and ends_clause))
-    )
-    if not (made_up or chosen):
-        return m.group()
-    prefix = m.string[m.start() : m.start("val")]
-    out = _redact_value(prefix, value, kind, c, after_colon=False)
-    return m.group() if out is None else out
+    return redact_prose(text, c)
 
 
 def _aws_secret_like(s: str) -> bool:

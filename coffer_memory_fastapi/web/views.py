@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from coffer_memory import CofferError, MemoryScope, MemoryService, StoreInfo
+from coffer_memory import CofferError, MemoryScope, MemoryService, StoreInfo, read_fact_file
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS, RETRIEVAL_MODES
 
 from ..errors import STATUS
@@ -106,8 +106,8 @@ def fact(request: Request, name: str, fact_id: str) -> HTMLResponse:
         svc = _service(request)
         record = svc.get_fact(fact_id, store=name)
         try:
-            frontmatter, _ = split_frontmatter(record.path.read_text(encoding="utf-8"))
-        except OSError:  # removed since the read above: the fields still show
+            frontmatter, _ = split_frontmatter(read_fact_file(record.path))
+        except OSError:  # removed or replaced (a FIFO, a link) since the read above: the fields still show
             frontmatter = ""
         info = svc.store_info(record.store)
         return _page(

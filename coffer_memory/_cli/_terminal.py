@@ -1,0 +1,62 @@
+"""What ``coffer`` prints to a terminal cannot drive the terminal.
+
+A fact's title, text and tags, a file name, a session's prose: any of them may hold a terminal
+escape (``ESC ] 0 ; … BEL`` retitles the window, ``ESC [ 2 J`` clears it, ``ESC ] 52`` writes the
+clipboard in many terminals) that an agent remembered from a page it read, or that a hand-written
+or synced fact file carries. ``coffer facts list`` printed them raw, so listing facts ran them.
+On a terminal, stdout now shows each control character as a visible ``\\xNN`` (tab and line break
+stay); a pipe or a file still gets the text byte for byte (``coffer facts show ID > fact.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+# C0 controls but tab and line feed (a carriage return rewrites the line it is on), DEL, and the
+# C1 controls (U+009B is a one-character CSI in terminals that read 8-bit controls).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """``text`` with every terminal control character written as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class _InertTerminal:
+    """A text stream that writes ``inert(text)`` to the terminal it wraps; the rest is its own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(inert(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def inert_stdout() -> Iterator[None]:
+    """While it runs, ``sys.stdout`` shows control characters as text when it is a terminal."""
+    stream = sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        tty = False
+    if not tty:
+        yield
+        return
+    sys.stdout = _InertTerminal(stream)
+    try:
+        yield
+    finally:
+        sys.stdout = stream
