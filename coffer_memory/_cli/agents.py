@@ -46,7 +46,7 @@ def _hooks_line(status: AgentStatus) -> str:
 
 
 def _mcp_line(status: AgentStatus) -> str:
-    line = "registered" if status.mcp_registered else "no"
+    line = "registered" if status.mcp_registered else "no (session hooks only)" if status.hooks_only else "no"
     check = status.mcp_check
     if check is not None:
         line += f"; {check.summary()}"
@@ -123,8 +123,12 @@ def cmd_status(svc: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
-    change = svc.install_agent(args.agent, disable_native_memory=True if args.disable_native_memory else None)
-    if args.check:  # what the agent will get: start the server it now runs
+    change = svc.install_agent(
+        args.agent,
+        disable_native_memory=True if args.disable_native_memory else None,
+        hooks_only=args.hooks_only,
+    )
+    if args.check and not args.hooks_only:  # what the agent will get: start the server it now runs
         change = attrs.evolve(
             change, status=svc.agent_status(args.agent, check_mcp=True, timeout=args.timeout)
         )
@@ -191,6 +195,12 @@ def register(sub: Any) -> None:
         "--disable-native-memory",
         action="store_true",
         help="also switch the agent's own memory off (restored by uninstall)",
+    )
+    p.add_argument(
+        "--hooks-only",
+        action="store_true",
+        help="register the session hooks alone, without the MCP server (which needs the [mcp] extra: "
+        "pip install 'coffer-memory[mcp]'); install again without it to add the server",
     )
     _add_check(p, "then start the MCP server as the agent will and report whether it answers (default)")
     p.set_defaults(func=cmd_install)
