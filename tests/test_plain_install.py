@@ -20,6 +20,7 @@ import pytest
 from coffer_memory._agents.homes import AgentHomes
 
 SDK_PARTS = ("mcp", "mcp_types")
+HTTP_PARTS = ("httpx", "httpcore", "tenacity")  # the [openai] extra's (anyio and h11 may stay: unused)
 EXTRA_COMMAND = "pip install 'coffer-memory[mcp]'"
 SCRIPTS = {
     "coffer": "coffer_memory._cli:main",
@@ -28,23 +29,22 @@ SCRIPTS = {
 }
 
 
-def _is_sdk(entry: str) -> bool:
-    name = entry.split("-", 1)[0] if entry.endswith(".dist-info") else entry
-    return name in SDK_PARTS
+def _part(entry: str) -> str:
+    return entry.split("-", 1)[0] if entry.endswith(".dist-info") else entry
 
 
-def _link_packages(site: Path, *, with_sdk: bool) -> None:
+def _link_packages(site: Path, *, without: tuple[str, ...]) -> None:
+    """Link every package of the test environment into ``site`` except the ``without`` ones."""
     here = Path(sysconfig.get_paths()["purelib"])
     for entry in sorted(os.listdir(here)):
-        if with_sdk or not _is_sdk(entry):
-            link = site / entry
-            if not link.exists():
-                link.symlink_to(here / entry)
+        link = site / entry
+        if _part(entry) not in without and not link.is_symlink():
+            link.symlink_to(here / entry)
 
 
-def _drop_sdk(site: Path) -> None:
+def _drop(site: Path, parts: tuple[str, ...]) -> None:
     for entry in os.listdir(site):
-        if _is_sdk(entry):
+        if _part(entry) in parts:
             (site / entry).unlink()
 
 
@@ -53,6 +53,7 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv holding the test environment's packages (the MCP SDK too, until ``_drop_sdk``)."""
     venv = tmp_path_factory.mktemp("plain") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    _scripts(venv)
     return venv
 
 
@@ -70,7 +71,12 @@ def _scripts(venv: Path) -> None:
 
 def _run(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(venv / "bin" / "coffer"), *args], capture_output=True, text=True, timeout=240, check=False
+        [str(venv / "bin" / "coffer"), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=venv,  # not the checkout: ``python -c`` would import coffer from the current directory
     )
 
 
@@ -86,11 +92,15 @@ def test_without_the_sdk_install_refuses_hooks_only_works_and_status_says_so(
     plain_venv: Path, tmp_path: Path
 ) -> None:
     site = _site(plain_venv)
-    _link_packages(site, with_sdk=False)
-    _scripts(plain_venv)
+    _drop(site, SDK_PARTS)
+    _link_packages(site, without=SDK_PARTS)
     home = str(tmp_path / "home")
     probe = subprocess.run(
-        [str(plain_venv / "bin" / "python"), "-c", "import mcp"], capture_output=True, text=True, check=False
+        [str(plain_venv / "bin" / "python"), "-c", "import mcp"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=plain_venv,
     )
     assert probe.returncode == 1 and "No module named 'mcp'" in probe.stderr  # a plain install, for real
 
@@ -126,13 +136,12 @@ def test_a_registered_server_whose_sdk_went_missing_fails_status_and_doctor(
     plain_venv: Path, tmp_path: Path
 ) -> None:
     site = _site(plain_venv)
-    _link_packages(site, with_sdk=True)
-    _scripts(plain_venv)
+    _link_packages(site, without=())
     home = str(tmp_path / "home")
     try:
         full = _run(plain_venv, "--home", home, "agents", "install", "claude-code", "--no-check")
         assert full.returncode == 0, full.stderr
-        _drop_sdk(site)  # e.g. `pip uninstall mcp`, or an upgrade that made it an extra
+        _drop(site, SDK_PARTS)  # e.g. `pip uninstall mcp`, or an upgrade that made it an extra
         status = _run(plain_venv, "--home", home, "agents", "status", "claude-code", "--timeout", "60")
         assert status.returncode == 1
         assert "MCP SDK" in status.stdout and EXTRA_COMMAND in status.stdout
@@ -140,4 +149,46 @@ def test_a_registered_server_whose_sdk_went_missing_fails_status_and_doctor(
         assert doctor.returncode != 0 and EXTRA_COMMAND in doctor.stdout + doctor.stderr
         _no_traceback(doctor)
     finally:
-        _drop_sdk(site)
+        _drop(site, SDK_PARTS)
+
+
+OPENAI_WITHOUT_HTTPX = """
+from coffer_memory import EmbeddingUnavailable
+from coffer_memory._config import EmbeddingSettings, LLMSettings
+from coffer_memory._llm import ChatMessage, LLMUnavailable
+from coffer_memory.plugins.manager import get_embedder, get_llm
+
+embedder = get_embedder(EmbeddingSettings(provider="openai", model="m", dimensions=8))
+try:
+    embedder.embed_batch(["a text"])
+except EmbeddingUnavailable as exc:
+    print("embedder:", exc.message)
+llm = get_llm(LLMSettings(provider="openai", model="m"))
+try:
+    llm.complete([ChatMessage("user", "hello")])
+except LLMUnavailable as exc:
+    print("llm:", exc.message)
+"""
+
+
+def test_the_openai_providers_without_httpx_say_which_extra_to_install(plain_venv: Path) -> None:
+    site = _site(plain_venv)
+    _drop(site, SDK_PARTS + HTTP_PARTS)
+    _link_packages(site, without=SDK_PARTS + HTTP_PARTS)
+    try:
+        python = str(plain_venv / "bin" / "python")
+        ran = subprocess.run(
+            [python, "-c", OPENAI_WITHOUT_HTTPX], capture_output=True, text=True, timeout=120, cwd=plain_venv
+        )
+        assert ran.returncode == 0, ran.stderr
+        wanted = "pip install 'coffer-memory[openai]'"
+        lines = ran.stdout.splitlines()
+        assert [line.split(":", 1)[0] for line in lines] == ["embedder", "llm"]
+        assert all("httpx" in line and wanted in line for line in lines), lines
+        # Every other provider and plugin still loads: the built-ins register without httpx.
+        listed = _run(plain_venv, "plugins", "list")
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert "openai_embeddings" in listed.stdout and "failed" not in listed.stdout
+    finally:
+        _drop(site, HTTP_PARTS)
+        _link_packages(site, without=SDK_PARTS)
