@@ -124,6 +124,11 @@ def test_without_the_sdk_install_refuses_hooks_only_works_and_status_says_so(
     assert data["installed"] and data["up_to_date"] and data["hooks_only"] and not data["mcp_registered"]
     assert any(EXTRA_COMMAND in note for note in data["notes"])
 
+    # A snippet for a client coffer does not configure: still pure JSON, with a warning on stderr.
+    snippet = _run(plain_venv, "--home", home, "agents", "snippet", "cursor")
+    assert snippet.returncode == 0 and EXTRA_COMMAND in snippet.stderr
+    assert "coffer" in json.loads(snippet.stdout)["mcpServers"]
+
     # coffer-mcp itself: one line naming the command, no traceback.
     server = subprocess.run(
         [str(plain_venv / "bin" / "coffer-mcp")], capture_output=True, text=True, timeout=120, check=False

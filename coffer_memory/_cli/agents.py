@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._agents.homes import AGENTS, AgentHomes
-from .._agents.probe import DEFAULT_TIMEOUT_SECONDS
+from .._agents.probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, mcp_sdk_problem
 from .._agents.shadows import mcp_shadows
 from .._agents.snippets import SNIPPET_CLIENTS, mcp_snippet
 from .._render import table
@@ -161,6 +161,8 @@ def cmd_snippet(svc: MemoryService, args: argparse.Namespace) -> None:
     for path in snippet.files:
         print(f"#   {path}", file=sys.stderr)
     print(f"# format: {snippet.source}", file=sys.stderr)
+    if (problem := mcp_sdk_problem()) is not None:  # the entry would start a server that cannot run
+        print(f"# warning: {problem}, so this coffer-mcp cannot start: {MCP_EXTRA_COMMAND}", file=sys.stderr)
     print(json.dumps(snippet.config, indent=2))
 
 
