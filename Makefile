@@ -10,9 +10,10 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# PYTHONWARNINGS: setuptools' editable-install banner is a warning from the build backend, not news.
+# [mcp]: the demo ends with `coffer agents install`, which registers coffer-mcp (the MCP SDK is an
+# extra since session 16). PYTHONWARNINGS: setuptools' editable-install banner is a warning from the build backend, not news.
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml
-	PYTHONWARNINGS=ignore $(PIP) install -q -e .
+	PYTHONWARNINGS=ignore $(PIP) install -q -e ".[mcp]"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/bin/python pyproject.toml

@@ -269,9 +269,17 @@ class MemoryService(LaneCalls):
         ``check_mcp`` starts its registered MCP server and asks it ``initialize`` + ``tools/list``."""
         return self.integrations.agent_status(name, check_mcp=check_mcp, timeout=timeout)
 
-    def install_agent(self, name: str, *, disable_native_memory: bool | None = None) -> AgentChange:
-        """Install coffer's hooks and MCP entry for ``name`` (idempotent; an old path is replaced)."""
-        return self.integrations.install_agent(name, disable_native_memory=disable_native_memory)
+    def install_agent(
+        self, name: str, *, disable_native_memory: bool | None = None, hooks_only: bool = False
+    ) -> AgentChange:
+        """Install coffer's hooks and MCP entry for ``name`` (idempotent; an old path is replaced).
+
+        Refused (``InvalidInput`` naming ``pip install 'coffer-memory[mcp]'``) when the MCP SDK is
+        not installed; ``hooks_only=True`` installs the session hooks alone.
+        """
+        return self.integrations.install_agent(
+            name, disable_native_memory=disable_native_memory, hooks_only=hooks_only
+        )
 
     def uninstall_agent(self, name: str) -> AgentChange:
         """Remove coffer's hooks and MCP entry and restore the native-memory settings."""

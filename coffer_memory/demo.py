@@ -8,6 +8,7 @@ at the files).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import shutil
@@ -134,6 +135,9 @@ def _next_steps(root: Path, home: Path, repo: Path, kept: bool) -> None:
         print(f"    source {_command('activate')}    # puts coffer on your PATH; or run {coffer} directly")
     print('    cd ~/your-project && coffer remember "We deploy with make release"')
     print('    coffer recall "how do we deploy?"')
+    print("    coffer agents install claude-code    # or codex, opencode: session hooks and the MCP server")
+    if importlib.util.find_spec("mcp") is None:  # the demo itself runs without the [mcp] extra
+        print("    (the MCP server needs the MCP SDK first: pip install 'coffer-memory[mcp]')")
     print("    coffer --help")
 
 

@@ -311,7 +311,8 @@ class AgentOut(_Out):
     name: str = Field(description="'claude-code', 'codex' or 'opencode'.")
     label: str = Field(description="Display name, e.g. 'Claude Code'.")
     installed: bool = Field(
-        description="Session hooks (where the agent has them) and the MCP entry are in place."
+        description="Session hooks (where the agent has them) and the MCP entry are in place "
+        "(the hooks alone when installed with hooks_only)."
     )
     hooks_supported: bool = Field(description="False for OpenCode: it runs JS plugins, not shell hooks.")
     hooks_installed: bool
@@ -334,6 +335,9 @@ class AgentOut(_Out):
     )
     working: bool = Field(
         default=False, description="Installed, hooks trusted, and (when checked) the MCP server answers."
+    )
+    hooks_only: bool = Field(
+        default=False, description="Installed with the session hooks alone, on purpose: no MCP entry."
     )
 
     @classmethod
@@ -358,6 +362,7 @@ class AgentOut(_Out):
                 HookReviewOut(event=t.event, state=t.state, message=t.describe()) for t in s.hook_review
             ],
             mcp_check=McpCheckOut.of(s.mcp_check) if s.mcp_check is not None else None,
+            hooks_only=s.hooks_only,
             working=s.working,
         )
 
@@ -392,6 +397,10 @@ class HookInstallIn(BaseModel):
     disable_native_memory: bool | None = Field(
         default=None,
         description="Also switch the agent's own memory off (true) or back (false); null keeps it.",
+    )
+    hooks_only: bool = Field(
+        default=False,
+        description="Install the session hooks alone, without the MCP server (which needs the [mcp] extra).",
     )
 
 

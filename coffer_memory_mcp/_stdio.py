@@ -14,6 +14,7 @@ runs as before (import, then serve). ``COFFER_MCP_FAST_HANDSHAKE=0`` forces that
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -336,8 +337,18 @@ def _record(home: str | None) -> None:
         _debug(f"could not record the handshake: {exc!r}")
 
 
+MISSING_SDK = (
+    "coffer-mcp: No module named 'mcp': the MCP server runs on the MCP SDK, the [mcp] extra, "
+    "which is not installed in this Python: pip install 'coffer-memory[mcp]'"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer-mcp``: on stdio with a fitting snapshot, the handshake before the SDK import."""
+    if importlib.util.find_spec("mcp") is None:  # a plain install: one line, before any handshake
+        build_parser().parse_args(argv)  # --help and bad arguments still answer as usual
+        print(MISSING_SDK, file=sys.stderr)
+        return 1
     try:
         return _main(argv)
     except KeyboardInterrupt:

@@ -22,7 +22,7 @@ from .._errors import AgentConfigInvalid
 from .codex_trust import HookTrust, hook_trust
 from .homes import AgentHomes
 from .install import AgentStatus, EditSession, _get
-from .probe import DEFAULT_TIMEOUT_SECONDS, McpCheck, check_mcp_server
+from .probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, McpCheck, check_mcp_server, mcp_sdk_problem
 from .registry import AgentRecord, AgentRegistry
 from .specs import (
     HOOK_SCRIPT,
@@ -205,14 +205,15 @@ def build_status(
         hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
         hooks = hooks or (spec.plugin is not None and session.plugin_present(spec.plugin))
         mcp = session.present(_mcp_setting(spec))  # the entry; other "mcp" settings may be the user's
-        session.install(spec)
+        session.install(spec, mcp=not record.hooks_only)
         session.native_memory(spec, record.disable_native_memory)
         up_to_date = not session.plan()
         notes += session.overrides(spec)
     except AgentConfigInvalid as exc:
         notes.append(exc.message)
     notes += _script_notes(spec)
-    installed = mcp and (hooks or not spec.session_start)
+    notes += _mcp_notes(spec.name, mcp=mcp, hooks_only=record.hooks_only and not mcp)
+    installed = (mcp or (record.hooks_only and hooks)) and (hooks or not spec.session_start)
     return AgentStatus(
         name=name,
         label=spec.label,
@@ -230,7 +231,19 @@ def build_status(
         home=home,
         hook_review=review,
         mcp_check=check,
+        hooks_only=record.hooks_only and not mcp,
     )
+
+
+def _mcp_notes(name: str, *, mcp: bool, hooks_only: bool) -> list[str]:
+    """Why coffer's MCP server is left out, or cannot start from this Python (no SDK here)."""
+    problem = mcp_sdk_problem()
+    if hooks_only:
+        then = f"{MCP_EXTRA_COMMAND}, then `coffer agents install {name}`"
+        return [f"session hooks only: coffer's MCP server is not registered (to add it: {then})"]
+    if mcp and problem is not None:
+        return [f"{problem}, so the registered coffer-mcp cannot start: {MCP_EXTRA_COMMAND}"]
+    return []
 
 
 def _script_notes(spec: AgentSpec) -> list[str]:

@@ -104,6 +104,8 @@ class AgentStatus:
     """For agents that run a hook only once the user trusted it (Codex): that state, per event."""
     mcp_check: McpCheck | None = None
     """The registered MCP server started and asked for its tools (only when a check was asked for)."""
+    hooks_only: bool = False
+    """Installed with the session hooks alone (``install_agent(..., hooks_only=True)``): no MCP entry."""
 
     @property
     def working(self) -> bool:
@@ -438,14 +440,15 @@ class EditSession:
         return s.ours(value) if s.ours is not None else bool(value == s.value(self.commands))
 
     # -- whole integrations --------------------------------------------------------------------
-    def install(self, spec: AgentSpec) -> None:
-        """Hooks (where the agent has them) and the MCP entry."""
+    def install(self, spec: AgentSpec, *, mcp: bool = True) -> None:
+        """Hooks (where the agent has them) and the MCP entry; without ``mcp``, the hooks alone
+        (an MCP entry of coffer's already there is removed: it would start a server that cannot run)."""
         if spec.hooks is not None:
             self.install_hooks(spec.hooks)
         if spec.plugin is not None:
             self.install_plugin(spec.plugin)
         for setting in spec.install:
-            self.apply(setting)
+            (self.apply if mcp or setting.part != "mcp" else self.restore)(setting)
 
     def uninstall(self, spec: AgentSpec) -> None:
         """Undo ``install`` (the native-memory toggles are restored separately)."""

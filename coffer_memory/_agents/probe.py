@@ -8,6 +8,8 @@ entry exists. The client is a few lines of stdlib JSON-RPC over the MCP stdio tr
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import os
 import selectors
@@ -27,9 +29,34 @@ DEFAULT_TIMEOUT_SECONDS = MCP_PROBE_TIMEOUT_SECONDS
 PROTOCOL_VERSION = "2025-06-18"
 """What the probe asks for; a server that speaks another revision answers with its own."""
 STDERR_TAIL_LINES = 3
-MISSING_SDK_HINT = "reinstall coffer-memory in that command's environment: pip install -U coffer-memory"
+MCP_EXTRA_COMMAND = "pip install 'coffer-memory[mcp]'"
+"""What installs the MCP SDK that ``coffer-mcp`` runs on (an extra since issue #15 item 8)."""
+MISSING_SDK_HINT = f"install it in that command's environment: {MCP_EXTRA_COMMAND}"
 
-__all__ = ["DEFAULT_TIMEOUT_SECONDS", "McpCheck", "check_mcp_server"]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "MCP_EXTRA_COMMAND", "McpCheck", "check_mcp_server", "mcp_sdk_problem"]
+
+
+def mcp_sdk_problem() -> str | None:
+    """Why ``coffer-mcp`` cannot start in this Python (``None`` when the MCP SDK 2.x is there).
+
+    Reads the import system and the installed metadata only: the SDK itself is not imported
+    (that takes seconds). ``coffer-mcp`` is installed next to this interpreter, so this is the
+    environment the server an install registers would run in.
+    """
+    try:
+        found = importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a broken or blocked package: as good as missing
+        found = False
+    if not found:
+        return "the MCP SDK (the mcp package) is not installed in this Python"
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # importable without metadata (a source checkout on the path): let it try
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) != 2:
+        return f"coffer-mcp needs the MCP SDK 2.x, and mcp {version} is installed in this Python"
+    return None
 
 
 @attrs.frozen

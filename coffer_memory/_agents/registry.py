@@ -77,6 +77,8 @@ class AgentRecord:
 
     disable_native_memory: bool = False
     files: dict[str, FileRecord] = attrs.field(factory=dict)
+    hooks_only: bool = False
+    """Installed with the session hooks alone, on purpose (no MCP entry: the SDK was missing)."""
 
 
 def _fail(path: Path, reason: str) -> AgentConfigInvalid:
@@ -123,6 +125,7 @@ def _file_record(raw: Any, where: str, path: Path) -> FileRecord:
 def _dump_record(record: AgentRecord) -> dict[str, Any]:
     return {
         "disable_native_memory": record.disable_native_memory,
+        **({"hooks_only": True} if record.hooks_only else {}),
         "files": {
             name: {
                 "existed": f.existed,
@@ -179,6 +182,7 @@ class AgentRegistry:
                 raise _fail(self.path, f"agents.{name}.files is not an object")
             out[name] = AgentRecord(
                 disable_native_memory=entry.get("disable_native_memory") is True,
+                hooks_only=entry.get("hooks_only") is True,
                 files={
                     k: _file_record(v, f"agents.{name}.files[{k!r}]", self.path) for k, v in files.items()
                 },

@@ -20,11 +20,26 @@ from .._store.lock import store_lock
 from .health import CheckCache, build_status, installed_home
 from .homes import AGENTS, AgentHomes
 from .install import AgentChange, AgentSpec, AgentStatus, Commands, EditSession, agent_spec
-from .probe import DEFAULT_TIMEOUT_SECONDS
+from .probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, mcp_sdk_problem
 from .registry import AgentRecord, AgentRegistry
 
 INSTALL_PARTS = ("hooks", "mcp")
 NATIVE_PARTS = ("native_memory",)
+
+
+def _no_sdk(spec: AgentSpec, problem: str) -> InvalidInput:
+    """The refusal to register a server that cannot start, with the two ways on."""
+    hooks = (
+        f", or register the session hooks alone: coffer agents install {spec.name} --hooks-only"
+        " (hooks_only=true over REST and Python)"
+        if spec.session_start
+        else ""
+    )
+    return InvalidInput(
+        f"not installed for {spec.label}: coffer-mcp cannot start, because {problem}. "
+        f"Install it: {MCP_EXTRA_COMMAND} (then run this again){hooks}",
+        field="hooks_only",
+    )
 
 
 def _no_native_memory(spec: AgentSpec) -> InvalidInput:
@@ -104,16 +119,30 @@ class Agents:
         return own if home is None or home == own.path.parent else AgentRegistry(home)
 
     # -- writing -------------------------------------------------------------------------------
-    def install_agent(self, name: str, *, disable_native_memory: bool | None = None) -> AgentChange:
+    def install_agent(
+        self, name: str, *, disable_native_memory: bool | None = None, hooks_only: bool = False
+    ) -> AgentChange:
         """Install coffer's hooks and MCP entry for ``name`` (idempotent; an old path is replaced).
 
         ``disable_native_memory`` also switches the agent's own memory off (``True``) or back
         (``False``); ``None`` keeps the stored setting. Audited as ``agent_hook_installed`` (and
         ``agent_native_memory_disabled`` / ``_restored``) with the files changed.
+
+        The MCP SDK is the ``[mcp]`` extra: without it in this Python the registered
+        ``coffer-mcp`` could not start, so the install is refused (``InvalidInput`` naming
+        ``pip install 'coffer-memory[mcp]'``) before any file is touched. ``hooks_only`` installs
+        the session hooks alone instead (and removes an MCP entry of coffer's); a later install
+        without it adds the server.
         """
         spec = agent_spec(name)
         if disable_native_memory and not spec.native_memory:
             raise _no_native_memory(spec)
+        if hooks_only and not spec.session_start:
+            raise InvalidInput(
+                f"{spec.label} has no session hooks: its integration is the MCP server alone", field="hooks_only"
+            )
+        if not hooks_only and (problem := mcp_sdk_problem()) is not None:
+            raise _no_sdk(spec, problem)
         with self._agents_locked() as registry:
             records = registry.load()
             # Installed for another home: its record (what the user had) moves here with the entries.
@@ -123,8 +152,9 @@ class Agents:
             was = record.disable_native_memory
             if disable_native_memory is not None:
                 record.disable_native_memory = disable_native_memory
+            record.hooks_only = hooks_only
             session = self._session(name, record)
-            session.install(spec)
+            session.install(spec, mcp=not hooks_only)
             session.native_memory(spec, record.disable_native_memory)
             written = session.commit(registry, records)
             if other is not registry:
@@ -152,6 +182,7 @@ class Agents:
             record = records.setdefault(name, AgentRecord())
             was = record.disable_native_memory
             record.disable_native_memory = False
+            record.hooks_only = False
             session = self._session(name, record)
             session.uninstall(spec)
             session.native_memory(spec, False)

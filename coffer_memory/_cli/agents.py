@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._agents.homes import AGENTS, AgentHomes
-from .._agents.probe import DEFAULT_TIMEOUT_SECONDS
+from .._agents.probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, mcp_sdk_problem
 from .._agents.shadows import mcp_shadows
 from .._agents.snippets import SNIPPET_CLIENTS, mcp_snippet
 from .._render import table
@@ -46,7 +46,7 @@ def _hooks_line(status: AgentStatus) -> str:
 
 
 def _mcp_line(status: AgentStatus) -> str:
-    line = "registered" if status.mcp_registered else "no"
+    line = "registered" if status.mcp_registered else "no (session hooks only)" if status.hooks_only else "no"
     check = status.mcp_check
     if check is not None:
         line += f"; {check.summary()}"
@@ -123,8 +123,12 @@ def cmd_status(svc: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
-    change = svc.install_agent(args.agent, disable_native_memory=True if args.disable_native_memory else None)
-    if args.check:  # what the agent will get: start the server it now runs
+    change = svc.install_agent(
+        args.agent,
+        disable_native_memory=True if args.disable_native_memory else None,
+        hooks_only=args.hooks_only,
+    )
+    if args.check and not args.hooks_only:  # what the agent will get: start the server it now runs
         change = attrs.evolve(
             change, status=svc.agent_status(args.agent, check_mcp=True, timeout=args.timeout)
         )
@@ -157,6 +161,8 @@ def cmd_snippet(svc: MemoryService, args: argparse.Namespace) -> None:
     for path in snippet.files:
         print(f"#   {path}", file=sys.stderr)
     print(f"# format: {snippet.source}", file=sys.stderr)
+    if (problem := mcp_sdk_problem()) is not None:  # the entry would start a server that cannot run
+        print(f"# warning: {problem}, so this coffer-mcp cannot start: {MCP_EXTRA_COMMAND}", file=sys.stderr)
     print(json.dumps(snippet.config, indent=2))
 
 
@@ -191,6 +197,12 @@ def register(sub: Any) -> None:
         "--disable-native-memory",
         action="store_true",
         help="also switch the agent's own memory off (restored by uninstall)",
+    )
+    p.add_argument(
+        "--hooks-only",
+        action="store_true",
+        help="register the session hooks alone, without the MCP server (which needs the [mcp] extra: "
+        "pip install 'coffer-memory[mcp]'); install again without it to add the server",
     )
     _add_check(p, "then start the MCP server as the agent will and report whether it answers (default)")
     p.set_defaults(func=cmd_install)

@@ -68,9 +68,12 @@ def post_hook_install(
     name: AgentName, svc: Service, body: Annotated[HookInstallIn | None, Body()] = None
 ) -> AgentChangeOut:
     """Install the session hooks and the MCP entry (idempotent: ``changed`` is empty the second
-    time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten."""
+    time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten.
+    422 INVALID_INPUT when the MCP SDK is not installed where coffer-api runs (the message names
+    ``pip install 'coffer-memory[mcp]'``); ``hooks_only: true`` installs the session hooks alone."""
     disable = body.disable_native_memory if body is not None else None
-    return AgentChangeOut.of(svc.install_agent(name, disable_native_memory=disable))
+    hooks_only = body.hooks_only if body is not None else False
+    return AgentChangeOut.of(svc.install_agent(name, disable_native_memory=disable, hooks_only=hooks_only))
 
 
 @router.delete("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409))

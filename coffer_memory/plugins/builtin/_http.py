@@ -8,13 +8,33 @@ a keyring reference, never from a file.
 from __future__ import annotations
 
 import email.utils
+import importlib.util
 import os
 import time
-
-import httpx
-from tenacity import RetryCallState, wait_exponential_jitter
+from typing import TYPE_CHECKING
 
 from ..._errors import CofferError
+
+if TYPE_CHECKING:  # both come with the [openai] extra: imported on first use, never at start-up
+    import httpx
+    from tenacity import RetryCallState
+
+HTTP_EXTRA = "openai"
+"""The extra that brings httpx and tenacity: ``pip install 'coffer-memory[openai]'``."""
+
+
+def require_http(error: type[CofferError], what: str) -> None:
+    """Raise ``error`` naming the install command when httpx or tenacity is missing.
+
+    A plain ``pip install coffer-memory`` has neither (they are the ``[openai]`` extra's), so the
+    OpenAI-compatible clients check on first use and say what to install instead of failing on an
+    import at start-up (the plugin manager imports every built-in that registers providers).
+    """
+    missing = [m for m in ("httpx", "tenacity") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise error(
+            f"{what} needs {' and '.join(missing)}, not installed here: pip install 'coffer-memory[{HTTP_EXTRA}]'"
+        )
 
 
 class Retryable(Exception):
@@ -72,6 +92,8 @@ def retry_wait(state: RetryCallState, max_seconds: float) -> float:
     exc = state.outcome.exception() if state.outcome else None
     if isinstance(exc, Retryable) and exc.retry_after is not None:
         return min(exc.retry_after, max_seconds)
+    from tenacity import wait_exponential_jitter
+
     backoff = wait_exponential_jitter(multiplier=0.25, max=max_seconds, jitter=0.25)
     return float(backoff(state))
 
@@ -105,6 +127,8 @@ def json_client(
     base_url: str, *, key: str | None, timeout: float, transport: httpx.BaseTransport | None
 ) -> httpx.Client:
     """An httpx client for a JSON API, with a bearer key when there is one."""
+    import httpx
+
     headers = {"Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"

@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
-
-import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..._config import LLMSettings
 from ..._errors import InvalidInput
 from ..._llm import ChatMessage, Completion, LLMUnavailable, TokenUsage
 from ..hookspecs import LLMFactory, hookimpl
-from ._http import Retryable, error_message, json_client, resolve_secret, retry_after, retry_wait
+from ._http import (
+    Retryable,
+    error_message,
+    json_client,
+    require_http,
+    resolve_secret,
+    retry_after,
+    retry_wait,
+)
+
+if TYPE_CHECKING:  # the [openai] extra's: imported on first use (``require_http`` says what to install)
+    import httpx
+    from tenacity import RetryCallState
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SCHEMA_NAME = "coffer"
@@ -126,6 +135,8 @@ class OpenAIChatLLM:
         return payload
 
     def _post(self, payload: dict[str, Any]) -> httpx.Response:
+        import httpx
+
         try:
             response = self._http().post("/chat/completions", json=payload)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
@@ -135,6 +146,9 @@ class OpenAIChatLLM:
         return response
 
     def _send(self, payload: dict[str, Any]) -> httpx.Response:
+        require_http(LLMUnavailable, "the openai LLM")
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
         attempts = self.settings.max_retries + 1
         retrying = Retrying(
             stop=stop_after_attempt(attempts),

@@ -9,15 +9,24 @@ never from a file.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from typing import TYPE_CHECKING, Any
 
 from ..._config import EmbeddingSettings
 from ..._errors import EmbeddingUnavailable
 from ..hookspecs import EmbedderFactory, Vector, hookimpl
-from ._http import Retryable, error_message, json_client, resolve_secret, retry_after, retry_wait
+from ._http import (
+    Retryable,
+    error_message,
+    json_client,
+    require_http,
+    resolve_secret,
+    retry_after,
+    retry_wait,
+)
+
+if TYPE_CHECKING:  # the [openai] extra's: imported on first use (``require_http`` says what to install)
+    import httpx
+    from tenacity import RetryCallState
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -60,6 +69,8 @@ class OpenAIEmbedder:
         payload: dict[str, Any] = {"model": self.model, "input": list(texts), "encoding_format": "float"}
         if self.settings.request_dimensions:
             payload["dimensions"] = self.dimensions
+        import httpx
+
         try:
             response = self._http().post("/embeddings", json=payload)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
@@ -94,6 +105,9 @@ class OpenAIEmbedder:
         """Embed ``texts`` in requests of ``batch_size``; raises EmbeddingUnavailable on give-up."""
         if not self.available():
             raise EmbeddingUnavailable("the openai embedder needs embedding.model and embedding.dimensions")
+        require_http(EmbeddingUnavailable, "the openai embedder")
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
         out: list[Vector] = []
         size = self.settings.batch_size
         for start in range(0, len(texts), size):
