@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._store.files import FactParseError, parse_fact, read_bytes
 from .pending import PendingDoc
-from .rows import indexed_chunks
+from .rows import described, indexed_chunks
 
 if TYPE_CHECKING:
     from .db import IndexDB
@@ -53,22 +53,28 @@ def count_waiting(db: IndexDB, store: str) -> int:
 
 def read_doc(db: IndexDB, reindexer: Reindexer, store: str, key: str) -> PendingDoc | None:
     """The document at ``key`` as its file reads now, when ``db`` holds it with the sentinel and
-    with rows of exactly that content (else None: the next reconcile re-indexes a changed file)."""
+    with rows of exactly that content (else None: the next reconcile re-indexes a changed file).
+
+    Not only its chunks: the row's title, description, metadata and times too. Its vectors in,
+    the row holds the file's sha256, and a reconcile that finds that sha256 again keeps the row
+    as it is ("unchanged"): an edit of the frontmatter alone (``updated_at``, the session) made
+    after the rows were written and before this read would never reach the index."""
     row = db.rows(
-        "SELECT id FROM documents WHERE resource_name = ? AND path = ? AND content_sha256 = ''", (store, key)
+        "SELECT id, title, description, metadata, created_at, updated_at FROM documents "
+        "WHERE resource_name = ? AND path = ? AND content_sha256 = ''",
+        (store, key),
     )
     if not row:
         return None
     path = db.file(key)
+    rel = reindexer.paths(store).relative(path)
     try:
         data, st = read_bytes(path, max_bytes=reindexer.max_file_bytes)
-        parsed = parse_fact(
-            data, store=store, relpath=reindexer.paths(store).relative(path), mtime=st.st_mtime
-        )
+        parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
     except (OSError, FactParseError):
         return None
     fact = parsed.fact
-    if fact.id != row[0][0]:
+    if (fact.id, *described(fact, rel)) != tuple(row[0]):
         return None
     chunks = tuple(indexed_chunks(fact.title, fact.description, fact.body))
     held = db.rows(
