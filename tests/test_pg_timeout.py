@@ -133,3 +133,23 @@ def test_a_write_waits_for_a_store_lock_held_past_the_timeout(
         assert not writer.is_alive()
         assert not isinstance(wrote[0], BaseException), wrote
         assert len(texts(svc, "keeper")) == 2
+
+
+def test_a_connection_cut_as_its_use_ended_is_not_used_again(pg_url: str) -> None:
+    """The watcher shut a connection's socket at its deadline just as the block using it ended
+    without meeting the cut (its statement had its answer): the connection looks well to libpq
+    and the pool would hand it to the next request, which failed on the shut socket. It is
+    closed instead, so the pool discards it (found by review16)."""
+    import select
+
+    import psycopg
+
+    from coffer_memory._index.pg.deadline import bounded
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with bounded(conn, 0.05):
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            # The deadline passes before the block ends: the socket reads its end once shut.
+            readable, _, _ = select.select([conn.pgconn.socket], [], [], BOUND)
+            assert readable
+        assert conn.closed
