@@ -107,21 +107,26 @@ def _alive(who: str) -> bool:
     return True
 
 
+def claimed_by(db: IndexDB, store: str) -> str | None:
+    """The other thread or process (``host pid thread``) holding a live claim on embedding
+    ``store``'s waiting documents, or None."""
+    held = db.get_kv(_CLAIM_KEY + store)
+    if not held:
+        return None
+    who, _, at = held.rpartition(" ")
+    try:
+        live = who != _me() and time.time() - float(at) < CLAIM_SECONDS and _alive(who)
+    except ValueError:  # not a claim this code wrote: taken over
+        live = False
+    return who if live else None
+
+
 def claim(db: IndexDB, store: str) -> bool:
     """Claim (or renew the claim of) embedding ``store``'s waiting documents; False when another
     thread or process holds a live claim. Writer connection, under the lock."""
-    key = _CLAIM_KEY + store
-    held = db.get_kv(key)
-    me = _me()
-    if held:
-        who, _, at = held.rpartition(" ")
-        try:
-            live = who != me and time.time() - float(at) < CLAIM_SECONDS and _alive(who)
-        except ValueError:  # not a claim this code wrote: taken over
-            live = False
-        if live:
-            return False
-    db.set_kv(key, f"{me} {time.time()}")
+    if claimed_by(db, store) is not None:
+        return False
+    db.set_kv(_CLAIM_KEY + store, f"{_me()} {time.time()}")
     return True
 
 
