@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from ._index import later
 from ._index.db import DAMAGE
+from ._index.vec import paused_in
 from ._indexing import IndexHandle
 from ._models import BrokenFile, DoctorReport, StoreInfo
 from ._store.folder import FOLDER_FILE
@@ -76,7 +78,28 @@ def _check(
         vector_problem=index.vector_problem(),
         shared_index=shared_index(index),
         embedder=embedder_in_use(index),
+        vectors_waiting=tuple(line for info in infos if (line := vectors_waiting(index, info.name))),
     )
+
+
+def vectors_waiting(index: IndexHandle, store: str) -> str | None:
+    """How many documents of ``store`` wait for their vectors, and why; None when none do (or
+    no embedder runs: ``vector_problem`` says that)."""
+    if index.vectors is None:
+        return None
+    db = index.db
+    count = later.count_waiting(db, store)
+    if not count:
+        return None
+    waiting = f"{store}: " + (f"{count} documents wait for their" if count != 1 else "1 document waits for its")
+    waiting += " vectors"
+    if paused_in(db):
+        return f"{waiting}: the embedder failed; it is tried again a minute after the failure"
+    who = later.claimed_by(db, store)
+    if who is not None:
+        host, pid, _ = who.rsplit(" ", 2)
+        return f"{waiting}: process {pid} on {host} is embedding them"
+    return f"{waiting}: the next read embeds them"
 
 
 def embedder_in_use(index: IndexHandle) -> str | None:

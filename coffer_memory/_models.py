@@ -377,6 +377,10 @@ class DoctorReport:
     embedder: str | None = None
     """The embedder vector and hybrid recall use (provider, model id, dimensions), e.g.
     ``hash (model hash-bow-64, 64 dimensions)``; None when no vector mode is on or none can run."""
+    vectors_waiting: tuple[str, ...] = ()
+    """One line per store whose documents still wait for their vectors (vector recall does not
+    find them until they are in): how many, and why (another process is embedding them, the
+    embedder failed and is retried later, or the next read embeds them)."""
 
     @property
     def ok(self) -> bool:

@@ -86,6 +86,23 @@ def example_embedder() -> type:
     return module.HashEmbedder  # type: ignore[no-any-return]
 
 
+@contextlib.contextmanager
+def embedder_plugin(provider: str, embedder: object) -> Iterator[object]:
+    """A plugin registering ``embedder`` as the embedding provider ``provider`` for the block."""
+    from coffer_memory.plugins import get_plugin_manager, hookimpl
+
+    class Plugin:
+        @hookimpl
+        def register_embedders(self, register: Callable[[str, object], None]) -> None:
+            register(provider, lambda _settings: embedder)
+
+    get_plugin_manager().register(Plugin(), name=f"{provider}-test")
+    try:
+        yield embedder
+    finally:
+        get_plugin_manager().unregister(name=f"{provider}-test")
+
+
 @pytest.fixture
 def svc(tmp_home: Path) -> Iterator[MemoryService]:
     """A MemoryService on a temp home."""

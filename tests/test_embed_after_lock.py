@@ -12,6 +12,7 @@ The embedder is the gated example plugin of ``test_embed_outside_lock`` (a text 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from test_embed_outside_lock import (  # the gated embedder plugin and its helpe
     vectors_of,
 )
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from tests.test_project_identity import _clone
 
 pytest.importorskip("sqlite_vec")
@@ -198,4 +199,44 @@ def test_another_service_on_the_home_recalls_and_writes_while_a_reindex_embeds(
         assert [h.text for h in found[1].hits] == ["the kingfisher waits on a branch"]
         assert sum("swim slowly" in t for t in gated.texts) == 1  # the other service left it
         assert nearest(other, "the voles dig under the hedge")
+    assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_a_frontmatter_edit_while_a_reindex_embeds_reaches_the_index(
+    gated: Gated, tmp_home: Path, tmp_path: Path
+) -> None:
+    """A fact's ``updated_at`` edited by hand (its indexed text the same) while the reindex's
+    embedder holds the batch before it: the fact's rows are of the old file, its texts are the
+    same, so its vectors are written; the row must not then say it holds the new file, or every
+    later reconcile finds the file "unchanged" and the row keeps the old ``updated_at`` (a
+    ``since`` filter never found the fact again; found by review16)."""
+    settings = Settings.load(
+        tmp_home,
+        embedding={"provider": "gated", "batch_size": 1},  # one document a batch
+        memory={"retrieval_modes": ["keyword", "vector", "hybrid"], "default_mode": "keyword"},
+    )
+    with MemoryService(settings=settings) as svc:
+        wrote = [
+            svc.remember(text, title=text.split()[0], store="global")
+            for text in ("aardvark digs slowly at night", "zebra grazes slowly on the plain")
+        ]
+        gated.held.clear()
+        gated.gate.clear()
+        gated.texts.clear()
+        worker, done = in_thread(lambda: svc.reindex("global", rebuild=True))
+        try:
+            assert gated.held.wait(BOUND)
+            # The other fact's batch comes after the held one: it reads the edited file.
+            edited = next(w for w in wrote if w.fact.body not in gated.texts[-1])
+            text = edited.path.read_text(encoding="utf-8")
+            new = re.sub(r"(?m)^updated_at: .*$", "updated_at: 2031-01-01T00:00:00Z", text)
+            assert new != text
+            edited.path.write_text(new, encoding="utf-8")
+        finally:
+            gated.gate.set()
+        worker.join(BOUND)
+        assert not worker.is_alive() and not isinstance(done[0], BaseException), done
+        found = svc.recall(edited.fact.title, stores=["global"], mode="keyword", since="2030-01-01T00:00:00Z")
+        assert [h.id for h in found.hits] == [edited.fact.id]
+        assert nearest(svc, edited.fact.body)
     assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)

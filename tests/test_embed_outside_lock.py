@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import example_embedder
+from conftest import embedder_plugin, example_embedder
 
 from coffer_memory import MemoryService, Settings
-from coffer_memory.plugins import get_plugin_manager, hookimpl
 
 pytest.importorskip("sqlite_vec")
 BOUND = 60.0  # seconds a step may take on a loaded machine: a bound on a hang, not a timing
@@ -46,18 +45,11 @@ class Gated(example_embedder()):  # type: ignore[misc]
 @pytest.fixture
 def gated() -> Iterator[Gated]:
     embedder = Gated()
-
-    class Plugin:
-        @hookimpl
-        def register_embedders(self, register: Callable[[str, object], None]) -> None:
-            register("gated", lambda _settings: embedder)
-
-    get_plugin_manager().register(Plugin(), name="gated-test")
-    try:
-        yield embedder
-    finally:
-        embedder.gate.set()
-        get_plugin_manager().unregister(name="gated-test")
+    with embedder_plugin("gated", embedder):
+        try:
+            yield embedder
+        finally:
+            embedder.gate.set()
 
 
 def service(home: Path) -> MemoryService:

@@ -85,3 +85,71 @@ def test_the_timeout_is_a_setting_with_a_range() -> None:
     assert Settings.load(Path("/nonexistent-home"), index={"timeout_seconds": 5}).index.timeout_seconds == 5
     with pytest.raises((InvalidInput, ValueError)):
         Settings.load(Path("/nonexistent-home"), index={"timeout_seconds": 0})
+
+
+@pytest.mark.timeout(300)
+def test_a_write_waits_for_a_store_lock_held_past_the_timeout(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer holds the store's advisory lock (a bulk push of thousands of documents may,
+    for minutes) past ``[index] timeout_seconds``: the server answers, it is the lock that is
+    taken, so a remember waits for it and lands. Before, the deadline cut the waiting
+    ``pg_advisory_lock`` and the remember was told the server "did not answer" (found by review16)."""
+    import threading
+    import time
+
+    import psycopg
+
+    monkeypatch.setenv("COFFER_PG_URL", pg_url)
+    settings = Settings.load(tmp_home, index={"backend": "postgresql", "timeout_seconds": 1})
+    with MemoryService(settings=settings) as svc:
+        svc.remember("the lock keeper sleeps at noon", store="global")
+        backend = svc.index.backend
+        assert backend is not None
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with backend.write_lock("global"):  # type: ignore[attr-defined]
+                taken.set()
+                release.wait(BOUND)
+
+        holder, _ = in_thread(hold)
+        assert taken.wait(BOUND)
+        writer, wrote = in_thread(lambda: svc.remember("the lock keeper wakes at one", store="global"))
+        try:
+            with psycopg.connect(pg_url, autocommit=True) as watch:
+                for _ in range(int(BOUND * 20)):  # until the remember waits for the lock
+                    waiting = watch.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    ).fetchone()
+                    if (waiting is not None and waiting[0]) or not writer.is_alive():
+                        break
+                    time.sleep(0.05)
+            time.sleep(3)  # three times the timeout: a deadline on the wait would have passed
+        finally:
+            release.set()
+        holder.join(BOUND)
+        writer.join(BOUND)
+        assert not writer.is_alive()
+        assert not isinstance(wrote[0], BaseException), wrote
+        assert len(texts(svc, "keeper")) == 2
+
+
+def test_a_connection_cut_as_its_use_ended_is_not_used_again(pg_url: str) -> None:
+    """The watcher shut a connection's socket at its deadline just as the block using it ended
+    without meeting the cut (its statement had its answer): the connection looks well to libpq
+    and the pool would hand it to the next request, which failed on the shut socket. It is
+    closed instead, so the pool discards it (found by review16)."""
+    import select
+
+    import psycopg
+
+    from coffer_memory._index.pg.deadline import bounded
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with bounded(conn, 0.05):
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            # The deadline passes before the block ends: the socket reads its end once shut.
+            readable, _, _ = select.select([conn.pgconn.socket], [], [], BOUND)
+            assert readable
+        assert conn.closed

@@ -276,6 +276,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"opted out: {line}")
     if report.vector_problem:
         print(f"vector: {report.vector_problem}")
+    for line in report.vectors_waiting:
+        print(f"vectors: {line}")
     if ok:
         print("ok")
     else:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._store.files import FactParseError, parse_fact, read_bytes
 from .pending import PendingDoc
-from .rows import indexed_chunks
+from .rows import described, indexed_chunks
 
 if TYPE_CHECKING:
     from .db import IndexDB
@@ -53,22 +53,28 @@ def count_waiting(db: IndexDB, store: str) -> int:
 
 def read_doc(db: IndexDB, reindexer: Reindexer, store: str, key: str) -> PendingDoc | None:
     """The document at ``key`` as its file reads now, when ``db`` holds it with the sentinel and
-    with rows of exactly that content (else None: the next reconcile re-indexes a changed file)."""
+    with rows of exactly that content (else None: the next reconcile re-indexes a changed file).
+
+    Not only its chunks: the row's title, description, metadata and times too. Its vectors in,
+    the row holds the file's sha256, and a reconcile that finds that sha256 again keeps the row
+    as it is ("unchanged"): an edit of the frontmatter alone (``updated_at``, the session) made
+    after the rows were written and before this read would never reach the index."""
     row = db.rows(
-        "SELECT id FROM documents WHERE resource_name = ? AND path = ? AND content_sha256 = ''", (store, key)
+        "SELECT id, title, description, metadata, created_at, updated_at FROM documents "
+        "WHERE resource_name = ? AND path = ? AND content_sha256 = ''",
+        (store, key),
     )
     if not row:
         return None
     path = db.file(key)
+    rel = reindexer.paths(store).relative(path)
     try:
         data, st = read_bytes(path, max_bytes=reindexer.max_file_bytes)
-        parsed = parse_fact(
-            data, store=store, relpath=reindexer.paths(store).relative(path), mtime=st.st_mtime
-        )
+        parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
     except (OSError, FactParseError):
         return None
     fact = parsed.fact
-    if fact.id != row[0][0]:
+    if (fact.id, *described(fact, rel)) != tuple(row[0]):
         return None
     chunks = tuple(indexed_chunks(fact.title, fact.description, fact.body))
     held = db.rows(
@@ -101,21 +107,26 @@ def _alive(who: str) -> bool:
     return True
 
 
+def claimed_by(db: IndexDB, store: str) -> str | None:
+    """The other thread or process (``host pid thread``) holding a live claim on embedding
+    ``store``'s waiting documents, or None."""
+    held = db.get_kv(_CLAIM_KEY + store)
+    if not held:
+        return None
+    who, _, at = held.rpartition(" ")
+    try:
+        live = who != _me() and time.time() - float(at) < CLAIM_SECONDS and _alive(who)
+    except ValueError:  # not a claim this code wrote: taken over
+        live = False
+    return who if live else None
+
+
 def claim(db: IndexDB, store: str) -> bool:
     """Claim (or renew the claim of) embedding ``store``'s waiting documents; False when another
     thread or process holds a live claim. Writer connection, under the lock."""
-    key = _CLAIM_KEY + store
-    held = db.get_kv(key)
-    me = _me()
-    if held:
-        who, _, at = held.rpartition(" ")
-        try:
-            live = who != me and time.time() - float(at) < CLAIM_SECONDS and _alive(who)
-        except ValueError:  # not a claim this code wrote: taken over
-            live = False
-        if live:
-            return False
-    db.set_kv(key, f"{me} {time.time()}")
+    if claimed_by(db, store) is not None:
+        return False
+    db.set_kv(_CLAIM_KEY + store, f"{_me()} {time.time()}")
     return True
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from .._models import MemoryFact
-from .._store.files import FactParseError, ParsedFile, format_time, parse_fact, read_bytes
+from .._store.files import FactParseError, ParsedFile, parse_fact, read_bytes
 from .._store.paths import StorePaths
 from .chunking import MAX_WINDOWS, vector_windows
 from .cjk import index_text
@@ -25,7 +25,7 @@ from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
 from .pending import NewRows, PendingDoc, session_windows, stored_by_text
-from .rows import indexed_chunks, metadata_json, project_id
+from .rows import described, indexed_chunks, project_id
 from .segments import after_bulk_load, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex, embedded, failure_text
@@ -297,19 +297,20 @@ class Reindexer:
         self, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
     ) -> tuple[object, ...]:
         """A ``documents`` row from ``id`` to ``file_ino``."""
-        fact = parsed.fact
+        title, description, meta, created, updated = described(parsed.fact, rel)
+        sha = "" if self.vectors is not None else parsed.sha256
         return (
-            fact.id,
+            parsed.fact.id,
             KIND,
             store,
             project_id(store),
             key,
-            fact.title,
-            fact.description,
-            metadata_json(fact, rel),
-            "" if self.vectors is not None else parsed.sha256,
-            format_time(fact.created_at),
-            format_time(fact.updated_at),
+            title,
+            description,
+            meta,
+            sha,
+            created,
+            updated,
             *stat_columns(st),
         )
 

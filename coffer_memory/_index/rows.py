@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from .._models import MemoryFact
+from .._store.files import format_time
 from .._store.lanes import journal_sessions
 from .._store.paths import project_id_of
 from .chunking import chunk_markdown
@@ -54,6 +55,18 @@ def metadata_json(fact: MemoryFact, rel: str) -> str:
     if rel.startswith("journal/"):
         return json.dumps(metadata(fact, rel))
     return _plain_metadata(fact.actor, fact.origin_session_id)
+
+
+def described(fact: MemoryFact, rel: str) -> tuple[str, str, str, str, str]:
+    """What a ``documents`` row says of the fact beside its chunks: ``title``, ``description``,
+    ``metadata``, ``created_at`` and ``updated_at``."""
+    return (
+        fact.title,
+        fact.description,
+        metadata_json(fact, rel),
+        format_time(fact.created_at),
+        format_time(fact.updated_at),
+    )
 
 
 def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:

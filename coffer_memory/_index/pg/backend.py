@@ -20,7 +20,9 @@ memory folder (``binding``): another home's folder is refused before it pushes o
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -60,6 +62,8 @@ ANALYZE_AFTER = 1000
 Conn = vec.Conn
 Only = vec.Only
 _LOCK_KEY = "SELECT hashtextextended('coffer-store:' || %s, 0)"
+# Seconds between tries for a store's lock that another writer holds (``_lock``).
+LOCK_POLL_SECONDS = 0.2
 
 
 class _Held:
@@ -267,23 +271,32 @@ class PostgresIndex(Reaching):
             )
 
     def _lock(self, store: str) -> tuple[psycopg.Connection[Any], int]:
-        """A pooled connection holding the store's advisory lock, and the lock's key."""
+        """A pooled connection holding the store's advisory lock, and the lock's key.
+
+        The lock is asked for with ``pg_try_advisory_lock``, each try within the deadline
+        (``_bounded``), until it is had: another writer may rightly hold it for minutes (a bulk
+        push), and a blocking ``pg_advisory_lock`` under the deadline was cut as a server that
+        did not answer; a server that stops answering is still told at the try it hangs in."""
         conn = self._getconn()
         try:
             with self._bounded(conn):
-                return self._locked(conn, store)
+                (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
+            for wait in itertools.chain((0.01, 0.02, 0.05, 0.1), itertools.repeat(LOCK_POLL_SECONDS)):
+                with self._bounded(conn):
+                    row = conn.execute(
+                        f"SELECT pg_try_advisory_lock(%s), {CURRENT_VERSION}", (key,)
+                    ).fetchone()
+                if row is not None and row[0]:
+                    break
+                time.sleep(wait)
+            current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
+            if current > SCHEMA_VERSION:
+                with self._bounded(conn):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                raise SchemaTooNew(current)
         except BaseException:
             self.pool.putconn(conn)
             raise
-
-    @staticmethod
-    def _locked(conn: psycopg.Connection[Any], store: str) -> tuple[psycopg.Connection[Any], int]:
-        (key,) = conn.execute(_LOCK_KEY, (store,)).fetchone() or (0,)
-        row = conn.execute(f"SELECT pg_advisory_lock(%s), {CURRENT_VERSION}", (key,)).fetchone()
-        current = int(row[1]) if row is not None and row[1] is not None else SCHEMA_VERSION
-        if current > SCHEMA_VERSION:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            raise SchemaTooNew(current)
         return conn, int(key)
 
     @contextmanager

@@ -115,7 +115,8 @@ def bounded(conn: psycopg.Connection[Any], seconds: float) -> Iterator[psycopg.C
             raise TimedOut(str(exc)) from exc
         raise
     else:
-        _WATCHER.remove(token)
+        if _WATCHER.remove(token):  # cut as the block ended: to libpq it looks well, but it is not
+            conn.close()  # so the pool discards it, not the next request
 
 
 def connection_options(given: dict[str, Any], seconds: float) -> dict[str, Any]:
