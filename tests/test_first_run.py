@@ -216,6 +216,24 @@ def test_editor_mistakes_are_one_line_and_keep_the_text(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+def test_facts_edit_with_no_editor_set_and_no_terminal_is_refused(tmp_path: Path) -> None:
+    # With neither VISUAL nor EDITOR set, vi was started on a pipe: its escape codes filled the
+    # output, it exited 1 and nothing was saved (newuser7, session 16). A named editor still runs.
+    home = tmp_path / "home"
+    made = run("remember", "--global", "--json", "Staging is at staging.acme.test.", home=home)
+    fact_id, path = json.loads(made.stdout)["fact"]["id"], Path(json.loads(made.stdout)["path"])
+    before = path.read_bytes()
+    proc = run("facts", "edit", fact_id, "--global", home=home, env={"EDITOR": "", "VISUAL": ""})
+    assert "vi needs a terminal" in one_error(proc, "error: INVALID_INPUT: ")
+    assert path.read_bytes() == before and proc.stdout == ""
+    editor = tmp_path / "append.sh"
+    editor.write_text('#!/bin/sh\nprintf " Edited." >> "$1"\n')
+    editor.chmod(0o755)
+    proc = run("facts", "edit", fact_id, "--global", home=home, env={"EDITOR": str(editor), "VISUAL": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert b"Edited." in path.read_bytes()
+
+
 def test_an_export_to_a_folder_or_under_a_file_is_invalid_input(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert run("remember", "--global", "hi", home=home).returncode == 0

@@ -20,14 +20,33 @@ EDITABLE_KEYS = ("title", "description")
 
 
 def editor_command() -> list[str]:
-    """``$VISUAL``, else ``$EDITOR``, else ``vi``, split as a shell would (``code --wait`` works)."""
-    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    """``$VISUAL``, else ``$EDITOR``, else ``vi``, split as a shell would (``code --wait`` works).
+
+    ``vi`` only on a terminal: with neither variable set and stdin or stdout not a terminal (a
+    script, an agent's shell tool), vi wrote its escape codes into the output, exited 1 and saved
+    nothing. A command the user named is run anywhere (``code --wait`` needs no terminal)."""
+    value = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not value:
+        if not (_is_terminal(0) and _is_terminal(1)):
+            raise InvalidInput(
+                "facts edit with no options opens $VISUAL or $EDITOR, and neither is set: vi needs a "
+                "terminal and this is not one; give --text, --title, --description or --tag, or set EDITOR",
+                field="EDITOR",
+            )
+        value = "vi"
     try:
         return shlex.split(value)
     except ValueError as exc:  # an unclosed quote
         raise InvalidInput(
             f"cannot split the editor command {safe_echo(value)!r}: {exc}", field="EDITOR"
         ) from None
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def render_for_editor(record: FactRecord) -> str:
