@@ -414,9 +414,20 @@ def test_browser_runs_nothing_from_a_hostile_fact(served: str, browser: Any, fil
 @browser_only
 def test_browser_loads_nothing_a_fact_names(served: str, browser: Any, svc: MemoryService) -> None:
     fact = svc.remember(LOADS_ITSELF, title="Images", scope="global")
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.get(f"{served}/ui/stores/{fact.store}/facts/{fact.fact.id}")
-    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
-    assert any(url.endswith("/ui/static/app.css") for url in loaded), loaded  # the list is real
+
+    def loaded_now(b: Any) -> list[str]:
+        names: list[str] = b.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+        )
+        return names
+
+    # The list is real once it holds the page's own stylesheet: read at once it was empty under a
+    # load of 2 (the entries are added as the loads end), so wait for that, not for a fixed time.
+    WebDriverWait(browser, 15).until(lambda b: any(u.endswith("/ui/static/app.css") for u in loaded_now(b)))
+    loaded = loaded_now(browser)
     assert not [url for url in loaded if "/api/" in url], loaded
 
 
