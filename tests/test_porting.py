@@ -232,6 +232,25 @@ def test_a_corrupt_zip_is_refused(svc: MemoryService, tmp_path: Path) -> None:
     _refused(svc, bad, "corrupt")
 
 
+def test_a_member_compressed_with_a_method_zipfile_cannot_read_is_refused_by_name(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    # Method 99 (WinZip AES): the member's method field says it, in its local header and the
+    # central directory; the refusal names the member and the method, before anything is written.
+    good = _zip(tmp_path / "good.zip", GOOD, _manifest(GOOD)).read_bytes()
+    name = next(iter(GOOD)).encode()
+    data = bytearray(good)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = data.index(signature + b"", 0)
+        while data[at + (30 if signature == b"PK\x03\x04" else 46) :].find(name) != 0:
+            at = data.index(signature, at + 4)
+        data[at + offset : at + offset + 2] = (99).to_bytes(2, "little")
+    bad = tmp_path / "aes.zip"
+    bad.write_bytes(bytes(data))
+    refused = _refused(svc, bad, "corrupt")
+    assert "compression method 99" in str(refused) and name.decode() in str(refused)
+
+
 def test_a_member_that_does_not_match_the_manifest_is_refused(svc: MemoryService, tmp_path: Path) -> None:
     manifest = _manifest(GOOD)
     members = {k: v + b"tampered" for k, v in GOOD.items()}

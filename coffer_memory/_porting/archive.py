@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib.util
 import os
 import re
 import stat
@@ -308,18 +309,31 @@ def _zip_loader(
     return load
 
 
+def _readable_methods() -> frozenset[int]:
+    """The compression methods this Python's zipfile reads (bz2 and lzma are optional modules)."""
+    methods = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+    for module, method in (("bz2", zipfile.ZIP_BZIP2), ("lzma", zipfile.ZIP_LZMA)):
+        if importlib.util.find_spec(module) is not None:
+            methods.add(method)
+    return frozenset(methods)
+
+
+_READABLE = _readable_methods()
+
+
 def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int) -> bytes:
+    # Checked before opening: zipfile says only "That compression method is not supported".
+    if info.compress_type not in _READABLE:
+        raise InvalidImport(
+            "corrupt",
+            f"{info.filename} uses compression method {info.compress_type}, which this Python cannot read",
+            source=source,
+            member=info.filename,
+        )
     try:
         with zf.open(info) as handle:
             data = handle.read(limit + 1)
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        OSError,
-        EOFError,
-        NotImplementedError,  # zipfile's answer to a compression method it does not support
-        RuntimeError,
-    ) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError) as exc:
         raise InvalidImport(
             "corrupt", f"{info.filename}: {exc}", source=source, member=info.filename
         ) from None
