@@ -60,3 +60,27 @@ def test_a_pipe_still_gets_the_text_byte_for_byte(svc: MemoryService, tmp_home: 
         [COFFER, "facts", "show", fact.fact.id, "--store", "global"], env=env, capture_output=True, check=True
     )
     assert b"\x1b]0;PWNED\x07" in shown.stdout
+
+
+# "Trojan Source": RIGHT-TO-LEFT OVERRIDE makes a terminal that implements bidi show
+# "deploy: approved‮ devorppa ton" where the text says "... not approved" read backwards.
+BIDI = "deploy: approved\u202e devorppa ton\u202c and \u2066isolated\u2069 \u200fmark"
+
+
+def test_bidi_controls_show_escaped_on_a_terminal_and_stay_in_the_file(
+    svc: MemoryService, tmp_home: Path
+) -> None:
+    fact = svc.remember(BIDI, title="Release \u202eetats\u202c", scope="global")
+    for args in (("facts", "list", "--global"), ("recall", "approved", "--store", "global")):
+        out = _on_a_terminal(tmp_home, *args).decode()
+        assert not any(c in out for c in "\u202e\u202c\u2066\u2069\u200f"), out
+        assert "\\u202e" in out, out
+    shown = _on_a_terminal(tmp_home, "facts", "show", fact.fact.id, "--store", "global").decode()
+    assert "Release \\u202eetats\\u202c" in shown and "\\u2066isolated\\u2069 \\u200fmark" in shown, shown
+    # The stored text is exact, and a pipe still gets it byte for byte.
+    assert BIDI in fact.path.read_text(encoding="utf-8")
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    piped = subprocess.run(
+        [COFFER, "facts", "show", fact.fact.id, "--store", "global"], env=env, capture_output=True, check=True
+    )
+    assert BIDI.encode() in piped.stdout

@@ -6,6 +6,10 @@ clipboard in many terminals) that an agent remembered from a page it read, or th
 or synced fact file carries. ``coffer facts list`` printed them raw, so listing facts ran them.
 On a terminal, stdout now shows each control character as a visible ``\\xNN`` (tab and line break
 stay); a pipe or a file still gets the text byte for byte (``coffer facts show ID > fact.md``).
+
+The bidirectional controls (Unicode's Bidi_Control: U+202A-U+202E, U+2066-U+2069, U+200E,
+U+200F, U+061C) show as ``\\u202e`` the same way: a title holding RIGHT-TO-LEFT OVERRIDE is
+displayed in an order that lies about what it says ("Trojan Source"); the stored text keeps them.
 """
 
 from __future__ import annotations
@@ -18,12 +22,19 @@ from typing import Any, TextIO
 
 # C0 controls but tab and line feed (a carriage return rewrites the line it is on), DEL, and the
 # C1 controls (U+009B is a one-character CSI in terminals that read 8-bit controls).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# And the bidirectional controls, which reorder what a terminal that implements bidi shows.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def inert(text: str) -> str:
-    """``text`` with every terminal control character written as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every terminal control character written as ``\\xNN`` and every
+    bidirectional control as ``\\uNNNN``."""
+    return _CONTROL.sub(lambda m: _shown(m.group()), text)
 
 
 class _InertTerminal:
