@@ -211,6 +211,42 @@ def test_recall_box_shows_mode_store_and_score(client: TestClient, filled: dict[
     assert "Nothing found." in page(client, f"/ui/search?q=zebra&store={filled['store']}&mode=keyword")
 
 
+def test_search_hits_name_their_store_by_its_label(client: TestClient, filled: dict[str, Any]) -> None:
+    """A hit's store showed as ``project-<ULID>`` where the overview and the store page say "Demo
+    project"; the name stays in the tooltip."""
+    html = page(client, "/ui/search?q=WAL+readers&mode=keyword")
+    assert f'<span class="store" title="{filled["store"]}">Demo project</span>' in html, html
+    assert f'<span title="{filled["store"]}">Demo project</span>' in html  # the "stores:" line too
+
+
+BIDI_TITLE = "Release \u202eetats\u202c"
+BIDI_TEXT = "deploy: approved\u202e devorppa ton\u202c and \u2066isolated\u2069 \u200fmark"
+
+
+def test_bidi_controls_are_shown_written_out_on_every_page(client: TestClient, svc: MemoryService) -> None:
+    """"Trojan Source": a RIGHT-TO-LEFT OVERRIDE in a title or a text made the browser show it in an
+    order that lies about what it says. Every page shows each bidi control as ``\\u202e`` (as the
+    CLI does on a terminal); the file keeps them, and the query box sends back what was typed."""
+    fact = svc.remember(BIDI_TEXT, title=BIDI_TITLE, scope="global")
+    svc.set_label(fact.store, "Team \u202eoops")
+    urls = (
+        "/ui",
+        f"/ui/stores/{fact.store}",
+        f"/ui/stores/{fact.store}/facts/{fact.fact.id}",
+        "/ui/search?q=approved&store=global&mode=keyword",
+    )
+    for url in urls:
+        html = page(client, url)
+        assert not any(c in html for c in "\u202e\u202c\u2066\u2069\u200f"), url
+        assert "\\u202e" in html, url
+    html = page(client, f"/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    assert "<h1>Release \\u202eetats\\u202c</h1>" in html
+    assert "\\u2066isolated\\u2069 \\u200fmark" in html
+    assert BIDI_TEXT in fact.path.read_text(encoding="utf-8")
+    html = page(client, "/ui/search?q=approved%E2%80%AE&store=global")
+    assert 'value="approved\u202e"' in html  # the box holds the query as typed
+
+
 def test_errors_are_pages_with_the_api_status(client: TestClient, filled: dict[str, Any]) -> None:
     assert "MEMORY_NOT_FOUND" in page(client, f"/ui/stores/{filled['store']}/facts/01NOPE", 404)
     assert "MEMORY_STORE_NOT_FOUND" in page(client, "/ui/stores/Not%20A%20Store!", 404)
@@ -457,3 +493,26 @@ def test_browser_gets_in_with_a_token_once(service: MemoryService, browser: Any)
         browser.get(f"{base}/ui/search?q=anything")
         assert "Recall" in browser.title
         assert httpx.get(f"{base}/ui", timeout=10).status_code == 401
+
+
+@browser_only
+def test_browser_keeps_a_files_headings_below_the_lane_and_shows_bidi_controls(
+    served: str, browser: Any, filled: dict[str, Any], svc: MemoryService
+) -> None:
+    """A rules file's "# Heading" rendered at 2em, larger than the lane's title above it; a title
+    holding U+202E showed reversed."""
+    from selenium.webdriver.common.by import By
+
+    svc.append_rule("# House rules\n\nNever force-push main.", cwd=filled["repo"])
+    browser.get(f"{served}/ui/stores/{filled['store']}")
+
+    def size(css: str) -> float:
+        return float(browser.find_element(By.CSS_SELECTOR, css).value_of_css_property("font-size")[:-2])
+
+    lane_title = size("#rules > h2")
+    assert size("#rules .md h1") < lane_title, (size("#rules .md h1"), lane_title)
+    shot(browser, "rules-heading")
+    fact = svc.remember(BIDI_TEXT, title=BIDI_TITLE, scope="global")
+    browser.get(f"{served}/ui/stores/{fact.store}/facts/{fact.fact.id}")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Release \\u202eetats\\u202c"
+    assert size("article.fact-body") <= size("h1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -17,6 +18,30 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 # ammonia's tags less the one a browser loads a URL for by itself (see _image_as_link).
 _TAGS = set(nh3.ALLOWED_TAGS) - {"img"}
 _URL_ATTRIBUTES = frozenset({"href", "src", "cite", "action", "formaction", "poster", "background"})
+# Unicode's Bidi_Control characters: embeddings, overrides, isolates and marks.
+_BIDI_CONTROLS = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def bidi_shown(text: str) -> str:
+    """``text`` with each bidirectional control written out as ``\\u202e``, as ``coffer`` shows it on a
+    terminal: a title holding RIGHT-TO-LEFT OVERRIDE is displayed in an order that lies about what
+    it says ("Trojan Source"). The stored text keeps them; the page shows where they are."""
+    return _BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class Exact(str):
+    """A value the page holds exactly as stored, bidi controls and all: an attribute a script copies
+    (a path) or a form sends back (the query). ``finalize`` leaves it alone; it is still escaped."""
+
+
+def finalize(value: Any) -> Any:
+    """Jinja's ``finalize``: every value a page shows, with its bidi controls written out
+    (``bidi_shown``). Markup is HTML the page built from values already shown so (a macro's,
+    ``markdown``'s)."""
+    if isinstance(value, Markup | Exact) or value is None:
+        return value
+    text = str(value)
+    return bidi_shown(text) if _BIDI_CONTROLS.search(text) else value
 
 
 def names_another_host_without_a_scheme(url: str) -> bool:
@@ -69,7 +94,7 @@ def markdown(text: str | None) -> Markup:
     """``text`` as sanitised HTML, safe to place in a page unescaped."""
     if not text:
         return Markup("")
-    html = _parser().render(text)
+    html = _parser().render(bidi_shown(text))
     # Defence in depth: markdown-it already refuses javascript: links and escapes raw HTML; nh3
     # (ammonia) guarantees the output holds no script, event handler or unsafe URL either way.
     cleaned = nh3.clean(

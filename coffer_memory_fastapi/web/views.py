@@ -16,7 +16,7 @@ from coffer_memory import CofferError, MemoryScope, MemoryService, StoreInfo, re
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS, RETRIEVAL_MODES
 
 from ..errors import STATUS
-from .render import document, markdown, split_frontmatter
+from .render import Exact, document, finalize, markdown, split_frontmatter
 from .security import PAGE_HEADERS
 
 PAGE_SIZE = 50
@@ -28,10 +28,12 @@ templates = Jinja2Templates(
     env=Environment(
         loader=PackageLoader("coffer_memory_fastapi.web", "templates"),
         autoescape=select_autoescape(default=True),
+        finalize=finalize,
     )
 )
 templates.env.filters["markdown"] = markdown
 templates.env.filters["document"] = document
+templates.env.filters["exact"] = Exact
 
 T = TypeVar("T")
 
@@ -133,8 +135,18 @@ def search(
         if q.strip():
             names = [store] if store else [s.name for s in stores]
             result = svc.recall(q, stores=names, mode=mode or None, limit=RECALL_LIMIT)
+        # A hit names its store by the label the overview shows (its name stays in a tooltip).
+        labels = {s.name: s.display_name for s in stores}
         return _page(
-            request, "search.html", q=q, store=store, mode=mode, stores=stores, result=result, title="Recall"
+            request,
+            "search.html",
+            q=q,
+            store=store,
+            mode=mode,
+            stores=stores,
+            labels=labels,
+            result=result,
+            title="Recall",
         )
 
     return _guarded(request, build)
