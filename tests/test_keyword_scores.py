@@ -89,3 +89,28 @@ def test_postgresql_scores_a_small_store_on_sqlites_scale(pg_admin_url: str, tmp
     pg = scores(tmp_path / "pg-3", 3, "postgresql", pg_admin_url)
     [(_, score)] = pg["harbour"]
     assert score < 0.1  # one chunk of three holds it: a real idf, ts_rank's score as it was
+
+
+def test_a_word_postgresql_keeps_whole_beside_its_parts_scores_as_on_sqlite(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    """PostgreSQL's parser keeps ``stand-up`` whole beside its parts (lexemes 'stand-up', 'stand'),
+    a version or a host too, and the scale counted ``ts_rank``'s lexemes where bm25 counts the
+    query's words (FTS5 reads ``stand-up`` as one phrase): a one-fact store scored "stand-up
+    deploy" 15.0 there and 10.0 on SQLite (newuser7, session 16). Now the same on both."""
+    text = "deploy with make-release after the stand-up on Tuesday; pinned to v1.2.3, owner foo_bar"
+    queries = ("stand-up deploy", "make-release", "v1.2.3 deploy", "foo_bar deploy", "make-release make")
+    got: dict[str, dict[str, list[float]]] = {}
+    for backend in ("sqlite", "postgresql"):
+        index: dict[str, str] = {"backend": backend}
+        if backend == "postgresql":
+            from pg_server import create_database
+
+            index["url"] = create_database(pg_admin_url, "scores_whole_words")
+        with MemoryService(settings=Settings.load(tmp_path / backend, index=index)) as svc:
+            svc.remember(text, store="global")
+            for q in queries:
+                hits = svc.recall(q, stores=["global"], mode="keyword").hits
+                got.setdefault(q, {})[backend] = [h.score for h in hits]
+    for q in queries:
+        assert got[q]["postgresql"] == pytest.approx(got[q]["sqlite"], rel=1e-6), (q, got[q])

@@ -154,7 +154,11 @@ def _floor_scale(
     lexemes = set(_LEXEME.findall(str(rows[0][6] or "")))
     if not lexemes or not counted or not all_floored(int(total), counted) or not mean_log:
         return 1.0
-    return len(lexemes) * RANK_SUM / WORD_WEIGHT * float(mean_log)
+    # ``ts_rank`` sums over the tsquery's lexemes, bm25 over the query's words: a word PostgreSQL
+    # keeps whole beside its parts (``make-release``: 'make-releas', 'make', 'releas'; a host, a
+    # version) is three lexemes and one phrase in FTS5. Dividing by the words, not the lexemes,
+    # scores a one-fact store's "stand-up deploy" 10 on both backends (it was 15 here).
+    return len(counted) * RANK_SUM / WORD_WEIGHT * float(mean_log)
 
 
 def _substrings(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
