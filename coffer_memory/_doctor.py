@@ -8,6 +8,7 @@ named here without being opened again.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,6 +76,7 @@ def _check(
         index_mismatches=tuple(mismatches),
         index_repairs=tuple(db.repairs()),
         links=tuple(link for sp in paths for link in store_links(sp.root)),
+        hard_links=tuple(line for sp in paths for line in hard_links(sp.root)),
         vector_problem=index.vector_problem(),
         shared_index=shared_index(index),
         embedder=embedder_in_use(index),
@@ -137,6 +139,33 @@ def store_links(root: Path) -> list[Path]:
             path = Path(folder) / name
             if path.is_symlink():
                 found.append(path)
+    return found
+
+
+def hard_links(root: Path) -> list[str]:
+    """Each Markdown file under a store folder that has other names (hard links), as a line.
+
+    Not refused: a link needs write access to the store, grants no read its maker did not have
+    (``fs.protected_hardlinks``), and stores hold them for good reasons (``cp -al`` or rsnapshot
+    backups, sync tools). Said so that a file sharing its text with one outside the store is
+    seen; coffer writes it by rename, and appends to a linked lane file by rename too, so the
+    other names keep their text (``lanes.append_bytes``).
+    """
+    found: list[str] = []
+    for folder, _, files in os.walk(root):
+        for name in sorted(files):
+            if not name.endswith(".md"):
+                continue
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:  # gone since the listing
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                others = st.st_nlink - 1
+                found.append(
+                    f"{Path(folder, name)}: {others} other name{'s' if others > 1 else ''} "
+                    "(a hard link) share its text; coffer's writes give the store its own copy"
+                )
     return found
 
 

@@ -366,6 +366,10 @@ class DoctorReport:
 
     links: tuple[Path, ...] = ()
     """Symbolic links inside a store: coffer never reads or writes through them."""
+    hard_links: tuple[str, ...] = ()
+    """Markdown files of a store that have other names (hard links), one line each: indexed as
+    any file (``cp -al`` backups and sync tools make them), said so that one sharing its text
+    with a file outside the store is seen. They do not make the report fail."""
     same_repository: tuple[str, ...] = ()
     """Stores that hold memory of one repository (a second clone), each with the command to merge."""
     opted_out: tuple[str, ...] = ()

@@ -270,6 +270,8 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         print(f"repaired: {r}")
     for link in report.links:
         print(f"symlink: {link} (never followed)")
+    for line in report.hard_links:
+        print(f"hard link: {line}")
     for offer in report.same_repository:
         print(f"same repository: {offer}")
     for line in report.opted_out:

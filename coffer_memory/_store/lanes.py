@@ -36,9 +36,15 @@ def append_bytes(path: Path, data: bytes, *, header: bytes = b"") -> bool:
     # O_NOFOLLOW: a symlink planted in a lane must not redirect the append outside the store.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        append_whole(fd, data, os.fstat(fd).st_size)
+        st = os.fstat(fd)
+        if st.st_nlink == 1:
+            append_whole(fd, data, st.st_size)
+            return False
     finally:
         os.close(fd)
+    # A file with other names (a hard link: a ``cp -al`` backup, a sync tool's copy) is written
+    # whole under a new name, as every other write is: appended in place, the backup changed too.
+    atomic_write(path, read_bytes(path)[0] + data, overwrite=True)
     return False
 
 
