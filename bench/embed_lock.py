@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from _repo import git_repo
+
 import coffer_memory
 from coffer_memory import MemoryService, Settings
 from coffer_memory.plugins import get_plugin_manager, hookimpl
@@ -52,19 +54,6 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": round(cuts[49], 3), "p95": round(cuts[94], 3)}
 
 
-def _repo(root: Path) -> Path:
-    """A git checkout with one commit (the journal belongs to a project store)."""
-    import subprocess
-
-    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b", "HOME": str(root), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    repo = root / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=repo, env=env, check=True)
-    return repo
-
-
 def recall_beside_writes(delay: float, writes: int, write: str = "remember") -> dict[str, Any]:
     """Keyword recall wall ms (p50, p95) while ``writes`` remembers (or journal appends) embed on
     another thread, and the same recall alone before them (the limit: no lock to wait for)."""
@@ -79,7 +68,7 @@ def recall_beside_writes(delay: float, writes: int, write: str = "remember") -> 
     walls: list[float] = []
     alone: list[float] = []
     with tempfile.TemporaryDirectory() as home:
-        repo = _repo(Path(home))
+        repo = git_repo(Path(home))
         settings = Settings.load(Path(home) / "home", embedding={"provider": "slow"}, memory=MODES)
         with MemoryService(settings=settings) as svc:
             for i in range(20):

@@ -13,13 +13,13 @@ file from the older tree's ``bench/``).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from _common import ms, summary, table
+from _repo import git_repo
 
 import coffer_memory
 from coffer_memory import MemoryService, Settings
@@ -27,20 +27,10 @@ from coffer_memory import MemoryService, Settings
 MODES = {"retrieval_modes": ["keyword", "vector", "hybrid"], "default_mode": "keyword"}
 
 
-def _repo(root: Path) -> Path:
-    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b", "HOME": str(root), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    repo = root / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=repo, env=env, check=True)
-    return repo
-
-
 def appends(entries: int, count: int) -> tuple[list[float], list[int]]:
     """Wall seconds and texts embedded of ``count`` appends to a day of ``entries`` entries."""
     with tempfile.TemporaryDirectory() as tmp:
-        repo = _repo(Path(tmp))
+        repo = git_repo(Path(tmp))
         settings = Settings.load(Path(tmp) / "home", embedding={"provider": "auto"}, memory=MODES)
         with MemoryService(settings=settings) as svc:
             svc.journal_append("the day begins", cwd=repo)  # opens the index and its embedder

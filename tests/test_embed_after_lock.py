@@ -11,9 +11,12 @@ The embedder is the gated example plugin of ``test_embed_outside_lock`` (a text 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_embed_outside_lock import (  # the gated embedder plugin and its helpers
@@ -48,10 +51,30 @@ def nearest(svc: MemoryService, text: str) -> bool:
     return svc.recall(text, stores=["global"], mode="vector").hits[0].text == text
 
 
+def remembered(svc: MemoryService) -> list[str]:
+    """The ids of FACTS, remembered in the global store."""
+    return [svc.remember(text, store="global").fact.id for text in FACTS]
+
+
+@contextlib.contextmanager
+def embedding_held(gated: Gated, call: Callable[[], Any]) -> Iterator[None]:
+    """``call`` on a thread of its own; the block runs while its embedder waits at the gate, then
+    the gate opens and ``call`` must have ended well."""
+    gated.held.clear()
+    gated.gate.clear()
+    worker, done = in_thread(call)
+    try:
+        assert gated.held.wait(BOUND), "the call never embedded"
+        yield
+    finally:
+        gated.gate.set()
+    worker.join(BOUND)
+    assert not worker.is_alive() and not isinstance(done[0], BaseException), done
+
+
 def test_a_remember_lands_while_a_reindex_embeds(gated: Gated, tmp_home: Path, tmp_path: Path) -> None:
     with service(tmp_home) as svc:
-        for text in FACTS:
-            svc.remember(text, store="global")
+        remembered(svc)
         gated.held.clear()
         _, wrote = answered_while_held(
             gated,
@@ -69,8 +92,7 @@ def test_a_keyword_recall_is_answered_while_a_reindex_embeds(
     gated: Gated, tmp_home: Path, tmp_path: Path
 ) -> None:
     with service(tmp_home) as svc:
-        for text in FACTS:
-            svc.remember(text, store="global")
+        remembered(svc)
         gated.held.clear()
         found, _ = answered_while_held(
             gated,
@@ -118,17 +140,9 @@ def test_a_fact_edited_while_a_reindex_embeds_it_keeps_its_new_vectors(
     finds it changed and leaves it to the reconcile that indexes the edit: the vectors in the
     end are those of the files as they are."""
     with service(tmp_home) as svc:
-        ids = [svc.remember(text, store="global").fact.id for text in FACTS]
-        gated.held.clear()
-        gated.gate.clear()
-        worker, done = in_thread(lambda: svc.reindex("global", rebuild=True))
-        try:
-            assert gated.held.wait(BOUND)
+        ids = remembered(svc)
+        with embedding_held(gated, lambda: svc.reindex("global", rebuild=True)):
             svc.edit_fact(ids[2], title="Otters at noon", body="the otters swim fast at noon", store="global")
-        finally:
-            gated.gate.set()
-        worker.join(BOUND)
-        assert not worker.is_alive() and not isinstance(done[0], BaseException), done
         assert nearest(svc, "the otters swim fast at noon")
     assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
 
@@ -184,8 +198,7 @@ def test_another_service_on_the_home_recalls_and_writes_while_a_reindex_embeds(
     leaves them to the reindex that claimed them, and answers; its remember lands. Before, both
     waited for the store's file lock, which the reindex held while its embedder ran."""
     with service(tmp_home) as svc, service(tmp_home) as other:
-        for text in FACTS:
-            svc.remember(text, store="global")
+        remembered(svc)
         gated.held.clear()
         gated.texts.clear()
         found, _ = answered_while_held(
@@ -220,22 +233,14 @@ def test_a_frontmatter_edit_while_a_reindex_embeds_reaches_the_index(
             svc.remember(text, title=text.split()[0], store="global")
             for text in ("aardvark digs slowly at night", "zebra grazes slowly on the plain")
         ]
-        gated.held.clear()
-        gated.gate.clear()
         gated.texts.clear()
-        worker, done = in_thread(lambda: svc.reindex("global", rebuild=True))
-        try:
-            assert gated.held.wait(BOUND)
+        with embedding_held(gated, lambda: svc.reindex("global", rebuild=True)):
             # The other fact's batch comes after the held one: it reads the edited file.
             edited = next(w for w in wrote if w.fact.body not in gated.texts[-1])
             text = edited.path.read_text(encoding="utf-8")
             new = re.sub(r"(?m)^updated_at: .*$", "updated_at: 2031-01-01T00:00:00Z", text)
             assert new != text
             edited.path.write_text(new, encoding="utf-8")
-        finally:
-            gated.gate.set()
-        worker.join(BOUND)
-        assert not worker.is_alive() and not isinstance(done[0], BaseException), done
         found = svc.recall(edited.fact.title, stores=["global"], mode="keyword", since="2030-01-01T00:00:00Z")
         assert [h.id for h in found.hits] == [edited.fact.id]
         assert nearest(svc, edited.fact.body)

@@ -11,7 +11,8 @@ import email.utils
 import importlib.util
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..._errors import CofferError
 
@@ -133,3 +134,62 @@ def json_client(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     return httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+
+
+class JsonApi:
+    """What both OpenAI-compatible clients hold: an httpx client made on first use with the API key
+    ``key()`` resolves, and POSTs of JSON retried as the module docstring says."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        key: Callable[[], str | None],
+        timeout: float,
+        transport: httpx.BaseTransport | None,
+    ) -> None:
+        self.base_url = base_url
+        self._key = key
+        self._timeout = timeout
+        self._transport = transport
+        self._client: httpx.Client | None = None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            self._client = json_client(
+                self.base_url, key=self._key(), timeout=self._timeout, transport=self._transport
+            )
+        return self._client
+
+    def _post(self, path: str, payload: dict[str, Any]) -> httpx.Response:
+        import httpx
+
+        try:
+            response = self._http().post(path, json=payload)
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise Retryable(f"HTTP {response.status_code}: {error_message(response)}", retry_after(response))
+        return response
+
+    def post(
+        self, path: str, payload: dict[str, Any], *, attempts: int, max_seconds: float
+    ) -> httpx.Response:
+        """The server's answer to ``payload`` (any status but 429 and 5xx); a timeout, a lost
+        connection, 429 or 5xx is tried again, ``attempts`` times in all with ``retry_wait``'s
+        waits, and the last one raised as ``Retryable``."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=lambda state: retry_wait(state, max_seconds),
+            retry=retry_if_exception_type(Retryable),
+            reraise=True,
+        )
+        return retrying(self._post, path, payload)
+
+    def close(self) -> None:
+        """Close the HTTP client (a later POST makes another)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

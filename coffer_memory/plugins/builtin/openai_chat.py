@@ -20,19 +20,10 @@ from ..._config import LLMSettings
 from ..._errors import InvalidInput
 from ..._llm import ChatMessage, Completion, LLMUnavailable, TokenUsage
 from ..hookspecs import LLMFactory, hookimpl
-from ._http import (
-    Retryable,
-    error_message,
-    json_client,
-    require_http,
-    resolve_secret,
-    retry_after,
-    retry_wait,
-)
+from ._http import JsonApi, Retryable, error_message, require_http, resolve_secret
 
 if TYPE_CHECKING:  # the [openai] extra's: imported on first use (``require_http`` says what to install)
     import httpx
-    from tenacity import RetryCallState
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SCHEMA_NAME = "coffer"
@@ -90,8 +81,12 @@ class OpenAIChatLLM:
         self.base_url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/")
         self.model = settings.model or ""
         self.model_id = f"openai-compatible:{self.model}"
-        self._transport = transport
-        self._client: httpx.Client | None = None
+        self._api = JsonApi(
+            self.base_url,
+            key=lambda: resolve_secret(settings.api_key_env, settings.credential_ref, LLMUnavailable),
+            timeout=settings.timeout_seconds,
+            transport=transport,
+        )
         self.json_level: JsonLevel = "json_schema" if settings.json_mode == "auto" else settings.json_mode
         self._token_field = "max_tokens"
         self._send_temperature = True
@@ -99,17 +94,6 @@ class OpenAIChatLLM:
     def available(self) -> bool:
         """True when a model is configured."""
         return bool(self.model)
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            key = resolve_secret(self.settings.api_key_env, self.settings.credential_ref, LLMUnavailable)
-            self._client = json_client(
-                self.base_url, key=key, timeout=self.settings.timeout_seconds, transport=self._transport
-            )
-        return self._client
-
-    def _wait(self, state: RetryCallState) -> float:
-        return retry_wait(state, self.settings.retry_max_seconds)
 
     def _payload(
         self,
@@ -134,30 +118,13 @@ class OpenAIChatLLM:
             payload["response_format"] = {"type": "json_object"}
         return payload
 
-    def _post(self, payload: dict[str, Any]) -> httpx.Response:
-        import httpx
-
-        try:
-            response = self._http().post("/chat/completions", json=payload)
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code == 429 or response.status_code >= 500:
-            raise Retryable(f"HTTP {response.status_code}: {error_message(response)}", retry_after(response))
-        return response
-
     def _send(self, payload: dict[str, Any]) -> httpx.Response:
         require_http(LLMUnavailable, "the openai LLM")
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
-
         attempts = self.settings.max_retries + 1
-        retrying = Retrying(
-            stop=stop_after_attempt(attempts),
-            wait=self._wait,
-            retry=retry_if_exception_type(Retryable),
-            reraise=True,
-        )
         try:
-            return retrying(self._post, payload)
+            return self._api.post(
+                "/chat/completions", payload, attempts=attempts, max_seconds=self.settings.retry_max_seconds
+            )
         except Retryable as exc:
             raise LLMUnavailable(
                 f"{self.base_url} failed after {attempts} attempts for model {self.model!r}: {exc}",
@@ -245,9 +212,7 @@ class OpenAIChatLLM:
 
     def close(self) -> None:
         """Close the HTTP client."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._api.close()
 
 
 @hookimpl

@@ -14,19 +14,10 @@ from typing import TYPE_CHECKING, Any
 from ..._config import EmbeddingSettings
 from ..._errors import EmbeddingUnavailable
 from ..hookspecs import EmbedderFactory, Vector, hookimpl
-from ._http import (
-    Retryable,
-    error_message,
-    json_client,
-    require_http,
-    resolve_secret,
-    retry_after,
-    retry_wait,
-)
+from ._http import JsonApi, Retryable, error_message, require_http, resolve_secret
 
 if TYPE_CHECKING:  # the [openai] extra's: imported on first use (``require_http`` says what to install)
     import httpx
-    from tenacity import RetryCallState
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -47,36 +38,29 @@ class OpenAIEmbedder:
         self.model = settings.model or ""
         self.dimensions = settings.dimensions or 0
         self.model_id = f"openai-compatible:{self.model}:{self.dimensions}"
-        self._transport = transport
-        self._client: httpx.Client | None = None
+        self._api = JsonApi(
+            self.base_url,
+            key=lambda: resolve_api_key(settings),
+            timeout=settings.timeout_seconds,
+            transport=transport,
+        )
 
     def available(self) -> bool:
         """True when a model and its dimensions are configured."""
         return bool(self.model and self.dimensions)
 
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            key = resolve_api_key(self.settings)
-            self._client = json_client(
-                self.base_url, key=key, timeout=self.settings.timeout_seconds, transport=self._transport
-            )
-        return self._client
-
-    def _wait(self, state: RetryCallState) -> float:
-        return retry_wait(state, self.settings.retry_max_seconds)
-
-    def _post(self, texts: Sequence[str]) -> list[Vector]:
+    def _request(self, texts: Sequence[str]) -> list[Vector]:
+        """One batch's vectors: its request retried (``JsonApi.post``), then the answer checked."""
         payload: dict[str, Any] = {"model": self.model, "input": list(texts), "encoding_format": "float"}
         if self.settings.request_dimensions:
             payload["dimensions"] = self.dimensions
-        import httpx
-
+        attempts = self.settings.max_retries + 1
         try:
-            response = self._http().post("/embeddings", json=payload)
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code == 429 or response.status_code >= 500:
-            raise Retryable(f"HTTP {response.status_code}: {error_message(response)}", retry_after(response))
+            response = self._api.post(
+                "/embeddings", payload, attempts=attempts, max_seconds=self.settings.retry_max_seconds
+            )
+        except Retryable as exc:
+            raise EmbeddingUnavailable(f"{self.base_url} failed after {attempts} attempts: {exc}") from exc
         if response.status_code >= 400:
             raise EmbeddingUnavailable(
                 f"{self.base_url} rejected embedding model {self.model!r} "
@@ -106,30 +90,12 @@ class OpenAIEmbedder:
         if not self.available():
             raise EmbeddingUnavailable("the openai embedder needs embedding.model and embedding.dimensions")
         require_http(EmbeddingUnavailable, "the openai embedder")
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
-
-        out: list[Vector] = []
         size = self.settings.batch_size
-        for start in range(0, len(texts), size):
-            retrying = Retrying(
-                stop=stop_after_attempt(self.settings.max_retries + 1),
-                wait=self._wait,
-                retry=retry_if_exception_type(Retryable),
-                reraise=True,
-            )
-            try:
-                out += retrying(self._post, texts[start : start + size])
-            except Retryable as exc:
-                raise EmbeddingUnavailable(
-                    f"{self.base_url} failed after {self.settings.max_retries + 1} attempts: {exc}"
-                ) from exc
-        return out
+        return [v for start in range(0, len(texts), size) for v in self._request(texts[start : start + size])]
 
     def close(self) -> None:
         """Close the HTTP client."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._api.close()
 
 
 @hookimpl
