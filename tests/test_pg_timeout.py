@@ -153,3 +153,51 @@ def test_a_connection_cut_as_its_use_ended_is_not_used_again(pg_url: str) -> Non
             readable, _, _ = select.select([conn.pgconn.socket], [], [], BOUND)
             assert readable
         assert conn.closed
+
+
+@pytest.mark.timeout(300)
+def test_dropping_a_large_store_gets_a_deadline_by_its_documents(
+    pg_url: str, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose folder is gone is dropped from the database in one DELETE; for a store of
+    thousands of documents that may take longer than ``[index] timeout_seconds``, and with one
+    timeout it was cut every time, so the store's rows stayed for good (review16). Here another
+    session holds one of the store's rows for twice the timeout: the drop waits for it and ends,
+    as a bulk push of as many documents would (one more timeout per 500)."""
+    import threading
+    import time
+
+    import psycopg
+
+    monkeypatch.setenv("COFFER_PG_URL", pg_url)
+    settings = Settings.load(tmp_home, index={"backend": "postgresql", "timeout_seconds": 1})
+    with MemoryService(settings=settings) as svc:
+        svc.remember("the lock keeper sleeps at noon", store="global")
+        backend = svc.index.backend
+        assert backend is not None
+        with psycopg.connect(pg_url, autocommit=True) as fill:
+            fill.execute(
+                "INSERT INTO coffer_documents (store, path, id, sha256, title, description, created_at, "
+                "updated_at) SELECT 'global', 'knowledge/filler-' || i || '.md', 'filler' || i, '', '', '', "
+                "now(), now() FROM generate_series(1, 2499) i"
+            )
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with psycopg.connect(pg_url) as blocker, blocker.transaction():
+                blocker.execute("SELECT 1 FROM coffer_documents WHERE store = 'global' LIMIT 1 FOR UPDATE")
+                taken.set()
+                release.wait(BOUND)
+
+        holder, _ = in_thread(hold)
+        assert taken.wait(BOUND)
+        dropper, dropped = in_thread(lambda: backend.drop_store("global"))  # type: ignore[attr-defined]
+        time.sleep(2)  # twice the timeout: one deadline would have passed
+        release.set()
+        holder.join(BOUND)
+        dropper.join(BOUND)
+        assert not dropper.is_alive()
+        assert dropped == [None], dropped
+        with psycopg.connect(pg_url, autocommit=True) as look:
+            left = look.execute("SELECT count(*) FROM coffer_documents WHERE store = 'global'").fetchone()
+        assert left == (0,)

@@ -395,9 +395,17 @@ class PostgresIndex(Reaching):
 
     @reachable
     def drop_store(self, store: str) -> None:
-        """Forget every row of ``store`` (its folder is gone: not because the folder was swapped)."""
+        """Forget every row of ``store`` (its folder is gone: not because the folder was swapped).
+
+        The delete gets a deadline by the store's documents, as a bulk push does (``_bounded``):
+        under one ``[index] timeout_seconds``, a large store's delete was cut every time, and
+        the store's rows stayed for good (review16)."""
         self._own_folder()
-        with self._connection(store) as conn, conn.transaction():
+        with self._connection(store) as conn:
+            (count,) = conn.execute(
+                "SELECT count(*) FROM coffer_documents WHERE store = %s", (store,)
+            ).fetchone() or (0,)
+        with self._connection(store, int(count)) as conn, conn.transaction():
             conn.execute("DELETE FROM coffer_documents WHERE store = %s", (store,))
             conn.execute("DELETE FROM coffer_stores WHERE name = %s", (store,))
 
