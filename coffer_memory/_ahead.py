@@ -201,7 +201,9 @@ def embed_later(index: IndexHandle, store: str, progress: Callable[[int, int], N
     if not first or paused_in(reader):
         return 0
     total = later.count_waiting(reader, store)
-    with index.lock:
+    # The store's file lock too, as for every claim after: under the index lock alone (one per
+    # process) two processes each read "no claim", wrote their own and both embedded this batch.
+    with index.lock, store_lock(lock_path(index.settings.home, store)):
         if not later.claim(index.db, store):
             return 0
     done, batch = 0, first

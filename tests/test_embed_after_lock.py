@@ -245,3 +245,43 @@ def test_a_frontmatter_edit_while_a_reindex_embeds_reaches_the_index(
         assert [h.id for h in found.hits] == [edited.fact.id]
         assert nearest(svc, edited.fact.body)
     assert vectors(tmp_home) == rebuilt(tmp_home, tmp_path)
+
+
+def test_two_services_never_both_embed_the_first_batch(gated: Gated, tmp_home: Path) -> None:
+    """Two services on one home (their own index locks, as two processes have) find the same
+    documents waiting. Each read "no claim" and then wrote its own, so both embedded the first
+    batch (review16); the claim is now taken under the store's file lock, and the second finds
+    the first's. The test holds index.db's write lock while both start, so both reach the claim's
+    write before either lands: what happened by chance before happens every time here."""
+    import time
+
+    import apsw
+
+    with service(tmp_home) as svc, service(tmp_home) as other:
+        first = svc.remember("the otters sleep holding hands", store="global")
+        other.recall("otters", stores=["global"], mode="keyword")  # its index open
+        for i, text in enumerate(FACTS[1:]):
+            (first.path.parent / f"by-hand-{i}.md").write_text(f"{text} by hand\n", encoding="utf-8")
+        with svc.index.lock:
+            svc.index.reconciler.reconcile("global")  # keyword rows in; vectors left waiting
+        assert later_waiting(svc) == 3
+        gated.texts.clear()
+        writer = apsw.Connection(str(tmp_home / "index.db"))
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            runs = [in_thread(lambda s=s: s.index.embed_later("global")) for s in (svc, other)]
+            time.sleep(3)  # both reach the claim meanwhile (under the 10 s busy timeout)
+        finally:
+            writer.execute("COMMIT")
+            writer.close()
+        for thread, out in runs:
+            thread.join(BOUND)
+            assert not thread.is_alive() and not isinstance(out[0], BaseException), out
+        assert sorted(out[0] for _, out in runs) == [0, 3]
+        assert len(gated.texts) == len(set(gated.texts)), gated.texts  # each text embedded once
+        assert later_waiting(svc) == 0
+
+
+def later_waiting(svc: MemoryService) -> int:
+    """How many documents of the global store wait for their vectors."""
+    return int(svc.index.db.scalar("SELECT count(*) FROM documents WHERE content_sha256 = ''"))

@@ -123,7 +123,8 @@ def claimed_by(db: IndexDB, store: str) -> str | None:
 
 def claim(db: IndexDB, store: str) -> bool:
     """Claim (or renew the claim of) embedding ``store``'s waiting documents; False when another
-    thread or process holds a live claim. Writer connection, under the lock."""
+    thread or process holds a live claim. Writer connection, under the index lock and the
+    store's file lock (the index lock is one process's: two processes both claimed)."""
     if claimed_by(db, store) is not None:
         return False
     db.set_kv(_CLAIM_KEY + store, f"{_me()} {time.time()}")
