@@ -11,6 +11,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_pg_faults
@@ -41,6 +42,18 @@ def _server_pids(server: PgServer) -> list[int]:
             if int(fields[1]) == postmaster:
                 children.append(int(entry))
     return [postmaster, *children]
+
+
+@contextmanager
+def one_second_service(home: Path) -> Iterator[tuple[MemoryService, Any]]:
+    """A service on ``COFFER_PG_URL`` with ``[index] timeout_seconds = 1``, one fact in the
+    global store, and its PostgreSQL backend."""
+    settings = Settings.load(home, index={"backend": "postgresql", "timeout_seconds": 1})
+    with MemoryService(settings=settings) as svc:
+        svc.remember("the lock keeper sleeps at noon", store="global")
+        backend = svc.index.backend
+        assert backend is not None
+        yield svc, backend
 
 
 @contextmanager
@@ -101,15 +114,11 @@ def test_a_write_waits_for_a_store_lock_held_past_the_timeout(
     import psycopg
 
     monkeypatch.setenv("COFFER_PG_URL", pg_url)
-    settings = Settings.load(tmp_home, index={"backend": "postgresql", "timeout_seconds": 1})
-    with MemoryService(settings=settings) as svc:
-        svc.remember("the lock keeper sleeps at noon", store="global")
-        backend = svc.index.backend
-        assert backend is not None
+    with one_second_service(tmp_home) as (svc, backend):
         taken, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with backend.write_lock("global"):  # type: ignore[attr-defined]
+            with backend.write_lock("global"):
                 taken.set()
                 release.wait(BOUND)
 
@@ -170,11 +179,7 @@ def test_dropping_a_large_store_gets_a_deadline_by_its_documents(
     import psycopg
 
     monkeypatch.setenv("COFFER_PG_URL", pg_url)
-    settings = Settings.load(tmp_home, index={"backend": "postgresql", "timeout_seconds": 1})
-    with MemoryService(settings=settings) as svc:
-        svc.remember("the lock keeper sleeps at noon", store="global")
-        backend = svc.index.backend
-        assert backend is not None
+    with one_second_service(tmp_home) as (_svc, backend):
         with psycopg.connect(pg_url, autocommit=True) as fill:
             fill.execute(
                 "INSERT INTO coffer_documents (store, path, id, sha256, title, description, created_at, "
@@ -191,7 +196,7 @@ def test_dropping_a_large_store_gets_a_deadline_by_its_documents(
 
         holder, _ = in_thread(hold)
         assert taken.wait(BOUND)
-        dropper, dropped = in_thread(lambda: backend.drop_store("global"))  # type: ignore[attr-defined]
+        dropper, dropped = in_thread(lambda: backend.drop_store("global"))
         time.sleep(2)  # twice the timeout: one deadline would have passed
         release.set()
         holder.join(BOUND)
