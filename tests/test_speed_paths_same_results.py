@@ -266,8 +266,11 @@ def _rows(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
     return {name: list(conn.execute(sql)) for name, sql in queries.items()}
 
 
-def _reference_add(self: Reindexer, store: str, path: Path, names: tuple[str, str]) -> ParsedFile:
-    """A new file through the file-by-file routine, as before rows were queued."""
+def _reference_add(
+    self: Reindexer, store: str, path: Path, names: tuple[str, str], read: object = None
+) -> ParsedFile:
+    """A new file through the file-by-file routine, as before rows were queued (and before files
+    were read ahead: it reads the file itself)."""
     self.write_new()
     return self.index_file(store, path, defer_embedding=True, names=names, absent=True)[1]
 

@@ -7,6 +7,8 @@ import functools
 import json
 from typing import Any
 
+import apsw
+
 from .._models import MemoryFact
 from .._store.files import format_time
 from .._store.lanes import journal_sessions
@@ -76,3 +78,15 @@ def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
         # Distilled entries name their session in the heading; one day file holds many sessions.
         meta["origin_session_ids"] = journal_sessions(fact.body)
     return meta
+
+
+def write_tags(
+    conn: apsw.Connection, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False
+) -> None:
+    """The ``document_tags`` rows of one document (dropped with it by a trigger)."""
+    if replace:
+        conn.execute("DELETE FROM document_tags WHERE document_rowid = ?", (document_rowid,))
+    for tag in tags:
+        conn.execute(
+            "INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", (document_rowid, tag)
+        )

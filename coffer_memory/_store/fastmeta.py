@@ -40,6 +40,8 @@ def _scalar(text: str) -> object:
         if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
             return _NO
         return inner.replace("''", "'")
+    if text == "null":  # what an unset origin_session_id is written as: YAML's null
+        return None
     if text[0] in _INDICATORS or text[-1] in " \t:" or ": " in text or " #" in text or "\t" in text:
         return _NO
     if None not in _RESOLVER.yaml_implicit_resolvers and (

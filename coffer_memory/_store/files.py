@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
 
 import attrs
@@ -352,6 +353,20 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return meta, str(post.content)
 
 
+_fast_reader: ModuleType | None = None
+
+
+def _fastmeta() -> ModuleType:
+    """``fastmeta``, imported on the first parse (it imports PyYAML's resolver); looked up once,
+    not by an import statement on every parse (a rebuild parses every file)."""
+    global _fast_reader
+    if _fast_reader is None:
+        from . import fastmeta
+
+        _fast_reader = fastmeta
+    return _fast_reader
+
+
 def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
     """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
 
@@ -360,8 +375,6 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     header exactly as ``render_fact`` writes it is read without YAML (``fastmeta``); the results
     are the same.
     """
-    from .fastmeta import split_rendered  # it imports PyYAML's resolver: loaded on the first parse
-
     nul = data.find(b"\x00")
     if nul >= 0:
         # A binary file named .md: no write path makes one (a NUL is refused), grep takes it for
@@ -371,7 +384,7 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
-    meta, body = split_rendered(text) or split_frontmatter(text)
+    meta, body = _fastmeta().split_rendered(text) or split_frontmatter(text)
     body = body.strip("\n")
     stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
     title = meta.get("title") or meta.get("name")
