@@ -28,6 +28,7 @@ from coffer_memory._store.files import (
     FactParseError,
     ParsedFile,
     clean_tag,
+    format_time,
     parse_fact,
     render_fact,
     split_frontmatter,
@@ -379,3 +380,33 @@ def test_a_search_over_a_few_of_many_stores_ranks_each_as_its_own_search(
                 for store in stores:
                     assert many[store] == search_chunks(db, store, query, limit), (stores, query, limit)
     svc.close()
+
+
+def test_the_times_a_rendered_header_holds_are_the_times_a_documents_row_formats() -> None:
+    r = random.Random(17)
+    starts = [datetime(1970, 1, 1, tzinfo=UTC), datetime(2026, 6, 9, 10, 11, 12, 345000, tzinfo=UTC)]
+    starts.append(datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC))
+    seen = set()
+    for i in range(400):
+        start = r.choice(starts)
+        step = timedelta(milliseconds=r.randint(0, 10**12))
+        created = start - step if start.year == 9999 else start + step
+        updated = min(created + timedelta(milliseconds=r.randint(0, 10**9)), starts[-1])
+        fact = MemoryFact(
+            id="",
+            title=f"t {i}",
+            description="d",
+            body="b",
+            actor="agent",
+            origin_session_id=None,
+            created_at=created,
+            updated_at=updated,
+        )
+        data = render_fact(fact, with_created=r.random() < 0.8)
+        if r.random() < 0.1:  # a hand-edited time out of range: the other one stands in
+            data = data.replace(b"created_at: ", b"created_at: 1960-01-01T00:00:00.000+00:00\n#", 1)
+        parsed = parse_fact(data, store="global", relpath=f"knowledge/t-{i}.md", mtime=0.0)
+        want = (format_time(parsed.fact.created_at), format_time(parsed.fact.updated_at))
+        assert parsed.times in (want, None), data
+        seen.add(parsed.times is None)
+    assert False in seen  # the fast reader took most

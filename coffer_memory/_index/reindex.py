@@ -304,7 +304,7 @@ class Reindexer:
         self, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
     ) -> tuple[object, ...]:
         """A ``documents`` row from ``id`` to ``file_ino``."""
-        title, description, meta, created, updated = described(parsed.fact, rel)
+        title, description, meta, created, updated = described(parsed.fact, rel, parsed.times)
         sha = "" if self.vectors is not None else parsed.sha256
         return (
             parsed.fact.id,

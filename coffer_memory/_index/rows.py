@@ -59,16 +59,13 @@ def metadata_json(fact: MemoryFact, rel: str) -> str:
     return _plain_metadata(fact.actor, fact.origin_session_id)
 
 
-def described(fact: MemoryFact, rel: str) -> tuple[str, str, str, str, str]:
+def described(
+    fact: MemoryFact, rel: str, times: tuple[str, str] | None = None
+) -> tuple[str, str, str, str, str]:
     """What a ``documents`` row says of the fact beside its chunks: ``title``, ``description``,
-    ``metadata``, ``created_at`` and ``updated_at``."""
-    return (
-        fact.title,
-        fact.description,
-        metadata_json(fact, rel),
-        format_time(fact.created_at),
-        format_time(fact.updated_at),
-    )
+    ``metadata``, ``created_at`` and ``updated_at`` (``times``: those two as the file wrote them)."""
+    created, updated = times or (format_time(fact.created_at), format_time(fact.updated_at))
+    return fact.title, fact.description, metadata_json(fact, rel), created, updated
 
 
 def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:

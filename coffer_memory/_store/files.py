@@ -333,6 +333,9 @@ class ParsedFile:
     extra: Mapping[str, Any]
     has_frontmatter: bool
     has_created_at: bool
+    # The fact's created_at and updated_at as ``format_time`` writes them, taken from a header in
+    # ``render_fact``'s form (None otherwise): a rebuild formatted two times per file again.
+    times: tuple[str, str] | None = None
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
@@ -384,7 +387,8 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
-    meta, body = _fastmeta().split_rendered(text) or split_frontmatter(text)
+    fast = _fastmeta().split_rendered(text)
+    meta, body = fast or split_frontmatter(text)
     body = body.strip("\n")
     stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
     title = meta.get("title") or meta.get("name")
@@ -417,12 +421,16 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         tags=file_tags(meta.get("tags")),
     )
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    times = None
+    if fast is not None and (created or updated):
+        times = _fastmeta().rendered_times(text, created is not None, updated is not None)
     return ParsedFile(
         fact=fact,
         sha256=sha256_bytes(data),
         extra=extra,
         has_frontmatter=bool(meta),
         has_created_at=bool(created),
+        times=times,
     )
 
 
