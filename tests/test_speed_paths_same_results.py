@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
+import attrs
 import pytest
 
 from coffer_memory import MemoryService
@@ -387,21 +388,13 @@ def test_the_times_a_rendered_header_holds_are_the_times_a_documents_row_formats
     starts = [datetime(1970, 1, 1, tzinfo=UTC), datetime(2026, 6, 9, 10, 11, 12, 345000, tzinfo=UTC)]
     starts.append(datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC))
     seen = set()
+    base = MemoryFact("", "t", "d", "b", "agent", None, starts[0], starts[0])
     for i in range(400):
         start = r.choice(starts)
         step = timedelta(milliseconds=r.randint(0, 10**12))
         created = start - step if start.year == 9999 else start + step
         updated = min(created + timedelta(milliseconds=r.randint(0, 10**9)), starts[-1])
-        fact = MemoryFact(
-            id="",
-            title=f"t {i}",
-            description="d",
-            body="b",
-            actor="agent",
-            origin_session_id=None,
-            created_at=created,
-            updated_at=updated,
-        )
+        fact = attrs.evolve(base, title=f"t {i}", created_at=created, updated_at=updated)
         data = render_fact(fact, with_created=r.random() < 0.8)
         if r.random() < 0.1:  # a hand-edited time out of range: the other one stands in
             data = data.replace(b"created_at: ", b"created_at: 1960-01-01T00:00:00.000+00:00\n#", 1)
