@@ -334,8 +334,9 @@ class ParsedFile:
     has_frontmatter: bool
     has_created_at: bool
     # The fact's created_at and updated_at as ``format_time`` writes them, taken from a header in
-    # ``render_fact``'s form (None otherwise): a rebuild formatted two times per file again.
-    times: tuple[str, str] | None = None
+    # ``render_fact``'s form (None otherwise): a rebuild formatted two times per file again. Not
+    # part of what was parsed (a file read through YAML has None), so not compared.
+    times: tuple[str, str] | None = attrs.field(default=None, eq=False)
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
