@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
+import attrs
 import pytest
 
 from coffer_memory import MemoryService
@@ -28,6 +29,7 @@ from coffer_memory._store.files import (
     FactParseError,
     ParsedFile,
     clean_tag,
+    format_time,
     parse_fact,
     render_fact,
     split_frontmatter,
@@ -266,8 +268,11 @@ def _rows(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
     return {name: list(conn.execute(sql)) for name, sql in queries.items()}
 
 
-def _reference_add(self: Reindexer, store: str, path: Path, names: tuple[str, str]) -> ParsedFile:
-    """A new file through the file-by-file routine, as before rows were queued."""
+def _reference_add(
+    self: Reindexer, store: str, path: Path, names: tuple[str, str], read: object = None
+) -> ParsedFile:
+    """A new file through the file-by-file routine, as before rows were queued (and before files
+    were read ahead: it reads the file itself)."""
     self.write_new()
     return self.index_file(store, path, defer_embedding=True, names=names, absent=True)[1]
 
@@ -376,3 +381,25 @@ def test_a_search_over_a_few_of_many_stores_ranks_each_as_its_own_search(
                 for store in stores:
                     assert many[store] == search_chunks(db, store, query, limit), (stores, query, limit)
     svc.close()
+
+
+def test_the_times_a_rendered_header_holds_are_the_times_a_documents_row_formats() -> None:
+    r = random.Random(17)
+    starts = [datetime(1970, 1, 1, tzinfo=UTC), datetime(2026, 6, 9, 10, 11, 12, 345000, tzinfo=UTC)]
+    starts.append(datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC))
+    seen = set()
+    base = MemoryFact("", "t", "d", "b", "agent", None, starts[0], starts[0])
+    for i in range(400):
+        start = r.choice(starts)
+        step = timedelta(milliseconds=r.randint(0, 10**12))
+        created = start - step if start.year == 9999 else start + step
+        updated = min(created + timedelta(milliseconds=r.randint(0, 10**9)), starts[-1])
+        fact = attrs.evolve(base, title=f"t {i}", created_at=created, updated_at=updated)
+        data = render_fact(fact, with_created=r.random() < 0.8)
+        if r.random() < 0.1:  # a hand-edited time out of range: the other one stands in
+            data = data.replace(b"created_at: ", b"created_at: 1960-01-01T00:00:00.000+00:00\n#", 1)
+        parsed = parse_fact(data, store="global", relpath=f"knowledge/t-{i}.md", mtime=0.0)
+        want = (format_time(parsed.fact.created_at), format_time(parsed.fact.updated_at))
+        assert parsed.times in (want, None), data
+        seen.add(parsed.times is None)
+    assert False in seen  # the fast reader took most

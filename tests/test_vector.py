@@ -63,6 +63,15 @@ def test_minilm_embeddings_are_normalised_and_semantic() -> None:
     assert cos(q, near) > cos(q, far) + 0.2
 
 
+def test_minilm_reads_its_gzipped_wordpiece_tokenizer() -> None:
+    # The tokenizer ships gzipped (issue #15 item 8: 466 KB of JSON installed as 191 KB).
+    from coffer_memory.plugins.builtin import minilm
+
+    assert minilm.TOKENIZER.name == "tokenizer.json.gz" and minilm.TOKENIZER.stat().st_size < 250_000
+    _, tokenizer = MiniLMEmbedder()._load()
+    assert tokenizer.encode("Hello world").ids[:4] == [101, 7592, 2088, 102]  # [CLS] hello world [SEP]
+
+
 def test_minilm_runs_one_quiet_thread_and_embeds_as_the_default_session_does() -> None:
     """The session options (one thread that never spins, basic graph rewrites) change the cost
     of a query, not its vector: the same texts through onnxruntime's default session agree."""

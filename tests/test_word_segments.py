@@ -239,3 +239,45 @@ def test_a_background_scan_settles_what_single_writes_left(
         assert scanned  # the scan ran in the background, where it may write
         assert segments.segment_count(db) == 1
         assert len(svc.recall("served write", cwd=repo, mode="keyword", limit=20).hits) == 9
+
+
+def _trigram(db: IndexDB) -> tuple[list[tuple[object, ...]], list[list[tuple[object, ...]]], int]:
+    """The trigram index's every (term, rowid, offset), its answers to a few fragments, its segments."""
+    db.conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.tri_vocab USING fts5vocab(main, documents_fts, instance)"
+    )
+    terms = db.rows("SELECT term, doc, col, offset FROM tri_vocab ORDER BY term, doc, col, offset")
+    found = [
+        db.rows(
+            "SELECT rowid, chunk_id FROM documents_fts WHERE documents_fts MATCH ? ORDER BY rank, rowid", (q,)
+        )
+        for q in ("lph", "harli", "ovember kil", "otel")
+    ]
+    return terms, found, int(db.scalar("SELECT count(DISTINCT segid) FROM documents_fts_idx"))
+
+
+def test_a_bulk_load_holds_more_trigram_terms_before_writing_a_segment_and_indexes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    settings = Settings.load(tmp_path / "home")
+    with MemoryService(settings=settings) as svc:
+        _write_files(svc, repo, 400, every=1000)  # one fact in the project store, the rest global
+        svc.reindex()
+        db = svc.index.db
+        assert (
+            db.scalar("SELECT v FROM documents_fts_config WHERE k = 'hashsize'")
+            == segments.TRIGRAM_HASH_BYTES
+        )
+        held = _trigram(db)
+    # The same load writing its trigram terms out every 16 KiB, as FTS5's 1 MiB default does
+    # every few hundred files of a larger load: the same terms and answers, in more segments.
+    monkeypatch.setattr(segments, "TRIGRAM_HASH_BYTES", 16 * 1024)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_path / 'home' / 'index.db'}{suffix}").unlink(missing_ok=True)
+    with MemoryService(settings=settings) as svc:
+        svc.reindex()
+        flushed = _trigram(svc.index.db)
+    assert held[0] == flushed[0] and len(held[0]) > 10_000
+    assert held[1] == flushed[1] and all(held[1])
+    assert held[2] <= 2 < flushed[2]  # a segment per store, against one per 16 KiB

@@ -25,6 +25,7 @@ from .._store.paths import StorePaths
 from ..plugins.hookspecs import DocVectors, IndexBackend, IndexedDoc
 from .chunking import vector_windows
 from .keys import vec_chunk_id
+from .readahead import Read
 from .reindex import Outcome, Reindexer
 from .rows import indexed_chunks
 
@@ -55,10 +56,10 @@ class MirroredReindexer(Reindexer):
             self._note(store, key)
         return outcome, parsed
 
-    def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> Any:
+    def add_new(self, store: str, path: str | Path, names: tuple[str, str], read: Read | None = None) -> Any:
         """``Reindexer.add_new``, noting the document (its failed read too: nothing to push)."""
         self._note(store, names[1])
-        return super().add_new(store, path, names)
+        return super().add_new(store, path, names, read)
 
     def remove_path(self, store: str, path: Path) -> str | None:
         """``Reindexer.remove_path``, noting the document."""

@@ -61,6 +61,7 @@ from .._store.watch import FolderFeed
 from . import read_checks, segments
 from .db import DAMAGE, IndexDB
 from .read_checks import MISSING, PATHS_KEPT, arm, from_feed, from_feed_kept
+from .readahead import Read, read_ahead
 from .reindex import Reindexer, stat_columns
 from .tally import Progress, Stat, Tally, unchanged, warn_odd
 
@@ -412,8 +413,9 @@ class Reconciler:
             for start in range(0, len(todo), BATCH):
                 batch = todo[start : start + BATCH]
                 with self.db.transaction():
-                    for done, entry in enumerate(batch, start=start + 1):
-                        self._index_one(sp, entry, tally)
+                    ahead = read_ahead(batch, self.reindexer.max_file_bytes)
+                    for done, (entry, read) in enumerate(ahead, start=start + 1):
+                        self._index_one(sp, entry, tally, read)
                         if (
                             progress is not None
                             and not embedding
@@ -441,7 +443,7 @@ class Reconciler:
             if progress is not None:
                 progress(total, total)
 
-    def _index_one(self, sp: StorePaths, entry: _Todo, tally: Tally) -> None:
+    def _index_one(self, sp: StorePaths, entry: _Todo, tally: Tally, read: Read | None = None) -> None:
         name, rel, key, was_broken, absent = entry
         before = None
         if tally.external is not None and not absent:
@@ -450,7 +452,7 @@ class Reconciler:
             )
         try:
             if absent:  # queued, written with the batch's other new files (``write_new``)
-                outcome, parsed = "added", self.reindexer.add_new(sp.name, name, (rel, key))
+                outcome, parsed = "added", self.reindexer.add_new(sp.name, name, (rel, key), read)
             else:
                 self.reindexer.write_new()  # the queued rows first: they hold the next rowids
                 outcome, parsed = self.reindexer.index_file(

@@ -25,8 +25,9 @@ from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
 from .pending import NewRows, PendingDoc, session_windows, stored_by_text
-from .rows import described, indexed_chunks, project_id
-from .segments import after_bulk_load, merge_step
+from .readahead import Read
+from .rows import described, indexed_chunks, project_id, write_tags
+from .segments import after_bulk_load, bulk_hash, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
 from .vec import VecIndex, embedded, failure_text
 
@@ -192,7 +193,7 @@ class Reindexer:
             rowid = self.db.scalar(
                 "SELECT rowid FROM documents WHERE resource_name = ? AND path = ?", (store, key)
             )
-            self._write_tags(int(rowid), parsed.fact.tags, replace=True)
+            write_tags(self.db.conn, int(rowid), parsed.fact.tags, replace=True)
             return "unchanged", parsed
         fact = parsed.fact
         if row and self.vectors is not None and not defer_embedding and not self.held():
@@ -212,7 +213,7 @@ class Reindexer:
                 "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 self._document_row(store, key, rel, parsed, st),
             )
-            self._write_tags(self.db.conn.last_insert_rowid(), fact.tags)
+            write_tags(self.db.conn, self.db.conn.last_insert_rowid(), fact.tags)
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
             context = self._keyword_context(store, fact)
             for position, text in enumerate(chunks):
@@ -254,15 +255,20 @@ class Reindexer:
                     self._ahead.kept = None
         return ("updated" if row else "added"), parsed
 
-    def add_new(self, store: str, path: str | Path, names: tuple[str, str]) -> ParsedFile:
+    def add_new(
+        self, store: str, path: str | Path, names: tuple[str, str], read: Read | None = None
+    ) -> ParsedFile:
         """Queue the rows of a file the index has no row for, inside a bulk load's transaction;
         ``write_new`` writes them. Raises FactParseError or OSError before queueing anything.
+        ``read``: what reading the file gave already (``readahead``), its bytes and stat or the error.
 
         The rows are those ``index_file`` writes; building them without a statement per row cut
         a cold rebuild's statements from four per file to four per batch.
         """
         rel, key = names
-        data, st = read_bytes(path, max_bytes=self.max_file_bytes)
+        if isinstance(read, Exception):
+            raise read
+        data, st = read_bytes(path, max_bytes=self.max_file_bytes) if read is None else read
         parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
         fact = parsed.fact
         self._drop_vectors_of(store)
@@ -275,7 +281,8 @@ class Reindexer:
         document = new.next_document
         new.next_document += 1
         new.documents.append((document, *self._document_row(store, key, rel, parsed, st)))
-        new.tags.extend((document, tag) for tag in fact.tags)
+        if fact.tags:
+            new.tags.extend((document, tag) for tag in fact.tags)
         scope = store_scope(store)
         chunks = indexed_chunks(fact.title, fact.description, fact.body)
         for position, text in enumerate(chunks):
@@ -297,7 +304,7 @@ class Reindexer:
         self, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
     ) -> tuple[object, ...]:
         """A ``documents`` row from ``id`` to ``file_ino``."""
-        title, description, meta, created, updated = described(parsed.fact, rel)
+        title, description, meta, created, updated = described(parsed.fact, rel, parsed.times)
         sha = "" if self.vectors is not None else parsed.sha256
         return (
             parsed.fact.id,
@@ -321,6 +328,7 @@ class Reindexer:
         new, self._new = self._new, None
         if new is None:
             return
+        bulk_hash(self.db)
         conn = self.db.conn
         conn.executemany(
             "INSERT INTO documents (rowid, id, kind, resource_name, project_id, path, title, description, "
@@ -346,16 +354,6 @@ class Reindexer:
             # Vectors are off: the store's vec table (if any) misses these documents from now on.
             self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
             self._vec_dropped.add(store)
-
-    def _write_tags(self, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False) -> None:
-        """The ``document_tags`` rows of one document (dropped with it by a trigger)."""
-        if replace:
-            self.db.conn.execute("DELETE FROM document_tags WHERE document_rowid = ?", (document_rowid,))
-        for tag in tags:
-            self.db.conn.execute(
-                "INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)",
-                (document_rowid, tag),
-            )
 
     def flush_embeddings(self, progress: Callable[[int], None] | None = None) -> int:
         """Embed the queued documents' chunks in batches; returns how many documents got vectors

@@ -7,6 +7,8 @@ import functools
 import json
 from typing import Any
 
+import apsw
+
 from .._models import MemoryFact
 from .._store.files import format_time
 from .._store.lanes import journal_sessions
@@ -57,16 +59,13 @@ def metadata_json(fact: MemoryFact, rel: str) -> str:
     return _plain_metadata(fact.actor, fact.origin_session_id)
 
 
-def described(fact: MemoryFact, rel: str) -> tuple[str, str, str, str, str]:
+def described(
+    fact: MemoryFact, rel: str, times: tuple[str, str] | None = None
+) -> tuple[str, str, str, str, str]:
     """What a ``documents`` row says of the fact beside its chunks: ``title``, ``description``,
-    ``metadata``, ``created_at`` and ``updated_at``."""
-    return (
-        fact.title,
-        fact.description,
-        metadata_json(fact, rel),
-        format_time(fact.created_at),
-        format_time(fact.updated_at),
-    )
+    ``metadata``, ``created_at`` and ``updated_at`` (``times``: those two as the file wrote them)."""
+    created, updated = times or (format_time(fact.created_at), format_time(fact.updated_at))
+    return fact.title, fact.description, metadata_json(fact, rel), created, updated
 
 
 def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
@@ -76,3 +75,15 @@ def metadata(fact: MemoryFact, rel: str) -> dict[str, Any]:
         # Distilled entries name their session in the heading; one day file holds many sessions.
         meta["origin_session_ids"] = journal_sessions(fact.body)
     return meta
+
+
+def write_tags(
+    conn: apsw.Connection, document_rowid: int, tags: tuple[str, ...], *, replace: bool = False
+) -> None:
+    """The ``document_tags`` rows of one document (dropped with it by a trigger)."""
+    if replace:
+        conn.execute("DELETE FROM document_tags WHERE document_rowid = ?", (document_rowid,))
+    for tag in tags:
+        conn.execute(
+            "INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", (document_rowid, tag)
+        )

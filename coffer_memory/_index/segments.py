@@ -44,6 +44,12 @@ MERGE_PAGES = 16
 # A bulk load that wrote at least 1/OPTIMIZE_SHARE of the word index's rows optimizes it: the
 # optimize costs ~1.7 us per indexed row, the load ~130 us per file, so at most ~5% of the load.
 OPTIMIZE_SHARE = 4
+# Pending terms the trigram index keeps in memory before it writes them out as a segment
+# (FTS5's ``hashsize``, 1 MiB by default). A bulk load's trigram terms overflowed 1 MiB every few
+# hundred files, and each flush made a segment that automerge then merged again: 8 MiB cut a
+# 10k-file load's SQL by about a quarter (docs/benchmarks.md, session 17). Only a transaction
+# that writes more than 1 MiB of terms sees a difference; the index's contents are the same.
+TRIGRAM_HASH_BYTES = 8 << 20
 # Segments a background scan leaves as they are: an optimize costs ~17 ms at 10k facts, so with
 # writes arriving all the time it runs at most once per scan (every 5-60 s), ~0.3% of a core.
 SETTLED = 2
@@ -57,6 +63,16 @@ def merge_step(db: IndexDB) -> None:
 def optimize(db: IndexDB) -> None:
     """Merge the word index into one segment (inside the caller's transaction)."""
     db.conn.execute("INSERT INTO documents_words (documents_words) VALUES ('optimize')")
+
+
+def bulk_hash(db: IndexDB) -> None:
+    """Let the trigram index hold ``TRIGRAM_HASH_BYTES`` of pending terms (inside the caller's
+    transaction; a setting of the table, written once per index)."""
+    held = db.scalar("SELECT v FROM documents_fts_config WHERE k = 'hashsize'")
+    if held != TRIGRAM_HASH_BYTES:
+        db.conn.execute(
+            "INSERT INTO documents_fts (documents_fts, rank) VALUES ('hashsize', ?)", (TRIGRAM_HASH_BYTES,)
+        )
 
 
 def after_bulk_load(db: IndexDB, rows_written: int) -> None:

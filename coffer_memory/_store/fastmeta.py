@@ -40,6 +40,8 @@ def _scalar(text: str) -> object:
         if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
             return _NO
         return inner.replace("''", "'")
+    if text == "null":  # what an unset origin_session_id is written as: YAML's null
+        return None
     if text[0] in _INDICATORS or text[-1] in " \t:" or ": " in text or " #" in text or "\t" in text:
         return _NO
     if None not in _RESOLVER.yaml_implicit_resolvers and (
@@ -137,3 +139,19 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
     # python-frontmatter reads the whole text with "\r\n" made "\n": a body with CRLF lines
     # under a header with LF ones (a paste, a partial Windows edit) reads the same here.
     return meta, (body.replace("\r\n", "\n") if "\r" in body else body).strip()
+
+
+def rendered_times(text: str, created: bool, updated: bool) -> tuple[str, str] | None:
+    """The fact's ``(created_at, updated_at)`` as ``files.format_time`` writes them, read from a
+    header ``split_rendered`` read; ``created``/``updated``: whether that time was taken (one out of
+    range stands in for the other, as ``parse_fact`` does). None when neither was taken."""
+    end = text.find("\n---\n", 3)
+    found = []
+    for key, taken in (("\ncreated_at: ", created), ("\nupdated_at: ", updated)):
+        at = text.find(key, 3, end) if taken else -1
+        value = text[at + 13 : at + 42] if at >= 0 else None
+        found.append(value if value is not None and value.isascii() else None)
+    first, second = found
+    if first is None and second is None:
+        return None
+    return (first or second or "", second or first or "")

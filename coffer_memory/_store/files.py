@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
 
 import attrs
@@ -332,6 +333,10 @@ class ParsedFile:
     extra: Mapping[str, Any]
     has_frontmatter: bool
     has_created_at: bool
+    # The fact's created_at and updated_at as ``format_time`` writes them, taken from a header in
+    # ``render_fact``'s form (None otherwise): a rebuild formatted two times per file again. Not
+    # part of what was parsed (a file read through YAML has None), so not compared.
+    times: tuple[str, str] | None = attrs.field(default=None, eq=False)
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
@@ -352,6 +357,20 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return meta, str(post.content)
 
 
+_fast_reader: ModuleType | None = None
+
+
+def _fastmeta() -> ModuleType:
+    """``fastmeta``, imported on the first parse (it imports PyYAML's resolver); looked up once,
+    not by an import statement on every parse (a rebuild parses every file)."""
+    global _fast_reader
+    if _fast_reader is None:
+        from . import fastmeta
+
+        _fast_reader = fastmeta
+    return _fast_reader
+
+
 def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> ParsedFile:
     """Parse a fact file's bytes. Missing fields fall back (heading/file name, mtime).
 
@@ -360,8 +379,6 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     header exactly as ``render_fact`` writes it is read without YAML (``fastmeta``); the results
     are the same.
     """
-    from .fastmeta import split_rendered  # it imports PyYAML's resolver: loaded on the first parse
-
     nul = data.find(b"\x00")
     if nul >= 0:
         # A binary file named .md: no write path makes one (a NUL is refused), grep takes it for
@@ -371,7 +388,8 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
-    meta, body = split_rendered(text) or split_frontmatter(text)
+    fast = _fastmeta().split_rendered(text)
+    meta, body = fast or split_frontmatter(text)
     body = body.strip("\n")
     stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
     title = meta.get("title") or meta.get("name")
@@ -404,12 +422,16 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         tags=file_tags(meta.get("tags")),
     )
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    times = None
+    if fast is not None and (created or updated):
+        times = _fastmeta().rendered_times(text, created is not None, updated is not None)
     return ParsedFile(
         fact=fact,
         sha256=sha256_bytes(data),
         extra=extra,
         has_frontmatter=bool(meta),
         has_created_at=bool(created),
+        times=times,
     )
 
 
