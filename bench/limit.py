@@ -11,7 +11,7 @@ call by call so that load on a shared machine hits both sides alike:
 - **cold rebuild from files**: ``MemoryService.reindex()`` after deleting ``index.db`` against
   the limit: read every file, cut the frontmatter, insert one row per file into each of the
   tables coffer fills (its own schema, read from its index: documents, chunks and the word
-  and trigram FTS5 tables, with their indexes) in one transaction;
+  and trigram FTS5 tables, with their indexes and coffer's FTS5 settings) in one transaction;
 - **grep recall** with the ripgrep backend (and, over ``--python-grep-queries`` queries, the
   pure-Python one; over ``--auto-grep-queries``, ``auto``, a service's default: rg once, then
   the kept texts), each after three warm-up recalls, against the limit: one ``rg --fixed-strings --ignore-case
@@ -145,6 +145,22 @@ def index_schema(index_db: Path) -> list[str]:
                 "ORDER BY type = 'index'",
                 INDEX_TABLES,
             )
+        ]
+    finally:
+        conn.close()
+
+
+def fts_settings(index_db: Path) -> list[str]:
+    """The statements that give the limit's FTS5 tables coffer's own settings of them (e.g. the
+    trigram index's ``hashsize``, session 17), read from an index coffer built: a setting both
+    could have is not a lead of coffer's over the limit."""
+    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [
+            f"INSERT INTO {table} ({table}, rank) VALUES ('{key}', {int(value)})"
+            for table in ("documents_fts", "documents_words")
+            for key, value in conn.execute(f"SELECT k, v FROM {table}_config WHERE k != 'version'")
+            if str(key).isidentifier() and isinstance(value, int)
         ]
     finally:
         conn.close()
@@ -434,13 +450,17 @@ def run_size(n: int, queries: list[str], args: argparse.Namespace) -> dict[str, 
                 for folder in sp.recall_dirs()
                 if folder.is_dir()
             ]
-        schema = index_schema(home / "index.db")
         limit_db = base / "limit.db"
 
         def coffer_rebuild() -> None:
             drop_index(home)
             with MemoryService(settings=settings) as fresh:
                 fresh.reindex()
+
+        # The schema and settings of an index a cold rebuild made (settings a bulk load writes,
+        # such as the trigram index's hashsize, are not in an index built fact by fact).
+        coffer_rebuild()
+        schema = index_schema(home / "index.db") + fts_settings(home / "index.db")
 
         def plain_rebuild() -> None:
             limit_rebuild(limit_db, files, schema).close()
