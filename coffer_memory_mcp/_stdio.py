@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 
 from ._args import build_parser
 from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
+from ._screen import screen
 
 __all__ = ["main"]
 
@@ -249,6 +250,10 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
     }
 
     def refuse(line: str) -> None:
+        screened = screen(line)  # a batch, an id no client could match: Invalid Request
+        if screened is not None:
+            session.wire.write(screened)
+            return
         request = _request(line)
         if request is None:
             return
