@@ -101,6 +101,42 @@ def test_bad_stdin_prints_nothing_exits_zero_and_logs(stdin: bytes, tmp_home: Pa
     assert oct((tmp_home / "logs" / "hook.log").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize(
+    ("session_id", "kind"),
+    [
+        ("7" * 5000, "a number of 5000 digits"),
+        ("12", "a number"),
+        ('{"a": 1}', "a JSON dict"),
+        ('""', "an empty string"),
+    ],
+    ids=["5000-digits", "number", "object", "empty"],
+)
+def test_an_odd_session_id_still_gets_the_rules_and_says_why_nothing_was_recorded(
+    ruled: Path, repo: Path, session_id: str, kind: str
+) -> None:
+    # A 5,000-digit session_id is past the digits int() converts: the payload was "not JSON" and
+    # the session started without its rules. The id cannot be recorded; the rules must still come.
+    stdin = payload("SessionStart", repo).replace(
+        b'"0b6a7c1e-5d1f-4c7e-9a51-3f2f4d6e8a90"', session_id.encode()
+    )
+    proc = run_hook(stdin, ruled)
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert "make lint" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    log = (ruled / "logs" / "hook.log").read_text()
+    assert f"'session_id' is {kind}, not a string: the rules were given, not recorded under it" in log
+    assert "7777" not in log  # the payload's text is never logged
+    assert not list((ruled / "cache").glob("hook-session-*.json"))
+    end = run_hook(
+        payload("SessionEnd", repo).replace(b'"0b6a7c1e-5d1f-4c7e-9a51-3f2f4d6e8a90"', session_id.encode()),
+        ruled,
+    )
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    assert (
+        f"event=SessionEnd HookError: stdin JSON's 'session_id' is {kind}, not a string"
+        in (ruled / "logs" / "hook.log").read_text()
+    )
+
+
 def test_missing_agent_argument_exits_zero(tmp_home: Path, repo: Path) -> None:
     proc = subprocess.run(
         [HOOK],
