@@ -491,3 +491,22 @@ def test_keyword_recall_imports_nothing_heavy(tmp_home: Path, repo: Path) -> Non
     }
     found = {name for name in imported if any(name == h or name.startswith(h + ".") for h in heavy)}
     assert not found, sorted(found)
+
+
+def test_recall_across_stores_says_the_order_is_fused_and_the_scores_per_store(
+    cli: CliRunner, repo: Path
+) -> None:
+    # Ranked by reciprocal rank fusion across stores, the table showed each store's own score in a
+    # column called "score": a 0.9 above a 1.6 read as a wrong order.
+    assert cli("remember", "Staging deploys run from the release branch.", cwd=repo).returncode == 0
+    for n in range(3):
+        text = f"Staging staging staging: note {n} about the staging cluster and staging deploys."
+        assert cli("remember", "--global", text, cwd=repo).returncode == 0
+    out = cli("recall", "staging deploys", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1].split()[:3] == ["#", "store", "score"]
+    assert {line.split()[2] for line in lines[3:-1]} == {"project", "global"}
+    assert lines[-1].startswith("# is the order across stores (reciprocal rank fusion")
+    only = cli("recall", "staging deploys", "--store", "global", cwd=repo)
+    assert only.stdout.splitlines()[1].split()[:2] == ["#", "score"] and "fusion" not in only.stdout
