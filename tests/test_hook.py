@@ -38,11 +38,21 @@ def payload(event: str, cwd: Path, **extra: Any) -> bytes:
     return json.dumps(body).encode()
 
 
+# The hook's own deadline (COFFER_HOOK_DEADLINE, 3 s by default) covers its interpreter's start and,
+# through the REST app, a request to a server in this test process: under a load of six suites on
+# two cores that took longer, the hook printed nothing (as it must past its deadline) and the REST
+# tests failed now and then. The tests of what the hook prints give it a deadline no loaded machine
+# reaches; the deadline itself is tested on its own (test_deadline_stops_a_hung_stdin).
+TEST_DEADLINE = "120"
+
+
 def run_hook(
     stdin: bytes, home: Path, agent: str = "claude-code", **env: str
 ) -> subprocess.CompletedProcess[bytes]:
-    environ = {**os.environ, "COFFER_HOME": str(home), **env}
-    return subprocess.run([HOOK, "--agent", agent], input=stdin, env=environ, capture_output=True, timeout=30)
+    environ = {**os.environ, "COFFER_HOME": str(home), "COFFER_HOOK_DEADLINE": TEST_DEADLINE, **env}
+    return subprocess.run(
+        [HOOK, "--agent", agent], input=stdin, env=environ, capture_output=True, timeout=300
+    )
 
 
 @pytest.fixture
@@ -160,7 +170,9 @@ def test_locked_index_does_not_block_session_start(ruled: Path, repo: Path) -> N
     conn = apsw.Connection(str(ruled / "index.db"))
     conn.execute("BEGIN EXCLUSIVE")
     try:
-        proc = run_hook(payload("SessionStart", repo), ruled, COFFER_HOOK_DEADLINE="2")
+        proc = run_hook(
+            payload("SessionStart", repo), ruled
+        )  # an index read would wait out busy_timeout, then fail
     finally:
         conn.execute("ROLLBACK")
         conn.close()
@@ -174,7 +186,7 @@ def test_deadline_stops_a_hung_stdin(tmp_home: Path) -> None:
         [HOOK, "--agent", "codex"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ
     )
     try:
-        proc.wait(timeout=20)  # a bound for a broken deadline, not a timing assertion
+        proc.wait(timeout=120)  # a bound for a broken deadline, not a timing assertion
     finally:
         proc.kill()
     assert proc.stdin is not None and proc.stdout is not None
@@ -215,9 +227,10 @@ class LiveAPI:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # a bound for a server that never starts, not a measurement
+        while not self.server.started and self.thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert self.server.started, "uvicorn did not start"  # a hook would have met a closed port
 
     def close(self) -> None:
         self.server.should_exit = True
