@@ -283,9 +283,9 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
     /dev/null and fd 1 writes stderr from now on), so ``Screened`` can answer on it too."""
     import io
 
-    from ._stdio import _claim_stdio
+    from ._fds import claim_stdio
 
-    wire_in, wire_out = _claim_stdio()
+    wire_in, wire_out = claim_stdio()
     stdin = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
     return stdin, _LockedOut(io.TextIOWrapper(wire_out, encoding="utf-8"))
 
