@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
-def loads(data: str | bytes | bytearray) -> Any:
-    """``json.loads(data)``; nesting deeper than the parser can follow is ``json.JSONDecodeError``."""
+def loads(data: str | bytes | bytearray, *, parse_int: Callable[[str], Any] | None = None) -> Any:
+    """``json.loads(data)``; nesting deeper than the parser can follow is ``json.JSONDecodeError``.
+
+    ``parse_int`` is ``json.loads``'s: one that keeps a long digit run lets such a document parse."""
     try:
-        return json.loads(data)
+        return json.loads(data, parse_int=parse_int)
     except RecursionError:
         doc = data if isinstance(data, str) else ""
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None

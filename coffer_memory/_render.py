@@ -40,15 +40,27 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+FUSED_NOTE = (
+    "# is the order across stores (reciprocal rank fusion of each store's own ranking); "
+    "store score compares hits of one store only"
+)
+"""Said under a table of hits from more than one store, whose scores need not fall down the list."""
+
+
 def hits_table(hits: Sequence[MemoryHit], *, text_width: int = 60) -> str:
-    """Recall hits as a table: rank, score, scope, title, text."""
+    """Recall hits as a table: rank, score, scope, title, text.
+
+    Hits of several stores are ranked by fusing each store's ranking, not by score (the scores of
+    two stores are not comparable): the column is then ``store score`` and a note says so."""
     if not hits:
         return "(no hits)"
     rows = [
         (i, score_text(h.score), h.source.split(":", 1)[0], shorten(h.title, 28), shorten(h.text, text_width))
         for i, h in enumerate(hits, start=1)
     ]
-    return table(("#", "score", "scope", "title", "text"), rows)
+    if len({h.store for h in hits}) < 2:
+        return table(("#", "score", "scope", "title", "text"), rows)
+    return table(("#", "store score", "scope", "title", "text"), rows) + "\n" + FUSED_NOTE
 
 
 def stores_table(stores: Sequence[StoreInfo]) -> str:

@@ -309,7 +309,13 @@ class MemoryService(LaneCalls):
         store: str | None = None,
         dry_run: bool = False,
         progress: ImportProgress | None = None,
+        reading: Callable[[int, int | None], None] | None = None,
     ) -> ImportReport:
         """Import a coffer export, Claude Code's memory, CLAUDE.md/AGENTS.md/Cursor rules, an MCP
-        ``memory.jsonl`` or a basic-memory folder (idempotent; ``dry_run`` writes nothing)."""
-        return self.porting.import_memory(source, kind=kind, store=store, dry_run=dry_run, progress=progress)
+        ``memory.jsonl`` or a basic-memory folder (idempotent; ``dry_run`` writes nothing).
+
+        ``progress(done, total, entry)`` follows the check and write passes; ``reading(done,
+        total)`` the reading of a coffer export before them (``total`` None for JSONL)."""
+        return self.porting.import_memory(
+            source, kind=kind, store=store, dry_run=dry_run, progress=progress, reading=reading
+        )

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ._args import build_parser
+from ._fds import claim_stdio as _claim_stdio
 from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
+from ._screen import screen
 
 __all__ = ["main"]
 
@@ -249,6 +251,10 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
     }
 
     def refuse(line: str) -> None:
+        screened = screen(line)  # a batch, an id no client could match: Invalid Request
+        if screened is not None:
+            session.wire.write(screened)
+            return
         request = _request(line)
         if request is None:
             return
@@ -269,18 +275,6 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
         for line in session.waiting:
             refuse(line)
     return 0
-
-
-def _claim_stdio() -> tuple[BinaryIO, BinaryIO]:
-    """The wire on private descriptors; fd 0 reads /dev/null and fd 1 writes stderr from now on,
-    as the SDK's ``stdio_server`` arranges, so no stray print or child process can tear a frame."""
-    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    wire_out = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)
-    return wire_in, wire_out
 
 
 def _serve_fast(args: Any, snapshot: Snapshot) -> int:

@@ -33,6 +33,7 @@ from coffer_memory import CofferError, MemoryService, safe_echo
 
 from ._args import TOKEN_ENV, build_parser
 from ._http_body import BoundedBody
+from ._screen import Screened
 from .refusals import TypedRefusals, send_envelope
 from .server import build_server
 
@@ -248,9 +249,45 @@ async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None)
     # A private attribute: the SDK's own in-memory client reaches the low-level server the same
     # way, and the SDK notes that it is meant to become public.
     lowlevel = server._lowlevel_server
+    if stdin is None or stdout is None:
+        stdin, stdout = _own_stdio()
+    # Batches and unreadable ids, which the SDK would drop unanswered (see ``_screen``).
+    stdin = Screened(stdin, stdout)
     async with stdio_server(stdin, stdout) as (read, write):
         reading = _AnswerRefused(read, write)
         await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
+
+
+class _LockedOut:
+    """stdout for two writers (the SDK's writer task and ``Screened``): one whole line per write."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self._out.write(text)
+            self._out.flush()
+
+    async def write(self, text: str) -> None:
+        """Write ``text`` and flush it, under the lock."""
+        await anyio.to_thread.run_sync(self._write, text)
+
+    async def flush(self) -> None:
+        """Each write is flushed already."""
+
+
+def _own_stdio() -> tuple[Any, _LockedOut]:
+    """The wire on private descriptors, as the SDK's ``stdio_server`` would claim it (fd 0 reads
+    /dev/null and fd 1 writes stderr from now on), so ``Screened`` can answer on it too."""
+    import io
+
+    from ._fds import claim_stdio
+
+    wire_in, wire_out = claim_stdio()
+    stdin = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
+    return stdin, _LockedOut(io.TextIOWrapper(wire_out, encoding="utf-8"))
 
 
 def http_app(server: MCPServer, host: str, token: str | None) -> Any:

@@ -199,12 +199,22 @@ def render_remember(out: Out) -> str:
     return text
 
 
-def render_list(out: Out) -> str:
-    """A readable account of a page of facts for the model."""
+def render_list(out: Out, *, first_page: bool = True) -> str:
+    """A readable account of a page of facts for the model (``first_page``: no cursor was given).
+
+    Only a first page that is the last too holds every fact of the store; any other says it is
+    one page ("1 fact in global" for a page of a store of 500 read as the whole store)."""
     items = out["items"]
     if not items:
-        return f"No facts in {out['store']}."
-    lines = [f"{_count(len(items), 'fact', 'facts')} in {out['store']}, newest first:"]
+        return f"No facts in {out['store']}." if first_page else f"No more facts in {out['store']}."
+    count = _count(len(items), "fact", "facts")
+    if out["next_cursor"]:
+        head = f"A page of {count} from {out['store']}, newest first; more follow (cursor at the end):"
+    elif not first_page:
+        head = f"The last page of {out['store']}: {count}, newest first:"
+    else:
+        head = f"{count} in {out['store']}, newest first (all of them):"
+    lines = [head]
     for fact in items:
         updated: datetime = fact["updated_at"]
         lines.append(

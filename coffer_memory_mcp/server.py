@@ -381,7 +381,7 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             page = svc.list_facts(cwd=where, scope=scope, limit=limit, cursor=cursor)
             assert page.target is not None  # list_facts always says where it listed
             out = LIST_MEMORY.dump(page)
-            return _ok(out, render_list(out))
+            return _ok(out, render_list(out, first_page=cursor is None))
 
         return _guard("coffer__list_memory", run, cursor=cursor, cwd=cwd)
 

@@ -368,3 +368,48 @@ def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home:
         proc.wait(timeout=10)
     # Before, every byte was taken and nothing came back (the recv above waited in vain).
     assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]
+
+
+BATCH_REFUSED = "JSON-RPC batches are not supported"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # A batch: JSON-RPC 2.0 answers it with an array; MCP has no batches, so each request in it
+        # is refused under its own id (the notification in it gets nothing, as JSON-RPC says).
+        (
+            '[{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "method": "n"}, '
+            '{"jsonrpc": "2.0", "id": "b", "method": "ping"}, 3]',
+            [(1, BATCH_REFUSED), ("b", BATCH_REFUSED), (None, BATCH_REFUSED)],
+        ),
+        ("[]", (None, "an empty batch")),
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', (None, "the request id must be")),
+        ('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', (None, "the request id must be")),
+        ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', (None, "the request id must be")),
+        ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', (None, "the request id must be")),
+        (
+            '{"jsonrpc": "2.0", "id": ' + "7" * 5000 + ', "method": "ping"}',
+            (None, "the request id is a number"),
+        ),
+    ],
+    ids=["batch", "empty-batch", "object-id", "fraction-id", "null-id", "bool-id", "huge-id"],
+)
+def test_a_batch_or_an_unreadable_id_is_answered_invalid_request_not_dropped(
+    peer: StdioPeer,  # noqa: F811
+    line: str,
+    expected: Any,
+) -> None:
+    # The SDK refused a batch and took a request with an object id for a notification: both were
+    # dropped without a word, and a client waited for ever. JSON-RPC 2.0 asks for Invalid Request
+    # (id null where no id could be read; a batch's answers in one array).
+    peer.send(line)
+    answer: Any = peer.answer()
+    assert answer is not None, "the line was never answered: the client waits for ever"
+    errors = answer if isinstance(expected, list) else [answer]
+    wanted = expected if isinstance(expected, list) else [expected]
+    assert isinstance(answer, list) == isinstance(expected, list)
+    assert [(e["id"], e["error"]["code"]) for e in errors] == [(i, INVALID_REQUEST) for i, _ in wanted]
+    assert all(e["error"]["message"].startswith(m) for e, (_, m) in zip(errors, wanted, strict=True))
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}

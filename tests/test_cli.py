@@ -491,3 +491,74 @@ def test_keyword_recall_imports_nothing_heavy(tmp_home: Path, repo: Path) -> Non
     }
     found = {name for name in imported if any(name == h or name.startswith(h + ".") for h in heavy)}
     assert not found, sorted(found)
+
+
+def test_recall_across_stores_says_the_order_is_fused_and_the_scores_per_store(
+    cli: CliRunner, repo: Path
+) -> None:
+    # Ranked by reciprocal rank fusion across stores, the table showed each store's own score in a
+    # column called "score": a 0.9 above a 1.6 read as a wrong order.
+    assert cli("remember", "Staging deploys run from the release branch.", cwd=repo).returncode == 0
+    for n in range(3):
+        text = f"Staging staging staging: note {n} about the staging cluster and staging deploys."
+        assert cli("remember", "--global", text, cwd=repo).returncode == 0
+    out = cli("recall", "staging deploys", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1].split()[:3] == ["#", "store", "score"]
+    assert {line.split()[2] for line in lines[3:-1]} == {"project", "global"}
+    assert lines[-1].startswith("# is the order across stores (reciprocal rank fusion")
+    only = cli("recall", "staging deploys", "--store", "global", cwd=repo)
+    assert only.stdout.splitlines()[1].split()[:2] == ["#", "score"] and "fusion" not in only.stdout
+
+
+def test_config_list_shows_no_stale_legacy_embedding_size(cli: CliRunner, tmp_home: Path) -> None:
+    # memory.embedding_dimensions 768 was listed beside the real settings: the default of the seed's
+    # legacy flat field, which nothing reads (embeddings come from [embedding]); it read as the
+    # vector size in effect.
+    tmp_home.mkdir(parents=True, exist_ok=True)
+    listed = cli("config", "list")
+    assert listed.returncode == 0
+    assert "memory.embedding_dimensions" not in listed.stdout and "768" not in listed.stdout
+    assert "embedding.dimensions               (unset: the model's own size)" in listed.stdout
+    (tmp_home / CONFIG_FILENAME).write_text("[memory]\nembedding_dimensions = 1024\n")
+    row = next(
+        line for line in cli("config", "list").stdout.splitlines() if line.startswith("memory.embedding_dim")
+    )
+    assert "1024 (ignored: legacy: accepted and ignored; embeddings come from embedding.*)" in row
+    rows = json.loads(cli("config", "list", "--json").stdout)
+    legacy = next(r for r in rows if r["key"] == "memory.embedding_dimensions")
+    assert legacy["value"] == 1024 and legacy["note"].startswith("legacy: accepted and ignored")
+    got = cli("config", "get", "memory.embedding_dimensions")
+    assert got.stdout == "1024\n" and "ignored" in got.stderr
+
+
+def test_an_empty_coffer_home_is_the_default_home_and_doctor_and_config_say_why(tmp_path: Path) -> None:
+    # An empty COFFER_HOME counts as unset (as XDG's variables do): the home is ~/.coffer. Nothing
+    # said so, and a user who had emptied the variable to "turn it off" could not tell which home
+    # was in use or why.
+    coffer = str(Path(sys.executable).parent / "coffer")
+    env = {**os.environ, "HOME": str(tmp_path), "COFFER_HOME": ""}
+    doctor = subprocess.run([coffer, "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    home = tmp_path / ".coffer"
+    reason = "the default: COFFER_HOME is set but empty, which counts as unset"
+    assert f"home:         {home} ({reason})" in doctor.stdout, doctor.stdout + doctor.stderr
+    listed = subprocess.run(
+        [coffer, "config", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    row = json.loads(listed.stdout)[0]
+    assert row == {
+        "key": "home",
+        "value": str(home),
+        "source": "default",
+        "env": "COFFER_HOME",
+        "note": reason[13:],
+    }
+    named = subprocess.run(
+        [coffer, "doctor", "--json"],
+        env={**env, "COFFER_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(named.stdout)["home_chosen_by"] == "COFFER_HOME"

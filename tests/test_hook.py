@@ -38,11 +38,21 @@ def payload(event: str, cwd: Path, **extra: Any) -> bytes:
     return json.dumps(body).encode()
 
 
+# The hook's own deadline (COFFER_HOOK_DEADLINE, 3 s by default) covers its interpreter's start and,
+# through the REST app, a request to a server in this test process: under a load of six suites on
+# two cores that took longer, the hook printed nothing (as it must past its deadline) and the REST
+# tests failed now and then. The tests of what the hook prints give it a deadline no loaded machine
+# reaches; the deadline itself is tested on its own (test_deadline_stops_a_hung_stdin).
+TEST_DEADLINE = "120"
+
+
 def run_hook(
     stdin: bytes, home: Path, agent: str = "claude-code", **env: str
 ) -> subprocess.CompletedProcess[bytes]:
-    environ = {**os.environ, "COFFER_HOME": str(home), **env}
-    return subprocess.run([HOOK, "--agent", agent], input=stdin, env=environ, capture_output=True, timeout=30)
+    environ = {**os.environ, "COFFER_HOME": str(home), "COFFER_HOOK_DEADLINE": TEST_DEADLINE, **env}
+    return subprocess.run(
+        [HOOK, "--agent", agent], input=stdin, env=environ, capture_output=True, timeout=300
+    )
 
 
 @pytest.fixture
@@ -101,6 +111,42 @@ def test_bad_stdin_prints_nothing_exits_zero_and_logs(stdin: bytes, tmp_home: Pa
     assert oct((tmp_home / "logs" / "hook.log").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize(
+    ("session_id", "kind"),
+    [
+        ("7" * 5000, "a number of 5000 digits"),
+        ("12", "a number"),
+        ('{"a": 1}', "a JSON dict"),
+        ('""', "an empty string"),
+    ],
+    ids=["5000-digits", "number", "object", "empty"],
+)
+def test_an_odd_session_id_still_gets_the_rules_and_says_why_nothing_was_recorded(
+    ruled: Path, repo: Path, session_id: str, kind: str
+) -> None:
+    # A 5,000-digit session_id is past the digits int() converts: the payload was "not JSON" and
+    # the session started without its rules. The id cannot be recorded; the rules must still come.
+    stdin = payload("SessionStart", repo).replace(
+        b'"0b6a7c1e-5d1f-4c7e-9a51-3f2f4d6e8a90"', session_id.encode()
+    )
+    proc = run_hook(stdin, ruled)
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert "make lint" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    log = (ruled / "logs" / "hook.log").read_text()
+    assert f"'session_id' is {kind}, not a string: the rules were given, not recorded under it" in log
+    assert "7777" not in log  # the payload's text is never logged
+    assert not list((ruled / "cache").glob("hook-session-*.json"))
+    end = run_hook(
+        payload("SessionEnd", repo).replace(b'"0b6a7c1e-5d1f-4c7e-9a51-3f2f4d6e8a90"', session_id.encode()),
+        ruled,
+    )
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    assert (
+        f"event=SessionEnd HookError: stdin JSON's 'session_id' is {kind}, not a string"
+        in (ruled / "logs" / "hook.log").read_text()
+    )
+
+
 def test_missing_agent_argument_exits_zero(tmp_home: Path, repo: Path) -> None:
     proc = subprocess.run(
         [HOOK],
@@ -124,7 +170,9 @@ def test_locked_index_does_not_block_session_start(ruled: Path, repo: Path) -> N
     conn = apsw.Connection(str(ruled / "index.db"))
     conn.execute("BEGIN EXCLUSIVE")
     try:
-        proc = run_hook(payload("SessionStart", repo), ruled, COFFER_HOOK_DEADLINE="2")
+        proc = run_hook(
+            payload("SessionStart", repo), ruled
+        )  # an index read would wait out busy_timeout, then fail
     finally:
         conn.execute("ROLLBACK")
         conn.close()
@@ -138,7 +186,7 @@ def test_deadline_stops_a_hung_stdin(tmp_home: Path) -> None:
         [HOOK, "--agent", "codex"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ
     )
     try:
-        proc.wait(timeout=20)  # a bound for a broken deadline, not a timing assertion
+        proc.wait(timeout=120)  # a bound for a broken deadline, not a timing assertion
     finally:
         proc.kill()
     assert proc.stdin is not None and proc.stdout is not None
@@ -179,9 +227,10 @@ class LiveAPI:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # a bound for a server that never starts, not a measurement
+        while not self.server.started and self.thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert self.server.started, "uvicorn did not start"  # a hook would have met a closed port
 
     def close(self) -> None:
         self.server.should_exit = True

@@ -170,6 +170,32 @@ async def test_core_errors_become_tool_errors_with_their_code(
     assert ok(still_alive)["hits"] == []
 
 
+async def test_list_memory_says_a_page_is_a_page_of_a_bigger_store(svc: MemoryService, repo: Path) -> None:
+    # limit=1 said "1 fact in <store>, newest first:" for a store of three: a model took it for
+    # the whole store (the cursor line came last, after the facts).
+    async with connect(svc) as client:
+        for n in range(3):
+            ok(await client.call_tool("coffer__remember", {"text": f"Counted fact {n}.", "cwd": str(repo)}))
+        first = await client.call_tool("coffer__list_memory", {"limit": 1, "cwd": str(repo)})
+        head = text_of(first).splitlines()[0]
+        cursor = ok(first)["next_cursor"]
+        assert cursor and head.startswith("A page of 1 fact from ") and "more follow" in head
+        middle = await client.call_tool(
+            "coffer__list_memory", {"limit": 1, "cursor": cursor, "cwd": str(repo)}
+        )
+        assert text_of(middle).startswith("A page of 1 fact from ")
+        last = await client.call_tool(
+            "coffer__list_memory", {"limit": 1, "cursor": ok(middle)["next_cursor"], "cwd": str(repo)}
+        )
+        assert ok(last)["next_cursor"] is None and text_of(last).startswith("The last page of ")
+        whole = await client.call_tool("coffer__list_memory", {"limit": 5, "cwd": str(repo)})
+        assert (
+            text_of(whole)
+            .splitlines()[0]
+            .endswith("3 facts in " + ok(whole)["store"] + ", newest first (all of them):")
+        )
+
+
 async def test_list_memory_pages_with_a_cursor(svc: MemoryService, repo: Path) -> None:
     async with connect(svc) as client:
         for n in range(3):

@@ -411,3 +411,75 @@ def test_a_connection_string_is_shown_with_its_password_field_replaced_and_nothi
     assert redact(conninfo) == shown
     said = f'connection to server at "h" failed for {conninfo}: a'
     assert scrub(said, conninfo) == f'connection to server at "h" failed for {shown}: a'
+
+
+# -- a URL with bytes that are not UTF-8 -------------------------------------------------------------
+NOT_UTF8 = "postgresql://coffer@127.0.0.1:1/team\udcff"  # os.fsencode gives the raw byte 0xff back
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("variable", ["COFFER_PG_URL", "COFFER_INDEX_URL"])
+def test_a_url_with_bytes_that_are_not_utf8_is_invalid_input_on_every_face(
+    home_with_a_fact: Path, variable: str
+) -> None:
+    """psycopg raised a raw UnicodeEncodeError on the URL: 'unexpected UnicodeEncodeError' from the
+    CLI, INTERNAL from MCP (with a traceback on its stderr) and REST."""
+    env = {**environment(home_with_a_fact, NOT_UTF8), variable: NOT_UTF8}
+    where = "COFFER_PG_URL" if variable == "COFFER_PG_URL" else "index.url"
+    if variable != "COFFER_PG_URL":
+        del env["COFFER_PG_URL"]
+    said = f"INVALID_INPUT: the database URL in {where} is not UTF-8 text"
+    run = subprocess.run(
+        [str(SCRIPTS / "coffer"), "recall", "release"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 1 and run.stderr.startswith(f"error: {said}"), run.stderr
+    mcp = subprocess.run(
+        [str(SCRIPTS / "coffer-mcp")],
+        env=env,
+        input="".join(
+            json.dumps({"jsonrpc": "2.0", **m}) + "\n"
+            for m in (
+                {
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                },
+                {"method": "notifications/initialized"},
+                {
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
+                },
+            )
+        ),
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=300,
+    )
+    [answer] = [json.loads(line) for line in mcp.stdout.splitlines() if json.loads(line).get("id") == 2]
+    assert answer["result"]["content"][0]["text"].startswith(said), answer
+    assert "Traceback" not in mcp.stderr, mcp.stderr
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port("127.0.0.1", port, 120)
+        rest = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/memory_stores/global/recall", params={"query": "x"}, timeout=60
+        )
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert rest.status_code == 422 and rest.json()["error"]["message"].startswith(
+        said[len("INVALID_INPUT: ") :]
+    )
+    assert "Traceback" not in err.decode(errors="replace")

@@ -98,7 +98,9 @@ def read_payload(stream: Any) -> dict[str, Any]:
     if len(raw) > MAX_STDIN_BYTES:
         raise HookError("stdin payload larger than 1 MiB")
     try:
-        payload = json_loads(raw or b"null")
+        # An integer of more digits than int() converts (a 5,000-digit session_id) made the whole
+        # payload "not JSON", and the session started without its rules: it is kept as a marker.
+        payload = json_loads(raw or b"null", parse_int=_int_or_long)
     except ValueError as exc:
         raise HookError(f"stdin is not JSON: {exc}") from None
     if not isinstance(payload, dict):
@@ -106,10 +108,37 @@ def read_payload(stream: Any) -> dict[str, Any]:
     return payload
 
 
+class _LongNumber:
+    """A JSON integer of more digits than ``int()`` converts (``sys.get_int_max_str_digits``)."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_long(digits: str) -> int | _LongNumber:
+    try:
+        return int(digits)
+    except ValueError:
+        return _LongNumber(len(digits))
+
+
+def _kind(value: Any) -> str:
+    """What a payload value is, in words (never its text: the payload is the agent's)."""
+    if isinstance(value, _LongNumber):
+        return f"a number of {value.digits} digits"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an empty string" if value == "" else f"a JSON {type(value).__name__}"
+
+
 def _field(payload: dict[str, Any], key: str) -> str:
     value = payload.get(key)
-    if not isinstance(value, str) or not value:
+    if key not in payload:
         raise HookError(f"stdin JSON has no {key!r}")
+    if not isinstance(value, str) or not value:
+        raise HookError(f"stdin JSON's {key!r} is {_kind(value)}, not a string")
     return value
 
 
@@ -180,6 +209,17 @@ def session_start(agent: str, payload: dict[str, Any], home: Path, timeout: floa
 def _session_id(payload: dict[str, Any]) -> str | None:
     value = payload.get("session_id")
     return value if isinstance(value, str) and value else None
+
+
+def unrecorded_session(payload: dict[str, Any]) -> HookError | None:
+    """Why the session's rules cannot be recorded under its id (a ``session_id`` that is there but
+    no string), logged after the rules were given: a resumed session then gets them whole again."""
+    if "session_id" not in payload or _session_id(payload) is not None:
+        return None
+    kind = _kind(payload["session_id"])
+    return HookError(
+        f"stdin JSON's 'session_id' is {kind}, not a string: the rules were given, not recorded under it"
+    )
 
 
 def record_given(agent: str, payload: dict[str, Any], home: Path, bundle: str) -> None:
@@ -345,6 +385,9 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
                     signal.setitimer(signal.ITIMER_REAL, deadline)
                 if start.bundle is not None:
                     _logged(home, agent, event, record_given, agent, payload, home, start.bundle)
+                odd = unrecorded_session(payload)
+                if odd is not None:
+                    log_failure(home, agent, event, odd)
                 maybe_sweep(agent, home, timeout)
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)

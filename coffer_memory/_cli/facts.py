@@ -245,10 +245,13 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
         logger.removeFilter(unsaid)
     broken_plugins = [p for p in plugin_infos() if p.error]
     ok = report.ok and not broken_plugins
+    from .settings import home_reason
+
+    why = home_reason(args)
     if args.json:
-        emit_json({**jsonable(report), "broken_plugins": broken_plugins})
+        emit_json({**jsonable(report), "broken_plugins": broken_plugins, "home_chosen_by": why})
         return 0 if ok else 1
-    print(f"home:         {report.home}")
+    print(f"home:         {report.home} ({why})")
     print(f"sqlite:       {report.sqlite_version}")
     where = f" ({report.ripgrep_path})" if report.grep_backend == "ripgrep" else ""
     hint = "" if report.ripgrep_path else " (ripgrep not found: pip install ripgrep==14.1.0 for faster grep)"

@@ -47,16 +47,33 @@ def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
 
     bar = tqdm(unit="step", disable=args.json or None, file=sys.stderr, leave=False)
 
-    def progress(done: int, total: int, _entry: ImportEntry) -> None:
-        # A real import checks every entry (first half of the steps), then writes them.
-        checking = args.dry_run or done <= total // 2
-        bar.set_description("checking" if checking else "writing", refresh=False)
+    phase = [""]
+
+    def show(name: str, done: int, total: int | None) -> None:
+        if name != phase[0]:
+            phase[0] = name
+            bar.set_description(name, refresh=False)
+            bar.reset(total=total)  # drawn at once; a new count: the files read are not the steps
         bar.total = total
         bar.update(done - bar.n)
 
+    def progress(done: int, total: int, _entry: ImportEntry) -> None:
+        # A real import checks every entry (first half of the steps), then writes them.
+        show("checking" if args.dry_run or done <= total // 2 else "writing", done, total)
+
+    def reading(done: int, total: int | None) -> None:
+        # A coffer export is read and each file checked against its manifest first (about a
+        # second per 1,000 files): the bar sat at nothing, with no name, all that time.
+        show("reading", done, total)
+
     try:
         report = svc.import_memory(
-            args.source, kind=args.kind, store=args.store, dry_run=args.dry_run, progress=progress
+            args.source,
+            kind=args.kind,
+            store=args.store,
+            dry_run=args.dry_run,
+            progress=progress,
+            reading=reading,
         )
     finally:
         bar.close()

@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,12 @@ ENVIRONMENT = "environment"
 OPTION = "option"
 
 
+EMPTY_HOME_VAR = "COFFER_HOME is set but empty, which counts as unset"
+LEGACY_NOTE = "legacy: accepted and ignored; embeddings come from embedding.*"
+UNSET_MEANS = {"embedding.dimensions": "the model's own size"}
+"""What an unset setting means where it is not 'nothing' (``config list`` says it)."""
+
+
 def _home(args: argparse.Namespace) -> tuple[Path, str]:
     """The home and what chose it: ``--home``, ``COFFER_HOME`` or the default."""
     from .._config import DEFAULT_HOME, home_path
@@ -30,6 +37,19 @@ def _home(args: argparse.Namespace) -> tuple[Path, str]:
     else:
         raw, source = str(DEFAULT_HOME), DEFAULT
     return home_path(raw), source
+
+
+def home_reason(args: argparse.Namespace) -> str:
+    """Why the home in use is the one it is, in words (``coffer doctor`` and ``config list`` say it):
+    an empty ``COFFER_HOME`` falls back to ``~/.coffer``, as XDG's variables do, and says so."""
+    _, source = _home(args)
+    if source == OPTION:
+        return "--home"
+    if source == ENVIRONMENT:
+        return "COFFER_HOME"
+    if os.environ.get("COFFER_HOME") == "":
+        return f"the default: {EMPTY_HOME_VAR}"
+    return "the default: no --home and no COFFER_HOME"
 
 
 def _lookup(data: dict[str, Any], key: str) -> tuple[bool, Any]:
@@ -60,19 +80,42 @@ def _shown(value: Any) -> str:
 def entries(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every setting: key, effective value, source and environment variable."""
     from .._config import Settings, env_overrides, read_config_file, setting_keys
+    from .._store_config import LEGACY_KEYS
 
     home, home_source = _home(args)
     file_data = read_config_file(home)
     env_data = env_overrides(os.environ)
     settings = Settings.load(home)
     rows = [{"key": "home", "value": str(home), "source": home_source, "env": "COFFER_HOME"}]
+    if home_source == DEFAULT and os.environ.get("COFFER_HOME") == "":
+        rows[0]["note"] = EMPTY_HOME_VAR
+    legacy = {f"memory.{name}" for name in LEGACY_KEYS}
     for key, var in setting_keys().items():
         value: Any = settings
         for part in key.split("."):
             value = getattr(value, part)
         source = ENVIRONMENT if _lookup(env_data, key)[0] else FILE if _lookup(file_data, key)[0] else DEFAULT
-        rows.append({"key": key, "value": _plain(value), "source": source, "env": var})
+        row = {"key": key, "value": _plain(value), "source": source, "env": var}
+        if key in legacy:
+            row["note"] = LEGACY_NOTE
+        elif value is None and key in UNSET_MEANS:
+            row["note"] = f"unset: {UNSET_MEANS[key]}"
+        rows.append(row)
     return rows
+
+
+def _listed(row: dict[str, Any]) -> tuple[str, str, str, str] | None:
+    """A row of ``config list``'s table; None for a legacy key nobody set (its default, such as
+    ``memory.embedding_dimensions 768``, read as the size in effect, which it never is)."""
+    note = row.get("note")
+    if note == LEGACY_NOTE:
+        if row["source"] == DEFAULT:
+            return None
+        return row["key"], f"{_shown(row['value'])} (ignored: {note})", row["source"], row["env"]
+    if row["value"] is None and note:
+        return row["key"], f"({note})", row["source"], row["env"]
+    source = f"{row['source']} ({note})" if note else row["source"]
+    return row["key"], _shown(row["value"]), source, row["env"]
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -80,12 +123,8 @@ def cmd_list(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(rows)
         return
-    print(
-        table(
-            ("key", "value", "source", "environment variable"),
-            [(r["key"], _shown(r["value"]), r["source"], r["env"]) for r in rows],
-        )
-    )
+    shown = [line for line in map(_listed, rows) if line is not None]
+    print(table(("key", "value", "source", "environment variable"), shown))
 
 
 def cmd_get(args: argparse.Namespace) -> None:
@@ -94,7 +133,12 @@ def cmd_get(args: argparse.Namespace) -> None:
     if args.key != "home":
         _check_key(args.key, setting_keys())
     row = next(r for r in entries(args) if r["key"] == args.key)
-    emit_json(row) if args.json else print(_shown(row["value"]))
+    if args.json:
+        emit_json(row)
+        return
+    print(_shown(row["value"]))
+    if row.get("note"):
+        print(f"note: {row['note']}", file=sys.stderr)
 
 
 def _write(args: argparse.Namespace, key: str, value: Any) -> Path:

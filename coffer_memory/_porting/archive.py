@@ -192,8 +192,13 @@ def check_tree(source: str, items: list[FileItem]) -> list[FileItem]:
     return items
 
 
+Reading = Callable[[int, int | None], None]
+"""``reading(done, total)``: called as each file of an export is read and checked (``total`` None
+while a JSONL export is still being read: its lines are not counted ahead)."""
+
+
 def read_zip(
-    path: Path, max_file_bytes: int, stack: ExitStack | None = None
+    path: Path, max_file_bytes: int, stack: ExitStack | None = None, reading: Reading | None = None
 ) -> tuple[dict[str, Any], list[FileItem]]:
     """The manifest and files of a zip export, every member checked before any is returned.
 
@@ -211,14 +216,14 @@ def read_zip(
     with ExitStack() as opened:
         opened.enter_context(handle)
         opened.enter_context(zf)
-        manifest, items = _zip_items(zf, source, max_file_bytes, keep=stack is None)
+        manifest, items = _zip_items(zf, source, max_file_bytes, keep=stack is None, reading=reading)
         if stack is not None:
             stack.push(opened.pop_all())
     return manifest, items
 
 
 def _zip_items(
-    zf: zipfile.ZipFile, source: str, max_file_bytes: int, *, keep: bool
+    zf: zipfile.ZipFile, source: str, max_file_bytes: int, *, keep: bool, reading: Reading | None = None
 ) -> tuple[dict[str, Any], list[FileItem]]:
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
@@ -277,6 +282,8 @@ def _zip_items(
         load = _zip_loader(zf, seen[member], source, max_file_bytes, digest)
         data = load()  # checked now, whole; read again when written
         items.append(FileItem(store, rel, _held(data) if keep else load, digest, len(data)))
+        if reading is not None:
+            reading(len(items), len(listed))
     extra = set(seen) - {MANIFEST} - {e["path"] for e in listed} - {n for n in seen if n.endswith("/")}
     if extra:
         first = sorted(extra)[0]
@@ -345,7 +352,7 @@ def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int)
 
 
 def read_jsonl(
-    path: Path, max_file_bytes: int, stack: ExitStack | None = None
+    path: Path, max_file_bytes: int, stack: ExitStack | None = None, reading: Reading | None = None
 ) -> tuple[dict[str, Any], list[FileItem]]:
     """The manifest and files of a JSONL export, every line checked before any is returned.
 
@@ -380,6 +387,8 @@ def read_jsonl(
             else:
                 load = _jsonl_loader(handle, source, number, offset, max_file_bytes)
                 items.append(FileItem(store, rel, load, sha256_bytes(data), len(data)))
+            if reading is not None:
+                reading(len(items), None)
         if manifest is None:
             raise InvalidImport("unknown_format", "empty file", source=source)
         checked = check_tree(source, items)

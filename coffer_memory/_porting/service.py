@@ -37,6 +37,7 @@ from .._stores import Stores
 from .._targets import PathLike, Targets, store_list
 from . import archive, basic_memory, claude_code, export, mcp_memory, rules_files
 from .apply import Applier, CheckMemo, Progress
+from .archive import Reading
 from .common import Plan
 from .models import (
     EXPORT_FORMATS,
@@ -188,6 +189,7 @@ class Porting:
         store: str | None = None,
         dry_run: bool = False,
         progress: Progress | None = None,
+        reading: Reading | None = None,
     ) -> ImportReport:
         """Import ``source`` (its ``kind`` told from it when not given) into the matching stores.
 
@@ -195,7 +197,9 @@ class Porting:
         entry goes to. ``source=None`` means Claude Code's folder (``kind="claude-code"``) or the
         current directory (``kind="rules"``). ``progress(done, total, entry)`` is called after each
         step: an import that writes checks every entry first (nothing is written until all pass),
-        then writes them, so ``total`` is twice the entries; a dry run only plans them.
+        then writes them, so ``total`` is twice the entries; a dry run only plans them. Before
+        that, a coffer export is read and each file checked against its manifest: ``reading(done,
+        total)`` is called after each (``total`` None for JSONL, not counted ahead).
         """
         if kind is not None and kind not in IMPORT_KINDS:
             raise InvalidInput(f"kind must be one of {', '.join(IMPORT_KINDS)}", field="kind")
@@ -205,7 +209,7 @@ class Porting:
         kind = kind or self.detect(path)
         with ExitStack() as stack:  # a coffer export stays open: its files are read as written
             resolver = _Resolver(self.targets, self.stores)
-            items, skipped = self._plan(path, kind, store, resolver, stack)
+            items, skipped = self._plan(path, kind, store, resolver, stack, reading)
             write_progress = progress
             plan: Applier | None = None  # the check pass: what the writing pass embeds ahead
             memo = CheckMemo()  # each text is scanned once, in the first pass
@@ -252,7 +256,13 @@ class Porting:
         raise InvalidInput("name the file or folder to import", field="source")
 
     def _plan(
-        self, path: Path, kind: ImportKind, store: str | None, resolver: _Resolver, stack: ExitStack
+        self,
+        path: Path,
+        kind: ImportKind,
+        store: str | None,
+        resolver: _Resolver,
+        stack: ExitStack,
+        reading: Reading | None = None,
     ) -> Plan:
         limit = self.max_file_bytes
         if kind == "coffer":
@@ -262,7 +272,7 @@ class Porting:
                 )
             with archive.open_source(path) as handle:
                 zipped = handle.read(4).startswith(b"PK")
-            _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit, stack)
+            _, files = (archive.read_zip if zipped else archive.read_jsonl)(path, limit, stack, reading)
             return [f for f in files if store is None or f.store == store], []
         if kind == "claude-code":
             return claude_code.plan(path, resolver, store, limit)

@@ -21,18 +21,33 @@ def database_url(settings: Settings) -> str:
 
     from_env = os.environ.get(settings.index.url_env)
     if from_env:
-        return from_env
+        return _utf8(from_env, settings.index.url_env)
     if settings.index.credential_ref:
         url = resolve_secret(None, settings.index.credential_ref, InvalidInput)
         if url:
-            return url
+            return _utf8(url, f"the keyring entry {settings.index.credential_ref}")
     if settings.index.url:
-        return settings.index.url
+        return _utf8(settings.index.url, "index.url")
     raise InvalidInput(
         f"index.backend is 'postgresql' but no database URL is set: export {settings.index.url_env}="
         "postgresql://user@host/db (or set index.credential_ref to a keyring entry)",
         field="index.url",
     )
+
+
+def _utf8(url: str, where: str) -> str:
+    """``url`` when libpq can take it: bytes that are not UTF-8 in an environment variable (Python
+    keeps them as lone surrogates) were a raw ``UnicodeEncodeError`` from psycopg at start-up."""
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # Not the URL itself: it may hold a password.
+        raise InvalidInput(
+            f"the database URL in {where} is not UTF-8 text (a byte that is not UTF-8 at character "
+            f"{exc.start + 1}): write it in UTF-8, with %XX escapes for other bytes",
+            field="index.url",
+        ) from None
+    return url
 
 
 def build(settings: Settings) -> IndexBackend:

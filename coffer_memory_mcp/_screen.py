@@ -1,0 +1,109 @@
+"""Lines on ``coffer-mcp``'s stdio that the SDK would drop without a word, answered as JSON-RPC 2.0 asks.
+
+- A batch (a JSON array): the SDK's parser refuses it, and the server logs the line and answers
+  nothing, so a client that sent ``[{"id": 1, ...}, {"id": 2, ...}]`` waited for ever. MCP has no
+  batches since protocol 2025-06-18, so each request in it gets an Invalid Request error under its
+  own id, all in one array (a batch's answer); an empty array gets one error with id null.
+- A request whose id is no string or integer (an object, a fraction, null, true, an integer of
+  more digits than Python converts): the SDK's parser reads it as a notification, which is never
+  answered. It gets Invalid Request with id null (JSON-RPC 2.0: the id could not be read).
+
+Lines that are no JSON at all, or nested deeper than Python's parser follows, pass on unchanged:
+no id can be read from them (``cli.answer_to_refused`` handles what the SDK refuses).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+__all__ = ["Screened", "screen"]
+
+INVALID_REQUEST = -32600
+BATCH = (
+    "JSON-RPC batches are not supported (MCP has none since protocol 2025-06-18): "
+    "send each request as its own line"
+)
+EMPTY_BATCH = "an empty batch (a JSON array with nothing in it) is not a request"
+BAD_ID = "the request id must be a string or an integer (not null, a fraction, a boolean or an object)"
+HUGE_ID = f"the request id is a number of more than {sys.get_int_max_str_digits()} digits"
+
+
+class _Huge:
+    """An integer of more digits than ``int()`` converts (``json.loads`` would raise)."""
+
+
+def _int(digits: str) -> int | _Huge:
+    try:
+        return int(digits)
+    except ValueError:
+        return _Huge()
+
+
+def _error(request_id: int | str | None, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_REQUEST, "message": message}}
+
+
+def _readable_id(value: Any) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _odd_request(message: Any) -> dict[str, Any] | None:
+    """The error for a request (it has a method and an id) whose id no client could match."""
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    request_id = message["id"]
+    if _readable_id(request_id):
+        return None
+    return _error(None, HUGE_ID if isinstance(request_id, _Huge) else BAD_ID)
+
+
+def _batch(messages: list[Any]) -> Any:
+    if not messages:
+        return _error(None, EMPTY_BATCH)
+    answers = []
+    for message in messages:
+        if not isinstance(message, dict):
+            answers.append(_error(None, BATCH))
+        elif "id" in message:
+            answers.append(_error(message["id"] if _readable_id(message["id"]) else None, BATCH))
+        # A notification in a batch: no answer (JSON-RPC 2.0), and it is not run either.
+    return answers or None
+
+
+def screen(line: str) -> str | None:
+    """The answer (one line, newline included) to ``line`` when the SDK would drop it unanswered;
+    None when the line should go on to the SDK."""
+    head = line.lstrip()[:1]
+    if head not in ("[", "{"):
+        return None
+    try:
+        message = json.loads(line, parse_int=_int)
+    except (ValueError, RecursionError):
+        return None
+    answer = _batch(message) if isinstance(message, list) else _odd_request(message)
+    if answer is None:
+        return None
+    return json.dumps(answer, separators=(",", ":")) + "\n"
+
+
+class Screened:
+    """The stdio line source, with the lines ``screen`` answers written to ``stdout`` instead of
+    passed to the SDK (which writes each of its answers with one ``write`` too)."""
+
+    def __init__(self, lines: Any, stdout: Any) -> None:
+        self._lines = lines.__aiter__()
+        self._stdout = stdout
+
+    def __aiter__(self) -> Screened:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line: str = await self._lines.__anext__()
+            answer = screen(line)
+            if answer is None:
+                return line
+            await self._stdout.write(answer)
+            await self._stdout.flush()
