@@ -17,6 +17,7 @@ from ._fusion import (
     NEIGHBOUR_DEPTH,
     NEIGHBOUR_NEXT_SHARE,
     NEIGHBOUR_PREV_SHARE,
+    disjoint_taken,
     fuse_modes,
     fused_scores,
     lend,
@@ -547,10 +548,15 @@ class KnowledgeRetrieval:
             near = (
                 NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             )
+            best = found
+            if not near and len(set(names)) == len(names):
+                # No lending: only the documents the fusion can take need their rows.
+                fronts = self._fronts(found, limit, kept)
+                if fronts is not None:
+                    return [make_hit(store, doc, *best[store][i]) for (store, i), doc in fronts]
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
             docs = doc_rows(self.db, found, kept, near=near)
-            best = found
             if near:
                 best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
                 more = {
@@ -563,6 +569,26 @@ class KnowledgeRetrieval:
         # Each list is one store's ids (a dict's keys): no key in two lists when no store is twice.
         fused = rrf_disjoint(lists, limit) if len(of_name) == len(names) else rrf_order(lists, limit)
         return [make_hit(store, docs[store, i], *best[store][i]) for store, i in fused]
+
+    def _fronts(
+        self, found: dict[str, dict[str, tuple[str, float]]], limit: int, kept: dict[Any, Any]
+    ) -> list[tuple[tuple[str, str], DocRow]] | None:
+        """The keys ``rrf_disjoint`` makes of the stores' lists of ``found`` documents with a row,
+        each with its ``DocRow``, reading rows only for the front of each list that can place
+        (``disjoint_taken``: half of them at two stores); None when one of those has no row
+        (the fusion then reaches further down a list: the caller reads every candidate's row)."""
+        ids = {store: list(best) for store, best in found.items()}
+        fronts = {
+            store: some[:n]
+            for (store, some), n in zip(
+                ids.items(), disjoint_taken(list(map(len, ids.values())), limit), strict=True
+            )
+        }
+        docs = doc_rows(self.db, fronts, kept)
+        if len(docs) != sum(map(len, fronts.values())):
+            return None
+        fused = rrf_disjoint([[(store, i) for i in some] for store, some in fronts.items()], limit)
+        return [(key, docs[key]) for key in fused]
 
     def _lent_best(
         self, store: str, best: dict[str, tuple[str, float]], limit: int, kept: dict[Any, Any]
