@@ -184,9 +184,7 @@ def scored_lists(
     out = []
     for ranked in lists:
         if keys is not None:  # the usual query: one intersection per row counts its terms
-            scored = [
-                (score * factors[len(compared[rowid][1] & keys)], rowid) for rowid, score in ranked
-            ]
+            scored = [(score * factors[len(compared[rowid][1] & keys)], rowid) for rowid, score in ranked]
         else:
             shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
             scored = [
@@ -216,11 +214,7 @@ def _shares(wanted: Sequence[_Wanted], compared: Sequence[tuple[str, Tokens]]) -
     """How many of the ``wanted`` terms each compared row (text, tokens) holds."""
     if any(cjk for _, cjk in wanted):
         return [
-            sum(
-                1
-                for latin, cjk in wanted
-                if latin <= words and (not cjk or all(c in text for c in cjk))
-            )
+            sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
             for text, words in compared
         ]
     return _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
@@ -245,6 +239,5 @@ def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[Tokens]) -> 
     if not several and len(single) == len(latins):
         return [len(words & keys) for words in texts]
     return [
-        sum(single[t] for t in words & keys) + sum(words >= latin for latin in several)
-        for words in texts
+        sum(single[t] for t in words & keys) + sum(words >= latin for latin in several) for words in texts
     ]
