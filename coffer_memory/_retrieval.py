@@ -12,12 +12,11 @@ import attrs
 
 from . import vocabulary
 from ._config import Settings
-from ._errors import InvalidInput, check_limit
+from ._errors import InvalidInput, check_limit, check_query
 from ._fusion import (
     NEIGHBOUR_DEPTH,
     NEIGHBOUR_NEXT_SHARE,
     NEIGHBOUR_PREV_SHARE,
-    disjoint_taken,
     fuse_modes,
     fused_scores,
     lend,
@@ -38,7 +37,7 @@ from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode, Ta
 from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_hits import _file_path as _file_path  # where tests have always found it
 from ._recall_hits import make_hit
-from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, fused_fronts, with_sessions
 from ._store.looks import Looks
 from ._store.paths import StorePaths
 from ._vector_rows import chunk_texts
@@ -90,21 +89,7 @@ class KnowledgeRetrieval:
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string", field="query")
-        if not query.strip():
-            raise InvalidInput("query is empty", field="query")
-        if "\x00" in query:
-            raise InvalidInput("query contains a NUL character", field="query")
-        if not query.isascii():
-            try:
-                query.encode("utf-8")
-            except UnicodeEncodeError:  # SQLite and ripgrep take UTF-8 only
-                raise InvalidInput(
-                    "query contains a lone surrogate (not valid Unicode text)", field="query"
-                ) from None
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        check_query(query, MAX_QUERY_CHARS)
         check_limit(limit, MAX_LIMIT)
         chosen = mode or self.settings.memory.default_mode
         if chosen not in RETRIEVAL_MODES:
@@ -548,12 +533,13 @@ class KnowledgeRetrieval:
             near = (
                 NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             )
+            # No lending, no store named twice: only the documents the fusion can take need rows.
+            fronts = (
+                None if near or len(set(names)) < len(names) else fused_fronts(self.db, found, limit, kept)
+            )
+            if fronts is not None:
+                return [make_hit(store, doc, *found[store][i]) for (store, i), doc in fronts]
             best = found
-            if not near and len(set(names)) == len(names):
-                # No lending: only the documents the fusion can take need their rows.
-                fronts = self._fronts(found, limit, kept)
-                if fronts is not None:
-                    return [make_hit(store, doc, *best[store][i]) for (store, i), doc in fronts]
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
             docs = doc_rows(self.db, found, kept, near=near)
@@ -569,26 +555,6 @@ class KnowledgeRetrieval:
         # Each list is one store's ids (a dict's keys): no key in two lists when no store is twice.
         fused = rrf_disjoint(lists, limit) if len(of_name) == len(names) else rrf_order(lists, limit)
         return [make_hit(store, docs[store, i], *best[store][i]) for store, i in fused]
-
-    def _fronts(
-        self, found: dict[str, dict[str, tuple[str, float]]], limit: int, kept: dict[Any, Any]
-    ) -> list[tuple[tuple[str, str], DocRow]] | None:
-        """The keys ``rrf_disjoint`` makes of the stores' lists of ``found`` documents with a row,
-        each with its ``DocRow``, reading rows only for the front of each list that can place
-        (``disjoint_taken``: half of them at two stores); None when one of those has no row
-        (the fusion then reaches further down a list: the caller reads every candidate's row)."""
-        ids = {store: list(best) for store, best in found.items()}
-        fronts = {
-            store: some[:n]
-            for (store, some), n in zip(
-                ids.items(), disjoint_taken(list(map(len, ids.values())), limit), strict=True
-            )
-        }
-        docs = doc_rows(self.db, fronts, kept)
-        if len(docs) != sum(map(len, fronts.values())):
-            return None
-        fused = rrf_disjoint([[(store, i) for i in some] for store, some in fronts.items()], limit)
-        return [(key, docs[key]) for key in fused]
 
     def _lent_best(
         self, store: str, best: dict[str, tuple[str, float]], limit: int, kept: dict[Any, Any]

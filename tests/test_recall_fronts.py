@@ -1,9 +1,11 @@
 """A keyword recall of several stores reads documents rows only for the documents its fusion can
-take (``KnowledgeRetrieval._fronts``): the front of each store's list that ``rrf_disjoint``
-reaches, every candidate only when one of those has no row. And ``Reindexer.holding`` as a class."""
+take (``_recall_rows.fused_fronts``): the front of each store's list that ``rrf_disjoint``
+reaches, every candidate only when one of those has no row. The shared ranking gives each store its
+own MATCH's first rows. And ``Reindexer.holding`` as a class."""
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
@@ -12,10 +14,11 @@ from conftest import make_repo
 
 from coffer_memory import MemoryService
 from coffer_memory._fusion import rrf_disjoint
+from coffer_memory._index import fts, snapshot
 from coffer_memory._index import reindex as reindex_module
-from coffer_memory._index import snapshot
 from coffer_memory._index.fts import best_documents
 from coffer_memory._index.holding import Holding
+from coffer_memory._index.terms import keyword_terms
 from coffer_memory._recall_rows import KEPT_DOCS, doc_rows
 from coffer_memory._store.paths import GLOBAL_STORE
 
@@ -88,3 +91,25 @@ def test_holding_sets_the_flag_for_its_block_and_puts_back_what_was_there() -> N
     with pytest.raises(KeyError), Holding(held):
         raise KeyError("x")
     assert held.on is False  # put back when the block fails too
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10, 40])
+def test_the_shared_ranking_gives_each_store_its_own_first_rows(tmp_path: Path, limit: int) -> None:
+    """Each store's list from the shared MATCH (``fts._ranked_per_store``) is exactly that store's
+    own MATCH's first ``limit`` rows: no more (a batch files a store's rows past its limit, and they
+    are cut), no fewer. The stores are unbalanced: the project store outranks global on most words."""
+    words = ["deploy", "port", "postgres", "kafka", "retry", "owner", "config", "secrets", "timeout"]
+    project = "project-01KB0000000000000000000000"
+    r = random.Random(4)
+    with MemoryService(home=tmp_path / "home") as svc:
+        for i in range(120):
+            store = project if i % 4 else GLOBAL_STORE
+            text = " ".join(r.choice(words) for _ in range(r.randint(2, 9 if store == project else 3)))
+            svc.remember(f"note {i}: {text}", title=f"note {i}", store=store)
+        db = svc.index.db
+        for query in [*words, "deploy postgres", "retry timeout kafka"]:
+            terms = keyword_terms(query)
+            shared = fts._ranked_per_store(db, [project, GLOBAL_STORE], terms, limit, fts.ChunkRows(), None)
+            for store in (project, GLOBAL_STORE):
+                alone = fts._ranked_words(db, fts._words_match(terms, store), limit)
+                assert shared[store] == alone, (query, store)

@@ -19,9 +19,7 @@ from conftest import example_embedder
 from coffer_memory import MemoryService, Settings
 from coffer_memory import _scope as scope_mod
 from coffer_memory._fusion import rrf_merge
-from coffer_memory._index import fts
 from coffer_memory._index.fts import search_chunks, search_chunks_many
-from coffer_memory._index.terms import keyword_terms
 from coffer_memory._models import MemoryFact
 from coffer_memory._store.fastmeta import split_rendered
 from coffer_memory._store.files import KNOWN_KEYS, parse_fact, render_fact, split_frontmatter
@@ -164,26 +162,6 @@ def test_a_search_over_stores_ranks_each_store_as_separate_queries(
         paths = [svc.targets.paths(s) for s in stores]
         separate = rrf_merge([retrieval.keyword(sp, query, limit) for sp in paths], limit)
         assert retrieval.keyword_fused(paths, query, limit) == separate
-    svc.close()
-
-
-@pytest.mark.parametrize("limit", [1, 3, 10, 40])
-def test_the_shared_ranking_gives_each_store_its_own_first_rows(
-    two_stores: tuple[MemoryService, list[str]], limit: int
-) -> None:
-    """Each store's list from the shared MATCH (``_ranked_per_store``) is exactly that store's own
-    MATCH's first ``limit`` rows: no more (a batch files a store's rows past its limit, and they
-    are cut), no fewer."""
-    svc, stores = two_stores
-    db = svc.index.db
-    for query in [*WORDS, "deploy postgres", "retry timeout kafka"]:
-        terms = keyword_terms(query)
-        shared = fts._ranked_per_store(db, stores, terms, limit, fts.ChunkRows(), None)
-        for store in stores:
-            assert shared[store] == fts._ranked_words(db, fts._words_match(terms, store), limit), (
-                query,
-                store,
-            )
     svc.close()
 
 
