@@ -280,6 +280,26 @@ def check_limit(limit: object, most: int) -> None:
     raise InvalidInput(f"limit must be an integer from 1 to {most}, not {shown}", field="limit")
 
 
+def check_query(query: object, most: int) -> None:
+    """``query`` is a string with something besides blanks, no NUL, valid Unicode (SQLite and
+    ripgrep take UTF-8 only) and at most ``most`` characters, else InvalidInput saying which."""
+    if not isinstance(query, str):
+        raise InvalidInput("query must be a string", field="query")
+    if not query.strip():
+        raise InvalidInput("query is empty", field="query")
+    if "\x00" in query:
+        raise InvalidInput("query contains a NUL character", field="query")
+    if not query.isascii():
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                "query contains a lone surrogate (not valid Unicode text)", field="query"
+            ) from None
+    if len(query) > most:
+        raise InvalidInput(f"query is longer than {most} characters", field="query")
+
+
 class InvalidCursor(InvalidInput):
     """A pagination cursor that is malformed, not ours, from another query or store, or stale.
 

@@ -107,6 +107,28 @@ def rrf_disjoint(lists: Sequence[Sequence[T]], limit: int) -> list[T]:
     return out[:limit]
 
 
+def disjoint_taken(lengths: Sequence[int], limit: int) -> list[int]:
+    """How many keys ``rrf_disjoint`` takes from the front of each of lists of these ``lengths``:
+    its answer is ``rrf_disjoint`` of those fronts alone (a caller reads rows only for keys that
+    can place)."""
+    each, more = divmod(limit, len(lengths)) if lengths else (0, 0)
+    even = [each + 1] * more + [each] * (len(lengths) - more)  # the turns when no list runs out
+    if all(map(int.__ge__, lengths, even)):
+        return even
+    taken = [0] * len(lengths)
+    left = limit
+    rank = 0
+    while left > 0:
+        live = [j for j, length in enumerate(lengths) if length > rank]
+        if not live:
+            break
+        for j in live[:left]:
+            taken[j] += 1
+        left -= min(left, len(live))
+        rank += 1
+    return taken
+
+
 def rrf_merge(lists: Sequence[Sequence[MemoryHit]], limit: int, k: int = RRF_K) -> list[MemoryHit]:
     """Reciprocal rank fusion: order by sum of 1/(k + rank); each hit keeps its own score."""
     first: dict[tuple[str, str], MemoryHit] = {}

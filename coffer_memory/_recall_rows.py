@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from ._fusion import NEIGHBOUR_DEPTH
+from ._fusion import NEIGHBOUR_DEPTH, disjoint_taken, rrf_disjoint
 from ._index.db import IndexDB
 from ._index.session import neighbour_columns, neighbour_ids
 from ._index.snapshot import in_list
@@ -108,3 +108,21 @@ def doc_rows(
                     doc = docs[store, i] = doc_row(home, doc)
                 out[store, i] = cast(DocRow, doc)
     return out
+
+
+def fused_fronts(
+    db: IndexDB, found: Mapping[str, Mapping[str, Any]], limit: int, kept: dict[Any, Any]
+) -> list[tuple[tuple[str, str], DocRow]] | None:
+    """The (store, id) keys ``rrf_disjoint`` makes of the stores' lists of ``found`` documents
+    (store -> ids, best first) that have a row, each with its ``DocRow``, reading rows only for the
+    front of each list that can place (``disjoint_taken``: half of them at two stores); None when
+    one of those has no row (the fusion then reaches further down a list: the caller reads every
+    candidate's row). The stores' lists share no id (no store is named twice)."""
+    ids = {store: list(best) for store, best in found.items()}
+    taken = disjoint_taken(list(map(len, ids.values())), limit)
+    fronts = {store: some[:n] for (store, some), n in zip(ids.items(), taken, strict=True)}
+    docs = doc_rows(db, fronts, kept)
+    if len(docs) != sum(taken):
+        return None
+    fused = rrf_disjoint([[(store, i) for i in some] for store, some in fronts.items()], limit)
+    return [(key, docs[key]) for key in fused]

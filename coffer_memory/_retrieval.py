@@ -12,7 +12,7 @@ import attrs
 
 from . import vocabulary
 from ._config import Settings
-from ._errors import InvalidInput, check_limit
+from ._errors import InvalidInput, check_limit, check_query
 from ._fusion import (
     NEIGHBOUR_DEPTH,
     NEIGHBOUR_NEXT_SHARE,
@@ -37,7 +37,7 @@ from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode, Ta
 from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_hits import _file_path as _file_path  # where tests have always found it
 from ._recall_hits import make_hit
-from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, with_sessions
+from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, fused_fronts, with_sessions
 from ._store.looks import Looks
 from ._store.paths import StorePaths
 from ._vector_rows import chunk_texts
@@ -89,21 +89,7 @@ class KnowledgeRetrieval:
 
     def check(self, query: str, mode: str | None, limit: int) -> RetrievalMode:
         """Validate recall arguments; return the mode to run."""
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string", field="query")
-        if not query.strip():
-            raise InvalidInput("query is empty", field="query")
-        if "\x00" in query:
-            raise InvalidInput("query contains a NUL character", field="query")
-        if not query.isascii():
-            try:
-                query.encode("utf-8")
-            except UnicodeEncodeError:  # SQLite and ripgrep take UTF-8 only
-                raise InvalidInput(
-                    "query contains a lone surrogate (not valid Unicode text)", field="query"
-                ) from None
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        check_query(query, MAX_QUERY_CHARS)
         check_limit(limit, MAX_LIMIT)
         chosen = mode or self.settings.memory.default_mode
         if chosen not in RETRIEVAL_MODES:
@@ -547,10 +533,16 @@ class KnowledgeRetrieval:
             near = (
                 NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             )
+            # No lending, no store named twice: only the documents the fusion can take need rows.
+            fronts = (
+                None if near or len(set(names)) < len(names) else fused_fronts(self.db, found, limit, kept)
+            )
+            if fronts is not None:
+                return [make_hit(store, doc, *found[store][i]) for (store, i), doc in fronts]
+            best = found
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.
             docs = doc_rows(self.db, found, kept, near=near)
-            best = found
             if near:
                 best = {sp.name: self._lent_best(sp.name, found[sp.name], limit, kept) for sp in paths}
                 more = {

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 from coffer_memory import MemoryService
-from coffer_memory._fusion import rrf_disjoint, rrf_order
+from coffer_memory._fusion import disjoint_taken, rrf_disjoint, rrf_order
 
 
 def test_lists_without_a_shared_key_fuse_as_reciprocal_rank_fusion() -> None:
@@ -20,6 +20,22 @@ def test_lists_without_a_shared_key_fuse_as_reciprocal_rank_fusion() -> None:
         ]
         limit = r.randint(0, 40)
         assert rrf_disjoint(lists, limit) == rrf_order(lists, limit), (lists, limit)
+
+
+def test_the_fronts_it_takes_fuse_as_the_whole_lists() -> None:
+    """``disjoint_taken`` counts the keys taken from each list, and the fronts of those lengths
+    fuse to the same keys (a recall reads rows for those fronts only); lists that run out before
+    their turns end take the slow count."""
+    r = random.Random(17)
+    for _ in range(4000):
+        lists = [[(n, i) for i in range(r.randint(0, 12))] for n in range(r.randint(0, 5))]
+        limit = r.randint(0, 30)
+        taken = disjoint_taken([len(keys) for keys in lists], limit)
+        fused = rrf_disjoint(lists, limit)
+        assert taken == [sum(1 for key in fused if key[0] == n) for n in range(len(lists))], (lists, limit)
+        assert rrf_disjoint([keys[:n] for keys, n in zip(lists, taken, strict=True)], limit) == fused
+    assert disjoint_taken([10, 10], 5) == [3, 2]
+    assert disjoint_taken([1, 10, 0], 5) == [1, 4, 0]
 
 
 def test_keys_of_one_rank_keep_the_order_of_their_lists() -> None:

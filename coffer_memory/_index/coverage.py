@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import KeysView, Mapping, Sequence
 
 import apsw
 
@@ -52,8 +52,11 @@ _SEPARATOR = "7305841962730584196"
 _Wanted = tuple[frozenset[str], tuple[str, ...]]
 # A text's tokens, as the keys of a dict: a dict of strings is never tracked by Python's garbage
 # collector (a frozenset is, and the collections that walked thousands of kept token sets were a
-# tenth of a keyword recall at 10k facts), and takes a third of a frozenset's memory.
-Tokens = dict[str, None]
+# tenth of a keyword recall at 10k facts), and takes a third of a frozenset's memory. Kept as the
+# dict's keys view, which the scoring intersects: a view made per row and recall (``.keys()``)
+# was ~300 instructions a row. A view is tracked by the collector, but its one referent, the
+# dict, is not.
+Tokens = KeysView[str]
 # Query terms as the index tokenizes them: a recall re-scores each store with the same terms.
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
@@ -117,14 +120,14 @@ def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[To
         _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
     tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
     if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(texts) - 1:  # a text holds it
-        return [dict.fromkeys(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)) for t in texts]
+        return [dict.fromkeys(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)).keys() for t in texts]
     out: list[Tokens] = []
     start = 0
     for _ in range(len(texts) - 1):
         end = tokens.index(_SEPARATOR, start)
-        out.append(dict.fromkeys(tokens[start:end]))
+        out.append(dict.fromkeys(tokens[start:end]).keys())
         start = end + 1
-    out.append(dict.fromkeys(tokens[start:]))
+    out.append(dict.fromkeys(tokens[start:]).keys())
     return out
 
 
@@ -181,9 +184,7 @@ def scored_lists(
     out = []
     for ranked in lists:
         if keys is not None:  # the usual query: one intersection per row counts its terms
-            scored = [
-                (score * factors[len(compared[rowid][1].keys() & keys)], rowid) for rowid, score in ranked
-            ]
+            scored = [(score * factors[len(compared[rowid][1] & keys)], rowid) for rowid, score in ranked]
         else:
             shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
             scored = [
@@ -213,11 +214,7 @@ def _shares(wanted: Sequence[_Wanted], compared: Sequence[tuple[str, Tokens]]) -
     """How many of the ``wanted`` terms each compared row (text, tokens) holds."""
     if any(cjk for _, cjk in wanted):
         return [
-            sum(
-                1
-                for latin, cjk in wanted
-                if latin <= words.keys() and (not cjk or all(c in text for c in cjk))
-            )
+            sum(1 for latin, cjk in wanted if latin <= words and (not cjk or all(c in text for c in cjk)))
             for text, words in compared
         ]
     return _latin_shares([latin for latin, _ in wanted], [words for _, words in compared])
@@ -240,8 +237,7 @@ def _latin_shares(latins: Sequence[frozenset[str]], texts: Sequence[Tokens]) -> 
             several.append(latin)
     keys = frozenset(single)
     if not several and len(single) == len(latins):
-        return [len(words.keys() & keys) for words in texts]
+        return [len(words & keys) for words in texts]
     return [
-        sum(single[t] for t in words.keys() & keys) + sum(words.keys() >= latin for latin in several)
-        for words in texts
+        sum(single[t] for t in words & keys) + sum(words >= latin for latin in several) for words in texts
     ]

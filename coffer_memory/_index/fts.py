@@ -258,8 +258,8 @@ def _ranked_per_store(
         return {store: _ranked_read(db, terms, store, limit, content) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
-    open_ = dict(rows)  # the stores still lacking rows
     get = content.get
+    into = rows.get
     seen = 0
     # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
     # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
@@ -280,24 +280,29 @@ def _ranked_per_store(
                 break
             seen += len(batch)
             read = False
+            # Every row of a store searched goes to its list, a store's rows past its ``limit`` too
+            # (cut below): a count and a test per row cost more than the rows a batch adds.
             for row in batch:
                 found = get(row[0])
                 if found is None:
                     if read:
                         continue  # no such chunk row (the index changed under a caller's transaction)
+                    if all(len(mine) >= limit for mine in rows.values()):
+                        break  # the rest of the batch is unused: no chunk rows read for it
                     _read_missing(db, content, [r[0] for r in batch if r[0] not in content])
                     read = True
                     found = get(row[0])
                     if found is None:
                         continue
-                mine = open_.get(found[2])
+                mine = into(found[2])
                 if mine is not None:
                     mine.append(row)
-                    lacking -= 1
-                    if len(mine) == limit:
-                        del open_[found[2]]
-                        if not open_:  # every store has its rows: the rest is unused
-                            break
+            lacking = 0
+            for mine in rows.values():
+                if len(mine) >= limit:
+                    del mine[limit:]  # a store's first ``limit`` rows are its own MATCH's
+                else:
+                    lacking += limit - len(mine)
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
         store: mine if ran_out or len(mine) == limit else _ranked_read(db, terms, store, limit, content)

@@ -21,6 +21,7 @@ from .._store.paths import StorePaths
 from .chunking import MAX_WINDOWS, vector_windows
 from .cjk import index_text
 from .db import DAMAGE, IndexDB
+from .holding import Holding
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
@@ -122,17 +123,11 @@ class Reindexer:
             self._vec_dropped.clear()
             self._new = None  # rows of a load that failed went with its transaction
 
-    @contextmanager
-    def holding(self) -> Iterator[None]:
+    def holding(self) -> Holding:
         """While the block runs, this thread's indexing embeds nothing: documents keep the
         sentinel, and the facts after changed ones in their sessions get it (their context
         changed), for ``embed_later`` to embed after the caller lets the lock go."""
-        before = getattr(self._held, "on", False)
-        self._held.on = True
-        try:
-            yield
-        finally:
-            self._held.on = before
+        return Holding(self._held)
 
     def held(self) -> bool:
         """Whether this thread's indexing leaves the embedding for after the lock (``holding``)."""
