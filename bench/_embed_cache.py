@@ -10,6 +10,7 @@ wrapped model's, so results are exactly those of the model itself. Only benchmar
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 import threading
@@ -101,7 +102,9 @@ class _Plugin:
 
     def factory(self, settings: EmbeddingSettings) -> CachedEmbedder:
         if self.embedder is None:
-            inner = get_embedder(EmbeddingSettings(provider=self.provider))
+            # The home's other embedding settings (``query_int8``, read from its config and the
+            # environment) reach the embedder under the cache.
+            inner = get_embedder(dataclasses.replace(settings, provider=self.provider))
             if inner is None:
                 raise EmbeddingUnavailable(f"no embedder for provider {self.provider!r} to cache")
             self.embedder = CachedEmbedder(inner, self.path)

@@ -79,7 +79,7 @@ from core import SEED, fact_text, fact_title, make_queries  # noqa: E402
 
 import coffer_memory  # noqa: E402
 from coffer_memory import MemoryService, Settings  # noqa: E402
-from coffer_memory._config import EmbeddingSettings  # noqa: E402
+from coffer_memory._config import EmbeddingSettings, env_overrides  # noqa: E402
 from coffer_memory._index.fts import keyword_terms  # noqa: E402
 from coffer_memory._models import MemoryFact  # noqa: E402
 from coffer_memory._store.files import render_fact  # noqa: E402
@@ -292,8 +292,10 @@ def query_vector(embedder: Any, text: str) -> Any:
 
 @functools.cache
 def real_embedder(provider: str) -> Any:
-    """The installed embedder ``provider`` names (one per process)."""
-    embedder = get_embedder(EmbeddingSettings(provider=provider))
+    """The installed embedder ``provider`` names (one per process), with the other embedding
+    settings the environment gives (``COFFER_EMBEDDING_QUERY_INT8=false`` times the 4-bit graph)."""
+    given = env_overrides(os.environ).get("embedding", {})
+    embedder = get_embedder(EmbeddingSettings.model_validate({**given, "provider": provider}))
     assert embedder is not None and embedder.available(), f"embedder {provider} is not installed"
     return embedder
 

