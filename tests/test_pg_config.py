@@ -23,6 +23,24 @@ psycopg = pytest.importorskip(
 )
 SCRIPTS = Path(sys.executable).parent
 PASSWORD = "Hunter2-s3cret"
+# A client's handshake, then one keyword recall (id 2), as coffer-mcp reads them on stdin.
+RECALL_OVER_MCP = (
+    {
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    },
+    {"method": "notifications/initialized"},
+    {
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
+    },
+)
 
 
 def _free_port() -> int:
@@ -172,23 +190,7 @@ def test_an_mcp_tool_answers_a_mistyped_url_without_its_password(
         stderr=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    messages = [
-        {
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"method": "notifications/initialized"},
-        {
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
-        },
-    ]
+    messages = RECALL_OVER_MCP
     try:
         for message in messages:
             proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
@@ -436,26 +438,7 @@ def test_a_url_with_bytes_that_are_not_utf8_is_invalid_input_on_every_face(
     mcp = subprocess.run(
         [str(SCRIPTS / "coffer-mcp")],
         env=env,
-        input="".join(
-            json.dumps({"jsonrpc": "2.0", **m}) + "\n"
-            for m in (
-                {
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
-                {"method": "notifications/initialized"},
-                {
-                    "id": 2,
-                    "method": "tools/call",
-                    "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
-                },
-            )
-        ),
+        input="".join(json.dumps({"jsonrpc": "2.0", **m}) + "\n" for m in RECALL_OVER_MCP),
         capture_output=True,
         text=True,
         errors="replace",
