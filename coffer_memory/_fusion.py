@@ -70,12 +70,14 @@ def fused_scores(
     """``fuse_modes`` of (id, score) lists: the first ``limit`` ids and their fused scores, best
     first (equal scores in the order ids first appear, the vector list's first), so that a
     caller makes hits only of those it keeps."""
-    scaled = (_normalised(vector), _normalised(keyword))
-    weights = (1.0 - keyword_weight, keyword_weight)
+    of_vector, of_keyword = _normalised(vector), _normalised(keyword)
+    vector_weight = 1.0 - keyword_weight
     ids = dict.fromkeys(i for i, _ in vector)
     ids.update(dict.fromkeys(i for i, _ in keyword))
-    fused = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in ids}
-    order = sorted(fused, key=lambda i: fused[i], reverse=True)[:limit]
+    # The two products added as ``sum`` over the weights added them (0 + a + b is a + b), without
+    # a generator per id: a hybrid recall fuses each store's lists after its query embedding.
+    fused = {i: vector_weight * of_vector.get(i, 0.0) + keyword_weight * of_keyword.get(i, 0.0) for i in ids}
+    order = sorted(fused, key=fused.__getitem__, reverse=True)[:limit]
     return [(i, fused[i]) for i in order]
 
 

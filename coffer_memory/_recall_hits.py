@@ -94,3 +94,10 @@ def make_hit(store: str, doc: DocRow, text: str, score: float) -> MemoryHit:
             scope = _SCOPES[store] = scope_of(store).value
         held = _PATHS[key] = (path, f"{scope}:{written}")
     return new_hit(doc.id, strip_header(text), score, held[1], doc.updated_at, store, held[0], doc.title)
+
+
+def rescored(hit: MemoryHit, score: float) -> MemoryHit:
+    """``attrs.evolve(hit, score=score)`` made as ``new_hit`` makes hits: evolve reads the class's
+    fields and builds keyword arguments for every copy (a hybrid recall copies the keyword hits it
+    fuses, after its query embedding)."""
+    return new_hit(hit.id, hit.text, score, hit.source, hit.time, hit.store, hit.path, hit.title)

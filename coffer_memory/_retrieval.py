@@ -29,14 +29,14 @@ from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, best_documents, best_per_document, search_chunks
-from ._index.keys import chunk_id, chunk_of_vec_id
+from ._index.keys import chunk_id, store_scope
 from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
 from ._models import RETRIEVAL_MODES, MemoryHit, RecallResult, RetrievalMode, Target
 from ._query_vectors import Nearest, QueryVectors, Rows, Scans
 from ._recall_hits import _file_path as _file_path  # where tests have always found it
-from ._recall_hits import make_hit
+from ._recall_hits import make_hit, rescored
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, fused_fronts, with_sessions
 from ._store.looks import Looks
 from ._store.paths import StorePaths
@@ -236,7 +236,7 @@ class KnowledgeRetrieval:
                 for hit in words:
                     of_words.setdefault(hit.id, hit)
                 hits = [
-                    of_vector[i] if i in of_vector else attrs.evolve(of_words[i], score=s) for i, s in pairs
+                    of_vector[i] if i in of_vector else rescored(of_words[i], s) for i, s in pairs
                 ]
                 lists.append(self._lend(sp, "hybrid", hits, limit, where, kept))
         return RecallResult(
@@ -359,7 +359,7 @@ class KnowledgeRetrieval:
                 texts = self._chunk_texts([chunk_id(sp.name, i, 0) for i in docs])
             for fact_id, score in part:
                 if fact_id in held:
-                    out.append(attrs.evolve(held[fact_id], score=score))
+                    out.append(rescored(held[fact_id], score))
                 elif fact_id in docs:
                     text = texts.get(chunk_id(sp.name, fact_id, 0), "")
                     out.append(self._hit(sp, docs[fact_id], text, score))
@@ -451,6 +451,7 @@ class KnowledgeRetrieval:
         """The ``limit`` documents of the store nearest ``qvec``: id -> (full chunk id, score)."""
         assert self.vectors is not None
         best: dict[str, tuple[str, float]] = {}
+        scope = store_scope(sp.name)
         # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
         # than ``limit`` documents: then ask once more for enough rows whatever the windows.
         for k in (limit * 4, min(limit * 4 * MAX_WINDOWS, KNN_MAX_K)):
@@ -462,9 +463,11 @@ class KnowledgeRetrieval:
                 nearest = self.vectors.knn(sp.name, qvec, k)
             best.clear()
             for bare, distance in nearest:
-                doc_id, position = chunk_of_vec_id(bare)
+                # ``chunk_of_vec_id`` and ``chunk_id`` inline, on the path after the embedding:
+                # a bare id is ``doc:position`` (``:window`` after it for a later window).
+                doc_id, _, rest = bare.partition(":")
                 if doc_id not in best:
-                    best[doc_id] = (chunk_id(sp.name, doc_id, position), 1.0 - distance)
+                    best[doc_id] = (f"{scope}:{doc_id}:{rest.partition(':')[0]}", 1.0 - distance)
                     if len(best) == limit:
                         break
             if len(best) == limit or len(nearest) < k:

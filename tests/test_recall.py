@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from coffer_memory import InvalidInput, MemoryHit, MemoryService, Settings
@@ -275,6 +276,48 @@ def test_hybrid_fusion_keeps_score_gaps() -> None:
     assert fused[0].score == pytest.approx(KEYWORD_WEIGHT)
     assert fused[2].score == pytest.approx(KEYWORD_WEIGHT * 0.1 / 27.1 + (1 - KEYWORD_WEIGHT) * 0.21 / 0.22)
     assert fuse_modes([], [hit("only", 0.4)], limit=5)[0].score == pytest.approx(1 - KEYWORD_WEIGHT)
+
+
+def test_fused_scores_are_the_weighted_sums_bit_for_bit() -> None:
+    """The fusion adds its two products as it did with ``sum`` over the weights (session 18 took
+    the generator out of the path after a hybrid recall's embedding): the same floats, the same
+    order, for lists with shared ids, ties, one-sided ids and equal scores."""
+    import random
+
+    from coffer_memory._fusion import _normalised, fused_scores
+
+    r = random.Random(18)
+    for _ in range(300):
+        ids = [f"f{n}" for n in range(r.randint(1, 40))]
+        keyword = [(i, r.choice([r.random() * 30, 3.0])) for i in r.sample(ids, r.randint(0, len(ids)))]
+        vector = [(i, r.choice([r.random(), 0.5])) for i in r.sample(ids, r.randint(0, len(ids)))]
+        weight = r.choice([0.6, r.random()])
+        scaled = (_normalised(vector), _normalised(keyword))
+        weights = (1.0 - weight, weight)
+        order = dict.fromkeys([i for i, _ in vector] + [i for i, _ in keyword])
+        want = {i: sum(w * s.get(i, 0.0) for w, s in zip(weights, scaled, strict=True)) for i in order}
+        ranked = sorted(want, key=lambda i: want[i], reverse=True)[:20]
+        assert fused_scores(keyword, vector, 20, weight) == [(i, want[i]) for i in ranked]
+
+
+def test_a_rescored_hit_is_the_hit_with_the_new_score() -> None:
+    """``rescored`` makes what ``attrs.evolve(hit, score=...)`` makes."""
+    from datetime import UTC, datetime
+
+    from coffer_memory._recall_hits import rescored
+
+    hit = MemoryHit(
+        id="a",
+        text="t",
+        score=1.0,
+        source="global:/x.md",
+        time=datetime.now(UTC),
+        store="s",
+        path=Path("/x.md"),
+        title="T",
+    )
+    assert rescored(hit, 0.25) == attrs.evolve(hit, score=0.25)
+    assert rescored(hit, 0.25).path == Path("/x.md")
 
 
 def test_keyword_ranks_a_hit_holding_more_of_the_question_first(svc: MemoryService) -> None:
