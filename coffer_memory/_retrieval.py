@@ -195,6 +195,8 @@ class KnowledgeRetrieval:
         # vector rows are read together, those of earlier recalls taken from ``kept``.
         with reading(self.db) as kept:
             keyword = self._keyword_lists(present, query, limit * 2, where, kept)
+        # What the fusion takes of the keyword hits, made while the vector is awaited.
+        keyword_scores = [[(h.id, h.score) for h in words] for words in keyword]
         qvec, nearest = soon()
         with reading(self.db) as kept:
             searched = [
@@ -208,12 +210,12 @@ class KnowledgeRetrieval:
                 else ({}, None)
             )
             fused: dict[str, Scored] = {}
-            for sp, words in zip(present, keyword, strict=True):
+            for sp, words_scored in zip(present, keyword_scores, strict=True):
                 if sp.name in found:
                     # Without a fact of an agent session in the store ``_lend`` keeps the first
                     # ``limit``: no more are made hits.
                     many = limit * 2 if with_sessions(self.db, [sp.name], kept) else limit
-                    fused[sp.name] = fused_scores([(h.id, h.score) for h in words], found[sp.name], many)
+                    fused[sp.name] = fused_scores(words_scored, found[sp.name], many)
             # Hits are made of the fused vector hits only (their texts read in one query); a hit
             # in both lists is the vector list's, as in ``fuse_modes``.
             near = {store: {i for i, _ in pairs} for store, pairs in found.items()}
