@@ -39,9 +39,9 @@ from coffer_memory.vocabulary import (
 
 from . import errors
 from .guard import _API_HEADERS, RequestGuard, _adding
+from .reply import JsonReply
 from .routers import recall
 from .routers.recall import TIME_CHARS
-from .reply import JsonReply
 from .schemas import RECALL
 
 # ``/api/v1/memory_stores/recall`` or ``.../{name}/recall`` (a path parameter matches ``[^/]+``).
@@ -129,5 +129,5 @@ class RecallShortcut:
         """The guard lets the request through with no body to read and no CORS headers to add."""
         if self.cors and any(key == b"origin" for key, _ in scope["headers"]):
             return False
-        refusal, reads_body = self.guard._check(scope)  # noqa: SLF001 - the app's own guard, asked first
+        refusal, reads_body = self.guard._check(scope)
         return refusal is None and not reads_body
