@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -77,21 +77,10 @@ async def recall_store(
     return await answer(svc, query, None, None, mode, limit, tag, since, until, name=name)
 
 
-async def answer(
-    svc: AsyncMemoryService,
-    query: str,
-    cwd: str | None,
-    store: list[str] | None,
-    mode: Mode | None,
-    limit: int,
-    tag: list[str] | None,
-    since: str | None,
-    until: str | None,
-    *,
-    name: str | None = None,
-) -> Response:
-    """Both routes' answer to their validated parameters (``name``: the one store of the path)."""
-    return reply(RECALL, await found(svc, query, cwd, store, mode, limit, tag, since, until, name=name))
+async def answer(svc: AsyncMemoryService, *params: Any, name: str | None = None) -> Response:
+    """Both routes' answer to their validated parameters (``found``'s, ``name``: the one store of
+    the path)."""
+    return reply(RECALL, await found(svc, *params, name=name))
 
 
 async def found(
