@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlencode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +42,6 @@ from rest_limit import LimitApp, limit_db
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
-from coffer_memory_fastapi.shortcut import RecallShortcut
 
 QUERY = "deploy docker"
 PATH = "/api/v1/memory_stores/recall"
@@ -160,7 +159,7 @@ async def run(home: str, n: int) -> list[list[Any]]:
 
     app = create_app(svc)
     routed = create_app(svc)
-    routed.user_middleware = [m for m in routed.user_middleware if m.cls is not cast(Any, RecallShortcut)]
+    routed.state.recall_shortcut = False
 
     def through(asgi: Any) -> Callable[[], Awaitable[None]]:
         async def call() -> None:

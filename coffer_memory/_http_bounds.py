@@ -147,12 +147,19 @@ class ReadDeadlines:
     _deadline_timer: Any = None
 
     def data_received(self, data: bytes) -> None:
-        """Start timing a request's head at its first byte; count what the phase received."""
+        """Start timing a request's head at its first byte; count what the phase received.
+
+        The timer of a phase begun here is set only if the phase is still on once these bytes
+        are parsed: a request whose head and body came in one piece (an agent's recall) ends
+        both phases at once, and setting and cancelling two timers for it cost more than parsing it.
+        """
         if self._phase is None and not self._transport().is_closing() and self._idle():
-            self._start("head")
+            self._start("head", timed=False)
         self._phase_bytes += len(data)
         super().data_received(data)  # type: ignore[misc]
         self._advance()
+        if self._phase is not None and self._deadline_timer is None:
+            self._schedule()
 
     def connection_made(self, transport: Any) -> None:
         """A new connection: its first request's head is timed from now (uvicorn held a connection
@@ -178,11 +185,12 @@ class ReadDeadlines:
         cycle = self._cycle()
         return cycle is None or not cycle.more_body
 
-    def _start(self, phase: str) -> None:
+    def _start(self, phase: str, *, timed: bool = True) -> None:
         self._stop()
         self._phase, self._phase_start, self._phase_bytes = phase, time.monotonic(), 0
         self._head_cycle = self._cycle()
-        self._schedule()
+        if timed:
+            self._schedule()
 
     def _stop(self) -> None:
         if self._deadline_timer is not None:
@@ -190,9 +198,10 @@ class ReadDeadlines:
         self._phase, self._deadline_timer = None, None
 
     def _advance(self) -> None:
-        """Move on when what was received ended the head (to the body) or the body (to nothing)."""
+        """Move on when what was received ended the head (to the body, timed by the caller) or the
+        body (to nothing)."""
         if self._phase == "head" and self._cycle() is not self._head_cycle:
-            self._start("body")
+            self._start("body", timed=False)
         if self._phase == "body" and not self._cycle().more_body:
             self._stop()
 

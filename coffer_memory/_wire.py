@@ -19,6 +19,7 @@ item of a list field. Nothing here is imported by ``import coffer_memory``: only
 from __future__ import annotations
 
 import enum
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -145,8 +146,7 @@ def _wire_inner(tp: Any, nested: JsonShape | None) -> tuple[Any, Convert]:
 def _getter(path: str, absent: Any = None) -> Callable[[Any], Any]:
     parts = path.split(".")
     if len(parts) == 1:
-        name = parts[0]
-        return lambda obj: getattr(obj, name)
+        return operator.attrgetter(path)  # a C call: a REST recall's answer reads ~80 fields
 
     def get(obj: Any) -> Any:
         for part in parts:
@@ -244,6 +244,7 @@ class JsonShape:
             **{s.name: (s.annotation, s.info) for s in self.slots},
         )
         self._plan = [(s.name, s.get, s.convert) for s in self.slots]
+        self._faced = bool(self.extra)
 
     @classmethod
     def listing(
@@ -255,6 +256,11 @@ class JsonShape:
 
     def dump(self, obj: Any, **extra: Any) -> dict[str, Any]:
         """``obj`` as JSON-ready data (datetimes stay ``datetime``; the encoder writes them)."""
+        if not self._faced:  # the core's fields only (each hit of a recall): one comprehension
+            return {
+                name: get(obj) if convert is None else (None if (v := get(obj)) is None else convert(v))
+                for name, get, convert in self._plan
+            }
         out: dict[str, Any] = {}
         for name, get, convert in self._plan:
             value = extra[name] if name in self.extra and name in extra else get(obj)

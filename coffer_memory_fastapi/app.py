@@ -102,9 +102,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    # The last added runs first: the guard refuses before CORS answers a preflight, and both run
-    # before the recall shortcut.
-    app.add_middleware(RecallShortcut)
+    # The last added runs first: the guard refuses before CORS answers a preflight.
     if cors:
         app.add_middleware(
             RefusingCors,
@@ -113,12 +111,25 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "If-Match"],
             expose_headers=["ETag", "Location"],
         )
-    app.add_middleware(
-        RequestGuard,
-        hosts=hosts,
-        cors_origins=cors,
-        token=token,
-        ui_prefix=web.UI_PREFIX,
-        body_limits={porting.IMPORT_PATH: porting.MAX_UPLOAD_BODY_BYTES},
-    )
+    guarding: dict[str, Any] = {
+        "hosts": hosts,
+        "cors_origins": cors,
+        "token": token,
+        "ui_prefix": web.UI_PREFIX,
+        "body_limits": {porting.IMPORT_PATH: porting.MAX_UPLOAD_BODY_BYTES},
+    }
+    app.add_middleware(RequestGuard, **guarding)
+    # A plain recall is answered in front of the whole stack, asking the same guard first
+    # (``RecallShortcut``); ``app.state.recall_shortcut = False`` before the first request leaves
+    # every recall to the routes.
+    app.state.recall_shortcut = True
+
+    def build_middleware_stack() -> Any:
+        stack = FastAPI.build_middleware_stack(app)
+        if not app.state.recall_shortcut:
+            return stack
+        guard = RequestGuard(stack, **guarding)
+        return RecallShortcut(stack, guard=guard, service=asvc, cors=bool(cors))
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app

@@ -150,9 +150,14 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return envelope(code, str(exc.detail), status=exc.status_code, headers=headers)
 
 
-async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+def unexpected_envelope(exc: Exception) -> JSONResponse:
+    """The envelope answering an unexpected failure (logged here; its message never sent)."""
     log.exception("unexpected failure", exc_info=exc)
     return envelope("INTERNAL", "internal error", {"type": type(exc).__name__})
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    return unexpected_envelope(exc)
 
 
 def install(app: FastAPI) -> None:

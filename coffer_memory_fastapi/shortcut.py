@@ -3,12 +3,20 @@
 Recall is what agents call most. For each request FastAPI re-derives every query parameter's
 type (nine parameters on ``/recall``), solves the dependencies and passes five more middleware
 layers and the router: about as much CPU as the rest of the HTTP path together (docs/benchmarks.md,
-"REST, session 7"). This middleware answers a ``GET`` of either recall route whose parameters are
-all plain and within the route's limits, by calling the same ``routers.recall.answer`` the routes
-call, so the body, status and headers are the route's. Every other request (another path or
-method, a mounted app, a missing, repeated, unknown or out-of-range parameter, anything FastAPI would
-refuse or coerce) goes on to FastAPI unchanged, so each refusal stays FastAPI's own. It sits inside
-``RequestGuard`` and the CORS middleware: their checks and headers apply as before.
+"REST, session 7"). This app answers a ``GET`` of either recall route whose parameters are all
+plain and within the route's limits, by calling the same ``routers.recall.found`` the routes call
+and encoding its result as ``reply`` does, so the body, status and headers are the route's. Every
+other request (another path or method, a mounted app, a missing, repeated, unknown or
+out-of-range parameter, anything FastAPI would refuse or coerce) goes on to the app unchanged, so
+each refusal stays FastAPI's own.
+
+It sits in front of the app's whole middleware stack (``create_app`` puts it there): Starlette's
+error middleware, FastAPI's and the guard's layers each wrapped every recall and its two sends
+(docs/benchmarks.md, "REST recall, session 18"). So it asks ``RequestGuard`` itself: a request
+the guard would refuse, or whose body the guard would read, goes on to the app, whose guard
+refuses it; so does one with an ``Origin`` when CORS is on (the CORS middleware answers
+it). Its answers carry the headers the guard adds to an API answer, and an unexpected
+failure is answered as Starlette's error middleware answers it (the envelope, then raised on).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.responses import Response
+import pydantic_core
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coffer_memory import AsyncMemoryService, CofferError
@@ -30,8 +38,11 @@ from coffer_memory.vocabulary import (
 )
 
 from . import errors
+from .guard import _API_HEADERS, RequestGuard, _adding
+from .reply import JsonReply
 from .routers import recall
 from .routers.recall import TIME_CHARS
+from .schemas import RECALL
 
 # ``/api/v1/memory_stores/recall`` or ``.../{name}/recall`` (a path parameter matches ``[^/]+``).
 _PATH = re.compile(re.escape(recall.router.prefix) + r"(?:/([^/]+))?/recall")
@@ -39,6 +50,7 @@ _LIMIT = re.compile(r"[1-9][0-9]{0,2}")  # what int() and pydantic read alike
 _SCALARS = {"query", "cwd", "mode", "limit", "since", "until"}
 _LISTS = {"store", "tag"}
 _ON_ONE_STORE = {"query", "mode", "limit", "since", "until", "tag"}  # ``/{name}/recall`` takes no cwd, store
+_JSON = (b"content-type", JsonReply.media_type.encode())
 
 
 def recall_arguments(scope: Scope) -> tuple[Any, ...] | None:
@@ -81,21 +93,41 @@ def recall_arguments(scope: Scope) -> tuple[Any, ...] | None:
 
 
 class RecallShortcut:
-    """ASGI middleware answering plain recall requests itself (see the module docstring)."""
+    """ASGI app answering plain recall requests itself, in front of ``app`` (see the module
+    docstring); ``guard`` is configured as the app's ``RequestGuard``, ``cors``: CORS is on."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, guard: RequestGuard, service: AsyncMemoryService, cors: bool) -> None:
         self.app = app
+        self.guard = guard
+        self.service = service
+        self.cors = cors
+        # What the guard adds to an API answer, after what the CORS middleware adds to one
+        # answering a request without an Origin.
+        self.added = (*([(b"vary", b"Origin")] if cors else []), *_API_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         args = recall_arguments(scope) if scope["type"] == "http" else None
-        if args is None:
+        if args is None or not self._passes_guard(scope):
             await self.app(scope, receive, send)
             return
         *params, name = args
-        service: AsyncMemoryService = scope["app"].state.async_service  # as the routes' dependency
-        response: Response
         try:
-            response = await recall.answer(service, *params, name=name)
-        except CofferError as exc:  # what the app's handler for it answers
-            response = errors.coffer_envelope(exc)
-        await response(scope, receive, send)
+            result = await recall.found(self.service, *params, name=name)
+        except CofferError as exc:  # what the app's handler for it answers, through the guard
+            await errors.coffer_envelope(exc)(scope, receive, _adding(send, self.added))
+            return
+        except Exception as exc:  # Starlette's error middleware, outside the guard: answer, raise on
+            await errors.unexpected_envelope(exc)(scope, receive, send)
+            raise
+        # ``reply(RECALL, result)`` and the headers added to it, written as the two messages they send.
+        body = pydantic_core.to_json(RECALL.dump(result))
+        headers = [(b"content-length", str(len(body)).encode()), _JSON, *self.added]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _passes_guard(self, scope: Scope) -> bool:
+        """The guard lets the request through with no body to read and no CORS headers to add."""
+        if self.cors and any(key == b"origin" for key, _ in scope["headers"]):
+            return False
+        refusal, reads_body = self.guard._check(scope)
+        return refusal is None and not reads_body

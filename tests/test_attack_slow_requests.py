@@ -15,7 +15,7 @@ import select
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from conftest import serve_in_thread
@@ -135,3 +135,47 @@ def test_a_hundred_thousand_headers_are_refused(face: tuple[str, int]) -> None:
     assert cut_off or answer.startswith(b"HTTP/1.1 400 "), answer[:300]
     if answer:
         refused(answer, 400, "INVALID_INPUT")
+
+
+class CountedDeadlines(EnvelopeProtocol):
+    """coffer-api's protocol, counting the deadline timers it sets."""
+
+    set_timers: ClassVar[list[str]] = []
+
+    def _schedule(self) -> None:
+        CountedDeadlines.set_timers.append(str(self._phase))
+        super()._schedule()
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """One whole answer on a kept-alive connection (its head and its Content-Length's body)."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def test_a_request_that_comes_in_one_piece_sets_no_deadline_timer(service: MemoryService) -> None:
+    # A timer set for the head and another for the body, each cancelled by the same bytes, cost an
+    # agent's recall more than parsing it; a request that arrives in pieces is still timed.
+    CountedDeadlines.set_timers.clear()
+    request = b"GET /api/v1/memory_stores HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with (
+        serve_in_thread(create_app(service), CountedDeadlines) as port,
+        socket.create_connection(("127.0.0.1", port), timeout=30) as sock,
+    ):
+        for _ in range(2):
+            sock.sendall(request)
+            assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+            assert CountedDeadlines.set_timers == ["head"]  # the connection's, from its opening
+        sock.sendall(request[:20])
+        deadline = time.monotonic() + 60  # a bound on a loaded machine, not an assertion
+        while len(CountedDeadlines.set_timers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the server read the first piece alone and timed its head
+        sock.sendall(request[20:])
+        assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+    assert CountedDeadlines.set_timers == ["head", "head"]

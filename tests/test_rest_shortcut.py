@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 import pytest
@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from coffer_memory import MemoryService
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 from coffer_memory_fastapi import create_app
-from coffer_memory_fastapi.shortcut import RecallShortcut, recall_arguments
+from coffer_memory_fastapi.shortcut import recall_arguments
 
 API = "/api/v1/memory_stores"
 TOKEN = "s3cret"
@@ -27,9 +27,8 @@ ORIGIN = "https://app.example"
 
 def without_shortcut(app: FastAPI) -> FastAPI:
     """The app with the shortcut left out (the middleware stack is built on the first request)."""
-    shortcut: Any = RecallShortcut  # a middleware class, as Starlette's list holds it
-    assert any(m.cls is shortcut for m in app.user_middleware)
-    app.user_middleware = [m for m in app.user_middleware if m.cls is not shortcut]
+    assert app.state.recall_shortcut
+    app.state.recall_shortcut = False
     return app
 
 
@@ -207,3 +206,56 @@ def test_plain_requests_take_the_shortcut_and_odd_ones_do_not() -> None:
         scope(f"{API}/recall", "query=x&store=global&tags=a"),
     ):
         assert recall_arguments(odd) is None, odd
+
+
+class Seen:
+    """A pure ASGI middleware recording the paths of the requests that reach it."""
+
+    paths: ClassVar[list[str]] = []
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            Seen.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+def test_a_plain_recall_is_answered_in_front_of_the_middleware_stack(
+    home: tuple[MemoryService, Path],
+) -> None:
+    # Starlette's error middleware, FastAPI's layers and the guard each wrapped every recall and
+    # its sends; the shortcut now asks the guard itself and answers before all of them.
+    svc, _ = home
+    app = create_app(svc)
+    app.add_middleware(Seen)  # the outermost middleware of the stack
+    Seen.paths.clear()
+    with TestClient(app) as client:
+        plain = client.get(f"{API}/recall", params={"query": "deploy", "store": "global"})
+        assert plain.status_code == 200 and plain.json()["hits"]
+        assert Seen.paths == []
+        client.get(f"{API}/recall", params={"query": "deploy", "store": "global", "limit": "010"})
+        client.get(
+            f"{API}/recall", params={"query": "deploy", "store": "global"}, headers={"Host": "evil.example"}
+        )
+        client.get(
+            f"{API}/global/recall", params={"query": "deploy"}, headers={"Sec-Fetch-Site": "cross-site"}
+        )
+    assert Seen.paths == [f"{API}/recall", f"{API}/recall", f"{API}/global/recall"]
+
+
+def test_an_unexpected_failure_of_a_recall_is_answered_as_the_routes_answer_it(
+    pair: tuple[TestClient, TestClient], home: tuple[MemoryService, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, slow = pair
+    svc, _ = home
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a fault that must not leak")
+
+    monkeypatch.setattr(svc.facts, "recall", broken)  # the one way to make a real recall fail unexpectedly
+    url = f"{API}/recall?query=deploy&store=global"
+    a, b = fast.get(url), slow.get(url)
+    same(a, b, url)
+    assert a.status_code == 500 and a.json()["error"]["code"] == "INTERNAL" and "leak" not in a.text

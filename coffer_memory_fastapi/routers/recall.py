@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from coffer_memory import AsyncMemoryService, InvalidInput
+from coffer_memory import AsyncMemoryService, InvalidInput, RecallResult
 from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
 
 from ..deps import AsyncService, check_cwd, clean
@@ -77,7 +77,13 @@ async def recall_store(
     return await answer(svc, query, None, None, mode, limit, tag, since, until, name=name)
 
 
-async def answer(
+async def answer(svc: AsyncMemoryService, *params: Any, name: str | None = None) -> Response:
+    """Both routes' answer to their validated parameters (``found``'s, ``name``: the one store of
+    the path)."""
+    return reply(RECALL, await found(svc, *params, name=name))
+
+
+async def found(
     svc: AsyncMemoryService,
     query: str,
     cwd: str | None,
@@ -89,15 +95,13 @@ async def answer(
     until: str | None,
     *,
     name: str | None = None,
-) -> Response:
-    """Both routes' answer to their validated parameters (``name``: the one store of the path);
-    ``RecallShortcut`` calls it too."""
+) -> RecallResult:
+    """What ``answer`` answers, before its encoding (``RecallShortcut`` encodes it itself)."""
     if name is None and (cwd is None) == (not store):
         raise InvalidInput("pass either cwd or one or more store names", field="cwd")
     clean(query, "query")
     where = check_cwd(cwd) if cwd is not None else None
     stores = [name] if name is not None else store or None
-    found = await svc.recall(
+    return await svc.recall(
         query, cwd=where, stores=stores, mode=mode, limit=limit, tags=tag, since=since, until=until
     )
-    return reply(RECALL, found)
