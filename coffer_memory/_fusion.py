@@ -109,12 +109,19 @@ def rrf_disjoint(lists: Sequence[Sequence[T]], limit: int) -> list[T]:
     return out[:limit]
 
 
+def even_turns(lists: int, limit: int) -> list[int]:
+    """How many keys ``rrf_disjoint`` takes from each of ``lists`` lists when none runs out before
+    ``limit`` keys are taken: ``limit`` split evenly, the first lists one more. A list as long as
+    its turn or longer is taken only that far."""
+    each, more = divmod(limit, lists) if lists else (0, 0)
+    return [each + 1] * more + [each] * (lists - more)
+
+
 def disjoint_taken(lengths: Sequence[int], limit: int) -> list[int]:
     """How many keys ``rrf_disjoint`` takes from the front of each of lists of these ``lengths``:
     its answer is ``rrf_disjoint`` of those fronts alone (a caller reads rows only for keys that
     can place)."""
-    each, more = divmod(limit, len(lengths)) if lengths else (0, 0)
-    even = [each + 1] * more + [each] * (len(lengths) - more)  # the turns when no list runs out
+    even = even_turns(len(lengths), limit)
     if all(map(int.__ge__, lengths, even)):
         return even
     taken = [0] * len(lengths)

@@ -17,6 +17,7 @@ from ._fusion import (
     NEIGHBOUR_DEPTH,
     NEIGHBOUR_NEXT_SHARE,
     NEIGHBOUR_PREV_SHARE,
+    even_turns,
     fuse_modes,
     fused_scores,
     lend,
@@ -533,17 +534,22 @@ class KnowledgeRetrieval:
         """
         names = [sp.name for sp in paths]
         with reading(self.db, sized) as kept:
-            found = best_documents(self.db, names, query, limit, kept)
             # Lending needs session neighbours: none in stores without a session fact.
             near = (
                 NEIGHBOUR_DEPTH > 0 and "keyword" in NEIGHBOUR_MODES and with_sessions(self.db, names, kept)
             )
-            # No lending, no store named twice: only the documents the fusion can take need rows.
-            fronts = (
-                None if near or len(set(names)) < len(names) else fused_fronts(self.db, found, limit, kept)
+            # No lending, no store named twice: the fusion takes turns, so each store's documents
+            # are needed only as far as its turns (``best_documents``'s ``fronts``), and only the
+            # documents the fusion can take need rows.
+            turns = None if near or len(set(names)) < len(names) else even_turns(len(names), limit)
+            found = best_documents(
+                self.db, names, query, limit, kept, turns if turns and min(turns) else None
             )
+            fronts = None if turns is None else fused_fronts(self.db, found, limit, kept)
             if fronts is not None:
                 return [make_hit(store, doc, *found[store][i]) for (store, i), doc in fronts]
+            if turns is not None:  # a front document had no row: every store's first ``limit``
+                found = best_documents(self.db, names, query, limit, kept)
             best = found
             # The candidates' rows and their session neighbours in one query; rows of neighbours
             # that the lending brings in, in a second only then.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import unicodedata
 from collections.abc import KeysView, Mapping, Sequence
+from typing import Any
 
 import apsw
 
@@ -61,6 +62,10 @@ Tokens = KeysView[str]
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
 _separator_ok: list[bool] = []
+# A query's terms as compared, the factor of each share, its single tokens (``_plan``), by
+# (weight, *terms).
+_Plan = tuple[list[_Wanted], list[float], frozenset[str] | None]
+_plans: dict[tuple[Any, ...], _Plan | None] = {}
 # Candidate texts already re-scored, as compared and their tokens: about 3 KB each (measured at
 # 10k facts), so at most ~13 MB. A single pass of 200 recalls at 10k facts met 6,200 texts in
 # 16,000 candidates: 2,048 kept tokenized 12,200 of them, 4,096 kept 9,600.
@@ -160,12 +165,11 @@ def scored_lists(
     (looked up once, the rows of every list tokenized in one batch), as (score, rowid) pairs, the
     order they sort in: Python compares tuples whose first item is a float faster than it sorts
     by a key (a key tuple per row was most of the two sorts' ~110 k instructions a recall)."""
-    if len(terms) < 2 or weight <= 0:
+    plan = _plan(terms, weight) if len(terms) >= 2 and weight > 0 else None
+    if plan is None:
         return [[(score, rowid) for rowid, score in ranked] for ranked in lists]
+    wanted, factors, keys = plan
     tokenize = _tokenizer()
-    wanted = [w for w in (_wanted(tokenize, term) for term in terms) if w is not None]
-    if len(wanted) < 2:
-        return [[(score, rowid) for rowid, score in ranked] for ranked in lists]
     if by_row is None:
         rowids = [rowid for ranked in lists for rowid, _ in ranked]
         compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
@@ -177,10 +181,6 @@ def scored_lists(
                 missing = [rowid for ranked in lists for rowid, _ in ranked]
             by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
         compared = by_row
-    n = len(wanted)
-    # The factor of each possible share, worked out as the per-row expression works it out.
-    factors = [1.0 + weight * share / n for share in range(n + 1)]
-    keys = _single_tokens(wanted)
     out = []
     for ranked in lists:
         if keys is not None:  # the usual query: one intersection per row counts its terms
@@ -193,6 +193,25 @@ def scored_lists(
         scored.sort()  # by score, then rowid: the order of the search
         out.append(scored)
     return out
+
+
+def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
+    """The query's terms as compared (``_wanted``), the factor of each share, and its single tokens
+    (``_single_tokens``); None when fewer than two terms have tokens (nothing to re-score). Kept
+    per terms and weight: a recall re-scores its rows in up to two steps (``fts._scored_within``)."""
+    key = (weight, *terms)
+    if key in _plans:
+        return _plans[key]
+    wanted = [w for w in (_wanted(_tokenizer(), term) for term in terms) if w is not None]
+    plan: _Plan | None = None
+    if len(wanted) >= 2:
+        n = len(wanted)
+        # The factor of each possible share, worked out as the per-row expression works it out.
+        plan = (wanted, [1.0 + weight * share / n for share in range(n + 1)], _single_tokens(wanted))
+    if len(_plans) >= _WANTED_CACHE_MAX:
+        _plans.clear()
+    _plans[key] = plan
+    return plan
 
 
 def _texts(texts: Mapping[int, Sequence[str]], rowids: Sequence[int]) -> list[str]:

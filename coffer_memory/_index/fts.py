@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
+import apsw
 import attrs
 
 from . import forms, near
-from .coverage import scored_lists
+from .coverage import COVERAGE_WEIGHT, scored_lists
 from .db import IndexDB
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import document_id_of_chunk, store_scope
@@ -143,7 +145,7 @@ def search_words_many(
     out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
     if not terms:
         return out
-    content, scored = _scored_per_store(db, list(out), terms, limit, kept)
+    content, _, scored = _scored_per_store(db, list(out), terms, limit, kept)
     for store, rows in scored.items():
         ids: set[str] = set()
         for score, rowid in rows:
@@ -157,29 +159,60 @@ def search_words_many(
 
 
 def best_documents(
-    db: IndexDB, stores: Sequence[str], query: str, limit: int, kept: dict[Any, Any] | None = None
+    db: IndexDB,
+    stores: Sequence[str],
+    query: str,
+    limit: int,
+    kept: dict[Any, Any] | None = None,
+    fronts: Sequence[int] | None = None,
 ) -> dict[str, dict[str, tuple[str, float]]]:
     """Each store's first ``limit`` documents, each with its best chunk's text and score: what
     ``best_per_document`` makes of ``search_chunks_many(db, stores, query, 4 * limit,
-    docs=limit)``, without a ``ChunkHit`` per row (``kept`` as there)."""
+    docs=limit)``, without a ``ChunkHit`` per row (``kept`` as there).
+
+    ``fronts`` (one count per store, each at most ``limit``): the caller takes only that many of
+    each store's first documents when every store has that many (the stores' fusion by turns,
+    ``_fusion.even_turns``). Each store's list is then cut there, and only its rows that can
+    place among those documents are re-scored (``_scored_within``); a store with fewer has every
+    store's first ``limit`` documents made as without ``fronts``."""
     terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
     out: dict[str, dict[str, tuple[str, float]]] = {s: {} for s in stores}
     if terms:
-        content, scored = _scored_per_store(db, list(out), terms, 4 * limit, kept)
-        get = content.get
-        for store, rows in scored.items():
-            best = out[store]  # ``best_per_document``, with each row's document id kept beside it
-            for score, rowid in rows:
-                found = get(rowid)
-                if found is not None and found[3] not in best:
-                    best[found[3]] = (found[1], -score)
-                    if len(best) == limit:
-                        break
+        names = list(out)
+        caps = None if fronts is None else dict(zip(names, fronts, strict=True))
+        content, ranked, scored = _scored_per_store(db, names, terms, 4 * limit, kept, caps)
+        _best_into(out, content, scored, caps or dict.fromkeys(names, limit))
+        if caps is not None and any(len(out[store]) < cap for store, cap in caps.items()):
+            # a store ran short: the others may place more than their turns (every row re-scored)
+            out = {s: {} for s in names}
+            _best_into(out, content, _scored(db, terms, ranked, content, kept), dict.fromkeys(names, limit))
     for store, best in out.items():
         if not best:
             hits = _fallback(db, store, query, 4 * limit)
             out[store] = best_per_document(((h.chunk_id, h.text, h.score) for h in hits), limit)
     return out
+
+
+def _best_into(
+    out: dict[str, dict[str, tuple[str, float]]],
+    content: ChunkRows,
+    scored: dict[str, list[tuple[float, int]]],
+    caps: dict[str, int],
+) -> None:
+    """``best_per_document`` of each store's ``scored`` rows into ``out``, ``caps[store]``
+    documents at most, each row's document id kept beside it in ``content``."""
+    get = content.get
+    for store, rows in scored.items():
+        best = out[store]
+        cap = caps[store]
+        if not cap:
+            continue
+        for score, rowid in rows:
+            found = get(rowid)
+            if found is not None and found[3] not in best:
+                best[found[3]] = (found[1], -score)
+                if len(best) == cap:
+                    break
 
 
 def best_per_document(chunks: Iterable[tuple[str, str, float]], limit: int) -> dict[str, tuple[str, float]]:
@@ -196,15 +229,99 @@ def best_per_document(chunks: Iterable[tuple[str, str, float]], limit: int) -> d
 
 
 def _scored_per_store(
-    db: IndexDB, stores: list[str], terms: Sequence[str], limit: int, kept: dict[Any, Any] | None
-) -> tuple[ChunkRows, dict[str, list[tuple[float, int]]]]:
-    """The chunk rows read, and each store's first ``limit`` rows as its own MATCH ranks them
-    (``_ranked_per_store``), re-scored by coverage, best first, as (score, rowid)."""
+    db: IndexDB,
+    stores: list[str],
+    terms: Sequence[str],
+    limit: int,
+    kept: dict[Any, Any] | None,
+    caps: dict[str, int] | None = None,
+) -> tuple[ChunkRows, dict[str, list[tuple[int, float]]], dict[str, list[tuple[float, int]]]]:
+    """The chunk rows read, each store's first ``limit`` rows as its own MATCH ranks them
+    (``_ranked_per_store``, as (rowid, bm25)), and those rows re-scored by coverage, best first,
+    as (score, rowid); with ``caps``, each store's re-scored rows only as far as its first
+    ``caps[store]`` documents need (``_scored_within``)."""
     content = _kept_rows(kept if kept is not None else {})
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)  # their chunk rows read
+    if caps is None:
+        return content, ranked, _scored(db, terms, ranked, content, kept)
+    by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
+    scored = _scored_within(
+        db.conn, terms, [(rows, caps[store]) for store, rows in ranked.items()], content, by_row
+    )
+    return content, ranked, dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
+
+
+def _scored(
+    db: IndexDB,
+    terms: Sequence[str],
+    ranked: dict[str, list[tuple[int, float]]],
+    content: ChunkRows,
+    kept: dict[Any, Any] | None,
+) -> dict[str, list[tuple[float, int]]]:
+    """Every row of each store's ``ranked`` list re-scored by coverage, best first (score, rowid)."""
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
     scored = scored_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
-    return content, dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
+    return dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
+
+
+# The most coverage multiplies a bm25 score by (every term held): ``1 + COVERAGE_WEIGHT``, exactly
+# the factor ``scored_lists`` works out for a full share.
+_MOST_FACTOR = 1.0 + COVERAGE_WEIGHT
+
+
+def _at_most(row: tuple[int, float]) -> float:
+    """The best (lowest) score coverage can give a ranked (rowid, bm25) row."""
+    return row[1] * _MOST_FACTOR
+
+
+def _scored_within(
+    conn: apsw.Connection,
+    terms: Sequence[str],
+    lists: Sequence[tuple[list[tuple[int, float]], int]],
+    content: ChunkRows,
+    by_row: dict[Any, Any] | None,
+) -> list[list[tuple[float, int]]]:
+    """``scored_lists`` of each (ranked rows, documents) pair's rows, cut where no later row can
+    place among the first ``documents`` documents: the list's first documents are those of
+    ``scored_lists`` of all its rows, in the same order, with the same scores.
+
+    A ranked list is in bm25 order (lowest first, every score at most 0), and coverage multiplies
+    a score by 1 to ``_MOST_FACTOR``: a row's re-scored value is never below ``_at_most(row)``
+    (rounding is monotone), and no lower for a later row. So once the rows re-scored so far hold
+    ``documents`` documents, the last of them at score ``bound``, a row whose ``_at_most`` is above
+    ``bound`` sorts after it, as does every row after it: those rows are not re-scored (nor, for a
+    first sight, tokenized). The first ``2 x documents`` rows are re-scored to find the bound, then
+    the rows up to the cut, each step one ``scored_lists`` call for every list."""
+    heads = [ranked[: 2 * docs] for ranked, docs in lists]
+    scored = scored_lists(conn, terms, heads, content, by_row=by_row)
+    tails = []
+    for (ranked, docs), head, mine in zip(lists, heads, scored, strict=True):
+        bound = _bound(mine, content, docs)
+        end = len(ranked) if bound is None else bisect.bisect_right(ranked, bound, len(head), key=_at_most)
+        tails.append(ranked[len(head) : end])
+    if any(tails):
+        for mine, more in zip(scored, scored_lists(conn, terms, tails, content, by_row=by_row), strict=True):
+            if more:
+                mine += more
+                mine.sort()  # two sorted runs: one merge
+    return scored
+
+
+def _bound(scored: list[tuple[float, int]], content: ChunkRows, docs: int) -> float | None:
+    """The score of the row that brings the ``docs``-th document among ``scored`` (score, rowid)
+    rows in order (a row without its chunk row is no document, as in ``_best_into``); None when
+    they hold fewer documents."""
+    if docs <= 0:
+        return None
+    get = content.get
+    seen: set[str] = set()
+    for score, rowid in scored:
+        found = get(rowid)
+        if found is not None and found[3] not in seen:
+            seen.add(found[3])
+            if len(seen) == docs:
+                return score
+    return None
 
 
 def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
