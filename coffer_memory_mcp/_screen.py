@@ -8,8 +8,16 @@
   more digits than Python converts): the SDK's parser reads it as a notification, which is never
   answered. It gets Invalid Request with id null (JSON-RPC 2.0: the id could not be read).
 
-Lines that are no JSON at all, or nested deeper than Python's parser follows, pass on unchanged:
-no id can be read from them (``cli.answer_to_refused`` handles what the SDK refuses).
+- A line that is not JSON (cut short, a log line, a typo): the SDK logged it and answered nothing.
+  It gets Parse error (-32700) with id null, as JSON-RPC 2.0 asks. MCP allows it: its stdio
+  transport only forbids the client to send such a line, and an error response may go without the
+  request's id "where the ID could not be read due to a malformed request" (protocol 2025-11-25;
+  the SDK's own HTTP transport answers a body that is not JSON the same way). A line of JSON that
+  is no object or array (``42``, ``"ping"``) is no request: Invalid Request with id null.
+
+An empty (or blank) line carries no message and is passed on (the SDK ignores it, as before). A line
+nested deeper than Python's parser follows passes on unchanged: it is JSON, and the SDK may read it
+(``cli.answer_to_refused`` answers what the SDK refuses).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Any
 
 __all__ = ["Screened", "screen"]
 
+PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 BATCH = (
     "JSON-RPC batches are not supported (MCP has none since protocol 2025-06-18): "
@@ -28,6 +37,8 @@ BATCH = (
 EMPTY_BATCH = "an empty batch (a JSON array with nothing in it) is not a request"
 BAD_ID = "the request id must be a string or an integer (not null, a fraction, a boolean or an object)"
 HUGE_ID = f"the request id is a number of more than {sys.get_int_max_str_digits()} digits"
+NOT_JSON = "Parse error: the line is not JSON (each line must be one JSON-RPC message)"
+NOT_A_REQUEST = "the line is JSON but no JSON-RPC message (an object, one a line)"
 
 
 class _Huge:
@@ -41,8 +52,8 @@ def _int(digits: str) -> int | _Huge:
         return _Huge()
 
 
-def _error(request_id: int | str | None, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_REQUEST, "message": message}}
+def _error(request_id: int | str | None, message: str, code: int = INVALID_REQUEST) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 def _readable_id(value: Any) -> bool:
@@ -75,14 +86,21 @@ def _batch(messages: list[Any]) -> Any:
 def screen(line: str) -> str | None:
     """The answer (one line, newline included) to ``line`` when the SDK would drop it unanswered;
     None when the line should go on to the SDK."""
-    head = line.lstrip()[:1]
-    if head not in ("[", "{"):
+    if not line.strip():
         return None
     try:
         message = json.loads(line, parse_int=_int)
-    except (ValueError, RecursionError):
+    except RecursionError:
         return None
-    answer = _batch(message) if isinstance(message, list) else _odd_request(message)
+    except ValueError:
+        answer: Any = _error(None, NOT_JSON, PARSE_ERROR)
+    else:
+        if isinstance(message, list):
+            answer = _batch(message)
+        elif isinstance(message, dict):
+            answer = _odd_request(message)
+        else:
+            answer = _error(None, NOT_A_REQUEST)
     if answer is None:
         return None
     return json.dumps(answer, separators=(",", ":")) + "\n"

@@ -112,8 +112,13 @@ class _Session:
 
     def take(self, line: str) -> None:
         """Answer ``line`` from the snapshot when it can be, else keep it for the SDK."""
-        message = _request(line)
         first, self.first = self.first, False
+        screened = screen(line)  # not JSON, a batch, an id no client could match: no SDK needed
+        if screened is not None:
+            _debug("answered a line the SDK would drop (not JSON, a batch or an unreadable id)")
+            self.wire.write(screened)
+            return
+        message = _request(line)
         requested = _initialize(message) if first else None
         if message is not None and requested is not None:
             self.version, self.init = self.snapshot.negotiate(requested), message
@@ -142,6 +147,18 @@ class _Session:
         if self.init is None:
             return self.waiting
         return [json.dumps({**self.init, "id": replay_id}) + "\n", *self.waiting]
+
+
+def _notification(line: str) -> bool:
+    """Whether ``line`` wants no answer: a blank line, or a JSON object without an id. Anything
+    else may (a request the SDK refuses is answered too: ``cli.answer_to_refused``)."""
+    if not line.strip():
+        return True
+    try:
+        message = json.loads(line, parse_int=lambda digits: 0)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and "id" not in message
 
 
 def _reader(wire_in: BinaryIO, lines: queue.Queue[object]) -> None:
@@ -293,7 +310,7 @@ def _serve_fast(args: Any, snapshot: Snapshot) -> int:
     while not isinstance(item := lines.get(), _Built):
         if item is _EOF:
             ended = True
-            if session.version is not None and not any(_request(line) for line in session.waiting):
+            if session.version is not None and all(_notification(line) for line in session.waiting):
                 # The client is gone and no request of its waits for an answer: nothing is left
                 # for the SDK to do. A client that waits for the exit (a probe) is not kept ~2 s.
                 # (Before an initialize, a server that cannot start still says so: exit 1.)

@@ -413,3 +413,39 @@ def test_a_batch_or_an_unreadable_id_is_answered_invalid_request_not_dropped(
     assert all(e["error"]["message"].startswith(m) for e, (_, m) in zip(errors, wanted, strict=True))
     peer.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
     assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("this is not json", -32700),
+        ('{"jsonrpc": "2.0", "id": 4, "method": "ping"', -32700),  # cut short
+        ('{"jsonrpc": "2.0", "id": 4, "method": "ping"} {}', -32700),  # two messages on one line
+        ('{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": {"a": "\\x"}}}', -32700),
+        ("42", INVALID_REQUEST),  # JSON, but no message
+        ('"ping"', INVALID_REQUEST),
+    ],
+    ids=["prose", "cut-short", "two-on-a-line", "bad-escape", "number", "string"],
+)
+def test_a_line_that_is_not_json_is_answered_parse_error_with_id_null(
+    peer: StdioPeer,  # noqa: F811
+    line: str,
+    code: int,
+) -> None:
+    # The SDK logged such a line and answered nothing, so a client whose line was cut short waited
+    # for ever. JSON-RPC 2.0 asks for Parse error (-32700) with id null; MCP (2025-11-25) lets an
+    # error go without the request's id when the id could not be read. Then the session goes on.
+    peer.send(line)
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+    answer = peer.answer()  # before, the ping's answer came first: the line had none
+    assert answer is not None and answer["id"] is None, answer
+    assert answer["error"]["code"] == code and answer["error"]["message"], answer
+    assert peer.proc.stdout is not None  # both answers may be in its buffer already: no select
+    assert json.loads(peer.proc.stdout.readline()) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+
+
+def test_a_blank_line_carries_no_message_and_gets_no_answer(peer: StdioPeer) -> None:  # noqa: F811
+    peer.send("")
+    peer.send("   ")
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}

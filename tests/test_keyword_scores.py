@@ -114,3 +114,50 @@ def test_a_word_postgresql_keeps_whole_beside_its_parts_scores_as_on_sqlite(
                 got.setdefault(q, {})[backend] = [h.score for h in hits]
     for q in queries:
         assert got[q]["postgresql"] == pytest.approx(got[q]["sqlite"], rel=1e-6), (q, got[q])
+
+
+ORDER_FACTS = (
+    "the cache is warmed before each deploy",
+    "cache cache cache: the build cache, the test cache and the image cache",
+    "deploys go out on Tuesdays after the standup",
+    "the image cache lives on the build host and is pruned weekly by a cron job that nobody remembers",
+    "redis holds the session cache",
+    "tuesday deploy freeze during the holidays",
+)
+# A word found again in a chunk (fact 2 holds "cache" six times), a query word twice, a query word
+# no chunk holds (zebra), words of real idf beside floored ones.
+ORDER_QUERIES = (
+    "cache",
+    "cache cache",
+    "cache deploy",
+    "cache cache deploy",
+    "cache zebra",
+    "deploy zebra",
+    "zebra cache cache",
+    "image cache",
+)
+
+
+def test_postgresql_ranks_a_small_store_as_sqlite_does(pg_admin_url: str, tmp_path: Path) -> None:
+    """The same facts and queries on both backends: the same hits in the same order, with the
+    same scores. ``ts_rank`` put the short fact with "cache" once before the one with it six times
+    (bm25 the other way), and scored a query with a word no chunk holds about 0.04 where SQLite's
+    bm25 gives about 0.000004 (no idf floor lifted: the word has a real idf)."""
+    from pg_server import create_database
+
+    for facts in (2, 6):
+        got: dict[str, dict[str, list[tuple[str, float]]]] = {}
+        for backend in ("sqlite", "postgresql"):
+            index: dict[str, str] = {"backend": backend}
+            if backend == "postgresql":
+                index["url"] = create_database(pg_admin_url, f"scores_order_{facts}")
+            with MemoryService(settings=Settings.load(tmp_path / f"{backend}-{facts}", index=index)) as svc:
+                for text in ORDER_FACTS[:facts]:
+                    svc.remember(text, store="global")
+                for q in ORDER_QUERIES:
+                    hits = svc.recall(q, stores=["global"], mode="keyword").hits
+                    got.setdefault(q, {})[backend] = [(h.text.strip(), h.score) for h in hits]
+        for q in ORDER_QUERIES:
+            lite, pg = got[q]["sqlite"], got[q]["postgresql"]
+            assert [t for t, _ in pg] == [t for t, _ in lite], (facts, q, lite, pg)
+            assert [s for _, s in pg] == pytest.approx([s for _, s in lite], rel=1e-3), (facts, q, lite, pg)

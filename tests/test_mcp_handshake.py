@@ -310,7 +310,43 @@ def test_installed_versions_are_what_importlib_metadata_says() -> None:
 
 
 def test_a_malformed_first_line_leaves_the_whole_session_to_the_sdk(peers: Any) -> None:
-    handshake_by_the_sdk(peers(), "this is not json")
+    # The line that is not JSON is answered at once, Parse error with id null (JSON-RPC 2.0; MCP
+    # lets an error go without an id it could not read): it was left unanswered before, as the SDK
+    # leaves it, so this test expected the silence. The handshake after it is still the SDK's.
+    peer = peers()
+    peer.send("this is not json")
+    parse_error = peer.answer()
+    assert parse_error["id"] is None and parse_error["error"]["code"] == -32700, parse_error
+    assert "the SDK server is ready" not in peer.stderr()  # answered while the SDK is held
+    handshake_by_the_sdk(peer)
+
+
+LINES_THE_SDK_DROPS = (
+    '[{"jsonrpc": "2.0", "id": 11, "method": "ping"}]',  # a batch
+    '{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}',  # an id no client could match
+    '{"jsonrpc": "2.0", "id": 13, "method": "ping"',  # not JSON (cut short)
+    '{"jsonrpc": "1.0", "id": 14, "method": "ping"}',  # JSON, not JSON-RPC
+)
+
+
+@pytest.mark.parametrize("path", ["fast", "plain"])
+def test_lines_sent_just_before_eof_are_all_answered_before_exit(peers: Any, path: str) -> None:
+    """Every request read gets its answer (or its error) before coffer-mcp exits on EOF. The
+    client writes a batch and other lines the SDK refuses right after its handshake, and closes
+    stdin at once, while the SDK is still being imported: the fast path exited without answering
+    them (only a line it read as a plain request kept it for the SDK)."""
+    peer = peers(path, env={} if path == "fast" else {"COFFER_MCP_FAST_HANDSHAKE": "0"})
+    for message in (initialize(), INITIALIZED, *LINES_THE_SDK_DROPS):
+        peer.send(message)
+    assert peer.close() == 0  # closes stdin, then lets the SDK import start
+    answers = [json.loads(line) for line in iter(peer.lines.get, b"")]
+    assert "Traceback" not in peer.stderr(), peer.stderr()
+    assert answers[0]["id"] == 0 and "result" in answers[0]
+    rest = answers[1:]
+    batch = [a for a in rest if isinstance(a, list)]
+    assert [[(e["id"], e["error"]["code"]) for e in b] for b in batch] == [[(11, -32600)]], answers
+    single = sorted(((a["id"], a["error"]["code"]) for a in rest if isinstance(a, dict)), key=str)
+    assert single == [(14, -32600), (None, -32600), (None, -32700)], answers
 
 
 def test_eof_while_the_sdk_imports_ends_as_the_plain_path_does(peers: Any) -> None:

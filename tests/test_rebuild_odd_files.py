@@ -17,7 +17,7 @@ import apsw
 import pytest
 
 from coffer_memory import MemoryService
-from coffer_memory._index.reconcile import BATCH
+from coffer_memory._index.apply import BATCH
 from coffer_memory._models import MemoryFact
 from coffer_memory._store import fastmeta
 from coffer_memory._store.files import FactParseError, ParsedFile, parse_fact, render_fact, split_frontmatter

@@ -2,26 +2,30 @@
 ``ts_rank``; substrings (``ILIKE``, pg_trgm's index when there) when no word matches; and the
 idf floor's scale for a small store (``idf_floor``).
 
-``ts_rank`` has no idf: a one-fact store's hits scored about 0.03, where SQLite's bm25 (once
-``idf_floor`` lifts its floor) scores about 1 a term. When every term of the query is held by
-half the store's chunks or more (``idf_floor.all_floored``, the condition under which FTS5's
-bm25 floors them), the scores are scaled by one factor for the query and store: what undoes
-``ts_rank``'s own constants (the weight of an unlabelled word, the sum its position weights
-tend to, the division by the query's words) and its length normalisation at the store's
-average chunk, so a word found once in a chunk of average length scores 1, as bm25's
-term-frequency part does with an idf of 1. One factor: no order changes.
+``ts_rank`` has no idf, and weighs a word found again in a chunk, and a chunk's length, otherwise
+than FTS5's bm25: a one-fact store's hits scored about 0.03 where SQLite's bm25 (once ``idf_floor``
+lifts its floor) scores about 1 a word, and a small store's hits came in another order than on
+SQLite (a chunk with "cache" six times first there, a short one with it once first here). So a
+store small enough that every chunk matching the query was read (fewer than ``4 x limit``) and
+that holds at most twice as many chunks is scored by bm25 as FTS5 computes it (``bm25``): each
+word's idf from the store's chunks (floored at ``IDF_FLOOR`` and lifted as ``idf_floor`` does),
+its count in the chunk from the tsvector, the chunk's length in unicode61 tokens. A larger store
+keeps ``ts_rank`` (no idf: a word's weight does not depend on how many chunks hold it).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
 
 from ...plugins.hookspecs import BackendHit
+from ..cjk import index_text
 from ..fts import STOPWORDS, keyword_terms, plan_query
-from ..idf_floor import all_floored
+from ..idf_floor import IDF_FLOOR, all_floored
+from ..keys import store_scope
 from . import forms
 from . import vectors as vec
 from .near import near_rows
@@ -30,13 +34,12 @@ from .text import escape_like, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
-# ``ts_rank``'s weight of a word without a label (class D; ``ts_rank(words, query)``'s default
-# weights are {0.1, 0.2, 0.4, 1.0}) and the sum its position weights tend to (pi^2 / 6, by which
-# ``calc_rank_or`` divides): a word once in a chunk ranks WORD_WEIGHT / RANK_SUM before the
-# division by the query's words and the length normalisation (PostgreSQL's ``tsrank.c``).
-WORD_WEIGHT = 0.1
-RANK_SUM = 1.64493406685
+# FTS5's bm25 constants (``fts5_aux.c``).
+K1 = 1.2
+B = 0.75
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
+# A token of FTS5's unicode61 tokenizer: a run of letters and digits.
+_TOKEN = re.compile(r"[^\W_]+")
 
 Conn = vec.Conn
 Only = vec.Only
@@ -116,49 +119,75 @@ def _words(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[t
         "ORDER BY top.score DESC, top.path, top.position"
     )
     rows = conn.execute(sql, (*terms, store, *params, cap)).fetchall()
-    scale = _floor_scale(conn, store, words, rows, cap) if rows else 1.0
-    return [(*row[:5], row[5] * scale) for row in rows]
+    scored = _small_store_bm25(conn, store, words, rows, cap) if rows else None
+    return scored if scored is not None else [row[:6] for row in rows]
 
 
-def _floor_scale(
+def _small_store_bm25(
     conn: Conn, store: str, words: Sequence[str], rows: Sequence[tuple[Any, ...]], cap: int
-) -> float:
-    """The factor of the module docstring when every one of ``words`` is floored in ``store``,
-    else 1. Asked only of a store that may be small enough: with every match of the query in
-    ``rows`` (fewer than ``cap``), a store of more than twice as many chunks holds each word in
-    fewer than half of them, which a bounded count says without reading the store."""
+) -> list[tuple[Any, ...]] | None:
+    """``rows`` scored and ordered by bm25 as FTS5 computes it (module docstring), for a store
+    small enough that every match of the query is in ``rows`` (fewer than ``cap``) and that holds
+    at most twice as many chunks (a bounded count says so without reading the store); else None.
+    """
     if len(rows) >= cap:  # matches beyond those read: a store this large is not a small one
-        return 1.0
+        return None
     [(total,)] = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM coffer_chunks WHERE store = %s LIMIT %s) s",
         (store, 2 * len(rows) + 1),
     ).fetchall()
     if total > 2 * len(rows):
-        return 1.0
-    per_word = [t for t in (tsquery_terms([w]) for w in words) if t]
-    # Per word: whether its tsquery holds a lexeme, and how many chunks hold it.
-    holding = ", ".join(
-        f"numnode({_tsquery(t)}) > 0, count(*) FILTER (WHERE c.words @@ {_tsquery(t)})" for t in per_word
-    )
-    lengths = (
-        "avg(log(2, (SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
-        "FROM unnest(c.words) u) + 1))"
-    )
-    [(*held, mean_log)] = conn.execute(
-        f"SELECT {holding}, {lengths} FROM coffer_chunks c WHERE c.store = %s",
-        (*(x for t in per_word for x in (*t, *t)), store),
+        return None
+    # Each word's lexeme: the first of its tsquery (PostgreSQL keeps ``make-release``, ``v1.2.3``
+    # or a host whole beside its parts, as FTS5 reads it as one phrase). Words the parser drops
+    # whole (its stop words) are in no chunk and no tsquery: they neither rank nor count.
+    asked = list(dict.fromkeys(words))
+    [queries] = conn.execute(
+        "SELECT " + ", ".join([f"plainto_tsquery('{TS_CONFIG}', %s)::text"] * len(asked)), asked
     ).fetchall()
-    # Words PostgreSQL's parser drops whole (stop words) are in no chunk and in no tsquery: they
-    # neither rank nor count, where FTS5 indexes them in every row (floored there too).
-    counted = [int(n) for lexical, n in zip(held[::2], held[1::2], strict=True) if lexical]
-    lexemes = set(_LEXEME.findall(str(rows[0][6] or "")))
-    if not lexemes or not counted or not all_floored(int(total), counted) or not mean_log:
-        return 1.0
-    # ``ts_rank`` sums over the tsquery's lexemes, bm25 over the query's words: a word PostgreSQL
-    # keeps whole beside its parts (``make-release``: 'make-releas', 'make', 'releas'; a host, a
-    # version) is three lexemes and one phrase in FTS5. Dividing by the words, not the lexemes,
-    # scores a one-fact store's "stand-up deploy" 10 on both backends (it was 15 here).
-    return len(counted) * RANK_SUM / WORD_WEIGHT * float(mean_log)
+    lexemes = list(dict.fromkeys(found[0] for q in queries if (found := _LEXEME.findall(str(q)))))
+    if not lexemes:
+        return None
+    tf = "(SELECT coalesce(max(coalesce(array_length(u.positions, 1), 1)), 0) FROM unnest(c.words) u WHERE u.lexeme = %s)"
+    chunks = conn.execute(
+        f"SELECT c.path, c.text, {', '.join([tf] * len(lexemes))} FROM coffer_chunks c WHERE c.store = %s",
+        (*(lexeme.replace("''", "'") for lexeme in lexemes), store),
+    ).fetchall()
+    scores = bm25([(str(c[1]), [int(n) for n in c[2:]]) for c in chunks], _tokens(store_scope(store)))
+    by_chunk = {(str(c[0]), str(c[1])): score for c, score in zip(chunks, scores, strict=True)}
+    scored = [(*row[:5], by_chunk.get((str(row[1]), str(row[4])), 0.0)) for row in rows]
+    return sorted(scored, key=lambda row: -row[5])  # stable: ts_rank's order among equals
+
+
+def _tokens(text: str) -> int:
+    """How many tokens FTS5's unicode61 tokenizer makes of ``text`` (as the word index sees it)."""
+    return len(_TOKEN.findall(index_text(text)))
+
+
+def bm25(chunks: Sequence[tuple[str, Sequence[int]]], extra: int = 0) -> list[float]:
+    """FTS5's bm25 of each of ``chunks`` (its text, and how often it holds each query word) in a
+    store of those chunks alone, higher is better, with coffer's lift of the idf floor
+    (``idf_floor``): a word in half the chunks or more weighs ``IDF_FLOOR``, or 1 when every word
+    held by a chunk is such a word. ``extra``: tokens each row holds beside its text (the store's
+    scope column)."""
+    if not chunks:
+        return []
+    sizes = [_tokens(text) + extra for text, _ in chunks]
+    mean = sum(sizes) / len(sizes) or 1.0
+    count = len(chunks)
+    holding = [sum(1 for _, tfs in chunks if tfs[i]) for i in range(len(chunks[0][1]))]
+    idf = [math.log((count - n + 0.5) / (n + 0.5)) for n in holding]
+    idf = [w if w > 0 else IDF_FLOOR for w in idf]
+    if all_floored(count, holding):
+        idf = [1.0] * len(idf)
+    return [
+        sum(
+            weight * f * (K1 + 1) / (f + K1 * (1 - B + B * size / mean))
+            for weight, f in zip(idf, tfs, strict=True)
+            if f
+        )
+        for (_, tfs), size in zip(chunks, sizes, strict=True)
+    ]
 
 
 def _substrings(conn: Conn, store: str, query: str, limit: int, only: Only) -> list[tuple[Any, ...]]:
