@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +46,16 @@ def make_repo(path: Path, branch: str = "main") -> Path:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "init")
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children start with SIGINT at its default, as a terminal's do. A suite started as a
+    background job of a script (``make test &``, several copies beside each other) inherits SIGINT
+    ignored, and so did every process it started: Python installs no KeyboardInterrupt handler
+    then, so a test that pressed Ctrl-C on ``coffer-mcp`` waited out its 120 s bound for an exit
+    that never came. A handler set here is reset to the default in each child at ``exec``."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
