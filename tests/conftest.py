@@ -361,11 +361,11 @@ def serve_in_thread(app: Any, http: Any = "auto") -> Iterator[int]:
     of this process; yields the port."""
     import uvicorn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=http))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()  # bound here and handed over: no other process can take the port meanwhile
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=http))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
     while not server.started and time.monotonic() < deadline:
