@@ -277,16 +277,21 @@ class Settings(_Section):
     @classmethod
     def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
         """Settings for ``home`` (or ``$COFFER_HOME``): the defaults, then ``<home>/config.toml`` if
-        present, then ``COFFER_*`` environment variables (see ``env_overrides``), then ``overrides``."""
+        present, then ``COFFER_*`` environment variables (see ``env_overrides``), then ``overrides``.
+
+        Each layer beats the ones before it key by key: ``embedding={"model": "m"}`` sets that one
+        key of ``[embedding]`` and keeps the file's and the environment's other keys (a section
+        given as a settings object, ``embedding=EmbeddingSettings(...)``, is the whole section)."""
         base = home_path(home if home is not None else os.environ.get("COFFER_HOME") or DEFAULT_HOME)
         data = read_config_file(base)
         data_from_file = bool(data)
-        for section, value in env_overrides(os.environ).items():
-            if isinstance(value, dict) and isinstance(data.get(section), dict):
-                data[section] = {**data[section], **value}
-            else:
-                data[section] = value
-        data.update(overrides)
+        for layer in (env_overrides(os.environ), overrides):
+            for section, value in layer.items():
+                held = data.get(section)
+                if isinstance(value, Mapping) and isinstance(held, dict):
+                    data[section] = {**held, **value}
+                else:
+                    data[section] = value
         data["home"] = base
         index = data.get("index")
         if isinstance(index, dict) and isinstance(index.get("url"), str) and _has_password(index["url"]):

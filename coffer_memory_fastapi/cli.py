@@ -186,10 +186,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be at least 1")
     if args.pin_workers and args.workers < 2:
         parser.error("--pin-workers needs --workers 2 or more (one process uses every CPU it may)")
-    if args.open:
-        url = ui_url(args.host, args.port, token)
-        print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
-        threading.Thread(target=_open_when_up, args=(args.host, args.port, url), daemon=True).start()
     serve = {
         "host": args.host,
         "port": args.port,
@@ -205,27 +201,40 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.workers > 1:
         service.close()
-        return _serve_workers(args.workers, args.home, token, hosts, cors, serve, pin=args.pin_workers)
-    app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
+        config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=args.workers, **serve)
+    else:
+        app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
+        config = uvicorn.Config(app, **serve)
     try:
-        uvicorn.run(app, **serve)
+        sock = listening_socket(config)  # a port that is taken: uvicorn's one line and status 3
+        port = sock.getsockname()[1]
+        if args.port == 0:  # any free port: say which (tests and scripts read this line)
+            print(f"coffer-api: listening on {_base_url(args.host, port)}", file=sys.stderr, flush=True)
+        if args.open:
+            url = ui_url(args.host, port, token)
+            print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
+            threading.Thread(target=_open_when_up, args=(args.host, port, url), daemon=True).start()
+        if args.workers > 1:
+            return _serve_workers(config, sock, args.home, token, hosts, cors, pin=args.pin_workers)
+        server = uvicorn.Server(config)
+        server.run(sockets=[sock])
+        return 0 if server.started else STARTUP_FAILURE
     finally:
         service.close()
-    return 0
 
 
 def _serve_workers(
-    workers: int,
+    config: uvicorn.Config,
+    sock: socket.socket,
     home: str | None,
     token: str | None,
     hosts: list[str],
     cors: list[str],
-    serve: dict[str, Any],
     *,
     pin: bool = False,
 ) -> int:
-    """Run ``workers`` uvicorn processes on one socket, each building the app with ``worker_app``
-    (``pin``: each on one CPU, ``cpus.pin_to_one_cpu``).
+    """Run ``config.workers`` uvicorn processes on ``sock``, each building the app with
+    ``worker_app`` (``pin``: each on one CPU, ``cpus.pin_to_one_cpu``).
 
     The workers share the index through SQLite's WAL (each has its own connections, as separate
     ``coffer`` processes do) and operation state through a folder that lives as long as this run.
@@ -245,28 +254,43 @@ def _serve_workers(
                 "pin": pin,
             }
         )
-        config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, **serve)
         # uvicorn.run's own branch for workers, with the listening socket made by listening_socket.
         from uvicorn.supervisors import Multiprocess
 
         older = "target" in inspect.signature(Multiprocess).parameters  # older uvicorns take the target
         supervisor = {"target": uvicorn.Server(config).run} if older else {}
-        Multiprocess(config, sockets=[listening_socket(config)], **supervisor).run()
+        Multiprocess(config, sockets=[sock], **supervisor).run()
     return 0
 
 
-def listening_socket(config: uvicorn.Config) -> socket.socket:
-    """uvicorn's shared listening socket for ``--workers``, with ``TCP_NODELAY`` set on it.
+STARTUP_FAILURE = 3
+"""uvicorn's exit status for a server that could not start (a taken port, a failed start-up)."""
 
-    uvicorn makes that socket with protocol number 0, and asyncio sets ``TCP_NODELAY`` only on
-    connections it sees as TCP (protocol 6): the workers' connections had Nagle's algorithm on, and
-    a response written in two parts (head, then body) waited ~40 ms for the client's delayed ACK
-    (48 ms per request instead of 4 in bench/rest.py). Linux gives the option of a listening
+
+def listening_socket(config: uvicorn.Config) -> socket.socket:
+    """The server's socket, bound and listening before the app is built, with ``TCP_NODELAY`` set.
+
+    Bound here, not by uvicorn, so that ``--port 0`` can say the port it got (the kernel picks
+    it; a port picked by a caller and passed on could be taken by another process in between)
+    and ``--open`` opens that port. Listening at once: a client that read the port connects, and
+    its request waits in the backlog until the app serves. One socket for every ``--workers``
+    process.
+
+    Older uvicorns made this socket with protocol number 0, and asyncio sets ``TCP_NODELAY`` only
+    on connections it sees as TCP (protocol 6): the workers' connections had Nagle's algorithm on,
+    and a response written in two parts (head, then body) waited ~40 ms for the client's delayed
+    ACK (48 ms per request instead of 4 in bench/rest.py). Linux gives the option of a listening
     socket to every connection accepted from it.
     """
     sock = config.bind_socket()
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.listen(config.backlog)
     return sock
+
+
+def _base_url(host: str, port: int) -> str:
+    """``http://host:port`` of a server bound to ``host`` (a wildcard as 127.0.0.1)."""
+    return ui_url(host, port, None).removesuffix("/ui")
 
 
 def worker_app() -> FastAPI:

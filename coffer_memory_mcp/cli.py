@@ -305,7 +305,19 @@ def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     from ._http_head import BoundedHead
 
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
+    # Bound and listening here (a taken port: uvicorn's one line and status 3), so that ``--port 0``
+    # can say the port the kernel picked; a request sent meanwhile waits in the backlog.
+    sock = config.bind_socket()
+    sock.listen(config.backlog)
+    if port == 0:
+        name = f"[{host}]" if ":" in host else host
+        bound = f"http://{name}:{sock.getsockname()[1]}/mcp"
+        print(f"coffer-mcp: listening on {bound}", file=sys.stderr, flush=True)
+    serving = uvicorn.Server(config)
+    serving.run(sockets=[sock])
+    if not serving.started:
+        sys.exit(3)  # uvicorn's status for a server that could not start
 
 
 def main(argv: Sequence[str] | None = None) -> int:

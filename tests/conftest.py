@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +46,16 @@ def make_repo(path: Path, branch: str = "main") -> Path:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "init")
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children start with SIGINT at its default, as a terminal's do. A suite started as a
+    background job of a script (``make test &``, several copies beside each other) inherits SIGINT
+    ignored, and so did every process it started: Python installs no KeyboardInterrupt handler
+    then, so a test that pressed Ctrl-C on ``coffer-mcp`` waited out its 120 s bound for an exit
+    that never came. A handler set here is reset to the default in each child at ``exec``."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
@@ -350,11 +361,11 @@ def serve_in_thread(app: Any, http: Any = "auto") -> Iterator[int]:
     of this process; yields the port."""
     import uvicorn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=http))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()  # bound here and handed over: no other process can take the port meanwhile
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=http))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
     while not server.started and time.monotonic() < deadline:

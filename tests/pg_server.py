@@ -10,7 +10,8 @@ PostgreSQL refuses to run as root, so as root the server runs through ``runuser`
 ``postgres`` user (Debian's package creates it), else as ``nobody`` (the wheel's binaries need no
 user of their own); when that user cannot reach the wheel where pip put it, the wheel's install is
 copied into the server's temp folder. Data goes to a temp folder, fsync is off, and it
-listens on 127.0.0.1 only, on a free port.
+listens on 127.0.0.1 only, on a free port (another one when a
+process took that port before the server bound it).
 """
 
 from __future__ import annotations
@@ -90,7 +91,12 @@ def _server_user() -> str | None:
     return None
 
 
+START_ATTEMPTS = 5
+
+
 def _free_port() -> int:
+    """A port free now. PostgreSQL takes no port 0 (the number names its socket file), so another
+    process may bind this one before the server does: ``PgServer`` then starts on another."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -143,6 +149,20 @@ class PgServer:
             "--locale=C.UTF-8",
             "-N",
         )
+        for attempt in range(START_ATTEMPTS):
+            log = self.root / "log"
+            seen = log.stat().st_size if log.exists() else 0
+            try:
+                self._start()
+                break
+            except PgUnavailable:
+                said = log.read_bytes()[seen:].decode(errors="replace") if log.exists() else ""
+                if "could not bind" not in said or attempt == START_ATTEMPTS - 1:
+                    raise
+                # Another process bound the port after _free_port let it go: another port.
+                self.port = _free_port()
+
+    def _start(self) -> None:
         options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off -c full_page_writes=off -c max_connections=200"
         self._run(
             self.pg_ctl,

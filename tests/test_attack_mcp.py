@@ -12,17 +12,18 @@ import json
 import os
 import select
 import socket
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from conftest import git, wait_for_port
+from conftest import git
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from served import Served
 from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
@@ -194,12 +195,9 @@ def test_a_call_in_flight_when_input_ends_is_still_answered(
 def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the_envelope(
     tmp_home: Path,
 ) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
-    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    server = Served(args, env)
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -212,8 +210,7 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
     }
     accept = {"Accept": "application/json, text/event-stream"}
     try:
-        wait_for_port("127.0.0.1", port)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
             for wrong in ({}, {"Authorization": "Bearer s3cre"}, {"Authorization": "Basic s3cret"}):
                 refused = http.post("/mcp", json=init, headers={**accept, **wrong})
                 assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
@@ -248,8 +245,7 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
             missing = http.get("/elsewhere", headers=authed)
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
 # -- the repository a cwd names is the attacker's ---------------------------------------------------
@@ -304,22 +300,16 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
     # inherited it, so a repository whose config includes /dev/stdin read it as config: a terminal
     # blocked each call until git's timeout, and what a pipe held broke git (HEAD unknown here).
     git(repo, "config", "include.path", "/dev/stdin")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
     env = {**os.environ, "COFFER_HOME": str(tmp_home)}
-    proc = subprocess.Popen(
-        [sys.executable, *args], env=env, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    assert proc.stdin is not None
-    proc.stdin.write(b"not [[[ a config\n")
-    proc.stdin.close()
+    stdin = tempfile.TemporaryFile()  # noqa: SIM115  (the server reads it as long as it runs)
+    stdin.write(b"not [[[ a config\n")  # what a pipe held: git read it before
+    stdin.seek(0)
+    server = Served(args, env, stdin=stdin)
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     accept = {"Accept": "application/json, text/event-stream"}
     try:
-        wait_for_port("127.0.0.1", port)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
             opened = http.post(
                 "/mcp",
                 json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
@@ -334,8 +324,7 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
                 headers=session,
             )
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
     [data] = [line.removeprefix("data: ") for line in called.text.splitlines() if line.startswith("data: ")]
     resumed = json.loads(data)["result"]["structuredContent"]
     assert resumed["head"] == git(repo, "rev-parse", "HEAD")
@@ -344,15 +333,12 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
 def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home: Path) -> None:
     # httptools keeps a header value whole until it ends: one that never ended was held in memory,
     # hundreds of megabytes, before the token was checked. Now: 400 and closed while it comes.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
-    proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.DEVNULL)
+    server = Served(args, env)
+    port = server.port
     answer, cut_off = b"", False
     try:
-        wait_for_port("127.0.0.1", port)
         with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
             try:
                 conn.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: ".encode())
@@ -364,8 +350,7 @@ def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home:
                 while chunk := conn.recv(65536):
                     answer += chunk
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
     # Before, every byte was taken and nothing came back (the recv above waited in vain).
     assert cut_off or answer.startswith(b"HTTP/1.1 400 Bad Request"), answer[:200]
 

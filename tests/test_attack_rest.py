@@ -10,16 +10,15 @@ import contextlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, wait_for_port
+from conftest import git
 from fastapi.testclient import TestClient
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
@@ -31,22 +30,9 @@ ORIGIN = "https://app.example"
 @pytest.fixture
 def served(tmp_home: Path) -> Iterator[int]:
     """The port of a real ``coffer-api`` serving ``tmp_home`` on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
-    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
-    # stderr to a file: a pipe nobody reads fills up and stalls the server.
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [str(exe), "--port", str(port), "--log-level", "warning"], env=env, stdout=log, stderr=log
-        )
-        try:
-            wait_for_port("127.0.0.1", port)
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with Served([str(exe), "--log-level", "warning"], {**os.environ, "COFFER_HOME": str(tmp_home)}) as server:
+        yield server.port
 
 
 def raw_get(port: int, target: str, *headers: tuple[str, str]) -> tuple[int, dict[str, str], bytes]:

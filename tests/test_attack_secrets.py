@@ -4,15 +4,13 @@ its ``origin_session_id``, a store's label, and the message of a refused tag."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from conftest import wait_for_port
+from served import Served
 
 from coffer_memory import InvalidInput, MemoryRejected, MemoryService
 
@@ -84,37 +82,22 @@ def test_the_rest_face_redacts_tags_and_says_so(client: Any, tmp_home: Path) -> 
     assert bad.status_code in (400, 422) and TOKEN not in bad.text
 
 
-def test_the_access_log_shows_no_query_values(tmp_home: Path, tmp_path: Path) -> None:
+def test_the_access_log_shows_no_query_values(tmp_home: Path) -> None:
     """``coffer-api --access-log``: ``/ui?token=<token>`` wrote the API token to the log, and a
     recall's ``?query=`` what was searched for; the path and the keys are kept."""
     api_token = "t0k3n" + "Q9x" * 8
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
-    log = tmp_path / "api.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(exe), "--port", str(port), "--access-log", "--token", api_token],
-            env={**os.environ, "COFFER_HOME": str(tmp_home)},
-            stdout=out,
-            stderr=out,
+    args = [str(exe), "--access-log", "--token", api_token]
+    server = Served(args, {**os.environ, "COFFER_HOME": str(tmp_home)})
+    with server, httpx.Client(base_url=server.base, timeout=60) as client:
+        assert client.get(f"/ui?token={api_token}").status_code < 500
+        r = client.get(
+            f"{API}/recall",
+            params={"query": f"where is {TOKEN}", "store": "global"},
+            headers={"Authorization": f"Bearer {api_token}"},
         )
-        try:
-            wait_for_port("127.0.0.1", port)
-            base = f"http://127.0.0.1:{port}"
-            with httpx.Client(base_url=base, timeout=60) as client:
-                assert client.get(f"/ui?token={api_token}").status_code < 500
-                r = client.get(
-                    f"{API}/recall",
-                    params={"query": f"where is {TOKEN}", "store": "global"},
-                    headers={"Authorization": f"Bearer {api_token}"},
-                )
-                assert r.status_code == 200, r.text
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-    text = log.read_text()
+        assert r.status_code == 200, r.text
+    text = server.stdout() + server.stderr()
     assert "/ui?token=…" in text and f"{API}/recall?query=…&store=…" in text, text
     assert api_token not in text and TOKEN not in text
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -251,11 +254,26 @@ def test_two_services_never_both_embed_the_first_batch(gated: Gated, tmp_home: P
     """Two services on one home (their own index locks, as two processes have) find the same
     documents waiting. Each read "no claim" and then wrote its own, so both embedded the first
     batch (review16); the claim is now taken under the store's file lock, and the second finds
-    the first's. The test holds index.db's write lock while both start, so both reach the claim's
-    write before either lands: what happened by chance before happens every time here."""
-    import time
-
+    the first's. The test holds index.db's write lock until each service is at the claim: in
+    SQLite's busy wait for that lock (seen by a busy handler), or waiting for the store's file
+    lock that the other holds meanwhile. Before, both were in the busy wait, every time (it held
+    the lock for a fixed 3 s, and a slow machine could let it go before both got there)."""
     import apsw
+
+    in_busy_wait: set[int] = set()
+
+    def busy(tries: int) -> bool:  # SQLite's busy timeout, with who waits noted
+        in_busy_wait.add(threading.get_ident())
+        time.sleep(0.005)
+        return tries < BOUND / 0.005
+
+    def at_the_claim(thread: threading.Thread) -> bool:
+        if thread.ident in in_busy_wait:
+            return True
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None and frame.f_code.co_name != "store_lock":  # waiting for it
+            frame = frame.f_back
+        return frame is not None
 
     with service(tmp_home) as svc, service(tmp_home) as other:
         first = svc.remember("the otters sleep holding hands", store="global")
@@ -266,11 +284,20 @@ def test_two_services_never_both_embed_the_first_batch(gated: Gated, tmp_home: P
             svc.index.reconciler.reconcile("global")  # keyword rows in; vectors left waiting
         assert later_waiting(svc) == 3
         gated.texts.clear()
+        for s in (svc, other):
+            s.index.db.conn.set_busy_handler(busy)
         writer = apsw.Connection(str(tmp_home / "index.db"))
         writer.execute("BEGIN IMMEDIATE")
         try:
             runs = [in_thread(lambda s=s: s.index.embed_later("global")) for s in (svc, other)]
-            time.sleep(3)  # both reach the claim meanwhile (under the 10 s busy timeout)
+            deadline = time.monotonic() + BOUND  # a bound on a hang, not a timing
+            # One at least in the busy wait (it holds the claim's file lock, if any), the other too
+            # or waiting for that file lock.
+            while not (
+                all(at_the_claim(t) for t, _ in runs) and any(t.ident in in_busy_wait for t, _ in runs)
+            ):
+                assert time.monotonic() < deadline and all(t.is_alive() for t, _ in runs), runs
+                time.sleep(0.005)
         finally:
             writer.execute("COMMIT")
             writer.close()

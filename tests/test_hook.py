@@ -15,6 +15,7 @@ from typing import Any
 
 import apsw
 import pytest
+from served import closed_port
 
 from coffer_memory import MemoryService
 from coffer_memory._agents.context import SEEDED_RULES
@@ -275,10 +276,7 @@ def test_wrong_token_prints_nothing(api: LiveAPI, repo: Path, tmp_path: Path) ->
 
 
 def test_server_down_prints_nothing(repo: Path, tmp_path: Path) -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # nothing listens there now
+    port = closed_port()  # nothing listens there
     proc = run_hook(payload("SessionStart", repo), tmp_path / "h", COFFER_API_URL=f"http://127.0.0.1:{port}")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
 
@@ -295,10 +293,7 @@ def test_session_end_without_a_transcript_is_a_silent_no_op(repo: Path, tmp_path
     # `claude mcp list` fires SessionEnd for a "session" whose transcript was never written: no
     # distillation is started (here the server is down, so any attempt would be logged) and no
     # warning lands in hook.log.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()
     home = tmp_path / "h"
     stdin = payload("SessionEnd", repo, reason="other", transcript_path=str(tmp_path / "never-written.jsonl"))
     proc = run_hook(stdin, home, COFFER_API_URL=f"http://127.0.0.1:{port}")

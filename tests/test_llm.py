@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +19,7 @@ import attrs
 import httpx
 import pytest
 from http_scripted import ScriptedServer, answer, chat_body, fail, serve
+from served import closed_port
 
 from coffer_memory import InvalidInput, Settings
 from coffer_memory._config import LLMSettings
@@ -511,9 +511,7 @@ def test_server_model_not_found_is_not_retried(server: ScriptedServer) -> None:
 
 
 def test_connection_refused_gives_up() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed at once: nothing listens on it
+    port = closed_port()  # nothing listens on it
     transport = CountingTransport()
     llm = OpenAIChatLLM(settings(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1), transport=transport)
     with pytest.raises(LLMUnavailable, match=r"failed after 2 attempts.*ConnectError"):

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +19,7 @@ from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ListRootsResult, Root, TextContent
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory_mcp import build_server
@@ -265,25 +262,12 @@ async def test_stdio_end_to_end(tmp_home: Path, repo: Path) -> None:
         assert Path(fact["path"]).is_relative_to(tmp_home)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_streamable_http_requires_the_bearer_token(tmp_home: Path, repo: Path) -> None:
-    port = free_port()
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_MCP_TOKEN": "s3cret"}
-    args = ["-m", "coffer_memory_mcp.cli", "--transport", "streamable-http", "--port", str(port)]
-    proc = subprocess.Popen([sys.executable, *args], env=env, cwd=repo, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/mcp"
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    served = await anyio.to_thread.run_sync(lambda: Served(args, env, cwd=repo))
+    url = f"{served.base}/mcp"
     try:
-        deadline = time.monotonic() + 60  # importing the SDK takes seconds on a loaded machine
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                break
-            await anyio.sleep(0.05)
         async with httpx2.AsyncClient() as plain:
             refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHORIZED"
@@ -293,8 +277,7 @@ async def test_streamable_http_requires_the_bearer_token(tmp_home: Path, repo: P
             hits = ok(await client.call_tool("coffer__recall", {"query": "over http", "cwd": str(repo)}))
         assert hits["hits"][0]["id"] == fact["id"]
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        served.stop()
 
 
 # -- errors as data --------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import hashlib
 import json
 import math
 import re
-import socket
 import threading
 import uuid
 from collections import deque
@@ -26,6 +25,7 @@ import apsw
 import httpx
 import pytest
 from http_scripted import Behaviour, Reply, ScriptedServer, fail, serve
+from served import closed_port
 
 from coffer_memory import MemoryService, Settings
 from coffer_memory._config import EmbeddingSettings
@@ -336,9 +336,7 @@ class CountingTransport(httpx.HTTPTransport):
 
 
 def test_connection_refused_gives_up_after_max_retries() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed at once: nothing listens on it
+    port = closed_port()  # nothing listens on it
     transport = CountingTransport()
     emb = OpenAIEmbedder(
         settings(base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, timeout_seconds=2.0),

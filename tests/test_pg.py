@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CliRunner, pgvector_absent
+from served import closed_port
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -230,14 +231,6 @@ def test_the_postgresql_backend_is_registered_through_the_hook(
     backend.close()
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as s:  # bound then closed: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_server_that_cannot_be_reached_is_a_typed_error_and_nothing_is_written(
     tmp_home: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner
 ) -> None:
@@ -245,7 +238,7 @@ def test_a_server_that_cannot_be_reached_is_a_typed_error_and_nothing_is_written
     gets INDEX_UNAVAILABLE, a remember writes no file, and the URL's password is never repeated."""
     from coffer_memory import IndexUnavailable
 
-    url = f"postgresql://team:hunter2@127.0.0.1:{_closed_port()}/coffer?connect_timeout=2"
+    url = f"postgresql://team:hunter2@127.0.0.1:{closed_port()}/coffer?connect_timeout=2"
     monkeypatch.setenv("COFFER_PG_URL", url)
     monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgresql")
     with MemoryService(tmp_home) as svc:

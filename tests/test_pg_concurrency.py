@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -22,14 +21,6 @@ API = "/api/v1/memory_stores"
 PROCESSES = 3
 # Writes per process (the figure); COFFER_TEST_PG_WRITES scales it for a quick local run.
 WRITES = int(os.environ.get("COFFER_TEST_PG_WRITES", "500"))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -42,36 +33,16 @@ def servers(tmp_home: Path, pg_url: str) -> Iterator[list[str]]:
         "COFFER_INDEX_BACKEND": "postgresql",
         "COFFER_PG_URL": pg_url,
     }
-    procs, bases = [], []
-    for _ in range(PROCESSES):
-        port = _free_port()
-        procs.append(
-            subprocess.Popen(
-                [str(exe), "--port", str(port), "--log-level", "warning"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        )
-        bases.append(f"http://127.0.0.1:{port}")
+    started: list[Served] = []
     try:
-        for base, proc in zip(bases, procs, strict=True):
-            deadline = time.monotonic() + 90  # start-up imports take seconds on a loaded machine
-            while True:
-                try:
-                    httpx.get(base + API, timeout=5)
-                    break
-                except httpx.TransportError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        err = proc.stderr.read().decode() if proc.stderr else ""
-                        raise RuntimeError(f"coffer-api did not start: {err[-3000:]}") from None
-                    time.sleep(0.2)
-        yield bases
+        for _ in range(PROCESSES):
+            started.append(Served([str(exe), "--log-level", "warning"], env))
+        yield [served.base for served in started]
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=20)
+        for served in started:
+            served.proc.terminate()
+        for served in started:
+            served.stop(timeout=20)
 
 
 @pytest.mark.timeout(1200)  # 1,500 writes and 1,500 recalls over HTTP on a shared 2-core machine

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from conftest import wait_for_port
+from served import Served, closed_port
 
 from coffer_memory import MemoryService
 
@@ -41,14 +41,6 @@ RECALL_OVER_MCP = (
         "params": {"name": "coffer__recall", "arguments": {"query": "release"}},
     },
 )
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -102,26 +94,15 @@ def _rest(
 ) -> tuple[list[httpx.Response], str]:
     """Two requests (a recall, a remember) to a ``coffer-api`` on ``home``; ``before`` is given the
     store's URL once the server listens."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
-        env=environment(home, url),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port("127.0.0.1", port, 120)
-        base = f"http://127.0.0.1:{port}/api/v1/memory_stores/global"
+    with Served([str(SCRIPTS / "coffer-api"), "--log-level", "warning"], environment(home, url)) as served:
+        base = f"{served.base}/api/v1/memory_stores/global"
         if before is not None:
             before(base)
         answers = [
             httpx.get(f"{base}/recall", params={"query": "release"}, timeout=60),
             httpx.post(f"{base}/facts", json={"text": "a second fact"}, timeout=60),
         ]
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=60)
-    return answers, err.decode(errors="replace")
+    return answers, served.stderr()
 
 
 @pytest.mark.timeout(300)
@@ -144,7 +125,7 @@ def test_rest_started_while_the_server_is_down_logs_one_line_not_a_traceback(
     pg_admin_url: str, home_with_a_fact: Path
 ) -> None:
     """The start-up sweep met INDEX_UNAVAILABLE and logged it with a traceback."""
-    down = f"postgresql://coffer:{PASSWORD}@127.0.0.1:{_free_port()}/coffer"
+    down = f"postgresql://coffer:{PASSWORD}@127.0.0.1:{closed_port()}/coffer"
     answers, err = _rest(home_with_a_fact, down)
     assert [a.status_code for a in answers] == [503, 503]
     assert "start-up sweep of global skipped: INDEX_UNAVAILABLE" in err, err
@@ -247,7 +228,7 @@ MISTAKES = {
     # The server does not tell a stranger which roles exist: it is told as a wrong password.
     "unknown role": (lambda g: _url(g, f"memebr:{PASSWORD}"), "check the user name and password"),
     "server not there": (
-        lambda g: _url(g, f"member:{PASSWORD}", port=_free_port()),
+        lambda g: _url(g, f"member:{PASSWORD}", port=closed_port()),
         "check the host and port",
     ),
     "no CREATE right": (lambda g: _url(g, f"member:{PASSWORD}"), "start coffer once as the database's owner"),
@@ -303,7 +284,7 @@ def test_a_url_password_of_any_length_or_form_is_redacted_by_its_field(kind: str
         'the PostgreSQL URL is not a connection string libpq reads (missing "=" after '
         f'"postgresq://member:***@127.0.0.1:{port}/team" in connection info string): {NOT_READ}'
     )
-    closed = _free_port()
+    closed = closed_port()
     wrong = f"postgresql://member:{password}@127.0.0.1:{port}/team"
     if kind == "@ and :":  # libpq would read the host 'ss' and port 'w@127.0.0.1:...': refused as written
         for url in (wrong, f"postgresql://member:{password}@127.0.0.1:{closed}/team"):
@@ -447,22 +428,9 @@ def test_a_url_with_bytes_that_are_not_utf8_is_invalid_input_on_every_face(
     [answer] = [json.loads(line) for line in mcp.stdout.splitlines() if json.loads(line).get("id") == 2]
     assert answer["result"]["content"][0]["text"].startswith(said), answer
     assert "Traceback" not in mcp.stderr, mcp.stderr
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port("127.0.0.1", port, 120)
-        rest = httpx.get(
-            f"http://127.0.0.1:{port}/api/v1/memory_stores/global/recall", params={"query": "x"}, timeout=60
-        )
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=60)
+    with Served([str(SCRIPTS / "coffer-api"), "--log-level", "warning"], env) as served:
+        rest = httpx.get(f"{served.base}/api/v1/memory_stores/global/recall", params={"query": "x"}, timeout=60)
     assert rest.status_code == 422 and rest.json()["error"]["message"].startswith(
         said[len("INVALID_INPUT: ") :]
     )
-    assert "Traceback" not in err.decode(errors="replace")
+    assert "Traceback" not in served.stderr()

@@ -3,12 +3,12 @@ the code INDEX_UNAVAILABLE, no traceback, and nothing written (the CLI: ``test_p
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from served import closed_port
 
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
@@ -22,10 +22,8 @@ pytest.importorskip("mcp")
 
 @pytest.fixture
 def unreachable(tmp_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryService]:
-    """A service whose PostgreSQL listens nowhere (a port bound, then closed)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """A service whose PostgreSQL listens nowhere (a port held bound, never listening)."""
+    port = closed_port()
     monkeypatch.setenv("COFFER_PG_URL", f"postgresql://team:hunter2@127.0.0.1:{port}/coffer")
     with MemoryService(settings=Settings.load(tmp_home, index={"backend": "postgresql"})) as svc:
         yield svc

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import git, wait_for_port
+from conftest import git
+from served import Served
 
 from coffer_memory import IndexFolderMismatch, IndexUnavailable, MemoryService
 from coffer_memory._config import Settings
@@ -263,39 +264,21 @@ def test_the_cli_shows_the_refusal_without_a_traceback(misconfigured: dict[str, 
     assert f"shared index: postgresql: follows this memory folder (folder.json id {shared_id})" in run.stdout
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.timeout(300)
 def test_rest_answers_503_with_the_refusal(misconfigured: dict[str, str], pg_url: str) -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(SCRIPTS / "coffer-api"), "--port", str(port), "--log-level", "warning"],
-        env=misconfigured,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port("127.0.0.1", port, 120)
-        base = f"http://127.0.0.1:{port}/api/v1/memory_stores/global"
+    with Served([str(SCRIPTS / "coffer-api"), "--log-level", "warning"], misconfigured) as served:
+        base = f"{served.base}/api/v1/memory_stores/global"
         answers = [
             httpx.get(f"{base}/recall", params={"query": "ospreys"}, timeout=60),
             httpx.post(f"{base}/facts", json={"text": "bob's fact"}, timeout=60),
         ]
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=60)
+    err = served.stderr()
     for answer in answers:
         assert answer.status_code == 503, answer.text
         error = answer.json()["error"]
         assert error["code"] == "INDEX_UNAVAILABLE" and FIX in error["message"]
         assert error["details"]["bound_to"] and "Traceback" not in answer.text
-    assert "Traceback" not in err.decode(errors="replace")
+    assert "Traceback" not in err
     assert len(rows(pg_url)) == 1
 
 

@@ -13,9 +13,7 @@ import contextlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import wait_for_port
+from served import Served
 
 from coffer_memory.vocabulary import MAX_HANDOFF_CHARS, MAX_REQUEST_BODY_BYTES
 
@@ -35,26 +33,11 @@ _CHUNK = b"a" * 65536
 JSON = {"Content-Type": "application/json"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def _server(args: list[str], home: Path) -> Iterator[tuple[int, int]]:
-    """A server started with ``args`` (its port appended) serving ``home``: (port, pid)."""
-    port = _free_port()
-    env = {**os.environ, "COFFER_HOME": str(home)}
-    with tempfile.TemporaryFile() as log:  # a pipe nobody reads fills up and stalls the server
-        proc = subprocess.Popen([*args, "--port", str(port)], env=env, stdout=log, stderr=log)
-        try:
-            wait_for_port("127.0.0.1", port)
-            yield port, proc.pid
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    """A server started with ``args`` (on a port of its own) serving ``home``: (port, pid)."""
+    with Served(args, {**os.environ, "COFFER_HOME": str(home)}) as served:
+        yield served.port, served.proc.pid
 
 
 @pytest.fixture(params=["coffer-api", "coffer-mcp"])

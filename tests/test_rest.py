@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ import httpx
 import pytest
 from conftest import poll
 from fastapi.testclient import TestClient
+from served import Served
 
 from coffer_memory import MemoryService, ServiceClosed
 from coffer_memory_fastapi import create_app
@@ -438,46 +436,23 @@ def test_the_app_closes_only_a_service_it_opened(tmp_home: Path, monkeypatch: py
 
 
 # -- the console script ------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.mark.parametrize("access_log", [False, True])
 def test_coffer_api_serves_over_real_http(tmp_home: Path, repo: Path, access_log: bool) -> None:
-    port = free_port()
     exe = Path(sys.executable).parent / "coffer-api"
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_API_TOKEN": "tok"}
-    proc = subprocess.Popen(
-        [str(exe), "--port", str(port), "--log-level", "info", *(["--access-log"] if access_log else [])],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=base, headers={"Authorization": "Bearer tok"}, timeout=5) as http:
-            deadline = time.monotonic() + 60  # start-up imports take seconds on a loaded machine
-            while time.monotonic() < deadline:
-                try:
-                    http.get(API)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.1)
-            assert httpx.get(base + API).status_code == 401
+    args = [str(exe), "--log-level", "info", *(["--access-log"] if access_log else [])]
+    with Served(args, env) as served:
+        base = served.base
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer tok"}, timeout=60) as http:
+            assert httpx.get(base + API, timeout=60).status_code == 401
             r = http.post(f"{API}/global/facts", json={"text": "served over a real socket"})
             assert r.status_code == 201 and Path(r.json()["fact"]["path"]).is_file()
             hits = http.get(f"{API}/recall", params={"query": "real socket", "cwd": str(repo)}).json()["hits"]
             assert [h["text"] for h in hits] == ["served over a real socket"]
-    finally:
-        proc.terminate()
-        out, err = proc.communicate(timeout=10)
-    assert proc.returncode is not None
+    out, err = served.stdout(), served.stderr()
     # Access lines (uvicorn writes them to stdout) only when asked for; start-up lines either way.
-    assert ("POST /api/v1/memory_stores/global/facts" in (out + err).decode()) is access_log
-    assert "Uvicorn running" in err.decode()
+    assert ("POST /api/v1/memory_stores/global/facts" in out + err) is access_log
+    assert "Uvicorn running" in err
 
 
 def test_the_server_parses_http_with_httptools() -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 from agent_configs import isolated_agent_homes, write_claude, write_codex, write_opencode
-from conftest import wait_for_port
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory._agents.homes import AgentHomes
@@ -107,29 +105,20 @@ def test_configured_hosts_are_served(service: MemoryService) -> None:
 def served(tmp_home: Path) -> Iterator[str]:
     """``coffer-api`` in a subprocess bound to 127.0.0.2, which is loopback on Linux but not a
     loopback *name*: only the bound-address rule serves it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.2", 0))
-        port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
     args = [
+        str(exe),
         "--host",
         "127.0.0.2",
-        "--port",
-        str(port),
         "--allowed-host",
         "coffer.lan",
         "--log-level",
         "warning",
     ]
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_API_ALLOWED_HOSTS": "other.lan:1234"}
-    proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.2:{port}"
-    try:
-        wait_for_port("127.0.0.2", port)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with Served(args, env) as server:
+        assert server.base.startswith("http://127.0.0.2:")
+        yield server.base
 
 
 def test_coffer_api_serves_its_bound_address_and_allowed_hosts_only(served: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import operations
@@ -164,26 +165,15 @@ def serving_workers(tmp_home: Path, *more: str) -> Iterator[tuple[str, int]]:
     """``coffer-api --workers 2 --token ... *more`` over a home with one fact: its URL and pid."""
     with MemoryService(tmp_home) as svc:
         svc.remember("the deploy runs from the release branch", store="global")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
-    args = ["--port", str(port), "--workers", "2", "--token", TOKEN, "--log-level", "warning", *more]
+    args = [str(exe), "--workers", "2", "--token", TOKEN, "--log-level", "warning", *more]
     temp = tmp_home.parent / "tmp"  # where the run's operations folder goes
     temp.mkdir()
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "TMPDIR": str(temp)}
-    proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + STUCK
-        while time.monotonic() < deadline and proc.poll() is None:
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(f"http://127.0.0.1:{port}/api/v1/memory_stores", timeout=1)
-                break
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=STUCK)
+    with Served(args, env) as server:
+        # Listening already; the request waits in the backlog until a worker serves.
+        httpx.get(f"{server.base}/api/v1/memory_stores", timeout=STUCK)
+        yield server.base, server.proc.pid
 
 
 def test_two_workers_serve_one_home_and_share_operations(two_workers: tuple[str, int]) -> None:

@@ -90,8 +90,7 @@ def test_ctrl_c_during_a_reindex_is_one_line_and_status_130(tmp_path: Path) -> N
         env={**os.environ, "COFFER_HOME": str(home)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        # Python ignores SIGINT in a child started with it ignored (a background job): restore it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # SIGINT at its default even in a suite run as a background job (conftest.pytest_configure).
     )
     db = home / "index.db"
     while not db.exists() and proc.poll() is None:  # interrupt it once it is at work

@@ -10,8 +10,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ import pytest
 from conftest import serve_in_thread
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from served import Served
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
@@ -313,13 +312,11 @@ def test_coffer_api_open_starts_the_server_then_the_browser(tmp_home: Path, tmp_
     opener = tmp_path / "opener.sh"
     opener.write_text(f'#!/bin/sh\necho "$1" > "{opened}"\n')
     opener.chmod(0o755)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     exe = Path(sys.executable).parent / "coffer-api"
-    args = ["--port", str(port), "--token", "tok", "--open", "--log-level", "warning"]
+    args = [str(exe), "--token", "tok", "--open", "--log-level", "warning"]
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "BROWSER": str(opener)}
-    proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = Served(args, env)  # --port 0: before, --open opened port 0
+    port = server.port
     try:
         deadline = time.monotonic() + 60  # a bound on start-up on a loaded machine, not an assertion
         while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < deadline:
@@ -330,8 +327,7 @@ def test_coffer_api_open_starts_the_server_then_the_browser(tmp_home: Path, tmp_
             r = http.get(url)
             assert r.status_code == 200 and "Stores" in r.text
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
 # -- a real browser -------------------------------------------------------------------------------
