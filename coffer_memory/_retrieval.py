@@ -26,11 +26,10 @@ from ._fusion import (
     rrf_order,
 )
 from ._grep_recall import GrepRecall
-from ._index.chunking import MAX_WINDOWS
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
 from ._index.fts import ChunkHit, best_documents, best_per_document, search_chunks
-from ._index.keys import chunk_id, store_scope
+from ._index.keys import chunk_id
 from ._index.session import neighbours
 from ._index.snapshot import reading
 from ._index.vec import VecIndex
@@ -41,7 +40,7 @@ from ._recall_hits import make_hit, rescored
 from ._recall_rows import KEPT_NEIGHBOURS, DocRow, doc_row, doc_rows, fused_fronts, with_sessions
 from ._store.looks import Looks
 from ._store.paths import StorePaths
-from ._vector_rows import chunk_texts
+from ._vector_rows import chunk_texts, nearest_documents
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from .plugins.hookspecs import GrepBackend, Vector
@@ -52,7 +51,6 @@ Scored = list[tuple[str, float]]
 MakeHits = Callable[[Mapping[str, Scored]], dict[str, list[MemoryHit]]]
 # The modes in which a hit lends score to its session neighbours (``_fusion.lend``).
 NEIGHBOUR_MODES = ("keyword", "vector", "hybrid")
-KNN_MAX_K = 4096  # the most rows sqlite-vec's knn returns (a larger k is an error)
 MAX_QUERY_CHARS = vocabulary.MAX_QUERY_CHARS
 MAX_LIMIT = vocabulary.MAX_RECALL_LIMIT
 
@@ -422,8 +420,10 @@ class KnowledgeRetrieval:
         ``scanned``: a store's first ``limit * 4`` nearest rows, when the worker found them beside
         the embedding (``_scans``). The rows of every store's documents are read together, those
         of earlier recalls taken from ``kept`` (``snapshot.reading``'s dict)."""
+        assert self.vectors is not None
         best = {
-            sp.name: self._nearest_documents(sp, qvec, limit, where, scanned.get(sp.name)) for sp in stores
+            sp.name: nearest_documents(self.vectors, sp.name, qvec, limit, where, scanned.get(sp.name))
+            for sp in stores
         }
         docs = doc_rows(self.db, {store: list(found) for store, found in best.items()}, kept)
         scores = {
@@ -447,35 +447,6 @@ class KnowledgeRetrieval:
             }
 
         return scores, make
-
-    def _nearest_documents(
-        self, sp: StorePaths, qvec: Vector, limit: int, where: FactFilter | None, scanned: Rows | None
-    ) -> dict[str, tuple[str, float]]:
-        """The ``limit`` documents of the store nearest ``qvec``: id -> (full chunk id, score)."""
-        assert self.vectors is not None
-        best: dict[str, tuple[str, float]] = {}
-        scope = store_scope(sp.name)
-        # A long chunk has a vector per window (``vector_windows``), so ``k`` rows may hold fewer
-        # than ``limit`` documents: then ask once more for enough rows whatever the windows.
-        for k in (limit * 4, min(limit * 4 * MAX_WINDOWS, KNN_MAX_K)):
-            if where is not None:
-                nearest = self.vectors.knn_within(sp.name, qvec, k, where.chunk_rowids(sp.name))
-            elif scanned is not None and k == limit * 4:
-                nearest = scanned
-            else:
-                nearest = self.vectors.knn(sp.name, qvec, k)
-            best.clear()
-            for bare, distance in nearest:
-                # ``chunk_of_vec_id`` and ``chunk_id`` inline, on the path after the embedding:
-                # a bare id is ``doc:position`` (``:window`` after it for a later window).
-                doc_id, _, rest = bare.partition(":")
-                if doc_id not in best:
-                    best[doc_id] = (f"{scope}:{doc_id}:{rest.partition(':')[0]}", 1.0 - distance)
-                    if len(best) == limit:
-                        break
-            if len(best) == limit or len(nearest) < k:
-                break
-        return best
 
     def _chunk_texts(self, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
