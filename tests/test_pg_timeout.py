@@ -127,13 +127,19 @@ def test_a_write_waits_for_a_store_lock_held_past_the_timeout(
         writer, wrote = in_thread(lambda: svc.remember("the lock keeper wakes at one", store="global"))
         try:
             with psycopg.connect(pg_url, autocommit=True) as watch:
-                for _ in range(int(BOUND * 20)):  # until the remember waits for the lock
-                    waiting = watch.execute(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                # The lock is asked for with pg_try_advisory_lock, so the writer waits with no row
+                # in pg_locks: it is trying once a second backend's last statement is that try
+                # (the holder's is its own, granted one).
+                for _ in range(int(BOUND * 20)):
+                    trying = watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s",
+                        ("%pg_try_advisory_lock%",),
                     ).fetchone()
-                    if (waiting is not None and waiting[0]) or not writer.is_alive():
+                    if (trying is not None and trying[0] >= 2) or not writer.is_alive():
                         break
                     time.sleep(0.05)
+                else:
+                    pytest.fail("the remember never asked for the store's lock")
             time.sleep(3)  # three times the timeout: a deadline on the wait would have passed
         finally:
             release.set()

@@ -7,6 +7,7 @@ can legitimately answer 404 (a fact that does not exist) or 422 (an empty query 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,6 +25,15 @@ from schemathesis.specs.openapi.checks import (
 
 from coffer_memory import MemoryService
 from coffer_memory_fastapi import create_app
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Every operation is an item of the same test id, and pytest-xdist reports one result per id:
+    # a failing operation showed as a pass. `make test` runs this file in a pytest of its own.
+    pytest.skip(
+        "schemathesis's items share one test id, which pytest-xdist reports once: "
+        "run this file without -n (make test does)",
+        allow_module_level=True,
+    )
 
 _HOME = Path(tempfile.mkdtemp(prefix="coffer-schemathesis-"))
 _SERVICE = MemoryService(_HOME)
