@@ -327,9 +327,10 @@ class IndexHandle:
     def refresh(self, store: str, looks: Looks | None = None) -> None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
 
-        Readers never wait for a background full scan: while one holds the lock they skip this
-        and read the last committed state (the scan itself brings the index up to date), unless
-        the inotify feed has news of ``store`` (the scan may have passed that file before its edit).
+        Readers wait for a background full scan only for a store found changed: while one holds
+        the lock they check ``store`` on their own connection (``Reconciler.fresh_beside_scan``)
+        and read the last committed state when nothing changed (the scanned store itself: unless
+        the inotify feed has news of it, as the scan brings it up to date).
         ``looks``: the read's ``Looks`` (``_store/looks.py``), with what it saw before this; not
         used after a wait for the lock (what it saw may have changed meanwhile).
         """
@@ -339,9 +340,12 @@ class IndexHandle:
         if not acquired and looks is not None:
             looks.index_checked = False  # checked before the wait: the reader checks again
             looks = None
+        checked = False  # a store found changed stays so until a reconcile under the lock
         while not acquired:
-            if self.reconciler.scanning() and not self.reconciler.has_news(store):
-                return
+            if not checked and self.reconciler.scanning():
+                if self.reconciler.fresh_beside_scan(store, self.reader_db):
+                    return
+                checked = True
             acquired = self.lock.acquire(timeout=SCAN_POLL_SECONDS)
         try:
             self.reconciler.reconcile(store, looks=looks)
