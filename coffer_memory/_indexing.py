@@ -25,21 +25,16 @@ import attrs
 
 from ._ahead import Planned, embed_later, embedding_ahead
 from ._config import Settings
-from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, EmbeddingUnavailable, InvalidInput, ServiceClosed, check_limit, safe_echo
+from ._errors import CofferError, EmbeddingUnavailable, ServiceClosed
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
 from ._index.vec import VecIndex
-from ._models import Page
 from ._retrieval import KnowledgeRetrieval
-from ._store.audit import EVENTS, AuditEvent, AuditLog
+from ._store.audit import AuditEvent, AuditLog
 from ._store.lock import store_lock
 from ._store.looks import Looks
-from ._store.paths import StorePaths
-from ._store.when import parse_when
 from .plugins.manager import DeferredGrepBackend, failure, get_embedder, get_index_backend, get_llm, plugin_of
-from .vocabulary import MAX_AUDIT_LIMIT
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from ._index.mirror import SharedIndex
@@ -48,8 +43,6 @@ if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall d
 log = logging.getLogger("coffer_memory")
 # How often a read waiting for the lock looks whether a background full scan is what holds it.
 SCAN_POLL_SECONDS = 0.02
-# Audit cursors are signed like the others; the log is append-only, so their "version" never moves.
-AUDIT_CURSOR_STORE = "audit"
 # Set on the log record of the vector problem warning, which a report that says it leaves out.
 VECTOR_PROBLEM = "coffer_vector_problem"
 # The extra that brings each built-in embedder's packages (pyproject.toml).
@@ -327,9 +320,10 @@ class IndexHandle:
     def refresh(self, store: str, looks: Looks | None = None) -> None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
 
-        Readers never wait for a background full scan: while one holds the lock they skip this
-        and read the last committed state (the scan itself brings the index up to date), unless
-        the inotify feed has news of ``store`` (the scan may have passed that file before its edit).
+        Readers wait for a background full scan only for a store found changed: while one holds
+        the lock they check ``store`` on their own connection (``Reconciler.fresh_beside_scan``)
+        and read the last committed state when nothing changed (the scanned store itself: unless
+        the inotify feed has news of it, as the scan brings it up to date).
         ``looks``: the read's ``Looks`` (``_store/looks.py``), with what it saw before this; not
         used after a wait for the lock (what it saw may have changed meanwhile).
         """
@@ -339,9 +333,12 @@ class IndexHandle:
         if not acquired and looks is not None:
             looks.index_checked = False  # checked before the wait: the reader checks again
             looks = None
+        checked = False  # a store found changed stays so until a reconcile under the lock
         while not acquired:
-            if self.reconciler.scanning() and not self.reconciler.has_news(store):
-                return
+            if not checked and self.reconciler.scanning():
+                if self.reconciler.fresh_beside_scan(store, self.reader_db):
+                    return
+                checked = True
             acquired = self.lock.acquire(timeout=SCAN_POLL_SECONDS)
         try:
             self.reconciler.reconcile(store, looks=looks)
@@ -451,75 +448,6 @@ class IndexHandle:
         """Append a bulk change's ``(event, document_id, details)`` events in one durable write."""
         self.audit_log.append_many([(event, store, doc, details) for event, doc, details in events])
 
-    def audit_page(
-        self,
-        *,
-        store: str | None = None,
-        event: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page[AuditEvent]:
-        """Audit events newest first, filtered, ``limit`` at a time with an opaque cursor.
-
-        ``since`` is inclusive and ``until`` exclusive: datetimes, ISO 8601 strings (naive = UTC)
-        or durations ago (``30m``, ``2h``, ``7d``). A cursor holds a position in the append-only
-        log, so it never goes stale; it is bound to its filters.
-        """
-        check_limit(limit, MAX_AUDIT_LIMIT)
-        if store is not None:  # a typo is an error; a deleted store's events stay readable
-            store = StorePaths.of(self.settings.memory_dir, store).name
-        now = datetime.now(UTC)
-        low = parse_when(since, field="since", now=now)
-        high = parse_when(until, field="until", now=now)
-        if low is not None and high is not None and high <= low:  # as recall and list_facts say it
-            raise InvalidInput("until must be later than since", field="until")
-        # Bound to the filters as given; "2h" is resolved once, on the first page, and kept.
-        query = ["audit", store, event, _as_given(since), _as_given(until)]
-        before = None
-        if cursor:
-            position = decode_cursor(self.settings.home, cursor, query, AUDIT_CURSOR_STORE, 0)
-            if (
-                len(position) != 4
-                or not isinstance(position[0], str)
-                or not isinstance(position[1], int)
-                or not all(p is None or isinstance(p, str) for p in position[2:])
-            ):
-                raise InvalidInput("cursor is malformed", field="cursor")
-            before = (position[0], position[1])
-            low, high = (datetime.fromisoformat(p) if p else None for p in position[2:])
-        events, more = self.audit_log.read(
-            store=store, event=event, since=low, until=high, limit=limit, before=before
-        )
-        # A typo found nothing and would say "(no events)"; an older coffer's name that the log
-        # holds is still read (it found events).
-        unknown = event is not None and event not in EVENTS and not events and not cursor
-        if unknown and not self.audit_log.read(event=event, limit=1)[0]:
-            raise InvalidInput(
-                f"unknown event {safe_echo(event)!r}; the events are: {', '.join(EVENTS)}",
-                field="event",
-                events=list(EVENTS),
-            )
-        next_cursor = None
-        if more:
-            bounds = [low and low.isoformat(), high and high.isoformat()]
-            next_cursor = encode_cursor(self.settings.home, query, AUDIT_CURSOR_STORE, 0, [*more, *bounds])
-        return Page(items=tuple(events), next_cursor=next_cursor)
-
-    def audit_events(
-        self,
-        store: str | None = None,
-        limit: int = 100,
-        *,
-        event: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-    ) -> list[dict[str, Any]]:
-        """The newest audit events (optionally of one store, one event, a time range), newest first."""
-        page = self.audit_page(store=store, event=event, since=since, until=until, limit=limit)
-        return [e.to_dict() for e in page.items]
-
     def indexed_stores(self) -> list[str]:
         """The stores the index has scanned (a folder removed by hand is still among them)."""
         # The calling thread's reader: ``audit`` asks without the lock, and the writer connection
@@ -563,10 +491,6 @@ class IndexHandle:
             )
         except Exception:  # display metadata only; never fails a write whose file is durable
             log.warning("could not record the project root of %s", store, exc_info=True)
-
-
-def _as_given(bound: datetime | str | None) -> str | None:
-    return bound.isoformat() if isinstance(bound, datetime) else bound
 
 
 class Models:

@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from ._audit_pages import audit_events, audit_page
 from ._service_lanes import LaneCalls
 from ._store.paths import GLOBAL_STORE
 from ._targets import PathLike
@@ -68,7 +69,9 @@ class MemoryService(LaneCalls):
         until: datetime | str | None = None,
     ) -> list[dict[str, Any]]:
         """The newest audit events as dicts, newest first, filtered by store, event and time."""
-        return self.index.audit_events(store, limit, event=event, since=since, until=until)
+        return audit_events(
+            self.index.settings, self.index.audit_log, store, limit, event=event, since=since, until=until
+        )
 
     def audit(
         self,
@@ -89,8 +92,15 @@ class MemoryService(LaneCalls):
         names = [store] if store is not None else [*self.store_admin.names(), *self.index.indexed_stores()]
         for name in dict.fromkeys(names):  # an indexed store whose folder is gone: store_deleted, external
             self.index.refresh(self.targets.paths(name).name)
-        return self.index.audit_page(
-            store=store, event=event, since=since, until=until, limit=limit, cursor=cursor
+        return audit_page(
+            self.index.settings,
+            self.index.audit_log,
+            store=store,
+            event=event,
+            since=since,
+            until=until,
+            limit=limit,
+            cursor=cursor,
         )
 
     # -- store_admin ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolResult,
@@ -41,6 +42,11 @@ __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
 
 DRAIN_SECONDS = 10.0
 """How long ``coffer-mcp`` on stdio still answers the calls in flight once its input has ended."""
+DRAINED = (
+    f"cancelled: coffer-mcp's input ended and this call was still running {DRAIN_SECONDS:g} s later "
+    "(its drain at the end of input); what it was doing may still take effect"
+)
+"""The message of the JSON-RPC error a call still running after the drain is answered with."""
 log = logging.getLogger("coffer_memory_mcp")
 
 
@@ -160,10 +166,12 @@ def _answer_to_error(error: ValidationError) -> SessionMessage | None:
 class _AnswerRefused:
     """The stdio read stream, with lines the SDK refused answered (``answer_to_refused``) instead
     of handed to the server, which would drop them; at the end of input it waits (up to
-    ``DRAIN_SECONDS``) until every request read has been answered through ``writer``.
+    ``DRAIN_SECONDS``) until every request read has been answered through ``writer``, and
+    answers a call still running then with a JSON-RPC error (``DRAINED``).
 
     The server cancels what is in flight when its input ends: a client that sent a
-    ``coffer__remember`` and closed stdin (a shutdown) had the fact written and never heard so.
+    ``coffer__remember`` and closed stdin (a shutdown) had the fact written and never heard so,
+    and a client waiting for a call that outran the drain waited for an answer that never came.
     """
 
     def __init__(self, inner: Any, write: Any) -> None:
@@ -186,6 +194,7 @@ class _AnswerRefused:
                 with anyio.move_on_after(DRAIN_SECONDS):
                     while self._pending:
                         await anyio.sleep(0.01)
+                await self.writer.give_up()
                 raise
             if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
                 self._pending.add(item.message.id)
@@ -222,12 +231,33 @@ class _Answering:
     def __init__(self, inner: Any, pending: set[int | str]) -> None:
         self._inner = inner
         self._pending = pending
+        self._sending: set[int | str] = set()  # answers handed to the stream, not yet taken
+        self._given_up: set[int | str] = set()  # answered by ``give_up``: a late answer is dropped
 
     async def send(self, item: SessionMessage) -> None:
         """Write ``item``; an answer settles its request."""
-        await self._inner.send(item)
-        if isinstance(item.message, (JSONRPCResponse, JSONRPCError)) and item.message.id is not None:
-            self._pending.discard(item.message.id)
+        message = item.message
+        if not isinstance(message, (JSONRPCResponse, JSONRPCError)) or message.id is None:
+            await self._inner.send(item)
+            return
+        if message.id in self._given_up:
+            return
+        self._sending.add(message.id)
+        try:
+            await self._inner.send(item)
+        finally:
+            self._sending.discard(message.id)
+        self._pending.discard(message.id)
+
+    async def give_up(self) -> None:
+        """Answer every request still waiting, and not being answered now, with the ``DRAINED``
+        error (the server cancels them next); an answer of theirs that comes later is dropped."""
+        late = sorted(self._pending - self._sending, key=str)
+        self._given_up.update(late)
+        for request_id in late:
+            error = ErrorData(code=INTERNAL_ERROR, message=DRAINED)
+            await self._inner.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+            self._pending.discard(request_id)
 
     async def aclose(self) -> None:
         """Close the underlying stream."""

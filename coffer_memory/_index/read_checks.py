@@ -139,19 +139,24 @@ def changed_dirs(sp: StorePaths, dirs: dict[str, int]) -> list[str]:
     return changed
 
 
-def small_unchanged(rec: Reconciling, sp: StorePaths, dirs: dict[str, int]) -> bool:
+def small_unchanged(
+    rec: Reconciling, sp: StorePaths, dirs: dict[str, int], db: IndexDB | None = None
+) -> bool:
     """True when every recall file of ``sp`` matches its index row and every folder its recorded
     mtime: the full scan would change nothing. Read only and without the store lock (any
     difference, or a race with a writer, sends the read to the full scan under the lock).
+    ``db``: the connection whose rows are compared (the writer's unless given: a reader's
+    needs no service lock).
 
     A small store is checked on every read, so this walks with ``os.scandir`` and strings,
     compares stat tuples with the rows of one query, and stops at the first difference
     (the full scan's Path objects, FileStats and write of the store state cost 3-5x more).
     """
+    db = rec.db if db is None else db
     folder = sp.root
     root = str(folder)
-    prefix = rec.db.key(folder) + "/"
-    rows = rec.db.rows(
+    prefix = db.key(folder) + "/"
+    rows = db.rows(
         "SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM documents "
         "WHERE resource_name = ?1 AND path >= ?2 AND path < ?3 UNION ALL "
         "SELECT path, file_size, file_mtime_ns, file_ctime_ns, file_ino FROM broken_files "

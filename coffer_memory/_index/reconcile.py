@@ -113,6 +113,39 @@ class Reconciler(Applier):
         waits for a background scan then: the scan may have passed the file before its edit)."""
         return self.feed is not None and self.feed.pending(store)
 
+    def fresh_beside_scan(self, store: str, db: IndexDB) -> bool:
+        """Whether a read of ``store`` may answer from the rows ``db`` (a reader connection) holds
+        while a background full scan holds the lock, or must wait for the lock and reconcile.
+
+        The store being scanned is brought up to date by its scan, unless the feed has news of it
+        (the scan may have passed the file before its edit). Any other store is checked as the read
+        would check it without the scan, on ``db`` and without the lock: by the feed where it
+        vouches, else its files (a small store) or its folders' mtimes (a larger one; a due full
+        scan is started in the background, as a read starts it). A scan of one store must not leave
+        the reads of another on stale rows: a read waits only for a store found changed.
+        """
+        with self._guard:
+            scanned = store in self._background
+        if scanned:
+            return not self.has_news(store)
+        vouched = self.feed.vouches(store) if self.feed is not None else None
+        if vouched is not None:
+            return vouched
+        sp = self._paths.get(store) or self.reindexer.paths(store)
+        rows = db.rows(
+            "SELECT dirs, last_full_scan, file_count FROM store_state WHERE resource_name = ?", (store,)
+        )
+        if not rows:
+            return False
+        dirs, age, count = json.loads(rows[0][0]), read_checks.scan_age(float(rows[0][1])), int(rows[0][2])
+        if count <= self.settings.reconcile_full_scan_max_files:
+            return read_checks.small_unchanged(self, sp, dirs, db)
+        if age >= self.settings.reconcile_full_scan_seconds:
+            if age >= STALE_SECONDS:
+                return False  # the read scans it itself
+            self._scan_in_background(store)
+        return not read_checks.changed_dirs(sp, dirs) and not all(m == MISSING for m in dirs.values())
+
     def _scan_in_background(self, store: str) -> None:
         with self._guard:
             if store in self._background:

@@ -27,6 +27,7 @@ from .keys import strip_header as strip_header  # where recall has always found 
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
 from .pending import NewRows, PendingDoc, session_windows, stored_by_text
 from .readahead import Read
+from .removal import delete_document_rows, delete_store_rows
 from .rows import described, indexed_chunks, project_id, write_tags
 from .segments import after_bulk_load, bulk_hash, merge_step
 from .session import CONTEXT_PENDING_KEY, context_lines, successors, write_load_contexts, write_word_contexts
@@ -522,19 +523,7 @@ class Reindexer:
                 store,
                 [vec_chunk_id(document_id, int(p[0]), w) for p in positions for w in range(MAX_WINDOWS)],
             )
-        for table in ("documents_fts", "documents_words"):
-            self.db.conn.execute(
-                f"DELETE FROM {table} WHERE rowid IN "
-                "(SELECT rowid FROM chunks WHERE document_id = ? AND resource_name = ?)",
-                (document_id, store),
-            )
-        self.db.conn.execute(
-            "DELETE FROM chunks WHERE document_id = ? AND resource_name = ?", (document_id, store)
-        )
-        self.db.conn.execute(
-            "DELETE FROM documents WHERE kind = ? AND resource_name = ? AND id = ?",
-            (KIND, store, document_id),
-        )
+        delete_document_rows(self.db.conn, store, document_id)
         if KEYWORD_CONTEXT_LINES > 0:  # the fact after it now follows the one before it
             write_word_contexts(self.db, store, KEYWORD_CONTEXT_LINES, [n for n, _ in after.values()])
 
@@ -576,14 +565,6 @@ class Reindexer:
 
     def _remove_store(self, store: str) -> None:
         with self.db.transaction():
-            self.db.conn.execute(
-                "DELETE FROM documents_words WHERE rowid IN (SELECT rowid FROM chunks WHERE resource_name = ?)",
-                (store,),
-            )
-            self.db.conn.execute("DELETE FROM documents_fts WHERE resource_name = ?", (store,))
-            self.db.conn.execute("DELETE FROM chunks WHERE resource_name = ?", (store,))
-            self.db.conn.execute("DELETE FROM documents WHERE resource_name = ?", (store,))
-            self.db.conn.execute("DELETE FROM store_state WHERE resource_name = ?", (store,))
-            self.db.conn.execute("DELETE FROM broken_files WHERE resource_name = ?", (store,))
+            delete_store_rows(self.db.conn, store)
             if self.vectors is not None:
                 self.vectors.drop_store(store)

@@ -395,6 +395,26 @@ class FolderFeed:
                 and bool(watched.files or watched.trees)
             )
 
+    def vouches(self, store: str) -> bool | None:
+        """Whether a read of ``store`` may skip its checks: True when the feed vouches for it (its
+        folder still the one armed) and names nothing to re-check (no news, no file with another
+        hard link), False when it vouches but names something, None when it cannot vouch. Reads
+        the queue first."""
+        with self._guard:
+            self._owned()
+            self._drain()
+            watched = self._stores.get(store)
+            if watched is None or not watched.verified or watched.lost:
+                return None
+            try:
+                st = os.stat(watched.root)
+                watched.lost = (st.st_dev, st.st_ino) != watched.identity
+            except OSError:
+                watched.lost = True
+            if watched.lost:
+                return None
+            return not (watched.files or watched.trees or watched.linked)
+
     def _drain(self) -> None:
         if self._fd < 0:
             return
