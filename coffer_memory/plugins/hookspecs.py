@@ -63,9 +63,7 @@ class Embedder(Protocol):
     (a sequence of floats, e.g. a numpy float32 row); it raises
     ``coffer_memory._errors.EmbeddingUnavailable`` when the model cannot run. An embedder may
     also have ``embed_query(text) -> Vector``: recall then embeds its query with it (models
-    trained with separate query and document prompts); and ``prepare_query(text)``, giving a call
-    that finishes ``embed_query(text)`` or None: a hybrid recall does the Python part on the
-    recalling thread and the call on its worker (docs/plugins.md).
+    trained with separate query and document prompts).
     """
 
     name: str

