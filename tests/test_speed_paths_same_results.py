@@ -194,6 +194,23 @@ def test_coverage_scores_hold_when_a_text_carries_the_separator(separator_works:
         coverage._words_cache.clear()
 
 
+def test_tokens_are_split_only_at_exactly_the_separators_between_texts() -> None:
+    """``_split`` gives each text's tokens when the batch holds one separator between each two
+    texts, and None (each text tokenized alone) when a text holds one more, wherever it is, or
+    the batch holds fewer: the last text is searched for a separator, not every token counted."""
+    sep = coverage._SEPARATOR
+    assert [list(t) for t in coverage._split(["a", "b", sep, "c", sep, "d", "d"], 3) or []] == [
+        ["a", "b"],
+        ["c"],
+        ["d"],
+    ]
+    assert [list(t) for t in coverage._split(["a"], 1) or []] == [["a"]]
+    assert coverage._split(["a", sep, "b", sep, "c"], 2) is None  # in the last text
+    assert coverage._split(["a", sep, sep, "b", sep, "c"], 3) is None  # in the first text
+    assert coverage._split(["a", sep, "b"], 3) is None  # fewer than the texts need
+    assert coverage._split([sep], 1) is None  # one text that is the separator
+
+
 # -- a cold rebuild ------------------------------------------------------------------------------
 AWKWARD = ["Deploy the api", "yes", "null", "~", "123", "1:20", "a: b", "has #hash", "- item", "it's"]
 AWKWARD += ["'quoted'", '"double"', "café ünïcode 部署", "tab\there", "emoji 🚀", "  spaced  ", "", "x" * 300]

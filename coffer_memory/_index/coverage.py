@@ -123,16 +123,32 @@ def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[To
     """The tokens of each text, from one tokenizer call over them all."""
     if not _separator_ok:
         _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
-    tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
-    if not _separator_ok[0] or tokens.count(_SEPARATOR) != len(texts) - 1:  # a text holds it
+    out: list[Tokens] | None = None
+    if _separator_ok[0]:
+        tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
+        out = _split(tokens, len(texts))
+    if out is None:  # a text holds the separator: each text on its own
         return [dict.fromkeys(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)).keys() for t in texts]
+    return out
+
+
+def _split(tokens: list[str], parts: int) -> list[Tokens] | None:
+    """``tokens`` cut at ``parts - 1`` separators, each part's tokens; None when they hold more or
+    fewer (a text holds the separator). The last part is searched for one more, where counting every
+    token first was a second pass over all of them."""
     out: list[Tokens] = []
     start = 0
-    for _ in range(len(texts) - 1):
-        end = tokens.index(_SEPARATOR, start)
-        out.append(dict.fromkeys(tokens[start:end]).keys())
-        start = end + 1
-    out.append(dict.fromkeys(tokens[start:]).keys())
+    try:
+        for _ in range(parts - 1):
+            end = tokens.index(_SEPARATOR, start)
+            out.append(dict.fromkeys(tokens[start:end]).keys())
+            start = end + 1
+    except ValueError:
+        return None
+    last = tokens[start:]
+    if _SEPARATOR in last:
+        return None
+    out.append(dict.fromkeys(last).keys())
     return out
 
 
