@@ -211,6 +211,56 @@ def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_h
     assert _child(_TRUNCATING_CHILD, str(tmp_home)) == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
 
 
+_CUT_BESIDE_SCAN_CHILD = r"""
+import json, os, pathlib, sys, threading, time
+from coffer_memory import MemoryService
+from coffer_memory._config import Settings
+from coffer_memory._store.lock import store_lock
+from coffer_memory._store.paths import lock_path
+
+home = sys.argv[1]
+with MemoryService(home) as svc:
+    for i in range(120):
+        svc.remember(f"Fact {i}: the heron{i}q nests by the weir. " + "reed " * 80, title=f"h{i}", scope="global")
+settings = Settings.load(home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+answers = []
+with MemoryService(settings=settings) as svc:
+    for _ in range(2):
+        assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
+    # A background full scan of the store holds the service lock, waiting for the store's file lock.
+    with store_lock(lock_path(pathlib.Path(home), "global")):
+        svc.index.reconciler._scan_in_background("global")
+        deadline = time.monotonic() + 60
+        while svc.index.lock.acquire(blocking=False):
+            svc.index.lock.release()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        with open(os.path.join(home, "index.db"), "r+b") as f:  # another program cuts the file short
+            f.truncate(8192)
+        reader = threading.Thread(
+            target=lambda: answers.append(
+                [h.title for h in svc.recall("heron7q", stores=["global"], mode="keyword").hits]
+            )
+        )
+        reader.start()
+        reader.join(1.0)  # a read that trusted the scan answers at once, from the cut file
+    reader.join(60)
+    print(json.dumps({"hits": answers, "repairs": len(svc.doctor().index_repairs)}))
+"""
+
+
+def test_an_index_cut_short_during_a_background_scan_is_repaired_before_a_read_answers(
+    tmp_home: Path,
+) -> None:
+    """A read that comes while a background full scan holds the lock reads the last committed
+    rows when nothing changed, without waiting for the scan. It skipped the index file's own check
+    too: cut short by another program meanwhile (the scan found it so, moved it aside and began a
+    new one), the read answered from the new, still empty index with no hits (found by kw19, when
+    scans began earlier). A read now waits for the lock when the index holds no state of the
+    scanned store yet, or when it finds the file damaged itself."""
+    assert _child(_CUT_BESIDE_SCAN_CHILD, str(tmp_home)) == {"hits": [["h7"]], "repairs": 1}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inotify feed is Linux only")
 def test_a_fact_replaced_by_a_folder_of_its_name_leaves_no_row_behind(tmp_home: Path) -> None:
     """``knowledge/inbox/x.md`` deleted and a folder ``x.md/`` made in its place while the inotify

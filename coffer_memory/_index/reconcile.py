@@ -118,16 +118,24 @@ class Reconciler(Applier):
         while a background full scan holds the lock, or must wait for the lock and reconcile.
 
         The store being scanned is brought up to date by its scan, unless the feed has news of it
-        (the scan may have passed the file before its edit). Any other store is checked as the read
+        (the scan may have passed the file before its edit) or the index holds no state of it yet. Any other store is checked as the read
         would check it without the scan, on ``db`` and without the lock: by the feed where it
         vouches, else its files (a small store) or its folders' mtimes (a larger one; a due full
         scan is started in the background, as a read starts it). A scan of one store must not leave
-        the reads of another on stale rows: a read waits only for a store found changed.
+        the reads of another on stale rows: a read waits only for a store found changed. An index
+        file found damaged (cut short by another program, say) is never read beside the scan: the
+        read waits for the lock, where the reconcile moves it aside and rebuilds it.
         """
+        if db.needs_repair():
+            return False
         with self._guard:
             scanned = store in self._background
         if scanned:
-            return not self.has_news(store)
+            # A store the scan indexes from nothing (its first index, or every store after the
+            # scan found the file damaged and began a new one) has no committed state to read.
+            return not self.has_news(store) and bool(
+                db.rows("SELECT 1 FROM store_state WHERE resource_name = ?", (store,))
+            )
         vouched = self.feed.vouches(store) if self.feed is not None else None
         if vouched is not None:
             return vouched
