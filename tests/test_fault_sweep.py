@@ -177,10 +177,13 @@ def test_a_grep_walk_that_ends_after_close_keeps_nothing(tmp_path: Path) -> None
     assert watched.listing(str(parent), ["knowledge"]) is None
 
 
-_TRUNCATING_CHILD = r"""
-import json, os, sys
+# 120 facts written by one service; a second reads them as a server does between full scans.
+_HERONS = r"""
+import json, os, pathlib, sys, threading, time
 from coffer_memory import MemoryService
 from coffer_memory._config import Settings
+from coffer_memory._store.lock import store_lock
+from coffer_memory._store.paths import lock_path
 
 home = sys.argv[1]
 with MemoryService(home) as svc:
@@ -189,9 +192,13 @@ with MemoryService(home) as svc:
 # The first service checkpointed its log into index.db on close. This one reads as a server does
 # between full scans (every store counts as large: a read trusts the state it read last).
 settings = Settings.load(home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
+answers = []
 with MemoryService(settings=settings) as svc:
     for _ in range(2):
         assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
+"""
+
+_TRUNCATING_CHILD = _HERONS + r"""
     with open(os.path.join(home, "index.db"), "r+b") as f:  # another program cuts the file short
         f.truncate(8192)
     hits = [h.title for mode in ("grep", "keyword") for h in svc.recall("heron7q", stores=["global"], mode=mode).hits]
@@ -211,22 +218,7 @@ def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_h
     assert _child(_TRUNCATING_CHILD, str(tmp_home)) == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
 
 
-_CUT_BESIDE_SCAN_CHILD = r"""
-import json, os, pathlib, sys, threading, time
-from coffer_memory import MemoryService
-from coffer_memory._config import Settings
-from coffer_memory._store.lock import store_lock
-from coffer_memory._store.paths import lock_path
-
-home = sys.argv[1]
-with MemoryService(home) as svc:
-    for i in range(120):
-        svc.remember(f"Fact {i}: the heron{i}q nests by the weir. " + "reed " * 80, title=f"h{i}", scope="global")
-settings = Settings.load(home, reconcile_full_scan_max_files=0, reconcile_full_scan_seconds=3600)
-answers = []
-with MemoryService(settings=settings) as svc:
-    for _ in range(2):
-        assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
+_CUT_BESIDE_SCAN_CHILD = _HERONS + r"""
     # A background full scan of the store holds the service lock, waiting for the store's file lock.
     with store_lock(lock_path(pathlib.Path(home), "global")):
         svc.index.reconciler._scan_in_background("global")
