@@ -341,8 +341,11 @@ def test_lines_sent_just_before_eof_are_all_answered_before_exit(peers: Any, pat
     assert peer.close() == 0  # closes stdin, then lets the SDK import start
     answers = [json.loads(line) for line in iter(peer.lines.get, b"")]
     assert "Traceback" not in peer.stderr(), peer.stderr()
-    assert answers[0]["id"] == 0 and "result" in answers[0]
-    rest = answers[1:]
+    # Answers are matched by id, not order: on the plain path the wrapper's own errors for lines
+    # the SDK would drop may go out before the SDK's answer to initialize (seen under load).
+    init = [a for a in answers if isinstance(a, dict) and a.get("id") == 0]
+    assert len(init) == 1 and "result" in init[0], answers
+    rest = [a for a in answers if a is not init[0]]
     batch = [a for a in rest if isinstance(a, list)]
     assert [[(e["id"], e["error"]["code"]) for e in b] for b in batch] == [[(11, -32600)]], answers
     single = sorted(((a["id"], a["error"]["code"]) for a in rest if isinstance(a, dict)), key=str)
