@@ -44,7 +44,7 @@ from _common import environment, percentile, print_environment, table, write_jso
 from core import make_queries  # noqa: E402
 from limit import LIMIT, _BenchEmbedders, query_vector, real_embedder, write_corpus  # noqa: E402
 
-from coffer_memory import MemoryService, Settings  # noqa: E402
+from coffer_memory import MemoryService, RecallResult, Settings  # noqa: E402
 from coffer_memory.plugins import get_plugin_manager  # noqa: E402
 
 TARGET_P50_MS = 12.0
@@ -81,6 +81,14 @@ def clocked(fn: Callable[[], Any]) -> tuple[float, float, float]:
     return time.perf_counter() - wall, time.thread_time() - cpu, time.process_time() - process
 
 
+def answered(result: RecallResult) -> None:
+    """Stop the run when a vector-backed recall fell back to keyword (an embedder that failed, or
+    the home's embedding back-off left set by a crashed process): timing it would report keyword
+    figures as hybrid ones."""
+    if result.fallback:
+        raise SystemExit(f"a vector-backed recall fell back to {result.mode}; stopping rather than time it")
+
+
 def run(
     home: Path, repo: Path, provider: str, queries: list[str]
 ) -> dict[str, list[tuple[float, float, float]]]:
@@ -90,19 +98,21 @@ def run(
         k: [] for k in ("embed", "keyword", "vector", "hybrid")
     }
     with MemoryService(settings=settings_for(home, provider)) as svc:
-        svc.recall(queries[0], cwd=repo, mode="hybrid", limit=LIMIT)  # warm: reconcile, matrices, model
+        answered(svc.recall(queries[0], cwd=repo, mode="hybrid", limit=LIMIT))  # warm: matrices, model
         for q in queries:
 
             def hybrid(q: str = q) -> None:
                 svc.retrieval.clear_query_cache()
-                svc.recall(q, cwd=repo, mode="hybrid", limit=LIMIT)
+                answered(svc.recall(q, cwd=repo, mode="hybrid", limit=LIMIT))
 
             out["embed"].append(clocked(lambda q=q: query_vector(embedder, q)))
             out["keyword"].append(
                 clocked(lambda q=q: svc.recall(q, cwd=repo, mode="keyword", limit=2 * LIMIT))
             )
             out["hybrid"].append(clocked(hybrid))  # leaves the query's vector cached for the next
-            out["vector"].append(clocked(lambda q=q: svc.recall(q, cwd=repo, mode="vector", limit=LIMIT)))
+            out["vector"].append(
+                clocked(lambda q=q: answered(svc.recall(q, cwd=repo, mode="vector", limit=LIMIT)))
+            )
     return out
 
 
