@@ -7,6 +7,7 @@ can legitimately answer 404 (a fact that does not exist) or 422 (an empty query 
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -36,6 +37,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     )
 
 _HOME = Path(tempfile.mkdtemp(prefix="coffer-schemathesis-"))
+# The home is made at import (schemathesis builds its cases from the app then); a run that collects
+# this file and deselects its tests never runs the fixture below, so the interpreter's exit removes it.
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 _SERVICE = MemoryService(_HOME)
 _SERVICE.remember("deploys go through the release branch", store="global")
 _SERVICE.append_rule("run the tests before pushing", store="global")

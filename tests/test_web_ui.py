@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,20 +356,28 @@ def served(service: MemoryService) -> Iterator[str]:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    """Headless chromium driven by chromedriver; nothing is downloaded."""
+    """Headless chromium driven by chromedriver; nothing is downloaded. Its profile is a folder
+    the fixture removes: the one chromedriver makes itself (/tmp/org.chromium.Chromium.*) outlived
+    every run. A short path, as the profile's singleton socket must fit a Unix socket's name
+    (pytest's tmp_path did not: chromium would not start)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    profile = tempfile.mkdtemp(prefix="coffer-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
+    options.add_argument(f"--user-data-dir={profile}")
     try:
-        yield driver
+        driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+        driver.set_page_load_timeout(60)
+        try:
+            yield driver
+        finally:
+            driver.quit()
     finally:
-        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def shot(driver: Any, name: str) -> None:
