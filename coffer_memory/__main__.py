@@ -1,5 +1,5 @@
 """`python -m coffer_memory` runs the `coffer` command line."""
 
-from ._cli import main
+from ._cli import console
 
-raise SystemExit(main())
+console()

@@ -23,7 +23,7 @@ SDK_PARTS = ("mcp", "mcp_types")
 HTTP_PARTS = ("httpx", "httpcore", "tenacity")  # the [openai] extra's (anyio and h11 may stay: unused)
 EXTRA_COMMAND = "pip install 'coffer-memory[mcp]'"
 SCRIPTS = {
-    "coffer": "coffer_memory._cli:main",
+    "coffer": "coffer_memory._cli:console",
     "coffer-hook": "coffer_memory._agents.hook:main",
     "coffer-mcp": "coffer_memory_mcp._stdio:main",
 }

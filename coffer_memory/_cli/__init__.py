@@ -209,6 +209,14 @@ def _run(args: argparse.Namespace) -> Any:
         return args.func(svc, args)
 
 
+def console() -> NoReturn:
+    """Console entry point of ``coffer`` (and ``python -m coffer_memory``): ``main`` on the
+    process's arguments, then the process ends without the interpreter's teardown (``leave``)."""
+    from .._quick_exit import leave
+
+    leave(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
     argv = sys.argv[1:] if argv is None else list(argv)
