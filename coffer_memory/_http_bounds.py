@@ -26,7 +26,9 @@ does by default:
   ``min_rate`` bytes received (no maximum: a large import on a slow link is only held to the rate).
 
 Past a deadline the answer is ``408`` with the error envelope (``REQUEST_TIMEOUT``) when no answer
-has started, and the connection closes either way; the app reading the body sees the client gone.
+has started (an app may answer before the body came: a refusal, a GET reading none; a second answer
+after it was read as the answer to the next request), and the connection closes either way; the app
+reading the body sees the client gone.
 While uvicorn holds reading back (the app has not taken what arrived), the clock is not held
 against the client.
 
@@ -238,12 +240,16 @@ class ReadDeadlines:
         phase, self._phase = self._phase, None
         cycle = self._cycle()
         transport = self._transport()
-        if cycle is None or cycle is self._head_cycle or not cycle.response_started:
+        # A late head's request has no cycle yet (``cycle`` is the one before, if any); a late body's
+        # is ``cycle``. The 408 goes out only where a whole answer may: not after or into another
+        # (an app may answer before the body came: a refusal, a GET that reads none).
+        free = (cycle is None or cycle.response_complete) if phase == "head" else not cycle.response_started
+        if free:
             message = f"the request's {phase} did not arrive in time (it came too slowly)"
             transport.write(
                 envelope_answer("408 Request Timeout", "REQUEST_TIMEOUT", message, _default_headers(self))
             )
-        if cycle is not None and cycle is not self._head_cycle:
+        if cycle is not None:
             cycle.disconnected = True  # the app's answer, if any, goes nowhere
         transport.close()
 
