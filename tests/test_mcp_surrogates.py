@@ -145,3 +145,17 @@ def test_over_stdio_json_nested_too_deep_leaves_the_server_serving(peer: StdioPe
     answer = peer.answer()
     assert answer is not None and answer["id"] == 2, "the server stopped answering"
     assert peer.proc.poll() is None
+
+
+def test_over_stdio_a_lone_surrogate_in_an_id_is_answered_and_the_server_serves_on(peer: StdioPeer) -> None:
+    # The SDK refused the line, coffer answered it under its id, and writing that id (a string
+    # holding "\ud800") raised in the SDK's writer: coffer-mcp died with a traceback, exit 1.
+    peer.send(_call(1, {"text": "fine", "scope": "global"}).replace('"id": 1', '"id": "a\\ud800"'))
+    answer = peer.answer()
+    assert answer is not None, "the request was never answered"
+    assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+    assert "lone surrogate" in answer["error"]["message"]
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 2, "the server stopped answering"
+    assert peer.proc.poll() is None
