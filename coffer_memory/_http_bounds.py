@@ -1,6 +1,7 @@
 """Bounds on what one HTTP request may send, as mixins for uvicorn's protocols (``coffer-api`` and
 ``coffer-mcp --transport streamable-http`` both use them): ``BoundedHead`` (how many headers, how
-many bytes before the headers end) and ``ReadDeadlines`` (how long the head and the body may take).
+many bytes before the headers end), ``ReadDeadlines`` (how long the head and the body may take) and
+``TargetHost`` (an absolute target's host is the request's ``Host``).
 
 **Size.** httptools (uvicorn's parser when installed) bounds neither the number nor the size of a
 request's headers, and keeps a header (and the target) whole until it ends: 5,000 headers, or one
@@ -126,6 +127,28 @@ class BoundedHead:
         )
         transport.write(answer)
         transport.close()
+
+
+class TargetHost:
+    """Mixin for uvicorn's httptools protocol: a request whose target is absolute (``GET
+    http://name/path``) has the target's authority as its ``Host``.
+
+    RFC 9112 (3.2.2) has a server ignore ``Host`` then and take the target's host; uvicorn keeps the
+    ``Host`` header and drops the target's authority, so ``GET http://evil.example/... Host:
+    127.0.0.1`` passed every check of a foreign ``Host`` (coffer-api's guard, the MCP SDK's). The
+    header is replaced here, before the request reaches the app: a target with a userinfo
+    (``user@name``) or no authority gives a ``Host`` that those checks refuse.
+    """
+
+    def on_headers_complete(self) -> None:
+        """Put the absolute target's authority in the place of the ``Host`` header(s)."""
+        url: bytes = getattr(self, "url", b"/")
+        scheme, sep, rest = url.partition(b"://") if url[:1] != b"/" else (b"", b"", b"")  # origin-form
+        if sep and scheme.isalpha():
+            authority = rest.split(b"/", 1)[0].split(b"?", 1)[0]
+            headers: list[tuple[bytes, bytes]] = self.headers  # type: ignore[attr-defined]
+            headers[:] = [(b"host", authority), *((k, v) for k, v in headers if k != b"host")]
+        super().on_headers_complete()  # type: ignore[misc]
 
 
 class ReadDeadlines:

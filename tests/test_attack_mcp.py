@@ -330,6 +330,41 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
     assert resumed["head"] == git(repo, "rev-parse", "HEAD")
 
 
+def test_over_http_an_absolute_form_target_is_served_by_the_host_it_names(tmp_home: Path) -> None:
+    # RFC 9112 3.2.2: the target's host, not Host, is the request's; the SDK read Host and served
+    # "POST http://evil.example/mcp".
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    server = Served(args, {**os.environ, "COFFER_HOME": str(tmp_home)})
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
+    answers = []
+    try:
+        for target, host in (
+            ("http://evil.example/mcp", f"127.0.0.1:{server.port}"),
+            (f"http://127.0.0.1:{server.port}/mcp", "evil.example"),
+        ):
+            request = (
+                f"POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                "Accept: application/json, text/event-stream\r\n"
+                f"Content-Length: {len(init)}\r\nConnection: close\r\n\r\n"
+            ).encode() + init
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as conn:
+                conn.sendall(request)
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            answers.append(answer)
+    finally:
+        server.stop()
+    assert answers[0].startswith(b"HTTP/1.1 421 "), answers[0][:300]
+    assert b'"HOST_NOT_ALLOWED"' in answers[0]
+    assert answers[1].startswith(b"HTTP/1.1 200 "), answers[1][:300]
+
+
 def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home: Path) -> None:
     # httptools keeps a header value whole until it ends: one that never ended was held in memory,
     # hundreds of megabytes, before the token was checked. Now: 400 and closed while it comes.
