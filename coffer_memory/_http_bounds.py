@@ -1,6 +1,7 @@
 """Bounds on what one HTTP request may send, as mixins for uvicorn's protocols (``coffer-api`` and
 ``coffer-mcp --transport streamable-http`` both use them): ``BoundedHead`` (how many headers, how
-many bytes before the headers end) and ``ReadDeadlines`` (how long the head and the body may take).
+many bytes before the headers end), ``ReadDeadlines`` (how long the head and the body may take) and
+``TargetHost`` (an absolute target's host is the request's ``Host``).
 
 **Size.** httptools (uvicorn's parser when installed) bounds neither the number nor the size of a
 request's headers, and keeps a header (and the target) whole until it ends: 5,000 headers, or one
@@ -26,7 +27,9 @@ does by default:
   ``min_rate`` bytes received (no maximum: a large import on a slow link is only held to the rate).
 
 Past a deadline the answer is ``408`` with the error envelope (``REQUEST_TIMEOUT``) when no answer
-has started, and the connection closes either way; the app reading the body sees the client gone.
+has started (an app may answer before the body came: a refusal, a GET reading none; a second answer
+after it was read as the answer to the next request), and the connection closes either way; the app
+reading the body sees the client gone.
 While uvicorn holds reading back (the app has not taken what arrived), the clock is not held
 against the client.
 
@@ -124,6 +127,28 @@ class BoundedHead:
         )
         transport.write(answer)
         transport.close()
+
+
+class TargetHost:
+    """Mixin for uvicorn's httptools protocol: a request whose target is absolute (``GET
+    http://name/path``) has the target's authority as its ``Host``.
+
+    RFC 9112 (3.2.2) has a server ignore ``Host`` then and take the target's host; uvicorn keeps the
+    ``Host`` header and drops the target's authority, so ``GET http://evil.example/... Host:
+    127.0.0.1`` passed every check of a foreign ``Host`` (coffer-api's guard, the MCP SDK's). The
+    header is replaced here, before the request reaches the app: a target with a userinfo
+    (``user@name``) or no authority gives a ``Host`` that those checks refuse.
+    """
+
+    def on_headers_complete(self) -> None:
+        """Put the absolute target's authority in the place of the ``Host`` header(s)."""
+        url: bytes = getattr(self, "url", b"/")
+        scheme, sep, rest = url.partition(b"://") if url[:1] != b"/" else (b"", b"", b"")  # origin-form
+        if sep and scheme.isalpha():
+            authority = rest.split(b"/", 1)[0].split(b"?", 1)[0]
+            headers: list[tuple[bytes, bytes]] = self.headers  # type: ignore[attr-defined]
+            headers[:] = [(b"host", authority), *((k, v) for k, v in headers if k != b"host")]
+        super().on_headers_complete()  # type: ignore[misc]
 
 
 class ReadDeadlines:
@@ -238,12 +263,16 @@ class ReadDeadlines:
         phase, self._phase = self._phase, None
         cycle = self._cycle()
         transport = self._transport()
-        if cycle is None or cycle is self._head_cycle or not cycle.response_started:
+        # A late head's request has no cycle yet (``cycle`` is the one before, if any); a late body's
+        # is ``cycle``. The 408 goes out only where a whole answer may: not after or into another
+        # (an app may answer before the body came: a refusal, a GET that reads none).
+        free = (cycle is None or cycle.response_complete) if phase == "head" else not cycle.response_started
+        if free:
             message = f"the request's {phase} did not arrive in time (it came too slowly)"
             transport.write(
                 envelope_answer("408 Request Timeout", "REQUEST_TIMEOUT", message, _default_headers(self))
             )
-        if cycle is not None and cycle is not self._head_cycle:
+        if cycle is not None:
             cycle.disconnected = True  # the app's answer, if any, goes nowhere
         transport.close()
 

@@ -10,6 +10,7 @@ httptools itself bounds neither the number nor the size of a request's headers (
 request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused the same way, and
 so is one that sends more than ``MAX_HEAD_BYTES`` before its headers end (a header that never ends).
 A head or body sent too slowly (one byte a second) is ``408`` (``coffer_memory._http_bounds``).
+A request with an absolute target (``GET http://name/path``) is the target host's (``TargetHost``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from coffer_memory._http_bounds import (
     MAX_HEADERS,
     BoundedHead,
     ReadDeadlines,
+    TargetHost,
 )
 
 from . import balance
@@ -32,8 +34,9 @@ from . import balance
 __all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "MAX_HEAD_BYTES", "EnvelopeProtocol"]
 
 
-class EnvelopeProtocol(BoundedHead, ReadDeadlines, balance.CountedConnections, _Parser):
+class EnvelopeProtocol(TargetHost, BoundedHead, ReadDeadlines, balance.CountedConnections, _Parser):
     """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope, a
-    head past the bounds refused (``BoundedHead``), a request whose head or body comes too slowly
+    head past the bounds refused (``BoundedHead``), an absolute target's host taken for its ``Host``
+    (``TargetHost``), a request whose head or body comes too slowly
     answered ``408 REQUEST_TIMEOUT`` (``ReadDeadlines``), and its connections counted for
     ``coffer-api --workers N`` (``balance``)."""

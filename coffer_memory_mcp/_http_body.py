@@ -5,23 +5,38 @@ The SDK's transport reads a POST's body whole (``await request.body()``) before 
 a body of gigabytes, or a chunked one that never ended, was taken into memory. A body declared
 (``Content-Length``) or sent past the bound is ``413 REQUEST_TOO_LARGE`` with the error envelope
 and ``Connection: close``; the rest is never read. A body within it is read here and handed on.
+
+A body holding a lone surrogate escape (``"\\ud800"``) is JSON the SDK's transport refuses as not
+parsing (``400`` "Parse error: unexpected end of hex escape", id null); ``refused`` (``cli``'s
+``answer_over_http``) answers such a request as stdio does, ``INVALID_INPUT`` under its id, once it
+passed the transport's own checks (``Host``, ``Origin``, ``Content-Type``).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from .refusals import send_envelope
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may encode a surrogate: ``refused`` looks closer
+
 
 class BoundedBody:
     """ASGI middleware refusing a request whose body is larger than ``limit`` bytes."""
 
-    def __init__(self, app: Any, limit: int = MAX_REQUEST_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: Any,
+        limit: int = MAX_REQUEST_BODY_BYTES,
+        refused: Callable[[dict[str, Any], bytes], Awaitable[bytes | None]] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.refused = refused
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Refuse an oversized body, else pass the request on with its body read (if it has one)."""
@@ -51,7 +66,16 @@ class BoundedBody:
                 return
             if not message.get("more_body", False):
                 break
-        pending.insert(0, {"type": "http.request", "body": b"".join(body), "more_body": False})
+        whole = b"".join(body)
+        answer = (
+            await self.refused(scope, whole) if self.refused and _SURROGATE_ESCAPE.search(whole) else None
+        )
+        if answer is not None:
+            fields = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": fields})
+            await send({"type": "http.response.body", "body": answer})
+            return
+        pending.insert(0, {"type": "http.request", "body": whole, "more_body": False})
 
         async def replay() -> Any:
             return pending.pop(0) if pending else await receive()

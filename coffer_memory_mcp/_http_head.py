@@ -15,11 +15,12 @@ try:
 except ImportError:  # pragma: no cover - uvicorn's own fallback when httptools is missing
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Parser  # type: ignore[assignment]
 
-from coffer_memory._http_bounds import MAX_HEAD_BYTES, MAX_HEADERS, ReadDeadlines
+from coffer_memory._http_bounds import MAX_HEAD_BYTES, MAX_HEADERS, ReadDeadlines, TargetHost
 from coffer_memory._http_bounds import BoundedHead as _Bounds
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "BoundedHead"]
 
 
-class BoundedHead(_Bounds, ReadDeadlines, _Parser):
-    """uvicorn's HTTP protocol, refusing a head past the bounds and a request that arrives too slowly."""
+class BoundedHead(TargetHost, _Bounds, ReadDeadlines, _Parser):
+    """uvicorn's HTTP protocol, refusing a head past the bounds and a request that arrives too slowly;
+    an absolute target's host is the request's ``Host`` (``TargetHost``)."""

@@ -6,7 +6,9 @@
   own id, all in one array (a batch's answer); an empty array gets one error with id null.
 - A request whose id is no string or integer (an object, a fraction, null, true, an integer of
   more digits than Python converts): the SDK's parser reads it as a notification, which is never
-  answered. It gets Invalid Request with id null (JSON-RPC 2.0: the id could not be read).
+  answered. It gets Invalid Request with id null (JSON-RPC 2.0: the id could not be read). So does
+  a string id holding a lone surrogate (``"\\ud800"``): the SDK refuses the line, and the answer
+  under that id could not be written (the SDK's writer raised, and coffer-mcp died).
 
 - A line that is not JSON (cut short, a log line, a typo): the SDK logged it and answered nothing.
   It gets Parse error (-32700) with id null, as JSON-RPC 2.0 asks. MCP allows it: its stdio
@@ -37,6 +39,7 @@ BATCH = (
 EMPTY_BATCH = "an empty batch (a JSON array with nothing in it) is not a request"
 BAD_ID = "the request id must be a string or an integer (not null, a fraction, a boolean or an object)"
 HUGE_ID = f"the request id is a number of more than {sys.get_int_max_str_digits()} digits"
+SURROGATE_ID = "the request id holds a lone surrogate, which is not a character"
 NOT_JSON = "Parse error: the line is not JSON (each line must be one JSON-RPC message)"
 NOT_A_REQUEST = "the line is JSON but no JSON-RPC message (an object, one a line)"
 
@@ -57,7 +60,17 @@ def _error(request_id: int | str | None, message: str, code: int = INVALID_REQUE
 
 
 def _readable_id(value: Any) -> bool:
-    return isinstance(value, (int, str)) and not isinstance(value, bool)
+    if isinstance(value, str):
+        return _encodable(value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def _odd_request(message: Any) -> dict[str, Any] | None:
@@ -67,6 +80,8 @@ def _odd_request(message: Any) -> dict[str, Any] | None:
     request_id = message["id"]
     if _readable_id(request_id):
         return None
+    if isinstance(request_id, str):
+        return _error(None, SURROGATE_ID)
     return _error(None, HUGE_ID if isinstance(request_id, _Huge) else BAD_ID)
 
 

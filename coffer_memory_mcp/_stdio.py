@@ -62,10 +62,28 @@ def _request(line: str) -> dict[str, Any] | None:
 
 
 def _plain_params(params: Any) -> bool:
-    """Params that cannot change a ``ping`` or list answer: none, ``_meta``, a null cursor."""
+    """Params that cannot change a ``ping`` or list answer: none, ``_meta`` (an object), a null cursor."""
     if params is None:
         return True
-    return isinstance(params, dict) and set(params) <= {"_meta", "cursor"} and params.get("cursor") is None
+    return (
+        isinstance(params, dict)
+        and set(params) <= {"_meta", "cursor"}
+        and params.get("cursor") is None
+        and isinstance(params.get("_meta", {}), dict)
+    )
+
+
+_CLIENT_TEXTS = ("title", "description", "websiteUrl")  # optional fields of clientInfo, text or null
+
+
+def _writable(message: dict[str, Any]) -> bool:
+    """Whether ``message`` holds no lone surrogate (``"\\ud800"``), which the SDK refuses
+    (``cli.answer_to_refused`` then says so): answering it here would accept what it refuses."""
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _initialize(message: dict[str, Any] | None) -> str | None:
@@ -79,6 +97,10 @@ def _initialize(message: dict[str, Any] | None) -> str | None:
     if not isinstance(caps, dict) or not all(isinstance(v, dict) for v in caps.values()):
         return None
     if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("name", "version")):
+        return None
+    if "icons" in info or not all(isinstance(info.get(k), (str, type(None))) for k in _CLIENT_TEXTS):
+        return None  # the SDK checks these; the rare client sending icons waits for it
+    if not isinstance(params.get("_meta", {}), dict):
         return None
     return version if isinstance(version, str) else None
 
@@ -119,6 +141,8 @@ class _Session:
             self.wire.write(screened)
             return
         message = _request(line)
+        if message is not None and not _writable(message):
+            message = None
         requested = _initialize(message) if first else None
         if message is not None and requested is not None:
             self.version, self.init = self.snapshot.negotiate(requested), message

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INTERNAL_ERROR,
@@ -29,6 +30,7 @@ from mcp_types import (
     TextContent,
 )
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
 
@@ -146,6 +148,25 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     payload = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
+
+
+def answer_over_http(body: bytes) -> bytes | None:
+    """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
+    SDK's HTTP transport refuses as JSON that does not parse; None leaves the body to the transport.
+    ``http_app`` asks it only for a request that passes the transport's security checks."""
+    try:
+        message = json.loads(body, parse_int=_int_or_huge)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not _lone_surrogate_in(message):
+        return None
+    answer = answer_to_refused(message)
+    if answer is None:
+        return None
+    try:
+        return answer.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    except ValueError:  # the surrogate is in the id: no answer can name it, the transport's 400 stands
+        return None
 
 
 def _answer_to_error(error: ValidationError) -> SessionMessage | None:
@@ -323,8 +344,32 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
 def http_app(server: MCPServer, host: str, token: str | None) -> Any:
     """The ASGI app ``coffer-mcp --transport streamable-http`` serves (bounded body, typed refusals,
     the token when one is set); uvicorn serves it with ``_http_head.BoundedHead``."""
-    app: Any = BoundedBody(TypedRefusals(server.streamable_http_app(host=host)))
+    security = _transport_security(host)
+    checks = TransportSecurityMiddleware(security)
+
+    async def refused(scope: dict[str, Any], body: bytes) -> bytes | None:
+        if scope["method"] != "POST":
+            return None
+        answer = answer_over_http(body)
+        if answer is None or await checks.validate_request(Request(scope), is_post=True) is not None:
+            return None  # the transport answers it: a foreign Host or Origin first
+        return answer
+
+    sdk_app = server.streamable_http_app(host=host, transport_security=security)
+    app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     return BearerTokenMiddleware(app, token) if token else app
+
+
+def _transport_security(host: str) -> TransportSecuritySettings | None:
+    """What the SDK's transport checks on ``host`` (its own choice, made here so that
+    ``answer_over_http`` is asked only for what passes it): the loopback names only, on loopback."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None  # the SDK checks neither Host nor Origin there (docs/security.md)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:

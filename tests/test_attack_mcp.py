@@ -330,6 +330,83 @@ def test_git_never_reads_the_servers_stdin_over_http(tmp_home: Path, repo: Path)
     assert resumed["head"] == git(repo, "rev-parse", "HEAD")
 
 
+INIT_PARAMS = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "1"},
+}
+
+
+def http_server(home: Path) -> Served:
+    """``coffer-mcp --transport streamable-http`` serving ``home``, without a token."""
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    return Served(args, {**os.environ, "COFFER_HOME": str(home)})
+
+
+def test_over_http_an_absolute_form_target_is_served_by_the_host_it_names(tmp_home: Path) -> None:
+    # RFC 9112 3.2.2: the target's host, not Host, is the request's; the SDK read Host and served
+    # "POST http://evil.example/mcp".
+    server = http_server(tmp_home)
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}).encode()
+    answers = []
+    try:
+        for target, host in (
+            ("http://evil.example/mcp", f"127.0.0.1:{server.port}"),
+            (f"http://127.0.0.1:{server.port}/mcp", "evil.example"),
+        ):
+            request = (
+                f"POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                "Accept: application/json, text/event-stream\r\n"
+                f"Content-Length: {len(init)}\r\nConnection: close\r\n\r\n"
+            ).encode() + init
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as conn:
+                conn.sendall(request)
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            answers.append(answer)
+    finally:
+        server.stop()
+    assert answers[0].startswith(b"HTTP/1.1 421 "), answers[0][:300]
+    assert b'"HOST_NOT_ALLOWED"' in answers[0]
+    assert answers[1].startswith(b"HTTP/1.1 200 "), answers[1][:300]
+
+
+def test_over_http_a_lone_surrogate_is_invalid_input_as_over_stdio(tmp_home: Path) -> None:
+    # The SDK's transport answered "400 Parse error: unexpected end of hex escape" with id null to
+    # JSON that parses (the escape is well formed); stdio answers the request: INVALID_INPUT.
+    server = http_server(tmp_home)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "coffer__remember", '
+    call += '"arguments": {"text": "a\\ud800b", "scope": "global"}}}'
+    ping = '{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": {"x": "\\udfff"}}}'
+    try:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+            opened = http.post("/mcp", json=init, headers=headers)
+            assert opened.status_code == 200, opened.text
+            session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            called = http.post("/mcp", content=call.encode(), headers=session)
+            assert called.status_code == 200, called.text
+            result = called.json()
+            assert result["id"] == 2 and result["result"]["isError"] is True, result
+            assert result["result"]["content"][0]["text"].startswith(
+                "INVALID_INPUT: text contains a lone surrogate"
+            )
+            pinged = http.post("/mcp", content=ping.encode(), headers=session).json()
+            assert pinged["id"] == 3 and pinged["error"]["message"].startswith("INVALID_INPUT"), pinged
+            # The transport's own checks come first: a foreign Host or Origin is refused as before.
+            for foreign in ({"Host": "evil.example"}, {"Origin": "http://evil.example"}):
+                refused = http.post("/mcp", content=call.encode(), headers={**session, **foreign})
+                assert refused.status_code in (403, 421), refused.text
+                assert refused.json()["error"]["code"] in ("HOST_NOT_ALLOWED", "ORIGIN_NOT_ALLOWED")
+    finally:
+        server.stop()
+    with MemoryService(tmp_home) as svc:
+        assert not svc.list_facts(store="global").items
+
+
 def test_over_http_a_head_that_never_ends_is_refused_before_it_is_held(tmp_home: Path) -> None:
     # httptools keeps a header value whole until it ends: one that never ended was held in memory,
     # hundreds of megabytes, before the token was checked. Now: 400 and closed while it comes.

@@ -74,6 +74,17 @@ def test_two_host_headers_are_refused_in_either_order(served: int, hosts: tuple[
     assert raw_get(served, "/", ("Host", "127.0.0.1"))[1]["location"] == "http://127.0.0.1/ui"
 
 
+@pytest.mark.parametrize("target", [f"{API}/global/recall?query=x", f"{API}/global/facts", "/ui"])
+def test_an_absolute_form_target_is_served_by_the_host_it_names(served: int, target: str) -> None:
+    # RFC 9112 3.2.2: a server ignores Host when the target is absolute ("GET http://name/path")
+    # and takes the target's host. The guard read Host: a request naming evil.example was served.
+    status, _, body = raw_get(served, f"http://evil.example{target}", ("Host", "127.0.0.1"))
+    assert status == 421, (target, status)
+    envelope(status, body, "HOST_NOT_ALLOWED")
+    status, _, body = raw_get(served, f"http://127.0.0.1:{served}{target}", ("Host", "evil.example"))
+    assert status == 200, (target, status, body[:300])
+
+
 def test_two_origin_headers_are_refused(served: int) -> None:
     origins = (("Origin", "http://evil.example"), ("Origin", "http://127.0.0.1"))
     for target in (f"{API}/global/recall?query=x", "/ui"):

@@ -94,14 +94,19 @@ def test_a_connection_that_sends_nothing_is_closed(face: tuple[str, int]) -> Non
     refused(answer, 408, "REQUEST_TIMEOUT")
 
 
-def test_a_body_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> None:
-    path, port = face
+def post_head(path: str) -> tuple[bytes, bytes]:
+    """The head of a POST of a 10 kB JSON body to ``path``, and that body."""
     body = json.dumps({"text": "x" * 10_000}).encode()
     start = (
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
-    answer = dribble(port, start, body)
+    return start, body
+
+
+def test_a_body_sent_one_byte_at_a_time_is_cut_off(face: tuple[str, int]) -> None:
+    path, port = face
+    answer = dribble(port, *post_head(path))
     error = refused(answer, 408, "REQUEST_TIMEOUT")
     assert "body" in error["message"]
 
@@ -179,3 +184,23 @@ def test_a_request_that_comes_in_one_piece_sets_no_deadline_timer(service: Memor
         sock.sendall(request[20:])
         assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
     assert CountedDeadlines.set_timers == ["head", "head"]
+
+
+@pytest.fixture(params=["rest", "mcp"])
+def guarded_face(request: pytest.FixtureRequest, service: MemoryService) -> Iterator[tuple[str, int]]:
+    """A face with a bearer token: a request without it is refused before its body is read."""
+    if request.param == "rest":
+        with serve_in_thread(create_app(service, token="t0ken"), QuickRest) as port:
+            yield "/api/v1/memory_stores/global/memories", port
+    else:
+        with serve_in_thread(http_app(build_server(service), "127.0.0.1", "t0ken"), QuickMcp) as port:
+            yield "/mcp", port
+
+
+def test_a_request_answered_before_its_body_came_gets_no_second_answer(guarded_face: tuple[str, int]) -> None:
+    # The 401 went out at once; when the body's deadline came, a 408 was written after it on the
+    # same connection: two answers to one request, the second read as the answer to the next one.
+    path, port = guarded_face
+    answer = dribble(port, *post_head(path))
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]
+    assert answer.count(b"HTTP/1.1 ") == 1, answer

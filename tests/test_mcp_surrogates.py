@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp_types import TextContent
+from test_mcp_handshake import INITIALIZED, initialize, peers, recorded, request  # noqa: F401 (fixtures)
 
 from coffer_memory import MemoryService
 from coffer_memory_mcp import build_server
@@ -145,3 +146,49 @@ def test_over_stdio_json_nested_too_deep_leaves_the_server_serving(peer: StdioPe
     answer = peer.answer()
     assert answer is not None and answer["id"] == 2, "the server stopped answering"
     assert peer.proc.poll() is None
+
+
+def test_over_stdio_a_lone_surrogate_in_an_id_is_answered_and_the_server_serves_on(peer: StdioPeer) -> None:
+    # The SDK refused the line, coffer answered it under its id, and writing that id (a string
+    # holding "\ud800") raised in the SDK's writer: coffer-mcp died with a traceback, exit 1.
+    peer.send(_call(1, {"text": "fine", "scope": "global"}).replace('"id": 1', '"id": "a\\ud800"'))
+    answer = peer.answer()
+    assert answer is not None, "the request was never answered"
+    assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+    assert "lone surrogate" in answer["error"]["message"]
+    peer.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    answer = peer.answer()
+    assert answer is not None and answer["id"] == 2, "the server stopped answering"
+    assert peer.proc.poll() is None
+
+
+# Lines the snapshot could answer by their method, that the SDK refuses: the fast path took them
+# while the SDK was importing (an initialize and a ping holding "\ud800" were answered as fine).
+REFUSED_BY_THE_SDK = (
+    '{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
+    '"capabilities": {}, "clientInfo": {"name": "a\\ud800", "version": "1"}}}',
+    '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"x": "\\udfff"}}}',
+    '{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": 5}}',
+)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_what_the_sdk_refuses_is_refused_on_the_fast_path_too(peers: Any, first: int) -> None:  # noqa: F811
+    fast = peers("fast")
+    plain = peers("plain", env={"COFFER_MCP_FAST_HANDSHAKE": "0"})
+    lines = [*REFUSED_BY_THE_SDK[1:], request(3, "ping")]
+    handshake = (
+        [REFUSED_BY_THE_SDK[0]] if first == 0 else [json.dumps(initialize(0)), json.dumps(INITIALIZED)]
+    )
+    got = []
+    for peer in (fast, plain):
+        for line in (*handshake, *lines):
+            peer.send(line)
+        if peer is fast:
+            assert "the SDK server is ready" not in peer.stderr()
+        peer.release()
+        got.append(peer.answers(4))
+        assert peer.close() == 0
+    assert got[0] == got[1]
+    assert "error" in got[0][1] and "error" in got[0][2] and got[0][3]["result"] == {}
+    assert ("error" in got[0][0]) == (first == 0)
