@@ -509,9 +509,11 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
 def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> None:
     """``--fork-session`` copies the conversation (the rules in it) under a new session id.
 
-    Claude Code 2.1.197 runs the fork's SessionStart with ``source: resume`` and the *parent's*
-    session id and transcript; only its SessionEnd names the fork's own id. A fork resumed or
-    forked again later must still count as holding the rules it was given."""
+    Claude Code 2.1.332 runs the fork's SessionStart with ``source: fork``, the fork's own id and
+    a transcript not written yet (2.1.197: ``resume`` with the parent's id and transcript). coffer's
+    matcher had no ``fork``: no hook ran, and a rule added before a fork never reached it. Nothing
+    says what the copy holds, so a fork gets the whole bundle: Claude Code drops it when it is
+    identical to the copy's; a fork resumed later gets a note of what changed."""
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply="All done.") as fake:
@@ -545,7 +547,8 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
         )
         w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
         text = json.dumps(last_turn()["messages"], ensure_ascii=False)
-        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)
+        # The copy's bundle and note, then the whole new bundle: every rule, the new one once.
+        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (2, 2, 1)
 
 
 # -- A project-level entry named coffer wins over coffer's user-level one -----------------------
