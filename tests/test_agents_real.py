@@ -15,7 +15,7 @@ from the requests the model saw and the files coffer wrote:
 The agents are not Python packages and the suite installs nothing from npm, so a test runs only
 where its CLI is found: on ``PATH``, or in ``$COFFER_AGENT_CLIS`` (a folder such as the
 ``node_modules/.bin`` of ``npm install @openai/codex @anthropic-ai/claude-code opencode-ai``).
-Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.197, OpenCode 1.18.33.
+Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.332, OpenCode 1.18.33.
 
 The resume tests run a session, resume it (a rule added in between) and compact or clear it, and
 check that each request holds the rules exactly once: a resumed session gets only a note of the
@@ -298,11 +298,13 @@ def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
         turns = [b for b in fake.model_requests() if "system" in b and b.get("tools")]
         # Claude Code hands SessionStart context to the model inside the conversation.
         assert_rules_in_order(json.dumps(turns[0]["messages"], ensure_ascii=False))
-        # coffer's tools in the first request: Claude Code connects MCP servers in the background
-        # and offers WaitForMcpServers for one still connecting, but coffer-mcp answers its tool
-        # list before it has imported the MCP SDK.
+        # Claude Code 2.1.332 defers MCP tools: the first request offers ToolSearch, and a search
+        # for "coffer" (the server, which the rules name) finds its five tools for the next one.
+        # (2.1.197 offered them in the first request: coffer-mcp answers its tool list at once.)
         ours = {f"mcp__coffer__{name}" for name in TOOLS}
-        assert ours <= {t["name"] for t in turns[0]["tools"]}
+        assert "ToolSearch" in {t["name"] for t in turns[0]["tools"]}
+        searched = next(i for i, b in enumerate(turns) if "toolu_fake_search" in json.dumps(b["messages"]))
+        assert ours <= {t["name"] for t in turns[searched]["tools"]}
         messages = turns[-1]["messages"]
         results = [
             b
