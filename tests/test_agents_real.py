@@ -692,16 +692,53 @@ def test_codex_gives_coffer_mcp_the_api_key_coffers_config_names(world: World, t
 
 
 @needs("claude", "@anthropic-ai/claude-code")
-def test_claude_code_uses_an_approved_mcp_json_entry_and_status_says_so(world: World) -> None:
+def test_claude_code_runs_a_projects_mcp_json_entry_and_status_says_so(world: World, tmp_path: Path) -> None:
+    """Claude Code 2.1.332 runs a repository's ``.mcp.json`` server in ``claude -p`` without any
+    approval, and approves it from the repository's shared settings in a folder the user trusted:
+    status said nothing of either (it knew 2.1.197, where only the user's own settings approved)."""
     w = world
     claude = install(w, "claude-code", "claude")
-    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": STALE_MCP}}}))
+    # A coffer-mcp of the project's, from an environment coffer was not installed into.
+    marker = tmp_path / "project-server-ran"
+    spy = tmp_path / "project-venv" / "coffer-mcp"
+    spy.parent.mkdir()
+    spy.write_text(f'#!/bin/sh\ntouch {marker}\nexec {SCRIPTS / "coffer-mcp"} "$@"\n')
+    spy.chmod(0o755)
+    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": str(spy)}}}))
+
+    def status() -> tuple[int, str]:
+        proc = subprocess.run(
+            [str(SCRIPTS / "coffer"), "agents", "status", "claude-code", "--no-check"],
+            cwd=w.repo,
+            env=w.env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        return proc.returncode, proc.stdout
+
+    # Not approved: `claude -p` runs it all the same (Claude Code approves it as non-interactive).
+    with FakeModel(reply="All done.") as fake:
+        w.run([claude, "-p", "hello"], claude_env(fake))
+    assert marker.exists()
+    code, out = status()
+    assert code == 1 and f"runs {spy}" in out and "run by `claude -p` unapproved" in out, out
+    # The repository's shared settings approve it once the folder is trusted (what accepting
+    # Claude Code's trust dialog records in ~/.claude.json).
     (w.repo / ".claude").mkdir()
-    # The repository's shared settings cannot approve a .mcp.json server: coffer's entry is used.
     (w.repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
-    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
-    w.coffer("agents", "status", "claude-code", "--no-check", "--cwd", str(w.repo))
-    # The user's local settings of the project can (what Claude Code's approval writes).
-    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    config = json.loads((w.home / ".claude.json").read_text())
+    config.setdefault("projects", {})[str(w.repo)] = {"hasTrustDialogAccepted": True}
+    (w.home / ".claude.json").write_text(json.dumps(config))
     assert "Project config" in w.run([claude, "mcp", "get", "coffer"]).stdout
-    assert "project scope, approved" in shadowed_status(w, "claude-code")
+    code, out = status()
+    assert code == 1 and "project scope, approved" in out, out
+    # Refused in the user's local settings of the project: coffer's own entry runs, status is quiet.
+    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"disabledMcpjsonServers": ["coffer"]}))
+    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    marker.unlink()
+    with FakeModel(reply="All done.") as fake:
+        w.run([claude, "-p", "hello"], claude_env(fake))
+    assert not marker.exists()
+    code, out = status()
+    assert code == 0 and ".mcp.json" not in out, out
