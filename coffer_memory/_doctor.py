@@ -24,6 +24,7 @@ from ._store.folder import FOLDER_FILE
 from ._store.paths import StorePaths, is_recall_rel
 from ._store.scan import OddFiles, printable, scan_markdown
 from .plugins.builtin.grep import find_ripgrep
+from .vocabulary import MCP_PROBE_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from ._agents.homes import AgentHomes
@@ -173,9 +174,10 @@ def check_agents(
     list_agents: Callable[..., list[AgentStatus]] | None,
     homes: AgentHomes | None = None,
     projects: Sequence[Path] = (),
+    timeout: float = MCP_PROBE_TIMEOUT_SECONDS,
 ) -> dict[str, tuple[str, ...]]:
     """Every agent coffer is installed for: start its registered MCP server (each distinct one once)
-    and ask it ``initialize`` + ``tools/list``; hooks the agent has not trusted yet; stale entries;
+    and ask it ``initialize`` + ``tools/list`` (``timeout`` seconds to answer); hooks the agent has not trusted yet; stale entries;
     a project's own ``coffer`` MCP entry that the agent runs instead of coffer's in one of
     ``projects`` (the current directory, the repositories of the home's stores), as ``coffer
     agents status`` reports it for one directory.
@@ -185,7 +187,7 @@ def check_agents(
     """
     lines: list[str] = []
     problems: list[str] = []
-    for status in list_agents(check_mcp=True) if list_agents is not None else ():
+    for status in list_agents(check_mcp=True, timeout=timeout) if list_agents is not None else ():
         if not (status.installed or status.mcp_registered):
             continue
         found = [f"{status.name}: {t.describe()}" for t in status.hook_review if t.state != "trusted"]

@@ -150,11 +150,16 @@ class MemoryService(LaneCalls):
         """Reconcile every store once (what servers run at start-up)."""
         return self.store_admin.startup_sweep()
 
-    def doctor(self, *, progress: Callable[[str, int, int], None] | None = None) -> DoctorReport:
+    def doctor(
+        self,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+        mcp_timeout: float = MCP_PROBE_TIMEOUT_SECONDS,
+    ) -> DoctorReport:
         """Compare the index with the files, list broken files and links, say which grep backend
-        runs, and start every installed agent's MCP server to see that it answers; a project's own
-        ``coffer`` MCP entry that an agent runs instead (in the current directory or a store's
-        repository) is a problem too.
+        runs, and start every installed agent's MCP server to see that it answers (within
+        ``mcp_timeout`` seconds); a project's own ``coffer`` MCP entry that an agent runs instead
+        (in the current directory or a store's repository) is a problem too.
 
         Each store is first brought up to date as any read does; ``progress(store, done, total)``
         is called while that re-indexes files (re-embedding what an interrupted run left, say).
@@ -165,7 +170,7 @@ class MemoryService(LaneCalls):
         report = self.store_admin.doctor(progress=progress)
         here = [Path(os.getcwd())] if os.path.isdir(".") else []
         projects = dict.fromkeys([*here, *(Path(s.project_root) for s in report.stores if s.project_root)])
-        agents = check_agents(self.integrations.agents, self.agent_homes, list(projects))
+        agents = check_agents(self.integrations.agents, self.agent_homes, list(projects), mcp_timeout)
         exclude = self.settings.projects.exclude
         opted_out = tuple(
             f"{s.name} ({o.describe()})"

@@ -29,7 +29,10 @@ import attrs
 __all__ = ["FakeModel", "Recorded"]
 
 WAIT_TOOL = "WaitForMcpServers"
-"""Claude Code's tool for waiting on MCP servers that are still connecting."""
+"""Claude Code's tool for waiting on MCP servers that are still connecting (2.1.197)."""
+SEARCH_TOOL = "ToolSearch"
+"""Claude Code 2.1.332 defers MCP tools: the model finds them with this tool (which also waits for
+servers still connecting), and the next request offers the tools found."""
 
 
 @attrs.define
@@ -269,11 +272,15 @@ class FakeModel:
                 "name": tool,
                 "input": self.call_args,
             }, "tool_use"
-        # Claude Code offers WAIT_TOOL while an MCP server is still connecting; a model that wants
-        # the server's tool calls it (once), and the next request lists the server's tools.
-        waits = WAIT_TOOL in names and "toolu_fake_wait" not in results
-        if self.call_tool is not None and "toolu_fake_1" not in results and waits:
+        # Claude Code offers WAIT_TOOL while an MCP server is still connecting, or defers MCP tools
+        # behind SEARCH_TOOL; a model that wants the server's tool calls it (once), and the next
+        # request lists the server's tools. The search is by the tool's server prefix ("coffer").
+        wanted = self.call_tool is not None and "toolu_fake_1" not in results
+        if wanted and WAIT_TOOL in names and "toolu_fake_wait" not in results:
             return {"type": "tool_use", "id": "toolu_fake_wait", "name": WAIT_TOOL, "input": {}}, "tool_use"
+        if wanted and SEARCH_TOOL in names and "toolu_fake_search" not in results:
+            query = {"query": str(self.call_tool).split("__")[0], "max_results": 20}
+            return {"type": "tool_use", "id": "toolu_fake_search", "name": SEARCH_TOOL, "input": query}, "tool_use"
         return {"type": "text", "text": self._text(body)}, "end_turn"
 
     def _anthropic_message(self, body: dict[str, Any]) -> dict[str, Any]:

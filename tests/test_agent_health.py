@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from coffer_memory._agents.codex_trust import hook_hash
 from coffer_memory._agents.homes import AgentHomes
 from coffer_memory._agents.probe import check_mcp_server
 from coffer_memory._cli import main
+from coffer_memory.vocabulary import MCP_PROBE_TIMEOUT_SECONDS
 
 SCRIPTS = Path(sys.executable).parent
 
@@ -122,8 +124,20 @@ def test_status_and_doctor_start_the_registered_command(
     assert status.installed and status.mcp_registered  # the entry is there...
     assert status.mcp_check is not None and not status.mcp_check.ok and not status.working  # ...and broken
     assert expected in (status.mcp_check.problem or "")
-    report = svc.doctor()
+    report = svc.doctor(mcp_timeout=3)
     assert not report.ok and any(expected in p and "claude-code" in p for p in report.agent_problems)
+
+
+def test_doctor_gives_a_hanging_server_the_timeout_it_is_told(
+    svc: MemoryService, homes: AgentHomes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``coffer doctor`` had no timeout of its own: a hanging MCP server held it for the default 20 s."""
+    svc.install_agent("claude-code")
+    register(homes, script(tmp_path / "bin", HANGS))
+    started = time.monotonic()
+    assert main(["--home", str(svc.home), "doctor", "--timeout", "1.5"]) == 1
+    assert time.monotonic() - started < MCP_PROBE_TIMEOUT_SECONDS  # the default would hang that long
+    assert "no answer to initialize" in capsys.readouterr().out
 
 
 def test_status_passes_the_entrys_env(svc: MemoryService, homes: AgentHomes, tmp_path: Path) -> None:

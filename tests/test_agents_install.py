@@ -44,7 +44,8 @@ from coffer_memory._errors import AgentConfigInvalid
 
 SCRIPTS = Path(sys.executable).parent
 START_MATCHER = "startup|resume|clear|compact"
-END_MATCHER = "clear|logout|prompt_input_exit|other"
+CLAUDE_START_MATCHER = "startup|resume|clear|compact|fork"
+CLAUDE_END_MATCHER = "clear|resume|logout|prompt_input_exit|other"
 
 
 @pytest.fixture
@@ -90,8 +91,8 @@ def test_claude_install_keeps_the_users_settings_and_is_idempotent(
     assert hooks["Notification"] == CLAUDE_SETTINGS["hooks"]["Notification"]
     command = hook_command("claude-code", svc.settings.home)
     entry = {"type": "command", "command": command, "timeout": 10}
-    assert hooks["SessionStart"][1] == {"matcher": START_MATCHER, "hooks": [entry]}
-    assert hooks["SessionEnd"] == [{"matcher": END_MATCHER, "hooks": [entry]}]
+    assert hooks["SessionStart"][1] == {"matcher": CLAUDE_START_MATCHER, "hooks": [entry]}
+    assert hooks["SessionEnd"] == [{"matcher": CLAUDE_END_MATCHER, "hooks": [entry]}]
     assert command == f"{SCRIPTS / 'coffer-hook'} --agent claude-code --home {svc.settings.home}"
     assert "autoMemoryEnabled" not in settings  # native memory is left alone by default
 
@@ -797,7 +798,7 @@ def test_members_coffer_does_not_touch_keep_their_exact_text(svc: MemoryService,
         '  "env": {"A": "1"},\n',
     ):
         assert line in after
-    assert '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact",' in after
+    assert '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact|fork",' in after
     assert after.endswith('  "autoMemoryEnabled": false\n}\n')
     # An edit by the user meanwhile: uninstall cannot restore the snapshot, and re-renders only
     # what it removes.

@@ -84,27 +84,31 @@ def test_claude_local_scope_entry_of_the_main_checkout_counts_in_its_worktrees(
     assert code == 1 and f"runs {STALE}" in text
 
 
-def test_claude_project_mcp_json_counts_once_approved(
-    cli: CliRunner, homes: AgentHomes, tmp_path: Path
-) -> None:
+def test_claude_project_mcp_json_counts_unless_refused(cli: CliRunner, homes: AgentHomes, tmp_path: Path) -> None:
+    """Claude Code 2.1.332 runs a ``.mcp.json`` server in ``claude -p`` without approval, and the
+    repository's shared settings approve it in a trusted folder (``test_agents_real``): status said
+    "installed" there, since it knew 2.1.197, where only the user's own settings approved one."""
     repo = make_repo(tmp_path / "shop")
     assert cli("agents", "install", "claude-code", "--no-check").returncode == 0
     (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": "coffer-mcp"}}}))
-    # Claude Code runs a project server only after the user approved it.
-    assert status(cli, "claude-code", repo)[0] == 0
-    # A repository's shared settings cannot approve it (Claude Code 2.1.197 ignores this)...
+    code, text, _ = status(cli, "claude-code", repo)
+    assert code == 1 and "run by `claude -p` unapproved" in text and "runs coffer-mcp" in text
     (repo / ".claude").mkdir()
     (repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
-    assert status(cli, "claude-code", repo)[0] == 0
-    # ...the user's own local settings of the project can: what the approval dialog writes.
-    (repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
     code, text, _ = status(cli, "claude-code", repo)
-    assert code == 1 and ".mcp.json" in text and "runs coffer-mcp" in text
+    assert code == 1 and ".mcp.json (project scope, approved)" in text
+    (repo / ".claude" / "settings.json").unlink()
+    # The user's own local settings of the project: what the approval dialog writes.
+    (repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    assert ".mcp.json (project scope, approved)" in status(cli, "claude-code", repo)[1]
     (repo / ".claude" / "settings.local.json").unlink()
     config = json.loads(homes.claude_json.read_text())
     config["projects"] = {str(repo): {"enabledMcpjsonServers": ["coffer"]}}
     homes.claude_json.write_text(json.dumps(config))
-    assert status(cli, "claude-code", repo)[0] == 1
+    assert ".mcp.json (project scope, approved)" in status(cli, "claude-code", repo)[1]
+    # Refused (what rejecting it in Claude Code writes): Claude Code runs coffer's entry.
+    (repo / ".claude" / "settings.local.json").write_text(json.dumps({"disabledMcpjsonServers": ["coffer"]}))
+    assert status(cli, "claude-code", repo)[0] == 0
 
 
 def test_codex_project_config_counts_when_the_project_is_trusted(

@@ -15,7 +15,7 @@ from the requests the model saw and the files coffer wrote:
 The agents are not Python packages and the suite installs nothing from npm, so a test runs only
 where its CLI is found: on ``PATH``, or in ``$COFFER_AGENT_CLIS`` (a folder such as the
 ``node_modules/.bin`` of ``npm install @openai/codex @anthropic-ai/claude-code opencode-ai``).
-Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.197, OpenCode 1.18.33.
+Otherwise it skips and says so. Checked with codex-cli 0.171.0, Claude Code 2.1.332, OpenCode 1.18.33.
 
 The resume tests run a session, resume it (a rule added in between) and compact or clear it, and
 check that each request holds the rules exactly once: a resumed session gets only a note of the
@@ -298,11 +298,13 @@ def test_claude_code_runs_coffers_hooks_and_tools(world: World) -> None:
         turns = [b for b in fake.model_requests() if "system" in b and b.get("tools")]
         # Claude Code hands SessionStart context to the model inside the conversation.
         assert_rules_in_order(json.dumps(turns[0]["messages"], ensure_ascii=False))
-        # coffer's tools in the first request: Claude Code connects MCP servers in the background
-        # and offers WaitForMcpServers for one still connecting, but coffer-mcp answers its tool
-        # list before it has imported the MCP SDK.
+        # Claude Code 2.1.332 defers MCP tools: the first request offers ToolSearch, and a search
+        # for "coffer" (the server, which the rules name) finds its five tools for the next one.
+        # (2.1.197 offered them in the first request: coffer-mcp answers its tool list at once.)
         ours = {f"mcp__coffer__{name}" for name in TOOLS}
-        assert ours <= {t["name"] for t in turns[0]["tools"]}
+        assert "ToolSearch" in {t["name"] for t in turns[0]["tools"]}
+        searched = next(i for i, b in enumerate(turns) if "toolu_fake_search" in json.dumps(b["messages"]))
+        assert ours <= {t["name"] for t in turns[searched]["tools"]}
         messages = turns[-1]["messages"]
         results = [
             b
@@ -509,9 +511,11 @@ def test_claude_code_resume_gets_the_rules_once_compact_and_clear_get_them_again
 def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> None:
     """``--fork-session`` copies the conversation (the rules in it) under a new session id.
 
-    Claude Code 2.1.197 runs the fork's SessionStart with ``source: resume`` and the *parent's*
-    session id and transcript; only its SessionEnd names the fork's own id. A fork resumed or
-    forked again later must still count as holding the rules it was given."""
+    Claude Code 2.1.332 runs the fork's SessionStart with ``source: fork``, the fork's own id and
+    a transcript not written yet (2.1.197: ``resume`` with the parent's id and transcript). coffer's
+    matcher had no ``fork``: no hook ran, and a rule added before a fork never reached it. Nothing
+    says what the copy holds, so a fork gets the whole bundle: Claude Code drops it when it is
+    identical to the copy's; a fork resumed later gets a note of what changed."""
     w = world
     claude = install(w, "claude-code", "claude")
     with FakeModel(reply="All done.") as fake:
@@ -545,7 +549,8 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
         )
         w.run([claude, "-p", "fork of the fork", "--continue", "--fork-session"], agent_env)
         text = json.dumps(last_turn()["messages"], ensure_ascii=False)
-        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (1, 1, 1)
+        # The copy's bundle and note, then the whole new bundle: every rule, the new one once.
+        assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (2, 2, 1)
 
 
 # -- A project-level entry named coffer wins over coffer's user-level one -----------------------
@@ -687,16 +692,53 @@ def test_codex_gives_coffer_mcp_the_api_key_coffers_config_names(world: World, t
 
 
 @needs("claude", "@anthropic-ai/claude-code")
-def test_claude_code_uses_an_approved_mcp_json_entry_and_status_says_so(world: World) -> None:
+def test_claude_code_runs_a_projects_mcp_json_entry_and_status_says_so(world: World, tmp_path: Path) -> None:
+    """Claude Code 2.1.332 runs a repository's ``.mcp.json`` server in ``claude -p`` without any
+    approval, and approves it from the repository's shared settings in a folder the user trusted:
+    status said nothing of either (it knew 2.1.197, where only the user's own settings approved)."""
     w = world
     claude = install(w, "claude-code", "claude")
-    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": STALE_MCP}}}))
+    # A coffer-mcp of the project's, from an environment coffer was not installed into.
+    marker = tmp_path / "project-server-ran"
+    spy = tmp_path / "project-venv" / "coffer-mcp"
+    spy.parent.mkdir()
+    spy.write_text(f'#!/bin/sh\ntouch {marker}\nexec {SCRIPTS / "coffer-mcp"} "$@"\n')
+    spy.chmod(0o755)
+    (w.repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"coffer": {"command": str(spy)}}}))
+
+    def status() -> tuple[int, str]:
+        proc = subprocess.run(
+            [str(SCRIPTS / "coffer"), "agents", "status", "claude-code", "--no-check"],
+            cwd=w.repo,
+            env=w.env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        return proc.returncode, proc.stdout
+
+    # Not approved: `claude -p` runs it all the same (Claude Code approves it as non-interactive).
+    with FakeModel(reply="All done.") as fake:
+        w.run([claude, "-p", "hello"], claude_env(fake))
+    assert marker.exists()
+    code, out = status()
+    assert code == 1 and f"runs {spy}" in out and "run by `claude -p` unapproved" in out, out
+    # The repository's shared settings approve it once the folder is trusted (what accepting
+    # Claude Code's trust dialog records in ~/.claude.json).
     (w.repo / ".claude").mkdir()
-    # The repository's shared settings cannot approve a .mcp.json server: coffer's entry is used.
     (w.repo / ".claude" / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
-    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
-    w.coffer("agents", "status", "claude-code", "--no-check", "--cwd", str(w.repo))
-    # The user's local settings of the project can (what Claude Code's approval writes).
-    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["coffer"]}))
+    config = json.loads((w.home / ".claude.json").read_text())
+    config.setdefault("projects", {})[str(w.repo)] = {"hasTrustDialogAccepted": True}
+    (w.home / ".claude.json").write_text(json.dumps(config))
     assert "Project config" in w.run([claude, "mcp", "get", "coffer"]).stdout
-    assert "project scope, approved" in shadowed_status(w, "claude-code")
+    code, out = status()
+    assert code == 1 and "project scope, approved" in out, out
+    # Refused in the user's local settings of the project: coffer's own entry runs, status is quiet.
+    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"disabledMcpjsonServers": ["coffer"]}))
+    assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
+    marker.unlink()
+    with FakeModel(reply="All done.") as fake:
+        w.run([claude, "-p", "hello"], claude_env(fake))
+    assert not marker.exists()
+    code, out = status()
+    assert code == 0 and ".mcp.json" not in out, out

@@ -5,7 +5,8 @@ The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0,
 only the paths are placeholders. What they showed, and what the hook must do:
 
 - Claude Code: ``claude -p --resume <id>`` and ``--continue`` send ``resume`` with the session's id
-  (``--fork-session`` too, with the parent's id: only its SessionEnd names the fork's own id);
+  (``--fork-session`` too, with the parent's id: only its SessionEnd names the fork's own id;
+  2.1.332 sends ``fork`` with the fork's own id, see the end of this file);
   ``/compact`` sends ``compact`` with the same id and
   two more keys; ``/clear`` ends the session (SessionEnd ``clear``) and sends ``clear`` with a new id.
 - Codex: ``codex exec resume <id>`` sends ``resume`` with the same id; an automatic compaction sends
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_configs import isolated_agent_homes
 
 from coffer_memory import MemoryService
 from coffer_memory._agents.given import NOTE_HEADER, RECORD_PREFIX, changes_note, to_give, transcript_root
@@ -286,3 +289,59 @@ def test_a_session_start_naming_a_fifo_as_its_transcript_gives_the_rules_at_once
     assert transcript_root(str(fifo)) is None
     note = given(ruled, "claude-code", {**claude("startup", repo), "transcript_path": str(fifo)})
     assert note is not None and RULE in note
+
+
+# -- Claude Code 2.1.332: a fork starts with source "fork", /resume ends a session with "resume" ---
+CLAUDE_SOURCES = ("startup", "resume", "clear", "compact", "fork")
+"""SessionStart's ``source`` values in Claude Code 2.1.332's hook input schema (its cli)."""
+CLAUDE_END_REASONS = ("clear", "resume", "logout", "prompt_input_exit", "other")
+"""SessionEnd's ``reason`` values in the same schema."""
+
+
+def claude_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, svc: MemoryService) -> dict[str, Any]:
+    """coffer's hook groups in Claude Code's settings.json after ``install`` (a temporary HOME)."""
+    homes = isolated_agent_homes(tmp_path, monkeypatch)
+    svc.install_agent("claude-code")
+    hooks: dict[str, Any] = json.loads((homes.claude / "settings.json").read_text())["hooks"]
+    return hooks
+
+
+def test_claude_codes_hooks_run_for_every_source_and_reason_it_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, svc: MemoryService
+) -> None:
+    """A ``--fork-session`` start (``fork``) ran no coffer hook, so a rule added before a fork never
+    reached it; a session left with ``/resume`` (``resume``) was never distilled."""
+    hooks = claude_groups(tmp_path, monkeypatch, svc)
+    [start], [end] = hooks["SessionStart"], hooks["SessionEnd"]
+    assert [s for s in CLAUDE_SOURCES if not re.fullmatch(start["matcher"], s)] == []
+    assert [r for r in CLAUDE_END_REASONS if not re.fullmatch(end["matcher"], r)] == []
+
+
+def test_an_earlier_installs_matchers_make_status_out_of_date_and_install_updates_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, svc: MemoryService
+) -> None:
+    hooks = claude_groups(tmp_path, monkeypatch, svc)
+    settings = tmp_path / "user" / ".claude" / "settings.json"
+    mine = {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}
+    earlier = {
+        "SessionStart": [{**hooks["SessionStart"][0], "matcher": "startup|resume|clear|compact"}, mine],
+        "SessionEnd": [{**hooks["SessionEnd"][0], "matcher": "clear|logout|prompt_input_exit|other"}],
+    }
+    settings.write_text(json.dumps({"hooks": earlier}))
+    assert not svc.agent_status("claude-code").up_to_date
+    svc.install_agent("claude-code")
+    assert json.loads(settings.read_text())["hooks"] == {**hooks, "SessionStart": [hooks["SessionStart"][0], mine]}
+    assert svc.agent_status("claude-code").up_to_date
+
+
+def test_a_fork_gets_the_rules_and_its_resume_a_note_of_what_changed(ruled: Path, repo: Path) -> None:
+    """Claude Code 2.1.332's SessionStart of ``claude -p --resume <id> --fork-session``: the fork's
+    own id, and the path of a transcript not written yet, so nothing tells coffer what the copied
+    conversation holds: the whole bundle (Claude Code drops it when the copy has the same)."""
+    fork = "b683753d-6d83-4e66-94f0-383560358959"
+    first = given(ruled, "claude-code", claude("startup", repo))
+    extra = {"seconds_since_last_response": 2, "context_tokens": 15, "prompt_cache_likely_expired": False}
+    assert given(ruled, "claude-code", {**claude("fork", repo, fork), **extra}) == first
+    add_rule(ruled, repo)
+    note = given(ruled, "claude-code", {**claude("resume", repo, fork), **extra})
+    assert note is not None and note.startswith(NOTE_HEADER) and NEW_RULE in note and RULE not in note

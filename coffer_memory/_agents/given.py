@@ -1,7 +1,8 @@
 """What ``coffer-hook`` gave each agent session, so a resumed session is not given its rules twice.
 
 Checked with the real CLIs (``tests/test_agents_real.py``): the agents run SessionStart with a
-``source`` of ``startup``, ``resume``, ``clear`` or ``compact``.
+``source`` of ``startup``, ``resume``, ``clear`` or ``compact``, and Claude Code 2.1.332 with
+``fork`` for ``--fork-session``.
 
 - ``resume`` (``claude --resume`` / ``--continue``, ``codex exec resume``, ``codex resume``): the
   conversation comes back whole, with the bundle given earlier still in it. Codex adds whatever
@@ -16,13 +17,15 @@ unchanged, a short note of what changed when they differ, and the whole bundle w
 record of that session (or the note would be longer than the bundle).
 
 A fork (``claude --resume <id> --fork-session``, ``--continue --fork-session``) copies the
-conversation, the rules in it, under a new session id, yet Claude Code (2.1.197) runs its
-SessionStart as a ``resume`` of the *parent* (the parent's id and transcript); only its SessionEnd
-names the fork. A fork resumed or forked again later would find no record of its own and get the
-whole bundle again. So the bundle given on a start is also recorded under the transcript's *root*
-(the id of its first message, which a resume and a fork keep), and a SessionEnd whose session has
-no record of its own inherits the record of its root: the fork then counts as holding what its
-start gave it, as a resumed session does.
+conversation, the rules in it, under a new session id. Claude Code 2.1.332 starts it with ``fork``,
+the fork's own id and a transcript it has not written yet: nothing says what the copy holds, so
+``fork`` gets the whole bundle (Claude Code drops an identical copy itself), recorded under the
+fork's id. Claude Code 2.1.197 ran its SessionStart as a ``resume`` of the *parent* (the parent's
+id and transcript); only its SessionEnd named the fork. Such a fork resumed or forked again later
+would find no record of its own and get the whole bundle again. So the bundle given on a start is
+also recorded under the transcript's *root* (the id of its first message, which a resume and a
+fork keep), and a SessionEnd whose session has no record of its own inherits the record of its
+root: the fork then counts as holding what its start gave it, as a resumed session does.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ The agent writes a JSON payload to stdin (``session_id``, ``cwd``, ``hook_event_
 SessionStart prints ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
 "additionalContext": <bundle>}}`` and records, per session id, the bundle given (``given``): a
 session resumed (``source`` ``resume``) with its rules unchanged gets nothing, one whose rules
-changed gets a short note of the changes; ``startup``, ``clear`` and ``compact`` get the bundle.
+changed gets a short note of the changes; ``startup``, ``clear``, ``compact`` and ``fork`` get the
+bundle.
 SessionEnd hands the session to distillation without waiting: a detached ``python -m
 coffer_memory._session_end`` process, or, with ``COFFER_API_URL`` set, ``POST
 /api/v1/agents/{name}/sessions/{id}/end`` (the server answers 202 and distills in the background). With ``COFFER_API_URL`` set, SessionStart asks the

@@ -35,6 +35,7 @@ from .homes import AGENTS, AgentHomes
 from .probe import McpCheck
 from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
 from .specs import (
+    EARLIER_MATCHERS,
     HOOK_SCRIPT,
     HOOK_TIMEOUT_SECONDS,
     MCP_SCRIPT,
@@ -281,10 +282,12 @@ class EditSession:
                 groups.append({"matcher": matcher, "hooks": [entry]})
                 continue
             # Keep the first where it is (the user may have moved it); fix its command.
-            first = ours[0][1]
+            group, first = ours[0]
             first["type"] = "command"
             first["command"] = self.commands.hook
             first.setdefault("timeout", HOOK_TIMEOUT_SECONDS)
+            if group["hooks"] == [first] and group.get("matcher") in EARLIER_MATCHERS.get(event, ()):
+                group["matcher"] = matcher
             for group, entry in ours[1:]:
                 group["hooks"] = [h for h in group["hooks"] if h is not entry]
             groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]

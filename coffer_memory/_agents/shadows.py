@@ -4,7 +4,8 @@
 define a server of the same name, and that definition wins inside the project:
 
 - Claude Code: a local-scope entry (``projects["<dir>"].mcpServers`` of ``.claude.json``, what
-  ``claude mcp add coffer -- coffer-mcp`` writes by default) or an approved ``.mcp.json`` server;
+  ``claude mcp add coffer -- coffer-mcp`` writes by default) or a ``.mcp.json`` server not refused
+  in ``disabledMcpjsonServers`` (``claude -p`` runs it even unapproved, 2.1.332);
 - Codex: ``[mcp_servers.coffer]`` in ``.codex/config.toml`` of a trusted project;
 - OpenCode: ``mcp.coffer`` in a project ``opencode.json(c)`` or ``.opencode/opencode.json(c)``,
   merged over the global entry.
@@ -122,17 +123,18 @@ def _differs(agent: str, entry: object, own: object) -> bool:
     return spec.mcp_launch(entry) is None or spec.mcp_launch(entry) != spec.mcp_launch(own)
 
 
+def _lists_coffer(layer: object, key: str) -> bool:
+    names = layer.get(key) if isinstance(layer, dict) else None
+    return isinstance(names, list) and MCP_SERVER_NAME in names
+
+
 def _approved(layers: list[object]) -> bool:
     """Whether any of these Claude Code settings approves the project's ``coffer`` server."""
-    for layer in layers:
-        if not isinstance(layer, dict):
-            continue
-        names = layer.get("enabledMcpjsonServers")
-        if layer.get("enableAllProjectMcpServers") is True or (
-            isinstance(names, list) and MCP_SERVER_NAME in names
-        ):
-            return True
-    return False
+    return any(
+        _lists_coffer(layer, "enabledMcpjsonServers")
+        or (isinstance(layer, dict) and layer.get("enableAllProjectMcpServers") is True)
+        for layer in layers
+    )
 
 
 def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Path, str, object]]:
@@ -149,19 +151,24 @@ def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Pa
         if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
             yield homes.claude_json, f"local scope for {d}", servers[MCP_SERVER_NAME]
             return
-    # A .mcp.json server runs once approved: in the user's settings, the project's own
-    # .claude/settings.local.json, or (older builds) the project's record in .claude.json. A
-    # shared .claude/settings.json of the repository cannot approve it (checked: 2.1.197).
+    # A .mcp.json server (checked: 2.1.332) is refused when a settings layer lists it in
+    # disabledMcpjsonServers. Otherwise a session runs it once approved: in the user's settings,
+    # the project's .claude/settings.local.json or (in a folder the user trusted, as every
+    # interactive session there asks) its shared .claude/settings.json, or (older builds) the
+    # project's record in .claude.json; and `claude -p` runs it unapproved ("non_interactive").
     layers = [
         _load_json(homes.claude / "settings.json"),
-        *(_load_json(d / ".claude" / "settings.local.json") for d in keys),
+        *(_load_json(d / ".claude" / name) for d in keys for name in ("settings.local.json", "settings.json")),
         *(projects.get(str(d)) for d in keys),
     ]
+    if any(_lists_coffer(layer, "disabledMcpjsonServers") for layer in layers):
+        return
     for d in dirs:
         dot_mcp = _load_json(d / ".mcp.json")
         servers = dot_mcp.get("mcpServers") if isinstance(dot_mcp, dict) else None
-        if isinstance(servers, dict) and MCP_SERVER_NAME in servers and _approved(layers):
-            yield d / ".mcp.json", "project scope, approved", servers[MCP_SERVER_NAME]
+        if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
+            where = "project scope, approved" if _approved(layers) else "project scope, run by `claude -p` unapproved"
+            yield d / ".mcp.json", where, servers[MCP_SERVER_NAME]
             return
 
 

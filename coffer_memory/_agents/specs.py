@@ -226,6 +226,15 @@ class AgentSpec:
 
 SESSION_START = ("SessionStart", "startup|resume|clear|compact")
 SESSION_END = ("SessionEnd", "clear|logout|prompt_input_exit|other")
+# Claude Code 2.1.332 starts a fork (``--fork-session``) with its own source, ``fork``, and ends a
+# session left for another (``/resume``) with the reason ``resume``: without them in the matchers
+# coffer's hooks did not run for either. Codex keeps its matcher: its review hashes it, and a new
+# one would undo the user's trust.
+CLAUDE_SESSION_START = ("SessionStart", "startup|resume|clear|compact|fork")
+CLAUDE_SESSION_END = ("SessionEnd", "clear|resume|logout|prompt_input_exit|other")
+EARLIER_MATCHERS = {"SessionStart": (SESSION_START[1],), "SessionEnd": (SESSION_END[1],)}
+"""The matchers earlier installs wrote: a group holding only coffer's entry under one of them gets
+the current matcher on install (a matcher the user chose is kept)."""
 
 
 def _claude_settings(h: AgentHomes) -> Path:
@@ -295,7 +304,7 @@ SPECS: dict[str, AgentSpec] = {
     CLAUDE_CODE: AgentSpec(
         name=CLAUDE_CODE,
         label="Claude Code",
-        hooks=HookSpec(_claude_settings, (SESSION_START, SESSION_END)),
+        hooks=HookSpec(_claude_settings, (CLAUDE_SESSION_START, CLAUDE_SESSION_END)),
         install=(
             # User scope: top-level mcpServers of ~/.claude.json, what `claude mcp add -s user` writes.
             Setting(

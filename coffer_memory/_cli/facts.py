@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
 from .._render import hits_table, shorten, table
 from .._store.paths import GLOBAL_STORE
 from .._store.when import FORMS
+from ..vocabulary import MCP_PROBE_TIMEOUT_SECONDS
 from . import stores as stores_cli
 from ._common import (
     FILE,
@@ -229,6 +231,17 @@ def cmd_reindex(svc: MemoryService, args: argparse.Namespace) -> None:
     )
 
 
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s value: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     from .._indexing import VECTOR_PROBLEM
     from ..plugins.manager import plugin_infos
@@ -240,7 +253,7 @@ def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     logger.addFilter(unsaid)
     try:
         with progress_bars(args.json) as progress:  # what an interrupted run left is indexed now
-            report = svc.doctor(progress=progress)
+            report = svc.doctor(progress=progress, mcp_timeout=args.timeout)
     finally:
         logger.removeFilter(unsaid)
     broken_plugins = [p for p in plugin_infos() if p.error]
@@ -391,6 +404,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_reindex)
 
     p = add_command(sub, "doctor", "check the index against the files and report broken files and plugins")
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=MCP_PROBE_TIMEOUT_SECONDS,
+        help="seconds each agent's MCP server gets to answer (default "
+        f"{MCP_PROBE_TIMEOUT_SECONDS:g}); one that hangs costs this long",
+    )
     p.set_defaults(func=cmd_doctor)
 
 
