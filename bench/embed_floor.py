@@ -38,8 +38,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, percentile, print_environment, table, write_json
+from _limit_vectors import real_embedder
 from core import make_queries
-from limit import real_embedder
 
 LAYERS, HIDDEN, FFN = 12, 384, 1536
 

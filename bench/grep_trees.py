@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import environment, percentile, print_environment, table, write_json
+from _limit_corpus import fact_files
 from core import make_queries
-from limit import fact_files
 
 WORKER = r"""
 import json, resource, sys, time

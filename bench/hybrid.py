@@ -41,8 +41,9 @@ for _i, _arg in enumerate(sys.argv):  # before anything imports coffer_memory
         sys.path.insert(0, os.path.abspath(sys.argv[_i + 1]))
 
 from _common import environment, percentile, print_environment, table, write_json  # noqa: E402
+from _limit_corpus import LIMIT, write_corpus  # noqa: E402
+from _limit_vectors import _BenchEmbedders, query_vector, real_embedder  # noqa: E402
 from core import make_queries  # noqa: E402
-from limit import LIMIT, _BenchEmbedders, query_vector, real_embedder, write_corpus  # noqa: E402
 
 from coffer_memory import MemoryService, RecallResult, Settings  # noqa: E402
 from coffer_memory.plugins import get_plugin_manager  # noqa: E402

@@ -51,7 +51,8 @@ def build(base: Path, size: int) -> None:
     """The home, the repository and the limit's index of ``size`` bench facts."""
     import time
 
-    from limit import index_schema, limit_rebuild, write_corpus
+    from _limit_corpus import write_corpus
+    from _limit_side import index_schema, limit_rebuild
 
     home, repo = base / "home", base / "repo"
     repo.mkdir(parents=True)
@@ -77,7 +78,7 @@ def run(base: Path, side: str, recalls: int) -> None:
             for q in queries[:recalls]:
                 svc.recall(q, cwd=repo, mode="keyword", limit=LIMIT)
         else:
-            from limit import limit_keyword
+            from _limit_side import limit_keyword
 
             limit = apsw.Connection(str(base / "limit.db"))
             limit_keyword(limit, queries[0])

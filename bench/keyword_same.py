@@ -34,8 +34,8 @@ import coffer_memory  # noqa: E402
 from coffer_memory import MemoryService, RecallResult, Settings  # noqa: E402
 
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
+from _limit_corpus import write_corpus  # noqa: E402
 from core import fact_text, make_queries  # noqa: E402
-from limit import write_corpus  # noqa: E402
 
 ZH = Path(__file__).parent / "data" / "zh_memory.jsonl"
 TAGS = ["deploy", "db", "ui", "ops", "内部"]

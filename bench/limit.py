@@ -38,6 +38,10 @@ worker embeds the query), which a shared machine's load disturbs far less than w
 ``coffer_memory`` from another source tree (e.g. an older commit from ``git archive``), so
 before and after are two runs of this script, each with its own limit beside it.
 
+Its parts, shared with other bench scripts: ``_limit_corpus.py`` (the facts and how they are
+written), ``_limit_side.py`` (the limit's FTS5 and ripgrep side), ``_limit_vectors.py`` (the corpus
+embedder and the limit's hybrid recall) and ``_interleave.py`` (alternating, wall and CPU timing).
+
     .venv/bin/python bench/limit.py [--sizes 1000,10000] [--queries 200] [--rebuilds 3]
         [--embedders multilingual-e5,minilm] [--grep-queries N] [--python-grep-queries 20]
         [--auto-grep-queries N]
@@ -50,17 +54,13 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import random
-import resource
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,354 +80,25 @@ from _common import environment, percentile, print_environment, table, write_jso
 
 _early_source()  # after _common, which puts this checkout first on sys.path
 
-import numpy as np  # noqa: E402
-from core import SEED, fact_text, fact_title, make_queries  # noqa: E402
+from _interleave import interleave, interleave_cpu, interleave_queries, timed, with_cpu  # noqa: E402
+from _limit_corpus import LIMIT, write_corpus  # noqa: E402
+from _limit_side import fts_settings, index_schema, limit_grep, limit_keyword, limit_rebuild, segments  # noqa: E402
+from _limit_vectors import (  # noqa: E402
+    _BenchEmbedders,
+    coffer_hybrid,
+    coffer_vectors,
+    limit_hybrid,
+    query_vector,
+    real_embedder,
+)
+from core import make_queries  # noqa: E402
 
 import coffer_memory  # noqa: E402
 from coffer_memory import MemoryService, Settings  # noqa: E402
-from coffer_memory._config import EmbeddingSettings, env_overrides  # noqa: E402
-from coffer_memory._index.fts import keyword_terms  # noqa: E402
-from coffer_memory._models import MemoryFact  # noqa: E402
-from coffer_memory._store.files import render_fact  # noqa: E402
-from coffer_memory._store.paths import GLOBAL_STORE, slugify  # noqa: E402
-from coffer_memory.plugins import get_embedder, get_plugin_manager, hookimpl  # noqa: E402
-from coffer_memory.plugins.builtin.grep import find_ripgrep  # noqa: E402
+from coffer_memory._store.paths import GLOBAL_STORE  # noqa: E402
+from coffer_memory.plugins import get_plugin_manager  # noqa: E402
 
-LIMIT = 10
-FETCH = LIMIT * 4  # coffer reads 4x the limit in chunks to keep one hit per document
 GREP_WARMUP = 3  # grep recalls before the timed ones, per backend
-
-
-def fact_files(n: int) -> Iterator[tuple[str, bytes]]:
-    """``n`` (file name, content) pairs: the bench's facts rendered as coffer writes them."""
-    r = random.Random(SEED)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    for i in range(n):
-        text = fact_text(r)
-        title = fact_title(text)
-        when = start + timedelta(seconds=i)
-        fact = MemoryFact(
-            id="",
-            title=title,
-            description=" ".join(text.split())[:120],
-            body=text,
-            actor="agent",
-            origin_session_id=None,
-            created_at=when,
-            updated_at=when,
-        )
-        yield f"{slugify(title)}-{i}.md", render_fact(fact)
-
-
-def write_corpus(svc: MemoryService, repo: Path, n: int) -> list[Path]:
-    """``n`` fact files, alternating project and global stores."""
-    project = svc.target(cwd=repo).store_dir
-    stores = [project, svc.target(store=GLOBAL_STORE).store_dir]
-    written = []
-    for i, (name, content) in enumerate(fact_files(n)):
-        inbox = stores[i % 2] / "knowledge" / "inbox"
-        inbox.mkdir(parents=True, exist_ok=True)
-        path = inbox / name
-        path.write_bytes(content)
-        written.append(path)
-    return written
-
-
-# -- the limit ------------------------------------------------------------------------------------
-INDEX_TABLES = ("documents", "chunks", "documents_fts", "documents_words")
-
-
-def index_schema(index_db: Path) -> list[str]:
-    """coffer's own CREATE statements of the tables a rebuild fills (and their indexes),
-    read from an index it built: the limit pays for the same schema."""
-    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
-    marks = ",".join("?" * len(INDEX_TABLES))
-    try:
-        return [
-            str(r[0])
-            for r in conn.execute(
-                # FTS5 shadow tables are their own tbl_name: the virtual tables make them again.
-                f"SELECT sql FROM sqlite_master WHERE tbl_name IN ({marks}) AND sql IS NOT NULL "
-                "ORDER BY type = 'index'",
-                INDEX_TABLES,
-            )
-        ]
-    finally:
-        conn.close()
-
-
-def fts_settings(index_db: Path) -> list[str]:
-    """The statements that give the limit's FTS5 tables coffer's own settings of them (e.g. the
-    trigram index's ``hashsize``, session 17), read from an index coffer built: a setting both
-    could have is not a lead of coffer's over the limit."""
-    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return [
-            f"INSERT INTO {table} ({table}, rank) VALUES ('{key}', {int(value)})"
-            for table in ("documents_fts", "documents_words")
-            for key, value in conn.execute(f"SELECT k, v FROM {table}_config WHERE k != 'version'")
-            if str(key).isidentifier() and isinstance(value, int)
-        ]
-    finally:
-        conn.close()
-
-
-def limit_rebuild(db_path: Path, files: Sequence[Path], schema: Sequence[str]) -> apsw.Connection:
-    """Read every file, cut its frontmatter, insert one row into each table of coffer's schema
-    (documents, chunks, both FTS5 tables) with the body as the text; one transaction."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-    conn = apsw.Connection(str(db_path))
-    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
-    for sql in schema:
-        conn.execute(sql)
-    with conn:
-        for rowid, path in enumerate(files, start=1):
-            text = path.read_bytes().decode("utf-8")
-            body = text.split("\n---\n", 1)[1].strip("\n") if text.startswith("---\n") else text
-            store = path.parts[-4]
-            doc = str(rowid)
-            conn.execute(
-                "INSERT INTO documents (id, kind, resource_name, project_id, path, title, content_sha256, "
-                "created_at, updated_at) VALUES (?, 'memory', ?, '', ?, '', '', '', '')",
-                (doc, store, str(path)),
-            )
-            conn.execute(
-                "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position) "
-                "VALUES (?, ?, ?, 'memory', ?, 0)",
-                (rowid, doc, doc, store),
-            )
-            conn.execute(
-                "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
-                (rowid, body, store, doc),
-            )
-            conn.execute(
-                "INSERT INTO documents_words (rowid, text, store) VALUES (?, ?, ?)", (rowid, body, store)
-            )
-    return conn
-
-
-def segments(index_db: Path) -> int:
-    """How many FTS5 segments of the word index hold terms: a MATCH looks every term up in each."""
-    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return int(conn.execute("SELECT count(DISTINCT segid) FROM documents_words_idx").get)
-    finally:
-        conn.close()
-
-
-def limit_keyword(conn: apsw.Connection, query: str) -> list[tuple[int, str]]:
-    """One bm25 MATCH over every store, then the matched texts: the least a keyword recall does."""
-    terms = keyword_terms(query)
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    ranked = list(
-        conn.execute(
-            "SELECT rowid FROM documents_words WHERE documents_words MATCH ? "
-            "ORDER BY bm25(documents_words, 1.0, 0.0) LIMIT ?",
-            (match, FETCH),
-        )
-    )
-    ids = [r[0] for r in ranked]
-    marks = ",".join("?" * len(ids))
-    texts = dict(conn.execute(f"SELECT rowid, text FROM documents_fts WHERE rowid IN ({marks})", ids))
-    return [(i, texts[i]) for i in ids[:LIMIT] if i in texts]
-
-
-def grep_patterns(query: str) -> list[str]:
-    """The fixed strings a grep recall looks for: the phrase, then its words."""
-    phrase = " ".join(query.split())
-    return [phrase, *(t for t in keyword_terms(query, characters=False) if t != phrase.lower())]
-
-
-try:  # the same walk as coffer's ripgrep backend, listing the matching files instead of lines
-    from coffer_memory.plugins.builtin.grep import RG_SEARCH_FLAGS
-except ImportError:  # an older tree (--coffer-src): the flags its backend passed
-    RG_SEARCH_FLAGS = tuple(
-        shlex.split(
-            "--fixed-strings --ignore-case --hidden --no-ignore --no-follow "
-            "--glob *.md --glob !.* --no-messages --no-config"
-        )
-    )
-
-
-def limit_grep(folders: Sequence[Path], query: str) -> list[str]:
-    """One ripgrep process listing the files that hold any pattern: the least a grep recall does."""
-    rg = find_ripgrep()
-    assert rg is not None, "the limit needs rg (pip install ripgrep)"
-    args = [rg, *RG_SEARCH_FLAGS, "--files-with-matches"]
-    for pattern in grep_patterns(query):
-        args += ["-e", pattern]
-    proc = subprocess.run([*args, "--", *map(str, folders)], capture_output=True, check=False)
-    return proc.stdout.decode("utf-8", errors="replace").splitlines()
-
-
-def unit_vector(text: str, dimensions: int) -> np.ndarray:
-    """A deterministic random unit vector for ``text`` (the bench's corpus vectors)."""
-    seed = int.from_bytes(text.encode("utf-8")[:64].ljust(8, b"\0")[:8], "little") ^ len(text)
-    v = np.random.default_rng(seed).standard_normal(dimensions).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-class CorpusVectors:
-    """An embedder whose documents get ``unit_vector``s and whose queries the real model embeds."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.name = f"bench-{real.name}"
-        self.model_id = f"{real.model_id}+bench-corpus"
-        self.dimensions = int(real.dimensions)
-
-    def available(self) -> bool:
-        """The real model's answer."""
-        return bool(self.real.available())
-
-    def embed_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Random unit vectors, one per text."""
-        return [unit_vector(t, self.dimensions) for t in texts]
-
-    def embed_query(self, text: str) -> Any:
-        """The real model's query embedding."""
-        return query_vector(self.real, text)
-
-
-def query_vector(embedder: Any, text: str) -> Any:
-    """A query's vector as coffer asks for it: ``embed_query`` when the embedder has one."""
-    embed_query = getattr(embedder, "embed_query", None)
-    return embed_query(text) if callable(embed_query) else embedder.embed_batch([text])[0]
-
-
-@functools.cache
-def real_embedder(provider: str) -> Any:
-    """The installed embedder ``provider`` names (one per process), with the other embedding
-    settings the environment gives (``COFFER_EMBEDDING_QUERY_INT8=false`` times the 4-bit graph)."""
-    given = env_overrides(os.environ).get("embedding", {})
-    embedder = get_embedder(EmbeddingSettings.model_validate({**given, "provider": provider}))
-    assert embedder is not None and embedder.available(), f"embedder {provider} is not installed"
-    return embedder
-
-
-class _BenchEmbedders:
-    """Registers ``bench-<provider>`` (``CorpusVectors``) beside the real embedders."""
-
-    def __init__(self, providers: Sequence[str], embed_corpus: bool) -> None:
-        self.providers = providers
-        self.embed_corpus = embed_corpus
-
-    @hookimpl
-    def register_embedders(self, register: Callable[[str, Any], None]) -> None:
-        for provider in self.providers:
-            if self.embed_corpus:
-                register(f"bench-{provider}", lambda _s, p=provider: real_embedder(p))
-            else:
-                register(f"bench-{provider}", lambda _s, p=provider: CorpusVectors(real_embedder(p)))
-
-
-def coffer_vectors(index_db: Path) -> np.ndarray:
-    """Every vector coffer stored (all stores), as one matrix: the limit scans the same ones."""
-    conn = apsw.Connection(str(index_db), flags=apsw.SQLITE_OPEN_READONLY)
-    conn.enable_load_extension(True)
-    import sqlite_vec
-
-    conn.load_extension(sqlite_vec.loadable_path())
-    try:
-        tables = [str(r[0]) for r in conn.execute("SELECT table_name FROM vec_stores")]
-        blobs = [bytes(r[0]) for t in tables for r in conn.execute(f"SELECT embedding FROM {t}")]
-    finally:
-        conn.close()
-    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1).copy()
-
-
-def coffer_hybrid(svc: MemoryService, repo: Path, query: str) -> None:
-    """One hybrid recall that embeds its query (the query cache is cleared first)."""
-    svc.retrieval.clear_query_cache()
-    svc.recall(query, cwd=repo, mode="hybrid", limit=LIMIT)
-
-
-def limit_hybrid(
-    conn: apsw.Connection, matrix: np.ndarray, n: int, embedder: Any, query: str
-) -> list[tuple[int, str]]:
-    """Embed the query, one dot product over the unit vectors, the keyword MATCH, both lists' texts."""
-    qvec = query_vector(embedder, query)
-    # einsum, not BLAS (`@`): OpenBLAS's spinning threads made the product 0.1 or 15 ms by
-    # the machine's load; einsum's own loop is steady (coffer uses it too).
-    scores = np.einsum("ij,j->i", matrix, np.asarray(qvec, dtype=np.float32))
-    top = np.argpartition(-scores, FETCH)[:FETCH]
-    nearest = [int(i) % n + 1 for i in top[np.argsort(-scores[top])]]  # a text per vector
-    keyword = limit_keyword(conn, query)
-    marks = ",".join("?" * LIMIT)
-    texts = dict(
-        conn.execute(f"SELECT rowid, text FROM documents_fts WHERE rowid IN ({marks})", nearest[:LIMIT])
-    )
-    return keyword + [(i, texts[i]) for i in nearest[:LIMIT] if i in texts]
-
-
-# -- measuring ------------------------------------------------------------------------------------
-def timed(fn: Callable[[], Any], cpu: list[float] | None = None) -> float:
-    """Seconds one call of ``fn`` took; its CPU seconds (this process's) go to ``cpu``."""
-    start, cpu_start = time.perf_counter(), time.process_time()
-    fn()
-    if cpu is not None:
-        cpu.append(time.process_time() - cpu_start)
-    return time.perf_counter() - start
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this thread plus every waited-for child (rg): unlike wall time, barely
-    moved by other jobs on a shared machine (a 10k-file rg scan took 60 to 300 ms of wall time
-    by the load, and about 120 ms of CPU time either way)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.thread_time() + children.ru_utime + children.ru_stime
-
-
-def interleave_cpu(
-    queries: Sequence[str], a: Callable[[str], Any], b: Callable[[str], Any]
-) -> tuple[tuple[list[float], list[float]], tuple[list[float], list[float]]]:
-    """``interleave_queries`` recording wall and CPU seconds: ((wall a, wall b), (cpu a, cpu b))."""
-    wall: tuple[list[float], list[float]] = ([], [])
-    cpu: tuple[list[float], list[float]] = ([], [])
-    for i, query in enumerate(queries):
-        for side in (1, 0) if i % 2 else (0, 1):
-            c0, w0 = cpu_seconds(), time.perf_counter()
-            (a, b)[side](query)
-            wall[side].append(time.perf_counter() - w0)
-            cpu[side].append(cpu_seconds() - c0)
-    return wall, cpu
-
-
-# CPU seconds of the calls ``interleave`` timed last: (a's, b's). A shared machine's load
-# stretches wall time (a 2 ms call is preempted, a 0.3 ms one mostly is not); CPU time far less.
-last_cpu: tuple[list[float], list[float]] = ([], [])
-
-
-def interleave(pairs: int, a: Callable[[], Any], b: Callable[[], Any]) -> tuple[list[float], list[float]]:
-    """``pairs`` timings of ``a`` and of ``b``, alternating which goes first (CPU in ``last_cpu``)."""
-    ta: list[float] = []
-    tb: list[float] = []
-    ca, cb = last_cpu[0], last_cpu[1]
-    ca.clear()
-    cb.clear()
-    for i in range(pairs):
-        if i % 2:
-            tb.append(timed(b, cb))
-            ta.append(timed(a, ca))
-        else:
-            ta.append(timed(a, ca))
-            tb.append(timed(b, cb))
-    return ta, tb
-
-
-def interleave_queries(
-    queries: Sequence[str], a: Callable[[str], Any], b: Callable[[str], Any]
-) -> tuple[list[float], list[float]]:
-    """``interleave`` over ``queries``: each side gets every query once, in the same order."""
-    qa, qb = iter(queries), iter(queries)
-    return interleave(len(queries), lambda: a(next(qa)), lambda: b(next(qb)))
-
-
-def with_cpu(out: dict[str, Any], key: str, walls: tuple[list[float], list[float]]) -> None:
-    """``out[key]`` = the wall times, ``out[key + "_cpu"]`` = the CPU times ``interleave`` kept."""
-    out[key] = walls
-    out[f"{key}_cpu"] = (list(last_cpu[0]), list(last_cpu[1]))
 
 
 def past_the_last_scan(home: Path, settings: Settings) -> None:

@@ -29,8 +29,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import environment, ms, print_environment, summary, write_json
+from _limit_corpus import fact_files
 from core import make_queries
-from limit import fact_files
 from pg import database
 
 from coffer_memory import MemoryService, Settings

@@ -67,7 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import apsw
 from _common import environment, print_environment, table, write_json
-from limit import index_schema, limit_keyword, limit_rebuild, segments
+from _limit_side import index_schema, limit_keyword, limit_rebuild, segments
 from rest import TARGET_P50_MS, TARGET_RPS, build_home, free_port, measure, queries, serve_and_load
 from rest_open import ARRIVALS
 
