@@ -553,6 +553,28 @@ def test_claude_code_forked_session_gets_what_a_resume_gets(world: World) -> Non
         assert (text.count("QZX1"), text.count("QZX5"), text.count("QZX6")) == (2, 2, 1)
 
 
+@needs("claude", "@anthropic-ai/claude-code")
+def test_claude_code_fork_is_distilled_for_its_own_turns(world: World) -> None:
+    """A fork's file repeats its parent's turns (the same uuids, the fork's ``sessionId``): its
+    SessionEnd sent them to the model again, and the parent's insights reached the journal twice."""
+    w = world
+    claude = install(w, "claude-code", "claude")
+    with FakeModel(reply=distill_or_reply) as fake:
+        w.use_model(fake)
+        agent_env = claude_env(fake)
+        projects = w.home / ".claude" / "projects"
+        w.run([claude, "-p", "first prompt QZXA"], agent_env)
+        session = newest_session(projects, "*.jsonl")
+        w.journal_after("QZX4")
+        w.run([claude, "-p", "forked prompt QZXB", "--resume", session, "--fork-session"], agent_env)
+        w.journal_after_count("QZX4", 4)  # the fake insight names it twice: two entries
+        prompts = [b["messages"][-1]["content"] for b in fake.model_requests() if '"insights"' in json.dumps(b)]
+        assert len(prompts) == 2
+        sent = prompts[1][prompts[1].index("Conversation (") :]
+        # The parent's turn only as context before the fork's own (marked as distilled).
+        assert sent.count("[user]") == 1 and "QZXB" in sent and "QZXA" not in sent
+
+
 # -- A project-level entry named coffer wins over coffer's user-level one -----------------------
 STALE_MCP = "/old/venv/bin/coffer-mcp"
 

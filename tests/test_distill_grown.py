@@ -401,3 +401,101 @@ def test_racing_session_end_sends_the_turns_of_a_distillation_that_failed(
     assert insight_counts(samples, home) == {"insight-mark-one": 1, "insight-mark-two": 1}
     sent = [sorted(set(MARK.findall(sent_conversation(r.body)))) for r in llm.requests]
     assert sent == [["MARK-ONE"], ["MARK-ONE", "MARK-TWO"]]
+
+
+def fork_claude_session(source: Path, fork_id: str) -> Path:
+    """What ``claude --resume <id> --fork-session`` writes (Claude Code 2.1.332): a new file whose
+    lines are the parent's, the same uuids under the fork's ``sessionId``."""
+    rows = [json.loads(line) for line in source.read_text().splitlines() if line.startswith("{")]
+    fork = source.with_name(f"{fork_id}.jsonl")
+    append_lines(fork, [{**r, "sessionId": fork_id} if "sessionId" in r else r for r in rows])
+    return fork
+
+
+def test_a_fork_sends_only_the_turns_after_the_fork(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """A fork's first distillation sent the parent's turns again: its insights twice in the journal."""
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-PARENT", minute=1)
+    run_session_end(home, session_id, source, samples.project_dir, runs=1)
+    fork_id = str(uuid.uuid4())
+    fork = fork_claude_session(source, fork_id)
+    claude_turns(fork, "MARK-FORK", minute=2)
+    run_session_end(home, fork_id, fork, samples.project_dir, runs=1)
+    assert insight_counts(samples, home) == {"insight-mark-fork": 1, "insight-mark-parent": 1}
+    sent = [sent_conversation(r.body) for r in llm.requests]
+    assert [sorted(set(MARK.findall(s))) for s in sent] == [["MARK-PARENT"], ["MARK-FORK"]]
+    assert (sent[1].count("[user]"), sent[1].count("[assistant]")) == (1, 1)
+    # The parent's last turns came along as context, marked as distilled.
+    assert "MARK-PARENT" in llm.requests[1].body["messages"][-1]["content"]
+    with MemoryService(home) as svc:
+        claude_turns(fork, "MARK-LATER", minute=3)  # the fork goes on: its own turns count
+        later = svc.distill_session("claude-code", fork_id)
+        parent = svc.distill_session("claude-code", session_id)
+    assert [i.name for i in later.insights] == ["insight-mark-later"]
+    assert later.detail is not None and later.detail.endswith("were distilled before")
+    assert parent.status == "already_distilled"
+    with MemoryService(home) as svc:  # what the fork's first distillation said
+        fork_id2 = str(uuid.uuid4())
+        fork_claude_session(source, fork_id2)
+        claude_turns(source.with_name(f"{fork_id2}.jsonl"), "MARK-SECOND", minute=4)
+        second = svc.distill_session("claude-code", fork_id2)
+    assert [i.name for i in second.insights] == ["insight-mark-second"]
+    # Its first turns were distilled as the parent and as the first fork: either may be named.
+    named = re.search(r"were distilled before, as session (\S+) \(this one copies it\)$", second.detail or "")
+    assert named is not None and named.group(1) in {session_id, fork_id}
+
+
+def test_a_parent_distilled_after_its_fork_sends_only_its_own_turns(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """A fork made while its parent goes on (the parent ends later): the fork is distilled whole,
+    the parent then only for the turns it did not share with the fork."""
+    session_id, source = session_in_project(home, samples, "claude-code")
+    claude_turns(source, "MARK-PARENT", minute=1)
+    fork_id = str(uuid.uuid4())
+    fork_claude_session(source, fork_id)
+    with MemoryService(home) as svc:
+        whole = svc.distill_session("claude-code", fork_id)
+        assert [i.name for i in whole.insights] == ["insight-mark-parent"] and whole.detail is None
+        before = len(llm.requests)
+        shared = svc.distill_session("claude-code", session_id)  # nothing but the shared turns
+        assert (shared.status, len(llm.requests)) == ("already_distilled", before)
+        claude_turns(source, "MARK-LATER", minute=2)
+        later = svc.distill_session("claude-code", session_id)
+    assert [i.name for i in later.insights] == ["insight-mark-later"]
+    # Its own row (the shared turns, recorded when nothing was new) now covers them.
+    assert later.detail is not None and re.fullmatch(
+        r"turns \d+-(\d+) of \1; turns 1-\d+ were distilled before", later.detail
+    )
+    assert insight_counts(samples, home) == {"insight-mark-later": 1, "insight-mark-parent": 1}
+
+
+def test_only_the_same_store_counts_as_distilled_elsewhere(tmp_path: Path) -> None:
+    """Rows of other sessions are offered only from one store and one agent, and only those whose
+    first turn is this session's first turn (or that have no turns recorded)."""
+    ledger = Ledger(tmp_path / "ledger.db")
+    try:
+        for agent, session, store, digests in (
+            ("claude-code", "parent", "project-a", ["d1", "d2"]),
+            ("claude-code", "other", "project-b", ["d1", "d2"]),
+            ("codex", "rollout", "project-a", ["d1"]),
+            ("claude-code", "unrelated", "project-a", ["d9", "d2"]),
+            ("claude-code", "legacy", "project-a", []),
+        ):
+            key = (agent, session, f"hash-{session}")
+            assert ledger.claim(*key)
+            ledger.finish(
+                *key, store=store, insights=1, prompt_tokens=1, completion_tokens=1, message_digests=digests
+            )
+        found = ledger.distilled_elsewhere("claude-code", "fork", "project-a", "d1")
+        assert sorted((d.elsewhere, d.message_digests) for d in found) == [
+            ("legacy", ()),
+            ("parent", ("d1", "d2")),
+        ]
+        assert [
+            d.elsewhere for d in ledger.distilled_elsewhere("claude-code", "parent", "project-a", "d1")
+        ] == ["legacy"]
+    finally:
+        ledger.close()

@@ -41,6 +41,9 @@ class Distilled:
     content_sha256: str
     message_count: int
     message_digests: tuple[str, ...]
+    elsewhere: str = ""
+    """The id of the *other* session this content was distilled under ("" for the session itself):
+    a fork copies its parent's turns under a new id (see ``Ledger.distilled_elsewhere``)."""
 
 
 @attrs.frozen
@@ -51,6 +54,8 @@ class Increment:
     context: tuple[Message, ...]
     total: int
     rewritten: bool = False
+    elsewhere: str = ""
+    """The session whose distillation covered the turns before the new ones, when not this one."""
 
     @property
     def partial(self) -> bool:
@@ -69,7 +74,8 @@ class Increment:
                 f"{self.total} turns are new or changed"
             )
         first = self.total - len(self.new) + 1
-        return f"turns {first}-{self.total} of {self.total}; turns 1-{first - 1} were distilled before"
+        done = f"turns {first}-{self.total} of {self.total}; turns 1-{first - 1} were distilled before"
+        return f"{done}, as session {self.elsewhere} (this one copies it)" if self.elsewhere else done
 
 
 def _encode(message: Message) -> bytes:
@@ -98,20 +104,44 @@ def content_hash(messages: Sequence[Message]) -> str:
 
 
 def undistilled(messages: Sequence[Message], done: Sequence[Distilled]) -> Increment:
-    """The turns of ``messages`` not covered by the distilled contents ``done``."""
-    known = {d.content_sha256 for d in done}
+    """The turns of ``messages`` not covered by the distilled contents ``done``: this session's own
+    rows, and rows of other sessions (``elsewhere``) whose turns begin as this session's do."""
+    own = [d for d in done if not d.elsewhere]
+    known = {d.content_sha256 for d in own}
     hashes = prefix_hashes(messages)
     start = next((k for k in range(len(hashes), 0, -1) if hashes[k - 1] in known), 0)
-    longest = max((d.message_count for d in done), default=0)
+    elsewhere = ""
+    digests = [message_digest(m) for m in messages]
+    for row in sorted((d for d in done if d.elsewhere), key=lambda d: d.elsewhere):
+        shared = _shared_turns(digests, hashes, row)
+        if shared > start:  # a prefix this session distilled itself wins a tie
+            start, elsewhere = shared, row.elsewhere
+    longest = max((d.message_count for d in own), default=0)
     rest = list(range(start, len(messages)))
     rewritten = longest > start
     if rewritten:
-        seen = {digest for d in done for digest in d.message_digests}
-        rest = [i for i in rest if message_digest(messages[i]) not in seen]
+        seen = {digest for d in own for digest in d.message_digests}
+        rest = [i for i in rest if digests[i] not in seen]
     first = rest[0] if rest else len(messages)
     return Increment(
         new=tuple(messages[i] for i in rest),
         context=tuple(messages[max(first - CONTEXT_TURNS, 0) : first]) if rest else (),
         total=len(messages),
         rewritten=rewritten,
+        elsewhere=elsewhere,
     )
+
+
+def _shared_turns(digests: Sequence[str], hashes: Sequence[str], row: Distilled) -> int:
+    """How many of the first turns (``digests``, their ``prefix_hashes``) another session's
+    distilled ``row`` covered: a parent distilled before its fork covers the turns the fork copied,
+    a fork distilled before its parent the parent's turns up to the fork. A row written before turns
+    were tracked has only its content hash: it covers the prefix that hashes to it, if any."""
+    if not row.message_digests:
+        return next((k for k in range(len(hashes), 0, -1) if hashes[k - 1] == row.content_sha256), 0)
+    shared = 0
+    for mine, theirs in zip(digests, row.message_digests, strict=False):
+        if mine != theirs:
+            break
+        shared += 1
+    return shared

@@ -145,6 +145,34 @@ class Ledger:
             )
         return [Distilled(str(r[0]), int(r[1] or 0), tuple(str(r[2] or "").split())) for r in rows]
 
+    def distilled_elsewhere(self, agent: str, session_id: str, store: str, first: str) -> list[Distilled]:
+        """The distilled contents of the agent's *other* sessions in ``store`` whose first turn has
+        the digest ``first``: the sessions this one may share its first turns with.
+
+        A fork (``claude --resume <id> --fork-session``) copies its parent's turns into a file of its
+        own under a new session id; without this its first distillation sent every one of the
+        parent's turns to the model again and wrote the parent's insights into the journal twice
+        (``increment.undistilled`` works out how many turns each row shares). Only the same store:
+        a session that begins word for word as another one of the project did adds nothing by
+        those turns either. Rows written before turns were tracked (no digests) all come back."""
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(
+                    # Every finished row of the store: a few thousand at most, and neither digests
+                    # nor store have an index of their own (the key starts with the session).
+                    "SELECT session_id, content_sha256, message_count, message_digests FROM distilled_sessions "
+                    "WHERE agent = ? AND store = ? AND session_id != ? AND status = 'done'",
+                    (agent, store, session_id),
+                )
+                .fetchall()
+            )
+        found = [
+            Distilled(str(r[1]), int(r[2] or 0), tuple(str(r[3] or "").split()), elsewhere=str(r[0]))
+            for r in rows
+        ]
+        return [d for d in found if not d.message_digests or d.message_digests[0] == first]
+
     def claim(self, agent: str, session_id: str, content_sha256: str) -> bool:
         """Take the session for distilling this content; False when the content is done or a
         live claim of the session (any content, any process or thread) is running."""

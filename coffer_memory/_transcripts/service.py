@@ -228,8 +228,14 @@ class Transcripts:
         def result(status: Any, **kw: Any) -> DistillResult:
             return DistillResult(summary.agent, summary.session_id, status, store=store, **kw)
 
-        increment = undistilled(transcript.messages, self.ledger.distilled(summary.agent, summary.session_id))
+        done = self.ledger.distilled(summary.agent, summary.session_id)
         digests = [message_digest(m) for m in transcript.messages]
+        shared = (
+            self.ledger.distilled_elsewhere(summary.agent, summary.session_id, store, digests[0])
+            if digests
+            else []
+        )
+        increment = undistilled(transcript.messages, [*done, *shared])
         detail = increment.describe()
         if not increment.new:  # rewritten to turns all distilled before: nothing to ask the model
             if not dry_run:
