@@ -391,6 +391,35 @@ def test_opencode_gets_coffers_rules_and_runs_its_tools(world: World) -> None:
         assert "and the tests?" in grown and "where does the deploy script live?" not in grown
 
 
+@needs("opencode", "opencode-ai")
+def test_opencode_fork_is_distilled_for_its_own_turns(world: World) -> None:
+    """``opencode run --continue --fork`` copies the session's messages into a new session: its
+    distillation sent the parent's turns to the model again (seen with OpenCode 1.18.33)."""
+    w = world
+    opencode = install(w, "opencode", "opencode")
+    config_file = w.home / ".config" / "opencode" / "opencode.json"
+    with FakeModel(reply=distill_or_reply) as fake:
+        w.use_model(fake)
+        config = json.loads(config_file.read_text())
+        config["provider"] = {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{fake.url}/v1", "apiKey": "not-a-secret"},
+                "models": {"fake-model": {"name": "Fake", "limit": {"context": 64_000, "output": 8_000}}},
+            }
+        }
+        config["model"] = "fake/fake-model"
+        config_file.write_text(json.dumps(config, indent=2))
+        agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+        w.run([opencode, "run", "first prompt QZXA"], agent_env)
+        w.journal_after_count("· agent · session ses_", 1)
+        w.run([opencode, "run", "--continue", "--fork", "forked prompt QZXB"], agent_env)
+        w.journal_after_count("· agent · session ses_", 2)
+        first, forked = distilled_conversations(fake)
+        assert "QZXA" in first and "QZXB" in forked and "QZXA" not in forked
+
+
 def distilled_conversations(fake: FakeModel) -> list[str]:
     """The turns each distillation request asked the model to extract from (not its context)."""
     prompts = [
@@ -568,7 +597,9 @@ def test_claude_code_fork_is_distilled_for_its_own_turns(world: World) -> None:
         w.journal_after("QZX4")
         w.run([claude, "-p", "forked prompt QZXB", "--resume", session, "--fork-session"], agent_env)
         w.journal_after_count("QZX4", 4)  # the fake insight names it twice: two entries
-        prompts = [b["messages"][-1]["content"] for b in fake.model_requests() if '"insights"' in json.dumps(b)]
+        prompts = [
+            b["messages"][-1]["content"] for b in fake.model_requests() if '"insights"' in json.dumps(b)
+        ]
         assert len(prompts) == 2
         sent = prompts[1][prompts[1].index("Conversation (") :]
         # The parent's turn only as context before the fork's own (marked as distilled).
@@ -756,7 +787,9 @@ def test_claude_code_runs_a_projects_mcp_json_entry_and_status_says_so(world: Wo
     code, out = status()
     assert code == 1 and "project scope, approved" in out, out
     # Refused in the user's local settings of the project: coffer's own entry runs, status is quiet.
-    (w.repo / ".claude" / "settings.local.json").write_text(json.dumps({"disabledMcpjsonServers": ["coffer"]}))
+    (w.repo / ".claude" / "settings.local.json").write_text(
+        json.dumps({"disabledMcpjsonServers": ["coffer"]})
+    )
     assert "User config" in w.run([claude, "mcp", "get", "coffer"]).stdout
     marker.unlink()
     with FakeModel(reply="All done.") as fake:
