@@ -483,6 +483,8 @@ def test_only_the_same_store_counts_as_distilled_elsewhere(tmp_path: Path) -> No
             ("codex", "rollout", "project-a", ["d1"]),
             ("claude-code", "unrelated", "project-a", ["d9", "d2"]),
             ("claude-code", "legacy", "project-a", []),
+            ("claude-code", "one-turn", "project-a", ["d1"]),
+            ("claude-code", "longer-first", "project-a", ["d1x", "d2"]),
         ):
             key = (agent, session, f"hash-{session}")
             assert ledger.claim(*key)
@@ -490,12 +492,12 @@ def test_only_the_same_store_counts_as_distilled_elsewhere(tmp_path: Path) -> No
                 *key, store=store, insights=1, prompt_tokens=1, completion_tokens=1, message_digests=digests
             )
         found = ledger.distilled_elsewhere("claude-code", "fork", "project-a", "d1")
-        assert sorted((d.elsewhere, d.message_digests) for d in found) == [
+        assert [(d.elsewhere, d.message_digests) for d in found] == [
             ("legacy", ()),
+            ("one-turn", ("d1",)),
             ("parent", ("d1", "d2")),
         ]
-        assert [
-            d.elsewhere for d in ledger.distilled_elsewhere("claude-code", "parent", "project-a", "d1")
-        ] == ["legacy"]
+        others = ledger.distilled_elsewhere("claude-code", "parent", "project-a", "d1")
+        assert [d.elsewhere for d in others] == ["legacy", "one-turn"]
     finally:
         ledger.close()
