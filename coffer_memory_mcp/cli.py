@@ -34,12 +34,13 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
+from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
 from ._args import TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
-from .refusals import TypedRefusals, send_envelope
+from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
 
 __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
@@ -155,7 +156,8 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
 def answer_over_http(body: bytes) -> bytes | None:
     """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
     SDK's HTTP transport refuses as JSON that does not parse; None leaves the body to the transport.
-    ``http_app`` asks it only for a request that passes the transport's security checks."""
+    ``http_app`` asks it only for a request that passed the ``Host`` and ``Origin`` checks
+    (``HostGuard``) and passes the transport's ``Content-Type`` check."""
     try:
         message = json.loads(body, parse_int=_int_or_huge)
     except (ValueError, RecursionError):
@@ -357,9 +359,11 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
 
 
 def http_app(server: MCPServer, host: str, token: str | None) -> Any:
-    """The ASGI app ``coffer-mcp --transport streamable-http`` serves (bounded body, typed refusals,
-    the token when one is set); uvicorn serves it with ``_http_head.BoundedHead``."""
-    security = _transport_security(host)
+    """The ASGI app ``coffer-mcp --transport streamable-http`` serves (``Host`` and ``Origin`` judged
+    as ``coffer-api`` does when bound to loopback, the token when one is set, bounded body, typed
+    refusals); uvicorn serves it with ``_http_head.BoundedHead``."""
+    # The SDK's transport checks only the Content-Type here: Host and Origin are HostGuard's.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
 
     async def refused(scope: dict[str, Any], body: bytes) -> bytes | None:
@@ -367,31 +371,22 @@ def http_app(server: MCPServer, host: str, token: str | None) -> Any:
             return None
         answer = answer_over_http(body)
         if answer is None or await checks.validate_request(Request(scope), is_post=True) is not None:
-            return None  # the transport answers it: a foreign Host or Origin first
+            return None  # the transport answers it: a wrong Content-Type
         return answer
 
     sdk_app = server.streamable_http_app(host=host, transport_security=security)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
-    return BearerTokenMiddleware(app, token) if token else app
-
-
-def _transport_security(host: str) -> TransportSecuritySettings | None:
-    """What the SDK's transport checks on ``host`` (its own choice, made here so that
-    ``answer_over_http`` is asked only for what passes it): the loopback names only, on loopback."""
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        return None  # the SDK checks neither Host nor Origin there (docs/security.md)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
+    app = BearerTokenMiddleware(app, token) if token else app
+    # Bound to loopback, as coffer-api is (and in the same order: before the token). Bound to
+    # another address neither Host nor Origin is checked, as the SDK chose (docs/security.md).
+    return HostGuard(app, HostCheck(HostRule())) if host in LOOPBACK_HOSTS else app
 
 
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
     app = http_app(server, host, token)
-    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+    if not token and host not in LOOPBACK_HOSTS:
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     from ._http_head import BoundedHead
 

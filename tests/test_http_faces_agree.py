@@ -1,7 +1,11 @@
 """``coffer-api`` and ``coffer-mcp --transport streamable-http`` refuse the same requests alike.
 
-A target past what the HTTP parser reads, sent byte for byte to a real server of each face on
-127.0.0.1: both answered a target over 64 KiB as "not valid HTTP".
+One table of ``Host`` and ``Origin`` headers, and a target past what the HTTP parser reads, sent byte
+for byte to a real server of each face on 127.0.0.1 (a client library would normalise them: one
+``Host``, lower case, a port). The faces judged these differently: the MCP face took a second
+``Host`` or ``Origin`` when the first was good and refused ``LOCALHOST``, ``localhost.`` and a
+``Host`` without a port, which ``coffer-api`` serves; both answered a target over 64 KiB as "not
+valid HTTP".
 """
 
 from __future__ import annotations
@@ -81,6 +85,71 @@ def face(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 SERVED = 200
+# (the Host headers, in order; what the request gets). "{port}" is the server's port.
+HOSTS = [
+    (["127.0.0.1:{port}"], SERVED),
+    (["127.0.0.1"], SERVED),  # no port: the MCP face refused it
+    (["localhost:{port}"], SERVED),
+    (["LOCALHOST:{port}"], SERVED),  # a host name is case-insensitive (RFC 9110 4.2.3)
+    (["localhost."], SERVED),  # the same name, fully qualified
+    (["Localhost.:{port}"], SERVED),
+    (["[::1]:{port}"], SERVED),
+    (["[::1]"], SERVED),
+    (["evil.example"], 421),
+    (["evil.example:{port}"], 421),
+    (["127.0.0.1.evil.example:{port}"], 421),
+    (["localhost.evil.example"], 421),
+    (["localhost:{port}@evil.example"], 421),
+    (["localhost:x"], 421),
+    (["::1"], 421),  # an IPv6 literal without brackets is no Host
+    ([""], 421),
+    ([], 421),  # HTTP/1.1 asks for a Host
+    # More than one Host makes the request invalid (RFC 9112 3.2): the MCP face read the first.
+    (["127.0.0.1:{port}", "evil.example"], 421),
+    (["evil.example", "127.0.0.1:{port}"], 421),
+    (["127.0.0.1:{port}", "127.0.0.1:{port}"], 421),
+]
+ORIGINS = [
+    ([], SERVED),  # curl, scripts, agents: no Origin
+    (["http://127.0.0.1:{port}"], SERVED),
+    (["http://localhost"], SERVED),
+    (["http://LOCALHOST:{port}"], SERVED),
+    (["https://localhost:9"], SERVED),  # any loopback origin, on any port
+    (["http://[::1]:{port}"], SERVED),
+    (["http://evil.example"], 403),
+    (["http://localhost.evil.example"], 403),
+    (["http://localhost:{port}@evil.example"], 403),
+    (["http://localhost:{port}/path"], 403),  # an origin has no path
+    (["file://localhost"], 403),
+    (["null"], 403),  # a sandboxed frame, a file:// page
+    ([""], 403),
+    (["http://127.0.0.1:{port}", "http://evil.example"], 403),
+    (["http://evil.example", "http://127.0.0.1:{port}"], 403),
+    (["http://127.0.0.1:{port}", "http://127.0.0.1:{port}"], 403),
+]
+CODES = {421: "HOST_NOT_ALLOWED", 403: "ORIGIN_NOT_ALLOWED"}
+
+
+def _ids(table: list[tuple[list[str], int]]) -> list[str]:
+    return [" ".join(v or "(empty)" for v in values) or "(none)" for values, _ in table]
+
+
+@pytest.mark.parametrize(("hosts", "expected"), HOSTS, ids=_ids(HOSTS))
+def test_both_faces_judge_host_alike(face: Face, hosts: list[str], expected: int) -> None:
+    headers = [("Host", h.format(port=face.port)) for h in hosts]
+    status, body = face.send(face.request(headers))
+    assert status == expected, (face.name, hosts, status, body)
+    if expected != SERVED:
+        assert body["error"]["code"] == CODES[expected], body  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("origins", "expected"), ORIGINS, ids=_ids(ORIGINS))
+def test_both_faces_judge_origin_alike(face: Face, origins: list[str], expected: int) -> None:
+    headers = [("Host", f"127.0.0.1:{face.port}"), *(("Origin", o.format(port=face.port)) for o in origins)]
+    status, body = face.send(face.request(headers))
+    assert status == expected, (face.name, origins, status, body)
+    if expected != SERVED:
+        assert body["error"]["code"] == CODES[expected], body  # type: ignore[index]
 
 
 def test_a_target_past_what_the_parser_reads_is_uri_too_long(face: Face) -> None:
