@@ -138,10 +138,13 @@ class HostCheck:
             return Refusal("HOST_NOT_ALLOWED", "a request may carry one Host header, not several")
         if several_origins:
             return Refusal("ORIGIN_NOT_ALLOWED", "a request may carry one Origin header, not several")
-        if host is None or not self.hosts.allows(host, server):
-            echoed = None if host is None else safe_echo(host)
-            message = f"Host {echoed!r} is not served here{self.hint}"
-            return Refusal("HOST_NOT_ALLOWED", message, {} if echoed is None else {"host": echoed})
+        if host is None:  # an HTTP/1.0 request (HTTP/1.1 asks for a Host); the message said "Host None"
+            return Refusal("HOST_NOT_ALLOWED", "a request must carry a Host header")
+        if not self.hosts.allows(host, server):
+            echoed = safe_echo(host)
+            return Refusal(
+                "HOST_NOT_ALLOWED", f"Host {echoed!r} is not served here{self.hint}", {"host": echoed}
+            )
         if origin is not None and not self.origin_allowed(origin, host, server):
             echoed = safe_echo(origin)
             return Refusal("ORIGIN_NOT_ALLOWED", f"Origin {echoed!r} is not allowed", {"origin": echoed})

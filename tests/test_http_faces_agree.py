@@ -141,6 +141,7 @@ def test_both_faces_judge_host_alike(face: Face, hosts: list[str], expected: int
     assert status == expected, (face.name, hosts, status, body)
     if expected != SERVED:
         assert body["error"]["code"] == CODES[expected], body  # type: ignore[index]
+        assert "None" not in body["error"]["message"], body  # type: ignore[index]  (it said "Host None")
 
 
 @pytest.mark.parametrize(("origins", "expected"), ORIGINS, ids=_ids(ORIGINS))
