@@ -8,7 +8,8 @@ request's headers, and keeps a header (and the target) whole until it ends: 5,00
 header that never ended (hundreds of megabytes), were kept in memory before any token check, and
 100,000 header lines of five bytes each fit in the 1 MiB bound the MCP face had. A request past
 ``MAX_HEADERS`` headers, ``MAX_HEADER_BYTES`` of them, or ``MAX_HEAD_BYTES`` sent before its headers
-end is ``400 INVALID_INPUT`` with the error envelope and the connection closes. (h11, uvicorn's
+end is ``400 INVALID_INPUT`` with the error envelope and the connection closes; a target past
+``MAX_TARGET_BYTES`` (more than httptools parses) is ``414`` the same way. (h11, uvicorn's
 fallback, stops at 16 KiB of head itself.)
 
 **Time.**
@@ -49,16 +50,22 @@ MAX_HEADERS = 100
 """Headers one request may carry (browsers send about 20)."""
 MAX_HEADER_BYTES = 64 * 1024
 """Bytes of header names and values one request may carry (about nginx's default)."""
+MAX_TARGET_BYTES = 65535
+"""Bytes of a request's target (path and query): httptools parses none longer (its offsets are 16
+bits), and such a request was answered "400 the request is not valid HTTP". Past it the answer is
+``414 URI Too Long`` (``REQUEST_TOO_LARGE``, ``details.limit``) and the rest of the target is not kept."""
 MAX_HEAD_BYTES = 1024 * 1024
 """Bytes one request may send before its headers end (request line, headers, framing). Past it the
 answer is 400 at once, while the client may still be sending (it may then see the connection reset
 instead); below it a head too large for the bounds above is read to its end and answered cleanly."""
 
 
-def envelope_answer(status: str, code: str, message: str, default_headers: Any = ()) -> bytes:
+def envelope_answer(
+    status: str, code: str, message: str, default_headers: Any = (), details: dict[str, Any] | None = None
+) -> bytes:
     """A whole HTTP/1.1 answer (``status`` as ``"400 Bad Request"``) carrying the error envelope,
     closing the connection: what a protocol writes itself, before or instead of the app."""
-    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
     head = [b"HTTP/1.1 " + status.encode() + b"\r\n"]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [
@@ -81,6 +88,8 @@ class BoundedHead:
     """
 
     _header_bytes = 0
+    _target_bytes = 0
+    _refusal: tuple[str, str, str, dict[str, Any]] | None = None  # what the next refusal says, if not 400
     _head_bytes = 0  # bytes received since the request began, while its headers have not ended
     _reading_head = True
 
@@ -96,8 +105,13 @@ class BoundedHead:
         super().data_received(data)  # type: ignore[misc]
 
     def on_headers_complete(self) -> None:
-        """The head ended: what follows is the body, which the app bounds."""
+        """The head ended: what follows is the body, which the app bounds. A target past
+        ``MAX_TARGET_BYTES`` is refused here, as one the parser refused (``send_400_response``)."""
         self._reading_head = False
+        if self._target_bytes > MAX_TARGET_BYTES:
+            message = f"the request's target (its path and query) is longer than {MAX_TARGET_BYTES} bytes"
+            self._refusal = ("414 URI Too Long", "REQUEST_TOO_LARGE", message, {"limit": MAX_TARGET_BYTES})
+            raise ValueError(message)
         super().on_headers_complete()  # type: ignore[misc]
 
     def on_message_complete(self) -> None:
@@ -107,8 +121,16 @@ class BoundedHead:
 
     def on_message_begin(self) -> None:
         """A new request: its headers' tally starts again."""
-        self._header_bytes = 0
+        self._header_bytes = self._target_bytes = 0
         super().on_message_begin()  # type: ignore[misc]
+
+    def on_url(self, url: bytes) -> None:
+        """Keep a piece of the target while it is within ``MAX_TARGET_BYTES``; past it nothing more
+        is kept, and the head is refused when it ends (``on_headers_complete``): refused at once,
+        the rest of the head still coming, the client saw the connection reset, not the ``414``."""
+        self._target_bytes += len(url)
+        if self._target_bytes <= MAX_TARGET_BYTES:
+            super().on_url(url)  # type: ignore[misc]
 
     def on_header(self, name: bytes, value: bytes) -> None:
         """Keep a header, unless the request is past ``MAX_HEADERS`` or ``MAX_HEADER_BYTES``: an
@@ -122,9 +144,13 @@ class BoundedHead:
     def send_400_response(self, msg: str) -> None:
         """Answer a request that does not parse (``msg`` is uvicorn's text for it) and close."""
         transport: Any = self.transport  # type: ignore[attr-defined]
-        answer = envelope_answer(
-            "400 Bad Request", "INVALID_INPUT", "the request is not valid HTTP", _default_headers(self)
+        status, code, message, details = self._refusal or (
+            "400 Bad Request",
+            "INVALID_INPUT",
+            "the request is not valid HTTP",
+            {},
         )
+        answer = envelope_answer(status, code, message, _default_headers(self), details)
         transport.write(answer)
         transport.close()
 

@@ -13,10 +13,11 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from coffer_memory import AsyncMemoryService, MemoryService, __version__
+from coffer_memory._http_hosts import HostRule
 
 from . import errors, web
 from .deps import KnownQuery
-from .guard import HostRule, RefusingCors, RequestGuard
+from .guard import RefusingCors, RequestGuard
 from .operations import Operations
 from .routers import agents, audit, facts, lanes, operations, porting, recall, resources, stores, transcripts
 from .shortcut import RecallShortcut

@@ -160,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
+        from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule
+
         from .app import create_app
-        from .guard import LOOPBACK_HOSTS, HostRule
     except ModuleNotFoundError as exc:  # a plain `pip install coffer-memory` has no fastapi
         print(
             f"coffer-api: the REST server needs the [fastapi] extra, and {exc.name} is not installed: "

@@ -24,7 +24,8 @@ A change (POST, PUT, PATCH, DELETE) to a path ending in ``/`` is ``404 NOT_FOUND
 redirected to the path without it (see ``_CHANGING_METHODS``).
 
 A request carrying two ``Host`` (or two ``Origin``) headers is refused as a foreign one: this
-check would read one and Starlette (links, redirects, CORS) the other.
+check would read one and Starlette (links, redirects, CORS) the other. The ``Host`` and ``Origin``
+rule is ``coffer_memory._http_hosts`` (``coffer-mcp --transport streamable-http`` judges by it too).
 
 Then the optional bearer token (scheme matched case-insensitively, value in constant time). A
 browser cannot send that header, so the read-only web view (``ui_prefix``) also takes it once as
@@ -59,12 +60,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coffer_memory import safe_echo
+from coffer_memory._http_hosts import HostCheck, HostRule
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
-
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-"""Host names served by default, with any port (besides the address a connection arrived at)."""
 
 _BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
 # Starlette answers a path with a stray trailing '/' by a 307 to the path without it, and a 307
@@ -79,7 +78,6 @@ UI_COOKIE = "coffer_ui"
 # through); only then is the body parsed a second time.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_NAME = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]*:[0-9a-f:.]*")  # a DNS name or IPv4, or an IPv6 literal
 _UNFRAMEABLE = (
     (b"x-frame-options", b"DENY"),
     (b"content-security-policy", b"frame-ancestors 'none'"),
@@ -89,72 +87,6 @@ _UNFRAMEABLE = (
 # pages say the same themselves); and it is text an agent wrote, which no browser may take for
 # another type than the one it is sent as (an export opened in a tab, a JSON body as a script).
 _API_HEADERS = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"))
-
-
-def split_authority(value: str) -> tuple[str, str | None] | None:
-    """``'[::1]:8765'`` -> ``('::1', '8765')``, ``'Box.LAN'`` -> ``('box.lan', None)``; None if malformed."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        host, bracket, rest = value[1:].partition("]")
-        if not bracket or (rest and not rest.startswith(":")):
-            return None
-        port = rest[1:] if rest else None
-    elif value.count(":") > 1:  # a bare IPv6 address is not a valid Host
-        return None
-    else:
-        host, colon, port_text = value.partition(":")
-        port = port_text if colon else None
-    if not _NAME.fullmatch(host) or (port is not None and not port.isdigit()):
-        return None
-    return host.rstrip("."), port
-
-
-class HostRule:
-    """Which ``Host`` values are served: loopback names, the connection's own address, extras.
-
-    An extra is ``name`` (any port), ``name:port`` (that port only) or ``*`` (any Host: only
-    behind a proxy that checks Host itself).
-    """
-
-    def __init__(self, extra: Iterable[str] = ()) -> None:
-        self.any_host = False
-        self.names: set[str] = set(LOOPBACK_HOSTS)
-        self.pairs: set[tuple[str, str]] = set()
-        for entry in extra:
-            if entry.strip() == "*":
-                self.any_host = True
-                continue
-            bare_ipv6 = entry.count(":") > 1 and "[" not in entry
-            parsed = split_authority(f"[{entry.strip()}]" if bare_ipv6 else entry)
-            if parsed is None:
-                raise ValueError(f"not a host name or host:port: {entry!r}")
-            host, port = parsed
-            if port is None:
-                self.names.add(host)
-            else:
-                self.pairs.add((host, port))
-
-    def allows(self, authority: str, server: tuple[str, Any] | None, *, wildcard: bool = True) -> bool:
-        """Whether ``authority`` (a Host header, or an Origin's host[:port]) may reach this app;
-        ``wildcard=False`` ignores a ``*`` entry (it opens Host, not Origin)."""
-        if self.any_host and wildcard:
-            return True
-        parsed = split_authority(authority)
-        if parsed is None:
-            return False
-        host, port = parsed
-        if host in self.names or (port is not None and (host, port) in self.pairs):
-            return True
-        # The address the client connected to (an IP literal with a real server) cannot be a
-        # rebound name: serving it is serving the bound address.
-        return server is not None and isinstance(server[0], str) and host == server[0].lower()
-
-
-def _origin_authority(origin: str) -> str | None:
-    scheme, sep, rest = origin.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or "/" in rest or "@" in rest:
-        return None
-    return rest
 
 
 def lone_surrogate_at(value: Any, where: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
@@ -193,6 +125,7 @@ class RequestGuard:
         self.body_limits = dict(body_limits or {})
         self.hosts = hosts
         self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
+        self.host_check = HostCheck(hosts, self.cors_origins, "; allow it with --allowed-host")
         self.token = token.encode() if token else None
         self.ui_prefix = ui_prefix
         self.ui_pass = hmac.new(self.token, b"coffer-ui", hashlib.sha256).hexdigest() if self.token else None
@@ -242,21 +175,11 @@ class RequestGuard:
                 fetch_mode = raw
             elif key == b"sec-fetch-dest":
                 fetch_dest = raw
-        server = scope.get("server")
-        if repeated_host:
-            return _refuse("HOST_NOT_ALLOWED", "a request may carry one Host header, not several"), False
-        if repeated_origin:
-            return _refuse("ORIGIN_NOT_ALLOWED", "a request may carry one Origin header, not several"), False
-        if host is None or not self.hosts.allows(host, server):
-            return _refuse(
-                "HOST_NOT_ALLOWED",
-                f"Host {safe_echo(host)!r} is not served here; allow it with --allowed-host",
-                host=None if host is None else safe_echo(host),
-            ), False
-        if origin is not None and not self._origin_allowed(origin, host, server):
-            return _refuse(
-                "ORIGIN_NOT_ALLOWED", f"Origin {safe_echo(origin)!r} is not allowed", origin=safe_echo(origin)
-            ), False
+        refused = self.host_check.refusal(
+            host, origin, scope.get("server"), several_hosts=repeated_host, several_origins=repeated_origin
+        )
+        if refused is not None:
+            return _refuse(refused.code, refused.message, **refused.details), False
         if (
             origin is None
             and fetch_site in _OTHER_SITE
@@ -306,17 +229,6 @@ class RequestGuard:
                 ), False
             return None, has_body
         return None, False
-
-    def _origin_allowed(self, origin: str, host: str, server: tuple[str, Any] | None) -> bool:
-        if origin.rstrip("/").lower() in self.cors_origins:
-            return True
-        authority = _origin_authority(origin)
-        if authority is None:
-            return False
-        # Same origin as the (already allowed) Host: e.g. /docs served behind a proxy.
-        return authority.lower() == host.strip().lower() or self.hosts.allows(
-            authority, server, wildcard=False
-        )
 
     @staticmethod
     def _followed_link(scope: Scope, fetch_mode: bytes | None, fetch_dest: bytes | None) -> bool:

@@ -27,24 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ._args import build_parser
+from ._debug import DEBUG_ENV
+from ._debug import debug as _debug
 from ._fds import claim_stdio as _claim_stdio
 from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
 from ._screen import screen
 
 __all__ = ["main"]
 
-DEBUG_ENV = "COFFER_MCP_DEBUG_HANDSHAKE"
-"""Set to 1: one stderr line per decision (which path, which request was answered before the SDK)."""
 HOLD_ENV = "COFFER_MCP_DEBUG_HOLD_SDK"
 """With DEBUG_ENV: the SDK import waits until this file exists (lets a test see the order of events)."""
 OFF_ENV = "COFFER_MCP_FAST_HANDSHAKE"
 
 _EOF = object()
-
-
-def _debug(message: str) -> None:
-    if os.environ.get(DEBUG_ENV) == "1":
-        print(f"coffer-mcp handshake: {message}", file=sys.stderr, flush=True)
 
 
 def _request(line: str) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,11 +34,13 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
+from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
 from ._args import TOKEN_ENV, build_parser
+from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
-from .refusals import TypedRefusals, send_envelope
+from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
 
 __all__ = ["BearerTokenMiddleware", "build_parser", "main"]
@@ -153,7 +156,8 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
 def answer_over_http(body: bytes) -> bytes | None:
     """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
     SDK's HTTP transport refuses as JSON that does not parse; None leaves the body to the transport.
-    ``http_app`` asks it only for a request that passes the transport's security checks."""
+    ``http_app`` asks it only for a request that passed the ``Host`` and ``Origin`` checks
+    (``HostGuard``) and passes the transport's ``Content-Type`` check."""
     try:
         message = json.loads(body, parse_int=_int_or_huge)
     except (ValueError, RecursionError):
@@ -190,6 +194,9 @@ class _AnswerRefused:
     ``DRAIN_SECONDS``) until every request read has been answered through ``writer``, and
     answers a call still running then with a JSON-RPC error (``DRAINED``).
 
+    Requests are counted per id: a client may reuse an id while a call under it runs, and the
+    SDK then runs and answers both (its in-flight table keyed by id, a reused id overwritten).
+
     The server cancels what is in flight when its input ends: a client that sent a
     ``coffer__remember`` and closed stdin (a shutdown) had the fact written and never heard so,
     and a client waiting for a call that outran the drain waited for an answer that never came.
@@ -198,7 +205,7 @@ class _AnswerRefused:
     def __init__(self, inner: Any, write: Any) -> None:
         self._inner = inner
         self._write = write
-        self._pending: set[int | str] = set()
+        self._pending: Counter[int | str] = Counter()  # requests read and not yet answered, per id
         self.writer = _Answering(write, self._pending)
 
     @property
@@ -212,13 +219,14 @@ class _AnswerRefused:
             try:
                 item: SessionMessage | Exception = await self._inner.receive()
             except anyio.EndOfStream:
+                debug(f"end of input with {self._pending.total()} request(s) in flight: draining")
                 with anyio.move_on_after(DRAIN_SECONDS):
                     while self._pending:
                         await anyio.sleep(0.01)
                 await self.writer.give_up()
                 raise
             if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-                self._pending.add(item.message.id)
+                self._pending[item.message.id] += 1
             if isinstance(item, ValidationError):
                 answer = _answer_to_error(item)
                 if answer is not None:
@@ -247,12 +255,13 @@ class _AnswerRefused:
 
 
 class _Answering:
-    """The stdio write stream, crossing off each request it carries the answer to."""
+    """The stdio write stream, crossing off each request it carries the answer to (one request
+    of its id: ids are counted)."""
 
-    def __init__(self, inner: Any, pending: set[int | str]) -> None:
+    def __init__(self, inner: Any, pending: Counter[int | str]) -> None:
         self._inner = inner
         self._pending = pending
-        self._sending: set[int | str] = set()  # answers handed to the stream, not yet taken
+        self._sending: Counter[int | str] = Counter()  # answers handed to the stream, not yet taken
         self._given_up: set[int | str] = set()  # answered by ``give_up``: a late answer is dropped
 
     async def send(self, item: SessionMessage) -> None:
@@ -263,22 +272,22 @@ class _Answering:
             return
         if message.id in self._given_up:
             return
-        self._sending.add(message.id)
+        self._sending[message.id] += 1
         try:
             await self._inner.send(item)
         finally:
-            self._sending.discard(message.id)
-        self._pending.discard(message.id)
+            _cross_off(self._sending, message.id)
+        _cross_off(self._pending, message.id)
 
     async def give_up(self) -> None:
         """Answer every request still waiting, and not being answered now, with the ``DRAINED``
         error (the server cancels them next); an answer of theirs that comes later is dropped."""
-        late = sorted(self._pending - self._sending, key=str)
+        late = self._pending - self._sending  # per id, the requests no answer is being written to
         self._given_up.update(late)
-        for request_id in late:
+        for request_id in sorted(late.elements(), key=str):
             error = ErrorData(code=INTERNAL_ERROR, message=DRAINED)
             await self._inner.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
-            self._pending.discard(request_id)
+            _cross_off(self._pending, request_id)
 
     async def aclose(self) -> None:
         """Close the underlying stream."""
@@ -289,6 +298,14 @@ class _Answering:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _cross_off(counts: Counter[int | str], request_id: int | str) -> None:
+    """One fewer of ``request_id`` in ``counts`` (an id at zero is dropped: ``while pending``)."""
+    if counts[request_id] > 1:
+        counts[request_id] -= 1
+    else:
+        counts.pop(request_id, None)
 
 
 async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None) -> None:
@@ -342,9 +359,11 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
 
 
 def http_app(server: MCPServer, host: str, token: str | None) -> Any:
-    """The ASGI app ``coffer-mcp --transport streamable-http`` serves (bounded body, typed refusals,
-    the token when one is set); uvicorn serves it with ``_http_head.BoundedHead``."""
-    security = _transport_security(host)
+    """The ASGI app ``coffer-mcp --transport streamable-http`` serves (``Host`` and ``Origin`` judged
+    as ``coffer-api`` does when bound to loopback, the token when one is set, bounded body, typed
+    refusals); uvicorn serves it with ``_http_head.BoundedHead``."""
+    # The SDK's transport checks only the Content-Type here: Host and Origin are HostGuard's.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
 
     async def refused(scope: dict[str, Any], body: bytes) -> bytes | None:
@@ -352,31 +371,22 @@ def http_app(server: MCPServer, host: str, token: str | None) -> Any:
             return None
         answer = answer_over_http(body)
         if answer is None or await checks.validate_request(Request(scope), is_post=True) is not None:
-            return None  # the transport answers it: a foreign Host or Origin first
+            return None  # the transport answers it: a wrong Content-Type
         return answer
 
     sdk_app = server.streamable_http_app(host=host, transport_security=security)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
-    return BearerTokenMiddleware(app, token) if token else app
-
-
-def _transport_security(host: str) -> TransportSecuritySettings | None:
-    """What the SDK's transport checks on ``host`` (its own choice, made here so that
-    ``answer_over_http`` is asked only for what passes it): the loopback names only, on loopback."""
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        return None  # the SDK checks neither Host nor Origin there (docs/security.md)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
+    app = BearerTokenMiddleware(app, token) if token else app
+    # Bound to loopback, as coffer-api is (and in the same order: before the token). Bound to
+    # another address neither Host nor Origin is checked, as the SDK chose (docs/security.md).
+    return HostGuard(app, HostCheck(HostRule())) if host in LOOPBACK_HOSTS else app
 
 
 def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
     import uvicorn
 
     app = http_app(server, host, token)
-    if not token and host not in ("127.0.0.1", "localhost", "::1"):
+    if not token and host not in LOOPBACK_HOSTS:
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     from ._http_head import BoundedHead
 

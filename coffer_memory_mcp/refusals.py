@@ -12,7 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CODES", "TypedRefusals", "send_envelope"]
+from coffer_memory._http_hosts import HostCheck
+
+__all__ = ["CODES", "HostGuard", "TypedRefusals", "send_envelope"]
 
 CODES = {
     400: "INVALID_INPUT",
@@ -26,10 +28,15 @@ CODES = {
 
 
 async def send_envelope(
-    send: Any, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Any,
+    status: int,
+    code: str,
+    message: str,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    details: dict[str, Any] | None = None,
 ) -> None:
     """Answer with the error envelope (``headers`` besides the content type and length)."""
-    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
     fields = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
@@ -68,3 +75,25 @@ class TypedRefusals:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+class HostGuard:
+    """ASGI middleware judging ``Host`` and ``Origin`` by ``coffer-api``'s rule
+    (``coffer_memory._http_hosts``): ``421 HOST_NOT_ALLOWED`` or ``403 ORIGIN_NOT_ALLOWED`` with the
+    envelope. In the place of the SDK's own check, which read only the first of two ``Host`` (or
+    ``Origin``) headers and refused ``LOCALHOST``, ``localhost.`` and a ``Host`` without a port."""
+
+    def __init__(self, app: Any, check: HostCheck) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Refuse a foreign or repeated ``Host`` or ``Origin``; pass everything else through."""
+        if scope["type"] == "http":
+            refused = self.check.refusal_of(scope.get("headers") or (), scope.get("server"))
+            if refused is not None:
+                await send_envelope(
+                    send, refused.status, refused.code, refused.message, details=refused.details
+                )
+                return
+        await self.app(scope, receive, send)

@@ -224,24 +224,32 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
             for scheme in ("Bearer", "bearer", "BEARER"):
                 served = http.post("/mcp", json=init, headers={**accept, "Authorization": f"{scheme} s3cret"})
                 assert served.status_code == 200, (scheme, served.text)
-            # The SDK's own refusals, in plain text before: the envelope with the SDK's words.
+            # The SDK's own refusals, in plain text before: the envelope with the SDK's words; a
+            # foreign Host or Origin is refused as coffer-api refuses it, naming what was refused.
             authed = {**accept, "Authorization": "Bearer s3cret"}
-            for status, code, request in [
-                (421, "HOST_NOT_ALLOWED", {"json": init, "headers": {**authed, "Host": "evil.example"}}),
+            for status, code, details, request in [
+                (
+                    421,
+                    "HOST_NOT_ALLOWED",
+                    {"host": "evil.example"},
+                    {"json": init, "headers": {**authed, "Host": "evil.example"}},
+                ),
                 (
                     403,
                     "ORIGIN_NOT_ALLOWED",
+                    {"origin": "http://evil.example"},
                     {"json": init, "headers": {**authed, "Origin": "http://evil.example"}},
                 ),
                 (
                     400,
                     "INVALID_INPUT",
+                    {},
                     {"content": b"{}", "headers": {**authed, "Content-Type": "text/plain"}},
                 ),
             ]:
                 refused = http.post("/mcp", **request)  # type: ignore[arg-type]
                 assert refused.status_code == status and refused.json()["error"]["code"] == code, refused.text
-                assert refused.json()["error"]["message"] and refused.json()["error"]["details"] == {}
+                assert refused.json()["error"]["message"] and refused.json()["error"]["details"] == details
             missing = http.get("/elsewhere", headers=authed)
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
     finally:

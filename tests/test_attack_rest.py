@@ -100,10 +100,7 @@ def test_two_origin_headers_are_refused(served: int) -> None:
         b"PROPFIND2 /api/v1/memory_stores HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # not a method
         b"GET /ui/stores/\xed\xa0\x80 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # raw bytes in the target
         b"GET /ui HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: coffer_ui=\x00\r\n\r\n",  # NUL in a header
-        b"GET /api/v1/memory_stores/global/recall?query="
-        + b"x" * 70_000
-        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-    ],
+    ],  # (a target longer than httptools parses is 414: tests/test_http_faces_agree.py)
 )
 def test_a_request_that_is_not_http_is_refused_with_the_envelope(served: int, request_bytes: bytes) -> None:
     # uvicorn answers these before the app sees them: "Invalid HTTP request received." in plain text.
