@@ -46,10 +46,6 @@ def _tokens(tokenize: apsw.FTS5Tokenizer, text: str, reason: int) -> list[str]:
     return found  # type: ignore[return-value]
 
 
-# A token no text of a batch holds, written between the texts so that one tokenizer call reads
-# them all (a call per text cost more than the tokenizing: ~4 us each, 80 texts per recall).
-# Digits: unicode61 keeps them as one token and porter leaves them alone (checked at first use).
-_SEPARATOR = "7305841962730584196"
 _Wanted = tuple[frozenset[str], tuple[str, ...]]
 # A text's tokens, as the keys of a dict: a dict of strings is never tracked by Python's garbage
 # collector (a frozenset is, and the collections that walked thousands of kept token sets were a
@@ -61,7 +57,6 @@ Tokens = KeysView[str]
 # Query terms as the index tokenizes them: a recall re-scores each store with the same terms.
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
-_separator_ok: list[bool] = []
 # A query's terms as compared, the factor of each share, its single tokens (``_plan``), by
 # (weight, *terms).
 _Plan = tuple[list[_Wanted], list[float], frozenset[str] | None]
@@ -120,36 +115,11 @@ def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[
 
 
 def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[Tokens]:
-    """The tokens of each text, from one tokenizer call over them all."""
-    if not _separator_ok:
-        _separator_ok.append(_tokens(tokenize, _SEPARATOR, apsw.FTS5_TOKENIZE_DOCUMENT) == [_SEPARATOR])
-    out: list[Tokens] | None = None
-    if _separator_ok[0]:
-        tokens = _tokens(tokenize, f" {_SEPARATOR} ".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT)
-        out = _split(tokens, len(texts))
-    if out is None:  # a text holds the separator: each text on its own
-        return [dict.fromkeys(_tokens(tokenize, t, apsw.FTS5_TOKENIZE_DOCUMENT)).keys() for t in texts]
-    return out
-
-
-def _split(tokens: list[str], parts: int) -> list[Tokens] | None:
-    """``tokens`` cut at ``parts - 1`` separators, each part's tokens; None when they hold more or
-    fewer (a text holds the separator). The last part is searched for one more, where counting every
-    token first was a second pass over all of them."""
-    out: list[Tokens] = []
-    start = 0
-    try:
-        for _ in range(parts - 1):
-            end = tokens.index(_SEPARATOR, start)
-            out.append(dict.fromkeys(tokens[start:end]).keys())
-            start = end + 1
-    except ValueError:
-        return None
-    last = tokens[start:]
-    if _SEPARATOR in last:
-        return None
-    out.append(dict.fromkeys(last).keys())
-    return out
+    """The tokens of each text, a tokenizer call each: one call over the texts joined by a
+    separator token, cut apart again, took more (63 k instructions a text of the bench's 1k facts
+    against 57 k: finding the separators among ~40 tokens a text, and a slice of each part)."""
+    document = apsw.FTS5_TOKENIZE_DOCUMENT
+    return [dict.fromkeys(_tokens(tokenize, text, document)).keys() for text in texts]
 
 
 def by_coverage(
