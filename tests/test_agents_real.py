@@ -275,6 +275,36 @@ def test_codex_runs_coffers_hook_and_tools_and_its_sessions_are_distilled(world:
         assert distill and "where does the deploy script live?" in json.dumps(distill[0])
 
 
+@needs("codex", "@openai/codex")
+def test_codex_exec_fork_is_distilled_for_its_own_turns(world: World) -> None:
+    """``codex exec fork <id> <prompt>`` (codex-cli 0.171.0) starts a new rollout that holds only the
+    fork's own turns; each session's distillation sends its own turns, once."""
+    w = world
+    codex = install(w, "codex", "codex")
+    with FakeModel(reply=distill_or_reply) as fake:
+        agent_env = codex_uses(w, fake)
+        w.use_model(fake)
+        argv = [codex, "exec", "--skip-git-repo-check"]
+
+        def newest() -> str:
+            files = (w.home / ".codex" / "sessions").rglob("rollout-*.jsonl")
+            return max(files, key=lambda p: p.stat().st_mtime).stem[-36:]
+
+        def distill(session: str) -> dict[str, Any]:
+            result: dict[str, Any] = json.loads(w.coffer("distill", session, "--agent", "codex", "--json"))
+            return result
+
+        w.run([*argv, "first prompt QZXA"], agent_env)
+        parent = newest()
+        assert distill(parent)["status"] == "distilled"
+        w.run([*argv, "fork", parent, "forked prompt QZXB"], agent_env)
+        fork = newest()
+        assert fork != parent and distill(fork)["status"] == "distilled"
+        assert distill(parent)["status"] == "already_distilled"
+        first, forked = distilled_conversations(fake)
+        assert "QZXA" in first and "QZXB" in forked and "QZXA" not in forked
+
+
 # -- Claude Code -------------------------------------------------------------------------------
 def claude_env(fake: FakeModel) -> dict[str, str]:
     """What Claude Code needs to talk to the fake model, offline."""
