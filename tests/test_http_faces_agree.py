@@ -19,21 +19,11 @@ from pathlib import Path
 
 import pytest
 from served import Served
+from test_mcp_handshake import initialize
 
 from coffer_memory._http_bounds import MAX_TARGET_BYTES
 
-INIT = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-).encode()
+INIT = json.dumps(initialize(1)).encode()  # the request the MCP face serves (200)
 
 
 class Face:
