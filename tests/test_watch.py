@@ -489,3 +489,23 @@ def test_a_watched_store_keeps_its_state_row_until_the_feed_has_news(
             assert reconciler.reconcile("global").unchanged == 6
         assert len(reads) <= 1
         assert _ids(svc, "kestrel")
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_a_name_that_is_not_utf8_made_while_the_feed_vouches_is_skipped(tmp_home: Path, folder: bool) -> None:
+    """The scans skip such a name with a warning; the feed named it, and the read that checked it
+    against the index failed with UnicodeEncodeError (its surrogates cannot be bound)."""
+    with MemoryService(settings=_settings(tmp_home)) as svc:
+        paths = _facts(svc)
+        _warm(svc)
+        inbox = os.fsencode(paths[0].parent)
+        if folder:
+            os.mkdir(inbox + b"/t\xffpics")
+            Path(os.fsdecode(inbox + b"/t\xffpics/golf.md")).write_text("the falcon golf\n")
+        else:
+            Path(os.fsdecode(inbox + b"/caf\xe9.md")).write_text("the falcon golf\n")
+        assert len(_ids(svc, "falcon")) == 5
+        if folder:
+            Path(os.fsdecode(inbox + b"/t\xffpics/golf.md")).write_text("the falcon golf again\n")
+        assert len(_ids(svc, "falcon")) == 5
+        assert _feed(svc).status("global") == "verified"

@@ -469,6 +469,8 @@ class FolderFeed:
                 watched.trees.add(name)
             return
         path = f"{rel}/{name}"
+        if not utf8_name(path):  # the scans skip a name that is not UTF-8 (no row can hold it)
+            return
         if mask & IN_ISDIR:
             watched.trees.add(path)
         elif watched.accept(path):
