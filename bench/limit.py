@@ -9,7 +9,8 @@ call by call so that load on a shared machine hits both sides alike:
   MATCH of the same query terms on a plain FTS5 table of the same texts (the same tokenizer as
   coffer's word index) plus one query for the matched texts. Timed in a long-lived service's
   steady state: the service opens once the stores' last full scan is ``reconcile_full_scan_seconds``
-  old, so its first read starts the due background scan that arms the inotify feed, and the timed
+  old, so its first read starts the scan that arms the inotify feed (the due background scan of a
+  larger store, an inline one of a store of at most ``reconcile_full_scan_max_files``), and the timed
   recalls begin when that scan is done (the feed's state is printed). Until session 20 they ran in
   the first ~2 s after the rebuild's scan, before any scan fell due: every one read both stores
   by their recall folders' mtimes, which a service does only in its first seconds;
@@ -393,8 +394,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "keyword_feed" in result:
             print(
                 f"keyword recall {result['size']:,}: timed in a long-lived service's steady state, once the "
-                f"first read's background scan was done; inotify feed of the project and global stores: "
-                f"{result['keyword_feed']}"
+                f"first read's scan was done (in the background for a larger store); inotify feed of the "
+                f"project and global stores: {result['keyword_feed']}"
             )
     embedded = []
     for provider in args.embedders.split(",") if args.embed_rebuild and args.embedders else []:

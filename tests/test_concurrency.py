@@ -143,8 +143,14 @@ def test_reads_on_other_threads_use_their_own_connections(svc: MemoryService) ->
 @contextlib.contextmanager
 def a_scan_waiting_for_the_lock(tmp_home: Path) -> Iterator[MemoryService]:
     """A service over 3 facts whose lock another thread holds while the due background full
-    scan waits for it (``scanning()`` is true) until the block ends."""
-    settings = Settings.load(tmp_home, reconcile_full_scan_max_files=1, reconcile_full_scan_seconds=0.0)
+    scan waits for it (``scanning()`` is true) until the block ends. The scan falls due at once
+    whether the inotify feed vouches for the store (its safety net) or not."""
+    settings = Settings.load(
+        tmp_home,
+        reconcile_full_scan_max_files=1,
+        reconcile_full_scan_seconds=0.0,
+        reconcile_watch_full_scan_seconds=0.0,
+    )
     with MemoryService(settings=settings) as svc:
         for i in range(3):
             svc.remember(f"scan fact {i}", store="global")

@@ -424,6 +424,7 @@ def test_close_while_a_background_scan_waits_logs_nothing(
     tmp_home.mkdir()
     (tmp_home / "config.toml").write_text(
         "reconcile_full_scan_max_files = 0\nreconcile_full_scan_seconds = 0\n"
+        "reconcile_watch_full_scan_seconds = 0\n"  # due at once where the inotify feed vouches too
     )
     svc = MemoryService(tmp_home)
     svc.remember("Deploy with make release", title="deploy", store="global")

@@ -91,15 +91,21 @@ def _external(svc: MemoryService) -> list[tuple[str, str]]:
     ]
 
 
+def edit_shows_at_once(svc: MemoryService, path: Path) -> None:
+    """An in-place edit of ``path`` keeping its size and mtime, found by the next recall as an
+    outside change, while the feed goes on vouching."""
+    _sneaky_edit(path, "falcon", "kestr1")
+    hits = svc.recall("kestr1", stores=["global"], mode="keyword").hits
+    assert [h.path for h in hits] == [path]
+    assert _external(svc) == [("memory_updated", path.name)]
+    assert _feed(svc).status("global") == "verified"
+
+
 def test_an_in_place_edit_keeping_size_and_mtime_shows_on_the_next_recall(tmp_home: Path) -> None:
     with MemoryService(settings=_settings(tmp_home)) as svc:
         paths = _facts(svc)
         _warm(svc)
-        _sneaky_edit(paths[2], "falcon", "kestr1")
-        hits = svc.recall("kestr1", stores=["global"], mode="keyword").hits
-        assert [h.path for h in hits] == [paths[2]]
-        assert _external(svc) == [("memory_updated", paths[2].name)]
-        assert _feed(svc).status("global") == "verified"
+        edit_shows_at_once(svc, paths[2])
 
 
 def test_without_the_feed_the_same_edit_waits_for_the_full_scan(tmp_home: Path) -> None:
@@ -227,17 +233,23 @@ def test_opening_and_closing_many_services_leaks_no_fd(tmp_home: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) == before
 
 
+def knowledge_behind_a_symlink(svc: MemoryService, home: Path) -> list[Path]:
+    """Five facts, their ``knowledge`` folder moved out of the store and a symlink left in its
+    place (a watch does not follow it), then one read; their paths as moved."""
+    paths = _facts(svc)
+    knowledge = paths[0].parent.parent
+    elsewhere = home.parent / "elsewhere"
+    knowledge.rename(elsewhere)
+    knowledge.symlink_to(elsewhere, target_is_directory=True)
+    svc.recall("falcon", stores=["global"])
+    return [elsewhere / p.relative_to(knowledge) for p in paths]
+
+
 def test_a_store_the_feed_cannot_watch_keeps_the_full_scan(tmp_home: Path) -> None:
     """A top recall folder that is a symlink is not followed by a watch: that store falls back to
     folder mtimes and the full scan falling due (here on every read, in the background)."""
     with MemoryService(settings=_settings(tmp_home, **FALLBACK_SCANS)) as svc:
-        paths = _facts(svc)
-        knowledge = paths[0].parent.parent
-        elsewhere = tmp_home.parent / "elsewhere"
-        knowledge.rename(elsewhere)
-        knowledge.symlink_to(elsewhere, target_is_directory=True)
-        moved = [elsewhere / p.relative_to(knowledge) for p in paths]
-        svc.recall("falcon", stores=["global"])
+        moved = knowledge_behind_a_symlink(svc, tmp_home)
         _settle(svc)
         svc.reindex("global")
         assert _feed(svc).status("global") == "unwatchable"

@@ -140,13 +140,18 @@ def changed_dirs(sp: StorePaths, dirs: dict[str, int]) -> list[str]:
 
 
 def small_unchanged(
-    rec: Reconciling, sp: StorePaths, dirs: dict[str, int], db: IndexDB | None = None
+    rec: Reconciling,
+    sp: StorePaths,
+    dirs: dict[str, int],
+    db: IndexDB | None = None,
+    linked: set[str] | None = None,
 ) -> bool:
     """True when every recall file of ``sp`` matches its index row and every folder its recorded
     mtime: the full scan would change nothing. Read only and without the store lock (any
     difference, or a race with a writer, sends the read to the full scan under the lock).
     ``db``: the connection whose rows are compared (the writer's unless given: a reader's
-    needs no service lock).
+    needs no service lock). ``linked`` (when given) gets the files with another hard link, as
+    the full scan's.
 
     A small store is checked on every read, so this walks with ``os.scandir`` and strings,
     compares stat tuples with the rows of one query, and stops at the first difference
@@ -203,6 +208,8 @@ def small_unchanged(
                         st.st_mode
                     ):
                         return False
+                    if linked is not None and st.st_nlink > 1:
+                        linked.add(rel)
                     matched += 1
                 elif not name.isascii() and not utf8_name(name):
                     continue  # skipped by the full scan too (with one warning)
@@ -235,14 +242,14 @@ def from_feed_kept(rec: Reconciling, sp: StorePaths, looks: Looks | None = None)
     key = (conn, conn.total_changes())
     held = rec._states.get(sp.name)
     state = held[1] if held is not None and held[0] == key else rec._keep_state(sp.name, key)
-    if state is None or state[2] <= rec.settings.reconcile_full_scan_max_files:
-        return None  # never armed for a store this small, or no state: the scans decide
+    if state is None:
+        return None  # no state: the scans decide
     news = rec.feed.news(sp.name, looks)
     if news is None:
         return None
     if news[0] or news[1]:  # another process may have moved the count: the row as it is now
         fresh = rec._keep_state(sp.name, key)
-        if fresh is None or fresh[2] <= rec.settings.reconcile_full_scan_max_files:
+        if fresh is None:
             rec.feed.lose(sp.name)  # its news are taken: the scans find them
             return None
         state = fresh
@@ -284,16 +291,29 @@ def from_feed(
 
 
 def arm(rec: Reconciling, sp: StorePaths) -> int | None:
-    """Before a full scan of a larger store: its watches (set anew unless the feed vouches), so
-    that the scan covers what happened before them and the feed what happens after."""
+    """Before a full scan of a store: its watches (set anew unless the feed vouches), so that the
+    scan covers what happened before them and the feed what happens after. Small stores too: a
+    read of one the feed vouches for drains the queue instead of stat'ing every file."""
     if rec.feed is None:
         return None
     if rec.feed.status(sp.name) == "off":
-        count = rec.db.scalar("SELECT file_count FROM store_state WHERE resource_name = ?", (sp.name,))
-        if count is None or int(count) <= rec.settings.reconcile_full_scan_max_files:
-            return None
         rec.feed.arm(sp.name, str(sp.root), [sp.relative(d) for d in sp.recall_dirs()])
     return rec.feed.epoch(sp.name)
+
+
+def arm_small(rec: Reconciling, sp: StorePaths, dirs: dict[str, int]) -> bool:
+    """Watch a small store and vouch for it when every file still matches its row, or False to
+    let the full scan decide (it verifies the watches set here). The check is the full scan's
+    answer when nothing changed, without its write of the store's state and that commit's sync
+    (a first read took 34-49 ms p50 at 200 files with the scan, 7 with the check alone)."""
+    assert rec.feed is not None
+    epoch = arm(rec, sp)
+    linked: set[str] = set()
+    if not small_unchanged(rec, sp, dirs, linked=linked):
+        return False
+    rec.feed.relink(sp.name, linked, trees=[sp.relative(d) for d in sp.recall_dirs()])
+    rec.feed.verify(sp.name, epoch)
+    return True
 
 
 def rows_of(rec: Reconciling, store: str, keys: list[str], table: str = "documents") -> dict[str, Stat]:

@@ -13,9 +13,10 @@ the read runs it inline. So an outside in-place edit of a large store shows up w
 the CLI, and at once after ``coffer reindex``. Only files whose size, mtime, ctime or inode
 changed are read and hashed (ctime and inode catch an edit that keeps size and mtime).
 
-A long-lived process on Linux (``reconcile_watch``, which the CLI turns off) watches a larger
-store's recall folders with inotify (``watch.FolderFeed``): each read drains the queue and
-re-checks only the files named there, so an outside in-place edit shows on the next read. While
+A long-lived process on Linux (``reconcile_watch``, which the CLI turns off) watches a store's
+recall folders with inotify (``watch.FolderFeed``; a small store from its first read, whose full
+scan arms it): each read drains the queue and re-checks only the files named there, so an outside
+in-place edit shows on the next read. While
 the feed vouches for a store, its full stat scan is a safety net run in the background at most
 once per ``reconcile_watch_full_scan_seconds``; whatever the feed cannot vouch for (an overflow,
 a failed watch, a moved store folder, a fork, a network file system) falls back to the above.
@@ -304,7 +305,7 @@ class Reconciler(Applier):
             age = read_checks.scan_age(last_full)
             due = age >= self.settings.reconcile_full_scan_seconds
             large = count > self.settings.reconcile_full_scan_max_files
-            if large and self.feed is not None:
+            if self.feed is not None:
                 fed = from_feed(self, sp, count, age)
                 if fed is not None:
                     return fed
@@ -320,12 +321,14 @@ class Reconciler(Applier):
                 with store_lock(lock_path(self.settings.home, store)):
                     report = self._reconcile_dirs(sp, read_checks.changed_dirs(sp, dirs))
                     return self._retry_pending(sp, report, progress)
-            if (
-                not large
-                and read_checks.small_unchanged(self, sp, dirs)
-                and not self.reindexer.pending_paths(store)
-            ):
-                return unchanged(store, count)
+            if not large:
+                # A small store the feed could watch but does not vouch for yet (never armed in this
+                # process, or its watches lost) is armed by this check: later reads drain the feed
+                # where ``small_unchanged`` stats every file on every read.
+                armable = self.feed is not None and self.feed.status(store) != "unwatchable"
+                check = read_checks.arm_small if armable else read_checks.small_unchanged
+                if check(self, sp, dirs) and not self.reindexer.pending_paths(store):
+                    return unchanged(store, count)
         with store_lock(lock_path(self.settings.home, store)):
             report = self._reconcile_full(sp, progress, seen=seen)
             return self._retry_pending(sp, report, progress)

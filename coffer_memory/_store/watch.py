@@ -1,16 +1,17 @@
 """A change feed for long-lived processes on Linux: which recall files changed, from inotify.
 
 A large store (over ``reconcile_full_scan_max_files``) otherwise learns of an in-place edit only
-from the full stat scan of every file. Here each recall folder of such a store (and the store
-root, for its own moves and its top folders') has an inotify watch on one non-blocking fd per
-reconciler; each read drains the queue first. The kernel queues an event before the writer's
+from the full stat scan of every file, and a small one stats every file on every read. Here each
+recall folder of a store (and the store root, for its own moves and its top folders') has an
+inotify watch on one non-blocking fd per reconciler; each read drains the queue first. The kernel queues an event before the writer's
 ``write``/``rename``/``unlink`` returns, so a read that starts after an edit sees it, at the cost
 of one ``read`` that finds nothing. No thread is needed.
 
 The feed vouches for a store only from the end of the first full scan that *started* after its
 watches were added (the scan covers what happened before, the events what happens after; the
-reconciler arms a store at the start of a full scan that falls due anyway, adding no scan of its
-own) until anything it cannot account for: a queue overflow, a failed ``inotify_add_watch``
+reconciler arms a store at the start of a full scan: one that falls due anyway for a larger
+store, the first read's for a small one, whose file-by-file check the scan replaces) until
+anything it cannot account for: a queue overflow, a failed ``inotify_add_watch``
 (``max_user_watches``, a folder it may not read), the store folder itself moved, replaced or
 unmounted, a fork (the child shares the parent's queue: it closes its copy and starts over), a
 network file system (inotify only sees this machine's writes), a platform without inotify. Then
