@@ -65,16 +65,14 @@ class _Reader:
     side: KnowledgeRetrieval | None = None
 
     def close(self) -> bool:
-        """Close its connections; False when one is busy in another thread's statement (it stays
-        open: apsw refuses to close it then)."""
+        """Close its connections; False when one is busy in another thread's statement or read
+        transaction (it stays open: ``IndexDB.close_idle``; reader connections have no SQLite
+        mutex, so closing one under a running statement would free what that statement uses)."""
         self.main.close()
         closed = True
         for retrieval in (self.main, self.side):
             if retrieval is not None and not retrieval.db.closed:
-                try:
-                    retrieval.db.close()
-                except apsw.ThreadingViolationError:
-                    closed = False
+                closed = retrieval.db.close_idle() and closed
         return closed
 
 
@@ -148,7 +146,12 @@ class IndexHandle:
         """A retrieval on a new reader connection (it never writes, so it needs no lock)."""
         _ = self.db  # the writer opens (and migrates) the file first
         assert self._grep is not None
-        db = IndexDB(self.index_path, busy_timeout_ms=self.settings.busy_timeout_ms, home=self.settings.home)
+        db = IndexDB(
+            self.index_path,
+            busy_timeout_ms=self.settings.busy_timeout_ms,
+            home=self.settings.home,
+            reader=True,
+        )
         vectors = self._vectors
         # Vector tables are created by the writer; a reader looks them up on every search.
         own = VecIndex(db, vectors.embedder, cache_tables=False) if vectors is not None else None

@@ -91,11 +91,22 @@ class IndexDB:
     A damaged or foreign file found on open is moved aside and replaced (see the module doc).
     """
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000, home: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, *, busy_timeout_ms: int = 10_000, home: Path | None = None, reader: bool = False
+    ) -> None:
         ensure_dir(path.parent)
         self.path = path
         self.home = home if home is not None else path.parent  # documents' paths are relative to it
         self.closed = False
+        # A reader connection (``reader``) runs without SQLite's connection mutex
+        # (``SQLITE_OPEN_NOMUTEX``: it was ~4% of a keyword recall's instructions). Nothing in
+        # SQLite or apsw then stops two threads from stepping it at once, or ``close`` from
+        # freeing it under a running statement, so every statement on it runs under ``busy``
+        # (``rows``, ``cursor``, ``reading``, ``open``), and ``close_idle`` closes it only
+        # while no other thread holds that. (The writer keeps the mutex: it is closed under a
+        # call that holds the index lock too long, and apsw refuses that while a statement runs.)
+        self.reader = reader
+        self.busy = threading.RLock()
         self.busy_timeout_ms = busy_timeout_ms
         self.shared = _shared_state(path)
         self._holding = False  # counted in ``shared.holders``
@@ -112,6 +123,13 @@ class IndexDB:
 
     # -- open, check, repair ----------------------------------------------------------------------
     def _open(self) -> None:
+        with self.busy:
+            self._open_held()
+
+    def _open_held(self) -> None:
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        if self.reader:
+            flags |= apsw.SQLITE_OPEN_NOMUTEX
         for _attempt in range(3):
             if not self.path.exists():
                 # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
@@ -120,7 +138,7 @@ class IndexDB:
             self._ino = os.stat(self.path).st_ino
             self.generation = self.shared.generation
             try:
-                self.conn = _Connection(str(self.path))
+                self.conn = _Connection(str(self.path), flags=flags)
                 self.conn.owner = self
                 self._hold()
                 self.conn.setbusytimeout(self.busy_timeout_ms)
@@ -274,7 +292,8 @@ class IndexDB:
         it short, or another connection of this process replaced the file (this one must reopen).
         ``check_size`` False: the caller's read checked the size a moment ago (``_store/looks.py``)."""
         if check_size:
-            self._check_size()
+            with self.busy:  # a reader's, asked beside a background scan (``fresh_beside_scan``)
+                self._check_size()
         return self.shared.damaged is not None or self.generation != self.shared.generation
 
     def _check_size(self) -> bool:
@@ -375,17 +394,24 @@ class IndexDB:
 
     def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """All rows of a query."""
-        conn = self._current()
-        try:
-            return list(conn.execute(sql, params))
-        except DAMAGE as exc:  # met while stepping past the first row
-            self.note_damage(exc)
-            raise
+        with self.busy:
+            conn = self._current()
+            try:
+                return list(conn.execute(sql, params))
+            except DAMAGE as exc:  # met while stepping past the first row
+                self.note_damage(exc)
+                raise
 
     def cursor(self, sql: str, params: Any = ()) -> _Rows:
         """A query's rows as they come, for a caller that may stop early (the statement is closed
-        on leaving, so no read transaction stays open)."""
-        return _Rows(self, self._current().execute(sql, params))
+        on leaving, so no read transaction stays open; ``busy`` is held until then)."""
+        busy = self.busy
+        busy.acquire()
+        try:
+            return _Rows(self, self._current().execute(sql, params))
+        except BaseException:
+            busy.release()
+            raise
 
     def scalar(self, sql: str, params: Any = ()) -> Any:
         """The first column of the first row, or ``None``."""
@@ -400,17 +426,29 @@ class IndexDB:
 
     def set_kv(self, key: str, value: str) -> None:
         """Set a value of the shared key/value table."""
-        self.conn.execute(
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        with self.busy:  # a reader's too: a failed embedding's back-off (``vec.py``)
+            self.conn.execute(
+                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     def close(self) -> None:
-        """Close the connection (apsw refuses while another thread is inside one of its statements:
-        then it stays open, and ``closed`` false)."""
+        """Close the connection (apsw refuses the writer's while another thread is inside one of
+        its statements: then it stays open, and ``closed`` false). A reader's: ``close_idle``."""
         self.conn.close()
         self._let_go()
         self.closed = True
+
+    def close_idle(self) -> bool:
+        """Close the connection unless another thread holds ``busy`` (it is stepping a statement,
+        or inside a read transaction): then it stays open, and the answer is False."""
+        if not self.busy.acquire(blocking=False):
+            return False
+        try:
+            self.close()
+        finally:
+            self.busy.release()
+        return True
 
 
 class _Rows:
@@ -427,6 +465,9 @@ class _Rows:
         return self._cursor
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, DAMAGE):  # met while stepping past the first row
-            self._db.note_damage(exc)
-        self._cursor.close()
+        try:
+            if isinstance(exc, DAMAGE):  # met while stepping past the first row
+                self._db.note_damage(exc)
+            self._cursor.close()
+        finally:
+            self._db.busy.release()

@@ -50,11 +50,17 @@ class reading:  # a lower-case name: used as a function, ``with reading(db) as k
 
     def __enter__(self) -> dict[Any, Any]:
         db = self._db
-        conn = db.current(self._sized)
-        if not conn.get_autocommit():
-            return {}
-        conn.execute("BEGIN")
-        self._conn = conn
+        # Held until the end: a reader connection has no SQLite mutex (``IndexDB.busy``).
+        db.busy.acquire()
+        try:
+            conn = db.current(self._sized)
+            if not conn.get_autocommit():
+                return {}
+            conn.execute("BEGIN")
+            self._conn = conn
+        except BaseException:
+            db.busy.release()
+            raise
         try:
             # Read inside the transaction: the version and every later read see one snapshot.
             version = (weakref.ref(conn), int(conn.execute("PRAGMA data_version").get), conn.total_changes())
@@ -62,13 +68,16 @@ class reading:  # a lower-case name: used as a function, ``with reading(db) as k
             if kept is None or kept[0] != version:
                 kept = _kept[db] = (version, {})
         except BaseException:
-            self._end(failed=True)
+            self.__exit__(BaseException, None, None)
             raise
         return kept[1]
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if self._conn is not None:
-            self._end(failed=kind is not None)
+        try:
+            if self._conn is not None:
+                self._end(failed=kind is not None)
+        finally:
+            self._db.busy.release()
 
     def _end(self, *, failed: bool) -> None:
         conn = self._conn
