@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from served import Served
@@ -276,3 +278,81 @@ def test_a_body_past_the_bound_is_413_naming_the_limit_in_both_faces(face: Face)
     error = body["error"]
     assert isinstance(error, dict) and error["code"] == "REQUEST_TOO_LARGE", body
     assert error["details"] == {"limit": MAX_REQUEST_BODY_BYTES}, body
+
+
+# A demanding client's or an attacker's variants of the request each face serves: (what is done to
+# it, what it gets). Both faces judged each of these alike already; kept here so they stay so.
+HOST = b"Host: 127.0.0.1:{port}"
+VARIANTS = [
+    ("header name upper case", lambda r: r.replace(b"Host:", b"HOST:"), SERVED),
+    ("header name lower case", lambda r: r.replace(b"Host:", b"host:"), SERVED),
+    (
+        "spaces around the value",
+        lambda r: r.replace(HOST + b"\r\n", b"Host:    " + HOST[6:] + b"   \r\n"),
+        SERVED,
+    ),
+    ("tabs around the value", lambda r: r.replace(b"Host: ", b"Host:\t"), SERVED),
+    ("a space before the colon", lambda r: r.replace(b"Host:", b"Host :"), 400),
+    ("a folded line", lambda r: r.replace(HOST, b"Host: evil.example\r\n " + HOST[6:]), 400),
+    ("bare LF line ends", lambda r: r.replace(b"\r\n", b"\n"), 400),
+    (
+        "Transfer-Encoding and Content-Length",
+        lambda r: r.replace(
+            b"Connection:", b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\nConnection:"
+        ),
+        400,
+    ),
+    (
+        "two Content-Length",
+        lambda r: r.replace(b"Connection:", b"Content-Length: 0\r\nContent-Length: 0\r\nConnection:"),
+        400,
+    ),
+    (
+        "Transfer-Encoding gzip",
+        lambda r: r.replace(b"Connection:", b"Transfer-Encoding: gzip\r\nConnection:"),
+        400,
+    ),
+    ("HTTP/1.0", lambda r: r.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1), SERVED),
+    (
+        "HTTP/1.0 without Host",
+        lambda r: r.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1).replace(HOST + b"\r\n", b""),
+        421,
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), [v[1:] for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+def test_both_faces_judge_variants_of_a_served_request_alike(face: Face, change: Any, expected: int) -> None:
+    request = change(face.request([("Host", "127.0.0.1:{port}")]))  # the port put in below
+    status, body = face.send(request.replace(b"{port}", str(face.port).encode()))
+    assert status == expected, (face.name, request[:300], status, body)
+    if status != SERVED:
+        assert set(body) == {"error"}, body  # the envelope, not plain text
+
+
+def test_pipelined_requests_are_each_judged(face: Face) -> None:
+    # Two requests in one write: the second is judged on its own (its foreign Host refused), and a
+    # third after it is not read as part of either.
+    served = face.request([("Host", f"127.0.0.1:{face.port}")]).replace(b"Connection: close\r\n", b"")
+    foreign = served.replace(f"Host: 127.0.0.1:{face.port}".encode(), b"Host: evil.example")
+    with socket.create_connection(("127.0.0.1", face.port), timeout=60) as sock:
+        sock.sendall(served + foreign + face.request([("Host", f"127.0.0.1:{face.port}")]))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", data) == [b"200", b"421", b"200"], data[:3000]
+
+
+@pytest.mark.parametrize(("origin", "expected"), [("http://evil.example", 403), ("http://localhost:9", 405)])
+def test_a_preflight_is_judged_alike(face: Face, origin: str, expected: int) -> None:
+    # No CORS origin is configured: a foreign one is refused by the Origin rule, a loopback one
+    # reaches the app, which has no OPTIONS (coffer-api: without --cors-origin).
+    path = "/api/v1/memory_stores" if face.name == "rest" else "/mcp"
+    request = (
+        f"OPTIONS {path} HTTP/1.1\r\nHost: 127.0.0.1:{face.port}\r\nOrigin: {origin}\r\n"
+        "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    status, body = face.send(request.encode())
+    assert status == expected, (face.name, origin, status, body)
+    assert "error" in body, body
