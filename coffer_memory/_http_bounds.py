@@ -345,6 +345,49 @@ class ReadDeadlines:
         transport.close()
 
 
+class WriteDeadline:
+    """Mixin for a uvicorn HTTP protocol class: a client that stops reading an answer is cut off.
+
+    uvicorn stops the app's sending while the connection's write buffer is full (``pause_writing``)
+    and waits for the client to read, with no bound: a client that asked for an answer (an export,
+    pipelined requests) and never read it held the connection, and the request's task blocked in
+    its ``send``, for ever (and a server shutting down waited for it). Writing paused for
+    ``send_timeout`` seconds with nothing read (nginx's ``send_timeout``: 60 s) aborts the
+    connection: the app's ``send`` returns, its answer goes nowhere. A slow reader that reads at
+    all (the buffer drains to uvicorn's low mark) restarts the clock.
+    """
+
+    send_timeout: float = 60.0
+    """Seconds the write buffer may stay full with nothing read before the connection is aborted."""
+    _write_timer: Any = None
+
+    def pause_writing(self) -> None:
+        """The write buffer is full: the client has that long to read some of it."""
+        super().pause_writing()  # type: ignore[misc]
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.send_timeout, self._write_stalled)  # type: ignore[attr-defined]
+
+    def resume_writing(self) -> None:
+        """The client read: no deadline until the buffer is full again."""
+        self._cancel_write_timer()
+        super().resume_writing()  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection ended: nothing more to time."""
+        self._cancel_write_timer()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_stalled(self) -> None:
+        # Aborted, not closed: a close waits for the buffer to be sent, which the client never reads.
+        self._write_timer = None
+        self.transport.abort()  # type: ignore[attr-defined]
+
+
 class _Closed:
     @staticmethod
     def is_closing() -> bool:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -29,11 +30,11 @@ from coffer_memory_mcp.server import build_server
 
 
 class QuickRest(EnvelopeProtocol):
-    head_timeout = head_timeout_max = body_timeout = 0.5
+    head_timeout = head_timeout_max = body_timeout = send_timeout = 0.5
 
 
 class QuickMcp(BoundedHead):
-    head_timeout = head_timeout_max = body_timeout = 0.5
+    head_timeout = head_timeout_max = body_timeout = send_timeout = 0.5
 
 
 @pytest.fixture(params=["rest", "mcp"])
@@ -259,3 +260,43 @@ def test_a_trailer_is_not_a_header_and_small_chunks_are_served(protocol: type) -
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
     names = json.loads(answer.partition(b"\r\n\r\n")[2])
     assert "x-trailer" not in names and names.count("host") == 1, names
+
+
+class _BigAnswer:
+    """An ASGI app answering every request with 64 MiB, in 64 KiB pieces; ``done`` is set when its
+    call returns (the answer sent, or its sends returning because the client is gone)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            piece = b"a" * 65536
+            fields = [(b"content-length", str(1024 * len(piece)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": fields})
+            for _ in range(1023):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": piece})
+        finally:
+            self.done.set()
+
+
+@pytest.mark.parametrize("protocol", [QuickRest, QuickMcp], ids=["rest", "mcp"])
+def test_a_client_that_never_reads_its_answer_does_not_hold_the_request(protocol: type) -> None:
+    # uvicorn waits for a full write buffer to drain with no bound: a client that asked for a large
+    # answer (an export) and never read it held the connection and the request's task for ever.
+    app = _BigAnswer()
+    with serve_in_thread(app, protocol) as port, socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the buffer fills
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        # Nothing is read meanwhile. 30 s bound a loaded machine, the deadline is 0.5 s.
+        assert app.done.wait(30), "the request's task still waits for the client to read"
+        received = 0
+        with contextlib.suppress(OSError):  # the connection was aborted: a reset
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+    assert received < 64 * 1024 * 1024, received  # cut off, not sent whole once read
