@@ -62,7 +62,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coffer_memory import safe_echo
-from coffer_memory._http_hosts import HostCheck, HostRule, media_refusal, other_site_refusal
+from coffer_memory._http_hosts import HostCheck, HostRule, is_json, media_refusal, other_site_refusal
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
@@ -217,12 +217,11 @@ class RequestGuard:
                 f"no {method} route ends with a trailing '/': {safe_echo(path, 200)} (is an id in it empty?)",
             ), False
         needs_json = method == "POST" or (method in _BODY_METHODS and has_body)
-        if needs_json or repeated_type:
+        if repeated_type or (needs_json and not is_json(content_type)):  # the rule's refusals only
             refused = media_refusal(method, content_type, several=repeated_type, needs_json=needs_json)
-            if refused is not None:
-                return _refuse(refused.code, refused.message, **refused.details), False
-            return None, has_body
-        return None, False
+            assert refused is not None
+            return _refuse(refused.code, refused.message, **refused.details), False
+        return None, needs_json and has_body
 
     @staticmethod
     def _followed_link(scope: Scope, fetch_mode: bytes | None, fetch_dest: bytes | None) -> bool:
