@@ -12,6 +12,14 @@ end is ``400 INVALID_INPUT`` with the error envelope and the connection closes; 
 ``MAX_TARGET_BYTES`` (more than httptools parses) is ``414`` the same way. (h11, uvicorn's
 fallback, stops at 16 KiB of head itself.)
 
+A chunked body's framing is bounded the same way: httptools keeps a trailer field (after the last
+chunk) whole until it ends, as a header, and the body's deadline grows with the bytes received, so a
+trailer that never ended, sent fast, was kept without bound (200 MB sent: the process grew by 50-80
+MB and never answered). ``MAX_HEAD_BYTES`` received in a body without a piece of body or a whole
+trailer coming of them (a trailer, or a chunk extension, that long) is ``400 INVALID_INPUT``, and the
+connection closes. A trailer that ends is dropped (RFC 9110 6.5.1): uvicorn added it to the
+request's headers while the app read the body, after every check of them.
+
 **Time.**
 
 uvicorn bounds the idle time between two requests of a kept-alive connection (``timeout_keep_alive``)
@@ -92,17 +100,46 @@ class BoundedHead:
     _refusal: tuple[str, str, str, dict[str, Any]] | None = None  # what the next refusal says, if not 400
     _head_bytes = 0  # bytes received since the request began, while its headers have not ended
     _reading_head = True
+    _stalled_bytes = 0  # bytes received in a body since the parser last gave a piece of it, or a trailer
 
     def data_received(self, data: bytes) -> None:
-        """Feed the parser, unless the request's head has gone past ``MAX_HEAD_BYTES``."""
-        if self._reading_head and getattr(self, "parser", None) is not None:  # httptools, not h11
+        """Feed the parser, unless the request's head has gone past ``MAX_HEAD_BYTES``, or its body
+        has sent that many bytes that were neither body nor a whole trailer."""
+        if getattr(self, "parser", None) is None:  # h11, which bounds both itself
+            pass
+        elif self._reading_head:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._reading_head = False  # answered once; the connection closes
                 if not self.transport.is_closing():  # type: ignore[attr-defined]
                     self.send_400_response("the request's head is too large")
                 return
+        else:
+            self._stalled_bytes += len(data)
+            if self._stalled_bytes > MAX_HEAD_BYTES:
+                self._refuse_framing()
+                return
         super().data_received(data)  # type: ignore[misc]
+
+    def on_body(self, body: bytes) -> None:
+        """A piece of the body came: the framing before it was what it took."""
+        self._stalled_bytes = 0
+        super().on_body(body)  # type: ignore[misc]
+
+    def _refuse_framing(self) -> None:
+        """``400`` (unless an answer has started: then the connection only closes) and close."""
+        transport: Any = self.transport  # type: ignore[attr-defined]
+        if transport.is_closing():
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or not cycle.response_started:
+            message = "the request's chunked body has a chunk extension or trailer that is too large"
+            transport.write(
+                envelope_answer("400 Bad Request", "INVALID_INPUT", message, _default_headers(self))
+            )
+        if cycle is not None:
+            cycle.disconnected = True  # the app's answer, if any, goes nowhere
+        transport.close()
 
     def on_headers_complete(self) -> None:
         """The head ended: what follows is the body, which the app bounds. A target past
@@ -117,7 +154,7 @@ class BoundedHead:
     def on_message_complete(self) -> None:
         """The request ended: the next one's head starts (on a kept-alive connection)."""
         super().on_message_complete()  # type: ignore[misc]
-        self._reading_head, self._head_bytes = True, 0
+        self._reading_head, self._head_bytes, self._stalled_bytes = True, 0, 0
 
     def on_message_begin(self) -> None:
         """A new request: its headers' tally starts again."""
@@ -139,6 +176,11 @@ class BoundedHead:
         self._header_bytes += len(name) + len(value)
         if len(self.headers) >= MAX_HEADERS or self._header_bytes > MAX_HEADER_BYTES:  # type: ignore[attr-defined]
             raise ValueError("the request's headers are too many or too large")
+        if not self._reading_head:
+            # A trailer (after a chunked body): uvicorn appended it to the request's headers, which
+            # the app reads after the body, where no check had seen it. Dropped, as RFC 9110 6.5.1 allows.
+            self._stalled_bytes = 0
+            return
         super().on_header(name, value)  # type: ignore[misc]
 
     def send_400_response(self, msg: str) -> None:
@@ -301,6 +343,49 @@ class ReadDeadlines:
         if cycle is not None:
             cycle.disconnected = True  # the app's answer, if any, goes nowhere
         transport.close()
+
+
+class WriteDeadline:
+    """Mixin for a uvicorn HTTP protocol class: a client that stops reading an answer is cut off.
+
+    uvicorn stops the app's sending while the connection's write buffer is full (``pause_writing``)
+    and waits for the client to read, with no bound: a client that asked for an answer (an export,
+    pipelined requests) and never read it held the connection, and the request's task blocked in
+    its ``send``, for ever (and a server shutting down waited for it). Writing paused for
+    ``send_timeout`` seconds with nothing read (nginx's ``send_timeout``: 60 s) aborts the
+    connection: the app's ``send`` returns, its answer goes nowhere. A slow reader that reads at
+    all (the buffer drains to uvicorn's low mark) restarts the clock.
+    """
+
+    send_timeout: float = 60.0
+    """Seconds the write buffer may stay full with nothing read before the connection is aborted."""
+    _write_timer: Any = None
+
+    def pause_writing(self) -> None:
+        """The write buffer is full: the client has that long to read some of it."""
+        super().pause_writing()  # type: ignore[misc]
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.send_timeout, self._write_stalled)  # type: ignore[attr-defined]
+
+    def resume_writing(self) -> None:
+        """The client read: no deadline until the buffer is full again."""
+        self._cancel_write_timer()
+        super().resume_writing()  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection ended: nothing more to time."""
+        self._cancel_write_timer()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_stalled(self) -> None:
+        # Aborted, not closed: a close waits for the buffer to be sent, which the client never reads.
+        self._write_timer = None
+        self.transport.abort()  # type: ignore[attr-defined]
 
 
 class _Closed:

@@ -14,13 +14,24 @@ streamable-http`` bound to loopback (``coffer_memory_mcp.refusals.HostGuard``).
   ``*`` entry does not count), the same origin as the ``Host``, or a configured CORS origin;
   ``null`` and an empty one are refused.
 
-Plain Python: the faces turn a ``Refusal`` into their own answer (both: the error envelope).
+- A request another site's page made (``Sec-Fetch-Site: cross-site`` or ``same-site``, in any case)
+  without an ``Origin`` is refused as a foreign ``Origin`` is (``<img>``, ``<script>``, a form's
+  navigation send none): ``other_site_refusal``; ``coffer-api`` lets the user follow a link to one
+  of its pages, coffer-mcp serves no page.
+- **One** ``Content-Type``, as one ``Host``: two are refused whatever they say (the REST guard read
+  the last, FastAPI, Starlette and the MCP SDK the first). A ``POST`` (``coffer-api``: any request
+  with a body) must say ``application/json``, in any case, with parameters or none: anything else
+  (none, ``text/plain``, ``application/jsonx``, a list ``application/json, text/plain``) is ``415
+  UNSUPPORTED_MEDIA_TYPE`` in both faces (``media_refusal``).
+
+Plain Python: the faces turn a ``Refusal`` into their own answer (``coffer-api`` the error envelope,
+coffer-mcp the envelope, or a JSON-RPC error object for a ``415``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,10 +110,15 @@ def origin_authority(origin: str) -> str | None:
     return rest
 
 
+_STATUS = {"HOST_NOT_ALLOWED": 421, "ORIGIN_NOT_ALLOWED": 403, "UNSUPPORTED_MEDIA_TYPE": 415}
+# Sec-Fetch-Site values of a request made by another site's page ("none": typed by the user).
+_OTHER_SITE = frozenset({b"cross-site", b"same-site"})
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """Why a request's ``Host`` or ``Origin`` is refused: ``code`` and ``status`` (``421
-    HOST_NOT_ALLOWED`` or ``403 ORIGIN_NOT_ALLOWED``), the message, the envelope's details."""
+    """Why a request's headers are refused: ``code`` and ``status`` (``421 HOST_NOT_ALLOWED``,
+    ``403 ORIGIN_NOT_ALLOWED`` or ``415 UNSUPPORTED_MEDIA_TYPE``), the message, the envelope's details."""
 
     code: str
     message: str
@@ -111,7 +127,42 @@ class Refusal:
     @property
     def status(self) -> int:
         """The HTTP status of ``code``."""
-        return 421 if self.code == "HOST_NOT_ALLOWED" else 403
+        return _STATUS[self.code]
+
+
+def other_site_refusal(
+    origin: str | None, fetch_site: bytes | None, followed_link: Callable[[], bool] = lambda: False
+) -> Refusal | None:
+    """The refusal of a request another site's page made without an ``Origin`` (``Sec-Fetch-Site``
+    is ``fetch_site``), unless ``followed_link()`` (a page the user may open from a link)."""
+    if origin is not None or fetch_site is None or fetch_site.lower() not in _OTHER_SITE or followed_link():
+        return None
+    echoed = safe_echo(fetch_site.decode("latin-1"))
+    return Refusal(
+        "ORIGIN_NOT_ALLOWED", f"a request another site's page made (Sec-Fetch-Site: {echoed}) is not served"
+    )
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` value is ``application/json`` (any case, any parameters)."""
+    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def media_refusal(
+    method: str, content_type: str | None, *, several: bool, needs_json: bool
+) -> Refusal | None:
+    """The refusal of a request whose (last) ``Content-Type`` is ``content_type`` (None: none),
+    ``several`` when it carried more than one, ``needs_json`` when its body must be JSON."""
+    if several:
+        return Refusal("UNSUPPORTED_MEDIA_TYPE", "a request may carry one Content-Type header, not several")
+    if not needs_json or is_json(content_type):
+        return None
+    echoed = None if content_type is None else safe_echo(content_type)
+    return Refusal(
+        "UNSUPPORTED_MEDIA_TYPE",
+        f"{method} needs Content-Type: application/json (got {echoed or 'none'})",
+        {} if echoed is None else {"content_type": echoed},
+    )
 
 
 class HostCheck:
@@ -165,13 +216,19 @@ class HostCheck:
     def refusal_of(
         self, headers: Sequence[tuple[bytes, bytes]], server: tuple[str, Any] | None
     ) -> Refusal | None:
-        """``refusal`` for an ASGI request's ``headers`` (lower-case names)."""
+        """``refusal`` for an ASGI request's ``headers`` (lower-case names), then
+        ``other_site_refusal`` (no page is served: no link may be followed)."""
         hosts = [value.decode("latin-1") for key, value in headers if key == b"host"]
         origins = [value.decode("latin-1") for key, value in headers if key == b"origin"]
-        return self.refusal(
+        origin = origins[-1] if origins else None
+        refused = self.refusal(
             hosts[-1] if hosts else None,
-            origins[-1] if origins else None,
+            origin,
             server,
             several_hosts=len(hosts) > 1,
             several_origins=len(origins) > 1,
         )
+        if refused is not None:
+            return refused
+        fetch_site = next((value for key, value in reversed(headers) if key == b"sec-fetch-site"), None)
+        return other_site_refusal(origin, fetch_site)

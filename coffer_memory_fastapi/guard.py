@@ -9,13 +9,14 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
   ``403 ORIGIN_NOT_ALLOWED`` (no Origin at all is fine: curl, the hook, scripts).
 - Blind "simple requests" (``text/plain``, forms, multipart, no Content-Type) need no CORS
   preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
-  so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``.
+  so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``. So is any request with two
+  ``Content-Type`` headers: this check read the last and FastAPI parses the body by the first.
 
 - Blind cross-site loads: an ``<img>``, ``<script>`` or ``<link>`` on another site sends a GET
   with no Origin, which the rule above lets through (curl sends none either); ``GET
   /api/v1/agents?check_mcp=true`` starts processes. A browser marks every request it sends with
   ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``) without an Origin is
-  ``403 ORIGIN_NOT_ALLOWED`` unless it is the user following a link to a page outside ``/api/``
+  ``403 ORIGIN_NOT_ALLOWED`` (in any case) unless it is the user following a link to a page outside ``/api/``
   (``Sec-Fetch-Mode: navigate`` at the top level: not into an ``<iframe>``). Clients that are
   not browsers send no such header. A navigation a page of this origin started into ``/api/``
   (a link in a fact the web view shows, clicked) is refused the same way.
@@ -25,7 +26,8 @@ redirected to the path without it (see ``_CHANGING_METHODS``).
 
 A request carrying two ``Host`` (or two ``Origin``) headers is refused as a foreign one: this
 check would read one and Starlette (links, redirects, CORS) the other. The ``Host`` and ``Origin``
-rule is ``coffer_memory._http_hosts`` (``coffer-mcp --transport streamable-http`` judges by it too).
+rule, the fetch metadata's and the ``Content-Type``'s are ``coffer_memory._http_hosts``
+(``coffer-mcp --transport streamable-http`` judges by them too).
 
 Then the optional bearer token (scheme matched case-insensitively, value in constant time). A
 browser cannot send that header, so the read-only web view (``ui_prefix``) also takes it once as
@@ -60,7 +62,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coffer_memory import safe_echo
-from coffer_memory._http_hosts import HostCheck, HostRule
+from coffer_memory._http_hosts import HostCheck, HostRule, is_json, media_refusal, other_site_refusal
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
@@ -70,8 +72,6 @@ _BODY_METHODS = frozenset({"PUT", "PATCH", "DELETE"})
 # keeps the method: ``DELETE .../facts/`` (an id that came out empty) would become ``DELETE
 # .../facts``, which clears the store. Reads keep the redirect; changes are refused instead.
 _CHANGING_METHODS = frozenset({"POST", *_BODY_METHODS})
-# Sec-Fetch-Site values of a request made by another site's page ("none": typed by the user).
-_OTHER_SITE = frozenset({b"cross-site", b"same-site"})
 UI_COOKIE = "coffer_ui"
 """The web view's cookie: HMAC-SHA256 of the token, so a leaked cookie is not the API's bearer token."""
 # A JSON escape that may encode a surrogate, or one encoded as bytes (json.loads lets both
@@ -147,7 +147,7 @@ class RequestGuard:
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
         host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = fetch_dest = None
-        has_body = preflight = repeated_host = repeated_origin = False
+        has_body = preflight = repeated_host = repeated_origin = repeated_type = False
         declared = 0
         for key, raw in scope["headers"]:
             if key == b"host":
@@ -159,6 +159,7 @@ class RequestGuard:
             elif key == b"authorization":
                 authorization = raw
             elif key == b"content-type":
+                repeated_type = repeated_type or content_type is not None
                 content_type = raw.decode("latin-1")
             elif key == b"content-length":
                 has_body = raw.strip() not in (b"", b"0")
@@ -180,16 +181,11 @@ class RequestGuard:
         )
         if refused is not None:
             return _refuse(refused.code, refused.message, **refused.details), False
-        if (
-            origin is None
-            and fetch_site in _OTHER_SITE
-            and not self._followed_link(scope, fetch_mode, fetch_dest)
-        ):
-            return _refuse(
-                "ORIGIN_NOT_ALLOWED",
-                "a request another site's page made (Sec-Fetch-Site: "
-                f"{safe_echo(fetch_site.decode('latin-1')) if fetch_site else ''}) is not served",
-            ), False
+        if fetch_site is not None:  # a browser's request: made by which site?
+            followed = lambda: self._followed_link(scope, fetch_mode, fetch_dest)  # noqa: E731
+            refused = other_site_refusal(origin, fetch_site, followed)
+            if refused is not None:
+                return _refuse(refused.code, refused.message), False
         if (
             fetch_site == b"same-origin"
             and fetch_mode == b"navigate"
@@ -220,15 +216,12 @@ class RequestGuard:
                 "NOT_FOUND",
                 f"no {method} route ends with a trailing '/': {safe_echo(path, 200)} (is an id in it empty?)",
             ), False
-        if method == "POST" or (method in _BODY_METHODS and has_body):
-            if not _is_json(content_type):
-                return _refuse(
-                    "UNSUPPORTED_MEDIA_TYPE",
-                    f"{method} needs Content-Type: application/json (got {safe_echo(content_type or 'none')})",
-                    content_type=None if content_type is None else safe_echo(content_type),
-                ), False
-            return None, has_body
-        return None, False
+        needs_json = method == "POST" or (method in _BODY_METHODS and has_body)
+        if repeated_type or (needs_json and not is_json(content_type)):  # the rule's refusals only
+            refused = media_refusal(method, content_type, several=repeated_type, needs_json=needs_json)
+            assert refused is not None
+            return _refuse(refused.code, refused.message, **refused.details), False
+        return None, needs_json and has_body
 
     @staticmethod
     def _followed_link(scope: Scope, fetch_mode: bytes | None, fetch_dest: bytes | None) -> bool:
@@ -393,10 +386,6 @@ def _split_root(scope: Scope) -> tuple[str, str]:
 def _escaped(part: str | int) -> str | int:
     # A key may hold the surrogate itself; the answer must still encode.
     return part.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(part, str) else part
-
-
-def _is_json(content_type: str | None) -> bool:
-    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 def _refuse(code: str, message: str, **details: str | None) -> JSONResponse:

@@ -9,7 +9,8 @@ httptools itself bounds neither the number nor the size of a request's headers (
 16 KiB): a 200 KB header or 5,000 headers were taken and kept in memory. With httptools a
 request past ``MAX_HEADERS`` headers or ``MAX_HEADER_BYTES`` of them is refused the same way, and
 so is one that sends more than ``MAX_HEAD_BYTES`` before its headers end (a header that never ends).
-A head or body sent too slowly (one byte a second) is ``408`` (``coffer_memory._http_bounds``).
+A head or body sent too slowly (one byte a second) is ``408``, and an answer the client stops reading
+aborts the connection after a minute (``coffer_memory._http_bounds``).
 A request with an absolute target (``GET http://name/path``) is the target host's (``TargetHost``).
 """
 
@@ -27,6 +28,7 @@ from coffer_memory._http_bounds import (
     BoundedHead,
     ReadDeadlines,
     TargetHost,
+    WriteDeadline,
 )
 
 from . import balance
@@ -34,9 +36,12 @@ from . import balance
 __all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "MAX_HEAD_BYTES", "EnvelopeProtocol"]
 
 
-class EnvelopeProtocol(TargetHost, BoundedHead, ReadDeadlines, balance.CountedConnections, _Parser):
+class EnvelopeProtocol(
+    TargetHost, BoundedHead, ReadDeadlines, WriteDeadline, balance.CountedConnections, _Parser
+):
     """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope, a
     head past the bounds refused (``BoundedHead``), an absolute target's host taken for its ``Host``
     (``TargetHost``), a request whose head or body comes too slowly
-    answered ``408 REQUEST_TIMEOUT`` (``ReadDeadlines``), and its connections counted for
+    answered ``408 REQUEST_TIMEOUT`` (``ReadDeadlines``), a client that stops reading its answer cut
+    off (``WriteDeadline``), and its connections counted for
     ``coffer-api --workers N`` (``balance``)."""

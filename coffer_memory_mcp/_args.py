@@ -7,9 +7,10 @@ import argparse
 
 from coffer_memory import __version__
 
-__all__ = ["TOKEN_ENV", "build_parser"]
+__all__ = ["HOSTS_ENV", "TOKEN_ENV", "build_parser"]
 
 TOKEN_ENV = "COFFER_MCP_TOKEN"
+HOSTS_ENV = "COFFER_MCP_ALLOWED_HOSTS"
 
 
 def _port(value: str) -> int:
@@ -29,6 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         default=None,
         help=f"streamable-http: require this bearer token (default: ${TOKEN_ENV}; none when unset)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="streamable-http: serve requests whose Host is this name too (repeatable; also "
+        f"${HOSTS_ENV}, comma-separated); loopback names and the bound address are always served. "
+        "Bound beyond loopback, Host and Origin are checked only when one is given",
     )
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")

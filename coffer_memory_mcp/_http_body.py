@@ -6,6 +6,15 @@ a body of gigabytes, or a chunked one that never ended, was taken into memory. A
 (``Content-Length``) or sent past the bound is ``413 REQUEST_TOO_LARGE`` with the error envelope
 and ``Connection: close``; the rest is never read. A body within it is read here and handed on.
 
+Before the body is read, its ``Content-Type`` is judged by ``coffer-api``'s rule
+(``coffer_memory._http_hosts.media_refusal``): two ``Content-Type`` headers, or a ``POST`` that is not
+``application/json`` (any case, parameters or none), is ``415`` with a JSON-RPC error object
+(``-32600``, id null, as the SDK's own ``415``) naming ``UNSUPPORTED_MEDIA_TYPE``. The SDK's checks
+answered ``400`` for ``text/plain`` or none, ``415`` for ``application/jsonx`` or
+``Application/JSON`` (which ``coffer-api`` serves), served ``application/json, text/plain``,
+and read the first of two; a wrong type sent with ``Expect: 100-continue`` was told to send its body
+first. A type that passes is handed on lower-cased (the SDK's transport compares it case-sensitively).
+
 A body holding a lone surrogate escape (``"\\ud800"``) is JSON the SDK's transport refuses as not
 parsing (``400`` "Parse error: unexpected end of hex escape", id null); ``refused`` (``cli``'s
 ``answer_over_http``) answers such a request as stdio does, ``INVALID_INPUT`` under its id, once it
@@ -18,9 +27,10 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from coffer_memory._http_hosts import media_refusal
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
-from .refusals import send_envelope
+from .refusals import send_envelope, send_jsonrpc_error
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may encode a surrogate: ``refused`` looks closer
 
@@ -48,6 +58,20 @@ class BoundedBody:
         if length.isdigit() and int(length) > self.limit:
             await self._refuse(send)
             return
+        types = [value for key, value in scope.get("headers") or () if key == b"content-type"]
+        refused = media_refusal(
+            scope["method"],
+            types[-1].decode("latin-1") if types else None,
+            several=len(types) > 1,
+            needs_json=scope["method"] == "POST",
+        )
+        if refused is not None:
+            await send_jsonrpc_error(
+                send, refused.status, f"{refused.code}: {refused.message}", refused.details
+            )
+            return
+        if types:
+            scope = {**scope, "headers": [_lowered(key, value) for key, value in scope["headers"]]}
         if not (length not in (b"", b"0") or b"transfer-encoding" in headers):
             await self.app(scope, receive, send)  # no body: a GET of the event stream, a DELETE
             return
@@ -84,4 +108,14 @@ class BoundedBody:
 
     async def _refuse(self, send: Any) -> None:
         message = f"a request body may hold at most {self.limit} bytes"
-        await send_envelope(send, 413, "REQUEST_TOO_LARGE", message, [(b"connection", b"close")])
+        details = {"limit": self.limit}  # as coffer-api's 413 says it (it said nothing)
+        await send_envelope(send, 413, "REQUEST_TOO_LARGE", message, [(b"connection", b"close")], details)
+
+
+def _lowered(key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """A ``Content-Type`` with its media type lower-cased (``Application/JSON; charset=UTF-8`` ->
+    ``application/json; charset=UTF-8``); any other header as it is."""
+    if key != b"content-type":
+        return key, value
+    media, semicolon, parameters = value.partition(b";")
+    return key, media.strip().lower() + semicolon + parameters

@@ -36,7 +36,7 @@ from starlette.requests import Request
 from coffer_memory import CofferError, MemoryService, safe_echo
 from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
-from ._args import TOKEN_ENV, build_parser
+from ._args import HOSTS_ENV, TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
@@ -358,10 +358,14 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
     return stdin, _LockedOut(io.TextIOWrapper(wire_out, encoding="utf-8"))
 
 
-def http_app(server: MCPServer, host: str, token: str | None) -> Any:
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Sequence[str] = ()) -> Any:
     """The ASGI app ``coffer-mcp --transport streamable-http`` serves (``Host`` and ``Origin`` judged
-    as ``coffer-api`` does when bound to loopback, the token when one is set, bounded body, typed
-    refusals); uvicorn serves it with ``_http_head.BoundedHead``."""
+    as ``coffer-api`` does when bound to loopback or given ``allowed_hosts``, the token when one is
+    set, bounded body, typed refusals); uvicorn serves it with ``_http_head.BoundedHead``.
+    A malformed entry of ``allowed_hosts`` is a ``ValueError``."""
     # The SDK's transport checks only the Content-Type here: Host and Origin are HostGuard's.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
@@ -377,17 +381,31 @@ def http_app(server: MCPServer, host: str, token: str | None) -> Any:
     sdk_app = server.streamable_http_app(host=host, transport_security=security)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     app = BearerTokenMiddleware(app, token) if token else app
-    # Bound to loopback, as coffer-api is (and in the same order: before the token). Bound to
-    # another address neither Host nor Origin is checked, as the SDK chose (docs/security.md).
-    return HostGuard(app, HostCheck(HostRule())) if host in LOOPBACK_HOSTS else app
+    # Bound to loopback, or told which names to serve, as coffer-api is (and in the same order:
+    # before the token). Bound to another address without ``--allowed-host`` neither Host nor
+    # Origin is checked, as the SDK chose (docs/security.md): ``_serve_http`` warns of it.
+    if host not in LOOPBACK_HOSTS and not allowed_hosts:
+        return app
+    extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
+    hint = "; allow it with --allowed-host"
+    return HostGuard(app, HostCheck(HostRule(extra), hint=hint))
 
 
-def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str) -> None:
+def _serve_http(
+    server: MCPServer, host: str, port: int, token: str | None, log_level: str, hosts: Sequence[str]
+) -> None:
     import uvicorn
 
-    app = http_app(server, host, token)
+    app = http_app(server, host, token, hosts)
     if not token and host not in LOOPBACK_HOSTS:
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
+    if not hosts and host not in LOOPBACK_HOSTS:
+        log.warning(
+            "serving on %s without --allowed-host: Host and Origin are not checked, so a web page "
+            "whose name is re-pointed at this address (DNS rebinding) can call it; name the hosts "
+            "clients use with --allowed-host NAME[:PORT]",
+            host,
+        )
     from ._http_head import BoundedHead
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
@@ -407,7 +425,13 @@ def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer-mcp`` until the client disconnects (stdio) or it is interrupted (HTTP)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    hosts = [*args.allowed_host, *(h.strip() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip())]
+    try:
+        HostRule(hosts)
+    except ValueError as exc:
+        parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -425,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level)
+                _serve_http(server, args.host, args.port, token, args.log_level, hosts)
         except KeyboardInterrupt:
             pass
     return 0

@@ -12,9 +12,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mcp_types import INVALID_REQUEST
+
 from coffer_memory._http_hosts import HostCheck
 
-__all__ = ["CODES", "HostGuard", "TypedRefusals", "send_envelope"]
+__all__ = ["CODES", "HostGuard", "TypedRefusals", "send_envelope", "send_jsonrpc_error"]
 
 CODES = {
     400: "INVALID_INPUT",
@@ -38,6 +40,20 @@ async def send_envelope(
     """Answer with the error envelope (``headers`` besides the content type and length)."""
     body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
     fields = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": fields})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_jsonrpc_error(
+    send: Any, status: int, message: str, data: dict[str, Any] | None = None
+) -> None:
+    """Answer with a JSON-RPC error object (``-32600``, id null), as the SDK's transport answers a
+    request it refuses (``data``, when given, as the error's ``data``)."""
+    error: dict[str, Any] = {"code": INVALID_REQUEST, "message": message}
+    if data:
+        error["data"] = data
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    fields = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
 

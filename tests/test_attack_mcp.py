@@ -240,16 +240,15 @@ def test_over_http_the_token_scheme_is_read_in_any_case_and_every_refusal_is_the
                     {"origin": "http://evil.example"},
                     {"json": init, "headers": {**authed, "Origin": "http://evil.example"}},
                 ),
-                (
-                    400,
-                    "INVALID_INPUT",
-                    {},
-                    {"content": b"{}", "headers": {**authed, "Content-Type": "text/plain"}},
-                ),
             ]:
                 refused = http.post("/mcp", **request)  # type: ignore[arg-type]
                 assert refused.status_code == status and refused.json()["error"]["code"] == code, refused.text
                 assert refused.json()["error"]["message"] and refused.json()["error"]["details"] == details
+            # A wrong Content-Type is coffer-api's 415, as the JSON-RPC error object the SDK answers
+            # its own 415 with (tests/test_http_faces_agree.py has every case).
+            wrong = http.post("/mcp", content=b"{}", headers={**authed, "Content-Type": "text/plain"})
+            assert wrong.status_code == 415 and wrong.json()["error"]["code"] == -32600, wrong.text
+            assert wrong.json()["error"]["message"].startswith("UNSUPPORTED_MEDIA_TYPE: "), wrong.text
             missing = http.get("/elsewhere", headers=authed)
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
     finally:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -29,11 +30,11 @@ from coffer_memory_mcp.server import build_server
 
 
 class QuickRest(EnvelopeProtocol):
-    head_timeout = head_timeout_max = body_timeout = 0.5
+    head_timeout = head_timeout_max = body_timeout = send_timeout = 0.5
 
 
 class QuickMcp(BoundedHead):
-    head_timeout = head_timeout_max = body_timeout = 0.5
+    head_timeout = head_timeout_max = body_timeout = send_timeout = 0.5
 
 
 @pytest.fixture(params=["rest", "mcp"])
@@ -204,3 +205,98 @@ def test_a_request_answered_before_its_body_came_gets_no_second_answer(guarded_f
     answer = dribble(port, *post_head(path))
     assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]
     assert answer.count(b"HTTP/1.1 ") == 1, answer
+
+
+def chunked_head(path: str) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+
+def test_a_trailer_that_never_ends_is_refused_before_it_is_held(face: tuple[str, int]) -> None:
+    # httptools keeps a trailer whole until it ends, and a body's deadline grows with what it
+    # receives: a trailer sent fast and never ended was kept without bound, and never answered.
+    path, port = face
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(chunked_head(path) + b"2\r\n{}\r\n0\r\nX-Trailer: ")
+        with contextlib.suppress(OSError):  # refused and closed while still sending
+            for _ in range(64):
+                sock.sendall(b"a" * 65536)  # 4 MiB: more than a head may send
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    error = refused(answer, 400, "INVALID_INPUT")
+    assert "trailer" in error["message"], error
+
+
+async def _headers_echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app answering with the names of its request's headers, read after its body."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    body = json.dumps([name.decode() for name, _ in scope["headers"]]).encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.parametrize("protocol", [QuickRest, QuickMcp], ids=["rest", "mcp"])
+def test_a_trailer_is_not_a_header_and_small_chunks_are_served(protocol: type) -> None:
+    # uvicorn appended a chunked body's trailers to the request's headers while the app read the
+    # body, after every check of them (an app reads If-Match, Content-Type... after the body).
+    with serve_in_thread(_headers_echo, protocol) as port:
+        body = b"".join(b"1\r\n" + bytes([byte]) + b"\r\n" for byte in b"[0]" * 50_000)  # 150 kB
+        request = chunked_head("/").replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+        request += body + b"0\r\nX-Trailer: yes\r\nHost: evil.example\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.sendall(request)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    names = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert "x-trailer" not in names and names.count("host") == 1, names
+
+
+class _BigAnswer:
+    """An ASGI app answering every request with 64 MiB, in 64 KiB pieces; ``done`` is set when its
+    call returns (the answer sent, or its sends returning because the client is gone)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            piece = b"a" * 65536
+            fields = [(b"content-length", str(1024 * len(piece)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": fields})
+            for _ in range(1023):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": piece})
+        finally:
+            self.done.set()
+
+
+@pytest.mark.parametrize("protocol", [QuickRest, QuickMcp], ids=["rest", "mcp"])
+def test_a_client_that_never_reads_its_answer_does_not_hold_the_request(protocol: type) -> None:
+    # uvicorn waits for a full write buffer to drain with no bound: a client that asked for a large
+    # answer (an export) and never read it held the connection and the request's task for ever.
+    app = _BigAnswer()
+    with serve_in_thread(app, protocol) as port, socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the buffer fills
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        # Nothing is read meanwhile. 30 s bound a loaded machine, the deadline is 0.5 s.
+        assert app.done.wait(30), "the request's task still waits for the client to read"
+        received = 0
+        with contextlib.suppress(OSError):  # the connection was aborted: a reset
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+    assert received < 64 * 1024 * 1024, received  # cut off, not sent whole once read
