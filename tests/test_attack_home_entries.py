@@ -1,0 +1,111 @@
+"""What audit22's sweep found when an entry of a home is not what coffer made (the index file
+deleted, moved or a folder; a file where the lock folder or a store folder should be), pinned:
+each test here failed before its fix. Real homes, real files, ``coffer`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+from coffer_memory import IndexUnavailable, MemoryService
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _titles(svc: MemoryService, query: str) -> list[str]:
+    return [h.title for h in svc.recall(query, stores=["global"], mode="keyword").hits]
+
+
+def _coffer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COFFER_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "coffer_memory", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_an_index_deleted_under_a_running_service_is_rebuilt_not_left_behind(tmp_home: Path) -> None:
+    """``rm index.db*`` under a running service (the docs' "delete index.db and the next read
+    rebuilds it", with coffer-mcp or coffer-api running): the service went on writing into the
+    deleted file through the connection it held, while its readers opened the new, empty file at
+    the path. Every recall answered nothing, even for facts remembered after the delete, until the
+    process restarted. A connection whose file is no longer the one at the path now reopens."""
+    index = tmp_home / "index.db"
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        assert _titles(svc, "kiln") == ["kiln"]
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{index}{suffix}").unlink(missing_ok=True)
+        assert _titles(svc, "kiln") == ["kiln"]
+        loom = svc.remember("The loom is oiled.", title="loom", scope="global")
+        assert loom.receipt is not None and loom.receipt.index_pending is False
+        assert _titles(svc, "loom") == ["loom"]
+        assert svc.get_fact(loom.fact.id, store="global").fact.title == "loom"
+    assert index.exists()
+    with MemoryService(tmp_home) as later:
+        assert _titles(later, "kiln") == ["kiln"]
+        assert _titles(later, "loom") == ["loom"]
+
+
+def test_an_index_another_process_moved_aside_is_left_by_a_running_service(tmp_home: Path) -> None:
+    """Another process moving the index aside (its repair of damage, or a user's ``mv``) left a
+    running service writing into the moved file: the facts it indexed after that were in
+    ``index.db.corrupt-*`` and not in the index every other process read."""
+    index = tmp_home / "index.db"
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        assert _titles(svc, "kiln") == ["kiln"]
+        for suffix in ("", "-wal", "-shm"):  # as a repair moves them
+            os.replace(f"{index}{suffix}", f"{index}.moved{suffix}")
+        proc = _coffer(tmp_home, "recall", "kiln", "--store", "global")  # another process builds a new one
+        assert proc.returncode == 0, proc.stderr
+        svc.remember("The loom is oiled.", title="loom", scope="global")
+        assert _titles(svc, "loom") == ["loom"]
+    # The index at the path holds the fact the service indexed (read with SQLite alone: a service
+    # would reconcile from the files first); the moved file does not.
+    for name, titles in (("index.db", [("loom",)]), ("index.db.moved", [])):
+        conn = apsw.Connection(str(tmp_home / name))
+        assert list(conn.execute("SELECT title FROM documents WHERE title = 'loom'")) == titles
+        conn.close()
+
+
+@pytest.mark.parametrize("entry", ["index.db", "index.db-wal"])
+def test_a_folder_in_place_of_the_index_is_a_typed_error(tmp_home: Path, entry: str) -> None:
+    """A folder named ``index.db`` (or ``index.db-wal``) made every read and ``coffer doctor`` die
+    with ``error: unexpected CantOpenError: unable to open database file``. It is
+    INDEX_UNAVAILABLE naming the folder; ``remember`` still makes its file durable."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_home / 'index.db'}{suffix}").unlink(missing_ok=True)
+    (tmp_home / entry).mkdir()
+    for args in (("recall", "kiln", "--store", "global"), ("doctor",)):
+        proc = _coffer(tmp_home, *args)
+        assert proc.returncode == 1
+        assert "unexpected" not in proc.stderr
+        assert proc.stderr.startswith("error: INDEX_UNAVAILABLE: ")
+        assert f"{tmp_home / entry} is a folder, not a file" in proc.stderr
+    with MemoryService(tmp_home) as svc, pytest.raises(IndexUnavailable):
+        svc.recall("kiln", stores=["global"], mode="keyword")
+    proc = _coffer(tmp_home, "remember", "The loom is oiled.", "--store", "global")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_home / "memory" / "global" / "knowledge" / "inbox" / "the-loom-is-oiled.md").is_file()
+
+
+def test_a_dangling_link_in_place_of_the_index_is_a_typed_error(tmp_home: Path) -> None:
+    """``index.db`` a symbolic link to a file that is not there (an index kept on a disk that is
+    not mounted): every read died with a raw ``FileNotFoundError``."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_home / 'index.db'}{suffix}").unlink(missing_ok=True)
+    (tmp_home / "index.db").symlink_to(tmp_home / "nowhere" / "index.db")
+    proc = _coffer(tmp_home, "recall", "kiln", "--store", "global")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: INDEX_UNAVAILABLE: "), proc.stderr
+    assert f"(a symbolic link to {tmp_home / 'nowhere' / 'index.db'})" in proc.stderr
