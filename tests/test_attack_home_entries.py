@@ -6,6 +6,7 @@ each test here failed before its fix. Real homes, real files, ``coffer`` in a su
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from coffer_memory import IndexUnavailable, MemoryService
+from coffer_memory import IndexUnavailable, MemoryService, StorageNotWritable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,3 +110,49 @@ def test_a_dangling_link_in_place_of_the_index_is_a_typed_error(tmp_home: Path) 
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: INDEX_UNAVAILABLE: "), proc.stderr
     assert f"(a symbolic link to {tmp_home / 'nowhere' / 'index.db'})" in proc.stderr
+
+
+@pytest.mark.parametrize("blocked", ["locks", "locks/global.lock"])
+def test_a_lock_that_cannot_be_made_keeps_reads_and_refuses_writes_typed(
+    tmp_home: Path, blocked: str
+) -> None:
+    """A file named ``locks`` (or a folder named like a store's lock file): every command of the
+    home, reads too, died with a raw ``NotADirectoryError`` (``IsADirectoryError``), the CLI's
+    "unexpected". Reads now answer from the index as it stands; writes are STORAGE_NOT_WRITABLE
+    naming the entry in the way, and write nothing."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    entry = tmp_home / blocked
+    if blocked == "locks":
+        shutil.rmtree(entry)
+        entry.write_text("")
+    else:
+        entry.unlink()
+        entry.mkdir()
+    with MemoryService(tmp_home) as svc:
+        assert _titles(svc, "kiln") == ["kiln"]
+        assert [r.fact.title for r in svc.list_facts(store="global").items] == ["kiln"]
+        with pytest.raises(StorageNotWritable) as refused:
+            svc.remember("The loom is oiled.", title="loom", scope="global")
+    assert refused.value.path == str(entry)
+    assert not list((tmp_home / "memory" / "global" / "knowledge" / "inbox").glob("loom*"))
+    proc = _coffer(tmp_home, "remember", "The loom is oiled.", "--store", "global")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: STORAGE_NOT_WRITABLE: cannot change {entry}: "), proc.stderr
+
+
+@pytest.mark.parametrize("blocked", ["memory/global", "memory/global/knowledge/inbox"])
+def test_a_file_in_place_of_a_store_folder_refuses_writes_typed(tmp_home: Path, blocked: str) -> None:
+    """A file where a store's folder should be: ``remember`` died with a raw ``NotADirectoryError``
+    naming a path below it. It is STORAGE_NOT_WRITABLE naming the file in the way."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    entry = tmp_home / blocked
+    shutil.rmtree(entry)
+    entry.write_text("")
+    with MemoryService(tmp_home) as svc:
+        with pytest.raises(StorageNotWritable) as refused:
+            svc.remember("The loom is oiled.", title="loom", scope="global")
+        assert svc.recall("loom", stores=["global"], mode="keyword").hits == ()
+    assert refused.value.path == str(entry)
+    assert entry.read_text() == ""

@@ -16,10 +16,11 @@ from .paths import lock_path
 
 
 def read_version(home: Path, store: str) -> int:
-    """The store's version (0 before the first change); ``store`` is a validated name."""
+    """The store's version (0 before the first change, or when something else stands in the way
+    of its file: no change can be made then, see ``lock.py``); ``store`` is a validated name."""
     try:
         return int(HomeLayout(home).store_version(store).read_text() or 0)
-    except (FileNotFoundError, ValueError):
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, ValueError):
         return 0
 
 

@@ -451,12 +451,17 @@ class Writer:
                         if tx.receipts:
                             self.bump(tx.store)
         except OSError as exc:
-            if exc.errno not in _NOT_WRITABLE:
+            if exc.errno not in _NOT_WRITABLE and exc.errno != errno.ENOTDIR:
                 raise
             # A store folder (or home) this process may not write: typed, with the path it met.
             where = Path(os.fsdecode(exc.filename)) if exc.filename else tx.paths.root
             if where.name.startswith(".tmp-"):  # the temp file a write starts with: name its folder
                 where = where.parent
+            if exc.errno == errno.ENOTDIR:  # a file where a folder of the store should be: name it
+                where = next((p for p in (where, *where.parents) if os.path.lexists(p)), where)
+                raise StorageNotWritable(
+                    str(where), "not a folder, where one of the store should be"
+                ) from None
             raise StorageNotWritable(str(where), os.strerror(exc.errno or 0)) from None
 
     def version(self, store: str) -> int:
