@@ -156,3 +156,41 @@ def test_a_file_in_place_of_a_store_folder_refuses_writes_typed(tmp_home: Path, 
         assert svc.recall("loom", stores=["global"], mode="keyword").hits == ()
     assert refused.value.path == str(entry)
     assert entry.read_text() == ""
+
+
+def _nest_past_path_max(folder: Path) -> Path:
+    """Folders nested until the path is past PATH_MAX (4096 bytes), made through relative names."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(24):
+            os.mkdir("d" * 200, dir_fd=fd)
+            inner = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("deep.md", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as out:
+            out.write("The walrus sleeps deep.\n")
+    finally:
+        os.close(fd)
+    return folder / ("d" * 200)
+
+
+def test_a_folder_nested_past_path_max_is_broken_not_the_store_down(tmp_home: Path) -> None:
+    """A folder nested past PATH_MAX under a store (a sync tool's runaway copy, a hostile tree):
+    every read of the store, keyword and grep, and ``coffer doctor`` died with a raw
+    ``OSError: [Errno 36] File name too long``; for the global store, recall in every project.
+    It is skipped: doctor lists it as broken, the store's other facts answer."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The walrus is fed at noon.", title="walrus", scope="global")
+        knowledge = svc.targets.paths("global").knowledge
+    top = _nest_past_path_max(knowledge)
+    for _ in range(2):  # the first read scans the store; the second takes the small store's check
+        for mode in ("keyword", "grep"):
+            proc = _coffer(tmp_home, "recall", "walrus", "--store", "global", "--mode", mode, "--json")
+            assert proc.returncode == 0, proc.stderr
+            assert "walrus" in proc.stdout and "deep" not in proc.stdout
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 1 and "unexpected" not in proc.stderr, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("broken:")]
+    assert line.startswith(f"broken: {top}/") and line.endswith(
+        "path is longer than the system allows: never indexed; move it up or shorten its names"
+    )
