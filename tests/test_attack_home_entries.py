@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,14 @@ def _titles(svc: MemoryService, query: str) -> list[str]:
     return [h.title for h in svc.recall(query, stores=["global"], mode="keyword").hits]
 
 
-def _coffer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _coffer(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COFFER_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "coffer_memory", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "coffer_memory", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -194,3 +199,21 @@ def test_a_folder_nested_past_path_max_is_broken_not_the_store_down(tmp_home: Pa
     assert line.startswith(f"broken: {top}/") and line.endswith(
         "path is longer than the system allows: never indexed; move it up or shorten its names"
     )
+
+
+def test_a_fifo_among_the_audit_segments_neither_hangs_nor_swallows_the_log(tmp_home: Path) -> None:
+    """A FIFO named like the newest audit segment (``audit/events-2999….jsonl``): ``coffer audit``
+    blocked for ever opening it, and every write appended its events into the pipe, where they
+    were lost (each with a logged traceback: fsync of a FIFO fails). Only regular files are
+    segments now."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    fifo = tmp_home / "audit" / "events-29990101T000000000000Z.jsonl"
+    os.mkfifo(fifo)
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The loom is oiled.", title="loom", scope="global")
+    proc = _coffer(tmp_home, "audit", "--json", timeout=30)  # it hung
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count('"memory_added"') == 2, proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
