@@ -24,15 +24,12 @@ def _titles(svc: MemoryService, query: str) -> list[str]:
     return [h.title for h in svc.recall(query, stores=["global"], mode="keyword").hits]
 
 
-def _coffer(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _coffer(
+    home: Path, *args: str, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COFFER_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "coffer_memory", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    run = [sys.executable, "-m", "coffer_memory", *args]
+    return subprocess.run(run, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
 
 def test_an_index_deleted_under_a_running_service_is_rebuilt_not_left_behind(tmp_home: Path) -> None:
@@ -217,3 +214,53 @@ def test_a_fifo_among_the_audit_segments_neither_hangs_nor_swallows_the_log(tmp_
     assert proc.stdout.count('"memory_added"') == 2, proc.stdout
     assert "Traceback" not in proc.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_fifo_in_place_of_a_store_file_hangs_no_command(tmp_home: Path, tmp_path: Path) -> None:
+    """A FIFO in place of a project store's ``store.json`` hung recall, resume, session-context
+    and doctor for ever (each reads every store's identity); one in place of the store's version
+    file (``locks/<store>.version``) hung ``facts list`` and ``remember``. Both are read without
+    blocking now, as a regular file or not at all."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    with MemoryService(tmp_home) as svc:
+        store = svc.remember("The kiln runs hot.", title="kiln", cwd=repo).store
+        root = svc.targets.paths(store).root
+    fifos = (root / "store.json", tmp_home / "locks" / f"{store}.version")
+    for fifo in fifos:
+        fifo.unlink()
+        os.mkfifo(fifo)
+    for args in (
+        ["recall", "kiln"],
+        ["resume"],
+        ["session-context"],
+        ["facts", "list"],
+        ["remember", "The loom."],
+    ):
+        proc = _coffer(tmp_home, *args, timeout=30, cwd=repo)  # they hung
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert "kiln" in _coffer(tmp_home, "recall", "kiln", "--store", store).stdout
+
+
+def test_a_fifo_in_place_of_a_journal_day_is_refused_typed(tmp_home: Path, tmp_path: Path) -> None:
+    """An append to a journal day that is a FIFO died with a raw ``IsADirectoryError`` (the CLI's
+    "unexpected"); it is STORAGE_NOT_WRITABLE naming the file. A whole write (a handoff) puts a
+    file in the FIFO's place, as it replaces a link."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+
+    def coffer(*args: str) -> subprocess.CompletedProcess[str]:
+        return _coffer(tmp_home, *args, timeout=30, cwd=repo)
+
+    assert coffer("journal", "add", "The kiln was fired.").returncode == 0
+    assert coffer("handoff", "save", "Glaze next.").returncode == 0
+    [day] = tmp_home.glob("memory/projects/*/journal/*.md")
+    [handoff] = tmp_home.glob("memory/projects/*/handoff/main.md")
+    for path in (day, handoff):
+        path.unlink()
+        os.mkfifo(path)
+    proc = coffer("journal", "add", "The loom was oiled.")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: STORAGE_NOT_WRITABLE: cannot change {day}: not a regular file")
+    assert coffer("handoff", "save", "Weave next.").returncode == 0
+    assert "Weave next." in handoff.read_text()

@@ -21,7 +21,10 @@ from typing import Any
 import attrs
 
 from .._scope import remote_urls, root_commits
+from .files import FileTooLarge, read_bytes
 from .paths import StorePaths, store_name_for_project
+
+MAX_IDENTITY_BYTES = 1 << 20  # a few remotes and root commits; more is not coffer's file
 
 STORE_FILE = "store.json"
 FORMAT = 1
@@ -86,15 +89,16 @@ def identity_path(sp: StorePaths) -> Path:
 def read_identity(sp: StorePaths) -> StoreIdentity | None:
     """The store's identity, or None when it has no ``store.json`` (never read through a link)."""
     try:
-        fd = os.open(identity_path(sp), os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            return StoreIdentity.from_bytes(fh.read())
-    except (FileNotFoundError, NotADirectoryError):
+        # Without blocking, a regular file only: a FIFO named store.json hung every recall,
+        # resume and session start of the home (each lists the stores' identities).
+        raw, _ = read_bytes(identity_path(sp), max_bytes=MAX_IDENTITY_BYTES)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileTooLarge):
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None
         raise
+    return StoreIdentity.from_bytes(raw)
 
 
 def project_identities(memory_dir: Path) -> dict[str, StoreIdentity]:

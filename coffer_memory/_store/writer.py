@@ -181,7 +181,10 @@ class Transaction:
     def write(self, path: Path, data: bytes) -> WriteReceipt:
         """Write ``path`` whole (create or replace, atomically); a symlink there is replaced, not followed."""
         self._refuse_links(path)
-        before = self.read(path)
+        try:
+            before = self.read(path)
+        except IsADirectoryError:  # no regular file (a FIFO): the write puts one in its place
+            before = None
         before_sha = sha256_bytes(before) if before is not None else None
         action: Action = "created" if before is None else "replaced"
         if self.dry_run:
@@ -197,7 +200,10 @@ class Transaction:
     def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
         """Append durably (``O_APPEND``, never through a link); a missing file starts with ``header``."""
         self._refuse_links(path, including_file=True)
-        before = self.read(path)
+        try:
+            before = self.read(path)
+        except IsADirectoryError:  # a FIFO or device: an append to it would block or be lost
+            raise StorageNotWritable(str(path), "not a regular file; move it away") from None
         before_sha = sha256_bytes(before) if before is not None else None
         if self.dry_run:
             return self._planned(path, "appended", before_sha, (before or header) + data)
