@@ -264,3 +264,33 @@ def test_a_fifo_in_place_of_a_journal_day_is_refused_typed(tmp_home: Path, tmp_p
     assert proc.stderr.startswith(f"error: STORAGE_NOT_WRITABLE: cannot change {day}: not a regular file")
     assert coffer("handoff", "save", "Weave next.").returncode == 0
     assert "Weave next." in handoff.read_text()
+
+
+def test_a_store_folder_that_is_a_link_to_another_store_is_not_written_through(
+    tmp_home: Path, tmp_path: Path
+) -> None:
+    """A project store's folder replaced by a symbolic link to another store's folder: a write
+    from its repository went through the link, into the other store (its fact, and its
+    ``store.json`` rewritten with this repository's root, so both stores then claimed one
+    checkout). Only the folders below a store's root were checked for links; a root linked to
+    another store's folder is refused too (one linked to a synced folder elsewhere still works)."""
+    repos = [tmp_path / "kiln", tmp_path / "loom"]
+    with MemoryService(tmp_home) as svc:
+        for repo in repos:
+            subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+            svc.remember(f"The {repo.name} is in order.", title=repo.name, cwd=repo)
+        kiln, loom = (svc.resolve_scope(repo).store_dir for repo in repos)
+    identity = (kiln / "store.json").read_bytes()
+    moved = tmp_path / "loom-store"
+    loom.rename(moved)
+    loom.symlink_to(kiln)
+    proc = _coffer(tmp_home, "remember", "The loom is oiled.", cwd=repos[1])
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: INVALID_INPUT: ") and "to another store's folder" in proc.stderr
+    assert sorted(p.name for p in (kiln / "knowledge" / "inbox").iterdir()) == ["kiln.md"]
+    assert (kiln / "store.json").read_bytes() == identity
+    loom.unlink()
+    moved.rename(tmp_path / "synced")
+    loom.symlink_to(tmp_path / "synced")  # a folder a sync tool keeps, outside the home
+    assert _coffer(tmp_home, "remember", "The loom is oiled.", cwd=repos[1]).returncode == 0
+    assert len(list((tmp_path / "synced" / "knowledge" / "inbox").iterdir())) == 2

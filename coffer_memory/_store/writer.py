@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .._errors import InvalidInput, StorageFull, StorageNotWritable
+from .._home import HomeLayout
 from .._models import WriteReceipt
 from . import lanes as fmt
 from .files import atomic_write, ensure_dir, fsync_dir, now_utc, read_bytes, remove_file, sha256_bytes
@@ -340,8 +341,10 @@ class Transaction:
         return True
 
     def _refuse_links(self, path: Path, *, including_file: bool = False) -> None:
-        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a link."""
-        root = str(self.paths.root) + os.sep
+        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a
+        link, or the store's folder is a link to another store's folder."""
+        top = str(self.paths.root)
+        root = top + os.sep
         current = str(path if including_file else path.parent)
         while current.startswith(root):  # strings, not Paths: this runs on every write
             if os.path.islink(current):
@@ -350,6 +353,14 @@ class Transaction:
                     f"{where} is a symbolic link; coffer never writes through one", field="path"
                 )
             current = os.path.dirname(current)
+        if os.path.islink(top):  # a folder synced elsewhere is fine; another store's took its writes
+            memory = os.path.realpath(HomeLayout(self._writer.home).memory) + os.sep
+            if os.path.realpath(top).startswith(memory):
+                raise InvalidInput(
+                    f"the folder of store {self.store} is a symbolic link to another store's folder "
+                    f"({os.readlink(top)}); coffer never writes through one",
+                    field="path",
+                )
 
     def _recall_file(self, path: Path) -> bool:
         """Whether ``path`` is indexed (asked twice per write, answered once)."""
