@@ -138,7 +138,11 @@ def store_links(root: Path) -> list[Path]:
     for folder, dirs, files in os.walk(root):
         for name in sorted(dirs + files):
             path = Path(folder) / name
-            if path.is_symlink():
+            try:
+                linked = path.is_symlink()
+            except OSError:  # nested past PATH_MAX (os.walk goes on below it): the scan lists it
+                continue
+            if linked:
                 found.append(path)
     return found
 

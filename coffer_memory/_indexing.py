@@ -25,7 +25,7 @@ import attrs
 
 from ._ahead import Planned, embed_later, embedding_ahead
 from ._config import Settings
-from ._errors import CofferError, EmbeddingUnavailable, ServiceClosed
+from ._errors import CofferError, EmbeddingUnavailable, ServiceClosed, StorageNotWritable
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -347,9 +347,10 @@ class IndexHandle:
             self.reconciler.reconcile(store, looks=looks)
             if self._shared is not None:
                 self._shared.refresh(store)
-        except (apsw.FullError, apsw.IOError) as exc:
-            # The derived index cannot take writes (a full disk, a file size limit): the read
-            # answers from it as it stands, the next read tries again; the files are the truth.
+        except (apsw.FullError, apsw.IOError, StorageNotWritable) as exc:
+            # The derived index cannot take writes (a full disk, a file size limit, a store lock
+            # that cannot be made): the read answers from it as it stands, the next read tries
+            # again; the files are the truth.
             log.warning(
                 "could not bring the index of %s up to date (%s); answering from it as it is", store, exc
             )

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import apsw
 import httpx
 import pytest
 from conftest import git
@@ -57,24 +58,25 @@ async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService
 
 
 async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
-    # An index that cannot be opened (here a folder where the file should be) fails inside the
-    # core with apsw's error; the SDK answered "Error executing tool ..." and no envelope.
+    # An index whose word table another program replaced fails inside the core with apsw's
+    # error; the SDK answered "Error executing tool ..." and no envelope. (A folder where the
+    # file should be was the case here until it became INDEX_UNAVAILABLE: test_attack_home_entries.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
     index = tmp_home / "index.db"
-    for path in tmp_home.glob("index.db*"):
-        path.unlink()
-    index.mkdir()
+    conn = apsw.Connection(str(index))
+    conn.execute("DROP TABLE documents_words; CREATE TABLE documents_words (text, resource_name, chunk_id)")
+    conn.close()
     env = {**os.environ, "COFFER_HOME": str(tmp_home)}
     params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
     async with Client(params) as client:
         recall = error_of(
             await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
         )
-        listed = error_of(await client.call_tool("coffer__list_memory", {"scope": "global"}))
-    for error in (recall, listed):
-        assert error["code"] == "INTERNAL" and error["details"] == {"type": "CantOpenError"}
-        assert "Traceback" not in error["message"] and str(index) not in error["message"]
+        listed = await client.call_tool("coffer__list_memory", {"scope": "global"})
+    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "SQLError"}
+    assert "Traceback" not in recall["message"] and str(index) not in recall["message"]
+    assert not listed.is_error  # the server is still up
 
 
 async def test_an_unknown_prompt_or_prompt_argument_is_invalid_input(svc: MemoryService) -> None:

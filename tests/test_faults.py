@@ -310,11 +310,12 @@ def test_cli_recall_against_a_corrupt_index_rebuilds_without_a_traceback(home_wi
 
 
 def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_facts: Path) -> None:
-    db = home_with_facts / "index.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    db.mkdir()  # cannot be opened, and is not ours to move away
-    out = coffer(home_with_facts, "recall", "deploy", "--store", "global")
+    # Another program replaced the word index with a plain table: keyword recall fails inside
+    # SQLite (a folder in place of index.db did, until it became INDEX_UNAVAILABLE).
+    conn = apsw.Connection(str(home_with_facts / "index.db"))
+    conn.execute("DROP TABLE documents_words; CREATE TABLE documents_words (text, resource_name, chunk_id)")
+    conn.close()
+    out = coffer(home_with_facts, "recall", "deploy", "--store", "global", "--mode", "keyword")
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()

@@ -77,8 +77,8 @@ def test_a_reconcile_that_wrote_has_the_reader_check_the_index_file_again(
         checks: list[int | None] = []
         cut_short = reader._cut_short
 
-        def counted() -> int | None:
-            checks.append(found := cut_short())
+        def counted(st: os.stat_result) -> int | None:
+            checks.append(found := cut_short(st))
             return found
 
         monkeypatch.setattr(reader, "_cut_short", counted)

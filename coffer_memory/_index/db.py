@@ -13,6 +13,7 @@ import importlib.util
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -135,7 +136,11 @@ class IndexDB:
                 # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
                 with suppress(FileExistsError):
                     os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-            self._ino = os.stat(self.path).st_ino
+            try:
+                self._ino = os.stat(self.path).st_ino
+            except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
+                link = f" (a symbolic link to {os.readlink(self.path)})" if self.path.is_symlink() else ""
+                raise IndexUnavailable("sqlite", f"cannot open {self.path}{link}: {exc.strerror}") from None
             self.generation = self.shared.generation
             try:
                 self.conn = _Connection(str(self.path), flags=flags)
@@ -149,13 +154,27 @@ class IndexDB:
                     return
             except DAMAGE as exc:
                 problem = _describe(exc)
-            except (apsw.IOError, apsw.FullError) as exc:  # no room for its -shm or -wal file
+            except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
                 self._close_quietly()
-                reason = f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
-                raise IndexUnavailable("sqlite", reason) from None
+                raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
             self._close_quietly()
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
+
+    def _unopenable(self, exc: apsw.Error) -> str:
+        """Why the file could not be opened: an entry of its name that is no file (a folder, a
+        FIFO: never moved aside, it may hold someone's data), else no room for its -shm or -wal."""
+        for entry in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            with suppress(OSError):
+                mode = os.stat(entry).st_mode
+                if not stat.S_ISREG(mode):
+                    kind = (
+                        "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+                    )
+                    return f"cannot open {self.path}: {entry} is {kind}, not a file; move it away"
+        if isinstance(exc, apsw.CantOpenError):
+            return f"cannot open {self.path}: {exc}"
+        return f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
 
     def _configure(self) -> None:
         # Turning a new file to WAL needs it alone, and SQLite answers BUSY at once (no busy
@@ -297,9 +316,21 @@ class IndexDB:
         return self.shared.damaged is not None or self.generation != self.shared.generation
 
     def _check_size(self) -> bool:
-        """Take a file cut short under this process for damage (outside a transaction); True then."""
+        """Take a file cut short under this process for damage (outside a transaction); True then.
+        True too when the file at the path is no longer this connection's (deleted, moved aside
+        or replaced by another program): every connection of this process reopens, where this
+        one wrote on into a file nobody else reads and its readers opened the new one."""
         if self.generation == self.shared.generation and self.conn.get_autocommit():
-            size = self._cut_short()
+            try:
+                st: os.stat_result | None = os.stat(self.path)
+            except FileNotFoundError:
+                st = None
+            except OSError:
+                return False
+            if st is None or st.st_ino != self._ino:  # it holds the file: its inode is not reused
+                self._replaced()
+                return True
+            size = self._cut_short(st)
             if size is not None:
                 self.shared.damaged = f"the file was cut short to {size} bytes while in use"
                 return True
@@ -370,17 +401,11 @@ class IndexDB:
             self.repair()
         return self.conn
 
-    def _cut_short(self) -> int | None:
+    def _cut_short(self, st: os.stat_result) -> int | None:
         """The file's size when it shrank under this process, else None. SQLite never shrinks it
         (no VACUUM here), and it is memory-mapped: a read of a page past a new end is SIGBUS, the
         process's death (a server's, with every client), where a read call finds damage instead.
-        A file replaced (another inode) is no matter: this connection reads the one it opened."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        if st.st_ino != self._ino:
-            return None
+        ``st``: the file's stat, of the inode this connection opened."""
         ino, size = self.shared.seen
         if ino != st.st_ino or st.st_size >= size:  # another process's new file counts from its size
             self.shared.seen = (st.st_ino, st.st_size)

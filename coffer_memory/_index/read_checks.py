@@ -10,6 +10,7 @@ the feed cannot vouch for, falls back to the scans in ``reconcile``.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -182,6 +183,10 @@ def small_unchanged(
         try:
             mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        except OSError as exc:  # nested past PATH_MAX: the full scan skips it too (``scan.py``)
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
             continue
         if dirs.get(rel_dir) != mtime:
             return False

@@ -154,13 +154,17 @@ class AuditLog:
         return self.layout.audit
 
     def segments(self) -> list[Path]:
-        """The log's segment files, oldest first (links are never read)."""
+        """The log's segment files, oldest first (links are never read, nor anything but a regular
+        file: a FIFO named like the newest segment blocked ``coffer audit`` for ever and took
+        every write's events into its pipe)."""
         if self.folder.is_symlink():
             return []
         try:
             with os.scandir(self.folder) as entries:  # every append asks: no stat per segment
                 names = [
-                    e.name for e in entries if not e.is_symlink() and fnmatch(e.name, AUDIT_SEGMENT_GLOB)
+                    e.name
+                    for e in entries
+                    if e.is_file(follow_symlinks=False) and fnmatch(e.name, AUDIT_SEGMENT_GLOB)
                 ]
         except (FileNotFoundError, NotADirectoryError):
             return []

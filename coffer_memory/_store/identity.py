@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ import attrs
 
 from .._scope import remote_urls, root_commits
 from .paths import StorePaths, store_name_for_project
+
+MAX_IDENTITY_BYTES = 1 << 20  # a few remotes and root commits; more is not coffer's file
 
 STORE_FILE = "store.json"
 FORMAT = 1
@@ -86,15 +89,20 @@ def identity_path(sp: StorePaths) -> Path:
 def read_identity(sp: StorePaths) -> StoreIdentity | None:
     """The store's identity, or None when it has no ``store.json`` (never read through a link)."""
     try:
-        fd = os.open(identity_path(sp), os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            return StoreIdentity.from_bytes(fh.read())
+        # Without blocking, a regular file only: a FIFO named store.json hung every recall,
+        # resume and session start of the home (each lists the stores' identities). Not
+        # ``files.read_bytes``: the session-start hook reads this and must not import the models.
+        fd = os.open(identity_path(sp), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None
         raise
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return StoreIdentity.from_bytes(fh.read(MAX_IDENTITY_BYTES))
 
 
 def project_identities(memory_dir: Path) -> dict[str, StoreIdentity]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .._errors import StorageNotWritable
 from .files import ensure_dir
 
 
@@ -31,6 +32,21 @@ def _path_lock(path: Path) -> _PathLock:
         return _locks.setdefault(str(path), _PathLock())
 
 
+# A file where the lock folder should be, a folder (or a link loop) where a lock file should be.
+_IN_THE_WAY = frozenset({errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
+
+
+def _in_the_way(path: Path, exc: OSError) -> StorageNotWritable:
+    """The typed error for a lock that cannot be made, naming the entry in its way: every
+    command of the home died with a raw ``NotADirectoryError`` (reads too: reconcile locks)."""
+    for entry in (path, *path.parents):
+        if os.path.lexists(entry):
+            kind = "a folder" if entry.is_dir() else "not a folder"
+            where = "its lock file" if entry == path else "the lock files"
+            return StorageNotWritable(str(entry), f"{kind}, where {where} should be; move it away")
+    return StorageNotWritable(str(path), os.strerror(exc.errno or 0))
+
+
 def _lock_fd(path: Path) -> int | None:
     """The lock file, opened to ``flock``; None in a home this process may not write, where it
     only reads (its writes fail on their own files): a lock file that is there is still taken
@@ -39,6 +55,8 @@ def _lock_fd(path: Path) -> int | None:
         ensure_dir(path.parent)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
+        if exc.errno in _IN_THE_WAY:
+            raise _in_the_way(path, exc) from None
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
     try:

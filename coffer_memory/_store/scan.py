@@ -54,6 +54,8 @@ def open_regular(path: str | Path) -> BinaryIO:
 
 BAD_NAME = "file name is not valid UTF-8"
 UNREADABLE_FOLDER = "folder cannot be read (permission denied)"
+# A path past the system's limit (PATH_MAX, 4096 bytes on Linux) cannot be opened by its name.
+TOO_LONG = "path is longer than the system allows: never indexed; move it up or shorten its names"
 
 
 def utf8_name(name: str) -> bool:
@@ -125,6 +127,12 @@ def _entry(
         if odd is not None:
             odd[f"{rel_dir}/{entry.name}"] = "file cannot be read (permission denied)"
         return None
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        if odd is not None:
+            odd[f"{rel_dir}/{entry.name}"] = TOO_LONG
+        return None
     if stat.S_ISLNK(st.st_mode):
         return None
     reason = None if stat.S_ISREG(st.st_mode) else odd_kind(st.st_mode)
@@ -192,6 +200,12 @@ def _open_folder(
             return os.stat(folder, follow_symlinks=False).st_mtime_ns, None
         except OSError:
             return None
+    except OSError as exc:  # a folder nested past PATH_MAX: every read of the store died on it
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        if odd is not None:
+            odd[rel_dir] = TOO_LONG
+        return None
 
 
 def list_folder(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .._errors import InvalidInput, StorageFull, StorageNotWritable
+from .._home import HomeLayout
 from .._models import WriteReceipt
 from . import lanes as fmt
 from .files import atomic_write, ensure_dir, fsync_dir, now_utc, read_bytes, remove_file, sha256_bytes
@@ -181,7 +182,10 @@ class Transaction:
     def write(self, path: Path, data: bytes) -> WriteReceipt:
         """Write ``path`` whole (create or replace, atomically); a symlink there is replaced, not followed."""
         self._refuse_links(path)
-        before = self.read(path)
+        try:
+            before = self.read(path)
+        except IsADirectoryError:  # no regular file (a FIFO): the write puts one in its place
+            before = None
         before_sha = sha256_bytes(before) if before is not None else None
         action: Action = "created" if before is None else "replaced"
         if self.dry_run:
@@ -197,7 +201,10 @@ class Transaction:
     def append(self, path: Path, data: bytes, *, header: bytes = b"") -> WriteReceipt:
         """Append durably (``O_APPEND``, never through a link); a missing file starts with ``header``."""
         self._refuse_links(path, including_file=True)
-        before = self.read(path)
+        try:
+            before = self.read(path)
+        except IsADirectoryError:  # a FIFO or device: an append to it would block or be lost
+            raise StorageNotWritable(str(path), "not a regular file; move it away") from None
         before_sha = sha256_bytes(before) if before is not None else None
         if self.dry_run:
             return self._planned(path, "appended", before_sha, (before or header) + data)
@@ -334,8 +341,10 @@ class Transaction:
         return True
 
     def _refuse_links(self, path: Path, *, including_file: bool = False) -> None:
-        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a link."""
-        root = str(self.paths.root) + os.sep
+        """``InvalidInput`` when a folder between the store root and ``path`` (or the file) is a
+        link, or the store's folder is a link to another store's folder."""
+        top = str(self.paths.root)
+        root = top + os.sep
         current = str(path if including_file else path.parent)
         while current.startswith(root):  # strings, not Paths: this runs on every write
             if os.path.islink(current):
@@ -344,6 +353,14 @@ class Transaction:
                     f"{where} is a symbolic link; coffer never writes through one", field="path"
                 )
             current = os.path.dirname(current)
+        if os.path.islink(top):  # a folder synced elsewhere is fine; another store's took its writes
+            memory = os.path.realpath(HomeLayout(self._writer.home).memory) + os.sep
+            if os.path.realpath(top).startswith(memory):
+                raise InvalidInput(
+                    f"the folder of store {self.store} is a symbolic link to another store's folder "
+                    f"({os.readlink(top)}); coffer never writes through one",
+                    field="path",
+                )
 
     def _recall_file(self, path: Path) -> bool:
         """Whether ``path`` is indexed (asked twice per write, answered once)."""
@@ -451,12 +468,17 @@ class Writer:
                         if tx.receipts:
                             self.bump(tx.store)
         except OSError as exc:
-            if exc.errno not in _NOT_WRITABLE:
+            if exc.errno not in _NOT_WRITABLE and exc.errno != errno.ENOTDIR:
                 raise
             # A store folder (or home) this process may not write: typed, with the path it met.
             where = Path(os.fsdecode(exc.filename)) if exc.filename else tx.paths.root
             if where.name.startswith(".tmp-"):  # the temp file a write starts with: name its folder
                 where = where.parent
+            if exc.errno == errno.ENOTDIR:  # a file where a folder of the store should be: name it
+                where = next((p for p in (where, *where.parents) if os.path.lexists(p)), where)
+                raise StorageNotWritable(
+                    str(where), "not a folder, where one of the store should be"
+                ) from None
             raise StorageNotWritable(str(where), os.strerror(exc.errno or 0)) from None
 
     def version(self, store: str) -> int:
