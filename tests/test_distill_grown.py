@@ -447,6 +447,58 @@ def test_a_fork_sends_only_the_turns_after_the_fork(
     assert named is not None and named.group(1) in {session_id, fork_id}
 
 
+def test_a_fork_ending_while_its_parent_is_distilled_waits_for_it(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """``claude --resume <id> --fork-session -p`` ending while the parent's SessionEnd is still
+    asking the model: the fork used to claim only itself, see no distilled parent yet and send
+    the parent's turns again (its insights twice in the journal). It now waits for the family."""
+    session_id, source = session_in_project(home, samples, "claude-code")
+    model = HeldFirst()
+    llm.default = model
+    claude_turns(source, "MARK-PARENT", minute=1)
+    start_session_end(home, session_id, source, samples.project_dir)
+    assert model.arrived.wait(60), "the parent's distillation never asked the model"
+    fork_id = str(uuid.uuid4())
+    fork = fork_claude_session(source, fork_id)
+    claude_turns(fork, "MARK-FORK", minute=2)
+    start_session_end(home, fork_id, fork, samples.project_dir)
+    wait_distilled(home, session_id, runs=1)
+    wait_distilled(home, fork_id, runs=1)
+    assert insight_counts(samples, home) == {"insight-mark-fork": 1, "insight-mark-parent": 1}
+    sent = [sorted(set(MARK.findall(sent_conversation(r.body)))) for r in llm.requests]
+    assert sent == [["MARK-PARENT"], ["MARK-FORK"]]
+
+
+def test_a_claim_waits_for_a_running_claim_of_its_family_only(tmp_path: Path) -> None:
+    """Another session's running claim holds a claim back only with the same agent, store and
+    first turn; once finished (or released) the fork claims."""
+    ledger = Ledger(tmp_path / "ledger.db")
+    try:
+        assert ledger.claim("claude-code", "parent", "h1", store="project-a", first="d1")
+        for agent, session, store, first in (
+            ("claude-code", "other-store", "project-b", "d1"),
+            ("codex", "other-agent", "project-a", "d1"),
+            ("claude-code", "other-start", "project-a", "d2"),
+            ("claude-code", "no-turns", "project-a", ""),
+        ):
+            assert ledger.claim(agent, session, f"h-{session}", store=store, first=first), session
+        assert not ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+        ledger.finish(
+            "claude-code",
+            "parent",
+            "h1",
+            store="project-a",
+            insights=1,
+            prompt_tokens=1,
+            completion_tokens=1,
+            message_digests=["d1", "d2"],
+        )
+        assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+    finally:
+        ledger.close()
+
+
 def test_a_parent_distilled_after_its_fork_sends_only_its_own_turns(
     home: Path, samples: AgentSamples, llm: ScriptedServer
 ) -> None:

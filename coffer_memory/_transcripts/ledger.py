@@ -12,8 +12,12 @@ transaction; the claim becomes ``done`` after the journal writes, or is released
 fails. A claim holds the whole *session*, not only its content: two SessionEnds of one session
 read the transcript at different lengths (different keys), and both would otherwise send the turns
 neither has seen done. So no claim is taken while another live claim of the session is running,
-and the turns to send are worked out only once the claim is held. A claim left by a process that
-died is taken over after ``STALE_CLAIM_SECONDS``.
+and the turns to send are worked out only once the claim is held. The same holds for a *family*:
+a fork repeats its parent's turns under a new session id (``distilled_elsewhere``), so a claim
+also waits for a running claim of another session of the same agent and store that begins with
+the same turn (its ``first_digest``); otherwise a fork ending while its parent is still asking the
+model sends the parent's turns a second time. A claim left by a process that died is taken over
+after ``STALE_CLAIM_SECONDS``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,13 @@ CREATE TABLE IF NOT EXISTS distilled_sessions (
 _ADDED_COLUMNS = (
     ("message_count", "INTEGER NOT NULL DEFAULT 0"),
     ("message_digests", "TEXT NOT NULL DEFAULT ''"),
+    ("first_digest", "TEXT NOT NULL DEFAULT ''"),
+)
+# Running claims are few; a claim looks for its family's among them without reading the done rows
+# (a ledger of 10,000 sessions is ~40 MB of digests).
+_RUNNING_INDEX = (
+    "CREATE INDEX IF NOT EXISTS distilled_running ON distilled_sessions (agent, store, first_digest) "
+    "WHERE status = 'running'"
 )
 
 
@@ -115,6 +126,7 @@ class Ledger:
             for name, decl in _ADDED_COLUMNS:
                 if name not in present:
                     conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
+            conn.execute(_RUNNING_INDEX)
             self._conn = conn
         return self._conn
 
@@ -173,9 +185,13 @@ class Ledger:
             Distilled(str(r[1]), int(r[2] or 0), tuple(str(r[3]).split()), elsewhere=str(r[0])) for r in rows
         ]
 
-    def claim(self, agent: str, session_id: str, content_sha256: str) -> bool:
+    def claim(
+        self, agent: str, session_id: str, content_sha256: str, *, store: str | None = None, first: str = ""
+    ) -> bool:
         """Take the session for distilling this content; False when the content is done or a
-        live claim of the session (any content, any process or thread) is running."""
+        live claim of the session (any content, any process or thread) is running, or one of
+        another session of ``agent`` in ``store`` whose first turn's digest is ``first`` (a fork
+        and its parent: the later one must see what the earlier one covered)."""
         now = _now()
         stale = (now - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
         with self._lock:
@@ -197,6 +213,15 @@ class Ledger:
                         (agent, session_id, stale),
                     )
                 ]
+                if first and store is not None:
+                    running += [
+                        str(row[0])
+                        for row in db.execute(
+                            "SELECT owner FROM distilled_sessions WHERE agent = ? AND store = ? "
+                            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
+                            (agent, store, first, session_id, stale),
+                        )
+                    ]
                 if done is not None or not all(map(_owner_gone, running)):
                     db.execute("ROLLBACK")
                     return False
@@ -206,9 +231,9 @@ class Ledger:
                     (agent, session_id),
                 )
                 db.execute(
-                    "INSERT INTO distilled_sessions "
-                    "(agent, session_id, content_sha256, status, claimed_at, owner) VALUES (?, ?, ?, 'running', ?, ?)",
-                    (agent, session_id, content_sha256, now.isoformat(), self.owner),
+                    "INSERT INTO distilled_sessions (agent, session_id, content_sha256, status, claimed_at, "
+                    "owner, store, first_digest) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+                    (agent, session_id, content_sha256, now.isoformat(), self.owner, store, first),
                 )
                 db.execute("COMMIT")
             except BaseException:

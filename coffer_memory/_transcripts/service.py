@@ -190,7 +190,8 @@ class Transcripts:
         if llm is None:  # checked first: without a model nothing is written, not even ledger.db
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         if not dry_run:
-            busy = self._claim(key, wait_seconds)
+            first = message_digest(transcript.messages[0]) if transcript.messages else ""
+            busy = self._claim(key, wait_seconds, store=store, first=first)
             if busy is not None:
                 return result(busy, store=store)
         try:
@@ -201,13 +202,14 @@ class Transcripts:
             if not dry_run:  # a no-op once finished: a failure leaves the turns for the next attempt
                 self.ledger.release(*key)
 
-    def _claim(self, key: tuple[str, str, str], wait_seconds: float) -> str | None:
-        """Claim the session for ``key``; None when claimed, else the status to return."""
+    def _claim(self, key: tuple[str, str, str], wait_seconds: float, *, store: str, first: str) -> str | None:
+        """Claim the session for ``key`` (and its family: ``Ledger.claim``); None when claimed,
+        else the status to return."""
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         while True:
             if self.ledger.is_done(*key):
                 return "already_distilled"
-            if self.ledger.claim(*key):
+            if self.ledger.claim(*key, store=store, first=first):
                 return None
             if time.monotonic() >= deadline:
                 return "in_progress"
