@@ -343,6 +343,7 @@ class AsyncMemoryService:
     audit_events = _InThread(MemoryService.audit_events)
     audit = _InThread(MemoryService.audit)
     project_optout = _InThread(MemoryService.project_optout)
+    repository_offers = _InThread(MemoryService.repository_offers)
     remember = _InThread(MemoryService.remember)
     recall = _InThread(MemoryService.recall, slotted=True)
     list_facts = _InThread(MemoryService.list_facts)

@@ -124,9 +124,12 @@ class MemoryService(LaneCalls):
         """Delete a project store (folder, index rows, label, root; audited); returns it as it was."""
         return self.store_admin.delete_store(store)
 
-    def merge_stores(self, source: str, into: str, *, dry_run: bool = False) -> StoreMerge:
-        """Merge project store ``source`` into ``into`` and retire ``source`` (``Stores.merge``)."""
-        return self.store_admin.merge(source, into, dry_run=dry_run)
+    def merge_stores(
+        self, source: str, into: str, *, dry_run: bool = False, cwd: PathLike | None = None
+    ) -> StoreMerge:
+        """Merge project store ``source`` into ``into`` and retire ``source`` (``Stores.merge``);
+        ``into`` may be the not yet written store of the checkout at ``cwd``."""
+        return self.store_admin.merge(source, into, dry_run=dry_run, cwd=cwd)
 
     def store_config(self, store: str) -> StoreConfig:
         """A store's configuration as it runs, and the keys it sets itself (``Stores.config``)."""
@@ -187,6 +190,17 @@ class MemoryService(LaneCalls):
         from ._optout import optout_for
 
         return optout_for(cwd if cwd is not None else os.getcwd(), self.settings.projects.exclude)
+
+    def repository_offers(self, cwd: PathLike | None = None) -> list[str]:
+        """Other stores that hold memory of the repository at ``cwd`` (default: the current
+        directory): a second clone's, or the checkout this one was copied from. One sentence each,
+        with the command that merges it into this checkout's store; empty outside a git repository.
+
+        Such a store is never searched or merged by itself (a second checkout may go its own way),
+        so a recall here does not see it; this says where that memory is."""
+        return [
+            line for target in self.targets.find_project(cwd) for line in self.targets.offer_lines(target)
+        ]
 
     # -- organizer -----------------------------------------------------------------------------
     def organize(self, store: str, *, dry_run: bool = False) -> OrganizeReport:

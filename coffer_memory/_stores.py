@@ -34,7 +34,7 @@ from ._store.scan import stale_temp_files
 from ._store.writer import Transaction, Writer
 from ._store_config import STORE_KEYS, StoreConfig, effective_config, updated_settings
 from ._store_merge import StoreMerge, merged_identity, move_lanes
-from ._targets import Targets
+from ._targets import PathLike, Targets
 from .vocabulary import MAX_LABEL_CHARS
 
 __all__ = ["Stores"]
@@ -185,7 +185,9 @@ class Stores:
         self.writer.bump(name)  # cursors of a retired store never page into a recreated one
 
     # -- merge --------------------------------------------------------------------------------
-    def merge(self, source: str, into: str, *, dry_run: bool = False) -> StoreMerge:
+    def merge(
+        self, source: str, into: str, *, dry_run: bool = False, cwd: PathLike | None = None
+    ) -> StoreMerge:
         """Merge project store ``source`` into ``into`` and retire ``source`` (the seed's consolidate).
 
         Lane files move into ``into`` add-only (``store_merge`` says how same-name files and
@@ -194,6 +196,12 @@ class Stores:
         then ``source``'s folder, index rows, label and root are removed. Audited ``store_merged``
         in both stores. Idempotent: run again, it reports ``already_merged`` and writes nothing.
         ``dry_run`` reports what would happen and writes nothing.
+
+        ``into`` need not exist yet when it is the store of the checkout at ``cwd`` (default: the
+        current directory): a second clone or a copy of a checkout has no store until its first
+        write, and merging its original's memory there is what the offer in its session context
+        proposes. Any other missing ``into`` is ``MemoryStoreNotFound`` (a mistyped name must not
+        become a store nobody's checkout reaches).
         """
         src, dst = self.targets.paths(source), self.targets.paths(into)
         if src.name == dst.name:
@@ -207,8 +215,12 @@ class Stores:
                 raise StoreNotMergeable(
                     src.name, dst.name, "link", f"{sp.root} is a symbolic link; coffer never follows one"
                 )
+        root = None
         if not dst.root.is_dir():
-            raise MemoryStoreNotFound(dst.name)
+            here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
+            if not here or here[0].project_root is None:
+                raise MemoryStoreNotFound(dst.name)
+            root = str(here[0].project_root)
         if not src.root.is_dir():
             identity = read_identity(dst) or StoreIdentity()
             if _project_id_of(src.name) in identity.merged_identities:
@@ -216,14 +228,14 @@ class Stores:
             raise MemoryStoreNotFound(src.name)
         if dry_run:
             with self.writer.transaction(dst.name, dry_run=True) as tx:
-                return self._fold(tx, src)
+                return self._fold(tx, src, root)
         first, second = sorted((src.name, dst.name))  # one lock order: two merges never deadlock
         with self.writer.locked(first), self.writer.locked(second):
             if not src.root.is_dir():  # another process merged it while this one waited
                 return StoreMerge(source=src.name, into=dst.name, dry_run=False, already_merged=True)
             # The moved files are embedded after the locks (``embed_later`` below), not under them.
             with self.index.reindexer.holding(), self.writer.transaction(dst.name) as tx:
-                done = self._fold(tx, src)
+                done = self._fold(tx, src, root)
                 tx.audit(
                     "store_merged",
                     None,
@@ -236,11 +248,14 @@ class Stores:
         self.index.embed_later(dst.name)
         return attrs.evolve(done, retired=True)
 
-    def _fold(self, tx: Transaction, src: StorePaths) -> StoreMerge:
-        """Move the lane files and fold the source's identity into the destination's ``store.json``."""
+    def _fold(self, tx: Transaction, src: StorePaths, root: str | None = None) -> StoreMerge:
+        """Move the lane files and fold the source's identity into the destination's ``store.json``
+        (``root``: the checkout of a destination made by this merge)."""
         done = move_lanes(tx, src)
         old = read_identity(tx.paths) or StoreIdentity()
         new = merged_identity(old, read_identity(src), _project_id_of(src.name))
+        if root is not None and new.project_root is None:
+            new = attrs.evolve(new, project_root=root)
         if new != old:
             tx.write(identity_path(tx.paths), new.to_bytes())
         return attrs.evolve(done, identity_changed=new != old, receipts=tuple(tx.receipts))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,32 @@ def test_a_second_clone_is_offered_not_merged(svc: MemoryService, tmp_path: Path
     assert f"coffer stores merge {store} {target.store}" in lines[0]
     assert f"coffer stores merge {store} {target.store}" in svc.assemble_session_context(second)
     assert _identity(svc, store)["merged_identities"] == []
+
+
+def test_the_offered_merge_runs_before_the_second_clone_wrote(cli: CliRunner, tmp_path: Path) -> None:
+    """A second clone (or a copy of the checkout) has no store until its first write. `coffer
+    recall` there answered "(no hits)" and nothing more, and the merge its session context offers
+    failed with MEMORY_STORE_NOT_FOUND (the destination did not exist yet)."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second")
+    found = cli("recall", "CHANGES", cwd=second)
+    offer = re.search(r"^note: .*: (coffer stores merge \S+ \S+)$", found.stdout, re.M)
+    assert "(no hits)" in found.stdout and offer is not None, found.stdout
+    _, _, _, source, into = offer.group(1).split()
+    stray = cli(
+        "stores", "merge", source, "project-01ARZ3NDEKTSV4RRFFQ69G5FAV", "--yes", "--json", cwd=second
+    )
+    assert json.loads(stray.stderr)["error"]["code"] == "MEMORY_STORE_NOT_FOUND"
+    elsewhere = cli("stores", "merge", source, into, "--yes", "--json", cwd=tmp_path)
+    assert json.loads(elsewhere.stderr)["error"]["code"] == "MEMORY_STORE_NOT_FOUND"
+    assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
+    for checkout in (second, first):  # the first clone's checkout now lands in the merged store
+        again = cli("recall", "CHANGES", cwd=checkout).stdout
+        assert "release notes" in again and "note:" not in again and into in again
+    listed = json.loads(cli("stores", "list", "--json").stdout)
+    assert [(s["name"], s["project_root"]) for s in listed] == [(into, str(second))]
+    assert cli("recall", "nothing of the kind", cwd=first).stdout.count("note:") == 0
 
 
 def test_a_re_clone_after_the_first_is_gone_folds_in(svc: MemoryService, tmp_path: Path) -> None:

@@ -74,6 +74,13 @@ def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
     note = " (fell back to keyword)" if result.fallback else ""
     print(f"mode: {result.mode}{note}   stores: {', '.join(result.stores)}")
     print(hits_table(result.hits))
+    project = [s for s in result.stores if s != GLOBAL_STORE]
+    if project and not args.stores and not any(h.store in project for h in result.hits):
+        # Nothing from this checkout's store: the memory may be in a second clone's (a copy of the
+        # checkout, another `git clone`), which recall never searches by itself. Asked only here:
+        # it reads every store's identity and may run git.
+        for offer in svc.repository_offers(cwd=args.cwd):
+            print(f"note: {offer}")
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
