@@ -341,7 +341,10 @@ class Stores:
         """Compare the index with the files, list broken files, say which grep backend runs.
 
         The stores are reconciled first as a read would, with ``progress`` on what that indexes.
+        An index whose schema another program changed is rebuilt by that reconcile (and listed).
         """
+        with self.index.lock:  # checked once at open; a long-lived process may have met none since
+            self.index.db.note_schema()
         if progress is not None:
             for name in self.names():
                 with self.index.lock:

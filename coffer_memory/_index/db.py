@@ -30,6 +30,7 @@ from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from .shape import schema_problem
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -63,7 +64,8 @@ def _shared_state(path: Path) -> _Shared:
 
 
 class _Connection(apsw.Connection):
-    """An apsw connection that notes SQLite's corruption errors for the repair on the next read."""
+    """An apsw connection that notes SQLite's corruption errors for the repair on the next read,
+    and an ``SQLError`` that comes of a schema another program changed (``shape.py``) too."""
 
     owner: IndexDB
 
@@ -73,6 +75,9 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
+        except apsw.SQLError:
+            self.owner.schema_changed(self)
+            raise
 
     def executemany(self, *args: Any, **kwargs: Any) -> apsw.Cursor:
         try:
@@ -80,10 +85,18 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
+        except apsw.SQLError:
+            self.owner.schema_changed(self)
+            raise
 
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _vec_tables(conn: apsw.Connection) -> list[str]:
+    """The per-store vector tables ``vec_stores`` names (read past ``_Connection``'s checks)."""
+    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
 
 
 class IndexDB:
@@ -111,6 +124,7 @@ class IndexDB:
         self.busy_timeout_ms = busy_timeout_ms
         self.shared = _shared_state(path)
         self._holding = False  # counted in ``shared.holders``
+        self._opening = False  # ``schema_changed`` leaves an open's own errors to the open
         self._open()
 
     # -- paths ------------------------------------------------------------------------------------
@@ -125,7 +139,11 @@ class IndexDB:
     # -- open, check, repair ----------------------------------------------------------------------
     def _open(self) -> None:
         with self.busy:
-            self._open_held()
+            self._opening = True
+            try:
+                self._open_held()
+            finally:
+                self._opening = False
 
     def _open_held(self) -> None:
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
@@ -207,7 +225,8 @@ class IndexDB:
         try:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
-            tables = {str(r[0]) for r in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = dict(self.rows("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            vec = set(_vec_tables(self.conn)) if "vec_stores" in tables else set()
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
                 self.conn.execute("COMMIT")
@@ -221,9 +240,44 @@ class IndexDB:
             )
         if version > SCHEMA_VERSION:
             return f"schema version {version} is newer than this coffer-memory's ({SCHEMA_VERSION})"
-        if not tables >= CORE_TABLES:
-            return f"tables missing: {', '.join(sorted(CORE_TABLES - tables))}"
-        return None
+        if not tables.keys() >= CORE_TABLES:
+            return f"tables missing: {', '.join(sorted(CORE_TABLES - tables.keys()))}"
+        return schema_problem(tables, version, vec)
+
+    def schema_problem(self, conn: apsw.Connection | None = None) -> str | None:
+        """What another program changed in the schema of the open file (``shape.py``), or None.
+        Read past ``_Connection``'s checks, on ``conn`` (default: this one's connection)."""
+        conn = self.conn if conn is None else conn
+        try:
+            version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
+            rows = apsw.Connection.execute(conn, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+            tables = {str(name): sql for name, sql in rows}
+            vec = set(_vec_tables(conn)) if "vec_stores" in tables else set()
+        except apsw.Error:  # damage SQLite reports is noted where the read meets it
+            return None
+        return schema_problem(tables, version, vec) if version else None
+
+    def note_schema(self, conn: apsw.Connection | None = None) -> str | None:
+        """Note a schema another program changed as damage, for the next read to move the file
+        aside and rebuild it; returns what was wrong, or None. ``coffer doctor`` asks it."""
+        problem = self.schema_problem(conn)
+        if problem is not None and self.generation == self.shared.generation:
+            self.shared.damaged = problem
+        return problem
+
+    def schema_changed(self, conn: apsw.Connection) -> None:
+        """After an ``SQLError`` on ``conn``: when the schema is no longer the index's, note it
+        (``note_schema``) and raise ``IndexUnavailable`` saying so in the failed statement's place.
+        Nothing when the schema is whole: the error is the statement's own."""
+        if self._opening:  # the open checks the schema itself, and moves a changed one aside
+            return
+        problem = self.note_schema(conn)
+        if problem is not None:
+            raise IndexUnavailable(
+                "sqlite",
+                f"{self.path} was changed by another program ({problem}); "
+                "it is rebuilt from the files on the next read",
+            ) from None
 
     def _hold(self) -> None:
         """Count this connection among the file's holders. The first one counts the file's size

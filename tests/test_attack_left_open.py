@@ -1,0 +1,87 @@
+"""What audit22's sweep found and left open (a tampered index, a config.toml that is no file, a
+store folder linked to another store's, a bare repository), pinned: each test here failed before
+its fix. Real homes, real files, FIFOs, links and git repositories, ``coffer`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+from test_attack_home_entries import _coffer, _titles
+
+from coffer_memory import MemoryService
+
+# Another program's hand in index.db: a table the schema makes virtual (FTS5) made a plain one
+# (or a view), one of an FTS5 table's own tables dropped, a plain table dropped; with the table
+# doctor then names.
+TAMPER = {
+    "words-plain": "DROP TABLE documents_words; CREATE TABLE documents_words (text, store, context)",
+    "fts-plain": "DROP TABLE documents_fts; CREATE TABLE documents_fts (text, resource_name, chunk_id)",
+    "words-view": "DROP TABLE documents_words; CREATE VIEW documents_words AS SELECT 1 AS text",
+    "words-shadow": "DROP TABLE documents_words_idx",
+    "kv-dropped": "DROP TABLE kv",
+}
+NAMED = {"fts-plain": "documents_fts", "words-shadow": "documents_words_idx", "kv-dropped": "kv"}
+
+
+def _tamper(index: Path, how: str) -> None:
+    conn = apsw.Connection(str(index))
+    conn.execute("PRAGMA writable_schema=ON" if how == "words-shadow" else "SELECT 1")
+    if how == "words-shadow":  # DROP of a shadow table is refused; the schema row is deleted instead
+        conn.execute("DELETE FROM sqlite_master WHERE name = 'documents_words_idx'")
+    else:
+        conn.execute(TAMPER[how])
+    conn.close()
+
+
+@pytest.mark.parametrize("how", sorted(TAMPER))
+@pytest.mark.parametrize("first", ["recall", "doctor"])
+def test_a_tampered_index_schema_is_moved_aside_and_rebuilt(tmp_home: Path, how: str, first: str) -> None:
+    """index.db whose word index (an FTS5 table) was replaced by a plain table: every keyword
+    recall died with a raw ``SQLError: no such column: documents_words`` (the CLI's "unexpected"),
+    and ``coffer doctor`` said ok. The schema's shape is checked when the file is opened: such a
+    file is moved aside and rebuilt from the files, as a damaged one is, and doctor lists it."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    _tamper(tmp_home / "index.db", how)
+    proc = _coffer(tmp_home, first, *(("kiln", "--store", "global") if first == "recall" else ()))
+    assert proc.returncode == 0, proc.stderr
+    assert "unexpected" not in proc.stderr and "rebuilding from the files" in proc.stderr
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("repaired: ")]
+    assert NAMED.get(how, "documents_words") in line
+    assert "moved to index.db.corrupt-" in line
+    proc = _coffer(tmp_home, "recall", "kiln", "--store", "global")
+    assert proc.returncode == 0 and "kiln" in proc.stdout, proc.stderr
+    assert len(list(tmp_home.glob("index.db.corrupt-*[0-9]Z"))) == 1
+
+
+def test_an_index_schema_tampered_under_a_running_service_is_rebuilt(tmp_home: Path) -> None:
+    """The same change made by another program while a service holds the index open: the
+    recall that meets it rebuilds the index from the files and answers (a statement's
+    ``SQLError`` on a changed schema is INDEX_UNAVAILABLE saying so, never the raw error; the
+    recall takes that as its cue to rebuild), and ``doctor`` lists the repair."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        assert _titles(svc, "kiln") == ["kiln"]
+        _tamper(tmp_home / "index.db", "words-plain")
+        assert _titles(svc, "kiln") == ["kiln"]
+        svc.remember("The loom is oiled.", title="loom", scope="global")
+        assert _titles(svc, "loom") == ["loom"]
+        (repair,) = svc.doctor().index_repairs
+        assert "documents_words is a plain table" in repair
+
+
+def test_doctor_of_a_running_service_finds_a_tampered_schema(tmp_home: Path) -> None:
+    """A service's ``doctor`` looks at the schema too, not only at the rows: a tampered word index
+    nothing had read yet was reported ok."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        _tamper(tmp_home / "index.db", "words-plain")
+        report = svc.doctor()
+        (repair,) = report.index_repairs
+        assert "documents_words" in repair and "moved to index.db.corrupt-" in repair
+        assert _titles(svc, "kiln") == ["kiln"]
