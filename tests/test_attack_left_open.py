@@ -5,13 +5,18 @@ its fix. Real homes, real files, FIFOs, links and git repositories, ``coffer`` i
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
 import pytest
 from test_attack_home_entries import _coffer, _titles
 
-from coffer_memory import MemoryService
+from coffer_memory import InvalidInput, MemoryService
 
 # Another program's hand in index.db: a table the schema makes virtual (FTS5) made a plain one
 # (or a view), one of an FTS5 table's own tables dropped, a plain table dropped; with the table
@@ -85,3 +90,51 @@ def test_doctor_of_a_running_service_finds_a_tampered_schema(tmp_home: Path) -> 
         (repair,) = report.index_repairs
         assert "documents_words" in repair and "moved to index.db.corrupt-" in repair
         assert _titles(svc, "kiln") == ["kiln"]
+
+
+def _in_place_of(path: Path, kind: str) -> str:
+    """Put a ``kind`` entry where ``path`` is; returns what the error calls it."""
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    if kind == "folder":
+        path.mkdir()
+        return "a folder"
+    path.symlink_to(path.parent / "nowhere" / path.name)
+    return f"a symbolic link to {path.parent / 'nowhere' / path.name}, which is not there"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dangling-link"])
+def test_a_config_toml_that_is_no_file_is_refused_typed_not_ignored(
+    tmp_home: Path, tmp_path: Path, kind: str
+) -> None:
+    """A ``config.toml`` that is a FIFO, a folder or a link to nothing was silently skipped: the
+    home ran on defaults, whatever the user meant to set (a config.toml that is not valid TOML
+    is INVALID_INPUT naming it). It is refused the same way, without opening a FIFO for good;
+    ``coffer-hook`` (which reads ``[projects] exclude`` from it) stays silent at once, as for bad
+    TOML, where a FIFO held each session start until the hook's deadline (3 s by default)."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        svc.append_rule("always fire the kiln slowly", cwd=repo)
+    cfg = tmp_home / "config.toml"
+    what = _in_place_of(cfg, kind)
+    for args in (("recall", "kiln", "--store", "global"), ("config", "set", "memory.default_mode", "grep")):
+        proc = _coffer(tmp_home, *args, timeout=30)
+        assert proc.returncode == 1, proc.stdout
+        assert proc.stderr.startswith(f"error: INVALID_INPUT: {cfg} is {what}, not a file"), proc.stderr
+    with pytest.raises(InvalidInput) as refused:
+        MemoryService(tmp_home)
+    assert refused.value.field == "config"
+    hook = Path(sys.executable).with_name("coffer-hook")
+    payload = json.dumps({"hook_event_name": "SessionStart", "cwd": str(repo), "session_id": "s-1"})
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_HOOK_DEADLINE": "20"}
+    run = [str(hook), "--agent", "claude-code"]
+    proc = subprocess.run(run, input=payload, capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert "deadline exceeded" not in (tmp_home / "logs" / "hook.log").read_text()
+    # Still there as it was: nothing wrote a file in its place (``config set`` refused too).
+    mode = os.lstat(cfg).st_mode
+    assert {"fifo": stat.S_ISFIFO, "folder": stat.S_ISDIR, "dangling-link": stat.S_ISLNK}[kind](mode)
