@@ -16,7 +16,7 @@ import apsw
 import pytest
 from test_attack_home_entries import _coffer, _titles
 
-from coffer_memory import InvalidInput, MemoryService
+from coffer_memory import InvalidInput, MemoryService, ScopeUnresolved
 
 # Another program's hand in index.db: a table the schema makes virtual (FTS5) made a plain one
 # (or a view), one of an FTS5 table's own tables dropped, a plain table dropped; with the table
@@ -138,3 +138,29 @@ def test_a_config_toml_that_is_no_file_is_refused_typed_not_ignored(
     # Still there as it was: nothing wrote a file in its place (``config set`` refused too).
     mode = os.lstat(cfg).st_mode
     assert {"fifo": stat.S_ISFIFO, "folder": stat.S_ISDIR, "dangling-link": stat.S_ISLNK}[kind](mode)
+
+
+@pytest.mark.parametrize("where", [".", "hooks"])
+def test_a_bare_repository_is_named_as_one_not_as_no_repository(
+    tmp_home: Path, tmp_path: Path, where: str
+) -> None:
+    """``coffer remember`` (or the journal, a handoff, ``facts list``) inside a bare repository
+    (``git init --bare``) said "not inside a git repository" and hinted "run it inside a git
+    repository": the user was in one. It says the repository is bare, with no checkout to keep a
+    project's memory for, and how to get one; the hint offers the other stores only."""
+    bare = tmp_path / "kiln.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    assert _coffer(tmp_home, "remember", "--global", "The kiln runs hot.", cwd=bare).returncode == 0
+    for args in (("remember", "The kiln runs hot."), ("journal", "add", "Fired."), ("facts", "list")):
+        proc = _coffer(tmp_home, *args, cwd=bare / where)
+        assert proc.returncode == 1
+        first, hint = proc.stderr.splitlines()
+        assert first.startswith("error: SCOPE_UNRESOLVED: ") and "not inside a git repository" not in first
+        assert f"{bare} is a bare git repository, with no checkout" in first
+        assert f"git clone {bare}" in first and f"git -C {bare} worktree add" in first
+        assert "run it inside a git repository" not in hint and "--store NAME" in hint
+    with MemoryService(tmp_home) as svc, pytest.raises(ScopeUnresolved, match="bare git repository"):
+        svc.remember("The kiln runs hot.", cwd=bare / where)
+    clone = tmp_path / "kiln"
+    subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True, capture_output=True)
+    assert _coffer(tmp_home, "remember", "The loom is oiled.", cwd=clone).returncode == 0
