@@ -83,7 +83,8 @@ class Stores:
                 )
                 or 0
             )
-        identity = read_identity(sp) if name != GLOBAL_STORE else None
+        # Never read through a folder linked to another store's: its store.json is that store's.
+        identity = read_identity(sp) if name != GLOBAL_STORE and sp.linked_store() is None else None
         if identity is not None:
             label, root = identity.label, identity.project_root
         else:

@@ -164,3 +164,55 @@ def test_a_bare_repository_is_named_as_one_not_as_no_repository(
     clone = tmp_path / "kiln"
     subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True, capture_output=True)
     assert _coffer(tmp_home, "remember", "The loom is oiled.", cwd=clone).returncode == 0
+
+
+def test_a_store_folder_linked_to_another_store_is_not_read_through(tmp_home: Path, tmp_path: Path) -> None:
+    """A project store's folder replaced by a symbolic link to another store's folder: writes
+    from its repository were refused (INVALID_INPUT, audit22), but every read went through the
+    link: recall, ``facts list``, ``get`` and the lanes from its repository answered with the other
+    store's facts as its own, ``stores list`` counted them twice and ``doctor`` said ok. Reads of
+    such a store are refused the same way (as a worktree whose main checkout moved is: answering
+    from another store would be worse than no answer), its index rows are never read through the
+    link, and doctor lists the link. A store folder linked outside the home (a sync tool's) reads
+    as before."""
+    repos = [tmp_path / "kiln", tmp_path / "loom"]
+    with MemoryService(tmp_home) as svc:
+        for repo in repos:
+            subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+            svc.remember(f"The {repo.name} is in order.", title=repo.name, cwd=repo)
+        kiln_fact = svc.list_facts(cwd=repos[0]).items[0].fact.id
+        (kiln, kiln_store), (loom, loom_store) = (
+            (t.store_dir, t.store) for t in (svc.target(cwd=r) for r in repos)
+        )
+    moved = tmp_path / "loom-store"
+    loom.rename(moved)
+    loom.symlink_to(kiln)
+    for args in (
+        ("recall", "in order"),
+        ("facts", "list"),
+        ("facts", "show", kiln_fact),
+        ("journal",),
+        ("resume",),
+        ("recall", "in order", "--store", loom_store),
+    ):
+        proc = _coffer(tmp_home, *args, cwd=repos[1])
+        assert proc.returncode == 1, (args, proc.stdout)
+        assert proc.stderr.startswith("error: INVALID_INPUT: "), (args, proc.stderr)
+        assert f"store {loom_store} is a symbolic link to another store's folder" in proc.stderr
+        assert "kiln" not in proc.stdout
+    with MemoryService(tmp_home) as svc:
+        with pytest.raises(InvalidInput, match="another store's folder"):
+            svc.get_fact(kiln_fact, store=loom_store)
+        counts = {s.name: s.fact_count for s in svc.stores()}
+        assert counts[kiln_store] == 1 and counts[loom_store] == 0
+        roots = {s.name: str(s.project_root) for s in svc.stores()}  # not kiln's store.json, read through
+        assert roots[loom_store] != str(repos[0])
+        assert [h.title for h in svc.recall("in order", cwd=repos[0]).hits] == ["kiln"]
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 1
+    assert f"symlink: {loom} (never followed)" in proc.stdout
+    loom.unlink()
+    moved.rename(tmp_path / "synced")
+    loom.symlink_to(tmp_path / "synced")  # a folder a sync tool keeps, outside the home
+    proc = _coffer(tmp_home, "recall", "in order", cwd=repos[1])
+    assert proc.returncode == 0 and "loom" in proc.stdout and "kiln" not in proc.stdout, proc.stderr
