@@ -216,3 +216,40 @@ def test_a_store_folder_linked_to_another_store_is_not_read_through(tmp_home: Pa
     loom.symlink_to(tmp_path / "synced")  # a folder a sync tool keeps, outside the home
     proc = _coffer(tmp_home, "recall", "in order", cwd=repos[1])
     assert proc.returncode == 0 and "loom" in proc.stdout and "kiln" not in proc.stdout, proc.stderr
+
+
+def test_opens_and_a_long_lived_reader_survive_the_index_moved_aside_under_them(tmp_home: Path) -> None:
+    """audit22 asked whether a repair moving index.db, -wal and -shm aside races the reopen of
+    the file by the processes using it. It did, with real processes: a connection opened between
+    the repair's renames failed with INDEX_UNAVAILABLE "disk I/O error (is the disk full...)"
+    (SQLite's SQLITE_IOERR_FSTAT: its -shm renamed away as it opened it) or "No such file" (the
+    new file renamed after its O_CREAT), and a long-lived service whose reopen failed so kept a
+    closed connection: every recall after it was a raw ``ConnectionClosedError`` until restart.
+    An open now holds the repair lock shared (a move-aside holds it alone), and a reopen that
+    failed is tried again by the next call."""
+    with MemoryService(tmp_home) as svc:
+        for i in range(20):
+            svc.remember(f"filler {i} " + "words " * 40, title=f"filler-{i}", scope="global")
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    helper = Path(__file__).with_name("_index_race.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    roles = ("recall", "open", "open", "repair")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(helper), role, str(tmp_home), "12"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # the repair's warning, once per round
+            text=True,
+            env=env,
+        )
+        for role in roles
+    ]
+    procs[-1].wait(timeout=120)
+    (tmp_home.parent / "repairs-done").touch()  # the service's last recall, on a settled index
+    lines = [p.communicate(timeout=120)[0].strip() for p in procs]
+    seen = {}
+    for role, line in zip(roles, lines, strict=True):
+        name, rounds, errors = line.split(" ", 2)
+        assert name == role
+        seen.setdefault(role, []).append((int(rounds), json.loads(errors)))
+    assert all(rounds > 0 and errors == {} for runs in seen.values() for rounds, errors in runs), seen

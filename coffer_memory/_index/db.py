@@ -28,7 +28,7 @@ import attrs
 from .._errors import IndexUnavailable
 from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
-from .._store.lock import store_lock
+from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from .shape import schema_problem
 
@@ -125,6 +125,7 @@ class IndexDB:
         self.shared = _shared_state(path)
         self._holding = False  # counted in ``shared.holders``
         self._opening = False  # ``schema_changed`` leaves an open's own errors to the open
+        self._reopen = False  # a repair's open failed: the connection is closed until one succeeds
         self._open()
 
     # -- paths ------------------------------------------------------------------------------------
@@ -150,34 +151,48 @@ class IndexDB:
         if self.reader:
             flags |= apsw.SQLITE_OPEN_NOMUTEX
         for _attempt in range(3):
-            if not self.path.exists():
-                # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
-                with suppress(FileExistsError):
-                    os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-            try:
-                self._ino = os.stat(self.path).st_ino
-            except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
-                link = f" (a symbolic link to {os.readlink(self.path)})" if self.path.is_symlink() else ""
-                raise IndexUnavailable("sqlite", f"cannot open {self.path}{link}: {exc.strerror}") from None
-            self.generation = self.shared.generation
-            try:
-                self.conn = _Connection(str(self.path), flags=flags)
-                self.conn.owner = self
-                self._hold()
-                self.conn.setbusytimeout(self.busy_timeout_ms)
-                problem = self._foreign()  # before any pragma writes to a file that may not be ours
-                if problem is None:
-                    self._configure()
-                    self._migrate()
-                    return
-            except DAMAGE as exc:
-                problem = _describe(exc)
-            except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
-                self._close_quietly()
-                raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
-            self._close_quietly()
+            # Shared with other openers, never beside a move-aside (``_move_aside`` holds it
+            # alone): renamed between this open's steps, the file was made anew after the
+            # O_CREAT below and before its stat ("No such file"), or its -wal and -shm went
+            # away while SQLite opened them (SQLITE_IOERR_FSTAT, said as "disk I/O error (is the
+            # disk full?)"): tests/_index_race.py met both.
+            with shared_lock(HomeLayout(self.home).index_repair_lock):
+                problem = self._open_once(flags)
+            if problem is None:
+                return
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
+
+    def _open_once(self, flags: int) -> str | None:
+        """Open, check, configure and migrate the file at the path: None when it is in use, else
+        why it must be moved aside (the connection closed)."""
+        if not self.path.exists():
+            # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
+            with suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            self._ino = os.stat(self.path).st_ino
+        except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
+            link = f" (a symbolic link to {os.readlink(self.path)})" if self.path.is_symlink() else ""
+            raise IndexUnavailable("sqlite", f"cannot open {self.path}{link}: {exc.strerror}") from None
+        self.generation = self.shared.generation
+        try:
+            self.conn = _Connection(str(self.path), flags=flags)
+            self.conn.owner = self
+            self._hold()
+            self.conn.setbusytimeout(self.busy_timeout_ms)
+            problem = self._foreign()  # before any pragma writes to a file that may not be ours
+            if problem is None:
+                self._configure()
+                self._migrate()
+                return None
+        except DAMAGE as exc:
+            problem = _describe(exc)
+        except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
+            self._close_quietly()
+            raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
+        self._close_quietly()
+        return problem
 
     def _unopenable(self, exc: apsw.Error) -> str:
         """Why the file could not be opened: an entry of its name that is no file (a folder, a
@@ -364,6 +379,8 @@ class IndexDB:
         """True when SQLite reported damage on a connection to this file, another program cut
         it short, or another connection of this process replaced the file (this one must reopen).
         ``check_size`` False: the caller's read checked the size a moment ago (``_store/looks.py``)."""
+        if self._reopen:
+            return True
         if check_size:
             with self.busy:  # a reader's, asked beside a background scan (``fresh_beside_scan``)
                 self._check_size()
@@ -393,10 +410,17 @@ class IndexDB:
     def repair(self) -> None:
         """Reopen: move the file aside first if it is damaged (outside a transaction only)."""
         damaged = self.shared.damaged
+        # Closing a connection to a file another process moved aside leaves the new file's -wal
+        # and -shm at the path alone: SQLite's close checkpoints and deletes them by name only
+        # when its database file has not moved (``databaseIsUnmoved`` in pager.c).
         self._close_quietly()
+        # Until the open below succeeds the connection is closed: a long-lived reader whose reopen
+        # failed once answered ConnectionClosedError to every call after it, until restarted.
+        self._reopen = True
         if damaged is not None and self.generation == self.shared.generation:
             self._move_aside(damaged, self._ino)
         self._open()
+        self._reopen = False
 
     def _load_sqlite_vec(self) -> bool:
         """Load sqlite-vec when the ``[vector]`` extra is installed; False otherwise."""
@@ -449,8 +473,9 @@ class IndexDB:
         """The connection, reopened first when another connection of this process replaced the
         file, or after moving the file aside when another program cut it short (``sized``: the
         caller's read checked the file's size a moment ago, see ``_store/looks.py``)."""
-        if self.conn.get_autocommit() and (
-            (not sized and self._check_size()) or self.generation != self.shared.generation
+        if (self._reopen and not self._opening) or (
+            self.conn.get_autocommit()
+            and ((not sized and self._check_size()) or self.generation != self.shared.generation)
         ):
             self.repair()
         return self.conn
