@@ -21,12 +21,12 @@ PLAIN_TABLES: Mapping[str, int] = {
     "chunks": 1,
     "memory_store_project_roots": 1,
     "memory_store_labels": 1,
-    "audit_events": 1,
     "store_state": 1,
     "vec_stores": 2,
     "broken_files": 3,
     "kv": 3,
     "document_tags": 7,
+    "audit_events": 1,  # rows moved to audit/ (``_indexing._import_legacy_audit``); the table stays
 }
 # The tables FTS5 keeps for each of its tables whatever its options (content and docsize vary).
 FTS_SHADOWS = ("_data", "_idx", "_config")
