@@ -49,9 +49,9 @@ def main(role: str, home: Path, seconds: float) -> None:
             done = home.parent / "repairs-done"
             while not done.exists():
                 time.sleep(0.05)
-            # Up to three: in one run of the full suite in ten, the first answered [] (a reader
-            # on a file moved aside by the storm's last repair, not understood yet); it must
-            # come back without a restart.
+            # Up to three: a recall may meet the end of the storm's last repair. All three
+            # answered [] once in a full suite: a reconcile that straddled a repair left the new
+            # file with the store's state and without its rows (``_reconcile_once``).
             answers = []
             for _ in range(3):
                 try:
