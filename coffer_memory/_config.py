@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
 from ._errors import InvalidInput
-from ._home import CONFIG_TOML, HomeLayout
+from ._home import CONFIG_TOML, ConfigNotReadable, HomeLayout, read_config_text
 from ._models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
@@ -332,13 +332,20 @@ def home_path(home: str | os.PathLike[str]) -> Path:
 
 
 def read_config_file(home: Path) -> dict[str, Any]:
-    """The parsed ``<home>/config.toml`` (empty when there is none)."""
+    """The parsed ``<home>/config.toml`` (empty when there is none); ``InvalidInput`` naming it
+    when it is not valid TOML or no file (``read_config_text``)."""
     cfg = home / CONFIG_FILENAME
-    if not cfg.is_file():
+    try:
+        text = read_config_text(cfg)
+    except ConfigNotReadable as exc:  # a FIFO, a folder, a link to nothing: refused as bad TOML is
+        raise InvalidInput(str(exc), field="config") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{cfg} is not valid TOML: {exc}", field="config") from exc
+    if text is None:
         return {}
     try:
-        return tomllib.loads(cfg.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise InvalidInput(f"{cfg} is not valid TOML: {exc}", field="config") from exc
 
 

@@ -17,7 +17,7 @@ import attrs
 
 from ._config import MemoryStoreConfig, Settings
 from ._cursor import decode_cursor, encode_cursor
-from ._errors import CofferError, InvalidInput, MemoryConflict, MemoryNotFound, check_limit
+from ._errors import CofferError, IndexUnavailable, InvalidInput, MemoryConflict, MemoryNotFound, check_limit
 from ._fact_input import (
     WriteEvents,
     as_tag_list,
@@ -266,21 +266,30 @@ class Facts:
         # once the arguments are checked: a refused recall embeds nothing.
         retrieval.begin(query, mode)
         try:
-            present = [sp for sp in paths if looks.is_dir(sp.name, sp.root)]
-            for sp in present:
-                self.index.refresh(sp.name, looks)
-            # ``mode`` is checked above: the result is made once, with its targets.
-            return retrieval.recall(
-                paths,
-                query,
-                mode,
-                limit,
-                where,
-                present=present,
-                checked=True,
-                targets=tuple(targets),
-                looks=looks,
-            )
+            for attempt in range(2):
+                present = [sp for sp in paths if looks.is_dir(sp.name, sp.root)]
+                try:
+                    for sp in present:
+                        self.index.refresh(sp.name, looks)
+                    # ``mode`` is checked above: the result is made once, with its targets.
+                    return retrieval.recall(
+                        paths,
+                        query,
+                        mode,
+                        limit,
+                        where,
+                        present=present,
+                        checked=True,
+                        targets=tuple(targets),
+                        looks=looks,
+                    )
+                except IndexUnavailable as exc:
+                    # A schema another program changed under this process (``db.schema_changed``):
+                    # the refresh of the second round rebuilds the index from the files.
+                    if attempt or exc.backend != "sqlite" or not self.index.db.needs_repair():
+                        raise
+                    looks = Looks()
+            raise AssertionError("unreachable")  # pragma: no cover
         finally:  # an embedding the recall did not take up (a reconcile failed, say)
             retrieval.query_vectors.drop()
 

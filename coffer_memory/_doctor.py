@@ -47,11 +47,16 @@ def run_doctor(
 
 
 def _check(
-    home: Path, index: IndexHandle, paths: Sequence[StorePaths], infos: Sequence[StoreInfo]
+    home: Path, index: IndexHandle, paths: Sequence[StorePaths], all_infos: Sequence[StoreInfo]
 ) -> DoctorReport:
     broken: list[BrokenFile] = []
     mismatches: list[str] = []
     db = index.db
+    # A store folder linked to another store's is a link like those inside a store: listed, not
+    # followed (its files are the other store's, listed there).
+    linked = [sp.root for sp in paths if sp.linked_store() is not None]
+    paths = [sp for sp in paths if sp.root not in linked]
+    infos = [info for info in all_infos if info.store_dir not in linked]
     for info, sp in zip(infos, paths, strict=True):
         odd: OddFiles = {}
         files, _ = scan_markdown(sp.root, sp.recall_dirs(), odd)
@@ -72,11 +77,11 @@ def _check(
         grep_backend=index.retrieval.grep.name,
         ripgrep_path=find_ripgrep(),
         sqlite_version=apsw.sqlite_lib_version(),
-        stores=tuple(infos),
+        stores=tuple(all_infos),
         broken=tuple(broken),
         index_mismatches=tuple(mismatches),
         index_repairs=tuple(db.repairs()),
-        links=tuple(link for sp in paths for link in store_links(sp.root)),
+        links=(*linked, *(link for sp in paths for link in store_links(sp.root))),
         hard_links=tuple(line for sp in paths for line in hard_links(sp.root)),
         vector_problem=index.vector_problem(),
         shared_index=shared_index(index),
@@ -94,7 +99,9 @@ def vectors_waiting(index: IndexHandle, store: str) -> str | None:
     count = later.count_waiting(db, store)
     if not count:
         return None
-    waiting = f"{store}: " + (f"{count} documents wait for their" if count != 1 else "1 document waits for its")
+    waiting = f"{store}: " + (
+        f"{count} documents wait for their" if count != 1 else "1 document waits for its"
+    )
     waiting += " vectors"
     if paused_in(db):
         return f"{waiting}: the embedder failed; it is tried again a minute after the failure"

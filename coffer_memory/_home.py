@@ -19,6 +19,7 @@ A light module (no third-party imports): ``coffer-hook`` uses it too. Per-store 
 from __future__ import annotations
 
 import os
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -80,6 +81,43 @@ def check_home(home: Path) -> bool:
     from ._errors import InvalidInput
 
     raise InvalidInput(f"coffer home {home} cannot be used: {why}", field="home", home=str(home))
+
+
+class ConfigNotReadable(ValueError):
+    """``config.toml`` is there but is no file to read (a FIFO, a folder, a link to nothing), or
+    cannot be read; the message names it. A ``ValueError``, as TOML that does not parse is:
+    ``Settings`` says it as ``InvalidInput``, ``coffer-hook`` stays silent."""
+
+
+def read_config_text(path: Path) -> str | None:
+    """The text of the ``config.toml`` at ``path`` (followed if a link), None when there is none.
+
+    Opened without blocking and checked to be a regular file before it is read: ``is_file()``
+    then a read skipped a FIFO, a folder or a dangling link without a word (the home ran on
+    defaults), and a FIFO put in its place between the two held the read for good.
+    ``ConfigNotReadable`` for those; invalid UTF-8 is ``UnicodeDecodeError``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):  # the home is not there, or a file (said elsewhere)
+        if not os.path.islink(path):
+            return None
+        raise ConfigNotReadable(
+            f"{path} is a symbolic link to {os.readlink(path)}, which is not there, not a file"
+        ) from None
+    except OSError as exc:
+        raise ConfigNotReadable(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+            raise ConfigNotReadable(f"{path} is {kind}, not a file; coffer reads its settings from a file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ConfigNotReadable(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8")
 
 
 def _readable(folder: Path) -> bool:

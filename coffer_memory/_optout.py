@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ._home import HomeLayout
+from ._home import HomeLayout, read_config_text
 from ._scope import find_git
 
 OPTOUT_FILE = ".coffer-optout"
@@ -45,16 +45,14 @@ class OptOut(NamedTuple):
 def exclude_patterns(home: Path) -> list[str]:
     """``[projects] exclude`` as ``Settings`` reads it (environment first), without pydantic.
 
-    For ``coffer-hook``, which must start fast; a ``config.toml`` that does not parse raises
-    ``ValueError`` (the hook then stays silent, as for any failure).
+    For ``coffer-hook``, which must start fast; a ``config.toml`` that does not parse, or is no
+    file, raises ``ValueError`` (the hook then stays silent, as for any failure).
     """
     raw = os.environ.get(EXCLUDE_ENV)
     if raw:
         return [p.strip() for p in raw.split(",") if p.strip()]
-    path = HomeLayout(home).config
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_config_text(HomeLayout(home).config)  # never blocks on a FIFO
+    if text is None:
         return []
     data = tomllib.loads(text)
     projects = data.get("projects")

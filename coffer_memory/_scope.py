@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -315,8 +316,35 @@ def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)
     if info is None:
-        raise broken_checkout(path) or ScopeUnresolved(path, folder=os.path.abspath(path))
+        raise (
+            broken_checkout(path)
+            or _bare_repository(path)
+            or ScopeUnresolved(path, folder=os.path.abspath(path))
+        )
     return info
+
+
+def _bare_repository(path: str) -> ScopeUnresolved | None:
+    """The error for ``path`` inside a bare repository (``git init --bare``: no working tree),
+    saying so and how to get a checkout, or None. Asked once ``find_git`` found no checkout:
+    "not inside a git repository" sent the user looking for one they were in. A project's memory
+    belongs to a checkout (its store is named by the checkout's path): none for the bare one."""
+    start = Path(os.path.realpath(path))
+    for git_dir in (start, *start.parents):
+        # git tells a git directory by these three
+        if not (
+            (git_dir / "HEAD").is_file() and (git_dir / "objects").is_dir() and (git_dir / "refs").is_dir()
+        ):
+            continue
+        bare = re.search(r"^\s*bare\s*=\s*true\s*$", _read_text(git_dir / "config") or "", re.I | re.M)
+        return ScopeUnresolved(
+            path,
+            f"{git_dir} is {'a bare git repository' if bare else 'a git directory'}, with no checkout to "
+            f"keep a project's memory for: run it in a clone (`git clone {git_dir} <folder>`) or a "
+            f"worktree (`git -C {git_dir} worktree add <folder>`) of it",
+            folder=os.path.abspath(path),
+        )
+    return None
 
 
 def broken_checkout(cwd: str | os.PathLike[str]) -> ScopeUnresolved | None:

@@ -83,7 +83,8 @@ class Stores:
                 )
                 or 0
             )
-        identity = read_identity(sp) if name != GLOBAL_STORE else None
+        # Never read through a folder linked to another store's: its store.json is that store's.
+        identity = read_identity(sp) if name != GLOBAL_STORE and sp.linked_store() is None else None
         if identity is not None:
             label, root = identity.label, identity.project_root
         else:
@@ -356,7 +357,10 @@ class Stores:
         """Compare the index with the files, list broken files, say which grep backend runs.
 
         The stores are reconciled first as a read would, with ``progress`` on what that indexes.
+        An index whose schema another program changed is rebuilt by that reconcile (and listed).
         """
+        with self.index.lock:  # checked once at open; a long-lived process may have met none since
+            self.index.db.note_schema()
         if progress is not None:
             for name in self.names():
                 with self.index.lock:

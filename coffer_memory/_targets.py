@@ -90,10 +90,12 @@ class Targets:
         return found
 
     def of_store(self, store: str) -> Target:
-        """The target of an explicit store name (no project root or branch is known)."""
-        found = self._of_name.get(store) if isinstance(store, str) else None
+        """The target of an explicit store name (no project root or branch is known).
+        ``InvalidInput`` when its folder is a link to another store's (``StorePaths.refuse_linked``)."""
+        sp = self.paths(store)
+        sp.refuse_linked()
+        found = self._of_name.get(store)
         if found is None:
-            sp = self.paths(store)
             found = Target(
                 store=sp.name, scope=scope_of(sp.name), project_id=_project_id_of(sp.name), store_dir=sp.root
             )
@@ -127,12 +129,16 @@ class Targets:
                 else looks.is_dir(held[1].store, held[1].store_dir)
             )
             if there:
+                self.paths(held[1].store).refuse_linked()
                 return held[1]  # the checkout's own store, still there
         name = store_name_for_project(project_id_for(git.toplevel))
         root = self.paths(name).root
         own = root.is_dir() if looks is None else looks.is_dir(name, root)
         if not own:
             name = self._landing(name, git) or name
+        # Its folder a link to another store's: refused, as a write through it is; answering with
+        # the other store's facts as this repository's own would be worse than no answer.
+        self.paths(name).refuse_linked()
         target = Target(
             store=name,
             scope=MemoryScope.PROJECT,

@@ -58,25 +58,31 @@ async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService
 
 
 async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
-    # An index whose word table another program replaced fails inside the core with apsw's
-    # error; the SDK answered "Error executing tool ..." and no envelope. (A folder where the
-    # file should be was the case here until it became INDEX_UNAVAILABLE: test_attack_home_entries.)
+    # A trigger another program planted in the index aborts its writes: the recall's reconcile of
+    # a fact file added by hand fails inside the core with apsw's error; the SDK answered "Error
+    # executing tool ..." and no envelope. (A folder where the file should be was the case here
+    # until it became INDEX_UNAVAILABLE: test_attack_home_entries; a word table made a plain one
+    # until the schema's shape was checked on open: test_attack_left_open.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
     index = tmp_home / "index.db"
     conn = apsw.Connection(str(index))
-    conn.execute("DROP TABLE documents_words; CREATE TABLE documents_words (text, resource_name, chunk_id)")
+    conn.execute(
+        "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END"
+    )
     conn.close()
+    by_hand = tmp_home / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
+    by_hand.write_text("---\ntitle: by hand\n---\n\ndeploys by hand\n")
     env = {**os.environ, "COFFER_HOME": str(tmp_home)}
     params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
     async with Client(params) as client:
         recall = error_of(
             await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
         )
-        listed = await client.call_tool("coffer__list_memory", {"scope": "global"})
-    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "SQLError"}
+        again = error_of(await client.call_tool("coffer__recall", {"query": " ", "cwd": str(tmp_home)}))
+    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "ConstraintError"}
     assert "Traceback" not in recall["message"] and str(index) not in recall["message"]
-    assert not listed.is_error  # the server is still up
+    assert again["code"] == "INVALID_INPUT"  # the server is still up
 
 
 async def test_an_unknown_prompt_or_prompt_argument_is_invalid_input(svc: MemoryService) -> None:

@@ -310,11 +310,17 @@ def test_cli_recall_against_a_corrupt_index_rebuilds_without_a_traceback(home_wi
 
 
 def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_facts: Path) -> None:
-    # Another program replaced the word index with a plain table: keyword recall fails inside
-    # SQLite (a folder in place of index.db did, until it became INDEX_UNAVAILABLE).
+    # Another program planted a trigger that aborts the index's writes: the recall's reconcile
+    # of a file added by hand fails inside SQLite (a folder in place of index.db did, until it
+    # became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
+    # was checked on open).
     conn = apsw.Connection(str(home_with_facts / "index.db"))
-    conn.execute("DROP TABLE documents_words; CREATE TABLE documents_words (text, resource_name, chunk_id)")
+    conn.execute(
+        "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END"
+    )
     conn.close()
+    by_hand = home_with_facts / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
+    by_hand.write_text("---\ntitle: by hand\n---\n\ndeploy by hand\n")
     out = coffer(home_with_facts, "recall", "deploy", "--store", "global", "--mode", "keyword")
     assert out.returncode == 1
     assert "Traceback" not in out.stderr

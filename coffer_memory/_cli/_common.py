@@ -208,11 +208,14 @@ def hint(exc: CofferError, args: argparse.Namespace) -> str | None:
         return _enable_mode_hint(exc.details, args)
     if exc.code != "SCOPE_UNRESOLVED" or "git worktree repair" in exc.message:
         return None  # a worktree whose main checkout moved: the message says what to run
+    # In a bare repository the message says how to get a checkout; "run it inside a git
+    # repository" told the user to go where they were.
+    run = "" if "worktree add" in exc.message else "run it inside a git repository, or "
     if hasattr(args, "global_"):
-        return "hint: run it inside a git repository, or pass --global or --store NAME (see `coffer stores list`)"
+        return f"hint: {run}pass --global or --store NAME (see `coffer stores list`)"
     if hasattr(args, "store"):
-        return "hint: run it inside a git repository, or pass --store NAME (see `coffer stores list`)"
-    return "hint: run it inside a git repository, or pass --cwd DIR of one"
+        return f"hint: {run}pass --store NAME (see `coffer stores list`)"
+    return f"hint: {run}pass --cwd DIR of {'a checkout' if not run else 'one'}"
 
 
 def _enable_mode_hint(details: dict[str, Any], args: argparse.Namespace) -> str:

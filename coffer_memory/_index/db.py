@@ -28,8 +28,9 @@ import attrs
 from .._errors import IndexUnavailable
 from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
-from .._store.lock import store_lock
+from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from .shape import schema_problem
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -63,7 +64,8 @@ def _shared_state(path: Path) -> _Shared:
 
 
 class _Connection(apsw.Connection):
-    """An apsw connection that notes SQLite's corruption errors for the repair on the next read."""
+    """An apsw connection that notes SQLite's corruption errors for the repair on the next read,
+    and an ``SQLError`` that comes of a schema another program changed (``shape.py``) too."""
 
     owner: IndexDB
 
@@ -73,6 +75,9 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
+        except apsw.SQLError:
+            self.owner.schema_changed(self)
+            raise
 
     def executemany(self, *args: Any, **kwargs: Any) -> apsw.Cursor:
         try:
@@ -80,10 +85,18 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
+        except apsw.SQLError:
+            self.owner.schema_changed(self)
+            raise
 
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _vec_tables(conn: apsw.Connection) -> list[str]:
+    """The per-store vector tables ``vec_stores`` names (read past ``_Connection``'s checks)."""
+    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
 
 
 class IndexDB:
@@ -111,6 +124,8 @@ class IndexDB:
         self.busy_timeout_ms = busy_timeout_ms
         self.shared = _shared_state(path)
         self._holding = False  # counted in ``shared.holders``
+        self._opening = False  # ``schema_changed`` leaves an open's own errors to the open
+        self._reopen = False  # a repair's open failed: the connection is closed until one succeeds
         self._open()
 
     # -- paths ------------------------------------------------------------------------------------
@@ -125,41 +140,59 @@ class IndexDB:
     # -- open, check, repair ----------------------------------------------------------------------
     def _open(self) -> None:
         with self.busy:
-            self._open_held()
+            self._opening = True
+            try:
+                self._open_held()
+            finally:
+                self._opening = False
 
     def _open_held(self) -> None:
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
         if self.reader:
             flags |= apsw.SQLITE_OPEN_NOMUTEX
         for _attempt in range(3):
-            if not self.path.exists():
-                # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
-                with suppress(FileExistsError):
-                    os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-            try:
-                self._ino = os.stat(self.path).st_ino
-            except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
-                link = f" (a symbolic link to {os.readlink(self.path)})" if self.path.is_symlink() else ""
-                raise IndexUnavailable("sqlite", f"cannot open {self.path}{link}: {exc.strerror}") from None
-            self.generation = self.shared.generation
-            try:
-                self.conn = _Connection(str(self.path), flags=flags)
-                self.conn.owner = self
-                self._hold()
-                self.conn.setbusytimeout(self.busy_timeout_ms)
-                problem = self._foreign()  # before any pragma writes to a file that may not be ours
-                if problem is None:
-                    self._configure()
-                    self._migrate()
-                    return
-            except DAMAGE as exc:
-                problem = _describe(exc)
-            except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
-                self._close_quietly()
-                raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
-            self._close_quietly()
+            # Shared with other openers, never beside a move-aside (``_move_aside`` holds it
+            # alone): renamed between this open's steps, the file was made anew after the
+            # O_CREAT below and before its stat ("No such file"), or its -wal and -shm went
+            # away while SQLite opened them (SQLITE_IOERR_FSTAT, said as "disk I/O error (is the
+            # disk full?)"): tests/_index_race.py met both.
+            with shared_lock(HomeLayout(self.home).index_repair_lock):
+                problem = self._open_once(flags)
+            if problem is None:
+                return
             self._move_aside(problem, self._ino)
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
+
+    def _open_once(self, flags: int) -> str | None:
+        """Open, check, configure and migrate the file at the path: None when it is in use, else
+        why it must be moved aside (the connection closed)."""
+        if not self.path.exists():
+            # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
+            with suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            self._ino = os.stat(self.path).st_ino
+        except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
+            link = f" (a symbolic link to {os.readlink(self.path)})" if self.path.is_symlink() else ""
+            raise IndexUnavailable("sqlite", f"cannot open {self.path}{link}: {exc.strerror}") from None
+        self.generation = self.shared.generation
+        try:
+            self.conn = _Connection(str(self.path), flags=flags)
+            self.conn.owner = self
+            self._hold()
+            self.conn.setbusytimeout(self.busy_timeout_ms)
+            problem = self._foreign()  # before any pragma writes to a file that may not be ours
+            if problem is None:
+                self._configure()
+                self._migrate()
+                return None
+        except DAMAGE as exc:
+            problem = _describe(exc)
+        except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
+            self._close_quietly()
+            raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
+        self._close_quietly()
+        return problem
 
     def _unopenable(self, exc: apsw.Error) -> str:
         """Why the file could not be opened: an entry of its name that is no file (a folder, a
@@ -207,7 +240,8 @@ class IndexDB:
         try:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
-            tables = {str(r[0]) for r in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = dict(self.rows("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            vec = set(_vec_tables(self.conn)) if "vec_stores" in tables else set()
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
                 self.conn.execute("COMMIT")
@@ -221,9 +255,44 @@ class IndexDB:
             )
         if version > SCHEMA_VERSION:
             return f"schema version {version} is newer than this coffer-memory's ({SCHEMA_VERSION})"
-        if not tables >= CORE_TABLES:
-            return f"tables missing: {', '.join(sorted(CORE_TABLES - tables))}"
-        return None
+        if not tables.keys() >= CORE_TABLES:
+            return f"tables missing: {', '.join(sorted(CORE_TABLES - tables.keys()))}"
+        return schema_problem(tables, version, vec)
+
+    def schema_problem(self, conn: apsw.Connection | None = None) -> str | None:
+        """What another program changed in the schema of the open file (``shape.py``), or None.
+        Read past ``_Connection``'s checks, on ``conn`` (default: this one's connection)."""
+        conn = self.conn if conn is None else conn
+        try:
+            version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
+            rows = apsw.Connection.execute(conn, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+            tables = {str(name): sql for name, sql in rows}
+            vec = set(_vec_tables(conn)) if "vec_stores" in tables else set()
+        except apsw.Error:  # damage SQLite reports is noted where the read meets it
+            return None
+        return schema_problem(tables, version, vec) if version else None
+
+    def note_schema(self, conn: apsw.Connection | None = None) -> str | None:
+        """Note a schema another program changed as damage, for the next read to move the file
+        aside and rebuild it; returns what was wrong, or None. ``coffer doctor`` asks it."""
+        problem = self.schema_problem(conn)
+        if problem is not None and self.generation == self.shared.generation:
+            self.shared.damaged = problem
+        return problem
+
+    def schema_changed(self, conn: apsw.Connection) -> None:
+        """After an ``SQLError`` on ``conn``: when the schema is no longer the index's, note it
+        (``note_schema``) and raise ``IndexUnavailable`` saying so in the failed statement's place.
+        Nothing when the schema is whole: the error is the statement's own."""
+        if self._opening:  # the open checks the schema itself, and moves a changed one aside
+            return
+        problem = self.note_schema(conn)
+        if problem is not None:
+            raise IndexUnavailable(
+                "sqlite",
+                f"{self.path} was changed by another program ({problem}); "
+                "it is rebuilt from the files on the next read",
+            ) from None
 
     def _hold(self) -> None:
         """Count this connection among the file's holders. The first one counts the file's size
@@ -310,6 +379,8 @@ class IndexDB:
         """True when SQLite reported damage on a connection to this file, another program cut
         it short, or another connection of this process replaced the file (this one must reopen).
         ``check_size`` False: the caller's read checked the size a moment ago (``_store/looks.py``)."""
+        if self._reopen:
+            return True
         if check_size:
             with self.busy:  # a reader's, asked beside a background scan (``fresh_beside_scan``)
                 self._check_size()
@@ -339,10 +410,17 @@ class IndexDB:
     def repair(self) -> None:
         """Reopen: move the file aside first if it is damaged (outside a transaction only)."""
         damaged = self.shared.damaged
+        # Closing a connection to a file another process moved aside leaves the new file's -wal
+        # and -shm at the path alone: SQLite's close checkpoints and deletes them by name only
+        # when its database file has not moved (``databaseIsUnmoved`` in pager.c).
         self._close_quietly()
+        # Until the open below succeeds the connection is closed: a long-lived reader whose reopen
+        # failed once answered ConnectionClosedError to every call after it, until restarted.
+        self._reopen = True
         if damaged is not None and self.generation == self.shared.generation:
             self._move_aside(damaged, self._ino)
         self._open()
+        self._reopen = False
 
     def _load_sqlite_vec(self) -> bool:
         """Load sqlite-vec when the ``[vector]`` extra is installed; False otherwise."""
@@ -395,8 +473,9 @@ class IndexDB:
         """The connection, reopened first when another connection of this process replaced the
         file, or after moving the file aside when another program cut it short (``sized``: the
         caller's read checked the file's size a moment ago, see ``_store/looks.py``)."""
-        if self.conn.get_autocommit() and (
-            (not sized and self._check_size()) or self.generation != self.shared.generation
+        if (self._reopen and not self._opening) or (
+            self.conn.get_autocommit()
+            and ((not sized and self._check_size()) or self.generation != self.shared.generation)
         ):
             self.repair()
         return self.conn

@@ -91,3 +91,22 @@ def store_lock(path: Path) -> Iterator[None]:
             if entry.depth == 0 and entry.fd is not None:
                 os.close(entry.fd)  # closing the descriptor releases the flock
                 entry.fd = None
+
+
+@contextmanager
+def shared_lock(path: Path) -> Iterator[None]:
+    """Hold the lock at ``path`` shared for the block: beside other shared holders, never beside
+    ``store_lock``'s exclusive hold of it (another process's, or another thread's). Best effort:
+    where the lock file cannot be made (a file in place of ``locks/``, a home this process may
+    only read) the block runs without it, as reads there do."""
+    try:
+        fd = _lock_fd(path)
+    except StorageNotWritable:
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock

@@ -129,6 +129,31 @@ class StorePaths:
         """The organizer's append-only changelog."""
         return self.root / "consolidation-log.md"
 
+    def linked_store(self) -> str | None:
+        """Where the store's folder points when it is a symbolic link into the home's memory
+        folder (another store's folder), else None. Such a store is neither read nor written:
+        through the link a repository's reads answered with another repository's facts as its
+        own, and its writes landed there (``store.json`` too). A folder linked outside the home
+        (one a sync tool keeps) is a store's folder as any other."""
+        root = self.root
+        if not os.path.islink(root):  # one lstat: asked on every call that resolves a store
+            return None
+        memory = os.path.realpath(self.memory_dir) + os.sep
+        return os.readlink(root) if os.path.realpath(root).startswith(memory) else None
+
+    def refuse_linked(self, field: str = "store") -> None:
+        """``InvalidInput`` naming the link when the store's folder is linked to another store's
+        folder (``linked_store``)."""
+        target = self.linked_store()
+        if target is not None:
+            raise InvalidInput(
+                f"the folder of store {self.name} is a symbolic link to another store's folder "
+                f"({safe_echo(target, PATH_ECHO_LIMIT)}); coffer never reads or writes through one: "
+                f"remove the link {self.root}",
+                field=field,
+                store=self.name,
+            )
+
     def recall_dirs(self) -> tuple[Path, ...]:
         """Folders whose Markdown files are searched by recall."""
         return (self.knowledge, self.journal)

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .._errors import InvalidInput, StorageFull, StorageNotWritable
-from .._home import HomeLayout
 from .._models import WriteReceipt
 from . import lanes as fmt
 from .files import atomic_write, ensure_dir, fsync_dir, now_utc, read_bytes, remove_file, sha256_bytes
@@ -353,14 +352,9 @@ class Transaction:
                     f"{where} is a symbolic link; coffer never writes through one", field="path"
                 )
             current = os.path.dirname(current)
-        if os.path.islink(top):  # a folder synced elsewhere is fine; another store's took its writes
-            memory = os.path.realpath(HomeLayout(self._writer.home).memory) + os.sep
-            if os.path.realpath(top).startswith(memory):
-                raise InvalidInput(
-                    f"the folder of store {self.store} is a symbolic link to another store's folder "
-                    f"({os.readlink(top)}); coffer never writes through one",
-                    field="path",
-                )
+        self.paths.refuse_linked(
+            field="path"
+        )  # a folder synced elsewhere is fine; another store's took its writes
 
     def _recall_file(self, path: Path) -> bool:
         """Whether ``path`` is indexed (asked twice per write, answered once)."""

@@ -1,0 +1,66 @@
+"""The shape of the index's schema: the migrations' tables are there, the virtual ones virtual.
+
+``IndexDB`` checks it once per open, from the ``sqlite_master`` rows it reads anyway (no extra
+query but the vector tables' names), and again only when a statement fails with an
+``SQLError`` (``db._Connection``) or ``coffer doctor`` asks. Another program's hand in
+``index.db`` (a word index made a plain table, a view in its place, one of its own tables
+dropped) otherwise reached the user as a raw ``SQLError`` on every keyword recall, while the
+file passed every other check: such a file is moved aside and rebuilt, as a damaged one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# The FTS5 tables, each with the schema version whose migration made it.
+FTS_TABLES: Mapping[str, int] = {"documents_fts": 1, "documents_words": 4}
+# The plain tables every read or write may touch, likewise (a missing one failed the statement
+# that touched it, a raw ``no such table``, where the rest of the file passed).
+PLAIN_TABLES: Mapping[str, int] = {
+    "documents": 1,
+    "chunks": 1,
+    "memory_store_project_roots": 1,
+    "memory_store_labels": 1,
+    "store_state": 1,
+    "vec_stores": 2,
+    "broken_files": 3,
+    "kv": 3,
+    "document_tags": 7,
+    "audit_events": 1,  # rows moved to audit/ (``_indexing._import_legacy_audit``); the table stays
+}
+# The tables FTS5 keeps for each of its tables whatever its options (content and docsize vary).
+FTS_SHADOWS = ("_data", "_idx", "_config")
+
+
+def _virtual(sql: str | None, module: str) -> bool:
+    words = (sql or "").split(None, 6)
+    return (
+        len(words) >= 6
+        and [w.upper() for w in words[:3]] == ["CREATE", "VIRTUAL", "TABLE"]
+        and words[4].upper() == "USING"
+        and words[5].lower().startswith(module)
+    )
+
+
+def schema_problem(tables: Mapping[str, str | None], version: int, vec_tables: set[str]) -> str | None:
+    """What is wrong with the shape of an index of schema ``version``, or None.
+
+    ``tables``: each table's name and SQL from ``sqlite_master`` (views left out); ``vec_tables``:
+    the per-store vector tables ``vec_stores`` names."""
+    missing = [n for n, since in PLAIN_TABLES.items() if version >= since and n not in tables]
+    if missing:
+        return f"tables missing: {', '.join(missing)}"
+    for name, since in FTS_TABLES.items():
+        if version < since:
+            continue
+        if name not in tables:
+            return f"table missing: {name}"
+        if not _virtual(tables[name], "fts5"):
+            return f"{name} is a plain table, not the FTS5 index the schema makes"
+        missing = [name + s for s in FTS_SHADOWS if name + s not in tables]
+        if missing:
+            return f"tables missing: {', '.join(missing)} (FTS5's own tables for {name})"
+    for name in sorted(vec_tables & tables.keys()):
+        if not _virtual(tables[name], "vec0"):
+            return f"{name} is a plain table, not the vec0 index the schema makes"
+    return None
