@@ -34,9 +34,10 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
+from coffer_memory._http_conns import connections_option
 from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
-from ._args import HOSTS_ENV, TOKEN_ENV, build_parser
+from ._args import CONNECTIONS_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
@@ -392,7 +393,13 @@ def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Seq
 
 
 def _serve_http(
-    server: MCPServer, host: str, port: int, token: str | None, log_level: str, hosts: Sequence[str]
+    server: MCPServer,
+    host: str,
+    port: int,
+    token: str | None,
+    log_level: str,
+    hosts: Sequence[str],
+    limit: int | None = None,
 ) -> None:
     import uvicorn
 
@@ -408,7 +415,10 @@ def _serve_http(
         )
     from ._http_head import BoundedHead
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
+    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead).
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead, limit_concurrency=limit
+    )
     # Bound and listening here (a taken port: uvicorn's one line and status 3), so that ``--port 0``
     # can say the port the kernel picked; a request sent meanwhile waits in the backlog.
     sock = config.bind_socket()
@@ -432,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         HostRule(hosts)
     except ValueError as exc:
         parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
+    limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -449,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level, hosts)
+                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit)
         except KeyboardInterrupt:
             pass
     return 0

@@ -1,0 +1,144 @@
+"""A bound on the connections one server process holds, for ``coffer-api`` and ``coffer-mcp
+--transport streamable-http``: ``ConnectionLimit``, a mixin for uvicorn's HTTP protocols.
+
+Nothing bounded them: a client could open thousands of connections, idle or slow, and each cost the
+process a file descriptor (and a parser, timers, a task while a request ran). Past the process's
+descriptor limit (``ulimit -n``: 256 by default on macOS, 1024 on most Linux) ``accept`` fails, and
+so do the store's own opens, SQLite's and git's; the local agents that use the server were starved.
+
+**What uvicorn has, and why it is not the bound.** ``limit_concurrency`` is judged when a request's
+head has been parsed, not when a connection is made: a connection that sends nothing (or one byte a
+second) is held however many there are, so it bounds no descriptor; and past it every request is
+answered ``503`` in plain text, on the connections already held too, with a warning logged per
+request. ``backlog`` is the kernel's queue of connections not yet accepted (they cost the process
+nothing) and ``timeout_keep_alive`` closes a connection idle between requests (5 s, kept). So the
+number is uvicorn's own setting (``Config(limit_concurrency=N)``, which ``--max-connections`` sets),
+judged here when a connection is made, and uvicorn's request-time check is turned off.
+
+**Past the bound** a new connection is answered at once, whatever it sends: ``503
+TOO_MANY_CONNECTIONS`` with the error envelope (``details.limit``), ``Retry-After`` and
+``Connection: close``; what it sends is read and dropped for up to ``LINGER_S`` (closing a socket
+with unread bytes resets it, and the client could lose the answer), then it closes. It never holds
+a slot. A refused ``accept`` (leaving connections in the backlog) was the other choice: a client
+would hang with no word of why, and asyncio has no public way to pause accepting. The connections
+already held are served as before. One ``WARNING`` line says the bound was reached, at most once a
+``LOG_EVERY_S``, with the number turned away since the last line: never a line per connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from typing import Any
+
+from ._http_bounds import envelope_answer
+
+DEFAULT_MAX_CONNECTIONS = 100
+"""Connections one server process holds at most. An agent keeps one or two (a kept-alive client,
+an MCP session's event stream beside its POSTs), a browser six per host, so a machine's agents need
+tens; the process runs 40 requests at a time anyway (anyio's thread limit), and 100 descriptors
+leave more than half of the smallest usual limit (256, macOS) to the store's files, SQLite and git."""
+RETRY_AFTER_S = 5
+"""``Retry-After`` of the ``503``: uvicorn closes a connection idle for ``timeout_keep_alive`` (5 s),
+so a slot held by an idle client frees within it."""
+LINGER_S = 1.0
+"""Seconds a turned-away connection may still send (dropped) before it is closed."""
+LOG_EVERY_S = 60.0
+"""The bound is said in the log at most once in this many seconds."""
+
+log = logging.getLogger("uvicorn.error")
+
+
+def max_connections(value: str) -> int:
+    """``--max-connections`` (and its environment variable): a whole number, at least 1."""
+    if not value.strip().isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of connections (1 or more)")
+    return int(value)
+
+
+def connections_option(parser: argparse.ArgumentParser, given: int | None, env: str) -> int | None:
+    """``--max-connections`` when ``given``, else the environment variable ``env`` (None when
+    neither: the default); a bad value of the variable is ``parser``'s one-line error, as a bad
+    option is."""
+    value = os.environ.get(env, "").strip()
+    if given is not None or not value:
+        return given
+    try:
+        return max_connections(value)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"${env}: {exc}")
+
+
+class _Tally:
+    """Per server: how many connections were turned away since the last log line, and when it was."""
+
+    def __init__(self) -> None:
+        self.turned_away = 0
+        self.logged_at: float | None = None
+
+    def turn_away(self, limit: int, face: str) -> None:
+        self.turned_away += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < LOG_EVERY_S:
+            return
+        log.warning(
+            "%s holds %d connections, its --max-connections: a new one is answered 503 until one "
+            "closes (%d turned away since this was last said, at most once a minute)",
+            face,
+            limit,
+            self.turned_away,
+        )
+        self.logged_at, self.turned_away = now, 0
+
+
+class ConnectionLimit:
+    """Mixin for a uvicorn HTTP protocol class, first in its bases: a connection past
+    ``config.limit_concurrency`` (``DEFAULT_MAX_CONNECTIONS`` when unset) held connections is
+    answered ``503`` and closed (see the module docstring); ``face`` names the server in the log.
+    What a turned-away connection sends is dropped; when it is done sending, uvicorn's
+    ``eof_received`` lets asyncio close it."""
+
+    face = "the server"
+    max_connections = DEFAULT_MAX_CONNECTIONS
+    limit_concurrency: int | None  # uvicorn's, set by its protocol's __init__
+    _turned_away = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Judged per connection here; uvicorn's own check would answer requests on held ones.
+        self.max_connections = self.limit_concurrency or DEFAULT_MAX_CONNECTIONS
+        self.limit_concurrency = None
+
+    def connection_made(self, transport: Any) -> None:
+        """Hold the connection, or turn it away when as many are held as the limit allows."""
+        super().connection_made(transport)  # type: ignore[misc]
+        connections: set[Any] = self.connections  # type: ignore[attr-defined]
+        if len(connections) <= self.max_connections:
+            return
+        # Out of uvicorn's set at once: a turned-away connection holds no slot, and a shutdown
+        # does not wait for it (it closes within LINGER_S).
+        connections.discard(self)
+        self._turned_away = True
+        state = self.server_state  # type: ignore[attr-defined]
+        tally = getattr(state, "coffer_turned_away", None)
+        if tally is None:
+            tally = state.coffer_turned_away = _Tally()
+        tally.turn_away(self.max_connections, self.face)
+        message = (
+            f"the server holds as many connections as it may ({self.max_connections}); try again shortly"
+        )
+        headers = [*getattr(state, "default_headers", ()), (b"retry-after", str(RETRY_AFTER_S).encode())]
+        details = {"limit": self.max_connections}
+        transport.write(
+            envelope_answer("503 Service Unavailable", "TOO_MANY_CONNECTIONS", message, headers, details)
+        )
+        if transport.can_write_eof():
+            transport.write_eof()  # the answer, then end of stream: the client may read it all
+        self.loop.call_later(LINGER_S, transport.close)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        """Parse what a held connection sends; drop what a turned-away one does."""
+        if not self._turned_away:
+            super().data_received(data)  # type: ignore[misc]

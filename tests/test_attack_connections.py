@@ -1,0 +1,173 @@
+"""Many connections to either face: each process holds at most ``--max-connections`` (default
+``DEFAULT_MAX_CONNECTIONS``), and a connection past them is answered ``503 TOO_MANY_CONNECTIONS``
+with the envelope, ``Retry-After`` and ``Connection: close`` (``coffer_memory._http_conns``).
+
+Nothing bounded them: a client could open thousands of idle connections, each a descriptor the
+server held (until the head deadline, 20 s, and again the next moment), and starve the agents and
+the store's own files. Real servers on 127.0.0.1, raw sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from served import Served
+from test_http_faces_agree import INIT
+
+from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, RETRY_AFTER_S
+
+LIMIT = 4
+WARNING = "a new one is answered 503"
+
+
+class Face:
+    """A real server of one face with ``LIMIT`` connections; ``request()`` is one it serves (200)."""
+
+    def __init__(self, name: str, server: Served) -> None:
+        self.name, self.server, self.port = name, server, server.port
+
+    def request(self, close: bool = True) -> bytes:
+        last = ["Connection: close"] if close else []
+        if self.name == "rest":
+            lines = ["GET /api/v1/memory_stores HTTP/1.1", f"Host: 127.0.0.1:{self.port}", *last]
+            return "\r\n".join([*lines, "", ""]).encode()
+        lines = [
+            "POST /mcp HTTP/1.1",
+            f"Host: 127.0.0.1:{self.port}",
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+            f"Content-Length: {len(INIT)}",
+            *last,
+        ]
+        return "\r\n".join([*lines, "", ""]).encode() + INIT
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=60)
+
+
+def _server(name: str, home: Path, args: list[str], env: dict[str, str] | None = None) -> Served:
+    environ = {**os.environ, "COFFER_HOME": str(home), **(env or {})}
+    if name == "rest":
+        command = [str(Path(sys.executable).parent / "coffer-api"), "--log-level", "warning"]
+    else:
+        command = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    return Served([*command, *args], environ)
+
+
+@pytest.fixture(scope="module", params=["rest", "mcp"])
+def face(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Face]:
+    home = tmp_path_factory.mktemp(f"connections-{request.param}") / "home"
+    with _server(request.param, home, ["--max-connections", str(LIMIT)]) as server:
+        yield Face(request.param, server)
+
+
+def answer(sock: socket.socket, request: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    """Send ``request`` (if any), read to the end: the status, the headers, the body."""
+    if request is not None:
+        sock.sendall(request)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    fields = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), fields, body
+
+
+def served_again(face: Face, deadline_s: float = 20.0) -> int:
+    """The status of a fresh request once the server holds fewer than ``LIMIT`` again."""
+    end = time.monotonic() + deadline_s
+    while True:
+        with face.connect() as sock:
+            status = answer(sock, face.request())[0]
+        if status != 503 or time.monotonic() > end:
+            return status
+        time.sleep(0.1)
+
+
+def assert_turned_away(status: int, fields: dict[str, str], body: bytes, limit: int) -> None:
+    assert status == 503, (status, body[:300])
+    assert fields["retry-after"] == str(RETRY_AFTER_S) and fields["connection"] == "close", fields
+    error = json.loads(body)["error"]
+    assert error["code"] == "TOO_MANY_CONNECTIONS" and error["details"] == {"limit": limit}, error
+
+
+def test_a_connection_past_the_limit_is_turned_away_and_held_ones_are_served(face: Face) -> None:
+    assert served_again(face) == 200
+    with ExitStack() as stack:
+        held = [stack.enter_context(face.connect()) for _ in range(LIMIT)]  # idle: nothing sent
+        # Accepted in the order they came: this one after the held ones, whatever the load.
+        with face.connect() as extra:
+            assert_turned_away(*answer(extra, face.request()), LIMIT)
+        # A client that sends nothing is answered too, and the connection ends by itself.
+        with face.connect() as quiet:
+            assert_turned_away(*answer(quiet), LIMIT)
+        # The held connections are served as before (uvicorn's limit_concurrency refused them too).
+        status, _, body = answer(held[0], face.request())
+        assert status == 200, body[:300]
+    assert served_again(face) == 200  # a slot freed is taken again
+
+
+def test_thousands_of_idle_connections_hold_no_descriptor_past_the_limit(face: Face) -> None:
+    if not Path(f"/proc/{face.server.proc.pid}/fd").is_dir():
+        pytest.skip("counts the server's descriptors in /proc")
+    assert served_again(face) == 200
+
+    def descriptors() -> int:
+        return len(os.listdir(f"/proc/{face.server.proc.pid}/fd"))
+
+    before = descriptors()
+    with ExitStack() as stack:
+        idle = [stack.enter_context(face.connect()) for _ in range(300)]
+        end = time.monotonic() + 10
+        while descriptors() > before + LIMIT + 5 and time.monotonic() < end:
+            time.sleep(0.2)
+        # Before, the server held all 300 (until each one's head deadline, 20 s).
+        assert descriptors() <= before + LIMIT + 5, (before, descriptors())
+        assert_turned_away(*answer(idle[-1]), LIMIT)
+    assert served_again(face) == 200
+    # Said once (at most once a minute), not once a connection.
+    assert face.server.stderr().count(WARNING) == 1, face.server.stderr()[-2000:]
+
+
+@pytest.mark.parametrize("name", ["rest", "mcp"])
+def test_the_limit_comes_from_the_environment_and_defaults_to_100(name: str, tmp_path: Path) -> None:
+    env_name = "COFFER_API_MAX_CONNECTIONS" if name == "rest" else "COFFER_MCP_MAX_CONNECTIONS"
+    with _server(name, tmp_path / "home", [], {env_name: "2"}) as server:
+        served = Face(name, server)
+        with served.connect(), served.connect(), served.connect() as extra:
+            assert_turned_away(*answer(extra, served.request()), 2)
+    with _server(name, tmp_path / "home", []) as server:  # the default
+        served = Face(name, server)
+        with ExitStack() as stack:
+            for _ in range(DEFAULT_MAX_CONNECTIONS):
+                stack.enter_context(served.connect())
+            with served.connect() as extra:
+                assert_turned_away(*answer(extra, served.request()), DEFAULT_MAX_CONNECTIONS)
+
+
+@pytest.mark.parametrize("name", ["rest", "mcp"])
+@pytest.mark.parametrize("value", ["0", "many", "-3"])
+def test_a_bad_limit_is_one_line_and_status_2(name: str, value: str, tmp_path: Path) -> None:
+    import subprocess
+
+    env_name = "COFFER_API_MAX_CONNECTIONS" if name == "rest" else "COFFER_MCP_MAX_CONNECTIONS"
+    if name == "rest":
+        command = [str(Path(sys.executable).parent / "coffer-api")]
+    else:
+        command = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    env = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    for args, extra in (([f"--max-connections={value}"], {}), ([], {env_name: value})):
+        done = subprocess.run(
+            [*command, *args], env={**env, **extra}, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2, (args, extra, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "not a number of connections" in done.stderr, done.stderr
