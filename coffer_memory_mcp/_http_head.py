@@ -18,15 +18,16 @@ except ImportError:  # pragma: no cover - uvicorn's own fallback when httptools 
 
 from coffer_memory._http_bounds import MAX_HEAD_BYTES, MAX_HEADERS, ReadDeadlines, TargetHost, WriteDeadline
 from coffer_memory._http_bounds import BoundedHead as _Bounds
-from coffer_memory._http_conns import ConnectionLimit
+from coffer_memory._http_conns import ConnectionLimit, PipelineBound
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "BoundedHead"]
 
 
-class BoundedHead(ConnectionLimit, TargetHost, _Bounds, ReadDeadlines, WriteDeadline, _Parser):
+class BoundedHead(ConnectionLimit, PipelineBound, TargetHost, _Bounds, ReadDeadlines, WriteDeadline, _Parser):
     """uvicorn's HTTP protocol, refusing a head past the bounds and a request that arrives too slowly,
     cutting off a client that stops reading its answer (``WriteDeadline``), turning away a connection
-    past ``--max-connections`` (``ConnectionLimit``); an absolute target's host is the request's
+    past ``--max-connections`` (``ConnectionLimit``), queueing at most ``MAX_PIPELINED`` requests
+    ahead of their answers (``PipelineBound``); an absolute target's host is the request's
     ``Host`` (``TargetHost``)."""
 
     face = "coffer-mcp"
