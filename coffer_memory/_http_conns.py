@@ -20,7 +20,8 @@ judged here when a connection is made, and uvicorn's request-time check is turne
 TOO_MANY_CONNECTIONS`` with the error envelope (``details.limit``), ``Retry-After`` and
 ``Connection: close``; what it sends is read and dropped for up to ``LINGER_S`` (closing a socket
 with unread bytes resets it, and the client could lose the answer), then it closes. It never holds
-a slot. A refused ``accept`` (leaving connections in the backlog) was the other choice: a client
+a slot; and at most as many linger as may be held: past them (a flood of new connections, each of
+which would hold a descriptor for ``LINGER_S``) a connection is reset at once, unanswered. A refused ``accept`` (leaving connections in the backlog) was the other choice: a client
 would hang with no word of why, and asyncio has no public way to pause accepting. The connections
 already held are served as before. One ``WARNING`` line says the bound was reached, at most once a
 ``LOG_EVERY_S``, with the number turned away since the last line: never a line per connection.
@@ -73,11 +74,13 @@ def connections_option(parser: argparse.ArgumentParser, given: int | None, env: 
 
 
 class _Tally:
-    """Per server: how many connections were turned away since the last log line, and when it was."""
+    """Per server: how many connections were turned away since the last log line, and when it was;
+    how many turned-away ones linger (answered, not yet closed)."""
 
     def __init__(self) -> None:
         self.turned_away = 0
         self.logged_at: float | None = None
+        self.lingering = 0
 
     def turn_away(self, limit: int, face: str) -> None:
         self.turned_away += 1
@@ -105,6 +108,7 @@ class ConnectionLimit:
     max_connections = DEFAULT_MAX_CONNECTIONS
     limit_concurrency: int | None  # uvicorn's, set by its protocol's __init__
     _turned_away = False
+    _lingering = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,6 +129,13 @@ class ConnectionLimit:
         state = self.server_state  # type: ignore[attr-defined]
         tally = self._tally()
         tally.turn_away(self.max_connections, self.face)
+        if tally.lingering >= self.max_connections:
+            # A flood: each answered connection lingers up to LINGER_S, a descriptor each; past
+            # as many as may be held, the connection is reset at once, unanswered.
+            transport.abort()
+            return
+        tally.lingering += 1
+        self._lingering = True
         message = (
             f"the server holds as many connections as it may ({self.max_connections}); try again shortly"
         )
@@ -136,6 +147,13 @@ class ConnectionLimit:
         if transport.can_write_eof():
             transport.write_eof()  # the answer, then end of stream: the client may read it all
         self.loop.call_later(LINGER_S, transport.close)  # type: ignore[attr-defined]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The connection ended: a turned-away one lingers no more."""
+        if self._lingering:
+            self._lingering = False
+            self._tally().lingering -= 1
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _tally(self) -> _Tally:
         state = self.server_state  # type: ignore[attr-defined]
@@ -153,7 +171,7 @@ class ConnectionLimit:
 MAX_PIPELINED = 16
 """Requests of one connection parsed and queued ahead of their answers (HTTP/1.1 pipelining). No
 browser pipelines, and a client gains nothing by sending more ahead; each one queued cost the
-server about 13 KB (its scope, its cycle)."""
+server about 2 KB (its scope, its cycle: 20,000 small GETs, 42 MB)."""
 _SLICE = 4096  # bytes given to the parser at a time when requests may be queued: at most ~50 of them
 
 
