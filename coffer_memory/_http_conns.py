@@ -60,6 +60,41 @@ def max_connections(value: str) -> int:
     return int(value)
 
 
+class RepeatedWarnings(logging.Filter):
+    """A filter for the ``uvicorn.error`` logger: uvicorn's warnings about one request each (a
+    request that is not HTTP, or that a bound of ``_http_bounds`` refused; an upgrade it cannot
+    make) are said at most once a ``LOG_EVERY_S`` each, with how many were not said since.
+
+    uvicorn logged one line per such request: 500 lines of garbage sent to either face were 500
+    ``WARNING`` lines, as fast as a client could send them, into a terminal or a journal."""
+
+    PER_REQUEST = frozenset({"Invalid HTTP request received.", "Unsupported upgrade request."})
+    """The messages uvicorn logs per request (by their text: it gives them no other mark)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said: dict[str, float] = {}
+        self._unsaid: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Pass ``record`` unless it repeats a per-request warning said less than a minute ago."""
+        text = record.msg
+        if not isinstance(text, str) or not (
+            text in self.PER_REQUEST or text.startswith("No supported WebSocket")
+        ):
+            return True
+        now = time.monotonic()
+        said = self._said.get(text)
+        if said is not None and now - said < LOG_EVERY_S:
+            self._unsaid[text] = self._unsaid.get(text, 0) + 1
+            return False
+        self._said[text] = now
+        unsaid = self._unsaid.pop(text, 0)
+        if unsaid:
+            record.msg = f"{text} ({unsaid} more since this was last said; said at most once a minute)"
+        return True
+
+
 def connections_option(parser: argparse.ArgumentParser, given: int | None, env: str) -> int | None:
     """``--max-connections`` when ``given``, else the environment variable ``env`` (None when
     neither: the default); a bad value of the variable is ``parser``'s one-line error, as a bad

@@ -132,13 +132,17 @@ class _QueryValuesHidden(logging.Filter):
 
 
 def _access_log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with ``_QueryValuesHidden`` on its access log handler
-    (given to every worker: each configures its logging from it)."""
+    """uvicorn's logging configuration with ``_QueryValuesHidden`` on its access log handler and
+    ``RepeatedWarnings`` on its error logger (given to every worker: each configures its logging
+    from it)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["query_values_hidden"] = {"()": f"{__name__}._QueryValuesHidden"}
     config["handlers"]["access"].setdefault("filters", []).append("query_values_hidden")
+    # uvicorn's warnings about one bad request each: once a minute, not once a request.
+    config["filters"]["repeated_warnings"] = {"()": "coffer_memory._http_conns.RepeatedWarnings"}
+    config["loggers"].setdefault("uvicorn.error", {}).setdefault("filters", []).append("repeated_warnings")
     return config
 
 

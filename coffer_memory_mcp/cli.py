@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
-from coffer_memory._http_conns import connections_option
+from coffer_memory._http_conns import RepeatedWarnings, connections_option
 from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
 from ._args import CONNECTIONS_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
@@ -419,6 +419,8 @@ def _serve_http(
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead, limit_concurrency=limit
     )
+    # After the Config set up uvicorn's logging: its warnings about one bad request each, once a minute.
+    logging.getLogger("uvicorn.error").addFilter(RepeatedWarnings())
     # Bound and listening here (a taken port: uvicorn's one line and status 3), so that ``--port 0``
     # can say the port the kernel picked; a request sent meanwhile waits in the backlog.
     sock = config.bind_socket()

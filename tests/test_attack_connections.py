@@ -249,3 +249,14 @@ def test_pipelined_requests_are_all_answered_in_order(face: Face) -> None:
             data += chunk
     statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", data)
     assert statuses == [b"200"] * count, (len(statuses), set(statuses))
+
+
+def test_requests_that_are_not_http_are_logged_once_a_minute_not_once_each(face: Face) -> None:
+    # uvicorn logged "Invalid HTTP request received." for each one: 500 of them, 500 lines.
+    for _ in range(200):
+        with face.connect() as sock:
+            sock.sendall(b"\x00\x01 nonsense\r\n\r\n")
+            status, _, body = answer(sock)
+            assert status == 400 and json.loads(body)["error"]["code"] == "INVALID_INPUT", body[:300]
+    assert served_again(face) == 200
+    assert face.server.stderr().count("Invalid HTTP request received.") == 1, face.server.stderr()[-3000:]
