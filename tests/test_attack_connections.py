@@ -97,6 +97,7 @@ def served_again(face: Face, deadline_s: float = 20.0) -> int:
 def assert_turned_away(status: int, fields: dict[str, str], body: bytes, limit: int) -> None:
     assert status == 503, (status, body[:300])
     assert fields["retry-after"] == str(RETRY_AFTER_S) and fields["connection"] == "close", fields
+    assert fields["x-content-type-options"] == "nosniff", fields  # as every other answer
     error = json.loads(body)["error"]
     assert error["code"] == "TOO_MANY_CONNECTIONS" and error["details"] == {"limit": limit}, error
 
@@ -256,7 +257,8 @@ def test_requests_that_are_not_http_are_logged_once_a_minute_not_once_each(face:
     for _ in range(200):
         with face.connect() as sock:
             sock.sendall(b"\x00\x01 nonsense\r\n\r\n")
-            status, _, body = answer(sock)
+            status, fields, body = answer(sock)
             assert status == 400 and json.loads(body)["error"]["code"] == "INVALID_INPUT", body[:300]
+            assert fields["x-content-type-options"] == "nosniff", fields  # the protocol's answers had none
     assert served_again(face) == 200
     assert face.server.stderr().count("Invalid HTTP request received.") == 1, face.server.stderr()[-3000:]
