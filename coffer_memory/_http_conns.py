@@ -21,9 +21,10 @@ TOO_MANY_CONNECTIONS`` with the error envelope (``details.limit``), ``Retry-Afte
 ``Connection: close``; what it sends is read and dropped for up to ``LINGER_S`` (closing a socket
 with unread bytes resets it, and the client could lose the answer), then it closes. It never holds
 a slot; and at most as many linger as may be held: past them (a flood of new connections, each of
-which would hold a descriptor for ``LINGER_S``) a connection is reset at once, unanswered. A refused ``accept`` (leaving connections in the backlog) was the other choice: a client
-would hang with no word of why, and asyncio has no public way to pause accepting. The connections
-already held are served as before. One ``WARNING`` line says the bound was reached, at most once a
+which would hold a descriptor for ``LINGER_S``) a connection is reset at once, unanswered. A
+refused ``accept`` (leaving connections in the backlog) was the other choice: a client would hang
+with no word of why, and asyncio has no public way to pause accepting. The connections already held
+are served as before. One ``WARNING`` line says the bound was reached, at most once a
 ``LOG_EVERY_S``, with the number turned away since the last line: never a line per connection.
 """
 
@@ -40,8 +41,8 @@ from ._http_bounds import envelope_answer
 DEFAULT_MAX_CONNECTIONS = 100
 """Connections one server process holds at most. An agent keeps one or two (a kept-alive client,
 an MCP session's event stream beside its POSTs), a browser six per host, so a machine's agents need
-tens; the process runs 40 requests at a time anyway (anyio's thread limit), and 100 descriptors
-leave more than half of the smallest usual limit (256, macOS) to the store's files, SQLite and git."""
+tens; and 100 descriptors leave more than half of the smallest usual limit (256, macOS) to the
+store's files, SQLite and git."""
 RETRY_AFTER_S = 5
 """``Retry-After`` of the ``503``: uvicorn closes a connection idle for ``timeout_keep_alive`` (5 s),
 so a slot held by an idle client frees within it."""
@@ -204,10 +205,11 @@ class ConnectionLimit:
 
 
 MAX_PIPELINED = 16
-"""Requests of one connection parsed and queued ahead of their answers (HTTP/1.1 pipelining). No
-browser pipelines, and a client gains nothing by sending more ahead; each one queued cost the
-server about 2 KB (its scope, its cycle: 20,000 small GETs, 42 MB)."""
-_SLICE = 4096  # bytes given to the parser at a time when requests may be queued: at most ~50 of them
+"""Requests of one connection queued ahead of their answers (HTTP/1.1 pipelining) past which no more
+is parsed (a slice of ``_SLICE`` bytes given to the parser may add what it holds: about 50 small
+GETs). No browser pipelines, and a client gains nothing by sending more ahead; each one queued cost
+the server about 2 KB (its scope, its cycle: 20,000 small GETs, 42 MB)."""
+_SLICE = 4096  # bytes given to the parser at a time when requests may be queued
 
 
 class PipelineBound:
@@ -217,8 +219,8 @@ class PipelineBound:
 
     uvicorn parses all it receives (up to 256 KiB a read) and queues every request in it, and resumes
     reading after each answer with the queue still full: a client that sent requests without reading
-    the answers had all of them queued, 1.66 MB of small GETs on one connection grew the process by
-    42 MB, 100 connections by gigabytes. Received bytes are now given to the parser a slice at a
+    the answers had all of them queued: 1.66 MB of small GETs on one connection grew the process by
+    42 MB, and each other connection as much. Received bytes are now given to the parser a slice at a
     time while a request may be queued, and kept back (reading paused) once the queue is full.
     """
 

@@ -13,7 +13,7 @@ A head or body sent too slowly (one byte a second) is ``408``, and an answer the
 aborts the connection after a minute (``coffer_memory._http_bounds``).
 A request with an absolute target (``GET http://name/path``) is the target host's (``TargetHost``).
 A connection past ``--max-connections`` held ones is answered ``503 TOO_MANY_CONNECTIONS`` and closed,
-and a connection's requests sent ahead of their answers are parsed ``MAX_PIPELINED`` at a time
+and what a connection sends once ``MAX_PIPELINED`` requests wait for their answers is held back
 (``coffer_memory._http_conns``).
 """
 
