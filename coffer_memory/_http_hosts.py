@@ -146,11 +146,18 @@ def fetch_value(earlier: bytes | None, raw: bytes) -> bytes:
 
 
 def fetch_refusal(
-    origin: str | None, site: bytes | None, mode: bytes | None, dest: bytes | None, *, page: bool
+    origin: str | None,
+    site: bytes | None,
+    mode: bytes | None,
+    dest: bytes | None,
+    *,
+    page: bool,
+    purpose: bytes | None = None,
 ) -> Refusal | None:
     """The refusal of a request by its fetch metadata (``Sec-Fetch-Site``, ``-Mode``, ``-Dest``
     values, None when absent; ``fetch_value`` for a repeated one), or None; ``page``: a ``GET`` or
-    ``HEAD`` of a page a link may lead to (never in coffer-mcp), which the user may follow a link to.
+    ``HEAD`` of a page a link may lead to (never in coffer-mcp), which the user may follow a link to;
+    ``purpose``: ``Sec-Purpose`` (a prefetch or prerender the browser made on its own).
 
     A browser's request (``site`` given) is refused when another site's page made it without an
     ``Origin``, and when a page of this origin navigates into what is not a page (a link in a fact
@@ -169,10 +176,12 @@ def fetch_refusal(
         return None
     if origin is not None:  # the Origin rule judged it already
         return None
-    if page and mode == b"navigate" and (dest is None or dest.strip(_OWS) == b"document"):
+    if page and mode == b"navigate" and (dest is None or dest.strip(_OWS) == b"document") and purpose is None:
         # The user following a link. Not into an <iframe> (``Sec-Fetch-Dest: iframe``): another
-        # site's hidden frames of /ui/search ran recalls it could time. Browsers too old to send
-        # Sec-Fetch-Dest send only the other two.
+        # site's hidden frames of /ui/search ran recalls it could time. Nor a prefetch the other
+        # site's speculation rules asked for (``Sec-Purpose: prefetch``, with the headers of a
+        # navigation): no user followed anything. Browsers too old to send Sec-Fetch-Dest send
+        # only the other two.
         return None
     echoed = safe_echo(site.decode("latin-1"))
     return Refusal(

@@ -155,7 +155,8 @@ class RequestGuard:
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
-        host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = fetch_dest = None
+        host = origin = authorization = content_type = cookie = None
+        fetch_site = fetch_mode = fetch_dest = purpose = None
         has_body = preflight = repeated_host = repeated_origin = repeated_type = False
         declared = 0
         for key, raw in scope["headers"]:
@@ -185,6 +186,8 @@ class RequestGuard:
                 fetch_mode = fetch_value(fetch_mode, raw)
             elif key == b"sec-fetch-dest":
                 fetch_dest = fetch_value(fetch_dest, raw)
+            elif key == b"sec-purpose":
+                purpose = raw
         refused = self.host_check.refusal(
             host, origin, scope.get("server"), several_hosts=repeated_host, several_origins=repeated_origin
         )
@@ -192,7 +195,7 @@ class RequestGuard:
             return _refuse(refused.code, refused.message, **refused.details), False
         if fetch_site is not None:  # a browser's request: made by which site, to follow a link?
             page = scope["method"] in ("GET", "HEAD") and not _split_root(scope)[1].startswith("/api/")
-            refused = fetch_refusal(origin, fetch_site, fetch_mode, fetch_dest, page=page)
+            refused = fetch_refusal(origin, fetch_site, fetch_mode, fetch_dest, page=page, purpose=purpose)
             if refused is not None:
                 return _refuse(refused.code, refused.message), False
         method = scope["method"]

@@ -48,6 +48,10 @@ CASES = [
     ("/ui", _with(LINK, "Sec-Fetch-Dest", "iframe"), 403),
     ("/ui", _with(LINK, "Sec-Fetch-Dest", "iframe", "document"), 403),  # served
     ("/ui", _with(LINK, "Sec-Fetch-Mode", "no-cors", "navigate"), 403),  # served
+    # A prefetch another site's speculation rules asked for has a navigation's headers: served.
+    ("/ui/search?q=deploys", [*LINK, ("Sec-Purpose", "prefetch")], 403),
+    ("/ui/search?q=deploys", [*LINK, ("Sec-Purpose", "prefetch;prerender")], 403),
+    ("/ui/search?q=deploys", [*CLICKED, ("Sec-Purpose", "prefetch")], 200),  # the view's own
     (f"{API}/global/recall?query=x", LINK, 403),  # no link into the API from another site
     (f"{API}/global/recall?query=x", CLICKED, 403),  # nor from a page of this origin
     (f"{API}/global/recall?query=x", _with(CLICKED, "Sec-Fetch-Mode", "Navigate"), 403),  # served
@@ -65,7 +69,10 @@ CASES = [
 @pytest.mark.parametrize(
     ("path", "fetch", "expected"),
     CASES,
-    ids=[f"{p.split('?')[0]} " + " ".join(f"{k[10:]}={v!r}" for k, v in f) for p, f, _ in CASES],
+    ids=[
+        f"{p.split('?')[0]} " + " ".join(f"{k.removeprefix('Sec-Fetch-')}={v!r}" for k, v in f)
+        for p, f, _ in CASES
+    ],
 )
 def test_fetch_metadata_of_a_link_is_judged_by_exact_tokens(
     port: int, path: str, fetch: list[tuple[str, str]], expected: int
