@@ -69,8 +69,14 @@ class RepeatedWarnings(logging.Filter):
     uvicorn logged one line per such request: 500 lines of garbage sent to either face were 500
     ``WARNING`` lines, as fast as a client could send them, into a terminal or a journal."""
 
-    PER_REQUEST = frozenset({"Invalid HTTP request received.", "Unsupported upgrade request."})
-    """The messages uvicorn logs per request (by their text: it gives them no other mark)."""
+    PER_REQUEST = frozenset(
+        {
+            "Invalid HTTP request received.",
+            "Unsupported upgrade request.",
+            "Refusing to open a new session: %d sessions are already open",  # the MCP SDK's
+        }
+    )
+    """The messages logged per request (by their text: they have no other mark)."""
 
     def __init__(self) -> None:
         super().__init__()
