@@ -218,6 +218,8 @@ def test_requests_sent_ahead_of_their_answers_are_not_all_queued(face: Face) -> 
         )
     else:  # refused by the SDK (no session): an answer as cheap as it gets
         one = f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{face.port}\r\nAccept: text/event-stream\r\n\r\n"
+    with face.connect() as sock:  # the first recall loads what every later one uses
+        answer(sock, one.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n").encode())
     before = _rss_mb(face.server.proc.pid)
     with ExitStack() as stack:
         for _ in range(3):
