@@ -16,7 +16,12 @@ nothing) and ``timeout_keep_alive`` closes a connection idle between requests (5
 number is uvicorn's own setting (``Config(limit_concurrency=N)``, which ``--max-connections`` sets),
 judged here when a connection is made, and uvicorn's request-time check is turned off.
 
-**Past the bound** a new connection is answered at once, whatever it sends: ``503
+**At the bound** a new connection takes the place of the oldest idle one, if any: one between two
+requests (uvicorn's keep-alive timeout would close it within 5 s) or one that has sent nothing in
+its first ``IDLE_GRACE_S`` (the head deadline would close it within 20 s). It is closed, unanswered,
+as those would close it (nginx frees idle kept-alive connections the same way when it runs out): idle
+connections, however many a client opens, starve nobody. **Past the bound** (every held connection
+busy) a new connection is answered at once, whatever it sends: ``503
 TOO_MANY_CONNECTIONS`` with the error envelope (``details.limit``), ``Retry-After`` and
 ``Connection: close``; what it sends is read and dropped for up to ``LINGER_S`` (closing a socket
 with unread bytes resets it, and the client could lose the answer), then it closes. It never holds
@@ -46,6 +51,8 @@ store's files, SQLite and git."""
 RETRY_AFTER_S = 5
 """``Retry-After`` of the ``503``: uvicorn closes a connection idle for ``timeout_keep_alive`` (5 s),
 so a slot held by an idle client frees within it."""
+IDLE_GRACE_S = 1.0
+"""A new connection that has sent nothing is idle (may give its place to a newer one) after this long."""
 LINGER_S = 1.0
 """Seconds a turned-away connection may still send (dropped) before it is closed."""
 LOG_EVERY_S = 60.0
@@ -116,13 +123,28 @@ def connections_option(parser: argparse.ArgumentParser, given: int | None, env: 
 
 
 class _Tally:
-    """Per server: how many connections were turned away since the last log line, and when it was;
-    how many turned-away ones linger (answered, not yet closed)."""
+    """Per server: the connections held, oldest first; how many were turned away since the last log
+    line, and when it was; how many turned-away ones linger (answered, not yet closed)."""
 
     def __init__(self) -> None:
+        self.held: dict[Any, None] = {}
         self.turned_away = 0
         self.logged_at: float | None = None
         self.lingering = 0
+
+    def evict_idle(self, connections: set[Any]) -> bool:
+        """Close the oldest held connection that waits for nothing (True), if there is one: as
+        uvicorn's keep-alive timeout, or the head deadline, would close it a little later.
+        ``connections`` is uvicorn's set: one no longer in it (upgraded to another protocol) is
+        uvicorn's business no more, nor this tally's."""
+        for connection in list(self.held):
+            if connection not in connections:
+                del self.held[connection]
+            elif connection._idle():
+                connection.transport.close()
+                del self.held[connection]
+                return True
+        return False
 
     def turn_away(self, limit: int, face: str) -> None:
         self.turned_away += 1
@@ -151,6 +173,8 @@ class ConnectionLimit:
     limit_concurrency: int | None  # uvicorn's, set by its protocol's __init__
     _turned_away = False
     _lingering = False
+    _heard = False  # a byte came (a connection that sent none is idle)
+    _made_at = 0.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -159,17 +183,33 @@ class ConnectionLimit:
         self.limit_concurrency = None
 
     def connection_made(self, transport: Any) -> None:
-        """Hold the connection, or turn it away when as many are held as the limit allows."""
+        """Hold the connection (in the place of the oldest idle one when as many are held as the
+        limit allows), or turn it away."""
         super().connection_made(transport)  # type: ignore[misc]
+        self._made_at = time.monotonic()
         connections: set[Any] = self.connections  # type: ignore[attr-defined]
-        if len(connections) <= self.max_connections:
+        tally = self._tally()
+        if len(connections) > self.max_connections and not tally.evict_idle(connections):
+            self._turn_away(transport, connections, tally)
             return
+        tally.held[self] = None
+
+    def _idle(self) -> bool:
+        """Open and waiting for nothing: between two requests, or never sent a byte in its first
+        ``IDLE_GRACE_S`` (a client connects, then sends: its bytes may not have been read yet)."""
+        transport = getattr(self, "transport", None)
+        if transport is None or transport.is_closing():
+            return False
+        if getattr(self, "timeout_keep_alive_task", None) is not None:
+            return True
+        return not self._heard and time.monotonic() - self._made_at > IDLE_GRACE_S
+
+    def _turn_away(self, transport: Any, connections: set[Any], tally: _Tally) -> None:
         # Out of uvicorn's set at once: a turned-away connection holds no slot, and a shutdown
         # does not wait for it (it closes within LINGER_S).
         connections.discard(self)
         self._turned_away = True
         state = self.server_state  # type: ignore[attr-defined]
-        tally = self._tally()
         tally.turn_away(self.max_connections, self.face)
         if tally.lingering >= self.max_connections:
             # A flood: each answered connection lingers up to LINGER_S, a descriptor each; past
@@ -191,10 +231,12 @@ class ConnectionLimit:
         self.loop.call_later(LINGER_S, transport.close)  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """The connection ended: a turned-away one lingers no more."""
+        """The connection ended: it holds no slot, and a turned-away one lingers no more."""
+        tally = self._tally()
+        tally.held.pop(self, None)
         if self._lingering:
             self._lingering = False
-            self._tally().lingering -= 1
+            tally.lingering -= 1
         super().connection_lost(exc)  # type: ignore[misc]
 
     def _tally(self) -> _Tally:
@@ -207,6 +249,7 @@ class ConnectionLimit:
     def data_received(self, data: bytes) -> None:
         """Parse what a held connection sends; drop what a turned-away one does."""
         if not self._turned_away:
+            self._heard = True
             super().data_received(data)  # type: ignore[misc]
 
 
