@@ -71,13 +71,16 @@ instead); below it a head too large for the bounds above is read to its end and 
 def envelope_answer(
     status: str, code: str, message: str, default_headers: Any = (), details: dict[str, Any] | None = None
 ) -> bytes:
-    """A whole HTTP/1.1 answer (``status`` as ``"400 Bad Request"``) carrying the error envelope,
-    closing the connection: what a protocol writes itself, before or instead of the app."""
+    """A whole HTTP/1.1 answer (``status`` as ``"400 Bad Request"``) carrying the error envelope
+    (``nosniff``, as every answer of the apps), closing the connection: what a protocol writes
+    itself, before or instead of the app."""
     body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
     head = [b"HTTP/1.1 " + status.encode() + b"\r\n"]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [
         b"content-type: application/json\r\n",
+        # As every answer of the apps says: no browser may take it for another type.
+        b"x-content-type-options: nosniff\r\n",
         b"content-length: " + str(len(body)).encode() + b"\r\n",
         b"connection: close\r\n\r\n",
     ]

@@ -14,10 +14,16 @@ streamable-http`` bound to loopback (``coffer_memory_mcp.refusals.HostGuard``).
   ``*`` entry does not count), the same origin as the ``Host``, or a configured CORS origin;
   ``null`` and an empty one are refused.
 
-- A request another site's page made (``Sec-Fetch-Site: cross-site`` or ``same-site``, in any case)
-  without an ``Origin`` is refused as a foreign ``Origin`` is (``<img>``, ``<script>``, a form's
-  navigation send none): ``other_site_refusal``; ``coffer-api`` lets the user follow a link to one
-  of its pages, coffer-mcp serves no page.
+- A request another site's page made without an ``Origin`` is refused as a foreign ``Origin`` is
+  (``<img>``, ``<script>``, a form's navigation send none): ``fetch_refusal``. Fetch metadata
+  values are structured-field tokens (RFC 8941: case-sensitive) from a short list, and browsers
+  send them exactly so (``cross-site``, never ``Cross-Site``); the spec has servers ignore an
+  invalid one, but ignoring it reads the request as made by no browser, the one reading that is
+  trusted, so a value that is not on the list (another case, an unknown word, two headers) is
+  read the way that refuses: ``Sec-Fetch-Site`` as another site's, ``Sec-Fetch-Mode`` as a
+  navigation into the API, and never as the user following a link (Go's
+  ``http.CrossOriginProtection`` also trusts only the exact ``same-origin`` and ``none``).
+  ``coffer-api`` lets the user follow a link to one of its pages; coffer-mcp serves no page.
 - **One** ``Content-Type``, as one ``Host``: two are refused whatever they say (the REST guard read
   the last, FastAPI, Starlette and the MCP SDK the first). A ``POST`` (``coffer-api``: any request
   with a body) must say ``application/json``, in any case, with parameters or none: anything else
@@ -31,7 +37,7 @@ coffer-mcp the envelope, or a JSON-RPC error object for a ``415``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +117,11 @@ def origin_authority(origin: str) -> str | None:
 
 
 _STATUS = {"HOST_NOT_ALLOWED": 421, "ORIGIN_NOT_ALLOWED": 403, "UNSUPPORTED_MEDIA_TYPE": 415}
-# Sec-Fetch-Site values of a request made by another site's page ("none": typed by the user).
-_OTHER_SITE = frozenset({b"cross-site", b"same-site"})
+# Sec-Fetch-Site of a request this server's own page made, or the user ("none": a typed address).
+_OWN_SITE = frozenset({b"same-origin", b"none"})
+# Sec-Fetch-Mode of a script's or a subresource's fetch; any other value is read as a navigation.
+_NOT_NAVIGATION = frozenset({b"cors", b"no-cors", b"same-origin", b"websocket"})
+_OWS = b" \t"
 
 
 @dataclass(frozen=True)
@@ -130,14 +139,51 @@ class Refusal:
         return _STATUS[self.code]
 
 
-def other_site_refusal(
-    origin: str | None, fetch_site: bytes | None, followed_link: Callable[[], bool] = lambda: False
+def fetch_value(earlier: bytes | None, raw: bytes) -> bytes:
+    """A fetch metadata header's value after one more field line ``raw``: several lines of one
+    header are one comma-separated list (RFC 9110 5.3), which is no valid token."""
+    return raw if earlier is None else earlier + b", " + raw
+
+
+def fetch_refusal(
+    origin: str | None,
+    site: bytes | None,
+    mode: bytes | None,
+    dest: bytes | None,
+    *,
+    page: bool,
+    purpose: bytes | None = None,
 ) -> Refusal | None:
-    """The refusal of a request another site's page made without an ``Origin`` (``Sec-Fetch-Site``
-    is ``fetch_site``), unless ``followed_link()`` (a page the user may open from a link)."""
-    if origin is not None or fetch_site is None or fetch_site.lower() not in _OTHER_SITE or followed_link():
+    """The refusal of a request by its fetch metadata (``Sec-Fetch-Site``, ``-Mode``, ``-Dest``
+    values, None when absent; ``fetch_value`` for a repeated one), or None; ``page``: a ``GET`` or
+    ``HEAD`` of a page a link may lead to (never in coffer-mcp), which the user may follow a link to;
+    ``purpose``: ``Sec-Purpose`` (a prefetch or prerender the browser made on its own).
+
+    A browser's request (``site`` given) is refused when another site's page made it without an
+    ``Origin``, and when a page of this origin navigates into what is not a page (a link in a fact
+    that the web view shows, clicked). See the module docstring for values not on the spec's list.
+    """
+    if site is None:  # no browser: curl, scripts, agents, the hook
         return None
-    echoed = safe_echo(fetch_site.decode("latin-1"))
+    site = site.strip(_OWS)  # optional whitespace is no part of a field value (RFC 9110 5.5)
+    mode = None if mode is None else mode.strip(_OWS)
+    if site in _OWN_SITE:
+        if site == b"same-origin" and not page and mode is not None and mode not in _NOT_NAVIGATION:
+            return Refusal(
+                "ORIGIN_NOT_ALLOWED",
+                "a link followed from a page into the API is not served; type the address, or use a client",
+            )
+        return None
+    if origin is not None:  # the Origin rule judged it already
+        return None
+    if page and mode == b"navigate" and (dest is None or dest.strip(_OWS) == b"document") and purpose is None:
+        # The user following a link. Not into an <iframe> (``Sec-Fetch-Dest: iframe``): another
+        # site's hidden frames of /ui/search ran recalls it could time. Nor a prefetch the other
+        # site's speculation rules asked for (``Sec-Purpose: prefetch``, with the headers of a
+        # navigation): no user followed anything. Browsers too old to send Sec-Fetch-Dest send
+        # only the other two.
+        return None
+    echoed = safe_echo(site.decode("latin-1"))
     return Refusal(
         "ORIGIN_NOT_ALLOWED", f"a request another site's page made (Sec-Fetch-Site: {echoed}) is not served"
     )
@@ -217,7 +263,7 @@ class HostCheck:
         self, headers: Sequence[tuple[bytes, bytes]], server: tuple[str, Any] | None
     ) -> Refusal | None:
         """``refusal`` for an ASGI request's ``headers`` (lower-case names), then
-        ``other_site_refusal`` (no page is served: no link may be followed)."""
+        ``fetch_refusal`` (no page is served: no link may be followed)."""
         hosts = [value.decode("latin-1") for key, value in headers if key == b"host"]
         origins = [value.decode("latin-1") for key, value in headers if key == b"origin"]
         origin = origins[-1] if origins else None
@@ -230,5 +276,9 @@ class HostCheck:
         )
         if refused is not None:
             return refused
-        fetch_site = next((value for key, value in reversed(headers) if key == b"sec-fetch-site"), None)
-        return other_site_refusal(origin, fetch_site)
+        fetch: dict[bytes, bytes] = {}
+        for key, value in headers:
+            if key.startswith(b"sec-fetch-"):
+                fetch[key] = fetch_value(fetch.get(key), value)
+        site, mode, dest = (fetch.get(b"sec-fetch-" + part) for part in (b"site", b"mode", b"dest"))
+        return fetch_refusal(origin, site, mode, dest, page=False)

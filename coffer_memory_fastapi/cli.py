@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 HOSTS_ENV = "COFFER_API_ALLOWED_HOSTS"
 CORS_ENV = "COFFER_API_CORS_ORIGINS"
+CONNECTIONS_ENV = "COFFER_API_MAX_CONNECTIONS"
 WORKER_ENV = "COFFER_API_WORKER"
 """What ``coffer-api --workers N`` hands its worker processes (JSON: token, hosts, CORS, operations)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -50,6 +51,7 @@ def port_number(value: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer-api``."""
     from coffer_memory import __version__
+    from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, max_connections
 
     parser = argparse.ArgumentParser(prog="coffer-api", description="Serve coffer-memory over REST.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -72,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="let web pages of this origin (e.g. https://app.example) call the API with CORS "
         "(repeatable; also $COFFER_API_CORS_ORIGINS); CORS is off by default",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=max_connections,
+        default=None,
+        metavar="N",
+        help=f"hold at most N connections (per process with --workers); a connection past them is "
+        f"answered 503 (default {DEFAULT_MAX_CONNECTIONS}, or ${CONNECTIONS_ENV})",
     )
     parser.add_argument("--home", default=None, help="coffer home (default: $COFFER_HOME, else ~/.coffer)")
     parser.add_argument(
@@ -122,13 +132,17 @@ class _QueryValuesHidden(logging.Filter):
 
 
 def _access_log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with ``_QueryValuesHidden`` on its access log handler
-    (given to every worker: each configures its logging from it)."""
+    """uvicorn's logging configuration with ``_QueryValuesHidden`` on its access log handler and
+    ``RepeatedWarnings`` on its error logger (given to every worker: each configures its logging
+    from it)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["query_values_hidden"] = {"()": f"{__name__}._QueryValuesHidden"}
     config["handlers"]["access"].setdefault("filters", []).append("query_values_hidden")
+    # uvicorn's warnings about one bad request each: once a minute, not once a request.
+    config["filters"]["repeated_warnings"] = {"()": "coffer_memory._http_conns.RepeatedWarnings"}
+    config["loggers"].setdefault("uvicorn.error", {}).setdefault("filters", []).append("repeated_warnings")
     return config
 
 
@@ -160,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
+        from coffer_memory._http_conns import connections_option
         from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule
 
         from .app import create_app
@@ -181,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
+    limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
     if args.host not in LOOPBACK_HOSTS and not token:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     if args.workers < 1:
@@ -194,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "access_log": args.access_log,
         "log_config": _access_log_config(),
         "http": HTTP_PROTOCOL,
+        "limit_concurrency": limit,  # judged per connection by the protocol (coffer_memory._http_conns)
     }
     try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns
         service = MemoryService(args.home)

@@ -43,6 +43,7 @@ STATUS: dict[str, int] = {
     "EMBEDDING_UNAVAILABLE": 503,
     "INDEX_UNAVAILABLE": 503,
     "STORAGE_NOT_WRITABLE": 503,
+    "TOO_MANY_CONNECTIONS": 503,  # answered by the protocol as a connection is made (``_http_conns``)
     "INTERNAL": 500,
 }
 """HTTP status of every error code; a code not listed here is answered with 500."""

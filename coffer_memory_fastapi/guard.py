@@ -15,11 +15,13 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
 - Blind cross-site loads: an ``<img>``, ``<script>`` or ``<link>`` on another site sends a GET
   with no Origin, which the rule above lets through (curl sends none either); ``GET
   /api/v1/agents?check_mcp=true`` starts processes. A browser marks every request it sends with
-  ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``) without an Origin is
-  ``403 ORIGIN_NOT_ALLOWED`` (in any case) unless it is the user following a link to a page outside ``/api/``
-  (``Sec-Fetch-Mode: navigate`` at the top level: not into an ``<iframe>``). Clients that are
-  not browsers send no such header. A navigation a page of this origin started into ``/api/``
-  (a link in a fact the web view shows, clicked) is refused the same way.
+  ``Sec-Fetch-Site``: one another site made (``cross-site``, ``same-site``, or a value no browser
+  sends, such as ``Cross-Site``) without an Origin is ``403 ORIGIN_NOT_ALLOWED`` unless it is the
+  user following a link to a page outside ``/api/`` (``Sec-Fetch-Mode: navigate`` at the top
+  level: not into an ``<iframe>``). Clients that are not browsers send no such header. A
+  navigation a page of this origin started into ``/api/`` (a link in a fact the web view shows,
+  clicked) is refused the same way. The rule, and how a value off the spec's list is read, is
+  ``coffer_memory._http_hosts.fetch_refusal``.
 
 A change (POST, PUT, PATCH, DELETE) to a path ending in ``/`` is ``404 NOT_FOUND``, not
 redirected to the path without it (see ``_CHANGING_METHODS``).
@@ -62,7 +64,14 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coffer_memory import safe_echo
-from coffer_memory._http_hosts import HostCheck, HostRule, is_json, media_refusal, other_site_refusal
+from coffer_memory._http_hosts import (
+    HostCheck,
+    HostRule,
+    fetch_refusal,
+    fetch_value,
+    is_json,
+    media_refusal,
+)
 from coffer_memory.vocabulary import MAX_REQUEST_BODY_BYTES
 
 from . import errors
@@ -146,7 +155,8 @@ class RequestGuard:
 
     def _check(self, scope: Scope) -> tuple[Response | None, bool]:
         """The refusal for this request's headers (or None), and whether its body needs reading."""
-        host = origin = authorization = content_type = cookie = fetch_site = fetch_mode = fetch_dest = None
+        host = origin = authorization = content_type = cookie = None
+        fetch_site = fetch_mode = fetch_dest = purpose = None
         has_body = preflight = repeated_host = repeated_origin = repeated_type = False
         declared = 0
         for key, raw in scope["headers"]:
@@ -171,33 +181,23 @@ class RequestGuard:
             elif key == b"cookie":
                 cookie = raw.decode("latin-1")
             elif key == b"sec-fetch-site":
-                fetch_site = raw
+                fetch_site = fetch_value(fetch_site, raw)
             elif key == b"sec-fetch-mode":
-                fetch_mode = raw
+                fetch_mode = fetch_value(fetch_mode, raw)
             elif key == b"sec-fetch-dest":
-                fetch_dest = raw
+                fetch_dest = fetch_value(fetch_dest, raw)
+            elif key == b"sec-purpose":
+                purpose = raw
         refused = self.host_check.refusal(
             host, origin, scope.get("server"), several_hosts=repeated_host, several_origins=repeated_origin
         )
         if refused is not None:
             return _refuse(refused.code, refused.message, **refused.details), False
-        if fetch_site is not None:  # a browser's request: made by which site?
-            followed = lambda: self._followed_link(scope, fetch_mode, fetch_dest)  # noqa: E731
-            refused = other_site_refusal(origin, fetch_site, followed)
+        if fetch_site is not None:  # a browser's request: made by which site, to follow a link?
+            page = scope["method"] in ("GET", "HEAD") and not _split_root(scope)[1].startswith("/api/")
+            refused = fetch_refusal(origin, fetch_site, fetch_mode, fetch_dest, page=page, purpose=purpose)
             if refused is not None:
                 return _refuse(refused.code, refused.message), False
-        if (
-            fetch_site == b"same-origin"
-            and fetch_mode == b"navigate"
-            and _split_root(scope)[1].startswith("/api/")
-        ):
-            # A link in a page of this origin (the web view shows facts' own links): a fact holding
-            # [docs](/api/v1/agents?check_mcp=true) started processes when clicked. The view links
-            # nowhere into the API; an address typed by the user says Sec-Fetch-Site: none.
-            return _refuse(
-                "ORIGIN_NOT_ALLOWED",
-                "a link followed from a page into the API is not served; type the address, or use a client",
-            ), False
         method = scope["method"]
         preflight = preflight and method == "OPTIONS" and origin is not None and bool(self.cors_origins)
         if self.token is not None and not preflight and not self._token_ok(authorization):
@@ -222,23 +222,6 @@ class RequestGuard:
             assert refused is not None
             return _refuse(refused.code, refused.message, **refused.details), False
         return None, needs_json and has_body
-
-    @staticmethod
-    def _followed_link(scope: Scope, fetch_mode: bytes | None, fetch_dest: bytes | None) -> bool:
-        """A top-level navigation (a link the user followed) to a page outside ``/api/``.
-
-        An ``<iframe>`` (or ``<object>``, ``<embed>``) load is a navigation too, but a nested one
-        (``Sec-Fetch-Dest: iframe``): another site's page could run recalls through hidden frames
-        of ``/ui/search`` and time them (which words the memory holds); the frame itself is
-        refused by ``frame-ancestors`` only after the page was built. Browsers too old to send
-        ``Sec-Fetch-Dest`` send only the other two.
-        """
-        return (
-            fetch_mode == b"navigate"
-            and fetch_dest in (None, b"document")
-            and scope["method"] in ("GET", "HEAD")
-            and not _split_root(scope)[1].startswith("/api/")
-        )
 
     def _is_page(self, scope: Scope) -> bool:
         """A GET or HEAD of the web view (or of ``/``, which redirects there)."""

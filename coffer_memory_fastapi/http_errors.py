@@ -12,6 +12,9 @@ so is one that sends more than ``MAX_HEAD_BYTES`` before its headers end (a head
 A head or body sent too slowly (one byte a second) is ``408``, and an answer the client stops reading
 aborts the connection after a minute (``coffer_memory._http_bounds``).
 A request with an absolute target (``GET http://name/path``) is the target host's (``TargetHost``).
+A connection past ``--max-connections`` held ones is answered ``503 TOO_MANY_CONNECTIONS`` and closed,
+and what a connection sends once ``MAX_PIPELINED`` requests wait for their answers is held back
+(``coffer_memory._http_conns``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from coffer_memory._http_bounds import (
     TargetHost,
     WriteDeadline,
 )
+from coffer_memory._http_conns import ConnectionLimit, PipelineBound
 
 from . import balance
 
@@ -37,11 +41,21 @@ __all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "MAX_HEAD_BYTES", "EnvelopeProtoco
 
 
 class EnvelopeProtocol(
-    TargetHost, BoundedHead, ReadDeadlines, WriteDeadline, balance.CountedConnections, _Parser
+    ConnectionLimit,
+    PipelineBound,
+    TargetHost,
+    BoundedHead,
+    ReadDeadlines,
+    WriteDeadline,
+    balance.CountedConnections,
+    _Parser,
 ):
     """uvicorn's HTTP protocol with its one plain-text answer replaced by the error envelope, a
     head past the bounds refused (``BoundedHead``), an absolute target's host taken for its ``Host``
     (``TargetHost``), a request whose head or body comes too slowly
     answered ``408 REQUEST_TIMEOUT`` (``ReadDeadlines``), a client that stops reading its answer cut
-    off (``WriteDeadline``), and its connections counted for
+    off (``WriteDeadline``), requests queued ahead of their answers bounded (``PipelineBound``),
+    its connections bounded (``ConnectionLimit``) and counted for
     ``coffer-api --workers N`` (``balance``)."""
+
+    face = "coffer-api"

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 
 from coffer_memory import __version__
+from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, max_connections
 
-__all__ = ["HOSTS_ENV", "TOKEN_ENV", "build_parser"]
+__all__ = ["CONNECTIONS_ENV", "HOSTS_ENV", "TOKEN_ENV", "build_parser"]
 
 TOKEN_ENV = "COFFER_MCP_TOKEN"
 HOSTS_ENV = "COFFER_MCP_ALLOWED_HOSTS"
+CONNECTIONS_ENV = "COFFER_MCP_MAX_CONNECTIONS"
 
 
 def _port(value: str) -> int:
@@ -39,6 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="streamable-http: serve requests whose Host is this name too (repeatable; also "
         f"${HOSTS_ENV}, comma-separated); loopback names and the bound address are always served. "
         "Bound beyond loopback, Host and Origin are checked only when one is given",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=max_connections,
+        default=None,
+        metavar="N",
+        help="streamable-http: hold at most N connections; a connection past them is answered 503 "
+        f"(default {DEFAULT_MAX_CONNECTIONS}, or ${CONNECTIONS_ENV})",
     )
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")

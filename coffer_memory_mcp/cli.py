@@ -34,9 +34,10 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
+from coffer_memory._http_conns import RepeatedWarnings, connections_option
 from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
 
-from ._args import HOSTS_ENV, TOKEN_ENV, build_parser
+from ._args import CONNECTIONS_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
@@ -359,6 +360,14 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")
+MAX_SESSIONS = 1000
+"""MCP sessions the HTTP server keeps at once (the SDK answers a new one past them ``503``). A session
+outlives its connections (about 40 KB each, measured; any client opened 365 a second), so
+``--max-connections`` does not bound them: mcp 2.0 and 2.1 kept every one for ever. An agent holds
+one; 1,000 is 40 MB at most, where the SDK's own 10,000 is 400 MB."""
+SESSION_IDLE_S = 30 * 60
+"""An MCP session with no request for this long (and no open stream) is ended (the SDK's default
+since 2.2, given here so that it does not drift)."""
 
 
 def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Sequence[str] = ()) -> Any:
@@ -378,7 +387,12 @@ def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Seq
             return None  # the transport answers it: a wrong Content-Type
         return answer
 
-    sdk_app = server.streamable_http_app(host=host, transport_security=security)
+    sdk_app = server.streamable_http_app(
+        host=host,
+        transport_security=security,
+        max_sessions=MAX_SESSIONS,
+        session_idle_timeout=SESSION_IDLE_S,
+    )
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     app = BearerTokenMiddleware(app, token) if token else app
     # Bound to loopback, or told which names to serve, as coffer-api is (and in the same order:
@@ -392,7 +406,13 @@ def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Seq
 
 
 def _serve_http(
-    server: MCPServer, host: str, port: int, token: str | None, log_level: str, hosts: Sequence[str]
+    server: MCPServer,
+    host: str,
+    port: int,
+    token: str | None,
+    log_level: str,
+    hosts: Sequence[str],
+    limit: int | None = None,
 ) -> None:
     import uvicorn
 
@@ -408,7 +428,14 @@ def _serve_http(
         )
     from ._http_head import BoundedHead
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead)
+    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead).
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead, limit_concurrency=limit
+    )
+    # After the Config set up uvicorn's logging: its warnings about one bad request each, and the
+    # SDK's about each session refused past MAX_SESSIONS, once a minute.
+    logging.getLogger("uvicorn.error").addFilter(RepeatedWarnings())
+    logging.getLogger("mcp.server.streamable_http_manager").addFilter(RepeatedWarnings())
     # Bound and listening here (a taken port: uvicorn's one line and status 3), so that ``--port 0``
     # can say the port the kernel picked; a request sent meanwhile waits in the backlog.
     sock = config.bind_socket()
@@ -432,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         HostRule(hosts)
     except ValueError as exc:
         parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
+    limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -449,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level, hosts)
+                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit)
         except KeyboardInterrupt:
             pass
     return 0

@@ -240,6 +240,19 @@ FETCHES = [
     ([("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "image")], 403),
     ([("Sec-Fetch-Site", "cross-site"), ("Origin", "http://localhost:{port}")], SERVED),  # the Origin rules
     ([("Sec-Fetch-Site", "cross-site"), ("Origin", "http://evil.example")], 403),
+    # Values are case-sensitive tokens from a short list, which browsers send exactly: any other
+    # is read as another site's, never as the trusted "made by no browser" (both faces served
+    # these: they lowered the case, or read the last of two headers).
+    ([("Sec-Fetch-Site", "SAME-ORIGIN")], 403),
+    ([("Sec-Fetch-Site", "None")], 403),
+    ([("Sec-Fetch-Site", "evil")], 403),
+    ([("Sec-Fetch-Site", "")], 403),
+    ([("Sec-Fetch-Site", "same-origin, cross-site")], 403),
+    ([("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Site", "same-origin")], 403),
+    ([("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Site", "same-origin")], 403),
+    ([("Sec-Fetch-Site", "cross-site\t")], 403),  # whitespace around a value is no part of it
+    ([("Sec-Fetch-Site", "same-origin  ")], SERVED),
+    ([("Sec-Fetch-Site", "SAME-ORIGIN"), ("Origin", "http://localhost:{port}")], SERVED),  # the Origin rules
 ]
 
 
