@@ -67,10 +67,12 @@ _plans: dict[tuple[Any, ...], _Plan | None] = {}
 _words_cache: dict[str, tuple[str, Tokens]] = {}
 _WORDS_CACHE_MAX = 4096
 # One string per distinct token for the kept texts' token dicts: the tokenizer makes a new string
-# for every token of every text, and a kept text held ~27 of its own (~1.7 KB, half of what a
-# first-pass 1k recall left on new memory pages, and of its page faults: docs/benchmarks.md, kw23).
+# for every token of every text, and a kept text held ~27 of its own (~1.4 KB: a third of what a
+# first-pass 1k recall left on new memory, and of its page faults: docs/benchmarks.md, kw23).
 # Tokens are compared by value everywhere, so sharing them changes no score. Emptied when it holds
-# more than ``_SHARED_TOKENS_MAX`` (texts tokenized after that share among themselves again).
+# more than ``_SHARED_TOKENS_MAX`` (texts tokenized after that share among themselves again). Not
+# ``sys.intern``: interned strings are immortal on some Pythons (3.12's first releases, free-threaded
+# builds), and every distinct token a long-lived process met would stay.
 _shared_tokens: dict[str, str] = {}
 _SHARED_TOKENS_MAX = 16384
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
