@@ -38,7 +38,9 @@ class CallGate:
     """Counts the threads inside a call; ``shut`` refuses new ones and waits for those inside."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # enter and leave take the lock itself: the Condition's ``with`` is a Python-level call.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._running = 0  # threads inside a call (a nested call on the same thread counts once)
         self._depth = threading.local()
         self.shut_down = False
@@ -51,7 +53,7 @@ class CallGate:
         """Admit the calling thread (``ServiceClosed`` once shut, unless it is inside a call)."""
         depth = getattr(self._depth, "n", 0)
         if depth == 0:
-            with self._cond:
+            with self._lock:
                 if self.shut_down:
                     raise ServiceClosed()
                 self._running += 1
@@ -62,9 +64,12 @@ class CallGate:
         depth = self._depth.n - 1
         self._depth.n = depth
         if depth == 0:
-            with self._cond:
+            with self._lock:
                 self._running -= 1
-                self._cond.notify_all()
+                # Only ``shut`` waits, and it sets ``shut_down`` under this lock before it does:
+                # no call needs waking before then (``notify_all`` was most of a leave's cost).
+                if self.shut_down:
+                    self._cond.notify_all()
 
     def shut(self, timeout: float | None) -> int | None:
         """Refuse new calls and wait up to ``timeout`` seconds (None: for good) for the running

@@ -121,6 +121,33 @@ def test_coverage_scores_equal_the_per_text_reference() -> None:
         )
 
 
+def test_texts_share_one_string_per_token_and_the_table_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kept texts' token dicts hold one string object per distinct token (the tokenizer makes a new
+    one for every token of every text), with the same tokens as a text tokenized alone; the table
+    of shared strings is emptied past its bound, and what it then gives is still the same tokens."""
+    tokenize = coverage._tokenizer()
+    texts = ["deploying the migrations", "the migration deploys", "migrations, then a rollback"]
+
+    def alone(text: str) -> list[str]:
+        return list(dict.fromkeys(coverage._tokens(tokenize, text, apsw.FTS5_TOKENIZE_DOCUMENT)))
+
+    coverage._shared_tokens.clear()
+    first, second, third = coverage._tokenize_all(tokenize, texts)
+    assert [list(first), list(second), list(third)] == [alone(t) for t in texts]
+    shared = {t: t for t in first}
+    assert all(t is shared[t] for t in second if t in shared)  # "the", "migrat", "deploi"
+    assert len([t for t in second if t in shared]) == 3
+
+    monkeypatch.setattr(coverage, "_SHARED_TOKENS_MAX", 4)
+    coverage._tokenize_all(tokenize, ["one two three four five six"])  # 6 > 4: emptied at the next call
+    (again,) = coverage._tokenize_all(tokenize, [texts[0]])
+    assert list(again) == alone(texts[0])
+    assert len(coverage._shared_tokens) == len(again)
+    coverage._shared_tokens.clear()
+
+
 def test_a_text_holds_a_one_token_term_as_the_word_index_finds_it() -> None:
     """Coverage's tokens of a text (``_compared``) hold a term of one Latin token exactly when the
     word index's MATCH of the term in the ``text`` column finds the row (NFKC, CJK runs glued to

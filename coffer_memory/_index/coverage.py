@@ -66,6 +66,15 @@ _plans: dict[tuple[Any, ...], _Plan | None] = {}
 # 16,000 candidates: 2,048 kept tokenized 12,200 of them, 4,096 kept 9,600.
 _words_cache: dict[str, tuple[str, Tokens]] = {}
 _WORDS_CACHE_MAX = 4096
+# One string per distinct token for the kept texts' token dicts: the tokenizer makes a new string
+# for every token of every text, and a kept text held ~27 of its own (~1.4 KB: a third of what a
+# first-pass 1k recall left on new memory, and of its page faults: docs/benchmarks.md, kw23).
+# Tokens are compared by value everywhere, so sharing them changes no score. Emptied when it holds
+# more than ``_SHARED_TOKENS_MAX`` (texts tokenized after that share among themselves again). Not
+# ``sys.intern``: interned strings are immortal on some Pythons (3.12's first releases, free-threaded
+# builds), and every distinct token a long-lived process met would stay.
+_shared_tokens: dict[str, str] = {}
+_SHARED_TOKENS_MAX = 16384
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
 
 
@@ -119,7 +128,11 @@ def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[To
     separator token, cut apart again, took more (63 k instructions a text of the bench's 1k facts
     against 57 k: finding the separators among ~40 tokens a text, and a slice of each part)."""
     document = apsw.FTS5_TOKENIZE_DOCUMENT
-    return [dict.fromkeys(_tokens(tokenize, text, document)).keys() for text in texts]
+    if len(_shared_tokens) > _SHARED_TOKENS_MAX:
+        _shared_tokens.clear()
+    share = _shared_tokens.setdefault
+    found = [_tokens(tokenize, text, document) for text in texts]
+    return [dict.fromkeys(map(share, tokens, tokens)).keys() for tokens in found]
 
 
 def by_coverage(
