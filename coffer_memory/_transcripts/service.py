@@ -26,9 +26,8 @@ from .._lanes import Lanes
 from .._llm import LLMOutputInvalid, LLMUnavailable
 from .._models import LaneWrite
 from .._optout import optout_for, optout_for_roots
-from .._scope import find_git, project_id_for
+from .._scope import find_git
 from .._store.lanes import drop_session_entries
-from .._store.paths import store_name_for_project
 from .._store.writer import Writer
 from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
@@ -182,7 +181,10 @@ class Transcripts:
         git = find_git(workdir) if workdir else None
         if git is None:
             return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
-        store = store_name_for_project(project_id_for(git.toplevel))
+        # The store the journal entries go to, which is not the path's own once that checkout's
+        # store was merged into another's or the repository moved: the ledger keys a session's
+        # family by it, and the result names it.
+        store = self.targets.store_of(git)
         optout = optout_for_roots((git.toplevel, git.worktree), self.settings.projects.exclude)
         if optout is not None:  # checked before the model: an opted-out project is never sent anywhere
             return result("opted_out", store=store, detail=optout.describe())
