@@ -39,6 +39,13 @@ from .vocabulary import MAX_LABEL_CHARS
 
 __all__ = ["Stores"]
 
+# A well-formed name of no store: most often the offered merge run in another folder than the
+# second clone whose store it names (that store is made by its first write, or by this merge).
+_NOT_WRITTEN = (
+    "no store of that name holds memory yet; a checkout's store is made by its first write, or by "
+    "merging into it with `coffer stores merge` run inside the checkout"
+)
+
 log = logging.getLogger("coffer_memory")
 
 
@@ -220,7 +227,7 @@ class Stores:
         if not dst.root.is_dir():
             here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
             if not here or here[0].project_root is None:
-                raise MemoryStoreNotFound(dst.name)
+                raise MemoryStoreNotFound(dst.name, _NOT_WRITTEN)  # the name is well formed (paths)
             root = str(here[0].project_root)
         if not src.root.is_dir():
             identity = read_identity(dst) or StoreIdentity()

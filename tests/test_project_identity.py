@@ -246,3 +246,26 @@ def test_cli_store_list_and_ambiguity_tell_two_same_named_repositories_apart(
     assert "(missing)" not in next(line for line in table.splitlines() if str(second.resolve()) in line)
     listed = json.loads(cli("stores", "list", "--json", cwd=tmp_path).stdout)
     assert {s["project_root"] for s in listed} == {str(first.resolve()), str(second.resolve())}
+
+
+def test_the_offered_merge_run_outside_the_checkout_says_where_to_run_it(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """Run from another folder, the offered merge into a second clone's store not yet written
+    failed with "store names are 'global' or 'project-<26-char ULID>'": a well-formed name, and
+    nothing said that the store is made by a merge run inside that checkout."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second")
+    offer = re.search(
+        r"^note: .*: coffer stores merge (\S+) (\S+)$", cli("recall", "x", cwd=second).stdout, re.M
+    )
+    assert offer is not None
+    source, into = offer.groups()
+    for where in (tmp_path, first):
+        error = json.loads(cli("stores", "merge", source, into, "--yes", "--json", cwd=where).stderr)["error"]
+        assert error["code"] == "MEMORY_STORE_NOT_FOUND" and error["details"]["store"] == into
+        assert "project-<26-char ULID>" not in error["message"], error["message"]
+        assert "inside the checkout" in error["message"], error["message"]
+    typo = json.loads(cli("stores", "merge", source, "project-nope", "--yes", "--json", cwd=second).stderr)
+    assert "project-<26-char ULID>" in typo["error"]["message"]
