@@ -102,6 +102,28 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _holders(
+    db: apsw.Connection, agent: str, session_id: str, store: str | None, first: str, stale: str
+) -> list[str]:
+    """The sessions with a live running claim (claimed after ``stale``, its process not gone) that
+    hold ``session_id``: itself, then the other sessions of ``agent`` in ``store`` that begin with
+    the turn whose digest is ``first`` (see ``Ledger.claim``)."""
+    rows = list(
+        db.execute(
+            "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
+            "AND status = 'running' AND claimed_at > ?",
+            (agent, session_id, stale),
+        )
+    )
+    if first and store is not None:
+        rows += db.execute(
+            "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND store = ? "
+            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
+            (agent, store, first, session_id, stale),
+        )
+    return [str(session) for session, owner in rows if not _owner_gone(str(owner))]
+
+
 class Ledger:
     """The ledger file of one coffer home (opened lazily, thread-safe)."""
 
@@ -205,24 +227,7 @@ class Ledger:
                     "AND content_sha256 = ? AND status = 'done'",
                     (agent, session_id, content_sha256),
                 ).fetchone()
-                running = [
-                    str(row[0])
-                    for row in db.execute(
-                        "SELECT owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
-                        "AND status = 'running' AND claimed_at > ?",
-                        (agent, session_id, stale),
-                    )
-                ]
-                if first and store is not None:
-                    running += [
-                        str(row[0])
-                        for row in db.execute(
-                            "SELECT owner FROM distilled_sessions WHERE agent = ? AND store = ? "
-                            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
-                            (agent, store, first, session_id, stale),
-                        )
-                    ]
-                if done is not None or not all(map(_owner_gone, running)):
+                if done is not None or _holders(db, agent, session_id, store, first, stale):
                     db.execute("ROLLBACK")
                     return False
                 # Claims of dead processes go: they would keep the session busy for no one.
@@ -241,6 +246,14 @@ class Ledger:
                     db.execute("ROLLBACK")
                 raise
         return True
+
+    def holder(self, agent: str, session_id: str, *, store: str | None = None, first: str = "") -> str | None:
+        """The session whose live running claim keeps ``claim`` from taking this one (this session
+        itself, or another of its family), or None when none does."""
+        stale = (_now() - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
+        with self._lock:
+            found = _holders(self._db(), agent, session_id, store, first, stale)
+        return found[0] if found else None
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
         """Drop a claim that did not finish (the model failed): the next attempt retries.

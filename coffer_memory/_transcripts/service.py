@@ -195,7 +195,9 @@ class Transcripts:
             first = message_digest(transcript.messages[0]) if transcript.messages else ""
             busy = self._claim(key, wait_seconds, store=store, first=first)
             if busy is not None:
-                return result(busy, store=store)
+                return result(
+                    busy, store=store, detail=self._held_by(key, store=store, first=first, status=busy)
+                )
         try:
             # Worked out under the claim: a claim of the same session that finished while this
             # one waited has covered turns this one must not send again.
@@ -216,6 +218,21 @@ class Transcripts:
             if time.monotonic() >= deadline:
                 return "in_progress"
             time.sleep(CLAIM_POLL_SECONDS)
+
+    def _held_by(self, key: tuple[str, str, str], *, store: str, first: str, status: str) -> str | None:
+        """What holds a session that could not be claimed: a fork's claim may be held by its parent
+        (``Ledger.claim``), and ``in_progress`` alone read as if this session were being distilled."""
+        holder = (
+            self.ledger.holder(key[0], key[1], store=store, first=first) if status == "in_progress" else None
+        )
+        if holder is None:
+            return None
+        if holder == key[1]:
+            return "another distillation of this session is running; it is left for the next attempt"
+        return (
+            f"session {holder}, which begins with the same turn (a fork and its parent), is being "
+            "distilled; this one is left for the next attempt, to send only the turns that one does not cover"
+        )
 
     def _distill_claimed(
         self,
