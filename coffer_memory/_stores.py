@@ -24,6 +24,7 @@ from ._models import DoctorReport, ReindexReport, StoreInfo
 from ._store.identity import (
     StoreIdentity,
     identity_path,
+    project_identities,
     read_identity,
     remove_store_tree,
     same_repository_offers,
@@ -233,7 +234,7 @@ class Stores:
             identity = read_identity(dst) or StoreIdentity()
             if _project_id_of(src.name) in identity.merged_identities:
                 return StoreMerge(source=src.name, into=dst.name, dry_run=dry_run, already_merged=True)
-            raise MemoryStoreNotFound(src.name)
+            raise MemoryStoreNotFound(src.name, self._gone(src.name, dst.name))
         if dry_run:
             with self.writer.transaction(dst.name, dry_run=True) as tx:
                 return self._fold(tx, src, root)
@@ -255,6 +256,18 @@ class Stores:
             self._retire(src.name, "store_merged", into=dst.name)
         self.index.embed_later(dst.name)
         return attrs.evolve(done, retired=True)
+
+    def _gone(self, source: str, into: str) -> str:
+        """Why a well-formed ``source`` names no store: most often an offer gone stale (two clones
+        were offered one store and the other clone merged it first): say where it went."""
+        project_id = _project_id_of(source)
+        for store, identity in project_identities(self.settings.memory_dir).items():
+            if project_id in identity.merged_identities and store != into:
+                return (
+                    f"it was merged into {store} already; to merge that one into {into}: "
+                    f"coffer stores merge {store} {into}"
+                )
+        return "no store of that name exists (`coffer stores list` lists them)"
 
     def _fold(self, tx: Transaction, src: StorePaths, root: str | None = None) -> StoreMerge:
         """Move the lane files and fold the source's identity into the destination's ``store.json``

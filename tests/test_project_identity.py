@@ -269,3 +269,27 @@ def test_the_offered_merge_run_outside_the_checkout_says_where_to_run_it(
         assert "inside the checkout" in error["message"], error["message"]
     typo = json.loads(cli("stores", "merge", source, "project-nope", "--yes", "--json", cwd=second).stderr)
     assert "project-<26-char ULID>" in typo["error"]["message"]
+
+
+def test_an_offer_gone_stale_says_where_its_store_went(cli: CliRunner, tmp_path: Path) -> None:
+    """Two more clones are each offered the first clone's store; merged into the second's, the
+    offer the third got (its session context, an earlier recall) failed with "store names are
+    'global' or 'project-<26-char ULID>'" for a well-formed name that had been merged away."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    offers = {}
+    for name in ("second", "third"):
+        found = cli("recall", "x", cwd=_clone(tmp_path, name)).stdout
+        offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+)$", found, re.M)
+        assert offer is not None, found
+        offers[name] = offer.groups()
+    source, second = offers["second"]
+    assert cli("stores", "merge", source, second, "--yes", cwd=tmp_path / "second").returncode == 0
+    stale = cli("stores", "merge", *offers["third"], "--yes", "--json", cwd=tmp_path / "third")
+    error = json.loads(stale.stderr)["error"]
+    assert error["code"] == "MEMORY_STORE_NOT_FOUND" and error["details"]["store"] == source
+    assert f"merged into {second}" in error["message"], error["message"]
+    assert f"coffer stores merge {second} {offers['third'][1]}" in error["message"]
+    # What it says to run works.
+    assert cli("stores", "merge", second, offers["third"][1], "--yes", cwd=tmp_path / "third").returncode == 0
+    assert "release notes" in cli("recall", "CHANGES", cwd=first).stdout
