@@ -274,9 +274,13 @@ class Stores:
         (``root``: the checkout of a destination made by this merge)."""
         done = move_lanes(tx, src)
         old = read_identity(tx.paths) or StoreIdentity()
-        new = merged_identity(old, read_identity(src), _project_id_of(src.name))
+        source = read_identity(src)
+        new = merged_identity(old, source, _project_id_of(src.name))
         if root is not None and new.project_root is None:
-            new = attrs.evolve(new, project_root=root)
+            # A store made by this merge has no settings of its own: it takes the source's, as
+            # it takes its label (they were dropped, a merge into an existing store keeps DST's).
+            config = new.config or (source.config if source is not None else {})
+            new = attrs.evolve(new, project_root=root, config=dict(config))
         if new != old:
             tx.write(identity_path(tx.paths), new.to_bytes())
         return attrs.evolve(done, identity_changed=new != old, receipts=tuple(tx.receipts))

@@ -293,3 +293,24 @@ def test_an_offer_gone_stale_says_where_its_store_went(cli: CliRunner, tmp_path:
     # What it says to run works.
     assert cli("stores", "merge", second, offers["third"][1], "--yes", cwd=tmp_path / "third").returncode == 0
     assert "release notes" in cli("recall", "CHANGES", cwd=first).stdout
+
+
+def test_the_offered_merge_into_a_new_store_keeps_the_stores_settings(cli: CliRunner, tmp_path: Path) -> None:
+    """A merge keeps DST's settings; but a DST the merge itself makes (a second clone's store not
+    written yet) has none, and the first clone's own settings were dropped without a word (its
+    label came along)."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    source = json.loads(cli("stores", "list", "--json").stdout)[0]["name"]
+    assert cli("stores", "config", source, "max_fact_chars", "20000").returncode == 0
+    assert cli("stores", "label", source, "Widget").returncode == 0
+    second = _clone(tmp_path, "second")
+    offer = re.search(
+        r"^note: .*: coffer stores merge (\S+) (\S+)$", cli("recall", "x", cwd=second).stdout, re.M
+    )
+    assert offer is not None and offer.group(1) == source
+    into = offer.group(2)
+    assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
+    view = json.loads(cli("stores", "config", into, "--json").stdout)
+    assert view["config"]["max_fact_chars"] == 20000 and view["overrides"] == {"max_fact_chars": 20000}, view
+    assert [s["label"] for s in json.loads(cli("stores", "list", "--json").stdout)] == ["Widget"]
