@@ -527,6 +527,45 @@ def test_a_claim_waits_for_a_running_claim_of_its_family_only(tmp_path: Path) ->
         ledger.close()
 
 
+def test_a_family_claim_left_by_a_dead_distiller_holds_no_fork(tmp_path: Path) -> None:
+    """A family never waits for a claim nobody will finish: the parent's claim of a process killed
+    mid-distillation (this machine) is passed over at once, one from another machine sharing the
+    home only once it is older than the stale age."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib; from coffer_memory._transcripts.ledger import Ledger; "
+            "assert Ledger(pathlib.Path(sys.argv[1])).claim('claude-code', 'parent', 'h1', store='project-a', first='d1')",
+            str(tmp_path / "ledger.db"),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr  # it exited (as if killed) holding its claim
+    ledger = Ledger(tmp_path / "ledger.db")
+    try:
+        assert [e.status for e in ledger.entries(session_id="parent")] == ["running"]
+        assert ledger.holder("claude-code", "fork", store="project-a", first="d1") is None
+        assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+        ledger.release("claude-code", "fork", "h2")
+        conn = apsw.Connection(str(tmp_path / "ledger.db"))
+        try:
+            conn.execute(
+                "UPDATE distilled_sessions SET owner = '1-x@another-machine' WHERE session_id = 'parent'"
+            )
+            assert ledger.holder("claude-code", "fork", store="project-a", first="d1") == "parent"
+            assert not ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+            conn.execute(
+                "UPDATE distilled_sessions SET claimed_at = '2000-01-01' WHERE session_id = 'parent'"
+            )
+        finally:
+            conn.close()
+        assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+    finally:
+        ledger.close()
+
+
 def test_a_parent_distilled_after_its_fork_sends_only_its_own_turns(
     home: Path, samples: AgentSamples, llm: ScriptedServer
 ) -> None:

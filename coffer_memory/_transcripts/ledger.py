@@ -16,8 +16,9 @@ and the turns to send are worked out only once the claim is held. The same holds
 a fork repeats its parent's turns under a new session id (``distilled_elsewhere``), so a claim
 also waits for a running claim of another session of the same agent and store that begins with
 the same turn (its ``first_digest``); otherwise a fork ending while its parent is still asking the
-model sends the parent's turns a second time. A claim left by a process that died is taken over
-after ``STALE_CLAIM_SECONDS``.
+model sends the parent's turns a second time. A claim left by a process that died holds nothing
+(the session's, or its family's): at once when that process ran on this machine (``_owner_gone``),
+after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
 """
 
 from __future__ import annotations
