@@ -138,15 +138,14 @@ class CofferError(Exception):
 
 
 class MemoryStoreNotFound(CofferError):
-    """A store name that is not ``global`` or ``project-<26-char ULID>``."""
+    """A store name that is not ``global`` or ``project-<26-char ULID>`` (``why``: or another reason
+    no store answers to it)."""
 
     code = "MEMORY_STORE_NOT_FOUND"
 
-    def __init__(self, store: str) -> None:
-        super().__init__(
-            f"memory store {safe_echo(store)!r} not found: store names are 'global' or 'project-<26-char ULID>'",
-            store=safe_echo(store),
-        )
+    def __init__(self, store: str, why: str | None = None) -> None:
+        why = why or "store names are 'global' or 'project-<26-char ULID>'"
+        super().__init__(f"memory store {safe_echo(store)!r} not found: {why}", store=safe_echo(store))
         self.store = store
 
 

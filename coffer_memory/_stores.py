@@ -24,6 +24,7 @@ from ._models import DoctorReport, ReindexReport, StoreInfo
 from ._store.identity import (
     StoreIdentity,
     identity_path,
+    project_identities,
     read_identity,
     remove_store_tree,
     same_repository_offers,
@@ -38,6 +39,13 @@ from ._targets import PathLike, Targets
 from .vocabulary import MAX_LABEL_CHARS
 
 __all__ = ["Stores"]
+
+# A well-formed name of no store: most often the offered merge run in another folder than the
+# second clone whose store it names (that store is made by its first write, or by this merge).
+_NOT_WRITTEN = (
+    "no store of that name holds memory yet; a checkout's store is made by its first write, or by "
+    "merging into it with `coffer stores merge` run inside the checkout"
+)
 
 log = logging.getLogger("coffer_memory")
 
@@ -220,13 +228,13 @@ class Stores:
         if not dst.root.is_dir():
             here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
             if not here or here[0].project_root is None:
-                raise MemoryStoreNotFound(dst.name)
+                raise MemoryStoreNotFound(dst.name, _NOT_WRITTEN)  # the name is well formed (paths)
             root = str(here[0].project_root)
         if not src.root.is_dir():
             identity = read_identity(dst) or StoreIdentity()
             if _project_id_of(src.name) in identity.merged_identities:
                 return StoreMerge(source=src.name, into=dst.name, dry_run=dry_run, already_merged=True)
-            raise MemoryStoreNotFound(src.name)
+            raise MemoryStoreNotFound(src.name, self._gone(src.name, dst.name))
         if dry_run:
             with self.writer.transaction(dst.name, dry_run=True) as tx:
                 return self._fold(tx, src, root)
@@ -249,14 +257,30 @@ class Stores:
         self.index.embed_later(dst.name)
         return attrs.evolve(done, retired=True)
 
+    def _gone(self, source: str, into: str) -> str:
+        """Why a well-formed ``source`` names no store: most often an offer gone stale (two clones
+        were offered one store and the other clone merged it first): say where it went."""
+        project_id = _project_id_of(source)
+        for store, identity in project_identities(self.settings.memory_dir).items():
+            if project_id in identity.merged_identities and store != into:
+                return (
+                    f"it was merged into {store} already; to merge that one into {into}: "
+                    f"coffer stores merge {store} {into}"
+                )
+        return "no store of that name exists (`coffer stores list` lists them)"
+
     def _fold(self, tx: Transaction, src: StorePaths, root: str | None = None) -> StoreMerge:
         """Move the lane files and fold the source's identity into the destination's ``store.json``
         (``root``: the checkout of a destination made by this merge)."""
         done = move_lanes(tx, src)
         old = read_identity(tx.paths) or StoreIdentity()
-        new = merged_identity(old, read_identity(src), _project_id_of(src.name))
+        source = read_identity(src)
+        new = merged_identity(old, source, _project_id_of(src.name))
         if root is not None and new.project_root is None:
-            new = attrs.evolve(new, project_root=root)
+            # A store made by this merge has no settings of its own: it takes the source's, as
+            # it takes its label (they were dropped, a merge into an existing store keeps DST's).
+            config = new.config or (source.config if source is not None else {})
+            new = attrs.evolve(new, project_root=root, config=dict(config))
         if new != old:
             tx.write(identity_path(tx.paths), new.to_bytes())
         return attrs.evolve(done, identity_changed=new != old, receipts=tuple(tx.receipts))

@@ -172,6 +172,18 @@ class Targets:
             )
         return target
 
+    def store_of(self, git: GitInfo) -> str:
+        """The name of the store a checkout's writes go to, read only: its own store, else the one
+        it lands in (``merged_identities``, a moved repository), else its own name, not yet made.
+
+        Unlike ``_of_git`` this records no move: a distillation names its store before it knows
+        whether it writes anything (an opted-out project, no model)."""
+        name = store_name_for_project(project_id_for(git.toplevel))
+        if self.paths(name).root.is_dir():
+            return name
+        landing = find_landing(self.memory_dir, _project_id_of(name), git.toplevel)
+        return landing.store if landing is not None else name
+
     def find_project(self, cwd: PathLike | None = None) -> list[Target]:
         """The project target of ``cwd`` as a one-item list, or an empty list outside a git repository."""
         git = find_git(cwd if cwd is not None else os.getcwd())

@@ -447,12 +447,11 @@ def test_a_fork_sends_only_the_turns_after_the_fork(
     assert named is not None and named.group(1) in {session_id, fork_id}
 
 
-def test_a_fork_ending_while_its_parent_is_distilled_waits_for_it(
+def fork_while_the_parent_asks(
     home: Path, samples: AgentSamples, llm: ScriptedServer
-) -> None:
-    """``claude --resume <id> --fork-session -p`` ending while the parent's SessionEnd is still
-    asking the model: the fork used to claim only itself, see no distilled parent yet and send
-    the parent's turns again (its insights twice in the journal). It now waits for the family."""
+) -> tuple[str, str, Path, HeldFirst]:
+    """The parent's SessionEnd asking a model that holds its answer, and a fork with a turn of its
+    own made meanwhile: (parent id, fork id, the fork's file, the model)."""
     session_id, source = session_in_project(home, samples, "claude-code")
     model = HeldFirst()
     llm.default = model
@@ -462,12 +461,41 @@ def test_a_fork_ending_while_its_parent_is_distilled_waits_for_it(
     fork_id = str(uuid.uuid4())
     fork = fork_claude_session(source, fork_id)
     claude_turns(fork, "MARK-FORK", minute=2)
+    return session_id, fork_id, fork, model
+
+
+def test_a_fork_ending_while_its_parent_is_distilled_waits_for_it(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """``claude --resume <id> --fork-session -p`` ending while the parent's SessionEnd is still
+    asking the model: the fork used to claim only itself, see no distilled parent yet and send
+    the parent's turns again (its insights twice in the journal). It now waits for the family."""
+    session_id, fork_id, fork, _ = fork_while_the_parent_asks(home, samples, llm)
     start_session_end(home, fork_id, fork, samples.project_dir)
     wait_distilled(home, session_id, runs=1)
     wait_distilled(home, fork_id, runs=1)
     assert insight_counts(samples, home) == {"insight-mark-fork": 1, "insight-mark-parent": 1}
     sent = [sorted(set(MARK.findall(sent_conversation(r.body)))) for r in llm.requests]
     assert sent == [["MARK-PARENT"], ["MARK-FORK"]]
+
+
+def test_a_fork_held_by_its_parent_says_which_session_holds_it(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """``coffer distill <fork>`` while the parent's SessionEnd asks the model answered
+    ``in_progress`` and nothing more, as if the fork itself were being distilled somewhere."""
+    session_id, fork_id, _, model = fork_while_the_parent_asks(home, samples, llm)
+    try:
+        with MemoryService(home) as svc:
+            held = svc.distill_session("claude-code", fork_id)
+            again = svc.distill_session("claude-code", session_id)
+    finally:
+        model.raced.set()  # the parent's answer goes on
+    assert held.status == "in_progress" and held.detail is not None, held
+    assert f"session {session_id}, which begins with the same turn" in held.detail
+    assert again.status == "in_progress" and again.detail is not None
+    assert again.detail.startswith("another distillation of this session is running")
+    wait_distilled(home, session_id, runs=1)
 
 
 def test_a_claim_waits_for_a_running_claim_of_its_family_only(tmp_path: Path) -> None:
@@ -494,6 +522,45 @@ def test_a_claim_waits_for_a_running_claim_of_its_family_only(tmp_path: Path) ->
             completion_tokens=1,
             message_digests=["d1", "d2"],
         )
+        assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+    finally:
+        ledger.close()
+
+
+def test_a_family_claim_left_by_a_dead_distiller_holds_no_fork(tmp_path: Path) -> None:
+    """A family never waits for a claim nobody will finish: the parent's claim of a process killed
+    mid-distillation (this machine) is passed over at once, one from another machine sharing the
+    home only once it is older than the stale age."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib; from coffer_memory._transcripts.ledger import Ledger; "
+            "assert Ledger(pathlib.Path(sys.argv[1])).claim('claude-code', 'parent', 'h1', store='project-a', first='d1')",
+            str(tmp_path / "ledger.db"),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr  # it exited (as if killed) holding its claim
+    ledger = Ledger(tmp_path / "ledger.db")
+    try:
+        assert [e.status for e in ledger.entries(session_id="parent")] == ["running"]
+        assert ledger.holder("claude-code", "fork", store="project-a", first="d1") is None
+        assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+        ledger.release("claude-code", "fork", "h2")
+        conn = apsw.Connection(str(tmp_path / "ledger.db"))
+        try:
+            conn.execute(
+                "UPDATE distilled_sessions SET owner = '1-x@another-machine' WHERE session_id = 'parent'"
+            )
+            assert ledger.holder("claude-code", "fork", store="project-a", first="d1") == "parent"
+            assert not ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
+            conn.execute(
+                "UPDATE distilled_sessions SET claimed_at = '2000-01-01' WHERE session_id = 'parent'"
+            )
+        finally:
+            conn.close()
         assert ledger.claim("claude-code", "fork", "h2", store="project-a", first="d1")
     finally:
         ledger.close()

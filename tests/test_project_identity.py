@@ -246,3 +246,71 @@ def test_cli_store_list_and_ambiguity_tell_two_same_named_repositories_apart(
     assert "(missing)" not in next(line for line in table.splitlines() if str(second.resolve()) in line)
     listed = json.loads(cli("stores", "list", "--json", cwd=tmp_path).stdout)
     assert {s["project_root"] for s in listed} == {str(first.resolve()), str(second.resolve())}
+
+
+def test_the_offered_merge_run_outside_the_checkout_says_where_to_run_it(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """Run from another folder, the offered merge into a second clone's store not yet written
+    failed with "store names are 'global' or 'project-<26-char ULID>'": a well-formed name, and
+    nothing said that the store is made by a merge run inside that checkout."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second")
+    offer = re.search(
+        r"^note: .*: coffer stores merge (\S+) (\S+)$", cli("recall", "x", cwd=second).stdout, re.M
+    )
+    assert offer is not None
+    source, into = offer.groups()
+    for where in (tmp_path, first):
+        error = json.loads(cli("stores", "merge", source, into, "--yes", "--json", cwd=where).stderr)["error"]
+        assert error["code"] == "MEMORY_STORE_NOT_FOUND" and error["details"]["store"] == into
+        assert "project-<26-char ULID>" not in error["message"], error["message"]
+        assert "inside the checkout" in error["message"], error["message"]
+    typo = json.loads(cli("stores", "merge", source, "project-nope", "--yes", "--json", cwd=second).stderr)
+    assert "project-<26-char ULID>" in typo["error"]["message"]
+
+
+def test_an_offer_gone_stale_says_where_its_store_went(cli: CliRunner, tmp_path: Path) -> None:
+    """Two more clones are each offered the first clone's store; merged into the second's, the
+    offer the third got (its session context, an earlier recall) failed with "store names are
+    'global' or 'project-<26-char ULID>'" for a well-formed name that had been merged away."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    offers = {}
+    for name in ("second", "third"):
+        found = cli("recall", "x", cwd=_clone(tmp_path, name)).stdout
+        offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+)$", found, re.M)
+        assert offer is not None, found
+        offers[name] = offer.groups()
+    source, second = offers["second"]
+    assert cli("stores", "merge", source, second, "--yes", cwd=tmp_path / "second").returncode == 0
+    stale = cli("stores", "merge", *offers["third"], "--yes", "--json", cwd=tmp_path / "third")
+    error = json.loads(stale.stderr)["error"]
+    assert error["code"] == "MEMORY_STORE_NOT_FOUND" and error["details"]["store"] == source
+    assert f"merged into {second}" in error["message"], error["message"]
+    assert f"coffer stores merge {second} {offers['third'][1]}" in error["message"]
+    # What it says to run works.
+    assert cli("stores", "merge", second, offers["third"][1], "--yes", cwd=tmp_path / "third").returncode == 0
+    assert "release notes" in cli("recall", "CHANGES", cwd=first).stdout
+
+
+def test_the_offered_merge_into_a_new_store_keeps_the_stores_settings(cli: CliRunner, tmp_path: Path) -> None:
+    """A merge keeps DST's settings; but a DST the merge itself makes (a second clone's store not
+    written yet) has none, and the first clone's own settings were dropped without a word (its
+    label came along)."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    source = json.loads(cli("stores", "list", "--json").stdout)[0]["name"]
+    assert cli("stores", "config", source, "max_fact_chars", "20000").returncode == 0
+    assert cli("stores", "label", source, "Widget").returncode == 0
+    second = _clone(tmp_path, "second")
+    offer = re.search(
+        r"^note: .*: coffer stores merge (\S+) (\S+)$", cli("recall", "x", cwd=second).stdout, re.M
+    )
+    assert offer is not None and offer.group(1) == source
+    into = offer.group(2)
+    assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
+    view = json.loads(cli("stores", "config", into, "--json").stdout)
+    assert view["config"]["max_fact_chars"] == 20000 and view["overrides"] == {"max_fact_chars": 20000}, view
+    assert [s["label"] for s in json.loads(cli("stores", "list", "--json").stdout)] == ["Widget"]

@@ -16,8 +16,9 @@ and the turns to send are worked out only once the claim is held. The same holds
 a fork repeats its parent's turns under a new session id (``distilled_elsewhere``), so a claim
 also waits for a running claim of another session of the same agent and store that begins with
 the same turn (its ``first_digest``); otherwise a fork ending while its parent is still asking the
-model sends the parent's turns a second time. A claim left by a process that died is taken over
-after ``STALE_CLAIM_SECONDS``.
+model sends the parent's turns a second time. A claim left by a process that died holds nothing
+(the session's, or its family's): at once when that process ran on this machine (``_owner_gone``),
+after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
 """
 
 from __future__ import annotations
@@ -100,6 +101,28 @@ def _owner_gone(owner: str) -> bool:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _holders(
+    db: apsw.Connection, agent: str, session_id: str, store: str | None, first: str, stale: str
+) -> list[str]:
+    """The sessions with a live running claim (claimed after ``stale``, its process not gone) that
+    hold ``session_id``: itself, then the other sessions of ``agent`` in ``store`` that begin with
+    the turn whose digest is ``first`` (see ``Ledger.claim``)."""
+    rows = list(
+        db.execute(
+            "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
+            "AND status = 'running' AND claimed_at > ?",
+            (agent, session_id, stale),
+        )
+    )
+    if first and store is not None:
+        rows += db.execute(
+            "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND store = ? "
+            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
+            (agent, store, first, session_id, stale),
+        )
+    return [str(session) for session, owner in rows if not _owner_gone(str(owner))]
 
 
 class Ledger:
@@ -205,24 +228,7 @@ class Ledger:
                     "AND content_sha256 = ? AND status = 'done'",
                     (agent, session_id, content_sha256),
                 ).fetchone()
-                running = [
-                    str(row[0])
-                    for row in db.execute(
-                        "SELECT owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
-                        "AND status = 'running' AND claimed_at > ?",
-                        (agent, session_id, stale),
-                    )
-                ]
-                if first and store is not None:
-                    running += [
-                        str(row[0])
-                        for row in db.execute(
-                            "SELECT owner FROM distilled_sessions WHERE agent = ? AND store = ? "
-                            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
-                            (agent, store, first, session_id, stale),
-                        )
-                    ]
-                if done is not None or not all(map(_owner_gone, running)):
+                if done is not None or _holders(db, agent, session_id, store, first, stale):
                     db.execute("ROLLBACK")
                     return False
                 # Claims of dead processes go: they would keep the session busy for no one.
@@ -241,6 +247,14 @@ class Ledger:
                     db.execute("ROLLBACK")
                 raise
         return True
+
+    def holder(self, agent: str, session_id: str, *, store: str | None = None, first: str = "") -> str | None:
+        """The session whose live running claim keeps ``claim`` from taking this one (this session
+        itself, or another of its family), or None when none does."""
+        stale = (_now() - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
+        with self._lock:
+            found = _holders(self._db(), agent, session_id, store, first, stale)
+        return found[0] if found else None
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
         """Drop a claim that did not finish (the model failed): the next attempt retries.

@@ -26,9 +26,8 @@ from .._lanes import Lanes
 from .._llm import LLMOutputInvalid, LLMUnavailable
 from .._models import LaneWrite
 from .._optout import optout_for, optout_for_roots
-from .._scope import find_git, project_id_for
+from .._scope import find_git
 from .._store.lanes import drop_session_entries
-from .._store.paths import store_name_for_project
 from .._store.writer import Writer
 from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
@@ -182,7 +181,10 @@ class Transcripts:
         git = find_git(workdir) if workdir else None
         if git is None:
             return result("not_git", detail=f"{workdir or 'no working directory'} is not in a git repository")
-        store = store_name_for_project(project_id_for(git.toplevel))
+        # The store the journal entries go to, which is not the path's own once that checkout's
+        # store was merged into another's or the repository moved: the ledger keys a session's
+        # family by it, and the result names it.
+        store = self.targets.store_of(git)
         optout = optout_for_roots((git.toplevel, git.worktree), self.settings.projects.exclude)
         if optout is not None:  # checked before the model: an opted-out project is never sent anywhere
             return result("opted_out", store=store, detail=optout.describe())
@@ -193,7 +195,9 @@ class Transcripts:
             first = message_digest(transcript.messages[0]) if transcript.messages else ""
             busy = self._claim(key, wait_seconds, store=store, first=first)
             if busy is not None:
-                return result(busy, store=store)
+                return result(
+                    busy, store=store, detail=self._held_by(key, store=store, first=first, status=busy)
+                )
         try:
             # Worked out under the claim: a claim of the same session that finished while this
             # one waited has covered turns this one must not send again.
@@ -214,6 +218,21 @@ class Transcripts:
             if time.monotonic() >= deadline:
                 return "in_progress"
             time.sleep(CLAIM_POLL_SECONDS)
+
+    def _held_by(self, key: tuple[str, str, str], *, store: str, first: str, status: str) -> str | None:
+        """What holds a session that could not be claimed: a fork's claim may be held by its parent
+        (``Ledger.claim``), and ``in_progress`` alone read as if this session were being distilled."""
+        holder = (
+            self.ledger.holder(key[0], key[1], store=store, first=first) if status == "in_progress" else None
+        )
+        if holder is None:
+            return None
+        if holder == key[1]:
+            return "another distillation of this session is running; it is left for the next attempt"
+        return (
+            f"session {holder}, which begins with the same turn (a fork and its parent), is being "
+            "distilled; this one is left for the next attempt, to send only the turns that one does not cover"
+        )
 
     def _distill_claimed(
         self,
