@@ -125,11 +125,19 @@ class MemoryService(LaneCalls):
         return self.store_admin.delete_store(store)
 
     def merge_stores(
-        self, source: str, into: str, *, dry_run: bool = False, cwd: PathLike | None = None
+        self,
+        source: str,
+        into: str,
+        *,
+        dry_run: bool = False,
+        cwd: PathLike | None = None,
+        checkout: bool = True,
     ) -> StoreMerge:
         """Merge project store ``source`` into ``into`` and retire ``source`` (``Stores.merge``);
-        ``into`` may be the not yet written store of the checkout at ``cwd``."""
-        return self.store_admin.merge(source, into, dry_run=dry_run, cwd=cwd)
+        ``into`` may be the not yet written store of the checkout at ``cwd`` (the current directory
+        by default; ``checkout=False``: none, for a caller whose working directory is not this
+        process's)."""
+        return self.store_admin.merge(source, into, dry_run=dry_run, cwd=cwd, checkout=checkout)
 
     def store_config(self, store: str) -> StoreConfig:
         """A store's configuration as it runs, and the keys it sets itself (``Stores.config``)."""

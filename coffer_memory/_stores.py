@@ -46,6 +46,10 @@ _NOT_WRITTEN = (
     "no store of that name holds memory yet; a checkout's store is made by its first write, or by "
     "merging into it with `coffer stores merge` run inside the checkout"
 )
+_NO_CHECKOUT = (
+    "no store of that name holds memory yet; to merge into the store of a checkout not yet written, "
+    "name that checkout (cwd, an absolute path)"
+)
 
 log = logging.getLogger("coffer_memory")
 
@@ -195,7 +199,13 @@ class Stores:
 
     # -- merge --------------------------------------------------------------------------------
     def merge(
-        self, source: str, into: str, *, dry_run: bool = False, cwd: PathLike | None = None
+        self,
+        source: str,
+        into: str,
+        *,
+        dry_run: bool = False,
+        cwd: PathLike | None = None,
+        checkout: bool = True,
     ) -> StoreMerge:
         """Merge project store ``source`` into ``into`` and retire ``source`` (the seed's consolidate).
 
@@ -210,7 +220,9 @@ class Stores:
         current directory): a second clone or a copy of a checkout has no store until its first
         write, and merging its original's memory there is what the offer in its session context
         proposes. Any other missing ``into`` is ``MemoryStoreNotFound`` (a mistyped name must not
-        become a store nobody's checkout reaches).
+        become a store nobody's checkout reaches). ``checkout=False`` says the caller has no working
+        directory (a server's client that named none): a missing ``into`` is then not found, never
+        the store of whatever directory the process itself runs in.
         """
         src, dst = self.targets.paths(source), self.targets.paths(into)
         if src.name == dst.name:
@@ -226,6 +238,8 @@ class Stores:
                 )
         root = None
         if not dst.root.is_dir():
+            if not checkout:
+                raise MemoryStoreNotFound(dst.name, _NO_CHECKOUT)
             here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
             if not here or here[0].project_root is None:
                 raise MemoryStoreNotFound(dst.name, _NOT_WRITTEN)  # the name is well formed (paths)

@@ -67,6 +67,13 @@ class MergeIn(BaseModel):
 
     into: str = Field(description="The store that receives it (global or project-<ULID>).")
     dry_run: bool = Field(default=False, description="Report what would move; write nothing.")
+    cwd: str | None = Field(
+        default=None,
+        description=(
+            "The client's checkout (an absolute path): when ``into`` holds no memory yet, it may be "
+            "that checkout's store, made by this merge. Without it such an ``into`` is not found."
+        ),
+    )
 
 
 class FileChangeOut(_Out):

@@ -291,6 +291,29 @@ def test_rest_merge(client: Any, service: MemoryService, tmp_path: Path) -> None
     assert client.post("/api/v1/memory_stores/nope/merge", json={"into": dst}).status_code == 404
 
 
+def test_rest_merge_into_an_unwritten_clone_store_needs_the_clients_cwd(
+    client: Any, service: MemoryService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A REST merge into a second clone's store not yet written used the server process's own
+    directory to decide whether that store may be made: 404 from one server, 200 from another
+    started inside the clone. The client names its checkout (``cwd``), or the store is not found."""
+    src = service.remember("alpha fact", cwd=_clone(tmp_path, "first")).store
+    second = _clone(tmp_path, "second")
+    dst = service.target(cwd=second).store
+    monkeypatch.chdir(second)  # the server runs inside the clone: that must not count
+    url = f"/api/v1/memory_stores/{src}/merge"
+    refused = client.post(url, json={"into": dst})
+    assert refused.status_code == 404, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "MEMORY_STORE_NOT_FOUND" and "cwd" in error["message"]
+    assert not (service.settings.memory_dir / "projects" / dst.removeprefix("project-")).exists()
+    relative = client.post(url, json={"into": dst, "cwd": "second"})
+    assert relative.status_code == 422 and relative.json()["error"]["details"]["field"] == "cwd"
+    done = client.post(url, json={"into": dst, "cwd": str(second)})
+    assert done.status_code == 200 and done.json()["retired"] is True, done.text
+    assert [h.text for h in service.recall("alpha", cwd=second, mode="keyword").hits] == ["alpha fact"]
+
+
 def test_cli_merge_asks_for_yes(cli: CliRunner, tmp_path: Path, tmp_home: Path) -> None:
     a, b = _clone(tmp_path, "first"), _clone(tmp_path, "second")
     assert cli("remember", "alpha fact", cwd=a).returncode == 0

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Response
 from coffer_memory import MemoryScope, StoreInfo
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS
 
-from ..deps import AsyncService
+from ..deps import AsyncService, check_cwd
 from ..errors import error_responses
 from ..reply import JsonReply, reply
 from ..schemas import STORE, STORE_LIST, STORE_METRICS, LabelIn
@@ -104,6 +104,11 @@ async def merge_store(name: str, body: MergeIn, svc: AsyncService) -> StoreMerge
 
     Add-only and idempotent: merged again, it answers ``already_merged: true`` and writes nothing.
     With ``dry_run`` it reports what would move and writes nothing. Merging a store into itself
-    or merging the global store is ``422 INVALID_INPUT``.
+    or merging the global store is ``422 INVALID_INPUT``. ``into`` that holds no memory yet is
+    ``404 MEMORY_STORE_NOT_FOUND`` unless ``cwd`` names the checkout whose store it is (a second
+    clone's, as ``coffer recall`` there offers); the server's own directory never counts.
     """
-    return StoreMergeOut.of(await svc.merge_stores(name, body.into, dry_run=body.dry_run))
+    cwd = None if body.cwd is None else check_cwd(body.cwd)
+    # Never the server's own directory: a client that names no checkout gets none.
+    merged = await svc.merge_stores(name, body.into, dry_run=body.dry_run, cwd=cwd, checkout=cwd is not None)
+    return StoreMergeOut.of(merged)
