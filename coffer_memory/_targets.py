@@ -89,11 +89,12 @@ class Targets:
             self._paths[store] = found
         return found
 
-    def of_store(self, store: str) -> Target:
+    def of_store(self, store: str, looks: Looks | None = None) -> Target:
         """The target of an explicit store name (no project root or branch is known).
-        ``InvalidInput`` when its folder is a link to another store's (``StorePaths.refuse_linked``)."""
+        ``InvalidInput`` when its folder is a link to another store's (``StorePaths.refuse_linked``;
+        ``looks``: see ``_of_git``)."""
         sp = self.paths(store)
-        sp.refuse_linked()
+        sp.refuse_linked(looks=looks)
         found = self._of_name.get(store)
         if found is None:
             found = Target(
@@ -119,8 +120,9 @@ class Targets:
         return self._of_git(require_git(cwd if cwd is not None else os.getcwd()))
 
     def _of_git(self, git: GitInfo, looks: Looks | None = None) -> Target:
-        """The target of a checkout; ``looks``: the call's ``Looks``, which keeps the stat of the
-        store folder looked at here for the steps after (the recall's "present" check, the feed)."""
+        """The target of a checkout; ``looks``: the call's ``Looks``, which keeps its one look at the
+        store folder (is it there, is it a link) for the steps after (the recall's "present" check,
+        the reconcile's link check, the feed)."""
         held = self._of_checkout.get(id(git))
         if held is not None and held[0] is git:
             there = (
@@ -129,7 +131,7 @@ class Targets:
                 else looks.is_dir(held[1].store, held[1].store_dir)
             )
             if there:
-                self.paths(held[1].store).refuse_linked()
+                self.paths(held[1].store).refuse_linked(looks=looks)
                 return held[1]  # the checkout's own store, still there
         name = store_name_for_project(project_id_for(git.toplevel))
         root = self.paths(name).root
@@ -138,7 +140,7 @@ class Targets:
             name = self._landing(name, git) or name
         # Its folder a link to another store's: refused, as a write through it is; answering with
         # the other store's facts as this repository's own would be worse than no answer.
-        self.paths(name).refuse_linked()
+        self.paths(name).refuse_linked(looks=looks)
         target = Target(
             store=name,
             scope=MemoryScope.PROJECT,
@@ -207,7 +209,7 @@ class Targets:
         if git is None and (broken := broken_checkout(folder)) is not None:
             raise broken
         found = [self._of_git(git, looks)] if git is not None else []
-        return [*found, self.of_store(GLOBAL_STORE)]
+        return [*found, self.of_store(GLOBAL_STORE, looks)]
 
     # -- repository identity ------------------------------------------------------------------
     def _landing(self, name: str, git: GitInfo) -> str | None:

@@ -1,7 +1,8 @@
 """One recall looks at each store folder and at the index file once (``_store/looks.py``).
 
-Real homes, a real git repository, a real inotify feed. The ``stat`` calls are counted by wrapping
-``os.stat`` (the system call, not coffer's code); what is checked is that the answers handed from
+Real homes, a real git repository, a real inotify feed. The ``stat`` and ``lstat`` calls are
+counted by wrapping ``os.stat`` and ``os.lstat`` (the system calls, not coffer's code; ``os.path.islink``
+calls ``os.lstat``); what is checked is that the answers handed from
 one step of a recall to the next never outlive the recall: a store folder replaced, or an index
 the recall itself wrote to, is looked at again.
 """
@@ -12,6 +13,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,15 +24,18 @@ from coffer_memory._store.watch import FolderFeed
 
 
 def _stats(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """The paths ``os.stat`` is called with from now on, counted."""
+    """The paths ``os.stat`` and ``os.lstat`` are called with from now on, counted together."""
     seen: Counter[str] = Counter()
-    real = os.stat
+    for name in ("stat", "lstat"):
+        real = getattr(os, name)
 
-    def counted(path: object, *args: object, **kwargs: object) -> os.stat_result:
-        seen[os.fspath(path)] += 1  # type: ignore[arg-type]
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+        def counted(
+            path: object, *args: object, _real: Callable[..., os.stat_result] = real, **kwargs: object
+        ) -> os.stat_result:
+            seen[os.fspath(path)] += 1  # type: ignore[arg-type]
+            return _real(path, *args, **kwargs)
 
-    monkeypatch.setattr(os, "stat", counted)
+        monkeypatch.setattr(os, name, counted)
     return seen
 
 
@@ -52,7 +57,9 @@ def test_a_recall_stats_each_store_folder_and_the_index_file_once(
 ) -> None:
     """Main stat'ed the project store's folder three times (target, "present", the feed's identity
     check), the global one twice and the index file three times (a cut-short check per store's
-    reconcile, then the reader's)."""
+    reconcile, then the reader's). Later each store folder was looked at three times again: one
+    ``stat`` and two ``lstat`` (the refusal of a folder linked to another store's, asked by the
+    target and by the reconcile): one ``lstat`` answers all of them."""
     with MemoryService(settings=_settings(tmp_home)) as svc:
         project, global_ = _two_watched_stores(svc, repo)
         svc.recall("falcon", cwd=repo, mode="keyword")  # warm: the feed's first news are taken

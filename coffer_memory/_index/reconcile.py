@@ -289,7 +289,7 @@ class Reconciler(Applier):
             sp = self._paths[store] = self.reindexer.paths(store)
         # A folder linked to another store's is never read through (``StorePaths.linked_store``):
         # its store reads as gone, before the quick checks below could vouch for rows read before.
-        linked = sp.linked_store() is not None
+        linked = sp.linked_store(looks) is not None
         # A store the inotify feed watches is checked by its news (``read_checks.from_feed``): folder mtimes
         # alone (``read_checks.quick``) miss an in-place edit.
         fed = from_feed_kept(self, sp, looks) if self.feed is not None and not full and not linked else None

@@ -5,7 +5,9 @@ store's folder three times (the target's check that its store is there, the reca
 check, the inotify feed's check of the folder's identity), the global store's twice, and the
 index file three times (the writer's cut-short check in each store's reconcile, the reader's
 before its read). A ``Looks`` lives for one call (a recall) and carries the answers from the step
-that took them to the steps after it: each store folder is stat'ed once, the index file's size
+that took them to the steps after it: each store folder is looked at once (one ``lstat``, which
+answers both whether it is a folder and whether it is a symbolic link: the check that refuses a
+folder linked to another store's asked ``lstat`` twice more a store, kw24), the index file's size
 once, and the inotify feed's queue is read once for all the stores (it was read per store). Nothing
 is kept between calls: the next recall looks again, so an edit, a moved store or a file cut short
 is seen exactly as before.
@@ -15,15 +17,17 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
-from stat import S_ISDIR
+from stat import S_ISDIR, S_ISLNK
 
 # The errors ``Path.is_dir`` answers False for (pathlib's ``_IGNORED_ERRNOS``); any other is raised.
 _NOT_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 class Looks:
-    """The stat of each store folder one call took (``None``: not there), whether the index
+    """The stat of each store folder one call took (``None``: not there; followed through a
+    symbolic link) and whether the folder is a link, whether the index
     file's size was checked in this call with nothing written since (``index_checked``), and the
     inotify feed whose queue this call has read (``drained``: the feed's ``news`` of a second
     store does not read it again)."""
@@ -31,19 +35,27 @@ class Looks:
     __slots__ = ("drained", "folders", "index_checked")
 
     def __init__(self) -> None:
-        self.folders: dict[str, tuple[str, os.stat_result | None]] = {}
+        self.folders: dict[str, tuple[str, os.stat_result | None, bool]] = {}
         self.index_checked = False
         self.drained: object | None = None
 
     def is_dir(self, store: str, root: Path) -> bool:
         """Whether ``root`` (the folder of ``store``) is a directory, as ``Path.is_dir`` says; stat'ed
         once per call, the answer kept for the steps after this one."""
+        st = self._held(store, root)[1]
+        return st is not None and S_ISDIR(st.st_mode)
+
+    def is_link(self, store: str, root: Path) -> bool:
+        """Whether ``root`` (the folder of ``store``) is a symbolic link, as ``os.path.islink``
+        says; from the same look as ``is_dir``."""
+        return self._held(store, root)[2]
+
+    def _held(self, store: str, root: Path) -> tuple[str, os.stat_result | None, bool]:
         path = os.fspath(root)
         held = self.folders.get(store)
         if held is None or held[0] != path:
-            held = self.folders[store] = (path, _stat(path))
-        st = held[1]
-        return st is not None and S_ISDIR(st.st_mode)
+            held = self.folders[store] = _look(path)
+        return held
 
     def folder(self, store: str, root: str) -> tuple[os.stat_result | None] | None:
         """The stat of ``root`` (the folder of ``store``) this call took, as a one-item tuple (its
@@ -52,9 +64,18 @@ class Looks:
         return (held[1],) if held is not None and held[0] == root else None
 
 
-def _stat(path: str) -> os.stat_result | None:
+def _look(path: str) -> tuple[str, os.stat_result | None, bool]:
+    """``path``, its stat (through a link) and whether it is a link: one ``lstat``, and a ``stat``
+    only for a link (for a path that is no link the two are the same)."""
+    st = _stat(path, os.lstat)
+    if st is not None and S_ISLNK(st.st_mode):
+        return path, _stat(path, os.stat), True
+    return path, st, False
+
+
+def _stat(path: str, how: Callable[[str], os.stat_result]) -> os.stat_result | None:
     try:
-        return os.stat(path)
+        return how(path)
     except OSError as exc:
         if exc.errno not in _NOT_THERE:
             raise

@@ -19,6 +19,7 @@ import re
 import unicodedata
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -26,6 +27,9 @@ from .._errors import PATH_ECHO_LIMIT, InvalidInput, MemoryStoreNotFound, safe_e
 from .._home import HomeLayout
 from .._scope import GLOBAL_PROJECT_ID
 from ..vocabulary import MemoryScope
+
+if TYPE_CHECKING:
+    from .looks import Looks
 
 GLOBAL_STORE = "global"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -129,22 +133,23 @@ class StorePaths:
         """The organizer's append-only changelog."""
         return self.root / "consolidation-log.md"
 
-    def linked_store(self) -> str | None:
+    def linked_store(self, looks: Looks | None = None) -> str | None:
         """Where the store's folder points when it is a symbolic link into the home's memory
         folder (another store's folder), else None. Such a store is neither read nor written:
         through the link a repository's reads answered with another repository's facts as its
         own, and its writes landed there (``store.json`` too). A folder linked outside the home
-        (one a sync tool keeps) is a store's folder as any other."""
+        (one a sync tool keeps) is a store's folder as any other. ``looks``: the call's ``Looks``,
+        whose one look at the folder answers (asked on every call that resolves a store)."""
         root = self.root
-        if not os.path.islink(root):  # one lstat: asked on every call that resolves a store
+        if not (os.path.islink(root) if looks is None else looks.is_link(self.name, root)):
             return None
         memory = os.path.realpath(self.memory_dir) + os.sep
         return os.readlink(root) if os.path.realpath(root).startswith(memory) else None
 
-    def refuse_linked(self, field: str = "store") -> None:
+    def refuse_linked(self, field: str = "store", looks: Looks | None = None) -> None:
         """``InvalidInput`` naming the link when the store's folder is linked to another store's
-        folder (``linked_store``)."""
-        target = self.linked_store()
+        folder (``linked_store``, and there ``looks``)."""
+        target = self.linked_store(looks)
         if target is not None:
             raise InvalidInput(
                 f"the folder of store {self.name} is a symbolic link to another store's folder "
