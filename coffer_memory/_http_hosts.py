@@ -30,12 +30,18 @@ streamable-http`` bound to loopback (``coffer_memory_mcp.refusals.HostGuard``).
   (none, ``text/plain``, ``application/jsonx``, a list ``application/json, text/plain``) is ``415
   UNSUPPORTED_MEDIA_TYPE`` in both faces (``media_refusal``).
 
+- ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed from the addresses the user names
+  (``--forwarded-allow-ips``: a proxy in front), from no one by default: ``forwarded_config``.
+
 Plain Python: the faces turn a ``Refusal`` into their own answer (``coffer-api`` the error envelope,
 coffer-mcp the envelope, or a JSON-RPC error object for a ``415``).
 """
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -282,3 +288,30 @@ class HostCheck:
                 fetch[key] = fetch_value(fetch.get(key), value)
         site, mode, dest = (fetch.get(b"sec-fetch-" + part) for part in (b"site", b"mode", b"dest"))
         return fetch_refusal(origin, site, mode, dest, page=False)
+
+
+def forwarded_config(parser: argparse.ArgumentParser, given: Sequence[str], env: str) -> dict[str, Any]:
+    """uvicorn's ``Config`` settings for ``--forwarded-allow-ips`` (``given``, each entry one or
+    more comma-separated addresses or networks, or ``*``), else the environment variable ``env``;
+    a malformed entry is ``parser``'s one-line error.
+
+    uvicorn believes ``X-Forwarded-For`` and ``X-Forwarded-Proto`` from 127.0.0.1 by default
+    (``proxy_headers=True``): any local page or process sending them was logged as another
+    address, and its ``https`` made the web view's links, the redirects and the view's cookie those
+    of an https server that is not there. They are believed only from the proxies the user names;
+    uvicorn's own ``$FORWARDED_ALLOW_IPS``, set for some other server, opens nothing here.
+    """
+    entries = [part.strip() for value in given for part in value.split(",") if part.strip()]
+    if not given:
+        entries = [part.strip() for part in os.environ.get(env, "").split(",") if part.strip()]
+    if not entries:
+        return {"proxy_headers": False}
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            where = "--forwarded-allow-ips" if given else f"${env}"
+            parser.error(f"{where}: {entry!r} is not an IP address, a network (a.b.c.d/n) or *")
+    return {"proxy_headers": True, "forwarded_allow_ips": entries}

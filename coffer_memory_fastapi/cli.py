@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 HOSTS_ENV = "COFFER_API_ALLOWED_HOSTS"
 CORS_ENV = "COFFER_API_CORS_ORIGINS"
 CONNECTIONS_ENV = "COFFER_API_MAX_CONNECTIONS"
+FORWARDED_ENV = "COFFER_API_FORWARDED_ALLOW_IPS"
 WORKER_ENV = "COFFER_API_WORKER"
 """What ``coffer-api --workers N`` hands its worker processes (JSON: token, hosts, CORS, operations)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -82,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"hold at most N connections (per process with --workers); a connection past them is "
         f"answered 503 (default {DEFAULT_MAX_CONNECTIONS}, or ${CONNECTIONS_ENV})",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDR[,ADDR]",
+        help="believe X-Forwarded-For and X-Forwarded-Proto from these addresses or networks (a "
+        f"proxy in front; repeatable; also ${FORWARDED_ENV}); by default from none",
     )
     parser.add_argument("--home", default=None, help="coffer home (default: $COFFER_HOME, else ~/.coffer)")
     parser.add_argument(
@@ -175,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from coffer_memory._http_conns import connections_option
-        from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule
+        from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule, forwarded_config
 
         from .app import create_app
     except ModuleNotFoundError as exc:  # a plain `pip install coffer-memory` has no fastapi
@@ -197,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
+    forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)
     if args.host not in LOOPBACK_HOSTS and not token:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     if args.workers < 1:
@@ -211,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "log_config": _access_log_config(),
         "http": HTTP_PROTOCOL,
         "limit_concurrency": limit,  # judged per connection by the protocol (coffer_memory._http_conns)
+        **forwarded,  # X-Forwarded-* believed from the proxies named, none by default
     }
     try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns
         service = MemoryService(args.home)

@@ -8,11 +8,12 @@ import argparse
 from coffer_memory import __version__
 from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, max_connections
 
-__all__ = ["CONNECTIONS_ENV", "HOSTS_ENV", "TOKEN_ENV", "build_parser"]
+__all__ = ["CONNECTIONS_ENV", "FORWARDED_ENV", "HOSTS_ENV", "TOKEN_ENV", "build_parser"]
 
 TOKEN_ENV = "COFFER_MCP_TOKEN"
 HOSTS_ENV = "COFFER_MCP_ALLOWED_HOSTS"
 CONNECTIONS_ENV = "COFFER_MCP_MAX_CONNECTIONS"
+FORWARDED_ENV = "COFFER_MCP_FORWARDED_ALLOW_IPS"
 
 
 def _port(value: str) -> int:
@@ -49,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="streamable-http: hold at most N connections; a connection past them is answered 503 "
         f"(default {DEFAULT_MAX_CONNECTIONS}, or ${CONNECTIONS_ENV})",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDR[,ADDR]",
+        help="streamable-http: believe X-Forwarded-For and X-Forwarded-Proto from these addresses "
+        f"or networks (a proxy in front; repeatable; also ${FORWARDED_ENV}); by default from none",
     )
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")

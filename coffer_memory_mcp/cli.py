@@ -35,9 +35,9 @@ from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
 from coffer_memory._http_conns import RepeatedWarnings, connections_option
-from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
+from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule, forwarded_config
 
-from ._args import CONNECTIONS_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
+from ._args import CONNECTIONS_ENV, FORWARDED_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
@@ -413,6 +413,7 @@ def _serve_http(
     log_level: str,
     hosts: Sequence[str],
     limit: int | None = None,
+    forwarded: dict[str, Any] | None = None,
 ) -> None:
     import uvicorn
 
@@ -428,9 +429,16 @@ def _serve_http(
         )
     from ._http_head import BoundedHead
 
-    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead).
+    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead);
+    # X-Forwarded-* believed from the proxies named (``forwarded_config``), none by default.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead, limit_concurrency=limit
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        http=BoundedHead,
+        limit_concurrency=limit,
+        **(forwarded or {"proxy_headers": False}),
     )
     # After the Config set up uvicorn's logging: its warnings about one bad request each, and the
     # SDK's about each session refused past MAX_SESSIONS, once a minute.
@@ -460,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
+    forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -477,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit)
+                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit, forwarded)
         except KeyboardInterrupt:
             pass
     return 0
