@@ -8,10 +8,11 @@ import argparse
 from coffer_memory import __version__
 from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, max_connections
 
-__all__ = ["CONNECTIONS_ENV", "FORWARDED_ENV", "HOSTS_ENV", "TOKEN_ENV", "build_parser"]
+__all__ = ["CONNECTIONS_ENV", "FORWARDED_ENV", "HOSTS_ENV", "ORIGINS_ENV", "TOKEN_ENV", "build_parser"]
 
 TOKEN_ENV = "COFFER_MCP_TOKEN"
 HOSTS_ENV = "COFFER_MCP_ALLOWED_HOSTS"
+ORIGINS_ENV = "COFFER_MCP_ALLOWED_ORIGINS"
 CONNECTIONS_ENV = "COFFER_MCP_MAX_CONNECTIONS"
 FORWARDED_ENV = "COFFER_MCP_FORWARDED_ALLOW_IPS"
 
@@ -42,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="streamable-http: serve requests whose Host is this name too (repeatable; also "
         f"${HOSTS_ENV}, comma-separated); loopback names and the bound address are always served. "
         "Bound beyond loopback, Host and Origin are checked only when one is given",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="streamable-http: serve requests from web pages of this origin too (e.g. "
+        f"http://localhost:3000; repeatable; also ${ORIGINS_ENV}); by default only the server's own",
     )
     parser.add_argument(
         "--max-connections",

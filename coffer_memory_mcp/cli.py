@@ -35,9 +35,9 @@ from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
 from coffer_memory._http_conns import RepeatedWarnings, connections_option
-from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule, forwarded_config
+from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule, forwarded_config, origins_option
 
-from ._args import CONNECTIONS_ENV, FORWARDED_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
+from ._args import CONNECTIONS_ENV, FORWARDED_ENV, HOSTS_ENV, ORIGINS_ENV, TOKEN_ENV, build_parser
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
@@ -370,11 +370,18 @@ SESSION_IDLE_S = 30 * 60
 since 2.2, given here so that it does not drift)."""
 
 
-def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Sequence[str] = ()) -> Any:
+def http_app(
+    server: MCPServer,
+    host: str,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> Any:
     """The ASGI app ``coffer-mcp --transport streamable-http`` serves (``Host`` and ``Origin`` judged
-    as ``coffer-api`` does when bound to loopback or given ``allowed_hosts``, the token when one is
-    set, bounded body, typed refusals); uvicorn serves it with ``_http_head.BoundedHead``.
-    A malformed entry of ``allowed_hosts`` is a ``ValueError``."""
+    as ``coffer-api`` does when bound to loopback or given ``allowed_hosts``, ``allowed_origins``
+    served besides the server's own; the token when one is set, bounded body, typed refusals);
+    uvicorn serves it with ``_http_head.BoundedHead``. A malformed entry of ``allowed_hosts`` is a
+    ``ValueError``."""
     # The SDK's transport checks only the Content-Type here: Host and Origin are HostGuard's.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
@@ -402,7 +409,7 @@ def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Seq
         return app
     extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
     hint = "; allow it with --allowed-host"
-    return HostGuard(app, HostCheck(HostRule(extra), hint=hint))
+    return HostGuard(app, HostCheck(HostRule(extra), allowed_origins, hint=hint))
 
 
 def _serve_http(
@@ -414,10 +421,11 @@ def _serve_http(
     hosts: Sequence[str],
     limit: int | None = None,
     forwarded: dict[str, Any] | None = None,
+    origins: Sequence[str] = (),
 ) -> None:
     import uvicorn
 
-    app = http_app(server, host, token, hosts)
+    app = http_app(server, host, token, hosts, origins)
     if not token and host not in LOOPBACK_HOSTS:
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     if not hosts and host not in LOOPBACK_HOSTS:
@@ -469,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
     forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)
+    origins = origins_option(parser, args.allowed_origin, ORIGINS_ENV)
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -486,7 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit, forwarded)
+                _serve_http(
+                    server, args.host, args.port, token, args.log_level, hosts, limit, forwarded, origins
+                )
         except KeyboardInterrupt:
             pass
     return 0
