@@ -122,14 +122,31 @@ def connections_option(parser: argparse.ArgumentParser, given: int | None, env: 
         parser.error(f"${env}: {exc}")
 
 
+class OnceAMinute:
+    """An event counted, and said in the log at most once a ``LOG_EVERY_S`` with how many came
+    since it was last said: never a line per connection or session."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.logged_at: float | None = None
+
+    def due(self) -> int | None:
+        """Count one more; how many to say (this one included) when a line is due now, else None."""
+        self.count += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < LOG_EVERY_S:
+            return None
+        count, self.count, self.logged_at = self.count, 0, now
+        return count
+
+
 class _Tally:
     """Per server: the connections held, oldest first; how many were turned away since the last log
     line, and when it was; how many turned-away ones linger (answered, not yet closed)."""
 
     def __init__(self) -> None:
         self.held: dict[Any, None] = {}
-        self.turned_away = 0
-        self.logged_at: float | None = None
+        self.turned_away = OnceAMinute()
         self.lingering = 0
 
     def evict_idle(self, connections: set[Any]) -> bool:
@@ -147,18 +164,16 @@ class _Tally:
         return False
 
     def turn_away(self, limit: int, face: str) -> None:
-        self.turned_away += 1
-        now = time.monotonic()
-        if self.logged_at is not None and now - self.logged_at < LOG_EVERY_S:
+        count = self.turned_away.due()
+        if count is None:
             return
         log.warning(
             "%s holds %d connections, its --max-connections: a new one is answered 503 until one "
             "closes (%d turned away since this was last said, at most once a minute)",
             face,
             limit,
-            self.turned_away,
+            count,
         )
-        self.logged_at, self.turned_away = now, 0
 
 
 class ConnectionLimit:
