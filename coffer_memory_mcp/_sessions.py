@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from coffer_memory._http_conns import OnceAMinute
+from coffer_memory._http_conns import STREAM_RANK, OnceAMinute
 
 log = logging.getLogger("coffer_memory_mcp")
 
@@ -62,6 +63,12 @@ class SessionRoom:
 
         manager._admit_session = admitting
         return room
+
+    def stream_rank(self, session_id: str, opened: float) -> tuple[int, float]:
+        """The rank of an event stream of ``session_id`` opened at ``opened`` (lowest first given up
+        at the connection bound): the requests its session served, then how long it is open."""
+        transport = self.manager._server_instances.get(session_id)
+        return (0 if transport is None else self.requests.get(transport, 0), opened)
 
     def count(self, transport: Any) -> None:
         """Count the requests ``transport`` (a new session's) serves, the opening one included."""
@@ -111,3 +118,24 @@ class SessionRoom:
             self.manager.max_sessions,
             count,
         )
+
+
+class MarkStreams:
+    """ASGI middleware, outermost: marks a ``GET`` of a session (its event stream, open without end)
+    with its rank (``STREAM_RANK``), so that at the connection bound the stream of the session that
+    has done least gives its connection to a new one (``coffer_memory._http_conns``). A stream is a
+    request in flight, never idle: one client's silent streams held every connection, and the
+    agents' POSTs were ``503 TOO_MANY_CONNECTIONS``."""
+
+    def __init__(self, app: Any, room: SessionRoom | None) -> None:
+        self.app = app
+        self.room = room
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Mark a session's GET, pass every request on."""
+        if scope["type"] == "http" and scope["method"] == "GET" and self.room is not None:
+            session = next((v for k, v in scope["headers"] if k == b"mcp-session-id"), None)
+            if session is not None:
+                room, session_id, opened = self.room, session.decode("latin-1"), time.monotonic()
+                scope[STREAM_RANK] = lambda: room.stream_rank(session_id, opened)
+        await self.app(scope, receive, send)

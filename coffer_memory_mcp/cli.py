@@ -51,7 +51,7 @@ from ._args import (
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
-from ._sessions import SessionRoom
+from ._sessions import MarkStreams, SessionRoom
 from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
 
@@ -409,17 +409,18 @@ def http_app(
         session_idle_timeout=SESSION_IDLE_S,
     )
     # Past max_sessions a new session takes the place of the idle one that has done least.
-    SessionRoom.install(server.session_manager)
+    room = SessionRoom.install(server.session_manager)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     app = BearerTokenMiddleware(app, token) if token else app
     # Bound to loopback, or told which names to serve, as coffer-api is (and in the same order:
     # before the token). Bound to another address without ``--allowed-host`` neither Host nor
     # Origin is checked, as the SDK chose (docs/security.md): ``_serve_http`` warns of it.
-    if host not in LOOPBACK_HOSTS and not allowed_hosts:
-        return app
-    extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
-    hint = "; allow it with --allowed-host"
-    return HostGuard(app, HostCheck(HostRule(extra), allowed_origins, hint=hint))
+    if host in LOOPBACK_HOSTS or allowed_hosts:
+        extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
+        hint = "; allow it with --allowed-host"
+        app = HostGuard(app, HostCheck(HostRule(extra), allowed_origins, hint=hint))
+    # Outermost: uvicorn's own scope, which the connection bound reads an event stream's rank in.
+    return MarkStreams(app, room)
 
 
 def _serve_http(

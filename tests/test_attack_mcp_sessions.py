@@ -148,3 +148,34 @@ def test_the_most_sessions_comes_from_the_option_and_a_bad_one_is_one_line(tmp_p
         )
         assert done.returncode == 2, (args, extra, done.stderr[-2000:])
         assert "Traceback" not in done.stderr and "not a number of sessions" in done.stderr, done.stderr
+
+
+def test_silent_event_streams_give_their_connections_to_an_agent(tmp_path: Path) -> None:
+    # Every connection held by an event stream (GET /mcp) of a session opened for it: a stream is
+    # a request in flight, never idle, so each new connection was 503 TOO_MANY_CONNECTIONS (the
+    # agents' POSTs too) for as long as the streams stayed open. At the bound the stream of the
+    # session that has done least now gives its place; an agent's, whose session did more, stays.
+    env = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    with Served([*ARGS, "--max-connections", "4"], env) as server, ExitStack() as stack:
+        agent = _agent(server.port)
+        kept = stack.enter_context(_stream(server.port, agent))
+        flood = [_open(server.port)[1] for _ in range(3)]  # opened, then only streamed
+        streams = [stack.enter_context(_stream(server.port, s)) for s in flood]
+        assert _tools(server.port, agent) == 200  # a new connection, past 4 streams: was 503
+        ended = [s for s in streams if _ended(s)]
+        assert len(ended) == 1 and ended[0] is streams[0], "the oldest of the flood's streams"
+        assert not _ended(kept), "the agent's stream stays"
+        assert _tools(server.port, agent) == 200 and not _ended(kept)
+
+
+def _ended(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (an event stream: what it sent so far is read and dropped)."""
+    sock.settimeout(2)
+    try:
+        while chunk := sock.recv(65536):
+            del chunk
+        return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
