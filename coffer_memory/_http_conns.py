@@ -254,6 +254,8 @@ class ConnectionLimit:
         phase, start = getattr(self, "_phase", None), getattr(self, "_phase_start", 0.0)
         if phase is None or not self._heard or not hasattr(self, "_time_out"):
             return None
+        if getattr(getattr(self, "flow", None), "read_paused", False):
+            return None  # the app has not taken what came: not the client's slowness
         took = time.monotonic() - start
         return None if took < SLOW_AFTER_S else getattr(self, "_phase_bytes", 0) / took
 
