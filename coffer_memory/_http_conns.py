@@ -18,7 +18,11 @@ judged here when a connection is made, and uvicorn's request-time check is turne
 
 **At the bound** a new connection takes the place of the oldest idle one, if any: one between two
 requests (uvicorn's keep-alive timeout would close it within 5 s) or one that has sent nothing in
-its first ``IDLE_GRACE_S`` (the head deadline would close it within 20 s). It is closed, unanswered,
+its first ``IDLE_GRACE_S`` (the head deadline would close it within 20 s); else that of the request
+still arriving after ``SLOW_AFTER_S`` at the lowest rate (answered ``408``: a body sent at the
+least rate that earns more time, 500 bytes a second, held its connection for over half an hour a
+MiB); else that of the stream the app ranks lowest (``STREAM_RANK``: coffer-mcp's event streams,
+by what their session did). It is closed, unanswered,
 as those would close it (nginx frees idle kept-alive connections the same way when it runs out): idle
 connections, however many a client opens, starve nobody. **Past the bound** (every held connection
 busy) a new connection is answered at once, whatever it sends: ``503
@@ -53,12 +57,20 @@ RETRY_AFTER_S = 5
 so a slot held by an idle client frees within it."""
 IDLE_GRACE_S = 1.0
 """A new connection that has sent nothing is idle (may give its place to a newer one) after this long."""
+SLOW_AFTER_S = 10.0
+"""A request still arriving (its head or body) this long after it began may give its connection to a
+new one at the bound (``408``): on this machine a request arrives in milliseconds."""
 LINGER_S = 1.0
 """Seconds a turned-away connection may still send (dropped) before it is closed."""
 LOG_EVERY_S = 60.0
 """The bound is said in the log at most once in this many seconds."""
 
 log = logging.getLogger("uvicorn.error")
+STREAM_RANK = "coffer.stream_rank"
+"""A key an app may set in a request's ASGI scope: a callable giving a comparable rank to an answer
+that streams without end (an MCP session's event stream). At the bound, with no idle connection, the
+stream ranked lowest is closed for a new connection; a stream is a request in flight, never idle, so
+silent streams held every connection."""
 
 
 def max_connections(value: str) -> int:
@@ -122,21 +134,42 @@ def connections_option(parser: argparse.ArgumentParser, given: int | None, env: 
         parser.error(f"${env}: {exc}")
 
 
+class OnceAMinute:
+    """An event counted, and said in the log at most once a ``LOG_EVERY_S`` with how many came
+    since it was last said: never a line per connection or session."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.logged_at: float | None = None
+
+    def due(self) -> int | None:
+        """Count one more; how many to say (this one included) when a line is due now, else None."""
+        self.count += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < LOG_EVERY_S:
+            return None
+        count, self.count, self.logged_at = self.count, 0, now
+        return count
+
+
 class _Tally:
     """Per server: the connections held, oldest first; how many were turned away since the last log
     line, and when it was; how many turned-away ones linger (answered, not yet closed)."""
 
     def __init__(self) -> None:
         self.held: dict[Any, None] = {}
-        self.turned_away = 0
-        self.logged_at: float | None = None
+        self.turned_away = OnceAMinute()
         self.lingering = 0
 
     def evict_idle(self, connections: set[Any]) -> bool:
         """Close the oldest held connection that waits for nothing (True), if there is one: as
-        uvicorn's keep-alive timeout, or the head deadline, would close it a little later.
-        ``connections`` is uvicorn's set: one no longer in it (upgraded to another protocol) is
-        uvicorn's business no more, nor this tally's."""
+        uvicorn's keep-alive timeout, or the head deadline, would close it a little later; else
+        answer ``408`` to the slowest request still arriving after ``SLOW_AFTER_S``; else close
+        the stream the app ranks lowest (``STREAM_RANK``). ``connections`` is uvicorn's set: one
+        no longer in it (upgraded to another protocol) is uvicorn's business no more, nor this
+        tally's."""
+        slow: tuple[float, Any] | None = None
+        stream: tuple[Any, Any] | None = None
         for connection in list(self.held):
             if connection not in connections:
                 del self.held[connection]
@@ -144,21 +177,32 @@ class _Tally:
                 connection.transport.close()
                 del self.held[connection]
                 return True
-        return False
+            elif (rate := connection._slow_rate()) is not None:
+                if slow is None or rate < slow[0]:
+                    slow = (rate, connection)
+            elif (rank := connection._stream_rank()) is not None and (stream is None or rank < stream[0]):
+                stream = (rank, connection)
+        if slow is not None:
+            del self.held[slow[1]]
+            slow[1]._time_out()  # 408, as its read deadline would answer it
+            return True
+        if stream is None:
+            return False
+        stream[1].transport.close()  # the app's stream ends as when its client goes
+        del self.held[stream[1]]
+        return True
 
     def turn_away(self, limit: int, face: str) -> None:
-        self.turned_away += 1
-        now = time.monotonic()
-        if self.logged_at is not None and now - self.logged_at < LOG_EVERY_S:
+        count = self.turned_away.due()
+        if count is None:
             return
         log.warning(
             "%s holds %d connections, its --max-connections: a new one is answered 503 until one "
             "closes (%d turned away since this was last said, at most once a minute)",
             face,
             limit,
-            self.turned_away,
+            count,
         )
-        self.logged_at, self.turned_away = now, 0
 
 
 class ConnectionLimit:
@@ -203,6 +247,25 @@ class ConnectionLimit:
         if getattr(self, "timeout_keep_alive_task", None) is not None:
             return True
         return not self._heard and time.monotonic() - self._made_at > IDLE_GRACE_S
+
+    def _slow_rate(self) -> float | None:
+        """Bytes a second of the request this connection is still receiving (head or body) after
+        ``SLOW_AFTER_S``, or None (``_http_bounds.ReadDeadlines`` times it: none without)."""
+        phase, start = getattr(self, "_phase", None), getattr(self, "_phase_start", 0.0)
+        if phase is None or not self._heard or not hasattr(self, "_time_out"):
+            return None
+        if getattr(getattr(self, "flow", None), "read_paused", False):
+            return None  # the app has not taken what came: not the client's slowness
+        took = time.monotonic() - start
+        return None if took < SLOW_AFTER_S else getattr(self, "_phase_bytes", 0) / took
+
+    def _stream_rank(self) -> Any:
+        """The app's rank of the stream this connection is answering (``STREAM_RANK``), or None."""
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or not cycle.response_started or cycle.response_complete:
+            return None
+        rank = cycle.scope.get(STREAM_RANK)
+        return None if rank is None else rank()
 
     def _turn_away(self, transport: Any, connections: set[Any], tally: _Tally) -> None:
         # Out of uvicorn's set at once: a turned-away connection holds no slot, and a shutdown

@@ -10,9 +10,13 @@ streamable-http`` bound to loopback (``coffer_memory_mcp.refusals.HostGuard``).
   does not matter, ``localhost.`` is ``localhost``, and a missing port is the scheme's default,
   which is any port here (the MCP SDK refused ``LOCALHOST``, ``localhost.`` and a ``Host`` without
   a port, and took ``localhost:1@evil.example`` for ``localhost``).
-- An ``Origin``, when present, is an ``http(s)`` origin whose host passes the ``Host`` rule (a
-  ``*`` entry does not count), the same origin as the ``Host``, or a configured CORS origin;
-  ``null`` and an empty one are refused.
+- An ``Origin``, when present, is the server's own: an ``http(s)`` origin whose host passes the
+  ``Host`` rule (a ``*`` entry does not count) on the port of the ``Host`` (a missing one is the
+  origin's scheme's default), or the ``Host`` itself; else one the user lists (``--allowed-origin``,
+  and ``coffer-api``'s CORS origins). The scheme is not compared: one port serves one scheme, and
+  behind a proxy the origin's may be ``https``. Another port of this machine is another server
+  (a dev server's page at ``http://localhost:3000``): any loopback origin on any port passed, so
+  every local web app's pages could drive both faces. ``null`` and an empty one are refused.
 
 - A request another site's page made without an ``Origin`` is refused as a foreign ``Origin`` is
   (``<img>``, ``<script>``, a form's navigation send none): ``fetch_refusal``. Fetch metadata
@@ -30,12 +34,18 @@ streamable-http`` bound to loopback (``coffer_memory_mcp.refusals.HostGuard``).
   (none, ``text/plain``, ``application/jsonx``, a list ``application/json, text/plain``) is ``415
   UNSUPPORTED_MEDIA_TYPE`` in both faces (``media_refusal``).
 
+- ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed from the addresses the user names
+  (``--forwarded-allow-ips``: a proxy in front), from no one by default: ``forwarded_config``.
+
 Plain Python: the faces turn a ``Refusal`` into their own answer (``coffer-api`` the error envelope,
 coffer-mcp the envelope, or a JSON-RPC error object for a ``415``).
 """
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +116,43 @@ class HostRule:
         # The address the client connected to (an IP literal with a real server) cannot be a
         # rebound name: serving it is serving the bound address.
         return server is not None and isinstance(server[0], str) and host == server[0].lower()
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _normal_origin(origin: str) -> str:
+    """``origin`` as listed entries are compared: lower case, no trailing ``/``, no default port."""
+    origin = origin.strip().rstrip("/").lower()
+    scheme, _, rest = origin.partition("://")
+    default = _DEFAULT_PORTS.get(scheme)
+    return origin.removesuffix(f":{default}") if default and not rest.endswith("]") else origin
+
+
+def origin_entry(value: str) -> str:
+    """An ``--allowed-origin`` entry (``scheme://host[:port]``), as it is compared; ``ValueError``
+    naming it when it is no origin (no scheme, a path, a userinfo, ``null``)."""
+    scheme, sep, rest = value.strip().rstrip("/").lower().partition("://")
+    if (
+        not sep
+        or not _SCHEME.fullmatch(scheme)
+        or "/" in rest
+        or "@" in rest
+        or split_authority(rest) is None
+    ):
+        raise ValueError(f"{value!r} is not an origin (scheme://host[:port], e.g. http://localhost:3000)")
+    return _normal_origin(value)
+
+
+def origins_option(parser: argparse.ArgumentParser, given: Sequence[str], env: str) -> list[str]:
+    """``--allowed-origin`` entries (``given``) and the comma-separated ones of the environment
+    variable ``env``, as compared; a malformed one is ``parser``'s one-line error."""
+    listed = [*given, *(part for part in os.environ.get(env, "").split(",") if part.strip())]
+    try:
+        return [origin_entry(entry) for entry in listed]
+    except ValueError as exc:
+        parser.error(f"--allowed-origin / ${env}: {exc}")
 
 
 def origin_authority(origin: str) -> str | None:
@@ -212,12 +259,13 @@ def media_refusal(
 
 
 class HostCheck:
-    """The rule of this module's docstring for one server: its ``HostRule``, its CORS origins,
-    and ``hint``, what a refused ``Host`` is told to do (``coffer-api``: its ``--allowed-host``)."""
+    """The rule of this module's docstring for one server: its ``HostRule``, the origins the user
+    lists (``--allowed-origin``, ``coffer-api``'s CORS origins), and ``hint``, what a refused
+    ``Host`` is told to do (``coffer-api``: its ``--allowed-host``)."""
 
-    def __init__(self, hosts: HostRule, cors_origins: Iterable[str] = (), hint: str = "") -> None:
+    def __init__(self, hosts: HostRule, origins: Iterable[str] = (), hint: str = "") -> None:
         self.hosts = hosts
-        self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
+        self.origins = frozenset(_normal_origin(o) for o in origins)
         self.hint = hint
 
     def refusal(
@@ -249,15 +297,22 @@ class HostCheck:
 
     def origin_allowed(self, origin: str, host: str, server: tuple[str, Any] | None) -> bool:
         """Whether ``origin`` may call a request whose (allowed) ``Host`` is ``host``."""
-        if origin.rstrip("/").lower() in self.cors_origins:
+        if self.origins and _normal_origin(origin) in self.origins:
             return True
         authority = origin_authority(origin)
         if authority is None:
             return False
-        # Same origin as the (already allowed) Host: e.g. /docs served behind a proxy.
-        return authority.lower() == host.strip().lower() or self.hosts.allows(
-            authority, server, wildcard=False
-        )
+        if authority.strip().lower() == host.strip().lower():  # e.g. /docs served behind a proxy
+            return True
+        parsed, reached = split_authority(authority), split_authority(host)
+        if parsed is None or reached is None:
+            return False
+        # The port a browser reached this server by is the Host's: a page on another port is
+        # another server's, whatever loopback name it is served by.
+        default = _DEFAULT_PORTS.get(origin.partition("://")[0].strip().lower(), "80")
+        if (parsed[1] or default) != (reached[1] or default):
+            return False
+        return self.hosts.allows(authority, server, wildcard=False)
 
     def refusal_of(
         self, headers: Sequence[tuple[bytes, bytes]], server: tuple[str, Any] | None
@@ -282,3 +337,30 @@ class HostCheck:
                 fetch[key] = fetch_value(fetch.get(key), value)
         site, mode, dest = (fetch.get(b"sec-fetch-" + part) for part in (b"site", b"mode", b"dest"))
         return fetch_refusal(origin, site, mode, dest, page=False)
+
+
+def forwarded_config(parser: argparse.ArgumentParser, given: Sequence[str], env: str) -> dict[str, Any]:
+    """uvicorn's ``Config`` settings for ``--forwarded-allow-ips`` (``given``, each entry one or
+    more comma-separated addresses or networks, or ``*``), else the environment variable ``env``;
+    a malformed entry is ``parser``'s one-line error.
+
+    uvicorn believes ``X-Forwarded-For`` and ``X-Forwarded-Proto`` from 127.0.0.1 by default
+    (``proxy_headers=True``): any local page or process sending them was logged as another
+    address, and its ``https`` made the web view's links, the redirects and the view's cookie those
+    of an https server that is not there. They are believed only from the proxies the user names;
+    uvicorn's own ``$FORWARDED_ALLOW_IPS``, set for some other server, opens nothing here.
+    """
+    entries = [part.strip() for value in given for part in value.split(",") if part.strip()]
+    if not given:
+        entries = [part.strip() for part in os.environ.get(env, "").split(",") if part.strip()]
+    if not entries:
+        return {"proxy_headers": False}
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            where = "--forwarded-allow-ips" if given else f"${env}"
+            parser.error(f"{where}: {entry!r} is not an IP address, a network (a.b.c.d/n) or *")
+    return {"proxy_headers": True, "forwarded_allow_ips": entries}

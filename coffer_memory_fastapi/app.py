@@ -34,6 +34,7 @@ def create_app(
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
     operations_dir: Path | None = None,
 ) -> FastAPI:
     """The REST app. With ``service=None`` it opens ``MemoryService()`` (``$COFFER_HOME``) and closes
@@ -42,7 +43,9 @@ def create_app(
 
     Served ``Host`` values are the loopback names, the address a connection arrived at and
     ``allowed_hosts`` (``name``, ``name:port`` or ``*``); ``cors_origins`` (full origins such as
-    ``https://app.example``) turns CORS on for them. See ``RequestGuard`` for every check.
+    ``https://app.example``) turns CORS on for them; ``allowed_origins`` are origins whose requests
+    are served besides the server's own, without CORS (``coffer-api --allowed-origin``). See
+    ``RequestGuard`` for every check.
     The read-only web view is served at ``/ui`` (``/`` redirects there; docs/web.md).
     ``operations_dir``: a folder where several server processes share the state of long-running
     operations (``coffer-api --workers N`` makes one); without it that state stays in this process.
@@ -115,6 +118,7 @@ def create_app(
     guarding: dict[str, Any] = {
         "hosts": hosts,
         "cors_origins": cors,
+        "allowed_origins": list(allowed_origins),
         "token": token,
         "ui_prefix": web.UI_PREFIX,
         "body_limits": {porting.IMPORT_PATH: porting.MAX_UPLOAD_BODY_BYTES},

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 HOSTS_ENV = "COFFER_API_ALLOWED_HOSTS"
 CORS_ENV = "COFFER_API_CORS_ORIGINS"
+ORIGINS_ENV = "COFFER_API_ALLOWED_ORIGINS"
 CONNECTIONS_ENV = "COFFER_API_MAX_CONNECTIONS"
+FORWARDED_ENV = "COFFER_API_FORWARDED_ALLOW_IPS"
 WORKER_ENV = "COFFER_API_WORKER"
 """What ``coffer-api --workers N`` hands its worker processes (JSON: token, hosts, CORS, operations)."""
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -76,12 +78,28 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable; also $COFFER_API_CORS_ORIGINS); CORS is off by default",
     )
     parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="serve requests from web pages of this origin too (e.g. http://localhost:3000), without "
+        f"CORS (repeatable; also ${ORIGINS_ENV}); by default only the server's own origin",
+    )
+    parser.add_argument(
         "--max-connections",
         type=max_connections,
         default=None,
         metavar="N",
         help=f"hold at most N connections (per process with --workers); a connection past them is "
         f"answered 503 (default {DEFAULT_MAX_CONNECTIONS}, or ${CONNECTIONS_ENV})",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDR[,ADDR]",
+        help="believe X-Forwarded-For and X-Forwarded-Proto from these addresses or networks (a "
+        f"proxy in front; repeatable; also ${FORWARDED_ENV}); by default from none",
     )
     parser.add_argument("--home", default=None, help="coffer home (default: $COFFER_HOME, else ~/.coffer)")
     parser.add_argument(
@@ -175,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from coffer_memory._http_conns import connections_option
-        from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule
+        from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostRule, forwarded_config, origins_option
 
         from .app import create_app
     except ModuleNotFoundError as exc:  # a plain `pip install coffer-memory` has no fastapi
@@ -196,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
+    origins = origins_option(parser, args.allowed_origin, ORIGINS_ENV)
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
+    forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)
     if args.host not in LOOPBACK_HOSTS and not token:
         print("coffer-api: warning: listening beyond loopback without --token", file=sys.stderr)
     if args.workers < 1:
@@ -211,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "log_config": _access_log_config(),
         "http": HTTP_PROTOCOL,
         "limit_concurrency": limit,  # judged per connection by the protocol (coffer_memory._http_conns)
+        **forwarded,  # X-Forwarded-* believed from the proxies named, none by default
     }
     try:  # a bad home or config.toml is one line here, not a traceback in every worker it respawns
         service = MemoryService(args.home)
@@ -221,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         service.close()
         config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=args.workers, **serve)
     else:
-        app = create_app(service, token=token, allowed_hosts=hosts, cors_origins=cors)
+        app = create_app(
+            service, token=token, allowed_hosts=hosts, cors_origins=cors, allowed_origins=origins
+        )
         config = uvicorn.Config(app, **serve)
     try:
         sock = listening_socket(config)  # a port that is taken: uvicorn's one line and status 3
@@ -233,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
             threading.Thread(target=_open_when_up, args=(args.host, port, url), daemon=True).start()
         if args.workers > 1:
-            return _serve_workers(config, sock, args.home, token, hosts, cors, pin=args.pin_workers)
+            return _serve_workers(
+                config, sock, args.home, token, hosts, [cors, origins], pin=args.pin_workers
+            )
         server = uvicorn.Server(config)
         server.run(sockets=[sock])
         return 0 if server.started else STARTUP_FAILURE
@@ -247,12 +272,13 @@ def _serve_workers(
     home: str | None,
     token: str | None,
     hosts: list[str],
-    cors: list[str],
+    origins: list[list[str]],
     *,
     pin: bool = False,
 ) -> int:
     """Run ``config.workers`` uvicorn processes on ``sock``, each building the app with
-    ``worker_app`` (``pin``: each on one CPU, ``cpus.pin_to_one_cpu``).
+    ``worker_app`` (``origins``: the CORS origins and the allowed ones; ``pin``: each on one CPU,
+    ``cpus.pin_to_one_cpu``).
 
     The workers share the index through SQLite's WAL (each has its own connections, as separate
     ``coffer`` processes do) and operation state through a folder that lives as long as this run.
@@ -266,7 +292,8 @@ def _serve_workers(
             {
                 "token": token,
                 "hosts": hosts,
-                "cors": cors,
+                "cors": origins[0],
+                "origins": origins[1],
                 "operations": operations,
                 "supervisor": os.getpid(),
                 "pin": pin,
@@ -330,6 +357,7 @@ def worker_app() -> FastAPI:
         token=spec["token"],
         allowed_hosts=spec["hosts"],
         cors_origins=spec["cors"],
+        allowed_origins=spec["origins"],
         operations_dir=Path(spec["operations"]),
     )
     # uvicorn builds the app in its running loop, before that loop starts serving the socket.

@@ -5,8 +5,10 @@ A browser lets any web page send requests to ``127.0.0.1``. Three doors stay shu
 - DNS rebinding: a page on ``attacker.example`` re-pointed at 127.0.0.1 sends ``Host:
   attacker.example``. Only loopback names, the address the connection arrived at and the
   configured hosts are served; another Host is ``421 HOST_NOT_ALLOWED``.
-- Cross-site requests: an ``Origin`` that is not an allowed host or a configured CORS origin is
-  ``403 ORIGIN_NOT_ALLOWED`` (no Origin at all is fine: curl, the hook, scripts).
+- Cross-site requests: an ``Origin`` that is not this server's own (an allowed host on the port
+  of the request's ``Host``), an ``--allowed-origin`` or a configured CORS origin is ``403
+  ORIGIN_NOT_ALLOWED`` (no Origin at all is fine: curl, the hook, scripts); a page another server
+  on this machine serves (``http://localhost:3000``) is another origin.
 - Blind "simple requests" (``text/plain``, forms, multipart, no Content-Type) need no CORS
   preflight, so a POST must say ``Content-Type: application/json`` (even with an empty body), and
   so must any other body; else ``415 UNSUPPORTED_MEDIA_TYPE``. So is any request with two
@@ -124,6 +126,7 @@ class RequestGuard:
         *,
         hosts: HostRule,
         cors_origins: Iterable[str] = (),
+        allowed_origins: Iterable[str] = (),
         token: str | None = None,
         ui_prefix: str | None = None,
         max_body: int = MAX_REQUEST_BODY_BYTES,
@@ -134,7 +137,8 @@ class RequestGuard:
         self.body_limits = dict(body_limits or {})
         self.hosts = hosts
         self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
-        self.host_check = HostCheck(hosts, self.cors_origins, "; allow it with --allowed-host")
+        origins = [*self.cors_origins, *allowed_origins]
+        self.host_check = HostCheck(hosts, origins, "; allow it with --allowed-host")
         self.token = token.encode() if token else None
         self.ui_prefix = ui_prefix
         self.ui_pass = hmac.new(self.token, b"coffer-ui", hashlib.sha256).hexdigest() if self.token else None

@@ -35,16 +35,27 @@ from starlette.requests import Request
 
 from coffer_memory import CofferError, MemoryService, safe_echo
 from coffer_memory._http_conns import RepeatedWarnings, connections_option
-from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule
+from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule, forwarded_config, origins_option
 
-from ._args import CONNECTIONS_ENV, HOSTS_ENV, TOKEN_ENV, build_parser
+from ._args import (
+    CONNECTIONS_ENV,
+    FORWARDED_ENV,
+    HOSTS_ENV,
+    MAX_SESSIONS,
+    ORIGINS_ENV,
+    SESSIONS_ENV,
+    TOKEN_ENV,
+    build_parser,
+    sessions_option,
+)
 from ._debug import debug
 from ._http_body import BoundedBody
 from ._screen import Screened
+from ._sessions import MarkStreams, SessionRoom
 from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
 
-__all__ = ["BearerTokenMiddleware", "build_parser", "main"]
+__all__ = ["MAX_SESSIONS", "BearerTokenMiddleware", "build_parser", "main"]
 
 DRAIN_SECONDS = 10.0
 """How long ``coffer-mcp`` on stdio still answers the calls in flight once its input has ended."""
@@ -360,21 +371,25 @@ def _own_stdio() -> tuple[Any, _LockedOut]:
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")
-MAX_SESSIONS = 1000
-"""MCP sessions the HTTP server keeps at once (the SDK answers a new one past them ``503``). A session
-outlives its connections (about 40 KB each, measured; any client opened 365 a second), so
-``--max-connections`` does not bound them: mcp 2.0 and 2.1 kept every one for ever. An agent holds
-one; 1,000 is 40 MB at most, where the SDK's own 10,000 is 400 MB."""
 SESSION_IDLE_S = 30 * 60
 """An MCP session with no request for this long (and no open stream) is ended (the SDK's default
 since 2.2, given here so that it does not drift)."""
 
 
-def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Sequence[str] = ()) -> Any:
+def http_app(
+    server: MCPServer,
+    host: str,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    *,
+    max_sessions: int = MAX_SESSIONS,
+) -> Any:
     """The ASGI app ``coffer-mcp --transport streamable-http`` serves (``Host`` and ``Origin`` judged
-    as ``coffer-api`` does when bound to loopback or given ``allowed_hosts``, the token when one is
-    set, bounded body, typed refusals); uvicorn serves it with ``_http_head.BoundedHead``.
-    A malformed entry of ``allowed_hosts`` is a ``ValueError``."""
+    as ``coffer-api`` does when bound to loopback or given ``allowed_hosts``, ``allowed_origins``
+    served besides the server's own; the token when one is set, bounded body, typed refusals; at
+    most ``max_sessions`` MCP sessions, ``_sessions.SessionRoom``); uvicorn serves it with
+    ``_http_head.BoundedHead``. A malformed entry of ``allowed_hosts`` is a ``ValueError``."""
     # The SDK's transport checks only the Content-Type here: Host and Origin are HostGuard's.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
@@ -390,19 +405,22 @@ def http_app(server: MCPServer, host: str, token: str | None, allowed_hosts: Seq
     sdk_app = server.streamable_http_app(
         host=host,
         transport_security=security,
-        max_sessions=MAX_SESSIONS,
+        max_sessions=max_sessions,
         session_idle_timeout=SESSION_IDLE_S,
     )
+    # Past max_sessions a new session takes the place of the idle one that has done least.
+    room = SessionRoom.install(server.session_manager)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     app = BearerTokenMiddleware(app, token) if token else app
     # Bound to loopback, or told which names to serve, as coffer-api is (and in the same order:
     # before the token). Bound to another address without ``--allowed-host`` neither Host nor
     # Origin is checked, as the SDK chose (docs/security.md): ``_serve_http`` warns of it.
-    if host not in LOOPBACK_HOSTS and not allowed_hosts:
-        return app
-    extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
-    hint = "; allow it with --allowed-host"
-    return HostGuard(app, HostCheck(HostRule(extra), hint=hint))
+    if host in LOOPBACK_HOSTS or allowed_hosts:
+        extra = [*allowed_hosts, host] if host not in _WILDCARDS else list(allowed_hosts)  # by its given name
+        hint = "; allow it with --allowed-host"
+        app = HostGuard(app, HostCheck(HostRule(extra), allowed_origins, hint=hint))
+    # Outermost: uvicorn's own scope, which the connection bound reads an event stream's rank in.
+    return MarkStreams(app, room)
 
 
 def _serve_http(
@@ -413,10 +431,13 @@ def _serve_http(
     log_level: str,
     hosts: Sequence[str],
     limit: int | None = None,
+    forwarded: dict[str, Any] | None = None,
+    origins: Sequence[str] = (),
+    max_sessions: int = MAX_SESSIONS,
 ) -> None:
     import uvicorn
 
-    app = http_app(server, host, token, hosts)
+    app = http_app(server, host, token, hosts, origins, max_sessions=max_sessions)
     if not token and host not in LOOPBACK_HOSTS:
         log.warning("serving on %s without a token: anyone who can reach it can read and write memory", host)
     if not hosts and host not in LOOPBACK_HOSTS:
@@ -428,12 +449,19 @@ def _serve_http(
         )
     from ._http_head import BoundedHead
 
-    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead).
+    # ``limit_concurrency``: at most that many connections held, judged as each is made (BoundedHead);
+    # X-Forwarded-* believed from the proxies named (``forwarded_config``), none by default.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level.lower(), http=BoundedHead, limit_concurrency=limit
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        http=BoundedHead,
+        limit_concurrency=limit,
+        **(forwarded or {"proxy_headers": False}),
     )
     # After the Config set up uvicorn's logging: its warnings about one bad request each, and the
-    # SDK's about each session refused past MAX_SESSIONS, once a minute.
+    # SDK's about each session refused past --max-sessions, once a minute.
     logging.getLogger("uvicorn.error").addFilter(RepeatedWarnings())
     logging.getLogger("mcp.server.streamable_http_manager").addFilter(RepeatedWarnings())
     # Bound and listening here (a taken port: uvicorn's one line and status 3), so that ``--port 0``
@@ -460,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))  # before the home is opened: a typo is one line and status 2
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
+    forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)
+    origins = origins_option(parser, args.allowed_origin, ORIGINS_ENV)
+    sessions = sessions_option(parser, args.max_sessions, SESSIONS_ENV)
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="coffer-mcp %(levelname)s %(message)s"
     )
@@ -477,7 +508,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 anyio.run(_serve_stdio, server)
             else:
                 token = args.token or os.environ.get(TOKEN_ENV) or None
-                _serve_http(server, args.host, args.port, token, args.log_level, hosts, limit)
+                _serve_http(
+                    server,
+                    args.host,
+                    args.port,
+                    token,
+                    args.log_level,
+                    hosts,
+                    limit,
+                    forwarded,
+                    origins,
+                    sessions,
+                )
         except KeyboardInterrupt:
             pass
     return 0

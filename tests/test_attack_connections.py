@@ -10,6 +10,7 @@ the store's own files. Real servers on 127.0.0.1, raw sockets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,7 +25,13 @@ import pytest
 from served import Served
 from test_http_faces_agree import INIT
 
-from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, IDLE_GRACE_S, LINGER_S, RETRY_AFTER_S
+from coffer_memory._http_conns import (
+    DEFAULT_MAX_CONNECTIONS,
+    IDLE_GRACE_S,
+    LINGER_S,
+    RETRY_AFTER_S,
+    SLOW_AFTER_S,
+)
 
 LIMIT = 4
 WARNING = "a new one is answered 503"
@@ -312,3 +319,44 @@ def test_requests_that_are_not_http_are_logged_once_a_minute_not_once_each(face:
             assert fields["x-content-type-options"] == "nosniff", fields  # the protocol's answers had none
     assert served_again(face) == 200
     assert face.server.stderr().count("Invalid HTTP request received.") == 1, face.server.stderr()[-3000:]
+
+
+def test_requests_sent_slowly_give_their_places_to_a_new_connection(face: Face) -> None:
+    # A body sent at the least rate that earns more time (500 bytes a second) is not cut for as
+    # long as it lasts: 1 MiB of it held its connection for over half an hour, and LIMIT of them
+    # every connection (503 TOO_MANY_CONNECTIONS for everyone). At the bound, a request still
+    # arriving after SLOW_AFTER_S now gives its place (408), the slowest first.
+    import threading
+
+    assert served_again(face) == 200
+    path = "/api/v1/memory_stores/global/facts" if face.name == "rest" else "/mcp"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{face.port}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Length: 1000000\r\n\r\n"
+    ).encode()
+    stop = threading.Event()
+    with ExitStack() as stack:
+        slow = [stack.enter_context(face.connect()) for _ in range(LIMIT)]
+        for sock in slow:
+            sock.sendall(head + b"{")
+
+        def trickle() -> None:
+            rate = {sock: 100 * (i + 2) for i, sock in enumerate(slow)}  # bytes each 0.1 s: slow[0] slowest
+            while not stop.wait(0.1):
+                for sock in slow:
+                    with contextlib.suppress(OSError):
+                        sock.sendall(b" " * rate[sock])
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            time.sleep(SLOW_AFTER_S + 1)
+            with face.connect() as new:
+                status, _, body = answer(new, face.request())
+            assert status == 200, body[:300]  # was 503
+        finally:
+            stop.set()
+            sender.join()
+        slow[0].settimeout(10)
+        assert slow[0].recv(65536).startswith(b"HTTP/1.1 408 "), "the slowest sender"
+    assert served_again(face) == 200

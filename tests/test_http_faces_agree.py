@@ -127,10 +127,17 @@ HOSTS = [
 ORIGINS = [
     ([], SERVED),  # curl, scripts, agents: no Origin
     (["http://127.0.0.1:{port}"], SERVED),
-    (["http://localhost"], SERVED),
-    (["http://LOCALHOST:{port}"], SERVED),
-    (["https://localhost:9"], SERVED),  # any loopback origin, on any port
+    (["http://LOCALHOST:{port}"], SERVED),  # the server's own origin, by any loopback name
+    (["http://localhost.:{port}"], SERVED),
     (["http://[::1]:{port}"], SERVED),
+    (["https://localhost:{port}"], SERVED),  # one port serves one scheme: it is this server still
+    # Another port of this machine is another server (a dev server's page at localhost:3000): both
+    # faces served any loopback origin on any port, so its pages could drive them.
+    (["http://localhost"], 403),
+    (["https://localhost:9"], 403),
+    (["http://localhost:3000"], 403),
+    (["http://127.0.0.1:1"], 403),
+    (["http://[::1]:8080"], 403),
     (["http://evil.example"], 403),
     (["http://localhost.evil.example"], 403),
     (["http://localhost:{port}@evil.example"], 403),
@@ -356,13 +363,16 @@ def test_pipelined_requests_are_each_judged(face: Face) -> None:
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", data) == [b"200", b"421", b"200"], data[:3000]
 
 
-@pytest.mark.parametrize(("origin", "expected"), [("http://evil.example", 403), ("http://localhost:9", 405)])
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [("http://evil.example", 403), ("http://localhost:9", 403), ("http://localhost:{port}", 405)],
+)
 def test_a_preflight_is_judged_alike(face: Face, origin: str, expected: int) -> None:
-    # No CORS origin is configured: a foreign one is refused by the Origin rule, a loopback one
-    # reaches the app, which has no OPTIONS (coffer-api: without --cors-origin).
+    # No CORS origin is configured: a foreign one (another port too) is refused by the Origin rule,
+    # the server's own reaches the app, which has no OPTIONS (coffer-api: without --cors-origin).
     path = "/api/v1/memory_stores" if face.name == "rest" else "/mcp"
     request = (
-        f"OPTIONS {path} HTTP/1.1\r\nHost: 127.0.0.1:{face.port}\r\nOrigin: {origin}\r\n"
+        f"OPTIONS {path} HTTP/1.1\r\nHost: 127.0.0.1:{face.port}\r\nOrigin: {origin.format(port=face.port)}\r\n"
         "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n"
         "Connection: close\r\n\r\n"
     )

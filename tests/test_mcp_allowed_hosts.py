@@ -106,7 +106,9 @@ def test_bound_beyond_loopback_with_allowed_hosts_host_is_judged(
 
 ORIGINS = [
     ("http://box.lan:{port}", 200),
-    ("https://other.lan", 200),
+    ("https://other.lan:{port}", 200),  # an allowed name, on the server's port
+    ("https://other.lan", 403),  # another port (443) of an allowed name is another server
+    ("http://box.lan:3000", 403),
     (f"http://{REACH}:{{port}}", 200),
     ("http://evil.example", 403),
     ("http://box.lan@evil.example", 403),

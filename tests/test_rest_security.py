@@ -151,17 +151,27 @@ def test_a_foreign_origin_is_refused(client: TestClient, origin: str) -> None:
     assert fact_count(client) == 0
 
 
-def test_same_machine_origins_are_allowed(client: TestClient) -> None:
-    # The /docs page served by the API itself, or a local tool on another port.
-    for origin in ("http://localhost:8765", "http://127.0.0.1:3000", "https://[::1]:8443"):
-        assert client.get(API, headers={"Origin": origin}).status_code == 200, origin
+def test_the_servers_own_origin_is_allowed_and_another_local_port_only_when_listed(
+    client: TestClient, service: MemoryService
+) -> None:
+    # The /docs page served by the API itself, by any loopback name; a page of another server on
+    # this machine (a dev server's, on another port) is another origin, unless allowed by name.
+    here = {"Host": "127.0.0.1:8765"}
+    for origin in ("http://localhost:8765", "http://127.0.0.1:8765", "http://[::1]:8765"):
+        assert client.get(API, headers={**here, "Origin": origin}).status_code == 200, origin
+    for origin in ("http://127.0.0.1:3000", "https://[::1]:8443", "http://localhost"):
+        error(client.get(API, headers={**here, "Origin": origin}), 403, "ORIGIN_NOT_ALLOWED")
+    with TestClient(create_app(service, allowed_origins=["http://127.0.0.1:3000"])) as c:
+        assert c.get(API, headers={**here, "Origin": "http://127.0.0.1:3000"}).status_code == 200
+        error(c.get(API, headers={**here, "Origin": "http://127.0.0.1:3001"}), 403, "ORIGIN_NOT_ALLOWED")
 
 
 def test_a_preflight_without_cors_configured_grants_nothing(client: TestClient) -> None:
     preflight = {"Access-Control-Request-Method": "DELETE", "Access-Control-Request-Headers": "content-type"}
     foreign = client.options(f"{API}/global/facts", headers={"Origin": "http://evil.example", **preflight})
     error(foreign, 403, "ORIGIN_NOT_ALLOWED")
-    local = client.options(f"{API}/global/facts", headers={"Origin": "http://localhost:3000", **preflight})
+    own = {"Host": "localhost:8765", "Origin": "http://localhost:8765"}
+    local = client.options(f"{API}/global/facts", headers={**own, **preflight})
     assert local.status_code == 405
     for r in (foreign, local):
         assert not any(h.startswith("access-control-") for h in r.headers), r.headers
