@@ -1,0 +1,135 @@
+"""What store23 found and left open (a ledger.db whose table another program changed, a trigger
+planted in index.db, empty recalls beside a repair storm), pinned: each test here failed before
+its fix. Real homes, real SQLite files, a scripted model on 127.0.0.1, ``coffer`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import apsw
+import pytest
+from agent_samples import AgentSamples
+from http_scripted import ScriptedServer
+from test_attack_home_entries import _coffer
+from test_distill import llm as llm
+from test_distill import project_store, write_llm_config
+from test_distill import samples as samples
+
+from coffer_memory import MemoryService
+
+# Another program's hand in ledger.db: its own table in the ledger's place, one of the ledger's
+# columns gone (a table copied without it, and without the key), a view in its place, a trigger
+# that refuses every claim; and a file that is no database at all.
+LEDGER_TAMPER = {
+    "foreign-table": "DROP TABLE distilled_sessions; "
+    "CREATE TABLE distilled_sessions (id INTEGER PRIMARY KEY, note TEXT); "
+    "INSERT INTO distilled_sessions (note) VALUES ('theirs')",
+    "column-missing": "CREATE TABLE copied AS SELECT agent, session_id, content_sha256, status, claimed_at, "
+    "distilled_at, store, insights, prompt_tokens, completion_tokens, message_count, message_digests, "
+    "first_digest FROM distilled_sessions; DROP TABLE distilled_sessions; "
+    "ALTER TABLE copied RENAME TO distilled_sessions",
+    "view": "DROP TABLE distilled_sessions; CREATE VIEW distilled_sessions AS SELECT 1 AS agent",
+    "trigger": "CREATE TRIGGER no_claims BEFORE INSERT ON distilled_sessions "
+    "BEGIN SELECT raise(ABORT, 'no claims here'); END",
+    "not-a-database": "",
+}
+# Where the rows of the ledger are still there to carry over (the others lost them to the change).
+KEPT_ROWS = {"column-missing", "trigger"}
+
+
+def _tamper_ledger(path: Path, how: str) -> None:
+    if how == "not-a-database":
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        path.write_bytes(b"this is not an SQLite file\n" * 200)
+        return
+    conn = apsw.Connection(str(path))
+    conn.execute(LEDGER_TAMPER[how])
+    conn.close()
+
+
+def _distill(home: Path, session_id: str) -> subprocess.CompletedProcess[str]:
+    return _coffer(home, "distill", session_id, "--json")
+
+
+@pytest.mark.parametrize("how", sorted(LEDGER_TAMPER))
+def test_a_tampered_ledger_is_repaired_and_no_session_is_distilled_twice(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer, how: str
+) -> None:
+    """ledger.db changed by another program (its own ``distilled_sessions`` table, a column gone,
+    a view or a trigger in the way, garbage bytes): ``coffer distill`` died with a raw ``SQLError``
+    (the CLI's "unexpected"), as did the session-end hook and REST's distill. The ledger is repaired
+    as the index is, but keeps what it can: the changed table (or the file) is kept under another
+    name, the rows it still holds are carried into the new table, and a session distilled before
+    is not sent to the model again nor written twice (its journal entries say it was distilled,
+    whatever the ledger lost). ``coffer doctor`` lists the repair."""
+    write_llm_config(tmp_home, llm.url)
+    target, fresh = [e for e in samples.expected if e.project_path == str(samples.project_dir)][:2]
+    store = project_store(samples)
+    with MemoryService(tmp_home) as svc:
+        assert svc.distill_session(target.agent, target.session_id).status == "distilled"
+    asked = len(llm.requests)
+    ledger = tmp_home / "ledger.db"
+    _tamper_ledger(ledger, how)
+
+    proc = _distill(tmp_home, target.session_id)
+    assert proc.returncode == 0, proc.stderr
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["status"] == "already_distilled"
+    assert len(llm.requests) == asked
+    proc = _distill(tmp_home, fresh.session_id)  # a session never distilled: claimed and recorded
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "distilled"
+    with MemoryService(tmp_home) as svc:
+        (entry,) = svc.distilled_sessions(target.agent, target.session_id)
+        assert entry.status == "done"
+        if how in KEPT_ROWS:  # carried over: what it produced and cost is still there
+            assert (entry.insights, entry.prompt_tokens) == (2, 11)
+        assert [e.status for e in svc.distilled_sessions(fresh.agent, fresh.session_id)] == ["done"]
+        journal = svc.journal(cwd=samples.project_dir)
+        assert sum(len(day.entries) for day in journal) == 4
+        assert store in {s.name for s in svc.stores()}
+
+    proc = _coffer(tmp_home, "doctor")
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("repaired: ") and "ledger.db" in ln]
+    assert "kept as" in line, line
+    if how == "foreign-table":  # another program's rows are kept, in the file, under another name
+        conn = apsw.Connection(str(ledger))
+        (name,) = [
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'distilled_sessions_%'")
+        ]
+        assert name in line
+        assert list(conn.execute(f'SELECT note FROM "{name}"')) == [("theirs",)]
+        conn.close()
+    if how == "not-a-database":
+        (kept,) = tmp_home.glob("ledger.db.damaged-*[0-9]Z")
+        assert kept.read_bytes().startswith(b"this is not an SQLite file")
+        assert kept.name in line
+
+
+@pytest.mark.parametrize("how", ["trigger", "foreign-table", "dropped"])
+def test_a_ledger_changed_under_a_running_service_is_repaired_at_the_next_call(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer, how: str
+) -> None:
+    """The same change made while a service (coffer-api, coffer-mcp) holds the ledger open: the
+    next distillation's statement fails, the ledger's shape is checked then, repaired, and the
+    call runs again and succeeds; ``doctor`` of the same service lists the repair."""
+    write_llm_config(tmp_home, llm.url)
+    target, fresh = [e for e in samples.expected if e.project_path == str(samples.project_dir)][:2]
+    with MemoryService(tmp_home) as svc:
+        assert svc.distill_session(target.agent, target.session_id).status == "distilled"
+        conn = apsw.Connection(str(tmp_home / "ledger.db"))
+        conn.execute("DROP TABLE distilled_sessions" if how == "dropped" else LEDGER_TAMPER[how])
+        conn.close()
+        assert svc.distill_session(fresh.agent, fresh.session_id).status == "distilled"
+        assert [e.status for e in svc.distilled_sessions(fresh.agent, fresh.session_id)] == ["done"]
+        kept = [e.insights for e in svc.distilled_sessions(target.agent, target.session_id)]
+        assert kept == ([2] if how == "trigger" else [])
+        (line,) = [r for r in svc.doctor().index_repairs if r.split(": ", 1)[1].startswith("ledger.db: ")]
+        assert {"trigger": "no_claims", "foreign-table": "another program's", "dropped": "dropped"}[
+            how
+        ] in line
