@@ -6,8 +6,11 @@ its fix. Real homes, real SQLite files, a scripted model on 127.0.0.1, ``coffer`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -19,6 +22,7 @@ from test_distill import project_store, write_llm_config
 from test_distill import samples as samples
 
 from coffer_memory import MemoryService
+from coffer_memory._index import shape
 
 # Another program's hand in ledger.db: its own table in the ledger's place, one of the ledger's
 # columns gone (a table copied without it, and without the key), a view in its place, a trigger
@@ -133,3 +137,111 @@ def test_a_ledger_changed_under_a_running_service_is_repaired_at_the_next_call(
         assert {"trigger": "no_claims", "foreign-table": "another program's", "dropped": "dropped"}[
             how
         ] in line
+
+
+# Another program's hand in index.db that acts on the index's own writes: a trigger that aborts
+# them, one that drops them without a word (RAISE(IGNORE)), an index that refuses a second row.
+PLANTED = {
+    "trigger-abort": "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END",
+    "trigger-ignore": "CREATE TRIGGER planted BEFORE INSERT ON chunks BEGIN SELECT RAISE(IGNORE); END",
+    "unique-index": "CREATE UNIQUE INDEX planted ON documents (kind)",
+}
+
+
+def _plant(home: Path, how: str) -> None:
+    conn = apsw.Connection(str(home / "index.db"))
+    conn.execute(PLANTED[how])
+    conn.close()
+
+
+def _by_hand(home: Path) -> None:
+    inbox = home / "memory" / "global" / "knowledge" / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / "by-hand.md").write_text("---\ntitle: by hand\n---\n\nThe loom is oiled by hand.\n")
+
+
+@pytest.mark.parametrize("how", sorted(PLANTED))
+def test_a_trigger_or_index_planted_in_the_index_is_damage(tmp_home: Path, how: str) -> None:
+    """A trigger (or an index) another program planted in index.db: every write of the index
+    failed with a raw ``ConstraintError`` (the CLI's "unexpected", MCP's INTERNAL), or, for a
+    trigger that answers RAISE(IGNORE), was dropped without a word and recall never found the
+    file. The index makes no object but its own: another one is damage, moved aside and rebuilt
+    from the files, and doctor lists it."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    _plant(tmp_home, how)
+    _by_hand(tmp_home)
+    proc = _coffer(tmp_home, "recall", "loom oiled", "--store", "global", "--mode", "keyword")
+    assert proc.returncode == 0, proc.stderr
+    assert "by hand" in proc.stdout and "unexpected" not in proc.stderr
+    proc = _coffer(tmp_home, "remember", "The kettle whistles.", "--store", "global", "--title", "kettle")
+    assert proc.returncode == 0 and "index_pending" not in proc.stdout, proc.stdout + proc.stderr
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("repaired: ")]
+    assert "planted" in line and "moved to index.db.corrupt-" in line
+
+
+@pytest.mark.parametrize("how", sorted(PLANTED))
+def test_a_trigger_planted_under_a_running_service_is_met_as_damage(tmp_home: Path, how: str) -> None:
+    """The same planted while a service holds the index open: the write that meets it fails, the
+    schema is checked then (as for a table another program changed), and the next read moves the
+    file aside and rebuilds it; the recall answers with the fact (a trigger that drops writes
+    without a word fails none: ``coffer doctor`` finds it, as the next process's open does)."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        _plant(tmp_home, how)
+        svc.remember("The loom is oiled.", title="loom", scope="global")
+        _by_hand(tmp_home)
+        if how == "trigger-ignore":  # no write fails: only a look at the schema finds it
+            assert "planted" in svc.doctor().index_repairs[0]
+        found = {h.title for h in svc.recall("loom oiled", stores=["global"], mode="keyword").hits}
+        assert found == {"loom", "by hand"}
+        (repair,) = svc.doctor().index_repairs
+        assert "planted" in repair
+
+
+def test_the_index_knows_every_trigger_and_index_its_migrations_make(tmp_home: Path) -> None:
+    """``shape.TRIGGERS`` and ``shape.INDEXES`` are the migrations' own: a migration that made
+    another without naming it there would have its own index moved aside at every open."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        rows = svc.db.rows("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index')")
+    assert {n for t, n in rows if t == "trigger"} == shape.TRIGGERS
+    assert {n for t, n in rows if t == "index" and not n.startswith("sqlite_autoindex_")} == shape.INDEXES
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_planted_trigger_is_repaired_over_mcp_stdio(tmp_home: Path) -> None:
+    """coffer-mcp over stdio, on an index with a trigger another program planted: the tools
+    answer from the rebuilt index (the trigger failed the recall with INTERNAL)."""
+    from mcp import Client, StdioServerParameters
+
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    _plant(tmp_home, "trigger-abort")
+    _by_hand(tmp_home)
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
+    async with Client(params) as client:
+        recall = await client.call_tool("coffer__recall", {"query": "loom oiled", "cwd": str(tmp_home)})
+    assert not recall.is_error, recall
+    assert "by hand" in json.dumps(recall.structured_content)
+
+
+def test_a_trigger_planted_under_the_rest_face_is_repaired(client: Any, tmp_home: Path) -> None:
+    """coffer-api's service, a trigger planted under it: the write is durable (index pending), and
+    the recall after it rebuilds the index and finds the fact, never a 500."""
+    api = "/api/v1/memory_stores"
+    assert client.post(f"{api}/global/facts", json={"text": "The kiln runs hot."}).status_code == 201
+    _plant(tmp_home, "trigger-abort")
+    written = client.post(f"{api}/global/facts", json={"text": "The loom is oiled."})
+    assert written.status_code == 201, written.text
+    found = client.get(f"{api}/recall", params={"query": "loom oiled", "store": "global", "mode": "keyword"})
+    assert found.status_code == 200, found.text
+    assert [h["text"] for h in found.json()["hits"]] == ["The loom is oiled."]
