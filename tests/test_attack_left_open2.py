@@ -9,19 +9,21 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
 from agent_samples import AgentSamples
+from conftest import embedder_plugin, example_embedder
 from http_scripted import ScriptedServer
 from test_attack_home_entries import _coffer
 from test_distill import llm as llm
 from test_distill import project_store, write_llm_config
 from test_distill import samples as samples
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from coffer_memory._index import shape
 
 # Another program's hand in ledger.db: its own table in the ledger's place, one of the ledger's
@@ -245,3 +247,55 @@ def test_a_trigger_planted_under_the_rest_face_is_repaired(client: Any, tmp_home
     found = client.get(f"{api}/recall", params={"query": "loom oiled", "store": "global", "mode": "keyword"})
     assert found.status_code == 200, found.text
     assert [h["text"] for h in found.json()["hits"]] == ["The loom is oiled."]
+
+
+# Another process's repair of the index, once: the file (with its -wal and -shm) moved aside and
+# a new, empty one made, as tests/_index_race.py's repair role does in a loop.
+REPAIR_ONCE = (
+    "import sys, apsw; from pathlib import Path; from coffer_memory._index.db import IndexDB; "
+    "home = Path(sys.argv[1]); db = IndexDB(home / 'index.db', home=home); "
+    "db.note_damage(apsw.CorruptError('moved aside by the test')); db.repair(); db.close()"
+)
+
+
+class _RepairsOnce(example_embedder()):  # type: ignore[misc]
+    """The docs' example embedder, which, armed, has another process repair the index while it
+    embeds a text saying "by hand": between a recall's reconcile and its read."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(64)
+        self.home = home
+        self.armed = False
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.armed and any("by hand" in t for t in texts):
+            self.armed = False
+            env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+            subprocess.run(
+                [sys.executable, "-c", REPAIR_ONCE, str(self.home)], check=True, env=env, timeout=120
+            )
+        return super().embed_batch(texts)  # type: ignore[no-any-return]
+
+
+def test_a_recall_whose_index_another_process_replaced_before_its_read_answers_from_the_files(
+    tmp_home: Path,
+) -> None:
+    """Another process's repair that replaced index.db between a recall's reconcile and its read:
+    the read opened the new file, empty until a reconcile fills it, and the recall answered
+    nothing (store23's race runs saw it while one process repaired again and again). The recall
+    sees that it read another file than the one it brought up to date, and does it again."""
+    pytest.importorskip("sqlite_vec")
+    embedder = _RepairsOnce(tmp_home)
+    settings = Settings.load(
+        tmp_home,
+        embedding={"provider": "repairs-once"},
+        memory={"retrieval_modes": ["keyword", "vector"], "default_mode": "keyword"},
+    )
+    with embedder_plugin("repairs-once", embedder), MemoryService(settings=settings) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        assert [h.title for h in svc.recall("kiln", stores=["global"]).hits] == ["kiln"]
+        _by_hand(tmp_home)  # indexed by the next read, its vector embedded after the reconcile
+        embedder.armed = True
+        found = [h.title for h in svc.recall("loom oiled", stores=["global"]).hits]
+        assert not embedder.armed  # the other process did repair the index in between
+        assert found == ["by hand"]

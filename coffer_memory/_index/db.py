@@ -308,6 +308,11 @@ class IndexDB:
                 "it is rebuilt from the files on the next read",
             ) from None
 
+    @property
+    def file_id(self) -> int:
+        """The file this connection was opened on (its inode: not reused while it is open)."""
+        return self._ino
+
     def _hold(self) -> None:
         """Count this connection among the file's holders. The first one counts the file's size
         from now: with no connection of this process holding the old file, its inode may have
