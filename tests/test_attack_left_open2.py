@@ -299,3 +299,16 @@ def test_a_recall_whose_index_another_process_replaced_before_its_read_answers_f
         found = [h.title for h in svc.recall("loom oiled", stores=["global"]).hits]
         assert not embedder.armed  # the other process did repair the index in between
         assert found == ["by hand"]
+
+
+def test_doctor_looks_at_the_ledger_without_failing_on_one_it_cannot_open(tmp_home: Path) -> None:
+    """``coffer doctor`` checks the ledger's shape now; a folder in place of ledger.db (or one it
+    may not open) is no reason for doctor itself to fail, nor is a home that never distilled given
+    a ledger.db by it."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 0 and not (tmp_home / "ledger.db").exists(), proc.stdout + proc.stderr
+    (tmp_home / "ledger.db").mkdir()
+    proc = _coffer(tmp_home, "doctor")
+    assert proc.returncode == 0 and "unexpected" not in proc.stderr, proc.stdout + proc.stderr

@@ -255,7 +255,11 @@ class Ledger:
                 self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
             return ledger_repair.repairs(conn)
 
-        return self._run(look)
+        try:
+            return self._run(look)
+        except (OSError, apsw.Error) as exc:  # a folder in its place, a home only readable: distill says it
+            log.warning("could not check %s: %s", self.path, exc)
+            return []
 
     def is_done(self, agent: str, session_id: str, content_sha256: str) -> bool:
         """True when this exact content was distilled."""
