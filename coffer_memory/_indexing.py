@@ -256,6 +256,13 @@ class IndexHandle:
             self._readers[me] = held
         return held.main
 
+    def read_another_file(self, reader: IndexDB, refreshed: Iterable[int | None]) -> bool:
+        """True when ``reader`` (a thread's reader connection, after its read) read another
+        ``index.db`` than one of ``refreshed`` (what ``refresh`` returned for each store read):
+        another process's repair replaced the file between the two, and the reader read the new
+        file before any reconcile filled it. Numbers compared: no system call."""
+        return any(f is not None and f != reader.file_id for f in refreshed)
+
     @property
     def reader_db(self) -> IndexDB:
         """The calling thread's reader connection: the last committed state, without the lock."""
@@ -320,7 +327,7 @@ class IndexHandle:
             self._shared.backend.close()
             self._shared = None
 
-    def refresh(self, store: str, looks: Looks | None = None) -> None:
+    def refresh(self, store: str, looks: Looks | None = None) -> int | None:
         """Reconcile-on-read of ``store``, under the lock, before a read on a reader connection.
 
         Readers wait for a background full scan only for a store found changed: while one holds
@@ -329,6 +336,7 @@ class IndexHandle:
         the inotify feed has news of it, as the scan brings it up to date).
         ``looks``: the read's ``Looks`` (``_store/looks.py``), with what it saw before this; not
         used after a wait for the lock (what it saw may have changed meanwhile).
+        Returns the ``file_id`` of the index file it found up to date (``read_another_file``).
         """
         # Asked before any wait: a reader that first waited a poll interval lost 20 ms to every
         # scan, and at 10k facts a scan holds the lock ~5% of the time (about the p95 of a server).
@@ -340,11 +348,15 @@ class IndexHandle:
         while not acquired:
             if not checked and self.reconciler.scanning():
                 if self.reconciler.fresh_beside_scan(store, self.reader_db):
-                    return
+                    return self.reader_db.file_id
                 checked = True
             acquired = self.lock.acquire(timeout=SCAN_POLL_SECONDS)
+        refreshed = None
         try:
             self.reconciler.reconcile(store, looks=looks)
+            # Before the embedding below, which may meet (and reopen on) a file another process's
+            # repair put in place since: this file is the one the reconcile brought up to date.
+            refreshed = self.reconciler.brought
             if self._shared is not None:
                 self._shared.refresh(store)
         except (apsw.FullError, apsw.IOError, StorageNotWritable) as exc:
@@ -357,6 +369,7 @@ class IndexHandle:
         finally:
             self.lock.release()
         self._embed_after_read(store)
+        return refreshed
 
     def _embed_after_read(self, store: str) -> None:
         """What a reconcile left to embed, embedded after the lock (``embed_later``); a failure

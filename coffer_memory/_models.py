@@ -362,7 +362,8 @@ class DoctorReport:
     agent_problems: tuple[str, ...] = ()
     """What stands between an installed agent and a working coffer (also in ``agents``)."""
     index_repairs: tuple[str, ...] = ()
-    """Damaged index files moved aside and rebuilt since this process opened the home."""
+    """Damaged index files moved aside and rebuilt (the last 20), and repairs of ``ledger.db``
+    (lines that begin ``ledger.db:``)."""
 
     links: tuple[Path, ...] = ()
     """Symbolic links inside a store: coffer never reads or writes through them."""

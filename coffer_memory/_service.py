@@ -189,7 +189,12 @@ class MemoryService(LaneCalls):
             if s.project_root and (o := optout_for_roots([Path(s.project_root)], exclude)) is not None
         )
         return attrs.evolve(
-            report, agents=agents["agents"], agent_problems=agents["agent_problems"], opted_out=opted_out
+            report,
+            agents=agents["agents"],
+            agent_problems=agents["agent_problems"],
+            opted_out=opted_out,
+            # The distillation ledger's repairs too (another program's table in its place, say).
+            index_repairs=(*report.index_repairs, *self.transcripts.ledger.check()),
         )
 
     def project_optout(self, cwd: PathLike | None = None) -> OptOut | None:

@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 from served import Served
+from test_faults import _check_planted
 from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
@@ -58,18 +59,17 @@ async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService
 
 
 async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
-    # A trigger another program planted in the index aborts its writes: the recall's reconcile of
-    # a fact file added by hand fails inside the core with apsw's error; the SDK answered "Error
-    # executing tool ..." and no envelope. (A folder where the file should be was the case here
-    # until it became INDEX_UNAVAILABLE: test_attack_home_entries; a word table made a plain one
-    # until the schema's shape was checked on open: test_attack_left_open.)
+    # A CHECK another program wrote into the index's documents table refuses a write: the
+    # recall's reconcile of a fact file added by hand fails inside the core with apsw's error;
+    # the SDK answered "Error executing tool ..." and no envelope. (A folder where the file should
+    # be was the case here until it became INDEX_UNAVAILABLE: test_attack_home_entries; a word
+    # table made a plain one until the schema's shape was checked on open: test_attack_left_open;
+    # a planted trigger until triggers were checked too: test_attack_left_open2.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
     index = tmp_home / "index.db"
     conn = apsw.Connection(str(index))
-    conn.execute(
-        "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END"
-    )
+    _check_planted(conn)
     conn.close()
     by_hand = tmp_home / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
     by_hand.write_text("---\ntitle: by hand\n---\n\ndeploys by hand\n")

@@ -310,14 +310,12 @@ def test_cli_recall_against_a_corrupt_index_rebuilds_without_a_traceback(home_wi
 
 
 def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_facts: Path) -> None:
-    # Another program planted a trigger that aborts the index's writes: the recall's reconcile
-    # of a file added by hand fails inside SQLite (a folder in place of index.db did, until it
+    # Another program wrote a CHECK into the index's documents table: the recall's reconcile of
+    # a file added by hand fails inside SQLite (a folder in place of index.db did, until it
     # became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
-    # was checked on open).
+    # was checked on open; a planted trigger did, until triggers were checked too).
     conn = apsw.Connection(str(home_with_facts / "index.db"))
-    conn.execute(
-        "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END"
-    )
+    _check_planted(conn)
     conn.close()
     by_hand = home_with_facts / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
     by_hand.write_text("---\ntitle: by hand\n---\n\ndeploy by hand\n")
@@ -327,6 +325,19 @@ def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_f
     (line,) = out.stderr.strip().splitlines()
     log_path = Path(line.rsplit("see ", 1)[1].rstrip(")"))
     assert "Traceback" in log_path.read_text()
+
+
+def _check_planted(conn: apsw.Connection) -> None:
+    """Another program's CHECK written into the SQL of the index's ``documents`` table
+    (``writable_schema``): the shape check looks at which tables, triggers and indexes there are,
+    not at each table's constraints, so the write of a file titled "by hand" fails inside SQLite
+    with a ``ConstraintError`` nothing expects."""
+    conn.execute("PRAGMA writable_schema=ON")
+    key = "PRIMARY KEY (kind, resource_name, id)"
+    conn.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'documents'",
+        (key, f"CHECK (title <> 'by hand'), {key}"),
+    )
 
 
 def _check_moved(new: Path) -> None:

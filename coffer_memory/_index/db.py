@@ -16,7 +16,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +65,8 @@ def _shared_state(path: Path) -> _Shared:
 
 class _Connection(apsw.Connection):
     """An apsw connection that notes SQLite's corruption errors for the repair on the next read,
-    and an ``SQLError`` that comes of a schema another program changed (``shape.py``) too."""
+    and an ``SQLError`` or ``ConstraintError`` that comes of a schema another program changed
+    (``shape.py``: a table replaced, a trigger or an index planted) too."""
 
     owner: IndexDB
 
@@ -75,7 +76,7 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
-        except apsw.SQLError:
+        except (apsw.SQLError, apsw.ConstraintError):  # a planted trigger's RAISE is a ConstraintError
             self.owner.schema_changed(self)
             raise
 
@@ -85,13 +86,26 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
-        except apsw.SQLError:
+        except (apsw.SQLError, apsw.ConstraintError):
             self.owner.schema_changed(self)
             raise
 
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _schema_rows(rows: Iterable[tuple[Any, ...]]) -> tuple[dict[str, str | None], list[tuple[str, str, str]]]:
+    """``sqlite_master``'s rows (type, name, table, SQL) as the tables' SQL by name, and the
+    (type, name, table) of the triggers and indexes."""
+    tables: dict[str, str | None] = {}
+    objects: list[tuple[str, str, str]] = []
+    for kind, name, on, sql in rows:
+        if kind == "table":
+            tables[str(name)] = sql
+        elif kind in ("trigger", "index"):
+            objects.append((str(kind), str(name), str(on)))
+    return tables, objects
 
 
 def _vec_tables(conn: apsw.Connection) -> list[str]:
@@ -240,7 +254,7 @@ class IndexDB:
         try:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
-            tables = dict(self.rows("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            tables, objects = _schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
             vec = set(_vec_tables(self.conn)) if "vec_stores" in tables else set()
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
@@ -257,7 +271,7 @@ class IndexDB:
             return f"schema version {version} is newer than this coffer-memory's ({SCHEMA_VERSION})"
         if not tables.keys() >= CORE_TABLES:
             return f"tables missing: {', '.join(sorted(CORE_TABLES - tables.keys()))}"
-        return schema_problem(tables, version, vec)
+        return schema_problem(tables, version, vec, objects)
 
     def schema_problem(self, conn: apsw.Connection | None = None) -> str | None:
         """What another program changed in the schema of the open file (``shape.py``), or None.
@@ -265,12 +279,12 @@ class IndexDB:
         conn = self.conn if conn is None else conn
         try:
             version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
-            rows = apsw.Connection.execute(conn, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
-            tables = {str(name): sql for name, sql in rows}
+            rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
+            tables, objects = _schema_rows(rows)
             vec = set(_vec_tables(conn)) if "vec_stores" in tables else set()
         except apsw.Error:  # damage SQLite reports is noted where the read meets it
             return None
-        return schema_problem(tables, version, vec) if version else None
+        return schema_problem(tables, version, vec, objects) if version else None
 
     def note_schema(self, conn: apsw.Connection | None = None) -> str | None:
         """Note a schema another program changed as damage, for the next read to move the file
@@ -281,7 +295,7 @@ class IndexDB:
         return problem
 
     def schema_changed(self, conn: apsw.Connection) -> None:
-        """After an ``SQLError`` on ``conn``: when the schema is no longer the index's, note it
+        """After an ``SQLError`` or ``ConstraintError`` on ``conn``: when the schema is no longer the index's, note it
         (``note_schema``) and raise ``IndexUnavailable`` saying so in the failed statement's place.
         Nothing when the schema is whole: the error is the statement's own."""
         if self._opening:  # the open checks the schema itself, and moves a changed one aside
@@ -293,6 +307,11 @@ class IndexDB:
                 f"{self.path} was changed by another program ({problem}); "
                 "it is rebuilt from the files on the next read",
             ) from None
+
+    @property
+    def file_id(self) -> int:
+        """The file this connection was opened on (its inode: not reused while it is open)."""
+        return self._ino
 
     def _hold(self) -> None:
         """Count this connection among the file's holders. The first one counts the file's size

@@ -87,6 +87,9 @@ class Reconciler(Applier):
         self.reindexer = reindexer
         self.settings = settings
         self.lock = lock  # the owning service's lock; enables background full scans
+        # The index file (``IndexDB.file_id``) the last reconcile brought up to date; 0 when it
+        # straddled another process's repair twice (``_reconcile_once``): none is.
+        self.brought = 0
         self.audit = audit if audit is not None else AuditLog(settings.home)
         self._background: set[str] = set()
         self._guard = threading.Lock()
@@ -234,13 +237,19 @@ class Reconciler(Applier):
             changes = conn.total_changes()
             try:
                 report = self._reconcile(store, full=full, progress=progress, looks=looks)
-                if self.db.conn is not conn and not attempt:
+                self.brought = self.db.file_id
+                if self.db.conn is not conn:
                     # The file was replaced while this ran (another process's repair moved it
                     # aside): the rows written before went into the old file and the store's
                     # state into the new one, which then read as complete, and a service's
                     # recalls answered nothing for good (tests/_index_race.py). Again, in full.
-                    full = True
-                    continue
+                    if not attempt:
+                        full = True
+                        continue
+                    # Replaced again: without the state the new file would vouch for rows it
+                    # lacks, the next read scans in full; this one's read is to be done again.
+                    self.db.conn.execute("DELETE FROM store_state WHERE resource_name = ?", (store,))
+                    self.brought = 0
                 if looks is not None:  # the reader reads right after: its check is this one
                     looks.index_checked = sized and self.db.conn is conn and conn.total_changes() == changes
                 return report

@@ -1,4 +1,5 @@
-"""The shape of the index's schema: the migrations' tables are there, the virtual ones virtual.
+"""The shape of the index's schema: the migrations' tables are there, the virtual ones virtual, and
+no trigger or index is there but the migrations' own.
 
 ``IndexDB`` checks it once per open, from the ``sqlite_master`` rows it reads anyway (no extra
 query but the vector tables' names), and again only when a statement fails with an
@@ -10,7 +11,7 @@ file passed every other check: such a file is moved aside and rebuilt, as a dama
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 # The FTS5 tables, each with the schema version whose migration made it.
 FTS_TABLES: Mapping[str, int] = {"documents_fts": 1, "documents_words": 4}
@@ -30,6 +31,24 @@ PLAIN_TABLES: Mapping[str, int] = {
 }
 # The tables FTS5 keeps for each of its tables whatever its options (content and docsize vary).
 FTS_SHADOWS = ("_data", "_idx", "_config")
+# Every trigger and index the migrations make (SQLite's own ``sqlite_autoindex_*`` aside; FTS5
+# and vec0 make none). Any other acts on the index's writes for another program: a trigger that
+# aborted them failed every reconcile with a raw ``ConstraintError``, one that answered
+# RAISE(IGNORE) dropped them without a word, a unique index refused a second row.
+# ``tests/test_attack_left_open2.py`` checks these against a freshly made index.
+TRIGGERS = frozenset({"documents_drop_tags"})
+INDEXES = frozenset(
+    {
+        "idx_documents_kind_res_time",
+        "idx_documents_project",
+        "idx_documents_path",
+        "idx_chunks_document",
+        "idx_audit_store",
+        "idx_documents_pending",
+        "idx_document_tags_document",
+        "idx_documents_session",
+    }
+)
 
 
 def _virtual(sql: str | None, module: str) -> bool:
@@ -42,11 +61,29 @@ def _virtual(sql: str | None, module: str) -> bool:
     )
 
 
-def schema_problem(tables: Mapping[str, str | None], version: int, vec_tables: set[str]) -> str | None:
+def planted(objects: Iterable[tuple[str, str, str]]) -> str | None:
+    """The triggers and indexes among ``objects`` (``sqlite_master``'s type, name and table) that
+    the index does not make, said as a problem; None when there are none."""
+    found = sorted(
+        f"{kind} {name} on {on}"
+        for kind, name, on in objects
+        if (kind == "trigger" and name not in TRIGGERS)
+        or (kind == "index" and name not in INDEXES and not name.startswith("sqlite_autoindex_"))
+    )
+    return f"another program's {', '.join(found)} (the index makes no such object)" if found else None
+
+
+def schema_problem(
+    tables: Mapping[str, str | None],
+    version: int,
+    vec_tables: set[str],
+    objects: Iterable[tuple[str, str, str]] = (),
+) -> str | None:
     """What is wrong with the shape of an index of schema ``version``, or None.
 
     ``tables``: each table's name and SQL from ``sqlite_master`` (views left out); ``vec_tables``:
-    the per-store vector tables ``vec_stores`` names."""
+    the per-store vector tables ``vec_stores`` names; ``objects``: its other rows (type, name,
+    table), for triggers and indexes another program planted (``planted``)."""
     missing = [n for n, since in PLAIN_TABLES.items() if version >= since and n not in tables]
     if missing:
         return f"tables missing: {', '.join(missing)}"
@@ -63,4 +100,4 @@ def schema_problem(tables: Mapping[str, str | None], version: int, vec_tables: s
     for name in sorted(vec_tables & tables.keys()):
         if not _virtual(tables[name], "vec0"):
             return f"{name} is a plain table, not the vec0 index the schema makes"
-    return None
+    return planted(objects)

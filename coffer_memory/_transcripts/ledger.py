@@ -23,17 +23,26 @@ after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import attrs
 
+from .._home import HomeLayout
+from . import ledger_repair
 from .increment import Distilled
+from .ledger_repair import DAMAGE
+
+log = logging.getLogger("coffer_memory._transcripts")
+_T = TypeVar("_T")
 
 STALE_CLAIM_SECONDS = 600
 _SCHEMA = """
@@ -67,6 +76,22 @@ _RUNNING_INDEX = (
     "CREATE INDEX IF NOT EXISTS distilled_running ON distilled_sessions (agent, store, first_digest) "
     "WHERE status = 'running'"
 )
+_ADDED = tuple(name for name, _ in _ADDED_COLUMNS)
+# The statements that make the table whole in a file that has none (a repair's new table).
+_MAKE = ";\n".join(
+    [_SCHEMA.strip().rstrip(";")]
+    + [
+        f"ALTER TABLE distilled_sessions ADD COLUMN {n} {d}"
+        for n, d in _ADDED_COLUMNS
+        if f" {n} " not in _SCHEMA
+    ]
+    + [_RUNNING_INDEX]
+)
+
+
+def _repair_lock(path: Path) -> Path:
+    """``locks/ledger-repair.lock``: one process at a time moves a damaged ledger aside."""
+    return HomeLayout(path.parent).locks / "ledger-repair.lock"
 
 
 @attrs.frozen
@@ -131,53 +156,151 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn: apsw.Connection | None = None
+        self._ino = 0
+        self._moved: tuple[str, Path, str] | None = None  # a damaged file moved aside: salvage it
         self._lock = threading.Lock()
         # Claims are released or finished only by the ledger (process) that took them. The pid and
         # machine say whether that process still runs (``_owner_gone``).
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex}@{os.uname().nodename}"
 
     def _db(self) -> apsw.Connection:
+        if self._conn is not None and not self._same_file():
+            self._close_conn()  # another process moved a damaged file aside: use the new one
         if self._conn is None:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._conn = self._open()
+        return self._conn
+
+    def _same_file(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino == self._ino
+        except OSError:
+            return False
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            with suppress(apsw.Error):
+                self._conn.close()
+            self._conn = None
+
+    def _open(self) -> apsw.Connection:
+        """Open the ledger, repaired first when another program changed or damaged it
+        (``ledger_repair``)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for _attempt in range(3):
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            self._ino = os.fstat(fd).st_ino
             os.close(fd)
             conn = apsw.Connection(str(self.path))
-            conn.set_busy_timeout(10_000)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
-            present = {str(row[1]) for row in conn.execute("PRAGMA table_info(distilled_sessions)")}
-            for name, decl in _ADDED_COLUMNS:
-                if name not in present:
-                    conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
-            conn.execute(_RUNNING_INDEX)
-            self._conn = conn
-        return self._conn
+            try:
+                conn.set_busy_timeout(10_000)
+                found = ledger_repair.problem(conn, _ADDED, opening=True)
+                if found is not None:
+                    self._repaired(ledger_repair.repair_in_place(conn, _MAKE, _ADDED, opening=True))
+                conn.execute("PRAGMA journal_mode=WAL")
+                self._make(conn)
+                return conn
+            except DAMAGE as exc:
+                with suppress(apsw.Error):
+                    conn.close()
+                moved = ledger_repair.move_damaged(self.path, self._ino, _repair_lock(self.path))
+                if moved is not None:
+                    self._moved = (*moved, f"{type(exc).__name__}: {exc}")
+            except BaseException:
+                with suppress(apsw.Error):
+                    conn.close()
+                raise
+        raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
+
+    def _make(self, conn: apsw.Connection) -> None:
+        """Make (or bring up to date) the table and its index; carry in what a damaged file kept."""
+        conn.execute(_SCHEMA)
+        present = {str(row[1]) for row in conn.execute("PRAGMA table_info(distilled_sessions)")}
+        for name, decl in _ADDED_COLUMNS:
+            if name not in present:
+                conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
+        conn.execute(_RUNNING_INDEX)
+        if self._moved is not None:
+            at, kept, why = self._moved
+            self._moved = None
+            carried = ledger_repair.salvage(conn, kept)
+            what = (
+                f"ledger.db: {why}; the file is kept as {kept.name}, "
+                f"{carried} row{'' if carried == 1 else 's'} of it carried over"
+            )
+            ledger_repair.record(conn, at, what)
+            self._repaired(what)
+
+    def _repaired(self, what: str | None) -> None:
+        if what is not None:
+            log.warning("%s is damaged (%s)", self.path, what.removeprefix("ledger.db: "))
+
+    def _run(self, op: Callable[[apsw.Connection], _T]) -> _T:
+        """``op`` on the ledger's connection, under the lock. An error that comes of another
+        program's change to the ledger (its shape checked then) or of damage repairs the ledger,
+        and ``op`` runs once more on the repaired one."""
+        with self._lock:
+            for attempt in range(2):
+                conn = self._db()
+                try:
+                    return op(conn)
+                except DAMAGE:
+                    if attempt:
+                        raise
+                    self._close_conn()  # reopened below: the open finds the damage and moves it aside
+                except apsw.Error:
+                    if attempt or not self._reshaped(conn):
+                        raise
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reshaped(self, conn: apsw.Connection) -> bool:
+        """After an error on ``conn``: True when the ledger's shape was wrong and is repaired now."""
+        try:
+            found = ledger_repair.problem(conn, (), opening=False)
+        except apsw.Error:
+            return False
+        if found is None:
+            return False
+        self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
+        return True
+
+    def _rows(self, sql: str, params: Sequence[object]) -> list[tuple[object, ...]]:
+        return self._run(lambda db: db.execute(sql, params).fetchall())
+
+    def check(self) -> list[str]:
+        """``coffer doctor``'s look at the ledger: repaired first when its shape is wrong (a long-lived
+        process may have met nothing since another program changed it); every repair noted, one line
+        each. Nothing (and no file made) in a home that never distilled."""
+        if not self.path.exists():
+            return []
+
+        def look(conn: apsw.Connection) -> list[str]:
+            if ledger_repair.problem(conn, (), opening=False) is not None:
+                self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
+            return ledger_repair.repairs(conn)
+
+        try:
+            return self._run(look)
+        except (OSError, apsw.Error) as exc:  # a folder in its place, a home only readable: distill says it
+            log.warning("could not check %s: %s", self.path, exc)
+            return []
 
     def is_done(self, agent: str, session_id: str, content_sha256: str) -> bool:
         """True when this exact content was distilled."""
-        with self._lock:
-            row = (
-                self._db()
-                .execute(
-                    "SELECT status FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ?",
-                    (agent, session_id, content_sha256),
-                )
-                .fetchone()
-            )
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT status FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ?",
+                (agent, session_id, content_sha256),
+            ).fetchone()
+        )
         return row is not None and row[0] == "done"
 
     def distilled(self, agent: str, session_id: str) -> list[Distilled]:
         """Every distilled content of one session, with the turns it covered."""
-        with self._lock:
-            rows = (
-                self._db()
-                .execute(
-                    "SELECT content_sha256, message_count, message_digests FROM distilled_sessions "
-                    "WHERE agent = ? AND session_id = ? AND status = 'done'",
-                    (agent, session_id),
-                )
-                .fetchall()
-            )
+        rows = self._rows(
+            "SELECT content_sha256, message_count, message_digests FROM distilled_sessions "
+            "WHERE agent = ? AND session_id = ? AND status = 'done'",
+            (agent, session_id),
+        )
         return [Distilled(str(r[0]), int(r[1] or 0), tuple(str(r[2] or "").split())) for r in rows]
 
     def distilled_elsewhere(self, agent: str, session_id: str, store: str, first: str) -> list[Distilled]:
@@ -190,20 +313,15 @@ class Ledger:
         (``increment.undistilled`` works out how many turns each row shares). Only the same store:
         a session that begins word for word as another one of the project did adds nothing by
         those turns either. Rows written before turns were tracked (no digests) all come back."""
-        with self._lock:
-            rows = (
-                self._db()
-                .execute(
-                    # The digests are joined by spaces, the first one starts the text: only rows that
-                    # match come back (23 ms p50 over 10,000 rows of 200 turns each, a 41 MB ledger;
-                    # once per distillation, which then waits seconds for its model).
-                    "SELECT session_id, content_sha256, message_count, message_digests FROM distilled_sessions "
-                    "WHERE agent = ? AND store = ? AND session_id != ? AND status = 'done' "
-                    "AND (message_digests IN ('', ?) OR substr(message_digests, 1, ?) = ?) ORDER BY session_id",
-                    (agent, store, session_id, first, len(first) + 1, f"{first} "),
-                )
-                .fetchall()
-            )
+        rows = self._rows(
+            # The digests are joined by spaces, the first one starts the text: only rows that
+            # match come back (23 ms p50 over 10,000 rows of 200 turns each, a 41 MB ledger;
+            # once per distillation, which then waits seconds for its model).
+            "SELECT session_id, content_sha256, message_count, message_digests FROM distilled_sessions "
+            "WHERE agent = ? AND store = ? AND session_id != ? AND status = 'done' "
+            "AND (message_digests IN ('', ?) OR substr(message_digests, 1, ?) = ?) ORDER BY session_id",
+            (agent, store, session_id, first, len(first) + 1, f"{first} "),
+        )
         return [
             Distilled(str(r[1]), int(r[2] or 0), tuple(str(r[3]).split()), elsewhere=str(r[0])) for r in rows
         ]
@@ -217,8 +335,8 @@ class Ledger:
         and its parent: the later one must see what the earlier one covered)."""
         now = _now()
         stale = (now - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
-        with self._lock:
-            db = self._db()
+
+        def take(db: apsw.Connection) -> bool:
             # IMMEDIATE: take the write lock before reading, so two processes cannot both see
             # the session free (a deferred transaction would fail to upgrade instead of waiting).
             db.execute("BEGIN IMMEDIATE")
@@ -246,7 +364,9 @@ class Ledger:
                 if not db.getautocommit():
                     db.execute("ROLLBACK")
                 raise
-        return True
+            return True
+
+        return self._run(take)
 
     def holder(self, agent: str, session_id: str, *, store: str | None = None, first: str = "") -> str | None:
         """The session whose live running claim keeps ``claim`` from taking this one (this session
@@ -259,12 +379,11 @@ class Ledger:
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
         """Drop a claim that did not finish (the model failed): the next attempt retries.
         A no-op once the claim is finished (``done``) or when another owner holds it."""
-        with self._lock:
-            self._db().execute(
-                "DELETE FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ? "
-                "AND status = 'running' AND owner = ?",
-                (agent, session_id, content_sha256, self.owner),
-            )
+        self._rows(
+            "DELETE FROM distilled_sessions WHERE agent = ? AND session_id = ? AND content_sha256 = ? "
+            "AND status = 'running' AND owner = ?",
+            (agent, session_id, content_sha256, self.owner),
+        )
 
     def finish(
         self,
@@ -280,25 +399,24 @@ class Ledger:
     ) -> None:
         """Mark the content distilled, with what it produced and what it cost, and the digest
         of each turn it covered (so the next distillation of a grown session can skip them)."""
-        with self._lock:
-            self._db().execute(
-                "UPDATE distilled_sessions SET status = 'done', distilled_at = ?, store = ?, insights = ?, "
-                "prompt_tokens = ?, completion_tokens = ?, message_count = ?, message_digests = ? "
-                "WHERE agent = ? AND session_id = ? AND content_sha256 = ? AND owner = ?",
-                (
-                    _now().isoformat(),
-                    store,
-                    insights,
-                    prompt_tokens,
-                    completion_tokens,
-                    len(message_digests),
-                    " ".join(message_digests),
-                    agent,
-                    session_id,
-                    content_sha256,
-                    self.owner,
-                ),
-            )
+        self._rows(
+            "UPDATE distilled_sessions SET status = 'done', distilled_at = ?, store = ?, insights = ?, "
+            "prompt_tokens = ?, completion_tokens = ?, message_count = ?, message_digests = ? "
+            "WHERE agent = ? AND session_id = ? AND content_sha256 = ? AND owner = ?",
+            (
+                _now().isoformat(),
+                store,
+                insights,
+                prompt_tokens,
+                completion_tokens,
+                len(message_digests),
+                " ".join(message_digests),
+                agent,
+                session_id,
+                content_sha256,
+                self.owner,
+            ),
+        )
 
     def entries(self, agent: str | None = None, session_id: str | None = None) -> list[LedgerEntry]:
         """Ledger rows, newest first, optionally of one agent and/or session."""
@@ -310,16 +428,11 @@ class Ledger:
             where.append("session_id = ?")
             params.append(session_id)
         clause = ("WHERE " + " AND ".join(where)) if where else ""
-        with self._lock:
-            rows = (
-                self._db()
-                .execute(
-                    "SELECT agent, session_id, content_sha256, status, distilled_at, store, insights, "
-                    f"prompt_tokens, completion_tokens FROM distilled_sessions {clause} ORDER BY claimed_at DESC",
-                    params,
-                )
-                .fetchall()
-            )
+        rows = self._rows(
+            "SELECT agent, session_id, content_sha256, status, distilled_at, store, insights, "
+            f"prompt_tokens, completion_tokens FROM distilled_sessions {clause} ORDER BY claimed_at DESC",
+            params,
+        )
         return [
             LedgerEntry(
                 agent=str(r[0]),
