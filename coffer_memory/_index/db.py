@@ -16,8 +16,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from .shape import schema_problem
+from .shape import schema_problem, schema_rows
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -93,19 +93,6 @@ class _Connection(apsw.Connection):
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def _schema_rows(rows: Iterable[tuple[Any, ...]]) -> tuple[dict[str, str | None], list[tuple[str, str, str]]]:
-    """``sqlite_master``'s rows (type, name, table, SQL) as the tables' SQL by name, and the
-    (type, name, table) of the triggers and indexes."""
-    tables: dict[str, str | None] = {}
-    objects: list[tuple[str, str, str]] = []
-    for kind, name, on, sql in rows:
-        if kind == "table":
-            tables[str(name)] = sql
-        elif kind in ("trigger", "index"):
-            objects.append((str(kind), str(name), str(on)))
-    return tables, objects
 
 
 def _vec_tables(conn: apsw.Connection) -> list[str]:
@@ -254,7 +241,7 @@ class IndexDB:
         try:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
-            tables, objects = _schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+            tables, objects = schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
             vec = set(_vec_tables(self.conn)) if "vec_stores" in tables else set()
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
@@ -280,7 +267,7 @@ class IndexDB:
         try:
             version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
             rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
-            tables, objects = _schema_rows(rows)
+            tables, objects = schema_rows(rows)
             vec = set(_vec_tables(conn)) if "vec_stores" in tables else set()
         except apsw.Error:  # damage SQLite reports is noted where the read meets it
             return None
@@ -337,9 +324,16 @@ class IndexDB:
     def _close_quietly(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
-            with suppress(apsw.Error):
+            with suppress(apsw.Error), self._closing():
                 conn.close()
                 self._let_go()
+
+    def _closing(self) -> AbstractContextManager[None]:
+        """Held around a close: the file's last connection checkpoints and deletes the -wal and
+        -shm *by name*, and beside a move-aside (``_move_aside``) those names were the new file's.
+        Its committed transactions were lost to every later connection while the ones open wrote
+        on into the deleted -wal: the race harness's FTS5 "checksum mismatch" (integrity_check)."""
+        return shared_lock(HomeLayout(self.home).index_repair_lock)
 
     def _move_aside(self, problem: str, ino: int) -> None:
         """Rename the damaged file (and its -wal/-shm) away, unless another process did already."""
@@ -558,7 +552,8 @@ class IndexDB:
     def close(self) -> None:
         """Close the connection (apsw refuses the writer's while another thread is inside one of
         its statements: then it stays open, and ``closed`` false). A reader's: ``close_idle``."""
-        self.conn.close()
+        with self._closing():
+            self.conn.close()
         self._let_go()
         self.closed = True
 

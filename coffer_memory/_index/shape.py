@@ -12,6 +12,7 @@ file passed every other check: such a file is moved aside and rebuilt, as a dama
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 # The FTS5 tables, each with the schema version whose migration made it.
 FTS_TABLES: Mapping[str, int] = {"documents_fts": 1, "documents_words": 4}
@@ -101,3 +102,18 @@ def schema_problem(
         if not _virtual(tables[name], "vec0"):
             return f"{name} is a plain table, not the vec0 index the schema makes"
     return planted(objects)
+
+
+def schema_rows(
+    rows: Iterable[tuple[Any, ...]],
+) -> tuple[dict[str, str | None], list[tuple[str, str, str]]]:
+    """``sqlite_master``'s rows (type, name, table, SQL) as the tables' SQL by name, and the
+    (type, name, table) of the triggers and indexes."""
+    tables: dict[str, str | None] = {}
+    objects: list[tuple[str, str, str]] = []
+    for kind, name, on, sql in rows:
+        if kind == "table":
+            tables[str(name)] = sql
+        elif kind in ("trigger", "index"):
+            objects.append((str(kind), str(name), str(on)))
+    return tables, objects

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import apsw
 import attrs
@@ -263,7 +263,7 @@ class Ledger:
         self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
         return True
 
-    def _rows(self, sql: str, params: Sequence[object]) -> list[tuple[object, ...]]:
+    def _rows(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
         return self._run(lambda db: db.execute(sql, params).fetchall())
 
     def check(self) -> list[str]:

@@ -233,8 +233,8 @@ def salvage(conn: apsw.Connection, damaged: Path) -> int:
         with suppress(apsw.Error):
             old.close()
     names = list(COLUMNS)
-    values = ", ".join("?" if COLUMNS[c] is None else f"coalesce(?, {COLUMNS[c]})" for c in names)
+    marks = ", ".join("?" if COLUMNS[c] is None else f"coalesce(?, {COLUMNS[c]})" for c in names)
     before = conn.total_changes()
     with conn:
-        conn.executemany(f"INSERT OR IGNORE INTO {TABLE} ({', '.join(names)}) VALUES ({values})", rows)
+        conn.executemany(f"INSERT OR IGNORE INTO {TABLE} ({', '.join(names)}) VALUES ({marks})", rows)
     return conn.total_changes() - before
