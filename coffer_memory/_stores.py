@@ -44,7 +44,7 @@ __all__ = ["Stores"]
 # second clone whose store it names (that store is made by its first write, or by this merge).
 _NOT_WRITTEN = (
     "no store of that name holds memory yet; a checkout's store is made by its first write, or by "
-    "merging into it with `coffer stores merge` run inside the checkout"
+    "merging into it with `coffer stores merge` run inside the checkout (or given it with --cwd)"
 )
 _NO_CHECKOUT = (
     "no store of that name holds memory yet; to merge into the store of a checkout not yet written, "

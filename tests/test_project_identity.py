@@ -314,3 +314,18 @@ def test_the_offered_merge_into_a_new_store_keeps_the_stores_settings(cli: CliRu
     view = json.loads(cli("stores", "config", into, "--json").stdout)
     assert view["config"]["max_fact_chars"] == 20000 and view["overrides"] == {"max_fact_chars": 20000}, view
     assert [s["label"] for s in json.loads(cli("stores", "list", "--json").stdout)] == ["Widget"]
+
+
+def test_the_offered_merge_runs_from_elsewhere_with_cwd(cli: CliRunner, tmp_path: Path) -> None:
+    """``recall --cwd`` offers a merge for another checkout; ``stores merge`` had no ``--cwd`` to run
+    that offer from where it was made, only from inside the checkout."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second")
+    shown = cli("recall", "release", "--cwd", str(second), cwd=tmp_path).stdout
+    offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+)$", shown, re.M)
+    assert offer is not None, shown
+    done = cli("stores", "merge", *offer.groups(), "--yes", "--cwd", str(second), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = cli("recall", "release", "--json", cwd=second)
+    assert [h["text"] for h in json.loads(found.stdout)["hits"]] == ["release notes go in CHANGES.md"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import InvalidInput
-from ._common import add_command, emit_json, jsonable, resolve_store_name
+from ._common import add_command, add_cwd, emit_json, jsonable, resolve_store_name
 
 if TYPE_CHECKING:  # the parser is built on every run: the service loads only when a command runs
     from .._service import MemoryService
@@ -49,7 +49,7 @@ def merge_lines(m: StoreMerge) -> list[str]:
 def cmd_stores_merge(svc: MemoryService, args: argparse.Namespace) -> None:
     source, into = resolve_store_name(svc, args.source), resolve_store_name(svc, args.into)
     dry = args.dry_run or not args.yes
-    report = svc.merge_stores(source, into, dry_run=dry)
+    report = svc.merge_stores(source, into, dry_run=dry, cwd=args.cwd)
     emit_json(report) if args.json else print("\n".join(merge_lines(report)))
     if dry and not args.dry_run and not report.already_merged:
         raise InvalidInput("nothing was merged: pass --yes to merge (or --dry-run to only look)", field="yes")
@@ -120,6 +120,7 @@ def register(stores: Any) -> None:
     p.add_argument("into", help=f"the store that receives it; {STORE_ARG_HELP}")
     p.add_argument("--dry-run", action="store_true", help="show what would move; write nothing")
     p.add_argument("--yes", action="store_true", help="confirm (without it: the dry run, and exit 1)")
+    add_cwd(p, "the checkout whose store INTO is, when INTO holds no memory yet (default: .)")
     p.set_defaults(func=cmd_stores_merge)
     p = add_command(stores, "config", "show or change a store's own settings (store.json)")
     p.add_argument("store_name", help=STORE_ARG_HELP)
