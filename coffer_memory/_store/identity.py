@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from .._errors import PATH_ECHO_LIMIT, safe_echo
 from .._scope import remote_urls, root_commits
 from .paths import StorePaths, store_name_for_project
 
@@ -195,9 +196,14 @@ def _exists(root: str | None) -> bool:
 
 
 def merge_offer(store: str, root: str | None, into: str) -> str:
-    """The sentence that offers a second clone's store for merging, with the command."""
+    """The sentence that offers a second clone's store for merging, with the command.
+
+    ``root`` comes from the other store's store.json, which a synced or shared home may carry from
+    elsewhere: shown without control characters, so that it stays inside the sentence (an agent
+    reads this in its session context)."""
+    shown = safe_echo(root, PATH_ECHO_LIMIT) if root else "unknown"
     return (
-        f"Store {store} (checkout {root or 'unknown'}) holds memory of this same repository; "
+        f"Store {store} (checkout {shown}) holds memory of this same repository; "
         f"to merge it into {into}: coffer stores merge {store} {into}"
     )
 
