@@ -443,7 +443,9 @@ def test_a_fork_sends_only_the_turns_after_the_fork(
         second = svc.distill_session("claude-code", fork_id2)
     assert [i.name for i in second.insights] == ["insight-mark-second"]
     # Its first turns were distilled as the parent and as the first fork: either may be named.
-    named = re.search(r"were distilled before, as session (\S+) \(this one copies it\)$", second.detail or "")
+    named = re.search(
+        r"were distilled before, as session (\S+) \(the two begin with the same turns\)$", second.detail or ""
+    )
     assert named is not None and named.group(1) in {session_id, fork_id}
 
 

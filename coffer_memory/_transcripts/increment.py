@@ -75,7 +75,11 @@ class Increment:
             )
         first = self.total - len(self.new) + 1
         done = f"turns {first}-{self.total} of {self.total}; turns 1-{first - 1} were distilled before"
-        return f"{done}, as session {self.elsewhere} (this one copies it)" if self.elsewhere else done
+        return (
+            f"{done}, as session {self.elsewhere} (the two begin with the same turns)"
+            if self.elsewhere
+            else done
+        )
 
 
 def _encode(message: Message) -> bytes:
