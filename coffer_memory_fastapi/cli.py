@@ -288,17 +288,8 @@ def _serve_workers(
     if home is not None:
         os.environ["COFFER_HOME"] = os.path.abspath(home)  # the workers' MemoryService() reads it
     with tempfile.TemporaryDirectory(prefix="coffer-api-operations-") as operations:
-        os.environ[WORKER_ENV] = json.dumps(
-            {
-                "token": token,
-                "hosts": hosts,
-                "cors": origins[0],
-                "origins": origins[1],
-                "operations": operations,
-                "supervisor": os.getpid(),
-                "pin": pin,
-            }
-        )
+        spec = worker_spec(config.workers, token, hosts, origins, operations, pin=pin)
+        os.environ[WORKER_ENV] = json.dumps(spec)
         # uvicorn.run's own branch for workers, with the listening socket made by listening_socket.
         from uvicorn.supervisors import Multiprocess
 
@@ -306,6 +297,37 @@ def _serve_workers(
         supervisor = {"target": uvicorn.Server(config).run} if older else {}
         Multiprocess(config, sockets=[sock], **supervisor).run()
     return 0
+
+
+def worker_spec(
+    workers: int,
+    token: str | None,
+    hosts: list[str],
+    origins: list[list[str]],
+    operations: str,
+    *,
+    pin: bool = False,
+) -> dict[str, Any]:
+    """What ``worker_app`` reads in each of ``workers`` processes (``WORKER_ENV``, as JSON).
+
+    ``recalls``: the keyword recalls a worker runs at once, its share of the CPUs the server may
+    use (at least 1; None for a pinned worker, whose facade counts its one CPU). Each worker
+    bounded them by every CPU: two unpinned workers on two CPUs each ran two recalls at once on
+    one GIL, their threads spread over both CPUs, and needed more CPU a request than one recall
+    at a time each (docs/benchmarks.md, "rest25").
+    """
+    from coffer_memory._aio import usable_cpus
+
+    return {
+        "recalls": None if pin else max(1, usable_cpus() // workers),
+        "token": token,
+        "hosts": hosts,
+        "cors": origins[0],
+        "origins": origins[1],
+        "operations": operations,
+        "supervisor": os.getpid(),
+        "pin": pin,
+    }
 
 
 STARTUP_FAILURE = 3
@@ -359,6 +381,7 @@ def worker_app() -> FastAPI:
         cors_origins=spec["cors"],
         allowed_origins=spec["origins"],
         operations_dir=Path(spec["operations"]),
+        max_recalls=spec.get("recalls"),
     )
     # uvicorn builds the app in its running loop, before that loop starts serving the socket.
     # Counted only now: the siblings leave connections to a worker that is about to take them.

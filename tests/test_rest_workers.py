@@ -3,7 +3,9 @@ they share (a poll may reach another worker than the one that started the operat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -426,3 +428,40 @@ def test_a_worker_killed_mid_request_loses_no_acknowledged_write_and_is_replaced
             assert [h.id for h in svc.recall(token, stores=["global"], mode="keyword").hits] == [fid]
         report = svc.doctor()
         assert not report.index_mismatches and not report.broken
+
+
+def test_unpinned_workers_each_run_their_share_of_the_cpus_keyword_recalls(
+    tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers N`` without ``--pin-workers``: each worker runs at most its share of the CPUs'
+    keyword recalls at once (``cpus // N``, at least 1). Each bounded them by every CPU, so two
+    workers on two CPUs ran up to four recalls at once, two to a GIL, their threads spread over
+    both CPUs (docs/benchmarks.md, "rest25"). A pinned worker's facade counts its one CPU itself."""
+    from coffer_memory._aio import usable_cpus
+    from coffer_memory_fastapi import balance, cli
+
+    MemoryService(tmp_home).close()
+    monkeypatch.setenv("COFFER_HOME", str(tmp_home))
+    monkeypatch.setattr(balance, "current", None)  # what install() sets, put back after the test
+
+    def facade_bound(pin: bool) -> int | None:
+        ops = tmp_path / f"ops-{pin}"
+        ops.mkdir()
+        spec = cli.worker_spec(2, None, [], [[], []], str(ops), pin=pin)
+        spec["pin"] = False  # this test process stays unpinned; the bound is what is looked at
+        monkeypatch.setenv(cli.WORKER_ENV, json.dumps({**spec, "supervisor": os.getppid()}))
+
+        async def main() -> int | None:
+            app = cli.worker_app()
+            try:
+                bound: int | None = app.state.async_service.max_recalls
+                return bound
+            finally:
+                app.state.service.close()
+                assert balance.current is not None
+                balance.current.close()
+
+        return asyncio.run(main())
+
+    assert facade_bound(pin=False) == max(1, usable_cpus() // 2)
+    assert facade_bound(pin=True) is None  # one CPU: the facade's own default
