@@ -5,7 +5,8 @@ same machine and load, coffer-api and a **limit server**: the uvicorn configurat
 uses (``--workers N`` processes sharing one listening socket with ``TCP_NODELAY`` and sharing
 connections out as coffer-api's workers do, ``coffer_memory_fastapi.balance``, where the coffer
 served has it; httptools, no access log, 127.0.0.1, warning log level; ``--pinned``: each worker
-on one CPU as with ``--pin-workers``) serving a raw ASGI app whose one route runs the keyword limit of
+on one CPU as with ``--pin-workers``; coffer's unpinned rows run ``--no-pin-workers`` where it has
+it, since ``--workers N`` on N CPUs pins by default) serving a raw ASGI app whose one route runs the keyword limit of
 ``bench/limit.py`` (``limit_keyword``: one bm25 MATCH on a plain FTS5 word table, then the
 matched texts) over the same 10,000 facts, on a SQLite file built by ``bench/limit.py``'s
 ``limit_rebuild`` from this home's fact files with coffer's own schema (WAL, one connection per
@@ -317,6 +318,21 @@ def ratio_rows(
     return rows
 
 
+def unpinned(tree: str | None) -> list[str]:
+    """``--no-pin-workers`` where the coffer served from ``tree`` (None: the one installed) has it:
+    there ``--workers N`` on N CPUs pins its workers by default (the ``pinned`` rows), and the
+    unpinned rows stay unpinned; an older coffer never pins unless asked."""
+    import coffer_memory_fastapi
+
+    root = (
+        Path(tree.split(os.pathsep)[0]) / "coffer_memory_fastapi"
+        if tree
+        else Path(coffer_memory_fastapi.__file__).parent
+    )
+    cli = root / "cli.py"
+    return ["--no-pin-workers"] if cli.exists() and "--no-pin-workers" in cli.read_text() else []
+
+
 def servers(
     args: argparse.Namespace, home: Path, db: Path, qs: list[str], loads: dict[str, Any]
 ) -> tuple[dict[str, Callable[[], dict[str, Any]]], list[tuple[str, str]]]:
@@ -330,8 +346,8 @@ def servers(
     limit = functools.partial(load_limit, db, qs, args.concurrency, args.client, args.workers, **loads)
     serve: dict[str, Callable[[], dict[str, Any]]] = {}
     if before:
-        serve["before"] = functools.partial(coffer, before, workers)
-    serve["coffer"] = functools.partial(coffer, None, workers)
+        serve["before"] = functools.partial(coffer, before, [*workers, *unpinned(before)])
+    serve["coffer"] = functools.partial(coffer, None, [*workers, *unpinned(None)])
     serve["limit"] = functools.partial(limit, pin=False, threaded=False)
     pairs = [("coffer", "limit")] + ([("before", "limit")] if before else [])
     if args.pinned:

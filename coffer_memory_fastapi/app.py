@@ -36,6 +36,7 @@ def create_app(
     cors_origins: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
     operations_dir: Path | None = None,
+    max_recalls: int | None = None,
 ) -> FastAPI:
     """The REST app. With ``service=None`` it opens ``MemoryService()`` (``$COFFER_HOME``) and closes
     it on shutdown; a service passed in stays the caller's to close. With ``token``, every request
@@ -49,13 +50,15 @@ def create_app(
     The read-only web view is served at ``/ui`` (``/`` redirects there; docs/web.md).
     ``operations_dir``: a folder where several server processes share the state of long-running
     operations (``coffer-api --workers N`` makes one); without it that state stays in this process.
+    ``max_recalls``: the keyword recalls run at once (``AsyncMemoryService``; None: one per CPU
+    this process may run on); ``coffer-api --workers N`` gives each worker its share of the CPUs.
     """
     hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
     cors = [o.rstrip("/") for o in cors_origins]
     owned = service is None
     svc = service if service is not None else MemoryService()
     ops = Operations(operations_dir)
-    asvc = AsyncMemoryService(svc)  # the routes' way in: never blocks the event loop
+    asvc = AsyncMemoryService(svc, max_recalls=max_recalls)  # the routes' way in: never blocks the loop
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -120,9 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"coffer-api {__version__}")
     parser.add_argument(
         "--pin-workers",
-        action="store_true",
-        help="with --workers N: keep each worker process on one CPU of its own (Linux; for a server "
-        "that has its CPUs to itself, docs/rest.md)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --workers N: keep each worker process on one CPU of its own (Linux); by default "
+        "only when N is the number of CPUs the server may use; --no-pin-workers: never (docs/rest.md)",
     )
     parser.add_argument(
         "--access-log",
@@ -223,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be at least 1")
     if args.pin_workers and args.workers < 2:
         parser.error("--pin-workers needs --workers 2 or more (one process uses every CPU it may)")
+    pin = pins_by_default(args.workers) if args.pin_workers is None else args.pin_workers
     serve = {
         "host": args.host,
         "port": args.port,
@@ -256,14 +258,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"coffer-api: web view at {url.partition('?')[0]}", file=sys.stderr)
             threading.Thread(target=_open_when_up, args=(args.host, port, url), daemon=True).start()
         if args.workers > 1:
-            return _serve_workers(
-                config, sock, args.home, token, hosts, [cors, origins], pin=args.pin_workers
-            )
+            return _serve_workers(config, sock, args.home, token, hosts, [cors, origins], pin=pin)
         server = uvicorn.Server(config)
         server.run(sockets=[sock])
         return 0 if server.started else STARTUP_FAILURE
     finally:
         service.close()
+
+
+def pins_by_default(workers: int, cpus: int | None = None) -> bool:
+    """Whether ``--workers N`` pins its workers when neither ``--pin-workers`` nor
+    ``--no-pin-workers`` is given: on Linux, when there are two or more and as many as the CPUs
+    the server may use (``cpus``; by default this process's). Each worker would then have a CPU's
+    worth of work anyway; left to the scheduler, a worker's event loop and pool threads ran on
+    different CPUs about half the time, and two unpinned workers on two CPUs met issue #15's REST
+    target in fewer rounds, with a p95 several times that of pinned ones (docs/benchmarks.md,
+    "rest25"). With fewer workers than CPUs nothing is pinned: the CPUs left over are where the
+    scheduler moves other work."""
+    from coffer_memory._aio import usable_cpus
+
+    if not sys.platform.startswith("linux") or not hasattr(os, "sched_setaffinity"):
+        return False
+    return workers >= 2 and workers == (usable_cpus() if cpus is None else cpus)
 
 
 def _serve_workers(
@@ -288,17 +304,8 @@ def _serve_workers(
     if home is not None:
         os.environ["COFFER_HOME"] = os.path.abspath(home)  # the workers' MemoryService() reads it
     with tempfile.TemporaryDirectory(prefix="coffer-api-operations-") as operations:
-        os.environ[WORKER_ENV] = json.dumps(
-            {
-                "token": token,
-                "hosts": hosts,
-                "cors": origins[0],
-                "origins": origins[1],
-                "operations": operations,
-                "supervisor": os.getpid(),
-                "pin": pin,
-            }
-        )
+        spec = worker_spec(config.workers, token, hosts, origins, operations, pin=pin)
+        os.environ[WORKER_ENV] = json.dumps(spec)
         # uvicorn.run's own branch for workers, with the listening socket made by listening_socket.
         from uvicorn.supervisors import Multiprocess
 
@@ -306,6 +313,37 @@ def _serve_workers(
         supervisor = {"target": uvicorn.Server(config).run} if older else {}
         Multiprocess(config, sockets=[sock], **supervisor).run()
     return 0
+
+
+def worker_spec(
+    workers: int,
+    token: str | None,
+    hosts: list[str],
+    origins: list[list[str]],
+    operations: str,
+    *,
+    pin: bool = False,
+) -> dict[str, Any]:
+    """What ``worker_app`` reads in each of ``workers`` processes (``WORKER_ENV``, as JSON).
+
+    ``recalls``: the keyword recalls a worker runs at once, its share of the CPUs the server may
+    use (at least 1; None for a pinned worker, whose facade counts its one CPU). Each worker
+    bounded them by every CPU: two unpinned workers on two CPUs each ran two recalls at once on
+    one GIL, their threads spread over both CPUs, and needed more CPU a request than one recall
+    at a time each (docs/benchmarks.md, "rest25").
+    """
+    from coffer_memory._aio import usable_cpus
+
+    return {
+        "recalls": None if pin else max(1, usable_cpus() // workers),
+        "token": token,
+        "hosts": hosts,
+        "cors": origins[0],
+        "origins": origins[1],
+        "operations": operations,
+        "supervisor": os.getpid(),
+        "pin": pin,
+    }
 
 
 STARTUP_FAILURE = 3
@@ -359,6 +397,7 @@ def worker_app() -> FastAPI:
         cors_origins=spec["cors"],
         allowed_origins=spec["origins"],
         operations_dir=Path(spec["operations"]),
+        max_recalls=spec.get("recalls"),
     )
     # uvicorn builds the app in its running loop, before that loop starts serving the socket.
     # Counted only now: the siblings leave connections to a worker that is about to take them.

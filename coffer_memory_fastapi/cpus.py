@@ -6,8 +6,9 @@ each other across CPUs, which on a small virtual machine costs more than the han
 kept on one CPU, each worker's threads hand over where their data already is, and the workers do
 not compete for one CPU while another idles. On 2 cores, at 10,000 facts, the best round of two
 pinned workers served 1.1-1.8x the recalls per second of two unpinned ones, at 0.8-0.9 of their CPU
-per request (docs/benchmarks.md, "REST, session 7"). Pin only where the server has its CPUs to
-itself: a pinned worker cannot move off a busy CPU.
+per request (docs/benchmarks.md, "REST, session 7"). ``coffer-api --workers N`` pins by default
+when N is the number of CPUs it may use (``cli.pins_by_default``); a pinned worker cannot move off
+a busy CPU, so with fewer workers than CPUs it pins only when asked.
 
 Linux only (elsewhere the workers run unpinned). Workers claim CPUs in turn, first one each: a
 claim is an abstract Unix socket name bound for the life of the process, so a worker that dies

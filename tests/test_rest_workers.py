@@ -3,8 +3,11 @@ they share (a poll may reach another worker than the one that started the operat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -161,12 +164,12 @@ def two_workers(tmp_home: Path) -> Iterator[tuple[str, int]]:
 
 
 @contextlib.contextmanager
-def serving_workers(tmp_home: Path, *more: str) -> Iterator[tuple[str, int]]:
-    """``coffer-api --workers 2 --token ... *more`` over a home with one fact: its URL and pid."""
+def serving_workers(tmp_home: Path, *more: str, workers: int = 2) -> Iterator[tuple[str, int]]:
+    """``coffer-api --workers N --token ... *more`` over a home with one fact: its URL and pid."""
     with MemoryService(tmp_home) as svc:
         svc.remember("the deploy runs from the release branch", store="global")
     exe = Path(sys.executable).parent / "coffer-api"
-    args = [str(exe), "--workers", "2", "--token", TOKEN, "--log-level", "warning", *more]
+    args = [str(exe), "--workers", str(workers), "--token", TOKEN, "--log-level", "warning", *more]
     temp = tmp_home.parent / "tmp"  # where the run's operations folder goes
     temp.mkdir()
     env = {**os.environ, "COFFER_HOME": str(tmp_home), "TMPDIR": str(temp)}
@@ -426,3 +429,90 @@ def test_a_worker_killed_mid_request_loses_no_acknowledged_write_and_is_replaced
             assert [h.id for h in svc.recall(token, stores=["global"], mode="keyword").hits] == [fid]
         report = svc.doctor()
         assert not report.index_mismatches and not report.broken
+
+
+def test_unpinned_workers_each_run_their_share_of_the_cpus_keyword_recalls(
+    tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers N`` without ``--pin-workers``: each worker runs at most its share of the CPUs'
+    keyword recalls at once (``cpus // N``, at least 1). Each bounded them by every CPU, so two
+    workers on two CPUs ran up to four recalls at once, two to a GIL, their threads spread over
+    both CPUs (docs/benchmarks.md, "rest25"). A pinned worker's facade counts its one CPU itself."""
+    from coffer_memory._aio import usable_cpus
+    from coffer_memory_fastapi import balance, cli
+
+    MemoryService(tmp_home).close()
+    monkeypatch.setenv("COFFER_HOME", str(tmp_home))
+    monkeypatch.setattr(balance, "current", None)  # what install() sets, put back after the test
+
+    def facade_bound(pin: bool) -> int | None:
+        ops = tmp_path / f"ops-{pin}"
+        ops.mkdir()
+        spec = cli.worker_spec(2, None, [], [[], []], str(ops), pin=pin)
+        spec["pin"] = False  # this test process stays unpinned; the bound is what is looked at
+        monkeypatch.setenv(cli.WORKER_ENV, json.dumps({**spec, "supervisor": os.getppid()}))
+
+        async def main() -> int | None:
+            app = cli.worker_app()
+            try:
+                bound: int | None = app.state.async_service.max_recalls
+                return bound
+            finally:
+                app.state.service.close()
+                assert balance.current is not None
+                balance.current.close()
+
+        return asyncio.run(main())
+
+    assert facade_bound(pin=False) == max(1, usable_cpus() // 2)
+    assert facade_bound(pin=True) is None  # one CPU: the facade's own default
+
+
+def _loaded_workers(pid: int, temp: Path, count: int) -> list[str]:
+    """The worker processes of the server ``pid`` once ``count`` of them have built their app (a
+    worker pins itself, if it does, before that; then it publishes its connection tally in the
+    run's operations folder under ``temp``)."""
+    deadline = time.monotonic() + STUCK
+    while True:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        tallies = {p.name for p in temp.glob("coffer-api-operations-*/connections/*")}
+        if len(workers) == count and set(workers) <= tallies:
+            return workers
+        assert time.monotonic() < deadline, (workers, tallies)
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not 2 <= LINUX_CPUS <= 8, reason="pinning takes Linux and 2 CPUs"
+)
+def test_as_many_workers_as_cpus_are_pinned_unless_told_not_to(tmp_home: Path) -> None:
+    """``--workers N`` with N the CPUs the server may use pins each worker on a CPU of its own, as
+    ``--pin-workers`` does: two unpinned workers on two CPUs spread each one's threads over both and
+    met issue #15's REST target in fewer rounds (docs/benchmarks.md, "rest25"). ``--no-pin-workers``
+    leaves them to the scheduler; fewer workers than CPUs are not pinned (the CPUs left over are
+    where the scheduler moves other work)."""
+    temp = tmp_home.parent / "tmp"
+    with serving_workers(tmp_home, workers=LINUX_CPUS) as (_, pid):
+        pinned = [_cpus_of(w) for w in _loaded_workers(pid, temp, LINUX_CPUS)]
+    assert all(
+        len(cpus) == 1 and "-" not in next(iter(cpus)) and "," not in next(iter(cpus)) for cpus in pinned
+    )
+    assert len({next(iter(cpus)) for cpus in pinned}) == LINUX_CPUS, pinned
+
+    everything = _cpus_of(str(os.getpid()))
+    shutil.rmtree(temp)
+    with serving_workers(tmp_home, "--no-pin-workers", workers=LINUX_CPUS) as (_, pid):
+        free = [_cpus_of(w) for w in _loaded_workers(pid, temp, LINUX_CPUS)]
+    assert free == [everything] * LINUX_CPUS
+
+
+def test_no_pin_workers_is_fine_with_one_worker() -> None:
+    from coffer_memory_fastapi.cli import build_parser, pins_by_default
+
+    assert build_parser().parse_args(["--no-pin-workers"]).pin_workers is False
+    assert build_parser().parse_args([]).pin_workers is None
+    assert pins_by_default(2, cpus=2) == sys.platform.startswith("linux")
+    assert (
+        not pins_by_default(2, cpus=4) and not pins_by_default(3, cpus=2) and not pins_by_default(1, cpus=1)
+    )
