@@ -5,13 +5,25 @@ failed before its fix. Real homes, real SQLite files, ``coffer`` in a subprocess
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
 import pytest
+from agent_samples import AgentSamples
+from conftest import poll
+from http_scripted import ScriptedServer
 from test_attack_home_entries import _coffer
+from test_distill import llm as llm
+from test_distill import samples as samples
+from test_distill import write_llm_config
 
-from coffer_memory import MemoryService
+from coffer_memory import MemoryService, Settings
 from coffer_memory._index import shape
 
 # Another program's constraint in the SQL of one of the index's tables: written into the schema
@@ -100,3 +112,108 @@ def test_the_index_knows_the_sql_its_migrations_give_each_table(tmp_home: Path) 
     found = {name: shape.table_sql(made.get(name)) for name in shape.TABLE_SQL}
     assert found == shape.TABLE_SQL, {n: f"{c:#010x}" for n, c in found.items()}
     assert set(shape.TABLE_SQL) == {*shape.PLAIN_TABLES, *shape.FTS_TABLES}
+
+
+# Another process's long write in ledger.db: its write lock held until the test lets it go.
+HOLD = (
+    "import sys, apsw; c = apsw.Connection(sys.argv[1]); c.execute('BEGIN IMMEDIATE'); "
+    "c.execute('CREATE TABLE their_long_write (x)'); print('held', flush=True); sys.stdin.read()"
+)
+
+
+@contextmanager
+def _held(path: Path) -> Iterator[None]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+BUSY_MS = "300"  # the busy timeout the faces below run with (``busy_timeout_ms``)
+
+
+def test_a_ledger_another_process_holds_is_a_typed_error_on_every_face(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """ledger.db's write lock held by another process (a long write) past the busy timeout:
+    ``coffer distill`` died with "unexpected BusyError: database is locked", the session-end hook
+    logged the same raw words, and REST's distill operation failed as INTERNAL. Each now says
+    ``INDEX_UNAVAILABLE`` naming ledger.db and why (another process holds it), the session left
+    for the next attempt, which distills it once the lock is let go."""
+    write_llm_config(tmp_home, llm.url)
+    first, target = [e for e in samples.expected if e.project_path == str(samples.project_dir)][:2]
+    with MemoryService(tmp_home) as svc:  # the ledger is made, as any distillation makes it
+        assert svc.distill_session(first.agent, first.session_id).status == "distilled"
+    ledger = tmp_home / "ledger.db"
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_BUSY_TIMEOUT_MS": BUSY_MS}
+    with _held(ledger):
+        proc = subprocess.run(
+            [sys.executable, "-m", "coffer_memory", "distill", target.session_id, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        error = json.loads(proc.stderr)["error"]  # --json: the envelope
+        assert error["code"] == "INDEX_UNAVAILABLE" and error["details"]["path"] == str(ledger), error
+        assert "another process" in error["message"], error
+
+        hook = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coffer_memory._session_end",
+                "--home",
+                str(tmp_home),
+                "--agent",
+                target.agent,
+                "--session-id",
+                target.session_id,
+                "--cwd",
+                target.project_path,
+                "--settle",
+                "0",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (hook.returncode, hook.stdout, hook.stderr) == (0, "", "")
+        (logged,) = (tmp_home / "logs" / "hook.log").read_text().splitlines()
+        assert "LedgerUnavailable" in logged and "another process" in logged, logged
+
+        from fastapi.testclient import TestClient
+
+        from coffer_memory_fastapi import create_app
+
+        settings = Settings.load(tmp_home, busy_timeout_ms=int(BUSY_MS))
+        with MemoryService(settings=settings) as svc, TestClient(create_app(svc)) as client:
+            url = f"/api/v1/agents/{target.agent}/sessions/{target.session_id}/end"
+            op = poll(client, client.post(url, json={"cwd": target.project_path}).headers["Location"])
+        assert op["status"] == "failed" and op["error"]["code"] == "INDEX_UNAVAILABLE", op
+        assert "another process" in op["error"]["message"]
+    proc = _coffer(tmp_home, "distill", target.session_id, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["status"] == "distilled", proc.stderr
+
+
+def test_a_ledger_that_cannot_be_opened_is_a_typed_error(tmp_home: Path) -> None:
+    """A folder in place of ledger.db: a distillation's first look at the ledger died with a raw
+    ``IsADirectoryError`` (the CLI's "unexpected"); it is ``LedgerUnavailable`` naming the file
+    (``doctor`` logs it and goes on)."""
+    from coffer_memory import LedgerUnavailable
+    from coffer_memory._transcripts.ledger import Ledger
+
+    (tmp_home / "ledger.db").mkdir(parents=True)
+    ledger = Ledger(tmp_home / "ledger.db")
+    with pytest.raises(LedgerUnavailable) as raised:
+        ledger.is_done("claude-code", "s1", "0" * 64)
+    assert raised.value.code == "INDEX_UNAVAILABLE" and "Is a directory" in raised.value.message
+    assert ledger.check() == []

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
+from .._errors import LedgerUnavailable
 from .._home import HomeLayout
 from . import ledger_repair
 from .increment import Distilled
@@ -151,10 +152,12 @@ def _holders(
 
 
 class Ledger:
-    """The ledger file of one coffer home (opened lazily, thread-safe)."""
+    """The ledger file of one coffer home (opened lazily, thread-safe). ``busy_timeout_ms``: how
+    long a statement waits for another process's write (``busy_timeout_ms``, as the index's)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = 10_000) -> None:
         self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
         self._conn: apsw.Connection | None = None
         self._ino = 0
         self._moved: tuple[str, Path, str] | None = None  # a damaged file moved aside: salvage it
@@ -192,7 +195,7 @@ class Ledger:
             os.close(fd)
             conn = apsw.Connection(str(self.path))
             try:
-                conn.set_busy_timeout(10_000)
+                conn.set_busy_timeout(self.busy_timeout_ms)
                 found = ledger_repair.problem(conn, _ADDED, opening=True)
                 if found is not None:
                     self._repaired(ledger_repair.repair_in_place(conn, _MAKE, _ADDED, opening=True))
@@ -237,20 +240,42 @@ class Ledger:
     def _run(self, op: Callable[[apsw.Connection], _T]) -> _T:
         """``op`` on the ledger's connection, under the lock. An error that comes of another
         program's change to the ledger (its shape checked then) or of damage repairs the ledger,
-        and ``op`` runs once more on the repaired one."""
+        and ``op`` runs once more on the repaired one. Any other (another process's write held
+        past the busy timeout, a file that cannot be opened) is ``LedgerUnavailable``: it reached
+        ``coffer distill`` as "unexpected BusyError: database is locked", REST as INTERNAL."""
         with self._lock:
-            for attempt in range(2):
-                conn = self._db()
-                try:
-                    return op(conn)
-                except DAMAGE:
-                    if attempt:
-                        raise
-                    self._close_conn()  # reopened below: the open finds the damage and moves it aside
-                except apsw.Error:
-                    if attempt or not self._reshaped(conn):
-                        raise
-            raise AssertionError("unreachable")  # pragma: no cover
+            try:
+                return self._attempts(op)
+            except (apsw.Error, OSError) as exc:
+                raise self._unusable(exc) from exc
+
+    def _attempts(self, op: Callable[[apsw.Connection], _T]) -> _T:
+        for attempt in range(2):
+            conn = self._db()
+            try:
+                return op(conn)
+            except DAMAGE:
+                if attempt:
+                    raise
+                self._close_conn()  # reopened below: the open finds the damage and moves it aside
+            except apsw.Error:
+                if attempt or not self._reshaped(conn):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unusable(self, exc: BaseException) -> LedgerUnavailable:
+        """``exc``, an error that is not the ledger's shape nor damage it could repair, as said to
+        the caller."""
+        if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+            reason = (
+                f"another process has held its write lock for over {self.busy_timeout_ms} ms "
+                "(a long write; busy_timeout_ms says how long to wait)"
+            )
+        elif isinstance(exc, OSError):
+            reason = f"cannot open it: {exc.strerror or exc}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        return LedgerUnavailable(str(self.path), reason)
 
     def _reshaped(self, conn: apsw.Connection) -> bool:
         """After an error on ``conn``: True when the ledger's shape was wrong and is repaired now."""
@@ -280,7 +305,7 @@ class Ledger:
 
         try:
             return self._run(look)
-        except (OSError, apsw.Error) as exc:  # a folder in its place, a home only readable: distill says it
+        except LedgerUnavailable as exc:  # a folder in its place, a home only readable: distill says it
             log.warning("could not check %s: %s", self.path, exc)
             return []
 
@@ -372,8 +397,7 @@ class Ledger:
         """The session whose live running claim keeps ``claim`` from taking this one (this session
         itself, or another of its family), or None when none does."""
         stale = (_now() - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
-        with self._lock:
-            found = _holders(self._db(), agent, session_id, store, first, stale)
+        found = self._run(lambda db: _holders(db, agent, session_id, store, first, stale))
         return found[0] if found else None
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
