@@ -217,3 +217,33 @@ def test_a_ledger_that_cannot_be_opened_is_a_typed_error(tmp_home: Path) -> None
         ledger.is_done("claude-code", "s1", "0" * 64)
     assert raised.value.code == "INDEX_UNAVAILABLE" and "Is a directory" in raised.value.message
     assert ledger.check() == []
+
+
+def test_garbage_written_over_a_ledger_in_use_is_met_at_the_next_use(
+    tmp_home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """Another program writes garbage over ledger.db while a service (coffer-api, coffer-mcp)
+    holds it open. The service went on answering from its open connection (SQLite's cache and the
+    -wal), never looking at the file again, while the file at the path stayed garbage: the next
+    process to open it moved it aside and could carry no row over, so every session distilled in
+    several runs lost which turns it had sent. The service's next use of the ledger sees the file
+    changed and no longer an SQLite file: it carries the rows its connection still reads into a new
+    ledger (the garbage kept aside), and says so in doctor."""
+    write_llm_config(tmp_home, llm.url)
+    first, fresh = [e for e in samples.expected if e.project_path == str(samples.project_dir)][:2]
+    ledger = tmp_home / "ledger.db"
+    with MemoryService(tmp_home) as svc:
+        assert svc.distill_session(first.agent, first.session_id).status == "distilled"
+        asked = len(llm.requests)
+        ledger.write_bytes(b"garbage, not a ledger\n" * 300)  # as ``cp`` writes over it
+        assert svc.distill_session(first.agent, first.session_id).status == "already_distilled"
+        assert len(llm.requests) == asked
+        assert svc.distill_session(fresh.agent, fresh.session_id).status == "distilled"
+        (line,) = [r for r in svc.doctor().index_repairs if "ledger.db" in r]
+        assert "not an SQLite file" in line and "1 row" in line, line
+    (kept,) = tmp_home.glob("ledger.db.damaged-*[0-9]Z")
+    assert kept.read_bytes().startswith(b"garbage, not a ledger")
+    conn = apsw.Connection(str(ledger), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = conn.execute("SELECT session_id, status, insights FROM distilled_sessions ORDER BY session_id")
+    assert sorted(rows) == sorted([(first.session_id, "done", 2), (fresh.session_id, "done", 2)])
+    conn.close()

@@ -161,23 +161,54 @@ class Ledger:
         self._conn: apsw.Connection | None = None
         self._ino = 0
         self._moved: tuple[str, Path, str] | None = None  # a damaged file moved aside: salvage it
+        self._seen = (0, 0, 0)  # the file's size, mtime and ctime when last found sound (``_look``)
+        self._kept: list[tuple[object, ...]] = []  # rows read through the connection to an overwritten file
         self._lock = threading.Lock()
         # Claims are released or finished only by the ledger (process) that took them. The pid and
         # machine say whether that process still runs (``_owner_gone``).
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex}@{os.uname().nodename}"
 
     def _db(self) -> apsw.Connection:
-        if self._conn is not None and not self._same_file():
-            self._close_conn()  # another process moved a damaged file aside: use the new one
+        if self._conn is not None:
+            self._look()
         if self._conn is None:
             self._conn = self._open()
         return self._conn
 
-    def _same_file(self) -> bool:
+    def _look(self) -> None:
+        """Before a use of the open connection: close it when the file at the path is another one
+        (another process moved a damaged file aside: use the new one), and take the file for
+        damage when it changed since last seen and is no SQLite file any more. Another program
+        that wrote garbage over it went unseen: the connection answered from SQLite's cache and
+        its -wal, and the next process to open the file could carry no row of it over."""
         try:
-            return os.stat(self.path).st_ino == self._ino
+            st = os.stat(self.path)
         except OSError:
-            return False
+            self._close_conn()
+            return
+        if st.st_ino != self._ino:
+            self._close_conn()
+            return
+        seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # a ctime is never set back
+        if seen == self._seen:
+            return
+        if ledger_repair.is_sqlite(self.path):  # a checkpoint (this process's or another's)
+            self._seen = seen
+            return
+        self._overwritten()
+
+    def _overwritten(self) -> None:
+        """The file under the open connection is garbage now: keep the rows the connection still
+        reads (its cache and -wal), move the file aside and let the next open make a new one
+        that carries them (``_make``)."""
+        assert self._conn is not None
+        self._kept = ledger_repair.readable_rows(self._conn)
+        # Renamed before the close: SQLite then neither checkpoints the -wal into the moved file
+        # nor deletes it (it sees the file moved), and the damaged file is kept as it was.
+        moved = ledger_repair.move_damaged(self.path, self._ino, _repair_lock(self.path))
+        if moved is not None:
+            self._moved = (*moved, "the file was overwritten while in use: not an SQLite file")
+        self._close_conn()
 
     def _close_conn(self) -> None:
         if self._conn is not None:
@@ -201,6 +232,8 @@ class Ledger:
                     self._repaired(ledger_repair.repair_in_place(conn, _MAKE, _ADDED, opening=True))
                 conn.execute("PRAGMA journal_mode=WAL")
                 self._make(conn)
+                st = os.stat(self.path)
+                self._seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
                 return conn
             except DAMAGE as exc:
                 with suppress(apsw.Error):
@@ -222,16 +255,20 @@ class Ledger:
             if name not in present:
                 conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
         conn.execute(_RUNNING_INDEX)
+        kept, self._kept = self._kept, []
         if self._moved is not None:
-            at, kept, why = self._moved
+            at, damaged, why = self._moved
             self._moved = None
-            carried = ledger_repair.salvage(conn, kept)
+            carried = ledger_repair.salvage(conn, damaged) + ledger_repair.carry_rows(conn, kept)
             what = (
-                f"ledger.db: {why}; the file is kept as {kept.name}, "
+                f"ledger.db: {why}; the file is kept as {damaged.name}, "
                 f"{carried} row{'' if carried == 1 else 's'} of it carried over"
+                + (" (read through this process's open connection)" if kept else "")
             )
             ledger_repair.record(conn, at, what)
             self._repaired(what)
+        elif kept:  # another process moved the overwritten file aside first: its rows still count
+            ledger_repair.carry_rows(conn, kept)
 
     def _repaired(self, what: str | None) -> None:
         if what is not None:
