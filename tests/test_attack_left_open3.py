@@ -247,3 +247,26 @@ def test_garbage_written_over_a_ledger_in_use_is_met_at_the_next_use(
     rows = conn.execute("SELECT session_id, status, insights FROM distilled_sessions ORDER BY session_id")
     assert sorted(rows) == sorted([(first.session_id, "done", 2), (fresh.session_id, "done", 2)])
     conn.close()
+
+
+@pytest.mark.parametrize("on", ["chunks", "documents"])
+def test_a_trigger_that_drops_writes_planted_under_a_running_service_is_met_by_the_next_write(
+    tmp_home: Path, on: str
+) -> None:
+    """A ``RAISE(IGNORE)`` trigger planted while a service holds the index open, after its open
+    checked the schema: it fails no statement, so the service's writes were dropped without a
+    word (recall never found the fact) until ``coffer doctor`` or the next process looked. Each
+    write transaction now reads ``PRAGMA schema_version`` and, when another program changed the
+    schema since, checks its shape: the write is durable and pending, and the next read rebuilds
+    the index and finds it."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        conn = apsw.Connection(str(tmp_home / "index.db"))
+        conn.execute(f"CREATE TRIGGER planted BEFORE INSERT ON {on} BEGIN SELECT RAISE(IGNORE); END")
+        conn.close()
+        loom = svc.remember("The loom is oiled.", title="loom", scope="global")
+        assert loom.receipt is not None and loom.receipt.index_pending
+        found = {h.title for h in svc.recall("loom oiled", stores=["global"], mode="keyword").hits}
+        assert found == {"loom"}
+        (repair,) = svc.db.repairs()
+        assert "planted" in repair

@@ -379,11 +379,15 @@ def test_the_migration_rewrites_absolute_paths_without_reindexing(
 
 
 def _downgrade_to_absolute_paths(db: Path, home: Path) -> None:
-    """Turn the index back into what schema 4 wrote: absolute paths, no ctime/inode columns."""
+    """Turn the index back into what schema 4 wrote: absolute paths, no ctime/inode columns, no
+    session column (migration 8's: left in, its columns came before the ones migration 5 adds
+    again, and the table's SQL was not the one the migrations make: damage, rebuilt)."""
     with apsw.Connection(str(db)) as conn:
         conn.execute(f"UPDATE documents SET path = '{home}/' || path")
         conn.execute(f"UPDATE broken_files SET path = '{home}/' || path")
         conn.execute("DELETE FROM kv")
+        conn.execute("DROP INDEX idx_documents_session")
+        conn.execute("ALTER TABLE documents DROP COLUMN origin_session")
         for col in ("file_ctime_ns", "file_ino"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {col}")
             conn.execute(f"ALTER TABLE broken_files DROP COLUMN {col}")

@@ -15,6 +15,8 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import apsw
+
 from .migrations import SCHEMA_VERSION
 
 # The FTS5 tables, each with the schema version whose migration made it.
@@ -154,3 +156,21 @@ def schema_rows(
         elif kind in ("trigger", "index"):
             objects.append((str(kind), str(name), str(on)))
     return tables, objects
+
+
+def vec_tables(conn: apsw.Connection) -> list[str]:
+    """The per-store vector tables ``vec_stores`` names (read past ``db._Connection``'s checks)."""
+    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
+
+
+def read_schema_problem(conn: apsw.Connection) -> str | None:
+    """What another program changed in the schema of the index open on ``conn``, or None (and
+    None when SQLite cannot read it: damage is noted where a read meets it)."""
+    try:
+        version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
+        rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
+        tables, objects = schema_rows(rows)
+        vec = set(vec_tables(conn)) if "vec_stores" in tables else set()
+    except apsw.Error:
+        return None
+    return schema_problem(tables, version, vec, objects) if version else None
