@@ -18,7 +18,7 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     │   └── InvalidExport     INVALID_INPUT            (.reason, .member, .limit: an export import would refuse)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
-    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, or no room to open index.db)
+    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, no room to open index.db, or it is busy)
     │   ├── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
     │   ├── ServiceClosed     INDEX_UNAVAILABLE        (a call on a MemoryService after close(), or cut off by it)
     │   └── LedgerUnavailable INDEX_UNAVAILABLE        (.path: ledger.db busy past the busy timeout, or unopenable)
@@ -429,7 +429,8 @@ class IndexUnavailable(CofferError):
     """A shared index backend (``[index] backend``, e.g. PostgreSQL) cannot be reached or failed;
     ``backend`` names it and ``reason`` says what its driver reported. Nothing was written: a write
     takes the backend's lock before it touches a file. Also the local index (``backend`` "sqlite")
-    when ``index.db`` cannot be opened for want of room (a full disk, a file size limit)."""
+    when ``index.db`` cannot be opened for want of room (a full disk, a file size limit), or
+    another process held its write lock past ``busy_timeout_ms``."""
 
     code = "INDEX_UNAVAILABLE"
 

@@ -270,3 +270,31 @@ def test_a_trigger_that_drops_writes_planted_under_a_running_service_is_met_by_t
         assert found == {"loom"}
         (repair,) = svc.db.repairs()
         assert "planted" in repair
+
+
+def test_an_index_another_process_holds_is_no_raw_error(tmp_home: Path) -> None:
+    """index.db's write lock held by another process past the busy timeout (a long write): a
+    recall that had a file to index, ``coffer reindex`` and ``coffer doctor`` died with
+    "unexpected BusyError: database is locked". A recall now answers from the index as it stands
+    (as when the index cannot be written), the others say ``INDEX_UNAVAILABLE`` and why; once the
+    lock is let go, the next recall indexes the file."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+    inbox = tmp_home / "memory" / "global" / "knowledge" / "inbox"
+    (inbox / "by-hand.md").write_text("---\ntitle: by hand\n---\n\nThe kiln is oiled by hand.\n")
+    env = {**os.environ, "COFFER_HOME": str(tmp_home), "COFFER_BUSY_TIMEOUT_MS": BUSY_MS}
+
+    def coffer(*args: str) -> subprocess.CompletedProcess[str]:
+        run = [sys.executable, "-m", "coffer_memory", *args]
+        return subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+
+    with _held(tmp_home / "index.db"):
+        proc = coffer("recall", "kiln", "--store", "global", "--mode", "keyword")
+        assert proc.returncode == 0 and "runs hot" in proc.stdout, proc.stdout + proc.stderr
+        assert "unexpected" not in proc.stderr and "answering from it as it is" in proc.stderr
+        for args in (("reindex",), ("doctor",)):
+            proc = coffer(*args)
+            assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+            assert "error: INDEX_UNAVAILABLE: " in proc.stderr and "another process" in proc.stderr
+    proc = coffer("recall", "oiled by hand", "--store", "global", "--mode", "keyword")
+    assert proc.returncode == 0 and "by hand" in proc.stdout, proc.stdout + proc.stderr

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from .._store.files import ensure_dir, move_aside
 from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from .shape import read_schema_problem, schema_problem, schema_rows, vec_tables
+from .unusable import IndexBusy, unopenable
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -187,24 +187,9 @@ class IndexDB:
             problem = _describe(exc)
         except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
             self._close_quietly()
-            raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
+            raise IndexUnavailable("sqlite", unopenable(self.path, exc)) from None
         self._close_quietly()
         return problem
-
-    def _unopenable(self, exc: apsw.Error) -> str:
-        """Why the file could not be opened: an entry of its name that is no file (a folder, a
-        FIFO: never moved aside, it may hold someone's data), else no room for its -shm or -wal."""
-        for entry in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-            with suppress(OSError):
-                mode = os.stat(entry).st_mode
-                if not stat.S_ISREG(mode):
-                    kind = (
-                        "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
-                    )
-                    return f"cannot open {self.path}: {entry} is {kind}, not a file; move it away"
-        if isinstance(exc, apsw.CantOpenError):
-            return f"cannot open {self.path}: {exc}"
-        return f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
 
     def _configure(self) -> None:
         # Turning a new file to WAL needs it alone, and SQLite answers BUSY at once (no busy
@@ -462,7 +447,10 @@ class IndexDB:
             with self.conn:
                 yield self.conn
             return
-        self._current().execute("BEGIN IMMEDIATE")
+        try:
+            self._current().execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise IndexBusy(self.path, self.busy_timeout_ms) from exc
         try:
             self._check_schema_version()
             yield self.conn
