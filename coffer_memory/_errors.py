@@ -18,9 +18,10 @@ errors are mapped from ``code`` by the adapters, never here::
     │   ├── InvalidImport     INVALID_INPUT            (.reason, .source, .member: a file coffer will not import)
     │   └── InvalidExport     INVALID_INPUT            (.reason, .member, .limit: an export import would refuse)
     ├── AgentConfigInvalid    AGENT_CONFIG_INVALID     (.path, .reason)
-    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, or no room to open index.db)
+    ├── IndexUnavailable      INDEX_UNAVAILABLE        (.backend, .reason: a shared index backend is down, no room to open index.db, or it is busy)
     │   ├── IndexFolderMismatch INDEX_UNAVAILABLE      (.bound_to, .folder_id: it follows another memory folder)
-    │   └── ServiceClosed     INDEX_UNAVAILABLE        (a call on a MemoryService after close(), or cut off by it)
+    │   ├── ServiceClosed     INDEX_UNAVAILABLE        (a call on a MemoryService after close(), or cut off by it)
+    │   └── LedgerUnavailable INDEX_UNAVAILABLE        (.path: ledger.db busy past the busy timeout, or unopenable)
     ├── StorageFull           STORAGE_FULL             (.path: the disk or file size limit; nothing half-written)
     ├── StorageNotWritable    STORAGE_NOT_WRITABLE     (.path: permissions or a read-only file system; nothing written)
     └── EmbeddingUnavailable  EMBEDDING_UNAVAILABLE    (internal: recall degrades, never raised to callers)
@@ -428,7 +429,8 @@ class IndexUnavailable(CofferError):
     """A shared index backend (``[index] backend``, e.g. PostgreSQL) cannot be reached or failed;
     ``backend`` names it and ``reason`` says what its driver reported. Nothing was written: a write
     takes the backend's lock before it touches a file. Also the local index (``backend`` "sqlite")
-    when ``index.db`` cannot be opened for want of room (a full disk, a file size limit)."""
+    when ``index.db`` cannot be opened for want of room (a full disk, a file size limit), or
+    another process held its write lock past ``busy_timeout_ms``."""
 
     code = "INDEX_UNAVAILABLE"
 
@@ -457,6 +459,26 @@ class ServiceClosed(IndexUnavailable):
 
     def __init__(self) -> None:
         super().__init__("service", "the memory service is closed; open a new MemoryService")
+
+
+class LedgerUnavailable(IndexUnavailable):
+    """``ledger.db``, the record of which agent sessions were distilled (``backend`` "ledger"),
+    could not be used for another reason than damage (which is repaired): another process held
+    its write lock past ``busy_timeout_ms`` (a long write), or it could not be opened (``reason``
+    says which). The session is left for the next distillation, which sends no turn twice."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        CofferError.__init__(
+            self,
+            f"the distillation ledger {path} is unavailable: {reason}; "
+            "the session is left for the next distillation",
+            backend="ledger",
+            reason=reason,
+            path=path,
+        )
+        self.backend = "ledger"
+        self.reason = reason
+        self.path = path
 
 
 class EmbeddingUnavailable(CofferError):

@@ -359,10 +359,10 @@ class IndexHandle:
             refreshed = self.reconciler.brought
             if self._shared is not None:
                 self._shared.refresh(store)
-        except (apsw.FullError, apsw.IOError, StorageNotWritable) as exc:
+        except (apsw.FullError, apsw.IOError, apsw.BusyError, StorageNotWritable) as exc:
             # The derived index cannot take writes (a full disk, a file size limit, a store lock
-            # that cannot be made): the read answers from it as it stands, the next read tries
-            # again; the files are the truth.
+            # that cannot be made, another process's write held past the busy timeout): the read
+            # answers from it as it stands, the next read tries again; the files are the truth.
             log.warning(
                 "could not bring the index of %s up to date (%s); answering from it as it is", store, exc
             )

@@ -51,6 +51,7 @@ EXPECTED = {
     "IndexFolderMismatch",
     "IndexUnavailable",
     "ServiceClosed",
+    "LedgerUnavailable",
     "InvalidCursor",
     "InvalidExport",
     "InvalidImport",

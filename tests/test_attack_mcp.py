@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 from served import Served
-from test_faults import _check_planted
+from test_faults import _row_tampered
 from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
@@ -59,20 +59,18 @@ async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService
 
 
 async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
-    # A CHECK another program wrote into the index's documents table refuses a write: the
-    # recall's reconcile of a fact file added by hand fails inside the core with apsw's error;
-    # the SDK answered "Error executing tool ..." and no envelope. (A folder where the file should
-    # be was the case here until it became INDEX_UNAVAILABLE: test_attack_home_entries; a word
-    # table made a plain one until the schema's shape was checked on open: test_attack_left_open;
-    # a planted trigger until triggers were checked too: test_attack_left_open2.)
+    # A value another program wrote into a row of the index fails the recall that finds it
+    # inside the core; the SDK answered "Error executing tool ..." and no envelope. (A folder
+    # where the file should be was the case here until it became INDEX_UNAVAILABLE:
+    # test_attack_home_entries; a word table made a plain one until the schema's shape was
+    # checked on open: test_attack_left_open; a planted trigger until triggers were checked too:
+    # test_attack_left_open2; a CHECK written into a table until its SQL was: test_attack_left_open3.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
     index = tmp_home / "index.db"
     conn = apsw.Connection(str(index))
-    _check_planted(conn)
+    _row_tampered(conn)
     conn.close()
-    by_hand = tmp_home / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
-    by_hand.write_text("---\ntitle: by hand\n---\n\ndeploys by hand\n")
     env = {**os.environ, "COFFER_HOME": str(tmp_home)}
     params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
     async with Client(params) as client:
@@ -80,7 +78,7 @@ async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_ho
             await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
         )
         again = error_of(await client.call_tool("coffer__recall", {"query": " ", "cwd": str(tmp_home)}))
-    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "ConstraintError"}
+    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "TypeError"}
     assert "Traceback" not in recall["message"] and str(index) not in recall["message"]
     assert again["code"] == "INVALID_INPUT"  # the server is still up
 

@@ -310,15 +310,14 @@ def test_cli_recall_against_a_corrupt_index_rebuilds_without_a_traceback(home_wi
 
 
 def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_facts: Path) -> None:
-    # Another program wrote a CHECK into the index's documents table: the recall's reconcile of
-    # a file added by hand fails inside SQLite (a folder in place of index.db did, until it
-    # became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
-    # was checked on open; a planted trigger did, until triggers were checked too).
+    # Another program wrote a value into a row of the index that no coffer write makes: the
+    # recall that finds the row fails inside the core (a folder in place of index.db did, until
+    # it became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
+    # was checked on open; a planted trigger did, until triggers were checked too; a CHECK
+    # written into a table's SQL did, until each table's SQL was checked too).
     conn = apsw.Connection(str(home_with_facts / "index.db"))
-    _check_planted(conn)
+    _row_tampered(conn)
     conn.close()
-    by_hand = home_with_facts / "memory" / "global" / "knowledge" / "inbox" / "by-hand.md"
-    by_hand.write_text("---\ntitle: by hand\n---\n\ndeploy by hand\n")
     out = coffer(home_with_facts, "recall", "deploy", "--store", "global", "--mode", "keyword")
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
@@ -327,17 +326,12 @@ def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_f
     assert "Traceback" in log_path.read_text()
 
 
-def _check_planted(conn: apsw.Connection) -> None:
-    """Another program's CHECK written into the SQL of the index's ``documents`` table
-    (``writable_schema``): the shape check looks at which tables, triggers and indexes there are,
-    not at each table's constraints, so the write of a file titled "by hand" fails inside SQLite
-    with a ``ConstraintError`` nothing expects."""
-    conn.execute("PRAGMA writable_schema=ON")
-    key = "PRIMARY KEY (kind, resource_name, id)"
-    conn.execute(
-        "UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE name = 'documents'",
-        (key, f"CHECK (title <> 'by hand'), {key}"),
-    )
+def _row_tampered(conn: apsw.Connection) -> None:
+    """Another program's value in a row of the index: every document's ``updated_at`` made a
+    blob. The shape check looks at the schema, not at the rows, and a reconcile at the files'
+    stat, which did not change: a recall that finds such a row fails with a ``TypeError``
+    nothing expects."""
+    conn.execute("UPDATE documents SET updated_at = x'00ff'")
 
 
 def _check_moved(new: Path) -> None:
@@ -385,11 +379,15 @@ def test_the_migration_rewrites_absolute_paths_without_reindexing(
 
 
 def _downgrade_to_absolute_paths(db: Path, home: Path) -> None:
-    """Turn the index back into what schema 4 wrote: absolute paths, no ctime/inode columns."""
+    """Turn the index back into what schema 4 wrote: absolute paths, no ctime/inode columns, no
+    session column (migration 8's: left in, its columns came before the ones migration 5 adds
+    again, and the table's SQL was not the one the migrations make: damage, rebuilt)."""
     with apsw.Connection(str(db)) as conn:
         conn.execute(f"UPDATE documents SET path = '{home}/' || path")
         conn.execute(f"UPDATE broken_files SET path = '{home}/' || path")
         conn.execute("DELETE FROM kv")
+        conn.execute("DROP INDEX idx_documents_session")
+        conn.execute("ALTER TABLE documents DROP COLUMN origin_session")
         for col in ("file_ctime_ns", "file_ino"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {col}")
             conn.execute(f"ALTER TABLE broken_files DROP COLUMN {col}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidInput, StoreNotDeletable
 from .._localtime import local_text
-from .._models import RETRIEVAL_MODES, MutationResult, StoreInfo
+from .._models import RETRIEVAL_MODES, MutationResult, RecallResult, StoreInfo
 from .._render import hits_table, shorten, table
 from .._store.paths import GLOBAL_STORE
 from .._store.when import FORMS
@@ -68,19 +68,26 @@ def cmd_recall(svc: MemoryService, args: argparse.Namespace) -> None:
         limit=args.limit,
         **_filters(args),
     )
-    if args.json:
-        emit_json(result)
+    offers = _merge_offers(svc, args, result)
+    if args.json:  # the offers too: JSON without them never said where the memory was
+        emit_json({**jsonable(result), "merge_offers": offers})
         return
     note = " (fell back to keyword)" if result.fallback else ""
     print(f"mode: {result.mode}{note}   stores: {', '.join(result.stores)}")
     print(hits_table(result.hits))
+    for offer in offers:
+        print(f"note: {offer}")
+
+
+def _merge_offers(svc: MemoryService, args: argparse.Namespace, result: RecallResult) -> list[str]:
+    """The other stores of this repository, offered for merging, when the recall found nothing
+    of this checkout's store: the memory may be in a second clone's (a copy of the checkout,
+    another `git clone`), which recall never searches by itself. Asked only then: it reads every
+    store's identity and may run git."""
     project = [s for s in result.stores if s != GLOBAL_STORE]
     if project and not args.stores and not any(h.store in project for h in result.hits):
-        # Nothing from this checkout's store: the memory may be in a second clone's (a copy of the
-        # checkout, another `git clone`), which recall never searches by itself. Asked only here:
-        # it reads every store's identity and may run git.
-        for offer in svc.repository_offers(cwd=args.cwd):
-            print(f"note: {offer}")
+        return svc.repository_offers(cwd=args.cwd)
+    return []
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,8 @@ from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from .shape import schema_problem, schema_rows
+from .shape import read_schema_problem, schema_problem, schema_rows, vec_tables
+from .unusable import IndexBusy, unopenable
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -95,11 +95,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _vec_tables(conn: apsw.Connection) -> list[str]:
-    """The per-store vector tables ``vec_stores`` names (read past ``_Connection``'s checks)."""
-    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
-
-
 class IndexDB:
     """One apsw connection to ``index.db`` with WAL, a busy timeout and migrations applied.
 
@@ -127,6 +122,7 @@ class IndexDB:
         self._holding = False  # counted in ``shared.holders``
         self._opening = False  # ``schema_changed`` leaves an open's own errors to the open
         self._reopen = False  # a repair's open failed: the connection is closed until one succeeds
+        self._schema_version = 0  # ``PRAGMA schema_version`` when the shape was last found whole
         self._open()
 
     # -- paths ------------------------------------------------------------------------------------
@@ -191,24 +187,9 @@ class IndexDB:
             problem = _describe(exc)
         except (apsw.IOError, apsw.FullError, apsw.CantOpenError) as exc:  # no room, or no file
             self._close_quietly()
-            raise IndexUnavailable("sqlite", self._unopenable(exc)) from None
+            raise IndexUnavailable("sqlite", unopenable(self.path, exc)) from None
         self._close_quietly()
         return problem
-
-    def _unopenable(self, exc: apsw.Error) -> str:
-        """Why the file could not be opened: an entry of its name that is no file (a folder, a
-        FIFO: never moved aside, it may hold someone's data), else no room for its -shm or -wal."""
-        for entry in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-            with suppress(OSError):
-                mode = os.stat(entry).st_mode
-                if not stat.S_ISREG(mode):
-                    kind = (
-                        "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
-                    )
-                    return f"cannot open {self.path}: {entry} is {kind}, not a file; move it away"
-        if isinstance(exc, apsw.CantOpenError):
-            return f"cannot open {self.path}: {exc}"
-        return f"cannot open {self.path}: {exc} (is the disk full, or a file size limit set?)"
 
     def _configure(self) -> None:
         # Turning a new file to WAL needs it alone, and SQLite answers BUSY at once (no busy
@@ -242,7 +223,8 @@ class IndexDB:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
             tables, objects = schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
-            vec = set(_vec_tables(self.conn)) if "vec_stores" in tables else set()
+            vec = set(vec_tables(self.conn)) if "vec_stores" in tables else set()
+            self._schema_version = int(self.scalar("PRAGMA schema_version") or 0)
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
                 self.conn.execute("COMMIT")
@@ -263,15 +245,7 @@ class IndexDB:
     def schema_problem(self, conn: apsw.Connection | None = None) -> str | None:
         """What another program changed in the schema of the open file (``shape.py``), or None.
         Read past ``_Connection``'s checks, on ``conn`` (default: this one's connection)."""
-        conn = self.conn if conn is None else conn
-        try:
-            version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
-            rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
-            tables, objects = schema_rows(rows)
-            vec = set(_vec_tables(conn)) if "vec_stores" in tables else set()
-        except apsw.Error:  # damage SQLite reports is noted where the read meets it
-            return None
-        return schema_problem(tables, version, vec, objects) if version else None
+        return read_schema_problem(self.conn if conn is None else conn)
 
     def note_schema(self, conn: apsw.Connection | None = None) -> str | None:
         """Note a schema another program changed as damage, for the next read to move the file
@@ -473,14 +447,30 @@ class IndexDB:
             with self.conn:
                 yield self.conn
             return
-        self._current().execute("BEGIN IMMEDIATE")
         try:
+            self._current().execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise IndexBusy(self.path, self.busy_timeout_ms) from exc
+        try:
+            self._check_schema_version()
             yield self.conn
         except BaseException:
             with suppress(apsw.Error):  # a damaged file may refuse even the rollback
                 self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    def _check_schema_version(self) -> None:
+        """In a write transaction: when the schema changed since its shape was last found whole
+        (``PRAGMA schema_version``, one read of the header this transaction holds), check it again
+        (``schema_changed``: ``IndexUnavailable`` when another program changed it). A trigger that
+        answers ``RAISE(IGNORE)``, planted after this process's open checked the schema, fails no
+        statement: it dropped the writes without a word until doctor or the next process looked.
+        Reads are left alone (a trigger acts on writes only): keyword recall pays nothing."""
+        version = int(self.scalar("PRAGMA schema_version") or 0)
+        if version != self._schema_version and not self._opening:
+            self.schema_changed(self.conn)  # raises when the shape is wrong
+            self._schema_version = version
 
     def _current(self, sized: bool = False) -> apsw.Connection:
         """The connection, reopened first when another connection of this process replaced the

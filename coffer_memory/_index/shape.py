@@ -1,5 +1,5 @@
-"""The shape of the index's schema: the migrations' tables are there, the virtual ones virtual, and
-no trigger or index is there but the migrations' own.
+"""The shape of the index's schema: the migrations' tables are there, the virtual ones virtual, each
+with the SQL the migrations give it, and no trigger or index is there but the migrations' own.
 
 ``IndexDB`` checks it once per open, from the ``sqlite_master`` rows it reads anyway (no extra
 query but the vector tables' names), and again only when a statement fails with an
@@ -11,8 +11,13 @@ file passed every other check: such a file is moved aside and rebuilt, as a dama
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import apsw
+
+from .migrations import SCHEMA_VERSION
 
 # The FTS5 tables, each with the schema version whose migration made it.
 FTS_TABLES: Mapping[str, int] = {"documents_fts": 1, "documents_words": 4}
@@ -50,6 +55,33 @@ INDEXES = frozenset(
         "idx_documents_session",
     }
 )
+# The SQL of each of the tables above, as the migrations leave it at ``SCHEMA_VERSION`` (SQLite
+# keeps a table's ``CREATE`` text, ``ADD COLUMN`` edits it): ``table_sql``'s CRC-32. Another
+# program's constraint written into it (a ``CHECK`` through ``PRAGMA writable_schema``, the table
+# made again with a ``UNIQUE``) refused the index's writes with a raw ``ConstraintError`` while
+# every other check passed. FTS5's own tables are left out: SQLite's version that made them says
+# their SQL. ``tests/test_attack_left_open3.py`` checks these against a freshly made index.
+TABLE_SQL: Mapping[str, int] = {
+    "documents": 0xB5B2A326,
+    "chunks": 0x9102998D,
+    "memory_store_project_roots": 0x67092E2B,
+    "memory_store_labels": 0xE57E92D9,
+    "store_state": 0x7F048DB2,
+    "vec_stores": 0xE104280D,
+    "broken_files": 0x8DBC433A,
+    "kv": 0xE249BD47,
+    "document_tags": 0xE4133108,
+    "audit_events": 0x56C3B4C0,
+    "documents_fts": 0xD2F879C5,
+    "documents_words": 0xE20D2523,
+}
+
+
+def table_sql(sql: str | None) -> int:
+    """A table's ``CREATE`` text as ``TABLE_SQL`` holds it: the CRC-32 of its bytes but white space
+    (its layout, which an older coffer-memory's migrations may have indented otherwise; about
+    0.4 µs a table, where splitting it into words took 1 µs)."""
+    return zlib.crc32((sql or "").encode().translate(None, b" \t\n\r"))
 
 
 def _virtual(sql: str | None, module: str) -> bool:
@@ -101,6 +133,13 @@ def schema_problem(
     for name in sorted(vec_tables & tables.keys()):
         if not _virtual(tables[name], "vec0"):
             return f"{name} is a plain table, not the vec0 index the schema makes"
+    if version == SCHEMA_VERSION:  # an older file's tables are the older migrations' (migrated after)
+        changed = [n for n, crc in TABLE_SQL.items() if table_sql(tables.get(n)) != crc]
+        if changed:
+            return (
+                f"the SQL of {', '.join(changed)} is not the one the schema makes "
+                "(another program changed the table: a constraint added, say)"
+            )
     return planted(objects)
 
 
@@ -117,3 +156,21 @@ def schema_rows(
         elif kind in ("trigger", "index"):
             objects.append((str(kind), str(name), str(on)))
     return tables, objects
+
+
+def vec_tables(conn: apsw.Connection) -> list[str]:
+    """The per-store vector tables ``vec_stores`` names (read past ``db._Connection``'s checks)."""
+    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
+
+
+def read_schema_problem(conn: apsw.Connection) -> str | None:
+    """What another program changed in the schema of the index open on ``conn``, or None (and
+    None when SQLite cannot read it: damage is noted where a read meets it)."""
+    try:
+        version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
+        rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
+        tables, objects = schema_rows(rows)
+        vec = set(vec_tables(conn)) if "vec_stores" in tables else set()
+    except apsw.Error:
+        return None
+    return schema_problem(tables, version, vec, objects) if version else None

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
+from .._errors import LedgerUnavailable
 from .._home import HomeLayout
 from . import ledger_repair
 from .increment import Distilled
@@ -151,30 +152,63 @@ def _holders(
 
 
 class Ledger:
-    """The ledger file of one coffer home (opened lazily, thread-safe)."""
+    """The ledger file of one coffer home (opened lazily, thread-safe). ``busy_timeout_ms``: how
+    long a statement waits for another process's write (``busy_timeout_ms``, as the index's)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = 10_000) -> None:
         self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
         self._conn: apsw.Connection | None = None
         self._ino = 0
         self._moved: tuple[str, Path, str] | None = None  # a damaged file moved aside: salvage it
+        self._seen = (0, 0, 0)  # the file's size, mtime and ctime when last found sound (``_look``)
+        self._kept: list[tuple[object, ...]] = []  # rows read through the connection to an overwritten file
         self._lock = threading.Lock()
         # Claims are released or finished only by the ledger (process) that took them. The pid and
         # machine say whether that process still runs (``_owner_gone``).
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex}@{os.uname().nodename}"
 
     def _db(self) -> apsw.Connection:
-        if self._conn is not None and not self._same_file():
-            self._close_conn()  # another process moved a damaged file aside: use the new one
+        if self._conn is not None:
+            self._look()
         if self._conn is None:
             self._conn = self._open()
         return self._conn
 
-    def _same_file(self) -> bool:
+    def _look(self) -> None:
+        """Before a use of the open connection: close it when the file at the path is another one
+        (another process moved a damaged file aside: use the new one), and take the file for
+        damage when it changed since last seen and is no SQLite file any more. Another program
+        that wrote garbage over it went unseen: the connection answered from SQLite's cache and
+        its -wal, and the next process to open the file could carry no row of it over."""
         try:
-            return os.stat(self.path).st_ino == self._ino
+            st = os.stat(self.path)
         except OSError:
-            return False
+            self._close_conn()
+            return
+        if st.st_ino != self._ino:
+            self._close_conn()
+            return
+        seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # a ctime is never set back
+        if seen == self._seen:
+            return
+        if ledger_repair.is_sqlite(self.path):  # a checkpoint (this process's or another's)
+            self._seen = seen
+            return
+        self._overwritten()
+
+    def _overwritten(self) -> None:
+        """The file under the open connection is garbage now: keep the rows the connection still
+        reads (its cache and -wal), move the file aside and let the next open make a new one
+        that carries them (``_make``)."""
+        assert self._conn is not None
+        self._kept = ledger_repair.readable_rows(self._conn)
+        # Renamed before the close: SQLite then neither checkpoints the -wal into the moved file
+        # nor deletes it (it sees the file moved), and the damaged file is kept as it was.
+        moved = ledger_repair.move_damaged(self.path, self._ino, _repair_lock(self.path))
+        if moved is not None:
+            self._moved = (*moved, "the file was overwritten while in use: not an SQLite file")
+        self._close_conn()
 
     def _close_conn(self) -> None:
         if self._conn is not None:
@@ -192,12 +226,14 @@ class Ledger:
             os.close(fd)
             conn = apsw.Connection(str(self.path))
             try:
-                conn.set_busy_timeout(10_000)
+                conn.set_busy_timeout(self.busy_timeout_ms)
                 found = ledger_repair.problem(conn, _ADDED, opening=True)
                 if found is not None:
                     self._repaired(ledger_repair.repair_in_place(conn, _MAKE, _ADDED, opening=True))
                 conn.execute("PRAGMA journal_mode=WAL")
                 self._make(conn)
+                st = os.stat(self.path)
+                self._seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
                 return conn
             except DAMAGE as exc:
                 with suppress(apsw.Error):
@@ -219,16 +255,20 @@ class Ledger:
             if name not in present:
                 conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
         conn.execute(_RUNNING_INDEX)
+        kept, self._kept = self._kept, []
         if self._moved is not None:
-            at, kept, why = self._moved
+            at, damaged, why = self._moved
             self._moved = None
-            carried = ledger_repair.salvage(conn, kept)
+            carried = ledger_repair.salvage(conn, damaged) + ledger_repair.carry_rows(conn, kept)
             what = (
-                f"ledger.db: {why}; the file is kept as {kept.name}, "
+                f"ledger.db: {why}; the file is kept as {damaged.name}, "
                 f"{carried} row{'' if carried == 1 else 's'} of it carried over"
+                + (" (read through this process's open connection)" if kept else "")
             )
             ledger_repair.record(conn, at, what)
             self._repaired(what)
+        elif kept:  # another process moved the overwritten file aside first: its rows still count
+            ledger_repair.carry_rows(conn, kept)
 
     def _repaired(self, what: str | None) -> None:
         if what is not None:
@@ -237,20 +277,42 @@ class Ledger:
     def _run(self, op: Callable[[apsw.Connection], _T]) -> _T:
         """``op`` on the ledger's connection, under the lock. An error that comes of another
         program's change to the ledger (its shape checked then) or of damage repairs the ledger,
-        and ``op`` runs once more on the repaired one."""
+        and ``op`` runs once more on the repaired one. Any other (another process's write held
+        past the busy timeout, a file that cannot be opened) is ``LedgerUnavailable``: it reached
+        ``coffer distill`` as "unexpected BusyError: database is locked", REST as INTERNAL."""
         with self._lock:
-            for attempt in range(2):
-                conn = self._db()
-                try:
-                    return op(conn)
-                except DAMAGE:
-                    if attempt:
-                        raise
-                    self._close_conn()  # reopened below: the open finds the damage and moves it aside
-                except apsw.Error:
-                    if attempt or not self._reshaped(conn):
-                        raise
-            raise AssertionError("unreachable")  # pragma: no cover
+            try:
+                return self._attempts(op)
+            except (apsw.Error, OSError) as exc:
+                raise self._unusable(exc) from exc
+
+    def _attempts(self, op: Callable[[apsw.Connection], _T]) -> _T:
+        for attempt in range(2):
+            conn = self._db()
+            try:
+                return op(conn)
+            except DAMAGE:
+                if attempt:
+                    raise
+                self._close_conn()  # reopened below: the open finds the damage and moves it aside
+            except apsw.Error:
+                if attempt or not self._reshaped(conn):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unusable(self, exc: BaseException) -> LedgerUnavailable:
+        """``exc``, an error that is not the ledger's shape nor damage it could repair, as said to
+        the caller."""
+        if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+            reason = (
+                f"another process has held its write lock for over {self.busy_timeout_ms} ms "
+                "(a long write; busy_timeout_ms says how long to wait)"
+            )
+        elif isinstance(exc, OSError):
+            reason = f"cannot open it: {exc.strerror or exc}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        return LedgerUnavailable(str(self.path), reason)
 
     def _reshaped(self, conn: apsw.Connection) -> bool:
         """After an error on ``conn``: True when the ledger's shape was wrong and is repaired now."""
@@ -280,7 +342,7 @@ class Ledger:
 
         try:
             return self._run(look)
-        except (OSError, apsw.Error) as exc:  # a folder in its place, a home only readable: distill says it
+        except LedgerUnavailable as exc:  # a folder in its place, a home only readable: distill says it
             log.warning("could not check %s: %s", self.path, exc)
             return []
 
@@ -372,8 +434,7 @@ class Ledger:
         """The session whose live running claim keeps ``claim`` from taking this one (this session
         itself, or another of its family), or None when none does."""
         stale = (_now() - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
-        with self._lock:
-            found = _holders(self._db(), agent, session_id, store, first, stale)
+        found = self._run(lambda db: _holders(db, agent, session_id, store, first, stale))
         return found[0] if found else None
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:

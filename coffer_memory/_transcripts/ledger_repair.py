@@ -40,6 +40,7 @@ from .._store.lock import store_lock
 TABLE = "distilled_sessions"
 RUNNING_INDEX = "distilled_running"
 DAMAGE = (apsw.CorruptError, apsw.NotADBError)
+MAGIC = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
 # Every column of the ledger's table and, for a row carried over from a table that lacks it, the
 # value it takes. None: a row without it means nothing (not carried over).
 COLUMNS: dict[str, str | None] = {
@@ -214,11 +215,22 @@ def move_damaged(path: Path, ino: int, lock: Path) -> tuple[str, Path] | None:
 def salvage(conn: apsw.Connection, damaged: Path) -> int:
     """Carry into the ledger on ``conn`` the rows of the damaged file that can still be read, up to
     the damage; the number carried."""
-    rows: list[tuple[object, ...]] = []
     try:
         old = apsw.Connection(str(damaged), flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error:
         return 0
+    try:
+        rows = readable_rows(old)
+    finally:
+        with suppress(apsw.Error):
+            old.close()
+    return carry_rows(conn, rows)
+
+
+def readable_rows(old: apsw.Connection) -> list[tuple[object, ...]]:
+    """The ledger rows ``old`` can still read (up to the damage), each with every column of
+    ``COLUMNS`` (None for one its table lacks)."""
+    rows: list[tuple[object, ...]] = []
     try:
         present = {str(r[1]) for r in old.execute(f"PRAGMA table_info({TABLE})")}
         if all(c in present for c, default in COLUMNS.items() if default is None):
@@ -229,12 +241,25 @@ def salvage(conn: apsw.Connection, damaged: Path) -> int:
                 rows.append(row)
     except apsw.Error:  # the damage: what was read before it is kept
         pass
-    finally:
-        with suppress(apsw.Error):
-            old.close()
+    return rows
+
+
+def carry_rows(conn: apsw.Connection, rows: list[tuple[object, ...]]) -> int:
+    """Insert ``readable_rows``' rows into the ledger on ``conn`` (none that it has already); the
+    number inserted."""
     names = list(COLUMNS)
     marks = ", ".join("?" if COLUMNS[c] is None else f"coalesce(?, {COLUMNS[c]})" for c in names)
     before = conn.total_changes()
     with conn:
         conn.executemany(f"INSERT OR IGNORE INTO {TABLE} ({', '.join(names)}) VALUES ({marks})", rows)
     return conn.total_changes() - before
+
+
+def is_sqlite(path: Path) -> bool:
+    """True when the file at ``path`` begins as every SQLite database does (16 bytes read), or is
+    empty (as SQLite takes it: a new database whose pages are all in its -wal still)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) in (MAGIC, b"")
+    except OSError:
+        return False

@@ -93,7 +93,7 @@ class Transcripts:
         """The ``distilled_sessions`` ledger of this home (``<home>/ledger.db``)."""
         with self._guard:
             if self._ledger is None:
-                self._ledger = Ledger(HomeLayout(self.settings.home).ledger_db)
+                self._ledger = Ledger(HomeLayout(self.settings.home).ledger_db, self.settings.busy_timeout_ms)
             return self._ledger
 
     def close(self) -> None:
