@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -323,12 +324,38 @@ def test_the_offered_merge_runs_from_elsewhere_with_cwd(cli: CliRunner, tmp_path
     assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
     second = _clone(tmp_path, "second")
     shown = cli("recall", "release", "--cwd", str(second), cwd=tmp_path).stdout
-    offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+)$", shown, re.M)
-    assert offer is not None, shown
-    done = cli("stores", "merge", *offer.groups(), "--yes", "--cwd", str(second), cwd=tmp_path)
+    offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+) --cwd (\S+)$", shown, re.M)
+    assert offer is not None and offer.group(3) == str(second), shown
+    done = cli("stores", "merge", *offer.groups()[:2], "--yes", "--cwd", str(second), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     found = cli("recall", "release", "--json", cwd=second)
     assert [h["text"] for h in json.loads(found.stdout)["hits"]] == ["release notes go in CHANGES.md"]
+
+
+def test_the_offered_merge_is_a_command_that_runs_as_printed(
+    cli: CliRunner, tmp_path: Path, tmp_home: Path
+) -> None:
+    """The offer after ``coffer --home H recall --cwd DIR`` named neither: copied as printed, from
+    where the recall ran, it merged in the default home, or failed with MEMORY_STORE_NOT_FOUND
+    for a checkout whose store is not written yet. It now carries both, quoted for the shell."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second two")  # a space, for the quoting
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other_home = tmp_path / "other-home"  # COFFER_HOME for these calls: only --home reaches tmp_home
+    home = ("--home", str(tmp_home))
+    shown = cli(*home, "recall", "release", "--cwd", str(second), cwd=elsewhere, home=other_home)
+    found = re.search(r"^note: .*?: (coffer .*)$", shown.stdout, re.M)
+    assert found is not None, shown.stdout
+    command = shlex.split(found.group(1))
+    assert command[:3] == ["coffer", "--home", str(tmp_home)] and command[-2:] == ["--cwd", str(second)]
+    done = cli(*command[1:], "--yes", cwd=elsewhere, home=other_home)
+    assert done.returncode == 0, done.stderr
+    found_now = cli("recall", "release", "--json", cwd=second)
+    assert [h["text"] for h in json.loads(found_now.stdout)["hits"]] == ["release notes go in CHANGES.md"]
+    offers = json.loads(cli(*home, "recall", "x", "--json", "--cwd", str(second), home=other_home).stdout)
+    assert offers["merge_offers"] == []  # merged: nothing left to offer
 
 
 def test_an_offer_shows_a_synced_root_without_its_control_characters(
@@ -364,7 +391,7 @@ def test_recall_json_carries_the_merge_offer_the_plain_output_prints(cli: CliRun
     shown = [line.removeprefix("note: ") for line in plain.splitlines() if line.startswith("note: ")]
     found = json.loads(cli("recall", "CHANGES", "--json", "--cwd", str(second), cwd=tmp_path).stdout)
     assert found["hits"] == [] and found["merge_offers"] == shown and len(shown) == 1, found
-    assert re.search(r": coffer stores merge \S+ \S+$", found["merge_offers"][0])
+    assert re.search(r": coffer stores merge \S+ \S+ --cwd \S+$", found["merge_offers"][0])
     own = json.loads(cli("recall", "CHANGES", "--json", cwd=first).stdout)
     assert own["merge_offers"] == [] and [h["text"] for h in own["hits"]] == [
         "release notes go in CHANGES.md"

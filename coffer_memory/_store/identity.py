@@ -195,6 +195,10 @@ def _exists(root: str | None) -> bool:
     return root is not None and os.path.isdir(root)
 
 
+# How an offer's command begins: the CLI adds the --home and --cwd its own call had.
+MERGE_COMMAND = "coffer stores merge "
+
+
 def merge_offer(store: str, root: str | None, into: str) -> str:
     """The sentence that offers a second clone's store for merging, with the command.
 
@@ -204,7 +208,7 @@ def merge_offer(store: str, root: str | None, into: str) -> str:
     shown = safe_echo(root, PATH_ECHO_LIMIT) if root else "unknown"
     return (
         f"Store {store} (checkout {shown}) holds memory of this same repository; "
-        f"to merge it into {into}: coffer stores merge {store} {into}"
+        f"to merge it into {into}: {MERGE_COMMAND}{store} {into}"
     )
 
 
