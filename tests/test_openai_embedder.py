@@ -306,23 +306,6 @@ def test_server_500_gives_up_after_max_retries(server: ScriptedServer) -> None:
     emb.close()
 
 
-def test_server_slow_response_is_retried(server: ScriptedServer) -> None:
-    server.script.append(embed(8, delay=1.5))
-    emb = OpenAIEmbedder(settings(base_url=server.url, timeout_seconds=0.2, max_retries=2))
-    assert emb.embed_batch(["slow one"]) == [text_vector("slow one", 8)]
-    assert len(server.requests) == 2
-    emb.close()
-
-
-def test_server_always_slow_gives_up_with_timeout(server: ScriptedServer) -> None:
-    server.default = embed(8, delay=1.0)
-    emb = OpenAIEmbedder(settings(base_url=server.url, timeout_seconds=0.2, max_retries=1))
-    with pytest.raises(EmbeddingUnavailable, match=r"failed after 2 attempts: ReadTimeout"):
-        emb.embed_batch(["x"])
-    assert len(server.requests) == 2
-    emb.close()
-
-
 class CountingTransport(httpx.HTTPTransport):
     """The real httpx transport, counting the requests it is handed."""
 
@@ -333,6 +316,65 @@ class CountingTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.calls += 1
         return super().handle_request(request)
+
+
+# How long a held request may wait for the test to let it go: a bound on a thread, not a timing
+# assertion (the server answers it only after the client gave up on it, whatever the load).
+HOLD_SECONDS = 60.0
+
+
+def held(until: threading.Event, then: Behaviour) -> Behaviour:
+    """A request answered only once ``until`` is set: the client times out on it for sure."""
+
+    def behaviour(body: Any) -> Reply:
+        until.wait(HOLD_SECONDS)
+        return then(body)
+
+    return behaviour
+
+
+def test_server_slow_response_is_retried(server: ScriptedServer) -> None:
+    """A read timeout is retried. The first answer is held until the retry arrives (it was a fixed
+    1.5 s against a 0.2 s timeout, and under load the quick answer to the retry took longer than
+    0.2 s too: a third attempt, or none left); the client allows 1 s and a few attempts for the
+    quick one, and the first one times out however loaded the machine is."""
+    retried = threading.Event()
+
+    def answer_retry(body: Any) -> Reply:
+        retried.set()  # the client gave up on the first request: let its handler go
+        return embed(8)(body)
+
+    server.script.append(held(retried, embed(8)))
+    server.default = answer_retry
+    transport = CountingTransport()
+    emb = OpenAIEmbedder(
+        settings(base_url=server.url, timeout_seconds=1.0, max_retries=4), transport=transport
+    )
+    try:
+        assert emb.embed_batch(["slow one"]) == [text_vector("slow one", 8)]
+    finally:
+        retried.set()
+        emb.close()
+    assert transport.calls >= 2 and len(server.requests) == transport.calls
+
+
+def test_server_always_slow_gives_up_with_timeout(server: ScriptedServer) -> None:
+    """Every answer held past the client's timeout: two attempts (``max_retries=1``), then the
+    read timeout is the error. The attempts are counted as the client makes them: the server's
+    record of the second could lag the client's giving up under load."""
+    release = threading.Event()
+    server.default = held(release, embed(8))
+    transport = CountingTransport()
+    emb = OpenAIEmbedder(
+        settings(base_url=server.url, timeout_seconds=0.2, max_retries=1), transport=transport
+    )
+    try:
+        with pytest.raises(EmbeddingUnavailable, match=r"failed after 2 attempts: ReadTimeout"):
+            emb.embed_batch(["x"])
+    finally:
+        release.set()
+        emb.close()
+    assert transport.calls == 2
 
 
 def test_connection_refused_gives_up_after_max_retries() -> None:

@@ -107,18 +107,35 @@ def content_hash(messages: Sequence[Message]) -> str:
     return hashes[-1] if hashes else hashlib.sha256().hexdigest()
 
 
+def first_answer(messages: Sequence[Message]) -> int | None:
+    """The index of a session's first assistant turn (None while it has none)."""
+    return next((i for i, m in enumerate(messages) if m.role == "assistant"), None)
+
+
+def family_head(messages: Sequence[Message]) -> tuple[str, ...]:
+    """The digests of a session's turns up to and including its first answer: what another session
+    must begin with to be of its family (a fork copies its parent's answers; two runs of one prompt
+    share the prompt only). Empty while the session has no answer: it has no family."""
+    answer = first_answer(messages)
+    return () if answer is None else tuple(message_digest(m) for m in messages[: answer + 1])
+
+
 def undistilled(messages: Sequence[Message], done: Sequence[Distilled]) -> Increment:
     """The turns of ``messages`` not covered by the distilled contents ``done``: this session's own
-    rows, and rows of other sessions (``elsewhere``) whose turns begin as this session's do."""
+    rows, and rows of other sessions (``elsewhere``) whose turns begin as this session's do, up to
+    its first answer at least. Sharing the first prompt only (two runs of ``claude -p "<same
+    prompt>"``) counts for nothing: the prompt is this session's own question, sent with it."""
     own = [d for d in done if not d.elsewhere]
     known = {d.content_sha256 for d in own}
     hashes = prefix_hashes(messages)
     start = next((k for k in range(len(hashes), 0, -1) if hashes[k - 1] in known), 0)
     elsewhere = ""
     digests = [message_digest(m) for m in messages]
+    answer = first_answer(messages)
     for row in sorted((d for d in done if d.elsewhere), key=lambda d: d.elsewhere):
         shared = _shared_turns(digests, hashes, row)
-        if shared > start:  # a prefix this session distilled itself wins a tie
+        # A prefix this session distilled itself wins a tie; a share short of the first answer is none.
+        if shared > start and answer is not None and shared > answer:
             start, elsewhere = shared, row.elsewhere
     longest = max((d.message_count for d in own), default=0)
     rest = list(range(start, len(messages)))

@@ -16,9 +16,15 @@ and the turns to send are worked out only once the claim is held. The same holds
 a fork repeats its parent's turns under a new session id (``distilled_elsewhere``), so a claim
 also waits for a running claim of another session of the same agent and store that begins with
 the same turn (its ``first_digest``); otherwise a fork ending while its parent is still asking the
-model sends the parent's turns a second time. A claim left by a process that died holds nothing
+model sends the parent's turns a second time. The family is told by the turns up to the first
+answer (``increment.family_head``, kept in the running row's ``message_digests``): two runs of one
+prompt share the prompt only, and neither waits for the other. A claim left by a process that died
+holds nothing
 (the session's, or its family's): at once when that process ran on this machine (``_owner_gone``),
 after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
+
+A session end that gave up waiting is noted in ``left_sessions``, for the next session end to pick up
+(``Transcripts.end_session``): Claude Code's session start runs no sweep.
 """
 
 from __future__ import annotations
@@ -77,6 +83,11 @@ _RUNNING_INDEX = (
     "CREATE INDEX IF NOT EXISTS distilled_running ON distilled_sessions (agent, store, first_digest) "
     "WHERE status = 'running'"
 )
+# Session ends that answered in_progress: the next end of one of the agent's sessions distils them.
+_LEFT = (
+    "CREATE TABLE IF NOT EXISTS left_sessions (agent TEXT NOT NULL, session_id TEXT NOT NULL, "
+    "cwd TEXT, left_at TEXT NOT NULL, PRIMARY KEY (agent, session_id))"
+)
 _ADDED = tuple(name for name, _ in _ADDED_COLUMNS)
 # The statements that make the table whole in a file that has none (a repair's new table).
 _MAKE = ";\n".join(
@@ -129,12 +140,27 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _family(first: str, head: Sequence[str] | None) -> tuple[str, str | None]:
+    """The first digest a claim is filed under and the head it compares (None: any head): a session
+    with no answer yet (an empty head) has no family."""
+    if head is None:
+        return first, None
+    return (first, " ".join(head)) if head else ("", "")
+
+
 def _holders(
-    db: apsw.Connection, agent: str, session_id: str, store: str | None, first: str, stale: str
+    db: apsw.Connection,
+    agent: str,
+    session_id: str,
+    store: str | None,
+    first: str,
+    head: str | None,
+    stale: str,
 ) -> list[str]:
     """The sessions with a live running claim (claimed after ``stale``, its process not gone) that
     hold ``session_id``: itself, then the other sessions of ``agent`` in ``store`` that begin with
-    the turn whose digest is ``first`` (see ``Ledger.claim``)."""
+    the turn whose digest is ``first`` and, when ``head`` is given, with the same turns up to their
+    first answer (a claim that recorded no head holds them all; see ``Ledger.claim``)."""
     rows = list(
         db.execute(
             "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND session_id = ? "
@@ -143,10 +169,15 @@ def _holders(
         )
     )
     if first and store is not None:
-        rows += db.execute(
-            "SELECT session_id, owner FROM distilled_sessions WHERE agent = ? AND store = ? "
-            "AND first_digest = ? AND status = 'running' AND session_id != ? AND claimed_at > ?",
-            (agent, store, first, session_id, stale),
+        rows += (
+            (session, owner)
+            for session, owner, theirs in db.execute(
+                "SELECT session_id, owner, message_digests FROM distilled_sessions WHERE agent = ? "
+                "AND store = ? AND first_digest = ? AND status = 'running' AND session_id != ? "
+                "AND claimed_at > ?",
+                (agent, store, first, session_id, stale),
+            )
+            if head is None or not theirs or theirs == head
         )
     return [str(session) for session, owner in rows if not _owner_gone(str(owner))]
 
@@ -256,6 +287,7 @@ class Ledger:
                 conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
         conn.execute(_RUNNING_INDEX)
         kept, self._kept = self._kept, []
+        conn.execute(_LEFT)
         if self._moved is not None:
             at, damaged, why = self._moved
             self._moved = None
@@ -389,14 +421,24 @@ class Ledger:
         ]
 
     def claim(
-        self, agent: str, session_id: str, content_sha256: str, *, store: str | None = None, first: str = ""
+        self,
+        agent: str,
+        session_id: str,
+        content_sha256: str,
+        *,
+        store: str | None = None,
+        first: str = "",
+        head: Sequence[str] | None = None,
     ) -> bool:
         """Take the session for distilling this content; False when the content is done or a
         live claim of the session (any content, any process or thread) is running, or one of
-        another session of ``agent`` in ``store`` whose first turn's digest is ``first`` (a fork
-        and its parent: the later one must see what the earlier one covered)."""
+        another session of ``agent`` in ``store`` whose first turn's digest is ``first`` and whose
+        turns up to the first answer have the digests ``head`` (a fork and its parent: the later one
+        must see what the earlier one covered). ``head`` None holds and waits for every session
+        beginning with ``first``; an empty ``head`` (no answer yet) none."""
         now = _now()
         stale = (now - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
+        first, joined = _family(first, head)
 
         def take(db: apsw.Connection) -> bool:
             # IMMEDIATE: take the write lock before reading, so two processes cannot both see
@@ -408,7 +450,7 @@ class Ledger:
                     "AND content_sha256 = ? AND status = 'done'",
                     (agent, session_id, content_sha256),
                 ).fetchone()
-                if done is not None or _holders(db, agent, session_id, store, first, stale):
+                if done is not None or _holders(db, agent, session_id, store, first, joined, stale):
                     db.execute("ROLLBACK")
                     return False
                 # Claims of dead processes go: they would keep the session busy for no one.
@@ -418,8 +460,17 @@ class Ledger:
                 )
                 db.execute(
                     "INSERT INTO distilled_sessions (agent, session_id, content_sha256, status, claimed_at, "
-                    "owner, store, first_digest) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-                    (agent, session_id, content_sha256, now.isoformat(), self.owner, store, first),
+                    "owner, store, first_digest, message_digests) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                    (
+                        agent,
+                        session_id,
+                        content_sha256,
+                        now.isoformat(),
+                        self.owner,
+                        store,
+                        first,
+                        joined or "",
+                    ),
                 )
                 db.execute("COMMIT")
             except BaseException:
@@ -430,12 +481,41 @@ class Ledger:
 
         return self._run(take)
 
-    def holder(self, agent: str, session_id: str, *, store: str | None = None, first: str = "") -> str | None:
+    def holder(
+        self,
+        agent: str,
+        session_id: str,
+        *,
+        store: str | None = None,
+        first: str = "",
+        head: Sequence[str] | None = None,
+    ) -> str | None:
         """The session whose live running claim keeps ``claim`` from taking this one (this session
         itself, or another of its family), or None when none does."""
         stale = (_now() - timedelta(seconds=STALE_CLAIM_SECONDS)).isoformat()
-        found = self._run(lambda db: _holders(db, agent, session_id, store, first, stale))
+        first, joined = _family(first, head)
+        found = self._run(lambda db: _holders(db, agent, session_id, store, first, joined, stale))
         return found[0] if found else None
+
+    def leave(self, agent: str, session_id: str, cwd: str | None) -> None:
+        """Note a session end that answered ``in_progress`` (its family or its earlier end still
+        running): the next session end of ``agent`` distils it (``left``); a later note replaces it."""
+        self._rows(
+            "INSERT OR REPLACE INTO left_sessions (agent, session_id, cwd, left_at) VALUES (?, ?, ?, ?)",
+            (agent, session_id, cwd, _now().isoformat()),
+        )
+
+    def left(self, agent: str, limit: int = 100) -> list[tuple[str, str | None]]:
+        """The sessions of ``agent`` whose end was left ``in_progress``, oldest first: (id, cwd)."""
+        rows = self._rows(
+            "SELECT session_id, cwd FROM left_sessions WHERE agent = ? ORDER BY left_at LIMIT ?",
+            (agent, limit),
+        )
+        return [(str(r[0]), None if r[1] is None else str(r[1])) for r in rows]
+
+    def picked(self, agent: str, session_id: str) -> None:
+        """Forget a left session (distilled now, or no longer there)."""
+        self._rows("DELETE FROM left_sessions WHERE agent = ? AND session_id = ?", (agent, session_id))
 
     def release(self, agent: str, session_id: str, content_sha256: str) -> None:
         """Drop a claim that did not finish (the model failed): the next attempt retries.

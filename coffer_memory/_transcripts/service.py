@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -19,7 +20,7 @@ import attrs
 
 from .._agents.homes import AGENTS, AgentHomes, require_agent
 from .._config import Settings
-from .._errors import InvalidInput, SessionNotFound, check_limit, safe_echo
+from .._errors import CofferError, InvalidInput, SessionNotFound, check_limit, safe_echo
 from .._home import HomeLayout
 from .._indexing import Models
 from .._lanes import Lanes
@@ -32,7 +33,7 @@ from .._store.writer import Writer
 from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
 from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
-from .increment import message_digest, undistilled
+from .increment import family_head, message_digest, undistilled
 from .ledger import STALE_CLAIM_SECONDS, Ledger, LedgerEntry
 from .models import DistillResult, SessionSummary, SweepResult, Transcript
 
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from ..plugins.hookspecs import LLM
     from .listing import SessionLister, SessionPage
     from .scrub import ScrubbedTranscript
+
+log = logging.getLogger("coffer_memory._transcripts")
 
 # The readers and the scrubber are imported on first use: most processes that open a
 # MemoryService (the CLI, the MCP server) never read a transcript.
@@ -53,6 +56,8 @@ DEFAULT_MIN_IDLE_SECONDS = 600
 # session) rather than skipping its own turns; past the stale age a dead claim is taken over.
 END_WAIT_SECONDS = STALE_CLAIM_SECONDS + 30.0
 CLAIM_POLL_SECONDS = 0.25
+# Sessions an earlier end left in_progress that one session end distils after its own (at most).
+LEFT_PER_END = 5
 
 Progress = Callable[[DistillResult], None]
 
@@ -193,11 +198,11 @@ class Transcripts:
             return result("no_model", store=store, detail="no LLM is configured ([llm] provider)")
         if not dry_run:
             first = message_digest(transcript.messages[0]) if transcript.messages else ""
-            busy = self._claim(key, wait_seconds, store=store, first=first)
+            head = family_head(transcript.messages)
+            busy = self._claim(key, wait_seconds, store=store, first=first, head=head)
             if busy is not None:
-                return result(
-                    busy, store=store, detail=self._held_by(key, store=store, first=first, status=busy)
-                )
+                detail = self._held_by(key, store=store, first=first, head=head, status=busy)
+                return result(busy, store=store, detail=detail)
         try:
             # Worked out under the claim: a claim of the same session that finished while this
             # one waited has covered turns this one must not send again.
@@ -206,32 +211,37 @@ class Transcripts:
             if not dry_run:  # a no-op once finished: a failure leaves the turns for the next attempt
                 self.ledger.release(*key)
 
-    def _claim(self, key: tuple[str, str, str], wait_seconds: float, *, store: str, first: str) -> str | None:
+    def _claim(
+        self, key: tuple[str, str, str], wait_seconds: float, *, store: str, first: str, head: tuple[str, ...]
+    ) -> str | None:
         """Claim the session for ``key`` (and its family: ``Ledger.claim``); None when claimed,
         else the status to return."""
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         while True:
             if self.ledger.is_done(*key):
                 return "already_distilled"
-            if self.ledger.claim(*key, store=store, first=first):
+            if self.ledger.claim(*key, store=store, first=first, head=head):
                 return None
             if time.monotonic() >= deadline:
                 return "in_progress"
             time.sleep(CLAIM_POLL_SECONDS)
 
-    def _held_by(self, key: tuple[str, str, str], *, store: str, first: str, status: str) -> str | None:
+    def _held_by(
+        self, key: tuple[str, str, str], *, store: str, first: str, head: tuple[str, ...], status: str
+    ) -> str | None:
         """What holds a session that could not be claimed: a fork's claim may be held by its parent
         (``Ledger.claim``), and ``in_progress`` alone read as if this session were being distilled."""
-        holder = (
-            self.ledger.holder(key[0], key[1], store=store, first=first) if status == "in_progress" else None
-        )
+        if status != "in_progress":
+            return None
+        holder = self.ledger.holder(key[0], key[1], store=store, first=first, head=head)
         if holder is None:
             return None
         if holder == key[1]:
             return "another distillation of this session is running; it is left for the next attempt"
         return (
-            f"session {holder}, which begins with the same turn (a fork and its parent), is being "
-            "distilled; this one is left for the next attempt, to send only the turns that one does not cover"
+            f"session {holder}, which begins with the same turns up to its first answer (a fork and "
+            "its parent), is being distilled; this one is left for the next attempt, to send only the "
+            "turns that one does not cover"
         )
 
     def _distill_claimed(
@@ -345,11 +355,34 @@ class Transcripts:
         """What the SessionEnd hook and REST route run: distill the session that just ended.
 
         Another distillation of the same session still running (the previous SessionEnd of a
-        continued session) is waited for, up to ``wait_seconds``, so this one sends only the
-        turns that one did not cover; ``in_progress`` when it is still running then.
+        continued session), or of its fork or parent, is waited for, up to ``wait_seconds``, so this
+        one sends only the turns that one did not cover; ``in_progress`` when it is still running
+        then, and the session is noted as left (``Ledger.leave``). Each end then distils, without
+        waiting, up to ``LEFT_PER_END`` sessions of the agent that earlier ends left so: Claude
+        Code's session start runs no sweep, and a left session waited for ``coffer distill --sweep``.
         """
         transcript = self._load(agent, session_id)
-        return self._distill(transcript, cwd=cwd, dry_run=False, wait_seconds=wait_seconds)
+        outcome = self._distill(transcript, cwd=cwd, dry_run=False, wait_seconds=wait_seconds)
+        if outcome.status == "in_progress":
+            self.ledger.leave(agent, session_id, None if cwd is None else os.fspath(cwd))
+        else:
+            self.ledger.picked(agent, session_id)
+        self._pick_up_left(agent, session_id)
+        return outcome
+
+    def _pick_up_left(self, agent: str, ending: str) -> None:
+        """Distil the sessions of ``agent`` an earlier end left ``in_progress`` (not ``ending``'s):
+        each is forgotten once it got any other answer (a failure leaves it to the sweeps, as any
+        failed distillation), kept while its family is still busy."""
+        left = [(s, cwd) for s, cwd in self.ledger.left(agent, LEFT_PER_END + 1) if s != ending]
+        for session_id, cwd in left[:LEFT_PER_END]:
+            try:
+                outcome = self._distill(self._load(agent, session_id), cwd=cwd, dry_run=False)
+            except CofferError as exc:  # gone, or no longer readable: nothing to pick up again
+                log.info("left session %s of %s not distilled: %s", session_id, agent, exc)
+                outcome = None
+            if outcome is None or outcome.status != "in_progress":
+                self.ledger.picked(agent, session_id)
 
     def sweep(
         self,
