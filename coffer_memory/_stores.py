@@ -16,7 +16,15 @@ import attrs
 
 from ._config import Settings
 from ._doctor import run_doctor
-from ._errors import CofferError, InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
+from ._errors import (
+    PATH_ECHO_LIMIT,
+    CofferError,
+    InvalidInput,
+    MemoryStoreNotFound,
+    StoreNotDeletable,
+    StoreNotMergeable,
+    safe_echo,
+)
 from ._index import segments
 from ._index.tally import Progress
 from ._indexing import IndexHandle
@@ -240,6 +248,9 @@ class Stores:
         if not dst.root.is_dir():
             if not checkout:
                 raise MemoryStoreNotFound(dst.name, _NO_CHECKOUT)
+            if cwd is not None and not os.path.isdir(cwd):  # as recall --cwd says; a file is none
+                shown = safe_echo(os.fspath(cwd), PATH_ECHO_LIMIT)
+                raise InvalidInput(f"cwd is not a directory: {shown!r}", field="cwd")
             here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
             if not here or here[0].project_root is None:
                 raise MemoryStoreNotFound(dst.name, _NOT_WRITTEN)  # the name is well formed (paths)
