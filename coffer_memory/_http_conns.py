@@ -75,9 +75,17 @@ silent streams held every connection."""
 
 def max_connections(value: str) -> int:
     """``--max-connections`` (and its environment variable): a whole number, at least 1."""
-    if not value.strip().isdigit() or int(value) < 1:
+    if not is_count(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of connections (1 or more)")
     return int(value)
+
+
+def is_count(value: str) -> bool:
+    """Whether ``value`` is a whole number of 1 or more, in ASCII digits: ``str.isdigit`` takes
+    ``²`` (and other scripts' digits), which ``int`` refuses with a ``ValueError`` that no
+    caller of an option's check expects (an environment variable's was a raw traceback)."""
+    value = value.strip()
+    return value.isascii() and value.isdigit() and int(value) >= 1
 
 
 class RepeatedWarnings(logging.Filter):

@@ -122,8 +122,9 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
-def _normal_origin(origin: str) -> str:
-    """``origin`` as listed entries are compared: lower case, no trailing ``/``, no default port."""
+def normal_origin(origin: str) -> str:
+    """``origin`` as listed entries are compared, and as a browser sends one (RFC 6454): lower
+    case, no trailing ``/``, no default port."""
     origin = origin.strip().rstrip("/").lower()
     scheme, _, rest = origin.partition("://")
     default = _DEFAULT_PORTS.get(scheme)
@@ -142,7 +143,7 @@ def origin_entry(value: str) -> str:
         or split_authority(rest) is None
     ):
         raise ValueError(f"{value!r} is not an origin (scheme://host[:port], e.g. http://localhost:3000)")
-    return _normal_origin(value)
+    return normal_origin(value)
 
 
 def origins_option(parser: argparse.ArgumentParser, given: Sequence[str], env: str) -> list[str]:
@@ -265,7 +266,7 @@ class HostCheck:
 
     def __init__(self, hosts: HostRule, origins: Iterable[str] = (), hint: str = "") -> None:
         self.hosts = hosts
-        self.origins = frozenset(_normal_origin(o) for o in origins)
+        self.origins = frozenset(normal_origin(o) for o in origins)
         self.hint = hint
 
     def refusal(
@@ -297,7 +298,7 @@ class HostCheck:
 
     def origin_allowed(self, origin: str, host: str, server: tuple[str, Any] | None) -> bool:
         """Whether ``origin`` may call a request whose (allowed) ``Host`` is ``host``."""
-        if self.origins and _normal_origin(origin) in self.origins:
+        if self.origins and normal_origin(origin) in self.origins:
             return True
         authority = origin_authority(origin)
         if authority is None:

@@ -16,7 +16,15 @@ import attrs
 
 from ._config import Settings
 from ._doctor import run_doctor
-from ._errors import CofferError, InvalidInput, MemoryStoreNotFound, StoreNotDeletable, StoreNotMergeable
+from ._errors import (
+    PATH_ECHO_LIMIT,
+    CofferError,
+    InvalidInput,
+    MemoryStoreNotFound,
+    StoreNotDeletable,
+    StoreNotMergeable,
+    safe_echo,
+)
 from ._index import segments
 from ._index.tally import Progress
 from ._indexing import IndexHandle
@@ -240,22 +248,22 @@ class Stores:
         if not dst.root.is_dir():
             if not checkout:
                 raise MemoryStoreNotFound(dst.name, _NO_CHECKOUT)
+            if cwd is not None and not os.path.isdir(cwd):  # as recall --cwd says; a file is none
+                shown = safe_echo(os.fspath(cwd), PATH_ECHO_LIMIT)
+                raise InvalidInput(f"cwd is not a directory: {shown!r}", field="cwd")
             here = [t for t in self.targets.find_project(cwd) if t.store == dst.name]
             if not here or here[0].project_root is None:
                 raise MemoryStoreNotFound(dst.name, _NOT_WRITTEN)  # the name is well formed (paths)
             root = str(here[0].project_root)
         if not src.root.is_dir():
-            identity = read_identity(dst) or StoreIdentity()
-            if _project_id_of(src.name) in identity.merged_identities:
-                return StoreMerge(source=src.name, into=dst.name, dry_run=dry_run, already_merged=True)
-            raise MemoryStoreNotFound(src.name, self._gone(src.name, dst.name))
+            return self._merged_before(src, dst, dry_run=dry_run)
         if dry_run:
             with self.writer.transaction(dst.name, dry_run=True) as tx:
                 return self._fold(tx, src, root)
         first, second = sorted((src.name, dst.name))  # one lock order: two merges never deadlock
         with self.writer.locked(first), self.writer.locked(second):
-            if not src.root.is_dir():  # another process merged it while this one waited
-                return StoreMerge(source=src.name, into=dst.name, dry_run=False, already_merged=True)
+            if not src.root.is_dir():  # another process merged it while this one waited: where?
+                return self._merged_before(src, dst, dry_run=False)
             # The moved files are embedded after the locks (``embed_later`` below), not under them.
             with self.index.reindexer.holding(), self.writer.transaction(dst.name) as tx:
                 done = self._fold(tx, src, root)
@@ -270,6 +278,16 @@ class Stores:
             self._retire(src.name, "store_merged", into=dst.name)
         self.index.embed_later(dst.name)
         return attrs.evolve(done, retired=True)
+
+    def _merged_before(self, src: StorePaths, dst: StorePaths, *, dry_run: bool) -> StoreMerge:
+        """The answer for a ``src`` with no folder: ``already_merged`` when it went into ``dst``;
+        else ``MemoryStoreNotFound`` saying where it went (``_gone``). Asked again under the locks:
+        a merge that waited on them while another moved ``src`` into another store answered
+        "merged into ``dst`` already", and ``dst`` held nothing of it."""
+        identity = read_identity(dst) or StoreIdentity()
+        if _project_id_of(src.name) in identity.merged_identities:
+            return StoreMerge(source=src.name, into=dst.name, dry_run=dry_run, already_merged=True)
+        raise MemoryStoreNotFound(src.name, self._gone(src.name, dst.name))
 
     def _gone(self, source: str, into: str) -> str:
         """Why a well-formed ``source`` names no store: most often an offer gone stale (two clones

@@ -13,7 +13,7 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from coffer_memory import AsyncMemoryService, MemoryService, __version__
-from coffer_memory._http_hosts import HostRule
+from coffer_memory._http_hosts import HostRule, normal_origin
 
 from . import errors, web
 from .deps import KnownQuery
@@ -54,7 +54,9 @@ def create_app(
     this process may run on); ``coffer-api --workers N`` gives each worker its share of the CPUs.
     """
     hosts = HostRule(allowed_hosts)  # a malformed entry fails here, not on the first request
-    cors = [o.rstrip("/") for o in cors_origins]
+    # As a browser sends an Origin: Starlette compares it as given, and HTTPS://App.Example:443
+    # (which the guard let through) got no CORS answer.
+    cors = [normal_origin(o) for o in cors_origins]
     owned = service is None
     svc = service if service is not None else MemoryService()
     ops = Operations(operations_dir)

@@ -7,7 +7,7 @@ import argparse
 import os
 
 from coffer_memory import __version__
-from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, max_connections
+from coffer_memory._http_conns import DEFAULT_MAX_CONNECTIONS, is_count, max_connections
 
 __all__ = [
     "CONNECTIONS_ENV",
@@ -36,7 +36,7 @@ the place of the idle one that has done least (``_sessions``)."""
 
 
 def _sessions(value: str) -> int:
-    if not value.strip().isdigit() or int(value) < 1:
+    if not is_count(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of sessions (1 or more)")
     return int(value)
 

@@ -236,7 +236,8 @@ def test_the_limit_comes_from_the_environment_and_defaults_to_100(name: str, tmp
 
 
 @pytest.mark.parametrize("name", ["rest", "mcp"])
-@pytest.mark.parametrize("value", ["0", "many", "-3"])
+# "²" is a digit to str.isdigit and none to int(): the variable's was a raw traceback (review25).
+@pytest.mark.parametrize("value", ["0", "many", "-3", "\u00b2"])
 def test_a_bad_limit_is_one_line_and_status_2(name: str, value: str, tmp_path: Path) -> None:
     import subprocess
 

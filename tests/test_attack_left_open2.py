@@ -147,7 +147,14 @@ PLANTED = {
     "trigger-abort": "CREATE TRIGGER planted BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END",
     "trigger-ignore": "CREATE TRIGGER planted BEFORE INSERT ON chunks BEGIN SELECT RAISE(IGNORE); END",
     "unique-index": "CREATE UNIQUE INDEX planted ON documents (kind)",
+    # Under the index's own names, in the place of its own (passed: only the names were compared).
+    "own-trigger-abort": "DROP TRIGGER documents_drop_tags; CREATE TRIGGER documents_drop_tags BEFORE "
+    "INSERT ON documents BEGIN SELECT RAISE(ABORT, 'planted'); END",
+    "own-index-unique": "DROP INDEX idx_documents_project; "
+    "CREATE UNIQUE INDEX idx_documents_project ON documents (kind)",
 }
+# What the repair names: the planted object.
+PLANTED_NAME = {"own-trigger-abort": "documents_drop_tags", "own-index-unique": "idx_documents_project"}
 
 
 def _plant(home: Path, how: str) -> None:
@@ -181,7 +188,7 @@ def test_a_trigger_or_index_planted_in_the_index_is_damage(tmp_home: Path, how: 
     proc = _coffer(tmp_home, "doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("repaired: ")]
-    assert "planted" in line and "moved to index.db.corrupt-" in line
+    assert PLANTED_NAME.get(how, "planted") in line and "moved to index.db.corrupt-" in line
 
 
 @pytest.mark.parametrize("how", sorted(PLANTED))
@@ -200,17 +207,18 @@ def test_a_trigger_planted_under_a_running_service_is_met_as_damage(tmp_home: Pa
         found = {h.title for h in svc.recall("loom oiled", stores=["global"], mode="keyword").hits}
         assert found == {"loom", "by hand"}
         (repair,) = svc.doctor().index_repairs
-        assert "planted" in repair
+        assert PLANTED_NAME.get(how, "planted") in repair
 
 
 def test_the_index_knows_every_trigger_and_index_its_migrations_make(tmp_home: Path) -> None:
-    """``shape.TRIGGERS`` and ``shape.INDEXES`` are the migrations' own: a migration that made
-    another without naming it there would have its own index moved aside at every open."""
+    """``shape.TRIGGERS`` and ``shape.INDEXES`` are the migrations' own, names and SQL: a migration
+    that made another without naming it there would have its own index moved aside at every open."""
     with MemoryService(tmp_home) as svc:
         svc.remember("The kiln runs hot.", title="kiln", scope="global")
-        rows = svc.db.rows("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index')")
-    assert {n for t, n in rows if t == "trigger"} == shape.TRIGGERS
-    assert {n for t, n in rows if t == "index" and not n.startswith("sqlite_autoindex_")} == shape.INDEXES
+        rows = svc.db.rows("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'index')")
+    made = {(t, n): shape.squeezed(sql) for t, n, sql in rows if not n.startswith("sqlite_autoindex_")}
+    assert {n: sql for (t, n), sql in made.items() if t == "trigger"} == shape.TRIGGERS
+    assert {n: sql for (t, n), sql in made.items() if t == "index"} == shape.INDEXES
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ that got script into one) could send ``coffer-api`` simple requests (``GET
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
@@ -89,3 +90,36 @@ def test_a_malformed_allowed_origin_is_one_line_and_status_2(name: str, value: s
     env_name = _command(name)[1]
     cases = [(["--allowed-origin", value], {}), ([], {env_name: value})]
     assert_refused_at_start(name, tmp_path / "home", cases, "not an origin")
+
+
+def _cors_answer(port: int, method: str, origin: str) -> tuple[int, str | None]:
+    """The status and ``Access-Control-Allow-Origin`` of a CORS preflight (``OPTIONS``) or a GET
+    from a page of ``origin``, as a browser sends them."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Origin": origin}
+    if method == "OPTIONS":
+        headers |= {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    try:
+        conn.request(method, "/api/v1/memory_stores", headers=headers)
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status, answer.getheader("access-control-allow-origin")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("spelled", ["HTTPS://App.Example:443/", "https://app.example/"])
+def test_a_cors_origin_is_compared_as_a_browser_sends_one(spelled: str, tmp_path: Path) -> None:
+    """``--cors-origin`` spelled in another case, with the scheme's default port or a trailing
+    slash, is the origin a browser sends (``https://app.example``: RFC 6454 serializes it lower
+    case, without the default port). The Origin rule compared it so and let its requests through,
+    but the CORS answer compared it as typed: the preflight was ``403`` and no answer said
+    ``Access-Control-Allow-Origin``, so the page could neither send nor read."""
+    env = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    command = _command("rest")[0]
+    for args, extra in ((["--cors-origin", spelled], {}), ([], {"COFFER_API_CORS_ORIGINS": spelled})):
+        with Served([*command, *args], {**env, **extra}) as server:
+            for method in ("OPTIONS", "GET"):
+                status, allowed = _cors_answer(server.port, method, "https://app.example")
+                assert (status, allowed) == (200, "https://app.example"), (spelled, args, method)
+            assert _cors_answer(server.port, "GET", "https://evil.example")[0] == 403

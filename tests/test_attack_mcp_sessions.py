@@ -142,7 +142,9 @@ def test_the_most_sessions_comes_from_the_option_and_a_bad_one_is_one_line(tmp_p
         for session in (_agent(server.port), _agent(server.port)):
             stack.enter_context(_stream(server.port, session))
         assert _open(server.port)[0] == 503
-    for args, extra in ((["--max-sessions", "0"], {}), ([], {"COFFER_MCP_MAX_SESSIONS": "many"})):
+    # "²" is a digit to str.isdigit and none to int(): the variable's was a raw traceback (review25).
+    bad = [(["--max-sessions", v], {}) for v in ("0", "\u00b2")]
+    for args, extra in (*bad, *(([], {"COFFER_MCP_MAX_SESSIONS": v}) for v in ("many", "\u00b2"))):
         done = subprocess.run(
             [*ARGS, *args, "--port", "0"], env={**env, **extra}, capture_output=True, text=True, timeout=120
         )

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +400,69 @@ def test_recall_json_carries_the_merge_offer_the_plain_output_prints(cli: CliRun
     assert own["merge_offers"] == [] and [h["text"] for h in own["hits"]] == [
         "release notes go in CHANGES.md"
     ]
+
+
+def test_the_offered_merge_with_a_cwd_that_is_no_folder_says_so(cli: CliRunner, tmp_path: Path) -> None:
+    """``stores merge --cwd`` naming no folder (a typo, a file) into a store not written yet: it
+    said the store holds no memory and to run it inside the checkout, 'or given it with --cwd',
+    which the user had done (a file was taken for the folder it is in). It is ``INVALID_INPUT``
+    naming the cwd, as ``recall --cwd`` says."""
+    first = _clone(tmp_path, "first")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    second = _clone(tmp_path, "second")
+    shown = cli("recall", "release", "--cwd", str(second), cwd=tmp_path).stdout
+    offer = re.search(r"^note: .*: coffer stores merge (\S+) (\S+)", shown, re.M)
+    assert offer is not None, shown
+    for where in (tmp_path / "secnod", second / "README.md"):
+        done = cli("stores", "merge", *offer.groups(), "--yes", "--cwd", str(where), cwd=tmp_path)
+        assert done.returncode == 1, done.stdout
+        assert done.stderr.startswith("error: INVALID_INPUT: cwd is not a directory"), done.stderr
+        assert str(where) in done.stderr
+    assert (
+        cli("stores", "merge", *offer.groups(), "--yes", "--cwd", str(second), cwd=tmp_path).returncode == 0
+    )
+
+
+def _waits_on_a_flock(pid: int, deadline_s: float = 120.0) -> None:
+    """Until process ``pid`` is blocked on a ``flock`` (``/proc/locks`` lists a waiter with ``->``)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "->" in fields and "FLOCK" in fields and str(pid) in fields:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never waited on a lock")
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_an_offer_merged_elsewhere_while_its_merge_waited_says_where(tmp_home: Path, tmp_path: Path) -> None:
+    """Two clones' offers of one store run at once: one merge waits on the store's lock while the
+    other moves it into its own clone's store. The waiting one then answered "merged into <its
+    DST> already: nothing to do" (status 0), which is not where it went: its clone's store still
+    held nothing. It says where SRC went, as the same offer run later does (a real second
+    ``coffer`` process, blocked on the lock this test holds the way coffer does)."""
+    from coffer_memory._store.lock import store_lock
+    from coffer_memory._store.paths import lock_path
+
+    first = _clone(tmp_path, "first")
+    with MemoryService(tmp_home) as svc:
+        source = svc.remember("release notes go in CHANGES.md", cwd=first).store
+        second, third = _clone(tmp_path, "second"), _clone(tmp_path, "third")
+        into = {name: svc.target(cwd=tmp_path / name).store for name in ("second", "third")}
+        env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+        command = [sys.executable, "-m", "coffer_memory", "stores", "merge", source, into["third"]]
+        with store_lock(lock_path(tmp_home, source)):
+            waiting = subprocess.Popen(
+                [*command, "--yes", "--json"],
+                cwd=third,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            _waits_on_a_flock(waiting.pid)
+            assert svc.merge_stores(source, into["second"], cwd=second).retired
+        out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 1, out.decode()
+    error = json.loads(err)["error"]
+    assert error["code"] == "MEMORY_STORE_NOT_FOUND" and f"merged into {into['second']}" in error["message"]

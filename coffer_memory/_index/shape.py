@@ -37,25 +37,38 @@ PLAIN_TABLES: Mapping[str, int] = {
 }
 # The tables FTS5 keeps for each of its tables whatever its options (content and docsize vary).
 FTS_SHADOWS = ("_data", "_idx", "_config")
-# Every trigger and index the migrations make (SQLite's own ``sqlite_autoindex_*`` aside; FTS5
-# and vec0 make none). Any other acts on the index's writes for another program: a trigger that
-# aborted them failed every reconcile with a raw ``ConstraintError``, one that answered
-# RAISE(IGNORE) dropped them without a word, a unique index refused a second row.
+# Every trigger and index the migrations make, with its SQL as ``sqlite_master`` keeps it, spaces
+# squeezed (SQLite's own ``sqlite_autoindex_*`` aside; FTS5 and vec0 make none). Any other acts on
+# the index's writes for another program: a trigger that aborted them failed every reconcile with a
+# raw ``ConstraintError``, one that answered RAISE(IGNORE) dropped them without a word, a unique
+# index refused a second row. So does one made under an own name in the place of the migrations'
+# (dropped, then made again to abort inserts, or unique): the SQL is compared, not only the name.
 # ``tests/test_attack_left_open2.py`` checks these against a freshly made index.
-TRIGGERS = frozenset({"documents_drop_tags"})
-INDEXES = frozenset(
-    {
-        "idx_documents_kind_res_time",
-        "idx_documents_project",
-        "idx_documents_path",
-        "idx_chunks_document",
-        "idx_audit_store",
-        "idx_documents_pending",
-        "idx_document_tags_document",
-        "idx_documents_session",
-    }
-)
-# The SQL of each of the tables above, as the migrations leave it at ``SCHEMA_VERSION`` (SQLite
+TRIGGERS: Mapping[str, str] = {
+    "documents_drop_tags": "CREATE TRIGGER documents_drop_tags AFTER DELETE ON documents BEGIN "
+    "DELETE FROM document_tags WHERE document_rowid = old.rowid; END",
+}
+INDEXES: Mapping[str, str] = {
+    "idx_documents_kind_res_time": "CREATE INDEX idx_documents_kind_res_time ON "
+    "documents(kind, resource_name, updated_at DESC)",
+    "idx_documents_project": "CREATE INDEX idx_documents_project ON documents(project_id)",
+    "idx_documents_path": "CREATE UNIQUE INDEX idx_documents_path ON documents(resource_name, path)",
+    "idx_chunks_document": "CREATE INDEX idx_chunks_document ON chunks(document_id)",
+    "idx_audit_store": "CREATE INDEX idx_audit_store ON audit_events(store, id)",
+    "idx_documents_pending": "CREATE INDEX idx_documents_pending ON documents(resource_name) "
+    "WHERE content_sha256 = ''",
+    "idx_document_tags_document": "CREATE INDEX idx_document_tags_document ON document_tags(document_rowid)",
+    "idx_documents_session": "CREATE INDEX idx_documents_session ON documents(resource_name, origin_session, "
+    "id) WHERE origin_session IS NOT NULL",
+}
+
+
+def squeezed(sql: str | None) -> str:
+    """``sql`` with every run of white space one space, as ``TRIGGERS`` and ``INDEXES`` hold it."""
+    return " ".join((sql or "").split())
+
+
+# The SQL of each of the index's tables, as the migrations leave it at ``SCHEMA_VERSION`` (SQLite
 # keeps a table's ``CREATE`` text, ``ADD COLUMN`` edits it): ``table_sql``'s CRC-32. Another
 # program's constraint written into it (a ``CHECK`` through ``PRAGMA writable_schema``, the table
 # made again with a ``UNIQUE``) refused the index's writes with a raw ``ConstraintError`` while
@@ -94,14 +107,15 @@ def _virtual(sql: str | None, module: str) -> bool:
     )
 
 
-def planted(objects: Iterable[tuple[str, str, str]]) -> str | None:
-    """The triggers and indexes among ``objects`` (``sqlite_master``'s type, name and table) that
-    the index does not make, said as a problem; None when there are none."""
+def planted(objects: Iterable[tuple[str, str, str, str | None]]) -> str | None:
+    """The triggers and indexes among ``objects`` (``sqlite_master``'s type, name, table and SQL)
+    that the index does not make, said as a problem; None when there are none."""
+    own = {"trigger": TRIGGERS, "index": INDEXES}
     found = sorted(
         f"{kind} {name} on {on}"
-        for kind, name, on in objects
-        if (kind == "trigger" and name not in TRIGGERS)
-        or (kind == "index" and name not in INDEXES and not name.startswith("sqlite_autoindex_"))
+        for kind, name, on, sql in objects
+        if not (kind == "index" and name.startswith("sqlite_autoindex_"))
+        and own[kind].get(name) != squeezed(sql)
     )
     return f"another program's {', '.join(found)} (the index makes no such object)" if found else None
 
@@ -110,13 +124,13 @@ def schema_problem(
     tables: Mapping[str, str | None],
     version: int,
     vec_tables: set[str],
-    objects: Iterable[tuple[str, str, str]] = (),
+    objects: Iterable[tuple[str, str, str, str | None]] = (),
 ) -> str | None:
     """What is wrong with the shape of an index of schema ``version``, or None.
 
     ``tables``: each table's name and SQL from ``sqlite_master`` (views left out); ``vec_tables``:
     the per-store vector tables ``vec_stores`` names; ``objects``: its other rows (type, name,
-    table), for triggers and indexes another program planted (``planted``)."""
+    table, SQL), for triggers and indexes another program planted (``planted``)."""
     missing = [n for n, since in PLAIN_TABLES.items() if version >= since and n not in tables]
     if missing:
         return f"tables missing: {', '.join(missing)}"
@@ -145,16 +159,16 @@ def schema_problem(
 
 def schema_rows(
     rows: Iterable[tuple[Any, ...]],
-) -> tuple[dict[str, str | None], list[tuple[str, str, str]]]:
+) -> tuple[dict[str, str | None], list[tuple[str, str, str, str | None]]]:
     """``sqlite_master``'s rows (type, name, table, SQL) as the tables' SQL by name, and the
-    (type, name, table) of the triggers and indexes."""
+    (type, name, table, SQL) of the triggers and indexes."""
     tables: dict[str, str | None] = {}
-    objects: list[tuple[str, str, str]] = []
+    objects: list[tuple[str, str, str, str | None]] = []
     for kind, name, on, sql in rows:
         if kind == "table":
             tables[str(name)] = sql
         elif kind in ("trigger", "index"):
-            objects.append((str(kind), str(name), str(on)))
+            objects.append((str(kind), str(name), str(on), None if sql is None else str(sql)))
     return tables, objects
 
 
