@@ -219,6 +219,26 @@ def test_a_ledger_that_cannot_be_opened_is_a_typed_error(tmp_home: Path) -> None
     assert ledger.check() == []
 
 
+def test_a_ledger_that_is_a_link_to_nothing_makes_no_file_where_it_points(
+    tmp_home: Path, tmp_path: Path
+) -> None:
+    """ledger.db a symbolic link to a file that is not there (a synced home, a hand-made link):
+    the first look at the ledger made the link's target, outside the home, and kept every
+    distillation's record there. Nothing is made through the link: ``LedgerUnavailable`` names
+    the link and where it points, as a link to nothing in place of index.db does."""
+    from coffer_memory import LedgerUnavailable
+    from coffer_memory._transcripts.ledger import Ledger
+
+    outside = tmp_path / "elsewhere" / "ledger.db"
+    outside.parent.mkdir()
+    tmp_home.mkdir(parents=True, exist_ok=True)
+    (tmp_home / "ledger.db").symlink_to(outside)
+    with pytest.raises(LedgerUnavailable) as raised:
+        Ledger(tmp_home / "ledger.db").is_done("claude-code", "s1", "0" * 64)
+    assert f"a symbolic link to {outside}" in raised.value.message, raised.value.message
+    assert not outside.exists() and (tmp_home / "ledger.db").is_symlink()
+
+
 def test_garbage_written_over_a_ledger_in_use_is_met_at_the_next_use(
     tmp_home: Path, samples: AgentSamples, llm: ScriptedServer
 ) -> None:

@@ -252,7 +252,10 @@ class Ledger:
         (``ledger_repair``)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         for _attempt in range(3):
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            if not self.path.exists():  # O_EXCL: a link to nothing is never made (outside the home)
+                with suppress(FileExistsError):
+                    os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+            fd = os.open(self.path, os.O_RDWR)
             self._ino = os.fstat(fd).st_ino
             os.close(fd)
             conn = apsw.Connection(str(self.path))
@@ -316,7 +319,7 @@ class Ledger:
             try:
                 return self._attempts(op)
             except (apsw.Error, OSError) as exc:
-                raise self._unusable(exc) from exc
+                raise ledger_repair.unusable(self.path, self.busy_timeout_ms, exc) from exc
 
     def _attempts(self, op: Callable[[apsw.Connection], _T]) -> _T:
         for attempt in range(2):
@@ -331,20 +334,6 @@ class Ledger:
                 if attempt or not self._reshaped(conn):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _unusable(self, exc: BaseException) -> LedgerUnavailable:
-        """``exc``, an error that is not the ledger's shape nor damage it could repair, as said to
-        the caller."""
-        if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
-            reason = (
-                f"another process has held its write lock for over {self.busy_timeout_ms} ms "
-                "(a long write; busy_timeout_ms says how long to wait)"
-            )
-        elif isinstance(exc, OSError):
-            reason = f"cannot open it: {exc.strerror or exc}"
-        else:
-            reason = f"{type(exc).__name__}: {exc}"
-        return LedgerUnavailable(str(self.path), reason)
 
     def _reshaped(self, conn: apsw.Connection) -> bool:
         """After an error on ``conn``: True when the ledger's shape was wrong and is repaired now."""

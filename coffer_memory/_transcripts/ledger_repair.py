@@ -34,6 +34,7 @@ from pathlib import Path
 
 import apsw
 
+from .._errors import LedgerUnavailable
 from .._store.files import move_aside
 from .._store.lock import store_lock
 
@@ -263,3 +264,20 @@ def is_sqlite(path: Path) -> bool:
             return f.read(len(MAGIC)) in (MAGIC, b"")
     except OSError:
         return False
+
+
+def unusable(path: Path, busy_timeout_ms: int, exc: BaseException) -> LedgerUnavailable:
+    """``exc``, an error on the ledger at ``path`` that is not its shape nor damage it could
+    repair, as said to the caller."""
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        reason = (
+            f"another process has held its write lock for over {busy_timeout_ms} ms "
+            "(a long write; busy_timeout_ms says how long to wait)"
+        )
+    elif isinstance(exc, OSError):
+        reason = f"cannot open it: {exc.strerror or exc}"
+        if path.is_symlink():  # a link to nothing: never made through (it would be outside the home)
+            reason += f" (a symbolic link to {os.readlink(path)})"
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
+    return LedgerUnavailable(str(path), reason)
