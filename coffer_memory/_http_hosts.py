@@ -146,14 +146,17 @@ def origin_entry(value: str) -> str:
     return normal_origin(value)
 
 
-def origins_option(parser: argparse.ArgumentParser, given: Sequence[str], env: str) -> list[str]:
-    """``--allowed-origin`` entries (``given``) and the comma-separated ones of the environment
-    variable ``env``, as compared; a malformed one is ``parser``'s one-line error."""
+def origins_option(
+    parser: argparse.ArgumentParser, given: Sequence[str], env: str, flag: str = "--allowed-origin"
+) -> list[str]:
+    """``flag``'s entries (``given``: ``--allowed-origin``, ``--cors-origin``) and the
+    comma-separated ones of the environment variable ``env``, as compared; a malformed one (a
+    ``*`` too: no wildcard is served) is ``parser``'s one-line error."""
     listed = [*given, *(part for part in os.environ.get(env, "").split(",") if part.strip())]
     try:
         return [origin_entry(entry) for entry in listed]
     except ValueError as exc:
-        parser.error(f"--allowed-origin / ${env}: {exc}")
+        parser.error(f"{flag} / ${env}: {exc}")
 
 
 def origin_authority(origin: str) -> str | None:

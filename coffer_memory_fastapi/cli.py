@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         HostRule(hosts)
     except ValueError as exc:
         parser.error(str(exc))
-    cors = [*args.cors_origin, *_listed(os.environ.get(CORS_ENV))]
+    cors = origins_option(parser, args.cors_origin, CORS_ENV, "--cors-origin")
     origins = origins_option(parser, args.allowed_origin, ORIGINS_ENV)
     limit = connections_option(parser, args.max_connections, CONNECTIONS_ENV)
     forwarded = forwarded_config(parser, args.forwarded_allow_ips, FORWARDED_ENV)

@@ -92,6 +92,15 @@ def test_a_malformed_allowed_origin_is_one_line_and_status_2(name: str, value: s
     assert_refused_at_start(name, tmp_path / "home", cases, "not an origin")
 
 
+@pytest.mark.parametrize("value", ["*", "app.example", "https://app.example/path", "null"])
+def test_a_malformed_cors_origin_is_one_line_and_status_2(value: str, tmp_path: Path) -> None:
+    """``--cors-origin`` took anything: ``garbage`` silently matched no page, and ``*`` turned on
+    Starlette's allow-all CORS while the Origin check still refused every page of another origin
+    (it looked like "CORS for everyone" and let no one in). It is checked as ``--allowed-origin``."""
+    cases = [(["--cors-origin", value], {}), ([], {"COFFER_API_CORS_ORIGINS": value})]
+    assert_refused_at_start("rest", tmp_path / "home", cases, "--cors-origin")
+
+
 def _cors_answer(port: int, method: str, origin: str) -> tuple[int, str | None]:
     """The status and ``Access-Control-Allow-Origin`` of a CORS preflight (``OPTIONS``) or a GET
     from a page of ``origin``, as a browser sends them."""
