@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidInput, StoreNotDeletable
+from .._errors import PATH_ECHO_LIMIT, InvalidInput, StoreNotDeletable, safe_echo
 from .._localtime import local_text
 from .._models import RETRIEVAL_MODES, MutationResult, RecallResult, StoreInfo
 from .._render import hits_table, shorten, table
@@ -205,14 +205,24 @@ def _root(root: str | None) -> str:
     next command run in a moved or fresh checkout of it folds it in (see docs/projects.md)."""
     if root is None:
         return "-"
-    return root if os.path.isdir(root) else f"{root} (missing)"
+    shown = safe_echo(root, PATH_ECHO_LIMIT)  # from store.json: a newline there opened a row of its own
+    return shown if os.path.isdir(root) else f"{shown} (missing)"
 
 
 def stores_table(stores: Sequence[StoreInfo]) -> str:
     """Stores as a table: name, label, repository root, fact count, folder."""
     if not stores:
         return "(no stores yet)"
-    rows = [(s.name, s.label or "-", _root(s.project_root), s.fact_count, s.store_dir) for s in stores]
+    rows = [
+        (
+            s.name,
+            safe_echo(s.label, PATH_ECHO_LIMIT) if s.label else "-",
+            _root(s.project_root),
+            s.fact_count,
+            s.store_dir,
+        )
+        for s in stores
+    ]
     return table(("store", "label", "repository", "facts", "folder"), rows)
 
 
