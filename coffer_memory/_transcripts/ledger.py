@@ -19,9 +19,8 @@ the same turn (its ``first_digest``); otherwise a fork ending while its parent i
 model sends the parent's turns a second time. The family is told by the turns up to the first
 answer (``increment.family_head``, kept in the running row's ``message_digests``): two runs of one
 prompt share the prompt only, and neither waits for the other. A claim left by a process that died
-holds nothing
-(the session's, or its family's): at once when that process ran on this machine (``_owner_gone``),
-after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
+holds nothing (the session's, or its family's): at once when that process ran on this machine
+(``_owner_gone``), after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
 
 A session end that gave up waiting is noted in ``left_sessions``, for the next session end to pick up
 (``Transcripts.end_session``): Claude Code's session start runs no sweep.
