@@ -215,6 +215,11 @@ class HomeLayout(NamedTuple):
         """``logs/sweep-<agent>.stamp``: when coffer-hook last started a sweep for ``agent``."""
         return self.logs / f"sweep-{agent}.stamp"
 
+    def left_mark(self, agent: str) -> Path:
+        """``logs/left-<agent>.mark``: ``agent`` has session ends left in ``ledger.db`` (a hint, so that
+        coffer-hook's session start looks for them without opening the ledger)."""
+        return self.logs / f"left-{agent}.mark"
+
     @property
     def memory(self) -> Path:
         """``memory/``: the truth."""

@@ -3,18 +3,32 @@ or sweep an agent's past sessions (SessionStart of an agent without SessionEnd, 
 
 ``python -m coffer_memory._session_end --home H --agent A --session-id S --cwd C``, or
 ``... --home H --agent A --sweep [--limit N]``.
-It runs after the agent has moved on, so it may take as long as the model needs; what it
-did (or why it failed) goes to ``<home>/logs/hook.log``, never to a terminal.
+It runs after the agent has moved on, so it may take as long as the model needs; why it failed,
+and what it found damaged and repaired (the ledger's warnings), go to ``<home>/logs/hook.log``,
+never to a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._agents.hook import HookError, log_failure
+from ._agents.hook import HookError, log_failure, log_line
+
+
+class _ToHookLog(logging.Handler):
+    """The distillation's warnings (a damaged ledger repaired), one line each in hook.log."""
+
+    def __init__(self, home: Path, agent: str, event: str) -> None:
+        super().__init__(logging.WARNING)
+        self.where = (home, agent, event)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log_line(*self.where, f"{record.levelname.lower()}: {record.getMessage()}")
+
 
 # The agent may still be flushing the transcript's last lines when the hook fires.
 SETTLE_SECONDS = 1.0
@@ -33,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS)
     args = parser.parse_args(argv)
     home = Path(args.home)
+    event = "SessionStart" if args.sweep else "SessionEnd"
+    warnings = _ToHookLog(home, args.agent, event)
+    logging.getLogger("coffer_memory._transcripts").addHandler(warnings)
     try:
         time.sleep(max(args.settle, 0.0))
         from ._service import MemoryService
@@ -56,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             raise HookError(f"session {args.session_id}: {result.status}: {result.detail or ''}")
     except BaseException as exc:
-        log_failure(home, args.agent, "SessionEnd", exc)
+        log_failure(home, args.agent, event, exc)
+    finally:
+        logging.getLogger("coffer_memory._transcripts").removeHandler(warnings)
     return 0
 
 

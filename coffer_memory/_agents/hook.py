@@ -306,6 +306,12 @@ def _sweep_interval() -> float:
 
 
 def log_failure(home: Path, agent: str, event: str, error: BaseException) -> None:
+    """One line in ``<home>/logs/hook.log`` (rotated) saying why a hook call failed; never raises."""
+    kind = "deadline exceeded" if isinstance(error, _Deadline) else f"{type(error).__name__}: {error}"
+    log_line(home, agent, event, kind)
+
+
+def log_line(home: Path, agent: str, event: str, text: str) -> None:
     """One line in ``<home>/logs/hook.log`` (rotated); never raises."""
     try:
         import logging
@@ -320,12 +326,11 @@ def log_failure(home: Path, agent: str, event: str, error: BaseException) -> Non
             logger.addHandler(handler)
             logger.propagate = False
             logger.setLevel(logging.INFO)
-        kind = "deadline exceeded" if isinstance(error, _Deadline) else f"{type(error).__name__}: {error}"
         # The event name comes from the payload: only the two the hook handles are named (a line
         # break in ``hook_event_name`` wrote a forged log line, and its text was logged whole),
         # and the line is escaped, so a failure is one line whatever its text holds.
         shown = event if event in ("SessionStart", "SessionEnd") else ("?" if not event else "other")
-        line = f"agent={agent} event={shown} {kind}"
+        line = f"agent={agent} event={shown} {text}"
         logger.warning("%s", line.encode("unicode_escape").decode("ascii"))
         for each in logger.handlers:
             each.close()

@@ -22,8 +22,9 @@ prompt share the prompt only, and neither waits for the other. A claim left by a
 holds nothing (the session's, or its family's): at once when that process ran on this machine
 (``_owner_gone``), after ``STALE_CLAIM_SECONDS`` when it ran on another one sharing the home.
 
-A session end that gave up waiting is noted in ``left_sessions``, for the next session end to pick up
-(``Transcripts.end_session``): Claude Code's session start runs no sweep.
+A session end that gave up waiting is noted in ``left_sessions``, for the next session start or end
+of the agent to pick up (``Transcripts.pick_up_left``); ``logs/left-<agent>.mark`` says there are some,
+so coffer-hook's session start looks for them without opening the ledger.
 """
 
 from __future__ import annotations
@@ -41,63 +42,18 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
+from .._agents.homes import AGENTS
 from .._errors import LedgerUnavailable
 from .._home import HomeLayout
-from . import ledger_repair
+from . import ledger_repair, ledger_schema
 from .increment import Distilled
 from .ledger_repair import DAMAGE
+from .ledger_schema import ADDED, MAKE
 
 log = logging.getLogger("coffer_memory._transcripts")
 _T = TypeVar("_T")
 
 STALE_CLAIM_SECONDS = 600
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS distilled_sessions (
-    agent TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    content_sha256 TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'done')),
-    claimed_at TEXT NOT NULL,
-    owner TEXT NOT NULL DEFAULT '',
-    distilled_at TEXT,
-    store TEXT,
-    insights INTEGER NOT NULL DEFAULT 0,
-    prompt_tokens INTEGER NOT NULL DEFAULT 0,
-    completion_tokens INTEGER NOT NULL DEFAULT 0,
-    message_count INTEGER NOT NULL DEFAULT 0,
-    message_digests TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (agent, session_id, content_sha256)
-);
-"""
-# Columns added after the first release: a ledger written by an older version gets them on open
-# (rows keep the defaults: no count, no digests; see ``increment``).
-_ADDED_COLUMNS = (
-    ("message_count", "INTEGER NOT NULL DEFAULT 0"),
-    ("message_digests", "TEXT NOT NULL DEFAULT ''"),
-    ("first_digest", "TEXT NOT NULL DEFAULT ''"),
-)
-# Running claims are few; a claim looks for its family's among them without reading the done rows
-# (a ledger of 10,000 sessions is ~40 MB of digests).
-_RUNNING_INDEX = (
-    "CREATE INDEX IF NOT EXISTS distilled_running ON distilled_sessions (agent, store, first_digest) "
-    "WHERE status = 'running'"
-)
-# Session ends that answered in_progress: the next end of one of the agent's sessions distils them.
-_LEFT = (
-    "CREATE TABLE IF NOT EXISTS left_sessions (agent TEXT NOT NULL, session_id TEXT NOT NULL, "
-    "cwd TEXT, left_at TEXT NOT NULL, PRIMARY KEY (agent, session_id))"
-)
-_ADDED = tuple(name for name, _ in _ADDED_COLUMNS)
-# The statements that make the table whole in a file that has none (a repair's new table).
-_MAKE = ";\n".join(
-    [_SCHEMA.strip().rstrip(";")]
-    + [
-        f"ALTER TABLE distilled_sessions ADD COLUMN {n} {d}"
-        for n, d in _ADDED_COLUMNS
-        if f" {n} " not in _SCHEMA
-    ]
-    + [_RUNNING_INDEX]
-)
 
 
 def _repair_lock(path: Path) -> Path:
@@ -192,7 +148,8 @@ class Ledger:
         self._ino = 0
         self._moved: tuple[str, Path, str] | None = None  # a damaged file moved aside: salvage it
         self._seen = (0, 0, 0)  # the file's size, mtime and ctime when last found sound (``_look``)
-        self._kept: list[tuple[object, ...]] = []  # rows read through the connection to an overwritten file
+        self._stamped = False  # the file's header was last seen with the ledger's APPLICATION_ID
+        self._kept: ledger_repair.Kept = {}  # rows read through the connection to a damaged file
         self._lock = threading.Lock()
         # Claims are released or finished only by the ledger (process) that took them. The pid and
         # machine say whether that process still runs (``_owner_gone``).
@@ -208,9 +165,10 @@ class Ledger:
     def _look(self) -> None:
         """Before a use of the open connection: close it when the file at the path is another one
         (another process moved a damaged file aside: use the new one), and take the file for
-        damage when it changed since last seen and is no SQLite file any more. Another program
-        that wrote garbage over it went unseen: the connection answered from SQLite's cache and
-        its -wal, and the next process to open the file could carry no row of it over."""
+        damage when it changed since last seen and is no ledger any more (``ledger_repair.header``:
+        garbage, or another program's SQLite file copied over it). Either went unseen: the
+        connection answered from SQLite's cache and its -wal, and its close wrote the ledger's
+        pages into the other program's file."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -222,22 +180,23 @@ class Ledger:
         seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)  # a ctime is never set back
         if seen == self._seen:
             return
-        if ledger_repair.is_sqlite(self.path):  # a checkpoint (this process's or another's)
+        wrong, self._stamped = ledger_repair.header(self.path, self._stamped)
+        if wrong is None:  # a checkpoint (this process's or another's)
             self._seen = seen
             return
-        self._overwritten()
+        self._damaged(f"the file was overwritten while in use: {wrong}")
 
-    def _overwritten(self) -> None:
-        """The file under the open connection is garbage now: keep the rows the connection still
-        reads (its cache and -wal), move the file aside and let the next open make a new one
-        that carries them (``_make``)."""
+    def _damaged(self, why: str) -> None:
+        """The file under the open connection is damaged or another program's now: keep the rows the
+        connection still reads (its cache and -wal), move the file aside and let the next open make
+        a new one that carries them (``_make``)."""
         assert self._conn is not None
         self._kept = ledger_repair.readable_rows(self._conn)
         # Renamed before the close: SQLite then neither checkpoints the -wal into the moved file
         # nor deletes it (it sees the file moved), and the damaged file is kept as it was.
         moved = ledger_repair.move_damaged(self.path, self._ino, _repair_lock(self.path))
         if moved is not None:
-            self._moved = (*moved, "the file was overwritten while in use: not an SQLite file")
+            self._moved = (*moved, why)
         self._close_conn()
 
     def _close_conn(self) -> None:
@@ -260,20 +219,25 @@ class Ledger:
             conn = apsw.Connection(str(self.path))
             try:
                 conn.set_busy_timeout(self.busy_timeout_ms)
-                found = ledger_repair.problem(conn, _ADDED, opening=True)
+                foreign = ledger_repair.foreign(conn)
+                if foreign is not None:  # never written into: moved aside whole
+                    raise ledger_repair.NotLedger(foreign)
+                found = ledger_repair.problem(conn, ADDED, opening=True)
                 if found is not None:
-                    self._repaired(ledger_repair.repair_in_place(conn, _MAKE, _ADDED, opening=True))
+                    self._repaired(ledger_repair.repair_in_place(conn, MAKE, ADDED, opening=True))
                 conn.execute("PRAGMA journal_mode=WAL")
                 self._make(conn)
+                ledger_schema.stamp(conn)
                 st = os.stat(self.path)
                 self._seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                self._stamped = ledger_repair.header(self.path, False)[1]
                 return conn
             except DAMAGE as exc:
                 with suppress(apsw.Error):
                     conn.close()
                 moved = ledger_repair.move_damaged(self.path, self._ino, _repair_lock(self.path))
                 if moved is not None:
-                    self._moved = (*moved, f"{type(exc).__name__}: {exc}")
+                    self._moved = (*moved, ledger_repair.reason(exc))
             except BaseException:
                 with suppress(apsw.Error):
                     conn.close()
@@ -281,18 +245,12 @@ class Ledger:
         raise apsw.CantOpenError(f"{self.path} is damaged again after being replaced twice")
 
     def _make(self, conn: apsw.Connection) -> None:
-        """Make (or bring up to date) the table and its index; carry in what a damaged file kept."""
-        conn.execute(_SCHEMA)
-        present = {str(row[1]) for row in conn.execute("PRAGMA table_info(distilled_sessions)")}
-        for name, decl in _ADDED_COLUMNS:
-            if name not in present:
-                conn.execute(f"ALTER TABLE distilled_sessions ADD COLUMN {name} {decl}")
-        conn.execute(_RUNNING_INDEX)
-        kept, self._kept = self._kept, []
-        conn.execute(_LEFT)
-        if self._moved is not None:
-            at, damaged, why = self._moved
-            self._moved = None
+        """Make (or bring up to date) the tables and the index; carry in what a damaged file kept."""
+        ledger_schema.make(conn)
+        kept, self._kept = self._kept, {}
+        moved, self._moved = self._moved, None
+        if moved is not None:
+            at, damaged, why = moved
             carried = ledger_repair.salvage(conn, damaged) + ledger_repair.carry_rows(conn, kept)
             what = (
                 f"ledger.db: {why}; the file is kept as {damaged.name}, "
@@ -301,8 +259,23 @@ class Ledger:
             )
             ledger_repair.record(conn, at, what)
             self._repaired(what)
-        elif kept:  # another process moved the overwritten file aside first: its rows still count
+        elif kept:  # another process moved the damaged file aside first: its rows still count
             ledger_repair.carry_rows(conn, kept)
+        if moved is not None or kept:  # the left sessions carried over wait for the next start
+            self.mark_left(*(str(a) for (a,) in conn.execute("SELECT DISTINCT agent FROM left_sessions")))
+
+    def left_mark(self, agent: str) -> Path:
+        """The file that says ``agent`` has left sessions (``HomeLayout.left_mark``)."""
+        return HomeLayout(self.path.parent).left_mark(agent)
+
+    def mark_left(self, *agents: str) -> None:
+        """Say that ``agents`` have left sessions, for their next session start to see without
+        opening the ledger (coffer-hook starts no process for a start with nothing left)."""
+        for agent in agents:
+            if agent in AGENTS:  # a name read from a damaged file is no path to write
+                with suppress(OSError):  # the mark is a hint: the next session end picks them up anyway
+                    self.left_mark(agent).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    self.left_mark(agent).touch(mode=0o600)
 
     def _repaired(self, what: str | None) -> None:
         if what is not None:
@@ -325,10 +298,12 @@ class Ledger:
             conn = self._db()
             try:
                 return op(conn)
-            except DAMAGE:
+            except DAMAGE as exc:
                 if attempt:
                     raise
-                self._close_conn()  # reopened below: the open finds the damage and moves it aside
+                # Damage past what the open reads (its first page): moved aside as the open moves
+                # it, with the rows that still read, and a new ledger made below.
+                self._damaged(ledger_repair.reason(exc))
             except apsw.Error:
                 if attempt or not self._reshaped(conn):
                     raise
@@ -342,22 +317,27 @@ class Ledger:
             return False
         if found is None:
             return False
-        self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
+        self._repaired(ledger_repair.repair_in_place(conn, MAKE, (), opening=False))
         return True
 
     def _rows(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
         return self._run(lambda db: db.execute(sql, params).fetchall())
 
     def check(self) -> list[str]:
-        """``coffer doctor``'s look at the ledger: repaired first when its shape is wrong (a long-lived
-        process may have met nothing since another program changed it); every repair noted, one line
-        each. Nothing (and no file made) in a home that never distilled."""
+        """``coffer doctor``'s look at the ledger: repaired first when its shape is wrong or a page of
+        it is damaged (a long-lived process may have met nothing since another program changed it;
+        a use meets damage only in the pages it reads); every repair noted, one line each. Nothing
+        (and no file made) in a home that never distilled."""
         if not self.path.exists():
             return []
 
         def look(conn: apsw.Connection) -> list[str]:
+            # Every page read (doctor's time only: about as long as reading the file).
+            first = conn.execute("PRAGMA quick_check(1)").fetchall()[0][0]
+            if first != "ok":
+                raise apsw.CorruptError(f"quick_check: {str(first).splitlines()[-1]}")
             if ledger_repair.problem(conn, (), opening=False) is not None:
-                self._repaired(ledger_repair.repair_in_place(conn, _MAKE, (), opening=False))
+                self._repaired(ledger_repair.repair_in_place(conn, MAKE, (), opening=False))
             return ledger_repair.repairs(conn)
 
         try:
@@ -487,11 +467,12 @@ class Ledger:
 
     def leave(self, agent: str, session_id: str, cwd: str | None) -> None:
         """Note a session end that answered ``in_progress`` (its family or its earlier end still
-        running): the next session end of ``agent`` distils it (``left``); a later note replaces it."""
+        running): the next session start or end of ``agent`` distils it (``left``); a later note replaces it."""
         self._rows(
             "INSERT OR REPLACE INTO left_sessions (agent, session_id, cwd, left_at) VALUES (?, ?, ?, ?)",
             (agent, session_id, cwd, _now().isoformat()),
         )
+        self.mark_left(agent)  # after the row: a pick-up that took the mark away reads it
 
     def left(self, agent: str, limit: int = 100) -> list[tuple[str, str | None]]:
         """The sessions of ``agent`` whose end was left ``in_progress``, oldest first: (id, cwd)."""
