@@ -1,8 +1,10 @@
 """The detached process ``coffer-hook`` starts: distill the session that just ended (SessionEnd),
-or sweep an agent's past sessions (SessionStart of an agent without SessionEnd, e.g. Codex).
+sweep an agent's past sessions (SessionStart of an agent without SessionEnd, e.g. Codex), or
+distil the sessions earlier ends left ``in_progress`` (SessionStart, when there are some).
 
-``python -m coffer_memory._session_end --home H --agent A --session-id S --cwd C``, or
-``... --home H --agent A --sweep [--limit N]``.
+``python -m coffer_memory._session_end --home H --agent A --session-id S --cwd C``,
+``... --home H --agent A --sweep [--limit N]``, or ``... --home H --agent A --left [--session-id S]``
+(S: the session starting, not picked up).
 It runs after the agent has moved on, so it may take as long as the model needs; why it failed,
 and what it found damaged and repaired (the ledger's warnings), go to ``<home>/logs/hook.log``,
 never to a terminal.
@@ -42,12 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--session-id")
     parser.add_argument("--cwd")
     parser.add_argument("--sweep", action="store_true", help="sweep the agent's past sessions instead")
+    parser.add_argument("--left", action="store_true", help="distil the sessions earlier ends left instead")
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--transcript-path", default=None)
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS)
     args = parser.parse_args(argv)
     home = Path(args.home)
-    event = "SessionStart" if args.sweep else "SessionEnd"
+    event = "SessionStart" if args.sweep or args.left else "SessionEnd"
     warnings = _ToHookLog(home, args.agent, event)
     logging.getLogger("coffer_memory._transcripts").addHandler(warnings)
     try:
@@ -55,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._service import MemoryService
 
         with MemoryService(home) as svc:
+            if args.left:
+                if svc.llm is not None:  # as for a sweep: without a model nothing is distilled
+                    svc.transcripts.pick_up_left(args.agent, args.session_id)
+                return 0
             if args.sweep:
                 # Without a model every distillation is a no-op: skip reading the transcripts.
                 if svc.llm is not None:

@@ -6,6 +6,7 @@ on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,14 +14,25 @@ from pathlib import Path
 
 import apsw
 from agent_samples import AgentSamples
+from fake_model import FakeModel
 from http_scripted import ScriptedServer
+from test_agents_real import (
+    World,
+    claude_env,
+    distill_or_reply,
+    distilled_conversations,
+    install,
+    needs,
+    newest_session,
+    world,
+)
 from test_distill_family import claude_run, home, llm, samples
 from test_distill_grown import insight_counts, run_session_end, wait_distilled
 
 from coffer_memory import MemoryService
 from coffer_memory._transcripts.ledger import Ledger
 
-__all__ = ["home", "llm", "samples"]  # the fixtures, shared with the family tests
+__all__ = ["home", "llm", "samples", "world"]  # the fixtures, shared with the family and real-agent tests
 
 AGENT = "claude-code"
 # Another program's SQLite file (a notes app's), as ``cp`` puts it in the ledger's place.
@@ -42,6 +54,27 @@ def left_session(home: Path, samples: AgentSamples, mark: str) -> str:
     finally:
         ledger.close()
     return session
+
+
+def session_start(home: Path, session_id: str, transcript: Path, cwd: Path) -> bytes:
+    """Claude Code's SessionStart payload (its fields as ``claude`` sends them at ``startup``) fed
+    to ``coffer-hook``; what it printed."""
+    stdin = json.dumps(
+        {
+            "session_id": session_id,
+            "transcript_path": str(transcript),
+            "cwd": str(cwd),
+            "permission_mode": "default",
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "model": "claude-opus-4-5-20251101",
+        }
+    ).encode()
+    hook = str(Path(sys.executable).parent / "coffer-hook")
+    env = {**os.environ, "COFFER_HOME": str(home)}
+    proc = subprocess.run([hook, "--agent", AGENT], input=stdin, env=env, capture_output=True, timeout=30)
+    assert (proc.returncode, proc.stderr) == (0, b""), proc.stderr
+    return proc.stdout
 
 
 def repairs(home: Path) -> list[str]:
@@ -214,6 +247,55 @@ def test_another_sqlite_file_copied_over_a_ledger_in_use_is_met_at_the_next_use(
         conn.close()
     (line,) = repairs(home)
     assert "another program's" in line, line
+
+
+def test_a_session_start_picks_up_left_sessions_without_waiting_for_them(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """Claude Code's session start picked up no left session: one waited for the next session end
+    (maybe days) or a sweep. The start now hands them (up to 5) to a detached process, as a session
+    end hands its own session, and prints the rules as before; the session starting is not one of
+    them (it is going on: its own end distils it)."""
+    with MemoryService(home) as svc:
+        svc.append_rule("Run make lint before committing.", store="global")
+    left = [left_session(home, samples, mark) for mark in ("MARK-LEFTA", "MARK-LEFTB")]
+    resumed = left_session(home, samples, "MARK-RESUMED")
+    transcript = next((samples.homes().claude / "projects").rglob(f"{resumed}.jsonl"))
+    printed = json.loads(session_start(home, resumed, transcript, samples.project_dir))
+    assert "make lint" in printed["hookSpecificOutput"]["additionalContext"]
+    for session in left:
+        wait_distilled(home, session, runs=1)
+    assert insight_counts(samples, home) == {"insight-mark-lefta": 1, "insight-mark-leftb": 1}
+    with MemoryService(home) as svc:
+        assert svc.transcripts.ledger.left(AGENT) == [(resumed, str(samples.project_dir))]
+    assert not (home / "logs" / "hook.log").exists()
+
+
+@needs("claude", "@anthropic-ai/claude-code")
+def test_the_real_claude_codes_session_start_picks_up_a_left_session(world: World) -> None:
+    """The real ``claude -p`` with coffer installed: a session ends left ``in_progress`` (noted in
+    the ledger), and the next session's start hands it to distillation. SessionEnd is taken out of
+    the settings so the start alone does it (an interactive session that goes on has only started)."""
+    w = world
+    claude = install(w, "claude-code", "claude")
+    settings = w.home / ".claude" / "settings.json"
+    installed = json.loads(settings.read_text())
+    del installed["hooks"]["SessionEnd"]
+    settings.write_text(json.dumps(installed))
+    with FakeModel(reply=distill_or_reply) as fake:
+        agent_env = claude_env(fake)
+        w.run([claude, "-p", "first prompt QZXA"], agent_env)
+        left = newest_session(w.home / ".claude" / "projects", "*.jsonl")
+        ledger = Ledger(w.coffer_home / "ledger.db")
+        try:
+            ledger.leave(AGENT, left, str(w.repo))
+        finally:
+            ledger.close()
+        w.use_model(fake)
+        w.run([claude, "-p", "second prompt QZXB"], agent_env)
+        w.journal_after("QZX4")
+        (sent,) = distilled_conversations(fake)
+        assert "QZXA" in sent and "QZXB" not in sent
 
 
 def test_doctor_meets_garbage_past_the_first_page(

@@ -358,8 +358,8 @@ class Transcripts:
         continued session), or of its fork or parent, is waited for, up to ``wait_seconds``, so this
         one sends only the turns that one did not cover; ``in_progress`` when it is still running
         then, and the session is noted as left (``Ledger.leave``). Each end then distils, without
-        waiting, up to ``LEFT_PER_END`` sessions of the agent that earlier ends left so: Claude
-        Code's session start runs no sweep, and a left session waited for ``coffer distill --sweep``.
+        waiting, up to ``LEFT_PER_END`` sessions of the agent that earlier ends left so
+        (``pick_up_left``; coffer-hook's session start does the same in a detached process).
         """
         transcript = self._load(agent, session_id)
         outcome = self._distill(transcript, cwd=cwd, dry_run=False, wait_seconds=wait_seconds)
@@ -367,14 +367,17 @@ class Transcripts:
             self.ledger.leave(agent, session_id, None if cwd is None else os.fspath(cwd))
         else:
             self.ledger.picked(agent, session_id)
-        self._pick_up_left(agent, session_id)
+        self.pick_up_left(agent, session_id)
         return outcome
 
-    def _pick_up_left(self, agent: str, ending: str) -> None:
-        """Distil the sessions of ``agent`` an earlier end left ``in_progress`` (not ``ending``'s):
-        each is forgotten once it got any other answer (a failure leaves it to the sweeps, as any
-        failed distillation), kept while its family is still busy."""
-        left = [(s, cwd) for s, cwd in self.ledger.left(agent, LEFT_PER_END + 1) if s != ending]
+    def pick_up_left(self, agent: str, going_on: str | None = None) -> None:
+        """Distil, without waiting, up to ``LEFT_PER_END`` sessions of ``agent`` an earlier end left
+        ``in_progress`` (not ``going_on``, the session ending or starting): each is forgotten once it
+        got any other answer (a failure leaves it to the sweeps, as any failed distillation), kept
+        while its family is still busy. The agent's ``left_mark`` goes before the ledger is read and
+        comes back while any is left (a ``leave`` after the read marks it again)."""
+        self.ledger.left_mark(agent).unlink(missing_ok=True)
+        left = [(s, cwd) for s, cwd in self.ledger.left(agent, LEFT_PER_END + 1) if s != going_on]
         for session_id, cwd in left[:LEFT_PER_END]:
             try:
                 outcome = self._distill(self._load(agent, session_id), cwd=cwd, dry_run=False)
@@ -383,6 +386,8 @@ class Transcripts:
                 outcome = None
             if outcome is None or outcome.status != "in_progress":
                 self.ledger.picked(agent, session_id)
+        if self.ledger.left(agent, 1):
+            self.ledger.mark_left(agent)
 
     def sweep(
         self,
