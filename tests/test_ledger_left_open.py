@@ -317,3 +317,32 @@ def test_doctor_meets_garbage_past_the_first_page(
     assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if "ledger.db" in ln]
     assert "CorruptError: quick_check" in line and "ledger.db.damaged-" in line, proc.stdout
+
+
+def test_a_ledger_of_an_older_version_reads_while_another_process_writes(tmp_path: Path) -> None:
+    """A ledger an older version made (no ``application_id``) is stamped at its first open; that
+    write waits for another process's long write like any other, and must not turn a read that
+    needs no write into ``LedgerUnavailable``: the ledger is read unstamped, and stamped later."""
+    from test_attack_left_open3 import _held
+
+    path = tmp_path / "ledger.db"
+    ledger = Ledger(path)
+    ledger.leave(AGENT, "s1", None)
+    ledger.close()
+    another_process(
+        "import sys, apsw; c = apsw.Connection(sys.argv[1]); c.execute('PRAGMA application_id=0')\n"
+        "c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()",
+        path,
+    )
+    with _held(path):
+        older = Ledger(path, busy_timeout_ms=300)
+        try:
+            assert older.left(AGENT) == [("s1", None)]
+        finally:
+            older.close()
+    later = Ledger(path)
+    try:
+        assert later.left(AGENT) == [("s1", None)]
+        assert int.from_bytes(path.read_bytes()[68:72], "big") == 0x4346464C  # in the file already
+    finally:
+        later.close()

@@ -8,6 +8,8 @@ bytes tells the ledger from another program's SQLite file copied over it (``ledg
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import apsw
 
 # "CFFL" (index.db's is "CFFR"): set on every ledger at its open, so a file that lost it was replaced.
@@ -108,5 +110,8 @@ def stamp(conn: apsw.Connection) -> None:
     version made) and copy it into the file now: the header look reads the file, not the -wal."""
     found = conn.execute("PRAGMA application_id").fetchall()[0][0]
     if found != APPLICATION_ID:
-        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        # A ledger only readable here (or held by a long write) is read as before, unstamped: the
+        # header look then tells garbage from it, not another SQLite file.
+        with suppress(apsw.ReadOnlyError, apsw.BusyError):
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
