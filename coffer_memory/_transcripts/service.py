@@ -376,7 +376,8 @@ class Transcripts:
         got any other answer (a failure leaves it to the sweeps, as any failed distillation), kept
         while its family is still busy. The agent's ``left_mark`` goes before the ledger is read and
         comes back while any is left (a ``leave`` after the read marks it again)."""
-        self.ledger.left_mark(agent).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the mark is a hint: a session end must not fail on it
+            self.ledger.left_mark(agent).unlink(missing_ok=True)
         left = [(s, cwd) for s, cwd in self.ledger.left(agent, LEFT_PER_END + 1) if s != going_on]
         for session_id, cwd in left[:LEFT_PER_END]:
             try:
