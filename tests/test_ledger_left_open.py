@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -346,3 +347,18 @@ def test_a_ledger_of_an_older_version_reads_while_another_process_writes(tmp_pat
         assert int.from_bytes(path.read_bytes()[68:72], "big") == 0x4346464C  # in the file already
     finally:
         later.close()
+
+
+def test_a_left_mark_that_cannot_be_written_fails_no_session_end(
+    home: Path, samples: AgentSamples, llm: ScriptedServer
+) -> None:
+    """``logs`` a file, not a folder (a sync tool's conflict copy): the left marks cannot be
+    written nor taken away. They are hints: the session end distils and picks up as before."""
+    left = left_session(home, samples, "MARK-LEFT")
+    shutil.rmtree(home / "logs")  # the mark was written
+    (home / "logs").write_text("not a folder\n")
+    ended, _ = claude_run(samples, "Another task.", "MARK-ENDED")
+    with MemoryService(home) as svc:
+        assert svc.transcripts.end_session(AGENT, ended, cwd=samples.project_dir).status == "distilled"
+        assert svc.transcripts.ledger.left(AGENT) == []
+    wait_distilled(home, left, runs=1)
