@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
@@ -68,7 +69,7 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
     found = ChunkRows()
     _read_content(db, found, [r for r, _ in ranked])
-    scored = _floor_scaled(db, terms, scored_lists(db.conn, terms, [ranked], found))[0]
+    scored = _in_fact_order(_floor_scaled(db, terms, scored_lists(db.conn, terms, [ranked], found))[0], found)
     return [ChunkHit(found[r][0], found[r][1], -score) for score, r in scored if r in found]
 
 
@@ -97,17 +98,45 @@ def _words_match(terms: Sequence[str], store: str) -> str:
 
 
 def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) -> list[tuple[int, float]]:
-    # rowid breaks ties, so that equal scores come in the same order every time.
+    """The first ``limit`` (rowid, bm25) of ``match``, and every row after them of the last one's
+    score (``_tie_end``): which rows of one score a cut keeps must not hang on their rowids."""
     only, only_params = _within(within)
-    # Rows as apsw gives them: (int, float) already (a conversion per row was a tenth of the ranking).
-    return cast(
-        "list[tuple[int, float]]",
-        db.rows(
-            f"SELECT rowid, {_bm25()} AS s FROM documents_words "
-            f"WHERE documents_words MATCH ?{only} ORDER BY s, rowid LIMIT {int(limit)}",  # see _ranked_per_store
-            (match, *only_params),
-        ),
-    )
+    sql = f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ?{only} ORDER BY s, rowid"
+    # One row past the limit tells whether rows of the last score go on (the limit is written into
+    # the statement: see _ranked_per_store). Rows as apsw gives them: (int, float) already (a
+    # conversion per row was a tenth of the ranking).
+    asked = int(limit) + 1
+    while True:
+        rows = cast("list[tuple[int, float]]", db.rows(f"{sql} LIMIT {asked}", (match, *only_params)))
+        end = _tie_end(rows, limit)
+        if end < len(rows) or len(rows) < asked:
+            return rows[:end]
+        asked *= 2  # every row fetched is of the cut's score: there may be more of it
+
+
+def _tie_end(rows: Sequence[tuple[int, float]], limit: int) -> int:
+    """Where (rowid, bm25) ``rows`` in score order are cut to keep ``limit`` of them and every
+    later row of the last kept row's score (as many as there are when fewer)."""
+    if len(rows) <= limit or limit <= 0:
+        return min(len(rows), max(limit, 0))
+    last = rows[limit - 1][1]
+    end = limit
+    while end < len(rows) and rows[end][1] == last:
+        end += 1
+    return end
+
+
+def _in_fact_order(scored: list[tuple[float, int]], content: ChunkRows) -> list[tuple[float, int]]:
+    """(score, rowid) rows in score order with rows of one score put in their chunk ids' order:
+    rowids follow the order rows were written in (a rebuild writes files in the walk's order), a
+    chunk id is the fact's own. The rows are sorted again only when two scores are equal."""
+    if len(set(map(_SCORE, scored))) == len(scored):
+        return scored
+    get = content.get
+    return sorted(scored, key=lambda row: (row[0], found[0] if (found := get(row[1])) else ""))
+
+
+_SCORE = operator.itemgetter(0)
 
 
 # The most characters of chunk text a reader connection (one per thread) keeps between recalls
@@ -248,7 +277,8 @@ def _scored_per_store(
     scored = _scored_within(
         db.conn, terms, [(rows, caps[store]) for store, rows in ranked.items()], content, by_row
     )
-    return content, ranked, dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
+    lists = [_in_fact_order(rows, content) for rows in _floor_scaled(db, terms, scored)]
+    return content, ranked, dict(zip(ranked, lists, strict=True))
 
 
 def _scored(
@@ -261,7 +291,8 @@ def _scored(
     """Every row of each store's ``ranked`` list re-scored by coverage, best first (score, rowid)."""
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
     scored = scored_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
-    return dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
+    lists = [_in_fact_order(rows, content) for rows in _floor_scaled(db, terms, scored)]
+    return dict(zip(ranked, lists, strict=True))
 
 
 # The most coverage multiplies a bm25 score by (every term held): ``1 + COVERAGE_WEIGHT``, exactly
@@ -388,6 +419,8 @@ def _ranked_per_store(
         (_any_of(terms),),
     ) as cursor:
         lacking = limit * len(rows)
+        last: float | None = None  # the score of the last row fetched
+        stopped: float | None = None  # of the first row fetched and not taken, when there is one
         while lacking:
             # As many rows as the stores still lack and a quarter more, ten more at the least (a
             # store's last rows come among rows of stores that have theirs); a row whose chunk row
@@ -396,6 +429,7 @@ def _ranked_per_store(
             if not batch:
                 break
             seen += len(batch)
+            last = batch[-1][1]
             read = False
             # Every row of a store searched goes to its list, a store's rows past its ``limit`` too
             # (cut below): a count and a test per row cost more than the rows a batch adds.
@@ -405,6 +439,7 @@ def _ranked_per_store(
                     if read:
                         continue  # no such chunk row (the index changed under a caller's transaction)
                     if all(len(mine) >= limit for mine in rows.values()):
+                        stopped = row[1]
                         break  # the rest of the batch is unused: no chunk rows read for it
                     _read_missing(db, content, [r[0] for r in batch if r[0] not in content])
                     read = True
@@ -417,12 +452,22 @@ def _ranked_per_store(
             lacking = 0
             for mine in rows.values():
                 if len(mine) >= limit:
-                    del mine[limit:]  # a store's first ``limit`` rows are its own MATCH's
+                    # a store's first ``limit`` rows are its own MATCH's, with their last score's rows
+                    del mine[_tie_end(mine, limit) :]
                 else:
                     lacking += limit - len(mine)
+        # The score of the first row not taken into a list (None: every matching row was): a store
+        # whose cut falls on that score may have more rows of it there, and asks its own MATCH.
+        tail = stopped
+        if stopped is None and last is not None:
+            following = next(cursor, None) if not lacking else None  # all full: the next row says
+            # past the statement's limit, rows of the last score may follow
+            tail = following[1] if following is not None else last if seen >= wanted else None
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
-        store: mine if ran_out or len(mine) == limit else _ranked_read(db, terms, store, limit, content)
+        store: mine
+        if (len(mine) >= limit and mine[limit - 1][1] != tail) or (len(mine) < limit and ran_out)
+        else _ranked_read(db, terms, store, limit, content)
         for store, mine in rows.items()
     }
 
@@ -483,10 +528,12 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
     hits: list[ChunkHit] = []
     only, only_params = _within(within)
     plan = plan_query(query)
+    # The chunk id orders rows of one score (and so which of them a limit keeps): the fact's own,
+    # where the scan's order is the rowids', the order the rows were written in.
     if plan.fts_terms:
         rows = db.rows(
             "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
-            f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 LIMIT ?",
+            f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3, chunk_id LIMIT ?",
             (plan.match, store, *only_params, limit),
         )
         scale = floor_scale(
@@ -501,7 +548,7 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
     params: list[object] = [f"%{_escape_like(t)}%" for t in plan.short_terms]
     rows = db.rows(
         f"SELECT chunk_id, text, {clauses} AS n FROM documents_fts "
-        f"WHERE resource_name = ? AND n > 0{only} ORDER BY n DESC, length(text) ASC LIMIT ?",
+        f"WHERE resource_name = ? AND n > 0{only} ORDER BY n DESC, length(text) ASC, chunk_id LIMIT ?",
         (*params, store, *only_params, limit),
     )
     return [ChunkHit(chunk_id=r[0], text=r[1], score=float(r[2])) for r in rows]
@@ -517,7 +564,7 @@ def _near_words(
     only, only_params = _within(within)
     rows = db.rows(
         "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
-        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3 "
+        f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3, chunk_id "
         f"LIMIT {min(near.NEAR_ROWS, max(50, 2 * int(limit)))}",
         (asked.match, store, *only_params),
     )
