@@ -224,7 +224,7 @@ class IndexDB:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
             tables, objects = schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
-            vec = set(vec_tables(self.conn)) if "vec_stores" in tables else set()
+            vec = vec_tables(self.conn) if "vec_stores" in tables else {}
             self._schema_version = int(self.scalar("PRAGMA schema_version") or 0)
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
