@@ -159,3 +159,27 @@ def test_an_own_table_another_sqlite_wrote_otherwise_without_a_constraint_passes
         svc.remember("The loom is oiled.", title="loom", scope="global")
         assert [h.title for h in svc.recall("loom oiled", stores=["global"], mode="keyword").hits] == ["loom"]
         assert svc.doctor().index_repairs == ()
+
+
+def test_a_vec_stores_row_another_program_rewrote_is_damage_and_runs_nothing(tmp_home: Path) -> None:
+    """``vec_stores.dimensions`` rewritten by another program as a text, one that would run a
+    statement of its own were it pasted into SQL: the next vector recall died with a raw
+    ``ValueError`` (``int()`` of it). The open's check takes a width that is no number for damage
+    (the file is moved aside and rebuilt, the vectors embedded again) and never runs SQL made of
+    it: the file the text would attach is not made."""
+    settings, embedder = _vector_service(tmp_home)
+    with embedder_plugin("hash", embedder), MemoryService(settings=settings) as svc:
+        svc.remember("The kiln runs hot.", title="kiln", scope="global")
+        assert [h.title for h in svc.recall("kiln", stores=["global"], mode="vector").hits] == ["kiln"]
+    attached = tmp_home / "attached.db"
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    conn.execute(
+        "UPDATE vec_stores SET dimensions = ?",
+        (f"64] distance_metric=cosine); ATTACH '{attached}' AS e; CREATE TABLE e.t(x); --",),
+    )
+    conn.close()
+    with embedder_plugin("hash", embedder), MemoryService(settings=settings) as svc:
+        assert [h.title for h in svc.recall("kiln", stores=["global"], mode="vector").hits] == ["kiln"]
+        (repair,) = svc.db.repairs()
+        assert "vec_chunks_" in repair, repair
+    assert not attached.exists()

@@ -100,7 +100,11 @@ def _sqlite_vec(conn: apsw.Connection) -> bool:
 @functools.lru_cache(maxsize=16)
 def made(owner: str, sql: str, vec: bool) -> dict[str, str | None] | None:
     """What this process's SQLite (and sqlite-vec) write for the own tables of ``owner`` made by
-    ``sql``, by ``own_key``; None when it cannot make it (no sqlite-vec here)."""
+    ``sql``, by ``own_key``; None when it cannot make it (no sqlite-vec here), or will not: ``sql``
+    comes from the file (FTS5's) or holds what ``vec_stores`` says, and only one statement
+    declaring a table of a plain name is run (apsw runs each statement of a text)."""
+    if ";" in sql or not owner.isidentifier():
+        return None
     conn = apsw.Connection(":memory:")
     try:
         if vec and not _sqlite_vec(conn):
@@ -126,7 +130,9 @@ def own_problem(
     ``tables``: every table's SQL by name."""
     odd: list[str] = []
     for table, dimensions in vec_owners.items():
-        if squeezed(tables.get(table)) != VEC_TABLE.format(table=table, dimensions=dimensions):
+        if type(dimensions) is not int or squeezed(tables.get(table)) != VEC_TABLE.format(
+            table=table, dimensions=dimensions
+        ):
             odd.append(f"{table} (not the vec0 table of {dimensions} dimensions that vec_stores records)")
     prefixes = tuple(f"{owner}_" for owner in (*owners, *vec_owners))
     for name, sql in tables.items():

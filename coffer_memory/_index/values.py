@@ -6,7 +6,8 @@ and each keyword or grep recall that met the row died with a raw ``TypeError`` (
 ``AttributeError``): the file is unchanged, so ``reindex`` left the row as it was.
 
 Nothing is checked on the hot path: a read that fails with one of ``DECODE_ERRORS`` asks
-``note_values``, which scans the rows (a few milliseconds at 10k facts) and, when it finds such a
+``note_values``, which scans the rows (tens of milliseconds at 10k facts, most of it parsing
+the times in Python; SQL's ``strftime`` took longer) and, when it finds such a
 value, notes the file as damaged, as SQLite's own corruption errors are: the next read moves it
 aside and rebuilds it from the files. An error with no such value behind it is the read's own
 and goes on as it was. ``coffer doctor`` asks it too.
@@ -24,7 +25,7 @@ import apsw
 
 from .._errors import IndexUnavailable
 
-if TYPE_CHECKING:  # db.py imports ``values_problem``
+if TYPE_CHECKING:  # db.py imports ``clash``
     from .db import IndexDB
 
 log = logging.getLogger("coffer_memory._index")
