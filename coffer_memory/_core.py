@@ -32,6 +32,7 @@ from ._fact_input import (
     validate_text,
 )
 from ._index.filters import FactFilter, TimeBound, check_tags
+from ._index.values import DECODE_ERRORS, note_values, read_again
 from ._indexing import IndexHandle
 from ._models import (
     Actor,
@@ -291,18 +292,21 @@ class Facts:
                     # the refresh of the next round rebuilds the index from the files.
                     if last or exc.backend != "sqlite" or not self.index.db.needs_repair():
                         raise
-                    looks = Looks()
-                    continue
+                except DECODE_ERRORS:  # a value another program wrote into a row: rebuilt likewise
+                    if last or note_values(retrieval.db) is None:
+                        raise
                 # Another process's repair replaced index.db between the refresh and the read: the
                 # reader opened the new file, empty until a reconcile fills it, and the recall
                 # answered nothing (tests/_index_race.py). The next round brings it up to date.
-                if last or not self.index.read_another_file(retrieval.db, refreshed):
-                    return result
+                else:
+                    if last or not self.index.read_another_file(retrieval.db, refreshed):
+                        return result
                 looks = Looks()
             raise AssertionError("unreachable")  # pragma: no cover
         finally:  # an embedding the recall did not take up (a reconcile failed, say)
             retrieval.query_vectors.drop()
 
+    @read_again
     def list_facts(
         self,
         *,
@@ -401,6 +405,7 @@ class Facts:
             raise MemoryNotFound(name, fact_id)
         return db.file(path)
 
+    @read_again
     def session_facts(self, session_id: str, stores: Iterable[str]) -> list[FactRecord]:
         """The knowledge facts of ``stores`` remembered with ``origin_session_id`` ``session_id``,
         oldest first (by id: creation order)."""
@@ -424,6 +429,7 @@ class Facts:
                     continue  # changed under us; the next reconcile fixes the index
         return out
 
+    @read_again
     def get_fact(
         self, fact_id: str, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> FactRecord:

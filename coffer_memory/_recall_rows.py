@@ -37,7 +37,11 @@ class DocRow(NamedTuple):
 
 
 def doc_row(home: str, r: Sequence[Any]) -> DocRow:
-    """A ``DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path."""
+    """A ``DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path.
+    An id or title that is no text (another program's value) is a ``TypeError``, as a path or a
+    time that is none fails: the recall then checks the rows (``_index/values.py``)."""
+    if type(r[0]) is not str or type(r[2]) is not str:
+        raise TypeError(f"documents row {r[0]!r}: its id or title is no text")
     return DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
 
 

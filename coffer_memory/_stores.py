@@ -19,6 +19,7 @@ from ._doctor import run_doctor
 from ._errors import (
     PATH_ECHO_LIMIT,
     CofferError,
+    IndexUnavailable,
     InvalidInput,
     MemoryStoreNotFound,
     StoreNotDeletable,
@@ -27,6 +28,7 @@ from ._errors import (
 )
 from ._index import segments
 from ._index.tally import Progress
+from ._index.values import note_values
 from ._indexing import IndexHandle
 from ._models import DoctorReport, ReindexReport, StoreInfo
 from ._store.identity import (
@@ -413,10 +415,19 @@ class Stores:
         """Compare the index with the files, list broken files, say which grep backend runs.
 
         The stores are reconciled first as a read would, with ``progress`` on what that indexes.
-        An index whose schema another program changed is rebuilt by that reconcile (and listed).
+        An index whose schema another program changed is rebuilt by that reconcile (and listed),
+        as is one whose rows clash with the files (``_index/values.clash``, met by the reconcile).
         """
+        try:
+            return self._doctor(progress)
+        except IndexUnavailable as exc:
+            if exc.backend != "sqlite" or not self.index.db.needs_repair():
+                raise
+        return self._doctor(progress)
+
+    def _doctor(self, progress: Callable[[str, int, int], None] | None) -> DoctorReport:
         with self.index.lock:  # checked once at open; a long-lived process may have met none since
-            self.index.db.note_schema()
+            self.index.db.note_schema() or note_values(self.index.db)
         if progress is not None:
             for name in self.names():
                 with self.index.lock:

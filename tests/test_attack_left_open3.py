@@ -53,9 +53,15 @@ def _constrain(index: Path, how: str) -> None:
         conn.close()
         return
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-    new = sql.rstrip().removesuffix(")") + tail
+    conn.close()
+    writable_schema(index, table, sql.rstrip().removesuffix(")") + tail)
+
+
+def writable_schema(index: Path, name: str, sql: str) -> None:
+    """Write ``sql`` as the SQL of the table ``name`` of ``index`` (``PRAGMA writable_schema``)."""
+    conn = apsw.Connection(str(index))
     conn.execute("PRAGMA writable_schema=ON")
-    conn.execute("UPDATE sqlite_master SET sql = ? WHERE name = ?", (new, table))
+    conn.execute("UPDATE sqlite_master SET sql = ? WHERE name = ?", (sql, name))
     # As SQLite's docs ask of such an edit: other connections then read the schema again.
     (cookie,) = conn.execute("PRAGMA schema_version").fetchone()
     conn.execute(f"PRAGMA schema_version = {cookie + 1}")

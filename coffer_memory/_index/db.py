@@ -31,6 +31,7 @@ from .._store.lock import shared_lock, store_lock
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from .shape import read_schema_problem, schema_problem, schema_rows, vec_tables
 from .unusable import IndexBusy, unopenable
+from .values import clash
 
 log = logging.getLogger("coffer_memory._index")
 KEEP_DAMAGED = 3
@@ -76,8 +77,8 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
-        except (apsw.SQLError, apsw.ConstraintError):  # a planted trigger's RAISE is a ConstraintError
-            self.owner.schema_changed(self)
+        except (apsw.SQLError, apsw.ConstraintError) as exc:  # a planted trigger's RAISE is a ConstraintError
+            self.owner.schema_changed(self, exc)
             raise
 
     def executemany(self, *args: Any, **kwargs: Any) -> apsw.Cursor:
@@ -86,8 +87,8 @@ class _Connection(apsw.Connection):
         except DAMAGE as exc:
             self.owner.note_damage(exc)
             raise
-        except (apsw.SQLError, apsw.ConstraintError):
-            self.owner.schema_changed(self)
+        except (apsw.SQLError, apsw.ConstraintError) as exc:
+            self.owner.schema_changed(self, exc)
             raise
 
 
@@ -223,7 +224,7 @@ class IndexDB:
             version = int(self.scalar("PRAGMA user_version") or 0)
             app = int(self.scalar("PRAGMA application_id") or 0)
             tables, objects = schema_rows(self.rows("SELECT type, name, tbl_name, sql FROM sqlite_master"))
-            vec = set(vec_tables(self.conn)) if "vec_stores" in tables else set()
+            vec = vec_tables(self.conn) if "vec_stores" in tables else {}
             self._schema_version = int(self.scalar("PRAGMA schema_version") or 0)
         finally:
             with suppress(apsw.Error):  # a file that is no database fails the reads, maybe the end too
@@ -255,13 +256,18 @@ class IndexDB:
             self.shared.damaged = problem
         return problem
 
-    def schema_changed(self, conn: apsw.Connection) -> None:
+    def schema_changed(self, conn: apsw.Connection, failed: apsw.Error | None = None) -> None:
         """After an ``SQLError`` or ``ConstraintError`` on ``conn``: when the schema is no longer the index's, note it
         (``note_schema``) and raise ``IndexUnavailable`` saying so in the failed statement's place.
-        Nothing when the schema is whole: the error is the statement's own."""
+        A UNIQUE ``ConstraintError`` with the schema whole is noted the same way: rows that clash
+        with what a file gives (``values.clash``). Nothing else: the error is the statement's own."""
         if self._opening:  # the open checks the schema itself, and moves a changed one aside
             return
         problem = self.note_schema(conn)
+        if problem is None and isinstance(failed, apsw.ConstraintError):
+            problem = clash(failed)
+            if problem is not None and self.generation == self.shared.generation:
+                self.shared.damaged = problem
         if problem is not None:
             raise IndexUnavailable(
                 "sqlite",

@@ -11,13 +11,13 @@ file passed every other check: such a file is moved aside and rebuilt, as a dama
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import apsw
 
 from .migrations import SCHEMA_VERSION
+from .shadows import own_problem, squeezed, table_sql
 
 # The FTS5 tables, each with the schema version whose migration made it.
 FTS_TABLES: Mapping[str, int] = {"documents_fts": 1, "documents_words": 4}
@@ -63,11 +63,6 @@ INDEXES: Mapping[str, str] = {
 }
 
 
-def squeezed(sql: str | None) -> str:
-    """``sql`` with every run of white space one space, as ``TRIGGERS`` and ``INDEXES`` hold it."""
-    return " ".join((sql or "").split())
-
-
 # The SQL of each of the index's tables, as the migrations leave it at ``SCHEMA_VERSION`` (SQLite
 # keeps a table's ``CREATE`` text, ``ADD COLUMN`` edits it): ``table_sql``'s CRC-32. Another
 # program's constraint written into it (a ``CHECK`` through ``PRAGMA writable_schema``, the table
@@ -88,13 +83,6 @@ TABLE_SQL: Mapping[str, int] = {
     "documents_fts": 0xD2F879C5,
     "documents_words": 0xE20D2523,
 }
-
-
-def table_sql(sql: str | None) -> int:
-    """A table's ``CREATE`` text as ``TABLE_SQL`` holds it: the CRC-32 of its bytes but white space
-    (its layout, which an older coffer-memory's migrations may have indented otherwise; about
-    0.4 µs a table, where splitting it into words took 1 µs)."""
-    return zlib.crc32((sql or "").encode().translate(None, b" \t\n\r"))
 
 
 def _virtual(sql: str | None, module: str) -> bool:
@@ -123,13 +111,13 @@ def planted(objects: Iterable[tuple[str, str, str, str | None]]) -> str | None:
 def schema_problem(
     tables: Mapping[str, str | None],
     version: int,
-    vec_tables: set[str],
+    vec_tables: Mapping[str, object],
     objects: Iterable[tuple[str, str, str, str | None]] = (),
 ) -> str | None:
     """What is wrong with the shape of an index of schema ``version``, or None.
 
     ``tables``: each table's name and SQL from ``sqlite_master`` (views left out); ``vec_tables``:
-    the per-store vector tables ``vec_stores`` names; ``objects``: its other rows (type, name,
+    the per-store vector tables ``vec_stores`` names, with their dimensions; ``objects``: its other rows (type, name,
     table, SQL), for triggers and indexes another program planted (``planted``)."""
     missing = [n for n, since in PLAIN_TABLES.items() if version >= since and n not in tables]
     if missing:
@@ -144,7 +132,8 @@ def schema_problem(
         missing = [name + s for s in FTS_SHADOWS if name + s not in tables]
         if missing:
             return f"tables missing: {', '.join(missing)} (FTS5's own tables for {name})"
-    for name in sorted(vec_tables & tables.keys()):
+    vec = {name: vec_tables[name] for name in sorted(vec_tables.keys() & tables.keys())}
+    for name in vec:
         if not _virtual(tables[name], "vec0"):
             return f"{name} is a plain table, not the vec0 index the schema makes"
     if version == SCHEMA_VERSION:  # an older file's tables are the older migrations' (migrated after)
@@ -154,7 +143,8 @@ def schema_problem(
                 f"the SQL of {', '.join(changed)} is not the one the schema makes "
                 "(another program changed the table: a constraint added, say)"
             )
-    return planted(objects)
+    fts = {name: tables[name] for name, since in FTS_TABLES.items() if version >= since}
+    return own_problem(tables, fts, vec) or planted(objects)
 
 
 def schema_rows(
@@ -172,9 +162,11 @@ def schema_rows(
     return tables, objects
 
 
-def vec_tables(conn: apsw.Connection) -> list[str]:
-    """The per-store vector tables ``vec_stores`` names (read past ``db._Connection``'s checks)."""
-    return [str(r[0]) for r in apsw.Connection.execute(conn, "SELECT table_name FROM vec_stores")]
+def vec_tables(conn: apsw.Connection) -> dict[str, object]:
+    """The per-store vector tables ``vec_stores`` names, with their dimensions (read past
+    ``db._Connection``'s checks)."""
+    rows = apsw.Connection.execute(conn, "SELECT table_name, dimensions FROM vec_stores")
+    return {str(name): dimensions for name, dimensions in rows}
 
 
 def read_schema_problem(conn: apsw.Connection) -> str | None:
@@ -184,7 +176,7 @@ def read_schema_problem(conn: apsw.Connection) -> str | None:
         version = int(apsw.Connection.execute(conn, "PRAGMA user_version").fetchall()[0][0] or 0)
         rows = apsw.Connection.execute(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master")
         tables, objects = schema_rows(rows)
-        vec = set(vec_tables(conn)) if "vec_stores" in tables else set()
+        vec = vec_tables(conn) if "vec_stores" in tables else {}
     except apsw.Error:
         return None
     return schema_problem(tables, version, vec, objects) if version else None

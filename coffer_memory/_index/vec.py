@@ -26,6 +26,7 @@ from .._errors import EmbeddingUnavailable
 from .chunking import MAX_WINDOWS
 from .db import IndexDB
 from .keys import store_scope
+from .shadows import VEC_TABLE
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
     from ..plugins.hookspecs import Embedder, Vector
@@ -196,10 +197,7 @@ class VecIndex:
                 return table
             stale = row[0][0] if row else None
             self.db.conn.execute(f"DROP TABLE IF EXISTS {table}")
-            self.db.conn.execute(
-                f"CREATE VIRTUAL TABLE {table} USING vec0("
-                f"chunk_id TEXT PRIMARY KEY, embedding float[{self.embedder.dimensions}] distance_metric=cosine)"
-            )
+            self.db.conn.execute(VEC_TABLE.format(table=table, dimensions=self.embedder.dimensions))
             self.db.conn.execute(
                 "INSERT INTO vec_stores (resource_name, table_name, model_id, dimensions) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(resource_name) DO UPDATE SET table_name = excluded.table_name, "

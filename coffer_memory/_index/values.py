@@ -1,0 +1,173 @@
+"""The values in the index's rows: each column a read decodes holds what coffer writes there.
+
+Another program's ``UPDATE`` on ``index.db`` (a blob or a number where coffer writes text, a NULL
+in FTS5's untyped columns, a time with no zone or out of range) passed every check of the file,
+and each keyword or grep recall that met the row died with a raw ``TypeError`` (``ValueError``,
+``AttributeError``): the file is unchanged, so ``reindex`` left the row as it was.
+
+Nothing is checked on the hot path: a read that fails with one of ``DECODE_ERRORS`` asks
+``note_values``, which scans the rows (tens of milliseconds at 10k facts, most of it parsing
+the times in Python; SQL's ``strftime`` took longer) and, when it finds such a
+value, notes the file as damaged, as SQLite's own corruption errors are: the next read moves it
+aside and rebuilds it from the files. An error with no such value behind it is the read's own
+and goes on as it was. ``coffer doctor`` asks it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import apsw
+
+from .._errors import IndexUnavailable
+
+if TYPE_CHECKING:  # db.py imports ``clash``
+    from .db import IndexDB
+
+log = logging.getLogger("coffer_memory._index")
+
+# What decoding a row's value that is not what coffer wrote raises (a blob where a ``str`` is
+# split, joined or parsed; a NULL measured; a time ``fromisoformat`` refuses or cannot place).
+DECODE_ERRORS = (TypeError, ValueError, AttributeError, OverflowError)
+
+TEXT = "text"
+NUMBER = "integer"
+TEXT_OR_NULL = "text or NULL"
+# Each table's columns a read decodes, with the storage class coffer writes into them. Times are
+# text here and parsed besides (``_times``).
+COLUMNS: dict[str, dict[str, str]] = {
+    "documents": {
+        **dict.fromkeys(
+            ("id", "kind", "resource_name", "project_id", "path", "title", "metadata", "content_sha256"), TEXT
+        ),
+        **dict.fromkeys(("source_mode", "created_at", "updated_at"), TEXT),
+        "description": TEXT_OR_NULL,
+        **dict.fromkeys(("locked", "file_size", "file_mtime_ns", "file_ctime_ns", "file_ino"), NUMBER),
+    },
+    "chunks": {**dict.fromkeys(("id", "document_id", "kind", "resource_name"), TEXT), "position": NUMBER},
+    "documents_fts": dict.fromkeys(("text", "resource_name", "chunk_id"), TEXT),
+    "store_state": {"resource_name": TEXT, "dirs": TEXT, "file_count": NUMBER},
+    "vec_stores": {**dict.fromkeys(("resource_name", "table_name", "model_id"), TEXT), "dimensions": NUMBER},
+    "broken_files": {
+        **dict.fromkeys(("resource_name", "path", "error"), TEXT),
+        **dict.fromkeys(("file_size", "file_mtime_ns"), NUMBER),
+    },
+    "kv": dict.fromkeys(("key", "value"), TEXT),
+    "document_tags": {"document_rowid": NUMBER, "tag": TEXT},
+    "memory_store_labels": dict.fromkeys(("store_name", "label"), TEXT),
+    "memory_store_project_roots": dict.fromkeys(("store_name", "project_root"), TEXT),
+}
+TIMES = ("created_at", "updated_at")
+
+
+def _test(column: str, kind: str) -> str:
+    if kind == TEXT_OR_NULL:
+        return f"typeof({column}) NOT IN ('text', 'null')"
+    return f"typeof({column}) != '{kind}'"
+
+
+def _query(table: str, columns: dict[str, str]) -> str:
+    """The first of ``table``'s columns holding another storage class in some row, and that class."""
+    bad = " ".join(f"WHEN {_test(c, k)} THEN '{c}'" for c, k in columns.items())
+    held = " ".join(f"WHEN {_test(c, k)} THEN typeof({c})" for c, k in columns.items())
+    return (
+        f"SELECT bad, held FROM (SELECT CASE {bad} END AS bad, CASE {held} END AS held FROM {table}) "
+        "WHERE bad IS NOT NULL LIMIT 1"
+    )
+
+
+QUERIES = {table: _query(table, columns) for table, columns in COLUMNS.items()}
+
+
+def _time_problem(value: str) -> str | None:
+    try:
+        when = datetime.fromisoformat(value)
+        when.timestamp()
+    except DECODE_ERRORS as exc:
+        return f"not a time ({exc})"
+    return "a time with no zone" if when.tzinfo is None else None
+
+
+def _times(conn: apsw.Connection) -> str | None:
+    rows = apsw.Connection.execute(conn, f"SELECT rowid, {', '.join(TIMES)} FROM documents")
+    for rowid, *values in rows:
+        for column, value in zip(TIMES, values, strict=True):
+            problem = _time_problem(value)
+            if problem is not None:
+                return f"documents.{column}: {problem} in row {rowid}"
+    return None
+
+
+def values_problem(conn: apsw.Connection) -> str | None:
+    """The first value in the index open on ``conn`` that is not what coffer writes into its
+    column (a blob for a text, a time no read can place), said as a problem; None when there is
+    none (and when SQLite cannot read the rows: damage is noted where a read meets it)."""
+    try:
+        for table, sql in QUERIES.items():
+            for column, held in apsw.Connection.execute(conn, sql):
+                return (
+                    f"another program wrote a value into {table}.{column}: a {held} "
+                    f"where the index writes {COLUMNS[table][column]}"
+                )
+        problem = _times(conn)
+    except apsw.Error:
+        return None
+    return None if problem is None else f"another program wrote a value into {problem}"
+
+
+def clash(failed: apsw.ConstraintError) -> str | None:
+    """A UNIQUE (or primary key) ``ConstraintError`` met by an index write on a whole schema, said
+    as a problem; None for another constraint. The index's own writes replace a file's rows
+    whole, so they clash only with rows another program changed (a document's id or path
+    rewritten: the file's rows, indexed again, met its chunks or its id): a raw error on every
+    read that had a file to index, until the file is rebuilt."""
+    if failed.extendedresult not in (apsw.SQLITE_CONSTRAINT_UNIQUE, apsw.SQLITE_CONSTRAINT_PRIMARYKEY):
+        return None
+    return f"its rows clash with what the files give, as another program's change leaves them ({failed})"
+
+
+def note_values(db: IndexDB) -> str | None:
+    """Note a value another program wrote into the index open on ``db`` as damage, for the next
+    read to move the file aside and rebuild it (``IndexDB.note_damage``); returns what was wrong,
+    or None. Read past ``_Connection``'s checks, under ``db.busy``."""
+    with db.busy:
+        problem = values_problem(db.current())
+    if problem is not None and db.generation == db.shared.generation:
+        db.shared.damaged = problem
+        log.warning("index %s: %s; it is rebuilt from the files", db.path, problem)
+    return problem
+
+
+class _Reads(Protocol):
+    @property
+    def index(self) -> Any: ...
+
+
+S = TypeVar("S", bound=_Reads)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def read_again(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """A read (``Facts.list_facts``, ``get_fact``) run again once when it failed on a value
+    another program wrote into the index (``note_values``), or on rows that clash with a file's
+    (``clash``): its refresh then rebuilds the index.
+    The error of a read with no such value behind it is its own, raised as it was."""
+
+    @functools.wraps(method)
+    def again(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except DECODE_ERRORS:
+            if note_values(self.index.reader_db) is None:
+                raise
+        except IndexUnavailable as exc:  # its refresh met rows that clash (``clash``)
+            if exc.backend != "sqlite" or not self.index.db.needs_repair():
+                raise
+        return method(self, *args, **kwargs)
+
+    return again
