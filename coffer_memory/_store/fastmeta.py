@@ -55,14 +55,6 @@ def _scalar(text: str) -> object:
     return _NO
 
 
-def _time(text: str) -> object:
-    """A time the header's pattern matched (``format_time``'s form), or ``_NO`` when it names none."""
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
-        return _NO
-
-
 def _tags(text: str) -> object:
     """A rendered flow list of tags (``[deploy, 'yes', it's]``), or ``_NO`` when only YAML can say."""
     if len(text) < 3 or text[0] != "[" or text[-1] != "]":
@@ -100,9 +92,9 @@ _HEADER = re.compile(
 
 
 def _printable(value: str) -> bool:
-    """Neither a character YAML refuses nor a line break of its own (``str.isprintable`` says yes
-    to neither, and at C speed: the regular expressions only decide what it says no to)."""
-    return value.isprintable() or not (_BREAKS.search(value) or _NON_PRINTABLE.search(value))
+    """Neither a character YAML refuses nor a line break of its own (asked when ``str.isprintable``,
+    which says yes to neither and at C speed, said no)."""
+    return not (_BREAKS.search(value) or _NON_PRINTABLE.search(value))
 
 
 Rendered = tuple[dict[str, Any], str, str | None, str]
@@ -116,30 +108,35 @@ def read_rendered(text: str) -> Rendered | None:
     if m is None:
         return None
     title, description, actor, origin, created_text, updated_text, tags_text = m.groups()
-    for value in (title, description, origin, tags_text):
-        if value is not None and not _printable(value):
-            return None
-    tags = _tags(tags_text) if tags_text is not None else None
-    if tags is _NO:
+    # Written out, without loops: a rebuild reads every file's header here. The values are checked
+    # as one text: printable is a property of each character.
+    values = f"{title}{description}{origin}{tags_text or ''}"
+    if not values.isprintable() and not _printable(values):
         return None
-    meta: dict[str, Any] = {"kind": "knowledge"}
-    for key, raw in (("title", title), ("description", description)):
-        value = _scalar(raw)
-        if value is _NO:
-            return None
-        meta[key] = value
-    meta["metadata"] = {"actor": actor}
-    value = _scalar(origin)
-    if value is _NO:
+    title_value = _scalar(title)
+    description_value = _scalar(description)
+    origin_value = _scalar(origin)
+    if title_value is _NO or description_value is _NO or origin_value is _NO:
         return None
-    meta["origin_session_id"] = value
-    for key, raw in (("created_at", created_text), ("updated_at", updated_text)):
-        if raw is not None:
-            value = _time(raw)
-            if value is _NO:
-                return None
-            meta[key] = value
-    if tags is not None:
+    try:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
+        created = None if created_text is None else datetime.fromisoformat(created_text)
+        updated = datetime.fromisoformat(updated_text)
+    except ValueError:
+        return None
+    meta: dict[str, Any] = {
+        "kind": "knowledge",
+        "title": title_value,
+        "description": description_value,
+        "metadata": {"actor": actor},
+        "origin_session_id": origin_value,
+    }
+    if created is not None:
+        meta["created_at"] = created
+    meta["updated_at"] = updated
+    if tags_text is not None:
+        tags = _tags(tags_text)
+        if tags is _NO:
+            return None
         meta["tags"] = tags
     body = text[m.end() :]
     # python-frontmatter reads the whole text with "\r\n" made "\n": a body with CRLF lines

@@ -275,6 +275,8 @@ def parse_time(value: object) -> datetime | None:
     None when unreadable or outside 1970..9999 (a ULID's time and ISO 8601 cannot hold it):
     the caller falls back to the other date or the file's mtime.
     """
+    if type(value) is datetime and value.tzinfo is UTC:  # what fastmeta reads (two per file of a rebuild)
+        return value if _EPOCH <= value <= _LAST else None
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip())
