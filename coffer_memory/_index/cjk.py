@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from .hant import fold
+from .keys import HEADER_END
 
 # Han (with extensions A and compatibility), kana, Hangul syllables and jamo.
 CJK_CHARS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -62,6 +63,11 @@ def run_tokens(run: str) -> list[str]:
 def index_text(text: str) -> str:
     """``text`` as the word index sees it: NFKC, every CJK run replaced by the tokens of its
     simplified form."""
+    head, _, rest = text.partition(HEADER_END)
+    if head.isascii() and rest.isascii():
+        # ASCII and the header's U+2063 (``keys.HEADER_END``) are NFKC already and hold no CJK:
+        # the text as it is (a rebuild spent most of this function looking for CJK runs in English).
+        return text
     return CJK_RUN.sub(
         lambda m: " " + " ".join(run_tokens(fold(m.group()))) + " ", unicodedata.normalize("NFKC", text)
     )

@@ -19,13 +19,19 @@ from .keys import HEADER_END
 
 def index_header(title: str, description: str, body: str) -> str:
     """Title and description lines that the body does not already say, for the first chunk."""
+    title, description = title.strip(), description.strip()
+    if not title and not description:
+        return ""
     folded = " ".join(body.split()).lower()
-    parts = [
-        p
-        for p in (title.strip(), description.strip())
-        if p and " ".join(p.split()).lower().removesuffix("…") not in folded  # derived ones are prefixes
-    ]
-    return "\n".join(dict.fromkeys(parts)) + HEADER_END if parts else ""
+    # Written out, not a comprehension and dict.fromkeys: a rebuild asks once per file.
+    said = title and " ".join(title.split()).lower().removesuffix("…") in folded  # derived ones are prefixes
+    if (
+        not description
+        or description == title
+        or " ".join(description.split()).lower().removesuffix("…") in folded
+    ):
+        return "" if said or not title else title + HEADER_END
+    return description + HEADER_END if said or not title else f"{title}\n{description}{HEADER_END}"
 
 
 def indexed_chunks(title: str, description: str, body: str) -> list[str]:

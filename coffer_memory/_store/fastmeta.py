@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 _RESOLVER = yaml.resolver.Resolver()
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@` \t")
 _NO = object()
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
@@ -56,15 +55,6 @@ def _scalar(text: str) -> object:
     return _NO
 
 
-def _time(text: str) -> object:
-    if not _TIME.fullmatch(text):
-        return _NO
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
-        return _NO
-
-
 def _tags(text: str) -> object:
     """A rendered flow list of tags (``[deploy, 'yes', it's]``), or ``_NO`` when only YAML can say."""
     if len(text) < 3 or text[0] != "[" or text[-1] != "]":
@@ -82,76 +72,92 @@ def _tags(text: str) -> object:
     return out
 
 
-_FIELDS = (
-    ("kind: ", None),
-    ("title: ", _scalar),
-    ("description: ", _scalar),
-    ("metadata:", None),
-    ("  actor: ", None),
-    ("origin_session_id: ", _scalar),
-    ("created_at: ", _time),
-    ("updated_at: ", _time),
+# The whole header as ``render_fact`` writes it, from the opening line to the closing one. No
+# line of it is ``---``, so its closing line is the first ``---`` line (where python-frontmatter
+# ends the header too). The values are checked afterwards: printable (``_printable``), then read.
+_T = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00)"
+_HEADER = re.compile(
+    "---\n"
+    "kind: knowledge\n"
+    "title: ([^\n]*)\n"
+    "description: ([^\n]*)\n"
+    "metadata:\n"
+    "  actor: (agent|user)\n"
+    "origin_session_id: ([^\n]*)\n"
+    f"(?:created_at: {_T}\n)?"
+    f"updated_at: {_T}\n"
+    "(?:tags: ([^\n]*)\n)?"
+    "---\n"
 )
+
+
+def _printable(value: str) -> bool:
+    """Neither a character YAML refuses nor a line break of its own (asked when ``str.isprintable``,
+    which says yes to neither and at C speed, said no)."""
+    return not (_BREAKS.search(value) or _NON_PRINTABLE.search(value))
+
+
+Rendered = tuple[dict[str, Any], str, str | None, str]
+
+
+def read_rendered(text: str) -> Rendered | None:
+    """``(metadata, body, created_at, updated_at)`` of a header in ``render_fact``'s form, the
+    two times as written (``created_at`` None when the header has none), or None: ``split_rendered``
+    with the times' text, which a documents row holds as the file wrote it."""
+    m = _HEADER.match(text)
+    if m is None:
+        return None
+    title, description, actor, origin, created_text, updated_text, tags_text = m.groups()
+    # Written out, without loops: a rebuild reads every file's header here. The values are checked
+    # as one text: printable is a property of each character.
+    values = f"{title}{description}{origin}{tags_text or ''}"
+    if not values.isprintable() and not _printable(values):
+        return None
+    title_value = _scalar(title)
+    description_value = _scalar(description)
+    origin_value = _scalar(origin)
+    if title_value is _NO or description_value is _NO or origin_value is _NO:
+        return None
+    try:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
+        created = None if created_text is None else datetime.fromisoformat(created_text)
+        updated = datetime.fromisoformat(updated_text)
+    except ValueError:
+        return None
+    meta: dict[str, Any] = {
+        "kind": "knowledge",
+        "title": title_value,
+        "description": description_value,
+        "metadata": {"actor": actor},
+        "origin_session_id": origin_value,
+    }
+    if created is not None:
+        meta["created_at"] = created
+    meta["updated_at"] = updated
+    if tags_text is not None:
+        tags = _tags(tags_text)
+        if tags is _NO:
+            return None
+        meta["tags"] = tags
+    body = text[m.end() :]
+    # python-frontmatter reads the whole text with "\r\n" made "\n": a body with CRLF lines
+    # under a header with LF ones (a paste, a partial Windows edit) reads the same here.
+    return meta, (body.replace("\r\n", "\n") if "\r" in body else body).strip(), created_text, updated_text
 
 
 def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
     """``(metadata, body)`` as python-frontmatter and YAML would give them, or None."""
-    if not text.startswith("---\n"):
-        return None
-    end = text.find("\n---\n", 3)
-    if end < 0:
-        return None
-    header = text[4:end]
-    if _BREAKS.search(header) or _NON_PRINTABLE.search(header):
-        return None
-    lines = header.split("\n")
-    tags = _tags(lines.pop()[6:]) if lines[-1].startswith("tags: ") else None  # last when written
-    if tags is _NO:
-        return None
-    if lines[-1:] == [""] or len(lines) not in (7, 8):
-        return None
-    fields = _FIELDS if len(lines) == 8 else tuple(f for f in _FIELDS if f[0] != "created_at: ")
-    meta: dict[str, Any] = {}
-    for line, (prefix, read) in zip(lines, fields, strict=True):
-        if not line.startswith(prefix):
-            return None
-        raw = line[len(prefix) :]
-        if prefix == "kind: ":
-            if raw != "knowledge":
-                return None
-            meta["kind"] = raw
-        elif prefix == "metadata:":
-            if raw:
-                return None
-        elif prefix == "  actor: ":
-            if raw not in ("agent", "user"):
-                return None
-            meta["metadata"] = {"actor": raw}
-        else:
-            assert read is not None
-            value = read(raw)
-            if value is _NO:
-                return None
-            meta[prefix[:-2]] = value
-    if tags is not None:
-        meta["tags"] = tags
-    body = text[end + 5 :]
-    # python-frontmatter reads the whole text with "\r\n" made "\n": a body with CRLF lines
-    # under a header with LF ones (a paste, a partial Windows edit) reads the same here.
-    return meta, (body.replace("\r\n", "\n") if "\r" in body else body).strip()
+    found = read_rendered(text)
+    return None if found is None else (found[0], found[1])
 
 
-def rendered_times(text: str, created: bool, updated: bool) -> tuple[str, str] | None:
-    """The fact's ``(created_at, updated_at)`` as ``files.format_time`` writes them, read from a
-    header ``split_rendered`` read; ``created``/``updated``: whether that time was taken (one out of
+def rendered_times(
+    created_text: str | None, updated_text: str, created: bool, updated: bool
+) -> tuple[str, str] | None:
+    """The fact's ``(created_at, updated_at)`` as ``files.format_time`` writes them, from the
+    times ``read_rendered`` found; ``created``/``updated``: whether that time was taken (one out of
     range stands in for the other, as ``parse_fact`` does). None when neither was taken."""
-    end = text.find("\n---\n", 3)
-    found = []
-    for key, taken in (("\ncreated_at: ", created), ("\nupdated_at: ", updated)):
-        at = text.find(key, 3, end) if taken else -1
-        value = text[at + 13 : at + 42] if at >= 0 else None
-        found.append(value if value is not None and value.isascii() else None)
-    first, second = found
+    first = created_text if created and created_text is not None and created_text.isascii() else None
+    second = updated_text if updated and updated_text.isascii() else None
     if first is None and second is None:
         return None
     return (first or second or "", second or first or "")

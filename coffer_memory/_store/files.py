@@ -275,6 +275,8 @@ def parse_time(value: object) -> datetime | None:
     None when unreadable or outside 1970..9999 (a ULID's time and ISO 8601 cannot hold it):
     the caller falls back to the other date or the file's mtime.
     """
+    if type(value) is datetime and value.tzinfo is UTC:  # what fastmeta reads (two per file of a rebuild)
+        return value if _EPOCH <= value <= _LAST else None
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip())
@@ -388,14 +390,16 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     text = data.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
-    fast = _fastmeta().split_rendered(text)
-    meta, body = fast or split_frontmatter(text)
-    body = body.strip("\n")
-    stem = relpath.rsplit("/", 1)[-1].removesuffix(".md")
+    fast = _fastmeta().read_rendered(text)
+    if fast is None:
+        meta, body = split_frontmatter(text)
+        body = body.strip("\n")
+    else:  # stripped of all whitespace already
+        meta, body, created_text, updated_text = fast
     title = meta.get("title") or meta.get("name")
     if not isinstance(title, str) or not title.strip():
         heading = _HEADING_RE.search(body)
-        title = heading.group(1) if heading else stem
+        title = heading.group(1) if heading else relpath.rsplit("/", 1)[-1].removesuffix(".md")
     description = meta.get("description")
     description = description if isinstance(description, str) else ""
     nested = meta.get("metadata")
@@ -410,6 +414,7 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     if created is None and updated is None:  # the file's mtime stands in for both
         with contextlib.suppress(OverflowError, OSError, ValueError):
             file_time = max(_EPOCH, min(_LAST, datetime.fromtimestamp(mtime, UTC)))
+    tags = meta.get("tags")
     fact = MemoryFact(
         id=fact_id_for(store, relpath, created),
         title=title.strip(),
@@ -419,12 +424,17 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         origin_session_id=str(origin) if origin not in (None, "") else None,
         created_at=created or updated or file_time,
         updated_at=updated or created or file_time,
-        tags=file_tags(meta.get("tags")),
+        tags=file_tags(tags) if tags is not None else (),
     )
-    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     times = None
-    if fast is not None and (created or updated):
-        times = _fastmeta().rendered_times(text, created is not None, updated is not None)
+    if fast is None:
+        extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    else:  # the rendered shape holds no other key
+        extra = {}
+        if created or updated:
+            times = _fastmeta().rendered_times(
+                created_text, updated_text, created is not None, updated is not None
+            )
     return ParsedFile(
         fact=fact,
         sha256=sha256_bytes(data),
