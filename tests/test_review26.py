@@ -1,0 +1,105 @@
+"""Review of session 26: what a demanding new user (and a full or read-only disk) still met.
+
+The full-disk tests run a child in a private mount namespace (``unshare -rm``) on a small tmpfs,
+so the home's disk really fills; where the kernel allows no such namespace they skip and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(sys.executable).parent
+
+
+def _unshare_works(tmp_path: Path) -> bool:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{probe}'"],
+        capture_output=True,
+    )
+    return proc.returncode == 0
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Path:
+    """A folder a child can mount a small tmpfs on (skips where no mount namespace can be made)."""
+    try:
+        if not _unshare_works(tmp_path):
+            pytest.skip("no private mount namespace here (unshare -rm): cannot fill a disk safely")
+    except FileNotFoundError:
+        pytest.skip("unshare is not installed: cannot fill a disk safely")
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    return folder
+
+
+def _on_tmpfs(folder: Path, options: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with a fresh tmpfs (``options``) mounted on ``folder``, in a namespace of its own."""
+    script = f"mount -t tmpfs -o {options} tmpfs '{folder}' && exec \"$@\""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# Fills the tmpfs's inodes (not its bytes): a journal append to an existing day file needs no new
+# file, the store version's temp file does.
+_APPEND_ON_FULL = r"""
+import json, os, sys
+from pathlib import Path
+from coffer_memory import CofferError, MemoryService
+from coffer_memory._store.versions import read_version
+
+home, repo = sys.argv[1], sys.argv[2]
+with MemoryService(home) as svc:
+    store = svc.journal_append("first entry", cwd=repo).store
+    before = read_version(Path(home), store)
+    svc.recall("first", cwd=repo)
+    count = 0
+    try:
+        while True:
+            open(os.path.join(home, f"filler-{count}"), "w").close()
+            count += 1
+    except OSError:
+        pass
+    try:
+        svc.journal_append("second entry", cwd=repo)
+        out = ["ok"]
+    except CofferError as exc:
+        out = ["typed", exc.code]
+    except Exception as exc:
+        out = ["raw", repr(exc)]
+    day = next(os.path.join(d, f) for d, _, fs in os.walk(home) if d.endswith("journal") for f in fs)
+    out.append(open(day).read().count("second entry"))
+    out.append(read_version(Path(home), store) - before)
+print(json.dumps(out))
+"""
+
+
+def test_a_change_made_on_a_full_disk_is_reported_made(full_disk: Path, tmp_path: Path) -> None:
+    """On a disk with no room for one more file, a journal entry was appended, then advancing the
+    store's version (a new file renamed over the old) failed: the call died with a raw
+    ``OSError: No space left on device`` (the CLI: ``unexpected OSError``) although the entry was
+    written, so an agent retried and wrote it twice; ``coffer facts rm`` on a full disk said the
+    same of a fact it had deleted. The version is now rewritten in place when no new file fits."""
+    repo = make_repo(tmp_path / "repo")
+    home = full_disk / "home"
+    proc = _on_tmpfs(
+        full_disk, "size=8m,nr_inodes=64", [sys.executable, "-c", _APPEND_ON_FULL, str(home), str(repo)], repo
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == ["ok", 1, 1]
