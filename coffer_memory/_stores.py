@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import apsw
 import attrs
 
 from ._config import Settings
@@ -21,6 +22,7 @@ from ._errors import (
     CofferError,
     InvalidInput,
     MemoryStoreNotFound,
+    StorageFull,
     StoreNotDeletable,
     StoreNotMergeable,
     safe_echo,
@@ -377,11 +379,14 @@ class Stores:
                         progress(_name, done, total)
 
                 reconciler = self.index.reconciler
-                reports.append(
-                    reconciler.rebuild(name, progress=step)
-                    if rebuild
-                    else reconciler.reconcile(name, full=True, progress=step)
-                )
+                try:
+                    reports.append(
+                        reconciler.rebuild(name, progress=step)
+                        if rebuild
+                        else reconciler.reconcile(name, full=True, progress=step)
+                    )
+                except apsw.FullError as exc:  # rolled back: the store's rows are as they were
+                    raise StorageFull(str(self.index.index_path), str(exc)) from None
             segments.settle(self.index.db, most=1)
         # Embedded after the lock (``IndexHandle.embed_later``): writes and reads of other threads
         # and processes go on while the embedder runs, as they wait for the scan alone.
@@ -419,8 +424,13 @@ class Stores:
             self.index.db.note_schema()
         if progress is not None:
             for name in self.names():
-                with self.index.lock:
-                    self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
+                try:
+                    with self.index.lock:
+                        self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
+                except (apsw.FullError, apsw.IOError):
+                    # No room to index: the read below tries again and says why (a warning), and
+                    # the report lists what the index lacks, as for any read.
+                    continue
                 self.index.embed_later(name, functools.partial(progress, name))
         with self.index.lock:
             infos = self.stores()

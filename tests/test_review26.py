@@ -103,3 +103,52 @@ def test_a_change_made_on_a_full_disk_is_reported_made(full_disk: Path, tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == ["ok", 1, 1]
+
+
+# Thirty facts written beside coffer (the next reconcile has rows to add), then the disk filled
+# to the last byte: the index cannot take them. Runs the real CLI in the same namespace.
+_INDEX_ON_FULL = r"""
+import json, os, subprocess, sys
+from coffer_memory import MemoryService
+
+home, coffer = sys.argv[1], sys.argv[2]
+# Held open, so index.db's -shm and -wal stay (with no room for them the index cannot even open).
+svc = MemoryService(home)
+svc.remember("The kiln runs hot.", title="kiln", scope="global")
+inbox = os.path.join(home, "memory", "global", "knowledge", "inbox")
+for i in range(30):
+    with open(os.path.join(inbox, f"outside-{i}.md"), "w") as out:
+        out.write(f"Fact {i} written in an editor: " + "word " * 200 + "\n")
+try:
+    with open(os.path.join(home, "filler"), "wb") as out:
+        while True:
+            out.write(b"\0" * 4096)
+            out.flush()
+except OSError:
+    pass
+out = {}
+for command in (["doctor"], ["reindex"], ["reindex", "--rebuild"]):
+    proc = subprocess.run([coffer, "--home", home, *command], capture_output=True, text=True)
+    out[" ".join(command)] = [proc.returncode, proc.stderr]
+svc.close()
+print(json.dumps(out))
+"""
+
+
+def test_doctor_and_reindex_on_a_full_disk_say_so(full_disk: Path, tmp_path: Path) -> None:
+    """With the disk full under ``index.db``, ``coffer doctor`` (the command a user runs when
+    something is wrong) and ``coffer reindex`` died with ``error: unexpected FullError: database
+    or disk is full`` and a traceback in a log file, where every read answers from the index as
+    it stands. Doctor now reports the files the index lacks; reindex fails with STORAGE_FULL
+    naming the index."""
+    home = full_disk / "home"
+    argv = [sys.executable, "-c", _INDEX_ON_FULL, str(home), str(SCRIPTS / "coffer")]
+    proc = _on_tmpfs(full_disk, "size=2m", argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    rc, err = got["doctor"]
+    assert "unexpected" not in err and rc == 1, err
+    assert "could not bring the index of global up to date (database or disk is full)" in err
+    for command in ("reindex", "reindex --rebuild"):
+        rc, err = got[command]
+        assert rc == 1 and err.startswith(f"error: STORAGE_FULL: cannot write {home}/index.db: "), err
