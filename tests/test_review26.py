@@ -152,3 +152,22 @@ def test_doctor_and_reindex_on_a_full_disk_say_so(full_disk: Path, tmp_path: Pat
     for command in ("reindex", "reindex --rebuild"):
         rc, err = got[command]
         assert rc == 1 and err.startswith(f"error: STORAGE_FULL: cannot write {home}/index.db: "), err
+
+
+def test_config_set_on_a_read_only_or_full_home_is_a_typed_error(full_disk: Path, tmp_path: Path) -> None:
+    """``coffer config set`` on a home it may not write (a read-only mount) or on a full disk died
+    with ``error: unexpected OSError: [Errno 30] Read-only file system`` (or ``[Errno 28]``), where
+    every other write names the folder with STORAGE_NOT_WRITABLE or STORAGE_FULL."""
+    home = full_disk / "home"
+    coffer = str(SCRIPTS / "coffer")
+    script = (
+        f"mkdir '{home}' && mount -o remount,ro '{full_disk}' && "
+        f"{coffer} --home '{home}' config set memory.default_mode grep; "
+        f"mount -o remount,rw '{full_disk}' && head -c 300000 /dev/zero > '{home}/filler' 2>/dev/null; "
+        f"{coffer} --home '{home}' config set memory.default_mode grep"
+    )
+    proc = _on_tmpfs(full_disk, "size=256k", ["sh", "-c", script], tmp_path)
+    read_only, full = proc.stderr.splitlines()[:2]
+    assert read_only.startswith(f"error: STORAGE_NOT_WRITABLE: cannot change {home}"), proc.stderr
+    assert full.startswith(f"error: STORAGE_FULL: cannot write {home}/config.toml"), proc.stderr
+    assert proc.returncode == 1
