@@ -106,11 +106,15 @@ class Stores:
                 or 0
             )
         # Never read through a folder linked to another store's: its store.json is that store's.
-        identity = read_identity(sp) if name != GLOBAL_STORE and sp.linked_store() is None else None
-        if identity is not None:
+        identity = read_identity(sp) if sp.linked_store() is None else None
+        if identity is not None and name != GLOBAL_STORE:
             label, root = identity.label, identity.project_root
         else:
-            label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
+            # The global store's store.json (its settings) holds its label since session 26; one
+            # set before lives in the index alone.
+            label = identity.label if identity is not None else None
+            if label is None:
+                label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
             root = db.scalar(
                 "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
             )
@@ -164,9 +168,9 @@ class Stores:
         return self.store_info(name)
 
     def _write_label(self, name: str, label: str | None) -> None:
-        """The label is truth in a project store's ``store.json`` (global has no such file)."""
+        """The label is truth in the store's ``store.json``, so deleting ``index.db`` keeps it."""
         sp = self.targets.paths(name)
-        if name == GLOBAL_STORE or not sp.root.is_dir():
+        if not sp.root.is_dir():
             return
         with self.writer.transaction(name) as tx:
             identity = read_identity(sp) or StoreIdentity()

@@ -171,3 +171,25 @@ def test_config_set_on_a_read_only_or_full_home_is_a_typed_error(full_disk: Path
     assert read_only.startswith(f"error: STORAGE_NOT_WRITABLE: cannot change {home}"), proc.stderr
     assert full.startswith(f"error: STORAGE_FULL: cannot write {home}/config.toml"), proc.stderr
     assert proc.returncode == 1
+
+
+def test_the_global_stores_label_survives_a_deleted_index(tmp_home: Path) -> None:
+    """``coffer stores label global Personal`` kept the label in ``index.db`` alone (a project
+    store's is in its ``store.json``): deleting the index, which the README says loses nothing
+    ("Delete index.db and the next read rebuilds it"), lost it. The global store's
+    ``store.json`` (where its settings already are) now holds it too."""
+    from coffer_memory import MemoryService
+
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The user prefers uv.", scope="global")
+        assert svc.set_label("global", "Personal").label == "Personal"
+    for leftover in tmp_home.glob("index.db*"):
+        leftover.unlink()
+    with MemoryService(tmp_home) as svc:
+        assert svc.store_info("global").label == "Personal"
+        assert [s.display_name for s in svc.stores()] == ["Personal"]
+        assert svc.clear_label("global").label is None
+    for leftover in tmp_home.glob("index.db*"):
+        leftover.unlink()
+    with MemoryService(tmp_home) as svc:
+        assert svc.store_info("global").label is None
