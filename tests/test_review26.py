@@ -56,26 +56,39 @@ def _on_tmpfs(folder: Path, options: str, argv: list[str], cwd: Path) -> subproc
     )
 
 
-# Fills the tmpfs's inodes (not its bytes): a journal append to an existing day file needs no new
-# file, the store version's temp file does.
-_APPEND_ON_FULL = r"""
+# The children below take the home and a repository, and the tmpfs's last inodes with empty
+# files (its bytes stay free).
+_FILL = r"""
 import json, os, sys
-from pathlib import Path
 from coffer_memory import CofferError, MemoryService
-from coffer_memory._store.versions import read_version
 
 home, repo = sys.argv[1], sys.argv[2]
+
+
+def fill_inodes(folder):
+    count = 0
+    try:
+        while True:
+            open(os.path.join(folder, f"filler-{count}"), "w").close()
+            count += 1
+    except OSError:
+        pass
+"""
+
+
+# Fills the tmpfs's inodes (not its bytes): a journal append to an existing day file needs no new
+# file, the store version's temp file does.
+_APPEND_ON_FULL = (
+    _FILL
+    + r"""
+from pathlib import Path
+from coffer_memory._store.versions import read_version
+
 with MemoryService(home) as svc:
     store = svc.journal_append("first entry", cwd=repo).store
     before = read_version(Path(home), store)
     svc.recall("first", cwd=repo)
-    count = 0
-    try:
-        while True:
-            open(os.path.join(home, f"filler-{count}"), "w").close()
-            count += 1
-    except OSError:
-        pass
+    fill_inodes(home)
     try:
         svc.journal_append("second entry", cwd=repo)
         out = ["ok"]
@@ -88,6 +101,7 @@ with MemoryService(home) as svc:
     out.append(read_version(Path(home), store) - before)
 print(json.dumps(out))
 """
+)
 
 
 def test_a_change_made_on_a_full_disk_is_reported_made(full_disk: Path, tmp_path: Path) -> None:
@@ -193,3 +207,48 @@ def test_the_global_stores_label_survives_a_deleted_index(tmp_home: Path) -> Non
         leftover.unlink()
     with MemoryService(tmp_home) as svc:
         assert svc.store_info("global").label is None
+
+
+# A handoff and a journal day, then no inode left: deleting either frees one, which the new
+# consolidation log (not there yet) could not have before the delete.
+_LANE_DELETE_ON_FULL = (
+    _FILL
+    + r"""
+with MemoryService(home) as svc:
+    handoff = svc.save_handoff("Parser half done.", cwd=repo).path
+    day = svc.journal_append("Shipped it.", cwd=repo).path
+    fill_inodes(home)
+    out = {}
+    for name, call, path in (
+        ("handoff", lambda: svc.delete_handoff("main", cwd=repo), handoff),
+        ("journal", lambda: svc.delete_journal(day.stem, cwd=repo), day),
+    ):
+        try:
+            out[name] = ["ok", call().after_sha256, path.exists()]
+        except CofferError as exc:
+            out[name] = ["typed", exc.code, path.exists()]
+    out["audited"] = sorted(
+        e["details"]["lane"] for e in svc.audit_events(event="memory_deleted") if "lane" in e["details"]
+    )
+print(json.dumps(out))
+"""
+)
+
+
+def test_a_lane_delete_on_a_full_disk_is_not_reported_as_nothing_written(
+    full_disk: Path, tmp_path: Path
+) -> None:
+    """``coffer handoff rm main`` (and ``journal rm``) on a full disk deleted the file, then the line
+    for the consolidation log did not fit: 'error: STORAGE_FULL: ... nothing was written', exit 1,
+    no audit event, and the handoff was gone. The log is secondary to the change it records (a
+    link in its place is skipped already): once the change is made, a full disk skips the line
+    with a warning and the delete is reported, and audited, as made."""
+    repo = make_repo(tmp_path / "repo")
+    home = full_disk / "home"
+    argv = [sys.executable, "-c", _LANE_DELETE_ON_FULL, str(home), str(repo)]
+    proc = _on_tmpfs(full_disk, "size=8m,nr_inodes=64", argv, repo)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["handoff"] == ["ok", None, False]
+    assert got["journal"] == ["ok", None, False]
+    assert got["audited"] == ["handoff", "journal"]
