@@ -252,3 +252,50 @@ def test_a_lane_delete_on_a_full_disk_is_not_reported_as_nothing_written(
     assert got["handoff"] == ["ok", None, False]
     assert got["journal"] == ["ok", None, False]
     assert got["audited"] == ["handoff", "journal"]
+
+
+# coffer-api serving a home whose disk is then filled: a POST of a new fact.
+_REST_ON_FULL = (
+    _FILL
+    + r"""
+import re, subprocess, urllib.error, urllib.request
+
+with MemoryService(home) as svc:
+    svc.remember("seed", scope="global")
+api = subprocess.Popen(
+    [os.path.join(os.path.dirname(sys.executable), "coffer-api"), "--port", "0", "--home", home],
+    stderr=subprocess.PIPE, text=True,
+)
+port = next(int(m.group(1)) for line in api.stderr if (m := re.search(r"listening on http://127.0.0.1:(\d+)", line)))
+fill_inodes(home)
+request = urllib.request.Request(
+    f"http://127.0.0.1:{port}/api/v1/memory_stores/global/facts",
+    data=json.dumps({"text": "The kiln runs hot."}).encode(),
+    headers={"Content-Type": "application/json"},
+)
+try:
+    with urllib.request.urlopen(request) as answer:
+        out = [answer.status, json.loads(answer.read())]
+except urllib.error.HTTPError as exc:
+    out = [exc.code, json.loads(exc.read())]
+openapi = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json").read())
+out.append(sorted(openapi["paths"]["/api/v1/memory_stores/{name}/facts"]["post"]["responses"]))
+api.terminate()
+api.wait()
+print(json.dumps(out))
+"""
+)
+
+
+def test_rest_answers_a_full_disk_with_507_not_500(full_disk: Path, tmp_path: Path) -> None:
+    """A write on a full disk is STORAGE_FULL everywhere, but REST answered it ``500`` (its code
+    was missing from the status table): a client read the server's "unexpected failure" and could
+    not tell that freeing space is the fix. It is ``507 Insufficient Storage`` now, documented on
+    every writing route."""
+    home = full_disk / "home"
+    argv = [sys.executable, "-c", _REST_ON_FULL, str(home), str(tmp_path)]
+    proc = _on_tmpfs(full_disk, "size=8m,nr_inodes=64", argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    status, body, documented = json.loads(proc.stdout)
+    assert (status, body["error"]["code"]) == (507, "STORAGE_FULL")
+    assert "507" in documented
