@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from conftest import CliRunner, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(sys.executable).parent
@@ -299,3 +299,28 @@ def test_rest_answers_a_full_disk_with_507_not_500(full_disk: Path, tmp_path: Pa
     status, body, documented = json.loads(proc.stdout)
     assert (status, body["error"]["code"]) == (507, "STORAGE_FULL")
     assert "507" in documented
+
+
+_TOKEN = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789AB"
+
+
+def test_the_cli_says_when_it_redacted_a_secret(cli: CliRunner, repo: Path) -> None:
+    """``coffer remember "... ghp_..."`` wrote ``[REDACTED:github_token]`` in place of the token
+    and printed 'remembered ...' alone: the user who typed it was not told that what is on disk
+    differs from what they typed (MCP's answer says so, REST's has ``redacted``, the CLI's JSON
+    its receipt's findings). ``journal add``, ``handoff save`` and ``memory rules --add`` the same.
+    Each now prints a ``redacted:`` line naming the kinds, never the value."""
+    said = [cli("remember", f"The CI token is {_TOKEN} for now", cwd=repo)]
+    fact_id = json.loads(cli("facts", "list", "--json", cwd=repo).stdout)["items"][0]["fact"]["id"]
+    said += [
+        cli("facts", "edit", fact_id, "--text", f"Now {_TOKEN}", cwd=repo),
+        cli("journal", "add", f"Rotated {_TOKEN}", cwd=repo),
+        cli("handoff", "save", f"Next: revoke {_TOKEN}", cwd=repo),
+        cli("memory", "rules", "--add", f"Never print {_TOKEN}", cwd=repo),
+    ]
+    for out in said:
+        assert out.returncode == 0, out.stderr
+        assert "redacted: 1 github_token ([security] secrets; the value was not written)" in out.stdout, out
+        assert _TOKEN not in out.stdout + out.stderr
+    plain = cli("remember", "Nothing secret here", cwd=repo)
+    assert "redacted" not in plain.stdout

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from .._errors import CofferError, InvalidInput, MemoryNotFound, ScopeUnresolved
-from .._models import FactRecord
+from .._models import FactRecord, WriteReceipt
 
 if TYPE_CHECKING:
     from .._service import MemoryService
@@ -49,6 +49,15 @@ def emit_json(value: Any) -> None:
     """Print ``value`` as indented JSON."""
     json.dump(jsonable(value), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")
+
+
+def print_written(line: str, receipt: WriteReceipt | None) -> None:
+    """``line``, then what the secret check replaced (by kind, never the value): the text on
+    disk differs from what the user typed, and 'remembered' alone did not say so."""
+    print(line)
+    if receipt is not None and receipt.findings:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in receipt.findings)
+        print(f"  redacted: {kinds} ([security] secrets; the value was not written)")
 
 
 def read_text(value: str | None) -> str | None:
