@@ -324,3 +324,19 @@ def test_the_cli_says_when_it_redacted_a_secret(cli: CliRunner, repo: Path) -> N
         assert _TOKEN not in out.stdout + out.stderr
     plain = cli("remember", "Nothing secret here", cwd=repo)
     assert "redacted" not in plain.stdout
+
+
+def test_stdin_that_is_not_utf8_is_named_as_such(tmp_home: Path, repo: Path) -> None:
+    """``iconv -t latin1 notes.txt | coffer remember -`` answered 'text contains a lone surrogate
+    (not valid Unicode text)': true of the decoded string, meaningless to someone who piped a
+    Latin-1 file. It now names standard input, the byte and where it is, and how to convert."""
+    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    for argv in (["remember", "-"], ["journal", "add", "-"], ["handoff", "save", "-"]):
+        proc = subprocess.run(
+            [str(SCRIPTS / "coffer"), *argv], input=b"caf\xe9 au lait", cwd=repo, env=env, capture_output=True
+        )
+        assert proc.returncode == 1
+        assert proc.stderr.decode() == (
+            "error: INVALID_INPUT: standard input is not UTF-8 text (byte 0xe9 at offset 3); "
+            "convert it first, e.g. iconv -f latin1 -t utf-8\n"
+        )

@@ -63,12 +63,22 @@ def print_written(line: str, receipt: WriteReceipt | None) -> None:
 def read_text(value: str | None) -> str | None:
     """The argument, or standard input when it is ``-``.
 
-    Stdin is read as bytes: bytes that are not UTF-8 become lone surrogates, which the write checks
-    refuse as ``INVALID_INPUT`` (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
-    ``UnicodeDecodeError`` instead)."""
+    Stdin is read as bytes (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
+    ``UnicodeDecodeError``); bytes that are not UTF-8 are ``INVALID_INPUT`` naming the first one:
+    the write checks' 'lone surrogate' meant nothing to someone who piped a Latin-1 file."""
     if value == "-":
         raw = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
-        return raw.read().decode("utf-8", "surrogateescape") if raw is not None else sys.stdin.read()
+        if raw is None:
+            return sys.stdin.read()
+        data = raw.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                "convert it first, e.g. iconv -f latin1 -t utf-8",
+                field="text",
+            ) from None
     return value
 
 
