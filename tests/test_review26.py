@@ -340,3 +340,32 @@ def test_stdin_that_is_not_utf8_is_named_as_such(tmp_home: Path, repo: Path) -> 
             "error: INVALID_INPUT: standard input is not UTF-8 text (byte 0xe9 at offset 3); "
             "convert it first, e.g. iconv -f latin1 -t utf-8\n"
         )
+
+
+def test_ctrl_c_stops_coffer_api_without_a_traceback(tmp_home: Path) -> None:
+    """Ctrl-C is how a user stops ``coffer-api`` (``--open`` or not): it shut down cleanly, then
+    printed two tracebacks ending in ``KeyboardInterrupt`` (uvicorn re-raises the signal it caught
+    once the server has stopped, and only ``uvicorn.run`` swallows it). It ends with status 0 now,
+    the shutdown lines alone."""
+    import signal
+    import urllib.request
+
+    api = subprocess.Popen(
+        [str(SCRIPTS / "coffer-api"), "--port", "0", "--home", str(tmp_home)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert api.stderr is not None
+    lines = []
+    for line in api.stderr:
+        lines.append(line)
+        if "listening on http://" in line:
+            break
+    url = line.split("listening on ", 1)[1].strip()
+    with urllib.request.urlopen(f"{url}/api/v1/memory_stores") as answer:
+        assert answer.status == 200
+    api.send_signal(signal.SIGINT)
+    rest = api.stderr.read()
+    assert api.wait(timeout=120) == 0, rest
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
+    assert "Finished server process" in rest
