@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import apsw
 import attrs
 
 from ._config import Settings
@@ -22,6 +23,7 @@ from ._errors import (
     IndexUnavailable,
     InvalidInput,
     MemoryStoreNotFound,
+    StorageFull,
     StoreNotDeletable,
     StoreNotMergeable,
     safe_echo,
@@ -106,11 +108,15 @@ class Stores:
                 or 0
             )
         # Never read through a folder linked to another store's: its store.json is that store's.
-        identity = read_identity(sp) if name != GLOBAL_STORE and sp.linked_store() is None else None
-        if identity is not None:
+        identity = read_identity(sp) if sp.linked_store() is None else None
+        if identity is not None and name != GLOBAL_STORE:
             label, root = identity.label, identity.project_root
         else:
-            label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
+            # The global store's store.json (its settings) holds its label since session 26; one
+            # set before lives in the index alone.
+            label = identity.label if identity is not None else None
+            if label is None:
+                label = db.scalar("SELECT label FROM memory_store_labels WHERE store_name = ?", (name,))
             root = db.scalar(
                 "SELECT project_root FROM memory_store_project_roots WHERE store_name = ?", (name,)
             )
@@ -164,9 +170,9 @@ class Stores:
         return self.store_info(name)
 
     def _write_label(self, name: str, label: str | None) -> None:
-        """The label is truth in a project store's ``store.json`` (global has no such file)."""
+        """The label is truth in the store's ``store.json``, so deleting ``index.db`` keeps it."""
         sp = self.targets.paths(name)
-        if name == GLOBAL_STORE or not sp.root.is_dir():
+        if not sp.root.is_dir():
             return
         with self.writer.transaction(name) as tx:
             identity = read_identity(sp) or StoreIdentity()
@@ -379,11 +385,14 @@ class Stores:
                         progress(_name, done, total)
 
                 reconciler = self.index.reconciler
-                reports.append(
-                    reconciler.rebuild(name, progress=step)
-                    if rebuild
-                    else reconciler.reconcile(name, full=True, progress=step)
-                )
+                try:
+                    reports.append(
+                        reconciler.rebuild(name, progress=step)
+                        if rebuild
+                        else reconciler.reconcile(name, full=True, progress=step)
+                    )
+                except apsw.FullError as exc:  # rolled back: the store's rows are as they were
+                    raise StorageFull(str(self.index.index_path), str(exc)) from None
             segments.settle(self.index.db, most=1)
         # Embedded after the lock (``IndexHandle.embed_later``): writes and reads of other threads
         # and processes go on while the embedder runs, as they wait for the scan alone.
@@ -430,8 +439,13 @@ class Stores:
             self.index.db.note_schema() or note_values(self.index.db)
         if progress is not None:
             for name in self.names():
-                with self.index.lock:
-                    self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
+                try:
+                    with self.index.lock:
+                        self.index.reconciler.reconcile(name, progress=functools.partial(progress, name))
+                except (apsw.FullError, apsw.IOError):
+                    # No room to index: the read below tries again and says why (a warning), and
+                    # the report lists what the index lacks, as for any read.
+                    continue
                 self.index.embed_later(name, functools.partial(progress, name))
         with self.index.lock:
             infos = self.stores()

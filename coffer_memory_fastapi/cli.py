@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import inspect
 import json
@@ -260,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.workers > 1:
             return _serve_workers(config, sock, args.home, token, hosts, [cors, origins], pin=pin)
         server = uvicorn.Server(config)
-        server.run(sockets=[sock])
+        # Ctrl-C: uvicorn shuts down cleanly, then re-raises the signal it caught, which printed
+        # two tracebacks (``uvicorn.run`` swallows that KeyboardInterrupt; we call ``Server.run``).
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
         return 0 if server.started else STARTUP_FAILURE
     finally:
         service.close()

@@ -43,6 +43,7 @@ STATUS: dict[str, int] = {
     "EMBEDDING_UNAVAILABLE": 503,
     "INDEX_UNAVAILABLE": 503,
     "STORAGE_NOT_WRITABLE": 503,
+    "STORAGE_FULL": 507,  # Insufficient Storage: freeing space is the fix, not a server bug
     "TOO_MANY_CONNECTIONS": 503,  # answered by the protocol as a connection is made (``_http_conns``)
     "INTERNAL": 500,
 }
@@ -66,6 +67,7 @@ _DESCRIPTIONS: dict[int, str] = {
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
     503: "LLM_UNAVAILABLE or INDEX_UNAVAILABLE: the organizer's model, or a shared index backend, could not answer; "
     "STORAGE_NOT_WRITABLE: the server's process may not write the store's folder (nothing was written).",
+    507: "STORAGE_FULL: the disk under the home is full (or a file size limit was hit); nothing was written.",
 }
 
 
@@ -76,11 +78,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def document_guard(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the request guard's refusals (403, 421; 413 and 415 where a body goes) to every operation."""
+    """Add the request guard's refusals (403, 421; 413 and 415 where a body goes) to every operation,
+    and 507 to every one that writes (a full disk)."""
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
     for item in schema.get("paths", {}).values():
         for method, operation in item.items():
-            statuses = (403, 413, 415, 421) if method in ("post", "put", "patch", "delete") else (403, 421)
+            statuses = (
+                (403, 413, 415, 421, 507) if method in ("post", "put", "patch", "delete") else (403, 421)
+            )
             responses = operation.setdefault("responses", {})
             for status in statuses:
                 responses.setdefault(str(status), {"description": _DESCRIPTIONS[status], "content": content})

@@ -66,7 +66,8 @@ def test_stdin_that_is_not_utf8_is_refused_whatever_the_stdio_encoding(tmp_path:
             stdin=b"foo\xed\xa0\x80bar\xff",
             env={"PYTHONIOENCODING": encoding},
         )
-        assert "lone surrogate" in one_error(proc, "error: INVALID_INPUT: ")
+        line = one_error(proc, "error: INVALID_INPUT: ")
+        assert "standard input is not UTF-8 text (byte 0xed at offset 3)" in line
     assert not (home / "memory").exists()
 
 

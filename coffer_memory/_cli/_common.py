@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from .._errors import CofferError, InvalidInput, MemoryNotFound, ScopeUnresolved
-from .._models import FactRecord
+from .._models import FactRecord, WriteReceipt
 
 if TYPE_CHECKING:
     from .._service import MemoryService
@@ -51,15 +51,34 @@ def emit_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_written(line: str, receipt: WriteReceipt | None) -> None:
+    """``line``, then what the secret check replaced (by kind, never the value): the text on
+    disk differs from what the user typed, and 'remembered' alone did not say so."""
+    print(line)
+    if receipt is not None and receipt.findings:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in receipt.findings)
+        print(f"  redacted: {kinds} ([security] secrets; the value was not written)")
+
+
 def read_text(value: str | None) -> str | None:
     """The argument, or standard input when it is ``-``.
 
-    Stdin is read as bytes: bytes that are not UTF-8 become lone surrogates, which the write checks
-    refuse as ``INVALID_INPUT`` (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
-    ``UnicodeDecodeError`` instead)."""
+    Stdin is read as bytes (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
+    ``UnicodeDecodeError``); bytes that are not UTF-8 are ``INVALID_INPUT`` naming the first one:
+    the write checks' 'lone surrogate' meant nothing to someone who piped a Latin-1 file."""
     if value == "-":
         raw = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
-        return raw.read().decode("utf-8", "surrogateescape") if raw is not None else sys.stdin.read()
+        if raw is None:
+            return sys.stdin.read()
+        data = raw.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                "convert it first, e.g. iconv -f latin1 -t utf-8",
+                field="text",
+            ) from None
     return value
 
 

@@ -28,6 +28,7 @@ from ._common import (
     emit_json,
     jsonable,
     locate_fact,
+    print_written,
     progress_bars,
     read_file,
     read_text,
@@ -44,7 +45,7 @@ def _print_mutation(verb: str, result: MutationResult) -> None:
     if result.before_sha256:
         print(f"  before sha256: {result.before_sha256}")
     if result.after_sha256:
-        print(f"  after sha256:  {result.after_sha256}")
+        print_written(f"  after sha256:  {result.after_sha256}", result.receipt)
 
 
 def cmd_remember(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any
 from .._errors import PATH_ECHO_LIMIT, InvalidInput, safe_echo
 from .._localtime import local_text
 from .._render import table
-from ._common import add_command, add_cwd, add_group, add_store, add_target, emit_json, read_text, target
+from ._common import (
+    add_command,
+    add_cwd,
+    add_group,
+    add_store,
+    add_target,
+    emit_json,
+    print_written,
+    read_text,
+    target,
+)
 
 if TYPE_CHECKING:
     from .._organize.models import OrganizeReport, ReorgReport
@@ -32,7 +42,7 @@ def cmd_journal_show(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def cmd_journal_add(svc: MemoryService, args: argparse.Namespace) -> None:
     result = svc.journal_append(read_text(args.text) or "", cwd=args.cwd, store=args.store, actor=args.actor)
-    emit_json(result) if args.json else print(f"journal entry added to {result.path}")
+    emit_json(result) if args.json else print_written(f"journal entry added to {result.path}", result.receipt)
 
 
 def cmd_journal_rm(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -42,7 +52,7 @@ def cmd_journal_rm(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def cmd_handoff_save(svc: MemoryService, args: argparse.Namespace) -> None:
     result = svc.save_handoff(read_text(args.text) or "", cwd=args.cwd)
-    emit_json(result) if args.json else print(f"handoff saved to {result.path}")
+    emit_json(result) if args.json else print_written(f"handoff saved to {result.path}", result.receipt)
 
 
 def cmd_handoff_show(svc: MemoryService, args: argparse.Namespace) -> None:
@@ -70,7 +80,7 @@ def cmd_resume(svc: MemoryService, args: argparse.Namespace) -> None:
 def cmd_rules(svc: MemoryService, args: argparse.Namespace) -> None:
     if args.add is not None:
         result = svc.append_rule(read_text(args.add) or "", **target(args))
-        emit_json(result) if args.json else print(f"rule added to {result.path}")
+        emit_json(result) if args.json else print_written(f"rule added to {result.path}", result.receipt)
         return
     if args.delete:
         if not args.yes:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidInput, safe_echo
+from .._errors import CofferError, InvalidInput, StorageFull, StorageNotWritable, safe_echo
 from .._render import table
 from ._common import add_command, add_group, emit_json
 
@@ -174,8 +175,22 @@ def _write(args: argparse.Namespace, key: str, value: Any) -> Path:
         for part in key.split("."):
             typed = getattr(typed, part)
         target[name] = _plain(typed)
-    write_atomic(path, tomlkit.dumps(doc).encode("utf-8"))
+    try:
+        write_atomic(path, tomlkit.dumps(doc).encode("utf-8"))
+    except OSError as exc:
+        raise _not_written(exc, path) from None
     return path
+
+
+def _not_written(exc: OSError, path: Path) -> CofferError | OSError:
+    """A config.toml that could not be written, typed as a store write is (a read-only home, a
+    full disk): the CLI's one error line, never 'unexpected OSError'."""
+    reason = os.strerror(exc.errno or 0)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StorageFull(str(path), reason)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return StorageNotWritable(str(path.parent), reason)
+    return exc
 
 
 def _parse_value(key: str, raw: str) -> Any:

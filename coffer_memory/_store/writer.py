@@ -249,7 +249,15 @@ class Transaction:
         if path.is_symlink():  # the changelog is secondary: skip it rather than fail the change it logs
             log.warning("not logging to %s: it is a symbolic link (coffer doctor lists it)", path)
             return None
-        return self.append(path, line, header=fmt.LOG_HEADER.encode())
+        try:
+            return self.append(path, line, header=fmt.LOG_HEADER.encode())
+        except StorageFull:
+            if not self.receipts:
+                raise  # nothing is changed yet: "nothing was written" holds
+            # Every caller logs a change it has made (a delete, a write): a full disk reported
+            # that change as not made while it was (a handoff deleted, its error saying not).
+            log.warning("not logging to %s: the disk is full; the change it records is made", path)
+            return None
 
     def archive(self, path: Path, *, replaced_by: str | None) -> WriteReceipt:
         """Copy a topic document to ``superseded/<slug>-<ts>.md`` before it is overwritten or retired."""
