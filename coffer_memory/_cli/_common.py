@@ -70,7 +70,7 @@ def read_text(value: str | None) -> str | None:
         raw = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
         if raw is None:
             return sys.stdin.read()
-        data = raw.read()
+        data: bytes = raw.read()
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
