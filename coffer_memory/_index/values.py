@@ -18,15 +18,29 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import apsw
 
 from .._errors import IndexUnavailable
 
-if TYPE_CHECKING:  # db.py imports ``clash``
-    from .db import IndexDB
+
+class _Noting(Protocol):
+    """What ``note_values`` reads of an ``IndexDB``: a protocol, not the class, since db.py
+    imports ``clash`` from here (no import cycle between the index's modules)."""
+
+    @property
+    def path(self) -> object: ...
+    @property
+    def busy(self) -> AbstractContextManager[Any]: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def shared(self) -> Any: ...
+    def current(self) -> apsw.Connection: ...
+
 
 log = logging.getLogger("coffer_memory._index")
 
@@ -125,12 +139,14 @@ def clash(failed: apsw.ConstraintError) -> str | None:
     whole, so they clash only with rows another program changed (a document's id or path
     rewritten: the file's rows, indexed again, met its chunks or its id): a raw error on every
     read that had a file to index, until the file is rebuilt."""
-    if failed.extendedresult not in (apsw.SQLITE_CONSTRAINT_UNIQUE, apsw.SQLITE_CONSTRAINT_PRIMARYKEY):
+    # apsw sets ``extendedresult`` on each of its exceptions; its type stubs do not declare it.
+    code = getattr(failed, "extendedresult", None)
+    if code not in (apsw.SQLITE_CONSTRAINT_UNIQUE, apsw.SQLITE_CONSTRAINT_PRIMARYKEY):
         return None
     return f"its rows clash with what the files give, as another program's change leaves them ({failed})"
 
 
-def note_values(db: IndexDB) -> str | None:
+def note_values(db: _Noting) -> str | None:
     """Note a value another program wrote into the index open on ``db`` as damage, for the next
     read to move the file aside and rebuild it (``IndexDB.note_damage``); returns what was wrong,
     or None. Read past ``_Connection``'s checks, under ``db.busy``."""
@@ -158,8 +174,7 @@ def read_again(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
     (``clash``): its refresh then rebuilds the index.
     The error of a read with no such value behind it is its own, raised as it was."""
 
-    @functools.wraps(method)
-    def again(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+    def again(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except DECODE_ERRORS:
@@ -170,4 +185,6 @@ def read_again(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
                 raise
         return method(self, *args, **kwargs)
 
+    # update_wrapper, not the ``wraps`` decorator: ``again`` keeps its own type for mypy.
+    functools.update_wrapper(again, method)
     return again
