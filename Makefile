@@ -37,6 +37,7 @@ test: $(VENV)/.installed-dev
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check coffer_memory coffer_memory_fastapi coffer_memory_mcp tests bench
+	$(VENV)/bin/ruff format --check coffer_memory coffer_memory_fastapi coffer_memory_mcp tests bench
 
 # The import contracts in pyproject.toml: layers, no cycles, no web/MCP import in the core.
 imports: $(VENV)/.installed-dev

@@ -236,9 +236,7 @@ class KnowledgeRetrieval:
                 of_words: dict[str, MemoryHit] = {}
                 for hit in words:
                     of_words.setdefault(hit.id, hit)
-                hits = [
-                    of_vector[i] if i in of_vector else rescored(of_words[i], s) for i, s in pairs
-                ]
+                hits = [of_vector[i] if i in of_vector else rescored(of_words[i], s) for i, s in pairs]
                 lists.append(self._lend(sp, "hybrid", hits, limit, where, kept))
         return RecallResult(
             hits=tuple(rrf_merge(lists, limit)),

@@ -280,7 +280,12 @@ class FakeModel:
             return {"type": "tool_use", "id": "toolu_fake_wait", "name": WAIT_TOOL, "input": {}}, "tool_use"
         if wanted and SEARCH_TOOL in names and "toolu_fake_search" not in results:
             query = {"query": str(self.call_tool).split("__")[0], "max_results": 20}
-            return {"type": "tool_use", "id": "toolu_fake_search", "name": SEARCH_TOOL, "input": query}, "tool_use"
+            return {
+                "type": "tool_use",
+                "id": "toolu_fake_search",
+                "name": SEARCH_TOOL,
+                "input": query,
+            }, "tool_use"
         return {"type": "text", "text": self._text(body)}, "end_turn"
 
     def _anthropic_message(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -798,7 +798,9 @@ def test_members_coffer_does_not_touch_keep_their_exact_text(svc: MemoryService,
         '  "env": {"A": "1"},\n',
     ):
         assert line in after
-    assert '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact|fork",' in after
+    assert (
+        '\n    "SessionStart": [\n      {\n        "matcher": "startup|resume|clear|compact|fork",' in after
+    )
     assert after.endswith('  "autoMemoryEnabled": false\n}\n')
     # An edit by the user meanwhile: uninstall cannot restore the snapshot, and re-renders only
     # what it removes.

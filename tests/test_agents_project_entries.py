@@ -84,7 +84,9 @@ def test_claude_local_scope_entry_of_the_main_checkout_counts_in_its_worktrees(
     assert code == 1 and f"runs {STALE}" in text
 
 
-def test_claude_project_mcp_json_counts_unless_refused(cli: CliRunner, homes: AgentHomes, tmp_path: Path) -> None:
+def test_claude_project_mcp_json_counts_unless_refused(
+    cli: CliRunner, homes: AgentHomes, tmp_path: Path
+) -> None:
     """Claude Code 2.1.332 runs a ``.mcp.json`` server in ``claude -p`` without approval, and the
     repository's shared settings approve it in a trusted folder (``test_agents_real``): status said
     "installed" there, since it knew 2.1.197, where only the user's own settings approved one."""

@@ -127,9 +127,11 @@ def test_the_query_int8_setting_picks_the_graph(
     from coffer_memory import Settings
     from coffer_memory.plugins import get_embedder
 
-    config = "[embedding]\nprovider = \"multilingual-e5\"\n"
+    config = '[embedding]\nprovider = "multilingual-e5"\n'
     monkeypatch.delenv("COFFER_EMBEDDING_QUERY_INT8", raising=False)
-    default = get_embedder(Settings.load(tmp_path / "default", embedding={"provider": "multilingual-e5"}).embedding)
+    default = get_embedder(
+        Settings.load(tmp_path / "default", embedding={"provider": "multilingual-e5"}).embedding
+    )
     (tmp_path / "home").mkdir()
     if where == "environment":
         (tmp_path / "home" / "config.toml").write_text(config)

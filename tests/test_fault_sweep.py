@@ -198,7 +198,9 @@ with MemoryService(settings=settings) as svc:
         assert svc.recall("heron7q", stores=["global"], mode="keyword").hits
 """
 
-_TRUNCATING_CHILD = _HERONS + r"""
+_TRUNCATING_CHILD = (
+    _HERONS
+    + r"""
     with open(os.path.join(home, "index.db"), "r+b") as f:  # another program cuts the file short
         f.truncate(8192)
     hits = [h.title for mode in ("grep", "keyword") for h in svc.recall("heron7q", stores=["global"], mode=mode).hits]
@@ -206,6 +208,7 @@ _TRUNCATING_CHILD = _HERONS + r"""
     found = [h.id for h in svc.recall("egret", stores=["global"], mode="keyword").hits] == [added]
     print(json.dumps({"hits": hits, "found": found, "repairs": len(svc.doctor().index_repairs)}))
 """
+)
 
 
 def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_home: Path) -> None:
@@ -218,7 +221,9 @@ def test_an_index_cut_short_under_a_running_process_is_rebuilt_not_a_crash(tmp_h
     assert _child(_TRUNCATING_CHILD, str(tmp_home)) == {"hits": ["h7", "h7"], "found": True, "repairs": 1}
 
 
-_CUT_BESIDE_SCAN_CHILD = _HERONS + r"""
+_CUT_BESIDE_SCAN_CHILD = (
+    _HERONS
+    + r"""
     # A background full scan of the store holds the service lock, waiting for the store's file lock.
     with store_lock(lock_path(pathlib.Path(home), "global")):
         svc.index.reconciler._scan_in_background("global")
@@ -239,6 +244,7 @@ _CUT_BESIDE_SCAN_CHILD = _HERONS + r"""
     reader.join(60)
     print(json.dumps({"hits": answers, "repairs": len(svc.doctor().index_repairs)}))
 """
+)
 
 
 def test_an_index_cut_short_during_a_background_scan_is_repaired_before_a_read_answers(

@@ -330,7 +330,10 @@ def test_an_earlier_installs_matchers_make_status_out_of_date_and_install_update
     settings.write_text(json.dumps({"hooks": earlier}))
     assert not svc.agent_status("claude-code").up_to_date
     svc.install_agent("claude-code")
-    assert json.loads(settings.read_text())["hooks"] == {**hooks, "SessionStart": [hooks["SessionStart"][0], mine]}
+    assert json.loads(settings.read_text())["hooks"] == {
+        **hooks,
+        "SessionStart": [hooks["SessionStart"][0], mine],
+    }
     assert svc.agent_status("claude-code").up_to_date
 
 

@@ -429,7 +429,9 @@ def test_a_url_with_bytes_that_are_not_utf8_is_invalid_input_on_every_face(
     assert answer["result"]["content"][0]["text"].startswith(said), answer
     assert "Traceback" not in mcp.stderr, mcp.stderr
     with Served([str(SCRIPTS / "coffer-api"), "--log-level", "warning"], env) as served:
-        rest = httpx.get(f"{served.base}/api/v1/memory_stores/global/recall", params={"query": "x"}, timeout=60)
+        rest = httpx.get(
+            f"{served.base}/api/v1/memory_stores/global/recall", params={"query": "x"}, timeout=60
+        )
     assert rest.status_code == 422 and rest.json()["error"]["message"].startswith(
         said[len("INVALID_INPUT: ") :]
     )

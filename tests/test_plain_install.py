@@ -65,7 +65,9 @@ def _scripts(venv: Path) -> None:
     for name, target in SCRIPTS.items():
         module, func = target.split(":")
         path = venv / "bin" / name
-        path.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+        path.write_text(
+            f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n"
+        )
         path.chmod(0o755)
 
 

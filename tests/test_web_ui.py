@@ -224,7 +224,7 @@ BIDI_TEXT = "deploy: approved\u202e devorppa ton\u202c and \u2066isolated\u2069 
 
 
 def test_bidi_controls_are_shown_written_out_on_every_page(client: TestClient, svc: MemoryService) -> None:
-    """"Trojan Source": a RIGHT-TO-LEFT OVERRIDE in a title or a text made the browser show it in an
+    """ "Trojan Source": a RIGHT-TO-LEFT OVERRIDE in a title or a text made the browser show it in an
     order that lies about what it says. Every page shows each bidi control as ``\\u202e`` (as the
     CLI does on a terminal); the file keeps them, and the query box sends back what was typed."""
     fact = svc.remember(BIDI_TEXT, title=BIDI_TITLE, scope="global")

@@ -139,7 +139,8 @@ class Agents:
             raise _no_native_memory(spec)
         if hooks_only and not spec.session_start:
             raise InvalidInput(
-                f"{spec.label} has no session hooks: its integration is the MCP server alone", field="hooks_only"
+                f"{spec.label} has no session hooks: its integration is the MCP server alone",
+                field="hooks_only",
             )
         if not hooks_only and (problem := mcp_sdk_problem()) is not None:
             raise _no_sdk(spec, problem)

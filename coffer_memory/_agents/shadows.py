@@ -158,7 +158,11 @@ def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Pa
     # project's record in .claude.json; and `claude -p` runs it unapproved ("non_interactive").
     layers = [
         _load_json(homes.claude / "settings.json"),
-        *(_load_json(d / ".claude" / name) for d in keys for name in ("settings.local.json", "settings.json")),
+        *(
+            _load_json(d / ".claude" / name)
+            for d in keys
+            for name in ("settings.local.json", "settings.json")
+        ),
         *(projects.get(str(d)) for d in keys),
     ]
     if any(_lists_coffer(layer, "disabledMcpjsonServers") for layer in layers):
@@ -167,7 +171,11 @@ def _claude(homes: AgentHomes, dirs: list[Path], cwd: Path) -> Iterator[tuple[Pa
         dot_mcp = _load_json(d / ".mcp.json")
         servers = dot_mcp.get("mcpServers") if isinstance(dot_mcp, dict) else None
         if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
-            where = "project scope, approved" if _approved(layers) else "project scope, run by `claude -p` unapproved"
+            where = (
+                "project scope, approved"
+                if _approved(layers)
+                else "project scope, run by `claude -p` unapproved"
+            )
             yield d / ".mcp.json", where, servers[MCP_SERVER_NAME]
             return
 
