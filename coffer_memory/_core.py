@@ -389,8 +389,10 @@ class Facts:
     def _find(self, name: str, fact_id: str, *, reader: bool = False, refresh: bool = True) -> Path:
         """The file of a fact: on the writer connection (lock held), or on this thread's reader;
         ``refresh`` False: as the index stands (no reconcile, which takes the lock)."""
-        if not isinstance(fact_id, str) or len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:
-            raise MemoryNotFound(name, str(fact_id))
+        if not isinstance(fact_id, str):  # a caller's mistake, not a fact that is missing
+            raise InvalidInput(f"fact_id must be a string, not {type(fact_id).__name__}", field="fact_id")
+        if len(fact_id) != 26 or not set(fact_id) <= _ULID_CHARS:
+            raise MemoryNotFound(name, fact_id)
         sp = self.targets.paths(name)
         if not sp.root.is_dir():
             raise MemoryNotFound(name, fact_id)
