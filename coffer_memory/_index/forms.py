@@ -53,8 +53,13 @@ import attrs
 
 from .db import IndexDB
 from .near import transpositions as _swaps
+from .terms import STOPWORDS, keyword_terms
 
 _HELD = "forms.held"  # the snapshot dict's key of the forms looked up: form -> held
+_TERMS = "forms.terms"  # and of each query's terms with the forms held: query -> terms
+# The most queries whose terms are kept (emptied then): a long-lived process asks again what it
+# asked before, and the index's vocabulary stays while the snapshot's dict does.
+TERMS_KEPT = 4096
 _PLAIN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
 _GLUE = re.compile(r"[a-z0-9][^a-z0-9\s]+[a-z0-9]")  # two words with no space between them
 _JOINED_MAX = 12  # a longer run of words is a phrase more often than a name written apart
@@ -258,3 +263,23 @@ def with_forms(
         return terms
     forms = Forms.of(query, terms, stop)
     return forms.terms(lambda asked: held_sqlite(db, asked, kept)) if forms.asked else terms
+
+
+def query_terms(db: IndexDB, query: str, kept: dict[Any, Any] | None = None) -> tuple[str, ...]:
+    """``with_forms`` of ``query``'s ``keyword_terms`` with the stopwords: the terms a keyword
+    search of ``query`` asks the word index for. With ``kept`` (``snapshot.reading``'s dict) they
+    are kept per query text while the index is unchanged: the forms added are the ones the index
+    held, and the dict is a new one once it changed (a write of any process, a reindex, a
+    rebuild's new file). A repeated question then skips its terms, its forms and the vocabulary's
+    lookups."""
+    if kept is None:
+        return tuple(with_forms(db, query, keyword_terms(query), STOPWORDS))
+    known: dict[str, tuple[str, ...]] | None = kept.get(_TERMS)
+    if known is None:
+        known = kept[_TERMS] = {}
+    terms = known.get(query)
+    if terms is None:
+        if len(known) >= TERMS_KEPT:
+            known.clear()
+        terms = known[query] = tuple(with_forms(db, query, keyword_terms(query), STOPWORDS, kept))
+    return terms

@@ -151,7 +151,7 @@ def search_words_many(
     ``kept`` is ``snapshot.reading``'s dict: chunk rows and store counts read by earlier recalls
     of an unchanged index are taken from it, and what this one reads goes into it.
     """
-    terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
+    terms = forms.query_terms(db, query, kept)
     out: dict[str, list[ChunkHit]] = {s: [] for s in stores}
     if not terms:
         return out
@@ -185,7 +185,7 @@ def best_documents(
     ``_fusion.even_turns``). Each store's list is then cut there, and only its rows that can
     place among those documents are re-scored (``_scored_within``); a store with fewer has every
     store's first ``limit`` documents made as without ``fronts``."""
-    terms = forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
+    terms = forms.query_terms(db, query, kept)
     out: dict[str, dict[str, tuple[str, float]]] = {s: {} for s in stores}
     if terms:
         names = list(out)
