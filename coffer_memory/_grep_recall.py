@@ -231,7 +231,7 @@ class GrepRecall:
             return {}
         marks, values = in_list(ids)
         rows = self.db.rows(
-            "SELECT c.document_id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "SELECT c.document_id, coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
             f"WHERE c.resource_name = ? AND c.document_id IN ({marks}) ORDER BY c.document_id, c.position",
             (store, *values),
         )
