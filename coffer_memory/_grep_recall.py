@@ -28,6 +28,7 @@ from ._index.snapshot import in_list, reading
 from ._models import MemoryHit
 from ._recall_rows import DocRow
 from ._store.paths import StorePaths, is_recall_rel
+from .plugins.builtin._grep_fold import fold
 from .plugins.manager import failure, plugin_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without
@@ -137,10 +138,10 @@ class GrepRecall:
             if callable(held):
                 found: dict[str, frozenset[int]] = held(folders, patterns, skip=MACHINE_LINE)
                 return list(found.items())
-            lowered = [p.lower() for p in patterns]
+            lowered = [fold(p) for p in patterns]
             per_file: dict[str, set[int]] = {}
             for m in backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores)):
-                rest = MACHINE_LINE.sub("", m.line, count=1).lower()
+                rest = fold(MACHINE_LINE.sub("", m.line, count=1))
                 seen = {i for i in m.patterns if lowered[i] in rest}
                 if seen:
                     per_file.setdefault(str(m.path), set()).update(seen)
@@ -235,14 +236,14 @@ class GrepRecall:
             f"WHERE c.resource_name = ? AND c.document_id IN ({marks}) ORDER BY c.document_id, c.position",
             (store, *values),
         )
-        lowered = [p.lower() for p in patterns]
+        lowered = [fold(p) for p in patterns]
         out: dict[str, str] = {}
         chosen: set[str] = set()
         for document_id, text in rows:
             if document_id in chosen:
                 continue
             out.setdefault(document_id, str(text))
-            folded = text.lower()
+            folded = fold(text)
             if any(p in folded for p in lowered):
                 out[document_id] = str(text)
                 chosen.add(document_id)

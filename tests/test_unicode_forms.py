@@ -1,10 +1,11 @@
 """Text written in another Unicode form than the question (full-width letters, half-width kana,
-decomposed accents). Each test here failed before its fix. Real
+decomposed accents, the Turkish dotted capital I). Each test here failed before its fix. Real
 homes, real SQLite files, PostgreSQL where marked.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import apsw
@@ -87,6 +88,35 @@ def test_an_index_of_the_previous_schema_is_migrated_on_open(tmp_home: Path) -> 
         assert [h.id for h in hits][:1] == [wanted]
         assert FULL in hits[0].text
         assert [h.id for h in svc.recall("kettle", stores=["global"], mode="keyword").hits]
+
+
+TURKISH = "İstanbul ofisi pazartesi kapalı."
+NFC_CAFE = unicodedata.normalize("NFC", "The café on the corner roasts its own beans.")
+NFD_CAFE = unicodedata.normalize("NFD", "The crème brûlée at the bistro is made daily.")
+
+
+@pytest.mark.parametrize("backend", ["ripgrep", "python"])
+@pytest.mark.parametrize(
+    ("query", "which"),
+    [
+        ("istanbul", 0),
+        ("İSTANBUL", 0),
+        (unicodedata.normalize("NFD", "café"), 1),
+        (unicodedata.normalize("NFD", "CAFÉ"), 1),
+        (unicodedata.normalize("NFC", "crème brûlée"), 2),
+        (unicodedata.normalize("NFC", "brûlée"), 2),
+    ],
+)
+def test_grep_meets_other_unicode_forms(tmp_home: Path, backend: str, query: str, which: int) -> None:
+    """grep compared the query's code points with the file's, lowercased: ``istanbul`` missed
+    ``İstanbul`` (its lowercase is ``i`` and a combining dot), a composed ``café`` missed a
+    decomposed one and the reverse. Both backends now agree on the folded, composed forms."""
+    with MemoryService(settings=Settings.load(tmp_home, grep_backend=backend)) as svc:
+        ids = [svc.remember(text, store="global").fact.id for text in (TURKISH, NFC_CAFE, NFD_CAFE)]
+        svc.remember("The kettle whistles at dawn.", store="global")
+        hits = svc.recall(query, stores=["global"], mode="grep").hits
+        assert [h.id for h in hits] == [ids[which]], (query, [h.text for h in hits])
+        assert hits[0].text == (TURKISH, NFC_CAFE, NFD_CAFE)[which]
 
 
 def test_a_postgresql_index_of_the_previous_schema_is_migrated(
