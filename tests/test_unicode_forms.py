@@ -60,12 +60,9 @@ def test_half_width_katakana_and_cjk_fragments(svc: MemoryService) -> None:
     assert [h.id for h in svc.recall("据库迁", stores=["global"], mode="keyword").hits][:1] == [zh]
 
 
-def test_an_index_of_the_previous_schema_is_migrated_on_open(tmp_home: Path) -> None:
-    """An index whose trigram table holds the text as written (every index before this version)
-    is rewritten when it is opened: the full-width fragment is found without a rebuild."""
-    with MemoryService(tmp_home) as svc:
-        wanted = _full(svc)
-        index = svc.settings.index_path
+def _previous_schema(index: Path, damage: str | None = None) -> None:
+    """Rewrite ``index`` as the schema before this one left it: the trigram table of the text as
+    written; ``damage``: the SQL value another program wrote into the kettle fact's text."""
     conn = apsw.Connection(str(index))
     version = int(next(iter(conn.execute("PRAGMA user_version")))[0])
     # The text as the fact writes it, wherever this version keeps it.
@@ -81,13 +78,39 @@ def test_an_index_of_the_previous_schema_is_migrated_on_open(tmp_home: Path) -> 
         conn.executemany(
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)", rows
         )
+        if damage is not None:
+            conn.execute(f"UPDATE documents_fts SET text = {damage} WHERE text LIKE '%kettle%'")
+            assert conn.changes() == 1
         conn.execute(f"PRAGMA user_version={version - 1}")
     conn.close()
+
+
+def test_an_index_of_the_previous_schema_is_migrated_on_open(tmp_home: Path) -> None:
+    """An index whose trigram table holds the text as written (every index before this version)
+    is rewritten when it is opened: the full-width fragment is found without a rebuild."""
+    with MemoryService(tmp_home) as svc:
+        wanted = _full(svc)
+        index = svc.settings.index_path
+    _previous_schema(index)
     with MemoryService(tmp_home) as svc:
         hits = svc.recall("fullw", stores=["global"], mode="keyword").hits
         assert [h.id for h in hits][:1] == [wanted]
         assert FULL in hits[0].text
         assert [h.id for h in svc.recall("kettle", stores=["global"], mode="keyword").hits]
+
+
+@pytest.mark.parametrize("damage", ["CAST(x'6b657474ff' AS TEXT)", "x'6b6574746c65'", "NULL"])
+def test_the_migration_keeps_damage_for_the_values_check(tmp_home: Path, damage: str) -> None:
+    """A value another program wrote into a trigram row (bytes that are not UTF-8, a blob, a
+    NULL) is written back as it was by the migration, not read into text: the values check
+    finds it and the index is rebuilt, and the recall answers."""
+    with MemoryService(tmp_home) as svc:
+        _full(svc)
+        index = svc.settings.index_path
+    _previous_schema(index, damage)
+    with MemoryService(tmp_home) as svc:
+        hits = svc.recall("kettle whistles", stores=["global"], mode="keyword").hits
+        assert [h.text for h in hits][:1] and OTHERS[0] in hits[0].text
 
 
 TURKISH = "İstanbul ofisi pazartesi kapalı."

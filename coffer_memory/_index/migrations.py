@@ -158,12 +158,32 @@ def _fold_trigrams(conn: apsw.Connection) -> None:
     the table is made again and its rows written back, each text as ``cjk.index_forms`` splits it
     (no file re-read, no vector recomputed; the trigram index's pending-terms size is set again
     by the next bulk load, ``segments.bulk_hash``)."""
-    rows = list(conn.execute("SELECT rowid, text, resource_name, chunk_id FROM documents_fts"))
+    # A text's bytes, so that one another program wrote that is not UTF-8 (or a blob, a NULL) is
+    # written back as it was: the values check finds it and the file is rebuilt (``values.py``).
+    rows = conn.execute(
+        "SELECT rowid, CASE typeof(text) WHEN 'text' THEN CAST(text AS BLOB) ELSE text END, "
+        "typeof(text), resource_name, chunk_id FROM documents_fts"
+    )
+    good, odd = [], []
+    for rowid, value, kind, store, chunk in list(rows):
+        try:
+            text = value.decode("utf-8") if kind == "text" else None
+        except UnicodeDecodeError:
+            text = None
+        if text is None:
+            odd.append((rowid, value, kind == "text", store, chunk))
+        else:
+            good.append((rowid, *index_forms(text)[1:], store, chunk))
     conn.execute("DROP TABLE documents_fts")
     conn.execute(TRIGRAM_TABLE)
     conn.executemany(
         "INSERT INTO documents_fts (rowid, text, written, resource_name, chunk_id) VALUES (?, ?, ?, ?, ?)",
-        ((rowid, *index_forms(str(text or ""))[1:], store, chunk) for rowid, text, store, chunk in rows),
+        good,
+    )
+    conn.executemany(
+        "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) "
+        "VALUES (?1, CASE WHEN ?3 THEN CAST(?2 AS TEXT) ELSE ?2 END, ?4, ?5)",
+        odd,
     )
 
 
