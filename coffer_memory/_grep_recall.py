@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ._errors import CofferError, InvalidInput
+from ._grep_fold import fold
 from ._index.db import IndexDB
 from ._index.english import grep_words
 from ._index.filters import FactFilter
@@ -28,7 +29,6 @@ from ._index.snapshot import in_list, reading
 from ._models import MemoryHit
 from ._recall_rows import DocRow
 from ._store.paths import StorePaths, is_recall_rel
-from .plugins.builtin._grep_fold import fold
 from .plugins.manager import failure, plugin_of
 
 if TYPE_CHECKING:  # the plugin surface imports pluggy, which a keyword recall does without

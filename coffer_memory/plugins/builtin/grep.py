@@ -16,9 +16,9 @@ from functools import cache
 from itertools import accumulate
 from pathlib import Path
 
+from ..._grep_fold import fold, rg_patterns
 from ..._store.scan import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
-from ._grep_fold import fold, rg_patterns
 from ._grep_texts import Corpus, Watched
 
 MAX_LINES_PER_FILE = 50
