@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from ._errors import CofferError, InvalidInput
+from ._grep_fold import fold
 from ._index.db import IndexDB
 from ._index.english import grep_words
 from ._index.filters import FactFilter
@@ -137,10 +138,10 @@ class GrepRecall:
             if callable(held):
                 found: dict[str, frozenset[int]] = held(folders, patterns, skip=MACHINE_LINE)
                 return list(found.items())
-            lowered = [p.lower() for p in patterns]
+            lowered = [fold(p) for p in patterns]
             per_file: dict[str, set[int]] = {}
             for m in backend.search(folders, patterns, max_lines=GREP_MAX_LINES * max(1, stores)):
-                rest = MACHINE_LINE.sub("", m.line, count=1).lower()
+                rest = fold(MACHINE_LINE.sub("", m.line, count=1))
                 seen = {i for i in m.patterns if lowered[i] in rest}
                 if seen:
                     per_file.setdefault(str(m.path), set()).update(seen)
@@ -231,18 +232,18 @@ class GrepRecall:
             return {}
         marks, values = in_list(ids)
         rows = self.db.rows(
-            "SELECT c.document_id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "SELECT c.document_id, coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
             f"WHERE c.resource_name = ? AND c.document_id IN ({marks}) ORDER BY c.document_id, c.position",
             (store, *values),
         )
-        lowered = [p.lower() for p in patterns]
+        lowered = [fold(p) for p in patterns]
         out: dict[str, str] = {}
         chosen: set[str] = set()
         for document_id, text in rows:
             if document_id in chosen:
                 continue
             out.setdefault(document_id, str(text))
-            folded = text.lower()
+            folded = fold(text)
             if any(p in folded for p in lowered):
                 out[document_id] = str(text)
                 chosen.add(document_id)

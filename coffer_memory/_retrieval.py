@@ -451,7 +451,7 @@ class KnowledgeRetrieval:
             return {}
         marks = ",".join("?" * len(ids))
         rows = self.db.rows(
-            f"SELECT c.id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
+            f"SELECT c.id, coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
             tuple(ids),
         )
         return {str(r[0]): str(r[1]) for r in rows}

@@ -72,7 +72,7 @@ def chunk_texts(db: IndexDB, ids: Sequence[str], kept: dict[Any, Any]) -> dict[s
     if missing:
         marks, values = in_list(missing)
         rows = db.rows(
-            f"SELECT c.id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
+            f"SELECT c.id, coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid WHERE c.id IN ({marks})",
             values,
         )
         found = {str(r[0]): str(r[1]) for r in rows}

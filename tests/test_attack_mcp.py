@@ -65,7 +65,8 @@ async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_ho
     # test_attack_home_entries; a word table made a plain one until the schema's shape was
     # checked on open: test_attack_left_open; a planted trigger until triggers were checked too:
     # test_attack_left_open2; a CHECK written into a table until its SQL was: test_attack_left_open3;
-    # a blob where a text belongs until a failed read checked the rows' values: test_attack_left_open4.)
+    # a blob where a text belongs until a failed read checked the rows' values: test_attack_left_open4;
+    # bytes that are not UTF-8 stored as text until that check decoded them: test_header_values.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
     index = tmp_home / "index.db"
@@ -79,7 +80,7 @@ async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_ho
             await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
         )
         again = error_of(await client.call_tool("coffer__recall", {"query": " ", "cwd": str(tmp_home)}))
-    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "UnicodeDecodeError"}
+    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "IndexError"}
     assert "Traceback" not in recall["message"] and str(index) not in recall["message"]
     assert again["code"] == "INVALID_INPUT"  # the server is still up
 

@@ -315,7 +315,8 @@ def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_f
     # it became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
     # was checked on open; a planted trigger did, until triggers were checked too; a CHECK
     # written into a table's SQL did, until each table's SQL was checked too; a blob where a text
-    # belongs did, until a read that fails on one checks the rows' values: test_attack_left_open4).
+    # belongs did, until a read that fails on one checks the rows' values: test_attack_left_open4;
+    # bytes that are not UTF-8 stored as text did, until that check decoded them: test_header_values).
     conn = apsw.Connection(str(home_with_facts / "index.db"))
     _row_tampered(conn)
     conn.close()
@@ -328,11 +329,11 @@ def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_f
 
 
 def _row_tampered(conn: apsw.Connection) -> None:
-    """Another program's value in a row of the index: every document's title made bytes that are
-    not UTF-8, stored as text. The checks of the rows' values look at their storage class, which
-    is text, and a reconcile at the files' stat, which did not change: a recall that finds such
-    a row fails with a ``UnicodeDecodeError`` (apsw decoding it) nothing expects."""
-    conn.execute("UPDATE documents SET title = CAST(x'ff6b696c6e' AS TEXT)")
+    """Another program's value in a row of the index: every trigram row's chunk id made a text
+    that is no chunk id. The checks of the rows' values look at their storage class, which is
+    text, and a reconcile at the files' stat, which did not change: a recall that finds such a
+    row fails with an ``IndexError`` (the chunk id cut into its parts) nothing expects."""
+    conn.execute("UPDATE documents_fts SET chunk_id = 'x'")
 
 
 def _check_moved(new: Path) -> None:

@@ -182,7 +182,7 @@ def test_a_database_from_before_folder_ids_is_adopted_by_the_team_folder_only(
         assert len(texts(svc, "kestrel")) == 6
     assert bound(pg_url) == folder_id(shared) and rows(pg_url) == team_rows
     with psycopg.connect(pg_url) as conn:  # an older coffer now refuses it, as too new
-        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("5",)
+        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("6",)
 
 
 def test_a_marker_that_is_not_coffers_is_refused_and_kept(

@@ -141,7 +141,7 @@ def test_a_postgresql_index_of_schema_2_is_folded_on_upgrade(
             conn.execute("SELECT path, position, words::text FROM coffer_chunks ORDER BY 1, 2").fetchall()
             == fresh
         )
-        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("5",)
+        assert conn.execute("SELECT value FROM coffer_meta WHERE key = 'schema_version'").fetchone() == ("6",)
 
 
 def _unfolded_index_text(text: str) -> str:

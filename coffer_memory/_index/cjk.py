@@ -60,17 +60,40 @@ def run_tokens(run: str) -> list[str]:
     return list(dict.fromkeys([*bigrams(run), *run]))
 
 
+def _plain(text: str) -> bool:
+    """True when ``text`` is ASCII but for the header's U+2063 (``keys.HEADER_END``): NFKC
+    already, and no CJK in it."""
+    head, _, rest = text.partition(HEADER_END)
+    return head.isascii() and rest.isascii()
+
+
 def index_text(text: str) -> str:
     """``text`` as the word index sees it: NFKC, every CJK run replaced by the tokens of its
     simplified form."""
-    head, _, rest = text.partition(HEADER_END)
-    if head.isascii() and rest.isascii():
-        # ASCII and the header's U+2063 (``keys.HEADER_END``) are NFKC already and hold no CJK:
-        # the text as it is (a rebuild spent most of this function looking for CJK runs in English).
+    if _plain(text):
+        # The text as it is (a rebuild spent most of this function looking for CJK runs in English).
         return text
-    return CJK_RUN.sub(
-        lambda m: " " + " ".join(run_tokens(fold(m.group()))) + " ", unicodedata.normalize("NFKC", text)
-    )
+    return _segmented(unicodedata.normalize("NFKC", text))
+
+
+def _segmented(nfkc: str) -> str:
+    return CJK_RUN.sub(lambda m: " " + " ".join(run_tokens(fold(m.group()))) + " ", nfkc)
+
+
+def index_forms(text: str) -> tuple[str, str, str | None]:
+    """A chunk's text as its index rows hold it: the word index's (``index_text``), then the
+    trigram index's and the text as written when that differs (else None).
+
+    Queries are NFKC and lower case (``terms.plan_query``): the trigram index holds a text that
+    NFKC changes (full-width letters, half-width kana, ligatures, ``…``) as NFKC in lower case,
+    so a fragment of it is found as the word index finds its words; the text as written is
+    kept beside it, for what recall shows and what is embedded. ASCII is the text itself."""
+    if _plain(text):
+        return text, text, None
+    nfkc = unicodedata.normalize("NFKC", text)
+    if nfkc == text:
+        return _segmented(nfkc), text, None
+    return _segmented(nfkc), nfkc.lower(), text
 
 
 def _piece_spans(folded: str) -> list[tuple[int, int]]:

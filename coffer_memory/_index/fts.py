@@ -14,7 +14,7 @@ from . import forms, near
 from .coverage import COVERAGE_WEIGHT, scored_lists
 from .db import IndexDB
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
-from .keys import document_id_of_chunk, store_scope
+from .keys import SHOWN, document_id_of_chunk, store_scope
 from .snapshot import in_list
 
 # The query's terms (``terms.py``), named here as before.
@@ -354,9 +354,11 @@ def _read_content(db: IndexDB, content: ChunkRows, rowids: Sequence[int]) -> Non
 def _read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> None:
     """``_read_content`` of rowids that ``content`` lacks."""
     marks, values = in_list(missing)
-    # FTS5's content table itself (id = rowid, c0 text, c1 store, c2 chunk id): a plain rowid
-    # lookup, where the virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
-    rows = db.rows(f"SELECT id, c2, c0, c1 FROM documents_fts_content WHERE id IN ({marks})", values)
+    # FTS5's content table itself (id = rowid, c0 text, c1 store, c2 chunk id, c3 written: ``SHOWN``):
+    # a plain rowid lookup, where the virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
+    rows = db.rows(
+        f"SELECT id, c2, coalesce(c3, c0), c1 FROM documents_fts_content WHERE id IN ({marks})", values
+    )
     # int and three str, as apsw gives them, and the document id (a hit is one per document)
     content.update((r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows)
     content.chars += sum(len(r[2]) for r in rows)
@@ -558,7 +560,7 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
     # where the scan's order is the rowids', the order the rows were written in.
     if plan.fts_terms:
         rows = db.rows(
-            "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
+            f"SELECT chunk_id, {SHOWN}, bm25(documents_fts) FROM documents_fts "
             f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3, chunk_id LIMIT ?",
             (plan.match, store, *only_params, limit),
         )
@@ -573,7 +575,7 @@ def _fallback(db: IndexDB, store: str, query: str, limit: int, within: Within = 
     clauses = " + ".join("(text LIKE ? ESCAPE '\\')" for _ in plan.short_terms)
     params: list[object] = [f"%{_escape_like(t)}%" for t in plan.short_terms]
     rows = db.rows(
-        f"SELECT chunk_id, text, {clauses} AS n FROM documents_fts "
+        f"SELECT chunk_id, {SHOWN}, {clauses} AS n FROM documents_fts "
         f"WHERE resource_name = ? AND n > 0{only} ORDER BY n DESC, length(text) ASC, chunk_id LIMIT ?",
         (*params, store, *only_params, limit),
     )
@@ -589,7 +591,7 @@ def _near_words(
         return []
     only, only_params = _within(within)
     rows = db.rows(
-        "SELECT chunk_id, text, bm25(documents_fts) FROM documents_fts "
+        f"SELECT chunk_id, {SHOWN}, bm25(documents_fts) FROM documents_fts "
         f"WHERE documents_fts MATCH ? AND resource_name = ?{only} ORDER BY 3, chunk_id "
         f"LIMIT {min(near.NEAR_ROWS, max(50, 2 * int(limit)))}",
         (asked.match, store, *only_params),

@@ -9,6 +9,9 @@ KIND = "memory"
 # Ends the title/description header of a first chunk; an invisible separator that no
 # tokenizer indexes, so hits can drop the header without guessing.
 HEADER_END = "\n\u2063\n"
+# A trigram row's text as its fact writes it (``documents_fts``): ``written`` where the ``text``
+# searched is its NFKC form in lower case (``cjk.index_forms``), else ``text`` itself.
+SHOWN = "coalesce(written, text)"
 
 
 @functools.cache  # a rebuild asks twice per file; a home has a handful of stores

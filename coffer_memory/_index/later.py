@@ -78,7 +78,7 @@ def read_doc(db: IndexDB, reindexer: Reindexer, store: str, key: str) -> Pending
         return None
     chunks = tuple(indexed_chunks(fact.title, fact.description, fact.body))
     held = db.rows(
-        "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+        "SELECT coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
         "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
         (fact.id, store),
     )

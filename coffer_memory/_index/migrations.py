@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import apsw
 
-from .cjk import index_text
+from .cjk import index_forms, index_text
 from .hant import fold
 
 # "CFFR": marks an index as ours, so another program's SQLite file is never migrated into one.
@@ -140,6 +140,51 @@ def _fold_words(conn: apsw.Connection) -> None:
             (CONTEXT_PENDING_KEY,),
         )
         conn.execute("DELETE FROM store_state")
+
+
+# The trigram index (migration 11): ``text`` the chunk as searched (NFKC in lower case where NFKC
+# changes it, ``cjk.index_forms``), ``written`` the chunk as its fact writes it where that differs
+# (NULL otherwise: ASCII costs nothing), the store and the chunk id. Every read of a chunk's text
+# takes ``coalesce(written, text)`` (``keys.SHOWN``); the word index is keyed by the same rowid.
+TRIGRAM_TABLE = (
+    "CREATE VIRTUAL TABLE documents_fts USING fts5(text, resource_name UNINDEXED, chunk_id UNINDEXED, "
+    "written UNINDEXED, tokenize='trigram')"
+)
+
+
+def _fold_trigrams(conn: apsw.Connection) -> None:
+    """11: the trigram index holds NFKC text, as queries are: a full-width ``ｆｕｌｌｗｉｄｔｈ`` was
+    found by the word ``fullwidth`` but not by the fragment ``fullw``. FTS5 cannot add a column:
+    the table is made again and its rows written back, each text as ``cjk.index_forms`` splits it
+    (no file re-read, no vector recomputed; the trigram index's pending-terms size is set again
+    by the next bulk load, ``segments.bulk_hash``)."""
+    # A text's bytes, so that one another program wrote that is not UTF-8 (or a blob, a NULL) is
+    # written back as it was: the values check finds it and the file is rebuilt (``values.py``).
+    rows = conn.execute(
+        "SELECT rowid, CASE typeof(text) WHEN 'text' THEN CAST(text AS BLOB) ELSE text END, "
+        "typeof(text), resource_name, chunk_id FROM documents_fts"
+    )
+    good, odd = [], []
+    for rowid, value, kind, store, chunk in list(rows):
+        try:
+            text = value.decode("utf-8") if kind == "text" else None
+        except UnicodeDecodeError:
+            text = None
+        if text is None:
+            odd.append((rowid, value, kind == "text", store, chunk))
+        else:
+            good.append((rowid, *index_forms(text)[1:], store, chunk))
+    conn.execute("DROP TABLE documents_fts")
+    conn.execute(TRIGRAM_TABLE)
+    conn.executemany(
+        "INSERT INTO documents_fts (rowid, text, written, resource_name, chunk_id) VALUES (?, ?, ?, ?, ?)",
+        good,
+    )
+    conn.executemany(
+        "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) "
+        "VALUES (?1, CASE WHEN ?3 THEN CAST(?2 AS TEXT) ELSE ?2 END, ?4, ?5)",
+        odd,
+    )
 
 
 # Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
@@ -277,6 +322,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     _context_column,
     # 10: traditional Han characters folded to simplified in the word index (see _fold_words).
     _fold_words,
+    # 11: the trigram index holds NFKC text, the text as written beside it (see _fold_trigrams).
+    _fold_trigrams,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

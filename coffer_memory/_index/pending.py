@@ -84,7 +84,7 @@ def stored_by_text(
     if not row or not row[0][0]:
         return {}
     chunks = db.rows(
-        "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+        "SELECT coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
         "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
         (document_id, store),
     )

@@ -19,7 +19,7 @@ from .._models import MemoryFact
 from .._store.files import FactParseError, ParsedFile, parse_fact, read_bytes
 from .._store.paths import StorePaths
 from .chunking import MAX_WINDOWS, vector_windows
-from .cjk import index_text
+from .cjk import index_forms, index_text
 from .db import DAMAGE, IndexDB
 from .holding import Holding
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
@@ -220,13 +220,14 @@ class Reindexer:
                 )
                 # The FTS row shares the chunk's rowid, so deletes find it without a scan.
                 rowid = self.db.conn.last_insert_rowid()
+                words, searched, written = index_forms(text)
                 self.db.conn.execute(
-                    "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)",
-                    (rowid, text, store, cid),
+                    "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id, written) VALUES (?, ?, ?, ?, ?)",
+                    (rowid, searched, store, cid, written),
                 )
                 self.db.conn.execute(
                     "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
-                    (rowid, index_text(text), store_scope(store), "" if position else context),
+                    (rowid, words, store_scope(store), "" if position else context),
                 )
             if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0 and not self.bulk:
                 # The fact after it in its session now follows this one: its context changes.
@@ -286,8 +287,9 @@ class Reindexer:
             new.next_chunk += 1
             cid = chunk_id(store, fact.id, position)
             new.chunks.append((rowid, cid, fact.id, KIND, store, position))
-            new.fts.append((rowid, text, store, cid))
-            new.words.append((rowid, index_text(text), scope, ""))
+            words, searched, written = index_forms(text)
+            new.fts.append((rowid, searched, store, cid, written))
+            new.words.append((rowid, words, scope, ""))
         if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
             self._context_due.add((store, fact.id))
         if self.vectors is not None:
@@ -338,7 +340,8 @@ class Reindexer:
             new.chunks,
         )
         conn.executemany(
-            "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id) VALUES (?, ?, ?, ?)", new.fts
+            "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id, written) VALUES (?, ?, ?, ?, ?)",
+            new.fts,
         )
         conn.executemany(
             "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)", new.words
@@ -489,7 +492,7 @@ class Reindexer:
         out = []
         for (store, fact_id), sha in stale.items():
             rows = self.db.rows(
-                "SELECT f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+                "SELECT coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
                 "WHERE c.document_id = ? AND c.resource_name = ? ORDER BY c.position",
                 (fact_id, store),
             )

@@ -100,7 +100,7 @@ def predecessors(db: IndexDB, store: str, ids: Sequence[str]) -> dict[str, str]:
     """The text of the last chunk of the fact just before each of ``ids`` in its session (as
     indexed, header and all); ids without a session or without a predecessor are left out."""
     last_chunk = (
-        "(SELECT f.text FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid WHERE k.resource_name = p.resource_name "
+        "(SELECT coalesce(f.written, f.text) FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid WHERE k.resource_name = p.resource_name "
         "AND k.document_id = p.id ORDER BY k.position DESC LIMIT 1)"
     )
     rows = _per_fact(db, store, ids, last_chunk, f"JOIN documents p ON p.rowid = {_adjacent('<', 'DESC')}")
@@ -136,7 +136,7 @@ def appended_context(db: IndexDB, store: str, session: str, lines: int) -> str:
     """The context a fact remembered now in ``session`` would be embedded with: the last lines of
     the session's latest fact in ``store`` (ids grow with time), ``""`` when it has none."""
     rows = db.rows(
-        "SELECT (SELECT f.text FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid "
+        "SELECT (SELECT coalesce(f.written, f.text) FROM chunks k JOIN documents_fts f ON f.rowid = k.rowid "
         "WHERE k.resource_name = d.resource_name AND k.document_id = d.id ORDER BY k.position DESC LIMIT 1) "
         "FROM documents d WHERE d.kind = ? AND d.resource_name = ? AND d.origin_session = ? "
         "ORDER BY d.id DESC LIMIT 1",
@@ -162,7 +162,7 @@ def write_word_contexts(
         if not part:
             continue
         rows = db.rows(
-            "SELECT c.rowid, c.document_id, f.text FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
+            "SELECT c.rowid, c.document_id, coalesce(f.written, f.text) FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid "
             f"WHERE c.resource_name = ? AND c.position = 0 AND c.document_id IN ({','.join('?' * len(part))})",
             (store, *part),
         )

@@ -40,7 +40,7 @@ VEC_OWNER = "vec0"  # the name a vec0 table's own tables are compared under (``o
 OWN_SQL: Mapping[str, int] = {
     "documents_fts_data": 0xB114777B,
     "documents_fts_idx": 0x88E0D953,
-    "documents_fts_content": 0x6C360E3C,
+    "documents_fts_content": 0x489F058A,
     "documents_fts_docsize": 0xF1ED0A40,
     "documents_fts_config": 0x47298BE8,
     "documents_words_data": 0xB88DBF18,

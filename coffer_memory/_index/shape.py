@@ -80,7 +80,7 @@ TABLE_SQL: Mapping[str, int] = {
     "kv": 0xE249BD47,
     "document_tags": 0xE4133108,
     "audit_events": 0x56C3B4C0,
-    "documents_fts": 0xD2F879C5,
+    "documents_fts": 0x14EEB15B,
     "documents_words": 0xE20D2523,
 }
 

@@ -1,7 +1,8 @@
 """The values in the index's rows: each column a read decodes holds what coffer writes there.
 
 Another program's ``UPDATE`` on ``index.db`` (a blob or a number where coffer writes text, a NULL
-in FTS5's untyped columns, a time with no zone or out of range) passed every check of the file,
+in FTS5's untyped columns, bytes that are not UTF-8 stored as text, a time with no zone or out of
+range) passed every check of the file,
 and each keyword or grep recall that met the row died with a raw ``TypeError`` (``ValueError``,
 ``AttributeError``): the file is unchanged, so ``reindex`` left the row as it was.
 
@@ -63,7 +64,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         **dict.fromkeys(("locked", "file_size", "file_mtime_ns", "file_ctime_ns", "file_ino"), NUMBER),
     },
     "chunks": {**dict.fromkeys(("id", "document_id", "kind", "resource_name"), TEXT), "position": NUMBER},
-    "documents_fts": dict.fromkeys(("text", "resource_name", "chunk_id"), TEXT),
+    "documents_fts": {**dict.fromkeys(("text", "resource_name", "chunk_id"), TEXT), "written": TEXT_OR_NULL},
     "store_state": {"resource_name": TEXT, "dirs": TEXT, "file_count": NUMBER},
     "vec_stores": {**dict.fromkeys(("resource_name", "table_name", "model_id"), TEXT), "dimensions": NUMBER},
     "broken_files": {
@@ -116,6 +117,35 @@ def _times(conn: apsw.Connection) -> str | None:
     return None
 
 
+def _undecodable_query(table: str, columns: dict[str, str]) -> str:
+    """Each row's text columns' bytes (NULL as none), for ``_undecodable`` (no rowid: a table
+    may be WITHOUT ROWID)."""
+    texts = [c for c, kind in columns.items() if kind in (TEXT, TEXT_OR_NULL)]
+    return f"SELECT {', '.join(f'CAST({c} AS BLOB)' for c in texts)} FROM {table}"
+
+
+UNDECODABLE = {table: _undecodable_query(table, columns) for table, columns in COLUMNS.items()}
+
+
+def _undecodable(conn: apsw.Connection) -> str | None:
+    """The first text value that is not UTF-8 (bytes another program stored as TEXT: apsw's
+    read of it raised a raw ``UnicodeDecodeError``), said as a problem, or None. Each row's
+    values are checked as one text, a line break between them (a lead byte before it is no
+    UTF-8), and only a row that fails is looked at value by value."""
+    for table, sql in UNDECODABLE.items():
+        names = [c for c, kind in COLUMNS[table].items() if kind in (TEXT, TEXT_OR_NULL)]
+        for values in apsw.Connection.execute(conn, sql):
+            try:
+                b"\n".join(v or b"" for v in values).decode("utf-8")
+            except UnicodeDecodeError:
+                for column, value in zip(names, values, strict=True):
+                    try:
+                        (value or b"").decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        return f"{table}.{column}: text that is not UTF-8 ({exc.reason})"
+    return None
+
+
 def values_problem(conn: apsw.Connection) -> str | None:
     """The first value in the index open on ``conn`` that is not what coffer writes into its
     column (a blob for a text, a time no read can place), said as a problem; None when there is
@@ -127,7 +157,7 @@ def values_problem(conn: apsw.Connection) -> str | None:
                     f"another program wrote a value into {table}.{column}: a {held} "
                     f"where the index writes {COLUMNS[table][column]}"
                 )
-        problem = _times(conn)
+        problem = _undecodable(conn) or _times(conn)
     except apsw.Error:
         return None
     return None if problem is None else f"another program wrote a value into {problem}"

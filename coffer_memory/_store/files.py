@@ -359,6 +359,38 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return meta, str(post.content)
 
 
+def _header_title(meta: dict[str, Any], text: str) -> str | None:
+    """The header's ``title`` (else ``name``), or None when neither is a text worth showing. A
+    value YAML reads as a number, time or bool (``title: 2024``, ``title: 3.10``, ``title: yes``)
+    is the text written there: it was dropped for the file's name."""
+    for key in ("title", "name"):
+        value = meta.get(key)
+        if isinstance(value, bool | int | float | date):  # a datetime is a date
+            value = _written_scalar(text, key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _written_scalar(text: str, key: str) -> str | None:
+    """The text of a YAML header's top-level ``key`` as written (YAML's base loader resolves no
+    type: ``3.10`` stays ``3.10``), or None. Only asked for a value YAML typed, so the header has
+    passed ``split_frontmatter``'s checks already."""
+    import frontmatter
+    import yaml
+
+    handler = frontmatter.detect_format(text, _handlers())
+    if handler is None or handler is not _handlers()[0]:
+        return None
+    try:
+        header, _ = handler.split(text)
+        raw = yaml.load(header, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+        return None
+    value = raw.get(key) if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
+
+
 _fast_reader: ModuleType | None = None
 
 
@@ -396,8 +428,8 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         body = body.strip("\n")
     else:  # stripped of all whitespace already
         meta, body, created_text, updated_text = fast
-    title = meta.get("title") or meta.get("name")
-    if not isinstance(title, str) or not title.strip():
+    title = _header_title(meta, text)
+    if title is None:
         heading = _HEADING_RE.search(body)
         title = heading.group(1) if heading else relpath.rsplit("/", 1)[-1].removesuffix(".md")
     description = meta.get("description")

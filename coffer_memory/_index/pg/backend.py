@@ -53,7 +53,7 @@ from .schema import (
     migrate,
     too_old,
 )
-from .text import storable, with_parts
+from .text import searched_form, storable, with_parts
 from .words import CHUNKS_PER_DOC
 
 # A sync of at least this many documents refreshes the planner's statistics at once (autovacuum
@@ -384,10 +384,10 @@ class PostgresIndex(Reaching):
                 ],
             )
             cur.executemany(
-                "INSERT INTO coffer_chunks (store, path, position, text, words) "
-                f"VALUES (%s, %s, %s, %s, to_tsvector('{TS_CONFIG}', %s))",
+                "INSERT INTO coffer_chunks (store, path, position, text, words, searched) "
+                f"VALUES (%s, %s, %s, %s, to_tsvector('{TS_CONFIG}', %s), %s)",
                 [
-                    (store, d.path, position, clean, index_text(with_parts(clean)))
+                    (store, d.path, position, clean, index_text(with_parts(clean)), searched_form(clean))
                     for d in docs
                     for position, clean in enumerate(map(storable, d.chunks))
                 ],

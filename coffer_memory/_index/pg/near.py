@@ -9,7 +9,7 @@ from typing import Any
 
 from ..fts import TRIGRAM, plan_query
 from ..near import NEAR_ROWS, NearQuery
-from .text import escape_like
+from .text import SEARCHED, escape_like
 
 
 def near_rows(
@@ -23,8 +23,8 @@ def near_rows(
         return []
     where, params = only
     likes = [f"%{escape_like(p)}%" for p in asked.pieces]
-    count = " + ".join(["(c.text ILIKE %s)::int"] * len(likes))
-    any_of = " OR ".join(["c.text ILIKE %s"] * len(likes))
+    count = " + ".join([f"({SEARCHED} ILIKE %s)::int"] * len(likes))
+    any_of = " OR ".join([f"{SEARCHED} ILIKE %s"] * len(likes))
     # The candidates holding the most pieces first, as SQLite reads them by the trigrams' bm25.
     sql = select.format(score=f"({count})") + (
         f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path "

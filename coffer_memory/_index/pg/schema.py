@@ -10,7 +10,7 @@ import psycopg
 
 from ..cjk import index_text
 from ..hant import fold
-from .text import with_parts
+from .text import searched_form, with_parts
 
 log = logging.getLogger("coffer_memory.postgresql")
 # The text search configuration of the word index: stemming like SQLite's porter tokenizer.
@@ -19,7 +19,8 @@ TS_CONFIG = "english"
 # folder_id binds the database to one memory folder (``binding``): a coffer older than 4 does not
 # check it, so it refuses the database as too new instead of removing the rows of other folders.
 # 5: a chunk's words hold the parts of paths, hosts and dotted names (``text.with_parts``).
-SCHEMA_VERSION = 5
+# 6: substrings are searched in a chunk's NFKC form (``searched``, ``text.SEARCHED``).
+SCHEMA_VERSION = 6
 # The oldest server the index runs on (``server_version_num``): 12 for ``WITH ... AS MATERIALIZED``
 # (vector recall); 11 for ``hashtextextended`` (every write's lock key), 9.5 for ``ON CONFLICT``.
 MIN_SERVER_VERSION = 120000
@@ -53,8 +54,14 @@ CREATE TABLE IF NOT EXISTS coffer_chunks (
     FOREIGN KEY (store, path) REFERENCES coffer_documents (store, path) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS coffer_chunks_words ON coffer_chunks USING gin (words);
+ALTER TABLE coffer_chunks ADD COLUMN IF NOT EXISTS searched text;
 """
-_TRIGRAMS = "CREATE INDEX IF NOT EXISTS coffer_chunks_trigrams ON coffer_chunks USING gin (text gin_trgm_ops)"
+# pg_trgm's index of what substrings are searched in: a chunk's NFKC form where that differs
+# (``searched``, ``cjk.index_forms``), else its text. Before 6 it was of the text alone.
+_TRIGRAMS = (
+    "CREATE INDEX IF NOT EXISTS coffer_chunks_searched ON coffer_chunks "
+    "USING gin ((coalesce(searched, text)) gin_trgm_ops)"
+)
 # One row per vector window of a chunk, per embedding model: hosts with different models share a
 # database, and each searches only its own model's rows (at its width: the column is untyped).
 _VECTORS = """
@@ -109,6 +116,21 @@ def _split_words(conn: psycopg.Connection[Any]) -> None:
     do (``text.with_parts``): the rows whose text holds one are written again."""
     rows = conn.execute(r"SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '\w[./@:\\]+\w'")
     _rewrite(conn, rows.fetchall())
+
+
+def _searched(conn: psycopg.Connection[Any]) -> None:
+    """6: the NFKC form of each chunk that NFKC changes, where substrings are searched (queries
+    are NFKC: a full-width ``ｆｕｌｌｗｉｄｔｈ`` was found by ``fullwidth`` but not by ``fullw``); the
+    trigram index of the text alone is dropped for the one of that form."""
+    conn.execute("DROP INDEX IF EXISTS coffer_chunks_trigrams")
+    rows = conn.execute("SELECT store, path, position, text FROM coffer_chunks WHERE text ~ '[^\\x01-\\x7f]'")
+    changed = [(f, s, p, n) for s, p, n, t in rows.fetchall() if (f := searched_form(t)) is not None]
+    if changed:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE coffer_chunks SET searched = %s WHERE store = %s AND path = %s AND position = %s",
+                changed,
+            )
 
 
 def _rewrite(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None:
@@ -170,7 +192,7 @@ def _current(conn: psycopg.Connection[Any]) -> int | None:
 def _settled(conn: psycopg.Connection[Any], found: Extensions) -> bool:
     """Whether every table and index this version wants is there already (nothing to create)."""
     wanted = ["coffer_documents", "coffer_chunks", "coffer_stores"]
-    wanted += ["coffer_chunks_trigrams"] if found.trigram else []
+    wanted += ["coffer_chunks_searched"] if found.trigram else []
     wanted += ["coffer_vectors"] if found.vectors else []
     row = conn.execute("SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest(%s::text[]) n", (wanted,))
     return bool((row.fetchone() or (False,))[0])
@@ -215,6 +237,8 @@ def migrate(conn: psycopg.Connection[Any], *, vectors_wanted: bool = True) -> Ex
                 _fold_words(conn)
             if current is not None and current < 5:
                 _split_words(conn)
+            if current is not None and current < 6:
+                _searched(conn)
             if found.trigram:
                 conn.execute(_TRIGRAMS)
             if found.vectors:

@@ -5,7 +5,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..cjk import index_forms
+
 _PUNCT = re.compile(r"[^\w]+")
+# What substrings (``ILIKE``) are searched in: a chunk's NFKC form in lower case where NFKC changes
+# its text (``searched``), else its text, as SQLite's trigram index holds it (``cjk.index_forms``).
+SEARCHED = "coalesce(c.searched, c.text)"
+
+
+def searched_form(text: str) -> str | None:
+    """The ``searched`` column of a chunk's text: its NFKC form in lower case, None when that is
+    the text (ASCII: no work)."""
+    _, searched, written = index_forms(text)
+    return None if written is None else searched
 
 
 def storable(text: str) -> str:

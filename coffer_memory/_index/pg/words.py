@@ -30,7 +30,7 @@ from . import forms
 from . import vectors as vec
 from .near import near_rows
 from .schema import TS_CONFIG
-from .text import escape_like, tsquery_terms
+from .text import SEARCHED, escape_like, tsquery_terms
 
 # Chunks read per document wanted: a document's best chunk is usually among them.
 CHUNKS_PER_DOC = 4
@@ -197,9 +197,9 @@ def _substrings(conn: Conn, store: str, query: str, limit: int, only: Only) -> l
     if not terms:
         return []
     # Each term found counts one; shorter passages first among equals (as on SQLite).
-    count = " + ".join(["(c.text ILIKE %s)::int"] * len(terms))
+    count = " + ".join([f"({SEARCHED} ILIKE %s)::int"] * len(terms))
     likes = [f"%{escape_like(t)}%" for t in terms]
-    any_of = " OR ".join(["c.text ILIKE %s"] * len(terms))
+    any_of = " OR ".join([f"{SEARCHED} ILIKE %s"] * len(terms))
     sql = _SELECT.format(score=f"({count})") + (
         f"WHERE c.store = %s AND ({any_of}){where} ORDER BY score DESC, length(c.text), d.path LIMIT %s"
     )

@@ -16,6 +16,7 @@ from functools import cache
 from itertools import accumulate
 from pathlib import Path
 
+from ..._grep_fold import fold, rg_patterns
 from ..._store.scan import utf8_name
 from ..hookspecs import GrepBackend, GrepMatch, hookimpl
 from ._grep_texts import Corpus, Watched
@@ -48,7 +49,7 @@ Held = dict[str, frozenset[int]]
 
 
 def _which_patterns(line: str, lowered: Sequence[str]) -> frozenset[int]:
-    folded = line.lower()
+    folded = fold(line)
     return frozenset(i for i, p in enumerate(lowered) if p in folded)
 
 
@@ -84,7 +85,7 @@ class RipgrepBackend:
         grep recall at 10k facts (thousands of lines for a common word).
         """
         output = self._run(folders, patterns, ["--no-heading", "--line-number"])
-        return _parse_lines(output, [p.lower() for p in patterns], max_lines) if output else []
+        return _parse_lines(output, [fold(p) for p in patterns], max_lines) if output else []
 
     def held(self, folders: Sequence[Path], patterns: Sequence[str], *, skip: re.Pattern[str]) -> Held:
         """Per file, the patterns its matching lines hold once ``skip``'s match at each line's
@@ -98,7 +99,7 @@ class RipgrepBackend:
         output = self._run(folders, patterns, ["--heading", "--no-line-number"])
         if not output:
             return {}
-        lowered = [p.lower() for p in patterns]
+        lowered = [fold(p) for p in patterns]
         # A NUL, not an empty line: blank lines separate the files' blocks, and no pattern
         # holds a NUL (recall refuses such a query; rg could not take it as an argument).
         text = _blank_lines(skip).sub("\\1\0", output.decode("utf-8", errors="replace"))
@@ -106,9 +107,9 @@ class RipgrepBackend:
         for block in text.split("\n\n"):
             name, nul, lines = block.partition("\0")
             # A file whose patterns were all in cut parts is not there, nor one whose lines match
-            # by rg's case folding but not Python's (the pure-Python backend never finds those).
+            # by rg's case folding but not ``fold`` (the pure-Python backend never finds those).
             if nul:
-                folded = lines.lower()
+                folded = fold(lines)
                 seen = frozenset(i for i, p in enumerate(lowered) if p in folded)
                 if seen:
                     found[name] = seen
@@ -120,9 +121,10 @@ class RipgrepBackend:
         rg = find_ripgrep()
         if not existing or not patterns or rg is None:
             return b""
+        fixed, given = rg_patterns(patterns)
         args = [
             rg,
-            *RG_SEARCH_FLAGS,
+            *(RG_SEARCH_FLAGS if fixed else [f for f in RG_SEARCH_FLAGS if f != "--fixed-strings"]),
             "--with-filename",
             "--null",
             "--color",
@@ -133,7 +135,7 @@ class RipgrepBackend:
             str(MAX_LINES_PER_FILE),
             *layout,
         ]
-        for pattern in patterns:
+        for pattern in given:
             args += ["-e", pattern]
         proc = subprocess.run([*args, "--", *existing], capture_output=True, check=False, timeout=60)
         return proc.stdout
@@ -203,10 +205,11 @@ class PythonGrepBackend:
     def search(self, folders: Sequence[Path], patterns: Sequence[str], *, max_lines: int) -> list[GrepMatch]:
         """Matching lines of visible ``*.md`` files, symlinks not followed.
 
-        Each file is lowercased whole and its patterns found with ``str.find``; only the lines
-        holding one are split out (a loop over every line of every file was 4/5 of the time).
+        Each file is folded whole (``_grep_fold.fold``) and its patterns found with ``str.find``;
+        only the lines holding one are split out (a loop over every line of every file was 4/5 of
+        the time).
         """
-        lowered = [p.lower() for p in patterns]
+        lowered = [fold(p) for p in patterns]
         matches: list[GrepMatch] = []
         for folder in folders:
             for dirpath, dirnames, filenames in os.walk(folder):
@@ -239,7 +242,7 @@ class PythonGrepBackend:
         (``Corpus``), so a later search of unchanged files is one ``lstat`` per file (none while
         the feed vouches for them) and a ``find`` per pattern and file holding it.
         """
-        lowered = [p.lower() for p in patterns]
+        lowered = [fold(p) for p in patterns]
         encoded = [p.encode("utf-8", "surrogatepass") for p in lowered]
         found: Held = {}
         sets: dict[int, frozenset[int]] = {}  # one frozenset per combination of patterns
@@ -390,7 +393,7 @@ class PythonGrepBackend:
             return frozenset(i for i, p in enumerate(encoded) if p in block)
         held: set[int] = set()
         for _, line, which in _matching_lines(text, folded, lowered):
-            rest = skip.sub("", line, count=1).lower()
+            rest = fold(skip.sub("", line, count=1))
             held.update(i for i in which if lowered[i] in rest)
         return frozenset(held)
 
@@ -412,7 +415,7 @@ class PythonGrepBackend:
         text = _read_regular(path)
         if text is None:
             return None
-        folded = text.lower()
+        folded = fold(text)
         # A file with another hard link may change through it with no event for this name: kept,
         # a vouched search would trust its text without looking at the file.
         keep = (
@@ -438,7 +441,7 @@ def _searched(lines: Sequence[str], skip: re.Pattern[str]) -> bytes:
     """The lowercased lines with ``skip``'s match at each one's start cut (UTF-8): what ``held``
     searches of a short file."""
     cut = skip.sub
-    return "\n".join(rest for line in lines if (rest := cut("", line, count=1))).lower().encode()
+    return fold("\n".join(rest for line in lines if (rest := cut("", line, count=1)))).encode()
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
