@@ -325,16 +325,10 @@ def test_a_ledger_of_an_older_version_reads_while_another_process_writes(tmp_pat
     write waits for another process's long write like any other, and must not turn a read that
     needs no write into ``LedgerUnavailable``: the ledger is read unstamped, and stamped later."""
     from test_attack_left_open3 import _held
+    from test_ledger_foreign import unstamped_ledger
 
     path = tmp_path / "ledger.db"
-    ledger = Ledger(path)
-    ledger.leave(AGENT, "s1", None)
-    ledger.close()
-    another_process(
-        "import sys, apsw; c = apsw.Connection(sys.argv[1]); c.execute('PRAGMA application_id=0')\n"
-        "c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()",
-        path,
-    )
+    unstamped_ledger(path, "s1")
     with _held(path):
         older = Ledger(path, busy_timeout_ms=300)
         try:
