@@ -15,9 +15,7 @@ from pathlib import Path
 
 import apsw
 from agent_samples import AgentSamples
-from fake_model import FakeModel
-from http_scripted import ScriptedServer
-from test_agents_real import (
+from agents_real import (
     World,
     claude_env,
     distill_or_reply,
@@ -27,6 +25,8 @@ from test_agents_real import (
     newest_session,
     world,
 )
+from fake_model import FakeModel
+from http_scripted import ScriptedServer
 from test_distill_family import claude_run, home, llm, samples
 from test_distill_grown import insight_counts, run_session_end, wait_distilled
 
@@ -264,12 +264,18 @@ def test_a_session_start_picks_up_left_sessions_without_waiting_for_them(
     transcript = next((samples.homes().claude / "projects").rglob(f"{resumed}.jsonl"))
     printed = json.loads(session_start(home, resumed, transcript, samples.project_dir))
     assert "make lint" in printed["hookSpecificOutput"]["additionalContext"]
+    picked_up_but(home, samples, left, resumed)
+    assert not (home / "logs" / "hook.log").exists()
+
+
+def picked_up_but(home: Path, samples: AgentSamples, left: list[str], going_on: str) -> None:
+    """Wait until the ``left`` sessions (``MARK-LEFTA``, ``MARK-LEFTB``) are distilled, once each;
+    ``going_on`` is still left."""
     for session in left:
         wait_distilled(home, session, runs=1)
     assert insight_counts(samples, home) == {"insight-mark-lefta": 1, "insight-mark-leftb": 1}
     with MemoryService(home) as svc:
-        assert svc.transcripts.ledger.left(AGENT) == [(resumed, str(samples.project_dir))]
-    assert not (home / "logs" / "hook.log").exists()
+        assert svc.transcripts.ledger.left(AGENT) == [(going_on, str(samples.project_dir))]
 
 
 @needs("claude", "@anthropic-ai/claude-code")
