@@ -2,16 +2,17 @@
 
 Each repair moves the damaged index aside and builds a new one; the history noted inside the
 index (its ``kv`` row) went with the moved file, so ``coffer doctor`` listed the last repair only.
-The file beside it outlives every index; it is written whole (a temporary file renamed over it)
-under the repair lock, and holds the last ``KEEP`` lines.
+The file beside it outlives every index; it is written whole (``write_outside_store``) under the
+repair lock, and holds the last ``KEEP`` lines.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from contextlib import suppress
 from pathlib import Path
+
+from .._store.files import write_outside_store
 
 KEEP = 20
 
@@ -33,14 +34,9 @@ def read(index: Path) -> list[str]:
 def keep(index: Path, line: str) -> None:
     """Add ``line`` to the history (the caller holds the repair lock). A history that cannot be
     written must not stop the repair: the index's own note still says it."""
-    path = history(index)
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        temp.write_text(json.dumps([*read(index), line][-KEEP:]), encoding="utf-8")
-        os.replace(temp, path)
-    except OSError:
-        with suppress(OSError):
-            temp.unlink()
+    data = json.dumps([*read(index), line][-KEEP:]).encode()
+    with suppress(OSError):
+        write_outside_store(history(index), data, mode=0o600, temp_prefix=".index-repairs-")
 
 
 def merged(index: Path, noted: list[str]) -> list[str]:
