@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import apsw
@@ -274,8 +275,16 @@ def picked_up_but(home: Path, samples: AgentSamples, left: list[str], going_on: 
     for session in left:
         wait_distilled(home, session, runs=1)
     assert insight_counts(samples, home) == {"insight-mark-lefta": 1, "insight-mark-leftb": 1}
-    with MemoryService(home) as svc:
-        assert svc.transcripts.ledger.left(AGENT) == [(going_on, str(samples.project_dir))]
+    # The pick-up forgets a left session just after its distillation is recorded done: wait for it.
+    still = [(going_on, str(samples.project_dir))]
+    ledger = Ledger(home / "ledger.db")
+    deadline = time.monotonic() + 60  # a bound on the background process, not a timing assertion
+    try:
+        while (found := ledger.left(AGENT)) != still and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        ledger.close()
+    assert found == still
 
 
 @needs("claude", "@anthropic-ai/claude-code")
