@@ -30,7 +30,10 @@ from typing import Any
 STEP_S = 0.001
 """How long a worker holding more connections than a sibling waits before it looks again."""
 MOST_S = 0.2
-"""The longest a worker leaves a waiting connection to its siblings."""
+"""The longest a worker leaves a waiting connection to its siblings, by default."""
+WAIT_ENV = "COFFER_API_SIBLING_WAIT_S"
+"""Sets ``MOST_S`` (seconds, above 0): a machine so loaded that a sibling is not scheduled within
+0.2 s (a test run at load 15) lets the first worker take what the sibling would have."""
 _WIDTH = 12  # a count's bytes in its file, written in place
 
 current: Tally | None = None
@@ -96,9 +99,19 @@ class Tally:
         (self.folder / self.name).unlink(missing_ok=True)
 
 
-def accept_in_turn(loop: asyncio.AbstractEventLoop, tally: Tally) -> bool:
+def sibling_wait() -> float:
+    """``MOST_S``, or the seconds ``WAIT_ENV`` gives (a value that is no number above 0 is ignored:
+    the balance is a matter of speed, never a reason not to serve)."""
+    with contextlib.suppress(ValueError):
+        given = float(os.environ.get(WAIT_ENV, ""))
+        if 0 < given < float("inf"):
+            return given
+    return MOST_S
+
+
+def accept_in_turn(loop: asyncio.AbstractEventLoop, tally: Tally, most_s: float = MOST_S) -> bool:
     """Make ``loop`` (before its servers start) accept one connection per turn, and none while
-    ``tally`` holds more than a live sibling's (for up to ``MOST_S``); True if it could (asyncio's
+    ``tally`` holds more than a live sibling's (for up to ``most_s``); True if it could (asyncio's
     selector loops), False otherwise (e.g. uvloop, which keeps accepting as before).
 
     asyncio has no public knob for this: its ``_accept_connection`` takes the count per turn as
@@ -113,7 +126,7 @@ def accept_in_turn(loop: asyncio.AbstractEventLoop, tally: Tally) -> bool:
     def in_turn(factory: Any, sock: socket.socket, ssl: Any = None, server: Any = None, *rest: Any) -> None:
         fd = sock.fileno()
         args = (factory, sock, ssl, server, *rest)
-        if tally.excess() and loop.time() - since.setdefault(fd, loop.time()) < MOST_S:
+        if tally.excess() and loop.time() - since.setdefault(fd, loop.time()) < most_s:
             loop.remove_reader(fd)
             loop.call_later(STEP_S, look_again, fd, args)
             return
@@ -160,7 +173,7 @@ def install(loop: asyncio.AbstractEventLoop, folder: Path) -> Tally | None:
     if not hasattr(os, "pwrite"):  # Windows (whose os.kill would end the sibling it asks about)
         return None
     tally = Tally(folder)
-    if not accept_in_turn(loop, tally):
+    if not accept_in_turn(loop, tally, sibling_wait()):
         tally.close()
         return None
     current = tally

@@ -424,7 +424,7 @@ def test_codex_passes_the_api_key_variables_coffer_reads_on_to_coffer_mcp(
 ) -> None:
     """Codex starts MCP servers with HOME, PATH and a few more, not its environment: the keys that
     coffer's [llm] and [embedding] read from the environment must be named in ``env_vars``
-    (checked with the real Codex in tests/test_agents_real.py). Claude Code and OpenCode pass
+    (checked with the real Codex in tests/test_agents_real_codex.py). Claude Code and OpenCode pass
     their whole environment on, so their entries name nothing."""
     before = write_codex(homes)
     write_claude(homes)

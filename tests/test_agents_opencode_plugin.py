@@ -3,7 +3,7 @@
 The install side needs nothing but Python. The plugin's behaviour (rules once per request, asked
 again after a compaction, nothing and no error when coffer-hook fails) is checked by importing the
 installed file into Node (skipped without ``node``), calling the hooks as OpenCode does; the
-real OpenCode runs it in ``tests/test_agents_real.py``.
+real OpenCode runs it in ``tests/test_agents_real_opencode.py``.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_claude_project_mcp_json_counts_unless_refused(
     cli: CliRunner, homes: AgentHomes, tmp_path: Path
 ) -> None:
     """Claude Code 2.1.332 runs a ``.mcp.json`` server in ``claude -p`` without approval, and the
-    repository's shared settings approve it in a trusted folder (``test_agents_real``): status said
+    repository's shared settings approve it in a trusted folder (``test_agents_real_claude``): status said
     "installed" there, since it knew 2.1.197, where only the user's own settings approved one."""
     repo = make_repo(tmp_path / "shop")
     assert cli("agents", "install", "claude-code", "--no-check").returncode == 0

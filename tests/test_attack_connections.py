@@ -199,24 +199,40 @@ def test_a_flood_of_new_connections_lingers_no_more_than_may_be_held(face: Face)
         pytest.skip("counts the server's descriptors in /proc")
     assert served_again(face) == 200
     fds = Path(f"/proc/{face.server.proc.pid}/fd")
+    said = len(face.server.stderr())
     with ExitStack() as stack:
         for _ in range(LIMIT):
             stack.enter_context(face.busy())  # every slot held by a request under way
         time.sleep(0.2)
         before = len(os.listdir(fds))
-        start = time.monotonic()
-        for _ in range(300):
-            stack.enter_context(face.connect())
-        opened = time.monotonic() - start
-        # While the last ones would still linger (LINGER_S), the fewest seen: asyncio accepts many
-        # at once, each a descriptor until the server gets to it, which a loaded machine delays.
-        time.sleep(0.2)
+        flood = [stack.enter_context(face.connect()) for _ in range(300)]
+        # Each one answered (503, then end of stream) or reset: the server got to every one, and
+        # holds no descriptor for one it has not got to yet (asyncio accepts many at once, which a
+        # loaded machine delays). An answered one lingers up to LINGER_S from its answer: the
+        # last ones still would now.
+        answered = sum(turned_away_or_reset(sock) for sock in flood)
         least = min(len(os.listdir(fds)) for _ in range(30))
     # At most LIMIT lingering, a few on their way.
-    assert least <= before + LIMIT + 5, (before, least, opened)
+    assert least <= before + LIMIT + 5, (before, least, answered)
+    assert answered >= 1, answered  # the first ones are answered (more once those closed)
     assert served_again(face) == 200
-    # Said once (at most once a minute), not once a connection turned away.
-    assert face.server.stderr().count(WARNING) == 1, face.server.stderr()[-2000:]
+    # Said at most once for the flood (at most once a minute), not once a connection turned away;
+    # this module's earlier tests may have said it within the minute.
+    assert face.server.stderr()[said:].count(WARNING) <= 1, face.server.stderr()[-2000:]
+    assert face.server.stderr().count(WARNING) >= 1, face.server.stderr()[-2000:]
+
+
+def turned_away_or_reset(sock: socket.socket) -> bool:
+    """Read ``sock`` to its end: True when it was answered 503 (a lingering one), False when the
+    server reset it unanswered."""
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        return False
+    assert data.startswith(b"HTTP/1.1 503 ") or not data, data[:300]
+    return bool(data)
 
 
 @pytest.mark.parametrize("name", ["rest", "mcp"])

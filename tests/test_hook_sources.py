@@ -1,7 +1,7 @@
 """``coffer-hook`` on each SessionStart ``source``, fed the payloads the real CLIs send.
 
 The payloads below were recorded from Claude Code 2.1.197 and codex-cli 0.171.0, run as in
-``tests/test_agents_real.py`` with a second SessionStart hook beside coffer's that saved its stdin;
+``tests/test_agents_real_claude.py`` with a second SessionStart hook beside coffer's that saved its stdin;
 only the paths are placeholders. What they showed, and what the hook must do:
 
 - Claude Code: ``claude -p --resume <id>`` and ``--continue`` send ``resume`` with the session's id
@@ -228,7 +228,7 @@ def ended(home: Path, session: str, path: Path, cwd: Path) -> None:
 def test_a_forked_session_resumed_later_gets_a_note_not_the_bundle_again(
     ruled: Path, repo: Path, tmp_path: Path
 ) -> None:
-    """As the real Claude Code does it (``test_agents_real``): the fork's SessionStart names the
+    """As the real Claude Code does it (``test_agents_real_claude``): the fork's SessionStart names the
     parent; the fork's own id appears first at its SessionEnd."""
     fork = "7d0f4d7e-8a43-4d0c-9a55-2f6f1c1e4a10"
     first = given(ruled, "claude-code", claude("startup", repo))

@@ -1,6 +1,6 @@
 """What ``coffer-hook`` gave each agent session, so a resumed session is not given its rules twice.
 
-Checked with the real CLIs (``tests/test_agents_real.py``): the agents run SessionStart with a
+Checked with the real CLIs (``tests/test_agents_real_*.py``): the agents run SessionStart with a
 ``source`` of ``startup``, ``resume``, ``clear`` or ``compact``, and Claude Code 2.1.332 with
 ``fork`` for ``--fork-session``.
 

@@ -22,7 +22,7 @@ REST app for the bundle too (``COFFER_API_TOKEN`` is sent as a bearer token). Fo
 has no SessionEnd event, SessionStart also starts a bounded background sweep of past sessions at
 most once every ``COFFER_HOOK_SWEEP_INTERVAL`` seconds (default 6 hours). A SessionStart of an
 agent whose earlier session ends were left ``in_progress`` (``logs/left-<agent>.mark``) hands them
-to a detached process too (``pick_up_left``).
+to a detached process too (``pick_up_left``; with ``COFFER_API_URL``, the server is asked to).
 
 In a repository that opted out (``.coffer-optout``, or ``[projects] exclude``; see
 ``coffer_memory._optout``) both events do nothing: no bundle is printed, nothing is distilled,
@@ -300,20 +300,23 @@ def maybe_sweep(agent: str, home: Path, timeout: float) -> bool:
     return True
 
 
-def pick_up_left(agent: str, payload: dict[str, Any], home: Path) -> bool:
+def pick_up_left(agent: str, payload: dict[str, Any], home: Path, timeout: float) -> bool:
     """When earlier ends of ``agent``'s sessions were left ``in_progress`` (their family still
     being distilled then; ``left_mark`` says so without opening the ledger), start a detached
     process that distils them, as a session end hands over its own session: the start does not
     wait for the model. True when one was started. The mark is taken away first, so parallel
-    starts start one; the process marks again what it leaves. Not with ``COFFER_API_URL``: the
-    server's next session end picks them up in its own home."""
+    starts start one; the process marks again what it leaves. With ``COFFER_API_URL`` the server
+    holds the ledger and the mark: it is asked (``POST .../sessions/left/pick-up``), answers at once
+    (204: nothing left; 202: an operation distils them in the background) and True means asked."""
+    session = _session_id(payload)
     if os.environ.get("COFFER_API_URL"):
-        return False
+        body = {"going_on": session} if session else {}
+        _api("POST", f"/api/v1/agents/{agent}/sessions/left/pick-up", body, timeout)
+        return True
     try:
         os.unlink(HomeLayout(home).left_mark(agent))
     except FileNotFoundError:
         return False
-    session = _session_id(payload)
     _detach(home, agent, ["--left", "--settle", "0", *(["--session-id", session] if session else [])])
     return True
 
@@ -415,7 +418,7 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
                 if odd is not None:
                     log_failure(home, agent, event, odd)
                 maybe_sweep(agent, home, timeout)
-                pick_up_left(agent, payload, home)
+                pick_up_left(agent, payload, home, timeout)
         elif event == "SessionEnd":
             session_end(agent, payload, home, timeout)
         else:

@@ -28,6 +28,7 @@ from .._errors import IndexUnavailable
 from .._home import HomeLayout
 from .._store.files import ensure_dir, move_aside
 from .._store.lock import shared_lock, store_lock
+from . import repair_history
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from .shape import read_schema_problem, schema_problem, schema_rows, vec_tables
 from .unusable import IndexBusy, unopenable
@@ -330,7 +331,8 @@ class IndexDB:
             move_aside(self.path, target, suffixes=("-wal", "-shm"))
             self._prune_damaged()
             self._replaced()
-        message = f"{problem}; moved to {target.name}"
+            message = f"{problem}; moved to {target.name}"
+            repair_history.keep(self.path, f"{stamp}: {message}")
         self._pending_repairs = [*getattr(self, "_pending_repairs", []), f"{stamp}: {message}"]
         log.warning("index %s is damaged (%s): rebuilding from the files", self.path, message)
 
@@ -356,12 +358,15 @@ class IndexDB:
         pending = getattr(self, "_pending_repairs", [])
         if pending:
             done = json.loads(self.get_kv(REPAIRS_KEY) or "[]")
-            self.set_kv(REPAIRS_KEY, json.dumps([*done, *pending][-20:]))
+            self.set_kv(REPAIRS_KEY, json.dumps([*done, *pending][-repair_history.KEEP :]))
             self._pending_repairs = []
 
     def repairs(self) -> list[str]:
-        """What happened to this home's index: one line per damaged file moved aside."""
-        return [str(r) for r in json.loads(self.get_kv(REPAIRS_KEY) or "[]")]
+        """What happened to this home's index: one line per damaged file moved aside, oldest first
+        (the history beside the index, with what the index noted before it was kept there)."""
+        return repair_history.merged(
+            self.path, [str(r) for r in json.loads(self.get_kv(REPAIRS_KEY) or "[]")]
+        )
 
     def note_damage(self, exc: BaseException) -> None:
         """Remember that SQLite found this file damaged (not if another connection replaced it since)."""

@@ -219,7 +219,7 @@ class Ledger:
             conn = apsw.Connection(str(self.path))
             try:
                 conn.set_busy_timeout(self.busy_timeout_ms)
-                foreign = ledger_repair.foreign(conn)
+                foreign = ledger_repair.foreign(conn, ADDED)
                 if foreign is not None:  # never written into: moved aside whole
                     raise ledger_repair.NotLedger(foreign)
                 found = ledger_repair.problem(conn, ADDED, opening=True)

@@ -74,11 +74,15 @@ def reason(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, NotLedger) else f"{type(exc).__name__}: {exc}"
 
 
-def foreign(conn: apsw.Connection) -> str | None:
+def foreign(conn: apsw.Connection, added: tuple[str, ...]) -> str | None:
     """Why the file on ``conn`` is another program's SQLite file rather than a ledger (an index.db, a
-    notes app's file copied over it), or None. A file of the ledger's tables only, or of none (a new
-    one), is the ledger; one with a ``distilled_sessions`` table of another program's is repaired in
-    place (``problem``). Raises SQLite's damage errors."""
+    notes app's file copied over it), or None. A file with the ledger's ``APPLICATION_ID`` is the
+    ledger (another program's table in the place of one of its own is repaired in place, see
+    ``problem``), unless it holds none of the ledger's tables and some of another program's.
+    A file without it (0: every plain SQLite file, and a ledger an older coffer made) is the
+    ledger only when it is exactly the ledger's shape: the ledger's tables and nothing else, none
+    of them changed (``added``: columns an older ledger lacks), or no table at all (a new file).
+    Raises SQLite's damage errors."""
     app = int(conn.execute("PRAGMA application_id").fetchall()[0][0] or 0)
     if app not in (0, APPLICATION_ID):
         return f"another program's SQLite file (application_id {app:#x})"
@@ -86,8 +90,14 @@ def foreign(conn: apsw.Connection) -> str | None:
         str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
     ]
     theirs = sorted(n for n in names if not is_ours(n))
-    if TABLE not in names and theirs:
+    if theirs and (app == 0 or TABLE not in names):
         return f"another program's SQLite file (its tables: {', '.join(theirs)})"
+    if app == 0:
+        # Another program's table under a ledger's name: without the ledger's id the file is theirs,
+        # and a repair in place would write the ledger into it.
+        found = problem(conn, added, opening=True)
+        if found is not None:
+            return f"another program's SQLite file (no application_id; {found})"
     return None
 
 

@@ -370,15 +370,21 @@ class Transcripts:
         self.pick_up_left(agent, session_id)
         return outcome
 
-    def pick_up_left(self, agent: str, going_on: str | None = None) -> None:
+    def has_left(self, agent: str) -> bool:
+        """Whether ``agent`` may have sessions an earlier end left (its ``left_mark``: no ledger read)."""
+        return self.ledger.left_mark(agent).exists()
+
+    def pick_up_left(self, agent: str, going_on: str | None = None) -> list[DistillResult]:
         """Distil, without waiting, up to ``LEFT_PER_END`` sessions of ``agent`` an earlier end left
         ``in_progress`` (not ``going_on``, the session ending or starting): each is forgotten once it
         got any other answer (a failure leaves it to the sweeps, as any failed distillation), kept
         while its family is still busy. The agent's ``left_mark`` goes before the ledger is read and
-        comes back while any is left (a ``leave`` after the read marks it again)."""
+        comes back while any is left (a ``leave`` after the read marks it again). What each
+        distillation answered (none for a session that is gone)."""
         with contextlib.suppress(OSError):  # the mark is a hint: a session end must not fail on it
             self.ledger.left_mark(agent).unlink(missing_ok=True)
         left = [(s, cwd) for s, cwd in self.ledger.left(agent, LEFT_PER_END + 1) if s != going_on]
+        outcomes: list[DistillResult] = []
         for session_id, cwd in left[:LEFT_PER_END]:
             try:
                 outcome = self._distill(self._load(agent, session_id), cwd=cwd, dry_run=False)
@@ -387,8 +393,11 @@ class Transcripts:
                 outcome = None
             if outcome is None or outcome.status != "in_progress":
                 self.ledger.picked(agent, session_id)
+            if outcome is not None:
+                outcomes.append(outcome)
         if self.ledger.left(agent, 1):
             self.ledger.mark_left(agent)
+        return outcomes
 
     def sweep(
         self,

@@ -161,6 +161,45 @@ def end_session(
     return _accepted(ops.start("distill", _store_of(svc, cwd), work), response)
 
 
+class LeftPickUpIn(_Model):
+    """The SessionStart hook's body when it asks the server to pick up left sessions."""
+
+    going_on: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SESSION_ID_CHARS,
+        description="The session starting: not picked up (it goes on, and its own end distils it).",
+    )
+
+
+_NOTHING_LEFT: dict[int | str, dict[str, Any]] = {204: {"description": "Nothing left to pick up."}}
+
+
+@router.post(
+    "/{name}/sessions/left/pick-up",
+    status_code=202,
+    response_model=OperationOut,
+    responses={**error_responses(), **_STARTED, **_NOTHING_LEFT},
+)
+def pick_up_left(
+    svc: Service, ops: Ops, response: Response, name: AgentName, body: LeftPickUpIn
+) -> OperationOut | Response:
+    """Distil, in the background, up to 5 sessions of the agent whose earlier end was left
+    ``in_progress`` (their family still being distilled then): what coffer-hook's session start
+    does with ``COFFER_API_URL`` set, in the server's home. ``204`` and no operation when none is
+    left or no model is configured (as a start without the server: its only cost is a look at the
+    agent's left mark, no ledger read)."""
+    require_agent(name)
+    if svc.llm is None or not svc.transcripts.has_left(name):
+        return Response(status_code=204)
+
+    def work() -> DistillBatchOut:
+        results = [DistillResultOut.of(r) for r in svc.transcripts.pick_up_left(name, body.going_on)]
+        return DistillBatchOut(considered=len(results), skipped_active=0, remaining=0, results=results)
+
+    return _accepted(ops.start("distill", "", work), response)
+
+
 @router.post(
     "/{name}/transcripts/sweep",
     status_code=202,
