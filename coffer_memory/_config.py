@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
 from ._errors import InvalidInput
-from ._home import CONFIG_TOML, ConfigNotReadable, HomeLayout, read_config_text
+from ._home import CONFIG_TOML, ConfigNotReadable, HomeLayout, expand_user, read_config_text
 from ._models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
@@ -262,7 +262,7 @@ class Settings(_Section):
     busy_timeout_ms: int = setting(10_000, ge=0)
 
     def _check(self) -> None:
-        object.__setattr__(self, "home", Path(os.path.abspath(self.home.expanduser())))
+        object.__setattr__(self, "home", Path(os.path.abspath(expand_user(self.home))))
 
     @property
     def memory_dir(self) -> Path:
@@ -328,7 +328,7 @@ def home_path(home: str | os.PathLike[str]) -> Path:
         raise InvalidInput(
             "the home is empty: name a folder, or leave it out for $COFFER_HOME or ~/.coffer", field="home"
         )
-    return Path(os.path.abspath(Path(home).expanduser()))
+    return Path(os.path.abspath(expand_user(home)))
 
 
 def read_config_file(home: Path) -> dict[str, Any]:
