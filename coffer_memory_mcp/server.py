@@ -49,6 +49,7 @@ from coffer_memory.vocabulary import (
     MAX_RECALL_LIMIT,
     MAX_SESSION_ID_CHARS,
     MAX_TAGS,
+    WHEN_FORMS,
     RetrievalMode,
     Scope,
 )
@@ -314,11 +315,11 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         ] = None,
         since: Annotated[
             str | None,
-            Field(description="Only facts updated since (ISO 8601, or 7d ago)."),
+            Field(description=f"Only facts updated at or after this time: {WHEN_FORMS}."),
         ] = None,
         until: Annotated[
             str | None,
-            Field(description="Only facts updated before (ISO 8601, or 7d ago)."),
+            Field(description=f"Only facts updated before this time: {WHEN_FORMS}."),
         ] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:

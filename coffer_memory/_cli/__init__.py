@@ -220,6 +220,24 @@ def _run(args: argparse.Namespace) -> Any:
         return args.func(svc, args)
 
 
+TIME_OPTIONS = ("--since", "--until")
+
+
+def _glued_times(argv: list[str]) -> list[str]:
+    """``--since -1d`` as ``--since=-1d``: argparse read a value that starts with ``-`` as an
+    option and said ``expected one argument``; a time never starts with ``-`` and a digit
+    otherwise. (After ``--`` every word is text, a fact's or a query's.)"""
+    out: list[str] = []
+    for index, word in enumerate(argv):
+        if word == "--":
+            return out + argv[index:]
+        if out and out[-1] in TIME_OPTIONS and word[:1] == "-" and word[1:2].isdigit():
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def console() -> NoReturn:
     """Console entry point of ``coffer`` (and ``python -m coffer_memory``): ``main`` on the
     process's arguments, then the process ends without the interpreter's teardown (``leave``)."""
@@ -230,7 +248,7 @@ def console() -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _glued_times(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     if args.command is None:
