@@ -49,7 +49,6 @@ from coffer_memory.vocabulary import (
     MAX_RECALL_LIMIT,
     MAX_SESSION_ID_CHARS,
     MAX_TAGS,
-    WHEN_FORMS,
     RetrievalMode,
     Scope,
 )
@@ -315,11 +314,11 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
         ] = None,
         since: Annotated[
             str | None,
-            Field(description=f"Only facts updated at or after this time: {WHEN_FORMS}."),
+            Field(description="Only facts updated since (ISO 8601, or 7d ago)."),
         ] = None,
         until: Annotated[
             str | None,
-            Field(description=f"Only facts updated before this time: {WHEN_FORMS}."),
+            Field(description="Only facts updated before (ISO 8601, or 7d ago)."),
         ] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:
