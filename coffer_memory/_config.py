@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
 from ._errors import InvalidInput
-from ._home import CONFIG_TOML, ConfigNotReadable, HomeLayout, read_config_text
+from ._home import CONFIG_TOML, ConfigNotReadable, HomeLayout, expand_user, read_config_text
 from ._models import RetrievalMode
 
 DEFAULT_HOME = Path("~/.coffer")
@@ -94,6 +94,27 @@ class MemoryStoreConfig(_Section):
             )
 
 
+def check_base_url(value: str | None, key: str) -> None:
+    """``ValueError`` naming ``key`` unless ``value`` is None or an ``http://`` / ``https://`` URL
+    with a host: ``not a url``, ``ftp://x`` and ``http://`` were saved, and failed only when a
+    model was first asked (the organizer's every item skipped, vector recall degraded)."""
+    if value is None:
+        return
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in value):
+        raise ValueError(
+            f"{key} must be an http:// or https:// URL with a host (such as http://127.0.0.1:11434/v1), "
+            f"not {value!r}"
+            if "@" not in value
+            else "not this one (its user part is not repeated here)"
+        )
+
+
 @dataclasses.dataclass(kw_only=True)
 class EmbeddingSettings(_Section):
     """The home-wide embedding configuration (the seed's redesign: global, not per store).
@@ -124,6 +145,9 @@ class EmbeddingSettings(_Section):
     # VNNI; LoCoMo's turns slightly lower: docs/vector.md); false keeps the 4-bit blocks' products.
     query_int8: bool = True
 
+    def _check(self) -> None:
+        check_base_url(self.base_url, "embedding.base_url")
+
 
 @dataclasses.dataclass(kw_only=True)
 class LLMSettings(_Section):
@@ -148,6 +172,9 @@ class LLMSettings(_Section):
     retry_max_seconds: float = setting(8.0, ge=0)
     json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     max_tokens: int = setting(2000, ge=1)
+
+    def _check(self) -> None:
+        check_base_url(self.base_url, "llm.base_url")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -262,7 +289,7 @@ class Settings(_Section):
     busy_timeout_ms: int = setting(10_000, ge=0)
 
     def _check(self) -> None:
-        object.__setattr__(self, "home", Path(os.path.abspath(self.home.expanduser())))
+        object.__setattr__(self, "home", Path(os.path.abspath(expand_user(self.home))))
 
     @property
     def memory_dir(self) -> Path:
@@ -328,7 +355,7 @@ def home_path(home: str | os.PathLike[str]) -> Path:
         raise InvalidInput(
             "the home is empty: name a folder, or leave it out for $COFFER_HOME or ~/.coffer", field="home"
         )
-    return Path(os.path.abspath(Path(home).expanduser()))
+    return Path(os.path.abspath(expand_user(home)))
 
 
 def read_config_file(home: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ A light module (no third-party imports): ``coffer-hook`` uses it too. Per-store 
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,6 +82,40 @@ def check_home(home: Path) -> bool:
     from ._errors import InvalidInput
 
     raise InvalidInput(f"coffer home {home} cannot be used: {why}", field="home", home=str(home))
+
+
+def user_home() -> Path:
+    """The user's own folder, which ``~`` names: ``$HOME`` when it is set and not empty, else the
+    home of this user's passwd entry (as ``os.path.expanduser`` does when ``HOME`` is unset).
+
+    ``os.path.expanduser`` took an empty ``HOME`` as the root, so the home became ``/.coffer``,
+    and a user with no passwd entry got a relative ``~/.coffer`` under the current folder.
+    ``InvalidInput`` (field ``home``) naming ``COFFER_HOME`` when neither says where it is.
+    """
+    if os.environ.get("HOME"):
+        return Path(os.environ["HOME"])
+    try:
+        found = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        found = ""
+    if found:
+        return Path(found)
+    from ._errors import InvalidInput
+
+    raise InvalidInput(
+        "cannot tell the user's home folder: HOME is unset or empty and this user has no passwd "
+        "entry with one; set COFFER_HOME (or pass --home) to the folder coffer should use",
+        field="home",
+    )
+
+
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """``path`` with a leading ``~`` (alone or followed by ``/``) replaced by ``user_home()``;
+    ``~name`` forms are left to ``os.path.expanduser``."""
+    text = os.fspath(path)
+    if text == "~" or text.startswith("~/"):
+        return user_home() / text[2:]
+    return Path(os.path.expanduser(text))
 
 
 class ConfigNotReadable(ValueError):

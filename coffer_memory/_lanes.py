@@ -268,9 +268,10 @@ class Lanes:
         scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
         head = head_commit(target.worktree)
         notes = tuple(self.targets.offer_lines(target))
-        if not (scene and scene.head and head and scene.head != head):
+        # A handoff saved before the repository's first commit has no head: any commit now is a move.
+        if not (scene and head and scene.head != head):
             return ResumeResult(store, branch, head, scene, False, (), target=target, notes=notes)
-        new = commits_since(target.worktree, scene.head)  # None: the saved commit left HEAD's history
+        new = commits_since(target.worktree, scene.head or None)  # None: the saved commit left the history
         return ResumeResult(
             store, branch, head, scene, True, None if new is None else tuple(new), target=target, notes=notes
         )

@@ -508,13 +508,21 @@ def head_commit(worktree: Path) -> str | None:
     return _git(worktree, "rev-parse", "--verify", "-q", "HEAD")
 
 
-def commits_since(worktree: Path, old: str, limit: int = 50) -> list[str] | None:
-    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an ancestor."""
-    if not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None:
+def commits_since(worktree: Path, old: str | None, limit: int = 50) -> list[str] | None:
+    """``git log --oneline old..HEAD`` (newest first, at most ``limit``); None unless ``old`` is an
+    ancestor. ``old`` None is before the repository's first commit: every commit of HEAD."""
+    if old is not None and (not old or _git(worktree, "merge-base", "--is-ancestor", old, "HEAD") is None):
         return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
     # The repository's config is not ours (cwd may name any folder): with log.showSignature set,
     # `git log` runs its gpg.program for every signed commit it lists.
-    out = _git(worktree, "log", "--no-show-signature", "--oneline", f"--max-count={limit}", f"{old}..HEAD")
+    out = _git(
+        worktree,
+        "log",
+        "--no-show-signature",
+        "--oneline",
+        f"--max-count={limit}",
+        f"{old}..HEAD" if old else "HEAD",
+    )
     return None if out is None else [line for line in out.splitlines() if line]
 
 

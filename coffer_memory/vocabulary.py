@@ -43,6 +43,12 @@ DistillStatus = Literal[
     "invalid_output",
 ]
 
+WHEN_FORMS: Final = (
+    "an ISO 8601 date or time (UTC if no zone) in the years 1 to 9999, or a duration ago: "
+    "a whole number of s, m, h, d or w, such as 30m, 12h, 7d or 2w (-7d reads as 7d)"
+)
+"""What every ``since``/``until`` takes, in the words of every face (help, descriptions, errors)."""
+
 # -- limits --------------------------------------------------------------------------------------
 MCP_PROBE_TIMEOUT_SECONDS: Final = 20.0
 """Long enough for ``coffer-mcp`` on a loaded machine (it starts in ~1-2 s); Claude Code waits 30 s."""

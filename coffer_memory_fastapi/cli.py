@@ -187,7 +187,16 @@ def _open_when_up(host: str, port: int, url: str, deadline_s: float = 30.0) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments and run uvicorn until interrupted."""
+    """Parse arguments and run uvicorn until interrupted (Ctrl-C: status 0, at any point)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before the server runs (its imports take seconds on a loaded machine) printed a
+        # traceback; it ends as Ctrl-C after start-up does: quietly, status 0.
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -93,17 +94,35 @@ def check_cwd(cwd: str) -> str:
     return cwd
 
 
-def if_match(header: str | None) -> str | None:
-    """The sha256 an ``If-Match`` header names (quotes and a weak ``W/`` prefix are accepted)."""
-    if header is None or header.strip() == "*":
+_ENTITY_TAG = re.compile(r'\s*(\*|(W/)?"([^"]*)"|[0-9A-Fa-f]{64})\s*(?:,|$)')
+
+
+def if_match(header: str | None) -> tuple[str, ...] | None:
+    """The sha256s an ``If-Match`` header may match, strongly (RFC 9110 13.1.1): None for no
+    header or ``*`` (any current file); else the quoted tags of its list, lower-cased, with the
+    weak ones (``W/"..."``) left out, as a weak tag never matches (an empty tuple: nothing can).
+
+    A bare sha256 is taken as its quoted tag; anything that is no entity tag is ``InvalidInput``.
+    A weak tag was taken as a match, and a list (``"a", "b"``) was refused with 422."""
+    if header is None:
         return None
-    value = header.strip()
-    if value.startswith("W/"):
-        value = value[2:]
-    value = value.strip('"').lower()
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise InvalidInput("If-Match must be the fact's sha256 (its ETag)", field="If-Match")
-    return value
+    tags: list[str] = []
+    position, any_tag = 0, False
+    while position < len(header):
+        found = _ENTITY_TAG.match(header, position)
+        if found is None or found.end() == position:
+            raise InvalidInput(
+                'If-Match must be the fact\'s ETag ("<sha256>"), a list of them, or *', field="If-Match"
+            )
+        position = found.end()
+        tag, weak, quoted = found.group(1), found.group(2), found.group(3)
+        if tag == "*":
+            any_tag = True
+        elif weak is None:
+            tags.append((quoted if quoted is not None else tag).lower())
+    if not tags and not any_tag and not header.strip():
+        raise InvalidInput("If-Match is empty", field="If-Match")
+    return None if any_tag else tuple(tags)
 
 
 def etag(sha256: str) -> dict[str, str]:

@@ -66,8 +66,10 @@ _DESCRIPTIONS: dict[int, str] = {
     500: "INTERNAL: an unexpected failure.",
     502: "LLM_OUTPUT_INVALID: the organizer's model answered with no usable JSON.",
     503: "LLM_UNAVAILABLE or INDEX_UNAVAILABLE: the organizer's model, or a shared index backend, could not answer; "
-    "STORAGE_NOT_WRITABLE: the server's process may not write the store's folder (nothing was written).",
-    507: "STORAGE_FULL: the disk under the home is full (or a file size limit was hit); nothing was written.",
+    "STORAGE_NOT_WRITABLE: the server's process may not write the store's folder, or an agent's config "
+    "file or its folder (nothing was written).",
+    507: "STORAGE_FULL: the disk under the home (or under an agent's config file) is full, or a file size "
+    "limit was hit; nothing was written.",
 }
 
 

@@ -539,8 +539,9 @@ def test_an_empty_coffer_home_is_the_default_home_and_doctor_and_config_say_why(
     # was in use or why.
     coffer = str(Path(sys.executable).parent / "coffer")
     env = {**os.environ, "HOME": str(tmp_path), "COFFER_HOME": ""}
-    doctor = subprocess.run([coffer, "doctor"], env=env, capture_output=True, text=True, timeout=120)
     home = tmp_path / ".coffer"
+    home.mkdir()  # a read makes no home (tests/test_faces27_home.py)
+    doctor = subprocess.run([coffer, "doctor"], env=env, capture_output=True, text=True, timeout=120)
     reason = "the default: COFFER_HOME is set but empty, which counts as unset"
     assert f"home:         {home} ({reason})" in doctor.stdout, doctor.stdout + doctor.stderr
     listed = subprocess.run(

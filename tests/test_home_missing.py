@@ -68,15 +68,17 @@ def test_a_write_creates_the_named_home_then_reads_work(cli: CliRunner, tmp_path
     assert cli("--home", str(empty), "stores", "list").returncode == 0
 
 
-def test_the_default_home_is_made_on_first_use(
+def test_the_default_home_is_not_made_by_a_read(
     cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No ``--home`` and no ``$COFFER_HOME``: nothing was named, so nothing can be a typo; a first
-    read works on ``~/.coffer`` as before."""
+    """No ``--home`` and no ``$COFFER_HOME``: nothing was named, so nothing can be a typo, but a
+    read still makes nothing: no memories yet (tests/test_faces27_home.py runs the console script)."""
     from coffer_memory._cli import main
 
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     monkeypatch.delenv("COFFER_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert main(["recall", "deploy", "--store", "global"]) == 0
+    assert main(["recall", "deploy", "--store", "global"]) == 1
+    assert not (tmp_path / "user").exists()
+    assert main(["remember", "--global", "deploys go through make release"]) == 0
     assert (tmp_path / "user" / ".coffer").is_dir()

@@ -208,18 +208,23 @@ def test_an_embedder_returning_nan_is_refused_not_stored(
         ("complete returns a str", "the LLM 'faulty-llm' (plugin faulty) returned str, not a Completion"),
     ],
 )
-def test_an_llm_plugin_that_fails_skips_the_item_naming_the_plugin(
+def test_an_llm_plugin_that_fails_is_llm_unavailable_naming_the_plugin(
     faulty: Callable[[str], None], fault: str, said: str, tmp_home: Path
 ) -> None:
     """``coffer organize`` stopped at the first item with "unexpected RuntimeError" (or
-    AttributeError: 'str' object has no attribute 'text'), naming no plugin."""
+    AttributeError: 'str' object has no attribute 'text'), naming no plugin. It is
+    LLM_UNAVAILABLE naming it; with nothing filed the pass fails with it (docs/organizer.md),
+    and the item stays."""
+    from coffer_memory.plugins import LLMUnavailable
+
     faulty(fault)
     tmp_home.mkdir()
     (tmp_home / "config.toml").write_text('[llm]\nprovider = "faulty"\nmodel = "m"\n')
     with MemoryService(tmp_home) as svc:
         svc.remember("Deploy with make ship.", scope="global")
-        report = svc.organize("global")
-        assert [(c.action, c.error) for c in report.changes] == [("skipped", f"LLM_UNAVAILABLE: {said}")]
+        with pytest.raises(LLMUnavailable) as err:
+            svc.organize("global")
+        assert err.value.message == said
         assert svc.list_facts(store="global").items[0].fact.body == "Deploy with make ship."
 
 

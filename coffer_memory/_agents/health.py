@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .._config import DEFAULT_HOME
 from .._errors import AgentConfigInvalid
+from .._home import expand_user
 from .codex_trust import HookTrust, hook_trust
 from .homes import AgentHomes
 from .install import AgentStatus, EditSession, _get
@@ -160,7 +161,7 @@ def installed_home(spec: AgentSpec, session: EditSession) -> Path | None:
     explicit = launch[1].get("COFFER_HOME") if launch is not None else None
     for hook in hooks:
         explicit = explicit or _home_option(hook["command"])
-    return Path(os.path.abspath(os.path.expanduser(explicit or str(DEFAULT_HOME))))
+    return Path(os.path.abspath(expand_user(explicit or DEFAULT_HOME)))
 
 
 def build_status(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 
+from .._home import user_home
 from ..vocabulary import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, require_agent
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CODEX", "OPENCODE", "AgentHomes", "require_agent"]
@@ -41,7 +42,7 @@ class AgentHomes:
     def from_env(cls, env: Mapping[str, str] | None = None) -> AgentHomes:
         """Resolve every agent directory from ``env`` (default ``os.environ``)."""
         env = os.environ if env is None else env
-        home = Path(env.get("HOME") or Path.home())
+        home = Path(env["HOME"]) if env.get("HOME") else user_home()
         claude_dir = env.get("CLAUDE_CONFIG_DIR")
         claude = Path(claude_dir).expanduser() if claude_dir else home / ".claude"
         # With CLAUDE_CONFIG_DIR set, Claude Code keeps .claude.json inside that directory.

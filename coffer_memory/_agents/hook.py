@@ -84,7 +84,9 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 def coffer_home(explicit: str | None = None) -> Path:
     """``--home``, else ``$COFFER_HOME``, else ``~/.coffer`` (as ``Settings`` resolves it)."""
-    return Path(os.path.abspath(os.path.expanduser(explicit or os.environ.get("COFFER_HOME") or "~/.coffer")))
+    from .._home import expand_user
+
+    return Path(os.path.abspath(expand_user(explicit or os.environ.get("COFFER_HOME") or "~/.coffer")))
 
 
 def _deadline_seconds() -> float:

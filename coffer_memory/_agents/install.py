@@ -18,6 +18,7 @@ are recognised by the basename ``coffer-hook`` of the command's first word and i
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections import defaultdict
@@ -28,7 +29,7 @@ from typing import Any, Literal
 import attrs
 from tomlkit.exceptions import TOMLKitError
 
-from .._errors import AgentConfigInvalid
+from .._errors import AgentConfigInvalid, CofferError, StorageFull, StorageNotWritable
 from .codex_trust import HookTrust
 from .config_files import ConfigDoc, backup_path, load_doc, read_bytes, remove_with_backup, write_atomic
 from .homes import AGENTS, AgentHomes
@@ -502,6 +503,8 @@ class EditSession:
         leaves a record of what to restore, never a changed file nobody can restore.
         """
         plan = self.plan()
+        for path, _ in plan:  # every file first: one that cannot be written stops all, none half-done
+            _check_writable(path)
         if self.recorded:
             registry.save(records)
         for path, data in plan:
@@ -517,7 +520,7 @@ class EditSession:
                 if not backup and _mentions_coffer(_read_or_none(backup_path(path))):
                     os.unlink(backup_path(path))
             except OSError as exc:
-                raise AgentConfigInvalid(str(path), f"cannot be written ({exc.strerror or exc})") from exc
+                raise _write_error(path, exc) from exc
         for folder in self.gone_dirs:
             with contextlib.suppress(OSError):  # not empty (the user's plugins): it stays
                 folder.rmdir()
@@ -528,3 +531,29 @@ class EditSession:
         """The written files that ``parts`` changed, in write order."""
         mine: set[Path] = set().union(*(self.touched[p] for p in parts))
         return [p for p in written if p in mine]
+
+
+def _check_writable(path: Path) -> None:
+    """``StorageNotWritable`` naming ``path`` when this process may not write it (the file, made
+    read-only, or its folder, or a read-only file system): it was ``AGENT_CONFIG_INVALID`` (409), as
+    if the file did not parse, and raised after the files before it were written."""
+    real = Path(os.path.realpath(path))
+    folder = real.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    for entry, mode in ((real, os.W_OK), (folder, os.W_OK | os.X_OK)):
+        if os.path.exists(entry) and not os.access(entry, mode):
+            read_only = os.statvfs(entry).f_flag & os.ST_RDONLY
+            reason = "on a read-only file system" if read_only else "not writable by this user"
+            where = str(path) if entry == real else f"{path} (its folder {entry})"
+            raise StorageNotWritable(where, reason)
+
+
+def _write_error(path: Path, exc: OSError) -> CofferError:
+    """A config file write that failed, typed as a store write is (no permission, a full disk)."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return StorageNotWritable(str(path), reason)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StorageFull(str(path), reason)
+    return AgentConfigInvalid(str(path), f"cannot be written ({reason})")

@@ -17,6 +17,7 @@ import attrs
 
 from .._config import DEFAULT_HOME, read_config_file
 from .._errors import InvalidInput, safe_echo
+from .._home import expand_user
 from .homes import AGENTS, CLAUDE_CODE, CODEX, OPENCODE, AgentHomes
 from .opencode_plugin import PLUGIN_FILENAME, render_plugin
 from .registry import KeyPath
@@ -53,7 +54,7 @@ def _home_override(home: Path | None) -> Path | None:
     if home is None:
         return None
     home = Path(os.path.abspath(home))
-    return None if home == Path(os.path.abspath(DEFAULT_HOME.expanduser())) else home
+    return None if home == Path(os.path.abspath(expand_user(DEFAULT_HOME))) else home
 
 
 def _check_agent(agent: str) -> None:
@@ -99,7 +100,7 @@ def forwarded_env(home: Path | None = None) -> tuple[str, ...]:
     api_key_env`` in ``home``'s config.toml would be missing there; its ``env_vars`` passes them.
     """
     try:
-        config = read_config_file(Path(home if home is not None else DEFAULT_HOME).expanduser())
+        config = read_config_file(expand_user(home if home is not None else DEFAULT_HOME))
     except InvalidInput:  # a broken config.toml: coffer-mcp reports it itself
         return ()
     names = set()

@@ -172,21 +172,32 @@ def command_path(args: argparse.Namespace) -> str:
 
 
 def check_home(args: argparse.Namespace) -> None:
-    """Refuse a read on a named home that does not exist (``InvalidInput``, field ``home``).
+    """Refuse a read on a home that does not exist (``InvalidInput``, field ``home``): a read
+    creates nothing.
 
-    The default home (``~/.coffer``, no ``--home`` and no ``$COFFER_HOME``) is created by any
-    command as before: there is no typo to catch, and a first ``coffer recall`` just finds nothing.
+    A named home (``--home``, ``$COFFER_HOME``) may be a typo, and the error says how to create
+    it; the default home (``~/.coffer``) is just not made yet: no memories yet, and the first
+    command that writes makes it (a first ``coffer recall`` made ``~/.coffer`` with an empty index).
     """
-    from .._config import home_path
+    from .._config import DEFAULT_HOME, home_path
 
     named = args.home if args.home is not None else os.environ.get("COFFER_HOME") or None
-    if named is None or args.command in NO_HOME or command_path(args) in CREATES_HOME:
+    if args.command in NO_HOME or command_path(args) in CREATES_HOME:
         return
-    home = home_path(named)
+    home = home_path(named if named is not None else DEFAULT_HOME)
     if os.path.lexists(home):  # a folder, or what the service refuses as a home (a file...)
         return
-    where = "--home" if args.home is not None else "$COFFER_HOME"
     made = shlex.quote(str(home))
+    if named is None:
+        if hasattr(args, "run"):  # config, agents...: they read no memory, and make no home
+            return
+        raise InvalidInput(
+            f"no memories yet: there is no coffer home at {home} (the default, {DEFAULT_HOME}); "
+            "a command that writes creates it (`coffer remember ...`)",
+            field="home",
+            home=str(home),
+        )
+    where = "--home" if args.home is not None else "$COFFER_HOME"
     raise InvalidInput(
         f"no coffer home at {home} ({where}); check the path, or create it with "
         f"`mkdir -p {made}` or a command that writes (`coffer --home {made} remember ...`)",
@@ -209,6 +220,24 @@ def _run(args: argparse.Namespace) -> Any:
         return args.func(svc, args)
 
 
+TIME_OPTIONS = ("--since", "--until")
+
+
+def _glued_times(argv: list[str]) -> list[str]:
+    """``--since -1d`` as ``--since=-1d``: argparse read a value that starts with ``-`` as an
+    option and said ``expected one argument``; a time never starts with ``-`` and a digit
+    otherwise. (After ``--`` every word is text, a fact's or a query's.)"""
+    out: list[str] = []
+    for index, word in enumerate(argv):
+        if word == "--":
+            return out + argv[index:]
+        if out and out[-1] in TIME_OPTIONS and word[:1] == "-" and word[1:2].isdigit():
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def console() -> NoReturn:
     """Console entry point of ``coffer`` (and ``python -m coffer_memory``): ``main`` on the
     process's arguments, then the process ends without the interpreter's teardown (``leave``)."""
@@ -219,7 +248,7 @@ def console() -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _glued_times(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     if args.command is None:

@@ -37,6 +37,27 @@ def inert(text: str) -> str:
     return _CONTROL.sub(lambda m: _shown(m.group()), text)
 
 
+# What makes a path need quoting: a control character (line breaks and tabs too: a newline in a
+# path started a line of its own), a bidirectional control, or a byte that was not UTF-8.
+_ODD = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
+
+
+def shown_path(path: object) -> str:
+    """A path as ``coffer`` prints it, to a terminal or a pipe: as it is when it holds nothing
+    odd, else in double quotes with each odd character written ``\\xNN`` / ``\\uNNNN`` (and ``\\``
+    and ``"`` escaped), so that it stays on one line and drives no terminal."""
+    text = str(path)
+    if not _ODD.search(text):
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+
+    def odd(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else _shown(m.group())
+
+    return '"' + _ODD.sub(odd, escaped) + '"'
+
+
 class _InertTerminal:
     """A text stream that writes ``inert(text)`` to the terminal it wraps; the rest is its own."""
 

@@ -10,6 +10,7 @@ from .._errors import InvalidInput
 from .._porting.models import EXPORT_FORMATS, IMPORT_KINDS, ImportEntry
 from .._render import table
 from ._common import FILE, add_command, emit_json
+from ._terminal import shown_path
 
 if TYPE_CHECKING:
     from .._service import MemoryService
@@ -37,7 +38,7 @@ def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
         emit_json(report.to_record())
         return
     print(
-        f"exported {report.files} files of {len(report.stores)} store(s) to {report.path} "
+        f"exported {report.files} files of {len(report.stores)} store(s) to {shown_path(report.path)} "
         f"({report.format}, {report.size} bytes, sha256 {report.sha256[:12]}…)"
     )
 
@@ -103,7 +104,9 @@ def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
         said = f", {problems} of them conflicts or skipped" if problems else ""
         print(f"... and {hidden} more entries not listed ({len(shown)} in all{said}; --full lists every one)")
     counts = ", ".join(f"{n} {a}" for a, n in sorted(report.counts.items())) or "nothing found"
-    print(f"{report.kind} import from {report.source}: {verb} {report.written} file(s) ({counts})")
+    print(
+        f"{report.kind} import from {shown_path(report.source)}: {verb} {report.written} file(s) ({counts})"
+    )
     return 0
 
 

@@ -229,9 +229,30 @@ def _save(args: argparse.Namespace, var: str, value: Any) -> None:
         print(f"note: {var} is set in the environment and overrides this value")
 
 
+def _check_provider(key: str, value: Any) -> None:
+    """A provider that no installed plugin registers is refused, naming those that are: ``bogus``
+    was saved, then every LLM-driven command (or vector recall) failed on it later."""
+    from ..plugins.manager import get_embedder_factories, get_llm_factories
+
+    if key == "llm.provider":
+        allowed = ["none", *sorted(get_llm_factories())]
+    elif key == "embedding.provider":
+        allowed = ["auto", "none", *sorted(get_embedder_factories())]
+    else:
+        return
+    if value not in allowed:
+        raise InvalidInput(
+            f"not saved: {key} must be one of {', '.join(allowed)} (a plugin adds more), not {safe_echo(str(value))!r}",
+            field=key,
+            allowed=allowed,
+        )
+
+
 def cmd_set(args: argparse.Namespace) -> None:
     var = _settable(args.key)
-    _save(args, var, _parse_value(args.key, args.value))
+    value = _parse_value(args.key, args.value)
+    _check_provider(args.key, value)
+    _save(args, var, value)
 
 
 def cmd_unset(args: argparse.Namespace) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import CofferError
-from .._llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
+from .._llm import ChatMessage, LLMOutputInvalid, LLMUnavailable, TokenUsage, extract_json
 from .._store import lanes as fmt
 from .._store.files import FactParseError, format_time, parse_fact, read_bytes
 from .._store.paths import StorePaths, slugify
@@ -232,7 +232,15 @@ def organize_store(t: OrganizeTools, llm: LLM | None, store: str, *, dry_run: bo
             changes.append(_apply(t, sp, item, data, answer, candidates, dry_run))
         except _Skip as exc:
             changes.append(PlannedChange("skipped", item, None, error=str(exc)))
-        except CofferError as exc:  # the LLM gave up or refused: leave the item, try the next
+        except LLMUnavailable as exc:
+            # Not reached, or refusing: the next item would meet the same. With nothing done
+            # yet the pass fails (a non-zero exit, a failed REST operation), as an error, not an
+            # "ok" report of every item skipped; after some work it ends with what it did.
+            if all(change.action == "skipped" for change in changes):
+                raise
+            changes.append(PlannedChange("skipped", item, None, error=f"{exc.code}: {exc.message}"))
+            break
+        except CofferError as exc:  # the model's answer was unusable: leave the item, try the next
             changes.append(PlannedChange("skipped", item, None, error=f"{exc.code}: {exc.message}"))
         except FactParseError as exc:  # a broken inbox or topic file: leave it for a person
             changes.append(PlannedChange("skipped", item, None, error=f"broken frontmatter: {exc}"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import CofferError, InvalidInput
-from .._llm import ChatMessage, LLMOutputInvalid, TokenUsage, extract_json
+from .._llm import ChatMessage, LLMOutputInvalid, LLMUnavailable, TokenUsage, extract_json
 from .._store import lanes as fmt
 from .._store.files import FactParseError, parse_fact
 from .._store.paths import StorePaths
@@ -140,12 +140,14 @@ def reorganize_store(t: OrganizeTools, llm: LLM | None, store: str, *, dry_run: 
     usage = TokenUsage(0, 0)
     summary = "step budget exhausted"
     steps = 0
-    for steps in range(1, budget + 1):  # noqa: B007 - steps is reported after the loop
+    for steps in range(1, budget + 1):  # steps is reported after the loop
         try:
             completion = llm.complete(
                 messages, json_schema=REORG_SCHEMA, max_tokens=max(t.settings.llm.max_tokens, 4000)
             )
         except CofferError as exc:
+            if steps == 1 and isinstance(exc, LLMUnavailable):  # not reached: an error, not an "ok"
+                raise
             summary = f"stopped: {exc.code}: {exc.message}"
             break
         usage = add_usage(usage, completion.usage)

@@ -140,7 +140,9 @@ def home_cache_path(home: str | os.PathLike[str] | None, name: str) -> Path:
     base = home if home is not None else (os.environ.get("COFFER_HOME") or "~/.coffer")
     if not os.fspath(base).strip():  # Path("") is the current folder
         raise InvalidInput("the home is empty: name a folder, or leave it out", field="home")
-    return Path(os.path.abspath(Path(base).expanduser())) / CACHE_FOLDER / name
+    from .._home import expand_user
+
+    return Path(os.path.abspath(expand_user(base))) / CACHE_FOLDER / name
 
 
 def write_home_cache(home: str | os.PathLike[str] | None, name: str, data: bytes) -> Path:

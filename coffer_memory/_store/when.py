@@ -8,10 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from .._errors import InvalidInput, safe_echo
+from ..vocabulary import WHEN_FORMS
 
-DURATION = re.compile(r"^(\d+)([smhdw])$")
+# A leading minus is the same time ago: "-1d" is how `date -d` and many tools write yesterday.
+DURATION = re.compile(r"^-?(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-FORMS = "an ISO 8601 date or time (UTC if no zone), or a duration ago such as 30m, 12h, 7d or 2w"
+FORMS = WHEN_FORMS
 
 
 def is_duration(value: object) -> bool:
@@ -41,5 +43,5 @@ def parse_when(value: datetime | str | None, *, field: str, now: datetime | None
         return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # also a duration longer than the calendar ("800000d")
         raise InvalidInput(
-            f"{field} is outside the years 1 to 9999: {safe_echo(value)!r}", field=field
+            f"{field} must be {FORMS}: {safe_echo(value)!r} is outside the years 1 to 9999", field=field
         ) from None

@@ -50,7 +50,7 @@ def get_agent(name: AgentName, svc: Service, check_mcp: CheckMcp = False) -> Age
     return AgentOut.of(svc.agent_status(name, check_mcp=check_mcp))
 
 
-@router.patch("/{name}", response_model=AgentChangeOut, responses=error_responses(409))
+@router.patch("/{name}", response_model=AgentChangeOut, responses=error_responses(409, 503, 507))
 def patch_agent(name: AgentName, body: AgentPatch, svc: Service) -> AgentChangeOut:
     """Switch the agent's own memory off (``disable_native_memory: true``) or restore the user's
     prior settings (``false``). OpenCode has no such setting: 422."""
@@ -63,12 +63,13 @@ def get_hook_install(name: AgentName, svc: Service) -> AgentOut:
     return AgentOut.of(svc.agent_status(name))
 
 
-@router.post("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409))
+@router.post("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409, 503, 507))
 def post_hook_install(
     name: AgentName, svc: Service, body: Annotated[HookInstallIn | None, Body()] = None
 ) -> AgentChangeOut:
     """Install the session hooks and the MCP entry (idempotent: ``changed`` is empty the second
-    time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten.
+    time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten;
+    503 STORAGE_NOT_WRITABLE when one (or its folder) may not be written: none is.
     422 INVALID_INPUT when the MCP SDK is not installed where coffer-api runs (the message names
     ``pip install 'coffer-memory[mcp]'``); ``hooks_only: true`` installs the session hooks alone."""
     disable = body.disable_native_memory if body is not None else None
@@ -76,7 +77,9 @@ def post_hook_install(
     return AgentChangeOut.of(svc.install_agent(name, disable_native_memory=disable, hooks_only=hooks_only))
 
 
-@router.delete("/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409))
+@router.delete(
+    "/{name}/hook-install", response_model=AgentChangeOut, responses=error_responses(409, 503, 507)
+)
 def delete_hook_install(name: AgentName, svc: Service) -> AgentChangeOut:
     """Remove coffer's entries and restore the native-memory settings; each file is left as it was
     before install."""

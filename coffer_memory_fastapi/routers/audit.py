@@ -9,13 +9,13 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from coffer_memory import AuditEvent
-from coffer_memory.vocabulary import MAX_AUDIT_FILTER_CHARS, MAX_AUDIT_LIMIT, MAX_CURSOR_CHARS
+from coffer_memory.vocabulary import MAX_AUDIT_FILTER_CHARS, MAX_AUDIT_LIMIT, MAX_CURSOR_CHARS, WHEN_FORMS
 
 from ..deps import AsyncService
 from ..errors import error_responses
 
 router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
-_WHEN = "an ISO 8601 date or time (UTC if no zone), or a duration ago such as 30m, 2h or 7d"
+_WHEN = WHEN_FORMS
 
 
 class AuditEventOut(BaseModel):

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 
+from coffer_memory import MemoryConflict
 from coffer_memory.vocabulary import DEFAULT_LIST_LIMIT, MAX_CURSOR_CHARS, MAX_LIST_LIMIT
 
 from ..deps import AsyncService, clean, etag, if_match
@@ -18,7 +19,14 @@ router = APIRouter(prefix="/api/v1/memory_stores/{name}/facts", tags=["facts"])
 
 IfMatch = Annotated[
     str | None,
-    Header(alias="If-Match", description="The fact's sha256 (its ETag); a mismatch is 412 MEMORY_CONFLICT."),
+    Header(
+        alias="If-Match",
+        description=(
+            'The fact\'s ETag (its sha256, quoted: "<sha256>"), or a comma-separated list of ETags, '
+            "or * (any current file). Compared strongly (RFC 9110): a weak tag (W/...) never matches. "
+            "When no tag matches the file, 412 MEMORY_CONFLICT and nothing is written."
+        ),
+    ),
 ]
 _ETAG: dict[str, Any] = {
     "ETag": {"description": "The fact file's sha256, quoted.", "schema": {"type": "string"}}
@@ -81,6 +89,19 @@ async def get_fact(name: str, fact_id: str, svc: AsyncService) -> Response:
     return reply(FACT, record, headers=etag(record.sha256))
 
 
+async def _expected(svc: AsyncService, name: str, fact_id: str, match: str | None) -> str | None:
+    """The sha256 to compare-and-swap on for ``If-Match`` (None: unconditional). One tag is
+    passed on; for a list (or only weak tags) the one the file has now, or ``MemoryConflict``
+    when none is (the write then compares again, so a change in between is still a 412)."""
+    tags = if_match(match)
+    if tags is None or len(tags) == 1:
+        return tags[0] if tags else None
+    current = (await svc.get_fact(fact_id, store=name)).sha256
+    if current in tags:
+        return current
+    raise MemoryConflict(name, fact_id, tags[0] if tags else (match or "").strip(), current)
+
+
 @router.patch(
     "/{fact_id}",
     response_model=FACT_MUTATION.model,
@@ -100,7 +121,7 @@ async def edit_fact(
         body=body.text,
         title=body.title,
         description=body.description,
-        expected_sha256=if_match(match),
+        expected_sha256=await _expected(svc, name, fact_id, match),
         store=name,
         tags=body.tags,
     )
@@ -110,4 +131,5 @@ async def edit_fact(
 @router.delete("/{fact_id}", response_model=FACT_MUTATION.model, responses=error_responses(404, 412))
 async def delete_fact(name: str, fact_id: str, svc: AsyncService, match: IfMatch = None) -> Response:
     """Delete a fact file and its index rows; with ``If-Match`` only if unchanged."""
-    return reply(FACT_MUTATION, await svc.delete_fact(fact_id, expected_sha256=if_match(match), store=name))
+    expected = await _expected(svc, name, fact_id, match)
+    return reply(FACT_MUTATION, await svc.delete_fact(fact_id, expected_sha256=expected, store=name))

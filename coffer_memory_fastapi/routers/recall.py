@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from coffer_memory import AsyncMemoryService, InvalidInput, RecallResult
-from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS
+from coffer_memory.vocabulary import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TAG_CHARS, MAX_TAGS, WHEN_FORMS
 
 from ..deps import AsyncService, check_cwd, clean
 from ..errors import error_responses
@@ -30,16 +30,14 @@ Since = Annotated[
     str | None,
     Query(
         max_length=TIME_CHARS,
-        description="Only facts updated at or after this ISO 8601 date or time (UTC if no zone), "
-        "or a duration ago: 30m, 12h, 7d, 2w.",
+        description=f"Only facts updated at or after this time: {WHEN_FORMS}.",
     ),
 ]
 Until = Annotated[
     str | None,
     Query(
         max_length=TIME_CHARS,
-        description="Only facts updated before this ISO 8601 date or time (UTC if no zone), "
-        "or a duration ago: 30m, 12h, 7d, 2w.",
+        description=f"Only facts updated before this time: {WHEN_FORMS}.",
     ),
 ]
 
