@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from .._errors import EmbeddingUnavailable, InvalidInput
+from .._errors import CofferError, EmbeddingUnavailable, IndexUnavailable, InvalidInput
+from .._llm import LLMUnavailable
 
 if TYPE_CHECKING:
     import pluggy
@@ -385,7 +386,16 @@ def get_llm(settings: LLMSettings) -> LLM | None:
             f"{_skipped('register_llms')}",
             field="llm.provider",
         )
-    return factories[settings.provider](settings)
+    try:
+        return factories[settings.provider](settings)
+    except CofferError:
+        raise
+    except Exception as exc:  # the plugin's bug: said as the model being unavailable, naming it
+        plugin = plugin_of("register_llms", settings.provider)
+        raise LLMUnavailable(
+            f"the LLM provider {settings.provider!r} (plugin {plugin}) failed to start: {failure(exc)}",
+            model=settings.model,
+        ) from exc
 
 
 def get_index_backend_factories() -> dict[str, IndexBackendFactory]:
@@ -406,4 +416,10 @@ def get_index_backend(settings: Settings) -> IndexBackend | None:
             f"{_skipped('register_index_backends')}",
             field="index.backend",
         )
-    return factories[name](settings)
+    try:
+        return factories[name](settings)
+    except CofferError:  # the built-in's own, typed (a missing URL, a password in config.toml)
+        raise
+    except Exception as exc:  # a plugin's bug: typed, naming it, not "unexpected ZeroDivisionError"
+        plugin = plugin_of("register_index_backends", name)
+        raise IndexUnavailable(name, f"its plugin {plugin} failed to start: {failure(exc)}") from exc
