@@ -38,7 +38,13 @@ class Model:
 def llm(settings):
     if FAULT == "llm factory raises":
         return 1 / 0
+    if FAULT == "llm factory returns a str":
+        return "not an LLM"
     return Model()
+
+
+def embedder(settings):
+    return None  # forgot the return: not an Embedder
 
 
 def backend(settings):
@@ -48,6 +54,11 @@ def backend(settings):
 @hookimpl
 def register_llms(register):
     register("broken", llm)
+
+
+@hookimpl
+def register_embedders(register):
+    register("hollow", embedder)
 
 
 @hookimpl
@@ -142,3 +153,33 @@ def test_an_index_backend_factory_that_raises_is_index_unavailable_naming_the_pl
     assert said in str(caught.value)
     result = cli("recall", "ship", "--store", "global")
     assert result.returncode == 1 and f"error: INDEX_UNAVAILABLE: {said}" in result.stderr, result.stderr
+
+
+def test_an_llm_factory_returning_no_llm_is_a_typed_error_naming_the_plugin(
+    broken: Callable[[str], None], tmp_home: Path
+) -> None:
+    """It failed ``organize`` with "unexpected AttributeError: 'str' object has no attribute 'name'"."""
+    broken("llm factory returns a str")
+    tmp_home.mkdir()
+    (tmp_home / "config.toml").write_text('[llm]\nprovider = "broken"\n')
+    with MemoryService(tmp_home) as svc, pytest.raises(LLMUnavailable) as caught:
+        svc.organize("global")
+    assert "the LLM provider 'broken' (plugin factories) returned str, not an LLM" in str(caught.value)
+
+
+def test_an_embedder_factory_returning_none_is_said_naming_the_plugin(
+    broken: Callable[[str], None], tmp_home: Path, cli: CliRunner
+) -> None:
+    """Recall fell back to keyword with "the embedding provider 'hollow' is not available: install
+    what its plugin needs", naming no plugin and a fix that was not the problem."""
+    broken("")
+    tmp_home.mkdir()
+    (tmp_home / "config.toml").write_text(
+        '[memory]\nretrieval_modes = ["keyword", "vector"]\n\n[embedding]\nprovider = "hollow"\n'
+    )
+    cli("remember", "--global", "Deploy with make ship.")
+    result = cli("recall", "ship", "--store", "global", "--mode", "vector")
+    assert result.returncode == 0 and "fell back to keyword" in result.stdout, result.stdout
+    said = "the embedding provider 'hollow' (plugin factories) returned NoneType, not an Embedder"
+    assert said in result.stderr, result.stderr
+    assert "install what its plugin needs" not in result.stderr
