@@ -13,12 +13,15 @@ top-level object or array and raises ``LLMOutputInvalid`` when there is none. Er
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, Literal
 
 import attrs
 
 from ._errors import CofferError
+
+log = logging.getLogger("coffer_memory.llm")
 
 Role = Literal["system", "user", "assistant"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
@@ -184,10 +187,15 @@ class PluginLLM:
         return LLMUnavailable(f"the LLM {self.name!r} (plugin {self.plugin}) {what}", model=self.model_id)
 
     def available(self) -> bool:
-        """The plugin's ``available()``; False (not a crash) when it raises."""
+        """The plugin's ``available()``; False (not a crash) when it raises, with a warning naming
+        the plugin (else the only word was the built-in's hint, "set llm.model")."""
         try:
             return bool(self.llm.available())
-        except Exception:
+        except Exception as exc:
+            log.warning(
+                "%s",
+                self._failed(f"failed in available(): {type(exc).__name__}: {' '.join(str(exc).split())}"),
+            )
             return False
 
     def complete(self, messages: Any, **options: Any) -> Completion:

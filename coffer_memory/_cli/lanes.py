@@ -128,13 +128,17 @@ def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
 def _print_run(svc: MemoryService, report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
     if report.status != "ok":
         llm = svc.settings.llm
-        reason = {
-            "no_model": (
+        if llm.provider == "none":
+            no_model = "no LLM is configured ([llm] in config.toml): nothing to do"
+        elif llm.provider == "openai" and not llm.model:
+            no_model = (
                 f"the [llm] provider {llm.provider!r} has no model: set llm.model "
                 "(`coffer config set llm.model NAME`): nothing to do"
-                if llm.provider != "none" and not llm.model
-                else "no LLM is configured ([llm] in config.toml): nothing to do"
-            ),
+            )
+        else:  # a plugin's LLM: its available() is false here (a warning says why when it raised)
+            no_model = f"the [llm] provider {llm.provider!r} is not available here: nothing to do"
+        reason = {
+            "no_model": no_model,
             "empty": "nothing to organize",
         }[report.status]
         print(f"{report.store}: {reason}")

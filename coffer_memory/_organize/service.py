@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from .._core import WriteEvents
+from .._errors import CofferError
 from .._indexing import Models
 from ..plugins.hookspecs import LLM
 from .auto import Debouncer
@@ -46,7 +47,14 @@ class Organizer:
 
     def _after_write(self, store: str) -> None:
         settings = self.tools.settings.organize
-        if not settings.auto or self.llm is None:
+        if not settings.auto:
+            return
+        try:
+            llm = self.llm
+        except CofferError as exc:  # the fact is written and indexed: a write never fails for this
+            log.warning("auto-organize skipped after a write to %s: %s", store, exc)
+            return
+        if llm is None:
             return
         if self._debouncer is None:
             self._debouncer = Debouncer(settings.auto_delay_seconds, self._auto_organize)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from .._errors import EmbeddingUnavailable, InvalidInput
+from .._errors import CofferError, EmbeddingUnavailable, IndexUnavailable, InvalidInput
+from .._llm import LLMUnavailable
 
 if TYPE_CHECKING:
     import pluggy
@@ -353,15 +354,27 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
             raise EmbeddingUnavailable(known + skipped, provider=settings.provider)
         raise InvalidInput(known, field="embedding.provider")
     factory = factories[settings.provider]
+    plugin = plugin_of("register_embedders", settings.provider)
     try:
-        return factory(settings)
+        embedder = factory(settings)
     except Exception as exc:  # the plugin's bug: vector recall degrades, recall stays up
-        plugin = plugin_of("register_embedders", settings.provider)
         raise EmbeddingUnavailable(
             f"the embedding provider {settings.provider!r} (plugin {plugin}) failed to start: {failure(exc)}",
             provider=settings.provider,
             plugin=plugin,
         ) from exc
+    from .hookspecs import Embedder as EmbedderProtocol  # pluggy only once a getter runs
+
+    if not isinstance(
+        embedder, EmbedderProtocol
+    ):  # a factory that forgot its return: said, not "install ..."
+        raise EmbeddingUnavailable(
+            f"the embedding provider {settings.provider!r} (plugin {plugin}) returned "
+            f"{type(embedder).__name__}, not an Embedder",
+            provider=settings.provider,
+            plugin=plugin,
+        )
+    return embedder
 
 
 def get_llm_factories() -> dict[str, LLMFactory]:
@@ -385,7 +398,24 @@ def get_llm(settings: LLMSettings) -> LLM | None:
             f"{_skipped('register_llms')}",
             field="llm.provider",
         )
-    return factories[settings.provider](settings)
+    plugin = plugin_of("register_llms", settings.provider)
+    try:
+        llm = factories[settings.provider](settings)
+    except CofferError:
+        raise
+    except Exception as exc:  # the plugin's bug: said as the model being unavailable, naming it
+        raise LLMUnavailable(
+            f"the LLM provider {settings.provider!r} (plugin {plugin}) failed to start: {failure(exc)}",
+            model=settings.model,
+        ) from exc
+    from .hookspecs import LLM as LLMProtocol  # pluggy only once a getter runs
+
+    if not isinstance(llm, LLMProtocol):  # else "unexpected AttributeError" where its name was first read
+        raise LLMUnavailable(
+            f"the LLM provider {settings.provider!r} (plugin {plugin}) returned {type(llm).__name__}, not an LLM",
+            model=settings.model,
+        )
+    return llm
 
 
 def get_index_backend_factories() -> dict[str, IndexBackendFactory]:
@@ -406,4 +436,10 @@ def get_index_backend(settings: Settings) -> IndexBackend | None:
             f"{_skipped('register_index_backends')}",
             field="index.backend",
         )
-    return factories[name](settings)
+    try:
+        return factories[name](settings)
+    except CofferError:  # the built-in's own, typed (a missing URL, a password in config.toml)
+        raise
+    except Exception as exc:  # a plugin's bug: typed, naming it, not "unexpected ZeroDivisionError"
+        plugin = plugin_of("register_index_backends", name)
+        raise IndexUnavailable(name, f"its plugin {plugin} failed to start: {failure(exc)}") from exc

@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from .views import router
+from .views import PAGE_METHODS, router
 
 UI_PREFIX = "/ui"
 """Where the pages live, relative to the app's root path."""
@@ -27,6 +27,6 @@ def install(app: FastAPI) -> None:
     )
     app.include_router(router)
 
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=PAGE_METHODS, include_in_schema=False)
     def root(request: Request) -> RedirectResponse:
         return RedirectResponse(request.url_for("ui_overview"), status_code=307)

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from coffer_memory import CofferError, MemoryScope, MemoryService, StoreInfo, read_fact_file
+from coffer_memory import CofferError, InvalidInput, MemoryScope, MemoryService, StoreInfo, read_fact_file
 from coffer_memory.vocabulary import MAX_JOURNAL_DAYS, RETRIEVAL_MODES
 
 from ..errors import STATUS
@@ -36,6 +36,10 @@ templates.env.filters["document"] = document
 templates.env.filters["exact"] = Exact
 
 T = TypeVar("T")
+
+PAGE_METHODS = ["GET", "HEAD"]
+"""HEAD as GET without the body (a link checker's or an uptime probe's request); FastAPI's ``get``
+answered it 405."""
 
 
 def _service(request: Request) -> MemoryService:
@@ -66,7 +70,7 @@ def _last_change(store_dir: Path) -> datetime | None:
     return None if newest is None else datetime.fromtimestamp(newest, UTC)
 
 
-@router.get("", response_class=HTMLResponse, name="ui_overview")
+@router.api_route("", methods=PAGE_METHODS, response_class=HTMLResponse, name="ui_overview")
 def overview(request: Request) -> HTMLResponse:
     """Every store: label, repository root, fact count, last change."""
 
@@ -77,7 +81,7 @@ def overview(request: Request) -> HTMLResponse:
     return _guarded(request, build)
 
 
-@router.get("/stores/{name}", response_class=HTMLResponse, name="ui_store")
+@router.api_route("/stores/{name}", methods=PAGE_METHODS, response_class=HTMLResponse, name="ui_store")
 def store(request: Request, name: str, cursor: str | None = None) -> HTMLResponse:
     """One store as four lanes (Knowledge, Rules, Journal, Handoff) and its consolidation changelog."""
 
@@ -100,7 +104,9 @@ def store(request: Request, name: str, cursor: str | None = None) -> HTMLRespons
     return _guarded(request, build)
 
 
-@router.get("/stores/{name}/facts/{fact_id}", response_class=HTMLResponse, name="ui_fact")
+@router.api_route(
+    "/stores/{name}/facts/{fact_id}", methods=PAGE_METHODS, response_class=HTMLResponse, name="ui_fact"
+)
 def fact(request: Request, name: str, fact_id: str) -> HTMLResponse:
     """One fact: its body rendered, its frontmatter, its provenance and where its file is."""
 
@@ -119,10 +125,10 @@ def fact(request: Request, name: str, fact_id: str) -> HTMLResponse:
     return _guarded(request, build)
 
 
-@router.get("/search", response_class=HTMLResponse, name="ui_search")
+@router.api_route("/search", methods=PAGE_METHODS, response_class=HTMLResponse, name="ui_search")
 def search(
     request: Request,
-    q: str = Query("", max_length=MAX_QUERY_CHARS),
+    q: str = "",
     store: str = "",
     mode: str = "",
 ) -> HTMLResponse:
@@ -132,6 +138,11 @@ def search(
         svc = _service(request)
         stores = svc.stores()
         result = None
+        if len(q) > MAX_QUERY_CHARS:  # checked here, not by Query(max_length): that answered JSON
+            raise InvalidInput(
+                f"the query is {len(q)} characters long; at most {MAX_QUERY_CHARS} characters are searched",
+                field="q",
+            )
         if q.strip():
             names = [store] if store else [s.name for s in stores]
             result = svc.recall(q, stores=names, mode=mode or None, limit=RECALL_LIMIT)
