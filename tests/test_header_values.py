@@ -31,6 +31,22 @@ def test_a_title_yaml_reads_as_a_number_is_kept_as_written(tmp_home: Path, writt
         assert svc.get_fact(hits[0].id, store="global").fact.title == title
 
 
+@pytest.mark.parametrize("written", ["7", "3.10", "2024-05-01", "no"])
+def test_a_description_yaml_reads_as_a_number_is_kept_as_written(tmp_home: Path, written: str) -> None:
+    """``description: 3.10`` (a number, a date, a bool to YAML) was shown empty."""
+    with MemoryService(tmp_home) as svc:
+        svc.remember("The kettle whistles at dawn.", store="global")
+        folder = svc.settings.home / "memory" / "global" / "knowledge"
+    (folder / "release.md").write_text(
+        f"---\ntitle: release\ndescription: {written}\n---\nThe release train leaves on Friday.\n",
+        encoding="utf-8",
+    )
+    with MemoryService(tmp_home) as svc:
+        hits = svc.recall("release train", stores=["global"], mode="keyword").hits
+        assert [h.title for h in hits] == ["release"]
+        assert svc.get_fact(hits[0].id, store="global").fact.description == written
+
+
 def test_text_that_is_not_utf8_in_a_row_is_damage(tmp_home: Path) -> None:
     """Another program stored bytes that are not UTF-8 as TEXT in a chunk's row: every keyword and
     grep recall died with a raw ``UnicodeDecodeError``. It is damage like a blob there: the index

@@ -359,11 +359,11 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return meta, str(post.content)
 
 
-def _header_title(meta: dict[str, Any], text: str) -> str | None:
-    """The header's ``title`` (else ``name``), or None when neither is a text worth showing. A
-    value YAML reads as a number, time or bool (``title: 2024``, ``title: 3.10``, ``title: yes``)
-    is the text written there: it was dropped for the file's name."""
-    for key in ("title", "name"):
+def _header_text(meta: dict[str, Any], text: str, *keys: str) -> str | None:
+    """The first of the header's ``keys`` holding a text worth showing, or None. A value YAML
+    reads as a number, time or bool (``title: 2024``, ``description: 3.10``, ``title: yes``) is
+    the text written there: a title was dropped for the file's name, a description shown empty."""
+    for key in keys:
         value = meta.get(key)
         if isinstance(value, bool | int | float | date):  # a datetime is a date
             value = _written_scalar(text, key)
@@ -428,12 +428,11 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         body = body.strip("\n")
     else:  # stripped of all whitespace already
         meta, body, created_text, updated_text = fast
-    title = _header_title(meta, text)
+    title = _header_text(meta, text, "title", "name")
     if title is None:
         heading = _HEADING_RE.search(body)
         title = heading.group(1) if heading else relpath.rsplit("/", 1)[-1].removesuffix(".md")
-    description = meta.get("description")
-    description = description if isinstance(description, str) else ""
+    description = _header_text(meta, text, "description") or ""
     nested = meta.get("metadata")
     actor_raw = nested.get("actor") if isinstance(nested, dict) else None
     actor: Actor = actor_raw if actor_raw in ("agent", "user") else "user"
