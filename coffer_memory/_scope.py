@@ -515,14 +515,8 @@ def commits_since(worktree: Path, old: str | None, limit: int = 50) -> list[str]
         return None  # unknown, or no longer in HEAD's history (amended, rebased, reset)
     # The repository's config is not ours (cwd may name any folder): with log.showSignature set,
     # `git log` runs its gpg.program for every signed commit it lists.
-    out = _git(
-        worktree,
-        "log",
-        "--no-show-signature",
-        "--oneline",
-        f"--max-count={limit}",
-        f"{old}..HEAD" if old else "HEAD",
-    )
+    span = f"{old}..HEAD" if old else "HEAD"
+    out = _git(worktree, "log", "--no-show-signature", "--oneline", f"--max-count={limit}", span)
     return None if out is None else [line for line in out.splitlines() if line]
 
 
