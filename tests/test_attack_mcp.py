@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import apsw
+import failing_backend
 import httpx
 import pytest
 from conftest import git
@@ -25,7 +25,6 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 from served import Served
-from test_faults import _row_tampered
 from test_mcp import ok
 from test_mcp_surrogates import StdioPeer, peer  # noqa: F401 (the fixture)
 
@@ -58,30 +57,27 @@ async def test_an_unknown_tool_is_not_found_with_the_envelope(svc: MemoryService
     assert "coffer__recall" in error["message"] and "coffer__remember" in error["message"]
 
 
-async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(tmp_home: Path) -> None:
-    # A value another program wrote into a row of the index fails the recall that finds it
-    # inside the core; the SDK answered "Error executing tool ..." and no envelope. (A folder
-    # where the file should be was the case here until it became INDEX_UNAVAILABLE:
-    # test_attack_home_entries; a word table made a plain one until the schema's shape was
-    # checked on open: test_attack_left_open; a planted trigger until triggers were checked too:
-    # test_attack_left_open2; a CHECK written into a table until its SQL was: test_attack_left_open3;
-    # a blob where a text belongs until a failed read checked the rows' values: test_attack_left_open4;
-    # bytes that are not UTF-8 stored as text until that check decoded them: test_header_values.)
+async def test_a_tool_that_fails_unexpectedly_answers_internal_over_stdio(
+    tmp_home: Path, tmp_path: Path
+) -> None:
+    # A plugin's own bug (a shared index backend whose search raises a plain RuntimeError, a real
+    # distribution chosen in config.toml) fails the recall inside the core; the SDK answered
+    # "Error executing tool ..." and no envelope. (A folder where the file should be was the case
+    # here until it became INDEX_UNAVAILABLE: test_attack_home_entries; a word table made a plain
+    # one, a planted trigger, a CHECK written into a table, a blob where a text belongs, bytes that
+    # are not UTF-8 and a chunk id that is none, until each became damage: test_attack_left_open..4,
+    # test_header_values, test_index_values28.)
     with MemoryService(tmp_home) as svc:
         svc.remember("deploys go out on Tuesdays", store="global")
-    index = tmp_home / "index.db"
-    conn = apsw.Connection(str(index))
-    _row_tampered(conn)
-    conn.close()
-    env = {**os.environ, "COFFER_HOME": str(tmp_home)}
+    env = failing_backend.install(tmp_path / "site", tmp_home)
     params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_memory_mcp.cli"], env=env)
     async with Client(params) as client:
         recall = error_of(
             await client.call_tool("coffer__recall", {"query": "deploys", "cwd": str(tmp_home)})
         )
         again = error_of(await client.call_tool("coffer__recall", {"query": " ", "cwd": str(tmp_home)}))
-    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "IndexError"}
-    assert "Traceback" not in recall["message"] and str(index) not in recall["message"]
+    assert recall["code"] == "INTERNAL" and recall["details"] == {"type": "RuntimeError"}
+    assert "Traceback" not in recall["message"] and str(tmp_home) not in recall["message"]
     assert again["code"] == "INVALID_INPUT"  # the server is still up
 
 

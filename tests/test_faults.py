@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
+import failing_backend
 import pytest
 
 from coffer_memory import MemoryService
@@ -309,31 +310,34 @@ def test_cli_recall_against_a_corrupt_index_rebuilds_without_a_traceback(home_wi
     assert "index.db.corrupt-" in out.stdout
 
 
-def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(home_with_facts: Path) -> None:
-    # Another program wrote a value into a row of the index that no coffer write makes: the
-    # recall that finds the row fails inside the core (a folder in place of index.db did, until
-    # it became INDEX_UNAVAILABLE; a word index made a plain table did, until the schema's shape
-    # was checked on open; a planted trigger did, until triggers were checked too; a CHECK
-    # written into a table's SQL did, until each table's SQL was checked too; a blob where a text
-    # belongs did, until a read that fails on one checks the rows' values: test_attack_left_open4;
-    # bytes that are not UTF-8 stored as text did, until that check decoded them: test_header_values).
-    conn = apsw.Connection(str(home_with_facts / "index.db"))
-    _row_tampered(conn)
-    conn.close()
-    out = coffer(home_with_facts, "recall", "deploy", "--store", "global", "--mode", "keyword")
+def test_cli_prints_one_line_and_the_log_path_on_an_unexpected_error(
+    home_with_facts: Path, tmp_path: Path
+) -> None:
+    # A plugin's own bug (a shared index backend whose search raises a plain RuntimeError, a real
+    # distribution chosen in config.toml) fails the recall inside the core. (A folder in place of
+    # index.db did, until it became INDEX_UNAVAILABLE; a word index made a plain table did, until
+    # the schema's shape was checked on open; a planted trigger, a CHECK in a table's SQL, a blob
+    # where a text belongs, bytes that are not UTF-8 and a chunk id that is none did, until each
+    # became damage: test_attack_left_open..4, test_header_values, test_index_values28.)
+    env = failing_backend.install(tmp_path / "site", home_with_facts)
+    cmd = [
+        sys.executable,
+        "-m",
+        "coffer_memory._cli",
+        "recall",
+        "deploy",
+        "--store",
+        "global",
+        "--mode",
+        "keyword",
+    ]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
+    assert "unexpected RuntimeError" in line
     log_path = Path(line.rsplit("see ", 1)[1].rstrip(")"))
     assert "Traceback" in log_path.read_text()
-
-
-def _row_tampered(conn: apsw.Connection) -> None:
-    """Another program's value in a row of the index: every trigram row's chunk id made a text
-    that is no chunk id. The checks of the rows' values look at their storage class, which is
-    text, and a reconcile at the files' stat, which did not change: a recall that finds such a
-    row fails with an ``IndexError`` (the chunk id cut into its parts) nothing expects."""
-    conn.execute("UPDATE documents_fts SET chunk_id = 'x'")
 
 
 def _check_moved(new: Path) -> None:

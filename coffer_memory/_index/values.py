@@ -46,8 +46,9 @@ class _Noting(Protocol):
 log = logging.getLogger("coffer_memory._index")
 
 # What decoding a row's value that is not what coffer wrote raises (a blob where a ``str`` is
-# split, joined or parsed; a NULL measured; a time ``fromisoformat`` refuses or cannot place).
-DECODE_ERRORS = (TypeError, ValueError, AttributeError, OverflowError)
+# split, joined or parsed; a NULL measured; a time ``fromisoformat`` refuses or cannot place; a
+# chunk id with too few parts cut into them).
+DECODE_ERRORS = (TypeError, ValueError, AttributeError, OverflowError, IndexError)
 
 TEXT = "text"
 NUMBER = "integer"
@@ -96,6 +97,31 @@ def _query(table: str, columns: dict[str, str]) -> str:
 
 
 QUERIES = {table: _query(table, columns) for table, columns in COLUMNS.items()}
+
+# The text columns whose value is a chunk id (``keys.chunk_id``: ``<store-scope>:<doc-id>:<position>``),
+# which reads cut at its colons: text of another shape passed the storage-class check and failed a
+# keyword recall with an ``IndexError`` (or found no document). Its digits stripped from the end,
+# an id ends in a colon with two parts before it, neither empty.
+CHUNK_IDS = {"documents_fts": "chunk_id", "chunks": "id"}
+
+
+def _shape_query(table: str, column: str) -> str:
+    stripped = f"rtrim({column}, '0123456789')"
+    return (
+        f"SELECT quote(substr({column}, 1, 40)) FROM {table} "
+        f"WHERE {stripped} = {column} OR {stripped} NOT GLOB '?*:?*:' LIMIT 1"
+    )
+
+
+SHAPES = {table: _shape_query(table, column) for table, column in CHUNK_IDS.items()}
+
+
+def _shapes(conn: apsw.Connection) -> str | None:
+    """The first chunk id that is not one, said as a problem, or None."""
+    for table, sql in SHAPES.items():
+        for (held,) in apsw.Connection.execute(conn, sql):
+            return f"{table}.{CHUNK_IDS[table]}: {held}, which is no chunk id"
+    return None
 
 
 def _time_problem(value: str) -> str | None:
@@ -157,7 +183,7 @@ def values_problem(conn: apsw.Connection) -> str | None:
                     f"another program wrote a value into {table}.{column}: a {held} "
                     f"where the index writes {COLUMNS[table][column]}"
                 )
-        problem = _undecodable(conn) or _times(conn)
+        problem = _undecodable(conn) or _shapes(conn) or _times(conn)
     except apsw.Error:
         return None
     return None if problem is None else f"another program wrote a value into {problem}"
