@@ -12,8 +12,11 @@ open. Another SQLite or sqlite-vec may write other text for the same declaration
 text not in ``OWN_SQL`` is then compared with what this process's SQLite makes for the owner's
 declaration in a fresh in-memory database (once per process and declaration, about 1 ms), and
 passes unless it holds a constraint word that one does not (``CHECK``, ``UNIQUE``, ``NOT NULL``,
-...). An upgrade that changes a table's layout does not make every index look damaged; a
-constraint another program adds is found either way.
+...) or its columns are not that one's, by name and in order (``columns``: a column another
+program added or dropped with no constraint word passed, and FTS5 read rows of another layout
+than its own). An upgrade that writes the same tables' SQL otherwise does not make every index
+look damaged; a constraint or a column another program adds is found either way (an upgrade
+that changed an own table's columns would have the file rebuilt once, by this SQLite).
 """
 
 from __future__ import annotations
@@ -121,6 +124,29 @@ def made(owner: str, sql: str, vec: bool) -> dict[str, str | None] | None:
         conn.close()
 
 
+@functools.lru_cache(maxsize=64)
+def columns(sql: str) -> tuple[str, ...] | None:
+    """The names of the columns ``sql`` declares, in order, as SQLite reads them (the table made
+    in a fresh in-memory database, about 0.1 ms, once per process and text); None when ``sql``
+    is no lone ``CREATE TABLE`` of columns (``AS SELECT`` would run a query) or SQLite refuses it."""
+    words = sql.split(None, 3)
+    if ";" in sql or [w.upper() for w in words[:2]] != ["CREATE", "TABLE"] or "SELECT" in _words(sql):
+        return None
+    conn = apsw.Connection(":memory:")
+    try:
+        conn.execute(sql)
+        (name,) = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchone()
+        return tuple(str(row[1]) for row in conn.execute("SELECT * FROM pragma_table_info(?)", (name,)))
+    except (apsw.Error, TypeError, ValueError):  # no table made, or more than one
+        return None
+    finally:
+        conn.close()
+
+
+def _words(sql: str) -> set[str]:
+    return {w.upper() for w in _WORD.findall(sql)}
+
+
 def own_problem(
     tables: Mapping[str, str | None], owners: Mapping[str, str | None], vec_owners: Mapping[str, object]
 ) -> str | None:
@@ -145,8 +171,11 @@ def own_problem(
             continue
         declared = VEC_TABLE.format(table=owner, dimensions=vec_owners[owner]) if vec else owners[owner]
         fresh = made(owner, declared or "", vec)
-        if fresh is not None and constraints(text) - constraints(fresh.get(key)):
-            odd.append(name)  # (None: nothing to compare with, left to the statements that meet it)
+        if fresh is None:  # nothing to compare with, left to the statements that meet it
+            continue
+        own = fresh.get(key)
+        if constraints(text) - constraints(own) or (own is not None and columns(text) != columns(own)):
+            odd.append(name)
     if odd:
         return (
             f"the SQL of {', '.join(odd)} is not what FTS5 or vec0 makes "
