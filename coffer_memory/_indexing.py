@@ -26,6 +26,7 @@ import attrs
 from ._ahead import Planned, embed_later, embedding_ahead
 from ._config import Settings
 from ._errors import CofferError, EmbeddingUnavailable, ServiceClosed, StorageNotWritable
+from ._home import INDEX_REPAIR_LOCK
 from ._index.db import IndexDB
 from ._index.reconcile import Reconciler
 from ._index.reindex import Reindexer
@@ -83,6 +84,8 @@ class IndexHandle:
         self.settings = settings
         # Where index.db is: the home's, or a private one (a home this process may not write).
         self.index_path = index_path if index_path is not None else settings.index_path
+        # A private index takes its repair lock beside it: nothing is made in a home it may not write.
+        self._repair_lock = index_path.with_name(INDEX_REPAIR_LOCK) if index_path is not None else None
         self.lock = threading.RLock()
         self._db: IndexDB | None = None
         self._reindexer: Reindexer | None = None
@@ -116,7 +119,10 @@ class IndexHandle:
 
                     reindexer = MirroredReindexer
                 db = IndexDB(
-                    self.index_path, busy_timeout_ms=self.settings.busy_timeout_ms, home=self.settings.home
+                    self.index_path,
+                    busy_timeout_ms=self.settings.busy_timeout_ms,
+                    home=self.settings.home,
+                    repair_lock=self._repair_lock,
                 )
                 vectors = self._vector_index(db)
                 self._reindexer = reindexer(
@@ -151,6 +157,7 @@ class IndexHandle:
             busy_timeout_ms=self.settings.busy_timeout_ms,
             home=self.settings.home,
             reader=True,
+            repair_lock=self._repair_lock,
         )
         vectors = self._vectors
         # Vector tables are created by the writer; a reader looks them up on every search.

@@ -46,9 +46,10 @@ from ._config import Settings
 from ._core import Facts, WriteEvents
 from ._errors import ServiceClosed
 from ._gate import CallGate, gate_public_calls
-from ._home import INDEX_DB, check_home
+from ._home import INDEX_DB, HomeLayout, check_home
 from ._indexing import IndexHandle, Models
 from ._models import ResolvedScope, Target
+from ._store.lock import read_only_locks
 from ._store.writer import Writer
 from ._targets import PathLike, Targets, resolved_scope
 from .vocabulary import Scope
@@ -138,7 +139,9 @@ class ServiceParts:
         self.settings = settings if settings is not None else Settings.load(home)
         self.home = self.settings.home
         self._private: tempfile.TemporaryDirectory[str] | None = None
-        if not check_home(self.home):
+        writable = check_home(self.home)
+        read_only_locks(HomeLayout(self.home).locks, not writable)
+        if not writable:
             # A home this process may read, not write: its index goes to a private folder, built
             # from the files by the first read; writes fail with STORAGE_NOT_WRITABLE.
             self._private = tempfile.TemporaryDirectory(prefix="coffer-index-")
@@ -158,6 +161,7 @@ class ServiceParts:
             self.index.lock,
             self.index,
             content_checks(self.settings.security),
+            read_only=self._private is not None,
         )
         self.targets = Targets(self.settings.memory_dir, self.writer)
         self._events = WriteEvents()

@@ -104,11 +104,18 @@ class IndexDB:
     """
 
     def __init__(
-        self, path: Path, *, busy_timeout_ms: int = 10_000, home: Path | None = None, reader: bool = False
+        self,
+        path: Path,
+        *,
+        busy_timeout_ms: int = 10_000,
+        home: Path | None = None,
+        reader: bool = False,
+        repair_lock: Path | None = None,
     ) -> None:
         ensure_dir(path.parent)
         self.path = path
         self.home = home if home is not None else path.parent  # documents' paths are relative to it
+        self.repair_lock = repair_lock if repair_lock is not None else HomeLayout(self.home).index_repair_lock
         self.closed = False
         # A reader connection (``reader``) runs without SQLite's connection mutex
         # (``SQLITE_OPEN_NOMUTEX``: it was ~4% of a keyword recall's instructions). Nothing in
@@ -155,7 +162,7 @@ class IndexDB:
             # O_CREAT below and before its stat ("No such file"), or its -wal and -shm went
             # away while SQLite opened them (SQLITE_IOERR_FSTAT, said as "disk I/O error (is the
             # disk full?)"): tests/_index_race.py met both.
-            with shared_lock(HomeLayout(self.home).index_repair_lock):
+            with shared_lock(self.repair_lock):
                 problem = self._open_once(flags)
             if problem is None:
                 return
@@ -314,11 +321,11 @@ class IndexDB:
         -shm *by name*, and beside a move-aside (``_move_aside``) those names were the new file's.
         Its committed transactions were lost to every later connection while the ones open wrote
         on into the deleted -wal: the race harness's FTS5 "checksum mismatch" (integrity_check)."""
-        return shared_lock(HomeLayout(self.home).index_repair_lock)
+        return shared_lock(self.repair_lock)
 
     def _move_aside(self, problem: str, ino: int) -> None:
         """Rename the damaged file (and its -wal/-shm) away, unless another process did already."""
-        with store_lock(HomeLayout(self.home).index_repair_lock):
+        with store_lock(self.repair_lock):
             try:
                 replaced = os.stat(self.path).st_ino != ino
             except FileNotFoundError:

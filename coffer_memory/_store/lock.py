@@ -47,11 +47,26 @@ def _in_the_way(path: Path, exc: OSError) -> StorageNotWritable:
     return StorageNotWritable(str(path), os.strerror(exc.errno or 0))
 
 
+# The lock folders of homes this process may only read (``read_only_locks``).
+_read_only: set[str] = set()
+
+
+def read_only_locks(folder: Path, read_only: bool) -> None:
+    """Whether the lock files under ``folder`` (a home's ``locks/``) are only taken where they
+    are, never made: a home this process may read, not write (``check_home``), creates nothing,
+    even where a folder below it was left writable (a service reading it made
+    ``locks/index-repair.lock`` and ``locks/<store>.lock`` there)."""
+    with _guard:
+        (_read_only.add if read_only else _read_only.discard)(str(folder))
+
+
 def _lock_fd(path: Path) -> int | None:
     """The lock file, opened to ``flock``; None in a home this process may not write, where it
     only reads (its writes fail on their own files): a lock file that is there is still taken
     (``flock`` needs no write access), so a writer of the home's owner is waited for."""
     try:
+        if str(path.parent) in _read_only:
+            raise PermissionError(errno.EACCES, "a home this process may only read", str(path))
         ensure_dir(path.parent)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:

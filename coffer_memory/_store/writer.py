@@ -408,8 +408,13 @@ class Writer:
         lock: threading.RLock,
         sink: IndexSink,
         checks: Sequence[ContentCheck] = (),
+        *,
+        read_only: bool = False,
     ) -> None:
         self.home = home
+        # A home this process may only read: each write is refused before it takes a lock, whose
+        # file it made in a folder below the home left writable (``locks/<store>.lock``).
+        self.read_only = read_only
         self.memory_dir = memory_dir
         self.lock = lock
         self.sink = sink
@@ -443,6 +448,8 @@ class Writer:
     @contextmanager
     def locked(self, store: str) -> Iterator[None]:
         """Hold the index lock and the store's inter-process write lock (no transaction)."""
+        if self.read_only:
+            raise StorageNotWritable(str(self.home), "the home is not writable by this process")
         with self.lock, store_lock(lock_path(self.home, store)), self.sink.write_lock(store):
             yield
 
