@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..._config import Settings
 from ..._errors import InvalidInput
+from ..._home import HomeLayout
 from ...plugins.builtin._http import resolve_secret
 from ...plugins.hookspecs import IndexBackend, IndexBackendFactory, hookimpl
 
@@ -60,6 +61,9 @@ def build(settings: Settings) -> IndexBackend:
             "index.backend is 'postgresql' but psycopg is not installed: pip install 'coffer-memory[postgresql]'",
             field="index.backend",
         ) from exc
+    from .failures import keep_pool_log
+
+    keep_pool_log(HomeLayout(settings.home).errors_log)  # the pool's lines, never the CLI's stderr
     return PostgresIndex(
         database_url(settings),
         pool_size=settings.index.pool_size,

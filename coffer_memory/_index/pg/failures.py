@@ -5,10 +5,13 @@ line per warning."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -50,7 +53,47 @@ class _OneLine(logging.Filter):
         return True
 
 
-logging.getLogger("psycopg.pool").addFilter(_OneLine())
+class _PoolLines(logging.Handler):
+    """Where psycopg_pool's lines go in a process with no handler on the root logger (else they
+    go on to the root's handlers, as in coffer-mcp or an application's ``basicConfig``).
+
+    A process that shows coffer's own warnings through a handler on the ``coffer_memory``
+    logger (the ``coffer`` CLI, coffer-hook) appends them to the home's ``logs/errors.log``:
+    with no handler anywhere, Python's last-resort handler printed them on stderr, so a server
+    restarted under a ``coffer`` call put "discarding closed connection: <psycopg.Connection
+    [BAD] ...>" beside coffer's one line. Any other (coffer-api under uvicorn, a script) prints
+    each on stderr, as the last-resort handler did: a server's log keeps them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.path: Path | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:
+            return
+        try:
+            message = record.getMessage()
+            if self.path is None or not logging.getLogger("coffer_memory").handlers:
+                sys.stderr.write(message + "\n")
+                return
+            line = f"{datetime.now(UTC).isoformat()} {record.name}: {message}\n"
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:
+                handle.write(line)
+        except (OSError, ValueError):  # a home it may not write, a closed stderr: the line is dropped
+            pass
+
+
+_POOL_LOG = _PoolLines()
+_pool_logger = logging.getLogger("psycopg.pool")
+_pool_logger.addFilter(_OneLine())
+_pool_logger.addHandler(_POOL_LOG)
+
+
+def keep_pool_log(errors_log: Path) -> None:
+    """Where psycopg_pool's lines go in a process that shows coffer's warnings itself (``_PoolLines``):
+    the home's error log (a process has one home's index on PostgreSQL; the last one set wins)."""
+    _POOL_LOG.path = errors_log
 
 
 # Seconds the probe's direct connection may take: libpq's least (it rounds less up to 2). A server
