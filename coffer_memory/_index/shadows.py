@@ -127,7 +127,7 @@ def made(owner: str, sql: str, vec: bool) -> dict[str, str | None] | None:
 @functools.lru_cache(maxsize=64)
 def columns(sql: str) -> tuple[str, ...] | None:
     """The names of the columns ``sql`` declares, in order, as SQLite reads them (the table made
-    in a fresh in-memory database, about 0.1 ms, once per process and text); None when ``sql``
+    in a fresh in-memory database, once per process and text); None when ``sql``
     is no lone ``CREATE TABLE`` of columns (``AS SELECT`` would run a query) or SQLite refuses it."""
     words = sql.split(None, 3)
     if ";" in sql or [w.upper() for w in words[:2]] != ["CREATE", "TABLE"] or "SELECT" in _words(sql):
@@ -135,9 +135,12 @@ def columns(sql: str) -> tuple[str, ...] | None:
     conn = apsw.Connection(":memory:")
     try:
         conn.execute(sql)
-        (name,) = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchone()
-        return tuple(str(row[1]) for row in conn.execute("SELECT * FROM pragma_table_info(?)", (name,)))
-    except (apsw.Error, TypeError, ValueError):  # no table made, or more than one
+        made = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        if len(made) != 1:  # a virtual table's own tables beside it, say: no plain table's text
+            return None
+        rows = conn.execute("SELECT name FROM pragma_table_info(?)", (made[0][0],))
+        return tuple(str(name) for (name,) in rows)
+    except apsw.Error:
         return None
     finally:
         conn.close()
