@@ -30,7 +30,7 @@ KEPT_DOCS = "retrieval.docs"
 
 class ChunkRows(dict[int, tuple[str, str, str, str]]):
     """Chunk rows by FTS rowid: (chunk id, text, store, document id), with the characters of text
-    they hold; in ``tokens``, the rows' stored tokens where the index keeps them
+    they hold; in ``stores``, each row's store; in ``tokens``, the rows' stored tokens where the index keeps them
     (``coverage.stored_tokens``); and ``docs``, where the rows' documents rows go as they are
     read (``KEPT_DOCS``'s dict; None: not kept)."""
 
@@ -38,6 +38,7 @@ class ChunkRows(dict[int, tuple[str, str, str, str]]):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        self.stores: dict[int, str] = {rowid: row[2] for rowid, row in self.items()}  # each row's store
         self.tokens: dict[int, str] = {}
         self.docs: dict[tuple[str, str], Any] | None = None
 
@@ -80,6 +81,7 @@ def read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> Non
     # int and three str, as apsw gives them, and the document id (a hit is one per document)
     made = [(r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows]
     content.update(made)
+    content.stores.update((r[0], r[3]) for r in rows)
     content.chars += sum(len(r[2]) for r in rows)
     tokens = content.tokens
     docs = content.docs
