@@ -30,9 +30,9 @@ KEPT_DOCS = "retrieval.docs"
 
 class ChunkRows(dict[int, tuple[str, str, str, str]]):
     """Chunk rows by FTS rowid: (chunk id, text, store, document id), with the characters of text
-    they hold; in ``stores``, each row's store; in ``tokens``, the rows' stored tokens where the index keeps them
-    (``coverage.stored_tokens``); and ``docs``, where the rows' documents rows go as they are
-    read (``KEPT_DOCS``'s dict; None: not kept)."""
+    they hold; in ``stores``, each row's store; in ``tokens``, the rows' stored tokens where the
+    index keeps them (``coverage.stored_tokens``); and ``docs``, where the rows' documents rows go
+    as they are read (``KEPT_DOCS``'s dict; None: not kept)."""
 
     chars = 0
 

@@ -275,8 +275,8 @@ def _made(
 
 def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
     """The query's terms as compared (``_wanted``), the factor of each share, its single tokens
-    (``_single_tokens``) and each of those with a space before and after (what a row's stored
-    tokens hold it as); None when fewer than two terms have tokens (nothing to re-score). Kept
+    (``_single_tokens``) and how many of those a row's stored tokens hold (``_held_count``); None
+    when fewer than two terms have tokens (nothing to re-score). Kept
     per terms and weight: a recall re-scores its rows in up to two steps (``fts._scored_within``)."""
     key = (weight, *terms)
     if key in _plans:
