@@ -2,7 +2,8 @@
 
 ``build`` writes two homes with the checkout's code: 1,000 bench facts in a project and the global
 store plus facts remembered with tags, agent sessions and the Chinese set's texts; and a 300-fact
-home (its stores are small enough for the per-file check). ``run`` copies a built home to a fixed
+home (its stores are small enough for the per-file check); ``--sizes`` names others (``10000``:
+``DIR/10k``). ``run`` copies a built home to a fixed
 path (hits carry absolute paths), runs 394 keyword recalls on it (bench and Chinese questions and
 odd ones, limits 1-50, tags, since/until, the global store alone) with hand edits every 60
 recalls (a fact rewritten through a rename, one deleted, one hand-written file added), and writes
@@ -144,6 +145,11 @@ def commands(
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write DIR/1k and DIR/300 with this checkout's code")
     b.add_argument("dir", type=Path)
+    b.add_argument(
+        "--sizes",
+        default="1000,300",
+        help="the homes' fact counts (DIR/1k, DIR/10k, DIR/300; default 1000,300)",
+    )
     r = sub.add_parser("run", help="run the recalls on a copy of a built home, write one JSON line each")
     r.add_argument("built", type=Path)
     r.add_argument("out", type=Path)
@@ -156,9 +162,13 @@ def main() -> None:
     """``build DIR`` or ``run BUILT OUT [--at DIR] [--coffer-src SRC]``."""
     args = commands(__doc__, Path("/tmp/coffer-keyword-same"))[0].parse_args()
     if args.command == "build":
-        build(args.dir / "1k", 1000)
-        build(args.dir / "300", 300)
-        print(f"built {args.dir}/1k and {args.dir}/300 with {os.path.dirname(coffer_memory.__file__)}")
+        sizes = [int(n) for n in args.sizes.split(",")]
+        names = [f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n) for n in sizes]
+        for name, n in zip(names, sizes, strict=True):
+            build(args.dir / name, n)
+        print(
+            f"built {', '.join(f'{args.dir}/{n}' for n in names)} with {os.path.dirname(coffer_memory.__file__)}"
+        )
     else:
         count = run(args.built, args.out, args.at)
         print(f"{count} recalls with {os.path.dirname(coffer_memory.__file__)} -> {args.out}")

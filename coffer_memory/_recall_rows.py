@@ -12,13 +12,14 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from ._fusion import NEIGHBOUR_DEPTH, disjoint_taken, rrf_disjoint
+from ._index.chunk_rows import KEPT_DOCS as KEPT_DOCS
 from ._index.db import IndexDB
 from ._index.session import neighbour_columns, neighbour_ids
 from ._index.snapshot import in_list
 
 # Rows a keyword recall keeps in ``snapshot.reading``'s dict: ``DocRow``s (a row tuple until a
-# hit needs it; None: no such document) and session neighbours, by (store, id).
-KEPT_DOCS = "retrieval.docs"
+# hit needs it; None: no such document; also read with the chunk rows, ``chunk_rows``) and session
+# neighbours, by (store, id).
 KEPT_NEIGHBOURS = "retrieval.neighbours"
 KEPT_SESSIONS = "retrieval.sessions"  # and whether a store holds facts of an agent session
 # SQLite takes at most 500 SELECTs in one compound statement.

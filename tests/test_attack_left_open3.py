@@ -37,7 +37,7 @@ CONSTRAINED = {
 # fact of a store refused.
 REMADE = """
 CREATE TABLE chunks_new (id TEXT PRIMARY KEY, document_id TEXT NOT NULL, kind TEXT NOT NULL,
-    resource_name TEXT NOT NULL, position INTEGER NOT NULL, UNIQUE (kind, resource_name));
+    resource_name TEXT NOT NULL, position INTEGER NOT NULL, tokens TEXT, UNIQUE (kind, resource_name));
 INSERT INTO chunks_new SELECT * FROM chunks;
 DROP TABLE chunks;
 ALTER TABLE chunks_new RENAME TO chunks;

@@ -38,18 +38,33 @@ def _service(tmp_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Mem
 def test_a_recall_of_two_stores_reads_rows_only_for_the_documents_it_can_take(
     tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four hits of two stores take two documents of each: only those four rows are read (every
-    candidate's, four of each store, before)."""
+    """Four hits of two stores take two documents of each, made of the documents rows read with
+    their chunk rows (``chunk_rows.read_missing``): no documents query of their own (one for
+    the four fronts before schema 12, one for every candidate before that); a recall over rows
+    kept reads no row at all."""
     repo = make_repo(tmp_path / "repo")
     with _service(tmp_home, repo, monkeypatch) as svc:
+        db = svc.index.retrieval.db
+        statements: list[str] = []
+
+        def trace(_cursor: object, sql: str, _bindings: object) -> bool:
+            statements.append(sql)
+            return True
+
+        db.conn.exec_trace = trace
         result = svc.recall(QUERY, cwd=repo, mode="keyword", limit=4)
         assert [h.store for h in result.hits].count(GLOBAL_STORE) == 2 and len(result.hits) == 4
-        db = svc.index.retrieval.db
+        assert not [sql for sql in statements if "FROM documents c" in sql]
+        assert [sql for sql in statements if "FROM documents_fts_content f" in sql]
         with snapshot.reading(db) as kept:
             read = set(kept[KEPT_DOCS])
             found = best_documents(db, list(result.stores), QUERY, 4, kept)
         assert sum(map(len, found.values())) == 8  # four candidates in each store
-        assert read == {(h.store, h.id) for h in result.hits}
+        assert {(s, i) for s in found for i in found[s]} <= read  # each with its chunk row
+        statements.clear()
+        assert svc.recall(QUERY, cwd=repo, mode="keyword", limit=4).hits == result.hits
+        assert not [sql for sql in statements if "FROM documents c" in sql or "documents_fts_content" in sql]
+        db.conn.exec_trace = None
         with MemoryService(tmp_home) as fresh:  # a fresh process, no kept rows: the same hits
             assert fresh.recall(QUERY, cwd=repo, mode="keyword", limit=4).hits == result.hits
 

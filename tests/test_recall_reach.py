@@ -126,9 +126,12 @@ def test_rows_that_cannot_place_are_not_tokenized(
     tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three hits of the global store, of its twelve candidates: the fact holding every term first,
-    found without tokenizing every candidate (all twelve were tokenized before)."""
+    found without tokenizing every candidate (all twelve were tokenized before). The chunks' stored
+    tokens are taken away (an index that lacks them, as another program may leave it): with them
+    no text is tokenized at all."""
     repo = make_repo(tmp_path / "repo")
     with _home(tmp_home, repo, monkeypatch, 0) as svc:
+        svc.index.db.conn.execute("UPDATE chunks SET tokens = NULL")
         hits = svc.recall(QUERY, stores=[GLOBAL_STORE], mode="keyword", limit=3).hits
         assert sorted(h.title for h in hits) == ["all of it 0", "all of it 1", "all of it 2"]
         with snapshot.reading(svc.index.retrieval.db) as kept:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from collections.abc import KeysView, Mapping, Sequence
+from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -57,9 +57,9 @@ Tokens = KeysView[str]
 # Query terms as the index tokenizes them: a recall re-scores each store with the same terms.
 _wanted_cache: dict[str, _Wanted | None] = {}
 _WANTED_CACHE_MAX = 4096
-# A query's terms as compared, the factor of each share, its single tokens (``_plan``), by
-# (weight, *terms).
-_Plan = tuple[list[_Wanted], list[float], frozenset[str] | None]
+# A query's terms as compared, the factor of each share, its single tokens and how many of those a
+# row's stored tokens hold (``_plan``), by (weight, *terms).
+_Plan = tuple[list[_Wanted], list[float], frozenset[str] | None, Callable[[str], int]]
 _plans: dict[tuple[Any, ...], _Plan | None] = {}
 # Candidate texts already re-scored, as compared and their tokens: about 3 KB each (measured at
 # 10k facts), so at most ~13 MB. A single pass of 200 recalls at 10k facts met 6,200 texts in
@@ -96,9 +96,17 @@ def _plain(text: str) -> bool:
     return text.isascii() or text.replace(_HEADER_MARK, "").isascii()
 
 
+def _prepared(text: str) -> tuple[str, str]:
+    """``text`` as it is compared (NFKC unless plain) and as it is tokenized (CJK runs left out:
+    they are matched as substrings)."""
+    if _plain(text):
+        return text, text
+    candidate = fold(unicodedata.normalize("NFKC", text))  # as the index saw it
+    return candidate, candidate if not has_cjk(candidate) else CJK_RUN.sub(" ", candidate)
+
+
 def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[str, Tokens]]:
-    """Each text as it is compared (NFKC unless plain) and its index tokens (CJK runs left out:
-    they are matched as substrings).
+    """Each text as it is compared (``_prepared``) and its index tokens.
 
     Kept per text for later recalls (a long-lived process is asked about the same memory again
     and again): tokenizing was most of the re-scoring, and the NFKC check the rest. Keyed by
@@ -111,16 +119,43 @@ def _compared(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[tuple[
     compared = []
     prepared = []
     for i in todo:
-        text = texts[i]
-        plain = _plain(text)
-        candidate = text if plain else fold(unicodedata.normalize("NFKC", text))  # as the index saw it
+        candidate, tokenized = _prepared(texts[i])
         compared.append(candidate)
-        prepared.append(candidate if plain or not has_cjk(candidate) else CJK_RUN.sub(" ", candidate))
+        prepared.append(tokenized)
     if len(_words_cache) + len(todo) > _WORDS_CACHE_MAX:
         _words_cache.clear()
     for i, candidate, words in zip(todo, compared, _tokenize_all(tokenize, prepared), strict=True):
         out[i] = _words_cache[texts[i]] = (candidate, words)
     return out  # type: ignore[return-value]
+
+
+def stored_tokens(text: str) -> str:
+    """What the index stores beside a chunk for coverage (``chunks.tokens``, schema 12): the
+    chunk's tokens as ``_compared`` makes them, in the order met (a token met again is there
+    again: taking each once cost a rebuild a third as much again as tokenizing), with a space
+    before and after each (a token holds no space: unicode61 splits on it), so that a recall
+    counts a query token ``t`` held by looking for `` t `` in it, without tokenizing the chunk."""
+    tokens = _tokens(_tokenizer(), _prepared(text)[1], apsw.FTS5_TOKENIZE_DOCUMENT)
+    return f" {' '.join(tokens)} " if tokens else " "
+
+
+def held_tokens(value: object) -> bool:
+    """Whether ``value`` (a ``chunks.tokens`` value another read found not NULL) is tokens
+    ``stored_tokens`` made: text with a space at each end. Other text is left unused (its chunk
+    is tokenized, as without it); a value that is no text is another program's, a ``TypeError``
+    that the read's values check turns into damage (``values.note_values``)."""
+    if type(value) is not str:
+        raise TypeError(f"chunks.tokens holds a {type(value).__name__}, not text")
+    return value[:1] == " " == value[-1:]
+
+
+def _from_stored(text: str, stored: str) -> tuple[str, Tokens]:
+    """``_compared``'s (compared text, tokens) of ``text`` from its ``stored_tokens``."""
+    if len(_shared_tokens) > _SHARED_TOKENS_MAX:
+        _shared_tokens.clear()
+    share = _shared_tokens.setdefault
+    tokens = stored.split(" ")[1:-1]
+    return _prepared(text)[0], dict.fromkeys(map(share, tokens, tokens)).keys()
 
 
 def _tokenize_all(tokenize: apsw.FTS5Tokenizer, texts: Sequence[str]) -> list[Tokens]:
@@ -159,31 +194,36 @@ def scored_lists(
     texts: Mapping[int, Sequence[str]],
     weight: float = COVERAGE_WEIGHT,
     by_row: dict[int, tuple[str, Tokens]] | None = None,
+    stored: Mapping[int, str] | None = None,
 ) -> list[list[tuple[float, int]]]:
     """``by_coverage`` of several ranked lists (a keyword recall's stores) with the same terms
     (looked up once, the rows of every list tokenized in one batch), as (score, rowid) pairs, the
     order they sort in: Python compares tuples whose first item is a float faster than it sorts
-    by a key (a key tuple per row was most of the two sorts' ~110 k instructions a recall)."""
+    by a key (a key tuple per row was most of the two sorts' ~110 k instructions a recall).
+
+    ``stored``: rows' ``stored_tokens`` as the index keeps them (``chunks.tokens``), by rowid: such
+    a row is not tokenized. In the usual query (terms of one token each) its share is counted in
+    that text itself, without a token dict made or kept for it."""
     plan = _plan(terms, weight) if len(terms) >= 2 and weight > 0 else None
     if plan is None:
         return [[(score, rowid) for rowid, score in ranked] for ranked in lists]
-    wanted, factors, keys = plan
-    tokenize = _tokenizer()
-    if by_row is None:
-        rowids = [rowid for ranked in lists for rowid, _ in ranked]
-        compared = dict(zip(rowids, _compared(tokenize, _texts(texts, rowids)), strict=True))
-    else:
-        missing = [rowid for ranked in lists for rowid, _ in ranked if rowid not in by_row]
-        if missing:
-            if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
-                by_row.clear()
-                missing = [rowid for ranked in lists for rowid, _ in ranked]
-            by_row.update(zip(missing, _compared(tokenize, _texts(texts, missing)), strict=True))
-        compared = by_row
+    wanted, factors, keys, held_of = plan
+    held: Mapping[int, str] = stored if stored is not None and keys is not None else {}
+    compared = _compared_rows(lists, texts, by_row, held, stored or {})
     out = []
+    get = held.get
     for ranked in lists:
-        if keys is not None:  # the usual query: one intersection per row counts its terms
-            scored = [(score * factors[len(compared[rowid][1] & keys)], rowid) for rowid, score in ranked]
+        if keys is not None:  # the usual query: one intersection (or a look per term) per row
+            scored = [
+                (
+                    score
+                    * factors[
+                        len(compared[rowid][1] & keys) if (found := get(rowid)) is None else held_of(found)
+                    ],
+                    rowid,
+                )
+                for rowid, score in ranked
+            ]
         else:
             shares = _shares(wanted, [compared[rowid] for rowid, _ in ranked])
             scored = [
@@ -194,9 +234,49 @@ def scored_lists(
     return out
 
 
+def _compared_rows(
+    lists: Sequence[Sequence[tuple[int, float]]],
+    texts: Mapping[int, Sequence[str]],
+    by_row: dict[int, tuple[str, Tokens]] | None,
+    held: Mapping[int, str],
+    stored: Mapping[int, str],
+) -> Mapping[int, tuple[str, Tokens]]:
+    """Each row's (compared text, tokens) but those of the rows in ``held`` (counted in their
+    stored tokens), from ``by_row`` when it has them, else made (and kept there): from the row's
+    ``stored`` tokens when the index keeps them, else by tokenizing its text."""
+    rowids = [rowid for ranked in lists for rowid, _ in ranked if rowid not in held]
+    if by_row is None:
+        return dict(zip(rowids, _made(rowids, texts, stored), strict=True))
+    missing = [rowid for rowid in rowids if rowid not in by_row]
+    if missing:
+        if len(by_row) + len(missing) > _WORDS_CACHE_MAX:  # it holds tokens the cache let go
+            by_row.clear()
+            missing = rowids
+        by_row.update(zip(missing, _made(missing, texts, stored), strict=True))
+    return by_row
+
+
+def _made(
+    rowids: Sequence[int], texts: Mapping[int, Sequence[str]], stored: Mapping[int, str]
+) -> list[tuple[str, Tokens]]:
+    """The (compared text, tokens) of each row: from its stored tokens, else tokenized."""
+    found = _texts(texts, rowids)
+    if not stored:
+        return _compared(_tokenizer(), found)
+    out: list[tuple[str, Tokens] | None] = [
+        None if (kept := stored.get(rowid)) is None else _from_stored(text, kept)
+        for rowid, text in zip(rowids, found, strict=True)
+    ]
+    todo = [i for i, made in enumerate(out) if made is None]
+    for i, made in zip(todo, _compared(_tokenizer(), [found[i] for i in todo]), strict=True):
+        out[i] = made
+    return out  # type: ignore[return-value]
+
+
 def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
-    """The query's terms as compared (``_wanted``), the factor of each share, and its single tokens
-    (``_single_tokens``); None when fewer than two terms have tokens (nothing to re-score). Kept
+    """The query's terms as compared (``_wanted``), the factor of each share, its single tokens
+    (``_single_tokens``) and how many of those a row's stored tokens hold (``_held_count``); None
+    when fewer than two terms have tokens (nothing to re-score). Kept
     per terms and weight: a recall re-scores its rows in up to two steps (``fts._scored_within``)."""
     key = (weight, *terms)
     if key in _plans:
@@ -205,12 +285,30 @@ def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
     plan: _Plan | None = None
     if len(wanted) >= 2:
         n = len(wanted)
+        keys = _single_tokens(wanted)
         # The factor of each possible share, worked out as the per-row expression works it out.
-        plan = (wanted, [1.0 + weight * share / n for share in range(n + 1)], _single_tokens(wanted))
+        plan = (wanted, [1.0 + weight * share / n for share in range(n + 1)], keys, _held_count(keys or ()))
     if len(_plans) >= _WANTED_CACHE_MAX:
         _plans.clear()
     _plans[key] = plan
     return plan
+
+
+def _held_count(keys: Iterable[str]) -> Callable[[str], int]:
+    """How many of ``keys`` (single tokens) a row's stored tokens hold: each looked for with a space
+    before and after it. Written out for the usual two to four (``sum`` over a ``map`` took half
+    as long again a row)."""
+    marks = tuple(sorted(f" {k} " for k in keys))
+    if len(marks) == 2:
+        a, b = marks
+        return lambda s: (a in s) + (b in s)
+    if len(marks) == 3:
+        a, b, c = marks
+        return lambda s: (a in s) + (b in s) + (c in s)
+    if len(marks) == 4:
+        a, b, c, d = marks
+        return lambda s: (a in s) + (b in s) + (c in s) + (d in s)
+    return lambda s: sum(map(s.__contains__, marks))
 
 
 def _texts(texts: Mapping[int, Sequence[str]], rowids: Sequence[int]) -> list[str]:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+from operator import eq
 from typing import Any, cast
 
 import apsw
 import attrs
 
 from . import forms, near
+from .chunk_rows import ChunkRows, kept_rows, read_content, read_missing
 from .coverage import COVERAGE_WEIGHT, scored_lists
 from .db import IndexDB
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import SHOWN, document_id_of_chunk, store_scope
-from .snapshot import in_list
 
 # The query's terms (``terms.py``), named here as before.
 from .terms import MIXED_WORD_WEIGHT as MIXED_WORD_WEIGHT
@@ -68,8 +70,10 @@ def search_words(db: IndexDB, store: str, query: str, limit: int, within: Within
         return []
     ranked = _ranked_words(db, _words_match(terms, store), limit, within)
     found = ChunkRows()
-    _read_content(db, found, [r for r, _ in ranked])
-    scored = in_fact_order(_floor_scaled(db, terms, scored_lists(db.conn, terms, [ranked], found))[0], found)
+    read_content(db, found, [r for r, _ in ranked])
+    scored = in_fact_order(
+        _floor_scaled(db, terms, scored_lists(db.conn, terms, [ranked], found, stored=found.tokens))[0], found
+    )
     return [ChunkHit(found[r][0], found[r][1], -score) for score, r in scored if r in found]
 
 
@@ -120,20 +124,8 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
     )
 
 
-# The most characters of chunk text a reader connection (one per thread) keeps between recalls
-# (``snapshot.reading``): the candidates of a long-lived process's recalls come back again and
-# again. 200 recalls at 10k facts met 6,200 texts, 1.4 M characters (about 4 MB kept).
-KEPT_TEXT_CHARS = 2_000_000
-_CONTENT = "fts.content"  # ``reading``'s key of the chunk rows kept
-_STORE_COUNTS = "fts.store_counts"  # and of the stores' file counts
+_STORE_COUNTS = "fts.store_counts"  # ``reading``'s key of the stores' file counts
 _COVERAGE = "fts.coverage"  # and of each row's tokens as coverage compares them
-
-
-class ChunkRows(dict[int, tuple[str, str, str, str]]):
-    """Chunk rows by FTS rowid: (chunk id, text, store, document id), with the characters of text
-    they hold."""
-
-    chars = 0
 
 
 def search_words_many(
@@ -251,7 +243,7 @@ def _scored_per_store(
     (``_ranked_per_store``, as (rowid, bm25)), and those rows re-scored by coverage, best first,
     as (score, rowid); with ``caps``, each store's re-scored rows only as far as its first
     ``caps[store]`` documents need (``_scored_within``)."""
-    content = _kept_rows(kept if kept is not None else {})
+    content = kept_rows(kept if kept is not None else {})
     ranked = _ranked_per_store(db, stores, terms, limit, content, kept)  # their chunk rows read
     if caps is None:
         return content, ranked, _scored(db, terms, ranked, content, kept)
@@ -271,7 +263,9 @@ def _scored(
 ) -> dict[str, list[tuple[float, int]]]:
     """Every row of each store's ``ranked`` list re-scored by coverage, best first (score, rowid)."""
     by_row = kept.setdefault(_COVERAGE, {}) if kept is not None else None
-    scored = scored_lists(db.conn, terms, list(ranked.values()), content, by_row=by_row)
+    scored = scored_lists(
+        db.conn, terms, list(ranked.values()), content, by_row=by_row, stored=content.tokens
+    )
     return dict(zip(ranked, _floor_scaled(db, terms, scored), strict=True))
 
 
@@ -304,14 +298,18 @@ def _scored_within(
     first sight, tokenized). The first ``2 x documents`` rows are re-scored to find the bound, then
     the rows up to the cut, each step one ``scored_lists`` call for every list."""
     heads = [ranked[: 2 * docs] for ranked, docs in lists]
-    scored = scored_lists(conn, terms, heads, content, by_row=by_row)
+    scored = scored_lists(conn, terms, heads, content, by_row=by_row, stored=content.tokens)
     tails = []
     for (ranked, docs), head, mine in zip(lists, heads, scored, strict=True):
         bound = _bound(mine, content, docs)
         end = len(ranked) if bound is None else bisect.bisect_right(ranked, bound, len(head), key=_at_most)
         tails.append(ranked[len(head) : end])
     if any(tails):
-        for mine, more in zip(scored, scored_lists(conn, terms, tails, content, by_row=by_row), strict=True):
+        for mine, more in zip(
+            scored,
+            scored_lists(conn, terms, tails, content, by_row=by_row, stored=content.tokens),
+            strict=True,
+        ):
             if more:
                 mine += more
                 mine.sort()  # two sorted runs: one merge
@@ -333,35 +331,6 @@ def _bound(scored: list[tuple[float, int]], content: ChunkRows, docs: int) -> fl
             if len(seen) == docs:
                 return score
     return None
-
-
-def _kept_rows(kept: dict[Any, Any]) -> ChunkRows:
-    """The chunk rows kept in ``kept``, emptied first when they hold too much text (never during a
-    recall: its rows must stay until it is done)."""
-    content: ChunkRows | None = kept.get(_CONTENT)
-    if content is None or content.chars > KEPT_TEXT_CHARS:
-        content = kept[_CONTENT] = ChunkRows()
-    return content
-
-
-def _read_content(db: IndexDB, content: ChunkRows, rowids: Sequence[int]) -> None:
-    """Add the chunk id, text and store of the FTS rows ``rowids`` that ``content`` lacks."""
-    missing = [r for r in rowids if r not in content]
-    if missing:
-        _read_missing(db, content, missing)
-
-
-def _read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> None:
-    """``_read_content`` of rowids that ``content`` lacks."""
-    marks, values = in_list(missing)
-    # FTS5's content table itself (id = rowid, c0 text, c1 store, c2 chunk id, c3 written: ``SHOWN``):
-    # a plain rowid lookup, where the virtual table took twice as long (80 rows: 0.11 against 0.06 ms).
-    rows = db.rows(
-        f"SELECT id, c2, coalesce(c3, c0), c1 FROM documents_fts_content WHERE id IN ({marks})", values
-    )
-    # int and three str, as apsw gives them, and the document id (a hit is one per document)
-    content.update((r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows)
-    content.chars += sum(len(r[2]) for r in rows)
 
 
 def _ranked_per_store(
@@ -388,8 +357,7 @@ def _ranked_per_store(
         return {store: _ranked_read(db, terms, store, limit, content) for store in stores}
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
-    get = content.get
-    into = rows.get
+    store_of = content.stores.get
     seen = 0
     # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
     # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
@@ -412,25 +380,24 @@ def _ranked_per_store(
                 break
             seen += len(batch)
             last = batch[-1][1]
-            read = False
             # Every row of a store searched goes to its list, a store's rows past its ``limit`` too
-            # (cut below): a count and a test per row cost more than the rows a batch adds.
-            for row in batch:
-                found = get(row[0])
-                if found is None:
-                    if read:
-                        continue  # no such chunk row (the index changed under a caller's transaction)
-                    if all(len(mine) >= limit for mine in rows.values()):
-                        stopped = row
-                        break  # the rest of the batch is unused: no chunk rows read for it
-                    _read_missing(db, content, [r[0] for r in batch if r[0] not in content])
-                    read = True
-                    found = get(row[0])
-                    if found is None:
-                        continue
-                mine = into(found[2])
-                if mine is not None:
-                    mine.append(row)
+            # (cut below): a count and a test per row cost more than the rows a batch adds. A row
+            # whose chunk row is not kept ("" for its store) is read with the rest of the batch,
+            # unless every store is full before it (the rest of the batch is then unused).
+            ids = [r[0] for r in batch]
+            found = list(map(store_of, ids, repeat("")))
+            if "" in found:
+                at = found.index("")
+                _into_stores(rows, batch[:at], found[:at])
+                if all(len(mine) >= limit for mine in rows.values()):
+                    stopped = batch[at]
+                else:
+                    read_missing(db, content, [r for r in ids if r not in content])
+                    # a row still without one has no chunk row (the index changed under a
+                    # caller's transaction): left out
+                    _into_stores(rows, batch[at:], list(map(store_of, ids[at:], repeat(""))))
+            else:
+                _into_stores(rows, batch, found)
             lacking = 0
             for mine in rows.values():
                 if len(mine) >= limit:
@@ -456,6 +423,23 @@ def _ranked_per_store(
         else _ranked_read(db, terms, store, limit, content)
         for store, mine in rows.items()
     }
+
+
+def _into_stores(
+    rows: dict[str, list[tuple[int, float]]], batch: list[tuple[int, float]], stores: list[str]
+) -> None:
+    """Each row of ``batch`` appended to the list in ``rows`` of its store (``stores``, one per
+    row; "" for none), in order. A few stores take their rows by a filter each, in C: a Python
+    loop over the rows (a lookup and a test a row) was a tenth of a 1k recall's ranking."""
+    if len(rows) <= 3:
+        for store, mine in rows.items():
+            mine.extend(itertools.compress(batch, map(eq, repeat(store), stores)))  # eq: any value
+        return
+    into = rows.get
+    for row, store in zip(batch, stores, strict=True):
+        found = into(store)
+        if found is not None:
+            found.append(row)
 
 
 def _take_tied(
@@ -490,7 +474,7 @@ def _take_tied(
                 break
             tied.append(row)
     if tied:
-        _read_content(db, content, [r[0] for r in tied])
+        read_content(db, content, [r[0] for r in tied])
         get = content.get
         for row in tied:
             found = get(row[0])
@@ -505,7 +489,7 @@ def _ranked_read(
 ) -> list[tuple[int, float]]:
     """One store's ``_ranked_words`` of its own MATCH, with the chunk rows it lacks read into ``content``."""
     ranked = _ranked_words(db, _words_match(terms, store), limit)
-    _read_content(db, content, [r for r, _ in ranked])
+    read_content(db, content, [r for r, _ in ranked])
     return ranked
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import apsw
 
 from .cjk import index_forms, index_text
+from .coverage import stored_tokens
 from .hant import fold
 
 # "CFFR": marks an index as ours, so another program's SQLite file is never migrated into one.
@@ -187,6 +188,30 @@ def _fold_trigrams(conn: apsw.Connection) -> None:
     )
 
 
+def _chunk_tokens(conn: apsw.Connection) -> None:
+    """12: ``chunks.tokens``, each chunk's tokens as keyword recall's coverage compares them
+    (``coverage.stored_tokens``), so that a recall tokenizes none of its candidates' texts. Added
+    in place (no file re-read, no vector recomputed): the column, then each stored chunk text
+    tokenized. A text another program wrote that is no UTF-8 (or no text) keeps NULL, which a
+    recall reads as "not stored" (the values check finds the text itself); an index rolled back
+    to an older version number keeps the column (not added twice)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_xinfo(chunks)")}
+    if "tokens" not in columns:
+        conn.execute("ALTER TABLE chunks ADD COLUMN tokens TEXT")
+    rows = conn.execute(
+        "SELECT c.rowid, CAST(coalesce(f.written, f.text) AS BLOB), typeof(coalesce(f.written, f.text)) "
+        "FROM chunks c JOIN documents_fts f ON f.rowid = c.rowid"
+    )
+    made = []
+    for rowid, value, kind in list(rows):
+        try:
+            text = value.decode("utf-8") if kind == "text" else None
+        except UnicodeDecodeError:
+            text = None
+        made.append((None if text is None else stored_tokens(text), rowid))
+    conn.executemany("UPDATE chunks SET tokens = ? WHERE rowid = ?", made)
+
+
 # Each entry is one migration (SQL, or a function of the connection for rewrites SQL cannot
 # say); the list index + 1 is the schema version it produces.
 MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
@@ -324,6 +349,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     _fold_words,
     # 11: the trigram index holds NFKC text, the text as written beside it (see _fold_trigrams).
     _fold_trigrams,
+    # 12: each chunk's tokens as coverage compares them, beside it (see _chunk_tokens).
+    _chunk_tokens,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

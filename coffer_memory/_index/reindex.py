@@ -20,6 +20,7 @@ from .._store.files import FactParseError, ParsedFile, parse_fact, read_bytes
 from .._store.paths import StorePaths
 from .chunking import MAX_WINDOWS, vector_windows
 from .cjk import index_forms, index_text
+from .coverage import stored_tokens
 from .db import DAMAGE, IndexDB
 from .holding import Holding
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
@@ -215,8 +216,9 @@ class Reindexer:
             for position, text in enumerate(chunks):
                 cid = chunk_id(store, fact.id, position)
                 self.db.conn.execute(
-                    "INSERT INTO chunks (id, document_id, kind, resource_name, position) VALUES (?, ?, ?, ?, ?)",
-                    (cid, fact.id, KIND, store, position),
+                    "INSERT INTO chunks (id, document_id, kind, resource_name, position, tokens) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (cid, fact.id, KIND, store, position, stored_tokens(text)),
                 )
                 # The FTS row shares the chunk's rowid, so deletes find it without a scan.
                 rowid = self.db.conn.last_insert_rowid()
@@ -286,7 +288,7 @@ class Reindexer:
             rowid = new.next_chunk
             new.next_chunk += 1
             cid = chunk_id(store, fact.id, position)
-            new.chunks.append((rowid, cid, fact.id, KIND, store, position))
+            new.chunks.append((rowid, cid, fact.id, KIND, store, position, stored_tokens(text)))
             words, searched, written = index_forms(text)
             new.fts.append((rowid, searched, store, cid, written))
             new.words.append((rowid, words, scope, ""))
@@ -336,7 +338,8 @@ class Reindexer:
         )
         conn.executemany("INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", new.tags)
         conn.executemany(
-            "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position, tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             new.chunks,
         )
         conn.executemany(

@@ -71,7 +71,7 @@ INDEXES: Mapping[str, str] = {
 # their SQL. ``tests/test_attack_left_open3.py`` checks these against a freshly made index.
 TABLE_SQL: Mapping[str, int] = {
     "documents": 0xB5B2A326,
-    "chunks": 0x9102998D,
+    "chunks": 0x5EB5B863,
     "memory_store_project_roots": 0x67092E2B,
     "memory_store_labels": 0xE57E92D9,
     "store_state": 0x7F048DB2,

@@ -64,7 +64,11 @@ COLUMNS: dict[str, dict[str, str]] = {
         "description": TEXT_OR_NULL,
         **dict.fromkeys(("locked", "file_size", "file_mtime_ns", "file_ctime_ns", "file_ino"), NUMBER),
     },
-    "chunks": {**dict.fromkeys(("id", "document_id", "kind", "resource_name"), TEXT), "position": NUMBER},
+    "chunks": {
+        **dict.fromkeys(("id", "document_id", "kind", "resource_name"), TEXT),
+        "position": NUMBER,
+        "tokens": TEXT_OR_NULL,
+    },
     "documents_fts": {**dict.fromkeys(("text", "resource_name", "chunk_id"), TEXT), "written": TEXT_OR_NULL},
     "store_state": {"resource_name": TEXT, "dirs": TEXT, "file_count": NUMBER},
     "vec_stores": {**dict.fromkeys(("resource_name", "table_name", "model_id"), TEXT), "dimensions": NUMBER},
