@@ -48,7 +48,8 @@ Pipeline for one message (``scrub_text``), in this order:
      ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).
    - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values),
      ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
-     assignments below), and ``url_token``: a path segment or a 32+ character query value that
+     assignments below; a base64 value goes on over its own ``/``: ``;SharedAccessKey=…`` of an
+     Azure connection string that starts ``Endpoint=sb://``), and ``url_token``: a path segment or a 32+ character query value that
      looks generated (24+ characters, mixed case and digits, not made of words, not an object id
      such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``; an AWS secret or an
      Azure key whose own ``/`` splits it over path segments is found as one window.
@@ -73,7 +74,8 @@ Pipeline for one message (``scrub_text``), in this order:
      block scalars), JSON, TOML/INI, Python (also annotated ``key: str = "…"``), PHP ``=>``
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
      ``,``, ``;``, ``&`` or a parenthesis; after a line-start YAML key, at the end of the line or
-     a `` #`` comment). The key is split into words (snake, kebab, dotted and camelCase) and
+     a `` #`` comment; on a ``.env`` line, ``[export ]KEY=value``, at a blank, or at a ``&`` or
+     ``;`` that starts another ``name=``). The key is split into words (snake, kebab, dotted and camelCase) and
      judged by them: a last word ending in ``password``/``passwd``/``passphrase`` (or
      ``pass``/``pwd`` after another word) gives ``password``; ending in
      ``token`` gives ``token``; ending in ``secret`` gives ``secret``; ``apikey``/``api key``

@@ -262,8 +262,12 @@ URL_PATH_START: Final = re.compile(r"^[^:]+:(?://|\\/\\/)[^/\\?#]*")
 # (Also after ``%2F``: a URL percent-encoded into another one's query, a redirect target.)
 URL_SEGMENT: Final = re.compile(r"(?:(?<=/)|(?<=%2[Ff]))[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
 # ``key=value`` as a path segment or a matrix parameter (``/x/password=y``, ``/x;token=y``).
+# A value may go on over ``/`` when all of it up to the next ``;``, ``?``, ``#`` or ``&`` reads as
+# base64: an Azure connection string (``Endpoint=sb://host/;SharedAccessKey=<base64>``) is one
+# URL here, and its key's own ``/`` ended the value, leaving the rest of the key behind.
 URL_PATH_ASSIGNMENT: Final = re.compile(
-    r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})=(?P<val>[^/\\?#;&]{1,256})"
+    r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})="
+    r"(?P<val>[^/\\?#;&]{1,256}(?:(?:/[A-Za-z0-9+]{1,256}){1,16}={0,2}(?=[;?#&]|$))?)"
 )
 # Query parameters that sign a URL (Azure SAS, S3/GCS presigned URLs): who holds it may use it.
 URL_SIGNATURE: Final = re.compile(

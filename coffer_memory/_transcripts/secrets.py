@@ -122,6 +122,15 @@ _YAML_LINE = re.compile(
     r"(?=(?P<val>[^\s\"'`#|>{\[&*!](?:[^\n#]|(?<![ \t])#){0,1024}))",
     re.MULTILINE,
 )
+# A ``.env`` line, ``KEY=value`` or ``export KEY=value``: its unquoted value is the whole word up
+# to a blank, since generated values there hold the marks that end a value elsewhere (a Django
+# ``SECRET_KEY`` full of ``( ) & ; ^``: all but its first piece was kept). A ``&`` or ``;``
+# before ``name=`` still ends it: ``access_token=X&scope=repo`` is a query string.
+_ENV_LINE = re.compile(
+    r"^(?P<pre>[ \t]*(?:export[ \t]+)?" + _KEY + r"=)"
+    r"(?=(?P<val>[^\s\"'`#](?:[^\s&;]|[&;](?![A-Za-z_][\w.-]{0,60}=)){0,1023}))",
+    re.MULTILINE,
+)
 # The key may close a quote, a backtick or Markdown emphasis (``**Password:** hunter2``).
 _ASSIGNMENT = re.compile(
     _KEY_START
@@ -477,6 +486,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     text = _sub_keyed(_ANNOTATED, text, keyed(after_colon=False))
     text = _sub_keyed(_YAML_LINE, text, keyed(after_colon=True))
+    text = _sub_keyed(_ENV_LINE, text, keyed(after_colon=False))
     text = _sub_keyed(_ASSIGNMENT, text, keyed(after_colon=None))
     text = _sub_keyed(_CLI_FLAG, text, keyed(after_colon=False))
 
