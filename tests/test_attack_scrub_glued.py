@@ -3,8 +3,11 @@
 A ``.env`` line's unquoted value runs to the end of its word, so a Django ``SECRET_KEY`` full of
 ``( ) & ; ^`` kept everything after its first such mark; an Azure connection string that starts
 with ``Endpoint=sb://…/`` reads as one URL, whose ``;SharedAccessKey=<base64>`` path assignment
-ended at the key's first ``/``. Each is checked on the scrubber and through the real faces: a
-``coffer remember`` subprocess and ``coffer-api`` on 127.0.0.1.
+ended at the key's first ``/``. And a signed query string pasted without its URL (a SAS token
+as the Azure portal shows it, ``?sv=…&sig=…``; presigned S3 parameters) kept its signature, the
+credential: ``sig=`` was looked for only inside a URL, and ``AZURE_STORAGE_SAS_TOKEN=`` got its
+harmless ``sv=<date>`` redacted instead. Each is checked on the scrubber and through the real
+faces: a ``coffer remember`` subprocess and ``coffer-api`` on 127.0.0.1.
 
 Every value is built from random characters at run time: no secret-shaped string is committed.
 """
@@ -48,6 +51,10 @@ PW_PARENS = "p@" + rand(6) + "(" + rand(6) + ")" + rand(5)
 PW_SEMI = rand(7) + ";" + rand(7) + "&" + rand(7)
 SAS = key_b64(32)
 SAS_TOKEN = key_b64(33)
+SIG = key_b64(32).replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+SIG2 = key_b64(32).replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+AMZ = rand(64, "0123456789abcdef")
+QUERY = "sv=2022-11-02&ss=bfqt&srt=sco&sp=rwdlac&se=2026-01-01T00:00:00Z&spr=https&sig="
 
 LEAKS = [
     # (text, the secret in it, the kind it is redacted as)
@@ -65,6 +72,14 @@ LEAKS = [
         "secret",
     ),
     (f"https://example.com/api;token={SAS_TOKEN}", SAS_TOKEN, "token"),
+    (f"SAS token: ?{QUERY}{SIG}", SIG, "url_signature"),
+    (f"AZURE_STORAGE_SAS_TOKEN={QUERY}{SIG}", SIG, "url_signature"),
+    (f'export AZURE_SAS="?{QUERY}{SIG2}"', SIG2, "url_signature"),
+    (
+        f"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20260101T000000Z&X-Amz-Signature={AMZ}",
+        AMZ,
+        "url_signature",
+    ),
 ]
 
 
@@ -97,6 +112,9 @@ KEPT = [
     "PASSWORD_FILE=./secrets/db.txt",
     "https://example.com/login/password_reset/done",
     "https://example.com/a=b/c/d",
+    "the sig= parameter is the HMAC; sig=short stays",
+    "git log --show-signature=true",
+    "&signature=see-the-docs",
 ]
 
 
@@ -114,7 +132,9 @@ TEXT = (
     "prod settings:\n"
     f"SECRET_KEY={DJANGO}\n"
     f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={SAS}\n"
+    f"backups: ?{QUERY}{SIG}\n"
 )
+SECRETS = pieces(DJANGO) + pieces(SAS) + pieces(SIG)
 
 
 def test_cli_remember_stores_neither_value(tmp_home: Path) -> None:
@@ -131,7 +151,7 @@ def test_cli_remember_stores_neither_value(tmp_home: Path) -> None:
     assert r.returncode == 0, r.stderr
     data = stored(tmp_home)
     assert b"prod settings" in data
-    assert not [p for p in pieces(DJANGO) + pieces(SAS) if p.encode() in data]
+    assert not [p for p in SECRETS if p.encode() in data]
 
 
 def test_rest_remember_stores_neither_value(tmp_home: Path) -> None:
@@ -140,7 +160,7 @@ def test_rest_remember_stores_neither_value(tmp_home: Path) -> None:
     with server, httpx.Client(base_url=server.base, timeout=60) as client:
         r = client.post("/api/v1/memory_stores/global/facts", json={"text": TEXT})
         assert r.status_code == 201, r.text
-        assert r.json()["redacted"] == {"secret": 2}
+        assert r.json()["redacted"] == {"secret": 2, "url_signature": 1}
     data = stored(tmp_home)
     assert b"prod settings" in data
-    assert not [p for p in pieces(DJANGO) + pieces(SAS) if p.encode() in data]
+    assert not [p for p in SECRETS if p.encode() in data]

@@ -46,11 +46,12 @@ Pipeline for one message (``scrub_text``), in this order:
      ``alibaba_access_key_id``, ``age_secret_key``, ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16),
      ``azure_client_secret`` (``…8Q~…``) and ``azure_storage_key`` (88 base64 characters ending
      ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).
-   - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values),
+   - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values; also in a
+     query string pasted without its URL, a SAS token ``?sv=…&sig=…``),
      ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
      assignments below; a base64 value goes on over its own ``/``: ``;SharedAccessKey=…`` of an
-     Azure connection string that starts ``Endpoint=sb://``), and ``url_token``: a path segment or a 32+ character query value that
-     looks generated (24+ characters, mixed case and digits, not made of words, not an object id
+     Azure connection string that starts ``Endpoint=sb://``), and ``url_token``: a path segment
+     or a 32+ character query value that looks generated (24+ characters, mixed case and digits, not made of words, not an object id
      such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``; an AWS secret or an
      Azure key whose own ``/`` splits it over path segments is found as one window.
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
