@@ -6,7 +6,9 @@ with ``Endpoint=sb://…/`` reads as one URL, whose ``;SharedAccessKey=<base64>`
 ended at the key's first ``/``. And a signed query string pasted without its URL (a SAS token
 as the Azure portal shows it, ``?sv=…&sig=…``; presigned S3 parameters) kept its signature, the
 credential: ``sig=`` was looked for only inside a URL, and ``AZURE_STORAGE_SAS_TOKEN=`` got its
-harmless ``sv=<date>`` redacted instead. Each is checked on the scrubber and through the real
+harmless ``sv=<date>`` redacted instead. And a value given to a command that stores a secret
+by a flag or a pipe (``gh secret set NAME --body X``, ``echo X | gh secret set NAME``, ``az
+keyvault secret set --value X``) was kept, ``--body`` taken for the value. Each is checked on the scrubber and through the real
 faces: a ``coffer remember`` subprocess and ``coffer-api`` on 127.0.0.1.
 
 Every value is built from random characters at run time: no secret-shaped string is committed.
@@ -54,6 +56,7 @@ SAS_TOKEN = key_b64(33)
 SIG = key_b64(32).replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
 SIG2 = key_b64(32).replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
 AMZ = rand(64, "0123456789abcdef")
+GH = rand(24)
 QUERY = "sv=2022-11-02&ss=bfqt&srt=sco&sp=rwdlac&se=2026-01-01T00:00:00Z&spr=https&sig="
 
 LEAKS = [
@@ -72,6 +75,12 @@ LEAKS = [
         "secret",
     ),
     (f"https://example.com/api;token={SAS_TOKEN}", SAS_TOKEN, "token"),
+    (f"gh secret set API_KEY --body {GH}", GH, "secret"),
+    (f'gh secret set API_KEY -b"{GH}" --repo o/r', GH, "secret"),
+    (f"gh secret set DEPLOY_TOKEN --env prod --body={GH}", GH, "secret"),
+    (f"echo {GH} | gh secret set DEPLOY_TOKEN", GH, "secret"),
+    (f"printf %s '{GH}' | npx wrangler secret put API_KEY", GH, "secret"),
+    (f"az keyvault secret set --vault-name v --name db-password --value {GH}", GH, "secret"),
     (f"SAS token: ?{QUERY}{SIG}", SIG, "url_signature"),
     (f"AZURE_STORAGE_SAS_TOKEN={QUERY}{SIG}", SIG, "url_signature"),
     (f'export AZURE_SAS="?{QUERY}{SIG2}"', SIG2, "url_signature"),
@@ -115,6 +124,9 @@ KEPT = [
     "the sig= parameter is the HMAC; sig=short stays",
     "git log --show-signature=true",
     "&signature=see-the-docs",
+    "gh variable set REGION --body us-east-1",
+    "gh secret set API_KEY < key.txt",
+    "echo done | tee log.txt",
 ]
 
 

@@ -65,7 +65,8 @@ Pipeline for one message (``scrub_text``), in this order:
    - Values named by their surroundings, kind from the name as for assignments: XML elements
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
      (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
-     set``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     set``), the value a secret store's command takes by a flag or a pipe (``gh secret set N --body
+     X``, ``az keyvault secret set … --value X``, ``echo X | gh secret set N``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
      = X``) when X has letters and digits or looks generated, or, for a password, is a word that
      ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
      required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is

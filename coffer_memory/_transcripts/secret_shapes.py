@@ -325,10 +325,24 @@ TABLE_ROW: Final = re.compile(
     r"^[ \t]*\|[ \t]*`?(?P<key>[^|`\n]{1,60}?)`?[ \t]*\|[ \t]*(?P<val>[^|\s][^|\n]{0,300}?)[ \t]*(?=\|)",
     re.MULTILINE,
 )
-# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
+# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``. A flag after the
+# key is no value (``gh secret set NAME --body X``: see SECRET_FLAG_VALUES).
 CONFIG_SET: Final = re.compile(
     r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
-    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"(?P<val>[\"']?(?!-)[^\s\"'`|;&]+[\"']?)"
+)
+# A value a command that stores a secret takes by a flag: ``gh secret set NAME --body X`` (``-b
+# X``, ``--body=X``, ``-b"X"``), ``az keyvault secret set … --value X``. Run only on a text that
+# says ``secret``, as PIPED_SECRETS.
+SECRET_FLAG_VALUES: Final = re.compile(
+    r"\b(?:gh|keyvault)[ \t]+secret[ \t]+set\b[^\n|;&]{0,300}?[ \t](?:--body|-b|--value)"
+    r"(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+)
+# A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
+# secret put NAME``, ``… | fly secrets import``.
+PIPED_SECRETS: Final = re.compile(
+    r"\b(?:echo(?:[ \t]+-n)?|printf(?:[ \t]+(?:%s|'%s'|\"%s\"))?)[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+(?:set|put|add|create|import)\b)"
 )
 # Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
 # ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.

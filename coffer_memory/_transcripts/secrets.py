@@ -20,6 +20,8 @@ from .secret_shapes import (
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
+    PIPED_SECRETS,
+    SECRET_FLAG_VALUES,
     TABLE_ROW,
     URL,
     URL_PATH_ASSIGNMENT,
@@ -235,6 +237,9 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = XML_ELEMENT.sub(named(), text)
     text = XML_KEY_VALUE.sub(named(), text)
     text = TABLE_ROW.sub(named(), text)
+    if "secret" in text:
+        text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
+        text = PIPED_SECRETS.sub(named(fixed="secret"), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
