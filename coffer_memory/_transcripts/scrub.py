@@ -42,7 +42,9 @@ Pipeline for one message (``scrub_text``), in this order:
      ``supabase_key``, ``netlify_token``, ``fly_token``, ``figma_token``, ``grafana_token``,
      ``airtable_token``, ``terraform_token``, ``pulumi_token``, ``dynatrace_token``,
      ``planetscale_token``, ``onepassword_token``, ``mapbox_token``, ``firebase_server_key``,
-     ``contentful_token``, ``shippo_token``, ``llm_api_key`` (``gsk_ xai- pplx- r8_``),
+     ``contentful_token``, ``shippo_token``, ``llm_api_key`` (``gsk_ xai- pplx- r8_``, and
+     ``tvly- lsv2_pt_ pcsk_ jina_ e2b_ fc- csk-``, ElevenLabs' ``sk_`` + 48 hex),
+     ``platform_token`` (``napi_ rnd_ vcp_ re_ CCIPAT_ bkua_``),
      ``alibaba_access_key_id``, ``age_secret_key``, ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16),
      ``azure_client_secret`` (``…8Q~…``) and ``azure_storage_key`` (88 base64 characters ending
      ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).

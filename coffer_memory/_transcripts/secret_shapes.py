@@ -58,7 +58,7 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("atlassian_token", _B + r"ATBB[A-Za-z0-9]{32,}"),
     ("vault_token", _B + r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
     ("docker_token", _B + r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
-    ("doppler_token", _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    ("doppler_token", _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[A-Za-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,}"),
     ("tailscale_key", _B + r"tskey-[a-z]+-[A-Za-z0-9]+-[A-Za-z0-9]{16,}"),
     ("newrelic_key", _B + r"NR(?:AK|AA|II)-[A-Za-z0-9]{27}" + _E),
     ("postman_key", _B + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _E),
@@ -83,6 +83,20 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     (
         "llm_api_key",
         _B + r"(?:gsk_[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|pplx-[A-Za-z0-9]{40,}|r8_[A-Za-z0-9]{37,})",
+    ),
+    # The AI tools of agent projects: Tavily, LangSmith, Pinecone, Jina, E2B, Firecrawl,
+    # Cerebras, ElevenLabs (``sk_`` + 48 hex: no Stripe key is hex only).
+    (
+        "llm_api_key",
+        _B + r"(?:tvly-(?:dev-|prod-)?[A-Za-z0-9]{32,}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"
+        r"|pcsk_[A-Za-z0-9]{4,10}_[A-Za-z0-9]{40,}|jina_[A-Za-z0-9]{50,}|e2b_[a-f0-9]{40}"
+        r"|fc-[a-f0-9]{32}|csk-[a-z0-9]{40,}|sk_[a-f0-9]{48})" + _E,
+    ),
+    # Hosting and CI: Neon, Render, Vercel, Resend, CircleCI, Buildkite.
+    (
+        "platform_token",
+        _B + r"(?:napi_[a-z0-9]{64}|rnd_[A-Za-z0-9]{32}|vc[pikar]_[A-Za-z0-9]{40,}"
+        r"|re_[A-Za-z0-9]{8}_[A-Za-z0-9]{20,}|CCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}|bkua_[a-f0-9]{40})" + _E,
     ),
     ("alibaba_access_key_id", r"(?<![A-Za-z0-9])LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
     ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
@@ -214,6 +228,7 @@ _CHECKS: Final[dict[str, Callable[[str], bool]]] = {
     "twilio_api_key": lambda s: any(c.isdigit() for c in s[2:]) and any(c.isalpha() for c in s[2:]),
     "mailgun_key": lambda s: any(c.isdigit() for c in s[4:]) and any(c.isalpha() for c in s[4:]),
     "discord_bot_token": _discord,
+    "platform_token": lambda s: any(c.isdigit() for c in s) and any(c.isalpha() for c in s[4:]),
     "telegram_bot_token": lambda s: _mixed(s.split(":", 1)[1]),
     "azure_client_secret": _mixed,
     "azure_storage_key": random_key_bytes,
