@@ -332,9 +332,9 @@ class RequestGuard:
         try:
             parsed = json.loads(body, object_pairs_hook=_one_of_each)
         except _NamedTwice as twice:
-            msg = f"the key {safe_echo(twice.key, 80)!r} is named twice in one object"
-            error = {"loc": ["body"], "msg": msg, "type": "duplicate_key"}
-            return errors.envelope("INVALID_INPUT", f"body: {msg}", {"errors": [error]}), replay
+            said = f"the key {safe_echo(twice.key, 80)!r} is named twice in one object"
+            named_twice = {"loc": ["body"], "msg": said, "type": "duplicate_key"}
+            return errors.envelope("INVALID_INPUT", f"body: {said}", {"errors": [named_twice]}), replay
         except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that
             parsed = None
         if parsed is not None and _SURROGATE_ESCAPE.search(body):
