@@ -371,7 +371,8 @@ class InvalidExport(InvalidInput):
 
     ``reason``: ``too_large`` (``limit`` is the limit it would pass: a file over ``[memory]
     max_file_bytes``, more members, bytes or manifest bytes than import reads, or a zip packed over
-    its ratio), ``not_text`` (a file holding a NUL byte), ``unsafe_path`` (a file name import
+    its ratio), ``not_text`` (a file holding a NUL byte), ``unreadable`` (a file the process
+    may not read), ``unsafe_path`` (a file name import
     refuses) or ``collision`` (two names that are one file on macOS or Windows). ``member`` names
     the file, as ``stores/<store>/<path>``, when one is to blame.
     """

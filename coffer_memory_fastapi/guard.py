@@ -41,7 +41,10 @@ Then the body's size: one declared (``Content-Length``) or sent (a chunked body,
 read) past ``max_body`` bytes (``body_limits`` for some paths) is ``413 REQUEST_TOO_LARGE`` with
 ``Connection: close``, the rest never read: a body of gigabytes, or a chunked one that never
 ended, was read into memory whole. Then a
-JSON body holding a lone surrogate (``"\\ud800"``), which no file can store: ``422 INVALID_INPUT``.
+JSON body holding a lone surrogate (``"\\ud800"``), which no file can store, or an object naming
+one key twice (``{"text": "a", "text": "b"}``; JSON parsers keep the last or the first, so
+whatever read it before the route, a proxy or a log, may have seen another request): ``422
+INVALID_INPUT``.
 Answers outside ``/api/`` (``/docs``, ``/redoc``, the web view) may not be framed by another page
 (``X-Frame-Options: DENY``, ``frame-ancestors 'none'``): a page framing ``/docs`` could lead a
 click onto "Try it out" of a DELETE.
@@ -115,6 +118,24 @@ def lone_surrogate_at(value: Any, where: tuple[str | int, ...] = ()) -> tuple[st
             if found is not None:
                 return found
     return None
+
+
+class _NamedTwice(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key it names twice (``json.loads`` keeps the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise _NamedTwice(key)
+            seen.add(key)
+    return out
 
 
 class RequestGuard:
@@ -308,11 +329,16 @@ class RequestGuard:
         async def replay() -> Message:
             return pending.pop(0) if pending else await receive()
 
-        if _SURROGATE_ESCAPE.search(body):
-            try:
-                where = lone_surrogate_at(json.loads(body))
-            except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that
-                where = None
+        try:
+            parsed = json.loads(body, object_pairs_hook=_one_of_each)
+        except _NamedTwice as twice:
+            said = f"the key {safe_echo(twice.key, 80)!r} is named twice in one object"
+            named_twice = {"loc": ["body"], "msg": said, "type": "duplicate_key"}
+            return errors.envelope("INVALID_INPUT", f"body: {said}", {"errors": [named_twice]}), replay
+        except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that
+            parsed = None
+        if parsed is not None and _SURROGATE_ESCAPE.search(body):
+            where = lone_surrogate_at(parsed)
             if where is not None:
                 loc: list[str | int] = ["body", *(_escaped(p) for p in where)]
                 msg = "a lone surrogate is not a character"

@@ -65,14 +65,15 @@ def read_text(value: str | None) -> str | None:
 
     Stdin is read as bytes (a strict text stdin, e.g. ``PYTHONIOENCODING=utf-8``, raised
     ``UnicodeDecodeError``); bytes that are not UTF-8 are ``INVALID_INPUT`` naming the first one:
-    the write checks' 'lone surrogate' meant nothing to someone who piped a Latin-1 file."""
+    the write checks' 'lone surrogate' meant nothing to someone who piped a Latin-1 file. A
+    leading byte-order mark is dropped: it stood, invisible, first in the fact's text and title."""
     if value == "-":
         raw = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
         if raw is None:
             return sys.stdin.read()
         data: bytes = raw.read()
         try:
-            return data.decode("utf-8")
+            return data.decode("utf-8-sig")  # a byte-order mark (PowerShell, Notepad) is no text
         except UnicodeDecodeError as exc:
             raise InvalidInput(
                 f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
@@ -85,7 +86,7 @@ def read_text(value: str | None) -> str | None:
 def read_file(path: str, field: str) -> str:
     """The UTF-8 text of the file a user named; ``InvalidInput`` when it cannot be read."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
+        return Path(path).read_bytes().decode("utf-8-sig")
     except OSError as exc:
         raise InvalidInput(f"cannot read {field} {path}: {exc.strerror}", field=field) from None
     except UnicodeDecodeError as exc:

@@ -3,7 +3,7 @@
 The files go out one at a time, each store's under its write lock, so an export never holds the
 stores in memory. Whatever the import of this coffer would refuse is refused here first, with
 an ``InvalidExport`` that names the file and the limit: a file over ``[memory] max_file_bytes``,
-a file holding a NUL byte, a name import refuses, two names that are one file on macOS or
+a file holding a NUL byte, a file it cannot read (a backup one file short), a name import refuses, two names that are one file on macOS or
 Windows, more members or bytes than import reads, a manifest over its cap, a ratio import takes
 for a zip bomb. Bytes that are not UTF-8 are carried as they are (import restores them).
 """
@@ -44,7 +44,8 @@ class Written(NamedTuple):
 def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
     """Every regular, visible file of a store as ``(path in store, bytes)``, sorted; symbolic links
     and hidden entries (temp files of a writer among them) are left out. A file import would refuse
-    (over ``max_bytes``, a NUL byte, a name it refuses) is ``InvalidExport``."""
+    (over ``max_bytes``, a NUL byte, a name it refuses), or one that cannot be read, is
+    ``InvalidExport``; one deleted since the walk is left out."""
     if not sp.root.is_dir() or sp.root.is_symlink():
         return
     found: list[str] = []
@@ -54,7 +55,7 @@ def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         folder = os.path.relpath(dirpath, root).replace(os.sep, "/")
         for name in filenames:
-            if name.startswith(".") or not stat.S_ISREG(os.lstat(os.path.join(dirpath, name)).st_mode):
+            if name.startswith(".") or not _regular(os.path.join(dirpath, name)):
                 continue
             found.append(name if folder == "." else f"{folder}/{name}")
     for rel in sorted(found):
@@ -76,8 +77,15 @@ def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
                 member=member,
                 limit=max_bytes,
             ) from None
-        except OSError:  # gone since the walk
+        except (FileNotFoundError, NotADirectoryError):  # gone since the walk
             continue
+        except OSError as e:  # not readable: a backup one fact short must not say it is whole
+            raise InvalidExport(
+                "unreadable",
+                f"{member} cannot be read ({e.strerror or type(e).__name__}); fix its permissions "
+                "or move it out of the store",
+                member=member,
+            ) from None
         nul = data.find(b"\x00")
         if nul >= 0:
             raise InvalidExport(
@@ -87,6 +95,14 @@ def truth_files(sp: StorePaths, max_bytes: int) -> Iterator[tuple[str, bytes]]:
                 member=member,
             )
         yield rel, data
+
+
+def _regular(path: str) -> bool:
+    """``path`` is a regular file (not a link, FIFO, socket or device); False once it is gone."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):  # deleted or renamed since the folder was listed
+        return False
 
 
 def lane_of(relpath: str) -> str:

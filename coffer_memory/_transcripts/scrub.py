@@ -42,14 +42,18 @@ Pipeline for one message (``scrub_text``), in this order:
      ``supabase_key``, ``netlify_token``, ``fly_token``, ``figma_token``, ``grafana_token``,
      ``airtable_token``, ``terraform_token``, ``pulumi_token``, ``dynatrace_token``,
      ``planetscale_token``, ``onepassword_token``, ``mapbox_token``, ``firebase_server_key``,
-     ``contentful_token``, ``shippo_token``, ``llm_api_key`` (``gsk_ xai- pplx- r8_``),
+     ``contentful_token``, ``shippo_token``, ``llm_api_key`` (``gsk_ xai- pplx- r8_``, and
+     ``tvly- lsv2_pt_ pcsk_ jina_ e2b_ fc- csk-``, ElevenLabs' ``sk_`` + 48 hex),
+     ``platform_token`` (``napi_ rnd_ vcp_ re_ CCIPAT_ bkua_``),
      ``alibaba_access_key_id``, ``age_secret_key``, ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16),
      ``azure_client_secret`` (``…8Q~…``) and ``azure_storage_key`` (88 base64 characters ending
      ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).
-   - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values),
+   - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values; also in a
+     query string pasted without its URL, a SAS token ``?sv=…&sig=…``),
      ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
-     assignments below), and ``url_token``: a path segment or a 32+ character query value that
-     looks generated (24+ characters, mixed case and digits, not made of words, not an object id
+     assignments below; a base64 value goes on over its own ``/``: ``;SharedAccessKey=…`` of an
+     Azure connection string that starts ``Endpoint=sb://``), and ``url_token``: a path segment
+     or a 32+ character query value that looks generated (24+ characters, mixed case and digits, not made of words, not an object id
      such as ``cus_…``, not base64 of text): ``https://host/hooks/<token>``; an AWS secret or an
      Azure key whose own ``/`` splits it over path segments is found as one window.
    - ``bearer_token`` / ``basic_auth`` / ``authorization``: the credential of an
@@ -63,7 +67,8 @@ Pipeline for one message (``scrub_text``), in this order:
    - Values named by their surroundings, kind from the name as for assignments: XML elements
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
      (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
-     set``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     set``), the value a secret store's command takes by a flag or a pipe (``gh secret set N --body
+     X``, ``az keyvault secret set … --value X``, ``echo X | gh secret set N``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
      = X``) when X has letters and digits or looks generated, or, for a password, is a word that
      ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
      required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is
@@ -73,7 +78,8 @@ Pipeline for one message (``scrub_text``), in this order:
      block scalars), JSON, TOML/INI, Python (also annotated ``key: str = "…"``), PHP ``=>``
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
      ``,``, ``;``, ``&`` or a parenthesis; after a line-start YAML key, at the end of the line or
-     a `` #`` comment). The key is split into words (snake, kebab, dotted and camelCase) and
+     a `` #`` comment; on a ``.env`` line, ``[export ]KEY=value``, at a blank, or at a ``&`` or
+     ``;`` that starts another ``name=``). The key is split into words (snake, kebab, dotted and camelCase) and
      judged by them: a last word ending in ``password``/``passwd``/``passphrase`` (or
      ``pass``/``pwd`` after another word) gives ``password``; ending in
      ``token`` gives ``token``; ending in ``secret`` gives ``secret``; ``apikey``/``api key``

@@ -58,7 +58,7 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("atlassian_token", _B + r"ATBB[A-Za-z0-9]{32,}"),
     ("vault_token", _B + r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
     ("docker_token", _B + r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
-    ("doppler_token", _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    ("doppler_token", _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[A-Za-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,}"),
     ("tailscale_key", _B + r"tskey-[a-z]+-[A-Za-z0-9]+-[A-Za-z0-9]{16,}"),
     ("newrelic_key", _B + r"NR(?:AK|AA|II)-[A-Za-z0-9]{27}" + _E),
     ("postman_key", _B + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _E),
@@ -83,6 +83,20 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     (
         "llm_api_key",
         _B + r"(?:gsk_[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|pplx-[A-Za-z0-9]{40,}|r8_[A-Za-z0-9]{37,})",
+    ),
+    # The AI tools of agent projects: Tavily, LangSmith, Pinecone, Jina, E2B, Firecrawl,
+    # Cerebras, ElevenLabs (``sk_`` + 48 hex: no Stripe key is hex only).
+    (
+        "llm_api_key",
+        _B + r"(?:tvly-(?:dev-|prod-)?[A-Za-z0-9]{32,}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"
+        r"|pcsk_[A-Za-z0-9]{4,10}_[A-Za-z0-9]{40,}|jina_[A-Za-z0-9]{50,}|e2b_[a-f0-9]{40}"
+        r"|fc-[a-f0-9]{32}|csk-[a-z0-9]{40,}|sk_[a-f0-9]{48})" + _E,
+    ),
+    # Hosting and CI: Neon, Render, Vercel, Resend, CircleCI, Buildkite.
+    (
+        "platform_token",
+        _B + r"(?:napi_[a-z0-9]{64}|rnd_[A-Za-z0-9]{32}|vc[pikar]_[A-Za-z0-9]{40,}"
+        r"|re_[A-Za-z0-9]{8}_[A-Za-z0-9]{20,}|CCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}|bkua_[a-f0-9]{40})" + _E,
     ),
     ("alibaba_access_key_id", r"(?<![A-Za-z0-9])LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
     ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"),
@@ -214,6 +228,7 @@ _CHECKS: Final[dict[str, Callable[[str], bool]]] = {
     "twilio_api_key": lambda s: any(c.isdigit() for c in s[2:]) and any(c.isalpha() for c in s[2:]),
     "mailgun_key": lambda s: any(c.isdigit() for c in s[4:]) and any(c.isalpha() for c in s[4:]),
     "discord_bot_token": _discord,
+    "platform_token": lambda s: any(c.isdigit() for c in s) and any(c.isalpha() for c in s[4:]),
     "telegram_bot_token": lambda s: _mixed(s.split(":", 1)[1]),
     "azure_client_secret": _mixed,
     "azure_storage_key": random_key_bytes,
@@ -262,8 +277,12 @@ URL_PATH_START: Final = re.compile(r"^[^:]+:(?://|\\/\\/)[^/\\?#]*")
 # (Also after ``%2F``: a URL percent-encoded into another one's query, a redirect target.)
 URL_SEGMENT: Final = re.compile(r"(?:(?<=/)|(?<=%2[Ff]))[A-Za-z0-9_~%+=-]{24,}(?=[/\\?#;&,)]|\.?$)")
 # ``key=value`` as a path segment or a matrix parameter (``/x/password=y``, ``/x;token=y``).
+# A value may go on over ``/`` when all of it up to the next ``;``, ``?``, ``#`` or ``&`` reads as
+# base64: an Azure connection string (``Endpoint=sb://host/;SharedAccessKey=<base64>``) is one
+# URL here, and its key's own ``/`` ended the value, leaving the rest of the key behind.
 URL_PATH_ASSIGNMENT: Final = re.compile(
-    r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})=(?P<val>[^/\\?#;&]{1,256})"
+    r"(?<=[/;])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,60})="
+    r"(?P<val>[^/\\?#;&]{1,256}(?:(?:/[A-Za-z0-9+]{1,256}){1,16}={0,2}(?=[;?#&]|$))?)"
 )
 # Query parameters that sign a URL (Azure SAS, S3/GCS presigned URLs): who holds it may use it.
 URL_SIGNATURE: Final = re.compile(
@@ -321,10 +340,24 @@ TABLE_ROW: Final = re.compile(
     r"^[ \t]*\|[ \t]*`?(?P<key>[^|`\n]{1,60}?)`?[ \t]*\|[ \t]*(?P<val>[^|\s][^|\n]{0,300}?)[ \t]*(?=\|)",
     re.MULTILINE,
 )
-# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``.
+# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``. A flag after the
+# key is no value (``gh secret set NAME --body X``: see SECRET_FLAG_VALUES).
 CONFIG_SET: Final = re.compile(
     r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
-    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"(?P<val>[\"']?(?!-)[^\s\"'`|;&]+[\"']?)"
+)
+# A value a command that stores a secret takes by a flag: ``gh secret set NAME --body X`` (``-b
+# X``, ``--body=X``, ``-b"X"``), ``az keyvault secret set … --value X``. Run only on a text that
+# says ``secret``, as PIPED_SECRETS.
+SECRET_FLAG_VALUES: Final = re.compile(
+    r"\b(?:gh|keyvault)[ \t]+secret[ \t]+set\b[^\n|;&]{0,300}?[ \t](?:--body|-b|--value)"
+    r"(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+)
+# A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
+# secret put NAME``, ``… | fly secrets import``.
+PIPED_SECRETS: Final = re.compile(
+    r"\b(?:echo(?:[ \t]+-n)?|printf(?:[ \t]+(?:%s|'%s'|\"%s\"))?)[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+(?:set|put|add|create|import)\b)"
 )
 # Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
 # ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.

@@ -20,6 +20,8 @@ from .secret_shapes import (
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
+    PIPED_SECRETS,
+    SECRET_FLAG_VALUES,
     TABLE_ROW,
     URL,
     URL_PATH_ASSIGNMENT,
@@ -122,6 +124,15 @@ _YAML_LINE = re.compile(
     r"(?=(?P<val>[^\s\"'`#|>{\[&*!](?:[^\n#]|(?<![ \t])#){0,1024}))",
     re.MULTILINE,
 )
+# A ``.env`` line, ``KEY=value`` or ``export KEY=value``: its unquoted value is the whole word up
+# to a blank, since generated values there hold the marks that end a value elsewhere (a Django
+# ``SECRET_KEY`` full of ``( ) & ; ^``: all but its first piece was kept). A ``&`` or ``;``
+# before ``name=`` still ends it: ``access_token=X&scope=repo`` is a query string.
+_ENV_LINE = re.compile(
+    r"^(?P<pre>[ \t]*(?:export[ \t]+)?" + _KEY + r"=)"
+    r"(?=(?P<val>[^\s\"'`#](?:[^\s&;]|[&;](?![A-Za-z_][\w.-]{0,60}=)){0,1023}))",
+    re.MULTILINE,
+)
 # The key may close a quote, a backtick or Markdown emphasis (``**Password:** hunter2``).
 _ASSIGNMENT = re.compile(
     _KEY_START
@@ -160,6 +171,7 @@ _AUTH_B64 = re.compile(
 )
 _COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,128})=(?P<val>[^\s;,]{1,4096})")
 
+_SIGNED = re.compile(r"[?&;](?i:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token)=")
 _AWS_SECRET_BARE = re.compile(r"(?<![A-Za-z0-9+/_.-])[A-Za-z0-9+/]{40}(?!\.?[A-Za-z0-9+/=_-])")
 _ENCODED_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{120,}={0,2}(?![A-Za-z0-9+/_-])")
 
@@ -225,6 +237,9 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = XML_ELEMENT.sub(named(), text)
     text = XML_KEY_VALUE.sub(named(), text)
     text = TABLE_ROW.sub(named(), text)
+    if "secret" in text:
+        text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
+        text = PIPED_SECRETS.sub(named(fixed="secret"), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
@@ -266,6 +281,17 @@ def _redact_slashed_keys(path: str, c: Counter[str]) -> str:
     return "".join(out) + path[pos:]
 
 
+def _redact_signatures(text: str, c: Counter[str]) -> str:
+    """``text`` with the values of signing query parameters (``sig=``, ``X-Amz-Signature=``)
+    redacted: in a URL, or in a query string pasted without one (a SAS token, ``?sv=…&sig=…``)."""
+
+    def signature(m: re.Match[str]) -> str:
+        out = _redact_value(m["key"] + "=", m["val"], "url_signature", c, after_colon=False)
+        return m.group() if out is None else out
+
+    return URL_SIGNATURE.sub(signature, text)
+
+
 def _redact_url(url: str, c: Counter[str]) -> str:
     """``url`` with the tokens its path or query holds redacted: signatures (``sig=``),
     ``key=value`` path segments whose key names a secret, and segments or long query values
@@ -273,10 +299,6 @@ def _redact_url(url: str, c: Counter[str]) -> str:
     start = URL_PATH_START.match(url)
     cut = start.end() if start is not None else 0
     head, rest = url[:cut], url[cut:]
-
-    def signature(m: re.Match[str]) -> str:
-        out = _redact_value(m["key"] + "=", m["val"], "url_signature", c, after_colon=False)
-        return m.group() if out is None else out
 
     def assignment(m: re.Match[str]) -> str:
         kind = secret_kind_for_key(m["key"])
@@ -294,7 +316,7 @@ def _redact_url(url: str, c: Counter[str]) -> str:
 
     query = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
     rest = _redact_slashed_keys(rest[:query], c) + rest[query:]
-    rest = URL_SIGNATURE.sub(signature, rest)
+    rest = _redact_signatures(rest, c)
     rest = URL_PATH_ASSIGNMENT.sub(assignment, rest)
     rest = URL_QUERY_VALUE.sub(token, rest)  # first: a whole value, before its ``%2F`` pieces
     rest = URL_SEGMENT.sub(token, rest)
@@ -410,6 +432,10 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
             pos = m.end()
     text = "".join(parts) + text[pos:]
     text = URL.sub(lambda m: _redact_url(m.group(), c), text)
+    # A signed query string without its URL: the Azure portal shows a SAS token as ``?sv=…&sig=…``.
+    # Before the key/value rules, which would take ``sv=<date>`` for the token of ``SAS_TOKEN=``.
+    if _SIGNED.search(text):
+        text = _redact_signatures(text, c)
 
     def blob(m: re.Match[str]) -> str:
         s = m.group()
@@ -477,6 +503,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     text = _sub_keyed(_ANNOTATED, text, keyed(after_colon=False))
     text = _sub_keyed(_YAML_LINE, text, keyed(after_colon=True))
+    text = _sub_keyed(_ENV_LINE, text, keyed(after_colon=False))
     text = _sub_keyed(_ASSIGNMENT, text, keyed(after_colon=None))
     text = _sub_keyed(_CLI_FLAG, text, keyed(after_colon=False))
 
