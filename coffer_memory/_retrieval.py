@@ -28,7 +28,7 @@ from ._fusion import (
 from ._grep_recall import GrepRecall
 from ._index.db import IndexDB
 from ._index.filters import FactFilter
-from ._index.fts import ChunkHit, best_documents, best_per_document, search_chunks
+from ._index.fts import best_documents, documents_of, search_chunks
 from ._index.keys import chunk_id
 from ._index.session import neighbours
 from ._index.snapshot import reading
@@ -489,7 +489,8 @@ class KnowledgeRetrieval:
     ) -> list[MemoryHit]:
         """Keyword (FTS5 bm25) hits of one store, best first, one per document."""
         within = where.chunk_rowids(sp.name) if where is not None else None
-        return self._keyword_hits(sp, search_chunks(self.db, sp.name, query, limit * 4, within), limit)
+        best = documents_of(lambda rows: search_chunks(self.db, sp.name, query, rows, within), limit)
+        return self._keyword_hits(sp, best)
 
     def keyword_fused(
         self, paths: Sequence[StorePaths], query: str, limit: int, *, sized: bool = False
@@ -553,8 +554,7 @@ class KnowledgeRetrieval:
             for i, score in ranked
         }
 
-    def _keyword_hits(self, sp: StorePaths, chunks: Sequence[ChunkHit], limit: int) -> list[MemoryHit]:
-        best = best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)
+    def _keyword_hits(self, sp: StorePaths, best: dict[str, tuple[str, float]]) -> list[MemoryHit]:
         docs = self._docs(sp.name, ids=list(best))
         return [self._hit(sp, docs[i], text, score) for i, (text, score) in best.items() if i in docs]
 

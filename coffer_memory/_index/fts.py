@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import eq
 from typing import Any, cast
@@ -169,8 +170,8 @@ def best_documents(
     fronts: Sequence[int] | None = None,
 ) -> dict[str, dict[str, tuple[str, float]]]:
     """Each store's first ``limit`` documents, each with its best chunk's text and score: what
-    ``best_per_document`` makes of ``search_chunks_many(db, stores, query, 4 * limit,
-    docs=limit)``, without a ``ChunkHit`` per row (``kept`` as there).
+    ``best_per_document`` makes of ``search_chunks_many(db, stores, query, rows, docs=limit)``
+    (``rows`` 4 x ``limit``, more while one file's chunks fill them), no ``ChunkHit`` per row.
 
     ``fronts`` (one count per store, each at most ``limit``): the caller takes only that many of
     each store's first documents when every store has that many (the stores' fusion by turns,
@@ -182,17 +183,33 @@ def best_documents(
     if terms:
         names = list(out)
         caps = None if fronts is None else dict(zip(names, fronts, strict=True))
-        content, ranked, scored = _scored_per_store(db, names, terms, 4 * limit, kept, caps)
-        _best_into(out, content, scored, caps or dict.fromkeys(names, limit))
-        if caps is not None and any(len(out[store]) < cap for store, cap in caps.items()):
-            # a store ran short: the others may place more than their turns (every row re-scored)
-            out = {s: {} for s in names}
-            _best_into(out, content, _scored(db, terms, ranked, content, kept), dict.fromkeys(names, limit))
+        rows = 4 * limit
+        while True:
+            content, ranked, scored = _scored_per_store(db, names, terms, rows, kept, caps)
+            _best_into(out, content, scored, wanted := caps or dict.fromkeys(names, limit))
+            if caps is not None and any(len(out[store]) < cap for store, cap in caps.items()):
+                # a store ran short: the others may place more than their turns (every row re-scored)
+                out, wanted = {s: {} for s in names}, dict.fromkeys(names, limit)
+                _best_into(out, content, _scored(db, terms, ranked, content, kept), wanted)
+            # a long file's chunks can take every row ranked: a store short of documents, its rows cut, asks more
+            if all(len(out[s]) >= wanted[s] or len(ranked[s]) < rows for s in names):
+                break
+            rows, out = rows * 4, {s: {} for s in names}
     for store, best in out.items():
         if not best:
-            hits = _fallback(db, store, query, 4 * limit)
-            out[store] = best_per_document(((h.chunk_id, h.text, h.score) for h in hits), limit)
+            out[store] = documents_of(functools.partial(_fallback, db, store, query), limit)
     return out
+
+
+def documents_of(fetch: Callable[[int], list[ChunkHit]], limit: int) -> dict[str, tuple[str, float]]:
+    """``best_per_document`` of ``fetch(rows)``'s chunks, ``rows`` four times more while it fills with too few."""
+    rows = 4 * limit
+    while True:
+        chunks = fetch(rows)
+        best = best_per_document(((c.chunk_id, c.text, c.score) for c in chunks), limit)
+        if len(best) >= limit or len(chunks) < rows:
+            return best
+        rows *= 4
 
 
 def _best_into(
@@ -516,8 +533,7 @@ def search_chunks_many(
     """``search_chunks`` of several stores: one word-index MATCH for all, the fallbacks per store.
 
     Each list is a prefix of that store's ``search_chunks`` (see ``search_words_many``, and there
-    ``kept``).
-    """
+    ``kept``)."""
     found = search_words_many(db, stores, query, limit, docs, kept)
     for store, hits in found.items():
         if not hits:
