@@ -70,3 +70,34 @@ def test_rest_organize_with_a_provider_but_no_model_is_refused_naming_the_settin
             assert error["code"] == "INVALID_INPUT" and error["details"]["field"] == "llm.model", error
             assert "coffer config set llm.model NAME" in error["message"]
         assert httpx.get(f"{api.base}/api/v1/operations", timeout=60).json()["items"] == []
+
+
+# -- 3: zero-width characters in the web view ---------------------------------------------------
+
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
+
+
+def test_the_web_view_shows_zero_width_characters_written_out(tmp_path: Path) -> None:
+    """A title ``pay\\u200bpal`` looked like ``paypal`` on every page (bidi controls were written
+    out, zero-width ones were not): each shows as ``\\u200b`` now, and the file keeps them."""
+    home = tmp_path / "home"
+    text = "send to pay\u200bpal and a\u200cb\u200dc\u2060d\ufeffe"
+    made = _coffer("remember", "--global", "--title", "pay\u200bpal", "--json", text, home=home)
+    assert made.returncode == 0, made.stderr
+    written = json.loads(made.stdout)
+    fact = written["fact"]
+    env = {k: v for k, v in os.environ.items() if k != "COFFER_API_TOKEN"}
+    args = [str(SCRIPTS / "coffer-api"), "--home", str(home), "--log-level", "warning"]
+    with Served(args, env) as api:
+        for url in (
+            "/ui/stores/global",
+            f"/ui/stores/global/facts/{fact['id']}",
+            "/ui/search?q=send&store=global",
+        ):
+            r = httpx.get(api.base + url, timeout=60)
+            assert r.status_code == 200, (url, r.text)
+            assert not any(c in r.text for c in ZERO_WIDTH), url
+            assert "pay\\u200bpal" in r.text, url
+        shown = httpx.get(f"{api.base}/ui/stores/global/facts/{fact['id']}", timeout=60).text
+        assert "a\\u200cb\\u200dc\\u2060d\\ufeffe" in shown
+    assert text in Path(written["path"]).read_text(encoding="utf-8")
