@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .._errors import CofferError, InvalidInput, safe_echo
+from .._interrupt import done, ready
 from ._common import DIRECTORY, hint, resolve_store_args
 from ._terminal import inert, inert_stdout
 
@@ -243,7 +244,9 @@ def console() -> NoReturn:
     process's arguments, then the process ends without the interpreter's teardown (``leave``)."""
     from .._quick_exit import leave
 
-    leave(main())
+    status = main()
+    done()  # a Ctrl-C in the exit handlers ends quietly too
+    leave(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _warnings_on_one_line()
     try:
+        ready()  # a console script's quiet Ctrl-C (_coffer_scripts) hands over to the except below
         with inert_stdout():
             status = _run(args)
     except CofferError as exc:
