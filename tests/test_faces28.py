@@ -176,3 +176,51 @@ def test_ctrl_c_at_any_import_while_a_console_script_starts_prints_no_traceback(
             assert err == said, (where, err)
             if script == "coffer-hook":
                 assert out == b"", where
+
+
+# -- 2: a plugin that fails to load --------------------------------------------------------------
+
+
+def test_a_plugin_that_fails_to_load_is_said_where_it_matters_not_on_every_call(tmp_path: Path) -> None:
+    """With vector recall on, every command loads the plugins (the embedder is one), and each
+    printed ``skipping plugin broken (...)``: ``facts list`` and ``stores list`` too, which the
+    plugin could never have served. It is said where it may matter: in the error of a name no
+    plugin registered (it may have been the broken one's), and by ``coffer doctor`` and ``coffer
+    plugins list``, every time."""
+    site = tmp_path / "site"
+    info = site / "coffer_broken-2.3.dist-info"
+    info.mkdir(parents=True)
+    (site / "coffer_broken.py").write_text('raise RuntimeError("this plugin is broken")\n')
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: coffer-broken\nVersion: 2.3\n")
+    (info / "entry_points.txt").write_text("[coffer_memory]\nbroken = coffer_broken\n")
+    home = tmp_path / "home"
+    env = {"PYTHONPATH": str(site)}
+    said = "RuntimeError: this plugin is broken"
+    assert (
+        _coffer(
+            "config", "set", "memory.retrieval_modes", "grep,keyword,hybrid", home=home, env=env
+        ).returncode
+        == 0
+    )
+    for args in (
+        ["remember", "--global", "Deploy on Tuesdays."],
+        ["recall", "deploy", "--store", "global"],
+        ["recall", "deploy", "--store", "global", "--mode", "grep"],
+        ["facts", "list", "--store", "global"],
+        ["stores", "list"],
+    ):
+        proc = _coffer(*args, home=home, env=env)
+        assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr)
+    for _ in range(2):
+        proc = _coffer("doctor", home=home, env=env)
+        assert f"plugin: broken (coffer-broken) failed to load: {said}" in proc.stdout, proc.stdout
+        listed = _coffer("plugins", "list", home=home, env=env).stdout
+        assert f"failed to load, skipped: {said}" in listed
+    proc = _coffer("config", "set", "llm.provider", "brokens-llm", home=home, env=env)
+    assert proc.returncode == 1 and f"(plugin broken failed to load: {said})" in proc.stderr, proc.stderr
+    with (home / "config.toml").open("a") as config:  # written by hand, as before the plugin broke
+        config.write('\n[llm]\nprovider = "brokens-llm"\n')
+    proc = _coffer("organize", "--global", home=home, env=env)
+    assert proc.returncode == 1, proc
+    assert "error: INVALID_INPUT: unknown llm provider 'brokens-llm'" in proc.stderr, proc.stderr
+    assert f"plugin broken failed to load: {said}" in proc.stderr, proc.stderr
