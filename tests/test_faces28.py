@@ -224,3 +224,31 @@ def test_a_plugin_that_fails_to_load_is_said_where_it_matters_not_on_every_call(
     assert proc.returncode == 1, proc
     assert "error: INVALID_INPUT: unknown llm provider 'brokens-llm'" in proc.stderr, proc.stderr
     assert f"plugin broken failed to load: {said}" in proc.stderr, proc.stderr
+
+
+# -- 6: which session --max-sessions ends ----------------------------------------------------------
+
+
+def test_past_max_sessions_the_session_ended_is_the_least_recently_used_of_those_in_use(
+    tmp_path: Path,
+) -> None:
+    """Past ``--max-sessions`` the session ended was the one that had served the fewest requests:
+    an agent's session used a minute ago was ended before one used 100 times and left an hour
+    ago. Now a session opened and never used past its handshake goes first (a flood's), then the
+    one idle longest, as one expects of a bounded table."""
+    from test_attack_mcp_sessions import ARGS, _agent, _open, _tools
+
+    env = {**os.environ, "COFFER_HOME": str(tmp_path / "home"), "COFFER_MCP_MAX_SESSIONS": "2"}
+    with Served(ARGS, env) as server:
+        busy = _agent(server.port)
+        for _ in range(5):
+            assert _tools(server.port, busy) == 200  # many requests, then left
+        recent = _agent(server.port)  # fewer requests, used since
+        status, opened, _ = _open(server.port)  # a third: one of the two gives its place
+        assert status == 200
+        assert _tools(server.port, busy) == 404  # the one idle longest
+        assert _tools(server.port, recent) == 200
+        status, _, _ = _open(server.port)  # a fourth: the third, opened and never used, goes first
+        assert status == 200
+        assert _tools(server.port, opened) == 404
+        assert _tools(server.port, recent) == 200
