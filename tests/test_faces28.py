@@ -163,6 +163,7 @@ def test_ctrl_c_at_any_import_while_a_console_script_starts_prints_no_traceback(
         ("coffer", ["recall", "deploy", "--global"], b"", (130,), b"\ninterrupted\n"),
         ("coffer-hook", ["--agent", "claude-code"], hook_input, (0,), b""),
         ("coffer-mcp", [], b"", (130, 0), b""),  # 0 once the SDK serves (docs/mcp.md)
+        ("coffer-api", ["--help"], b"", (0,), b""),  # quietly, status 0 (docs/rest.md)
     ]
     for script, args, stdin, statuses, said in cases:
         points = _import_points(script, args, env, stdin, tmp_path)
