@@ -66,7 +66,7 @@ def coffer_hook() -> int:
     _arm(0)
     from coffer_memory._agents.hook import main
 
-    return main()
+    return _ended(main())
 
 
 def coffer_mcp() -> int:
@@ -74,7 +74,7 @@ def coffer_mcp() -> int:
     _arm(130)
     from coffer_memory_mcp._stdio import main
 
-    return main()
+    return _ended(main())
 
 
 def coffer_api() -> int:
@@ -82,4 +82,14 @@ def coffer_api() -> int:
     _arm(0)
     from coffer_memory_fastapi.cli import main
 
-    return main()
+    return _ended(main())
+
+
+def _ended(status: int) -> int:
+    """``status``, with the quiet handler back for the interpreter's exit (flushes, exit handlers,
+    teardown), where a ``KeyboardInterrupt`` prints "Exception ignored" and a traceback.
+    (``coffer`` does this in ``console``, which never returns.)"""
+    from coffer_memory._interrupt import done
+
+    done()
+    return status
