@@ -206,8 +206,9 @@ def register(sub: Any) -> None:
 
     msub = add_group(sub, "memory", "rules, the consolidation log and INDEX.md of a store")
     p = add_command(msub, "rules", "show the store's rules (all rules/*.md), or add one")
-    p.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
-    p.add_argument("--delete", action="store_true", help="delete every rules file")
+    change = p.add_mutually_exclusive_group()  # both at once added the rule and ignored --delete
+    change.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
+    change.add_argument("--delete", action="store_true", help="delete every rules file")
     p.add_argument("--yes", action="store_true", help="confirm --delete")
     add_target(p)
     p.set_defaults(func=cmd_rules)

@@ -1,0 +1,131 @@
+"""Session 28, the CLI's wrong-input walk (faces28): what a user who mistypes meets. Usage errors
+are one line naming the command and a pointer to its ``--help`` (argparse printed the whole usage
+block, and an unknown option was blamed on ``coffer`` itself); with ``--json`` they are the JSON
+envelope on stderr, as a coffer error is; conflicting flags are refused. Real ``coffer`` console
+scripts in real subprocesses, on a temp home holding real memories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+SCRIPTS = Path(sys.executable).parent
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository with a project fact and a global one, in the home ``COFFER_HOME`` names."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    git(folder, "init", "-q")
+    monkeypatch.setenv("COFFER_HOME", str(tmp_path / "home"))
+    assert _coffer("remember", "Deploy with make deploy", cwd=folder).returncode == 0
+    assert _coffer("remember", "--global", "Use uv", cwd=folder).returncode == 0
+    return folder
+
+
+def _coffer(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / "coffer"), *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=os.environ
+    )
+
+
+def test_an_unknown_option_names_the_command_it_was_given_to(repo: Path) -> None:
+    done = _coffer("remember", "a fact", "--bogus", cwd=repo)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "coffer remember: error: unrecognized arguments: --bogus",
+        "hint: `coffer remember --help` describes its arguments",
+    ], done.stderr
+    assert "remember" not in _coffer("recall", "a fact", cwd=repo).stdout  # nothing was written
+
+
+def test_json_before_the_command_says_where_it_goes(repo: Path) -> None:
+    done = _coffer("--json", "recall", "deploy", cwd=repo)
+    assert done.returncode == 2 and done.stdout == ""
+    error = json.loads(done.stderr)["error"]
+    assert error["message"] == "coffer recall: unrecognized arguments: --json", error
+    assert error["details"]["hint"] == "`--json` goes after the command name: `coffer recall ... --json`"
+    done = _coffer("-v", "recall", "deploy", cwd=repo)
+    assert done.stderr.splitlines() == [
+        "coffer recall: error: unrecognized arguments: -v",
+        "hint: `coffer recall --help` describes its arguments",
+    ], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "first"),
+    [
+        (
+            ("recall", "deploy", "--limit", "abc"),
+            "coffer recall: error: argument --limit: invalid int value: 'abc'",
+        ),
+        (("recall",), "coffer recall: error: the following arguments are required: query"),
+        (
+            ("facts", "list", "--global", "--store", "global"),
+            "coffer facts list: error: argument --store: not allowed with argument --global",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line_and_a_pointer_not_the_usage_block(
+    repo: Path, args: tuple[str, ...], first: str
+) -> None:
+    done = _coffer(*args, cwd=repo)
+    assert done.returncode == 2 and "usage:" not in done.stderr, done.stderr
+    prog = first.split(":")[0]
+    assert done.stderr.splitlines() == [first, f"hint: `{prog} --help` describes its arguments"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("recall", "deploy", "--limit", "abc", "--json"),
+            "coffer recall: argument --limit: invalid int value: 'abc'",
+        ),
+        (("remember", "x", "--bogus", "--json"), "coffer remember: unrecognized arguments: --bogus"),
+        (
+            ("facts", "list", "--json", "--since"),
+            "coffer facts list: argument --since: expected one argument",
+        ),
+    ],
+)
+def test_with_json_a_usage_error_is_the_json_envelope_on_stderr(
+    repo: Path, args: tuple[str, ...], message: str
+) -> None:
+    done = _coffer(*args, cwd=repo)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    error = json.loads(done.stderr)["error"]
+    assert error["code"] == "INVALID_INPUT" and error["message"] == message, error
+    assert error["details"]["help"] == f"{message.split(':')[0]} --help"
+
+
+def test_json_after_double_dash_is_text_not_the_option(repo: Path) -> None:
+    done = _coffer("recall", "--limit", "abc", "--", "--json", cwd=repo)
+    assert done.returncode == 2 and not done.stderr.startswith("{"), done.stderr
+
+
+def test_rules_add_and_delete_together_are_refused(repo: Path) -> None:
+    done = _coffer("memory", "rules", "--add", "Always run make lint", "--delete", "--yes", cwd=repo)
+    assert done.returncode == 2, done.stdout
+    assert "argument --delete: not allowed with argument --add" in done.stderr, done.stderr
+    shown = _coffer("memory", "rules", cwd=repo)
+    assert "Always run make lint" not in shown.stdout
+
+
+def test_distill_with_neither_or_both_of_an_id_and_sweep_is_a_usage_error(repo: Path) -> None:
+    done = _coffer("distill", "--json", cwd=repo)
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stderr)["error"]["message"] == "coffer distill: give a session id, or --sweep"
+    done = _coffer("distill", "ses-1", "--sweep", cwd=repo)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.startswith("coffer distill: error: give a session id or --sweep, not both\n"), (
+        done.stderr
+    )
