@@ -129,3 +129,18 @@ def test_distill_with_neither_or_both_of_an_id_and_sweep_is_a_usage_error(repo: 
     assert done.stderr.startswith("coffer distill: error: give a session id or --sweep, not both\n"), (
         done.stderr
     )
+
+
+def test_a_word_for_a_number_setting_names_the_setting(repo: Path, tmp_path: Path) -> None:
+    """A float setting given a word said only ``could not convert string to float: 'fast'`` (the
+    settings' fast path converted before it checked the type), naming no key and hiding the others."""
+    done = _coffer("config", "set", "llm.timeout_seconds", "fast", cwd=repo)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: INVALID_INPUT: not saved: llm.timeout_seconds: "), done.stderr
+    assert "could not convert" not in done.stderr
+    home = tmp_path / "typed"
+    home.mkdir()
+    (home / "config.toml").write_text('[llm]\ntimeout_seconds = "fast"\n[memory]\nmax_fact_chars = "many"\n')
+    done = _coffer("--home", str(home), "recall", "deploy", cwd=repo)
+    assert done.returncode == 1 and "llm.timeout_seconds: " in done.stderr, done.stderr
+    assert "memory.max_fact_chars: " in done.stderr, done.stderr
