@@ -144,3 +144,15 @@ def test_a_word_for_a_number_setting_names_the_setting(repo: Path, tmp_path: Pat
     done = _coffer("--home", str(home), "recall", "deploy", cwd=repo)
     assert done.returncode == 1 and "llm.timeout_seconds: " in done.stderr, done.stderr
     assert "memory.max_fact_chars: " in done.stderr, done.stderr
+
+
+def test_an_expect_sha256_that_is_no_sha256_is_a_usage_error_not_a_conflict(repo: Path) -> None:
+    """``--expect-sha256 nothex`` said MEMORY_CONFLICT, 'changed since it was read': a value that
+    can never match is a typo, and the fact had not changed."""
+    fact = json.loads(_coffer("facts", "list", "--json", cwd=repo).stdout)["items"][0]
+    done = _coffer("facts", "rm", fact["fact"]["id"], "--expect-sha256", "nothex", cwd=repo)
+    assert done.returncode == 2, done.stderr
+    assert "argument --expect-sha256: 'nothex' is not a sha256 (64 hexadecimal digits" in done.stderr
+    assert "MEMORY_CONFLICT" not in done.stderr
+    done = _coffer("facts", "rm", fact["fact"]["id"], "--expect-sha256", fact["sha256"].upper(), cwd=repo)
+    assert done.returncode == 0, done.stderr  # the digest `facts show` prints, in either case
