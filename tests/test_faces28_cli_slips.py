@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import git
 
+from coffer_memory import MemoryService
+
 SCRIPTS = Path(sys.executable).parent
 
 
@@ -156,3 +158,29 @@ def test_an_expect_sha256_that_is_no_sha256_is_a_usage_error_not_a_conflict(repo
     assert "MEMORY_CONFLICT" not in done.stderr
     done = _coffer("facts", "rm", fact["fact"]["id"], "--expect-sha256", fact["sha256"].upper(), cwd=repo)
     assert done.returncode == 0, done.stderr  # the digest `facts show` prints, in either case
+
+
+# Zero-width characters between ASCII letters hide a difference (``pay<ZWSP>pal`` reads as
+# ``paypal``); in a ZWJ emoji sequence or Persian and Indic words the joiners are the text.
+HIDDEN = "login at pay\u200bpal.com, pay\u2060pal, pay\ufeffpal, pay\u200cpal and pay\u200dpal"
+JOINED = "on call: \U0001f469\u200d\U0001f4bb, \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645, \u0915\u094d\u200d\u0937"
+
+
+def test_zero_width_characters_show_on_a_terminal_unless_they_join_non_ascii_text(
+    svc: MemoryService, tmp_home: Path
+) -> None:
+    from test_attack_terminal import _on_a_terminal
+
+    fact = svc.remember(f"{HIDDEN}; {JOINED}", title="pay\u200bpal", scope="global")
+    out = _on_a_terminal(tmp_home, "facts", "show", fact.fact.id, "--store", "global").decode()
+    assert "pay\\u200bpal" in out and "pay\\u2060pal" in out and "pay\\ufeffpal" in out, out
+    assert "pay\\u200cpal" in out and "pay\\u200dpal" in out, out
+    assert JOINED in out, out  # the emoji, the Persian and the Devanagari joiners stay as they are
+    assert not any(f"pay{c}pal" in out for c in "\u200b\u200c\u200d\u2060\ufeff"), out
+    piped = subprocess.run(
+        [str(SCRIPTS / "coffer"), "facts", "show", fact.fact.id, "--store", "global"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COFFER_HOME": str(tmp_home)},
+    )
+    assert HIDDEN in piped.stdout  # a pipe gets the text as it is
