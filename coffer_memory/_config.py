@@ -459,8 +459,8 @@ def _plain(hint: Any, value: Any) -> tuple[bool, Any]:
         return type(None) in typing.get_args(hint), None
     if typing.get_args(hint):  # ``X | None`` with a value
         return _plain(next(a for a in typing.get_args(hint) if a is not type(None)), value)
-    if hint is float:
-        return type(value) in (int, float), float(value)
+    if hint is float:  # only a number converts: float("fast") raised, and that message named no key
+        return (True, float(value)) if type(value) in (int, float) else (False, value)
     if hint is Path:
         return isinstance(value, str | os.PathLike), Path(value)
     if _is_section(hint):

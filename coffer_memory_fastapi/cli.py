@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from coffer_memory._interrupt import ready
+
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
@@ -189,6 +191,7 @@ def _open_when_up(host: str, port: int, url: str, deadline_s: float = 30.0) -> N
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and run uvicorn until interrupted (Ctrl-C: status 0, at any point)."""
     try:
+        ready()  # from here a Ctrl-C is the KeyboardInterrupt below (before, _coffer_scripts' 0)
         return _main(argv)
     except KeyboardInterrupt:
         # Ctrl-C before the server runs (its imports take seconds on a loaded machine) printed a

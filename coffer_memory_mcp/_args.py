@@ -32,7 +32,7 @@ MAX_SESSIONS = 1000
 its connections (about 40 KB each, measured; any client opened 365 a second), so
 ``--max-connections`` does not bound them: mcp 2.0 and 2.1 kept every one for ever. An agent holds
 one; 1,000 is 40 MB at most, where the SDK's own 10,000 is 400 MB. Past them a new session takes
-the place of the idle one that has done least (``_sessions``)."""
+the place of an idle one: one never used past its opening, else the one idle longest (``_sessions``)."""
 
 
 def _sessions(value: str) -> int:
@@ -103,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_sessions,
         default=None,
         metavar="N",
-        help="streamable-http: keep at most N MCP sessions; past them a new one takes the place of the "
-        f"idle one that has done least (default {MAX_SESSIONS}, or ${SESSIONS_ENV})",
+        help="streamable-http: keep at most N MCP sessions; past them a new one takes the place of one "
+        f"never used, else of the one idle longest (default {MAX_SESSIONS}, or ${SESSIONS_ENV})",
     )
     parser.add_argument(
         "--forwarded-allow-ips",

@@ -1,5 +1,6 @@
 """What ``coffer-mcp --transport streamable-http`` does when it holds as many MCP sessions as it may
-(``--max-sessions``): a new session takes the place of the idle one that has done least.
+(``--max-sessions``): a new session takes the place of one opened and never used, else of the one
+idle longest.
 
 The SDK refuses a new session past ``max_sessions`` (``503``, "Too many open sessions"), and a
 session lives until it is deleted or idle for ``SESSION_IDLE_S`` (30 minutes). One client opening
@@ -9,12 +10,16 @@ came was turned away, for as long as the client kept the table full. On loopback
 initializes, says so, lists the tools and calls them; a flood's sessions are opened and left.
 
 So when the table is full, the session that is ended is, among those with no request in flight (a
-call being answered, an open event stream), the one that has served the fewest requests, and of
-those the one idle longest: a flood ends its own sessions first, and an agent's, used more, stays.
-It is ended as the idle timeout ends one (its ``idle_scope`` cancelled): its id answers ``404``
-from then on, and an MCP client opens a new session on a ``404`` (the spec says it must). Only when
-every session has a request in flight is a new one refused, by the SDK, as before. One ``WARNING``
-line at most once a minute says sessions were ended this way.
+call being answered, an open event stream), first one that served nothing past its opening
+(``initialize`` and the ``initialized`` notification: ``OPENING`` requests), then the one idle
+longest: the least recently used, as one expects of a bounded table. A flood ends its own
+sessions first, and of the sessions in use the one left longest goes. (Session 27 ranked by the
+requests served, fewest first: an agent's session used a minute ago was ended before one used a
+hundred times and left for half an hour.) It is ended as the idle timeout ends one (its
+``idle_scope`` cancelled): its id answers ``404`` from then on, and an MCP client opens a new
+session on a ``404`` (the spec says it must). Only when every session has a request in flight is a
+new one refused, by the SDK, as before. One ``WARNING`` line at most once a minute says sessions
+were ended this way.
 
 This reaches into the SDK's session manager (``_admit_session``, ``_server_instances``,
 ``_session_owners``: mcp 2.2 to 2.3), which has no public way to choose what is ended; when they
@@ -32,12 +37,15 @@ from weakref import WeakKeyDictionary
 from coffer_memory._http_conns import STREAM_RANK, OnceAMinute
 
 log = logging.getLogger("coffer_memory_mcp")
+OPENING = 2
+"""The requests of a session's opening (``initialize``, then the ``initialized`` notification): a
+session that served no more was opened and never used."""
 
 
 class SessionRoom:
     """Installed on the SDK's ``StreamableHTTPSessionManager`` (``install``): counts the requests
-    each session serves and, when the table is full, ends the idle session that has done least to
-    make room for a new one (this module's docstring)."""
+    each session serves and, when the table is full, ends an idle session (one never used, else the
+    least recently used) to make room for a new one (this module's docstring)."""
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
@@ -82,19 +90,20 @@ class SessionRoom:
         transport.handle_request = counted
 
     def make_room(self) -> None:
-        """End the idle session that has done least when the table is full (none in flight: the
-        SDK then refuses the new one)."""
+        """End an idle session when the table is full: one opened and never used, else the one idle
+        longest (none idle: the SDK then refuses the new one)."""
         most = self.manager.max_sessions
         sessions: dict[str, Any] = self.manager._server_instances
         if most is None or len(sessions) < most:
             return
-        chosen: tuple[tuple[int, float], str, Any] | None = None
+        chosen: tuple[tuple[bool, float], str, Any] | None = None
         for session_id, transport in sessions.items():
             idle = getattr(transport, "idle_scope", None)
             # A request in flight holds the deadline at infinity; a cancelled scope is ending.
             if idle is None or idle.cancel_called or idle.deadline == math.inf:
                 continue
-            rank = (self.requests.get(transport, 0), idle.deadline)  # fewest requests, then idle longest
+            # Opened and never used first, then the least recently used (the earliest deadline).
+            rank = (self.requests.get(transport, 0) > OPENING, idle.deadline)
             if chosen is None or rank < chosen[0]:
                 chosen = (rank, session_id, transport)
         if chosen is None:
@@ -112,9 +121,9 @@ class SessionRoom:
         if count is None:
             return
         log.warning(
-            "%d MCP sessions are open, its --max-sessions: ended the session that had done least "
-            "(fewest requests, then idle longest) to open a new one (%d since this was last said, "
-            "at most once a minute)",
+            "%d MCP sessions are open, its --max-sessions: ended an idle session (one never used "
+            "past its opening, else the one idle longest) to open a new one (%d since this was "
+            "last said, at most once a minute)",
             self.manager.max_sessions,
             count,
         )

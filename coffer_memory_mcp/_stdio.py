@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from coffer_memory._interrupt import ready
+
 from ._args import build_parser
 from ._debug import DEBUG_ENV
 from ._debug import debug as _debug
@@ -380,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(MISSING_SDK, file=sys.stderr)
         return 1
     try:
+        ready()  # from here a Ctrl-C is the KeyboardInterrupt below (before, _coffer_scripts' 130)
         return _main(argv)
     except KeyboardInterrupt:
         # Ctrl-C in the terminal of `claude -p`, `codex exec` or `opencode run` reaches their MCP

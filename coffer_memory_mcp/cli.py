@@ -408,7 +408,7 @@ def http_app(
         max_sessions=max_sessions,
         session_idle_timeout=SESSION_IDLE_S,
     )
-    # Past max_sessions a new session takes the place of the idle one that has done least.
+    # Past max_sessions a new session takes the place of one never used, else of the one idle longest.
     room = SessionRoom.install(server.session_manager)
     app: Any = BoundedBody(TypedRefusals(sdk_app), refused=refused)
     app = BearerTokenMiddleware(app, token) if token else app

@@ -1,7 +1,7 @@
 """Many MCP sessions over HTTP: ``coffer-mcp --transport streamable-http`` keeps at most
 ``--max-sessions`` (default ``MAX_SESSIONS``) at once. Past them a new session takes the place of
-the idle one that has done least (fewest requests, then the longest idle): a flood of sessions
-ends its own, not an agent's; only when every session has a request in flight (an open event
+an idle one: one never used past its opening, else the one idle longest (session 28; the fewest
+requests before): a flood of sessions ends its own, not an agent's; only when every session has a request in flight (an open event
 stream counts) is a new one answered ``503`` (the SDK's JSON-RPC error). Each is said in the log
 once a minute, not once a session.
 
@@ -28,7 +28,7 @@ from test_mcp_handshake import INITIALIZED, initialize, request
 from coffer_memory_mcp.cli import MAX_SESSIONS
 
 ARGS = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
-ENDED = "ended the session that had done least"
+ENDED = "ended an idle session"
 REFUSED = "Refusing to open a new session"
 
 

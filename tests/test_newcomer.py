@@ -527,10 +527,11 @@ def test_organize_with_a_provider_but_no_model_says_which_setting_is_missing(tmp
         proc = subprocess.run(
             [coffer, command, "--global"], env=environ, capture_output=True, text=True, timeout=120
         )
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout == (
-            "global: the [llm] provider 'openai' has no model: set llm.model "
-            "(`coffer config set llm.model NAME`): nothing to do\n"
+        # Session 28: an error (exit 1) naming the setting, no longer "nothing to do" with exit 0.
+        assert proc.returncode == 1 and proc.stdout == "", proc
+        assert proc.stderr.startswith(
+            "error: INVALID_INPUT: the [llm] provider 'openai' has no model: set llm.model "
+            "(`coffer config set llm.model NAME`)"
         )
     (home / "config.toml").write_text("")
     proc = subprocess.run([coffer, "organize", "--global"], env=environ, capture_output=True, text=True)

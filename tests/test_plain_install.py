@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,10 @@ from coffer_memory._agents.homes import AgentHomes
 SDK_PARTS = ("mcp", "mcp_types")
 HTTP_PARTS = ("httpx", "httpcore", "tenacity")  # the [openai] extra's (anyio and h11 may stay: unused)
 EXTRA_COMMAND = "pip install 'coffer-memory[mcp]'"
-SCRIPTS = {
-    "coffer": "coffer_memory._cli:console",
-    "coffer-hook": "coffer_memory._agents.hook:main",
-    "coffer-mcp": "coffer_memory_mcp._stdio:main",
-}
+_ENTRY_POINTS = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+    "scripts"
+]
+SCRIPTS = {name: _ENTRY_POINTS[name] for name in ("coffer", "coffer-hook", "coffer-mcp")}
 
 
 def _part(entry: str) -> str:

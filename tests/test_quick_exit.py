@@ -6,6 +6,7 @@ Each case is a real child interpreter, since ``leave`` ends the process it runs 
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -106,4 +107,7 @@ def test_the_console_script_ends_through_it() -> None:
     import tomllib
 
     scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["coffer"] == "coffer_memory._cli:console"
+    assert scripts["coffer"] == "_coffer_scripts:coffer"  # which arms SIGINT, then runs console()
+    import _coffer_scripts
+
+    assert "console()" in inspect.getsource(_coffer_scripts.coffer)

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._home import HomeLayout
+from .._interrupt import ready
 from .._jsontext import loads as json_loads
 from .given import RESUME, inherit_given, load_given, save_given, save_root_given, to_give
 
@@ -437,6 +438,7 @@ def run(argv: Sequence[str], stdin: Any, stdout: Any) -> int:
 def main() -> int:
     """Console entry point of ``coffer-hook``."""
     try:
+        ready()  # from here a Ctrl-C is the KeyboardInterrupt below (before, _coffer_scripts' exit 0)
         return run(sys.argv[1:], sys.stdin.buffer, sys.stdout)
     except BaseException:  # even KeyboardInterrupt: the agent must see exit 0 and no output
         return 0

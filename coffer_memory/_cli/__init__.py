@@ -35,8 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .._errors import CofferError, InvalidInput, safe_echo
-from ._common import DIRECTORY, hint, resolve_store_args
+from .._errors import CofferError, InvalidInput
+from .._interrupt import done, ready
+from ._common import DIRECTORY, hint, resolve_store_args, usage_error
 from ._terminal import inert, inert_stdout
 
 COMMANDS: dict[str, str] = {
@@ -85,13 +86,36 @@ def command_in(argv: Sequence[str]) -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser (and, as their class, its subcommands'), whose usage errors repeat what
-    was typed bounded and clean (``safe_echo``): an unrecognised argument holding a terminal
-    escape was printed raw, and whole."""
+    """argparse's parser (and, as their class, its subcommands'), whose usage errors are one line
+    naming the command and a pointer to its ``--help`` (``usage_error``)."""
+
+    json_errors = False
+    """Set by ``main`` when the command line asks for ``--json``: usage errors are JSON then too."""
 
     def error(self, message: str) -> NoReturn:
-        """Print the usage and the message, cleaned and cut to 1000 characters; exit 2."""
-        super().error(safe_echo(message, 1000))
+        """Report a usage error of this parser's command (``usage_error``); exit 2."""
+        usage_error(self.prog, message, as_json=self.json_errors)
+
+
+def _asks_json(argv: Sequence[str]) -> bool:
+    """``--json`` is among the options (not after ``--``, where every word is text)."""
+    words = list(argv)
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, but an unrecognised argument is blamed on the command that was
+    given it (argparse said ``coffer: error: unrecognized arguments`` with the top-level usage),
+    and ``--json`` before the command says where it goes."""
+    as_json = _Parser.json_errors = _asks_json(argv)
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    prog = " ".join(["coffer", *command_path(args).split()[:2]]) if args.command else "coffer"
+    tip = ""
+    if "--json" in extra and args.command and not getattr(args, "json", True):
+        tip = f"hint: `--json` goes after the command name: `{prog} ... --json`"
+    usage_error(prog, f"unrecognized arguments: {' '.join(extra)}", as_json=as_json, tip=tip)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -243,19 +267,22 @@ def console() -> NoReturn:
     process's arguments, then the process ends without the interpreter's teardown (``leave``)."""
     from .._quick_exit import leave
 
-    leave(main())
+    status = main()
+    done()  # a Ctrl-C in the exit handlers ends quietly too
+    leave(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coffer``; returns the exit status (1 with the error code on stderr on failure)."""
     argv = _glued_times(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(command_in(argv))
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()
         return 0
     _warnings_on_one_line()
     try:
+        ready()  # a console script's quiet Ctrl-C (_coffer_scripts) hands over to the except below
         with inert_stdout():
             status = _run(args)
     except CofferError as exc:

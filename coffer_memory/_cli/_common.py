@@ -9,11 +9,11 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import attrs
 
-from .._errors import CofferError, InvalidInput, MemoryNotFound, ScopeUnresolved
+from .._errors import CofferError, InvalidInput, MemoryNotFound, ScopeUnresolved, safe_echo
 from .._models import FactRecord, WriteReceipt
 
 if TYPE_CHECKING:
@@ -303,3 +303,24 @@ def add_command(parent: Any, name: str, help_text: str) -> argparse.ArgumentPars
     p: argparse.ArgumentParser = parent.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
+
+
+def usage_error(prog: str, message: str, *, as_json: bool, tip: str = "") -> NoReturn:
+    """End with status 2 on a usage error of ``prog`` (``coffer recall``), on stderr.
+
+    One line, ``coffer recall: error: <message>``, and a ``hint:`` pointing at ``prog --help``:
+    argparse printed the whole usage block first (five lines for ``recall``), which buried the
+    line that says what was wrong. With ``--json`` it is the error envelope a coffer error has
+    (``INVALID_INPUT``, ``details.help``): an agent that asked for JSON parses stderr as JSON. What
+    was typed is repeated bounded and clean (``safe_echo``): an unrecognised argument holding a
+    terminal escape was printed raw, and whole.
+    """
+    said = f"{prog}: {safe_echo(message, 1000)}"
+    if as_json:
+        more = {"hint": tip.removeprefix("hint: ")} if tip else {}
+        error = InvalidInput(said, field="arguments", help=f"{prog} --help", **more).to_dict()
+        sys.stderr.write(json.dumps({"error": error}, ensure_ascii=False) + "\n")
+    else:
+        print(f"{prog}: error: {safe_echo(message, 1000)}", file=sys.stderr)
+        print(tip or f"hint: `{prog} --help` describes its arguments", file=sys.stderr)
+    sys.exit(2)

@@ -10,6 +10,13 @@ stay); a pipe or a file still gets the text byte for byte (``coffer facts show I
 The bidirectional controls (Unicode's Bidi_Control: U+202A-U+202E, U+2066-U+2069, U+200E,
 U+200F, U+061C) show as ``\\u202e`` the same way: a title holding RIGHT-TO-LEFT OVERRIDE is
 displayed in an order that lies about what it says ("Trojan Source"); the stored text keeps them.
+
+Zero-width characters show as ``\\u200b`` too, as the web view shows them: ZERO WIDTH SPACE,
+WORD JOINER and the BOM (U+200B, U+2060, U+FEFF) always, so that ``pay<ZWSP>pal`` does not read
+as ``paypal``. The joiners (ZWNJ U+200C, ZWJ U+200D) only where they join nothing: next to an
+ASCII character, a blank or an end. Between two other characters they are part of the text (an
+emoji sequence, 👩 ZWJ 💻, is one picture; Persian and the Indic scripts spell words with them),
+and a terminal, unlike the page, shows that text for reading and copying as it is.
 """
 
 from __future__ import annotations
@@ -23,7 +30,11 @@ from typing import Any, TextIO
 # C0 controls but tab and line feed (a carriage return rewrites the line it is on), DEL, and the
 # C1 controls (U+009B is a one-character CSI in terminals that read 8-bit controls).
 # And the bidirectional controls, which reorder what a terminal that implements bidi shows.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# And the zero-width characters; the joiners only where they join no two non-ASCII characters.
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
+    r"|(?<![^\x00-\x7f\s])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f\s])"
+)
 
 
 def _shown(c: str) -> str:
@@ -32,8 +43,8 @@ def _shown(c: str) -> str:
 
 
 def inert(text: str) -> str:
-    """``text`` with every terminal control character written as ``\\xNN`` and every
-    bidirectional control as ``\\uNNNN``."""
+    """``text`` with every terminal control character written as ``\\xNN``, and every
+    bidirectional control and zero-width character that hides something as ``\\uNNNN``."""
     return _CONTROL.sub(lambda m: _shown(m.group()), text)
 
 

@@ -281,6 +281,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def sha256_digest(text: str) -> str:
+    """``--expect-sha256``'s value: 64 hexadecimal digits, in either case (a file's sha256 is
+    lowercase). Anything else can never match, and said MEMORY_CONFLICT, 'changed since it was
+    read', of a fact that had not changed."""
+    if len(text) != 64 or not all(c in "0123456789abcdefABCDEF" for c in text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a sha256 (64 hexadecimal digits, as `coffer facts show --json` prints)"
+        )
+    return text.lower()
+
+
 def cmd_doctor(svc: MemoryService, args: argparse.Namespace) -> int:
     from .._indexing import VECTOR_PROBLEM
     from ..plugins.manager import plugin_infos
@@ -404,7 +415,9 @@ def register(sub: Any) -> None:
         p.add_argument("id", help="the fact id, or a unique prefix of it")
         add_target(p)
         if name != "show":
-            p.add_argument("--expect-sha256", help="refuse if the file changed since you read it")
+            p.add_argument(
+                "--expect-sha256", type=sha256_digest, help="refuse if the file changed since you read it"
+            )
         if name == "edit":
             body = p.add_mutually_exclusive_group()
             body.add_argument("--text", help="new body ('-' reads stdin)")

@@ -127,18 +127,10 @@ def cmd_index(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def _print_run(svc: MemoryService, report: OrganizeReport | ReorgReport, show_diffs: bool) -> None:
     if report.status != "ok":
-        llm = svc.settings.llm
-        if llm.provider == "none":
-            no_model = "no LLM is configured ([llm] in config.toml): nothing to do"
-        elif llm.provider == "openai" and not llm.model:
-            no_model = (
-                f"the [llm] provider {llm.provider!r} has no model: set llm.model "
-                "(`coffer config set llm.model NAME`): nothing to do"
-            )
-        else:  # a plugin's LLM: its available() is false here (a warning says why when it raised)
-            no_model = f"the [llm] provider {llm.provider!r} is not available here: nothing to do"
+        # A provider that is set but cannot run is an error before any report (Organizer.model):
+        # no_model here is the home without a model.
         reason = {
-            "no_model": no_model,
+            "no_model": "no LLM is configured ([llm] in config.toml): nothing to do",
             "empty": "nothing to organize",
         }[report.status]
         print(f"{report.store}: {reason}")
@@ -214,8 +206,9 @@ def register(sub: Any) -> None:
 
     msub = add_group(sub, "memory", "rules, the consolidation log and INDEX.md of a store")
     p = add_command(msub, "rules", "show the store's rules (all rules/*.md), or add one")
-    p.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
-    p.add_argument("--delete", action="store_true", help="delete every rules file")
+    change = p.add_mutually_exclusive_group()  # both at once added the rule and ignored --delete
+    change.add_argument("--add", metavar="TEXT", help="append a rule to rules/rules.md ('-' reads stdin)")
+    change.add_argument("--delete", action="store_true", help="delete every rules file")
     p.add_argument("--yes", action="store_true", help="confirm --delete")
     add_target(p)
     p.set_defaults(func=cmd_rules)

@@ -232,17 +232,18 @@ def _save(args: argparse.Namespace, var: str, value: Any) -> None:
 def _check_provider(key: str, value: Any) -> None:
     """A provider that no installed plugin registers is refused, naming those that are: ``bogus``
     was saved, then every LLM-driven command (or vector recall) failed on it later."""
-    from ..plugins.manager import get_embedder_factories, get_llm_factories
+    from ..plugins.manager import get_embedder_factories, get_llm_factories, skipped_note
 
     if key == "llm.provider":
-        allowed = ["none", *sorted(get_llm_factories())]
+        hook, allowed = "register_llms", ["none", *sorted(get_llm_factories())]
     elif key == "embedding.provider":
-        allowed = ["auto", "none", *sorted(get_embedder_factories())]
+        hook, allowed = "register_embedders", ["auto", "none", *sorted(get_embedder_factories())]
     else:
         return
     if value not in allowed:
         raise InvalidInput(
-            f"not saved: {key} must be one of {', '.join(allowed)} (a plugin adds more), not {safe_echo(str(value))!r}",
+            f"not saved: {key} must be one of {', '.join(allowed)} (a plugin adds more), not {safe_echo(str(value))!r}"
+            + skipped_note(hook),
             field=key,
             allowed=allowed,
         )

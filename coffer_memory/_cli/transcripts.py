@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .._agents.homes import AGENTS
 from .._localtime import local_text
 from .._render import shorten
-from ._common import add_command, add_cwd, add_group, add_store, emit_json
+from ._common import add_command, add_cwd, add_group, add_store, emit_json, usage_error
 
 if TYPE_CHECKING:
     from .._service import MemoryService
@@ -85,11 +85,12 @@ def _failed(svc: MemoryService, r: DistillResult) -> bool:
 
 
 def cmd_distill(svc: MemoryService, args: argparse.Namespace) -> int:
+    if args.sweep and args.session_id:  # the sweep ran and the session named was silently not the one
+        usage_error("coffer distill", "give a session id or --sweep, not both", as_json=args.json)
     if args.sweep:
         return _sweep(svc, args)
     if not args.session_id:
-        print("error: give a session id, or --sweep", file=sys.stderr)
-        return 2
+        usage_error("coffer distill", "give a session id, or --sweep", as_json=args.json)
     agent = args.agent or svc.find_session(args.session_id).agent
     result = svc.distill_session(agent, args.session_id, cwd=args.cwd, dry_run=args.dry_run)
     if args.json:

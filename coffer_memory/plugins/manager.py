@@ -101,7 +101,11 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             if pm.get_plugin(ep.name) is not None:
                 pm.unregister(name=ep.name)
             error = failure(exc)
-            log.warning("skipping plugin %s (%s): %s", ep.name, ep.value, error)
+            # Not a warning: every command that loads the plugins (with vector recall on, all of
+            # them) printed it, ``facts list`` too, which the plugin could never have served. It is
+            # said where it may matter: in the error of a name no plugin registered (``_skipped``:
+            # it may have been this one's), and by ``coffer doctor`` and ``coffer plugins list``.
+            log.info("skipping plugin %s (%s): %s", ep.name, ep.value, error)
             dist_name, version = _dists[ep.name]
             _failed[ep.name] = PluginInfo(ep.name, "entry point", (), version, dist_name, error)
 
@@ -193,13 +197,14 @@ def _errors_of(plugin: str) -> str | None:
     return "; ".join(why for (name, _), why in sorted(_hook_errors.items()) if name == plugin) or None
 
 
-def _skipped(hook: str) -> str:
-    """What to add to an "unknown name" error: the plugins whose ``hook`` failed (it may be theirs)."""
+def skipped_note(hook: str) -> str:
+    """What to add to an "unknown name" error: the plugins whose ``hook`` failed, and those that
+    failed to load (what they would have registered is not known): the name may be theirs."""
     why = [
         f"plugin {plugin} was skipped: {reason}"
         for (plugin, h), reason in sorted(_hook_errors.items())
         if h == hook
-    ]
+    ] + [f"plugin {name} failed to load: {info.error}" for name, info in sorted(_failed.items())]
     return f" ({'; '.join(why)})" if why else ""
 
 
@@ -267,7 +272,7 @@ def get_grep_backend(name: str | None = None) -> GrepBackend:
     if name and name != "auto":
         if name not in backends:
             raise InvalidInput(
-                f"unknown grep backend {name!r}; known: {sorted(backends)}{_skipped('register_grep_backends')}",
+                f"unknown grep backend {name!r}; known: {sorted(backends)}{skipped_note('register_grep_backends')}",
                 field="grep_backend",
             )
         return backends[name]
@@ -350,7 +355,7 @@ def get_embedder(settings: EmbeddingSettings) -> Embedder | None:
         return None
     if settings.provider not in factories:
         known = f"unknown embedding provider {settings.provider!r}; known: auto, none, {', '.join(sorted(factories))}"
-        if skipped := _skipped("register_embedders"):  # likely the broken plugin's: degrade, not fail
+        if skipped := skipped_note("register_embedders"):  # likely the broken plugin's: degrade, not fail
             raise EmbeddingUnavailable(known + skipped, provider=settings.provider)
         raise InvalidInput(known, field="embedding.provider")
     factory = factories[settings.provider]
@@ -395,7 +400,7 @@ def get_llm(settings: LLMSettings) -> LLM | None:
     if settings.provider not in factories:
         raise InvalidInput(
             f"unknown llm provider {settings.provider!r}; known: none, {', '.join(sorted(factories))}"
-            f"{_skipped('register_llms')}",
+            f"{skipped_note('register_llms')}",
             field="llm.provider",
         )
     plugin = plugin_of("register_llms", settings.provider)
@@ -433,7 +438,7 @@ def get_index_backend(settings: Settings) -> IndexBackend | None:
     if name not in factories:
         raise InvalidInput(
             f"unknown index backend {name!r}; known: sqlite, {', '.join(sorted(factories))}"
-            f"{_skipped('register_index_backends')}",
+            f"{skipped_note('register_index_backends')}",
             field="index.backend",
         )
     try:

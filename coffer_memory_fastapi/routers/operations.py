@@ -28,13 +28,14 @@ def _accepted(op: OperationOut, response: Response) -> OperationOut:
     "/api/v1/memory_stores/{name}/organize",
     status_code=202,
     response_model=OperationOut,
-    responses={**error_responses(404), **_STARTED},
+    responses={**error_responses(404, 503), **_STARTED},
 )
 def start_organize(
     name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
 ) -> OperationOut:
     """Start filing the inbox into topic documents and rules (a no-op without a configured model)."""
     store = svc.target(store=name).store
+    svc.organizer.model()  # a provider set without what it needs is refused now, not a failed operation
 
     def work() -> Outcome:
         return OrganizeResultOut.of(svc.organize(store, dry_run=dry_run))
@@ -46,13 +47,14 @@ def start_organize(
     "/api/v1/memory_stores/{name}/reorg",
     status_code=202,
     response_model=OperationOut,
-    responses={**error_responses(404), **_STARTED},
+    responses={**error_responses(404, 503), **_STARTED},
 )
 def start_reorg(
     name: str, svc: Service, ops: Ops, response: Response, dry_run: DryRun = False
 ) -> OperationOut:
     """Start merging duplicate and splitting long topic documents (bounded tool loop)."""
     store = svc.target(store=name).store
+    svc.organizer.model()  # a provider set without what it needs is refused now, not a failed operation
 
     def work() -> Outcome:
         return OrganizeResultOut.of(svc.reorganize(store, dry_run=dry_run))

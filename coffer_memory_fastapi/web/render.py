@@ -18,14 +18,18 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 # ammonia's tags less the one a browser loads a URL for by itself (see _image_as_link).
 _TAGS = set(nh3.ALLOWED_TAGS) - {"img"}
 _URL_ATTRIBUTES = frozenset({"href", "src", "cite", "action", "formaction", "poster", "background"})
-# Unicode's Bidi_Control characters: embeddings, overrides, isolates and marks.
-_BIDI_CONTROLS = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Unicode's Bidi_Control characters (embeddings, overrides, isolates and marks: U+061C, U+200E,
+# U+200F, U+202A-U+202E, U+2066-U+2069) and the zero-width ones (ZERO WIDTH SPACE, NON-JOINER,
+# JOINER, WORD JOINER and the BOM/ZERO WIDTH NO-BREAK SPACE: U+200B-U+200D, U+2060, U+FEFF).
+_BIDI_CONTROLS = re.compile(r"[\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def bidi_shown(text: str) -> str:
     """``text`` with each bidirectional control written out as ``\\u202e``, as ``coffer`` shows it on a
     terminal: a title holding RIGHT-TO-LEFT OVERRIDE is displayed in an order that lies about what
-    it says ("Trojan Source"). The stored text keeps them; the page shows where they are."""
+    it says ("Trojan Source"). Zero-width characters are written out the same way (``\\u200b``):
+    shown as nothing, ``pay\\u200bpal`` reads as ``paypal`` and a search for what the page shows
+    misses. The stored text keeps them; the page shows where they are."""
     return _BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
