@@ -484,3 +484,27 @@ def test_an_offer_merged_elsewhere_while_its_merge_waited_says_where(tmp_home: P
     assert waiting.returncode == 1, out.decode()
     error = json.loads(err)["error"]
     assert error["code"] == "MEMORY_STORE_NOT_FOUND" and f"merged into {into['second']}" in error["message"]
+
+
+def test_coffer_audit_shows_where_a_store_moved_and_what_a_merge_folded(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """`coffer audit` printed a `store_moved` row with an empty details column (its `from_root`
+    and `to_root` only in --json), and a `store_merged` row with no word of the store it took in:
+    the user who looks for what happened to a project's memory saw that something happened, not
+    what. The table now shows them."""
+    repo = make_repo(tmp_path / "repo")
+    assert cli("remember", "the staging database is called heron", cwd=repo).returncode == 0
+    moved = repo.rename(tmp_path / "moved")
+    assert cli("recall", "heron", cwd=moved).returncode == 0
+    shown = cli("audit", "--event", "store_moved").stdout
+    assert f"from_root={repo.resolve()}" in shown and f"to_root={moved.resolve()}" in shown, shown
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    found = cli("recall", "CHANGES", cwd=second).stdout
+    offer = re.search(r"^note: .*: (coffer stores merge \S+ \S+)$", found, re.M)
+    assert offer is not None, found
+    _, _, _, source, into = offer.group(1).split()
+    assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
+    merged = cli("audit", "--event", "store_merged").stdout
+    assert f"source={source}" in merged and f"into={into}" in merged, merged
