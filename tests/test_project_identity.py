@@ -108,7 +108,8 @@ def test_a_second_clone_is_offered_not_merged(svc: MemoryService, tmp_path: Path
     lines = svc.targets.offer_lines(target)
     assert len(lines) == 1 and store in lines[0]
     assert f"coffer stores merge {store} {target.store}" in lines[0]
-    assert f"coffer stores merge {store} {target.store}" in svc.assemble_session_context(second)
+    # The session-start bundle names this home when a bare `coffer` would not find it.
+    assert f"stores merge {store} {target.store}" in svc.assemble_session_context(second)
     assert _identity(svc, store)["merged_identities"] == []
 
 
@@ -508,3 +509,35 @@ def test_coffer_audit_shows_where_a_store_moved_and_what_a_merge_folded(
     assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
     merged = cli("audit", "--event", "store_merged").stdout
     assert f"source={source}" in merged and f"into={into}" in merged, merged
+
+
+def test_resume_session_context_and_the_hook_offer_the_merge_in_their_own_home(
+    cli: CliRunner, tmp_path: Path, tmp_home: Path
+) -> None:
+    """`coffer recall` printed the merge it offers with the `--home` its own call had, but
+    `coffer --home H resume` and `coffer --home H session-context` printed a bare `coffer stores
+    merge A B`, and so did the session-start bundle of a hook installed for a home other than
+    ~/.coffer (`coffer-hook --home H`): run as printed, by the user or by the agent that read
+    it, it merged in the default home, where neither store is (MEMORY_STORE_NOT_FOUND)."""
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    home = f"--home {shlex.quote(str(tmp_home))} stores merge "
+    for command in (["resume"], ["session-context"]):
+        # COFFER_HOME names another home, as the user's shell would (here ~/.coffer).
+        out = cli("--home", str(tmp_home), *command, cwd=second, home=tmp_path / "default").stdout
+        assert f"coffer {home}" in out, out
+    payload = json.dumps(
+        {"session_id": "s-1", "cwd": str(second), "hook_event_name": "SessionStart", "source": "startup"}
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COFFER_HOME"}
+    hook = Path(sys.executable).parent / "coffer-hook"
+    proc = subprocess.run(
+        [str(hook), "--agent", "claude-code", "--home", str(tmp_home)],
+        input=payload,
+        env={**env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bundle = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"coffer {home}" in bundle, bundle

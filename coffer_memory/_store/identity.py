@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -210,6 +211,27 @@ def merge_offer(store: str, root: str | None, into: str) -> str:
         f"Store {store} (checkout {shown}) holds memory of this same repository; "
         f"to merge it into {into}: {MERGE_COMMAND}{store} {into}"
     )
+
+
+def offer_run_from(offer: str, home: str | os.PathLike[str] | None, cwd: str | None = None) -> str:
+    """``offer`` with its command as a call with this ``--home`` and ``--cwd`` would run it
+    (quoted for the shell); unchanged without them. A bare ``coffer stores merge`` merged in the
+    default home, or (for a checkout whose store is not written yet) failed from elsewhere."""
+    sentence, sep, rest = offer.rpartition(MERGE_COMMAND)
+    if not sep or (home is None and cwd is None):
+        return offer
+    flag = f"--home {shlex.quote(os.fspath(home))} " if home is not None else ""
+    where = f" --cwd {shlex.quote(os.path.abspath(cwd))}" if cwd else ""
+    return f"{sentence}coffer {flag}stores merge {rest}{where}"
+
+
+def home_unless_default(home: Path) -> Path | None:
+    """``home`` when a command run beside this process would not find it by itself (it is not
+    ``$COFFER_HOME``, else ``~/.coffer``): an offer's command then names it."""
+    from .._home import expand_user
+
+    default = expand_user(os.environ.get("COFFER_HOME") or "~/.coffer")
+    return None if os.path.realpath(home) == os.path.realpath(default) else home
 
 
 def remove_store_tree(root: Path) -> int:
