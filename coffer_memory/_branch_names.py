@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ._scope import _read_text, shown_branch
 
+_STAMP = re.compile(r" (\d{1,11}) [+-]\d{4}$")
 _RENAMED = re.compile(r"\tBranch: renamed refs/heads/(.+) to refs/heads/(.+)$")
 # A branch renamed back and forth keeps each name once; more than this many is no one's history.
 _MAX_NAMES = 20
@@ -29,25 +31,31 @@ def _common_dir(gitdir: Path) -> Path:
     return Path(os.path.realpath(path if path.is_absolute() else gitdir / path))
 
 
-def earlier_names(gitdir: Path, branch: str) -> list[str]:
+def earlier_names(gitdir: Path, branch: str) -> list[tuple[str, datetime]]:
     """The names ``branch`` had before it was renamed, the most recent first (as coffer keeps
-    branch names: ``shown_branch``). Empty when it was never renamed, has no reflog, or its name
-    is not UTF-8 (kept with ``\\xNN``, which is no path)."""
+    branch names: ``shown_branch``), each with the time it was renamed away from. Empty when it
+    was never renamed, has no reflog, or its name is not UTF-8 (kept with ``\\xNN``, no path)."""
     if "\\" in branch:
         return []
     text = _read_text(_common_dir(gitdir) / "logs" / "refs" / "heads" / branch)
     if not text:
         return []
-    names: list[str] = []
+    names: list[tuple[str, datetime]] = []
     current = branch
     for line in reversed(text.splitlines()):
         found = _RENAMED.search(line)
         if found is None or found.group(2) != current:
             continue
         current = found.group(1)
-        name = shown_branch(current)
-        if name != branch and name not in names:
-            names.append(name)
+        name, when = shown_branch(current), _when(line)
+        if when is not None and name != branch and name not in (n for n, _ in names):
+            names.append((name, when))
         if len(names) >= _MAX_NAMES:
             break
     return names
+
+
+def _when(line: str) -> datetime | None:
+    """The time of a reflog line: ``<old> <new> <who> <seconds> <zone>\t<message>``."""
+    stamp = _STAMP.search(line.partition("\t")[0])
+    return datetime.fromtimestamp(int(stamp.group(1)), UTC) if stamp else None

@@ -8,7 +8,7 @@ Writer's transaction.
 from __future__ import annotations
 
 import os
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import attrs
@@ -36,6 +36,7 @@ from ._optout import optout_for
 from ._scope import commits_since, detached_key, find_git, head_commit
 from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
+from ._store.paths import StorePaths
 from ._store.rules import read_rules, rules_files
 from ._store.writer import Transaction, Writer
 from ._store_config import FACT_CHARS_CEILING
@@ -70,6 +71,14 @@ _OTHER_SCENES = 3
 def _scene_at(path: Path) -> HandoffScene | None:
     """The scene saved in ``path``, or None (no file, a symbolic link, not a handoff)."""
     return fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
+
+
+def _renamed_scene(paths: StorePaths, name: str, renamed_at: datetime) -> HandoffScene | None:
+    """The scene saved under a branch's earlier ``name`` before it was renamed away: one saved
+    after (a new branch given the old name since) is that other branch's. The reflog counts
+    whole seconds, so a scene saved within the second of the rename is still the branch's."""
+    scene = _scene_at(paths.handoff_file(name))
+    return scene if scene is not None and scene.updated_at < renamed_at + timedelta(seconds=1) else None
 
 
 def _handoff_branch(target: Target) -> str:
@@ -279,9 +288,8 @@ class Lanes:
         if scene is None and target.branch:  # renamed since (`git branch -m`): its earlier names
             git = find_git(target.worktree)
             names = earlier_names(git.gitdir, target.branch) if git is not None else []
-            scene = next(
-                (s for n in names if (s := _scene_at(self.targets.paths(store).handoff_file(n)))), None
-            )
+            sp = self.targets.paths(store)
+            scene = next((s for n, at in names if (s := _renamed_scene(sp, n, at))), None)
         head = head_commit(target.worktree)
         notes = tuple(self.targets.offer_lines(target))
         if scene is None:

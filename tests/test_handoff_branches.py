@@ -217,3 +217,22 @@ def test_resume_without_a_scene_names_the_branches_that_have_one(svc: MemoryServ
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("No handoff saved for branch 'main'.") and "feature/login" in proc.stdout
+
+
+def test_a_new_branch_given_the_old_name_keeps_its_scene_to_itself(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """After `git branch -m login signin`, a new branch may be named `login` and save a scene of
+    its own: `resume` on `signin` must not take that one (it was saved after the rename), only
+    the scene `login` had when it was renamed."""
+    import time
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "login")
+    git(repo, "branch", "-m", "login", "signin")
+    time.sleep(1.1)  # the reflog counts whole seconds: the new branch's scene is a second later
+    git(repo, "checkout", "-q", "-b", "login")
+    svc.save_handoff("The new login branch's own scene.", cwd=repo)
+    git(repo, "checkout", "-q", "signin")
+    res = svc.resume(cwd=repo)
+    assert res.scene is None and "'login'" in res.summary  # named among the other branches
