@@ -541,3 +541,21 @@ def test_resume_session_context_and_the_hook_offer_the_merge_in_their_own_home(
     )
     bundle = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"coffer {home}" in bundle, bundle
+
+
+def test_a_moved_clone_finds_its_store_beside_another_clones(svc: MemoryService, tmp_path: Path) -> None:
+    """Two clones of one repository, each with its store; the first is moved. Its store is the one
+    store of the repository whose checkout is gone, which is a move by the rule the docs give:
+    but the moved checkout started a new, empty store (the rule counted every store of the
+    repository, the other clone's too) and was offered both."""
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    mine = svc.remember("the staging database is called heron", cwd=first).store
+    other = svc.remember("the production database is called eagle", cwd=second).store
+    moved = first.rename(tmp_path / "first-moved")
+    target = svc.target(cwd=moved)
+    assert target.store == mine
+    assert any("heron" in t for t in _texts(svc, "heron", moved))
+    assert [e["event"] for e in svc.audit_events(mine)].count("store_moved") == 1
+    offers = svc.repository_offers(cwd=moved)  # the other clone is still offered, not merged
+    assert len(offers) == 1 and other in offers[0]
+    assert svc.target(cwd=second).store == other

@@ -147,7 +147,7 @@ def find_landing(memory_dir: Path, project_id: str, toplevel: Path) -> Landing |
 
     A store listing ``project_id`` in its ``merged_identities`` first (FR-058); then the one store
     of the same repository (fingerprint) whose recorded root is gone: the repository moved. A
-    matching store whose checkout still exists is a second clone: no landing (it is offered).
+    matching store whose checkout still exists is a second clone's: not landed in (it is offered).
     """
     known = project_identities(memory_dir)
     for store, identity in known.items():
@@ -156,13 +156,13 @@ def find_landing(memory_dir: Path, project_id: str, toplevel: Path) -> Landing |
     if not known:
         return None  # nothing to compare with: no subprocess
     roots, remotes = root_commits(toplevel), remote_urls(toplevel)
-    same = same_repository(known, roots, remotes)
-    if len(same) != 1:
+    # The one store of this repository whose checkout is gone: another clone's store, whose
+    # checkout is there, does not make the move ambiguous (two gone ones do).
+    gone = [s for s in same_repository(known, roots, remotes) if not _exists(known[s].project_root)]
+    if len(gone) != 1:
         return None
-    old_root = known[same[0]].project_root
-    if old_root is not None and os.path.isdir(old_root):
-        return None
-    return Landing(same[0], moved_from=old_root or "unknown", root_commits=roots, remotes=remotes)
+    old_root = known[gone[0]].project_root
+    return Landing(gone[0], moved_from=old_root or "unknown", root_commits=roots, remotes=remotes)
 
 
 def repository_matches(memory_dir: Path, store: str, toplevel: Path) -> list[tuple[str, str | None]]:
