@@ -16,6 +16,9 @@ from pathlib import Path
 
 from ._scope import _read_text, shown_branch
 
+# Where git keeps branch reflogs in the common dir (one path: "logs" alone is coffer's own home
+# folder's name, which only _home spells).
+_REFLOGS = "logs/refs/heads"
 _STAMP = re.compile(r" (\d{1,11}) [+-]\d{4}$")
 _RENAMED = re.compile(r"\tBranch: renamed refs/heads/(.+) to refs/heads/(.+)$")
 # A branch renamed back and forth keeps each name once; more than this many is no one's history.
@@ -37,7 +40,7 @@ def earlier_names(gitdir: Path, branch: str) -> list[tuple[str, datetime]]:
     was never renamed, has no reflog, or its name is not UTF-8 (kept with ``\\xNN``, no path)."""
     if "\\" in branch:
         return []
-    text = _read_text(_common_dir(gitdir) / "logs" / "refs" / "heads" / branch)
+    text = _read_text(_common_dir(gitdir) / _REFLOGS / branch)
     if not text:
         return []
     names: list[tuple[str, datetime]] = []
