@@ -8,18 +8,19 @@ Writer's transaction.
 from __future__ import annotations
 
 import os
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import attrs
 
 from ._agents.context import session_context
+from ._branch_names import earlier_names
 from ._config import Settings
 from ._core import Facts
 from ._errors import InvalidInput, MemoryNotFound, check_limit
 from ._fact_input import check_actor, check_session_id, validate_text
 from ._indexing import IndexHandle
-from ._localtime import local_day
+from ._localtime import local_day, local_text
 from ._models import (
     Actor,
     ConsolidationLog,
@@ -35,6 +36,7 @@ from ._optout import optout_for
 from ._scope import commits_since, detached_key, find_git, head_commit
 from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
+from ._store.paths import StorePaths
 from ._store.rules import read_rules, rules_files
 from ._store.writer import Transaction, Writer
 from ._store_config import FACT_CHARS_CEILING
@@ -60,6 +62,23 @@ def _lane_write(receipt: WriteReceipt, target: Target | None = None) -> LaneWrit
         target=target,
         receipt=receipt,
     )
+
+
+# How many other branches' scenes a resume that found none names (newest first).
+_OTHER_SCENES = 3
+
+
+def _scene_at(path: Path) -> HandoffScene | None:
+    """The scene saved in ``path``, or None (no file, a symbolic link, not a handoff)."""
+    return fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
+
+
+def _renamed_scene(paths: StorePaths, name: str, renamed_at: datetime) -> HandoffScene | None:
+    """The scene saved under a branch's earlier ``name`` before it was renamed away: one saved
+    after (a new branch given the old name since) is that other branch's. The reflog counts
+    whole seconds, so a scene saved within the second of the rename is still the branch's."""
+    scene = _scene_at(paths.handoff_file(name))
+    return scene if scene is not None and scene.updated_at < renamed_at + timedelta(seconds=1) else None
 
 
 def _handoff_branch(target: Target) -> str:
@@ -265,9 +284,16 @@ class Lanes:
         assert target.worktree is not None  # resolved from cwd
         store, branch = target.store, _handoff_branch(target)
         path = self.targets.paths(store).handoff_file(branch)
-        scene = fmt.read_handoff(path) if path.is_file() and not path.is_symlink() else None
+        scene = _scene_at(path)
+        if scene is None and target.branch:  # renamed since (`git branch -m`): its earlier names
+            git = find_git(target.worktree)
+            names = earlier_names(git.gitdir, target.branch) if git is not None else []
+            sp = self.targets.paths(store)
+            scene = next((s for n, at in names if (s := _renamed_scene(sp, n, at))), None)
         head = head_commit(target.worktree)
         notes = tuple(self.targets.offer_lines(target))
+        if scene is None:
+            notes = (*self._other_scenes(store), *notes)
         # A handoff saved before the repository's first commit has no head: any commit now is a move.
         if not (scene and head and scene.head != head):
             return ResumeResult(store, branch, head, scene, False, (), target=target, notes=notes)
@@ -280,15 +306,24 @@ class Lanes:
         self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> list[HandoffScene]:
         """Every branch's handoff scene in a store, newest first."""
-        sp = self.targets.paths(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+        return self._scenes(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+
+    def _scenes(self, store: str) -> list[HandoffScene]:
+        sp = self.targets.paths(store)
         if sp.handoff.is_symlink() or not sp.handoff.is_dir():
             return []
-        scenes = [
-            s
-            for p in sorted(sp.handoff.glob("*.md"))
-            if not p.is_symlink() and (s := fmt.read_handoff(p)) is not None
-        ]
+        scenes = [s for p in sorted(sp.handoff.glob("*.md")) if (s := _scene_at(p)) is not None]
         return sorted(scenes, key=lambda s: s.updated_at, reverse=True)
+
+    def _other_scenes(self, store: str) -> list[str]:
+        """A note naming the branches that have a scene, for a resume that found none: a handoff
+        saved on one branch and resumed on another was otherwise invisible."""
+        scenes = self._scenes(store)
+        if not scenes:
+            return []
+        shown = ", ".join(f"{s.branch!r} (saved {local_text(s.updated_at)})" for s in scenes[:_OTHER_SCENES])
+        more = f" and {len(scenes) - _OTHER_SCENES} more" if len(scenes) > _OTHER_SCENES else ""
+        return [f"Other branches have a handoff: {shown}{more}; `coffer handoff show` prints them."]
 
     def delete_handoff(
         self, branch: str, *, store: str | None = None, cwd: PathLike | None = None

@@ -476,7 +476,9 @@ class ResumeResult:
     store: str = attrs.field(metadata=_STORE)
     branch: str = attrs.field(metadata=about("The git branch checked out now."))
     head: str | None = attrs.field(metadata=about("The commit checked out now."))
-    scene: HandoffScene | None = attrs.field(metadata=about("The handoff saved for this branch, if any."))
+    scene: HandoffScene | None = attrs.field(
+        metadata=about("The handoff saved for this branch (under an earlier name if it was renamed), if any.")
+    )
     head_moved: bool = attrs.field(metadata=about("Whether HEAD moved since the handoff was saved."))
     new_commits: tuple[str, ...] | None = attrs.field(
         metadata=about("Commits since the handoff (oneline); null when its commit left the history.")
@@ -490,8 +492,10 @@ class ResumeResult:
         notes = ["", *self.notes] if self.notes else []
         if self.scene is None:
             return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
+        # A scene saved before the branch was renamed (`git branch -m`) names its old name.
+        renamed = f" (now {self.branch!r})" if self.scene.branch != self.branch else ""
         lines = [
-            f"Handoff for branch {self.branch!r}, saved {local_text(self.scene.updated_at)}:",
+            f"Handoff for branch {self.scene.branch!r}{renamed}, saved {local_text(self.scene.updated_at)}:",
             "",
             self.scene.text,
         ]

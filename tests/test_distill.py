@@ -535,6 +535,20 @@ def test_cli_list_of_every_agent_is_one_sorted_list(
     assert keys == sorted(keys, reverse=order == "desc")
 
 
+def test_cli_list_limit_caps_the_one_list(
+    svc: MemoryService, samples: AgentSamples, tmp_home: Path, capsys: Any
+) -> None:
+    # `coffer transcripts list --limit 2` printed up to 2 sessions of each agent (6 rows with three
+    # agents): the limit was applied per agent, before the lists were merged into one. It caps the
+    # one list now, so it gives the 2 most recent sessions whichever agents had them.
+    args = ["--home", str(tmp_home), "transcripts", "list", "--json"]
+    assert cli_main(args) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert len(every) > 2 and len({s["agent"] for s in every}) == 3
+    assert cli_main([*args, "--limit", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == every[:2]
+
+
 def test_cli_distill_exits_1_when_the_configured_model_fails(
     svc: MemoryService, samples: AgentSamples, llm: ScriptedServer, tmp_home: Path, capsys: Any
 ) -> None:

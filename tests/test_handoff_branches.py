@@ -162,3 +162,77 @@ def test_deleting_a_handoff_of_a_lone_surrogate_is_invalid_input(
     with pytest.raises(InvalidInput) as caught:
         svc.delete_handoff(branch, cwd=repo)
     assert caught.value.field == "branch"
+
+
+def test_a_renamed_branch_resumes_the_scene_saved_under_its_old_name(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """``git branch -m feature/login feature/signin`` after a handoff: ``resume`` said "No handoff
+    saved for branch 'feature/signin'" though the scene was there under the old name. git moves
+    the branch's reflog to the new name and notes the rename in it; resume follows it, through
+    every earlier name, in a linked worktree too (renamed from the main checkout)."""
+    repo = make_repo(tmp_path / "repo")
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "feature/login", str(worktree))
+    svc.save_handoff("Login form renders; the cookie is not set yet.", cwd=worktree)
+    git(repo, "branch", "-m", "feature/login", "feature/signin")
+    git(worktree, "branch", "-m", "feature/signin", "feature/auth")
+    res = svc.resume(cwd=worktree)
+    assert res.branch == "feature/auth"
+    assert res.scene is not None and res.scene.text == "Login form renders; the cookie is not set yet."
+    assert res.scene.branch == "feature/login"
+    assert "'feature/login'" in res.summary and "'feature/auth'" in res.summary
+    # Saved on the new name, that scene is the branch's own from then on.
+    svc.save_handoff("Cookie set; next: logout.", cwd=worktree)
+    res = svc.resume(cwd=worktree)
+    assert (
+        res.scene is not None
+        and res.scene.branch == "feature/auth"
+        and res.scene.text == "Cookie set; next: logout."
+    )
+    # A branch that was never renamed does not take another branch's scene.
+    git(repo, "checkout", "-q", "-b", "other")
+    assert svc.resume(cwd=repo).scene is None
+
+
+def test_resume_without_a_scene_names_the_branches_that_have_one(svc: MemoryService, tmp_path: Path) -> None:
+    """A handoff saved on one branch and resumed on another: "No handoff saved for branch 'main'."
+    and nothing else, so the user (or the agent, through ``coffer__resume``) could not tell that a
+    scene waited on ``feature/login``. The summary now names the branches that have one, newest
+    first, and the command that prints them; the CLI prints the same."""
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "feature/login")
+    svc.save_handoff("Login form renders.", cwd=repo)
+    git(repo, "checkout", "-q", "main")
+    res = svc.resume(cwd=repo)
+    assert res.scene is None
+    assert "feature/login" in res.summary and "coffer handoff show" in res.summary
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "coffer"), "--home", str(svc.settings.home), "resume"],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("No handoff saved for branch 'main'.") and "feature/login" in proc.stdout
+
+
+def test_a_new_branch_given_the_old_name_keeps_its_scene_to_itself(
+    svc: MemoryService, tmp_path: Path
+) -> None:
+    """After `git branch -m login signin`, a new branch may be named `login` and save a scene of
+    its own: `resume` on `signin` must not take that one (it was saved after the rename), only
+    the scene `login` had when it was renamed."""
+    import time
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "login")
+    git(repo, "branch", "-m", "login", "signin")
+    time.sleep(1.1)  # the reflog counts whole seconds: the new branch's scene is a second later
+    git(repo, "checkout", "-q", "-b", "login")
+    svc.save_handoff("The new login branch's own scene.", cwd=repo)
+    git(repo, "checkout", "-q", "signin")
+    res = svc.resume(cwd=repo)
+    assert res.scene is None and "'login'" in res.summary  # named among the other branches

@@ -108,7 +108,8 @@ def test_a_second_clone_is_offered_not_merged(svc: MemoryService, tmp_path: Path
     lines = svc.targets.offer_lines(target)
     assert len(lines) == 1 and store in lines[0]
     assert f"coffer stores merge {store} {target.store}" in lines[0]
-    assert f"coffer stores merge {store} {target.store}" in svc.assemble_session_context(second)
+    # The session-start bundle names this home when a bare `coffer` would not find it.
+    assert f"stores merge {store} {target.store}" in svc.assemble_session_context(second)
     assert _identity(svc, store)["merged_identities"] == []
 
 
@@ -484,3 +485,77 @@ def test_an_offer_merged_elsewhere_while_its_merge_waited_says_where(tmp_home: P
     assert waiting.returncode == 1, out.decode()
     error = json.loads(err)["error"]
     assert error["code"] == "MEMORY_STORE_NOT_FOUND" and f"merged into {into['second']}" in error["message"]
+
+
+def test_coffer_audit_shows_where_a_store_moved_and_what_a_merge_folded(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """`coffer audit` printed a `store_moved` row with an empty details column (its `from_root`
+    and `to_root` only in --json), and a `store_merged` row with no word of the store it took in:
+    the user who looks for what happened to a project's memory saw that something happened, not
+    what. The table now shows them."""
+    repo = make_repo(tmp_path / "repo")
+    assert cli("remember", "the staging database is called heron", cwd=repo).returncode == 0
+    moved = repo.rename(tmp_path / "moved")
+    assert cli("recall", "heron", cwd=moved).returncode == 0
+    shown = cli("audit", "--event", "store_moved").stdout
+    assert f"from_root={repo.resolve()}" in shown and f"to_root={moved.resolve()}" in shown, shown
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    found = cli("recall", "CHANGES", cwd=second).stdout
+    offer = re.search(r"^note: .*: (coffer stores merge \S+ \S+)$", found, re.M)
+    assert offer is not None, found
+    _, _, _, source, into = offer.group(1).split()
+    assert cli("stores", "merge", source, into, "--yes", cwd=second).returncode == 0
+    merged = cli("audit", "--event", "store_merged").stdout
+    assert f"source={source}" in merged and f"into={into}" in merged, merged
+
+
+def test_resume_session_context_and_the_hook_offer_the_merge_in_their_own_home(
+    cli: CliRunner, tmp_path: Path, tmp_home: Path
+) -> None:
+    """`coffer recall` printed the merge it offers with the `--home` its own call had, but
+    `coffer --home H resume` and `coffer --home H session-context` printed a bare `coffer stores
+    merge A B`, and so did the session-start bundle of a hook installed for a home other than
+    ~/.coffer (`coffer-hook --home H`): run as printed, by the user or by the agent that read
+    it, it merged in the default home, where neither store is (MEMORY_STORE_NOT_FOUND)."""
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    assert cli("remember", "release notes go in CHANGES.md", cwd=first).returncode == 0
+    home = f"--home {shlex.quote(str(tmp_home))} stores merge "
+    for command in (["resume"], ["session-context"]):
+        # COFFER_HOME names another home, as the user's shell would (here ~/.coffer).
+        out = cli("--home", str(tmp_home), *command, cwd=second, home=tmp_path / "default").stdout
+        assert f"coffer {home}" in out, out
+    payload = json.dumps(
+        {"session_id": "s-1", "cwd": str(second), "hook_event_name": "SessionStart", "source": "startup"}
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COFFER_HOME"}
+    hook = Path(sys.executable).parent / "coffer-hook"
+    proc = subprocess.run(
+        [str(hook), "--agent", "claude-code", "--home", str(tmp_home)],
+        input=payload,
+        env={**env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bundle = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"coffer {home}" in bundle, bundle
+
+
+def test_a_moved_clone_finds_its_store_beside_another_clones(svc: MemoryService, tmp_path: Path) -> None:
+    """Two clones of one repository, each with its store; the first is moved. Its store is the one
+    store of the repository whose checkout is gone, which is a move by the rule the docs give:
+    but the moved checkout started a new, empty store (the rule counted every store of the
+    repository, the other clone's too) and was offered both."""
+    first, second = _clone(tmp_path, "first"), _clone(tmp_path, "second")
+    mine = svc.remember("the staging database is called heron", cwd=first).store
+    other = svc.remember("the production database is called eagle", cwd=second).store
+    moved = first.rename(tmp_path / "first-moved")
+    target = svc.target(cwd=moved)
+    assert target.store == mine
+    assert any("heron" in t for t in _texts(svc, "heron", moved))
+    assert [e["event"] for e in svc.audit_events(mine)].count("store_moved") == 1
+    offers = svc.repository_offers(cwd=moved)  # the other clone is still offered, not merged
+    assert len(offers) == 1 and other in offers[0]
+    assert svc.target(cwd=second).store == other

@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 
 from .._scope import find_git, project_id_for
-from .._store.identity import find_landing, merge_offer, repository_matches
+from .._store.identity import (
+    find_landing,
+    home_unless_default,
+    merge_offer,
+    offer_run_from,
+    repository_matches,
+)
 from .._store.paths import GLOBAL_STORE, StorePaths, store_name_for_project
 from .._store.rules import IMPORT_MARK, read_rules
 from ..vocabulary import MAX_SESSION_CONTEXT_CHARS
@@ -99,6 +105,9 @@ def session_context(memory_dir: Path, cwd: str | os.PathLike[str]) -> str:
         project_text, _ = read_rules(sp)
         name = git.toplevel.name
         found = repository_matches(memory_dir, sp.name, git.toplevel)
-        notes = tuple(merge_offer(store, root, sp.name) for store, root in found)
+        # Whoever runs the offered merge (the agent, in its own shell) needs this home named
+        # unless it is the one a bare `coffer` finds.
+        home = home_unless_default(memory_dir.parent)
+        notes = tuple(offer_run_from(merge_offer(store, root, sp.name), home) for store, root in found)
     global_text, _ = read_rules(StorePaths.of(memory_dir, GLOBAL_STORE))
     return build_session_context(project_text, global_text, project_name=name, notes=notes)

@@ -15,7 +15,21 @@ if TYPE_CHECKING:
 
 WHEN_HELP = FORMS
 # Detail keys shown in the table (the rest is in --json); paths last, they are long.
-_SHOWN = ("actor", "lane", "agent", "origin_session_id", "deleted", "merged", "created", "path")
+# A store's move and merge say where it went: without them the row said only that it happened.
+_SHOWN = (
+    "actor",
+    "lane",
+    "agent",
+    "origin_session_id",
+    "deleted",
+    "merged",
+    "created",
+    "source",
+    "into",
+    "from_root",
+    "to_root",
+    "path",
+)
 
 
 def _details(details: dict[str, Any]) -> str:

@@ -6,7 +6,6 @@ import argparse
 import logging
 import math
 import os
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,7 @@ from .._errors import PATH_ECHO_LIMIT, InvalidInput, StoreNotDeletable, safe_ech
 from .._localtime import local_text
 from .._models import RETRIEVAL_MODES, MutationResult, RecallResult, StoreInfo
 from .._render import hits_table, shorten, table
-from .._store.identity import MERGE_COMMAND
+from .._store.identity import offer_run_from
 from .._store.paths import GLOBAL_STORE
 from .._store.when import FORMS
 from ..vocabulary import MCP_PROBE_TIMEOUT_SECONDS
@@ -97,12 +96,7 @@ def _as_run_here(offer: str, args: argparse.Namespace) -> str:
     """The offer with its command as this call would run it: the same ``--home``, and ``--cwd``
     when the recall was given one, quoted for the shell. Without them the printed command merged
     in the default home, or (for a checkout whose store is not written yet) failed from here."""
-    sentence, sep, rest = offer.rpartition(MERGE_COMMAND)
-    if not sep:
-        return offer
-    home = f"--home {shlex.quote(args.home)} " if getattr(args, "home", None) else ""
-    cwd = f" --cwd {shlex.quote(os.path.abspath(args.cwd))}" if args.cwd else ""
-    return f"{sentence}coffer {home}stores merge {rest}{cwd}"
+    return offer_run_from(offer, getattr(args, "home", None), args.cwd)
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:

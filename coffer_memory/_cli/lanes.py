@@ -7,9 +7,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .._errors import PATH_ECHO_LIMIT, InvalidInput, safe_echo
 from .._localtime import local_text
 from .._render import table
+from .._store.identity import offer_run_from
 from ._common import (
     add_command,
     add_cwd,
@@ -74,6 +77,9 @@ def cmd_handoff_rm(svc: MemoryService, args: argparse.Namespace) -> None:
 
 def cmd_resume(svc: MemoryService, args: argparse.Namespace) -> None:
     result = svc.resume(cwd=args.cwd)
+    # An offered merge is printed as this call would run it (its --home, its --cwd), as recall does.
+    notes = tuple(offer_run_from(note, getattr(args, "home", None), args.cwd) for note in result.notes)
+    result = attrs.evolve(result, notes=notes)
     emit_json(result) if args.json else print(result.summary)
 
 

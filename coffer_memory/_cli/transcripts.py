@@ -38,7 +38,9 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
         )
         rows.extend(page.items)
     # One list, not one block per agent: the most recent session first whichever agent had it.
-    rows = sorted_sessions(rows, args.sort, descending=args.order == "desc")
+    # Each agent's page is capped at --limit, so the first --limit of the merged list are the
+    # right ones; capping only per agent printed up to three times as many.
+    rows = sorted_sessions(rows, args.sort, descending=args.order == "desc")[: args.limit]
     if args.json:
         emit_json(rows)
         return
@@ -172,7 +174,7 @@ def register(sub: Any) -> None:
         help="sort key (default: last_activity_at)",
     )
     p.add_argument("--order", choices=("asc", "desc"), default="desc", help="sort order (default: desc)")
-    p.add_argument("--limit", type=int, default=50, help="at most this many sessions per agent (default 50)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many sessions in all (default 50)")
     p.set_defaults(func=cmd_list)
     p = add_command(tsub, "show", "a session as the model would see it (scrubbed)")
     p.add_argument("session_id", help="the session id")

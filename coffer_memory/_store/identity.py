@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -146,7 +147,7 @@ def find_landing(memory_dir: Path, project_id: str, toplevel: Path) -> Landing |
 
     A store listing ``project_id`` in its ``merged_identities`` first (FR-058); then the one store
     of the same repository (fingerprint) whose recorded root is gone: the repository moved. A
-    matching store whose checkout still exists is a second clone: no landing (it is offered).
+    matching store whose checkout still exists is a second clone's: not landed in (it is offered).
     """
     known = project_identities(memory_dir)
     for store, identity in known.items():
@@ -155,13 +156,13 @@ def find_landing(memory_dir: Path, project_id: str, toplevel: Path) -> Landing |
     if not known:
         return None  # nothing to compare with: no subprocess
     roots, remotes = root_commits(toplevel), remote_urls(toplevel)
-    same = same_repository(known, roots, remotes)
-    if len(same) != 1:
+    # The one store of this repository whose checkout is gone: another clone's store, whose
+    # checkout is there, does not make the move ambiguous (two gone ones do).
+    gone = [s for s in same_repository(known, roots, remotes) if not _exists(known[s].project_root)]
+    if len(gone) != 1:
         return None
-    old_root = known[same[0]].project_root
-    if old_root is not None and os.path.isdir(old_root):
-        return None
-    return Landing(same[0], moved_from=old_root or "unknown", root_commits=roots, remotes=remotes)
+    old_root = known[gone[0]].project_root
+    return Landing(gone[0], moved_from=old_root or "unknown", root_commits=roots, remotes=remotes)
 
 
 def repository_matches(memory_dir: Path, store: str, toplevel: Path) -> list[tuple[str, str | None]]:
@@ -210,6 +211,27 @@ def merge_offer(store: str, root: str | None, into: str) -> str:
         f"Store {store} (checkout {shown}) holds memory of this same repository; "
         f"to merge it into {into}: {MERGE_COMMAND}{store} {into}"
     )
+
+
+def offer_run_from(offer: str, home: str | os.PathLike[str] | None, cwd: str | None = None) -> str:
+    """``offer`` with its command as a call with this ``--home`` and ``--cwd`` would run it
+    (quoted for the shell); unchanged without them. A bare ``coffer stores merge`` merged in the
+    default home, or (for a checkout whose store is not written yet) failed from elsewhere."""
+    sentence, sep, rest = offer.rpartition(MERGE_COMMAND)
+    if not sep or (home is None and cwd is None):
+        return offer
+    flag = f"--home {shlex.quote(os.fspath(home))} " if home is not None else ""
+    where = f" --cwd {shlex.quote(os.path.abspath(cwd))}" if cwd else ""
+    return f"{sentence}coffer {flag}stores merge {rest}{where}"
+
+
+def home_unless_default(home: Path) -> Path | None:
+    """``home`` when a command run beside this process would not find it by itself (it is not
+    ``$COFFER_HOME``, else ``~/.coffer``): an offer's command then names it."""
+    from .._home import expand_user
+
+    default = expand_user(os.environ.get("COFFER_HOME") or "~/.coffer")
+    return None if os.path.realpath(home) == os.path.realpath(default) else home
 
 
 def remove_store_tree(root: Path) -> int:
