@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         InvalidExport,
         InvalidImport,
         InvalidInput,
+        KeyNamedTwice,
         LedgerUnavailable,
         MemoryConflict,
         MemoryNotFound,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         StorageNotWritable,
         StoreNotDeletable,
         StoreNotMergeable,
+        keys_once_each,
         safe_echo,
     )
     from ._index.chunking import chunk_markdown
@@ -166,6 +168,8 @@ _EXPORTS: dict[str, str] = {
     "ImportReport": "._porting",
     "JsonExtra": "._wire",
     "JsonShape": "._wire",
+    "KeyNamedTwice": "._errors",
+    "keys_once_each": "._errors",
     "json_field": "._wire",
     "json_items": "._wire",
 }
@@ -201,6 +205,7 @@ __all__ = [
     "JournalFile",
     "JsonExtra",
     "JsonShape",
+    "KeyNamedTwice",
     "KnowledgeRetrieval",
     "LLMSettings",
     "LaneWrite",
@@ -250,6 +255,7 @@ __all__ = [
     "chunk_markdown",
     "json_field",
     "json_items",
+    "keys_once_each",
     "read_fact_file",
     "redact_secrets",
     "safe_echo",

@@ -269,6 +269,32 @@ class InvalidInput(CofferError):
         self.field = field
 
 
+class KeyNamedTwice(InvalidInput):
+    """A JSON object names one key twice (``{"text": "a", "text": "b"}``), raised by
+    ``keys_once_each``. ``key`` is the key; ``details['key']`` says it too."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"the key {safe_echo(key, 80)!r} is named twice in one object", field="body", key=key
+        )
+        self.key = key
+
+
+def keys_once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` for a request body: the object as a dict, or
+    ``KeyNamedTwice`` for a key it names twice. ``json.loads`` alone keeps the last value, where
+    other parsers keep the first: a proxy or a log before the face may have read another request
+    than the one served, so ``coffer-api`` and ``coffer-mcp`` refuse it."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise KeyNamedTwice(key)
+            seen.add(key)
+    return out
+
+
 def check_limit(limit: object, most: int) -> None:
     """``limit`` is an int (a bool is not one) from 1 to ``most``, else InvalidInput saying what it is."""
     if isinstance(limit, bool) or not isinstance(limit, int):

@@ -68,7 +68,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from coffer_memory import safe_echo
+from coffer_memory import KeyNamedTwice, keys_once_each, safe_echo
 from coffer_memory._http_hosts import (
     HostCheck,
     HostRule,
@@ -118,24 +118,6 @@ def lone_surrogate_at(value: Any, where: tuple[str | int, ...] = ()) -> tuple[st
             if found is not None:
                 return found
     return None
-
-
-class _NamedTwice(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object as a dict, refusing a key it names twice (``json.loads`` keeps the last)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _value in pairs:
-            if key in seen:
-                raise _NamedTwice(key)
-            seen.add(key)
-    return out
 
 
 class RequestGuard:
@@ -330,8 +312,8 @@ class RequestGuard:
             return pending.pop(0) if pending else await receive()
 
         try:
-            parsed = json.loads(body, object_pairs_hook=_one_of_each)
-        except _NamedTwice as twice:
+            parsed = json.loads(body, object_pairs_hook=keys_once_each)
+        except KeyNamedTwice as twice:
             said = f"the key {safe_echo(twice.key, 80)!r} is named twice in one object"
             named_twice = {"loc": ["body"], "msg": said, "type": "duplicate_key"}
             return errors.envelope("INVALID_INPUT", f"body: {said}", {"errors": [named_twice]}), replay

@@ -5,6 +5,7 @@ On stdio, stdout carries the protocol only; every log line goes to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -33,7 +34,7 @@ from mcp_types import (
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from coffer_memory import CofferError, MemoryService, safe_echo
+from coffer_memory import CofferError, KeyNamedTwice, MemoryService, keys_once_each, safe_echo
 from coffer_memory._http_conns import RepeatedWarnings, connections_option
 from coffer_memory._http_hosts import LOOPBACK_HOSTS, HostCheck, HostRule, forwarded_config, origins_option
 
@@ -165,18 +166,35 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
 
 
+def _named_twice(body: bytes, key: str) -> SessionMessage | None:
+    """``INVALID_INPUT`` under the request's id (read by the last value, as the SDK would) for a
+    body naming ``key`` twice in one object; None when no id can be read."""
+    with contextlib.suppress(ValueError, RecursionError):
+        request = json.loads(body, parse_int=_int_or_huge)
+        request_id = request.get("id") if isinstance(request, dict) else None
+        if isinstance(request_id, (int, str)) and not isinstance(request_id, bool):
+            said = f"INVALID_INPUT: the key {safe_echo(key, 80)!r} is named twice in one object"
+            error = ErrorData(code=INVALID_PARAMS, message=said)
+            return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+    return None
+
+
 def answer_over_http(body: bytes) -> bytes | None:
     """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
-    SDK's HTTP transport refuses as JSON that does not parse; None leaves the body to the transport.
-    ``http_app`` asks it only for a request that passed the ``Host`` and ``Origin`` checks
-    (``HostGuard``) and passes the transport's ``Content-Type`` check."""
+    SDK's HTTP transport refuses as JSON that does not parse, or ``INVALID_INPUT`` to one naming a
+    key twice in one object (as ``coffer-api`` answers it; the transport took the last value);
+    None leaves the body to the transport. ``http_app`` asks it only for a request that passed the
+    ``Host`` and ``Origin`` checks (``HostGuard``) and passes the transport's ``Content-Type`` check."""
     try:
-        message = json.loads(body, parse_int=_int_or_huge)
+        message = json.loads(body, parse_int=_int_or_huge, object_pairs_hook=keys_once_each)
+    except KeyNamedTwice as twice:
+        answer = _named_twice(body, twice.key)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(message, dict) or not _lone_surrogate_in(message):
-        return None
-    answer = answer_to_refused(message)
+    else:
+        if not isinstance(message, dict) or not _lone_surrogate_in(message):
+            return None
+        answer = answer_to_refused(message)
     if answer is None:
         return None
     try:

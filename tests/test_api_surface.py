@@ -92,6 +92,8 @@ EXPECTED = {
     "JsonShape",
     "json_field",
     "json_items",
+    "KeyNamedTwice",
+    "keys_once_each",
 }
 
 # What a plugin author imports (docs/plugins.md, docs/llm.md).
