@@ -314,7 +314,7 @@ class RequestGuard:
         try:
             parsed = json.loads(body, object_pairs_hook=keys_once_each)
         except KeyNamedTwice as twice:
-            said = f"the key {safe_echo(twice.key, 80)!r} is named twice in one object"
+            said = twice.message  # the one wording, the core's (coffer-mcp says the same)
             named_twice = {"loc": ["body"], "msg": said, "type": "duplicate_key"}
             return errors.envelope("INVALID_INPUT", f"body: {said}", {"errors": [named_twice]}), replay
         except (ValueError, RecursionError):  # not JSON, or nested too deep: the route answers that

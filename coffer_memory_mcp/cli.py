@@ -166,15 +166,14 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
 
 
-def _named_twice(body: bytes, key: str) -> SessionMessage | None:
+def _named_twice(body: bytes, twice: KeyNamedTwice) -> SessionMessage | None:
     """``INVALID_INPUT`` under the request's id (read by the last value, as the SDK would) for a
-    body naming ``key`` twice in one object; None when no id can be read."""
+    body naming a key twice in one object (``twice``); None when no id can be read."""
     with contextlib.suppress(ValueError, RecursionError):
         request = json.loads(body, parse_int=_int_or_huge)
         request_id = request.get("id") if isinstance(request, dict) else None
         if isinstance(request_id, (int, str)) and not isinstance(request_id, bool):
-            said = f"INVALID_INPUT: the key {safe_echo(key, 80)!r} is named twice in one object"
-            error = ErrorData(code=INVALID_PARAMS, message=said)
+            error = ErrorData(code=INVALID_PARAMS, message=f"{twice.code}: {twice.message}")
             return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
     return None
 
@@ -188,7 +187,7 @@ def answer_over_http(body: bytes) -> bytes | None:
     try:
         message = json.loads(body, parse_int=_int_or_huge, object_pairs_hook=keys_once_each)
     except KeyNamedTwice as twice:
-        answer = _named_twice(body, twice.key)
+        answer = _named_twice(body, twice)
     except (ValueError, RecursionError):
         return None
     else:
