@@ -379,6 +379,9 @@ def test_long_single_line_blob_is_dropped() -> None:
     blob = "iVBORw0KGgo" + _rand(B64, 300)
     out, counts = scrub_text(f"screenshot: data:image/png;base64,{blob} thanks")
     assert out == "screenshot: data:image/png;base64,[encoded data removed] thanks"
+    assert counts == {"encoded_image": 1}  # bulk, not a secret (review29)
+    out, counts = scrub_text(f"payload: data:application/octet-stream;base64,{blob} thanks")
+    assert out == "payload: data:application/octet-stream;base64,[encoded data removed] thanks"
     assert counts == {"encoded_blob": 1}
 
 

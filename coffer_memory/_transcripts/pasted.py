@@ -48,6 +48,9 @@ _PROMPT_LINE = re.compile(
 )
 _NUMBERED_LINE = re.compile(r"^[ \t]*\d{1,6}(?:\||→|\t| \| |: )")
 _BASE64_LINE = re.compile(r"^[ \t]*[A-Za-z0-9+/]{40,}={0,2}$")
+_DATA_URI_MEDIA = re.compile(
+    r"(?P<head>\bdata:(?:image|audio|video|font)/[\w.+-]{1,40};base64,)[A-Za-z0-9+/]{120,}={0,2}(?![A-Za-z0-9+/=])"
+)
 _DIFF_HEADER = re.compile(
     r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|Index: \S|\*\*\* Begin Patch"
     r"|\*\*\* (?:Update|Add|Delete) File: )"
@@ -329,8 +332,20 @@ def _drop_runs(lines: list[str], counts: Counter[str]) -> list[str]:
     return out
 
 
+def _drop_media(text: str, counts: Counter[str]) -> str:
+    """The base64 of images (audio, video, fonts) in data URIs, replaced by the encoded-data
+    marker: no secret (``redact_secrets`` and a memory keep it), but nothing a reader of a
+    session can use, and bulky."""
+
+    def media(m: re.Match[str]) -> str:
+        counts["encoded_image"] += 1
+        return m["head"] + ENCODED_MARKER
+
+    return _DATA_URI_MEDIA.sub(media, text) if "base64," in text else text
+
+
 def drop_pasted(text: str, counts: Counter[str]) -> str:
-    text = _wrapper_pass(text, counts)
+    text = _drop_media(_wrapper_pass(text, counts), counts)
     lines = text.split("\n")
     out: list[str] = []
     pos = 0

@@ -25,7 +25,8 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``cookie``: each value of a ``Cookie:``/``Set-Cookie:`` header that is 12+ characters with
      letters and digits or looks generated (``theme=dark`` and ``Path=/`` are kept).
    - ``url_credentials``: the userinfo of ``scheme://user:pass@host`` (scheme and host are kept;
-     also JSON-escaped ``https:\\/\\/``), and a random-looking ``scheme://<token>@host``.
+     also JSON-escaped ``https:\\/\\/``; a password may hold a raw ``/`` but then no ``@``, and
+     ``host:8080/path@v1`` is a port), and a random-looking ``scheme://<token>@host``.
    - ``jwt``: three base64url segments, the first starting ``eyJ``.
    - Vendor tokens and cloud keys by their shape (``coffer_memory._transcripts.secret_shapes``, one
      pass for all): ``anthropic_api_key`` (``sk-ant-…``), ``openai_api_key`` (``sk-…``,
@@ -34,7 +35,7 @@ Pipeline for one message (``scrub_text``), in this order:
      ``slack_token``, ``slack_webhook``, ``discord_webhook``, ``discord_bot_token`` (its first part
      must decode to a user id), ``telegram_bot_token``, ``google_api_key``, ``google_oauth_secret``,
      ``google_oauth_token``, ``stripe_key``, ``stripe_webhook_secret``, ``npm_token``,
-     ``pypi_token``, ``huggingface_token``, ``sendgrid_key``, ``mailgun_key``, ``mailchimp_key``,
+     ``pypi_token``, ``huggingface_token`` (``hf_``, ``api_org_``), ``sendgrid_key``, ``mailgun_key``, ``mailchimp_key``,
      ``twilio_api_key`` (``SK`` + 32 hex), ``digitalocean_token``, ``shopify_token``,
      ``square_token``, ``facebook_token``, ``databricks_token``, ``heroku_api_key``,
      ``atlassian_token``, ``vault_token``, ``docker_token``, ``doppler_token``, ``tailscale_key``,
@@ -47,7 +48,9 @@ Pipeline for one message (``scrub_text``), in this order:
      ``platform_token`` (``napi_ rnd_ vcp_ re_ CCIPAT_ bkua_``),
      ``alibaba_access_key_id``, ``age_secret_key``, ``aws_access_key_id`` (``AKIA``/``ASIA`` + 16),
      ``azure_client_secret`` (``…8Q~…``) and ``azure_storage_key`` (88 base64 characters ending
-     ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them).
+     ``==`` that decode to random bytes, unless ``sha512``/``digest`` precedes them; also a value
+     with a digit and a capital that ``az storage account keys list`` names ``key1``/``key2``/
+     ``kerb1``/``kerb2``, in its JSON or as a bare ``key1: …`` line).
    - Inside URLs: ``url_signature`` (``sig=``, ``X-Amz-Signature=``, … query values; also in a
      query string pasted without its URL, a SAS token ``?sv=…&sig=…``),
      ``key=value`` path segments whose key names a secret (``/login/password=…``, kind as for
@@ -60,7 +63,8 @@ Pipeline for one message (``scrub_text``), in this order:
      ``Authorization:`` (or ``Proxy-Authorization:``) header, by scheme; also a bare
      ``Bearer <16+ chars>``; ``basic_auth`` also for base64 of ``user:password`` after
      ``_auth=`` (``.npmrc``) or ``"auth":`` (Docker's ``config.json``).
-   - ``password``: ``machine … login … password X`` (.netrc) and ``curl -u user:X``; also
+   - ``password``: ``machine … login … password X`` (.netrc), the last field of a ``.pgpass``
+     line (``host:port:db:user:X``) and ``curl -u user:X``; also
      ``mysql -pX``, ``sshpass -p X``, ``docker|podman|… login … -p X``,
      ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
      ``--with-token <<< X``.
@@ -68,7 +72,7 @@ Pipeline for one message (``scrub_text``), in this order:
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
      (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
      set``), the value a secret store's command takes by a flag or a pipe (``gh secret set N --body
-     X``, ``az keyvault secret set … --value X``, ``echo X | gh secret set N``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     X``, ``az keyvault secret set … --value X``, ``aws ssm put-parameter … --value X``, ``echo X | gh secret set N``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
      = X``) when X has letters and digits or looks generated, or, for a password, is a word that
      ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
      required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is
@@ -79,7 +83,9 @@ Pipeline for one message (``scrub_text``), in this order:
      and ``--flag value`` / ``--flag=value`` forms (an unquoted value ends at a blank, a quote,
      ``,``, ``;``, ``&`` or a parenthesis; after a line-start YAML key, at the end of the line or
      a `` #`` comment; on a ``.env`` line, ``[export ]KEY=value``, at a blank, or at a ``&`` or
-     ``;`` that starts another ``name=``). The key is split into words (snake, kebab, dotted and camelCase) and
+     ``;`` that starts another ``name=``; or the rest of the line when more words follow to its
+     end, unless the second word starts a command: ``TOKEN=x npm start``). A braced ODBC value
+     (``Pwd={a;b}}c};``) is taken whole, up to its closing brace. The key is split into words (snake, kebab, dotted and camelCase) and
      judged by them: a last word ending in ``password``/``passwd``/``passphrase`` (or
      ``pass``/``pwd`` after another word) gives ``password``; ending in
      ``token`` gives ``token``; ending in ``secret`` gives ``secret``; ``apikey``/``api key``
@@ -103,8 +109,10 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``aws_secret_access_key`` also for a standalone 40-character base64 string with upper and
      lower case letters and digits and high character entropy (a hex git SHA never matches).
    - ``encoded_blob``: a run of 120 or more base64/base64url characters with mixed case and
-     digits (data URIs, dumped keys, tokens of unknown vendors) becomes ``[encoded data removed]``
-     (this one runs before the key/value rules).
+     digits (dumped keys, tokens of unknown vendors) becomes ``[encoded data removed]`` (this
+     one runs before the key/value rules), unless it is public (``secret_shapes.public_encoding``):
+     an image/audio/video/font data URI, an SSH public key, the body of a certificate or of a
+     PGP or PEM public key, or base64 of such a PEM block.
 
 3. **Drop pasted material** (each replaced by one marker line, e.g.
    ``[command output removed: 12 lines]``, and counted):
@@ -131,6 +139,8 @@ Pipeline for one message (``scrub_text``), in this order:
      ``$ cmd`` prompts.
    - ``encoded_blob``: 3+ consecutive lines of 40+ base64 characters (a key body without
      its PEM header).
+   - ``encoded_image``: the base64 of an image (audio, video, font) data URI, kept by step 2
+     as no secret, is bulk no reader of a session can use.
 
    Secret redaction then runs a second time, since a removal can give a line a new start and so
    a new context for the key/value rules (``<file>…</file>token: x``).
@@ -170,7 +180,7 @@ What it misses (known limits):
   (whose header may be wrapped, and whose tail is caught before its END line without its BEGIN
   line), encoded (base64 of a key under
   120 characters, URL-encoded) or obfuscated, and unquoted values with blanks outside
-  line-start YAML (``PASSWORD=correct horse`` keeps ``horse``).
+  line-start YAML and ``.env`` lines (``password=correct horse`` mid-line keeps ``horse``).
 - An unquoted value is cut at a parenthesis or ``,;&``, so ``password=ab(cd)`` keeps ``(cd)``;
   a value that starts like a placeholder (``$``, ``{``, ``<``, ``%…%``, ``…``) is kept, and so is
   a word-like name followed by ``(`` or ``[`` (``token=get_token()``).

@@ -42,7 +42,8 @@ _SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("stripe_webhook_secret", r"(?<![A-Za-z0-9_])whsec_[A-Za-z0-9+/=]{24,}"),
     ("npm_token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
     ("pypi_token", _B + r"pypi-AgE[A-Za-z0-9_-]{50,}"),
-    ("huggingface_token", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
+    # A user token (``hf_``) or an organisation's API token (``api_org_``).
+    ("huggingface_token", r"(?<![A-Za-z0-9_])(?:hf_|api_org_)[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
     ("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}"),
     ("mailgun_key", _B + r"key-[0-9a-zA-Z]{32}" + _E),
     ("mailchimp_key", _W + r"[0-9a-f]{32}-us\d{1,2}" + _E),
@@ -266,6 +267,42 @@ def vendor_kind(m: re.Match[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
+# Encoded data that is public by what it is
+# --------------------------------------------------------------------------------------------
+
+# Just before a run of base64: a data URI of an image (audio, video, font), or an SSH public
+# key's type (``ssh-rsa AAAA…``). A ``data:application/json;base64,…`` may carry anything.
+_PUBLIC_BEFORE: Final = re.compile(
+    r"(?:data:(?:image|audio|video|font)/[\w.+-]{1,40};base64,"
+    r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d{3}|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
+    r"[ \t]+)\Z"
+)
+_PUBLIC_LABEL: Final = (
+    r"(?:PGP PUBLIC KEY BLOCK|PGP SIGNATURE|CERTIFICATE|TRUSTED CERTIFICATE|X509 CRL"
+    r"|(?:NEW )?CERTIFICATE REQUEST|PUBLIC KEY|RSA PUBLIC KEY)-{5}"
+)
+_PUBLIC_BEGIN: Final = re.compile(r"-{5}BEGIN " + _PUBLIC_LABEL)
+_ARMOR_LOOKBACK: Final = 100_000  # how far back a blob's BEGIN line is looked for
+
+
+def public_encoding(text: str, start: int, blob: str) -> bool:
+    """The base64 ``blob`` at ``start`` in ``text`` is public material, not a secret: an image in
+    a data URI, an SSH public key, the body of a certificate or a public key (its PEM or PGP
+    armor opened before it and not yet closed), or base64 of such a PEM block (a kubeconfig's
+    ``certificate-authority-data``; its ``client-key-data`` decodes to a private key and is not)."""
+    if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
+        return True
+    begin = text.rfind("-----BEGIN ", max(0, start - _ARMOR_LOOKBACK), start)
+    if begin >= 0 and _PUBLIC_BEGIN.match(text, begin) and "-----END " not in text[begin:start]:
+        return True
+    try:
+        head = base64.b64decode(blob[:64], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return _PUBLIC_BEGIN.match(head.lstrip().decode("ascii", "replace")) is not None
+
+
+# --------------------------------------------------------------------------------------------
 # Tokens glued into a URL's path
 # --------------------------------------------------------------------------------------------
 
@@ -347,11 +384,14 @@ CONFIG_SET: Final = re.compile(
     r"(?P<val>[\"']?(?!-)[^\s\"'`|;&]+[\"']?)"
 )
 # A value a command that stores a secret takes by a flag: ``gh secret set NAME --body X`` (``-b
-# X``, ``--body=X``, ``-b"X"``), ``az keyvault secret set … --value X``. Run only on a text that
-# says ``secret``, as PIPED_SECRETS.
+# X``, ``--body=X``, ``-b"X"``), ``az keyvault secret set … --value X``, ``aws ssm put-parameter
+# … --value X`` (a SecureString or not: what goes into a parameter store is meant to be kept
+# out of the code). The command may go on over ``\``-continued lines; a quoted value may hold
+# blanks. Run only on a text that says ``secret`` or ``put-parameter``, as PIPED_SECRETS.
 SECRET_FLAG_VALUES: Final = re.compile(
-    r"\b(?:gh|keyvault)[ \t]+secret[ \t]+set\b[^\n|;&]{0,300}?[ \t](?:--body|-b|--value)"
-    r"(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"\b(?:(?:gh|keyvault)[ \t]+secret[ \t]+set|ssm[ \t]+put-parameter)\b(?:[^\n|;&]|\\\n){0,300}?[ \t]"
+    r"(?:--body|-b|--value)(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))"
+    r"(?!file://|fileb://)(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
 # secret put NAME``, ``… | fly secrets import``.
@@ -375,6 +415,31 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"(?<![\w-])(?:sshpass[ \t]+-p[ \t]*"
     r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+)
+# A ``.pgpass`` line, ``host:port:database:user:password`` (``*`` for any field, ``\:`` for a
+# colon in one): five fields alone on their line, the second a port, the last the password.
+PGPASS_LINE: Final = re.compile(
+    r"^[ \t]*(?:[^\s:\\]|\\.)+:(?:\d{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:"
+    r"(?P<val>(?:[^\s:\\]|\\.)+)[ \t]*$",
+    re.MULTILINE,
+)
+# An ODBC connection string's braced value, ``Pwd={a;b}}c}``: it ends at the closing brace
+# (``}}`` is one escaped ``}``), so it may hold ``;`` and blanks. The key rules would take
+# ``{a`` for a template and keep it all. It ends the string or a ``;``-separated pair, and
+# holds a digit or a mark no name has: ``token={user.token}`` (JSX, an f-string) is code.
+ODBC_BRACED: Final = re.compile(
+    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,60})[ \t]*=[ \t]*\{"
+    r"(?=(?:[^}\n]|\}\}){0,1024}?(?:[^\w.}\n]|\}\}|\d))(?P<val>(?:[^}\n]|\}\}){1,1024})\}(?=[;\"'`]|[ \t]*$)",
+    re.MULTILINE,
+)
+# ``az storage account keys list``: each key is named ``key1``/``key2`` (``kerb1``/``kerb2`` for
+# Kerberos keys), as ``"keyName": "key1"`` before its ``"value"`` (JSON, YAML) or as a bare
+# ``key1: X`` line. Only a value with a digit and a capital is taken (``key1: value1`` is kept).
+AZURE_LISTED_KEY: Final = re.compile(
+    r"(?:[\"']?keyName[\"']?[ \t]*:[ \t]*[\"']?(?:key|kerb)[12][\"']?[^{}]{0,200}?[\"']?value[\"']?[ \t]*:[ \t]*"
+    r"|^[ \t]*(?:key|kerb)[12][ \t]*[:=][ \t]*)"
+    r"(?=[\"']?[A-Za-z0-9+/=_-]*\d)(?=[\"']?[A-Za-z0-9+/=_-]*[A-Z])(?P<val>[\"']?[A-Za-z0-9+/=_-]{20,}[\"']?)",
+    re.MULTILINE,
 )
 _ADVERB = r"(?:[ \t]+(?:now|still|also|just|actually|simply|currently))?"
 # Prose: ``the password is hunter2``, ``the password is: X``, ``the db password for prod was

@@ -17,9 +17,12 @@ from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
 from .secret_prose import redact_prose
 from .secret_shapes import (
     AWS_DOC_EXAMPLE,
+    AZURE_LISTED_KEY,
     BARE_PASSWORDS,
     CONFIG_SET,
     LOGIN_PASSWORDS,
+    ODBC_BRACED,
+    PGPASS_LINE,
     PIPED_SECRETS,
     SECRET_FLAG_VALUES,
     TABLE_ROW,
@@ -33,6 +36,7 @@ from .secret_shapes import (
     XML_ELEMENT,
     XML_KEY_VALUE,
     looks_like_url_token,
+    public_encoding,
     random_key_bytes,
     vendor_kind,
     vendor_tokens,
@@ -69,7 +73,10 @@ _PEM_BODY_LINE = re.compile(r"[ \t>\"'#]*[A-Za-z0-9+/=]{16,}(?:\\n)?[\"',+]*[ \t
 # ``scheme://user:password@`` (also JSON-escaped, ``https:\/\/``); ``scheme://token@``.
 _URL_CREDENTIALS = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))"
-    r"(?P<user>[^\s/\\@:\[\]\"'<>`()]*):(?P<pw>[^\s/\\\[\]\"'<>`]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
+    r"(?P<user>[^\s/\\@:\[\]\"'<>`()]*):(?P<pw>[^\s/\\\[\]\"'<>`]{1,256}"
+    # A password may hold a raw ``/`` (``user:ab/cd@host``), but then no ``@`` (it would run on
+    # over the path to a later one), and ``host:8080/path@v1`` is a port and a path.
+    r"|(?!\d{1,5}/)[^\s\\\[\]\"'<>`@]{1,256})@(?=[^\s/@]*[A-Za-z0-9])"
 )
 _URL_USER_TOKEN = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,20}:(?://|\\/\\/))(?P<user>[A-Za-z0-9_~%.-]{20,256})@(?=[A-Za-z0-9\[])"
@@ -128,9 +135,21 @@ _YAML_LINE = re.compile(
 # to a blank, since generated values there hold the marks that end a value elsewhere (a Django
 # ``SECRET_KEY`` full of ``( ) & ; ^``: all but its first piece was kept). A ``&`` or ``;``
 # before ``name=`` still ends it: ``access_token=X&scope=repo`` is a query string.
+# When blanks and more words follow to the end of the line (or a `` #`` comment), they are the
+# value too (``DB_PASSWORD=correct horse battery staple``), unless the word after the first one
+# starts a command the variable is set for (``TOKEN=x npm start``, ``PW=x ./run``, ``A=x B=y cmd``)
+# or the first one is a reference (``PW=$PW make``).
+_COMMAND_AFTER = (
+    r"[A-Za-z_][\w.-]{0,60}=|[-./~$&|;<>(]|(?:npm|npx|yarn|pnpm|node|python3?|uv|uvx|poetry|pip|make"
+    r"|docker|go|cargo|bundle|bundler|rails|rake|ruby|java|mvn|gradle|bash|sh|zsh|pytest|deno|bun|php"
+    r"|composer|dotnet|terraform|kubectl|helm|exec|env|sudo|time|nohup|git|coffer)(?![\w-])"
+)
 _ENV_LINE = re.compile(
     r"^(?P<pre>[ \t]*(?:export[ \t]+)?" + _KEY + r"=)"
-    r"(?=(?P<val>[^\s\"'`#](?:[^\s&;]|[&;](?![A-Za-z_][\w.-]{0,60}=)){0,1023}))",
+    r"(?=(?P<val>(?:(?P<plain>[^\s\"'`#$%{<\[])|[$%{<\[])(?:[^\s&;]|[&;](?![A-Za-z_][\w.-]{0,60}=)){0,1023}"
+    r"(?(plain)(?:(?=[ \t]+(?!#|"
+    + _COMMAND_AFTER
+    + r"))(?:[ \t]+(?!#)\S+){1,40}(?=[ \t]+#[^\n]*$|[ \t]*$))?)))",
     re.MULTILINE,
 )
 # The key may close a quote, a backtick or Markdown emphasis (``**Password:** hunter2``).
@@ -218,6 +237,16 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str
 _PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
 
 
+def _key_kind(key: str, value: str) -> str | None:
+    """The kind of secret ``key`` holds; a bare ``pwd``/``pass``/``pw`` holds a password (ODBC's
+    ``PWD=…;``, JSON's ``"pass"``, ``pw=``) unless its value is a path (``PWD=/home/x`` is the
+    shell's folder)."""
+    kind = secret_kind_for_key(key)
+    if kind is None and key.lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
+        return "password"
+    return kind
+
+
 def _redact_named(text: str, c: Counter[str]) -> str:
     """Values named by their surroundings rather than by ``key=value``: XML elements and
     key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
@@ -225,7 +254,7 @@ def _redact_named(text: str, c: Counter[str]) -> str:
 
     def named(*, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
         def repl(m: re.Match[str]) -> str:
-            kind = fixed or secret_kind_for_key(m["key"].replace(" ", "_"))
+            kind = fixed or _key_kind(m["key"].replace(" ", "_"), m["val"])
             if kind is None:
                 return m.group()
             prefix = m.string[m.start() : m.start("val")]
@@ -237,8 +266,14 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = XML_ELEMENT.sub(named(), text)
     text = XML_KEY_VALUE.sub(named(), text)
     text = TABLE_ROW.sub(named(), text)
-    if "secret" in text:
+    if "{" in text:
+        text = ODBC_BRACED.sub(named(), text)
+    text = PGPASS_LINE.sub(named(fixed="password"), text)
+    if any(name in text for name in ("key1", "key2", "kerb1", "kerb2")):
+        text = AZURE_LISTED_KEY.sub(named(fixed="azure_storage_key"), text)
+    if "secret" in text or "put-parameter" in text:
         text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
+    if "secret" in text:
         text = PIPED_SECRETS.sub(named(fixed="secret"), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
@@ -439,7 +474,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     def blob(m: re.Match[str]) -> str:
         s = m.group()
-        if not mixed_case_and_digits(s):
+        if not mixed_case_and_digits(s) or public_encoding(m.string, m.start(), s):
             return s
         c["encoded_blob"] += 1
         return ENCODED_MARKER
@@ -489,9 +524,7 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
-            kind = secret_kind_for_key(m["key"])
-            if kind is None and m["key"].lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
-                kind = "password"  # ODBC's ``PWD=…;``, JSON's ``"pass"``, ``pw=``; but ``PWD=/home/x`` is a folder
+            kind = _key_kind(m["key"], value)
             if kind is None or not value:
                 return None
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
