@@ -122,6 +122,7 @@ def test_the_cli_redacts_a_url_password_holding_a_slash(cli: Any, tmp_home: Path
 _IMG = _b64(b"\x89PNG\r\n\x1a\n" + _RNG.randbytes(600))
 _PUB = _b64(_RNG.randbytes(420))
 _CERT_PEM = "-----BEGIN CERTIFICATE-----\n" + _PUB[:64] + "\n-----END CERTIFICATE-----\n"
+_N, _D = (base64.urlsafe_b64encode(_RNG.randbytes(256)).decode().rstrip("=") for _ in range(2))
 _SSH_RSA = "ssh-" + "rsa " + _b64(b"\x00\x00\x00\x07ssh-rsa" + _RNG.randbytes(270)) + " dev@laptop"
 KEPT = {
     "data_uri_image": f'<img src="data:image/png;base64,{_IMG}" alt="logo">',
@@ -134,6 +135,7 @@ KEPT = {
     + " -----END PGP PUBLIC KEY BLOCK-----",
     "ssh_rsa_public": "authorized_keys holds " + _SSH_RSA,
     "certificate_b64": "certificate-authority-data: " + _b64(_CERT_PEM.encode()),
+    "jwk_public": json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "n": _N, "e": "AQAB"}]}),
     "url_path": "https://example.com/a/b:c/d@e and git@github.com:org/repo.git, http://host:8080/x/y@v1",
     "url_port_path_at": "https://registry.example.com:443/npm/@scope/pkg and https://h:8080/p/q@latest",
     "env_prefix_command": "DB_PASSWORD=$DB_PASSWORD npm run migrate",
@@ -175,7 +177,8 @@ def test_pgp_private_blocks_and_encoded_private_keys_are_still_refused(tmp_home:
     tmp_home.mkdir(parents=True)
     (tmp_home / "config.toml").write_text('[security]\nsecrets = "reject"\n')
     with MemoryService(tmp_home) as svc:
-        for text in (private, kubeconfig, data_json):
+        jwk_private = json.dumps({"kty": "RSA", "n": _N, "e": "AQAB", "d": _D})
+        for text in (private, kubeconfig, data_json, jwk_private):
             with pytest.raises(MemoryRejected) as caught:
                 svc.remember(text, scope="global")
             assert caught.value.reason == "secret", text

@@ -111,7 +111,7 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``encoded_blob``: a run of 120 or more base64/base64url characters with mixed case and
      digits (dumped keys, tokens of unknown vendors) becomes ``[encoded data removed]`` (this
      one runs before the key/value rules), unless it is public (``secret_shapes.public_encoding``):
-     an image/audio/video/font data URI, an SSH public key, the body of a certificate or of a
+     an image/audio/video/font data URI, an SSH public key, a JWK's ``"n"``, the body of a certificate or of a
      PGP or PEM public key, or base64 of such a PEM block.
 
 3. **Drop pasted material** (each replaced by one marker line, e.g.

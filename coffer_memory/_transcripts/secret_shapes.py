@@ -270,10 +270,11 @@ def vendor_kind(m: re.Match[str]) -> str | None:
 # Encoded data that is public by what it is
 # --------------------------------------------------------------------------------------------
 
-# Just before a run of base64: a data URI of an image (audio, video, font), or an SSH public
-# key's type (``ssh-rsa AAAA…``). A ``data:application/json;base64,…`` may carry anything.
+# Just before a run of base64: a data URI of an image (audio, video, font), an SSH public
+# key's type (``ssh-rsa AAAA…``), or a JWK's modulus (``"n": "…"``; its private ``"d"``, ``"p"``,
+# ``"q"``, … are not). A ``data:application/json;base64,…`` may carry anything.
 _PUBLIC_BEFORE: Final = re.compile(
-    r"(?:data:(?:image|audio|video|font)/[\w.+-]{1,40};base64,"
+    r"(?:data:(?:image|audio|video|font)/[\w.+-]{1,40};base64,|\"n\"[ \t]*:[ \t]*\""
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d{3}|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
     r"[ \t]+)\Z"
 )
@@ -287,9 +288,10 @@ _ARMOR_LOOKBACK: Final = 100_000  # how far back a blob's BEGIN line is looked f
 
 def public_encoding(text: str, start: int, blob: str) -> bool:
     """The base64 ``blob`` at ``start`` in ``text`` is public material, not a secret: an image in
-    a data URI, an SSH public key, the body of a certificate or a public key (its PEM or PGP
-    armor opened before it and not yet closed), or base64 of such a PEM block (a kubeconfig's
-    ``certificate-authority-data``; its ``client-key-data`` decodes to a private key and is not)."""
+    a data URI, an SSH public key, a JWK's modulus, the body of a certificate or a public key
+    (its PEM or PGP armor opened before it and not yet closed), or base64 of such a PEM block (a
+    kubeconfig's ``certificate-authority-data``; its ``client-key-data`` decodes to a private
+    key and is not)."""
     if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
         return True
     begin = text.rfind("-----BEGIN ", max(0, start - _ARMOR_LOOKBACK), start)
@@ -429,14 +431,14 @@ PGPASS_LINE: Final = re.compile(
 # holds a digit or a mark no name has: ``token={user.token}`` (JSX, an f-string) is code.
 ODBC_BRACED: Final = re.compile(
     r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,60})[ \t]*=[ \t]*\{"
-    r"(?=(?:[^}\n]|\}\}){0,1024}?(?:[^\w.}\n]|\}\}|\d))(?P<val>(?:[^}\n]|\}\}){1,1024})\}(?=[;\"'`]|[ \t]*$)",
+    r"(?=(?:[^}\n]|\}\}){0,256}?(?:[^\w.}\n]|\}\}|\d))(?P<val>(?:[^}\n]|\}\}){1,256}+)\}(?=[;\"'`]|[ \t]*$)",
     re.MULTILINE,
 )
 # ``az storage account keys list``: each key is named ``key1``/``key2`` (``kerb1``/``kerb2`` for
 # Kerberos keys), as ``"keyName": "key1"`` before its ``"value"`` (JSON, YAML) or as a bare
 # ``key1: X`` line. Only a value with a digit and a capital is taken (``key1: value1`` is kept).
 AZURE_LISTED_KEY: Final = re.compile(
-    r"(?:[\"']?keyName[\"']?[ \t]*:[ \t]*[\"']?(?:key|kerb)[12][\"']?[^{}]{0,200}?[\"']?value[\"']?[ \t]*:[ \t]*"
+    r"(?:[\"']?keyName[\"']?[ \t]*:[ \t]*[\"']?(?:key|kerb)[12][\"']?[^{}]{0,120}?[\"']?value[\"']?[ \t]*:[ \t]*"
     r"|^[ \t]*(?:key|kerb)[12][ \t]*[:=][ \t]*)"
     r"(?=[\"']?[A-Za-z0-9+/=_-]*\d)(?=[\"']?[A-Za-z0-9+/=_-]*[A-Z])(?P<val>[\"']?[A-Za-z0-9+/=_-]{20,}[\"']?)",
     re.MULTILINE,
