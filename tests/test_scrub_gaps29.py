@@ -45,6 +45,7 @@ GAPS: dict[str, tuple[str, str]] = {
     "url_password_slash": (f"postgres://app:ab/{PW}@db.internal:5432/app", PW),
     "url_password_slash_short": ("see https://u:p/q" + "Zr9@x.com/docs now", "p/qZr9"),
     "pgpass": (f"db.example.com:5432:appdb:appuser:{PW}", PW),
+    "pgpass_echo": (f"echo 'localhost:5432:mydb:app:{PW}' >> ~/.pgpass && chmod 600 ~/.pgpass", PW),
     "pgpass_wildcards": (f"*:*:*:postgres:{PW}\\:x9", PW),
     "odbc_braces": (
         f"Driver={{ODBC Driver 18}};Server=tcp:db,1433;Uid=sa;Pwd={{a;{PW}}}}}z}};Encrypt=yes",
@@ -139,7 +140,7 @@ KEPT = {
     "url_path": "https://example.com/a/b:c/d@e and git@github.com:org/repo.git, http://host:8080/x/y@v1",
     "url_port_path_at": "https://registry.example.com:443/npm/@scope/pkg and https://h:8080/p/q@latest",
     "env_prefix_command": "DB_PASSWORD=$DB_PASSWORD npm run migrate",
-    "times": "10:20:30:40:50 and 00:11:22:33:44:55",
+    "times": "10:20:30:40:50 and 00:11:22:33:44:55\n10:20:30:40:5060\necho '10:20:30:40:5060'",
     "key1_placeholder": "key1: value1\nkey2: value2",
     "odbc_template": 'f"Driver={{ODBC}};Uid=sa;Pwd={password};"',
     "jsx_braces": "<Login token={user.token} />\n  password={form.password}\n",

@@ -419,10 +419,17 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # A ``.pgpass`` line, ``host:port:database:user:password`` (``*`` for any field, ``\:`` for a
-# colon in one): five fields alone on their line, the second a port, the last the password.
+# colon in one): five fields alone on their line, the first a host (a name, an address, a socket
+# folder or ``*``; ``10:20:30:40:50`` is no line of it), the second a port, the last the password;
+# also quoted after ``echo`` (``echo "h:5432:db:u:pw" >> ~/.pgpass``).
+_PGPASS_FIELD = r"(?:[^\s:\\\"']|\\.)+"
 PGPASS_LINE: Final = re.compile(
-    r"^[ \t]*(?:[^\s:\\]|\\.)+:(?:\d{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:"
-    r"(?P<val>(?:[^\s:\\]|\\.)+)[ \t]*$",
+    r"^[ \t]*(?:echo[ \t]+(?P<q>[\"'])|(?P<bare>))(?=[^\s:]*[A-Za-z.*/])(?:[^\s:\\]|\\.)+:(?:\d{1,5}|\*):"
+    + _PGPASS_FIELD
+    + ":"
+    + _PGPASS_FIELD
+    + ":"
+    r"(?P<val>(?(bare)(?:[^\s:\\]|\\.)+|" + _PGPASS_FIELD + r"))(?(q)(?P=q)[ \t]*(?:>>?[^\n]*)?)[ \t]*$",
     re.MULTILINE,
 )
 # An ODBC connection string's braced value, ``Pwd={a;b}}c}``: it ends at the closing brace
