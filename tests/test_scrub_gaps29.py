@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_samples import AgentSamples, build
+from conftest import make_repo
+from http_scripted import answer, serve
 
 from coffer_memory import MemoryRejected, MemoryService
 from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
@@ -184,3 +187,49 @@ def test_pgp_private_blocks_and_encoded_private_keys_are_still_refused(tmp_home:
                 svc.remember(text, scope="global")
             assert caught.value.reason == "secret", text
     assert _PUB[:40] not in redact_secrets(private) and _PUB[:40] not in scrub_text(private)[0]
+
+
+def _session_with(samples: AgentSamples, text: str) -> str:
+    """A Claude Code session in the sample project whose user turn is ``text``."""
+    session_id = "29aa0a0a-1111-4222-8333-444455556666"
+    folder = Path(samples.env["CLAUDE_CONFIG_DIR"]) / "projects" / "-review29-secrets"
+    folder.mkdir(parents=True)
+    base = {"cwd": str(samples.project_dir), "sessionId": session_id, "timestamp": "2026-12-05T02:00:00.000Z"}
+    lines = [
+        {**base, "type": "user", "uuid": "u1", "message": {"role": "user", "content": text}},
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "u2",
+            "parentUuid": "u1",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "stored, thanks"}]},
+        },
+    ]
+    (folder / f"{session_id}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return session_id
+
+
+def test_the_distiller_never_sends_these_secrets_to_the_model(
+    tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole way of a distillation: the agent's session file, the reader, the scrubber, the
+    request to the model (a real HTTP server on 127.0.0.1)."""
+    samples = build(tmp_path / "agents", project_dir=make_repo(tmp_path / "work" / "demo-repo"))
+    for key, value in samples.env.items():
+        if key != "HOME":
+            monkeypatch.setenv(key, value)
+    text = "Notes from the ops call, in prose:\n\n" + "\n\nand also\n\n".join(t for t, _ in GAPS.values())
+    session_id = _session_with(samples, text)
+    insight = {"name": "ops-call", "description": "What the ops call decided.", "body": "Rotate the keys."}
+    usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    for server in serve(monkeypatch, answer(json.dumps({"insights": [insight]}), usage=usage)):
+        tmp_home.mkdir(parents=True, exist_ok=True)
+        (tmp_home / "config.toml").write_text(
+            f'[llm]\nprovider = "openai"\nmodel = "test-chat"\nbase_url = "{server.url}"\nmax_retries = 0\n'
+        )
+        with MemoryService(tmp_home) as svc:
+            assert svc.distill_session("claude-code", session_id).status == "distilled"
+        sent = "".join(json.dumps(seen.body) for seen in server.requests)
+        assert "ops call" in sent
+        leaked = [case for case, (_t, core) in GAPS.items() if core in sent or json.dumps(core)[1:-1] in sent]
+        assert not leaked, leaked
