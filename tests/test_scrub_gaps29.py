@@ -146,6 +146,7 @@ KEPT = {
     "times": "10:20:30:40:50 and 00:11:22:33:44:55\n10:20:30:40:5060\necho '10:20:30:40:5060'",
     "key1_placeholder": "key1: value1\nkey2: value2",
     "odbc_template": 'f"Driver={{ODBC}};Uid=sa;Pwd={password};"',
+    "result_table": "| Pass | Fail |\n|---|---|\n| 1234 | 7 |\n\n| pass | 1234 |\n| pw | abcdef |",
     "jsx_braces": "<Login token={user.token} />\n  password={form.password}\n",
     "ssm_file_value": "aws ssm put-parameter --name /app/cfg --value file://params.json --type String",
     "gh_secret_from_file": "gh secret set DEPLOY_KEY < key.pem",

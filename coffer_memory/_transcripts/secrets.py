@@ -252,9 +252,14 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
     commands take bare (``mysql -pX``), and prose (``the password is X``, see _prose_secret)."""
 
-    def named(*, fixed: str | None = None) -> Callable[[re.Match[str]], str]:
+    def named(*, fixed: str | None = None, bare_pw: bool = False) -> Callable[[re.Match[str]], str]:
+        # ``bare_pw``: a bare ``pwd``/``pw`` names a password here (ODBC), not in a table's
+        # first cell (``| Pass | 1234 |`` is a test count).
         def repl(m: re.Match[str]) -> str:
-            kind = fixed or _key_kind(m["key"].replace(" ", "_"), m["val"])
+            kind = fixed
+            if kind is None:
+                key = m["key"].replace(" ", "_")
+                kind = _key_kind(key, m["val"]) if bare_pw else secret_kind_for_key(key)
             if kind is None:
                 return m.group()
             prefix = m.string[m.start() : m.start("val")]
@@ -267,7 +272,7 @@ def _redact_named(text: str, c: Counter[str]) -> str:
     text = XML_KEY_VALUE.sub(named(), text)
     text = TABLE_ROW.sub(named(), text)
     if "{" in text:
-        text = ODBC_BRACED.sub(named(), text)
+        text = ODBC_BRACED.sub(named(bare_pw=True), text)
     text = PGPASS_LINE.sub(named(fixed="password"), text)
     if any(name in text for name in ("key1", "key2", "kerb1", "kerb2")):
         text = AZURE_LISTED_KEY.sub(named(fixed="azure_storage_key"), text)
