@@ -142,7 +142,8 @@ KEPT = {
     "jwk_public": json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "n": _N, "e": "AQAB"}]}),
     "url_path": "https://example.com/a/b:c/d@e and git@github.com:org/repo.git, http://host:8080/x/y@v1",
     "url_port_path_at": "https://registry.example.com:443/npm/@scope/pkg and https://h:8080/p/q@latest",
-    "env_prefix_command": "DB_PASSWORD=$DB_PASSWORD npm run migrate",
+    "env_prefix_command": "DB_PASSWORD=$DB_PASSWORD npm run migrate\nAPI_TOKEN=$T coffer-api --port 8080",
+    "fstring_braces": 'cases = [("export_token", f"export X_TOKEN={(s := r(30))}", s)]',
     "times": "10:20:30:40:50 and 00:11:22:33:44:55\n10:20:30:40:5060\necho '10:20:30:40:5060'",
     "key1_placeholder": "key1: value1\nkey2: value2",
     "odbc_template": 'f"Driver={{ODBC}};Uid=sa;Pwd={password};"',
@@ -234,3 +235,11 @@ def test_the_distiller_never_sends_these_secrets_to_the_model(
         assert "ops call" in sent
         leaked = [case for case, (_t, core) in GAPS.items() if core in sent or json.dumps(core)[1:-1] in sent]
         assert not leaked, leaked
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["npm run migrate", "./run.sh --fast", "coffer-api --port 8080", "DEBUG=1 make test", "&& make deploy"],
+)
+def test_an_env_prefix_keeps_the_command_it_is_set_for(command: str) -> None:
+    assert redact_secrets(f"API_TOKEN={PW} {command}") == f"API_TOKEN=[REDACTED:token] {command}"

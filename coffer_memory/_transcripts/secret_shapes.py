@@ -434,10 +434,11 @@ PGPASS_LINE: Final = re.compile(
 )
 # An ODBC connection string's braced value, ``Pwd={a;b}}c}``: it ends at the closing brace
 # (``}}`` is one escaped ``}``), so it may hold ``;`` and blanks. The key rules would take
-# ``{a`` for a template and keep it all. It ends the string or a ``;``-separated pair, and
-# holds a digit or a mark no name has: ``token={user.token}`` (JSX, an f-string) is code.
+# ``{a`` for a template and keep it all. It follows a ``;`` (another pair of the string), ends
+# the string or its pair, and holds a digit or a mark no name has: ``token={user.token}`` (JSX)
+# and ``f"X_TOKEN={(s := r(30))}"`` (an f-string) are code.
 ODBC_BRACED: Final = re.compile(
-    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]{0,60})[ \t]*=[ \t]*\{"
+    r"(?:(?<=;)|(?<=;[ \t]))(?P<key>[A-Za-z_][\w.-]{0,60})[ \t]*=[ \t]*\{"
     r"(?=(?:[^}\n]|\}\}){0,256}?(?:[^\w.}\n]|\}\}|\d))(?P<val>(?:[^}\n]|\}\}){1,256}+)\}(?=[;\"'`]|[ \t]*$)",
     re.MULTILINE,
 )

@@ -137,12 +137,14 @@ _YAML_LINE = re.compile(
 # before ``name=`` still ends it: ``access_token=X&scope=repo`` is a query string.
 # When blanks and more words follow to the end of the line (or a `` #`` comment), they are the
 # value too (``DB_PASSWORD=correct horse battery staple``), unless the word after the first one
-# starts a command the variable is set for (``TOKEN=x npm start``, ``PW=x ./run``, ``A=x B=y cmd``)
+# starts a command the variable is set for (``TOKEN=x npm start``, ``PW=x ./run``, ``A=x B=y cmd``,
+# ``TOKEN=x coffer-api``)
 # or the first one is a reference (``PW=$PW make``).
 _COMMAND_AFTER = (
     r"[A-Za-z_][\w.-]{0,60}=|[-./~$&|;<>(]|(?:npm|npx|yarn|pnpm|node|python3?|uv|uvx|poetry|pip|make"
     r"|docker|go|cargo|bundle|bundler|rails|rake|ruby|java|mvn|gradle|bash|sh|zsh|pytest|deno|bun|php"
     r"|composer|dotnet|terraform|kubectl|helm|exec|env|sudo|time|nohup|git|coffer)(?![\w-])"
+    r"|[a-z][a-z0-9]*-[a-z0-9-]+(?:[ \t]|$)"  # a kebab-case program: ``coffer-api``, ``docker-compose``
 )
 _ENV_LINE = re.compile(
     r"^(?P<pre>[ \t]*(?:export[ \t]+)?" + _KEY + r"=)"
