@@ -85,7 +85,7 @@ Pipeline for one message (``scrub_text``), in this order:
      a `` #`` comment; on a ``.env`` line, ``[export ]KEY=value``, at a blank, or at a ``&`` or
      ``;`` that starts another ``name=``; or the rest of the line when more words follow to its
      end, unless the second word starts a command: ``TOKEN=x npm start``). A braced ODBC value
-     (``Pwd={a;b}}c};``) is taken whole, up to its closing brace. The key is split into words (snake, kebab, dotted and camelCase) and
+     (``…;Pwd={a;b}}c};``, after another pair) is taken whole, up to its closing brace. The key is split into words (snake, kebab, dotted and camelCase) and
      judged by them: a last word ending in ``password``/``passwd``/``passphrase`` (or
      ``pass``/``pwd`` after another word) gives ``password``; ending in
      ``token`` gives ``token``; ending in ``secret`` gives ``secret``; ``apikey``/``api key``
