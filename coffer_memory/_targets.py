@@ -89,6 +89,9 @@ class Targets:
         # stat vouches for it (``_landing``): reading every project store's identity was ~60-100 us
         # of each of its recalls.
         self._landed: dict[str, tuple[str | None, tuple[str, ...], tuple[_Stamp, ...]]] = {}
+        # The name of each checkout's own store, by its ``find_git`` answer (as ``_of_checkout``):
+        # asked on every recall of a checkout whose store is not there (moved, or none yet).
+        self._names: dict[int, tuple[GitInfo, str]] = {}
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
@@ -144,7 +147,14 @@ class Targets:
             if there:
                 self.paths(held[1].store).refuse_linked(looks=looks)
                 return held[1]  # the checkout's own store, still there
-        name = store_name_for_project(project_id_for(git.toplevel))
+        named = self._names.get(id(git))
+        if named is not None and named[0] is git:
+            name = named[1]
+        else:
+            name = store_name_for_project(project_id_for(git.toplevel))
+            if len(self._names) >= _PATHS_KEPT:
+                self._names.clear()
+            self._names[id(git)] = (git, name)
         root = self.paths(name).root
         own = root.is_dir() if looks is None else looks.is_dir(name, root)
         if not own:

@@ -178,3 +178,23 @@ def test_a_moved_checkout_among_stores_without_identity_lands_once_one_lists_it(
         assert result.targets[0].store == store and any("heron" in h.text for h in result.hits)
     with MemoryService(tmp_home) as fresh:
         assert fresh.recall("heron", cwd=moved, mode="keyword").targets[0].store == store
+
+
+def test_a_checkout_without_a_store_is_named_by_the_folder_it_is_now(tmp_home: Path, tmp_path: Path) -> None:
+    """The own store's name of a checkout without one is kept with the checkout's ``find_git``
+    answer: a path whose link now leads to another repository gets that one's name."""
+    a, b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
+    link = tmp_path / "here"
+    link.symlink_to(a)
+    time.sleep(_PAST_RACY)  # the checkouts' stat vouches for them from here
+    with MemoryService(tmp_home) as svc:
+        for _ in range(2):
+            assert svc.recall("heron", cwd=link, mode="keyword").targets[0].store == store_name_for_project(
+                project_id_for(a)
+            )
+        link.unlink()
+        link.symlink_to(b)
+        assert svc.recall("heron", cwd=link, mode="keyword").targets[0].store == store_name_for_project(
+            project_id_for(b)
+        )
+        assert svc.target(cwd=link).store == store_name_for_project(project_id_for(b))
