@@ -319,13 +319,14 @@ def _identity_files(memory_dir: Path) -> tuple[str, ...] | None:
 
 
 def _stamps(paths: tuple[str, ...]) -> tuple[_Stamp, ...] | None:
-    """Each path's stat (not through a last link, as ``read_identity`` opens it), None for one not
+    """The stat of ``paths[0]`` (the ``projects`` folder, through a link as it is listed) and of
+    each file after it (not through a last link, as ``read_identity`` opens it), None for one not
     there; None for all when one changed too recently to vouch for its content."""
     now = time.time_ns()
     out: list[_Stamp] = []
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
-            st = os.lstat(path)
+            st = os.lstat(path) if i else os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             out.append(None)
             continue

@@ -198,3 +198,32 @@ def test_a_checkout_without_a_store_is_named_by_the_folder_it_is_now(tmp_home: P
             project_id_for(b)
         )
         assert svc.target(cwd=link).store == store_name_for_project(project_id_for(b))
+
+
+def test_a_projects_folder_that_is_a_link_is_watched_where_it_leads(tmp_home: Path, tmp_path: Path) -> None:
+    """``memory/projects`` a link to a folder elsewhere (a synced one): a store made there by
+    another process, listing the moved checkout, is landed in by the next recall."""
+    with MemoryService(tmp_home) as svc:
+        repo = make_repo(tmp_path / "repo")
+        store = svc.remember("the staging database is called heron", cwd=repo).store
+        (svc.paths(store).root / STORE_FILE).unlink()
+    projects = tmp_home / "memory" / "projects"
+    real = projects.rename(tmp_path / "projects_real")
+    projects.symlink_to(real)
+    moved = repo.rename(tmp_path / "moved")
+    own = store_name_for_project(project_id_for(moved))
+    time.sleep(_PAST_RACY)
+    with MemoryService(tmp_home) as svc:
+        for _ in range(2):  # the second answer is the kept one
+            assert svc.recall("heron", cwd=moved, mode="keyword").targets[0].store == own
+        folder = real / "00000000000000000000000000"
+        identity = json.dumps({"merged_identities": [project_id_for(moved)], "project_root": str(repo)})
+        _run(
+            "import sys, pathlib; f = pathlib.Path(sys.argv[1]); f.mkdir(); (f / 'store.json').write_text(sys.argv[2])",
+            str(folder),
+            identity,
+        )
+        landed = store_name_for_project(folder.name)
+        assert svc.recall("heron", cwd=moved, mode="keyword").targets[0].store == landed
+    with MemoryService(tmp_home) as fresh:
+        assert fresh.recall("heron", cwd=moved, mode="keyword").targets[0].store == landed
