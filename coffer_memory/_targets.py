@@ -245,8 +245,7 @@ class Targets:
         held = self._landed.get(name)
         if held is not None and _stamps(held[1]) == held[2]:
             return held[0]
-        watched = _identity_files(self.memory_dir)
-        stamps = _stamps(watched) if watched is not None else None
+        watched, stamps = _identity_files(self.memory_dir)
         project_id = _project_id_of(name)
         landing = find_landing(self.memory_dir, project_id, git.toplevel)
         # Kept: a recorded move, or no answer because no store has an identity to compare with.
@@ -307,24 +306,31 @@ class Targets:
         return [merge_offer(store, root, target.store) for store, root in found]
 
 
-def _identity_files(memory_dir: Path) -> tuple[str, ...] | None:
+def _identity_files(memory_dir: Path) -> tuple[tuple[str, ...] | None, tuple[_Stamp, ...] | None]:
     """The ``projects`` folder and the ``store.json`` of each entry in it (``project_identities``
-    reads those), the folder first: its stat, taken before the listing, says the listing holds."""
+    reads those), with their ``_stamps``; the folder's taken before it is listed, so a store made
+    meanwhile changes it."""
     projects = os.path.join(memory_dir, "projects")
+    folder = _stamps((projects,))
     try:
         names = sorted(os.listdir(projects))
     except OSError:
-        return None
-    return (projects, *(os.path.join(projects, entry, STORE_FILE) for entry in names))
+        return None, None
+    files = tuple(os.path.join(projects, entry, STORE_FILE) for entry in names)
+    stamps = _stamps(files, first=1)
+    if folder is None or stamps is None:
+        return None, None
+    return (projects, *files), (*folder, *stamps)
 
 
-def _stamps(paths: tuple[str, ...]) -> tuple[_Stamp, ...] | None:
-    """The stat of ``paths[0]`` (the ``projects`` folder, through a link as it is listed) and of
-    each file after it (not through a last link, as ``read_identity`` opens it), None for one not
-    there; None for all when one changed too recently to vouch for its content."""
+def _stamps(paths: tuple[str, ...], first: int = 0) -> tuple[_Stamp, ...] | None:
+    """The stat of each path, None for one not there; None for all when one changed too recently
+    to vouch for its content. ``first``: the index ``paths[0]`` has in ``_identity_files``'s
+    paths: the ``projects`` folder (index 0) is stat'ed through a link, as it is listed; a
+    ``store.json`` not through its last link, as ``read_identity`` opens it."""
     now = time.time_ns()
     out: list[_Stamp] = []
-    for i, path in enumerate(paths):
+    for i, path in enumerate(paths, first):
         try:
             st = os.lstat(path) if i else os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
