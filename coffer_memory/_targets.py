@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from ._scope import (
     root_commits,
 )
 from ._store.identity import (
+    STORE_FILE,
     StoreIdentity,
     find_landing,
     identity_path,
@@ -50,6 +52,11 @@ PathLike = str | os.PathLike[str]
 
 log = logging.getLogger("coffer_memory")
 _PATHS_KEPT = 1024
+# A file changed more recently than this is not vouched for by its stat (``_scope._RACY_NS``: a
+# write within the clock's granularity may leave every stat field as it was).
+_RACY_NS = 2_000_000_000
+# What an identity file's stat is compared by; None: no such file.
+_Stamp = tuple[int, int, int, int, int] | None
 
 
 def store_list(stores: Iterable[str]) -> list[str]:
@@ -78,6 +85,13 @@ class Targets:
         # whose project id costs a realpath and a sha256 (a fifth of a recall's fixed costs).
         self._of_name: dict[str, Target] = {}
         self._of_checkout: dict[int, tuple[GitInfo, Target]] = {}
+        # A moved checkout's store by the name of its own (missing) store, with the paths whose
+        # stat vouches for it (``_landing``): reading every project store's identity was ~60-100 us
+        # of each of its recalls.
+        self._landed: dict[str, tuple[str | None, tuple[str, ...], tuple[_Stamp, ...]]] = {}
+        # The name of each checkout's own store, by its ``find_git`` answer (as ``_of_checkout``):
+        # asked on every recall of a checkout whose store is not there (moved, or none yet).
+        self._names: dict[int, tuple[GitInfo, str]] = {}
 
     def paths(self, store: str) -> StorePaths:
         """The on-disk paths of a store (validates the name)."""
@@ -133,7 +147,14 @@ class Targets:
             if there:
                 self.paths(held[1].store).refuse_linked(looks=looks)
                 return held[1]  # the checkout's own store, still there
-        name = store_name_for_project(project_id_for(git.toplevel))
+        named = self._names.get(id(git))
+        if named is not None and named[0] is git:
+            name = named[1]
+        else:
+            name = store_name_for_project(project_id_for(git.toplevel))
+            if len(self._names) >= _PATHS_KEPT:
+                self._names.clear()
+            self._names[id(git)] = (git, name)
         root = self.paths(name).root
         own = root.is_dir() if looks is None else looks.is_dir(name, root)
         if not own:
@@ -213,9 +234,28 @@ class Targets:
 
     # -- repository identity ------------------------------------------------------------------
     def _landing(self, name: str, git: GitInfo) -> str | None:
-        """The existing store a checkout whose own store ``name`` does not exist lands in, if any."""
+        """The existing store a checkout whose own store ``name`` does not exist lands in, if any.
+
+        A store that lists the checkout in its ``merged_identities`` (a move recorded), or none
+        when no project store has a ``store.json``, is kept as the answer while the ``projects``
+        folder (no store made, removed or renamed) and every store's ``store.json`` (none
+        written, rewritten or listing it first) keep their stat, taken before they were read.
+        Any other answer depends on more (root commits, whether another checkout is still
+        there) and is worked out every time."""
+        held = self._landed.get(name)
+        if held is not None and _stamps(held[1]) == held[2]:
+            return held[0]
+        watched, stamps = _identity_files(self.memory_dir)
         project_id = _project_id_of(name)
         landing = find_landing(self.memory_dir, project_id, git.toplevel)
+        # Kept: a recorded move, or no answer because no store has an identity to compare with.
+        kept = (
+            landing.moved_from is None if landing is not None else stamps is not None and not any(stamps[1:])
+        )
+        if kept and watched is not None and stamps is not None:
+            if len(self._landed) >= _PATHS_KEPT:
+                self._landed.clear()
+            self._landed[name] = (landing.store if landing is not None else None, watched, stamps)
         if landing is None or landing.moved_from is None or self.writer is None:
             return landing.store if landing is not None else None
         with self.writer.transaction(landing.store) as tx:
@@ -264,6 +304,44 @@ class Targets:
             return []
         found = repository_matches(self.memory_dir, target.store, target.project_root)
         return [merge_offer(store, root, target.store) for store, root in found]
+
+
+def _identity_files(memory_dir: Path) -> tuple[tuple[str, ...] | None, tuple[_Stamp, ...] | None]:
+    """The ``projects`` folder and the ``store.json`` of each entry in it (``project_identities``
+    reads those), with their ``_stamps``; the folder's taken before it is listed, so a store made
+    meanwhile changes it."""
+    projects = os.path.join(memory_dir, "projects")
+    folder = _stamps((projects,))
+    try:
+        names = sorted(os.listdir(projects))
+    except OSError:
+        return None, None
+    files = tuple(os.path.join(projects, entry, STORE_FILE) for entry in names)
+    stamps = _stamps(files, first=1)
+    if folder is None or stamps is None:
+        return None, None
+    return (projects, *files), (*folder, *stamps)
+
+
+def _stamps(paths: tuple[str, ...], first: int = 0) -> tuple[_Stamp, ...] | None:
+    """The stat of each path, None for one not there; None for all when one changed too recently
+    to vouch for its content. ``first``: the index ``paths[0]`` has in ``_identity_files``'s
+    paths: the ``projects`` folder (index 0) is stat'ed through a link, as it is listed; a
+    ``store.json`` not through its last link, as ``read_identity`` opens it."""
+    now = time.time_ns()
+    out: list[_Stamp] = []
+    for i, path in enumerate(paths, first):
+        try:
+            st = os.lstat(path) if i else os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            out.append(None)
+            continue
+        except OSError:
+            return None
+        if now - st.st_ctime_ns < _RACY_NS:
+            return None
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+    return tuple(out)
 
 
 def resolved_scope(target: Target) -> ResolvedScope:
