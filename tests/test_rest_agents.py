@@ -123,7 +123,7 @@ def test_errors_use_the_envelope(client: TestClient, homes: AgentHomes) -> None:
     error(client.post(f"{API}/cursor/hook-install", json={}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={"disable_native_memory": "maybe"}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={}), 422, "INVALID_INPUT")
-    error(client.post(f"{API}/codex/hook-install", json={"force": True}), 422, "INVALID_INPUT")
+    error(client.post(f"{API}/codex/hook-install", json={"overwrite": True}), 422, "INVALID_INPUT")
 
     write(claude_settings(homes), b'{"hooks": {')
     details = error(client.post(f"{API}/claude-code/hook-install", json={}), 409, "AGENT_CONFIG_INVALID")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +60,10 @@ def _print_status(status: AgentStatus, shadowed: bool = False) -> None:
     print(f"  MCP server:      {_mcp_line(status)}")
     native = "switched off by coffer" if status.disable_native_memory else "left alone"
     print(f"  native memory:   {native if status.native_memory_supported else 'n/a'}")
-    if status.hook_command:
+    if status.hook_command:  # what is installed: no line for a part that is not
         print(f"  hook command:    {status.hook_command}")
-    print(f"  MCP command:     {status.mcp_command}")
+    if status.mcp_command:
+        print(f"  MCP command:     {status.mcp_command}")
     for path in status.files:
         print(f"  file:            {path}")
     for note in status.notes:
@@ -73,9 +75,11 @@ def _print_change(change: AgentChange, done: str) -> None:
         print(f"{change.status.label}: {done}; changed:")
         for path in change.changed:
             print(f"  {path}" + ("" if path.exists() else "  (removed: coffer had created it)"))
+        for folder in change.removed_folders:
+            print(f"  {folder}{os.sep}  (removed: coffer had created it, and it is empty)")
     else:
         print(f"{change.status.label}: nothing to change")
-    for note in change.status.notes:
+    for note in (*change.notes, *change.status.notes):
         print(f"note: {note}")
     if change.status.mcp_check is not None:
         print(f"MCP server: {_mcp_line(change.status)}")
@@ -127,6 +131,7 @@ def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
         args.agent,
         disable_native_memory=True if args.disable_native_memory else None,
         hooks_only=args.hooks_only,
+        force=args.force,
     )
     if args.check and not args.hooks_only:  # what the agent will get: start the server it now runs
         change = attrs.evolve(
@@ -203,6 +208,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="register the session hooks alone, without the MCP server (which needs the [mcp] extra: "
         "pip install 'coffer-memory[mcp]'); install again without it to add the server",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a 'coffer' MCP entry of your own (one that does not run coffer-mcp), which "
+        "install otherwise refuses to touch; uninstall puts it back",
     )
     _add_check(p, "then start the MCP server as the agent will and report whether it answers (default)")
     p.set_defaults(func=cmd_install)
