@@ -173,6 +173,9 @@ def test_status_after_a_hooks_only_install_names_no_mcp_command(home: Path, agen
     )
     assert status["mcp_registered"] is False and status["mcp_command"] is None
     assert status["hook_command"] is not None and "coffer-hook" in status["hook_command"]
+    # The SDK is here: the way to add the server is one install, no pip command.
+    (note,) = [n for n in status["notes"] if "session hooks only" in n]
+    assert f"`coffer agents install {agent}`" in note and "pip install" not in note, note
     text = run(home, "agents", "status", agent, "--no-check", rc=(1 if agent == "codex" else 0)).stdout
     assert "MCP command" not in text and "hook command" in text, text
 
@@ -189,3 +192,16 @@ def test_status_shows_the_installed_mcp_command(home: Path) -> None:
     run(home, "agents", "install", "claude-code", "--no-check")
     status = json.loads(run(home, "agents", "status", "claude-code", "--no-check", "--json").stdout)
     assert status["mcp_command"] == str(SCRIPTS / "coffer-mcp")
+
+
+def test_list_and_status_work_before_coffer_has_a_home_and_make_none(home: Path) -> None:
+    # A new user looks before installing: nothing of coffer's exists yet, and looking makes nothing.
+    lines = run(home, "agents", "list").stdout.splitlines()
+    assert [line.split()[:2] for line in lines[2:]] == [[a, "no"] for a in AGENTS]
+    assert run(home, "agents").stdout.splitlines() == lines
+    assert run(home, "agents", "status", "codex", "--no-check").stdout.startswith(
+        "Codex (codex): not installed"
+    )
+    status = json.loads(run(home, "agents", "status", "claude-code", "--json").stdout)
+    assert status["installed"] is False and status["mcp_check"] is None
+    assert list(home.iterdir()) == []  # no ~/.coffer

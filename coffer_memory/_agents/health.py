@@ -260,8 +260,9 @@ def _foreign_entry_notes(spec: AgentSpec, session: EditSession) -> list[str]:
 def _mcp_notes(name: str, *, mcp: bool, hooks_only: bool) -> list[str]:
     """Why coffer's MCP server is left out, or cannot start from this Python (no SDK here)."""
     problem = mcp_sdk_problem()
-    if hooks_only:
-        then = f"{MCP_EXTRA_COMMAND}, then `coffer agents install {name}`"
+    if hooks_only:  # the extra's command only where it is missing
+        then = f"{MCP_EXTRA_COMMAND}, then " if problem is not None else ""
+        then += f"`coffer agents install {name}`"
         return [f"session hooks only: coffer's MCP server is not registered (to add it: {then})"]
     if mcp and problem is not None:
         return [f"{problem}, so the registered coffer-mcp cannot start: {MCP_EXTRA_COMMAND}"]
