@@ -149,6 +149,7 @@ def test_a_foreign_coffer_entry_is_not_replaced_without_force(home: Path, agent:
     assert tree(home) == before  # nothing written, no folder made
     status = run(home, "agents", "status", agent, "--no-check").stdout
     assert "not installed" in status and "--force" in status, status
+    assert "nothing was written" not in status, status  # a status writes nothing, refuses nothing
 
     change = json.loads(run(home, "agents", "install", agent, "--no-check", "--force", "--json").stdout)
     assert change["status"]["mcp_registered"] is True

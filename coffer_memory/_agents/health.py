@@ -206,7 +206,8 @@ def build_status(
             "or install again to switch it"
         )
     record = AgentRegistry(target).load().get(name, AgentRecord())
-    session = EditSession(homes, copy.deepcopy(record), Commands.of(name, target))  # a dry run
+    # A dry run; forced, so an entry of the user's own is judged (not installed), not refused.
+    session = EditSession(homes, copy.deepcopy(record), Commands.of(name, target), force=True)
     hooks = mcp = up_to_date = False
     try:
         hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
