@@ -312,15 +312,22 @@ class MemoryService(LaneCalls):
         return self.integrations.agent_status(name, check_mcp=check_mcp, timeout=timeout)
 
     def install_agent(
-        self, name: str, *, disable_native_memory: bool | None = None, hooks_only: bool = False
+        self,
+        name: str,
+        *,
+        disable_native_memory: bool | None = None,
+        hooks_only: bool = False,
+        force: bool = False,
     ) -> AgentChange:
         """Install coffer's hooks and MCP entry for ``name`` (idempotent; an old path is replaced).
 
         Refused (``InvalidInput`` naming ``pip install 'coffer-memory[mcp]'``) when the MCP SDK is
-        not installed; ``hooks_only=True`` installs the session hooks alone.
+        not installed; ``hooks_only=True`` installs the session hooks alone. A ``coffer`` MCP entry
+        of the user's own is refused (``AgentConfigInvalid``) unless ``force`` (then replaced, and put
+        back by uninstall).
         """
         return self.integrations.install_agent(
-            name, disable_native_memory=disable_native_memory, hooks_only=hooks_only
+            name, disable_native_memory=disable_native_memory, hooks_only=hooks_only, force=force
         )
 
     def uninstall_agent(self, name: str) -> AgentChange:

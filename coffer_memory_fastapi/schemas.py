@@ -320,8 +320,12 @@ class AgentOut(_Out):
     native_memory_supported: bool
     disable_native_memory: bool = Field(description="Coffer keeps the agent's own memory switched off.")
     up_to_date: bool = Field(description="Installed, and installing again would change nothing.")
-    hook_command: str | None = Field(description="The hook command coffer installs (null without hooks).")
-    mcp_command: str = Field(description="The coffer-mcp executable the MCP entry runs.")
+    hook_command: str | None = Field(
+        description="The hook command installed in the agent's files (null when coffer's hooks are not)."
+    )
+    mcp_command: str | None = Field(
+        description="The command coffer's registered MCP entry runs (null when there is none: hooks_only)."
+    )
     files: list[str] = Field(description="Absolute paths of the config files coffer edits for this agent.")
     notes: list[str] = Field(description="Warnings: a missing script, a broken file, a limitation.")
     home: str | None = Field(default=None, description="The coffer home the installed entries point at.")
@@ -380,12 +384,30 @@ class AgentChangeOut(_Out):
     action: Literal["install", "uninstall", "native_memory"]
     changed: list[str] = Field(description="Config files written or removed; empty when nothing changed.")
     status: AgentOut
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the change did beyond the files: an entry of the user's replaced (force), "
+        "a .bak kept.",
+    )
+    kept_backups: list[str] = Field(
+        default_factory=list,
+        description="Uninstall: .bak files kept because they differ from the restored file.",
+    )
+    removed_folders: list[str] = Field(
+        default_factory=list, description="Uninstall: folders coffer had made, removed because empty."
+    )
 
     @classmethod
     def of(cls, c: AgentChange) -> AgentChangeOut:
         """From the core's AgentChange."""
         return cls(
-            agent=c.agent, action=c.action, changed=[str(p) for p in c.changed], status=AgentOut.of(c.status)
+            agent=c.agent,
+            action=c.action,
+            changed=[str(p) for p in c.changed],
+            status=AgentOut.of(c.status),
+            notes=list(c.notes),
+            kept_backups=[str(p) for p in c.kept_backups],
+            removed_folders=[str(p) for p in c.removed_folders],
         )
 
 
@@ -401,6 +423,11 @@ class HookInstallIn(BaseModel):
     hooks_only: bool = Field(
         default=False,
         description="Install the session hooks alone, without the MCP server (which needs the [mcp] extra).",
+    )
+    force: bool = Field(
+        default=False,
+        description="Replace a 'coffer' MCP entry of the user's own (refused with 409 otherwise); "
+        "uninstall puts it back.",
     )
 
 

@@ -191,14 +191,18 @@ def test_an_updated_hook_path_makes_status_out_of_date(
     svc: MemoryService, homes: AgentHomes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc.install_agent("claude-code")
+    installed = hook_command("claude-code", svc.settings.home)
     moved = Path("/opt/other venv/bin")
     monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
     status = svc.agent_status("claude-code")
     assert status.installed and not status.up_to_date
+    # status shows what is installed: the old path, until install writes the new one
+    assert status.hook_command == installed
+    svc.install_agent("claude-code")
+    status = svc.agent_status("claude-code")
     assert status.hook_command is not None and status.hook_command.startswith(
         "'/opt/other venv/bin/coffer-hook'"
     )
-    svc.install_agent("claude-code")
     settings = read_json(claude_settings(homes))
     assert [h["command"] for h in ours(settings["hooks"]["SessionStart"])] == [status.hook_command]
     assert read_json(homes.claude_json)["mcpServers"]["coffer"]["command"] == str(moved / "coffer-mcp")
@@ -759,7 +763,6 @@ def test_backups_never_hold_coffers_entries(
     monkeypatch.setattr(specs_mod, "script_path", lambda name: moved / name)
     for agent in ("claude-code", "codex"):
         svc.install_agent(agent)
-        svc.uninstall_agent(agent)
     backups = _backups(homes)
     assert len(backups) == len(before)
     for bak in backups:
@@ -767,7 +770,10 @@ def test_backups_never_hold_coffers_entries(
         assert b"autoMemoryEnabled" not in bak.read_bytes() and b"generate_memories" not in bak.read_bytes()
         # the last version without coffer: here, what the user had before the first install
         assert bak.read_bytes() == before[bak.with_name(bak.name.removesuffix(".bak"))]
+    for agent in ("claude-code", "codex"):
+        svc.uninstall_agent(agent)
     unchanged(before)
+    assert _backups(homes) == []  # each file is its .bak again: nothing left to keep
 
 
 def test_uninstall_drops_a_backup_an_older_coffer_left_with_its_entries(

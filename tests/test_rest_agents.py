@@ -123,7 +123,7 @@ def test_errors_use_the_envelope(client: TestClient, homes: AgentHomes) -> None:
     error(client.post(f"{API}/cursor/hook-install", json={}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={"disable_native_memory": "maybe"}), 422, "INVALID_INPUT")
     error(client.patch(f"{API}/codex", json={}), 422, "INVALID_INPUT")
-    error(client.post(f"{API}/codex/hook-install", json={"force": True}), 422, "INVALID_INPUT")
+    error(client.post(f"{API}/codex/hook-install", json={"overwrite": True}), 422, "INVALID_INPUT")
 
     write(claude_settings(homes), b'{"hooks": {')
     details = error(client.post(f"{API}/claude-code/hook-install", json={}), 409, "AGENT_CONFIG_INVALID")
@@ -153,3 +153,18 @@ def test_routes_are_in_the_openapi_document(client: TestClient) -> None:
     assert set(paths[f"{API}/{{name}}"]) == {"get", "patch"}
     assert set(paths[f"{API}/{{name}}/hook-install"]) == {"get", "post", "delete"}
     assert "409" in paths[f"{API}/{{name}}/hook-install"]["post"]["responses"]
+
+
+def test_a_coffer_entry_of_the_users_own_needs_force_and_comes_back(
+    client: TestClient, homes: AgentHomes
+) -> None:
+    theirs = b'{\n  "mcp": {\n    "coffer": {"type": "local", "command": ["uvx", "mine"]}\n  }\n}\n'
+    write(opencode_json(homes), theirs)
+    details = error(client.post(f"{API}/opencode/hook-install", json={}), 409, "AGENT_CONFIG_INVALID")
+    assert details["path"] == str(opencode_json(homes)) and "uvx mine" in details["reason"]
+    assert opencode_json(homes).read_bytes() == theirs and not opencode_plugin(homes).exists()
+    change = ok(client.post(f"{API}/opencode/hook-install", json={"force": True}))
+    assert change["status"]["mcp_registered"] and any("uvx mine" in n for n in change["notes"])
+    change = ok(client.delete(f"{API}/opencode/hook-install"))
+    assert opencode_json(homes).read_bytes() == theirs
+    assert change["removed_folders"] == [str(opencode_plugin(homes).parent)] and change["kept_backups"] == []

@@ -14,6 +14,7 @@ A symlinked config file (a dotfiles checkout) is written through: the link stays
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
 import re
@@ -28,7 +29,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
-from .._errors import AgentConfigInvalid
+from .._errors import AgentConfigInvalid, CofferError, StorageFull, StorageNotWritable
 from .._jsontext import loads as json_loads
 from .._store.files import ensure_dir, fsync_dir, write_outside_store
 from .json_splice import JsonStyle, splice
@@ -45,10 +46,12 @@ __all__ = [
     "JsonDoc",
     "TomlDoc",
     "backup_path",
+    "check_writable",
     "load_doc",
     "read_bytes",
     "remove_with_backup",
     "write_atomic",
+    "write_error",
 ]
 
 
@@ -362,3 +365,29 @@ def load_doc(path: Path) -> ConfigDoc:
     """
     raw = _read(_real(path))
     return TomlDoc(path, raw) if path.suffix == ".toml" else JsonDoc(path, raw)
+
+
+def check_writable(path: Path) -> None:
+    """``StorageNotWritable`` naming ``path`` when this process may not write it (the file, made
+    read-only, or its folder, or a read-only file system): it was ``AGENT_CONFIG_INVALID`` (409), as
+    if the file did not parse, and raised after the files before it were written."""
+    real = Path(os.path.realpath(path))
+    folder = real.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    for entry, mode in ((real, os.W_OK), (folder, os.W_OK | os.X_OK)):
+        if os.path.exists(entry) and not os.access(entry, mode):
+            read_only = os.statvfs(entry).f_flag & os.ST_RDONLY
+            reason = "on a read-only file system" if read_only else "not writable by this user"
+            where = str(path) if entry == real else f"{path} (its folder {entry})"
+            raise StorageNotWritable(where, reason)
+
+
+def write_error(path: Path, exc: OSError) -> CofferError:
+    """A config file write that failed, typed as a store write is (no permission, a full disk)."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return StorageNotWritable(str(path), reason)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StorageFull(str(path), reason)
+    return AgentConfigInvalid(str(path), f"cannot be written ({reason})")

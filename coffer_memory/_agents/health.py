@@ -22,7 +22,8 @@ from .._errors import AgentConfigInvalid
 from .._home import expand_user
 from .codex_trust import HookTrust, hook_trust
 from .homes import AgentHomes
-from .install import AgentStatus, EditSession, _get
+from .install import AgentStatus, EditSession, describe_entry
+from .keypaths import get_key
 from .probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, McpCheck, check_mcp_server, mcp_sdk_problem
 from .registry import AgentRecord, AgentRegistry
 from .specs import (
@@ -58,7 +59,7 @@ def registered_mcp(spec: AgentSpec, session: EditSession) -> Launch | None:
     """The registered coffer MCP entry's argv and env (``None`` when there is none)."""
     setting = _mcp_setting(spec)
     doc = session.doc(setting.file(session.homes))
-    found, value = _get(doc.data, setting.path)
+    found, value = get_key(doc.data, setting.path)
     if not found:
         return None
     value = doc.plain(value)
@@ -139,7 +140,7 @@ def _home_option(command: str) -> str | None:
 def _coffer_hooks(spec: AgentSpec, session: EditSession) -> list[dict[str, str]]:
     if spec.hooks is None:
         return []
-    _, events = _get(session.doc(spec.hooks.file(session.homes)).data, ("hooks",))
+    _, events = get_key(session.doc(spec.hooks.file(session.homes)).data, ("hooks",))
     return [
         hook
         for groups in (events.values() if isinstance(events, dict) else ())
@@ -186,9 +187,14 @@ def build_status(
     home: Path | None = None
     review: tuple[HookTrust, ...] = ()
     check: McpCheck | None = None
+    launch: Launch | None = None
+    hook_commands: list[str] = []
     try:
         home = installed_home(spec, reader)
         review = hook_review(spec, reader)
+        launch = registered_mcp(spec, reader)
+        hook_commands = [h["command"] for h in _coffer_hooks(spec, reader)]
+        notes += _foreign_entry_notes(spec, reader)
         if check_mcp:
             check = check_registered_mcp(spec, reader, timeout, cache)
     except AgentConfigInvalid as exc:
@@ -200,7 +206,8 @@ def build_status(
             "or install again to switch it"
         )
     record = AgentRegistry(target).load().get(name, AgentRecord())
-    session = EditSession(homes, copy.deepcopy(record), Commands.of(name, target))  # a dry run
+    # A dry run; forced, so an entry of the user's own is judged (not installed), not refused.
+    session = EditSession(homes, copy.deepcopy(record), Commands.of(name, target), force=True)
     hooks = mcp = up_to_date = False
     try:
         hooks = spec.hooks is not None and session.hooks_present(spec.hooks)
@@ -225,8 +232,9 @@ def build_status(
         native_memory_supported=bool(spec.native_memory),
         disable_native_memory=record.disable_native_memory,
         up_to_date=installed and up_to_date,
-        hook_command=session.commands.hook if spec.session_start else None,
-        mcp_command=session.commands.mcp,
+        # What is in the files, not what install would write (an old path shows as it is).
+        hook_command=(hook_commands[0] if hook_commands else session.commands.hook) if hooks else None,
+        mcp_command=shlex.join(launch[0]) if launch is not None and mcp else None,
         files=spec.files(homes),
         notes=tuple(notes),
         home=home,
@@ -236,11 +244,26 @@ def build_status(
     )
 
 
+def _foreign_entry_notes(spec: AgentSpec, session: EditSession) -> list[str]:
+    """A note when the agent's ``coffer`` MCP entry is the user's own (it runs something else)."""
+    setting = _mcp_setting(spec)
+    doc = session.doc(setting.file(session.homes))
+    found, value = get_key(doc.data, setting.path)
+    if not found or setting.ours is None or setting.ours(doc.plain(value)):
+        return []
+    return [
+        f"{doc.path} has a '{setting.path[-1]}' MCP entry of your own (it runs "
+        f"{describe_entry(doc.plain(value))}): `coffer agents install {spec.name} --force` replaces it, "
+        "and `coffer agents uninstall` puts it back"
+    ]
+
+
 def _mcp_notes(name: str, *, mcp: bool, hooks_only: bool) -> list[str]:
     """Why coffer's MCP server is left out, or cannot start from this Python (no SDK here)."""
     problem = mcp_sdk_problem()
-    if hooks_only:
-        then = f"{MCP_EXTRA_COMMAND}, then `coffer agents install {name}`"
+    if hooks_only:  # the extra's command only where it is missing
+        then = f"{MCP_EXTRA_COMMAND}, then " if problem is not None else ""
+        then += f"`coffer agents install {name}`"
         return [f"session hooks only: coffer's MCP server is not registered (to add it: {then})"]
     if mcp and problem is not None:
         return [f"{problem}, so the registered coffer-mcp cannot start: {MCP_EXTRA_COMMAND}"]

@@ -10,31 +10,44 @@ An integration has three parts, each a set of edits to the agent's own config fi
 
 The agents differ only in data (``specs.SPECS``): which file, which key, which value. Every edit goes
 through ``EditSession``, which loads each file once, records in ``agents.json`` what it replaced,
-and writes each changed file once at the end (atomic, with a ``.bak``). Coffer's hook entries
-are recognised by the basename ``coffer-hook`` of the command's first word and its MCP entries by
-``coffer-mcp``: nothing else in the files is ever touched.
+and writes each changed file once at the end (atomic, with a ``.bak`` of a file that held none of
+coffer's entries). Coffer's hook entries are recognised by the basename ``coffer-hook`` of the
+command's first word and its MCP entries by ``coffer-mcp``: nothing else in the files is ever
+touched, and an entry of coffer's name that is the user's own is replaced only when forced.
+
+Uninstall leaves what it found before install: each file's original bytes, no ``.bak`` that only
+repeats them (one that differs, because the user changed the file since, stays and is named), and
+none of the folders install made, when they are empty.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
+import shlex
 from collections import defaultdict
-from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-from tomlkit.exceptions import TOMLKitError
 
-from .._errors import AgentConfigInvalid, CofferError, StorageFull, StorageNotWritable
+from .._errors import AgentConfigInvalid
 from .codex_trust import HookTrust
-from .config_files import ConfigDoc, backup_path, load_doc, read_bytes, remove_with_backup, write_atomic
+from .config_files import (
+    ConfigDoc,
+    backup_path,
+    check_writable,
+    load_doc,
+    read_bytes,
+    remove_with_backup,
+    write_atomic,
+    write_error,
+)
 from .homes import AGENTS, AgentHomes
+from .keypaths import container, delete_key, get_key, hook_groups, keep_users_keys, prune, set_key
 from .probe import McpCheck
-from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, KeyPath, Prior
+from .registry import MAX_ORIGINAL_CHARS, AgentRecord, AgentRegistry, FileRecord, Prior
 from .specs import (
     EARLIER_MATCHERS,
     HOOK_SCRIPT,
@@ -97,7 +110,9 @@ class AgentStatus:
     up_to_date: bool
     """Installed, and ``install`` would change nothing (same commands, toggles as configured)."""
     hook_command: str | None
-    mcp_command: str
+    """The hook command installed (the first of coffer's hook entries); ``None`` when there is none."""
+    mcp_command: str | None
+    """The command coffer's registered MCP entry runs; ``None`` when there is none (``hooks_only``)."""
     files: tuple[Path, ...]
     notes: tuple[str, ...]
     home: Path | None = None
@@ -125,6 +140,14 @@ class AgentChange:
     changed: tuple[Path, ...]
     """The config files written or removed (empty when there was nothing to do)."""
     status: AgentStatus
+    notes: tuple[str, ...] = ()
+    """What the change did beyond writing ``changed``: an entry of the user's replaced (``force``),
+    a folder removed, a ``.bak`` kept."""
+    kept_backups: tuple[Path, ...] = ()
+    """``.bak`` files left beside files coffer has left: each differs from the file restored (the
+    user changed it since install), so it is the only copy of what the file was before coffer."""
+    removed_folders: tuple[Path, ...] = ()
+    """Folders coffer had made for its files, removed because they were left empty."""
 
 
 def _mentions_coffer(raw: bytes | None) -> bool:
@@ -139,98 +162,48 @@ def _read_or_none(path: Path) -> bytes | None:
         return None
 
 
-# -- editing -----------------------------------------------------------------------------------
-def _keep_users_keys(s: Setting, current: Any, wanted: Any) -> Any:
-    """``wanted`` plus the keys the user added to coffer's entry ``current`` (``Setting.owns``)."""
-    if s.owns is None or not isinstance(current, dict) or not isinstance(wanted, dict):
-        return wanted
-    if s.ours is None or not s.ours(current):
-        return wanted
-    return {**wanted, **{k: v for k, v in current.items() if k not in s.owns}}
+def missing_folders(path: Path) -> list[str]:
+    """The folders above ``path`` that do not exist yet (writing it makes them), outermost first."""
+    missing = []
+    folder = Path(os.path.abspath(path)).parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(str(folder))
+        folder = folder.parent
+    return missing[::-1]
 
 
-def _get(root: Any, path: KeyPath) -> tuple[bool, Any]:
-    node = root
-    for key in path:
-        if not isinstance(node, MutableMapping) or key not in node:
-            return False, None
-        node = node[key]
-    return True, node
+def describe_entry(value: Any) -> str:
+    """What an MCP entry runs (its command line, or its URL), to name it to the user."""
+    if isinstance(value, dict):
+        command, args = value.get("command"), value.get("args")
+        argv = command if isinstance(command, list) else [command, *(args if isinstance(args, list) else [])]
+        if argv and all(isinstance(a, str) for a in argv):
+            return shlex.join(argv)
+        if isinstance(value.get("url"), str):
+            return str(value["url"])
+    return json.dumps(value, ensure_ascii=False)[:200]
 
 
-def _not_a_table(doc: ConfigDoc, path: KeyPath) -> AgentConfigInvalid:
-    return AgentConfigInvalid(str(doc.path), f"'{'.'.join(path)}' is not an object or table")
-
-
-def _note_created(created: list[KeyPath], path: KeyPath) -> None:
-    if path not in created:
-        created.append(path)
-
-
-def _set(doc: ConfigDoc, path: KeyPath, value: Any, created: list[KeyPath]) -> None:
-    """Set ``path`` to ``value``, creating (and recording) the containers on the way."""
-    node: Any = doc.data
-    try:
-        for depth, key in enumerate(path[:-1]):
-            if key not in node:
-                holds_tables = depth < len(path) - 2 or isinstance(value, dict)
-                node[key] = doc.new_table(node, holds_tables=holds_tables)
-                _note_created(created, path[: depth + 1])
-            node = node[key]
-            if not isinstance(node, MutableMapping):
-                raise _not_a_table(doc, path[: depth + 1])
-        node[path[-1]] = doc.make_value(value, node)
-    except (TypeError, ValueError, TOMLKitError) as exc:  # a layout tomlkit cannot extend
-        raise AgentConfigInvalid(str(doc.path), f"cannot set '{'.'.join(path)}' here ({exc})") from exc
-
-
-def _delete(root: Any, path: KeyPath) -> None:
-    found, parent = _get(root, path[:-1])
-    if found and isinstance(parent, MutableMapping) and path[-1] in parent:
-        del parent[path[-1]]
-
-
-def _prune(doc: ConfigDoc, created: list[KeyPath]) -> None:
-    """Remove the containers coffer created that are empty now (deepest first)."""
-    for path in sorted(created, key=len, reverse=True):
-        found, node = _get(doc.data, path)
-        if not found:
-            created.remove(path)
-        elif isinstance(node, MutableMapping | list) and len(node) == 0:
-            _delete(doc.data, path)
-            created.remove(path)
-
-
-def _groups(doc: ConfigDoc, event: str) -> Iterator[dict[str, Any]]:
-    """The well-formed matcher groups of ``hooks.<event>`` (anything odd is the user's: skipped)."""
-    _, groups = _get(doc.data, ("hooks", event))
-    for group in groups if isinstance(groups, list) else ():
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            yield group
-
-
-def _container(doc: ConfigDoc, path: KeyPath, kind: type, created: list[KeyPath]) -> Any:
-    """The container at ``path`` (a new ``kind`` when missing); refuses a non-container there."""
-    found, node = _get(doc.data, path)
-    if not found:
-        _set(doc, path, kind(), created)
-        _note_created(created, path)
-        _, node = _get(doc.data, path)
-    if not isinstance(node, kind):
-        raise AgentConfigInvalid(
-            str(doc.path), f"'{'.'.join(path)}' is not {'a list' if kind is list else 'an object'}"
-        )
-    return node
-
-
+# -- editing -------------------------------------------------------------------------------------
 class EditSession:
     """The edits of one command on one agent's files: load each file once, write each once.
 
     ``record`` (the agent's entry of ``agents.json``) is updated in place with what was replaced.
     """
 
-    def __init__(self, homes: AgentHomes, record: AgentRecord, commands: Commands) -> None:
+    def __init__(
+        self, homes: AgentHomes, record: AgentRecord, commands: Commands, *, force: bool = False
+    ) -> None:
         self.homes = homes
+        self.force = force
+        """Replace an entry of the user's own where coffer's goes (kept in ``agents.json``: uninstall
+        puts it back); without it such an entry is refused."""
+        self.notes: list[str] = []
+        """What this session did that the user should hear of (replaced entries, kept backups)."""
+        self.left: set[Path] = set()
+        """Files coffer has left entirely in this session (their records were dropped)."""
+        self.kept_backups: list[Path] = []
+        self.removed_folders: list[Path] = []
         self.record = record
         self.commands = commands
         self.docs: dict[Path, ConfigDoc] = {}
@@ -258,7 +231,9 @@ class EditSession:
         if key not in self.record.files and create:
             text = doc.raw.decode("utf-8") if doc.raw is not None else None
             original = text if text is not None and len(text) <= MAX_ORIGINAL_CHARS else None
-            self.record.files[key] = FileRecord(existed=doc.raw is not None, original=original)
+            self.record.files[key] = FileRecord(
+                existed=doc.raw is not None, original=original, folders=missing_folders(doc.path)
+            )
         return self.record.files.get(key)
 
     def _edit(self, path: Path, create: bool) -> tuple[ConfigDoc, FileRecord | None, str]:
@@ -274,10 +249,10 @@ class EditSession:
         """Put coffer's entry under each event: a stale one is updated in place, duplicates go."""
         doc, rec, before = self._edit(spec.file(self.homes), True)
         assert rec is not None
-        _container(doc, ("hooks",), dict, rec.created)
+        container(doc, ("hooks",), dict, rec.created)
         for event, matcher in spec.events:
-            groups = _container(doc, ("hooks", event), list, rec.created)
-            ours = [(g, h) for g in _groups(doc, event) for h in g["hooks"] if is_coffer_hook(h)]
+            groups = container(doc, ("hooks", event), list, rec.created)
+            ours = [(g, h) for g in hook_groups(doc, event) for h in g["hooks"] if is_coffer_hook(h)]
             if not ours:
                 entry = {"type": "command", "command": self.commands.hook, "timeout": HOOK_TIMEOUT_SECONDS}
                 groups.append({"matcher": matcher, "hooks": [entry]})
@@ -304,7 +279,7 @@ class EditSession:
         for event in list(events):
             groups = events[event]
             emptied = False
-            for group in list(_groups(doc, event)):
+            for group in list(hook_groups(doc, event)):
                 kept = [h for h in group["hooks"] if not is_coffer_hook(h)]
                 if len(kept) < len(group["hooks"]):
                     group["hooks"] = kept
@@ -317,14 +292,14 @@ class EditSession:
             del doc.data["hooks"]
         if rec is not None:
             rec.hooks = False
-            _prune(doc, rec.created)
+            prune(doc, rec.created)
         self._done("hooks", doc, before)
 
     def hooks_present(self, spec: HookSpec) -> bool:
         """Whether coffer's entry is under every event of ``spec``."""
         doc = self.doc(spec.file(self.homes))
         return all(
-            any(is_coffer_hook(h) for g in _groups(doc, event) for h in g["hooks"])
+            any(is_coffer_hook(h) for g in hook_groups(doc, event) for h in g["hooks"])
             for event, _ in spec.events
         )
 
@@ -347,9 +322,10 @@ class EditSession:
             )
         rec = self.record.files.get(str(path))
         if rec is None:
-            rec = self.record.files[str(path)] = FileRecord(existed=text[0] is not None, original=None)
-            if not path.parent.exists():
-                rec.created.append((path.parent.name,))  # the folder: removed with the plugin if empty
+            folders = missing_folders(path)  # removed with the plugin when left empty
+            rec = self.record.files[str(path)] = FileRecord(
+                existed=text[0] is not None, original=None, folders=folders
+            )
         if not rec.hooks:
             rec.hooks = self.recorded = True
         text[1] = spec.render(self.commands).encode("utf-8")
@@ -362,7 +338,7 @@ class EditSession:
         rec = self.record.files.get(str(path))
         if rec is not None:
             rec.hooks = False
-            if rec.created:
+            if rec.created:  # an older coffer's record of the folder it made for the plugin
                 self.gone_dirs.append(path.parent)
         if _mentions_coffer(text[0]):  # a file the user put there since is theirs: it stays
             text[1] = None
@@ -378,14 +354,16 @@ class EditSession:
         doc, rec, before = self._edit(s.file(self.homes), True)
         assert rec is not None
         wanted = s.value(self.commands)
-        found, current = _get(doc.data, s.path)
+        found, current = get_key(doc.data, s.path)
         current = doc.plain(current) if found else None
-        wanted = _keep_users_keys(s, current, wanted)
+        wanted = keep_users_keys(s, current, wanted)
         prior = rec.prior(s.part, s.path)
         if prior is None:
-            if any(_get(doc.data, p)[0] for p in s.unless):
+            if any(get_key(doc.data, p)[0] for p in s.unless):
                 return
             theirs = found and not (s.ours is not None and s.ours(current))
+            if theirs and s.ours is not None:  # an entry of that name that is not coffer's
+                self._replace_theirs(s, doc.path, current)
             prior = Prior(s.part, s.path, present=theirs, value=current if theirs else None, wrote=wanted)
             rec.priors.append(prior)
             self.recorded = True
@@ -393,8 +371,23 @@ class EditSession:
             prior.wrote = wanted
             self.recorded = True
         if not found or current != wanted:
-            _set(doc, s.path, wanted, rec.created)
+            set_key(doc, s.path, wanted, rec.created)
         self._done(s.part, doc, before)
+
+    def _replace_theirs(self, s: Setting, path: Path, value: Any) -> None:
+        """Refuse to replace the user's own entry at ``s.path``, or (``force``) say that it was."""
+        where = f"{path} has a '{s.path[-1]}' entry of its own under {'.'.join(s.path[:-1])}"
+        runs = describe_entry(value)
+        if not self.force:
+            raise AgentConfigInvalid(
+                str(path),
+                f"{where.removeprefix(f'{path} ')} (it runs {runs}), not coffer's: to replace it, install "
+                "again with --force (force=true over REST and Python); uninstall then puts it back",
+            )
+        self.notes.append(
+            f"replaced the '{s.path[-1]}' entry of your own in {path} (it ran {runs}); "
+            "it is kept in coffer's agents.json and `coffer agents uninstall` puts it back"
+        )
 
     def restore(self, s: Setting) -> None:
         """Put back what the user had before ``s`` was applied (delete a key coffer added).
@@ -403,23 +396,23 @@ class EditSession:
         lost), only a value recognisably coffer's is removed.
         """
         doc, rec, before = self._edit(s.file(self.homes), False)
-        found, current = _get(doc.data, s.path)
+        found, current = get_key(doc.data, s.path)
         current = doc.plain(current) if found else None
         ours = found and s.ours is not None and s.ours(current)
         prior = rec.prior(s.part, s.path) if rec is not None else None
         if prior is None:
             if ours:
-                _delete(doc.data, s.path)
+                delete_key(doc.data, s.path)
         else:
             assert rec is not None
             rec.priors.remove(prior)
             if found and (ours or current == prior.wrote):
                 if prior.present:
-                    _set(doc, s.path, prior.value, rec.created)
+                    set_key(doc, s.path, prior.value, rec.created)
                 else:
-                    _delete(doc.data, s.path)
+                    delete_key(doc.data, s.path)
         if rec is not None:
-            _prune(doc, rec.created)
+            prune(doc, rec.created)
         self._done(s.part, doc, before)
 
     def overrides(self, spec: AgentSpec) -> list[str]:
@@ -428,7 +421,7 @@ class EditSession:
         for s in spec.install:
             doc = self.doc(s.file(self.homes))
             for key in s.unless:
-                found, value = _get(doc.data, key)
+                found, value = get_key(doc.data, key)
                 if found and doc.plain(value) != s.value(self.commands):
                     shown = json.dumps(doc.plain(value))
                     note = f"{doc.path} sets {'.'.join(key)} = {shown}: coffer leaves it alone"
@@ -437,7 +430,7 @@ class EditSession:
 
     def present(self, s: Setting) -> bool:
         """Whether ``s`` holds coffer's value (or, for an entry, any entry recognisably coffer's)."""
-        found, current = _get(self.doc(s.file(self.homes)).data, s.path)
+        found, current = get_key(self.doc(s.file(self.homes)).data, s.path)
         if not found:
             return False
         value = self.doc(s.file(self.homes)).plain(current)
@@ -481,7 +474,7 @@ class EditSession:
             data = doc.render() if doc.changed else doc.raw
             rec = self.record.files.get(str(path))
             if rec is not None and rec.empty:
-                del self.record.files[str(path)]
+                self._leave(path, rec)
                 if rec.existed and rec.original is not None and doc.same_document(rec.original.encode()):
                     data = rec.original.encode("utf-8")
                 elif not rec.existed and doc.is_empty():
@@ -491,10 +484,33 @@ class EditSession:
         for path, (raw, wanted) in self.texts.items():
             rec = self.record.files.get(str(path))
             if rec is not None and rec.empty:
-                del self.record.files[str(path)]
+                self._leave(path, rec)
             if wanted != raw:
                 out.append((path, wanted))
         return out
+
+    def _leave(self, path: Path, rec: FileRecord) -> None:
+        """Coffer has nothing left in ``path``: drop its record, and (once written) its folders."""
+        del self.record.files[str(path)]
+        self.left.add(path)
+        self.gone_dirs += [Path(f) for f in rec.folders]
+
+    def _tidy_backup(self, path: Path, data: bytes | None) -> None:
+        """After coffer left ``path`` (now ``data``): its ``.bak`` goes when it holds the very same
+        bytes (nothing is lost); one that differs is the only copy of the file before coffer, so
+        it stays, and the user is told."""
+        bak = backup_path(path)
+        kept = _read_or_none(bak)
+        if kept is None or _mentions_coffer(kept):
+            return
+        if kept == data:
+            os.unlink(bak)
+        elif data is not None:
+            self.kept_backups.append(bak)
+            self.notes.append(
+                f"kept {bak}: {path} as it was before coffer's install; the file differs from it now "
+                "(changes made since are kept), so delete the .bak once you no longer need it"
+            )
 
     def commit(self, registry: AgentRegistry, records: dict[str, AgentRecord]) -> list[Path]:
         """Write the planned files and ``agents.json``; returns the files written or removed.
@@ -504,7 +520,7 @@ class EditSession:
         """
         plan = self.plan()
         for path, _ in plan:  # every file first: one that cannot be written stops all, none half-done
-            _check_writable(path)
+            check_writable(path)
         if self.recorded:
             registry.save(records)
         for path, data in plan:
@@ -519,11 +535,15 @@ class EditSession:
                     write_atomic(path, data, backup=backup)
                 if not backup and _mentions_coffer(_read_or_none(backup_path(path))):
                     os.unlink(backup_path(path))
+                if path in self.left:
+                    self._tidy_backup(path, data)
             except OSError as exc:
-                raise _write_error(path, exc) from exc
-        for folder in self.gone_dirs:
-            with contextlib.suppress(OSError):  # not empty (the user's plugins): it stays
+                raise write_error(path, exc) from exc
+        # Deepest first, each once; one not empty (the agent's own files, the user's plugins) stays.
+        for folder in sorted(set(self.gone_dirs), key=lambda f: len(f.parts), reverse=True):
+            with contextlib.suppress(OSError):
                 folder.rmdir()
+                self.removed_folders.append(folder)
         registry.save(records)
         return [path for path, _ in plan]
 
@@ -531,29 +551,3 @@ class EditSession:
         """The written files that ``parts`` changed, in write order."""
         mine: set[Path] = set().union(*(self.touched[p] for p in parts))
         return [p for p in written if p in mine]
-
-
-def _check_writable(path: Path) -> None:
-    """``StorageNotWritable`` naming ``path`` when this process may not write it (the file, made
-    read-only, or its folder, or a read-only file system): it was ``AGENT_CONFIG_INVALID`` (409), as
-    if the file did not parse, and raised after the files before it were written."""
-    real = Path(os.path.realpath(path))
-    folder = real.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    for entry, mode in ((real, os.W_OK), (folder, os.W_OK | os.X_OK)):
-        if os.path.exists(entry) and not os.access(entry, mode):
-            read_only = os.statvfs(entry).f_flag & os.ST_RDONLY
-            reason = "on a read-only file system" if read_only else "not writable by this user"
-            where = str(path) if entry == real else f"{path} (its folder {entry})"
-            raise StorageNotWritable(where, reason)
-
-
-def _write_error(path: Path, exc: OSError) -> CofferError:
-    """A config file write that failed, typed as a store write is (no permission, a full disk)."""
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return StorageNotWritable(str(path), reason)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return StorageFull(str(path), reason)
-    return AgentConfigInvalid(str(path), f"cannot be written ({reason})")

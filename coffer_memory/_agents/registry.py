@@ -8,6 +8,7 @@ what is needed to undo the edits exactly:
 * ``created``: the containers (tables, hook event lists) coffer created and prunes when empty;
 * ``hooks``: whether coffer's hook entries are in the file (for a plugin file: whether it is
   coffer's plugin);
+* ``folders``: the folders coffer made for the file (removed with it when left empty);
 * ``priors``: every key coffer set, with the user's value before (or its absence) and what
   coffer wrote, so a restore puts back the user's value and leaves a later user edit alone.
 
@@ -60,6 +61,9 @@ class FileRecord:
     created: list[KeyPath] = attrs.field(factory=list)
     hooks: bool = False
     priors: list[Prior] = attrs.field(factory=list)
+    folders: list[str] = attrs.field(factory=list)
+    """The folders that were missing when coffer first wrote the file (it made them), outermost
+    first: uninstall removes those left empty, so a fresh HOME is left as it was."""
 
     def prior(self, part: str, path: KeyPath) -> Prior | None:
         """The record of ``path`` set by ``part``, if any."""
@@ -106,6 +110,9 @@ def _file_record(raw: Any, where: str, path: Path) -> FileRecord:
         original=original,
         created=[_key_path(c, f"{where}.created", path) for c in created],
         hooks=raw.get("hooks") is True,
+        folders=[str(f) for f in raw.get("folders", []) if isinstance(f, str)]
+        if isinstance(raw.get("folders"), list)
+        else [],
     )
     for i, p in enumerate(priors):
         if not isinstance(p, dict) or not isinstance(p.get("part"), str):
@@ -142,6 +149,7 @@ def _dump_record(record: AgentRecord) -> dict[str, Any]:
                     }
                     for p in f.priors
                 ],
+                **({"folders": f.folders} if f.folders else {}),
             }
             for name, f in sorted(record.files.items())
             if not f.empty

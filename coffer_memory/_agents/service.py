@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .._config import Settings
 from .._errors import AgentConfigInvalid, InvalidInput
@@ -74,8 +74,25 @@ class Agents:
         with self._lock, store_lock(HomeLayout(self.settings.home).agents_lock):
             yield AgentRegistry(self.settings.home)
 
-    def _session(self, name: str, record: AgentRecord) -> EditSession:
-        return EditSession(self._homes(), record, Commands.of(name, self.settings.home))
+    def _session(self, name: str, record: AgentRecord, *, force: bool = False) -> EditSession:
+        return EditSession(self._homes(), record, Commands.of(name, self.settings.home), force=force)
+
+    def _change(
+        self,
+        name: str,
+        action: Literal["install", "uninstall", "native_memory"],
+        written: list[Path],
+        session: EditSession,
+    ) -> AgentChange:
+        return AgentChange(
+            agent=name,
+            action=action,
+            changed=tuple(written),
+            status=self.agent_status(name),
+            notes=tuple(session.notes),
+            kept_backups=tuple(session.kept_backups),
+            removed_folders=tuple(session.removed_folders),
+        )
 
     # -- reading -------------------------------------------------------------------------------
     def agents(
@@ -120,7 +137,12 @@ class Agents:
 
     # -- writing -------------------------------------------------------------------------------
     def install_agent(
-        self, name: str, *, disable_native_memory: bool | None = None, hooks_only: bool = False
+        self,
+        name: str,
+        *,
+        disable_native_memory: bool | None = None,
+        hooks_only: bool = False,
+        force: bool = False,
     ) -> AgentChange:
         """Install coffer's hooks and MCP entry for ``name`` (idempotent; an old path is replaced).
 
@@ -133,6 +155,11 @@ class Agents:
         ``pip install 'coffer-memory[mcp]'``) before any file is touched. ``hooks_only`` installs
         the session hooks alone instead (and removes an MCP entry of coffer's); a later install
         without it adds the server.
+
+        A ``coffer`` MCP entry that is the user's own (it does not run ``coffer-mcp``) is refused
+        (``AgentConfigInvalid`` naming the file and what the entry runs) unless ``force``: then it
+        is replaced, kept in ``agents.json`` for uninstall to put back, and ``AgentChange.notes``
+        says so.
         """
         spec = agent_spec(name)
         if disable_native_memory and not spec.native_memory:
@@ -154,7 +181,7 @@ class Agents:
             if disable_native_memory is not None:
                 record.disable_native_memory = disable_native_memory
             record.hooks_only = hooks_only
-            session = self._session(name, record)
+            session = self._session(name, record, force=force)
             session.install(spec, mcp=not hooks_only)
             session.native_memory(spec, record.disable_native_memory)
             written = session.commit(registry, records)
@@ -165,15 +192,15 @@ class Agents:
             if native or was != record.disable_native_memory:
                 event = "disabled" if record.disable_native_memory else "restored"
                 self._audit(f"agent_native_memory_{event}", None, agent=name, files=[str(p) for p in native])
-        return AgentChange(
-            agent=name, action="install", changed=tuple(written), status=self.agent_status(name)
-        )
+        return self._change(name, "install", written, session)
 
     def uninstall_agent(self, name: str) -> AgentChange:
         """Remove coffer's hooks and MCP entry and restore the native-memory settings.
 
         Each file is left as it was before install (byte for byte when nothing else changed in it;
-        a file coffer created is removed). Audited as ``agent_hook_uninstalled`` (and
+        a file coffer created is removed, and so are the folders it made, when empty). The ``.bak``
+        install kept goes when the file is restored to the same bytes; one that differs stays
+        (``AgentChange.kept_backups``). Audited as ``agent_hook_uninstalled`` (and
         ``agent_native_memory_restored``).
         """
         spec = agent_spec(name)
@@ -192,9 +219,7 @@ class Agents:
             native = session.changed_by(NATIVE_PARTS, written)
             if native or was:
                 self._audit("agent_native_memory_restored", None, agent=name, files=[str(p) for p in native])
-        return AgentChange(
-            agent=name, action="uninstall", changed=tuple(written), status=self.agent_status(name)
-        )
+        return self._change(name, "uninstall", written, session)
 
     def set_native_memory(self, name: str, disabled: bool) -> AgentChange:
         """Switch the agent's own memory off (``disabled=True``) or restore the user's settings.
@@ -216,9 +241,7 @@ class Agents:
             if written or was != disabled:
                 event = "disabled" if disabled else "restored"
                 self._audit(f"agent_native_memory_{event}", None, agent=name, files=[str(p) for p in written])
-        return AgentChange(
-            agent=name, action="native_memory", changed=tuple(written), status=self.agent_status(name)
-        )
+        return self._change(name, "native_memory", written, session)
 
     def _audit_change(self, name: str, event: str, files: list[Path]) -> None:
         if files:  # an install that changed nothing did not install anything

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._agents.health import build_status
 from .._agents.homes import AGENTS, AgentHomes
+from .._agents.install import AgentChange
 from .._agents.probe import DEFAULT_TIMEOUT_SECONDS, MCP_EXTRA_COMMAND, mcp_sdk_problem
 from .._agents.shadows import mcp_shadows
 from .._agents.snippets import SNIPPET_CLIENTS, mcp_snippet
@@ -17,7 +20,8 @@ from .._render import table
 from ._common import add_command, add_cwd, emit_json
 
 if TYPE_CHECKING:
-    from .._agents.install import AgentChange, AgentStatus
+    from .._agents.install import AgentStatus
+    from .._config import Settings
     from .._service import MemoryService
 
 AGENT_HELP = "the agent: " + ", ".join(AGENTS)
@@ -59,9 +63,10 @@ def _print_status(status: AgentStatus, shadowed: bool = False) -> None:
     print(f"  MCP server:      {_mcp_line(status)}")
     native = "switched off by coffer" if status.disable_native_memory else "left alone"
     print(f"  native memory:   {native if status.native_memory_supported else 'n/a'}")
-    if status.hook_command:
+    if status.hook_command:  # what is installed: no line for a part that is not
         print(f"  hook command:    {status.hook_command}")
-    print(f"  MCP command:     {status.mcp_command}")
+    if status.mcp_command:
+        print(f"  MCP command:     {status.mcp_command}")
     for path in status.files:
         print(f"  file:            {path}")
     for note in status.notes:
@@ -73,9 +78,11 @@ def _print_change(change: AgentChange, done: str) -> None:
         print(f"{change.status.label}: {done}; changed:")
         for path in change.changed:
             print(f"  {path}" + ("" if path.exists() else "  (removed: coffer had created it)"))
+        for folder in change.removed_folders:
+            print(f"  {folder}{os.sep}  (removed: coffer had created it, and it is empty)")
     else:
         print(f"{change.status.label}: nothing to change")
-    for note in change.status.notes:
+    for note in (*change.notes, *change.status.notes):
         print(f"note: {note}")
     if change.status.mcp_check is not None:
         print(f"MCP server: {_mcp_line(change.status)}")
@@ -84,8 +91,16 @@ def _print_change(change: AgentChange, done: str) -> None:
             print(f"hook: {trust.describe()}")
 
 
-def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
-    statuses = svc.agents()
+def _settings(args: argparse.Namespace) -> Settings:
+    from .._config import Settings
+
+    return Settings.load(args.home, reconcile_watch=False)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    # Read from the agents' files alone: no store is opened, and no home is made for a look.
+    homes, home = AgentHomes.from_env(), _settings(args).home
+    statuses = [build_status(name, homes, home) for name in AGENTS]
     if args.json:
         emit_json(statuses)
         return
@@ -103,23 +118,44 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
     print(table(("agent", "installed", "hooks", "mcp", "native memory off"), rows))
 
 
-def _shadow_notes(svc: MemoryService, status: AgentStatus, cwd: str | None) -> tuple[str, ...]:
+def _shadow_notes(homes: AgentHomes | None, status: AgentStatus, cwd: str | None) -> tuple[str, ...]:
     """A note for each project-level entry that replaces coffer's MCP entry for a session in ``cwd``."""
-    homes = svc.agent_homes or AgentHomes.from_env()
+    homes = homes or AgentHomes.from_env()
     return tuple(s.describe(status.label) for s in mcp_shadows(status.name, homes, cwd or "."))
 
 
-def cmd_status(svc: MemoryService, args: argparse.Namespace) -> int:
-    status = svc.agent_status(args.agent, check_mcp=args.check, timeout=args.timeout)
-    optout = svc.project_optout(args.cwd)
+def cmd_status(args: argparse.Namespace) -> int:
+    from .._optout import optout_for
+
+    settings = _settings(args)  # as `agents list`: the files alone, no store opened, no home made
+    homes = AgentHomes.from_env()
+    status = build_status(args.agent, homes, settings.home, check_mcp=args.check, timeout=args.timeout)
+    optout = optout_for(args.cwd if args.cwd is not None else os.getcwd(), settings.projects.exclude)
     if optout is not None:  # in the notes, so --json carries it too
         note = f"this project {optout.describe()}: no session-start bundle, no distillation"
         status = attrs.evolve(status, notes=(*status.notes, note))
     # The agent runs another server in this project: coffer's entry, checked above, is not used.
-    shadows = _shadow_notes(svc, status, args.cwd)
+    shadows = _shadow_notes(homes, status, args.cwd)
     status = attrs.evolve(status, notes=(*status.notes, *shadows))
     emit_json(status) if args.json else _print_status(status, shadowed=bool(shadows))
     return 0 if (status.working and not shadows) or not status.installed else 1
+
+
+def _with_service(args: argparse.Namespace) -> Any:
+    """Run a command that writes (``args.func``) on a service; the parent ``agents`` command, which
+    lists, opens none, so every subcommand names how it runs (``run``)."""
+    from .._service import MemoryService
+
+    settings = _settings(args)
+    if args.agents_command == "uninstall" and not settings.home.exists():
+        # ~/.coffer not made yet (or deleted): open no service, which would make it, for nothing.
+        status = build_status(args.agent, AgentHomes.from_env(), settings.home)
+        if not (status.hooks_installed or status.mcp_registered):
+            change = AgentChange(agent=args.agent, action="uninstall", changed=(), status=status)
+            emit_json(change) if args.json else _print_change(change, "uninstalled")
+            return None
+    with MemoryService(settings=settings) as svc:
+        return args.func(svc, args)
 
 
 def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
@@ -127,13 +163,14 @@ def cmd_install(svc: MemoryService, args: argparse.Namespace) -> int:
         args.agent,
         disable_native_memory=True if args.disable_native_memory else None,
         hooks_only=args.hooks_only,
+        force=args.force,
     )
     if args.check and not args.hooks_only:  # what the agent will get: start the server it now runs
         change = attrs.evolve(
             change, status=svc.agent_status(args.agent, check_mcp=True, timeout=args.timeout)
         )
     # Run in a project that has its own `coffer` entry, the agent will not use the one just installed.
-    notes = (*change.status.notes, *_shadow_notes(svc, change.status, None))
+    notes = (*change.status.notes, *_shadow_notes(svc.agent_homes, change.status, None))
     change = attrs.evolve(change, status=attrs.evolve(change.status, notes=notes))
     emit_json(change) if args.json else _print_change(change, "installed")
     check = change.status.mcp_check
@@ -179,17 +216,17 @@ def _add_check(p: argparse.ArgumentParser, help_text: str) -> None:
 def register(sub: Any) -> None:
     """Add ``coffer agents list|status|install|uninstall|native-memory``."""
     agents = add_command(sub, "agents", "connect coffer to Claude Code, Codex and OpenCode")
-    agents.set_defaults(func=cmd_list)
+    agents.set_defaults(run=cmd_list)
     asub = agents.add_subparsers(dest="agents_command", metavar="COMMAND")
 
     p = add_command(asub, "list", "every known agent: installed or not, native memory state")
-    p.set_defaults(func=cmd_list)
+    p.set_defaults(run=cmd_list)
 
     p = add_command(asub, "status", "what coffer installed for one agent, and whether it works")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     _add_check(p, "start the registered MCP server and ask it for its tools (default)")
     add_cwd(p, "directory whose repository's opt-out and project MCP entries to show (default: .)")
-    p.set_defaults(func=cmd_status)
+    p.set_defaults(run=cmd_status)
 
     p = add_command(asub, "install", "add coffer's session hooks and MCP server to an agent's config")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
@@ -204,20 +241,26 @@ def register(sub: Any) -> None:
         help="register the session hooks alone, without the MCP server (which needs the [mcp] extra: "
         "pip install 'coffer-memory[mcp]'); install again without it to add the server",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a 'coffer' MCP entry of your own (one that does not run coffer-mcp), which "
+        "install otherwise refuses to touch; uninstall puts it back",
+    )
     _add_check(p, "then start the MCP server as the agent will and report whether it answers (default)")
-    p.set_defaults(func=cmd_install)
+    p.set_defaults(run=_with_service, func=cmd_install)
 
     p = add_command(asub, "uninstall", "remove coffer's entries, leaving the files as they were")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
-    p.set_defaults(func=cmd_uninstall)
+    p.set_defaults(run=_with_service, func=cmd_uninstall)
 
     p = add_command(asub, "snippet", "print coffer's MCP entry for Claude Desktop, Cursor or VS Code")
     p.add_argument("client", choices=SNIPPET_CLIENTS, help="the MCP client whose config format to use")
-    p.set_defaults(func=cmd_snippet)
+    p.set_defaults(run=_with_service, func=cmd_snippet)
 
     p = add_command(asub, "native-memory", "switch an agent's own memory off, or restore its settings")
     p.add_argument("agent", choices=AGENTS, help=AGENT_HELP)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--disable", dest="disable", action="store_true", help="switch it off")
     group.add_argument("--restore", dest="disable", action="store_false", help="put back the user's settings")
-    p.set_defaults(func=cmd_native_memory)
+    p.set_defaults(run=_with_service, func=cmd_native_memory)

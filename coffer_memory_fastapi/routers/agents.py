@@ -71,10 +71,14 @@ def post_hook_install(
     time). 409 AGENT_CONFIG_INVALID when a config file does not parse: it is never overwritten;
     503 STORAGE_NOT_WRITABLE when one (or its folder) may not be written: none is.
     422 INVALID_INPUT when the MCP SDK is not installed where coffer-api runs (the message names
-    ``pip install 'coffer-memory[mcp]'``); ``hooks_only: true`` installs the session hooks alone."""
+    ``pip install 'coffer-memory[mcp]'``); ``hooks_only: true`` installs the session hooks alone.
+    409 AGENT_CONFIG_INVALID too for a ``coffer`` MCP entry of the user's own: ``force: true``
+    replaces it (``notes`` says so; uninstall puts it back)."""
     disable = body.disable_native_memory if body is not None else None
     hooks_only = body.hooks_only if body is not None else False
-    return AgentChangeOut.of(svc.install_agent(name, disable_native_memory=disable, hooks_only=hooks_only))
+    force = body.force if body is not None else False
+    change = svc.install_agent(name, disable_native_memory=disable, hooks_only=hooks_only, force=force)
+    return AgentChangeOut.of(change)
 
 
 @router.delete(
