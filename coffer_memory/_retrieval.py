@@ -517,7 +517,8 @@ class KnowledgeRetrieval:
             )
             fronts = None if turns is None else fused_fronts(self.db, found, limit, kept)
             if fronts is not None:
-                return [make_hit(store, doc, *found[store][i]) for (store, i), doc in fronts]
+                # (text, score) taken apart by hand: a call with ``*`` builds a tuple and takes the slow call path
+                return [make_hit(store, doc, (ts := found[store][i])[0], ts[1]) for (store, i), doc in fronts]
             if turns is not None:  # a front document had no row: every store's first ``limit``
                 found = best_documents(self.db, names, query, limit, kept)
             best = found

@@ -114,6 +114,10 @@ def store_settings(home: MemoryStoreConfig, sp: StorePaths) -> MemoryStoreConfig
         if len(_files) >= _SEEN_MAX:
             _files.clear()
         path = _files[sp] = str(sp.root / STORE_FILE)
+    elif held is None and not os.access(path, os.F_OK, follow_symlinks=False):
+        # Not there before, not there now: ``access`` says so without the FileNotFoundError the
+        # stat below raised on every recall (~5 k instructions, kw29b).
+        return home
     try:
         st = os.stat(path, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):

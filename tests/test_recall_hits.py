@@ -10,7 +10,9 @@ import attrs
 import pytest
 
 from coffer_memory import MemoryHit
-from coffer_memory._recall_hits import _FIELDS, _SETTERS, new_hit
+from coffer_memory._index.keys import HEADER_END
+from coffer_memory._recall_hits import _FIELDS, _SETTERS, make_hit, new_hit
+from coffer_memory._recall_rows import DocRow
 
 
 def test_a_hit_made_through_its_slots_equals_the_one_attrs_makes() -> None:
@@ -39,3 +41,16 @@ def test_a_hit_made_through_its_slots_equals_the_one_attrs_makes() -> None:
 def test_the_fast_way_is_taken_only_for_the_fields_it_sets() -> None:
     """A field added to MemoryHit (or a validator) would be left unset: the module checks them."""
     assert tuple(f.name for f in attrs.fields(MemoryHit)) == _FIELDS
+
+
+def test_make_hit_makes_the_hit_the_class_makes() -> None:
+    """``make_hit`` sets the slots itself (``new_hit`` written out): every field in its place."""
+    at = datetime(2026, 12, 3, 4, 5, 6, tzinfo=UTC)
+    doc = DocRow("01JABCDEFGHJKMNPQRSTVWXYZ1", "/h/facts/f.md", "the title", "a description", at)
+    made = make_hit("global", doc, f"header{HEADER_END}the text", -0.5)
+    called = MemoryHit(
+        doc.id, "the text", -0.5, "global:/h/facts/f.md", at, "global", Path("/h/facts/f.md"), "the title"
+    )
+    assert type(made) is MemoryHit
+    assert made == called and hash(made) == hash(called) and repr(made) == repr(called)
+    assert type(made.path) is type(called.path)

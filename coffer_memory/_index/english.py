@@ -31,6 +31,8 @@ _IRREGULAR = {"ca": "can", "wo": "will", "sha": "shall"}
 def without_clitic(word: str) -> str:
     """``word`` (lower case) without an English clitic: ``isn't`` -> ``is``, ``won't`` -> ``will``,
     ``ledger's`` -> ``ledger``; any other word as it is (``o'brien``, ``rock'n'roll``)."""
+    if "'" not in word and "\u2019" not in word and "\u02bc" not in word:
+        return word  # none of ``_APOSTROPHES``: no clitic (the regex tried each length of its lazy stem)
     m = _CLITIC.match(word)
     if m is None:
         return word

@@ -264,6 +264,10 @@ def plan_query(query: str) -> QueryPlan:
 MIXED_WORD_WEIGHT = 3
 
 
+# A character ``str.isalnum`` says True for: ``\w`` is those and "_" (both test ``Py_UNICODE_ISALNUM``).
+_ALNUM = re.compile(r"[^\W_]")
+
+
 def keyword_terms(query: str, *, characters: bool = True, written: bool = False) -> list[str]:
     """The search terms of a query: words (English clitics off, ``english.without_clitic``) minus
     stopwords, camelCase names also as their words (``_camel_phrases``), CJK runs as the tokens of
@@ -273,6 +277,10 @@ def keyword_terms(query: str, *, characters: bool = True, written: bool = False)
     words: list[str] = []
     runs: list[str] = []
     for word in _words(query):
+        if word.isascii():  # no CJK run, one part, its edges stripped already (``_words``)
+            if found := without_clitic(word):
+                words.append(found)
+            continue
         runs += CJK_RUN.findall(word)
         words += [
             w for w in (without_clitic(p.strip(_EDGE_PUNCT)) for p in CJK_RUN.sub(" ", word).split()) if w
@@ -280,7 +288,7 @@ def keyword_terms(query: str, *, characters: bool = True, written: bool = False)
     if _CAMEL_JOIN.search(query if query.isascii() else unicodedata.normalize("NFKC", query)):
         words += _camel_phrases(query)  # full-width names too (ＵｓｅｒＩｄ)
     content = [w for w in words if w not in STOPWORDS] or ([] if runs else words)
-    terms = [w for w in dict.fromkeys(content) if any(ch.isalnum() for ch in w)]
+    terms = [w for w in dict.fromkeys(content) if _ALNUM.search(w)]
     cjk_terms = query_terms(runs, characters=characters, written=written)
     if characters and cjk_terms:
         terms *= MIXED_WORD_WEIGHT

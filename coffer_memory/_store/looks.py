@@ -32,10 +32,11 @@ class Looks:
     inotify feed whose queue this call has read (``drained``: the feed's ``news`` of a second
     store does not read it again)."""
 
-    __slots__ = ("drained", "folders", "index_checked")
+    __slots__ = ("_asked", "drained", "folders", "index_checked")
 
     def __init__(self) -> None:
         self.folders: dict[str, tuple[str, os.stat_result | None, bool]] = {}
+        self._asked: dict[str, Path] = {}  # the Path each store's look in ``folders`` was asked with
         self.index_checked = False
         self.drained: object | None = None
 
@@ -51,10 +52,15 @@ class Looks:
         return self._held(store, root)[2]
 
     def _held(self, store: str, root: Path) -> tuple[str, os.stat_result | None, bool]:
-        path = os.fspath(root)
         held = self.folders.get(store)
+        # The Path a look was asked with answers for itself: a recall's steps ask with one store's
+        # one ``StorePaths.root`` (``os.fspath`` of a Path is two Python calls, seven times a recall).
+        if held is not None and self._asked.get(store) is root:
+            return held
+        path = os.fspath(root)
         if held is None or held[0] != path:
             held = self.folders[store] = _look(path)
+        self._asked[store] = root
         return held
 
     def folder(self, store: str, root: str) -> tuple[os.stat_result | None] | None:
