@@ -84,6 +84,26 @@ def check_home(home: Path) -> bool:
     raise InvalidInput(f"coffer home {home} cannot be used: {why}", field="home", home=str(home))
 
 
+def errors_log_for(home: Path) -> Path:
+    """Where a process appends the lines it keeps off the terminal for ``home`` (the CLI's
+    tracebacks of unexpected errors, psycopg_pool's lines): ``logs/errors.log``, or
+    ``coffer-errors-<uid>.log`` in the temporary folder for a home this process may read, not
+    write (``check_home``), or not use at all. A read-only home gets nothing written, even where
+    its ``logs/`` was left writable; its private index is in the temporary folder too."""
+    try:
+        writable = check_home(home)
+    except Exception:  # InvalidInput: a home coffer cannot use
+        writable = False
+    return HomeLayout(home).errors_log if writable else temp_errors_log()
+
+
+def temp_errors_log() -> Path:
+    """``coffer-errors-<uid>.log`` in the temporary folder: the errors log of no home."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"coffer-errors-{os.getuid()}.log"
+
+
 def user_home() -> Path:
     """The user's own folder, which ``~`` names: ``$HOME`` when it is set and not empty, else the
     home of this user's passwd entry (as ``os.path.expanduser`` does when ``HOME`` is unset).

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import socket
 import sys
 import tempfile
@@ -178,15 +177,11 @@ def test_a_call_in_flight_when_input_ends_is_still_answered(
     # the only proof a client gets, was dropped with the cancelled request.
     call = {"name": "coffer__remember", "arguments": {"text": "written at shutdown", "scope": "global"}}
     peer.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}))
-    stdin, stdout = peer.proc.stdin, peer.proc.stdout
-    assert stdin is not None and stdout is not None
-    stdin.close()
+    assert peer.proc.stdin is not None
+    peer.proc.stdin.close()
     lines = []
-    while select.select([stdout], [], [], 60)[0]:
-        line = stdout.readline()
-        if not line:
-            break
-        lines.append(json.loads(line))
+    while (line := peer.answer(60)) is not None:  # to the end of its output
+        lines.append(line)
     assert peer.proc.wait(timeout=60) == 0
     [answer] = [line for line in lines if line.get("id") == 3]
     assert answer["result"]["isError"] is False, answer
@@ -513,8 +508,7 @@ def test_a_line_that_is_not_json_is_answered_parse_error_with_id_null(
     answer = peer.answer()  # before, the ping's answer came first: the line had none
     assert answer is not None and answer["id"] is None, answer
     assert answer["error"]["code"] == code and answer["error"]["message"], answer
-    assert peer.proc.stdout is not None  # both answers may be in its buffer already: no select
-    assert json.loads(peer.proc.stdout.readline()) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+    assert peer.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}
 
 
 def test_a_blank_line_carries_no_message_and_gets_no_answer(peer: StdioPeer) -> None:  # noqa: F811

@@ -39,10 +39,6 @@ TAMPERED = {
     ),
 }
 
-# A two-part id names a document that is not there: the recall finds no hit in the row (as for a
-# row whose document is gone) and raises nothing, so only ``doctor`` meets it.
-UNSEEN = {"fts-one-colon"}
-
 
 def _kiln(home: Path) -> None:
     with MemoryService(home) as svc:
@@ -68,22 +64,36 @@ def test_chunk_ids_coffer_writes_are_no_problem(tmp_home: Path) -> None:
     conn.close()
 
 
+def tampered(home: Path, sql: str) -> bytes:
+    """The bytes of ``home``'s index once ``sql`` ran on it (the kiln facts remembered first)."""
+    _kiln(home)
+    _tamper(home / "index.db", sql)
+    return (home / "index.db").read_bytes()
+
+
+def recall_answers(home: Path, mode: str) -> None:
+    """``coffer recall`` in ``mode`` answers the kiln fact, with no raw error."""
+    proc = _coffer(home, "recall", "kiln runs hot", "--store", "global", "--mode", mode)
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and "kiln" in proc.stdout, proc.stdout + proc.stderr
+
+
+def doctor_says(home: Path, bad: bytes, said: str) -> None:
+    """``coffer doctor`` on the index ``bad`` names ``said`` and moves the file aside."""
+    (home / "index.db").write_bytes(bad)
+    proc = _coffer(home, "doctor")
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert said in proc.stdout and "moved to index.db.corrupt-" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("how", sorted(TAMPERED))
 def test_a_chunk_id_that_is_none_is_damage_rebuilt_from_the_files(tmp_home: Path, how: str) -> None:
     sql, said = TAMPERED[how]
-    _kiln(tmp_home)
-    index = tmp_home / "index.db"
-    _tamper(index, sql)
-    bad = index.read_bytes()
-    for mode in ("keyword", "grep") if how not in UNSEEN else ():
-        index.write_bytes(bad)  # each recall meets the ids afresh
-        proc = _coffer(tmp_home, "recall", "kiln runs hot", "--store", "global", "--mode", mode)
-        assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-        assert proc.returncode == 0 and "kiln" in proc.stdout, proc.stdout + proc.stderr
-    index.write_bytes(bad)
-    proc = _coffer(tmp_home, "doctor")
-    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert said in proc.stdout and "moved to index.db.corrupt-" in proc.stdout, proc.stdout
+    bad = tampered(tmp_home, sql)
+    for mode in ("keyword", "grep"):  # a two-part id too: it names no document (test_chunk_orphans.py)
+        (tmp_home / "index.db").write_bytes(bad)  # each recall meets the ids afresh
+        recall_answers(tmp_home, mode)
+    doctor_says(tmp_home, bad, said)
 
 
 def test_a_chunk_id_rewritten_under_a_running_service_is_met_by_its_next_recall(tmp_home: Path) -> None:

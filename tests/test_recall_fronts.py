@@ -13,13 +13,13 @@ import pytest
 from conftest import make_repo
 
 from coffer_memory import MemoryService
-from coffer_memory._fusion import rrf_disjoint
 from coffer_memory._index import fts, snapshot
 from coffer_memory._index import reindex as reindex_module
 from coffer_memory._index.fts import best_documents
 from coffer_memory._index.holding import Holding
 from coffer_memory._index.terms import keyword_terms
-from coffer_memory._recall_rows import KEPT_DOCS, doc_rows
+from coffer_memory._index.values import OutOfStep
+from coffer_memory._recall_rows import KEPT_DOCS
 from coffer_memory._store.paths import GLOBAL_STORE
 
 QUERY = "deploy redis cache"
@@ -69,11 +69,12 @@ def test_a_recall_of_two_stores_reads_rows_only_for_the_documents_it_can_take(
             assert fresh.recall(QUERY, cwd=repo, mode="keyword", limit=4).hits == result.hits
 
 
-def test_a_front_document_without_its_row_makes_the_fusion_read_further(
+def test_a_front_document_without_its_row_is_the_index_out_of_step(
     tmp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """When a document the fusion would take has no documents row, the hits are the fusion of
-    every candidate that has one, as when every candidate's row was read."""
+    """When a document the fusion would take has no documents row, the read of its chunk rows
+    says so (``OutOfStep``, one of ``DECODE_ERRORS``): the recall's caller then rebuilds the
+    index from the files (test_chunk_orphans.py); it answered without the fact before."""
     repo = make_repo(tmp_path / "repo")
     with _service(tmp_home, repo, monkeypatch) as svc:
         first = svc.recall(QUERY, cwd=repo, mode="keyword", limit=4)
@@ -84,15 +85,10 @@ def test_a_front_document_without_its_row_makes_the_fusion_read_further(
         db.conn.execute("BEGIN")  # the row gone for this transaction only (no reconcile puts it back)
         try:
             db.conn.execute("DELETE FROM documents WHERE resource_name = ? AND id = ?", (gone.store, gone.id))
-            hits = retrieval.keyword_fused(paths, QUERY, 4)
-            found = best_documents(db, list(first.stores), QUERY, 4, {})
-            docs = doc_rows(db, found, {})
+            with pytest.raises(OutOfStep, match="names no document"):
+                retrieval.keyword_fused(paths, QUERY, 4)
         finally:
             db.conn.execute("ROLLBACK")
-        lists = [[(s, i) for i in found[s] if (s, i) in docs] for s in first.stores]
-        assert (gone.store, gone.id) in {(s, i) for s in found for i in found[s]} - set(docs)
-        assert len(hits) == 4
-        assert [(h.store, h.id) for h in hits] == rrf_disjoint(lists, 4)
 
 
 def test_holding_sets_the_flag_for_its_block_and_puts_back_what_was_there() -> None:

@@ -334,17 +334,17 @@ def _log_unexpected(args: argparse.Namespace) -> Path:
     from datetime import UTC, datetime
 
     from .._config import Settings
-    from .._home import HomeLayout
+    from .._home import errors_log_for, temp_errors_log
     from .._store.files import ensure_dir
 
     entry = f"{datetime.now(UTC).isoformat()} coffer {args.command}\n{traceback.format_exc()}\n"
-    try:
-        log_file = HomeLayout(Settings.load(args.home).home).errors_log
+    try:  # a home this process may only read: outside it (``errors_log_for``)
+        log_file = errors_log_for(Settings.load(args.home).home)
     except Exception:
-        log_file = Path(tempfile.gettempdir()) / "errors.log"
+        log_file = temp_errors_log()
     folder = log_file.parent
     for where in (folder, Path(tempfile.gettempdir())):
-        path = log_file if where == folder else where / f"coffer-errors-{os.getuid()}.log"
+        path = log_file if where == folder else temp_errors_log()
         try:
             ensure_dir(where)
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:

@@ -16,6 +16,7 @@ from .coverage import held_tokens
 from .db import IndexDB
 from .keys import KIND
 from .snapshot import in_list
+from .values import OutOfStep
 
 # The most characters of chunk text a reader connection (one per thread) keeps between recalls
 # (``snapshot.reading``): the candidates of a long-lived process's recalls come back again and
@@ -64,7 +65,8 @@ def read_content(db: IndexDB, content: ChunkRows, rowids: Sequence[int]) -> None
 # store, c2 chunk id, c3 written: ``keys.SHOWN``): a plain rowid lookup, where the virtual table
 # took twice as long (80 rows: 0.11 against 0.06 ms). Beside them the chunk's stored tokens, and
 # its document's row as ``doc_rows`` reads it (the chunk row names the document; the row is
-# taken only when it is the document the chunk id names, of the chunk's store).
+# taken only when it is the document the chunk id names, of the chunk's store: a row with none is
+# the index out of step with itself, ``values.OutOfStep``).
 _READ = (
     "SELECT f.id, f.c2, coalesce(f.c3, f.c0), f.c1, k.tokens, "
     "d.id, d.path, d.title, coalesce(d.description, ''), d.updated_at "
@@ -80,13 +82,15 @@ def read_missing(db: IndexDB, content: ChunkRows, missing: Sequence[int]) -> Non
     rows = db.rows(_READ.format(marks=marks), values)
     # int and three str, as apsw gives them, and the document id (a hit is one per document)
     made = [(r[0], (r[1], r[2], r[3], r[1].split(":")[-2])) for r in rows]
-    content.update(made)
-    content.stores.update((r[0], r[3]) for r in rows)
-    content.chars += sum(len(r[2]) for r in rows)
     tokens = content.tokens
     docs = content.docs
     for r, (_, (_, _, store, doc)) in zip(rows, made, strict=True):
+        if r[5] != doc:  # no document row of the id its chunk id names (before a row is kept)
+            raise OutOfStep(f"chunk {r[1]!r} names no document of store {store!r}")
         if r[4] is not None and held_tokens(r[4]):
             tokens[r[0]] = r[4]
-        if docs is not None and r[5] == doc and (store, doc) not in docs:
+        if docs is not None and (store, doc) not in docs:
             docs[store, doc] = (doc, r[6], r[7], r[8], r[9], store)
+    content.update(made)
+    content.stores.update((r[0], r[3]) for r in rows)
+    content.chars += sum(len(r[2]) for r in rows)

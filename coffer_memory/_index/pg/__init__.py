@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..._config import Settings
 from ..._errors import InvalidInput
-from ..._home import HomeLayout
+from ..._home import errors_log_for
 from ...plugins.builtin._http import resolve_secret
 from ...plugins.hookspecs import IndexBackend, IndexBackendFactory, hookimpl
 
@@ -63,7 +63,7 @@ def build(settings: Settings) -> IndexBackend:
         ) from exc
     from .failures import keep_pool_log
 
-    keep_pool_log(HomeLayout(settings.home).errors_log)  # the pool's lines, never the CLI's stderr
+    keep_pool_log(errors_log_for(settings.home))  # the pool's lines, never the CLI's stderr
     return PostgresIndex(
         database_url(settings),
         pool_size=settings.index.pool_size,
