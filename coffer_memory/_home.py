@@ -104,6 +104,23 @@ def temp_errors_log() -> Path:
     return Path(tempfile.gettempdir()) / f"coffer-errors-{os.getuid()}.log"
 
 
+def append_log(path: Path, text: str) -> None:
+    """Append ``text`` to the log file ``path``: made 0600 with its folder, never through a
+    symbolic link, and only to a regular file of this user's own (``OSError`` otherwise).
+
+    ``temp_errors_log`` names a file in a folder every user may write (``/tmp``): a link or a
+    file someone else put there first would have received every traceback appended after it,
+    and those name what was asked. Linux refuses some of that on its own (``protected_symlinks``,
+    ``protected_regular``), macOS and a non-sticky ``$TMPDIR`` do not."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise PermissionError(f"{path} is not a file of this user's own: nothing was appended to it")
+        handle.write(text)
+
+
 def user_home() -> Path:
     """The user's own folder, which ``~`` names: ``$HOME`` when it is set and not empty, else the
     home of this user's passwd entry (as ``os.path.expanduser`` does when ``HOME`` is unset).

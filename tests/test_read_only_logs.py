@@ -139,3 +139,31 @@ def test_pool_lines_about_a_server_stopped_under_a_call_in_a_read_only_home_are_
         assert "psycopg" not in err and "discarding" not in err, err
         kept = folder / f"coffer-errors-{65534 if who else os.getuid()}.log"
         assert "psycopg.pool" in kept.read_text()
+
+
+@pytest.mark.parametrize("planted", ["link", "foreign file"])
+def test_the_temporary_errors_log_is_never_a_link_nor_another_users_file(
+    tmp_path: Path, planted: str
+) -> None:
+    """``coffer-errors-<uid>.log`` is in a folder every user may write: a link planted there
+    (or, for a child that is not root, a file another user made first) received the traceback,
+    which names what was asked. Nothing is appended then, and the CLI's line says so."""
+    config = '[index]\nbackend = "failing-index"\n'
+    with _read_only_home(tmp_path, config, site="site") as (_home, folder, run, who):
+        if planted == "foreign file" and not who:
+            pytest.skip("a file of another user's needs root to make")
+        kept = folder / f"coffer-errors-{65534 if who else os.getuid()}.log"
+        target = folder / "planted.txt"
+        target.write_text("mine\n")
+        target.chmod(0o666)
+        if planted == "link":
+            kept.symlink_to(target)
+        else:
+            kept.write_text("mine\n")
+            kept.chmod(0o666)  # root's file, open to the child: only its owner stops the append
+        proc = run([*who, *RECALL])
+        assert proc.returncode == 1 and "unexpected RuntimeError" in proc.stderr, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert target.read_text() == "mine\n"
+        assert kept.is_symlink() or kept.read_text() == "mine\n"
+        assert "(no log kept: " in proc.stderr.strip().splitlines()[-1], proc.stderr

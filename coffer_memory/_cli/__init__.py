@@ -32,7 +32,6 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from .._errors import CofferError, InvalidInput
@@ -303,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # never a raw traceback: one line here, the traceback in a log file
         where = _log_unexpected(args)
         first = (str(exc).splitlines() or [""])[0]
-        print(f"error: unexpected {type(exc).__name__}: {first} (details: see {where})", file=sys.stderr)
+        print(f"error: unexpected {type(exc).__name__}: {first} ({where})", file=sys.stderr)
         return 1
     return int(status or 0)
 
@@ -326,30 +325,28 @@ def _warnings_on_one_line() -> None:
         logger.addHandler(_OneLine(logging.WARNING))
 
 
-def _log_unexpected(args: argparse.Namespace) -> Path:
+def _log_unexpected(args: argparse.Namespace) -> str:
     """Append the current traceback to ``<home>/logs/errors.log`` (the command's name only: its
-    arguments may hold what a user asked to remember); returns the log's path."""
-    import tempfile
+    arguments may hold what a user asked to remember); says where it went, or that it went
+    nowhere (a log that is a link or another user's file gets nothing: ``append_log``)."""
     import traceback
     from datetime import UTC, datetime
 
     from .._config import Settings
-    from .._home import errors_log_for, temp_errors_log
-    from .._store.files import ensure_dir
+    from .._home import append_log, errors_log_for, temp_errors_log
 
     entry = f"{datetime.now(UTC).isoformat()} coffer {args.command}\n{traceback.format_exc()}\n"
     try:  # a home this process may only read: outside it (``errors_log_for``)
         log_file = errors_log_for(Settings.load(args.home).home)
     except Exception:
         log_file = temp_errors_log()
-    folder = log_file.parent
-    for where in (folder, Path(tempfile.gettempdir())):
-        path = log_file if where == folder else temp_errors_log()
+    why = ""
+    for path in dict.fromkeys((log_file, temp_errors_log())):
         try:
-            ensure_dir(where)
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:
-                handle.write(entry)
-        except OSError:
+            append_log(path, entry)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
             continue
-        return path
+        return f"details: see {path}"
+    return f"no log kept: {why}"
     return path

@@ -5,7 +5,6 @@ line per warning."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from ..._errors import IndexUnavailable
+from ..._home import append_log
 
 log = logging.getLogger("coffer_memory.postgresql")
 
@@ -77,9 +77,7 @@ class _PoolLines(logging.Handler):
                 sys.stderr.write(message + "\n")
                 return
             line = f"{datetime.now(UTC).isoformat()} {record.name}: {message}\n"
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with os.fdopen(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as handle:
-                handle.write(line)
+            append_log(self.path, line)
         except (OSError, ValueError):  # a home it may not write, a closed stderr: the line is dropped
             pass
 
