@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_samples import build
 from conftest import GIT_ENV, make_repo
 
 SCRIPTS = Path(sys.executable).parent
@@ -68,3 +69,36 @@ def test_an_empty_date_is_refused_not_read_as_no_filter(
     assert done.returncode == 1
     error = json.loads(done.stderr)["error"]
     assert error["code"] == "INVALID_INPUT" and error["details"]["field"] == field, error
+
+
+# -- 2. forget-session of a session that names nothing ---------------------------------------------
+
+
+def test_forget_session_of_a_session_that_names_nothing_is_not_found(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``coffer forget-session nosuch`` said "no journal entries came from session nosuch" and
+    exited 0, as for a real session that left none: a typo'd id passed for done. An id that no
+    agent's files, no ledger row, no journal entry and no fact name is SESSION_NOT_FOUND (exit 1,
+    as every NOT_FOUND of the CLI); a session that is known still exits 0."""
+    repo, home = project
+    agents = build(tmp_path / "agents", project_dir=tmp_path / "elsewhere")
+    env = {k: v for k, v in agents.env.items() if k != "HOME"}
+    done = _coffer(home, "forget-session", "nosuch", env=env, cwd=repo)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: SESSION_NOT_FOUND: session 'nosuch' not found"), done.stderr
+    done = _coffer(home, "forget-session", "nosuch", "--json", env=env, cwd=repo)
+    assert json.loads(done.stderr)["error"]["code"] == "SESSION_NOT_FOUND"
+    # A session an agent's files hold, never distilled: nothing to remove, and it is no error.
+    real = agents.expected[0].session_id
+    done = _coffer(home, "forget-session", real, env=env, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert f"no journal entries came from session {real}" in done.stdout
+    # A session whose transcript is gone but which remembered a fact here: known, exit 0.
+    assert (
+        _coffer(home, "remember", "Tagged by a session", "--session-id", "gone-1", cwd=repo).returncode == 0
+    )
+    done = _coffer(home, "forget-session", "gone-1", env=env, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "kept: 1 fact(s) remembered in this session" in done.stdout
