@@ -10,11 +10,15 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from agent_samples import build
 from conftest import GIT_ENV, make_repo
+
+from coffer_memory._render import width
 
 SCRIPTS = Path(sys.executable).parent
 
@@ -102,3 +106,92 @@ def test_forget_session_of_a_session_that_names_nothing_is_not_found(
     done = _coffer(home, "forget-session", "gone-1", env=env, cwd=repo)
     assert done.returncode == 0, done.stderr
     assert "kept: 1 fact(s) remembered in this session" in done.stdout
+
+
+# -- 5. transcripts list -----------------------------------------------------------------------------
+
+
+CJK_ID = "5973b6c0-94b8-487b-a530-2aeb6098ae99"
+CJK_TITLE = "为什么夜间备份任务在星期日运行两次并且每次都把同一个归档上传到对象存储里面去"
+
+
+def _cjk_session(codex: Path, project: Path) -> None:
+    """A Codex session (the legacy rollout form) whose title is wide (CJK) text."""
+    folder = codex / "sessions" / "2025" / "06" / "03"
+    folder.mkdir(parents=True, exist_ok=True)
+    head = {
+        "id": CJK_ID,
+        "timestamp": "2025-06-03T09:15:00.000Z",
+        "instructions": None,
+        "git": {"branch": "main"},
+    }
+    cwd = f"<environment_context>\n  <cwd>{project}</cwd>\n</environment_context>"
+    rows = [
+        head,
+        {"type": "message", "id": None, "role": "user", "content": [{"type": "input_text", "text": cwd}]},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": CJK_TITLE}],
+        },
+    ]
+    path = folder / f"rollout-2025-06-03T09-15-00-{CJK_ID}.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def _local(at: str, zone: str) -> str:
+    return datetime.fromisoformat(at).astimezone(ZoneInfo(zone)).isoformat(sep=" ", timespec="minutes")
+
+
+def test_transcripts_list_shows_the_date_it_is_sorted_by_under_a_header(tmp_path: Path) -> None:
+    """``--sort started_at`` printed each session's last activity: the list looked out of order,
+    and nothing said which date a column was. The first column is now the date the list is sorted
+    by, named in a header line (last activity otherwise)."""
+    project = make_repo(tmp_path / "work" / "demo-repo")
+    samples = build(tmp_path / "agents", project_dir=project)
+    env = {k: v for k, v in samples.env.items() if k != "HOME"}
+    home = tmp_path / "home"
+    home.mkdir()
+    zone = "Asia/Shanghai"
+    env["TZ"] = zone
+    # Sessions whose start and last activity differ by minutes, so the two dates tell apart.
+    differ = [e for e in samples.expected if _local(e.started_at, zone) != _local(e.last_activity_at, zone)]
+    assert differ
+    for sort, key, header in (
+        ("started_at", "started_at", "started"),
+        ("last_activity_at", "last_activity_at", "last activity"),
+        ("message_count", "last_activity_at", "last activity"),
+    ):
+        done = _coffer(home, "transcripts", "list", "--sort", sort, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith(header + "  ") and "agent" in lines[0] and "title" in lines[0], lines[0]
+        for e in differ:
+            line = next(line for line in lines if e.session_id in line)
+            assert line.startswith(_local(getattr(e, key), zone) + "  "), (sort, line)
+
+
+def test_transcripts_list_cuts_long_titles_with_an_ellipsis_by_columns(tmp_path: Path) -> None:
+    """A title past 60 characters was cut mid-word with nothing to say so, and a CJK title of 60
+    characters took 120 columns. It is cut to 60 columns, ending in "…"."""
+    project = make_repo(tmp_path / "work" / "demo-repo")
+    samples = build(tmp_path / "agents", project_dir=project)
+    _cjk_session(samples.homes().codex, project)
+    env = {k: v for k, v in samples.env.items() if k != "HOME"}
+    home = tmp_path / "home"
+    home.mkdir()
+    done = _coffer(home, "transcripts", "list", "--agent", "codex", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    long = [e for e in samples.expected_for("codex") if len(e.title) > 60]
+    assert long
+    for e in long:
+        line = next(line for line in lines if e.session_id in line)
+        shown = line.split(e.session_id, 1)[1].strip()
+        assert shown.endswith("…") and e.title.startswith(shown[:-1].split("  ")[0]), line
+        assert width(shown.split("  ")[0]) <= 60, line
+    line = next(line for line in lines if CJK_ID in line)
+    shown = line.split(CJK_ID, 1)[1].strip().split("  ")[0]
+    assert shown.endswith("…") and CJK_TITLE.startswith(shown[:-1]), line
+    assert 56 <= width(shown) <= 60, (width(shown), line)
