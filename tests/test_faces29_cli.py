@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from agent_samples import build
-from conftest import GIT_ENV, make_repo
+from conftest import GIT_ENV, git, make_repo
 
 from coffer_memory._render import width
 
@@ -195,3 +195,47 @@ def test_transcripts_list_cuts_long_titles_with_an_ellipsis_by_columns(tmp_path:
     shown = line.split(CJK_ID, 1)[1].strip().split("  ")[0]
     assert shown.endswith("…") and CJK_TITLE.startswith(shown[:-1]), line
     assert 56 <= width(shown) <= 60, (width(shown), line)
+
+
+# -- 6. handoff show after a branch rename -----------------------------------------------------------
+
+
+def test_handoff_show_follows_a_renamed_branch_as_resume_does(tmp_path: Path) -> None:
+    """``git branch -m feature/login feature/signin`` after a handoff: ``resume`` found the scene
+    (session 28), but ``handoff show`` still listed it as ``feature/login``'s, a branch that no
+    longer exists; once the renamed branch saved its own scene, both were listed, the old one as if
+    it were current. The scene is listed once, under the branch's name now, saying the name it was
+    saved under; one superseded by the branch's own scene is only named, with how to delete it."""
+    repo = make_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    git(repo, "checkout", "-q", "-b", "feature/login")
+    assert _coffer(home, "handoff", "save", "Login form renders.", cwd=repo).returncode == 0
+    git(repo, "checkout", "-q", "main")
+    assert _coffer(home, "handoff", "save", "Main is green.", cwd=repo).returncode == 0
+    git(repo, "branch", "-m", "feature/login", "feature/signin")
+
+    shown = _coffer(home, "handoff", "show", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    heads = [line for line in shown.stdout.splitlines() if line.startswith("=== ")]
+    assert [h.split()[1] for h in heads] == ["main", "feature/signin"], shown.stdout
+    assert "(saved as 'feature/login', renamed since)" in heads[1], heads[1]
+    assert "Login form renders." in shown.stdout
+
+    git(repo, "checkout", "-q", "feature/signin")
+    assert _coffer(home, "handoff", "save", "Signin cookie set.", cwd=repo).returncode == 0
+    shown = _coffer(home, "handoff", "show", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    heads = [line for line in shown.stdout.splitlines() if line.startswith("=== ")]
+    assert [h.split()[1] for h in heads] == ["feature/signin", "main"], shown.stdout
+    assert "Login form renders." not in shown.stdout and "Signin cookie set." in shown.stdout
+    assert (
+        "not shown: the handoff saved as 'feature/login' before the branch was renamed to "
+        "'feature/signin', which has its own now; `coffer handoff rm feature/login` deletes it"
+    ) in shown.stdout, shown.stdout
+    resumed = _coffer(home, "resume", cwd=repo)
+    assert "Signin cookie set." in resumed.stdout
+    # From outside the repository (--store), no reflog is read: each scene under its saved name.
+    store = json.loads(_coffer(home, "resume", "--json", cwd=repo).stdout)["store"]
+    elsewhere = _coffer(home, "handoff", "show", "--store", store, cwd=tmp_path)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "=== feature/login  saved" in elsewhere.stdout
