@@ -68,3 +68,62 @@ def test_rest_refuses_an_empty_time_bound(svc: MemoryService, repo: Path, field:
                 error
             )
             assert http.get(path, params={**params, field: "7d"}).status_code == 200, path
+
+
+# -- 3. a key named twice over stdio -------------------------------------------------------------------
+
+TWICE = (
+    # The tool's argument: a log or a proxy that keeps the first value saw another fact.
+    '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "coffer__remember", '
+    '"arguments": {"text": "kept a", "text": "kept b", "scope": "global"}}}',
+    # The envelope's own keys: the fast path answered this as the ping its last value names.
+    '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "method": "ping"}',
+    # An escaped spelling is the same key.
+    '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "coffer__remember", '
+    '"arguments": {"text": "kept c", "\\u0074ext": "kept d", "scope": "global"}}}',
+)
+# A notification naming a key twice has no one to answer: it is dropped, not acted on.
+TWICE_NOTIFICATION = (
+    '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9, "requestId": 2}}'
+)
+
+
+def _refused(answer: dict[str, Any], request_id: int) -> None:
+    assert answer["id"] == request_id, answer
+    error = answer.get("error")
+    assert error is not None and error["code"] == -32602, answer
+    assert error["message"].startswith("INVALID_INPUT: the key ") and "named twice" in error["message"], (
+        answer
+    )
+
+
+@pytest.mark.parametrize("path", ["before the SDK", "after the SDK", "plain"])
+def test_over_stdio_a_key_named_twice_is_invalid_input_and_the_session_goes_on(
+    peers: Any,  # noqa: F811
+    path: str,
+) -> None:
+    """Over stdio, ``{"text": "a", "text": "b"}`` was served by its last value (pydantic keeps the
+    last), where ``coffer-mcp`` over HTTP and ``coffer-api`` refuse it. Each such line now gets
+    ``INVALID_INPUT`` under its id, the fast path (lines read while the SDK imports) included, and
+    the session serves the next request."""
+    env = {"COFFER_MCP_FAST_HANDSHAKE": "0"} if path == "plain" else {}
+    peer = peers(env=env)
+    peer.send(initialize())
+    if path != "before the SDK":
+        peer.release()
+    assert "result" in peer.answer()
+    peer.send(INITIALIZED)
+    if path == "after the SDK":
+        peer.send(request(1, "ping"))
+        assert peer.answer() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    peer.send(TWICE_NOTIFICATION)
+    for n, line in enumerate(TWICE):
+        peer.send(line)
+        _refused(peer.answer(), 2 + n)
+    peer.release()
+    peer.send(remember(5, "kept e"))
+    served = peer.answer()
+    assert served["id"] == 5 and served["result"]["isError"] is False, served
+    assert peer.close() == 0
+    with MemoryService(peer.home) as svc:
+        assert [f.fact.body.strip() for f in svc.list_facts(store="global").items] == ["kept e"]
