@@ -49,6 +49,7 @@ from coffer_memory.vocabulary import (
     MAX_RECALL_LIMIT,
     MAX_SESSION_ID_CHARS,
     MAX_TAGS,
+    WHEN_FORMS,
     RetrievalMode,
     Scope,
 )
@@ -127,6 +128,10 @@ Save a handoff note for the current project and git branch, replacing the previo
 were doing, what is done, what is next, open questions, files involved. The next session (any
 agent) reads it with coffer__resume. Call it before the session ends or the context runs out
 with work unfinished. It is not a place for durable facts: use coffer__remember for those."""
+
+# What since/until take, in the CLI's and REST's words, and what a date alone means: an agent in
+# UTC+8 that passed today's date got yesterday evening's facts too, with nothing to say why.
+WHEN = f"{WHEN_FORMS}; a date alone (2026-12-03) is its midnight UTC, not local midnight"
 
 CwdArg = Annotated[
     str | None,
@@ -313,12 +318,10 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             Field(max_length=MAX_TAGS, description="Only facts with all these tags."),
         ] = None,
         since: Annotated[
-            str | None,
-            Field(description="Only facts updated since (ISO 8601, or 7d ago)."),
+            str | None, Field(description=f"Only facts updated at or after this time: {WHEN}.")
         ] = None,
         until: Annotated[
-            str | None,
-            Field(description="Only facts updated before (ISO 8601, or 7d ago)."),
+            str | None, Field(description=f"Only facts updated before this time: {WHEN}.")
         ] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:

@@ -18,6 +18,7 @@ from mcp_types import TextContent
 from test_mcp_handshake import INITIALIZED, initialize, peers, recorded, remember, request  # noqa: F401
 
 from coffer_memory import MemoryService
+from coffer_memory.vocabulary import WHEN_FORMS
 from coffer_memory_mcp import build_server
 
 
@@ -127,3 +128,23 @@ def test_over_stdio_a_key_named_twice_is_invalid_input_and_the_session_goes_on(
     assert peer.close() == 0
     with MemoryService(peer.home) as svc:
         assert [f.fact.body.strip() for f in svc.list_facts(store="global").items] == ["kept e"]
+
+
+# -- 4. what since/until take, in the tool's schema --------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_recall_since_and_until_say_their_forms_and_zone_rule(
+    svc: MemoryService, anyio_backend: str
+) -> None:
+    """``since``: "Only facts updated since (ISO 8601, or 7d ago)." said neither the duration units
+    nor that a time without a zone is UTC (a date: its midnight UTC), which the CLI's help and the
+    REST parameters say; an agent in UTC+8 asking for "today" got yesterday's evening too."""
+    async with Client(build_server(svc)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    properties = tools["coffer__recall"].input_schema["properties"]
+    for field in ("since", "until"):
+        said = properties[field]["description"]
+        assert WHEN_FORMS in said, said
+        assert "midnight UTC" in said, said
