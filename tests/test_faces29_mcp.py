@@ -148,3 +148,39 @@ async def test_recall_since_and_until_say_their_forms_and_zone_rule(
         said = properties[field]["description"]
         assert WHEN_FORMS in said, said
         assert "midnight UTC" in said, said
+
+
+# -- 7. the event stream closed at --max-connections ---------------------------------------------------
+
+
+def test_a_client_cannot_keep_its_event_streams_by_pinging(tmp_path: Path) -> None:
+    """At ``--max-connections`` the event stream of "the session that has done least" was closed,
+    counting every request: a client that pinged each of its sessions a few times outranked an
+    agent for ever, so each new connection closed the agent's stream (reopened, closed again) and
+    never one of the client's. Past the opening, every session now ranks alike and the stream open
+    longest goes first: pinging buys no place, and no one holds a stream for ever."""
+    import os
+    import sys
+    from contextlib import ExitStack
+
+    from served import Served
+    from test_attack_mcp_sessions import _agent, _ended, _open, _post, _stream, _tools
+
+    args = [sys.executable, "-m", "coffer_memory_mcp.cli", "--transport", "streamable-http"]
+    env = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+    with Served([*args, "--max-connections", "4"], env) as server, ExitStack() as stack:
+        agent = _agent(server.port)
+        first = stack.enter_context(_stream(server.port, agent))
+        flood = []
+        for _ in range(3):
+            session = _open(server.port)[1]
+            assert _post(server.port, INITIALIZED, session)[0] == 202
+            for n in range(12):  # far more than the agent's requests
+                assert _post(server.port, request(10 + n, "ping"), session)[0] == 200
+            flood.append(stack.enter_context(_stream(server.port, session)))
+        assert _tools(server.port, agent) == 200  # past 4 held streams: one gives its place
+        assert _ended(first) and not any(_ended(s) for s in flood), "the oldest stream, the agent's"
+        again = stack.enter_context(_stream(server.port, agent))  # as a client reopens it
+        assert _tools(server.port, agent) == 200
+        assert not _ended(again), "the agent's new stream was closed again: the pinging client's stayed"
+        assert _ended(flood[0]) and not any(_ended(s) for s in flood[1:]), "the oldest of the client's"
