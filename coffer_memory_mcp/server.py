@@ -49,7 +49,6 @@ from coffer_memory.vocabulary import (
     MAX_RECALL_LIMIT,
     MAX_SESSION_ID_CHARS,
     MAX_TAGS,
-    WHEN_FORMS,
     RetrievalMode,
     Scope,
 )
@@ -129,9 +128,14 @@ were doing, what is done, what is next, open questions, files involved. The next
 agent) reads it with coffer__resume. Call it before the session ends or the context runs out
 with work unfinished. It is not a place for durable facts: use coffer__remember for those."""
 
-# What since/until take, in the CLI's and REST's words, and what a date alone means: an agent in
-# UTC+8 that passed today's date got yesterday evening's facts too, with nothing to say why.
-WHEN = f"{WHEN_FORMS}; a date alone (2026-12-03) is its midnight UTC, not local midnight"
+# What since/until take and the zone rule, as the CLI's help says them (WHEN_FORMS), in fewer words:
+# the tool list has a size bound (tests/test_mcp.py), and an agent in UTC+8 passing today's date got
+# yesterday evening's facts with nothing to say why.
+SINCE = (
+    "Only facts updated at or after this time: an ISO 8601 date or time (UTC if no zone; a date "
+    "alone is its midnight UTC) or a duration ago (30m, 12h, 7d, 2w)."
+)
+UNTIL = "Only facts updated before this time (the forms of since)."
 
 CwdArg = Annotated[
     str | None,
@@ -317,12 +321,8 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             list[Annotated[str, json_items(MemoryFact, "tags")]] | None,
             Field(max_length=MAX_TAGS, description="Only facts with all these tags."),
         ] = None,
-        since: Annotated[
-            str | None, Field(description=f"Only facts updated at or after this time: {WHEN}.")
-        ] = None,
-        until: Annotated[
-            str | None, Field(description=f"Only facts updated before this time: {WHEN}.")
-        ] = None,
+        since: Annotated[str | None, Field(description=SINCE)] = None,
+        until: Annotated[str | None, Field(description=UNTIL)] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)

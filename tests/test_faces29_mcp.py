@@ -18,7 +18,6 @@ from mcp_types import TextContent
 from test_mcp_handshake import INITIALIZED, initialize, peers, recorded, remember, request  # noqa: F401
 
 from coffer_memory import MemoryService
-from coffer_memory.vocabulary import WHEN_FORMS
 from coffer_memory_mcp import build_server
 
 
@@ -144,10 +143,15 @@ async def test_recall_since_and_until_say_their_forms_and_zone_rule(
     async with Client(build_server(svc)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     properties = tools["coffer__recall"].input_schema["properties"]
-    for field in ("since", "until"):
-        said = properties[field]["description"]
-        assert WHEN_FORMS in said, said
-        assert "midnight UTC" in said, said
+    said = properties["since"]["description"]
+    for words in (
+        "ISO 8601 date or time",
+        "UTC if no zone",
+        "a date alone is its midnight UTC",
+        "30m, 12h, 7d, 2w",
+    ):
+        assert words in said, said
+    assert "the forms of since" in properties["until"]["description"]
 
 
 # -- 7. the event stream closed at --max-connections ---------------------------------------------------
