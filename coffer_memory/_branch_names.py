@@ -23,6 +23,9 @@ _STAMP = re.compile(r" (\d{1,11}) [+-]\d{4}$")
 _RENAMED = re.compile(r"\tBranch: renamed refs/heads/(.+) to refs/heads/(.+)$")
 # A branch renamed back and forth keeps each name once; more than this many is no one's history.
 _MAX_NAMES = 20
+# Branch reflogs read when listing every renamed branch (``renamed_branches``): a bound on the work
+# of a ``handoff show`` in a repository of many thousands of branches, past what anyone renames.
+_MAX_BRANCHES = 2000
 
 
 def _common_dir(gitdir: Path) -> Path:
@@ -62,3 +65,22 @@ def _when(line: str) -> datetime | None:
     """The time of a reflog line: ``<old> <new> <who> <seconds> <zone>\t<message>``."""
     stamp = _STAMP.search(line.partition("\t")[0])
     return datetime.fromtimestamp(int(stamp.group(1)), UTC) if stamp else None
+
+
+def renamed_branches(gitdir: Path) -> dict[str, list[tuple[str, datetime]]]:
+    """Every branch of the repository that was renamed, with its earlier names (``earlier_names``),
+    found by reading each branch's reflog (at most ``_MAX_BRANCHES`` of them). Empty in a
+    reftable repository (no ``logs/`` folder)."""
+    root = _common_dir(gitdir) / _REFLOGS
+    out: dict[str, list[tuple[str, datetime]]] = {}
+    read = 0
+    for folder, _dirs, files in os.walk(root):  # a "/" in a branch's name is a folder here
+        for file in files:
+            if read >= _MAX_BRANCHES:
+                return out
+            read += 1
+            branch = Path(folder, file).relative_to(root).as_posix()
+            names = earlier_names(gitdir, branch)
+            if names:
+                out[branch] = names
+    return out

@@ -22,7 +22,7 @@ its first ``IDLE_GRACE_S`` (the head deadline would close it within 20 s); else 
 still arriving after ``SLOW_AFTER_S`` at the lowest rate (answered ``408``: a body sent at the
 least rate that earns more time, 500 bytes a second, held its connection for over half an hour a
 MiB); else that of the stream the app ranks lowest (``STREAM_RANK``: coffer-mcp's event streams,
-by what their session did). It is closed, unanswered,
+one of a session never used first, then the one open longest). It is closed, unanswered,
 as those would close it (nginx frees idle kept-alive connections the same way when it runs out): idle
 connections, however many a client opens, starve nobody. **Past the bound** (every held connection
 busy) a new connection is answered at once, whatever it sends: ``503

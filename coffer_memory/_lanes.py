@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from ._agents.context import session_context
-from ._branch_names import earlier_names
+from ._branch_names import earlier_names, renamed_branches
 from ._config import Settings
 from ._core import Facts
 from ._errors import InvalidInput, MemoryNotFound, check_limit
@@ -314,6 +314,29 @@ class Lanes:
             return []
         scenes = [s for p in sorted(sp.handoff.glob("*.md")) if (s := _scene_at(p)) is not None]
         return sorted(scenes, key=lambda s: s.updated_at, reverse=True)
+
+    def renamed_scenes(
+        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
+    ) -> dict[str, str]:
+        """The scenes of the project store of ``cwd`` saved under a branch's earlier name before
+        it was renamed (``git branch -m``, read from the repository's reflogs as ``resume`` reads
+        them): each name saved under, and the branch's name now. A scene belongs to the first
+        rename after it was saved. Empty for a named store or the global one (no repository to
+        read), and outside a git repository."""
+        if store is not None or scope == "global":
+            return {}
+        target = self.targets.resolve(cwd=cwd, scope=scope)
+        git = find_git(target.worktree) if target.worktree is not None else None
+        if git is None:
+            return {}
+        sp = self.targets.paths(target.store)
+        first: dict[str, tuple[datetime, str]] = {}
+        for branch, names in renamed_branches(git.gitdir).items():
+            for name, at in names:
+                held = first.get(name)
+                if (held is None or at < held[0]) and _renamed_scene(sp, name, at) is not None:
+                    first[name] = (at, branch)
+        return {name: branch for name, (_at, branch) in first.items()}
 
     def _other_scenes(self, store: str) -> list[str]:
         """A note naming the branches that have a scene, for a resume that found none: a handoff

@@ -17,6 +17,13 @@
   the SDK's own HTTP transport answers a body that is not JSON the same way). A line of JSON that
   is no object or array (``42``, ``"ping"``) is no request: Invalid Request with id null.
 
+- A message naming one key twice in one object (``{"text": "a", "text": "b"}``, the envelope's
+  ``"method"`` too): the SDK's parser (pydantic) kept the last value, where a log or a proxy that
+  keeps the first read another request than the one served; ``coffer-mcp`` over HTTP and
+  ``coffer-api`` refuse it. It gets ``INVALID_INPUT`` (-32602, ``KeyNamedTwice``'s words) under
+  its id, read by the last value as the SDK would; a notification naming a key twice (no id, no
+  one to answer) is dropped, not acted on.
+
 An empty (or blank) line carries no message and is passed on (the SDK ignores it, as before). A line
 nested deeper than Python's parser follows passes on unchanged: it is JSON, and the SDK may read it
 (``cli.answer_to_refused`` answers what the SDK refuses).
@@ -28,10 +35,13 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["Screened", "screen"]
+from coffer_memory import KeyNamedTwice, keys_once_each
+
+__all__ = ["Screened", "named_twice", "screen"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
 BATCH = (
     "JSON-RPC batches are not supported (MCP has none since protocol 2025-06-18): "
     "send each request as its own line"
@@ -98,17 +108,48 @@ def _batch(messages: list[Any]) -> Any:
     return answers or None
 
 
+def named_twice(text: str | bytes, twice: KeyNamedTwice) -> dict[str, Any] | None:
+    """``INVALID_INPUT`` for a message naming a key twice in one object (``twice``, raised by
+    ``keys_once_each``), under the message's id as the SDK reads it (the last value; null when no
+    client could match it); None for a notification (no id: there is no one to answer) or what is
+    no single message (a batch). Over HTTP too (``cli.answer_over_http``)."""
+    try:
+        message = json.loads(text, parse_int=_int)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    request_id = message["id"] if _readable_id(message["id"]) else None
+    return _error(request_id, f"{twice.code}: {twice.message}", INVALID_PARAMS)
+
+
+DROPPED = ""
+"""What ``screen`` says of a line neither answered nor passed on (a notification naming a key twice)."""
+
+
 def screen(line: str) -> str | None:
-    """The answer (one line, newline included) to ``line`` when the SDK would drop it unanswered;
-    None when the line should go on to the SDK."""
+    """The answer (one line, newline included) to ``line`` when the SDK would drop it unanswered
+    or read it otherwise than a client meant (a key named twice); ``DROPPED`` (empty) for a line
+    to drop without an answer; None when the line should go on to the SDK."""
     if not line.strip():
         return None
     try:
-        message = json.loads(line, parse_int=_int)
+        message = json.loads(line, parse_int=_int, object_pairs_hook=keys_once_each)
+    except KeyNamedTwice as twice:
+        message = _whole(line)
+        answer: Any = (
+            _error(None, NOT_JSON, PARSE_ERROR)
+            if message is _NOT_JSON
+            else _batch(message)
+            if isinstance(message, list)
+            else named_twice(line, twice)
+        )
+        if answer is None:
+            return DROPPED
     except RecursionError:
         return None
     except ValueError:
-        answer: Any = _error(None, NOT_JSON, PARSE_ERROR)
+        answer = _error(None, NOT_JSON, PARSE_ERROR)
     else:
         if isinstance(message, list):
             answer = _batch(message)
@@ -119,6 +160,18 @@ def screen(line: str) -> str | None:
     if answer is None:
         return None
     return json.dumps(answer, separators=(",", ":")) + "\n"
+
+
+_NOT_JSON = object()
+
+
+def _whole(line: str) -> Any:
+    """``line`` parsed as the SDK reads it (a repeated key by its last value), or ``_NOT_JSON``:
+    ``keys_once_each`` stopped the parse at the repeated key, before the rest was read."""
+    try:
+        return json.loads(line, parse_int=_int)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
 
 
 class Screened:
@@ -138,5 +191,6 @@ class Screened:
             answer = screen(line)
             if answer is None:
                 return line
-            await self._stdout.write(answer)
-            await self._stdout.flush()
+            if answer != DROPPED:
+                await self._stdout.write(answer)
+                await self._stdout.flush()

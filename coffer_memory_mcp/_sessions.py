@@ -72,11 +72,14 @@ class SessionRoom:
         manager._admit_session = admitting
         return room
 
-    def stream_rank(self, session_id: str, opened: float) -> tuple[int, float]:
+    def stream_rank(self, session_id: str, opened: float) -> tuple[bool, float]:
         """The rank of an event stream of ``session_id`` opened at ``opened`` (lowest first given up
-        at the connection bound): the requests its session served, then how long it is open."""
+        at the connection bound): a session never used past its opening first, then the stream
+        open longest. Not the requests served: a client that pinged each of its sessions a few
+        times outranked every agent, and held its streams for ever while the agents' were closed
+        at each new connection; a count buys nothing now, and streams take turns."""
         transport = self.manager._server_instances.get(session_id)
-        return (0 if transport is None else self.requests.get(transport, 0), opened)
+        return (transport is not None and self.requests.get(transport, 0) > OPENING, opened)
 
     def count(self, transport: Any) -> None:
         """Count the requests ``transport`` (a new session's) serves, the opening one included."""
@@ -131,8 +134,8 @@ class SessionRoom:
 
 class MarkStreams:
     """ASGI middleware, outermost: marks a ``GET`` of a session (its event stream, open without end)
-    with its rank (``STREAM_RANK``), so that at the connection bound the stream of the session that
-    has done least gives its connection to a new one (``coffer_memory._http_conns``). A stream is a
+    with its rank (``STREAM_RANK``), so that at the connection bound the stream of a session never
+    used, else the stream open longest, gives its connection to a new one (``coffer_memory._http_conns``). A stream is a
     request in flight, never idle: one client's silent streams held every connection, and the
     agents' POSTs were ``503 TOO_MANY_CONNECTIONS``."""
 

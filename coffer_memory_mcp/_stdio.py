@@ -33,7 +33,7 @@ from ._debug import DEBUG_ENV
 from ._debug import debug as _debug
 from ._fds import claim_stdio as _claim_stdio
 from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
-from ._screen import screen
+from ._screen import DROPPED, screen
 
 __all__ = ["main"]
 
@@ -132,10 +132,12 @@ class _Session:
     def take(self, line: str) -> None:
         """Answer ``line`` from the snapshot when it can be, else keep it for the SDK."""
         first, self.first = self.first, False
-        screened = screen(line)  # not JSON, a batch, an id no client could match: no SDK needed
+        # Not JSON, a batch, an id no client could match, a key named twice: no SDK needed.
+        screened = screen(line)
         if screened is not None:
-            _debug("answered a line the SDK would drop (not JSON, a batch or an unreadable id)")
-            self.wire.write(screened)
+            _debug("answered (or dropped) a line the SDK would drop or misread")
+            if screened != DROPPED:
+                self.wire.write(screened)
             return
         message = _request(line)
         if message is not None and not _writable(message):
@@ -291,7 +293,8 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
     def refuse(line: str) -> None:
         screened = screen(line)  # a batch, an id no client could match: Invalid Request
         if screened is not None:
-            session.wire.write(screened)
+            if screened != DROPPED:
+                session.wire.write(screened)
             return
         request = _request(line)
         if request is None:

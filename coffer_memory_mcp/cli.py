@@ -5,7 +5,6 @@ On stdio, stdout carries the protocol only; every log line goes to stderr.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
 import logging
@@ -51,7 +50,7 @@ from ._args import (
 )
 from ._debug import debug
 from ._http_body import BoundedBody
-from ._screen import Screened
+from ._screen import Screened, named_twice
 from ._sessions import MarkStreams, SessionRoom
 from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
@@ -166,18 +165,6 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
 
 
-def _named_twice(body: bytes, twice: KeyNamedTwice) -> SessionMessage | None:
-    """``INVALID_INPUT`` under the request's id (read by the last value, as the SDK would) for a
-    body naming a key twice in one object (``twice``); None when no id can be read."""
-    with contextlib.suppress(ValueError, RecursionError):
-        request = json.loads(body, parse_int=_int_or_huge)
-        request_id = request.get("id") if isinstance(request, dict) else None
-        if isinstance(request_id, (int, str)) and not isinstance(request_id, bool):
-            error = ErrorData(code=INVALID_PARAMS, message=f"{twice.code}: {twice.message}")
-            return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-    return None
-
-
 def answer_over_http(body: bytes) -> bytes | None:
     """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
     SDK's HTTP transport refuses as JSON that does not parse, or ``INVALID_INPUT`` to one naming a
@@ -187,7 +174,10 @@ def answer_over_http(body: bytes) -> bytes | None:
     try:
         message = json.loads(body, parse_int=_int_or_huge, object_pairs_hook=keys_once_each)
     except KeyNamedTwice as twice:
-        answer = _named_twice(body, twice)
+        refused = named_twice(body, twice)  # the words and the id stdio answers with (``_screen``)
+        if refused is None or refused["id"] is None:
+            return None
+        return json.dumps(refused, separators=(",", ":")).encode()
     except (ValueError, RecursionError):
         return None
     else:

@@ -128,6 +128,15 @@ were doing, what is done, what is next, open questions, files involved. The next
 agent) reads it with coffer__resume. Call it before the session ends or the context runs out
 with work unfinished. It is not a place for durable facts: use coffer__remember for those."""
 
+# What since/until take and the zone rule, as the CLI's help says them (WHEN_FORMS), in fewer words:
+# the tool list has a size bound (tests/test_mcp.py), and an agent in UTC+8 passing today's date got
+# yesterday evening's facts with nothing to say why.
+SINCE = (
+    "Only facts updated at or after this time: an ISO 8601 date or time (UTC if no zone; a date "
+    "alone is its midnight UTC) or a duration ago (30m, 12h, 7d, 2w)."
+)
+UNTIL = "Only facts updated before this time (the forms of since)."
+
 CwdArg = Annotated[
     str | None,
     Field(description="Directory to resolve the project from (default: the client's workspace root)."),
@@ -312,14 +321,8 @@ def build_server(service: MemoryService | None = None, *, name: str = "coffer") 
             list[Annotated[str, json_items(MemoryFact, "tags")]] | None,
             Field(max_length=MAX_TAGS, description="Only facts with all these tags."),
         ] = None,
-        since: Annotated[
-            str | None,
-            Field(description="Only facts updated since (ISO 8601, or 7d ago)."),
-        ] = None,
-        until: Annotated[
-            str | None,
-            Field(description="Only facts updated before (ISO 8601, or 7d ago)."),
-        ] = None,
+        since: Annotated[str | None, Field(description=SINCE)] = None,
+        until: Annotated[str | None, Field(description=UNTIL)] = None,
     ) -> Annotated[CallToolResult, RECALL.model]:
         def run() -> CallToolResult:
             where = _workdir(cwd, roots)

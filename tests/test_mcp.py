@@ -391,4 +391,6 @@ async def test_the_tool_surface_stays_small(svc: MemoryService) -> None:
     schema_chars = sum(len(json.dumps(t.model_dump(mode="json", exclude_none=True))) for t in tools)
     # 13,000 until the outputs took every field's description from the core (they described about
     # a third of them); pydantic's property titles were dropped from the outputs to pay for most of it.
-    assert len(tools) == 5 and schema_chars < 14_000
+    # 14,000 until recall's since/until said their forms and zone rule (session 29: 13,997 to 14,116,
+    # in the fewest words that say them; the CLI's full wording would have been 14,447).
+    assert len(tools) == 5 and schema_chars < 14_200

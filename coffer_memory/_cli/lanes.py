@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,25 @@ def cmd_handoff_show(svc: MemoryService, args: argparse.Namespace) -> None:
         return
     if not scenes:
         print("(no handoffs)")
+        return
+    # A branch renamed since its scene was saved (`git branch -m`): shown under its name now, as
+    # `resume` finds it; once the branch saved a scene of its own, the old one is only named.
+    now_named = svc.lanes.renamed_scenes(**target(args))
+    own = {scene.branch for scene in scenes}
+    superseded: list[tuple[str, str]] = []
     for scene in scenes:
+        current = now_named.get(scene.branch)
+        if current is not None and current in own:
+            superseded.append((scene.branch, current))
+            continue
+        label = scene.branch if current is None else f"{current}  (saved as {scene.branch!r}, renamed since)"
         head = scene.head[:12] if scene.head else "no commit"
-        print(f"=== {scene.branch}  saved {local_text(scene.updated_at)} at {head}\n{scene.text}\n")
+        print(f"=== {label}  saved {local_text(scene.updated_at)} at {head}\n{scene.text}\n")
+    for old, current in superseded:
+        print(
+            f"not shown: the handoff saved as {old!r} before the branch was renamed to {current!r}, "
+            f"which has its own now; `coffer handoff rm {shlex.quote(old)}` deletes it"
+        )
 
 
 def cmd_handoff_rm(svc: MemoryService, args: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._agents.homes import AGENTS
 from .._localtime import local_text
-from .._render import shorten
+from .._render import shorten, table, width
 from ._common import add_command, add_cwd, add_group, add_store, emit_json, usage_error
 
 if TYPE_CHECKING:
@@ -47,13 +47,42 @@ def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
     if not rows:
         print("no sessions found")
         return
-    for s in rows:
-        title = (s.title or "(untitled)")[:60]
-        print(
-            f"{_when(s.last_activity_at)}  {s.agent:<11} {s.message_count:>4} msgs  {s.session_id}  {title}"
+    print(_session_table(rows, args.sort))
+
+
+# The date column is the one the list is sorted by: "--sort started_at" showed the last activity,
+# and the list looked out of order. A count sorts by neither date: the last activity is shown.
+_DATE_COLUMNS = {
+    "started_at": "started",
+    "last_activity_at": "last activity",
+    "message_count": "last activity",
+}
+TITLE_COLUMNS = 60
+
+
+def _session_table(rows: list[Any], sort: str) -> str:
+    """The sessions as a table under a header; each one's project on the line below it."""
+    header = _DATE_COLUMNS[sort]
+    key = "started_at" if header == "started" else "last_activity_at"
+    cells = [
+        (
+            _when(getattr(s, key)),
+            s.agent,
+            s.message_count,
+            s.session_id,
+            shorten(s.title or "(untitled)", TITLE_COLUMNS),  # by columns, "…" when cut
         )
+        for s in rows
+    ]
+    lines = table((header, "agent", "messages", "session", "title"), cells).splitlines()
+    lines.pop(1)  # the rule under the header: the project lines below break the columns anyway
+    indent = " " * (max(width(c) for c in (header, *(c[0] for c in cells))) + 2)  # under "agent"
+    out = [lines[0]]
+    for s, line in zip(rows, lines[1:], strict=True):
+        out.append(line)
         if s.project_path:
-            print(f"{'':>17}  {s.project_path}")
+            out.append(f"{indent}{s.project_path}")
+    return "\n".join(out)
 
 
 def cmd_show(svc: MemoryService, args: argparse.Namespace) -> None:

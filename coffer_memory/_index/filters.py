@@ -14,7 +14,7 @@ import attrs
 
 from .._errors import InvalidInput, safe_echo
 from .._store.files import clean_tag, format_time, parse_time
-from .._store.when import FORMS, is_duration, parse_when
+from .._store.when import FORMS, empty_bound, is_duration, parse_when
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 from .keys import KIND
 
@@ -51,11 +51,11 @@ def _shown(position: int, raw: object) -> str:
 def check_time(value: object, field: str, now: datetime | None = None) -> datetime | None:
     """A ``since``/``until`` bound: a datetime (naive means UTC), a date (its midnight, UTC), an
     ISO 8601 string, or a duration ago (``30m``, ``12h``, ``7d``, ``2w``) counted from ``now``;
-    ``InvalidInput`` otherwise. The forms are the audit log's (``when.parse_when``)."""
+    ``InvalidInput`` otherwise, an empty string included (None is no bound). The forms are the audit log's (``when.parse_when``)."""
     if value is None:
         return None
     if isinstance(value, str) and not value.strip():
-        return None
+        raise empty_bound(field)
     if not isinstance(value, (str, date)):
         raise InvalidInput(f"{field} must be a datetime or a string: {FORMS}", field=field)
     if is_duration(value):

@@ -16,6 +16,12 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 FORMS = WHEN_FORMS
 
 
+def empty_bound(field: str) -> InvalidInput:
+    """The error for a ``since``/``until`` given as an empty (or blank) string: it is no time, and
+    reading it as "no bound" let ``--since "$FROM"`` with ``FROM`` unset filter nothing, silently."""
+    return InvalidInput(f"{field} is empty: give {FORMS}; or leave {field} out for no bound", field=field)
+
+
 def is_duration(value: object) -> bool:
     """True when ``value`` is a duration ago (``7d``), which names a different time at each call."""
     return isinstance(value, str) and DURATION.match(value.strip()) is not None
@@ -31,6 +37,8 @@ def parse_when(value: datetime | str | None, *, field: str, now: datetime | None
         if isinstance(value, datetime):
             return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
         text = str(value).strip()
+        if not text:
+            raise empty_bound(field)
         ago = DURATION.match(text)
         if ago:
             delta = timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})

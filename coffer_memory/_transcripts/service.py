@@ -20,15 +20,16 @@ import attrs
 
 from .._agents.homes import AGENTS, AgentHomes, require_agent
 from .._config import Settings
-from .._errors import CofferError, InvalidInput, SessionNotFound, check_limit, safe_echo
+from .._errors import CofferError, IndexUnavailable, InvalidInput, SessionNotFound, check_limit, safe_echo
 from .._home import HomeLayout
 from .._indexing import Models
 from .._lanes import Lanes
 from .._llm import LLMOutputInvalid, LLMUnavailable
-from .._models import LaneWrite
+from .._models import LaneWrite, Target
 from .._optout import optout_for, optout_for_roots
 from .._scope import find_git
 from .._store.lanes import drop_session_entries
+from .._store.paths import GLOBAL_STORE
 from .._store.writer import Writer
 from .._targets import Targets
 from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
@@ -457,9 +458,34 @@ class Transcripts:
         Each changed day file is rewritten atomically and re-indexed; the consolidation log and
         the audit (``memory_deleted`` with the ``origin_session_id``) say what went. The ledger
         keeps its rows, so a sweep does not distill the session again.
+
+        ``SessionNotFound`` when nothing was removed and nothing names the session: no ledger row,
+        no fact remembered in it (in this project's store or the global one), no agent's session
+        of that id. A mistyped id said "no journal entries" and passed for done.
         """
         check_session_id(session_id)
         target = self.targets.project(store=store, cwd=cwd)
+        writes = self._forget(session_id, target)
+        if not writes and not self._named(session_id, target.store):
+            raise SessionNotFound(None, session_id)
+        return writes
+
+    def _named(self, session_id: str, store: str) -> bool:
+        """Whether anything coffer or an agent keeps names ``session_id`` (see ``forget_session``)."""
+        try:
+            if self.distilled_sessions(None, session_id):
+                return True
+        except IndexUnavailable:  # a ledger that cannot be read proves nothing either way
+            return True
+        if self.lanes.facts.session_facts(session_id, dict.fromkeys([store, GLOBAL_STORE])):
+            return True
+        try:
+            self.find_session(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def _forget(self, session_id: str, target: Target) -> list[LaneWrite]:
         sp = self.targets.paths(target.store)
         writes: list[LaneWrite] = []
         if not sp.journal.is_dir():
