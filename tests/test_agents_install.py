@@ -111,15 +111,18 @@ def test_claude_install_keeps_the_users_settings_and_is_idempotent(
 
     # The previous bytes are kept beside each file; the file keeps its mode and 2-space style.
     for path, data in before.items():
-        assert path.with_name(path.name + ".bak").read_bytes() == data
+        assert path.with_name(path.name + ".coffer.bak").read_bytes() == data
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
         assert path.read_text().startswith('{\n  "')
 
-    stamps = mtimes([*before, *(p.with_name(p.name + ".bak") for p in before), svc.home / "agents.json"])
+    stamps = mtimes(
+        [*before, *(p.with_name(p.name + ".coffer.bak") for p in before), svc.home / "agents.json"]
+    )
     again = svc.install_agent("claude-code")
     assert again.changed == ()
     assert (
-        mtimes([*before, *(p.with_name(p.name + ".bak") for p in before), svc.home / "agents.json"]) == stamps
+        mtimes([*before, *(p.with_name(p.name + ".coffer.bak") for p in before), svc.home / "agents.json"])
+        == stamps
     )
 
 
@@ -309,7 +312,7 @@ def test_symlinked_settings_stay_a_symlink(svc: MemoryService, homes: AgentHomes
     claude_settings(homes).symlink_to(target)
     svc.install_agent("claude-code")
     assert claude_settings(homes).is_symlink() and ours(read_json(target)["hooks"]["SessionStart"])
-    assert (target.parent / "claude-settings.json.bak").read_bytes() == pretty(CLAUDE_SETTINGS)
+    assert (target.parent / "claude-settings.json.coffer.bak").read_bytes() == pretty(CLAUDE_SETTINGS)
     svc.uninstall_agent("claude-code")
     assert claude_settings(homes).is_symlink() and target.read_bytes() == pretty(CLAUDE_SETTINGS)
 
@@ -769,7 +772,7 @@ def test_backups_never_hold_coffers_entries(
         assert b"coffer-hook" not in bak.read_bytes() and b"coffer-mcp" not in bak.read_bytes()
         assert b"autoMemoryEnabled" not in bak.read_bytes() and b"generate_memories" not in bak.read_bytes()
         # the last version without coffer: here, what the user had before the first install
-        assert bak.read_bytes() == before[bak.with_name(bak.name.removesuffix(".bak"))]
+        assert bak.read_bytes() == before[bak.with_name(bak.name.removesuffix(".coffer.bak"))]
     for agent in ("claude-code", "codex"):
         svc.uninstall_agent(agent)
     unchanged(before)

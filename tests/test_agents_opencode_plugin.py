@@ -99,7 +99,7 @@ def test_reinstall_changes_nothing_and_a_stale_plugin_is_rewritten_without_a_bak
     assert status.installed and status.hooks_installed and not status.up_to_date
     assert svc.install_agent("opencode").changed == (plugin,)
     assert plugin.read_bytes() == current
-    assert not plugin.with_name(plugin.name + ".bak").exists()
+    assert not plugin.with_name(plugin.name + ".coffer.bak").exists()
 
 
 def test_the_users_own_plugins_stay_and_a_foreign_file_of_that_name_is_refused(

@@ -62,7 +62,7 @@ def test_the_cli_lists_the_users_servers_and_not_coffers_after_uninstall(world: 
     if config.read_text() == text:
         assert backups == [], out
     else:  # the CLI rewrote its file as it ran (Claude Code's state, OpenCode's $schema)
-        assert backups == [config.with_name(config.name + ".bak")] and backups[0].read_text() == text
+        assert backups == [config.with_name(config.name + ".coffer.bak")] and backups[0].read_text() == text
         assert f"kept {backups[0]}" in out, out
         assert "coffer-mcp" not in config.read_text()
     folder = {"claude-code": ".claude", "codex": ".codex", "opencode": ".config/opencode/plugins"}[agent]

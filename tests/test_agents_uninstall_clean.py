@@ -78,8 +78,8 @@ def test_uninstall_restores_the_users_files_byte_identical_and_drops_its_backups
         native = ("--disable-native-memory",) if agent != "opencode" else ()
         run(home, "agents", "install", agent, "--no-check", *native)
     # While coffer is installed, the user's files are kept beside them.
-    assert (home / ".claude" / "settings.json.bak").read_bytes() == pretty(CLAUDE_SETTINGS)
-    assert (home / ".codex" / "config.toml.bak").read_bytes() == CODEX_CONFIG.encode()
+    assert (home / ".claude" / "settings.json.coffer.bak").read_bytes() == pretty(CLAUDE_SETTINGS)
+    assert (home / ".codex" / "config.toml.coffer.bak").read_bytes() == CODEX_CONFIG.encode()
     outs = [run(home, "agents", "uninstall", agent).stdout for agent in AGENTS]
     assert tree(home) == before, outs
 
@@ -92,13 +92,13 @@ def test_a_backup_that_differs_from_the_restored_file_stays_and_is_named(home: P
     edited["theme"] = "dark"  # the user changes the file while coffer is installed
     settings.write_bytes(pretty(edited))
     change = json.loads(run(home, "agents", "uninstall", "claude-code", "--json").stdout)
-    backup = settings.with_name("settings.json.bak")
+    backup = settings.with_name("settings.json.coffer.bak")
     assert backup.read_bytes() == pretty(CLAUDE_SETTINGS)
     assert json.loads(settings.read_text()) == {**CLAUDE_SETTINGS, "theme": "dark"}
     assert change["kept_backups"] == [str(backup)]
     assert any(str(backup) in note for note in change["notes"]), change
     # ~/.claude.json was not changed since: restored exactly, its backup gone.
-    assert not (home / ".claude.json.bak").exists()
+    assert not (home / ".claude.json.coffer.bak").exists()
     assert (home / ".claude.json").read_bytes() == pretty(CLAUDE_JSON)
 
 
@@ -108,7 +108,27 @@ def test_the_text_output_names_a_kept_backup(home: Path) -> None:
     run(home, "agents", "install", "claude-code", "--no-check")
     settings.write_bytes(settings.read_bytes().replace(b'"model": "opus"', b'"model": "sonnet"'))
     out = run(home, "agents", "uninstall", "claude-code").stdout
-    assert f"{settings}.bak" in out and "kept" in out, out
+    assert f"{settings}.coffer.bak" in out and "kept" in out, out
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_backup_of_the_users_own_is_never_overwritten(home: Path, agent: str) -> None:
+    """A user who kept ``settings.json.bak`` (or ``config.toml.bak``, ``opencode.json.bak``) by
+    hand lost it: install wrote its own backup under that very name, and uninstall then removed
+    it as one that repeats the restored file."""
+    user_configs(home)
+    theirs = {
+        p: b"the user's own backup of " + p.name.encode() + b"\n"
+        for p in list(home.rglob("*.json")) + list(home.rglob("*.toml"))
+    }
+    for path, data in list(theirs.items()):
+        bak = path.with_name(path.name + ".bak")
+        bak.write_bytes(data)
+        theirs[bak] = theirs.pop(path)
+    run(home, "agents", "install", agent, "--no-check")
+    assert {p: p.read_bytes() for p in theirs} == theirs
+    run(home, "agents", "uninstall", agent)
+    assert {p: p.read_bytes() for p in theirs} == theirs
 
 
 # -- a `coffer` MCP entry of the user's own ------------------------------------------------------

@@ -4,7 +4,7 @@ Three promises, because these files belong to the user and to their agents:
 
 * a file that does not parse is never overwritten (``AgentConfigInvalid`` names it);
 * every write is atomic (temp file in the same folder, fsync, rename, fsync of the folder) and
-  keeps the file's mode, and the previous bytes can be kept next to it as ``<name>.bak``;
+  keeps the file's mode, and the previous bytes can be kept next to it as ``<name>.coffer.bak``;
 * an edit keeps what it does not touch: JSON key order and indent style, TOML comments and
   layout (tomlkit).
 
@@ -34,13 +34,18 @@ from .._jsontext import loads as json_loads
 from .._store.files import ensure_dir, fsync_dir, write_outside_store
 from .json_splice import JsonStyle, splice
 
-BACKUP_SUFFIX = ".bak"
+# Not ``.bak``: a user's own ``settings.json.bak`` (kept by hand, or by another tool) was
+# overwritten by the first install, and removed by uninstall when it matched the restored file.
+BACKUP_SUFFIX = ".coffer.bak"
+# What earlier coffer named its backups; one that holds coffer's entries is still removed.
+LEGACY_BACKUP_SUFFIX = ".bak"
 NEW_FILE_MODE = 0o600
 _TEMP_PREFIX = ".coffer-tmp-"
 _INDENT = re.compile(r"\n([ \t]+)\S")
 
 __all__ = [
     "BACKUP_SUFFIX",
+    "LEGACY_BACKUP_SUFFIX",
     "NEW_FILE_MODE",
     "ConfigDoc",
     "JsonDoc",
@@ -61,9 +66,16 @@ def _real(path: Path) -> Path:
 
 
 def backup_path(path: Path) -> Path:
-    """Where the previous bytes of ``path`` are kept: ``<name>.bak`` beside the (real) file."""
+    """Where the previous bytes of ``path`` are kept: ``<name>.coffer.bak`` beside the (real) file."""
     real = _real(path)
     return real.with_name(real.name + BACKUP_SUFFIX)
+
+
+def legacy_backup_path(path: Path) -> Path:
+    """Where an older coffer kept them: ``<name>.bak`` (only ever removed when it holds coffer's
+    entries, which no backup of the user's own does)."""
+    real = _real(path)
+    return real.with_name(real.name + LEGACY_BACKUP_SUFFIX)
 
 
 def _read(path: Path) -> bytes | None:
@@ -82,7 +94,7 @@ def _replace(path: Path, data: bytes, mode: int) -> None:
 
 def write_atomic(path: Path, data: bytes, *, backup: bool = True) -> None:
     """Atomically write ``data`` to ``path``, keeping its mode and (with ``backup``) its previous
-    bytes in ``.bak``.
+    bytes in ``.coffer.bak``.
 
     A new file gets mode 0600 (missing folders 0700).
     """
@@ -96,7 +108,7 @@ def write_atomic(path: Path, data: bytes, *, backup: bool = True) -> None:
 
 
 def remove_with_backup(path: Path, *, backup: bool = True) -> None:
-    """Remove ``path`` (a file coffer created), keeping (with ``backup``) its last bytes in ``.bak``."""
+    """Remove ``path`` (a file coffer created), keeping (with ``backup``) its last bytes in ``.coffer.bak``."""
     real = _real(path)
     previous = _read(real)
     if previous is None:

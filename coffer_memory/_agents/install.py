@@ -38,6 +38,7 @@ from .config_files import (
     ConfigDoc,
     backup_path,
     check_writable,
+    legacy_backup_path,
     load_doc,
     read_bytes,
     remove_with_backup,
@@ -509,7 +510,7 @@ class EditSession:
             self.kept_backups.append(bak)
             self.notes.append(
                 f"kept {bak}: {path} as it was before coffer's install; the file differs from it now "
-                "(changes made since are kept), so delete the .bak once you no longer need it"
+                "(changes made since are kept), so delete the .coffer.bak once you no longer need it"
             )
 
     def commit(self, registry: AgentRegistry, records: dict[str, AgentRecord]) -> list[Path]:
@@ -526,15 +527,20 @@ class EditSession:
         for path, data in plan:
             # A .bak never holds coffer's entries, so restoring one cannot bring them back: bytes
             # that held them are not backed up (the .bak keeps the last version without them), and
-            # a .bak that holds them (left by an older coffer) goes.
+            # a backup that holds them (left by an older coffer, also under the plain .bak name it
+            # used) goes.
             backup = not self.held[path]
             try:
                 if data is None:
                     remove_with_backup(path, backup=backup)
                 else:
                     write_atomic(path, data, backup=backup)
-                if not backup and _mentions_coffer(_read_or_none(backup_path(path))):
-                    os.unlink(backup_path(path))
+                stale = (
+                    [legacy_backup_path(path)] if backup else [backup_path(path), legacy_backup_path(path)]
+                )
+                for bak in stale:
+                    if _mentions_coffer(_read_or_none(bak)):
+                        os.unlink(bak)
                 if path in self.left:
                     self._tidy_backup(path, data)
             except OSError as exc:
