@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -226,3 +227,15 @@ def test_list_and_status_work_before_coffer_has_a_home_and_make_none(home: Path)
     status = json.loads(run(home, "agents", "status", "claude-code", "--json").stdout)
     assert status["installed"] is False and status["mcp_check"] is None
     assert list(home.iterdir()) == []  # no ~/.coffer
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_uninstall_after_coffers_home_was_deleted_makes_no_home(home: Path, agent: str) -> None:
+    # The user removed ~/.coffer but not the agent's entries: uninstall removes them, and with no
+    # registry there is nothing to record, so it must not create a home just to leave one behind.
+    run(home, "agents", "install", agent, "--no-check")
+    shutil.rmtree(home / ".coffer")
+    out = run(home, "agents", "uninstall", agent).stdout
+    # Without the record of what coffer created, emptied files stay, but coffer's entries go.
+    assert not any(b"coffer" in data for data in tree(home).values() if data is not None), out
+    assert not (home / ".coffer").exists()

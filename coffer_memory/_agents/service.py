@@ -53,9 +53,15 @@ class Agents:
 
     The agents' directories come from ``agent_homes`` when set, else from the environment at each
     call (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``XDG_CONFIG_HOME``, ``HOME``...).
+
+    ``index`` None is for ``uninstall_agent`` where coffer's home does not exist (``coffer agents
+    uninstall`` after ``~/.coffer`` was deleted): nothing is locked or audited there, so the
+    uninstall makes no home (with no registry, coffer's entries are removed with nothing to record).
     """
 
-    def __init__(self, settings: Settings, index: IndexHandle, agent_homes: AgentHomes | None = None) -> None:
+    def __init__(
+        self, settings: Settings, index: IndexHandle | None, agent_homes: AgentHomes | None = None
+    ) -> None:
         self.settings = settings
         self.index = index
         self.agent_homes = agent_homes
@@ -65,12 +71,20 @@ class Agents:
         return self.agent_homes if self.agent_homes is not None else AgentHomes.from_env()
 
     def _audit(self, event: str, store: None, **details: Any) -> None:
+        # No index: an uninstall where coffer has no home (``index`` None), with no log to add to.
+        if self.index is None:
+            return
         with self.index.lock:
             self.index.audit(event, store, None, details)
 
     @contextmanager
     def _agents_locked(self) -> Iterator[AgentRegistry]:
         # One writer at a time across processes: two installs must not interleave their reads.
+        # Without a home (``index`` None) there is no registry to guard, and the lock would make one.
+        if self.index is None:
+            with self._lock:
+                yield AgentRegistry(self.settings.home)
+            return
         with self._lock, store_lock(HomeLayout(self.settings.home).agents_lock):
             yield AgentRegistry(self.settings.home)
 

@@ -148,12 +148,13 @@ def _with_service(args: argparse.Namespace) -> Any:
 
     settings = _settings(args)
     if args.agents_command == "uninstall" and not settings.home.exists():
-        # ~/.coffer not made yet (or deleted): open no service, which would make it, for nothing.
-        status = build_status(args.agent, AgentHomes.from_env(), settings.home)
-        if not (status.hooks_installed or status.mcp_registered):
-            change = AgentChange(agent=args.agent, action="uninstall", changed=(), status=status)
-            emit_json(change) if args.json else _print_change(change, "uninstalled")
-            return None
+        # ~/.coffer not made yet (or deleted): open no service, which would make it. Entries left in
+        # an agent's config are removed without it (no registry: nothing to record or audit).
+        from .._agents.service import Agents
+
+        change = Agents(settings, None).uninstall_agent(args.agent)
+        emit_json(change) if args.json else _print_change(change, "uninstalled")
+        return None
     with MemoryService(settings=settings) as svc:
         return args.func(svc, args)
 
