@@ -19,7 +19,9 @@ A body holding a lone surrogate escape (``"\\ud800"``) is JSON the SDK's transpo
 parsing (``400`` "Parse error: unexpected end of hex escape", id null); ``refused`` (``cli``'s
 ``answer_over_http``) answers such a request as stdio does, ``INVALID_INPUT`` under its id, once it
 passed the transport's own checks (``Host``, ``Origin``, ``Content-Type``); so it does a body naming
-one key twice in one object, which the transport served by its last value. Every body is read
+one key twice in one object, which the transport served by its last value (a notification so named
+is ``400`` with the error under a null id: there is no id to answer under, and the transport's rule
+for a notification the server cannot accept is an HTTP error status). Every body is read
 once more for it (a JSON parse, a few microseconds for a tool call's size).
 """
 
@@ -41,7 +43,7 @@ class BoundedBody:
         self,
         app: Any,
         limit: int = MAX_REQUEST_BODY_BYTES,
-        refused: Callable[[dict[str, Any], bytes], Awaitable[bytes | None]] | None = None,
+        refused: Callable[[dict[str, Any], bytes], Awaitable[tuple[int, bytes] | None]] | None = None,
     ) -> None:
         self.app = app
         self.limit = limit
@@ -92,9 +94,10 @@ class BoundedBody:
         whole = b"".join(body)
         answer = await self.refused(scope, whole) if self.refused and whole else None
         if answer is not None:
-            fields = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
-            await send({"type": "http.response.start", "status": 200, "headers": fields})
-            await send({"type": "http.response.body", "body": answer})
+            status, data = answer
+            fields = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            await send({"type": "http.response.start", "status": status, "headers": fields})
+            await send({"type": "http.response.body", "body": data})
             return
         pending.insert(0, {"type": "http.request", "body": whole, "more_body": False})
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from coffer_memory import KeyNamedTwice, keys_once_each
 
-__all__ = ["Screened", "named_twice", "screen"]
+__all__ = ["Screened", "named_twice", "notification_named_twice", "screen"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -121,6 +121,20 @@ def named_twice(text: str | bytes, twice: KeyNamedTwice) -> dict[str, Any] | Non
         return None
     request_id = message["id"] if _readable_id(message["id"]) else None
     return _error(request_id, f"{twice.code}: {twice.message}", INVALID_PARAMS)
+
+
+def notification_named_twice(text: str | bytes, twice: KeyNamedTwice) -> dict[str, Any] | None:
+    """``INVALID_INPUT`` with a null id for a notification (one message with no ``id``) naming a
+    key twice (``twice``); None for anything else. Over stdio such a line is dropped (no one to
+    answer); over HTTP the transport's rule for a notification the server cannot accept is an HTTP
+    error status whose body MAY be a JSON-RPC error with no id (``cli.answer_over_http``)."""
+    try:
+        message = json.loads(text, parse_int=_int)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "id" in message:
+        return None
+    return _error(None, f"{twice.code}: {twice.message}", INVALID_PARAMS)
 
 
 DROPPED = ""

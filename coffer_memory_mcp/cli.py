@@ -50,7 +50,7 @@ from ._args import (
 )
 from ._debug import debug
 from ._http_body import BoundedBody
-from ._screen import Screened, named_twice
+from ._screen import Screened, named_twice, notification_named_twice
 from ._sessions import MarkStreams, SessionRoom
 from .refusals import HostGuard, TypedRefusals, send_envelope
 from .server import build_server
@@ -165,19 +165,22 @@ def answer_to_refused(line: str | dict[str, Any]) -> SessionMessage | None:
     return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload))
 
 
-def answer_over_http(body: bytes) -> bytes | None:
-    """``answer_to_refused``'s answer, as JSON, to a POST body holding a lone surrogate, which the
-    SDK's HTTP transport refuses as JSON that does not parse, or ``INVALID_INPUT`` to one naming a
-    key twice in one object (as ``coffer-api`` answers it; the transport took the last value);
-    None leaves the body to the transport. ``http_app`` asks it only for a request that passed the
+def answer_over_http(body: bytes) -> tuple[int, bytes] | None:
+    """The HTTP status and JSON of ``answer_to_refused``'s answer to a POST body holding a lone
+    surrogate, which the SDK's HTTP transport refuses as JSON that does not parse, or of
+    ``INVALID_INPUT`` to one naming a key twice in one object (as ``coffer-api`` answers it; the
+    transport took the last value): ``200`` under a request's id, ``400`` with a null id for a
+    notification (the streamable-HTTP rule for a notification the server cannot accept). None
+    leaves the body to the transport. ``http_app`` asks it only for a request that passed the
     ``Host`` and ``Origin`` checks (``HostGuard``) and passes the transport's ``Content-Type`` check."""
     try:
         message = json.loads(body, parse_int=_int_or_huge, object_pairs_hook=keys_once_each)
     except KeyNamedTwice as twice:
         refused = named_twice(body, twice)  # the words and the id stdio answers with (``_screen``)
-        if refused is None or refused["id"] is None:
-            return None
-        return json.dumps(refused, separators=(",", ":")).encode()
+        if refused is None:
+            notification = notification_named_twice(body, twice)
+            return None if notification is None else (400, _compact(notification))
+        return None if refused["id"] is None else (200, _compact(refused))
     except (ValueError, RecursionError):
         return None
     else:
@@ -187,9 +190,13 @@ def answer_over_http(body: bytes) -> bytes | None:
     if answer is None:
         return None
     try:
-        return answer.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        return 200, answer.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
     except ValueError:  # the surrogate is in the id: no answer can name it, the transport's 400 stands
         return None
+
+
+def _compact(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
 
 
 def _answer_to_error(error: ValidationError) -> SessionMessage | None:
@@ -401,7 +408,7 @@ def http_app(
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     checks = TransportSecurityMiddleware(security)
 
-    async def refused(scope: dict[str, Any], body: bytes) -> bytes | None:
+    async def refused(scope: dict[str, Any], body: bytes) -> tuple[int, bytes] | None:
         if scope["method"] != "POST":
             return None
         answer = answer_over_http(body)

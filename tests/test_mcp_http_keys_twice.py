@@ -67,3 +67,31 @@ def test_a_key_named_twice_is_invalid_input_and_nothing_is_written(tmp_home: Pat
         server.stop()
     with MemoryService(tmp_home) as svc:
         assert [f.fact.body for f in svc.list_facts(store="global").items] == ["kept e"]
+
+
+def test_a_notification_naming_a_key_twice_is_refused_with_400_and_no_id(tmp_home: Path) -> None:
+    # Over stdio it is dropped (``_screen``); over HTTP the SDK took its last value and answered
+    # 202. The streamable-HTTP transport says a notification the server cannot accept gets an HTTP
+    # error status (400), its body MAY be a JSON-RPC error with no id: coffer-api's INVALID_INPUT.
+    server = http_server(tmp_home)
+    try:
+        with httpx.Client(base_url=server.base, timeout=60) as http:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+            opened = http.post("/mcp", json=init, headers=HEADERS)
+            session = {**HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            twice = (
+                b'{"jsonrpc": "2.0", "method": "notifications/cancelled", '
+                b'"method": "notifications/initialized"}'
+            )
+            answer = http.post("/mcp", content=twice, headers=session)
+            assert answer.status_code == 400, answer.text
+            message = answer.json()
+            assert message.get("id") is None, message
+            said = message["error"]["message"]
+            assert said.startswith("INVALID_INPUT: ") and "named twice" in said, message
+            # The same notification naming each key once is accepted as before.
+            once = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            accepted = http.post("/mcp", json=once, headers=session)
+            assert accepted.status_code == 202 and accepted.content == b"", accepted.text
+    finally:
+        server.stop()
