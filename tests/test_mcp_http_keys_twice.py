@@ -35,14 +35,19 @@ def _message(answer: httpx.Response) -> dict[str, Any]:
     return dict(answer.json())
 
 
+def _open_session(http: httpx.Client) -> dict[str, str]:
+    """The headers of a new MCP session (``initialize`` answered)."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+    opened = http.post("/mcp", json=init, headers=HEADERS)
+    assert opened.status_code == 200, opened.text
+    return {**HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+
+
 def test_a_key_named_twice_is_invalid_input_and_nothing_is_written(tmp_home: Path) -> None:
     server = http_server(tmp_home)
     try:
         with httpx.Client(base_url=server.base, timeout=60) as http:
-            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
-            opened = http.post("/mcp", json=init, headers=HEADERS)
-            assert opened.status_code == 200, opened.text
-            session = {**HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            session = _open_session(http)
             http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
             for n, body in enumerate(
                 (
@@ -76,9 +81,7 @@ def test_a_notification_naming_a_key_twice_is_refused_with_400_and_no_id(tmp_hom
     server = http_server(tmp_home)
     try:
         with httpx.Client(base_url=server.base, timeout=60) as http:
-            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
-            opened = http.post("/mcp", json=init, headers=HEADERS)
-            session = {**HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            session = _open_session(http)
             twice = (
                 b'{"jsonrpc": "2.0", "method": "notifications/cancelled", '
                 b'"method": "notifications/initialized"}'
