@@ -300,8 +300,8 @@ def public_encoding(text: str, start: int, blob: str) -> bool:
     key and is not), or the data of a SOPS-encrypted value (``ENC[AES256_GCM,data:…]``)."""
     if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
         return True
-    head = start - len(SOPS_HEAD)
-    if head >= 0 and text.startswith(SOPS_HEAD, head) and SOPS_VALUE.match(text, head):
+    sops_at = start - len(SOPS_HEAD)
+    if sops_at >= 0 and text.startswith(SOPS_HEAD, sops_at) and SOPS_VALUE.match(text, sops_at):
         return True
     begin = text.rfind("-----BEGIN ", max(0, start - _ARMOR_LOOKBACK), start)
     if begin >= 0 and _PUBLIC_BEGIN.match(text, begin) and "-----END " not in text[begin:start]:
