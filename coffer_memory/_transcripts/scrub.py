@@ -72,7 +72,9 @@ Pipeline for one message (``scrub_text``), in this order:
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
      (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
      set``), the value a secret store's command takes by a flag or a pipe (``gh secret set N --body
-     X``, ``az keyvault secret set … --value X``, ``aws ssm put-parameter … --value X``, ``echo X | gh secret set N``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     X``, ``az keyvault secret set … --value X``, ``aws ssm put-parameter … --value X``, ``echo X | gh secret set N``, ``gh secret set N <<< X``,
+     ``gcloud secrets versions add N --data-file=- <<< X``, each ``k=X`` of ``vault kv put`` and
+     ``kubectl create secret … --from-literal=k=X``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
      = X``) when X has letters and digits or looks generated, or, for a password, is a word that
      ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
      required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is
@@ -112,7 +114,8 @@ Pipeline for one message (``scrub_text``), in this order:
      digits (dumped keys, tokens of unknown vendors) becomes ``[encoded data removed]`` (this
      one runs before the key/value rules), unless it is public (``secret_shapes.public_encoding``):
      an image/audio/video/font data URI, an SSH public key, a JWK's ``"n"``, the body of a certificate or of a
-     PGP or PEM public key, or base64 of such a PEM block.
+     PGP or PEM public key, base64 of such a PEM block, or the data of a SOPS value
+     (``ENC[AES256_GCM,data:…]``, also kept after a key that names a secret).
 
 3. **Drop pasted material** (each replaced by one marker line, e.g.
    ``[command output removed: 12 lines]``, and counted):

@@ -284,15 +284,24 @@ _PUBLIC_LABEL: Final = (
 )
 _PUBLIC_BEGIN: Final = re.compile(r"-{5}BEGIN " + _PUBLIC_LABEL)
 _ARMOR_LOOKBACK: Final = 100_000  # how far back a blob's BEGIN line is looked for
+# A SOPS-encrypted value: ciphertext meant to be committed, no secret without its key.
+SOPS_VALUE: Final = re.compile(
+    r"ENC\[AES256_GCM,data:[A-Za-z0-9+/]*={0,2},iv:[A-Za-z0-9+/]+={0,2},tag:[A-Za-z0-9+/]+={0,2}"
+    r",type:(?:str|int|float|bool|bytes|comment)\]"
+)
+SOPS_HEAD: Final = "ENC[AES256_GCM,data:"
 
 
 def public_encoding(text: str, start: int, blob: str) -> bool:
     """The base64 ``blob`` at ``start`` in ``text`` is public material, not a secret: an image in
     a data URI, an SSH public key, a JWK's modulus, the body of a certificate or a public key
-    (its PEM or PGP armor opened before it and not yet closed), or base64 of such a PEM block (a
+    (its PEM or PGP armor opened before it and not yet closed), base64 of such a PEM block (a
     kubeconfig's ``certificate-authority-data``; its ``client-key-data`` decodes to a private
-    key and is not)."""
+    key and is not), or the data of a SOPS-encrypted value (``ENC[AES256_GCM,data:…]``)."""
     if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
+        return True
+    sops_at = start - len(SOPS_HEAD)
+    if sops_at >= 0 and text.startswith(SOPS_HEAD, sops_at) and SOPS_VALUE.match(text, sops_at):
         return True
     begin = text.rfind("-----BEGIN ", max(0, start - _ARMOR_LOOKBACK), start)
     if begin >= 0 and _PUBLIC_BEGIN.match(text, begin) and "-----END " not in text[begin:start]:
@@ -395,11 +404,29 @@ SECRET_FLAG_VALUES: Final = re.compile(
     r"(?:--body|-b|--value)(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))"
     r"(?!file://|fileb://)(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[\"']?[^\s\"'`|;&]+[\"']?)"
 )
+# What a secrets command does to store one: ``gh secret set``, ``gcloud secrets versions add``.
+_STORE = r"(?:versions[ \t]+)?(?:set|put|add|create|import)\b"
 # A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
 # secret put NAME``, ``… | fly secrets import``.
 PIPED_SECRETS: Final = re.compile(
     r"\b(?:echo(?:[ \t]+-n)?|printf(?:[ \t]+(?:%s|'%s'|\"%s\"))?)[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
-    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+(?:set|put|add|create|import)\b)"
+    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+" + _STORE + r")"
+)
+# A value a secrets command reads from a here-string: ``gh secret set NAME <<< X``,
+# ``gcloud secrets versions add NAME --data-file=- <<< X``.
+HERE_STRING_SECRETS: Final = re.compile(
+    r"\bsecrets?[ \t]+" + _STORE + r"[^\n|;&<]{0,300}<<<[ \t]*"
+    r"(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[^\s\"'`|;&]+)"
+)
+# The ``key=value`` pairs of a command that stores them all as secrets: ``vault kv put PATH
+# k=X``, ``kubectl create secret generic NAME --from-literal=k=X``. SECRET_PAIR finds the
+# pairs inside a command's line; ``k=@file`` and ``k=-`` (stdin) hold no secret.
+SECRET_PAIRS_COMMAND: Final = re.compile(
+    r"\b(?:vault[ \t]+kv[ \t]+(?:put|patch)|kubectl[ \t]+create[ \t]+secret)\b[^\n|;&]{0,2000}"
+)
+SECRET_PAIR: Final = re.compile(
+    r"(?<=[ \t])(?P<pre>(?:--from-literal[ \t=]+)?(?!-)[\w.-]{1,80}=)"
+    r"(?P<val>(?![@-])\"[^\"\n]{1,1024}\"|(?![@-])'[^'\n]{1,1024}'|(?![@-])[^\s\"'`|;&]+)"
 )
 # Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
 # ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Final
 
 from .scrub_markers import MARKER_START, redacted
-from .secret_shapes import AWS_DOC_EXAMPLE
+from .secret_shapes import AWS_DOC_EXAMPLE, SOPS_VALUE
 
 
 def word_set(words: str) -> frozenset[str]:
@@ -170,6 +170,8 @@ def is_not_a_secret(value: str, *, quoted: bool, after_colon: bool, call: bool =
         return True  # too short to be a credential, or a count (``{"token": 3}``)
     if MARKER_START.match(v) or _TEMPLATE.fullmatch(v) or AWS_DOC_EXAMPLE.fullmatch(v):
         return True  # ours, ``${VAR}``, ``${{ secrets.X }}``, ``{{ x }}``, ``<token>``, ``[PAD]``, AWS's docs
+    if v.startswith("ENC[") and SOPS_VALUE.fullmatch(v.rstrip("]") + "]"):  # its ``]`` may be cut as trailing
+        return True  # SOPS ciphertext: committed on purpose, no secret without its key
     variable = _VARIABLE.fullmatch(v)
     if variable is not None and not looks_random(variable["name"] or variable["win"] or variable["tag"]):
         return True  # ``$DB_PASSWORD``, ``%API_KEY%``, ``!vault`` (but ``$aB3dE5fG7hJ9k`` is a value)

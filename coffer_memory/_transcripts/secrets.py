@@ -20,11 +20,15 @@ from .secret_shapes import (
     AZURE_LISTED_KEY,
     BARE_PASSWORDS,
     CONFIG_SET,
+    HERE_STRING_SECRETS,
     LOGIN_PASSWORDS,
     ODBC_BRACED,
     PGPASS_LINE,
     PIPED_SECRETS,
     SECRET_FLAG_VALUES,
+    SECRET_PAIR,
+    SECRET_PAIRS_COMMAND,
+    SOPS_VALUE,
     TABLE_ROW,
     URL,
     URL_PATH_ASSIGNMENT,
@@ -143,7 +147,9 @@ _YAML_LINE = re.compile(
 _COMMAND_AFTER = (
     r"[A-Za-z_][\w.-]{0,60}=|[-./~$&|;<>(]|(?:npm|npx|yarn|pnpm|node|python3?|uv|uvx|poetry|pip|make"
     r"|docker|go|cargo|bundle|bundler|rails|rake|ruby|java|mvn|gradle|bash|sh|zsh|pytest|deno|bun|php"
-    r"|composer|dotnet|terraform|kubectl|helm|exec|env|sudo|time|nohup|git|coffer)(?![\w-])"
+    r"|composer|dotnet|terraform|kubectl|helm|exec|env|sudo|time|nohup|git|coffer|flask|uvicorn|gunicorn"
+    r"|hypercorn|daphne|celery|streamlit|jest|vitest|mocha|nodemon|tsx|vite|next|rspec|mix|iex|elixir"
+    r"|swift|hugo|tox|nox|hatch|pdm)(?![\w-])"
     r"|[a-z][a-z0-9]*-[a-z0-9-]+(?:[ \t]|$)"  # a kebab-case program: ``coffer-api``, ``docker-compose``
 )
 _ENV_LINE = re.compile(
@@ -282,6 +288,10 @@ def _redact_named(text: str, c: Counter[str]) -> str:
         text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
     if "secret" in text:
         text = PIPED_SECRETS.sub(named(fixed="secret"), text)
+        if "<<<" in text:
+            text = HERE_STRING_SECRETS.sub(named(fixed="secret"), text)
+    if "vault" in text or "secret" in text:
+        text = SECRET_PAIRS_COMMAND.sub(lambda m: SECRET_PAIR.sub(named(fixed="secret"), m.group()), text)
     text = CONFIG_SET.sub(named(), text)
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
@@ -532,8 +542,8 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
             kind = _key_kind(m["key"], value)
-            if kind is None or not value:
-                return None
+            if kind is None or not value or SOPS_VALUE.match(m.string, m.start("val") + (value[:1] in "\"'")):
+                return None  # a SOPS value, also cut short at its ``,`` by a rule: see is_not_a_secret
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
             end = m.start("val") + len(value)
             call = m.string[end : end + 1] in ("(", "[")
