@@ -309,13 +309,24 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
 
     for line in session.waiting:
         refuse(line)
-    while (item := lines.get()) is not _EOF:
+    while (item := _next(lines)) is not _EOF:
         assert isinstance(item, str)
         session.waiting = []
         session.take(item)
         for line in session.waiting:
             refuse(line)
     return 0
+
+
+def _next(lines: queue.Queue[object]) -> object:
+    """The queue's next item, waking twice a second: a SIGINT the kernel gave to another thread
+    (the stdin reader's, the builder's) only trips a flag, which the main thread reads when it
+    runs; blocked in a lock with no timeout it never did, and a Ctrl-C left coffer-mcp running."""
+    while True:
+        try:
+            return lines.get(timeout=0.5)
+        except queue.Empty:
+            continue
 
 
 def _serve_fast(args: Any, snapshot: Snapshot) -> int:
@@ -331,7 +342,7 @@ def _serve_fast(args: Any, snapshot: Snapshot) -> int:
     threading.Thread(target=_reader, args=(wire_in, lines), name="coffer-mcp-stdin", daemon=True).start()
     threading.Thread(target=_build, args=(args, lines), name="coffer-mcp-sdk", daemon=True).start()
     ended = False
-    while not isinstance(item := lines.get(), _Built):
+    while not isinstance(item := _next(lines), _Built):
         if item is _EOF:
             ended = True
             if session.version is not None and all(_notification(line) for line in session.waiting):
