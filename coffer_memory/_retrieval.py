@@ -515,10 +515,9 @@ class KnowledgeRetrieval:
             found = best_documents(
                 self.db, names, query, limit, kept, turns if turns and min(turns) else None
             )
-            fronts = None if turns is None else fused_fronts(self.db, found, limit, kept)
+            fronts = None if turns is None else fused_fronts(self.db, found, limit, kept, make_hit)
             if fronts is not None:
-                # (text, score) taken apart by hand: a call with ``*`` builds a tuple and takes the slow call path
-                return [make_hit(store, doc, (ts := found[store][i])[0], ts[1]) for (store, i), doc in fronts]
+                return fronts
             if turns is not None:  # a front document had no row: every store's first ``limit``
                 found = best_documents(self.db, names, query, limit, kept)
             best = found
