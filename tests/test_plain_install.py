@@ -251,7 +251,9 @@ def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path
         )
         assert status == 0, drawn
         assert "Traceback" not in drawn
-        assert drawn.index("reading") < drawn.index("checking") < drawn.rindex("writing: 10/10 step (100%)"), drawn
+        assert (
+            drawn.index("reading") < drawn.index("checking") < drawn.rindex("writing: 10/10 step (100%)")
+        ), drawn
     finally:
         _drop(site, NOT_CORE)
         _link_packages(site, without=SDK_PARTS)
