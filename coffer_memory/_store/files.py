@@ -478,10 +478,12 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     else:  # the rendered shape holds no other key
         extra = {}
-        if created or updated:
-            times = _fastmeta().rendered_times(
-                created_text, updated_text, created is not None, updated is not None
-            )
+        # The two times as ``format_time`` writes them, from the text the header holds: a time out
+        # of range stands in for the other as above; a non-ASCII digit (``\d``) is formatted anew.
+        first = created_text if created is not None and created_text.isascii() else None
+        second = updated_text if updated is not None and updated_text.isascii() else None
+        if first is not None or second is not None:
+            times = (first or second or "", second or first or "")
     return ParsedFile(
         fact=fact,
         sha256=sha256_bytes(data),
