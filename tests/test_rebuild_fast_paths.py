@@ -170,20 +170,3 @@ def test_a_rendered_header_parses_as_the_same_header_read_through_yaml() -> None
         shown = (format_time(quick.fact.created_at), format_time(quick.fact.updated_at))
         assert quick.times in (None, shown), text
     assert fast_ones > 500  # the comparison is of the fast branch
-
-
-def test_a_value_the_plain_pattern_takes_is_what_scalar_gives() -> None:
-    """``read_rendered`` takes a title or description that ``fastmeta._PLAIN`` matches as it is,
-    without ``_scalar``: over short texts of the characters YAML's checks look at, each one it
-    matches is one ``_scalar`` returns unchanged, and it matches most plain words."""
-    alphabet = [*"aynNtTfoO019-+.~:#' \t!&*<=?,[]{}|>%@`\"", "\xa0", "部", "é"]
-    r = random.Random(30)
-    matched = 0
-    for _ in range(40_000):
-        text = "".join(r.choice(alphabet) for _ in range(r.randint(1, 8)))
-        if fastmeta._PLAIN(text):
-            matched += 1
-            assert fastmeta._scalar(text) == text, repr(text)
-    assert matched > 1_000
-    for word in ("Deploy the api", "yesterday", "Nothing", "部署 數據庫", "\xa0lead", "a-b: c"[:3]):
-        assert fastmeta._PLAIN(word) and fastmeta._scalar(word) == word

@@ -28,20 +28,6 @@ _BREAKS = re.compile("[\r\x85\u2028\u2029]")
 # letter leads only to bool and null, whole words of at most 5 letters ("false", "NULL").
 _RESOLVED_FIRST = frozenset(k for k in _RESOLVER.yaml_implicit_resolvers if k)
 _LETTER_WORDS_MAX = 5
-# A value ``_scalar`` returns as it is by its checks before the resolver's, as one pattern (C, not
-# ~40 bytecodes a value; a rebuild reads a title and a description per file): no ": ", " #" or tab
-# in it, a first character neither an indicator nor one a resolver looks at (or such a letter
-# leading more than ``_LETTER_WORDS_MAX`` characters), a last one neither blank nor ":".
-_PLAIN = (
-    re.compile(
-        "(?!.*(?:: | #|\t))"
-        f"(?:[^{re.escape(''.join(sorted(_INDICATORS | _RESOLVED_FIRST)))}]"
-        f"|[{''.join(sorted(c for c in _RESOLVED_FIRST if c.isalpha()))}](?=.{{{_LETTER_WORDS_MAX}}}))"
-        ".*(?<![ \t:])"
-    ).fullmatch
-    if None not in _RESOLVER.yaml_implicit_resolvers
-    else re.compile("(?!)").fullmatch
-)
 
 
 def _scalar(text: str) -> object:
@@ -127,8 +113,8 @@ def read_rendered(text: str) -> Rendered | None:
     values = f"{title}{description}{origin}{tags_text or ''}"
     if not values.isprintable() and not _printable(values):
         return None
-    title_value = title if _PLAIN(title) else _scalar(title)
-    description_value = description if _PLAIN(description) else _scalar(description)
+    title_value = _scalar(title)
+    description_value = _scalar(description)
     origin_value = None if origin == "null" else _scalar(origin)  # what _scalar gives "null"
     if title_value is _NO or description_value is _NO or origin_value is _NO:
         return None
