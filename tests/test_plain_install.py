@@ -225,3 +225,35 @@ def test_a_mode_hint_names_the_vector_extra_only_where_no_embedder_is_installed(
     finally:
         _drop(site, EMBEDDER_PARTS)
         _link_packages(site, without=SDK_PARTS)
+
+
+NOT_CORE = ("tqdm",)  # a core dependency until size30, for the two progress counters alone
+
+
+def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path) -> None:
+    """``coffer import`` on a terminal draws its phases with the core's own counter: tqdm is no
+    longer installed by a plain install (issue #15 item 8, the core's size)."""
+    from test_import_summary import _on_a_terminal
+
+    from coffer_memory import MemoryService
+
+    site = _site(plain_venv)
+    _drop(site, SDK_PARTS + NOT_CORE)
+    _link_packages(site, without=SDK_PARTS + NOT_CORE)
+    try:
+        with MemoryService(tmp_path / "src") as svc:
+            for n in range(5):
+                svc.remember(f"Imported fact number {n} about the release train.", store="global")
+            svc.export_memory(tmp_path / "out.zip")
+        env = {**os.environ, "COFFER_HOME": str(tmp_path / "dst")}
+        status, drawn = _on_a_terminal(
+            [str(plain_venv / "bin" / "coffer"), "import", str(tmp_path / "out.zip")], env
+        )
+        assert status == 0, drawn
+        assert "Traceback" not in drawn
+        assert (
+            drawn.index("reading") < drawn.index("checking") < drawn.rindex("writing: 10/10 step (100%)")
+        ), drawn
+    finally:
+        _drop(site, NOT_CORE)
+        _link_packages(site, without=SDK_PARTS)

@@ -10,6 +10,7 @@ from .._errors import InvalidInput
 from .._porting.models import EXPORT_FORMATS, IMPORT_KINDS, ImportEntry
 from .._render import table
 from ._common import FILE, add_command, emit_json
+from ._progress import Progress
 from ._terminal import shown_path
 
 if TYPE_CHECKING:
@@ -44,17 +45,14 @@ def cmd_export(svc: MemoryService, args: argparse.Namespace) -> None:
 
 
 def cmd_import(svc: MemoryService, args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    bar = tqdm(unit="step", disable=args.json or None, file=sys.stderr, leave=False)
+    bar = Progress("step", enabled=not args.json, leave=False)
 
     phase = [""]
 
     def show(name: str, done: int, total: int | None) -> None:
         if name != phase[0]:
             phase[0] = name
-            bar.set_description(name, refresh=False)
-            bar.reset(total=total)  # drawn at once; a new count: the files read are not the steps
+            bar.reset(name, total)  # drawn at once; a new count: the files read are not the steps
         bar.total = total
         bar.update(done - bar.n)
 

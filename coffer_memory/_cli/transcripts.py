@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
 
 from .._agents.homes import AGENTS
 from .._localtime import local_text
 from .._render import shorten, table, width
 from ._common import add_command, add_cwd, add_group, add_store, emit_json, usage_error
+from ._progress import Progress
 
 if TYPE_CHECKING:
     from .._service import MemoryService
@@ -131,7 +131,7 @@ def cmd_distill(svc: MemoryService, args: argparse.Namespace) -> int:
     return 1 if _failed(svc, result) else 0
 
 
-def _tick(bar: Any) -> None:
+def _tick(bar: Progress) -> None:
     bar.update(1)
 
 
@@ -140,9 +140,7 @@ def _sweep(svc: MemoryService, args: argparse.Namespace) -> int:
         # One line, as organize says it: the sweep printed a 'no_model' line per past session.
         print("no LLM is configured ([llm] in config.toml, see docs/llm.md): nothing to distill")
         return 0
-    from tqdm import tqdm
-
-    bar = tqdm(desc="distilling", unit="session", disable=args.json or None, file=sys.stderr)
+    bar = Progress("session", desc="distilling", enabled=not args.json)
     try:
         result = svc.sweep(
             args.agent,

@@ -205,10 +205,10 @@ class Reindexer:
                 if self.bulk:  # once per store and load, not once per file
                     self._vec_dropped.add(store)
             self.db.conn.execute(
-                "INSERT INTO documents (id, kind, resource_name, project_id, path, title, description, "
+                "INSERT INTO documents (rowid, id, kind, resource_name, project_id, path, title, description, "
                 "metadata, content_sha256, created_at, updated_at, file_size, file_mtime_ns, "
-                "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                self._document_row(store, key, rel, parsed, st),
+                "file_ctime_ns, file_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                self._document_row(None, store, key, rel, parsed, st),
             )
             write_tags(self.db.conn, self.db.conn.last_insert_rowid(), fact.tags)
             chunks = indexed_chunks(fact.title, fact.description, fact.body)
@@ -270,7 +270,8 @@ class Reindexer:
         data, st = read_bytes(path, max_bytes=self.max_file_bytes) if read is None else read
         parsed = parse_fact(data, store=store, relpath=rel, mtime=st.st_mtime)
         fact = parsed.fact
-        self._drop_vectors_of(store)
+        if self.vectors is None and store not in self._vec_dropped:  # once per store and load
+            self._drop_vectors_of(store)
         new = self._new
         if new is None:
             new = self._new = NewRows(
@@ -279,19 +280,21 @@ class Reindexer:
             )
         document = new.next_document
         new.next_document += 1
-        new.documents.append((document, *self._document_row(store, key, rel, parsed, st)))
+        new.documents.append(self._document_row(document, store, key, rel, parsed, st))
+        fact_id = fact.id
         if fact.tags:
             new.tags.extend((document, tag) for tag in fact.tags)
         scope = store_scope(store)
         chunks = indexed_chunks(fact.title, fact.description, fact.body)
+        rowid = new.next_chunk
+        new.next_chunk += len(chunks)
         for position, text in enumerate(chunks):
-            rowid = new.next_chunk
-            new.next_chunk += 1
-            cid = chunk_id(store, fact.id, position)
-            new.chunks.append((rowid, cid, fact.id, KIND, store, position, stored_tokens(text)))
+            cid = f"{scope}:{fact_id}:{position}"  # keys.chunk_id
+            new.chunks.append((rowid, cid, fact_id, KIND, store, position, stored_tokens(text)))
             words, searched, written = index_forms(text)
             new.fts.append((rowid, searched, store, cid, written))
             new.words.append((rowid, words, scope, ""))
+            rowid += 1
         if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
             self._context_due.add((store, fact.id))
         if self.vectors is not None:
@@ -301,12 +304,14 @@ class Reindexer:
         return parsed
 
     def _document_row(
-        self, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
+        self, rowid: int | None, store: str, key: str, rel: str, parsed: ParsedFile, st: os.stat_result
     ) -> tuple[object, ...]:
-        """A ``documents`` row from ``id`` to ``file_ino``."""
+        """A ``documents`` row from ``rowid`` (None: SQLite picks it) to ``file_ino``; its calls
+        written out (a rebuild makes one per file)."""
         title, description, meta, created, updated = described(parsed.fact, rel, parsed.times)
-        sha = "" if self.vectors is not None else parsed.sha256
+        racy = time.time_ns() - st.st_ctime_ns < RACY_NS  # as stat_columns says
         return (
+            rowid,
             parsed.fact.id,
             KIND,
             store,
@@ -315,10 +320,13 @@ class Reindexer:
             title,
             description,
             meta,
-            sha,
+            "" if self.vectors is not None else parsed.sha256,
             created,
             updated,
-            *stat_columns(st),
+            st.st_size,
+            st.st_mtime_ns,
+            -1 if racy else st.st_ctime_ns,
+            st.st_ino,
         )
 
     def write_new(self) -> None:
@@ -352,7 +360,7 @@ class Reindexer:
         self._words_written += len(new.words)
 
     def _drop_vectors_of(self, store: str) -> None:
-        if self.vectors is None and store not in self._vec_dropped:
+        if self.vectors is None and store not in self._vec_dropped:  # add_new asks first too
             # Vectors are off: the store's vec table (if any) misses these documents from now on.
             self.db.conn.execute("DELETE FROM vec_stores WHERE resource_name = ?", (store,))
             self._vec_dropped.add(store)

@@ -115,7 +115,7 @@ def read_rendered(text: str) -> Rendered | None:
         return None
     title_value = _scalar(title)
     description_value = _scalar(description)
-    origin_value = _scalar(origin)
+    origin_value = None if origin == "null" else _scalar(origin)  # what _scalar gives "null"
     if title_value is _NO or description_value is _NO or origin_value is _NO:
         return None
     try:  # the shape of a time but no real one (a hand-edited 2026-02-30): YAML's
@@ -148,16 +148,3 @@ def split_rendered(text: str) -> tuple[dict[str, Any], str] | None:
     """``(metadata, body)`` as python-frontmatter and YAML would give them, or None."""
     found = read_rendered(text)
     return None if found is None else (found[0], found[1])
-
-
-def rendered_times(
-    created_text: str | None, updated_text: str, created: bool, updated: bool
-) -> tuple[str, str] | None:
-    """The fact's ``(created_at, updated_at)`` as ``files.format_time`` writes them, from the
-    times ``read_rendered`` found; ``created``/``updated``: whether that time was taken (one out of
-    range stands in for the other, as ``parse_fact`` does). None when neither was taken."""
-    first = created_text if created and created_text is not None and created_text.isascii() else None
-    second = updated_text if updated and updated_text.isascii() else None
-    if first is None and second is None:
-        return None
-    return (first or second or "", second or first or "")

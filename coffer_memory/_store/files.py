@@ -423,24 +423,40 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
     if text.startswith("\ufeff"):
         text = text[1:]
     fast = _fastmeta().read_rendered(text)
+    actor: Actor
     if fast is None:
         meta, body = split_frontmatter(text)
         body = body.strip("\n")
-    else:  # stripped of all whitespace already
+        title = _header_text(meta, text, "title", "name")
+        description = _header_text(meta, text, "description") or ""
+        nested = meta.get("metadata")
+        actor_raw = nested.get("actor") if isinstance(nested, dict) else None
+        actor = actor_raw if actor_raw in ("agent", "user") else "user"
+        origin = meta.get("origin_session_id")
+        if origin is None and isinstance(nested, dict):
+            origin = nested.get("origin_session_id")
+        created = parse_time(meta.get("created_at"))
+        updated = parse_time(meta.get("updated_at"))
+    else:  # the body stripped of all whitespace already
         meta, body, created_text, updated_text = fast
-    title = _header_text(meta, text, "title", "name")
+        # What the lines above give for render_fact's header, without their general checks (a
+        # rebuild reads every file here): its title, description and origin are each a text or
+        # None (``fastmeta._scalar``), its actor one of the two, its times aware UTC ones.
+        title = meta["title"]
+        if title is not None and not title.strip():
+            title = None
+        description = meta["description"] or ""  # one of only whitespace is stripped to "" below
+        actor = meta["metadata"]["actor"]
+        origin = meta["origin_session_id"]
+        created = meta.get("created_at")
+        if created is not None and not _EPOCH <= created <= _LAST:
+            created = None
+        updated = meta["updated_at"]
+        if not _EPOCH <= updated <= _LAST:
+            updated = None
     if title is None:
         heading = _HEADING_RE.search(body)
         title = heading.group(1) if heading else relpath.rsplit("/", 1)[-1].removesuffix(".md")
-    description = _header_text(meta, text, "description") or ""
-    nested = meta.get("metadata")
-    actor_raw = nested.get("actor") if isinstance(nested, dict) else None
-    actor: Actor = actor_raw if actor_raw in ("agent", "user") else "user"
-    origin = meta.get("origin_session_id")
-    if origin is None and isinstance(nested, dict):
-        origin = nested.get("origin_session_id")
-    created = parse_time(meta.get("created_at"))
-    updated = parse_time(meta.get("updated_at"))
     file_time = _EPOCH
     if created is None and updated is None:  # the file's mtime stands in for both
         with contextlib.suppress(OverflowError, OSError, ValueError):
@@ -462,10 +478,12 @@ def parse_fact(data: bytes, *, store: str, relpath: str, mtime: float) -> Parsed
         extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     else:  # the rendered shape holds no other key
         extra = {}
-        if created or updated:
-            times = _fastmeta().rendered_times(
-                created_text, updated_text, created is not None, updated is not None
-            )
+        # The two times as ``format_time`` writes them, from the text the header holds: a time out
+        # of range stands in for the other as above; a non-ASCII digit (``\d``) is formatted anew.
+        first = created_text if created is not None and created_text.isascii() else None
+        second = updated_text if updated is not None and updated_text.isascii() else None
+        if first is not None or second is not None:
+            times = (first or second or "", second or first or "")
     return ParsedFile(
         fact=fact,
         sha256=sha256_bytes(data),
