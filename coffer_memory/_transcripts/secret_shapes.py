@@ -420,14 +420,37 @@ HERE_STRING_SECRETS: Final = re.compile(
 )
 # The ``key=value`` pairs of a command that stores them all as secrets: ``vault kv put PATH
 # k=X``, ``kubectl create secret generic NAME --from-literal=k=X``. SECRET_PAIR finds the
-# pairs inside a command's line; ``k=@file`` and ``k=-`` (stdin) hold no secret.
+# pairs inside a command's line; ``k=@file`` and ``k=-`` (stdin) hold no secret, and neither does
+# a setting stored beside the secret: a duration (``ttl=30m``, ``ttl=3600``) or a boolean
+# (``enabled=true``).
 SECRET_PAIRS_COMMAND: Final = re.compile(
     r"\b(?:vault[ \t]+kv[ \t]+(?:put|patch)|kubectl[ \t]+create[ \t]+secret)\b[^\n|;&]{0,2000}"
 )
+_SETTING = (
+    r"(?:\d{1,9}(?:\.\d{1,9})?(?:ns|us|ms|[smhdw])|(?<=ttl=)\d{1,9}|(?i:true|false|yes|no|on|off))"
+    r"(?=[\s|;&]|$)"
+)
 SECRET_PAIR: Final = re.compile(
-    r"(?<=[ \t])(?P<pre>(?:--from-literal[ \t=]+)?(?!-)[\w.-]{1,80}=)"
+    r"(?<=[ \t])(?P<pre>(?:--from-literal[ \t=]+)?(?!-)[\w.-]{1,80}=)(?!" + _SETTING + r")"
     r"(?P<val>(?![@-])\"[^\"\n]{1,1024}\"|(?![@-])'[^'\n]{1,1024}'|(?![@-])[^\s\"'`|;&]+)"
 )
+# Commands whose ``--secret`` flag takes a secret's name, never its value: ``gcloud secrets versions
+# access latest --secret=NAME``, ``docker build --secret id=NAME,src=PATH`` (a BuildKit mount),
+# ``docker service create --secret NAME``. (``jwt encode --secret X`` takes the value.)
+_SECRET_NAME_COMMAND: Final = re.compile(
+    r"(?:^|[|;&(])[ \t]*(?:sudo[ \t]+)?(?:gcloud|docker|podman|buildah|nerdctl)[ \t][^\n|;&]*[ \t]--\Z"
+)
+
+
+def names_a_secret(text: str, key_start: int, key: str) -> bool:
+    """The flag whose key starts at ``key_start`` is ``--secret`` of a command that takes a
+    secret's name by it (see ``_SECRET_NAME_COMMAND``)."""
+    if key.lower() != "secret" or not text.startswith("--", key_start - 2):
+        return False
+    line_start = text.rfind("\n", 0, key_start) + 1
+    return _SECRET_NAME_COMMAND.search(text, max(line_start, key_start - 400), key_start) is not None
+
+
 # Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
 # ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
 BARE_PASSWORDS: Final = re.compile(
