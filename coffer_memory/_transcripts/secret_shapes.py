@@ -292,13 +292,32 @@ SOPS_VALUE: Final = re.compile(
 SOPS_HEAD: Final = "ENC[AES256_GCM,data:"
 
 
+# What an image file starts with (PNG, JPEG, GIF; WebP is ``RIFF`` + size + ``WEBP``), and how
+# its base64 starts: a quick test before decoding.
+_IMAGE_MAGIC: Final = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+_IMAGE_B64_HEAD: Final = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+
+
+def image_base64(blob: str) -> bool:
+    """``blob`` is standard base64 of an image file as a whole: its decoded head is an image's
+    magic (PNG, JPEG, GIF, WebP) and every character of it decodes (a head glued to other data
+    does not: a base64url mark or a length that is no multiple of four)."""
+    if not blob.startswith(_IMAGE_B64_HEAD):
+        return False
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return raw.startswith(_IMAGE_MAGIC) or (raw[:4] == b"RIFF" and raw[8:12] == b"WEBP")
+
+
 def public_encoding(text: str, start: int, blob: str) -> bool:
     """The base64 ``blob`` at ``start`` in ``text`` is public material, not a secret: an image in
-    a data URI, an SSH public key, a JWK's modulus, the body of a certificate or a public key
+    a data URI or bare (``image_base64``), an SSH public key, a JWK's modulus, the body of a certificate or a public key
     (its PEM or PGP armor opened before it and not yet closed), base64 of such a PEM block (a
     kubeconfig's ``certificate-authority-data``; its ``client-key-data`` decodes to a private
     key and is not), or the data of a SOPS-encrypted value (``ENC[AES256_GCM,data:…]``)."""
-    if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
+    if _PUBLIC_BEFORE.search(text, max(0, start - 60), start) or image_base64(blob):
         return True
     sops_at = start - len(SOPS_HEAD)
     if sops_at >= 0 and text.startswith(SOPS_HEAD, sops_at) and SOPS_VALUE.match(text, sops_at):
