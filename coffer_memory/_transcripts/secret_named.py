@@ -12,19 +12,23 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from .secret_prose import redact_prose
-from .secret_shapes import (
-    AZURE_LISTED_KEY,
+from .secret_commands import (
     BARE_PASSWORDS,
+    COMMAND_PASSWORDS,
     CONFIG_SET,
     HERE_STRING_SECRETS,
+    LDAP_NEW_PASSWORD,
     LOGIN_PASSWORDS,
-    ODBC_BRACED,
-    PGPASS_LINE,
     PIPED_SECRETS,
     SECRET_FLAG_VALUES,
     SECRET_PAIR,
     SECRET_PAIRS_COMMAND,
+)
+from .secret_prose import redact_prose
+from .secret_shapes import (
+    AZURE_LISTED_KEY,
+    ODBC_BRACED,
+    PGPASS_LINE,
     TABLE_ROW,
     XML_ELEMENT,
     XML_KEY_VALUE,
@@ -35,7 +39,7 @@ from .secret_values import key_kind, redact_value, secret_kind_for_key
 def redact_named(text: str, c: Counter[str]) -> str:
     """Values named by their surroundings rather than by ``key=value``: XML elements and
     key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
-    commands take bare (``mysql -pX``), and prose (``the password is X``, see _prose_secret)."""
+    commands take bare (``mysql -pX``, ``redis-cli -a X``), and prose (``the password is X``, see _prose_secret)."""
 
     def named(*, fixed: str | None = None, bare_pw: bool = False) -> Callable[[re.Match[str]], str]:
         # ``bare_pw``: a bare ``pwd``/``pw`` names a password here (ODBC), not in a table's
@@ -73,4 +77,8 @@ def redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
+    if "ldappasswd" in text:
+        text = LDAP_NEW_PASSWORD.sub(named(fixed="password"), text)
+    if any(name in text for name in ("-cli", "sqlcmd", "bcp", "osql", "ldap", "htpasswd", "%")):
+        text = COMMAND_PASSWORDS.sub(named(fixed="password"), text)
     return redact_prose(text, c)

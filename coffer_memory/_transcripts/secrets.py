@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
+from .secret_commands import names_a_secret
 from .secret_named import redact_named
 from .secret_shapes import (
     AWS_DOC_EXAMPLE,
@@ -26,7 +27,6 @@ from .secret_shapes import (
     URL_SIGNATURE,
     URL_SLASHED_KEY,
     looks_like_url_token,
-    names_a_secret,
     public_encoding,
     random_key_bytes,
     vendor_kind,
@@ -88,7 +88,13 @@ _BARE_BEARER = re.compile(r"(?<![\w-])(?P<pre>Bearer[ \t]+)(?P<val>[A-Za-z0-9._~
 _NETRC = re.compile(
     r"(?P<pre>\bmachine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)(?P<val>[^\s\"'`()<>,;]+)"
 )
-_CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(?P<val>[^\s\"'`()<>,;]+)")
+# ``curl -u user:X`` (``--user=``), HTTPie's ``http -a user:X`` (``--auth``); a quoted pair may
+# hold blanks (``-u "me:two words"``); ``-u http://app`` (``az login``) is a user, no pair.
+_CURL_USER = re.compile(
+    r"(?P<pre>(?:(?<!\S)(?:-u|--user)|(?<![\w/.:-])(?:https?|xhs?)[ \t](?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth))"
+    r"(?:[ \t]+|=)(?P<q>[\"'])?[^\s:\"'@]+:)(?!//)"
+    r"(?P<val>(?(q)[^\"'\n]{1,256}(?=(?P=q))|[^\s\"'`()<>,;]+))"
+)
 
 # Assignment values: a quoted string, or an unquoted run up to a blank, a quote, `,` `;` `&` or a
 # parenthesis (``f(password=x)(token=y)``); an unquoted run may open an unclosed quote.
