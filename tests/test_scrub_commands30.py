@@ -38,6 +38,34 @@ SHELL_PASSWORDS = {
     ),
     "htpasswd_no_file": (f"htpasswd -nbB admin {PW}", "htpasswd -nbB admin "),
     "httpie_auth_eq": (f"http --auth=admin:{PW} GET https://api.example.com/me", "http --auth=admin:"),
+    "mongosh": (
+        f"mongosh --host db -u admin -p {PW} --authenticationDatabase admin",
+        "mongosh --host db -u admin -p ",
+    ),
+    "rabbitmqctl": (f"rabbitmqctl add_user deploy {PW}", "rabbitmqctl add_user deploy "),
+    "rabbitmqctl_change": (f"rabbitmqctl change_password deploy {PW}", "rabbitmqctl change_password deploy "),
+    "twine": (f"twine upload -u __token__ -p {PW} dist/*", "twine upload -u __token__ -p "),
+    "ssh_keygen": (f"ssh-keygen -t ed25519 -N {PW} -f deploy_key", "ssh-keygen -t ed25519 -N "),
+    "ssh_keygen_change": (f"ssh-keygen -p -P old1x -N '{PW}' -f id_ed25519", "ssh-keygen -p -P "),
+    "seven_zip": (f"7z a -p{PW} -mhe=on backup.7z notes/", "7z a -p"),
+    "zip": (f"zip -r -P {PW} backup.zip notes/", "zip -r -P "),
+    "unzip": (f"unzip -P {PW} backup.zip", "unzip -P "),
+    "keytool": (
+        f"keytool -genkeypair -alias app -keystore app.jks -storepass {PW} -keypass {PW}",
+        "-storepass ",
+    ),
+    "jarsigner": (
+        f"jarsigner -keystore app.jks -storepass {PW} app.jar app",
+        "jarsigner -keystore app.jks -storepass ",
+    ),
+    "vercel_here_string": (
+        f"vercel env add API_KEY production <<< {PW}",
+        "vercel env add API_KEY production <<< ",
+    ),
+    "vercel_pipe": (
+        f"echo -n {PW} | vercel env add API_KEY production",
+        " | vercel env add API_KEY production",
+    ),
     "htpasswd": (f"htpasswd -b -c .htpasswd admin {PW}", "htpasswd -b -c .htpasswd admin "),
     "httpie": (f"http -a admin:{PW} GET https://api.example.com/me", "http -a admin:"),
     "az_login": (
@@ -55,7 +83,7 @@ def test_a_password_a_command_takes_is_redacted(tmp_home: Path, case: str) -> No
     core = PW[8:] if case == "curl_quoted_blank" else PW
     with MemoryService(tmp_home) as svc:
         body = svc.remember(text, scope="global").fact.body
-    assert core not in body and shape in body and "[REDACTED:password]" in body, body
+    assert core not in body and shape in body and "[REDACTED:" in body, body
     out, counts = scrub_text(text)
     assert core not in out and shape in out and counts, out
     assert scrub_text(out) == (out, {})
@@ -76,6 +104,11 @@ COMMANDS_KEPT = [
     "http -a admin GET https://api.example.com/me",
     "ldapsearch -x -W -D cn=admin",
     "az login --service-principal -u http://acme-app --certificate cert.pem --tenant t",
+    "mongosh -u admin -p --host db",
+    "ssh-keygen -t ed25519 -N '' -f deploy_key",
+    "keytool -list -keystore app.jks -storepass:env STOREPASS",
+    "vercel env add API_KEY production",
+    "zip -r backup.zip notes/ && unzip -l backup.zip",
 ]
 
 

@@ -28,16 +28,18 @@ SECRET_FLAG_VALUES: Final = re.compile(
 )
 # What a secrets command does to store one: ``gh secret set``, ``gcloud secrets versions add``.
 _STORE = r"(?:versions[ \t]+)?(?:set|put|add|create|import)\b"
+# … or Vercel's ``vercel env add NAME ENV``, which reads the value the same ways.
+_STORES = r"(?:\bsecrets?[ \t]+" + _STORE + r"|\bvercel[ \t]+env[ \t]+add\b)"
 # A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
-# secret put NAME``, ``… | fly secrets import``.
+# secret put NAME``, ``… | fly secrets import``, ``echo X | vercel env add NAME production``.
 PIPED_SECRETS: Final = re.compile(
     r"\b(?:echo(?:[ \t]+-n)?|printf(?:[ \t]+(?:%s|'%s'|\"%s\"))?)[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
-    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+" + _STORE + r")"
+    r"[ \t]*\|(?=[^\n|;&]{0,100}" + _STORES + r")"
 )
 # A value a secrets command reads from a here-string: ``gh secret set NAME <<< X``,
 # ``gcloud secrets versions add NAME --data-file=- <<< X``.
 HERE_STRING_SECRETS: Final = re.compile(
-    r"\bsecrets?[ \t]+" + _STORE + r"[^\n|;&<]{0,300}<<<[ \t]*"
+    _STORES + r"[^\n|;&<]{0,300}<<<[ \t]*"
     r"(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[^\s\"'`|;&]+)"
 )
 # The ``key=value`` pairs of a command that stores them all as secrets: ``vault kv put PATH
@@ -90,21 +92,42 @@ LOGIN_PASSWORDS: Final = re.compile(
     r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry|az)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
-# Passwords other commands take by a short flag or glued to the user: ``redis-cli -a X``,
-# ``sqlcmd -P X``, ``ldapsearch -w X`` (``-W`` prompts), ``htpasswd -b FILE USER X`` (``-nb USER
-# X``: no file), Samba's ``-U user%X``. Run only on a text that names one (see secret_named).
+# Passwords commands take by a flag, each flag of a command's line: ``redis-cli -a X``, ``sqlcmd
+# -P X``, ``ldapsearch -w X`` (``-W`` prompts), ``ldappasswd -s X`` (the new one), ``mongosh -p
+# X``, ``twine upload -p X``, ``ssh-keygen -N X -P X``, ``7z -pX``, ``zip -P X``, ``keytool
+# -storepass X -keypass X``. PASSWORD_FLAGS[command] finds them inside a COMMAND_LINE match.
+_LDAP = "ldapsearch ldapadd ldapmodify ldapdelete ldapcompare ldapmodrdn ldapwhoami ldapexop"
+_MONGO = "mongosh mongo mongodump mongorestore mongoexport mongoimport mongostat mongotop mongofiles"
+_FLAGS_OF: Final = {
+    **dict.fromkeys(("redis-cli", "keydb-cli", "valkey-cli"), r"-a[ \t]+"),
+    **dict.fromkeys(("sqlcmd", "bcp", "osql"), r"-P[ \t]*"),
+    **dict.fromkeys(_LDAP.split(), r"-w[ \t]+"),
+    "ldappasswd": r"-[ws][ \t]+",
+    **dict.fromkeys(_MONGO.split(), r"-p[ \t]+"),
+    "twine": r"-p[ \t]+",
+    "ssh-keygen": r"-[NP][ \t]+",
+    **dict.fromkeys(("7z", "7za", "7zz", "7zr"), r"-p"),
+    **dict.fromkeys(("zip", "unzip", "zipcloak"), r"-P[ \t]+"),
+    "keytool": r"-(?:src|dest)?(?:store|key)pass[ \t]+|-new[ \t]+",
+    "jarsigner": r"-(?:store|key)pass[ \t]+",
+}
+COMMAND_NAMES: Final = tuple(_FLAGS_OF)
+COMMAND_LINE: Final = re.compile(
+    r"(?<![\w.-])(?P<cmd>" + "|".join(sorted(map(re.escape, _FLAGS_OF), key=len, reverse=True)) + r")"
+    r"(?![\w.-])[^\n|;&]{0,2000}"
+)
+PASSWORD_FLAGS: Final = {
+    cmd: re.compile(r"(?<=[ \t])(?:" + flag + r")(?P<val>(?!-)[\"']?[^\s\"'`|;&]+[\"']?)")
+    for cmd, flag in _FLAGS_OF.items()
+}
+# Passwords commands take as an argument: ``htpasswd -b FILE USER X`` (``-nb USER X``: no file),
+# ``rabbitmqctl add_user USER X`` (``change_password``), Samba's ``-U user%X``.
 _HTPASSWD_FLAGS = r"(?:[ \t]+-(?:C[ \t]*\d+|[A-Za-z]+))"
 COMMAND_PASSWORDS: Final = re.compile(
-    r"(?:\b(?:redis|keydb|valkey)-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"
-    r"|\b(?:sqlcmd|bcp|osql)\b[^\n|;&]{0,200}?[ \t]-P[ \t]*"
-    r"|\bldap(?:search|add|modify|delete|compare|modrdn|passwd|whoami|exop)\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"
-    r"|\bhtpasswd(?=" + _HTPASSWD_FLAGS + r"*?[ \t]+-[A-Za-z]*b)"
+    r"(?:\bhtpasswd(?=" + _HTPASSWD_FLAGS + r"*?[ \t]+-[A-Za-z]*b)"
     r"(?:(?=" + _HTPASSWD_FLAGS + r"*?[ \t]+-[A-Za-z]*n)" + _HTPASSWD_FLAGS + r"*[ \t]+(?!-)\S+[ \t]+"
     r"|" + _HTPASSWD_FLAGS + r"*[ \t]+(?!-)\S+[ \t]+(?!-)\S+[ \t]+)"
+    r"|\brabbitmqctl\b[^\n|;&]{0,100}?[ \t](?:add_user|change_password)[ \t]+(?!-)\S+[ \t]+"
     r"|(?<![\w-])(?:-U|--user(?:name)?[ \t=])[ \t]*[\"']?[^\s%\"'|;&]+%)"
     r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
-)
-# The new password ``ldappasswd -s X`` sets (its ``-w X``, the bind password, is above).
-LDAP_NEW_PASSWORD: Final = re.compile(
-    r"\bldappasswd\b[^\n|;&]{0,200}?[ \t]-s[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )

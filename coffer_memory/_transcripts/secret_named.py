@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 from .secret_commands import (
     BARE_PASSWORDS,
+    COMMAND_LINE,
+    COMMAND_NAMES,
     COMMAND_PASSWORDS,
     CONFIG_SET,
     HERE_STRING_SECRETS,
-    LDAP_NEW_PASSWORD,
     LOGIN_PASSWORDS,
+    PASSWORD_FLAGS,
     PIPED_SECRETS,
     SECRET_FLAG_VALUES,
     SECRET_PAIR,
@@ -67,7 +69,7 @@ def redact_named(text: str, c: Counter[str]) -> str:
         text = AZURE_LISTED_KEY.sub(named(fixed="azure_storage_key"), text)
     if "secret" in text or "put-parameter" in text:
         text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
-    if "secret" in text:
+    if "secret" in text or "vercel" in text:
         text = PIPED_SECRETS.sub(named(fixed="secret"), text)
         if "<<<" in text:
             text = HERE_STRING_SECRETS.sub(named(fixed="secret"), text)
@@ -77,8 +79,9 @@ def redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    if "ldappasswd" in text:
-        text = LDAP_NEW_PASSWORD.sub(named(fixed="password"), text)
-    if any(name in text for name in ("-cli", "sqlcmd", "bcp", "osql", "ldap", "htpasswd", "%")):
+    if any(name in text for name in COMMAND_NAMES):
+        password = named(fixed="password")
+        text = COMMAND_LINE.sub(lambda m: PASSWORD_FLAGS[m["cmd"]].sub(password, m.group()), text)
+    if any(name in text for name in ("htpasswd", "rabbitmqctl", "%")):
         text = COMMAND_PASSWORDS.sub(named(fixed="password"), text)
     return redact_prose(text, c)
