@@ -66,6 +66,9 @@ SHELL_PASSWORDS = {
         f"echo -n {PW} | vercel env add API_KEY production",
         " | vercel env add API_KEY production",
     ),
+    "csh_setenv": (f"setenv API_TOKEN {PW}", "setenv API_TOKEN "),
+    "launchctl_setenv": (f"launchctl setenv GITHUB_TOKEN {PW}", "launchctl setenv GITHUB_TOKEN "),
+    "netlify_env_set": (f"netlify env:set STRIPE_SECRET {PW}", "netlify env:set STRIPE_SECRET "),
     "htpasswd": (f"htpasswd -b -c .htpasswd admin {PW}", "htpasswd -b -c .htpasswd admin "),
     "httpie": (f"http -a admin:{PW} GET https://api.example.com/me", "http -a admin:"),
     "az_login": (
@@ -109,6 +112,8 @@ COMMANDS_KEPT = [
     "keytool -list -keystore app.jks -storepass:env STOREPASS",
     "vercel env add API_KEY production",
     "zip -r backup.zip notes/ && unzip -l backup.zip",
+    "setenv EDITOR vim",
+    "netlify env:set NODE_VERSION 20",
 ]
 
 

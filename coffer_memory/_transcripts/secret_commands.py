@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``. A flag after the
-# key is no value (``gh secret set NAME --body X``: see SECRET_FLAG_VALUES).
+# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``, csh's ``setenv
+# KEY X``. A flag after the key is no value (``gh secret set NAME --body X``: see
+# SECRET_FLAG_VALUES).
 CONFIG_SET: Final = re.compile(
-    r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
+    r"\b(?=[sce])(?:(?:set|setx|setenv|config|configure|config:set|env:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
     r"(?P<val>[\"']?(?!-)[^\s\"'`|;&]+[\"']?)"
 )
 # A value a command that stores a secret takes by a flag: ``gh secret set NAME --body X`` (``-b
