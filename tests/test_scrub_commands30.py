@@ -17,6 +17,7 @@ import pytest
 
 from coffer_memory import MemoryRejected, MemoryService
 from coffer_memory._transcripts.scrub import redact_secrets, scrub_text
+from coffer_memory._transcripts.secret_commands import COMMAND_HINTS, PASSWORD_FLAG_COMMANDS
 
 _RNG = random.Random(3032)
 PW = "".join(_RNG.choices(string.ascii_letters + string.digits, k=13)) + "b2Y"
@@ -120,3 +121,8 @@ COMMANDS_KEPT = [
 @pytest.mark.parametrize("text", COMMANDS_KEPT)
 def test_a_command_without_a_password_is_kept(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+def test_every_password_flag_command_has_a_hint() -> None:
+    """The scrubber looks for a command's password flags only in a text holding one of the hints."""
+    assert all(any(hint in command for hint in COMMAND_HINTS) for command in PASSWORD_FLAG_COMMANDS)

@@ -355,7 +355,9 @@ def _drop_media(text: str, counts: Counter[str]) -> str:
 
     if "base64," in text:
         text = _DATA_URI_MEDIA.sub(media, text)
-    return _BARE_MEDIA.sub(bare, text)
+    if any(head in text for head in ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")):
+        text = _BARE_MEDIA.sub(bare, text)
+    return text
 
 
 def drop_pasted(text: str, counts: Counter[str]) -> str:

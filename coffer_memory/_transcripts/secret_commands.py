@@ -112,7 +112,11 @@ _FLAGS_OF: Final = {
     "keytool": r"-(?:src|dest)?(?:store|key)pass[ \t]+|-new[ \t]+",
     "jarsigner": r"-(?:store|key)pass[ \t]+",
 }
-COMMAND_NAMES: Final = tuple(_FLAGS_OF)
+# Substrings one of which every command above holds: a test of a dozen is cheaper than of all.
+COMMAND_HINTS: Final = tuple(
+    ["-cli", "sqlcmd", "bcp", "osql", "ldap", "mongo", "twine", "keygen", "7z", "zip", "keytool", "jarsigner"]
+)
+PASSWORD_FLAG_COMMANDS: Final = tuple(_FLAGS_OF)
 COMMAND_LINE: Final = re.compile(
     r"(?<![\w.-])(?P<cmd>" + "|".join(sorted(map(re.escape, _FLAGS_OF), key=len, reverse=True)) + r")"
     r"(?![\w.-])[^\n|;&]{0,2000}"

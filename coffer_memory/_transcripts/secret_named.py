@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from .secret_commands import (
     BARE_PASSWORDS,
+    COMMAND_HINTS,
     COMMAND_LINE,
-    COMMAND_NAMES,
     COMMAND_PASSWORDS,
     CONFIG_SET,
     HERE_STRING_SECRETS,
@@ -79,9 +79,9 @@ def redact_named(text: str, c: Counter[str]) -> str:
     text = BARE_PASSWORDS.sub(named(fixed="password"), text)
     if "sshpass" in text or "login" in text:
         text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    if any(name in text for name in COMMAND_NAMES):
+    if any(hint in text for hint in COMMAND_HINTS):
         password = named(fixed="password")
         text = COMMAND_LINE.sub(lambda m: PASSWORD_FLAGS[m["cmd"]].sub(password, m.group()), text)
-    if any(name in text for name in ("htpasswd", "rabbitmqctl", "%")):
+    if any(name in text for name in ("htpasswd", "rabbitmqctl", "-U", "--user")):
         text = COMMAND_PASSWORDS.sub(named(fixed="password"), text)
     return redact_prose(text, c)
