@@ -91,7 +91,7 @@ _NETRC = re.compile(
 # ``curl -u user:X`` (``--user=``), HTTPie's ``http -a user:X`` (``--auth``); a quoted pair may
 # hold blanks (``-u "me:two words"``); ``-u http://app`` (``az login``) is a user, no pair.
 _CURL_USER = re.compile(
-    r"(?P<pre>(?:(?<!\S)(?:-u|--user)|(?<![\w/.:-])(?:https?|xhs?)[ \t](?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth))"
+    r"(?=[-hx])(?P<pre>(?:(?<!\S)(?:-u|--user)|(?<![\w/.:-])(?:https?|xhs?)[ \t](?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth))"
     r"(?:[ \t]+|=)(?P<q>[\"'])?[^\s:\"'@]+:)(?!//)"
     r"(?P<val>(?(q)[^\"'\n]{1,256}(?=(?P=q))|[^\s\"'`()<>,;]+))"
 )
