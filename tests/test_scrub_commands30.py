@@ -126,3 +126,8 @@ def test_a_command_without_a_password_is_kept(text: str) -> None:
 def test_every_password_flag_command_has_a_hint() -> None:
     """The scrubber looks for a command's password flags only in a text holding one of the hints."""
     assert all(any(hint in command for hint in COMMAND_HINTS) for command in PASSWORD_FLAG_COMMANDS)
+
+
+def test_a_quoted_user_and_password_keeps_its_closing_quote() -> None:
+    text = f"smbclient //files/share -U 'alice%{PW}' -c ls"
+    assert redact_secrets(text) == "smbclient //files/share -U 'alice%[REDACTED:password]' -c ls"

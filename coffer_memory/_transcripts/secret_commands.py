@@ -134,5 +134,5 @@ COMMAND_PASSWORDS: Final = re.compile(
     r"|" + _HTPASSWD_FLAGS + r"*[ \t]+(?!-)\S+[ \t]+(?!-)\S+[ \t]+)"
     r"|\brabbitmqctl\b[^\n|;&]{0,100}?[ \t](?:add_user|change_password)[ \t]+(?!-)\S+[ \t]+"
     r"|(?<![\w-])(?:-U|--user(?:name)?[ \t=])[ \t]*[\"']?[^\s%\"'|;&]+%)"
-    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
+    r"(?P<val>[\"']?[^\s\"'`|;&]+)"  # a closing quote stays: it may close one before the user
 )
