@@ -33,7 +33,7 @@ def cases(rng: random.Random) -> list[Case]:
     def r(n: int, alphabet: str = ALNUM) -> str:
         return "".join(rng.choice(alphabet) for _ in range(n))
 
-    return [*positives(r), *negatives(r, rng)]
+    return [*positives(r), *negatives(r, rng), *commands_and_public_data(r, rng)]
 
 
 def positives(r: RandomText) -> list[Case]:
@@ -273,3 +273,39 @@ def score(redact: Callable[[str], str], labelled: list[Case]) -> dict[str, objec
         "missed": missed,
         "false_alarms": alarms,
     }
+
+
+def commands_and_public_data(r: RandomText, rng: random.Random) -> list[Case]:
+    """Session 30 (secrets30): passwords shell commands take, a passphrase holding a program's
+    name, and, held by none, a secrets command's settings, a secret's name and bare base64 of an
+    image (written with the rules for them; the held-out set was not looked at for these)."""
+    pw = r(16)
+    said = {
+        "cmd_passphrase_program": ("PASSPHRASE=correct git battery staple", "battery staple"),
+        "cmd_redis_cli": (f"redis-cli -h cache -a {pw} ping", pw),
+        "cmd_sqlcmd": (f"sqlcmd -S db -U sa -P {pw} -Q 'select 1'", pw),
+        "cmd_ldapsearch": (f"ldapsearch -x -D cn=admin -w {pw} -b dc=acme", pw),
+        "cmd_htpasswd": (f"htpasswd -b -c .htpasswd admin {pw}", pw),
+        "cmd_httpie": (f"http -a admin:{pw} GET https://api.example.com/me", pw),
+        "cmd_az_login": (f"az login --service-principal -u http://app -p {pw} --tenant t", pw),
+        "cmd_smbclient": (f"smbclient //files/share -U alice%{pw}", pw),
+        "cmd_curl_quoted_blank": (f'curl -u "admin:tall {pw}" https://x.example', pw),
+        "cmd_mongosh": (f"mongosh -u admin -p {pw} --host db", pw),
+        "cmd_ssh_keygen": (f"ssh-keygen -t ed25519 -N {pw} -f deploy_key", pw),
+        "cmd_keytool": (f"keytool -list -keystore app.jks -storepass {pw}", pw),
+        "cmd_zip": (f"zip -r -P {pw} backup.zip notes/", pw),
+        "cmd_vercel": (f"vercel env add API_KEY production <<< {pw}", pw),
+        "cmd_setenv": (f"setenv API_TOKEN {pw}", pw),
+    }
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + rng.randbytes(300)).decode()
+    kept = {
+        "vault_ttl": "vault kv put secret/app key=@data.json ttl=30m",
+        "gcloud_secret_name": "gcloud secrets versions access latest --secret=my-db-password",
+        "docker_build_secret": "docker build --secret id=npmrc,src=$HOME/.npmrc -t app .",
+        "bare_png": f'{{"icon": "{png}"}}',
+        "az_login_certificate": "az login --service-principal -u http://app --certificate cert.pem",
+        "redis_cli_env": "redis-cli -a $REDIS_PASSWORD ping",
+    }
+    return [(name, text, secret) for name, (text, secret) in said.items()] + [
+        (f"neg_{name}", text, None) for name, text in kept.items()
+    ]

@@ -12,6 +12,7 @@ from typing import Final
 
 from .._markdown_fences import FENCE_CLOSE, fence_spans
 from .scrub_markers import ENCODED_MARKER, MARKER_LINE, removed_line
+from .secret_shapes import image_base64
 from .secret_values import word_set
 
 KEEP_CODE_MAX_LINES: Final = 15
@@ -50,6 +51,11 @@ _NUMBERED_LINE = re.compile(r"^[ \t]*\d{1,6}(?:\||→|\t| \| |: )")
 _BASE64_LINE = re.compile(r"^[ \t]*[A-Za-z0-9+/]{40,}={0,2}$")
 _DATA_URI_MEDIA = re.compile(
     r"(?P<head>\bdata:(?:image|audio|video|font)/[\w.+-]{1,40};base64,)[A-Za-z0-9+/]{120,}={0,2}(?![A-Za-z0-9+/=])"
+)
+# Bare base64 of an image (``iVBORw0KGgo…`` is a PNG): kept by ``redact_secrets`` when it
+# decodes whole to an image (``secret_shapes.image_base64``), bulk in a transcript all the same.
+_BARE_MEDIA = re.compile(
+    r"(?<![A-Za-z0-9+/=_-])(?:iVBORw0KGgo|/9j/|R0lGOD|UklGR)[A-Za-z0-9+/]{116,}={0,2}(?![A-Za-z0-9+/=_-])"
 )
 _DIFF_HEADER = re.compile(
     r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|Index: \S|\*\*\* Begin Patch"
@@ -333,15 +339,25 @@ def _drop_runs(lines: list[str], counts: Counter[str]) -> list[str]:
 
 
 def _drop_media(text: str, counts: Counter[str]) -> str:
-    """The base64 of images (audio, video, fonts) in data URIs, replaced by the encoded-data
-    marker: no secret (``redact_secrets`` and a memory keep it), but nothing a reader of a
+    """The base64 of images (audio, video, fonts) in data URIs, and of bare images, replaced by
+    the encoded-data marker: no secret (``redact_secrets`` and a memory keep it), but nothing a reader of a
     session can use, and bulky."""
 
     def media(m: re.Match[str]) -> str:
         counts["encoded_image"] += 1
         return m["head"] + ENCODED_MARKER
 
-    return _DATA_URI_MEDIA.sub(media, text) if "base64," in text else text
+    def bare(m: re.Match[str]) -> str:
+        if not image_base64(m.group()):
+            return m.group()
+        counts["encoded_image"] += 1
+        return ENCODED_MARKER
+
+    if "base64," in text:
+        text = _DATA_URI_MEDIA.sub(media, text)
+    if any(head in text for head in ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")):
+        text = _BARE_MEDIA.sub(bare, text)
+    return text
 
 
 def drop_pasted(text: str, counts: Counter[str]) -> str:

@@ -64,17 +64,24 @@ Pipeline for one message (``scrub_text``), in this order:
      ``Bearer <16+ chars>``; ``basic_auth`` also for base64 of ``user:password`` after
      ``_auth=`` (``.npmrc``) or ``"auth":`` (Docker's ``config.json``).
    - ``password``: ``machine … login … password X`` (.netrc), the last field of a ``.pgpass``
-     line (``host:port:db:user:X``) and ``curl -u user:X``; also
-     ``mysql -pX``, ``sshpass -p X``, ``docker|podman|… login … -p X``,
-     ``requirepass X``/``masterauth X``, ``echo X | … --password-stdin`` and
-     ``--with-token <<< X``.
+     line (``host:port:db:user:X``), ``curl -u user:X`` (a quoted ``"user:two words"`` whole)
+     and HTTPie's ``http -a user:X``; also ``mysql -pX``, ``sshpass -p X``,
+     ``docker|podman|az|… login … -p X``, ``requirepass X``/``masterauth X``,
+     ``echo X | … --password-stdin``, ``--with-token <<< X``, and each password flag of a
+     command's line (``coffer_memory._transcripts.secret_commands``): ``redis-cli -a X``,
+     ``sqlcmd -P X``, ``ldapsearch -w X``, ``ldappasswd -s X``, ``mongosh -p X``, ``twine -p
+     X``, ``ssh-keygen -N X -P X``, ``7z -pX``, ``zip -P X``, ``keytool -storepass X -keypass
+     X``; and ``htpasswd -b FILE USER X``, ``rabbitmqctl add_user USER X``, ``-U user%X``.
    - Values named by their surroundings, kind from the name as for assignments: XML elements
      (``<password>X</password>``) and ``key="ApiKey" value="X"`` attributes, Markdown table rows
-     (``| db password | X |``), ``config set KEY X`` and ``setx KEY X`` commands (``aws configure set``, ``npm config
+     (``| db password | X |``), ``config set KEY X``, ``setx KEY X`` and ``setenv KEY X`` commands (``aws configure set``, ``npm config
      set``), the value a secret store's command takes by a flag or a pipe (``gh secret set N --body
      X``, ``az keyvault secret set … --value X``, ``aws ssm put-parameter … --value X``, ``echo X | gh secret set N``, ``gh secret set N <<< X``,
-     ``gcloud secrets versions add N --data-file=- <<< X``, each ``k=X`` of ``vault kv put`` and
-     ``kubectl create secret … --from-literal=k=X``: kind ``secret``), and prose (``the password is X``, ``password for prod was changed to X``, ``token
+     ``gcloud secrets versions add N --data-file=- <<< X``, ``vercel env add N ENV <<< X``, each
+     ``k=X`` of ``vault kv put`` and ``kubectl create secret … --from-literal=k=X`` but a setting
+     (a duration ``ttl=30m``, a boolean): kind ``secret``; the ``--secret`` flag of ``gcloud``,
+     ``docker``, ``podman``, ``buildah``, ``nerdctl`` names a secret and is kept unless its value
+     looks generated), and prose (``the password is X``, ``password for prod was changed to X``, ``token
      = X``) when X has letters and digits or looks generated, or, for a password, is a word that
      ends its clause or is quoted and reads as no state (``is swordfish.``; not ``is
      required.``). A bare ``pwd``/``pass``/``pw`` key counts as ``password`` unless its value is
@@ -86,7 +93,9 @@ Pipeline for one message (``scrub_text``), in this order:
      ``,``, ``;``, ``&`` or a parenthesis; after a line-start YAML key, at the end of the line or
      a `` #`` comment; on a ``.env`` line, ``[export ]KEY=value``, at a blank, or at a ``&`` or
      ``;`` that starts another ``name=``; or the rest of the line when more words follow to its
-     end, unless the second word starts a command: ``TOKEN=x npm start``). A braced ODBC value
+     end, unless they read as a command: one holds a flag, a path, ``name=``, ``|&;<>$`` or a
+     dotted name (``PW=x mytool --run``), or the second word is a listed or kebab-case program
+     (``TOKEN=x npm start``; a key naming a passphrase takes that word as one of its own)). A braced ODBC value
      (``…;Pwd={a;b}}c};``, after another pair) is taken whole, up to its closing brace. The key is split into words (snake, kebab, dotted and camelCase) and
      judged by them: a last word ending in ``password``/``passwd``/``passphrase`` (or
      ``pass``/``pwd`` after another word) gives ``password``; ending in
@@ -113,7 +122,8 @@ Pipeline for one message (``scrub_text``), in this order:
    - ``encoded_blob``: a run of 120 or more base64/base64url characters with mixed case and
      digits (dumped keys, tokens of unknown vendors) becomes ``[encoded data removed]`` (this
      one runs before the key/value rules), unless it is public (``secret_shapes.public_encoding``):
-     an image/audio/video/font data URI, an SSH public key, a JWK's ``"n"``, the body of a certificate or of a
+     an image/audio/video/font data URI, bare base64 of a PNG/JPEG/GIF/WebP file (its decoded
+     head is the magic and the whole run decodes), an SSH public key, a JWK's ``"n"``, the body of a certificate or of a
      PGP or PEM public key, base64 of such a PEM block, or the data of a SOPS value
      (``ENC[AES256_GCM,data:…]``, also kept after a key that names a secret).
 
@@ -142,8 +152,9 @@ Pipeline for one message (``scrub_text``), in this order:
      ``$ cmd`` prompts.
    - ``encoded_blob``: 3+ consecutive lines of 40+ base64 characters (a key body without
      its PEM header).
-   - ``encoded_image``: the base64 of an image (audio, video, font) data URI, kept by step 2
-     as no secret, is bulk no reader of a session can use.
+   - ``encoded_image``: the base64 of an image (audio, video, font) data URI, or of a bare
+     image file, kept by step 2 as no secret, is bulk no reader of a session can use (so is a
+     public key's or a certificate's body over 3+ lines, dropped as ``encoded_blob`` above).
 
    Secret redaction then runs a second time, since a removal can give a line a new start and so
    a new context for the key/value rules (``<file>…</file>token: x``).
@@ -176,7 +187,9 @@ What it misses (known limits):
   to X``, ``use X as the password`` and ``the password is swordfish for now`` are caught, see
   ``coffer_memory._transcripts.secret_prose``), a word password that goes on into a clause
   (``the password is swordfish because …``), a plural word after such a verb, a hex or short
-  random API key of an unlisted vendor, a key name that does not say
+  random API key of an unlisted vendor, a password a ``.env`` key that names no passphrase holds
+  as words of which the second is a listed program (``DB_PASSWORD=correct git battery staple``
+  keeps ``git battery staple``: ``PW=x git push`` is likelier), a key name that does not say
   ``secret``/``token``/``password``/``pw``/``api key`` (``DB_CODE=…``), and space-separated
   config syntaxes other than the ones listed above (``AUTH x``).
 - Secrets glued to a word (``tokenghp_…``), split across lines other than a private key's
@@ -190,7 +203,10 @@ What it misses (known limits):
 - Pasted material without fences that looks like prose: a short log (fewer than
   ``LOG_RUN_MIN_LINES`` lines), a file dump of prose or Markdown, a config excerpt shorter than
   ``CODE_RUN_MIN_LINES`` lines. Truncation bounds what gets through.
-- False positives are possible and accepted as cheaper than a leak: a 40-character mixed-case
+- False positives are possible and accepted as cheaper than a leak: an unlisted program with no
+  argument after a ``.env`` prefix (``PW=x mytool`` loses ``mytool``), a listed program after a
+  passphrase key (``PASSPHRASE=x npm start``), a word after a password flag in prose (``the
+  mongo -p flag``), a 40-character mixed-case
   alphanumeric string, a 120-character identifier, an ``Authorization:`` value, a prose word
   after ``secret:``, a random-looking document id in a URL path (a share link is a capability
   anyway), and everything after an unclosed ``<file>`` or PEM BEGIN line.

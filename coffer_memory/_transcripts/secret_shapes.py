@@ -292,13 +292,32 @@ SOPS_VALUE: Final = re.compile(
 SOPS_HEAD: Final = "ENC[AES256_GCM,data:"
 
 
+# What an image file starts with (PNG, JPEG, GIF; WebP is ``RIFF`` + size + ``WEBP``), and how
+# its base64 starts: a quick test before decoding.
+_IMAGE_MAGIC: Final = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+_IMAGE_B64_HEAD: Final = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+
+
+def image_base64(blob: str) -> bool:
+    """``blob`` is standard base64 of an image file as a whole: its decoded head is an image's
+    magic (PNG, JPEG, GIF, WebP) and every character of it decodes (a head glued to other data
+    does not: a base64url mark or a length that is no multiple of four)."""
+    if not blob.startswith(_IMAGE_B64_HEAD):
+        return False
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return raw.startswith(_IMAGE_MAGIC) or (raw[:4] == b"RIFF" and raw[8:12] == b"WEBP")
+
+
 def public_encoding(text: str, start: int, blob: str) -> bool:
     """The base64 ``blob`` at ``start`` in ``text`` is public material, not a secret: an image in
-    a data URI, an SSH public key, a JWK's modulus, the body of a certificate or a public key
+    a data URI or bare (``image_base64``), an SSH public key, a JWK's modulus, the body of a certificate or a public key
     (its PEM or PGP armor opened before it and not yet closed), base64 of such a PEM block (a
     kubeconfig's ``certificate-authority-data``; its ``client-key-data`` decodes to a private
     key and is not), or the data of a SOPS-encrypted value (``ENC[AES256_GCM,data:…]``)."""
-    if _PUBLIC_BEFORE.search(text, max(0, start - 60), start):
+    if _PUBLIC_BEFORE.search(text, max(0, start - 60), start) or image_base64(blob):
         return True
     sops_at = start - len(SOPS_HEAD)
     if sops_at >= 0 and text.startswith(SOPS_HEAD, sops_at) and SOPS_VALUE.match(text, sops_at):
@@ -387,63 +406,6 @@ XML_KEY_VALUE: Final = re.compile(
 TABLE_ROW: Final = re.compile(
     r"^[ \t]*\|[ \t]*`?(?P<key>[^|`\n]{1,60}?)`?[ \t]*\|[ \t]*(?P<val>[^|\s][^|\n]{0,300}?)[ \t]*(?=\|)",
     re.MULTILINE,
-)
-# ``aws configure set aws_secret_access_key X``, ``npm config set _authToken X``. A flag after the
-# key is no value (``gh secret set NAME --body X``: see SECRET_FLAG_VALUES).
-CONFIG_SET: Final = re.compile(
-    r"\b(?=[sc])(?:(?:set|setx|config|configure|config:set)[ \t]+)+(?:--?[\w-]+[ \t]+)*[\"']?(?P<key>[\w./:@-]{1,80})[\"']?[ \t]+"
-    r"(?P<val>[\"']?(?!-)[^\s\"'`|;&]+[\"']?)"
-)
-# A value a command that stores a secret takes by a flag: ``gh secret set NAME --body X`` (``-b
-# X``, ``--body=X``, ``-b"X"``), ``az keyvault secret set … --value X``, ``aws ssm put-parameter
-# … --value X`` (a SecureString or not: what goes into a parameter store is meant to be kept
-# out of the code). The command may go on over ``\``-continued lines; a quoted value may hold
-# blanks. Run only on a text that says ``secret`` or ``put-parameter``, as PIPED_SECRETS.
-SECRET_FLAG_VALUES: Final = re.compile(
-    r"\b(?:(?:gh|keyvault)[ \t]+secret[ \t]+set|ssm[ \t]+put-parameter)\b(?:[^\n|;&]|\\\n){0,300}?[ \t]"
-    r"(?:--body|-b|--value)(?:[ \t]*=[ \t]*|[ \t]+|(?=[\"']))"
-    r"(?!file://|fileb://)(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[\"']?[^\s\"'`|;&]+[\"']?)"
-)
-# What a secrets command does to store one: ``gh secret set``, ``gcloud secrets versions add``.
-_STORE = r"(?:versions[ \t]+)?(?:set|put|add|create|import)\b"
-# A value piped into such a command: ``echo X | gh secret set NAME``, ``printf %s X | wrangler
-# secret put NAME``, ``… | fly secrets import``.
-PIPED_SECRETS: Final = re.compile(
-    r"\b(?:echo(?:[ \t]+-n)?|printf(?:[ \t]+(?:%s|'%s'|\"%s\"))?)[ \t]+(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
-    r"[ \t]*\|(?=[^\n|;&]{0,100}\bsecrets?[ \t]+" + _STORE + r")"
-)
-# A value a secrets command reads from a here-string: ``gh secret set NAME <<< X``,
-# ``gcloud secrets versions add NAME --data-file=- <<< X``.
-HERE_STRING_SECRETS: Final = re.compile(
-    r"\bsecrets?[ \t]+" + _STORE + r"[^\n|;&<]{0,300}<<<[ \t]*"
-    r"(?P<val>\"[^\"\n]{1,1024}\"|'[^'\n]{1,1024}'|[^\s\"'`|;&]+)"
-)
-# The ``key=value`` pairs of a command that stores them all as secrets: ``vault kv put PATH
-# k=X``, ``kubectl create secret generic NAME --from-literal=k=X``. SECRET_PAIR finds the
-# pairs inside a command's line; ``k=@file`` and ``k=-`` (stdin) hold no secret.
-SECRET_PAIRS_COMMAND: Final = re.compile(
-    r"\b(?:vault[ \t]+kv[ \t]+(?:put|patch)|kubectl[ \t]+create[ \t]+secret)\b[^\n|;&]{0,2000}"
-)
-SECRET_PAIR: Final = re.compile(
-    r"(?<=[ \t])(?P<pre>(?:--from-literal[ \t=]+)?(?!-)[\w.-]{1,80}=)"
-    r"(?P<val>(?![@-])\"[^\"\n]{1,1024}\"|(?![@-])'[^'\n]{1,1024}'|(?![@-])[^\s\"'`|;&]+)"
-)
-# Passwords a command takes without a key: ``mysql -pX``, ``requirepass X`` (Redis),
-# ``echo X | docker login --password-stdin``, ``gh auth login --with-token <<< X``.
-BARE_PASSWORDS: Final = re.compile(
-    r"(?=[mrbe \t-])(?:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]{0,200}?[ \t]-p"
-    r"|^[ \t]*(?:requirepass|masterauth|rpcpassword|bindpw)[ \t]+"
-    r"|\becho[ \t]+(?=[^\n]{0,300}--password-stdin)"
-    r"|--with-token[ \t]*<<<[ \t]*)"
-    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)",
-    re.MULTILINE,
-)
-# ``sshpass -p X``, ``docker login -u me -p X`` (podman, helm registry, …): run only on a text
-# that says ``sshpass`` or ``login`` (a plain substring test is far cheaper than this scan).
-LOGIN_PASSWORDS: Final = re.compile(
-    r"(?<![\w-])(?:sshpass[ \t]+-p[ \t]*"
-    r"|(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm[ \t]+registry)[ \t]+login\b[^\n|;&]{0,200}?[ \t]-p[ \t]+)"
-    r"(?P<val>[\"']?[^\s\"'`|;&]+[\"']?)"
 )
 # A ``.pgpass`` line, ``host:port:database:user:password`` (``*`` for any field, ``\:`` for a
 # colon in one): five fields alone on their line, the first a host (a name, an address, a socket

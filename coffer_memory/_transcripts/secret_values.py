@@ -118,6 +118,19 @@ def secret_kind_for_key(key: str) -> str | None:
     return None
 
 
+_PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
+
+
+def key_kind(key: str, value: str) -> str | None:
+    """The kind of secret ``key`` holds; a bare ``pwd``/``pass``/``pw`` holds a password (ODBC's
+    ``PWD=…;``, JSON's ``"pass"``, ``pw=``) unless its value is a path (``PWD=/home/x`` is the
+    shell's folder)."""
+    kind = secret_kind_for_key(key)
+    if kind is None and key.lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
+        return "password"
+    return kind
+
+
 def has_letter_and_digit(s: str) -> bool:
     return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
 

@@ -14,22 +14,11 @@ from collections.abc import Callable
 from typing import Final
 
 from .scrub_markers import ENCODED_MARKER, MARKER_START, redacted
-from .secret_prose import redact_prose
+from .secret_commands import names_a_secret
+from .secret_named import redact_named
 from .secret_shapes import (
     AWS_DOC_EXAMPLE,
-    AZURE_LISTED_KEY,
-    BARE_PASSWORDS,
-    CONFIG_SET,
-    HERE_STRING_SECRETS,
-    LOGIN_PASSWORDS,
-    ODBC_BRACED,
-    PGPASS_LINE,
-    PIPED_SECRETS,
-    SECRET_FLAG_VALUES,
-    SECRET_PAIR,
-    SECRET_PAIRS_COMMAND,
     SOPS_VALUE,
-    TABLE_ROW,
     URL,
     URL_PATH_ASSIGNMENT,
     URL_PATH_START,
@@ -37,8 +26,6 @@ from .secret_shapes import (
     URL_SEGMENT,
     URL_SIGNATURE,
     URL_SLASHED_KEY,
-    XML_ELEMENT,
-    XML_KEY_VALUE,
     looks_like_url_token,
     public_encoding,
     random_key_bytes,
@@ -51,6 +38,7 @@ from .secret_values import (
     entropy,
     has_letter_and_digit,
     is_not_a_secret,
+    key_kind,
     looks_random,
     mixed_case_and_digits,
     secret_kind_for_key,
@@ -100,7 +88,13 @@ _BARE_BEARER = re.compile(r"(?<![\w-])(?P<pre>Bearer[ \t]+)(?P<val>[A-Za-z0-9._~
 _NETRC = re.compile(
     r"(?P<pre>\bmachine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)(?P<val>[^\s\"'`()<>,;]+)"
 )
-_CURL_USER = re.compile(r"(?P<pre>(?<!\S)(?:-u|--user)[ \t]+[\"']?[^\s:\"'@]+:)(?P<val>[^\s\"'`()<>,;]+)")
+# ``curl -u user:X`` (``--user=``), HTTPie's ``http -a user:X`` (``--auth``); a quoted pair may
+# hold blanks (``-u "me:two words"``); ``-u http://app`` (``az login``) is a user, no pair.
+_CURL_USER = re.compile(
+    r"(?=[-hx])(?P<pre>(?:(?<!\S)(?:-u|--user)|(?<![\w/.:-])(?:https?|xhs?)[ \t](?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth))"
+    r"(?:[ \t]+|=)(?P<q>[\"'])?[^\s:\"'@]+:)(?!//)"
+    r"(?P<val>(?(q)[^\"'\n]{1,256}(?=(?P=q))|[^\s\"'`()<>,;]+))"
+)
 
 # Assignment values: a quoted string, or an unquoted run up to a blank, a quote, `,` `;` `&` or a
 # parenthesis (``f(password=x)(token=y)``); an unquoted run may open an unclosed quote.
@@ -140,24 +134,35 @@ _YAML_LINE = re.compile(
 # ``SECRET_KEY`` full of ``( ) & ; ^``: all but its first piece was kept). A ``&`` or ``;``
 # before ``name=`` still ends it: ``access_token=X&scope=repo`` is a query string.
 # When blanks and more words follow to the end of the line (or a `` #`` comment), they are the
-# value too (``DB_PASSWORD=correct horse battery staple``), unless the word after the first one
-# starts a command the variable is set for (``TOKEN=x npm start``, ``PW=x ./run``, ``A=x B=y cmd``,
-# ``TOKEN=x coffer-api``)
-# or the first one is a reference (``PW=$PW make``).
-_COMMAND_AFTER = (
-    r"[A-Za-z_][\w.-]{0,60}=|[-./~$&|;<>(]|(?:npm|npx|yarn|pnpm|node|python3?|uv|uvx|poetry|pip|make"
+# value too (``DB_PASSWORD=correct horse battery staple``), unless they read as a command the
+# variable is set for: a word among them holds what a phrase does not (a flag ``-x``, a path or
+# ``/``, ``name=``, ``|``, ``&``, ``;``, ``<``, ``>``, ``$``, a dotted or colon-joined name such
+# as ``app.py`` or ``host:8080``: ``PW=x mytool --run``, ``PW=x psql -h db``), or the word after
+# the first one starts a command (``TOKEN=x npm start``, ``TOKEN=x coffer-api``), or the first
+# one is a reference (``PW=$PW make``). A key naming a passphrase (``GPG_PASSPHRASE``) holds
+# words by definition, so a program's name as its second word is one of them
+# (``PASSPHRASE=correct git battery staple``).
+_COMMAND_PUNCT = r"[A-Za-z_][\w.-]{0,60}=|[-./~$&|;<>(]"
+_PROGRAMS = (
+    r"(?:npm|npx|yarn|pnpm|node|python3?|uv|uvx|poetry|pip|make"
     r"|docker|go|cargo|bundle|bundler|rails|rake|ruby|java|mvn|gradle|bash|sh|zsh|pytest|deno|bun|php"
     r"|composer|dotnet|terraform|kubectl|helm|exec|env|sudo|time|nohup|git|coffer|flask|uvicorn|gunicorn"
     r"|hypercorn|daphne|celery|streamlit|jest|vitest|mocha|nodemon|tsx|vite|next|rspec|mix|iex|elixir"
     r"|swift|hugo|tox|nox|hatch|pdm)(?![\w-])"
     r"|[a-z][a-z0-9]*-[a-z0-9-]+(?:[ \t]|$)"  # a kebab-case program: ``coffer-api``, ``docker-compose``
 )
+# A word of a phrase: none of the marks of a command's arguments (see above).
+_PHRASE_WORD = r"(?![-#])(?:[^\s/=|&;<>$`\\.:]|[.:](?![A-Za-z0-9_]))+"
 _ENV_LINE = re.compile(
-    r"^(?P<pre>[ \t]*(?:export[ \t]+)?" + _KEY + r"=)"
+    r"^(?P<pre>[ \t]*(?:export[ \t]+)?(?:(?=[A-Za-z0-9_.-]{0,80}?(?i:phrase)=)(?P<phrase>))?" + _KEY + r"=)"
     r"(?=(?P<val>(?:(?P<plain>[^\s\"'`#$%{<\[])|[$%{<\[])(?:[^\s&;]|[&;](?![A-Za-z_][\w.-]{0,60}=)){0,1023}"
     r"(?(plain)(?:(?=[ \t]+(?!#|"
-    + _COMMAND_AFTER
-    + r"))(?:[ \t]+(?!#)\S+){1,40}(?=[ \t]+#[^\n]*$|[ \t]*$))?)))",
+    + _COMMAND_PUNCT
+    + r")(?(phrase)|(?!"
+    + _PROGRAMS
+    + r")))(?:[ \t]+"
+    + _PHRASE_WORD
+    + r"){1,40}(?=[ \t]+#[^\n]*$|[ \t]*$))?)))",
     re.MULTILINE,
 )
 # The key may close a quote, a backtick or Markdown emphasis (``**Password:** hunter2``).
@@ -240,63 +245,6 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, repl: Callable[[re.Match[str
         pos = m.start("val") + len(value)
     out.append(text[pos:])
     return "".join(out)
-
-
-_PATH_VALUE = re.compile(r"[\"'`]?(?:[/~.$%]|[A-Za-z]:\\|[^\s]*/)")
-
-
-def _key_kind(key: str, value: str) -> str | None:
-    """The kind of secret ``key`` holds; a bare ``pwd``/``pass``/``pw`` holds a password (ODBC's
-    ``PWD=…;``, JSON's ``"pass"``, ``pw=``) unless its value is a path (``PWD=/home/x`` is the
-    shell's folder)."""
-    kind = secret_kind_for_key(key)
-    if kind is None and key.lower() in ("pwd", "pass", "pw") and not _PATH_VALUE.match(value):
-        return "password"
-    return kind
-
-
-def _redact_named(text: str, c: Counter[str]) -> str:
-    """Values named by their surroundings rather than by ``key=value``: XML elements and
-    key/value attributes, Markdown table rows, ``config set KEY VALUE`` commands, passwords
-    commands take bare (``mysql -pX``), and prose (``the password is X``, see _prose_secret)."""
-
-    def named(*, fixed: str | None = None, bare_pw: bool = False) -> Callable[[re.Match[str]], str]:
-        # ``bare_pw``: a bare ``pwd``/``pw`` names a password here (ODBC), not in a table's
-        # first cell (``| Pass | 1234 |`` is a test count).
-        def repl(m: re.Match[str]) -> str:
-            kind = fixed
-            if kind is None:
-                key = m["key"].replace(" ", "_")
-                kind = _key_kind(key, m["val"]) if bare_pw else secret_kind_for_key(key)
-            if kind is None:
-                return m.group()
-            prefix = m.string[m.start() : m.start("val")]
-            out = _redact_value(prefix, m["val"], kind, c, after_colon=True)
-            return m.group() if out is None else out + m.string[m.end("val") : m.end()]
-
-        return repl
-
-    text = XML_ELEMENT.sub(named(), text)
-    text = XML_KEY_VALUE.sub(named(), text)
-    text = TABLE_ROW.sub(named(), text)
-    if "{" in text:
-        text = ODBC_BRACED.sub(named(bare_pw=True), text)
-    text = PGPASS_LINE.sub(named(fixed="password"), text)
-    if any(name in text for name in ("key1", "key2", "kerb1", "kerb2")):
-        text = AZURE_LISTED_KEY.sub(named(fixed="azure_storage_key"), text)
-    if "secret" in text or "put-parameter" in text:
-        text = SECRET_FLAG_VALUES.sub(named(fixed="secret"), text)
-    if "secret" in text:
-        text = PIPED_SECRETS.sub(named(fixed="secret"), text)
-        if "<<<" in text:
-            text = HERE_STRING_SECRETS.sub(named(fixed="secret"), text)
-    if "vault" in text or "secret" in text:
-        text = SECRET_PAIRS_COMMAND.sub(lambda m: SECRET_PAIR.sub(named(fixed="secret"), m.group()), text)
-    text = CONFIG_SET.sub(named(), text)
-    text = BARE_PASSWORDS.sub(named(fixed="password"), text)
-    if "sshpass" in text or "login" in text:
-        text = LOGIN_PASSWORDS.sub(named(fixed="password"), text)
-    return redact_prose(text, c)
 
 
 def _aws_secret_like(s: str) -> bool:
@@ -541,9 +489,11 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
 
     def keyed(*, after_colon: bool | None) -> Callable[[re.Match[str], str], str | None]:
         def repl(m: re.Match[str], value: str) -> str | None:
-            kind = _key_kind(m["key"], value)
+            kind = key_kind(m["key"], value)
             if kind is None or not value or SOPS_VALUE.match(m.string, m.start("val") + (value[:1] in "\"'")):
                 return None  # a SOPS value, also cut short at its ``,`` by a rule: see is_not_a_secret
+            if names_a_secret(m.string, m.start("key"), m["key"]) and not looks_random(value.strip("\"'`")):
+                return None  # ``gcloud … --secret=NAME``: a name, not the secret
             colon = after_colon if after_colon is not None else (":" in m["sep"] and "=" not in m["sep"])
             end = m.start("val") + len(value)
             call = m.string[end : end + 1] in ("(", "[")
@@ -564,4 +514,4 @@ def redact_secrets(text: str, counts: Counter[str] | None = None) -> str:
         return redacted("aws_secret_access_key")
 
     text = _AWS_SECRET_BARE.sub(aws_secret, text)
-    return _redact_named(text, c)
+    return redact_named(text, c)
