@@ -8,10 +8,13 @@ namespace the test skips and says so.
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
 from tests.test_review26 import SCRIPTS, _on_tmpfs, full_disk  # noqa: F401  (full_disk: a fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_read_only_home_can_still_be_exported(full_disk: Path, tmp_path: Path) -> None:  # noqa: F811
@@ -33,3 +36,30 @@ def test_a_read_only_home_can_still_be_exported(full_disk: Path, tmp_path: Path)
         assert any(name.endswith(".md") and "global" in name for name in archive.namelist()), (
             archive.namelist()
         )
+
+
+def _page_cursors() -> list[tuple[str, str]]:
+    """Each whole cursor token a page shows (``--cursor T``, ``cursor=T``), by page."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if page.name != "benchmarks.md":  # a log: what a run printed then
+            text = page.read_text(encoding="utf-8")
+            found += [
+                (page.name, t)
+                for t in re.findall(r"cursor[ =]([A-Za-z0-9_-]{40,}(?:\.[A-Za-z0-9_-]+)?)", text)
+            ]
+    return found
+
+
+def test_the_cursors_the_pages_show_have_the_shape_coffer_makes() -> None:
+    """docs/cli.md showed a cursor of the first format (no signature) for ``facts list --cursor``;
+    pasted back, coffer says "cursor is malformed" where the page shows the next page. A cursor
+    shown is now one coffer makes: a signed payload of the current format."""
+    from coffer_memory._cursor import VERSION, _unb64
+
+    cursors = _page_cursors()
+    assert len(cursors) >= 3, cursors  # the facts list example's three
+    for page, token in cursors:
+        assert token.count(".") == 1, (page, token)
+        payload = json.loads(_unb64(token.split(".")[0]))
+        assert payload["v"] == VERSION and set(payload) == {"v", "q", "s", "n", "p"}, (page, payload)
