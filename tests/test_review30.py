@@ -7,9 +7,11 @@ namespace the test skips and says so.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.test_review26 import SCRIPTS, _on_tmpfs, full_disk  # noqa: F401  (full_disk: a fixture)
@@ -63,3 +65,41 @@ def test_the_cursors_the_pages_show_have_the_shape_coffer_makes() -> None:
         assert token.count(".") == 1, (page, token)
         payload = json.loads(_unb64(token.split(".")[0]))
         assert payload["v"] == VERSION and set(payload) == {"v", "q", "s", "n", "p"}, (page, payload)
+
+
+def _options(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+    """Each action of ``parser`` and of its subcommands, with the command it belongs to."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, f"{path} {name}")
+        elif not isinstance(action, argparse._HelpAction):
+            yield path, action
+
+
+def _commands() -> list[tuple[str, argparse.ArgumentParser, str]]:
+    from coffer_memory._cli import build_parser
+    from coffer_memory_fastapi.cli import build_parser as api_parser
+    from coffer_memory_mcp._args import build_parser as mcp_parser
+
+    return [
+        ("coffer", build_parser(), "cli.md"),
+        ("coffer-api", api_parser(), "rest.md"),
+        ("coffer-mcp", mcp_parser(), "mcp.md"),
+    ]
+
+
+def test_every_option_of_every_command_is_named_in_its_page_and_has_help() -> None:
+    """``coffer import --full`` was in no page, nor ``coffer-api --version`` / ``coffer-mcp
+    --version`` in theirs; ``coffer-api --log-level`` and ``coffer-mcp --transport`` /
+    ``--log-level`` showed no line of help in ``--help``."""
+    unnamed, silent = [], []
+    for name, parser, page in _commands():
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        for path, action in _options(parser, name):
+            if action.help is None:
+                silent.append(f"{path} {action.option_strings or action.dest}")
+            spelled = [re.escape(o) for o in action.option_strings]
+            if spelled and not re.search(rf"(?<![\w-])(?:{'|'.join(spelled)})(?![\w-])", text):
+                unnamed.append(f"{path} {action.option_strings} (docs/{page})")
+    assert unnamed == [] and silent == [], (unnamed, silent)
