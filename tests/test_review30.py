@@ -14,6 +14,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from conftest import make_repo
+
 from tests.test_review26 import SCRIPTS, _on_tmpfs, full_disk  # noqa: F401  (full_disk: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,3 +105,25 @@ def test_every_option_of_every_command_is_named_in_its_page_and_has_help() -> No
             if spelled and not re.search(rf"(?<![\w-])(?:{'|'.join(spelled)})(?![\w-])", text):
                 unnamed.append(f"{path} {action.option_strings} (docs/{page})")
     assert unnamed == [] and silent == [], (unnamed, silent)
+
+
+def test_a_home_on_a_disk_with_no_inode_left_is_storage_full_not_unexpected(
+    full_disk: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An empty home on a disk with no inode left (a tmpfs's ``nr_inodes``, a full ext4): the
+    first ``recall`` or ``remember`` could not make ``locks/`` and died with "unexpected OSError:
+    [Errno 28] No space left on device", where every other write on a full disk is STORAGE_FULL
+    naming the path."""
+    make_repo(tmp_path / "repo")
+    home = full_disk / "home"
+    coffer = str(SCRIPTS / "coffer")
+    script = (
+        f"mkdir '{home}' && i=0 && while touch '{full_disk}'/f$i 2>/dev/null; do i=$((i+1)); done; "
+        f"{coffer} --home '{home}' recall kiln; {coffer} --home '{home}' remember 'The kiln is hot.'"
+    )
+    proc = _on_tmpfs(full_disk, "size=1m,nr_inodes=16", ["sh", "-c", script], tmp_path / "repo")
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and all(
+        line.startswith(f"error: STORAGE_FULL: cannot write {home}/") for line in lines
+    ), proc.stderr
