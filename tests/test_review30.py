@@ -127,3 +127,19 @@ def test_a_home_on_a_disk_with_no_inode_left_is_storage_full_not_unexpected(
     assert len(lines) == 2 and all(
         line.startswith(f"error: STORAGE_FULL: cannot write {home}/") for line in lines
     ), proc.stderr
+
+
+def test_an_error_a_console_block_shows_is_the_line_coffer_prints() -> None:
+    """docs/porting.md showed a refused export as ``INVALID_INPUT: stores/...``; ``coffer``
+    prints ``error: INVALID_INPUT: ...`` (docs/cli.md, Exit status and errors), the line a
+    reader greps for."""
+    from coffer_memory import _errors
+
+    codes = sorted({c.code for c in vars(_errors).values() if isinstance(c, type) and hasattr(c, "code")})
+    bare = re.compile(rf"^\s*(?:{'|'.join(codes)}):")
+    shown = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if page.name != "benchmarks.md":
+            for block in re.findall(r"```console\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+                shown += [f"{page.name}: {line}" for line in block.splitlines() if bare.match(line)]
+    assert len(codes) >= 10 and shown == [], (codes, shown)
