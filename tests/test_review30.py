@@ -14,7 +14,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import make_repo
+import pytest
+from conftest import CliRunner, make_repo
 
 from tests.test_review26 import SCRIPTS, _on_tmpfs, full_disk  # noqa: F401  (full_disk: a fixture)
 
@@ -143,3 +144,36 @@ def test_an_error_a_console_block_shows_is_the_line_coffer_prints() -> None:
             for block in re.findall(r"```console\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
                 shown += [f"{page.name}: {line}" for line in block.splitlines() if bare.match(line)]
     assert len(codes) >= 10 and shown == [], (codes, shown)
+
+
+def test_reinstalling_does_not_overwrite_a_coffer_entry_the_user_made_their_own_since(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/agents-claude-code.md: a ``coffer`` MCP entry that runs something else is yours, and
+    install does not replace it without ``--force``. After an install, an entry the user then
+    pointed elsewhere (``claude mcp add --scope user coffer -- uvx my-coffer``) was overwritten
+    by the next ``agents install`` (an upgrade's), silently, and lost: uninstall then deleted
+    the key. It is now refused the same way; ``--force`` replaces it and uninstall puts it back."""
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    assert cli("agents", "install", "claude-code", "--no-check").returncode == 0
+    config = user / ".claude.json"
+    data = json.loads(config.read_text())
+    mine = {"type": "stdio", "command": "uvx", "args": ["my-coffer"], "env": {}}
+    data["mcpServers"]["coffer"] = mine
+    config.write_text(json.dumps(data, indent=2))
+    before = config.read_bytes()
+
+    again = cli("agents", "install", "claude-code", "--no-check")
+    assert again.returncode == 1 and again.stderr.startswith(
+        f"error: AGENT_CONFIG_INVALID: {config}: has a 'coffer' entry of its own under mcpServers (it runs uvx my-coffer)"
+    ), again
+    assert config.read_bytes() == before
+
+    forced = cli("agents", "install", "claude-code", "--no-check", "--force")
+    assert forced.returncode == 0 and "replaced the 'coffer' entry of your own" in forced.stdout, forced
+    assert json.loads(config.read_text())["mcpServers"]["coffer"]["command"].endswith("coffer-mcp")
+    assert cli("agents", "uninstall", "claude-code").returncode == 0
+    assert json.loads(config.read_text())["mcpServers"]["coffer"] == mine
