@@ -111,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="open the read-only web view (/ui) in the browser once the server answers",
     )
     parser.add_argument(
-        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="the least severe log line the server writes to stderr (default info)",
     )
     parser.add_argument(
         "--workers",

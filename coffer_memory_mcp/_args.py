@@ -64,7 +64,13 @@ def _port(value: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``coffer-mcp``."""
     parser = argparse.ArgumentParser(prog="coffer-mcp", description="coffer-memory's MCP server.")
-    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "streamable-http"),
+        default="stdio",
+        help="stdio: speak MCP on stdin/stdout, as an agent starts it (default); "
+        "streamable-http: serve it at http://HOST:PORT/mcp",
+    )
     parser.add_argument("--home", help="coffer home (default: $COFFER_HOME or ~/.coffer)")
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8765, help="streamable-http: port (8765)")
@@ -114,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="streamable-http: believe X-Forwarded-For and X-Forwarded-Proto from these addresses "
         f"or networks (a proxy in front; repeatable; also ${FORWARDED_ENV}); by default from none",
     )
-    parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="the least severe log line written to stderr (default WARNING)",
+    )
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
     return parser

@@ -368,6 +368,12 @@ class EditSession:
             prior = Prior(s.part, s.path, present=theirs, value=current if theirs else None, wrote=wanted)
             rec.priors.append(prior)
             self.recorded = True
+        elif found and s.ours is not None and not s.ours(current):
+            # Installed before, then made the user's own (pointed at another server): theirs now,
+            # as an entry found on a first install is, and what uninstall puts back.
+            self._replace_theirs(s, doc.path, current)
+            prior.present, prior.value, prior.wrote = True, current, wanted
+            self.recorded = True
         elif prior.wrote != wanted:
             prior.wrote = wanted
             self.recorded = True

@@ -138,9 +138,9 @@ class Porting:
         names = list(dict.fromkeys(store_list(stores))) if stores is not None else self.stores.names()
         paths = [self.targets.paths(name) for name in names]
         if format == "zip":
-            written = export.write_zip(out, paths, self.writer.locked, self.max_file_bytes)
+            written = export.write_zip(out, paths, self.writer.settled, self.max_file_bytes)
         else:
-            written = export.write_jsonl(out, paths, self.writer.locked, self.max_file_bytes, spool)
+            written = export.write_jsonl(out, paths, self.writer.settled, self.max_file_bytes, spool)
         out.flush()
         size = out.seek(0, os.SEEK_END)
         out.seek(0)

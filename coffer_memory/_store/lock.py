@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .._errors import StorageNotWritable
+from .._errors import StorageFull, StorageNotWritable
 from .files import ensure_dir
 
 
@@ -32,6 +32,8 @@ def _path_lock(path: Path) -> _PathLock:
         return _locks.setdefault(str(path), _PathLock())
 
 
+# A disk with no block or inode left, a quota reached.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 # A file where the lock folder should be, a folder (or a link loop) where a lock file should be.
 _IN_THE_WAY = frozenset({errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
 
@@ -72,6 +74,8 @@ def _lock_fd(path: Path) -> int | None:
     except OSError as exc:
         if exc.errno in _IN_THE_WAY:
             raise _in_the_way(path, exc) from None
+        if exc.errno in _FULL:  # no inode or block left for the lock folder or file
+            raise StorageFull(str(exc.filename or path), os.strerror(exc.errno or 0)) from None
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
     try:

@@ -454,6 +454,18 @@ class Writer:
             yield
 
     @contextmanager
+    def settled(self, store: str) -> Iterator[None]:
+        """Hold ``store`` still while its files are read as of one moment (an export): the write
+        lock, or in a home this process may only read, the store's lock file where it is (a
+        writer of the home's owner is waited for; nothing is made, nothing refused)."""
+        if not self.read_only:
+            with self.locked(store):
+                yield
+            return
+        with store_lock(lock_path(self.home, store)):
+            yield
+
+    @contextmanager
     def transaction(self, store: str, *, dry_run: bool = False, bulk: bool = False) -> Iterator[Transaction]:
         """A transaction on ``store``; a dry run takes no lock and writes nothing.
 
