@@ -36,12 +36,13 @@ from ._optout import optout_for
 from ._scope import commits_since, detached_key, find_git, head_commit
 from ._store import lanes as fmt
 from ._store.files import now_utc, read_bytes, sha256_bytes
+from ._store.identity import read_identity
 from ._store.paths import StorePaths
 from ._store.rules import read_rules, rules_files
 from ._store.writer import Transaction, Writer
 from ._store_config import FACT_CHARS_CEILING
 from ._targets import PathLike, Targets
-from .vocabulary import MAX_HANDOFF_CHARS, MAX_JOURNAL_DAYS, MAX_RULE_CHARS, Scope
+from .vocabulary import MAX_HANDOFF_CHARS, MAX_JOURNAL_DAYS, MAX_RULE_CHARS, MemoryScope, Scope
 
 __all__ = ["Lanes"]
 
@@ -290,6 +291,8 @@ class Lanes:
             names = earlier_names(git.gitdir, target.branch) if git is not None else []
             sp = self.targets.paths(store)
             scene = next((s for n, at in names if (s := _renamed_scene(sp, n, at))), None)
+            if scene is not None:  # listed under the branch's name now, as `handoffs` lists it
+                scene = attrs.evolve(scene, branch=target.branch, saved_as=scene.branch)
         head = head_commit(target.worktree)
         notes = tuple(self.targets.offer_lines(target))
         if scene is None:
@@ -305,8 +308,29 @@ class Lanes:
     def handoffs(
         self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
     ) -> list[HandoffScene]:
-        """Every branch's handoff scene in a store, newest first."""
-        return self._scenes(self.targets.resolve(store=store, cwd=cwd, scope=scope).store)
+        """Every branch's handoff scene in a store, newest first.
+
+        A scene saved before its branch was renamed (``git branch -m``, read from the repository's
+        reflogs as ``resume`` reads them) is listed under the branch's name now, its ``saved_as``
+        the name it was saved under; once the renamed branch saved a scene of its own, the old one
+        keeps its saved name and says ``renamed_to``. The repository is the one of ``cwd``, or for
+        a named project store the checkout it records (``store.json``); the global store, or a
+        store whose checkout is gone, lists each scene under its saved name."""
+        target = self.targets.resolve(store=store, cwd=cwd, scope=scope)
+        scenes = self._scenes(target.store)
+        now_named = self._renamed_scenes(target) if scenes else {}
+        own = {scene.branch for scene in scenes}
+        out: list[HandoffScene] = []
+        for scene in scenes:  # newest first: of two scenes renamed into one branch, the newer
+            current = now_named.get(scene.branch)
+            if current is None:
+                out.append(scene)
+            elif current in own:
+                out.append(attrs.evolve(scene, renamed_to=current))
+            else:
+                own.add(current)
+                out.append(attrs.evolve(scene, branch=current, saved_as=scene.branch))
+        return out
 
     def _scenes(self, store: str) -> list[HandoffScene]:
         sp = self.targets.paths(store)
@@ -315,23 +339,33 @@ class Lanes:
         scenes = [s for p in sorted(sp.handoff.glob("*.md")) if (s := _scene_at(p)) is not None]
         return sorted(scenes, key=lambda s: s.updated_at, reverse=True)
 
-    def renamed_scenes(
-        self, *, store: str | None = None, cwd: PathLike | None = None, scope: Scope = "project"
-    ) -> dict[str, str]:
-        """The scenes of the project store of ``cwd`` saved under a branch's earlier name before
-        it was renamed (``git branch -m``, read from the repository's reflogs as ``resume`` reads
-        them): each name saved under, and the branch's name now. A scene belongs to the first
-        rename after it was saved. Empty for a named store or the global one (no repository to
-        read), and outside a git repository."""
-        if store is not None or scope == "global":
-            return {}
-        target = self.targets.resolve(cwd=cwd, scope=scope)
-        git = find_git(target.worktree) if target.worktree is not None else None
-        if git is None:
+    def _gitdir(self, target: Target) -> Path | None:
+        """The git dir of the repository of a project store's ``target``: its checkout's, else
+        (a store named, no cwd) the one of the checkout its ``store.json`` records, when that
+        checkout still writes to this store."""
+        if target.worktree is not None:
+            git = find_git(target.worktree)
+            return git.gitdir if git is not None else None
+        if target.scope != MemoryScope.PROJECT:
+            return None
+        sp = self.targets.paths(target.store)
+        identity = read_identity(sp) if sp.linked_store() is None else None
+        root = identity.project_root if identity is not None else None
+        git = find_git(root) if root is not None and os.path.isdir(root) else None
+        if git is None or self.targets.store_of(git) != target.store:
+            return None  # moved away, or another repository's checkout there now
+        return git.gitdir
+
+    def _renamed_scenes(self, target: Target) -> dict[str, str]:
+        """The scenes of ``target``'s store saved under a branch's earlier name before it was
+        renamed: each name saved under, and the branch's name now. A scene belongs to the first
+        rename after it was saved."""
+        gitdir = self._gitdir(target)
+        if gitdir is None:
             return {}
         sp = self.targets.paths(target.store)
         first: dict[str, tuple[datetime, str]] = {}
-        for branch, names in renamed_branches(git.gitdir).items():
+        for branch, names in renamed_branches(gitdir).items():
             for name, at in names:
                 held = first.get(name)
                 if (held is None or at < held[0]) and _renamed_scene(sp, name, at) is not None:
@@ -354,6 +388,9 @@ class Lanes:
         """Delete one branch's handoff; logged and audited."""
         target = self.targets.resolve(store=store, cwd=cwd, scope="project")
         path = self.targets.paths(target.store).handoff_file(branch)
+        if not path.exists():  # a renamed branch's scene, listed under its name now
+            renamed = [s for s in self.handoffs(store=store, cwd=cwd) if s.saved_as and s.branch == branch]
+            path = renamed[0].path if renamed else path
         return self._delete_lane_file(target, path, f"handoff/{branch}")
 
     # -- rules --------------------------------------------------------------------------------

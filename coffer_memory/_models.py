@@ -457,11 +457,27 @@ class JournalFile:
 class HandoffScene:
     """The handoff note of one branch: where work stood, and at which commit."""
 
-    branch: str = attrs.field(metadata=about("The git branch the handoff is for."))
+    branch: str = attrs.field(
+        metadata=about("The git branch the handoff is for (its name now, if renamed since it was saved).")
+    )
     text: str = attrs.field(metadata=about("The handoff note."))
     updated_at: datetime = attrs.field(metadata=about("When the handoff was saved."))
     head: str | None = attrs.field(metadata=about("The commit checked out when the handoff was saved."))
     path: Path = attrs.field(metadata=about("Absolute path of the handoff file."))
+    saved_as: str | None = attrs.field(
+        default=None,
+        metadata=about(
+            "The branch's name when the handoff was saved, when it was renamed since (git branch -m)"
+            " and branch is its name now; null otherwise. The file is named after it."
+        ),
+    )
+    renamed_to: str | None = attrs.field(
+        default=None,
+        metadata=about(
+            "The name the branch was renamed to since, when that branch saved a handoff of its own:"
+            " this one is stale (delete it by its branch); null otherwise."
+        ),
+    )
 
     @property
     def folder_path(self) -> Path:
@@ -493,9 +509,10 @@ class ResumeResult:
         if self.scene is None:
             return "\n".join([f"No handoff saved for branch {self.branch!r}.", *notes])
         # A scene saved before the branch was renamed (`git branch -m`) names its old name.
-        renamed = f" (now {self.branch!r})" if self.scene.branch != self.branch else ""
+        saved_as = self.scene.saved_as or self.scene.branch
+        renamed = f" (now {self.branch!r})" if saved_as != self.branch else ""
         lines = [
-            f"Handoff for branch {self.scene.branch!r}{renamed}, saved {local_text(self.scene.updated_at)}:",
+            f"Handoff for branch {saved_as!r}{renamed}, saved {local_text(self.scene.updated_at)}:",
             "",
             self.scene.text,
         ]

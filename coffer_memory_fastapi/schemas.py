@@ -241,7 +241,7 @@ SCENE = JsonShape(
     "HandoffSceneOut",
     HandoffScene,
     "The handoff of one branch.",
-    ("branch", "text", "updated_at", "head", "path", "folder_path"),
+    ("branch", "text", "updated_at", "head", "path", "folder_path", "saved_as", "renamed_to"),
 )
 HANDOFF = JsonShape.listing(
     "HandoffOut", "One scene per branch, newest first; an empty list when there is none.", "scenes", SCENE

@@ -13,7 +13,6 @@ runs as before (import, then serve). ``COFFER_MCP_FAST_HANDSHAKE=0`` forces that
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import io
 import json
@@ -371,8 +370,16 @@ def _hand_over(session: _Session, lines: queue.Queue[object], built: _Built) -> 
     _debug(f"handing over to the SDK ({len(session.waiting)} waiting line(s))")
     with built.service:
         source, sink = _Source(session.replay(replay_id), lines), _Sink(session.wire, replay_id)
-        with contextlib.suppress(KeyboardInterrupt):
+        try:
             anyio.run(_serve_stdio, built.server, source, sink)
+        except KeyboardInterrupt:  # Ctrl-C once the SDK serves: its server's end, status 0
+            pass
+        finally:
+            # A run ended by Ctrl-C (or an error) with the client still connected leaves the
+            # worker thread of `_Source` waiting for its next line: anyio abandons it, but the
+            # interpreter waits for that thread at exit, until the client closed stdin. The end
+            # of the stream lets it go (then anyio's stop ends it).
+            lines.put(_EOF)
     return 0
 
 

@@ -133,7 +133,14 @@ def test_opencode_merges_a_project_entry_and_status_says_so(world: World) -> Non
     (w.repo / "opencode.json").write_text(
         json.dumps({"mcp": {"coffer": {"type": "local", "command": [STALE_MCP]}}})
     )
-    agent_env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    # OPENCODE_PURE: OpenCode first installs its plugin package (26 npm packages) into a config
+    # folder that holds a plugin, coffer's: `debug config` took 14 s (4.5 s CPU) so, 2 s (1.3 s
+    # CPU) without, at load 8; 163 s at load 15, near the test's 300 s. It merges the same config.
+    agent_env = {
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_PURE": "1",
+    }
     got = json.loads(w.run([opencode, "debug", "config"], agent_env).stdout)
     assert got["mcp"]["coffer"]["command"] == [STALE_MCP]
     assert "project config" in shadowed_status(w, "opencode")

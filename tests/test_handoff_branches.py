@@ -180,7 +180,7 @@ def test_a_renamed_branch_resumes_the_scene_saved_under_its_old_name(
     res = svc.resume(cwd=worktree)
     assert res.branch == "feature/auth"
     assert res.scene is not None and res.scene.text == "Login form renders; the cookie is not set yet."
-    assert res.scene.branch == "feature/login"
+    assert (res.scene.branch, res.scene.saved_as) == ("feature/auth", "feature/login")
     assert "'feature/login'" in res.summary and "'feature/auth'" in res.summary
     # Saved on the new name, that scene is the branch's own from then on.
     svc.save_handoff("Cookie set; next: logout.", cwd=worktree)

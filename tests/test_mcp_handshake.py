@@ -122,6 +122,22 @@ class Peer:
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")
 
+    def ended(self) -> int:
+        """The exit status, waited for at most ``PROBE_TIMEOUT``; a server still running then fails
+        the test with what it said (which path, how far it got) and where each of its threads
+        waits (``/proc``'s wchan), not with a bare ``TimeoutExpired``."""
+        try:
+            return self.proc.wait(PROBE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            tasks = Path(f"/proc/{self.proc.pid}/task")
+            waits = [
+                f"{t.name}: {(t / 'wchan').read_text(errors='replace')}" for t in sorted(tasks.iterdir())
+            ]
+            raise AssertionError(
+                f"coffer-mcp still runs {PROBE_TIMEOUT} s on; its threads wait in {waits}; "
+                f"stderr: {self.stderr()}"
+            ) from None
+
     def close(self) -> int:
         """Close stdin (EOF) and wait for the server to exit."""
         self.release()
@@ -383,7 +399,23 @@ def test_ctrl_c_while_the_sdk_imports_ends_without_a_traceback(peers: Any) -> No
         peer.send(message)
     assert sorted(peer.answers(1)) == [0]  # the handshake was answered; the call waits for the SDK
     peer.proc.send_signal(signal.SIGINT)
-    assert peer.proc.wait(PROBE_TIMEOUT) == 130
+    assert peer.ended() == 130, peer.stderr()
+    assert "Traceback" not in peer.stderr() and "KeyboardInterrupt" not in peer.stderr(), peer.stderr()
+
+
+def test_ctrl_c_once_the_sdk_serves_ends_the_server(peers: Any) -> None:
+    """Ctrl-C after the wire was handed to the SDK, with the client still connected (its stdin
+    open). Before, the SDK's run ended but coffer-mcp did not: the thread that waited for the
+    client's next line (a worker thread, which the interpreter waits for at exit) waited on, until
+    the client closed stdin. It ends at once, with the SDK server's status 0 (docs/mcp.md)."""
+    peer = peers()
+    peer.release()
+    for message in (initialize(), INITIALIZED, remember(1, "Interrupted while the SDK served.")):
+        peer.send(message)
+    assert sorted(peer.answers(2)) == [0, 1]
+    assert "handing over to the SDK" in peer.stderr()
+    peer.proc.send_signal(signal.SIGINT)
+    assert peer.ended() == 0, peer.stderr()
     assert "Traceback" not in peer.stderr() and "KeyboardInterrupt" not in peer.stderr(), peer.stderr()
 
 

@@ -6,10 +6,11 @@ import argparse
 import logging
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import PATH_ECHO_LIMIT, InvalidInput, StoreNotDeletable, safe_echo
+from .._errors import PATH_ECHO_LIMIT, IndexUnavailable, InvalidInput, StoreNotDeletable, safe_echo
 from .._localtime import local_text
 from .._models import RETRIEVAL_MODES, MutationResult, RecallResult, StoreInfo
 from .._render import hits_table, shorten, table
@@ -112,8 +113,35 @@ def add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", help=f"only facts updated before this time: {FORMS}")
 
 
+def _unreached_index(svc: MemoryService, store: str) -> IndexUnavailable | None:
+    """Why the shared index ([index] backend, a team's PostgreSQL) of ``store`` cannot be reached,
+    or None (reached, or there is none). A listing reads the local index of the files and needs no
+    server: an empty one, with the server down, read as "the team store is empty"."""
+    if svc.settings.index.backend == "sqlite":
+        return None
+    try:
+        backend = svc.index.backend
+        if backend is not None:
+            backend.version(store)
+    except IndexUnavailable as exc:
+        return exc
+    return None
+
+
 def cmd_facts_list(svc: MemoryService, args: argparse.Namespace) -> None:
     page = svc.list_facts(limit=args.limit, cursor=args.cursor, **_filters(args), **target(args))
+    # Only for an empty first page: a listing with facts says what the files hold either way,
+    # and asking the server on every listing would cost each one a round trip.
+    down = None
+    if not page.items and args.cursor is None and page.target is not None:
+        down = _unreached_index(svc, page.target.store)
+    if down is not None:
+        print(
+            f"note: the shared index was not reached ({down.code}: {down.message}); this listing is "
+            f"the local index's, of the files in {page.target.store_dir if page.target else '?'}, "
+            "which hold no facts",
+            file=sys.stderr,
+        )
     if args.json:
         emit_json(page)
         return

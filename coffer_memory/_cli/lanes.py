@@ -67,24 +67,23 @@ def cmd_handoff_show(svc: MemoryService, args: argparse.Namespace) -> None:
     if not scenes:
         print("(no handoffs)")
         return
-    # A branch renamed since its scene was saved (`git branch -m`): shown under its name now, as
+    # A branch renamed since its scene was saved (`git branch -m`): listed under its name now, as
     # `resume` finds it; once the branch saved a scene of its own, the old one is only named.
-    now_named = svc.lanes.renamed_scenes(**target(args))
-    own = {scene.branch for scene in scenes}
-    superseded: list[tuple[str, str]] = []
     for scene in scenes:
-        current = now_named.get(scene.branch)
-        if current is not None and current in own:
-            superseded.append((scene.branch, current))
+        if scene.renamed_to is not None:
             continue
-        label = scene.branch if current is None else f"{current}  (saved as {scene.branch!r}, renamed since)"
+        label = scene.branch
+        if scene.saved_as is not None:
+            label = f"{scene.branch}  (saved as {scene.saved_as!r}, renamed since)"
         head = scene.head[:12] if scene.head else "no commit"
         print(f"=== {label}  saved {local_text(scene.updated_at)} at {head}\n{scene.text}\n")
-    for old, current in superseded:
-        print(
-            f"not shown: the handoff saved as {old!r} before the branch was renamed to {current!r}, "
-            f"which has its own now; `coffer handoff rm {shlex.quote(old)}` deletes it"
-        )
+    for scene in scenes:
+        if scene.renamed_to is not None:
+            print(
+                f"not shown: the handoff saved as {scene.branch!r} before the branch was renamed to "
+                f"{scene.renamed_to!r}, which has its own now; `coffer handoff rm "
+                f"{shlex.quote(scene.branch)}` deletes it"
+            )
 
 
 def cmd_handoff_rm(svc: MemoryService, args: argparse.Namespace) -> None:
