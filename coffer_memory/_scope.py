@@ -18,7 +18,7 @@ from stat import S_ISCHR, S_ISDIR, S_ISREG
 
 import attrs
 
-from ._errors import ScopeUnresolved
+from ._errors import InvalidInput, ScopeUnresolved
 
 GLOBAL_PROJECT_ID = "00000000000000000000000000"
 
@@ -235,13 +235,27 @@ def _detached(gitdir: Path) -> bool:
     return not (head and head.startswith("ref:"))
 
 
+def cwd_text(cwd: str | os.PathLike[str]) -> str:
+    """``cwd`` as text: a ``str`` as it is, a path-like or bytes path decoded as the OS does;
+    anything else (a number a JSON body carried, a list) is ``InvalidInput`` naming ``cwd``, not
+    the ``TypeError`` ``os.fspath`` raises deep inside a recall."""
+    if type(cwd) is str:
+        return cwd
+    try:
+        return os.fsdecode(cwd)
+    except TypeError:
+        raise InvalidInput(
+            f"cwd must be a path (str or os.PathLike), not {type(cwd).__name__}", field="cwd"
+        ) from None
+
+
 def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
     """The git checkout that contains ``cwd``, or ``None`` outside any repository.
 
     Answers are cached per ``cwd`` while the folders up to the worktree, its ``.git`` and
     HEAD keep their stat (a branch switch rewrites HEAD; ``git init`` below changes a folder).
     """
-    key = os.fspath(cwd)
+    key = cwd_text(cwd)
     if "\x00" in key:
         return None
     return _lookup(key, None)
@@ -250,7 +264,7 @@ def find_git(cwd: str | os.PathLike[str]) -> GitInfo | None:
 def folder_git(cwd: str | os.PathLike[str]) -> tuple[bool, GitInfo | None]:
     """Whether ``cwd`` is a directory, and ``find_git(cwd)`` when it is: one ``stat`` of ``cwd``
     answers both (every recall from a working directory asks them one after the other)."""
-    key = os.fspath(cwd)
+    key = cwd_text(cwd)
     if "\x00" in key:
         return False, None
     try:
@@ -311,7 +325,7 @@ def _find_git(cwd: str) -> GitInfo | None:
 
 def require_git(cwd: str | os.PathLike[str]) -> GitInfo:
     """Like ``find_git``, but raises ``ScopeUnresolved`` outside a repository."""
-    path = os.fspath(cwd)
+    path = cwd_text(cwd)
     if "\x00" in path or not os.path.isdir(path):
         raise ScopeUnresolved(path, "not a directory" if os.path.lexists(path) else "no such directory")
     info = find_git(path)

@@ -563,3 +563,11 @@ def test_an_empty_coffer_home_is_the_default_home_and_doctor_and_config_say_why(
         timeout=120,
     )
     assert json.loads(named.stdout)["home_chosen_by"] == "COFFER_HOME"
+
+
+def test_clear_counts_one_fact_as_one_fact(cli: CliRunner) -> None:
+    assert cli("remember", "--global", "the only global fact").returncode == 0
+    assert cli("clear", "--global", "--yes").stdout == "cleared 1 fact from global\n"
+    assert cli("remember", "--global", "one").returncode == 0
+    assert cli("remember", "--global", "two").returncode == 0
+    assert cli("clear", "--global", "--yes").stdout == "cleared 2 facts from global\n"

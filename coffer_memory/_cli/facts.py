@@ -220,7 +220,8 @@ def cmd_clear(svc: MemoryService, args: argparse.Namespace) -> None:
     if not args.yes:
         raise InvalidInput(f"clear deletes every fact of {name}; pass --yes to confirm", field="yes")
     result = svc.clear(store=name)
-    emit_json(result) if args.json else print(f"cleared {result.deleted} facts from {name}")
+    n = result.deleted
+    emit_json(result) if args.json else print(f"cleared {n} fact{'' if n == 1 else 's'} from {name}")
 
 
 def _root(root: str | None) -> str:

@@ -174,8 +174,12 @@ class IndexDB:
         why it must be moved aside (the connection closed)."""
         if not self.path.exists():
             # It holds every fact's text: private like the files (SQLite gives -wal/-shm the same mode).
-            with suppress(FileExistsError):
+            try:
                 os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
+            except OSError as exc:  # a folder the access check passed that refuses files (sysfs as root)
+                raise IndexUnavailable("sqlite", f"cannot create {self.path}: {exc.strerror}") from None
         try:
             self._ino = os.stat(self.path).st_ino
         except OSError as exc:  # a link to a file that is not there (O_CREAT does not follow it)
