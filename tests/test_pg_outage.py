@@ -5,6 +5,7 @@ a port nobody listens on, and a socket that takes connections and never answers.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -136,3 +137,101 @@ def test_a_stop_is_told_without_the_pools_wait_and_the_start_is_served_at_once(
         assert texts(svc, "sluice") == ["the sluice gate sticks"]  # no wait for the probe's round
         svc.remember("the sluice gate was oiled", store="global")
         assert len(texts(svc, "sluice")) == 2
+
+
+class SlowDoor:
+    """A TCP door to a real server that a loaded machine makes slow: each connection is passed
+    on only after ``delay`` seconds; ``shut`` refuses every connection (the server down, its
+    sessions broken), ``open`` lets them in again on the same port."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.delay = 0.0
+        self.port = 0
+        self._socks: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.open()
+
+    def open(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.05)  # accept() wakes to see the door shut
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._take, args=(listener,), daemon=True).start()
+
+    def _take(self, listener: socket.socket) -> None:
+        while self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            client.settimeout(None)
+            threading.Thread(target=self._pass, args=(client,), daemon=True).start()
+
+    def _pass(self, client: socket.socket) -> None:
+        self._socks.append(client)
+        threading.Event().wait(self.delay)
+        try:
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+        except OSError:
+            client.close()
+            return
+        self._socks.append(server)
+        for src, dst in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def shut(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        for sock in self._socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._socks.clear()
+
+
+@pytest.mark.timeout(300)
+def test_the_first_request_after_the_start_is_served_when_connecting_is_slow(
+    own_server: PgServer, tmp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine (load 16 on 2 cores) a connection to a server that is up took longer
+    than the request's wait for the probe round it woke (``PROMPT_SECONDS``), so the first request
+    after the server's start was told "down since". A server that refused answers: the request
+    now waits for that round, which the probe's connect timeout bounds. The door makes every
+    connection take 0.7 s, as that load did (a real server behind it; no timing is asserted)."""
+    door = SlowDoor(own_server.port)
+    url = own_server.url().replace(f":{own_server.port}/", f":{door.port}/")
+    try:
+        with member(tmp_home, url, monkeypatch) as svc:
+            svc.remember("the lock keeper rings twice", store="global")
+            door.shut()  # the server stops: its sessions break, connections are refused
+            pool = svc.index._shared.backend.pool  # type: ignore[union-attr]
+            pool.check()
+            with pytest.raises(IndexUnavailable, match="refused"):
+                texts(svc, "keeper")
+            with pytest.raises(IndexUnavailable, match=r"refused.*down since"):
+                texts(svc, "keeper")
+            # The server is back, on a machine where connecting takes 0.7 s: longer than the old
+            # wait (PROMPT_SECONDS), well within the probe's 2 s connect timeout.
+            door.delay = 0.7
+            door.open()
+            assert texts(svc, "keeper") == ["the lock keeper rings twice"]
+    finally:
+        door.shut()

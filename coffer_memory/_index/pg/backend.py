@@ -41,7 +41,7 @@ from . import vectors as vec
 from . import words
 from .binding import bind, same_folder
 from .deadline import DEFAULT_TIMEOUT, TimedOut, bounded, connection_options
-from .failures import DOWN, GONE, REFUSED, first_line, start_outage
+from .failures import DOWN, GONE, REFUSED, first_line, silent, start_outage
 from .reach import POOL_TIMEOUT, Reaching, reachable, retried
 from .redact import refuse_ambiguous, scrub, unreadable
 from .schema import (
@@ -125,7 +125,7 @@ class PostgresIndex(Reaching):
                 if isinstance(exc, TimedOut)
                 else self._said(exc)
             )
-            starting.begin(said.reason)
+            starting.begin(said.reason, silent=isinstance(exc, TimedOut) or silent(exc))
             raise said from None
         if old is not None:
             raise IndexUnavailable("postgresql", old)

@@ -98,12 +98,16 @@ def keep_pool_log(errors_log: Path) -> None:
 # that answers refuses at once; only a host that answers nothing (a dropped route, a firewall that
 # discards, a server stopped mid-handshake) costs this, and only the probe pays it.
 PROBE_CONNECT_TIMEOUT = 2
-# Seconds a request told "down" waits for the probe round it wakes: a refusal (or a server back)
-# is known within a millisecond or two on a LAN, so the first request after the server's start is
-# served; a host that answers nothing costs each request this much, not a connect timeout. Once
-# the probe connected, the request waits on (up to RECOVERY_SECONDS) while the pool's idle
-# connections are checked, rather than be told "down" by a server that is up.
+# Seconds a request told "down" waits for the probe round it wakes while the host answered
+# nothing (the last probe timed out): each request costs this much, not a connect timeout.
 PROMPT_SECONDS = 0.5
+# ... and while the server refused (it answers): the round ends as soon as a connection is refused
+# or made, so the first request after the server's start is served. It is waited for as long as
+# the probe may take (twice: a round under way is waited for first), not PROMPT_SECONDS: on a
+# loaded machine a connection to a server just started took longer, and that request was told
+# "down" by a server that was up. Once the probe connected, the request waits on (up to
+# RECOVERY_SECONDS) while the pool's idle connections are checked.
+ANSWERED_SECONDS = 2 * PROBE_CONNECT_TIMEOUT + PROMPT_SECONDS
 RECOVERY_SECONDS = 10.0
 
 
@@ -135,6 +139,7 @@ class Outage:
         self._recovering = False  # the probe connected: the pool is being checked
         self._asked = time.monotonic()
         self._reason: str | None = None
+        self._silent = False  # the last refusal was a connect timeout: the host answers nothing
         self._since = ""
         self._closed = threading.Event()
         self._wake = threading.Event()
@@ -157,7 +162,8 @@ class Outage:
 
     def check(self) -> None:
         """``IndexUnavailable`` while the server is known to be down, after a probe round this
-        call woke (at most ``PROMPT_SECONDS``): a server back by now is served at once."""
+        call woke (at most ``PROMPT_SECONDS`` while the host answers nothing, else
+        ``ANSWERED_SECONDS``): a server back by now is served at once."""
         if self._reason is None:
             return
         with self._lock:
@@ -166,7 +172,8 @@ class Outage:
                 wanted = self._rounds + (2 if self._probing else 1)  # a round begun after this call
                 self._wake.set()
                 self._round_done.wait_for(
-                    lambda: self._reason is None or self._rounds >= wanted, timeout=PROMPT_SECONDS
+                    lambda: self._reason is None or self._rounds >= wanted,
+                    timeout=PROMPT_SECONDS if self._silent else ANSWERED_SECONDS,
                 )
                 if self._recovering:
                     self._round_done.wait_for(lambda: self._reason is None, timeout=RECOVERY_SECONDS)
@@ -174,15 +181,16 @@ class Outage:
         if error is not None:
             raise error
 
-    def begin(self, reason: str) -> None:
-        """The server refused a connection for ``reason``: requests fail at once from now on,
-        until the watcher's probe connects."""
+    def begin(self, reason: str, *, silent: bool = False) -> None:
+        """The server refused a connection for ``reason`` (``silent``: the host answered nothing
+        in time): requests fail at once from now on, until the watcher's probe connects."""
         with self._lock:
             if self._closed.is_set():
                 return
             if self._reason is None:
                 self._since = datetime.now(UTC).strftime("%H:%M:%S UTC")
             self._reason = reason
+            self._silent = silent
             self._asked = time.monotonic()
             if self._watcher is None:
                 self._probing = False
@@ -202,7 +210,8 @@ class Outage:
                     self._round_done.notify_all()
                     return
                 self._probing = True
-            up = self._ask(self._probe, "probe")
+            failed = self._ask(self._probe, "probe")
+            up = failed is None
             if up:
                 with self._lock:
                     self._recovering = True
@@ -210,6 +219,7 @@ class Outage:
             with self._lock:
                 self._probing = self._recovering = False
                 self._rounds += 1
+                self._silent = silent(failed)
                 if up:
                     self._reason, self._watcher = None, None
                 self._round_done.notify_all()
@@ -217,22 +227,23 @@ class Outage:
                 log.info("PostgreSQL accepts connections again")
                 return
 
-    def _ask(self, step: Callable[[], None], what: str) -> bool:
-        """Run one step of a probe round; whether it succeeded. A ``psycopg.Error`` is the server
-        refusing (or, for the pool's check, the pool closed meanwhile); any other exception is
-        logged with its traceback (once per kind of failure) and taken as a refusal: it ended
-        the thread, and with it the outage's probing, and requests were told "down" for good."""
+    def _ask(self, step: Callable[[], None], what: str) -> BaseException | None:
+        """Run one step of a probe round; its failure (None: it succeeded). A ``psycopg.Error``
+        is the server refusing (or, for the pool's check, the pool closed meanwhile); any other
+        exception is logged with its traceback (once per kind of failure) and taken as a refusal:
+        it ended the thread, and with it the outage's probing, and requests were told "down" for
+        good."""
         try:
             step()
-        except psycopg.Error:
-            return False
+        except psycopg.Error as exc:
+            return exc
         except Exception as exc:
             said = f"{type(exc).__name__}: {first_line(exc)}"
             if said != self._unexpected:
                 self._unexpected = said
                 log.error("the PostgreSQL %s failed unexpectedly (asked again)", what, exc_info=True)
-            return False
-        return True
+            return exc
+        return None
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the watcher (the index closes)."""
@@ -265,6 +276,12 @@ def probe(url: str) -> None:
     """One direct connection to ``url``, closed at once: ``psycopg.Error`` while the server
     refuses, or answers nothing within ``PROBE_CONNECT_TIMEOUT``."""
     psycopg.connect(url, connect_timeout=PROBE_CONNECT_TIMEOUT).close()
+
+
+def silent(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the host answered nothing within the connect timeout (``Outage``
+    waits only ``PROMPT_SECONDS`` for a probe round then), not a refusal."""
+    return isinstance(exc, psycopg.errors.ConnectionTimeout)
 
 
 def transient(exc: BaseException) -> bool:

@@ -24,7 +24,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_chai
 
 from ..._errors import IndexUnavailable
 from .deadline import TimedOut, bounded
-from .failures import GONE, REFUSED, Outage, first_line, probe, transient, unavailable
+from .failures import GONE, REFUSED, Outage, first_line, probe, silent, transient, unavailable
 from .redact import scrub
 from .text import advised
 
@@ -130,7 +130,7 @@ class Reaching(abc.ABC):
         except psycopg.Error as refused:
             said = self._said(refused)
             if outage is not None:
-                outage.begin(said.reason)
+                outage.begin(said.reason, silent=silent(refused))
             return said
         if not isinstance(exc, PoolTimeout):
             return self._said(exc)
@@ -164,7 +164,7 @@ class Reaching(abc.ABC):
                 probe(self._url)
             except psycopg.Error as refused:
                 said = self._said(refused)
-                self.outage.begin(said.reason)
+                self.outage.begin(said.reason, silent=silent(refused))
                 raise said from None
             self._up_at = time.monotonic()
 
