@@ -257,3 +257,31 @@ def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path
     finally:
         _drop(site, NOT_CORE)
         _link_packages(site, without=SDK_PARTS)
+
+
+def test_reindex_and_doctor_draw_their_progress_without_tqdm(plain_venv: Path, tmp_path: Path) -> None:
+    """``coffer reindex`` and ``coffer doctor`` draw each store's count with the core's own
+    counter: their progress imported tqdm, which a plain install no longer has (it was a
+    ModuleNotFoundError there, hidden where a dev install pulled tqdm in for another package)."""
+    from test_import_summary import _on_a_terminal
+
+    from coffer_memory import MemoryService
+
+    site = _site(plain_venv)
+    _drop(site, SDK_PARTS + NOT_CORE)
+    _link_packages(site, without=SDK_PARTS + NOT_CORE)
+    try:
+        with MemoryService(tmp_path / "home") as svc:
+            for n in range(3):
+                svc.remember(f"Fact number {n} about the release train.", store="global")
+        env = {**os.environ, "COFFER_HOME": str(tmp_path / "home")}
+        coffer = str(plain_venv / "bin" / "coffer")
+        status, drawn = _on_a_terminal([coffer, "reindex", "--rebuild"], env)
+        assert status == 0, drawn
+        assert "Traceback" not in drawn and "tqdm" not in drawn
+        assert "global: 3/3 file (100%)" in drawn, drawn
+        status, drawn = _on_a_terminal([coffer, "doctor"], env)
+        assert "Traceback" not in drawn and "tqdm" not in drawn and "unexpected" not in drawn, drawn
+    finally:
+        _drop(site, NOT_CORE)
+        _link_packages(site, without=SDK_PARTS)

@@ -269,27 +269,26 @@ def _embedder_installed() -> bool:
 
 @contextlib.contextmanager
 def progress_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A ``progress(store, done, total)`` drawing one bar per store on stderr (none when
-    ``quiet``, e.g. with ``--json``), as ``reindex`` and ``doctor`` show long work."""
-    from tqdm import tqdm
+    """A ``progress(store, done, total)`` counting each store's files on one line of stderr (a
+    terminal only; none when ``quiet``, e.g. with ``--json``), as ``reindex`` and ``doctor`` show
+    long work: a store's line is kept when the next store starts."""
+    from ._progress import Progress
 
-    bars: dict[str, Any] = {}
+    bar = Progress("file", enabled=not quiet)
+    shown: list[str] = []  # the store whose line is drawn
 
     def progress(store: str, done: int, total: int) -> None:
-        bar = bars.get(store)
-        if bar is None:
-            bar = bars[store] = tqdm(
-                total=total, desc=store, unit="file", disable=quiet or None, file=sys.stderr, leave=True
-            )
+        if shown != [store]:
+            bar.close()  # the previous store's line stays, ended
+            bar.reset(store, total)
+            shown[:] = [store]
         bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)
 
     try:
         yield progress
     finally:
-        for bar in bars.values():
-            bar.close()
+        bar.close()
 
 
 def add_group(parent: Any, name: str, help_text: str) -> Any:
