@@ -8,12 +8,14 @@ subprocess of that venv's Python, so ``import mcp`` fails there as it does after
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import sysconfig
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -230,6 +232,19 @@ def test_a_mode_hint_names_the_vector_extra_only_where_no_embedder_is_installed(
 NOT_CORE = ("tqdm",)  # a core dependency until size30, for the two progress counters alone
 
 
+@contextlib.contextmanager
+def _without_tqdm(venv: Path) -> Iterator[None]:
+    """The plain venv without tqdm too, as a plain install is since size30; put back after."""
+    site = _site(venv)
+    _drop(site, SDK_PARTS + NOT_CORE)
+    _link_packages(site, without=SDK_PARTS + NOT_CORE)
+    try:
+        yield
+    finally:
+        _drop(site, NOT_CORE)
+        _link_packages(site, without=SDK_PARTS)
+
+
 def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path) -> None:
     """``coffer import`` on a terminal draws its phases with the core's own counter: tqdm is no
     longer installed by a plain install (issue #15 item 8, the core's size)."""
@@ -237,10 +252,7 @@ def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path
 
     from coffer_memory import MemoryService
 
-    site = _site(plain_venv)
-    _drop(site, SDK_PARTS + NOT_CORE)
-    _link_packages(site, without=SDK_PARTS + NOT_CORE)
-    try:
+    with _without_tqdm(plain_venv):
         with MemoryService(tmp_path / "src") as svc:
             for n in range(5):
                 svc.remember(f"Imported fact number {n} about the release train.", store="global")
@@ -254,9 +266,6 @@ def test_import_draws_its_progress_without_tqdm(plain_venv: Path, tmp_path: Path
         assert (
             drawn.index("reading") < drawn.index("checking") < drawn.rindex("writing: 10/10 step (100%)")
         ), drawn
-    finally:
-        _drop(site, NOT_CORE)
-        _link_packages(site, without=SDK_PARTS)
 
 
 def test_reindex_and_doctor_draw_their_progress_without_tqdm(plain_venv: Path, tmp_path: Path) -> None:
@@ -267,10 +276,7 @@ def test_reindex_and_doctor_draw_their_progress_without_tqdm(plain_venv: Path, t
 
     from coffer_memory import MemoryService
 
-    site = _site(plain_venv)
-    _drop(site, SDK_PARTS + NOT_CORE)
-    _link_packages(site, without=SDK_PARTS + NOT_CORE)
-    try:
+    with _without_tqdm(plain_venv):
         with MemoryService(tmp_path / "home") as svc:
             for n in range(3):
                 svc.remember(f"Fact number {n} about the release train.", store="global")
@@ -282,6 +288,3 @@ def test_reindex_and_doctor_draw_their_progress_without_tqdm(plain_venv: Path, t
         assert "global: 3/3 file (100%)" in drawn, drawn
         status, drawn = _on_a_terminal([coffer, "doctor"], env)
         assert "Traceback" not in drawn and "tqdm" not in drawn and "unexpected" not in drawn, drawn
-    finally:
-        _drop(site, NOT_CORE)
-        _link_packages(site, without=SDK_PARTS)
