@@ -84,7 +84,21 @@ class LaneCalls(ServiceParts):
         until: datetime | str | None = None,
     ) -> RecallResult:
         """Search the stores of ``cwd`` (project, then global) or the named ``stores``; only facts
-        with every one of ``tags``, updated in ``[since, until)``."""
+        with every one of ``tags``, updated in ``[since, until)``.
+
+        ``mode`` is one of ``"grep"``, ``"keyword"``, ``"vector"`` or ``"hybrid"``; None takes the
+        first store's ``default_mode`` (``"keyword"`` unless set); a mode must be in the store's
+        ``retrieval_modes`` (``["grep", "keyword"]`` unless set: docs/vector.md turns on the
+        others). A vector or hybrid recall whose embedder cannot run answers by keyword and says
+        so (``result.fallback``). ``limit``: 1 to 200 hits.
+        ``since`` / ``until``: a datetime, an ISO 8601 text or a relative one (``"-7d"``); a date
+        without a zone is UTC. Outside a git repository only the global store is searched.
+
+        Raises ``InvalidInput`` (an empty or over-long ``query``, a ``limit`` out of range, an
+        unknown or disabled ``mode``, a bad time bound, a ``cwd`` that is no directory),
+        ``MemoryStoreNotFound`` (a named store that does not exist) and ``IndexUnavailable`` (the
+        index cannot be read): each a ``CofferError`` with its ``code``.
+        """
         return self.facts.recall(
             query, cwd=cwd, stores=stores, mode=mode, limit=limit, tags=tags, since=since, until=until
         )
