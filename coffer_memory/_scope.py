@@ -19,6 +19,7 @@ from stat import S_ISCHR, S_ISDIR, S_ISREG
 import attrs
 
 from ._errors import InvalidInput, ScopeUnresolved
+from ._ulid_text import crockford_ulid
 
 GLOBAL_PROJECT_ID = "00000000000000000000000000"
 
@@ -532,29 +533,6 @@ def commits_since(worktree: Path, old: str | None, limit: int = 50) -> list[str]
     span = f"{old}..HEAD" if old else "HEAD"
     out = _git(worktree, "log", "--no-show-signature", "--oneline", f"--max-count={limit}", span)
     return None if out is None else [line for line in out.splitlines() if line]
-
-
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-# Two base32 digits per entry: 13 lookups of 10 bits make a ULID's 130 bits.
-_CROCKFORD_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
-
-
-def crockford_ulid(raw: bytes) -> str:
-    """16 bytes as a 26-character ULID string (Crockford base32, as ``ulid.ULID.from_bytes`` prints it).
-
-    Written out here because importing python-ulid costs ~80 ms, which ``coffer-hook`` pays on
-    every agent session start (and its encoder took 10 us per id of a rebuild); a test pins it
-    to the library's output.
-    """
-    v = int.from_bytes(raw, "big")
-    p = _CROCKFORD_PAIRS
-    # Written out (a rebuild makes one per file): the comprehension it replaces ran ~150 bytecodes.
-    first = p[v >> 120 & 1023] + p[v >> 110 & 1023] + p[v >> 100 & 1023] + p[v >> 90 & 1023]
-    middle = p[v >> 80 & 1023] + p[v >> 70 & 1023] + p[v >> 60 & 1023] + p[v >> 50 & 1023]
-    last = p[v >> 40 & 1023] + p[v >> 30 & 1023] + p[v >> 20 & 1023] + p[v >> 10 & 1023] + p[v & 1023]
-    return first + middle + last
 
 
 # -- repository fingerprint (what survives a move or a fresh clone) -------------------------------

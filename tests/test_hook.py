@@ -20,7 +20,7 @@ from served import closed_port
 from coffer_memory import MemoryService
 from coffer_memory._agents.context import SEEDED_RULES
 from coffer_memory._agents.hook import run
-from coffer_memory._scope import crockford_ulid
+from coffer_memory._ulid_text import crockford_ulid
 
 HOOK = str(Path(sys.executable).parent / "coffer-hook")
 

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 import attrs
 
 from .._models import Actor, MemoryFact
-from .._scope import crockford_ulid
+from .._ulid_text import crockford_ulid
 from ..vocabulary import MAX_TAG_CHARS, MAX_TAGS
 from .durable import CACHE_FOLDER as CACHE_FOLDER
 from .durable import DIR_MODE as DIR_MODE

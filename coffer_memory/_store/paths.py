@@ -26,14 +26,14 @@ import attrs
 from .._errors import PATH_ECHO_LIMIT, InvalidInput, MemoryStoreNotFound, safe_echo
 from .._home import HomeLayout
 from .._scope import GLOBAL_PROJECT_ID
+from .._ulid_text import CROCKFORD
 from ..vocabulary import MemoryScope
 
 if TYPE_CHECKING:
     from .looks import Looks
 
 GLOBAL_STORE = "global"
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_STORE_RE = re.compile(rf"^project-([0-7][{_CROCKFORD}]{{25}})$")
+_STORE_RE = re.compile(rf"^project-([0-7][{CROCKFORD}]{{25}})$")
 INDEX_MD = "INDEX.md"
 _PERIOD_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_SLUG_CHARS = 64
