@@ -95,3 +95,35 @@ def test_a_mistyped_stopword_is_dropped_unless_the_index_holds_it(svc: MemorySer
     svc.remember("Teh Tarik is what the office drinks.", store="global")  # a word of the index now
     with reading(db) as kept:
         assert "teh" in forms.with_forms(db, query, keyword_terms(query), STOPWORDS, kept)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "why is uvicorn pinned?",
+        "How do I run the tests for the geo lookup service?!",
+        "what port does the e2e job use",
+        "which python 3.11 image?",
+        "what's the db pool size?",
+        "db-pool or db_pool?",
+        "node:22-alpine?",
+        "tabs\tand  two spaces?",
+        "?what leads",
+        "a.b?",
+        "3.11",
+        "...?",
+        "",
+        "Ünïcode wörds?",
+    ],
+)
+def test_plain_words_as_the_word_expression_splits_them(query: str) -> None:
+    # A question of plain words and spaces takes a shortcut past the two regular expressions;
+    # every question's words and joins must be what the expressions give.
+    text = query.lower()
+    words = forms._PLAIN.findall(text)
+    got, apart = forms._plain_words(query)
+    assert got == words
+    if forms._GLUE.search(text) is None:
+        assert apart is None
+    else:
+        assert apart is not None and len(apart) == max(len(words) - 1, 0)
