@@ -5,9 +5,8 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from operator import eq
 from typing import Any, cast
 
 import apsw
@@ -17,6 +16,7 @@ from . import forms, near
 from .chunk_rows import ChunkRows, kept_rows, read_content, read_missing
 from .coverage import COVERAGE_WEIGHT, scored_lists
 from .db import IndexDB
+from .filing import file_rows, into_stores, take_tied
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import SHOWN, document_id_of_chunk, store_scope
 
@@ -375,6 +375,10 @@ def _ranked_per_store(
     wanted = limit * len(stores) * 2
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
     store_of = content.stores.get
+    # Each searched store's list's ``append``, by store (``filing.file_rows``; other stores join as met)
+    file_row: dict[str | None, Callable[[tuple[int, float]], object]] = {
+        s: mine.append for s, mine in rows.items()
+    }
     seen = 0
     # The ranking as ``_ranked_words`` gives it, taken a batch at a time and no further than every
     # store needs (each row taken is a Python tuple); each row's store comes from its chunk row.
@@ -399,22 +403,18 @@ def _ranked_per_store(
             last = batch[-1][1]
             # Every row of a store searched goes to its list, a store's rows past its ``limit`` too
             # (cut below): a count and a test per row cost more than the rows a batch adds. A row
-            # whose chunk row is not kept ("" for its store) is read with the rest of the batch,
+            # whose chunk row is not kept (no store) is read with the rest of the batch,
             # unless every store is full before it (the rest of the batch is then unused).
-            ids = [r[0] for r in batch]
-            found = list(map(store_of, ids, repeat("")))
-            if "" in found:
-                at = found.index("")
-                _into_stores(rows, batch[:at], found[:at])
+            at = file_rows(batch, file_row, store_of)
+            if at < len(batch):
                 if all(len(mine) >= limit for mine in rows.values()):
                     stopped = batch[at]
                 else:
+                    ids = [r[0] for r in batch]
                     read_missing(db, content, [r for r in ids if r not in content])
                     # a row still without one has no chunk row (the index changed under a
                     # caller's transaction): left out
-                    _into_stores(rows, batch[at:], list(map(store_of, ids[at:], repeat(""))))
-            else:
-                _into_stores(rows, batch, found)
+                    into_stores(rows, batch[at:], list(map(store_of, ids[at:], repeat(""))))
             lacking = 0
             for mine in rows.values():
                 if len(mine) >= limit:
@@ -423,13 +423,13 @@ def _ranked_per_store(
                 else:
                     lacking += limit - len(mine)
         # A full store's rows of its cut's score may go on past the rows taken: they are taken too
-        # (``_take_tied``); a store whose may go on past the statement's limit asks its own MATCH.
+        # (``filing.take_tied``); a store whose may go on past the statement's limit asks its own MATCH.
         again: set[str] = set()
         if last is not None:
             ended = False  # a row past every full store's cut was met, or the matching rows ran out
             if not lacking:
                 rest = batch[batch.index(stopped) :] if stopped is not None else []
-                fetched, ended, last = _take_tied(db, content, rows, rest, cursor)
+                fetched, ended, last = take_tied(db, content, rows, rest, cursor)
                 seen += fetched
             if not ended and seen >= wanted:
                 again = {store for store, mine in rows.items() if len(mine) >= limit and mine[-1][1] == last}
@@ -440,65 +440,6 @@ def _ranked_per_store(
         else _ranked_read(db, terms, store, limit, content)
         for store, mine in rows.items()
     }
-
-
-def _into_stores(
-    rows: dict[str, list[tuple[int, float]]], batch: list[tuple[int, float]], stores: list[str]
-) -> None:
-    """Each row of ``batch`` appended to the list in ``rows`` of its store (``stores``, one per
-    row; "" for none), in order. A few stores take their rows by a filter each, in C: a Python
-    loop over the rows (a lookup and a test a row) was a tenth of a 1k recall's ranking."""
-    if len(rows) <= 3:
-        for store, mine in rows.items():
-            mine.extend(itertools.compress(batch, map(eq, repeat(store), stores)))  # eq: any value
-        return
-    into = rows.get
-    for row, store in zip(batch, stores, strict=True):
-        found = into(store)
-        if found is not None:
-            found.append(row)
-
-
-def _take_tied(
-    db: IndexDB,
-    content: ChunkRows,
-    rows: dict[str, list[tuple[int, float]]],
-    rest: list[tuple[int, float]],
-    cursor: Iterator[tuple[int, float]],
-) -> tuple[int, bool, float]:
-    """Add to each store's list in ``rows`` (each as long as its limit, ending on its cut's score)
-    the rows of that score among ``rest`` and then ``cursor`` (the rows after those taken, in
-    score order), their chunk rows read into ``content``. Returns how many rows it took from
-    ``cursor``, whether it met a row past every cut (False: ``cursor`` ran out) and the cuts'
-    highest score.
-
-    Rows after those taken score at least as much as any taken: the rows of the highest cut's
-    score are the only ones that can go on."""
-    top = max(mine[-1][1] for mine in rows.values())
-    tied = []
-    fetched = 0
-    ended = False
-    for row in rest:
-        if row[1] > top:
-            ended = True
-            break
-        tied.append(row)
-    if not ended:
-        for row in cursor:
-            fetched += 1
-            if row[1] > top:
-                ended = True
-                break
-            tied.append(row)
-    if tied:
-        read_content(db, content, [r[0] for r in tied])
-        get = content.get
-        for row in tied:
-            found = get(row[0])
-            mine = rows.get(found[2]) if found is not None else None
-            if mine is not None and mine[-1][1] == row[1]:
-                mine.append(row)
-    return fetched, ended, top
 
 
 def _ranked_read(
