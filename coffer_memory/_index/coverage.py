@@ -76,14 +76,22 @@ _WORDS_CACHE_MAX = 4096
 _shared_tokens: dict[str, str] = {}
 _SHARED_TOKENS_MAX = 16384
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
+# What ``_plans.get`` answers for a key it lacks (None is a kept answer there).
+_UNSEEN = object()
 
 
 def _wanted(tokenize: apsw.FTS5Tokenizer, term: str) -> _Wanted | None:
     if term in _wanted_cache:
         return _wanted_cache[term]
     tokens = _tokens(tokenize, term, apsw.FTS5_TOKENIZE_QUERY)
-    cjk = tuple(t for t in tokens if has_cjk(t))
-    wanted = (frozenset(tokens).difference(cjk), cjk) if tokens else None
+    wanted: _Wanted | None
+    if not tokens:
+        wanted = None
+    elif term.isascii():  # its tokens are ASCII too: no CJK to look for (a search per token)
+        wanted = (frozenset(tokens), ())
+    else:
+        cjk = tuple(t for t in tokens if has_cjk(t))
+        wanted = (frozenset(tokens).difference(cjk), cjk)
     if len(_wanted_cache) >= _WANTED_CACHE_MAX:
         _wanted_cache.clear()
     _wanted_cache[term] = wanted
@@ -279,15 +287,19 @@ def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
     when fewer than two terms have tokens (nothing to re-score). Kept
     per terms and weight: a recall re-scores its rows in up to two steps (``fts._scored_within``)."""
     key = (weight, *terms)
-    if key in _plans:
-        return _plans[key]
-    wanted = [w for w in (_wanted(_tokenizer(), term) for term in terms) if w is not None]
+    kept = _plans.get(key, _UNSEEN)  # one lookup: a tuple's hash is worked out at each
+    if kept is not _UNSEEN:
+        return kept  # type: ignore[return-value]
+    tokenize = _tokenizer()
+    wanted = [w for term in terms if (w := _wanted(tokenize, term)) is not None]
     plan: _Plan | None = None
     if len(wanted) >= 2:
         n = len(wanted)
         keys = _single_tokens(wanted)
         # The factor of each possible share, worked out as the per-row expression works it out.
-        plan = (wanted, [1.0 + weight * share / n for share in range(n + 1)], keys, _held_count(keys or ()))
+        factors = [1.0 + weight * share / n for share in range(n + 1)]
+        # ``held_of`` is asked only with single tokens (``len``: a callable never called)
+        plan = (wanted, factors, keys, _held_count(keys) if keys is not None else len)
     if len(_plans) >= _WANTED_CACHE_MAX:
         _plans.clear()
     _plans[key] = plan
