@@ -12,9 +12,10 @@ without segmenting every candidate again.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
+from collections.abc import Callable, Collection, KeysView, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -61,6 +62,7 @@ _WANTED_CACHE_MAX = 4096
 # row's stored tokens hold (``_plan``), by (weight, *terms).
 _Plan = tuple[list[_Wanted], list[float], frozenset[str] | None, Callable[[str], int]]
 _plans: dict[tuple[Any, ...], _Plan | None] = {}
+_FACTORS: dict[tuple[float, int], list[float]] = {}  # ``_factors``'s, by (weight, number of terms)
 # Candidate texts already re-scored, as compared and their tokens: about 3 KB each (measured at
 # 10k facts), so at most ~13 MB. A single pass of 200 recalls at 10k facts met 6,200 texts in
 # 16,000 candidates: 2,048 kept tokenized 12,200 of them, 4,096 kept 9,600.
@@ -302,36 +304,53 @@ def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
     kept = _plans.get(key, _UNSEEN)  # one lookup: a tuple's hash is worked out at each
     if kept is not _UNSEEN:
         return kept  # type: ignore[return-value]
-    tokenize = _tokenizer()
-    wanted = [w for term in terms if (w := _wanted(tokenize, term)) is not None]
+    # The terms' kept answers looked up in C, a call of ``_wanted`` only for a term not met yet
+    found: list[Any] = list(map(_wanted_cache.get, terms, itertools.repeat(_UNSEEN)))
+    if _UNSEEN in found:
+        tokenize = _tokenizer()
+        found = [_wanted(tokenize, term) for term in terms]
+    wanted: list[_Wanted] = [w for w in found if w is not None]
     plan: _Plan | None = None
     if len(wanted) >= 2:
-        n = len(wanted)
         keys = _single_tokens(wanted)
-        # The factor of each possible share, worked out as the per-row expression works it out.
-        factors = [1.0 + weight * share / n for share in range(n + 1)]
         # ``held_of`` is asked only with single tokens (``len``: a callable never called)
-        plan = (wanted, factors, keys, _held_count(keys) if keys is not None else len)
+        plan = (wanted, _factors(weight, len(wanted)), keys, _held_count(keys) if keys is not None else len)
     if len(_plans) >= _WANTED_CACHE_MAX:
         _plans.clear()
     _plans[key] = plan
     return plan
 
 
-def _held_count(keys: Iterable[str]) -> Callable[[str], int]:
+def _factors(weight: float, n: int) -> list[float]:
+    """The factor of each possible share of ``n`` terms, worked out as the per-row expression
+    works it out; kept per (weight, n): mixed int and float arithmetic is ~8 k instructions a
+    new question's plan (the list is only read)."""
+    factors = _FACTORS.get((weight, n))
+    if factors is None:
+        if len(_FACTORS) >= _WANTED_CACHE_MAX:
+            _FACTORS.clear()
+        factors = _FACTORS[weight, n] = [1.0 + weight * share / n for share in range(n + 1)]
+    return factors
+
+
+def _held_count(keys: Collection[str]) -> Callable[[str], int]:
     """How many of ``keys`` (single tokens) a row's stored tokens hold: each looked for with a space
     before and after it. Written out for the usual two to four (``sum`` over a ``map`` took half
-    as long again a row)."""
-    marks = tuple(sorted(f" {k} " for k in keys))
-    if len(marks) == 2:
-        a, b = marks
+    as long again a row), each mark made without a comprehension (made once a question: a
+    generator and a sort of them were a third of a new question's re-scoring plan)."""
+    if len(keys) == 2:
+        a, b = keys
+        a, b = f" {a} ", f" {b} "
         return lambda s: (a in s) + (b in s)
-    if len(marks) == 3:
-        a, b, c = marks
+    if len(keys) == 3:
+        a, b, c = keys
+        a, b, c = f" {a} ", f" {b} ", f" {c} "
         return lambda s: (a in s) + (b in s) + (c in s)
-    if len(marks) == 4:
-        a, b, c, d = marks
+    if len(keys) == 4:
+        a, b, c, d = keys
+        a, b, c, d = f" {a} ", f" {b} ", f" {c} ", f" {d} "
         return lambda s: (a in s) + (b in s) + (c in s) + (d in s)
+    marks = tuple(f" {k} " for k in keys)
     return lambda s: sum(map(s.__contains__, marks))
 
 
