@@ -39,13 +39,19 @@ class DocRow(NamedTuple):
     updated_at: datetime
 
 
+# ``DocRow(...)`` calls the class's ``__new__``, a Python function around ``tuple.__new__``: a
+# frame fewer for each document a recall's hits meet for the first time.
+_TUPLE_NEW = tuple.__new__
+_FROM_ISO = datetime.fromisoformat
+
+
 def doc_row(home: str, r: Sequence[Any]) -> DocRow:
     """A ``DocRow`` of (id, path, title, description, updated_at) with ``home`` before the path.
     An id or title that is no text (another program's value) is a ``TypeError``, as a path or a
     time that is none fails: the recall then checks the rows (``_index/values.py``)."""
     if type(r[0]) is not str or type(r[2]) is not str:
         raise TypeError(f"documents row {r[0]!r}: its id or title is no text")
-    return DocRow(r[0], home + r[1], r[2], r[3], datetime.fromisoformat(r[4]))
+    return _TUPLE_NEW(DocRow, (r[0], home + r[1], r[2], r[3], _FROM_ISO(r[4])))
 
 
 def with_sessions(db: IndexDB, stores: Sequence[str], kept: dict[Any, Any]) -> bool:
@@ -141,14 +147,14 @@ def fused_fronts(
     fused = rrf_disjoint(fronts, limit)
     if not all(map(docs.__contains__, fused)):
         doc_rows(db, {store: [i for _, i in front] for store, front in zip(found, fronts, strict=True)}, kept)
-    home = f"{db.home}/"
     out = []
     for key in fused:
         doc = docs[key]
-        if doc is None:
-            return None
-        if type(doc) is tuple:  # a row as apsw gives it (a DocRow is a tuple too, not of this type)
-            doc = docs[key] = doc_row(home, doc)
+        if type(doc) is not DocRow:
+            if doc is None:
+                return None
+            # a row as apsw gives it (a DocRow is a tuple too, not of this type)
+            doc = docs[key] = doc_row(f"{db.home}/", doc)
         store, i = key
         text, score = found[store][i]
         out.append(make(store, doc, text, score))

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -122,7 +122,8 @@ class KnowledgeRetrieval:
         (``mode`` is what it returned). ``targets`` go into the result as they are. ``looks``:
         what the caller's read saw before (``_store/looks.py``).
         """
-        chosen = cast(RetrievalMode, mode) if checked else self.check(query, mode, limit)
+        # ``mode`` as it is when checked (``typing.cast`` is a call)
+        chosen: RetrievalMode = mode if checked else self.check(query, mode, limit)  # type: ignore[assignment]
         if present is None:
             present = [sp for sp in paths if sp.root.is_dir()]
         if chosen == "hybrid":
@@ -148,7 +149,7 @@ class KnowledgeRetrieval:
                 hits=tuple(merged),
                 mode=chosen,
                 fallback=False,
-                stores=tuple(p.name for p in paths),
+                stores=tuple([p.name for p in paths]),
                 targets=targets,
             )
         side = self.side() if len(present) > 1 and self.side is not None else None

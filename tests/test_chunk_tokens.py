@@ -79,6 +79,21 @@ def test_a_recall_tokenizes_no_candidate_whose_tokens_the_index_keeps(tmp_home: 
             assert kept.get(fts._COVERAGE)
 
 
+def test_an_index_with_tokens_for_some_chunks_only_answers_the_same(tmp_home: Path) -> None:
+    """Rows with stored tokens beside rows without (an index written by two versions): coverage
+    counts the first in their tokens and tokenizes the others, with the answers of both ways."""
+    with MemoryService(tmp_home) as svc:
+        _remember(svc)
+        found = _answers(svc)
+    conn = apsw.Connection(str(tmp_home / "index.db"))
+    conn.execute("UPDATE chunks SET tokens = NULL WHERE rowid % 2 = 0")
+    conn.close()
+    coverage._words_cache.clear()
+    with MemoryService(tmp_home) as svc:
+        assert _answers(svc) == found
+        assert coverage._words_cache  # the rows without were tokenized
+
+
 def test_stored_tokens_are_the_tokens_coverage_compares() -> None:
     """``stored_tokens`` holds the tokens ``_compared`` makes of a text, in order, with a space at
     each end; a text without tokens stores a space."""

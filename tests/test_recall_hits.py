@@ -11,12 +11,12 @@ import pytest
 
 from coffer_memory import MemoryHit
 from coffer_memory._index.keys import HEADER_END
-from coffer_memory._recall_hits import _FIELDS, _SETTERS, make_hit, new_hit
+from coffer_memory._recall_hits import _FIELDS, FAST, make_hit, new_hit, rescored
 from coffer_memory._recall_rows import DocRow
 
 
 def test_a_hit_made_through_its_slots_equals_the_one_attrs_makes() -> None:
-    assert _SETTERS is not None  # the fast way is the one in use with today's MemoryHit
+    assert FAST  # the fast way is the one in use with today's MemoryHit
     at = datetime(2026, 12, 3, 4, 5, 6, tzinfo=UTC)
     values = (
         "01JABCDEFGHJKMNPQRSTVWXYZ0",
@@ -54,3 +54,18 @@ def test_make_hit_makes_the_hit_the_class_makes() -> None:
     assert type(made) is MemoryHit
     assert made == called and hash(made) == hash(called) and repr(made) == repr(called)
     assert type(made.path) is type(called.path)
+
+
+def test_a_rescored_hit_is_a_memory_hit_that_cannot_be_changed() -> None:
+    """A hit is built as a private subclass that takes plain stores and then made a ``MemoryHit``:
+    nothing of the subclass is left (its type, its frozen fields, its pickle)."""
+    at = datetime(2026, 12, 3, 4, 5, 6, tzinfo=UTC)
+    doc = DocRow("01JABCDEFGHJKMNPQRSTVWXYZ2", "/h/facts/g.md", "a title", "", at)
+    made = rescored(make_hit("global", doc, "plain text", -0.5), 2.5)
+    assert type(made) is MemoryHit and made.score == 2.5 and made.text == "plain text"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.text = "changed"  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del made.title
+    assert type(pickle.loads(pickle.dumps(made))) is MemoryHit
+    assert made == attrs.evolve(made)

@@ -12,9 +12,10 @@ without segmenting every candidate again.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, KeysView, Mapping, Sequence
+from collections.abc import Callable, Collection, KeysView, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -61,6 +62,7 @@ _WANTED_CACHE_MAX = 4096
 # row's stored tokens hold (``_plan``), by (weight, *terms).
 _Plan = tuple[list[_Wanted], list[float], frozenset[str] | None, Callable[[str], int]]
 _plans: dict[tuple[Any, ...], _Plan | None] = {}
+_FACTORS: dict[tuple[float, int], list[float]] = {}  # ``_factors``'s, by (weight, number of terms)
 # Candidate texts already re-scored, as compared and their tokens: about 3 KB each (measured at
 # 10k facts), so at most ~13 MB. A single pass of 200 recalls at 10k facts met 6,200 texts in
 # 16,000 candidates: 2,048 kept tokenized 12,200 of them, 4,096 kept 9,600.
@@ -76,14 +78,22 @@ _WORDS_CACHE_MAX = 4096
 _shared_tokens: dict[str, str] = {}
 _SHARED_TOKENS_MAX = 16384
 _HEADER_MARK = "\u2063"  # in reindex.HEADER_END (not imported: the index writer is heavy)
+# What ``_plans.get`` answers for a key it lacks (None is a kept answer there).
+_UNSEEN = object()
 
 
 def _wanted(tokenize: apsw.FTS5Tokenizer, term: str) -> _Wanted | None:
     if term in _wanted_cache:
         return _wanted_cache[term]
     tokens = _tokens(tokenize, term, apsw.FTS5_TOKENIZE_QUERY)
-    cjk = tuple(t for t in tokens if has_cjk(t))
-    wanted = (frozenset(tokens).difference(cjk), cjk) if tokens else None
+    wanted: _Wanted | None
+    if not tokens:
+        wanted = None
+    elif term.isascii():  # its tokens are ASCII too: no CJK to look for (a search per token)
+        wanted = (frozenset(tokens), ())
+    else:
+        cjk = tuple(t for t in tokens if has_cjk(t))
+        wanted = (frozenset(tokens).difference(cjk), cjk)
     if len(_wanted_cache) >= _WANTED_CACHE_MAX:
         _wanted_cache.clear()
     _wanted_cache[term] = wanted
@@ -208,9 +218,21 @@ def scored_lists(
     if plan is None:
         return [[(score, rowid) for rowid, score in ranked] for ranked in lists]
     wanted, factors, keys, held_of = plan
+    out = []
+    if keys is not None and stored:
+        # The usual query and index: every row's share counted in its stored tokens, without a
+        # first pass over the rows for those that have none (~9 bytecodes a row, a recall
+        # re-scores ~40) or a test per row; a row without (a KeyError) takes the way below.
+        try:
+            for ranked in lists:
+                scored = [(score * factors[held_of(stored[rowid])], rowid) for rowid, score in ranked]
+                scored.sort()  # by score, then rowid: the order of the search
+                out.append(scored)
+            return out
+        except KeyError:
+            out = []
     held: Mapping[int, str] = stored if stored is not None and keys is not None else {}
     compared = _compared_rows(lists, texts, by_row, held, stored or {})
-    out = []
     get = held.get
     for ranked in lists:
         if keys is not None:  # the usual query: one intersection (or a look per term) per row
@@ -279,35 +301,56 @@ def _plan(terms: Sequence[str], weight: float) -> _Plan | None:
     when fewer than two terms have tokens (nothing to re-score). Kept
     per terms and weight: a recall re-scores its rows in up to two steps (``fts._scored_within``)."""
     key = (weight, *terms)
-    if key in _plans:
-        return _plans[key]
-    wanted = [w for w in (_wanted(_tokenizer(), term) for term in terms) if w is not None]
+    kept = _plans.get(key, _UNSEEN)  # one lookup: a tuple's hash is worked out at each
+    if kept is not _UNSEEN:
+        return kept  # type: ignore[return-value]
+    # The terms' kept answers looked up in C, a call of ``_wanted`` only for a term not met yet
+    found: list[Any] = list(map(_wanted_cache.get, terms, itertools.repeat(_UNSEEN)))
+    if _UNSEEN in found:
+        tokenize = _tokenizer()
+        found = [_wanted(tokenize, term) for term in terms]
+    wanted: list[_Wanted] = [w for w in found if w is not None]
     plan: _Plan | None = None
     if len(wanted) >= 2:
-        n = len(wanted)
         keys = _single_tokens(wanted)
-        # The factor of each possible share, worked out as the per-row expression works it out.
-        plan = (wanted, [1.0 + weight * share / n for share in range(n + 1)], keys, _held_count(keys or ()))
+        # ``held_of`` is asked only with single tokens (``len``: a callable never called)
+        plan = (wanted, _factors(weight, len(wanted)), keys, _held_count(keys) if keys is not None else len)
     if len(_plans) >= _WANTED_CACHE_MAX:
         _plans.clear()
     _plans[key] = plan
     return plan
 
 
-def _held_count(keys: Iterable[str]) -> Callable[[str], int]:
+def _factors(weight: float, n: int) -> list[float]:
+    """The factor of each possible share of ``n`` terms, worked out as the per-row expression
+    works it out; kept per (weight, n): mixed int and float arithmetic is ~8 k instructions a
+    new question's plan (the list is only read)."""
+    factors = _FACTORS.get((weight, n))
+    if factors is None:
+        if len(_FACTORS) >= _WANTED_CACHE_MAX:
+            _FACTORS.clear()
+        factors = _FACTORS[weight, n] = [1.0 + weight * share / n for share in range(n + 1)]
+    return factors
+
+
+def _held_count(keys: Collection[str]) -> Callable[[str], int]:
     """How many of ``keys`` (single tokens) a row's stored tokens hold: each looked for with a space
     before and after it. Written out for the usual two to four (``sum`` over a ``map`` took half
-    as long again a row)."""
-    marks = tuple(sorted(f" {k} " for k in keys))
-    if len(marks) == 2:
-        a, b = marks
+    as long again a row), each mark made without a comprehension (made once a question: a
+    generator and a sort of them were a third of a new question's re-scoring plan)."""
+    if len(keys) == 2:
+        a, b = keys
+        a, b = f" {a} ", f" {b} "
         return lambda s: (a in s) + (b in s)
-    if len(marks) == 3:
-        a, b, c = marks
+    if len(keys) == 3:
+        a, b, c = keys
+        a, b, c = f" {a} ", f" {b} ", f" {c} "
         return lambda s: (a in s) + (b in s) + (c in s)
-    if len(marks) == 4:
-        a, b, c, d = marks
+    if len(keys) == 4:
+        a, b, c, d = keys
+        a, b, c, d = f" {a} ", f" {b} ", f" {c} ", f" {d} "
         return lambda s: (a in s) + (b in s) + (c in s) + (d in s)
+    marks = tuple(f" {k} " for k in keys)
     return lambda s: sum(map(s.__contains__, marks))
 
 
