@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -290,10 +291,19 @@ class Reindexer:
         new.next_chunk += len(chunks)
         for position, text in enumerate(chunks):
             cid = f"{scope}:{fact_id}:{position}"  # keys.chunk_id
-            new.chunks.append((rowid, cid, fact_id, KIND, store, position, stored_tokens(text)))
+            tokens = stored_tokens(text)
             words, searched, written = index_forms(text)
-            new.fts.append((rowid, searched, store, cid, written))
-            new.words.append((rowid, words, scope, ""))
+            # Every column of the chunk at once, after anything that may raise: they stay in step.
+            new.rowids.append(rowid)
+            new.chunk_ids.append(cid)
+            new.document_ids.append(fact_id)
+            new.stores.append(store)
+            new.positions.append(position)
+            new.tokens.append(tokens)
+            new.searched.append(searched)
+            new.written.append(written)
+            new.words.append(words)
+            new.scopes.append(scope)
             rowid += 1
         if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
             self._context_due.add((store, fact.id))
@@ -345,19 +355,22 @@ class Reindexer:
             new.documents,
         )
         conn.executemany("INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", new.tags)
+        # The chunks' rows made as they are written; every column has a value per chunk (``add_new``).
+        rowids, ids, stores = new.rowids, new.chunk_ids, new.stores
         conn.executemany(
             "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position, tokens) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            new.chunks,
+            zip(rowids, ids, new.document_ids, repeat(KIND), stores, new.positions, new.tokens),
         )
         conn.executemany(
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id, written) VALUES (?, ?, ?, ?, ?)",
-            new.fts,
+            zip(rowids, new.searched, stores, ids, new.written, strict=True),
         )
         conn.executemany(
-            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)", new.words
+            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
+            zip(rowids, new.words, new.scopes, repeat("")),
         )
-        self._words_written += len(new.words)
+        self._words_written += len(rowids)
 
     def _drop_vectors_of(self, store: str) -> None:
         if self.vectors is None and store not in self._vec_dropped:  # add_new asks first too
