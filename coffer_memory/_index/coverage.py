@@ -141,7 +141,8 @@ def stored_tokens(text: str) -> str:
     # tokenizes every chunk here: the calls written out.
     if len(data) != len(text) + 2 * text.count(_HEADER_MARK):
         data = _prepared(text)[1].encode("utf-8")
-    tokens = _tokenizer()(
+    # Without offsets or colocated tokens, apsw returns a list of the bare token strings (``_tokens``).
+    tokens: list[str] = _tokenizer()(  # type: ignore[assignment]
         data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False
     )
     return f" {' '.join(tokens)} " if tokens else " "

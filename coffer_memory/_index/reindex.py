@@ -26,8 +26,8 @@ from .db import DAMAGE, IndexDB
 from .holding import Holding
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
+from .pending import CHUNK_VALUES, NewRows, PendingDoc, session_windows, stored_by_text
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
-from .pending import NewRows, PendingDoc, session_windows, stored_by_text
 from .readahead import Read
 from .removal import delete_document_rows, delete_store_rows
 from .rows import described, indexed_chunks, project_id, write_tags
@@ -293,17 +293,10 @@ class Reindexer:
             cid = f"{scope}:{fact_id}:{position}"  # keys.chunk_id
             tokens = stored_tokens(text)
             words, searched, written = index_forms(text)
-            # Every column of the chunk at once, after anything that may raise: they stay in step.
-            new.rowids.append(rowid)
-            new.chunk_ids.append(cid)
-            new.document_ids.append(fact_id)
-            new.stores.append(store)
-            new.positions.append(position)
-            new.tokens.append(tokens)
-            new.searched.append(searched)
-            new.written.append(written)
-            new.words.append(words)
-            new.scopes.append(scope)
+            # Every value of the chunk at once, after anything that may raise (``CHUNK_VALUES``).
+            new.chunk_values.extend(
+                (rowid, cid, fact_id, store, position, tokens, searched, written, words, scope)
+            )
             rowid += 1
         if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
             self._context_due.add((store, fact.id))
@@ -355,20 +348,23 @@ class Reindexer:
             new.documents,
         )
         conn.executemany("INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", new.tags)
-        # The chunks' rows made as they are written; every column has a value per chunk (``add_new``).
-        rowids, ids, stores = new.rowids, new.chunk_ids, new.stores
+        # The chunks' rows made as they are written, from their columns.
+        values = new.chunk_values
+        rowids, ids, docs, stores, positions, tokens, searched, written, words, scopes = (
+            values[i::CHUNK_VALUES] for i in range(CHUNK_VALUES)
+        )
         conn.executemany(
             "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position, tokens) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            zip(rowids, ids, new.document_ids, repeat(KIND), stores, new.positions, new.tokens),
+            zip(rowids, ids, docs, repeat(KIND), stores, positions, tokens),
         )
         conn.executemany(
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id, written) VALUES (?, ?, ?, ?, ?)",
-            zip(rowids, new.searched, stores, ids, new.written, strict=True),
+            zip(rowids, searched, stores, ids, written, strict=True),
         )
         conn.executemany(
             "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
-            zip(rowids, new.words, new.scopes, repeat("")),
+            zip(rowids, words, scopes, repeat("")),
         )
         self._words_written += len(rowids)
 
