@@ -40,10 +40,20 @@ def index_header(title: str, description: str, body: str) -> str:
     title, description = title.strip(), description.strip()
     if not title and not description:
         return ""
-    body_words = folded(body)
-    # Written out, not a comprehension and dict.fromkeys: a rebuild asks once per file.
-    said = title and folded(title).removesuffix("…") in body_words  # derived ones are prefixes
-    if not description or description == title or folded(description).removesuffix("…") in body_words:
+    # A part found in the body as written is found in it folded (folding keeps a passage's words
+    # and their order, and only "Σ" lowers by its neighbours): most descriptions are the body's
+    # first sentence, and the body is folded only for a part not found as written.
+    body_words = None
+    said = bool(title) and "Σ" not in title and title in body
+    if title and not said:
+        body_words = folded(body)
+        said = folded(title).removesuffix("…") in body_words  # derived ones are prefixes
+    if (
+        not description
+        or description == title
+        or ("Σ" not in description and description in body)
+        or folded(description).removesuffix("…") in (body_words or folded(body))
+    ):
         return "" if said or not title else title + HEADER_END
     return description + HEADER_END if said or not title else f"{title}\n{description}{HEADER_END}"
 
