@@ -145,7 +145,16 @@ def stored_tokens(text: str) -> str:
     again: taking each once cost a rebuild a third as much again as tokenizing), with a space
     before and after each (a token holds no space: unicode61 splits on it), so that a recall
     counts a query token ``t`` held by looking for `` t `` in it, without tokenizing the chunk."""
-    tokens = _tokens(_tokenizer(), _prepared(text)[1], apsw.FTS5_TOKENIZE_DOCUMENT)
+    data = text.encode("utf-8")
+    # Most chunks are ASCII but for the header's mark (3 bytes in UTF-8): tokenized as they are
+    # (``_prepared``), which their length tells without the copy ``_plain`` makes of them. A rebuild
+    # tokenizes every chunk here: the calls written out.
+    if len(data) != len(text) + 2 * text.count(_HEADER_MARK):
+        data = _prepared(text)[1].encode("utf-8")
+    # Without offsets or colocated tokens, apsw returns a list of the bare token strings (``_tokens``).
+    tokens: list[str] = _tokenizer()(  # type: ignore[assignment]
+        data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False
+    )
     return f" {' '.join(tokens)} " if tokens else " "
 
 

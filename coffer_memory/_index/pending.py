@@ -38,15 +38,24 @@ class NewRows:
 
     Rowids are handed out as SQLite would (one past the largest), so the rows are those a
     file-by-file insert gives (``tests/test_speed_paths_same_results.py`` compares them).
+
+    A chunk's rows (``chunks``, ``documents_fts``, ``documents_words``) are kept as their values,
+    ``CHUNK_VALUES`` a chunk in one list, and made into rows as they are written: three tuples kept
+    per chunk until the batch was written set off Python's garbage collector every ~230 files,
+    and its passes over them were ~1% of a cold rebuild's CPU (docs/benchmarks.md, rb31).
     """
 
     next_document: int
     next_chunk: int
     documents: list[tuple[object, ...]] = attrs.Factory(list)
     tags: list[tuple[int, str]] = attrs.Factory(list)
-    chunks: list[tuple[object, ...]] = attrs.Factory(list)
-    fts: list[tuple[object, ...]] = attrs.Factory(list)
-    words: list[tuple[object, ...]] = attrs.Factory(list)
+    chunk_values: list[object] = attrs.Factory(list)
+
+
+# A queued chunk's values, in ``NewRows.chunk_values``: its rowid, chunk id, document id, store,
+# position and stored tokens (``chunks``), its trigram and written text (``documents_fts``), its
+# word-index text and store scope (``documents_words``).
+CHUNK_VALUES = 10
 
 
 def session_windows(db: IndexDB, batch: list[PendingDoc]) -> list[list[list[str]]]:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -25,8 +26,8 @@ from .db import DAMAGE, IndexDB
 from .holding import Holding
 from .keys import KIND, chunk_id, store_scope, vec_chunk_id
 from .keys import strip_header as strip_header  # where recall has always found it
+from .pending import CHUNK_VALUES, NewRows, PendingDoc, session_windows, stored_by_text
 from .pending import SESSION_CONTEXT_LINES as SESSION_CONTEXT_LINES  # where _ahead reads it
-from .pending import NewRows, PendingDoc, session_windows, stored_by_text
 from .readahead import Read
 from .removal import delete_document_rows, delete_store_rows
 from .rows import described, indexed_chunks, project_id, write_tags
@@ -290,10 +291,12 @@ class Reindexer:
         new.next_chunk += len(chunks)
         for position, text in enumerate(chunks):
             cid = f"{scope}:{fact_id}:{position}"  # keys.chunk_id
-            new.chunks.append((rowid, cid, fact_id, KIND, store, position, stored_tokens(text)))
+            tokens = stored_tokens(text)
             words, searched, written = index_forms(text)
-            new.fts.append((rowid, searched, store, cid, written))
-            new.words.append((rowid, words, scope, ""))
+            # Every value of the chunk at once, after anything that may raise (``CHUNK_VALUES``).
+            new.chunk_values.extend(
+                (rowid, cid, fact_id, store, position, tokens, searched, written, words, scope)
+            )
             rowid += 1
         if fact.origin_session_id and KEYWORD_CONTEXT_LINES > 0:
             self._context_due.add((store, fact.id))
@@ -345,19 +348,25 @@ class Reindexer:
             new.documents,
         )
         conn.executemany("INSERT OR IGNORE INTO document_tags (document_rowid, tag) VALUES (?, ?)", new.tags)
+        # The chunks' rows made as they are written, from their columns.
+        values = new.chunk_values
+        rowids, ids, docs, stores, positions, tokens, searched, written, words, scopes = (
+            values[i::CHUNK_VALUES] for i in range(CHUNK_VALUES)
+        )
         conn.executemany(
             "INSERT INTO chunks (rowid, id, document_id, kind, resource_name, position, tokens) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            new.chunks,
+            zip(rowids, ids, docs, repeat(KIND), stores, positions, tokens),
         )
         conn.executemany(
             "INSERT INTO documents_fts (rowid, text, resource_name, chunk_id, written) VALUES (?, ?, ?, ?, ?)",
-            new.fts,
+            zip(rowids, searched, stores, ids, written, strict=True),
         )
         conn.executemany(
-            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)", new.words
+            "INSERT INTO documents_words (rowid, text, store, context) VALUES (?, ?, ?, ?)",
+            zip(rowids, words, scopes, repeat("")),
         )
-        self._words_written += len(new.words)
+        self._words_written += len(rowids)
 
     def _drop_vectors_of(self, store: str) -> None:
         if self.vectors is None and store not in self._vec_dropped:  # add_new asks first too
