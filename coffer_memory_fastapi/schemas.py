@@ -115,7 +115,9 @@ class LabelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
 
-    label: Annotated[str, json_field(StoreInfo, "label", min_length=1)]
+    # No ``min_length``: an empty label is the core's own INVALID_INPUT (``set_label``), not pydantic's
+    # wording; the schema still says it.
+    label: Annotated[str, json_field(StoreInfo, "label", json_schema_extra={"minLength": 1})]
 
 
 # -- facts -------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def recall_arguments(scope: Scope) -> tuple[Any, ...] | None:
     tags = many.get("tag")
     if (
         query is None
-        or not 1 <= len(query) <= MAX_QUERY_CHARS
+        or len(query) > MAX_QUERY_CHARS
         or (mode is not None and mode not in RETRIEVAL_MODES)
         or not _LIMIT.fullmatch(limit)
         or int(limit) > MAX_RECALL_LIMIT

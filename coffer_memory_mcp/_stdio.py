@@ -14,7 +14,6 @@ runs as before (import, then serve). ``COFFER_MCP_FAST_HANDSHAKE=0`` forces that
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import os
 import queue
@@ -32,6 +31,7 @@ from ._debug import DEBUG_ENV
 from ._debug import debug as _debug
 from ._fds import claim_stdio as _claim_stdio
 from ._handshake import FAST_METHODS, Snapshot, cache_file, load_snapshot, record_snapshot
+from ._lines import EOF, LineSource, end, next_item, start_reader
 from ._screen import DROPPED, screen
 
 __all__ = ["main"]
@@ -39,8 +39,6 @@ __all__ = ["main"]
 HOLD_ENV = "COFFER_MCP_DEBUG_HOLD_SDK"
 """With DEBUG_ENV: the SDK import waits until this file exists (lets a test see the order of events)."""
 OFF_ENV = "COFFER_MCP_FAST_HANDSHAKE"
-
-_EOF = object()
 
 
 def _request(line: str) -> dict[str, Any] | None:
@@ -183,15 +181,6 @@ def _notification(line: str) -> bool:
     return isinstance(message, dict) and "id" not in message
 
 
-def _reader(wire_in: BinaryIO, lines: queue.Queue[object]) -> None:
-    try:
-        # The SDK's own framing: UTF-8 with replacement, universal newlines.
-        for line in io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"):
-            lines.put(line)
-    finally:  # a read error ends the session as EOF does, never leaves it waiting
-        lines.put(_EOF)
-
-
 @dataclass
 class _Built:
     service: Any = None
@@ -218,29 +207,6 @@ def _build(args: Any, events: queue.Queue[object]) -> None:
     except BaseException as exc:  # reported to every request; the process must not die silently
         built.error = exc
     events.put(built)
-
-
-class _Source:
-    """The SDK's stdin: the replayed lines, then the rest of the wire, line by line."""
-
-    def __init__(self, first: list[str], lines: queue.Queue[object]) -> None:
-        self._first = first
-        self._lines = lines
-
-    def __aiter__(self) -> _Source:
-        return self
-
-    async def __anext__(self) -> str:
-        if self._first:
-            return self._first.pop(0)
-        import anyio
-
-        item = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
-        if item is _EOF:
-            self._lines.put(_EOF)  # EOF stays EOF for any later read
-            raise StopAsyncIteration
-        assert isinstance(item, str)
-        return item
 
 
 class _Sink:
@@ -308,24 +274,13 @@ def _failed(session: _Session, lines: queue.Queue[object], exc: BaseException) -
 
     for line in session.waiting:
         refuse(line)
-    while (item := _next(lines)) is not _EOF:
+    while (item := next_item(lines)) is not EOF:
         assert isinstance(item, str)
         session.waiting = []
         session.take(item)
         for line in session.waiting:
             refuse(line)
     return 0
-
-
-def _next(lines: queue.Queue[object]) -> object:
-    """The queue's next item, waking twice a second: a SIGINT the kernel gave to another thread
-    (the stdin reader's, the builder's) only trips a flag, which the main thread reads when it
-    runs; blocked in a lock with no timeout it never did, and a Ctrl-C left coffer-mcp running."""
-    while True:
-        try:
-            return lines.get(timeout=0.5)
-        except queue.Empty:
-            continue
 
 
 def _serve_fast(args: Any, snapshot: Snapshot) -> int:
@@ -338,11 +293,11 @@ def _serve_fast(args: Any, snapshot: Snapshot) -> int:
     session = _Session(snapshot, _Wire(wire_out))
     # One queue: the reader's lines and EOF, and the builder's one _Built, in the order they happened.
     lines: queue.Queue[object] = queue.Queue()
-    threading.Thread(target=_reader, args=(wire_in, lines), name="coffer-mcp-stdin", daemon=True).start()
+    start_reader(wire_in, lines)
     threading.Thread(target=_build, args=(args, lines), name="coffer-mcp-sdk", daemon=True).start()
     ended = False
-    while not isinstance(item := _next(lines), _Built):
-        if item is _EOF:
+    while not isinstance(item := next_item(lines), _Built):
+        if item is EOF:
             ended = True
             if session.version is not None and all(_notification(line) for line in session.waiting):
                 # The client is gone and no request of its waits for an answer: nothing is left
@@ -355,7 +310,7 @@ def _serve_fast(args: Any, snapshot: Snapshot) -> int:
             session.take(item)
     built = item
     if ended:
-        lines.put(_EOF)  # the SDK (or the failure loop) reads the end of the stream too
+        lines.put(EOF)  # the SDK (or the failure loop) reads the end of the stream too
     if built.error is not None:
         return _failed(session, lines, built.error)
     return _hand_over(session, lines, built)
@@ -369,17 +324,13 @@ def _hand_over(session: _Session, lines: queue.Queue[object], built: _Built) -> 
     replay_id = f"coffer-mcp-replay-{os.urandom(8).hex()}"
     _debug(f"handing over to the SDK ({len(session.waiting)} waiting line(s))")
     with built.service:
-        source, sink = _Source(session.replay(replay_id), lines), _Sink(session.wire, replay_id)
+        source, sink = LineSource(session.replay(replay_id), lines), _Sink(session.wire, replay_id)
         try:
             anyio.run(_serve_stdio, built.server, source, sink)
         except KeyboardInterrupt:  # Ctrl-C once the SDK serves: its server's end, status 0
             pass
         finally:
-            # A run ended by Ctrl-C (or an error) with the client still connected leaves the
-            # worker thread of `_Source` waiting for its next line: anyio abandons it, but the
-            # interpreter waits for that thread at exit, until the client closed stdin. The end
-            # of the stream lets it go (then anyio's stop ends it).
-            lines.put(_EOF)
+            end(lines)  # lets go of the worker thread waiting for the client's next line
     return 0
 
 

@@ -9,6 +9,7 @@ import hmac
 import json
 import logging
 import os
+import queue
 import sys
 import threading
 from collections import Counter
@@ -50,6 +51,7 @@ from ._args import (
 )
 from ._debug import debug
 from ._http_body import BoundedBody
+from ._lines import LineSource, end, start_reader
 from ._screen import Screened, named_twice, notification_named_twice
 from ._sessions import MarkStreams, SessionRoom
 from .refusals import HostGuard, TypedRefusals, send_envelope
@@ -343,13 +345,19 @@ async def _serve_stdio(server: MCPServer, stdin: Any = None, stdout: Any = None)
     # A private attribute: the SDK's own in-memory client reaches the low-level server the same
     # way, and the SDK notes that it is meant to become public.
     lowlevel = server._lowlevel_server
+    lines: queue.Queue[object] | None = None
     if stdin is None or stdout is None:
-        stdin, stdout = _own_stdio()
-    # Batches and unreadable ids, which the SDK would drop unanswered (see ``_screen``).
-    stdin = Screened(stdin, stdout)
-    async with stdio_server(stdin, stdout) as (read, write):
-        reading = _AnswerRefused(read, write)
-        await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
+        lines = queue.Queue()
+        stdin, stdout = _own_stdio(lines)
+    try:
+        # Batches and unreadable ids, which the SDK would drop unanswered (see ``_screen``).
+        stdin = Screened(stdin, stdout)
+        async with stdio_server(stdin, stdout) as (read, write):
+            reading = _AnswerRefused(read, write)
+            await lowlevel.run(reading, reading.writer, lowlevel.create_initialization_options())
+    finally:
+        if lines is not None:
+            end(lines)  # Ctrl-C with the client connected: let go of the read waiting for its next line
 
 
 class _LockedOut:
@@ -372,16 +380,20 @@ class _LockedOut:
         """Each write is flushed already."""
 
 
-def _own_stdio() -> tuple[Any, _LockedOut]:
+def _own_stdio(lines: queue.Queue[object]) -> tuple[LineSource, _LockedOut]:
     """The wire on private descriptors, as the SDK's ``stdio_server`` would claim it (fd 0 reads
-    /dev/null and fd 1 writes stderr from now on), so ``Screened`` can answer on it too."""
+    /dev/null and fd 1 writes stderr from now on), so ``Screened`` can answer on it too.
+
+    Its lines come through ``lines`` from a daemon thread (``_lines``), not through
+    ``anyio.wrap_file``, whose read a cancelled run waits for: one Ctrl-C left the plain path
+    running until the client closed stdin."""
     import io
 
     from ._fds import claim_stdio
 
     wire_in, wire_out = claim_stdio()
-    stdin = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
-    return stdin, _LockedOut(io.TextIOWrapper(wire_out, encoding="utf-8"))
+    start_reader(wire_in, lines)
+    return LineSource([], lines), _LockedOut(io.TextIOWrapper(wire_out, encoding="utf-8"))
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")

@@ -33,7 +33,7 @@ def test_the_async_list_transcripts_refuses_an_unknown_keyword(svc: MemoryServic
 
 
 def test_the_listed_filters_are_the_listers() -> None:
-    from coffer_memory._transcripts.service import LIST_FILTERS
+    from coffer_memory._transcripts.reading import LIST_FILTERS
 
     params = inspect.signature(SessionLister.list_sessions).parameters.values()
     assert tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY) == LIST_FILTERS

@@ -14,6 +14,7 @@ from ._progress import Progress
 if TYPE_CHECKING:
     from .._service import MemoryService
     from .._transcripts.models import DistillResult
+    from .._transcripts.reading import SessionReader
 
 AGENT_HELP = "only this agent's sessions (default: every agent)"
 
@@ -22,8 +23,18 @@ def _when(value: Any) -> str:
     return local_text(value, "minutes") if value is not None else "-"
 
 
-def cmd_list(svc: MemoryService, args: argparse.Namespace) -> None:
-    from .._transcripts.listing import sorted_sessions  # the parser is built on every run: load on use
+def _reader() -> SessionReader:
+    """What ``transcripts list|show`` read through: the agents' own files, no coffer home (a new
+    user's first ``coffer transcripts list`` said "no memories yet" and listed nothing)."""
+    from .._transcripts.reading import SessionReader  # the parser is built on every run: load on use
+
+    return SessionReader()
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    from .._transcripts.listing import sorted_sessions
+
+    svc = _reader()
 
     agents = [args.agent] if args.agent else list(AGENTS)
     rows: list[Any] = []
@@ -85,7 +96,8 @@ def _session_table(rows: list[Any], sort: str) -> str:
     return "\n".join(out)
 
 
-def cmd_show(svc: MemoryService, args: argparse.Namespace) -> None:
+def cmd_show(args: argparse.Namespace) -> None:
+    svc = _reader()
     view = svc.show_transcript(args.agent or svc.find_session(args.session_id).agent, args.session_id)
     if args.json:
         emit_json({"session": view.summary, "messages": view.messages, "scrubbed": dict(view.report.counts)})
@@ -202,11 +214,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--order", choices=("asc", "desc"), default="desc", help="sort order (default: desc)")
     p.add_argument("--limit", type=int, default=50, help="at most this many sessions in all (default 50)")
-    p.set_defaults(func=cmd_list)
+    p.set_defaults(run=cmd_list)
     p = add_command(tsub, "show", "a session as the model would see it (scrubbed)")
     p.add_argument("session_id", help="the session id")
     p.add_argument("--agent", choices=AGENTS, help="the session's agent (default: looked up)")
-    p.set_defaults(func=cmd_show)
+    p.set_defaults(run=cmd_show)
 
     p = add_command(sub, "distill", "distill a past session (or --sweep all new ones) into the journal")
     p.add_argument("session_id", nargs="?", help="the session id (or --sweep)")

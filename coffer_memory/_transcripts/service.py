@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._agents.homes import AGENTS, AgentHomes, require_agent
+from .._agents.homes import AGENTS, require_agent
 from .._config import Settings
-from .._errors import CofferError, IndexUnavailable, InvalidInput, SessionNotFound, check_limit, safe_echo
+from .._errors import CofferError, IndexUnavailable, InvalidInput, SessionNotFound, check_limit
 from .._home import HomeLayout
 from .._indexing import Models
 from .._lanes import Lanes
@@ -36,22 +35,15 @@ from ..vocabulary import MAX_SESSION_ID_CHARS, MAX_SWEEP_LIMIT
 from .distill import INSIGHTS_SCHEMA, Insight, build_prompt, content_sha256, parse_insights
 from .increment import family_head, message_digest, undistilled
 from .ledger import STALE_CLAIM_SECONDS, Ledger, LedgerEntry
-from .models import DistillResult, SessionSummary, SweepResult, Transcript
+from .models import DistillResult, SweepResult, Transcript
+from .reading import SessionReader
 
 if TYPE_CHECKING:
     from ..plugins.hookspecs import LLM
-    from .listing import SessionLister, SessionPage
-    from .scrub import ScrubbedTranscript
 
 log = logging.getLogger("coffer_memory._transcripts")
 
-# The readers and the scrubber are imported on first use: most processes that open a
-# MemoryService (the CLI, the MCP server) never read a transcript.
-
 DEFAULT_SWEEP_LIMIT = 20
-LIST_FILTERS = ("search", "project", "started_after", "started_before", "sort", "order", "limit", "offset")
-"""The keyword arguments of ``list_transcripts`` (``SessionLister.list_sessions``'s)."""
-MAX_LISTED = 10  # unknown arguments named in the error at most
 DEFAULT_MIN_IDLE_SECONDS = 600
 # A session end waits for the session's running distillation (the previous end of a continued
 # session) rather than skipping its own turns; past the stale age a dead claim is taken over.
@@ -63,8 +55,9 @@ LEFT_PER_END = 5
 Progress = Callable[[DistillResult], None]
 
 
-class Transcripts:
-    """Read past sessions of Claude Code, Codex and OpenCode, and distill them into the journal.
+class Transcripts(SessionReader):
+    """Read past sessions of Claude Code, Codex and OpenCode (``SessionReader``), and distill them
+    into the journal.
 
     Agent directories come from the environment at call time (``CLAUDE_CONFIG_DIR``,
     ``CODEX_HOME``, ``XDG_DATA_HOME``); nothing under them is ever written.
@@ -78,22 +71,10 @@ class Transcripts:
         self.writer = writer
         self.targets = targets
         self.lanes = lanes
-        self._guard = threading.Lock()
-        self._lister_cache: SessionLister | None = None
+        super().__init__()
         self._ledger: Ledger | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _lister(self) -> SessionLister:
-        from .listing import SessionLister
-
-        homes = AgentHomes.from_env()
-        with self._guard:
-            lister = self._lister_cache
-            if lister is None or lister.homes != homes:
-                # A new environment (tests, or a changed CODEX_HOME) gets a fresh parse cache.
-                lister = self._lister_cache = SessionLister(homes)
-            return lister
-
     @property
     def ledger(self) -> Ledger:
         """The ``distilled_sessions`` ledger of this home (``<home>/ledger.db``)."""
@@ -108,42 +89,6 @@ class Transcripts:
             if self._ledger is not None:
                 self._ledger.close()
                 self._ledger = None
-
-    # -- reading ------------------------------------------------------------------------------
-    def list_transcripts(self, agent: str, **filters: Any) -> SessionPage:
-        """Past sessions of ``agent``: ``search``, ``project``, ``started_after``/``started_before``,
-        ``sort`` (started_at | last_activity_at | message_count), ``order``, ``limit``, ``offset``;
-        any other keyword is ``InvalidInput`` (it was a bare ``TypeError``)."""
-        unknown = sorted(set(filters) - set(LIST_FILTERS))
-        if unknown:
-            listed = ", ".join(repr(safe_echo(u)) for u in unknown[:MAX_LISTED])
-            raise InvalidInput(
-                f"list_transcripts takes no argument {listed}; it takes {', '.join(LIST_FILTERS)}",
-                field=safe_echo(unknown[0]),
-            )
-        return self._lister().list_sessions(require_agent(agent), **filters)
-
-    def transcript_summary(self, agent: str, session_id: str) -> SessionSummary:
-        """One session's summary (``SessionNotFound`` when there is no such session)."""
-        return self._lister().find(require_agent(agent), session_id)
-
-    def show_transcript(self, agent: str, session_id: str) -> ScrubbedTranscript:
-        """A session as distillation would send it: prose only, outputs dropped, secrets redacted."""
-        from .scrub import scrub_transcript
-
-        return scrub_transcript(self._load(agent, session_id))
-
-    def find_session(self, session_id: str, agent: str | None = None) -> SessionSummary:
-        """A session by id, looked up in every agent's files unless ``agent`` is given."""
-        agents = [require_agent(agent)] if agent is not None else list(AGENTS)
-        lister = self._lister()
-        for name in agents:
-            with contextlib.suppress(SessionNotFound):
-                return lister.find(name, session_id)
-        raise SessionNotFound(agent, session_id)  # agent None: "not found in any agent's sessions"
-
-    def _load(self, agent: str, session_id: str) -> Transcript:
-        return self._lister().load(require_agent(agent), session_id)
 
     # -- distilling ---------------------------------------------------------------------------
     def distill_session(

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from coffer_memory import ImportEntry, ImportReport, InvalidInput
+from coffer_memory import ImportEntry, ImportReport, InvalidImport, InvalidInput
 
 from ..deps import Service
 from ..errors import error_responses
@@ -31,6 +31,7 @@ MAX_UPLOAD_CHARS = 64 * 1024 * 1024
 MAX_UPLOAD_BODY_BYTES = MAX_UPLOAD_CHARS + 64 * 1024
 """The import's body: the base64 text and room for the other fields (the request guard bounds it)."""
 IMPORT_PATH = "/api/v1/import"
+UPLOAD_FIELD = "content_base64"
 _CHUNK = 64 * 1024
 _MEDIA = {"zip": "application/zip", "jsonl": "application/x-ndjson"}
 
@@ -135,13 +136,22 @@ def import_export(body: ImportIn, svc: Service) -> ImportReportOut:
     try:
         data = base64.b64decode(body.content_base64, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInput("content_base64 is not base64", field="content_base64") from None
+        raise InvalidInput(f"{UPLOAD_FIELD} is not base64", field=UPLOAD_FIELD) from None
     # The core imports from a path; the upload lives in a private temp file for the call.
     fd, name = tempfile.mkstemp(prefix="coffer-upload-", suffix=".export")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         report = svc.import_memory(name, kind="coffer", store=body.store, dry_run=body.dry_run)
+    except InvalidImport as exc:
+        if exc.source != name:
+            raise
+        # The server's temp file means nothing to the client (and is the server's own path): the
+        # same refusal, naming the field the upload came in.
+        said = exc.message.replace(name, UPLOAD_FIELD)
+        raise InvalidImport(
+            exc.reason, said, source=UPLOAD_FIELD, member=exc.member, line=exc.line, other=exc.other
+        ) from None
     finally:
         os.unlink(name)
     return ImportReportOut.of(report)

@@ -16,7 +16,12 @@ from ..schemas import RECALL, Mode
 
 router = APIRouter(prefix="/api/v1/memory_stores", tags=["recall"])
 
-QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")]
+# No ``min_length``: an empty query is the core's ``INVALID_INPUT: query is empty`` (field ``query``),
+# as from the CLI, MCP and Python, not pydantic's wording; the schema still says it.
+QueryText = Annotated[
+    str,
+    Query(max_length=MAX_QUERY_CHARS, description="What to look for.", json_schema_extra={"minLength": 1}),
+]
 ModeParam = Annotated[Mode | None, Query(description="Retrieval mode; the configured default when omitted.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_RECALL_LIMIT)]
 TagFilter = Annotated[
