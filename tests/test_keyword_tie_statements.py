@@ -19,7 +19,7 @@ from coffer_memory._index.terms import keyword_terms
 from coffer_memory._index.ties import tie_end
 from coffer_memory._store.paths import GLOBAL_STORE
 
-TIED = 100  # more than the shared statement's 2 x 4 x limit rows at limit 10
+TIED = 100  # more than the shared statement's 4 x 4 x limit rows at limit 3
 
 
 def _ranking_statements(svc: MemoryService, query: str, limit: int) -> tuple[list[Any], list[str]]:
@@ -48,16 +48,16 @@ def test_a_cut_inside_a_long_tie_asks_one_more_unfiltered_statement(
     with MemoryService(tmp_home) as svc:
         for n in range(TIED):
             svc.remember(f"the lighthouse keeper logged tide {n:03d}", store=GLOBAL_STORE)
-        hits, matches = _ranking_statements(svc, "lighthouse", 10)
-        assert len(hits) == 10
+        hits, matches = _ranking_statements(svc, "lighthouse", 3)
+        assert len(hits) == 3
         # the shared statement and one for the rest of the tied rows, neither filtered by store
         assert len(matches) == 2, matches
         assert not [m for m in matches if m.startswith("store :")], matches
         # the same list the store's own MATCH gives, cut through its last score's rows
         db = svc.index.db
         terms = keyword_terms("lighthouse")
-        shared = fts._ranked_per_store(db, [GLOBAL_STORE], terms, 40, ChunkRows(), None)
-        alone = fts._ranked_words(db, fts._words_match(terms, GLOBAL_STORE), 40)
+        shared = fts._ranked_per_store(db, [GLOBAL_STORE], terms, 12, ChunkRows(), None)
+        alone = fts._ranked_words(db, fts._words_match(terms, GLOBAL_STORE), 12)
         assert shared[GLOBAL_STORE] == alone
         assert len(alone) == TIED
         every = db.rows(
@@ -65,4 +65,4 @@ def test_a_cut_inside_a_long_tie_asks_one_more_unfiltered_statement(
             "ORDER BY s, rowid",
             (fts._words_match(terms, GLOBAL_STORE),),
         )
-        assert alone == every[: tie_end(every, 40)]
+        assert alone == every[: tie_end(every, 12)]
