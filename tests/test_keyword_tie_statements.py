@@ -66,3 +66,36 @@ def test_a_cut_inside_a_long_tie_asks_one_more_unfiltered_statement(
             (fts._words_match(terms, GLOBAL_STORE),),
         )
         assert alone == every[: tie_end(every, 12)]
+
+
+def test_the_rest_of_a_run_goes_to_every_store_it_ties(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stores whose cuts fall in one run of rows of one score past the shared statement's
+    limit: the one more statement's rows go to each store's list, each the same as that store's
+    own MATCH gives (its first ``limit`` rows and every row of the last one's score)."""
+    monkeypatch.setattr(reindex_module, "RACY_NS", 0)
+    project = "project-01KB0000000000000000000000"
+    with MemoryService(home=tmp_path / "home") as svc:
+        for n in range(70):
+            for store in (project, GLOBAL_STORE):
+                svc.remember(f"the lighthouse keeper logged tide {n:03d}", store=store)
+        db = svc.index.db
+        terms = keyword_terms("lighthouse")
+        statements: list[str] = []
+
+        def trace(_cursor: object, sql: str, _bindings: Any) -> bool:
+            if "documents_words MATCH" in sql and "bm25(" in sql:
+                statements.append(sql)
+            return True
+
+        db.conn.exec_trace = trace
+        try:
+            shared = fts._ranked_per_store(db, [project, GLOBAL_STORE], terms, 12, ChunkRows(), None)
+        finally:
+            db.conn.exec_trace = None
+        assert len(statements) == 2, statements  # 48 rows asked of 140 tied: the rest in one more
+        for store in (project, GLOBAL_STORE):
+            alone = fts._ranked_words(db, fts._words_match(terms, store), 12)
+            assert len(alone) == 70
+            assert shared[store] == alone, store
