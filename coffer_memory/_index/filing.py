@@ -65,37 +65,53 @@ def take_tied(
     rows: dict[str, list[tuple[int, float]]],
     rest: list[tuple[int, float]],
     cursor: Iterator[tuple[int, float]],
-) -> tuple[int, bool, float]:
+    tail: tuple[int, float],
+) -> tuple[int, tuple[int, float] | None]:
     """Add to each store's list in ``rows`` (each as long as its limit, ending on its cut's score)
     the rows of that score among ``rest`` and then ``cursor`` (the rows after those taken, in
     score order), their chunk rows read into ``content``. Returns how many rows it took from
-    ``cursor``, whether it met a row past every cut (False: ``cursor`` ran out) and the cuts'
-    highest score.
+    ``cursor`` and the last row the statement gave (``tail``: the last row before ``cursor``'s,
+    when ``rest`` is empty and ``cursor`` gave none), or None when it met a row past every cut:
+    no row after it goes on any list.
 
     Rows after those taken score at least as much as any taken: the rows of the highest cut's
     score are the only ones that can go on."""
     top = max(mine[-1][1] for mine in rows.values())
     tied = []
     fetched = 0
-    ended = False
+    last: tuple[int, float] | None = rest[-1] if rest else tail
     for row in rest:
         if row[1] > top:
-            ended = True
+            last = None
             break
         tied.append(row)
-    if not ended:
+    if last is not None:
         for row in cursor:
             fetched += 1
             if row[1] > top:
-                ended = True
+                last = None
                 break
             tied.append(row)
-    if tied:
-        read_content(db, content, [r[0] for r in tied])
-        get = content.get
-        for row in tied:
-            found = get(row[0])
-            mine = rows.get(found[2]) if found is not None else None
-            if mine is not None and mine[-1][1] == row[1]:
-                mine.append(row)
-    return fetched, ended, top
+            last = row
+    file_tied(db, content, rows, tied)
+    return fetched, last
+
+
+def file_tied(
+    db: IndexDB,
+    content: ChunkRows,
+    rows: dict[str, list[tuple[int, float]]],
+    tied: list[tuple[int, float]],
+) -> None:
+    """Append each of ``tied`` (rows in score order, after every row of the lists in ``rows``) to
+    the list of its store when that list ends on the row's score, their chunk rows read into
+    ``content``."""
+    if not tied:
+        return
+    read_content(db, content, [r[0] for r in tied])
+    get = content.get
+    for row in tied:
+        found = get(row[0])
+        mine = rows.get(found[2]) if found is not None else None
+        if mine is not None and mine[-1][1] == row[1]:
+            mine.append(row)

@@ -16,7 +16,7 @@ from . import forms, near
 from .chunk_rows import ChunkRows, kept_rows, read_content, read_missing
 from .coverage import COVERAGE_WEIGHT, scored_lists
 from .db import IndexDB
-from .filing import file_rows, into_stores, take_tied
+from .filing import file_rows, file_tied, into_stores, take_tied
 from .idf_floor import MOST_PER_FLOORED_TRIGRAM, MOST_PER_FLOORED_WORD, floor_scale
 from .keys import SHOWN, document_id_of_chunk, store_scope
 
@@ -117,12 +117,12 @@ def _ranked_words(db: IndexDB, match: str, limit: int, within: Within = None) ->
     end = tie_end(rows, limit)
     if end < len(rows) or len(rows) < asked:
         return rows[:end]
-    # Every row fetched is of the cut's score: all rows down to that score (bm25 gives a row the
-    # same score in both statements).
-    return cast(
-        "list[tuple[int, float]]",
-        db.rows(f"{sql} AND s <= ? ORDER BY s, rowid", (match, *only_params, rows[limit - 1][1])),
-    )
+    # Every row fetched from the cut on is of the cut's score: the rest of that score's rows come
+    # after the last one fetched, by rowid (bm25 gives a row the same score in both statements;
+    # the rowid bound spares ranking the rows before it again).
+    last = rows[-1]
+    more = db.rows(f"{sql} AND rowid > ? AND s = ? ORDER BY rowid", (match, *only_params, last[0], last[1]))
+    return rows + cast("list[tuple[int, float]]", more)
 
 
 _STORE_COUNTS = "fts.store_counts"  # ``reading``'s key of the stores' file counts
@@ -372,7 +372,12 @@ def _ranked_per_store(
     """
     if not _most_of_the_index(db, stores, kept):
         return {store: _ranked_read(db, terms, store, limit, content) for store in stores}
-    wanted = limit * len(stores) * 2
+    # Twice the rows the stores take, four times a store's limit at least: a store alone takes
+    # only its own rows, and the rows past its limit serve the run of its cut's score
+    # (``_rest_of_run``). At 10k facts of ``bench/rest.py`` (a run of ~120 rows of one score at
+    # every cut) 2 x limit left a third of the rows to rank again, 13.9 M instructions a recall
+    # against 18.1 M; two stores' 1k recalls (4 x limit already) cost the same.
+    wanted = limit * max(len(stores) * 2, 4)
     rows: dict[str, list[tuple[int, float]]] = {store: [] for store in stores}
     store_of = content.stores.get
     # Each searched store's list's ``append``, by store (``filing.file_rows``; other stores join as met)
@@ -390,7 +395,7 @@ def _ranked_per_store(
         (_any_of(terms),),
     ) as cursor:
         lacking = limit * len(rows)
-        last: float | None = None  # the score of the last row fetched
+        tail: tuple[int, float] | None = None  # the last row fetched
         stopped: tuple[int, float] | None = None  # the first row fetched and not taken, if any
         while lacking:
             # As many rows as the stores still lack and an eighth more, ten more at the least (a store's
@@ -400,7 +405,7 @@ def _ranked_per_store(
             if not batch:
                 break
             seen += len(batch)
-            last = batch[-1][1]
+            tail = batch[-1]
             # Every row of a store searched goes to its list, a store's rows past its ``limit`` too
             # (cut below): a count and a test per row cost more than the rows a batch adds. A row
             # whose chunk row is not kept (no store) is read with the rest of the batch,
@@ -423,23 +428,46 @@ def _ranked_per_store(
                 else:
                     lacking += limit - len(mine)
         # A full store's rows of its cut's score may go on past the rows taken: they are taken too
-        # (``filing.take_tied``); a store whose may go on past the statement's limit asks its own MATCH.
-        again: set[str] = set()
-        if last is not None:
-            ended = False  # a row past every full store's cut was met, or the matching rows ran out
-            if not lacking:
-                rest = batch[batch.index(stopped) :] if stopped is not None else []
-                fetched, ended, last = take_tied(db, content, rows, rest, cursor)
-                seen += fetched
-            if not ended and seen >= wanted:
-                again = {store for store, mine in rows.items() if len(mine) >= limit and mine[-1][1] == last}
+        # (``filing.take_tied``), and past the statement's limit from one more statement.
+        if tail is not None and not lacking:
+            rest = batch[batch.index(stopped) :] if stopped is not None else []
+            fetched, tail = take_tied(db, content, rows, rest, cursor, tail)
+            seen += fetched
+    if tail is not None and seen >= wanted:
+        _rest_of_run(db, content, terms, {s: m for s, m in rows.items() if len(m) >= limit}, tail)
     ran_out = seen < wanted  # every matching row of every store is in the list
     return {
-        store: mine
-        if store not in again and (len(mine) >= limit or ran_out)
-        else _ranked_read(db, terms, store, limit, content)
+        store: mine if len(mine) >= limit or ran_out else _ranked_read(db, terms, store, limit, content)
         for store, mine in rows.items()
     }
+
+
+def _rest_of_run(
+    db: IndexDB,
+    content: ChunkRows,
+    terms: Sequence[str],
+    full: dict[str, list[tuple[int, float]]],
+    tail: tuple[int, float],
+) -> None:
+    """The rows after ``tail`` (the last row the shared statement gave: its limit stopped there) of
+    its score, appended to each list of ``full`` (stores with their ``limit`` rows) that ends on
+    that score: rows of a cut's score go on past it (``ties.tie_end``).
+
+    One statement for the rows of that score with a rowid past ``tail``'s (the order the shared
+    statement gave them in), for every store: a store's own filtered MATCH (``_ranked_read``) took
+    two statements, each ranking every row of the store, ~18 M instructions of a 10k REST recall
+    of ``bench/rest.py``'s facts (one length, one vocabulary: a hundred rows of one score)."""
+    if not any(mine[-1][1] == tail[1] for mine in full.values()):
+        return  # every cut's rows of its score are in hand
+    more = cast(
+        "list[tuple[int, float]]",
+        db.rows(
+            f"SELECT rowid, {_bm25()} AS s FROM documents_words WHERE documents_words MATCH ? "
+            "AND rowid > ? AND s = ? ORDER BY rowid",
+            (_any_of(terms), tail[0], tail[1]),
+        ),
+    )
+    file_tied(db, content, full, more)
 
 
 def _ranked_read(
