@@ -21,6 +21,7 @@ from mcp import Client
 from served import Served
 
 from coffer_memory import CofferError, MemoryService
+from coffer_memory.vocabulary import MAX_QUERY_CHARS
 from coffer_memory_fastapi.errors import STATUS
 from coffer_memory_mcp import build_server
 
@@ -109,3 +110,21 @@ async def test_the_mcp_tools_give_the_services_error_for_empty_text(tmp_home: Pa
                 result = await client.call_tool(tool, arguments)
                 assert result.is_error, (tool, result)
                 assert result.structured_content == {"error": error.to_dict()}, tool
+
+
+def test_an_over_long_query_is_the_services_error_on_both_recall_routes(
+    api: httpx.Client, tmp_home: Path
+) -> None:
+    # The schema's maxLength is the core's limit; one character past it is the core's own error.
+    long = "x" * (MAX_QUERY_CHARS + 1)
+    with MemoryService(tmp_home) as svc:
+        error = raised(lambda: svc.recall(long, stores=["global"]))
+    assert (error.code, error.message) == (
+        "INVALID_INPUT",
+        f"query is longer than {MAX_QUERY_CHARS} characters",
+    )
+    answered_as(api.get(f"{API}/recall", params={"query": long, "store": "global"}), error)
+    answered_as(api.get(f"{API}/global/recall", params={"query": long}), error)
+    schema = api.get("/openapi.json").json()["paths"][f"{API}/recall"]["get"]["parameters"]
+    query = next(p for p in schema if p["name"] == "query")["schema"]
+    assert (query["minLength"], query["maxLength"]) == (1, MAX_QUERY_CHARS)

@@ -16,11 +16,13 @@ from ..schemas import RECALL, Mode
 
 router = APIRouter(prefix="/api/v1/memory_stores", tags=["recall"])
 
-# No ``min_length``: an empty query is the core's ``INVALID_INPUT: query is empty`` (field ``query``),
-# as from the CLI, MCP and Python, not pydantic's wording; the schema still says it.
+# No ``min_length`` or ``max_length``: an empty or over-long query is the core's ``INVALID_INPUT``
+# (``query is empty``, ``query is longer than 4096 characters``; field ``query``), as from the CLI,
+# MCP and Python, not pydantic's wording; the schema still says both bounds. The core checks the
+# length before it reads the text any further.
 QueryText = Annotated[
     str,
-    Query(max_length=MAX_QUERY_CHARS, description="What to look for.", json_schema_extra={"minLength": 1}),
+    Query(description="What to look for.", json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS}),
 ]
 ModeParam = Annotated[Mode | None, Query(description="Retrieval mode; the configured default when omitted.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_RECALL_LIMIT)]
