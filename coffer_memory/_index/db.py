@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import attrs
 
 from .._errors import IndexUnavailable
 from .._home import HomeLayout
@@ -31,6 +30,8 @@ from .._store.lock import shared_lock, store_lock
 from . import repair_history
 from .migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from .shape import read_schema_problem, schema_problem, schema_rows, vec_tables
+from .shared_state import guard as _shared_guard
+from .shared_state import shared_state as _shared_state
 from .unusable import IndexBusy, unopenable
 from .values import clash
 
@@ -43,26 +44,6 @@ CORE_TABLES = frozenset({"documents", "chunks", "documents_fts", "store_state"})
 
 
 MMAP_BYTES = 256 * 1024 * 1024
-
-
-@attrs.define
-class _Shared:
-    """What every connection of this process to one index file must see: a repair by one of
-    them (the others reopen), or damage one of them met (the next reconcile repairs it)."""
-
-    generation: int = 0
-    damaged: str | None = None
-    seen: tuple[int, int] = (0, 0)  # (inode, largest size) of the file seen (``IndexDB._cut_short``)
-    holders: int = 0  # this process's open connections to the file (``IndexDB._hold``)
-
-
-_shared: dict[str, _Shared] = {}
-_shared_guard = threading.Lock()
-
-
-def _shared_state(path: Path) -> _Shared:
-    with _shared_guard:
-        return _shared.setdefault(str(path), _Shared())
 
 
 class _Connection(apsw.Connection):
